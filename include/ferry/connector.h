@@ -1,0 +1,189 @@
+/* ferry/connector.h - the source and sink contracts (DESIGN §2).
+ *
+ * A connector is a `const struct` vtable with an ABI version, required and optional
+ * slots, registered in one static table (src/connectors/registry.c). Registration checks
+ * the required slots and names the missing one. One thread owns each connector instance;
+ * only `cancel` may be called from another thread. Every blocking network call has a
+ * timeout and honours cancellation. A connector never includes another connector.
+ *
+ * Instances are `void *ctx` values made by `open` and freed by `close`. */
+#ifndef FERRY_CONNECTOR_H
+#define FERRY_CONNECTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "ferry/batch.h"
+#include "ferry/config.h"
+#include "ferry/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERRY_CONNECTOR_ABI 1
+
+enum ferry_read_mode { FERRY_READ_FULL = 0, FERRY_READ_INCREMENTAL, FERRY_READ_CDC };
+enum ferry_write_mode {
+    FERRY_WRITE_APPEND = 0,
+    FERRY_WRITE_REPLACE,
+    FERRY_WRITE_UPSERT,
+    FERRY_WRITE_MERGE
+};
+const char *ferry_read_mode_name(enum ferry_read_mode m);
+const char *ferry_write_mode_name(enum ferry_write_mode m);
+
+/* One resource of the pipeline file, as the source sees it. */
+struct ferry_resource_spec {
+    char *table;          /* as written: "orders", "public.orders" */
+    enum ferry_read_mode mode;
+    char **cursor;        /* incremental: cursor columns (NULL-terminated), else NULL */
+    int n_cursor;
+    char **columns;       /* selected columns in order, NULL = all */
+    int n_columns;
+    char **key;           /* declared key, NULL = discover the primary key */
+    int n_key;
+    int64_t lookback_ms;  /* incremental: re-read this much before the saved cursor */
+    struct ferry_cfg *node; /* the resource's map: connectors read their own extra keys */
+};
+
+/* ---- Source ------------------------------------------------------------------------ */
+
+struct ferry_source_vtable {
+    int abi;              /* FERRY_CONNECTOR_ABI */
+    const char *name;     /* "sample", "sqlite"... the pipeline file's source.type */
+    /* Keys of the source section that tune and do not define the data's route; they are
+     * left out of the pipeline version hash. NULL-terminated, may be NULL. */
+    const char *const *tuning_keys;
+    bool supports_incremental;
+    bool supports_cdc;
+
+    /* required */
+    /* Reads its keys from the source section (cfg) and connects. Unknown keys are
+     * reported by the caller afterwards. */
+    int (*open)(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err);
+    /* Columns, types, nullability, key of one resource (honouring spec->columns and
+     * spec->key). A missing table is FERRY_ENOTFOUND naming it. */
+    int (*discover)(void *ctx, const struct ferry_resource_spec *spec,
+                    struct ferry_schema **schema, struct ferry_error *err);
+    /* Freezes how the resource will be read as a JSON object that has at least
+     * {"shards": [ ... ]} (one element per shard, content connector-specific). For
+     * incremental reads `route_checkpoint` is the saved position (or NULL) and the plan
+     * records the lower and the frozen upper bound. */
+    int (*plan)(void *ctx, const struct ferry_resource_spec *spec,
+                const struct ferry_schema *schema, const char *route_checkpoint,
+                char **plan_json, struct ferry_error *err);
+    /* Reads one shard of a frozen plan into rw, starting after `resume` (a position this
+     * source produced earlier for this shard, or NULL for the beginning). Returns FERRY_OK
+     * at the end of the shard, or the code ferry_rw_end() returned (pause, cancel). The
+     * caller flushes the shard. */
+    int (*extract)(void *ctx, const struct ferry_resource_spec *spec,
+                   const struct ferry_schema *schema, const char *plan_json, int shard,
+                   const char *resume, struct ferry_row_writer *rw, struct ferry_error *err);
+    void (*close)(void *ctx);
+
+    /* optional */
+    void (*cancel)(void *ctx); /* any thread: interrupt a blocking call */
+};
+
+/* ---- Sink -------------------------------------------------------------------------- */
+
+enum ferry_durability {
+    FERRY_DURABLE_PER_APPLY = 0, /* data survives once apply() returns */
+    FERRY_DURABLE_AT_COMMIT      /* data survives only after commit() */
+};
+
+struct ferry_sink_caps {
+    unsigned write_modes;          /* bit (1u << enum ferry_write_mode) */
+    enum ferry_durability durability;
+    bool encoded_integrity;        /* returns receipt.encoded_crc from every apply */
+    bool transactional_checkpoint; /* stores ferry's checkpoint in its own commit */
+    bool atomic_replace;           /* replace swaps at commit, never half a table */
+    bool deletes;                  /* can apply delete operations (merge) */
+};
+
+/* What the sink will write for one resource. */
+struct ferry_target {
+    int index;               /* 0..n_targets-1, passed back to apply() */
+    const char *resource;    /* source resource name */
+    const char *table;       /* destination name (default: resource without schema) */
+    struct ferry_schema *schema; /* borrowed for the session's life */
+    enum ferry_write_mode mode;
+    enum ferry_read_mode read_mode;
+};
+
+/* The run a session belongs to. */
+struct ferry_session_info {
+    const char *pipeline;
+    const char *version;     /* pipeline version hash */
+    int64_t run_id;
+    int attempt;
+    bool resuming;           /* a later attempt of the same logical run */
+};
+
+struct ferry_receipt {
+    int64_t rows;
+    int64_t bytes;
+    uint32_t write_crc;      /* ferry_batch_digest() of what the sink holds before encoding */
+    uint32_t encoded_crc;    /* CRC32-C of the exact bytes handed to the transport */
+    bool has_encoded_crc;
+    char uri[512];           /* where the data went (file, object, table), may be empty */
+};
+
+/* A checkpoint the destination stored in its own transaction. */
+struct ferry_sink_checkpoint {
+    char *resource;
+    int shard;
+    int64_t run_id;
+    char *position;
+};
+
+struct ferry_sink_vtable {
+    int abi;
+    const char *name;
+    const char *const *tuning_keys;
+
+    /* required */
+    int (*open)(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err);
+    /* What this sink can do for `mode` (it may choose the durability per mode). */
+    void (*capabilities)(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps);
+    /* Creates what the target needs (table, staging table) before the first row. Called
+     * for every target before begin(). */
+    int (*prepare)(void *ctx, const struct ferry_target *target, struct ferry_error *err);
+    /* Opens the write session ("open(run)" in DESIGN). */
+    int (*begin)(void *ctx, const struct ferry_session_info *run, struct ferry_error *err);
+    /* Writes one batch. `b` is borrowed (take a reference to keep it). b->digest holds the
+     * pipeline's digest: a sink whose apply makes data durable must compute its own
+     * digest first and, when they differ, make nothing durable and still return its
+     * receipt (the pipeline reports the divergence). Zero-row batches carry only a
+     * position (a shard finished): transactional sinks record it. */
+    int (*apply)(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
+                 struct ferry_receipt *receipt, struct ferry_error *err);
+    /* Makes the session durable (swap staging tables, commit the transaction). */
+    int (*commit)(void *ctx, struct ferry_error *err);
+    /* Discards what the session may discard; never fails the caller; idempotent. */
+    void (*abort)(void *ctx);
+    void (*close)(void *ctx);
+
+    /* optional (required when caps.transactional_checkpoint) */
+    /* Every checkpoint the destination holds for this pipeline; caller frees with
+     * ferry_sink_checkpoints_free. */
+    int (*checkpoints)(void *ctx, const char *pipeline, struct ferry_sink_checkpoint **out,
+                       int *n, struct ferry_error *err);
+};
+
+void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);
+
+/* Registry (src/connectors/registry.c). */
+const struct ferry_source_vtable *ferry_source_find(const char *name);
+const struct ferry_sink_vtable *ferry_sink_find(const char *name);
+/* NULL-terminated lists, for `ferry connectors` and error hints. */
+const struct ferry_source_vtable *const *ferry_sources(void);
+const struct ferry_sink_vtable *const *ferry_sinks(void);
+/* Validates a vtable's required slots; the message names the first missing one. */
+int ferry_source_vtable_check(const struct ferry_source_vtable *vt, struct ferry_error *err);
+int ferry_sink_vtable_check(const struct ferry_sink_vtable *vt, struct ferry_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,69 @@
+/* ferry/error.h - the one error type of the engine.
+ *
+ * Every fallible function returns an int that is FERRY_OK (0) or one of the codes
+ * below, and takes an optional `struct ferry_error *err` last. The message names the
+ * resource, batch, file, host or config key involved. Context is added on the way up
+ * with ferry_error_prefix(); only the layer that handles an error logs it, once.
+ * Messages never contain secrets: code that formats a connection string or a value
+ * read through env:/file: must redact it first. */
+#ifndef FERRY_ERROR_H
+#define FERRY_ERROR_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ferry_code {
+    FERRY_OK = 0,
+    FERRY_EINVAL,      /* bad argument or bad data */
+    FERRY_ENOMEM,      /* allocation failed or a buffer reached its hard cap */
+    FERRY_EIO,         /* file system or network I/O */
+    FERRY_ECONFIG,     /* pipeline file or flag */
+    FERRY_ENOTFOUND,   /* table, file, run, pipeline missing */
+    FERRY_EPOLICY,     /* read mode and sink capabilities cannot be combined correctly */
+    FERRY_EINTEGRITY,  /* digest mismatch */
+    FERRY_ECANCELED,   /* the run was canceled */
+    FERRY_EPAUSED,     /* the run was paused: stop extracting, drain, commit */
+    FERRY_ESOURCE,     /* the source failed */
+    FERRY_ESINK,       /* the sink failed */
+    FERRY_ESTORE,      /* the state store failed */
+    FERRY_EFENCED,     /* this attempt lost its lease: its writes are refused */
+    FERRY_EFAILPOINT,  /* a failpoint injected an error */
+    FERRY_ETIMEOUT,
+    FERRY_EUNSUPPORTED,
+    FERRY_ECONFLICT,   /* someone else changed it first */
+    FERRY_ENOSPC,      /* no space left on a device */
+    FERRY_CODE_MAX
+};
+
+#define FERRY_ERROR_MESSAGE_MAX 1024
+
+struct ferry_error {
+    int code;                               /* enum ferry_code */
+    char origin[24];                        /* "sqlite", "libpq", "http 503", "config"... */
+    char message[FERRY_ERROR_MESSAGE_MAX];
+};
+
+/* Sets *err (when err is not NULL) and returns code. printf-style message. */
+int ferry_error_set(struct ferry_error *err, int code, const char *origin, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Adds context in front of the current message: "resource orders: <old message>".
+ * Returns err->code (or FERRY_OK when err is NULL). */
+int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void ferry_error_clear(struct ferry_error *err);
+
+/* Stable lower-case name of a code ("config", "integrity"...), used in JSON and exit. */
+const char *ferry_code_name(int code);
+
+/* Process exit status for a code (documented in docs/cli.md). */
+int ferry_code_exit_status(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* ferry/failpoint.h - named places where tests make ferry fail on purpose.
+ *
+ * FERRY_FAILPOINTS="name=action[,name=action]" with action one of
+ *   crash        _exit(137) at once, no cleanup (like a SIGKILL at that instruction)
+ *   error        the call returns FERRY_EFAILPOINT
+ *   sleep(MS)    sleep MS milliseconds, then go on
+ *   enospc       the call returns FERRY_ENOSPC ("No space left on device")
+ *   bitflip      the caller flips one bit of the data it is about to hand over
+ * An action may be limited to the Nth hit: "after_sink_apply=crash@3".
+ * When FERRY_FAILPOINTS is unset, FERRY_FAILPOINT() costs one predictable branch.
+ *
+ * Names used by the engine: before_sink_apply, after_sink_apply, before_sink_commit,
+ * after_sink_commit, before_checkpoint_save, after_checkpoint_save, after_bus_publish,
+ * before_store_commit, before_slot_ack. */
+#ifndef FERRY_FAILPOINT_H
+#define FERRY_FAILPOINT_H
+
+#include <stdbool.h>
+#include "ferry/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ferry_fp_action { FERRY_FP_NONE = 0, FERRY_FP_ERROR, FERRY_FP_ENOSPC, FERRY_FP_BITFLIP };
+
+extern bool ferry__failpoints_on;
+
+/* Loads FERRY_FAILPOINTS; returns FERRY_ECONFIG on a malformed value. Call once at start. */
+int ferry_failpoints_init(struct ferry_error *err);
+
+/* Evaluates failpoint `name`: crashes or sleeps itself; returns the action the caller must
+ * carry out (ERROR, ENOSPC, BITFLIP) or NONE. */
+enum ferry_fp_action ferry__failpoint_eval(const char *name);
+
+#define FERRY_FAILPOINT(name) (ferry__failpoints_on ? ferry__failpoint_eval(name) : FERRY_FP_NONE)
+
+/* Convenience: evaluate; on ERROR/ENOSPC set err and return the code; else FERRY_OK. */
+int ferry_failpoint_check(const char *name, struct ferry_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/* ferry/pipeline.h - a pipeline file, loaded and checked (DESIGN §6).
+ *
+ *   version: 1
+ *   name: demo
+ *   source: {type: sample, ..., resources: [{table: orders, mode: full}]}
+ *   sink:   {type: sqlite, path: out/demo.db, write: append}
+ *   transforms: [{resource: orders, column: email, hash: sha256}]
+ *   batch:  {rows: 50000, bytes: 4MiB, flush_after: 1s, queue: 4}
+ *
+ * ferry_pipeline_load() checks the keys the engine owns (everything but the connector
+ * sections, which connectors read when opened) and computes the version hash: SHA-256
+ * of the canonical JSON of what defines the data's route (source identity, resources,
+ * columns, cursor, key, sink target, write mode, transforms), without tuning knobs
+ * (batch settings, each connector's tuning_keys). */
+#ifndef FERRY_PIPELINE_H
+#define FERRY_PIPELINE_H
+
+#include <stdint.h>
+#include "ferry/config.h"
+#include "ferry/connector.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ferry_batch_opts {
+    int64_t rows;           /* default 50000 */
+    int64_t bytes;          /* default 4 MiB */
+    int64_t flush_after_ms; /* default 1000 */
+    int64_t queue;          /* ready batches waiting for the writer, default 4 */
+};
+
+struct ferry_transform_spec {
+    char *resource;         /* NULL: every resource */
+    char *kind;             /* drop | rename | hash | ... */
+    struct ferry_cfg *node;
+};
+
+struct ferry_pipeline_spec {
+    char *file;
+    struct ferry_cfg *root;
+    char *name;
+    char *source_type;
+    const struct ferry_source_vtable *source_vt;
+    struct ferry_cfg *source;      /* the source section (connector keys) */
+    struct ferry_resource_spec *resources;
+    int n_resources;
+    char *sink_type;
+    const struct ferry_sink_vtable *sink_vt;
+    struct ferry_cfg *sink;        /* the sink section (connector keys) */
+    enum ferry_write_mode write;
+    struct ferry_transform_spec *transforms;
+    int n_transforms;
+    struct ferry_batch_opts batch;
+    char version[65];              /* hex SHA-256 of the route definition */
+    char *request_json;            /* the whole file as canonical JSON, secrets as refs */
+};
+
+int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
+                        struct ferry_error *err);
+int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
+                               struct ferry_pipeline_spec **out, struct ferry_error *err);
+void ferry_pipeline_free(struct ferry_pipeline_spec *p);
+
+/* The route key of a resource: "<resource> -> <sink type>:<table>". */
+char *ferry_pipeline_route(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r);
+/* Destination table for a resource: the part after the last '.', unless the resource
+ * sets `target:`. */
+const char *ferry_resource_target(const struct ferry_resource_spec *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

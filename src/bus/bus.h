@@ -1,0 +1,58 @@
+/* bus/bus.h - the event bus interface (DESIGN §4).
+ *
+ * publish -> sequence; fetch from a sequence for a durable consumer; ack. Delivery is
+ * at-least-once. Implementations: in-process with its log in the state store's database
+ * (bus/inproc.c, the embedded default); later PostgreSQL and NATS JetStream.
+ * A bus instance is thread-safe: publishers and one consumer per name may share it. */
+#ifndef FERRY_BUS_H
+#define FERRY_BUS_H
+
+#include "ferry/error.h"
+#include "ferry/event.h"
+
+struct ferry_store;
+struct ferry_bus;
+
+struct ferry_bus_vtable {
+    const char *name;
+    /* Stores the event, sets ev->seq; the event is durable when this returns. */
+    int (*publish)(struct ferry_bus *bus, struct ferry_event *ev, struct ferry_error *err);
+    /* Up to max events with seq > after (all runs when run_id == 0), waiting up to
+     * timeout_ms for the first. *evs is freed with ferry_events_free. */
+    int (*fetch)(struct ferry_bus *bus, int64_t after, int64_t run_id, int max, int timeout_ms,
+                 struct ferry_event **evs, int *n, struct ferry_error *err);
+    /* Wakes every fetch waiter (close, shutdown). */
+    void (*wake)(struct ferry_bus *bus);
+    void (*close)(struct ferry_bus *bus);
+};
+
+struct ferry_bus {
+    const struct ferry_bus_vtable *vt;
+    void *ctx;
+};
+
+/* In-process bus over the SQLite state file at `state_path` (it opens its own
+ * connections). */
+int ferry_bus_inproc_open(const char *state_path, struct ferry_bus **out, struct ferry_error *err);
+
+static inline int ferry_bus_publish(struct ferry_bus *b, struct ferry_event *ev,
+                                    struct ferry_error *err)
+{
+    return b->vt->publish(b, ev, err);
+}
+static inline int ferry_bus_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max,
+                                  int timeout_ms, struct ferry_event **evs, int *n,
+                                  struct ferry_error *err)
+{
+    return b->vt->fetch(b, after, run_id, max, timeout_ms, evs, n, err);
+}
+static inline void ferry_bus_close(struct ferry_bus *b)
+{
+    if (b) b->vt->close(b);
+}
+
+/* Helper: publish an event built from parts (payload copied). */
+int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char *resource,
+                   const char *type, const char *payload_json, struct ferry_error *err);
+
+#endif

@@ -1,0 +1,83 @@
+/* core/error.c - the one error type: set, prefix with context, map to exit statuses. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "ferry/error.h"
+
+int ferry_error_set(struct ferry_error *err, int code, const char *origin, const char *fmt, ...)
+{
+    if (err == NULL) return code;
+    err->code = code;
+    snprintf(err->origin, sizeof err->origin, "%s", origin ? origin : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
+{
+    if (err == NULL) return FERRY_OK;
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[FERRY_ERROR_MESSAGE_MAX];
+    memcpy(old, err->message, sizeof old);
+    snprintf(err->message, sizeof err->message, "%s: %s", prefix, old);
+    return err->code;
+}
+
+void ferry_error_clear(struct ferry_error *err)
+{
+    if (err == NULL) return;
+    err->code = FERRY_OK;
+    err->origin[0] = '\0';
+    err->message[0] = '\0';
+}
+
+static const char *const code_names[FERRY_CODE_MAX] = {
+    [FERRY_OK] = "ok",
+    [FERRY_EINVAL] = "invalid",
+    [FERRY_ENOMEM] = "out_of_memory",
+    [FERRY_EIO] = "io",
+    [FERRY_ECONFIG] = "config",
+    [FERRY_ENOTFOUND] = "not_found",
+    [FERRY_EPOLICY] = "policy",
+    [FERRY_EINTEGRITY] = "integrity",
+    [FERRY_ECANCELED] = "canceled",
+    [FERRY_EPAUSED] = "paused",
+    [FERRY_ESOURCE] = "source",
+    [FERRY_ESINK] = "sink",
+    [FERRY_ESTORE] = "store",
+    [FERRY_EFENCED] = "fenced",
+    [FERRY_EFAILPOINT] = "failpoint",
+    [FERRY_ETIMEOUT] = "timeout",
+    [FERRY_EUNSUPPORTED] = "unsupported",
+    [FERRY_ECONFLICT] = "conflict",
+    [FERRY_ENOSPC] = "no_space",
+};
+
+const char *ferry_code_name(int code)
+{
+    if (code < 0 || code >= FERRY_CODE_MAX || code_names[code] == NULL) return "unknown";
+    return code_names[code];
+}
+
+/* Exit statuses (docs/cli.md): 0 ok, 1 failure, 2 usage/config, 3 policy refusal,
+ * 4 integrity divergence, 5 paused, 6 canceled, 7 not found. */
+int ferry_code_exit_status(int code)
+{
+    switch (code) {
+    case FERRY_OK: return 0;
+    case FERRY_ECONFIG: return 2;
+    case FERRY_EPOLICY: return 3;
+    case FERRY_EINTEGRITY: return 4;
+    case FERRY_EPAUSED: return 5;
+    case FERRY_ECANCELED: return 6;
+    case FERRY_ENOTFOUND: return 7;
+    default: return 1;
+    }
+}

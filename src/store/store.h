@@ -1,0 +1,185 @@
+/* store/store.h - the state store interface (DESIGN §5).
+ *
+ * Holds pipelines and their immutable versions, runs and their per-resource state,
+ * frozen checkpoint plans, run-scoped and route checkpoints, the event log of the
+ * in-process bus and the tracker's dedup marks. Schema changes go through numbered
+ * migrations applied at open. Implementations: SQLite (store/sqlite_store.c, one file,
+ * WAL mode, synchronous=FULL so a saved checkpoint survives power loss); PostgreSQL later.
+ *
+ * A store handle is used by one thread at a time; threads open their own handles on the
+ * same path (SQLite serialises writers with a busy timeout).
+ *
+ * Fencing: functions that take (run_id, attempt) refuse with FERRY_EFENCED when the run's
+ * current attempt is not `attempt`: a worker that lost its lease cannot move state. */
+#ifndef FERRY_STORE_H
+#define FERRY_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "ferry/error.h"
+#include "ferry/event.h"
+
+enum ferry_run_state {
+    FERRY_RUN_REQUESTED = 0,
+    FERRY_RUN_RUNNING,
+    FERRY_RUN_PAUSED,
+    FERRY_RUN_COMPLETED,
+    FERRY_RUN_FAILED,
+    FERRY_RUN_CANCELED,
+    FERRY_RUN_STATE_MAX
+};
+const char *ferry_run_state_name(enum ferry_run_state s);
+int ferry_run_state_from_name(const char *s, enum ferry_run_state *out);
+static inline int ferry_run_state_is_final(enum ferry_run_state s)
+{
+    return s == FERRY_RUN_COMPLETED || s == FERRY_RUN_FAILED || s == FERRY_RUN_CANCELED;
+}
+
+struct ferry_run_info {
+    int64_t id;
+    char pipeline[256];
+    char version[65];
+    enum ferry_run_state state;
+    int attempt;
+    int pid;                /* process of the current attempt, 0 when none */
+    int64_t created_us, started_us, ended_us, heartbeat_us;
+    int64_t rows, bytes, batches;
+    int64_t verified, diverged; /* batches whose integrity was checked / diverged */
+    char error[1024];       /* last error message, "" when none */
+    char *request;          /* the saved request (pipeline spec JSON, secrets as refs) */
+};
+void ferry_run_info_clear(struct ferry_run_info *r); /* frees request */
+
+struct ferry_resource_state {
+    char resource[256];
+    char mode[16];          /* full | incremental | cdc */
+    char write[16];
+    char state[16];         /* pending | running | completed | failed */
+    int64_t rows, bytes, batches, verified, diverged;
+    char error[1024];
+};
+
+struct ferry_checkpoint {
+    char resource[256];
+    int shard;
+    int64_t run_id;         /* run that produced it */
+    char *position;         /* JSON */
+    int64_t updated_us;
+};
+void ferry_checkpoints_free(struct ferry_checkpoint *v, int n);
+
+struct ferry_store;
+
+/* Opens (creating and migrating) the state store. `url` is a file path or
+ * "sqlite:PATH". The parent folder is created. */
+int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_error *err);
+void ferry_store_close(struct ferry_store *st);
+const char *ferry_store_path(const struct ferry_store *st);
+int ferry_store_schema_version(struct ferry_store *st);
+
+/* Explicit transactions (nesting is not supported). Everything between begin and commit
+ * is atomic; functions below may be called inside one. */
+int ferry_store_begin(struct ferry_store *st, struct ferry_error *err);
+int ferry_store_commit(struct ferry_store *st, struct ferry_error *err);
+void ferry_store_rollback(struct ferry_store *st);
+
+/* ---- pipelines ---- */
+/* Records the version if new (idempotent); spec_json has secrets as references only. */
+int ferry_store_pipeline_put(struct ferry_store *st, const char *name, const char *version,
+                             const char *spec_json, struct ferry_error *err);
+
+/* ---- runs ---- */
+int ferry_store_run_create(struct ferry_store *st, const char *pipeline, const char *version,
+                           const char *request_json, int64_t *run_id, struct ferry_error *err);
+int ferry_store_run_get(struct ferry_store *st, int64_t run_id, struct ferry_run_info *out,
+                        struct ferry_error *err); /* FERRY_ENOTFOUND naming the run */
+/* Newest runs first; pipeline NULL = all. *out freed with ferry_run_infos_free. */
+int ferry_store_run_list(struct ferry_store *st, const char *pipeline, int limit,
+                         struct ferry_run_info **out, int *n, struct ferry_error *err);
+void ferry_run_infos_free(struct ferry_run_info *v, int n);
+/* The newest run of (pipeline, version) not in a final state, if any. */
+int ferry_store_run_find_unfinished(struct ferry_store *st, const char *pipeline,
+                                    const char *version, struct ferry_run_info *out,
+                                    bool *found, struct ferry_error *err);
+/* Starts a new attempt: attempt+1, state running, pid, heartbeat now. Returns the new
+ * attempt number. */
+int ferry_store_run_begin_attempt(struct ferry_store *st, int64_t run_id, int pid, int *attempt,
+                                  struct ferry_error *err);
+/* Fenced state change; error_message may be NULL. */
+int ferry_store_run_set_state(struct ferry_store *st, int64_t run_id, int attempt,
+                              enum ferry_run_state state, const char *error_message,
+                              struct ferry_error *err);
+int ferry_store_run_heartbeat(struct ferry_store *st, int64_t run_id, int attempt,
+                              struct ferry_error *err);
+/* Adds to the run's counters (tracker). */
+int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t rows,
+                               int64_t bytes, int64_t batches, int64_t verified,
+                               int64_t diverged, struct ferry_error *err);
+/* Control signals for a running run (pause|cancel), read by the runner. */
+int ferry_store_run_request(struct ferry_store *st, int64_t run_id, const char *signal,
+                            struct ferry_error *err);
+int ferry_store_run_requested(struct ferry_store *st, int64_t run_id, char *signal, size_t len,
+                              struct ferry_error *err); /* "" when none */
+
+/* ---- per-resource state ---- */
+int ferry_store_resource_upsert(struct ferry_store *st, int64_t run_id,
+                                const struct ferry_resource_state *rs, struct ferry_error *err);
+int ferry_store_resource_add_counts(struct ferry_store *st, int64_t run_id, const char *resource,
+                                    int64_t rows, int64_t bytes, int64_t batches,
+                                    int64_t verified, int64_t diverged, struct ferry_error *err);
+int ferry_store_resource_set_state(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   const char *state, const char *error_message,
+                                   struct ferry_error *err);
+int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
+                              struct ferry_resource_state **out, int *n,
+                              struct ferry_error *err); /* free with ferry_free */
+
+/* ---- checkpoint plans: frozen once per (run, resource) ---- */
+int ferry_store_plan_get(struct ferry_store *st, int64_t run_id, const char *resource,
+                         char **plan_json, struct ferry_error *err); /* NULL when none */
+int ferry_store_plan_put(struct ferry_store *st, int64_t run_id, const char *resource,
+                         const char *plan_json, struct ferry_error *err);
+
+/* ---- checkpoints ---- */
+/* Run-scoped: the last durable position per (run, resource, shard). Fenced by attempt. */
+int ferry_store_run_checkpoint_save(struct ferry_store *st, int64_t run_id, int attempt,
+                                    const char *resource, int shard, const char *position,
+                                    struct ferry_error *err);
+int ferry_store_run_checkpoints(struct ferry_store *st, int64_t run_id, const char *resource,
+                                struct ferry_checkpoint **out, int *n, struct ferry_error *err);
+/* Pending: accepted by an at_commit sink, not yet durable. Promoted to run checkpoints by
+ * ferry_store_pending_promote() when the sink commits. */
+int ferry_store_pending_checkpoint_save(struct ferry_store *st, int64_t run_id, int attempt,
+                                        const char *resource, int shard, const char *position,
+                                        struct ferry_error *err);
+int ferry_store_pending_promote(struct ferry_store *st, int64_t run_id, int attempt,
+                                struct ferry_error *err);
+/* Route checkpoints: keyed by (pipeline, version, route, shard); advanced only at a
+ * committed completion or pause of run_id. */
+int ferry_store_route_checkpoint_save(struct ferry_store *st, const char *pipeline,
+                                      const char *version, const char *route, int shard,
+                                      const char *position, int64_t run_id,
+                                      struct ferry_error *err);
+int ferry_store_route_checkpoints(struct ferry_store *st, const char *pipeline,
+                                  const char *version, const char *route,
+                                  struct ferry_checkpoint **out, int *n, struct ferry_error *err);
+/* All route checkpoints (pipeline NULL = every pipeline), for `ferry checkpoints`. The
+ * resource field holds the route. */
+int ferry_store_route_checkpoint_list(struct ferry_store *st, const char *pipeline,
+                                      struct ferry_checkpoint **out, char ***pipelines,
+                                      int *n, struct ferry_error *err);
+
+/* ---- event log (in-process bus) ---- */
+int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
+                             struct ferry_error *err); /* sets ev->seq */
+int ferry_store_event_read(struct ferry_store *st, int64_t after, int64_t run_id, int max,
+                           struct ferry_event **out, int *n, struct ferry_error *err);
+int64_t ferry_store_event_last_seq(struct ferry_store *st);
+
+/* ---- dedup marks (tracker) ---- */
+int ferry_store_mark_get(struct ferry_store *st, const char *consumer, int64_t *seq,
+                         struct ferry_error *err);
+int ferry_store_mark_set(struct ferry_store *st, const char *consumer, int64_t seq,
+                         struct ferry_error *err);
+
+#endif

@@ -1,0 +1,53 @@
+/* batch/builder.h - the row writer's engine side (private to the engine).
+ *
+ * A row writer owns the batch being built for one resource. Sources append values
+ * through the ferry_rw_* calls of ferry/batch.h; when the batch reaches `rows`, about
+ * `bytes`, the flush tick (after the next complete row), or an explicit flush, the writer
+ * closes it: builds its position JSON from the last row (see below), stamps resource,
+ * seq (1, 2, 3...) and shard, and hands it to `emit`, which takes ownership and may block
+ * (backpressure). A non-zero return from emit is sticky and is returned by every later
+ * ferry_rw_end()/ferry_rw_flush().
+ *
+ * The next batch is allocated with the previous batch's final buffer sizes as initial
+ * capacities, so steady state grows no buffer and allocates nothing per row.
+ *
+ * Position JSON: {"shard":S,"key":[v...],"n":N,"done":true}
+ *   key  - the last row's values of the position columns, typed as JSON: integers and
+ *          date/time/timestamps as numbers (days / microseconds), floats as numbers, bool,
+ *          null, decimal128 and decimal text as strings, utf8/json as strings, uuid as its
+ *          text form, binary as lowercase hex. Omitted when no position column is set.
+ *   n    - present after ferry_rw_set_offset()
+ *   done - present only on the shard's final flush (ferry_rw_flush(rw, true, ...))
+ * A batch with no rows has position {"shard":S,"done":true} (plus n when set), and is
+ * emitted only for a shard_done flush.
+ *
+ * Signals: `tick` is set to 1 by a timer thread every flush_after; the writer closes a
+ * non-empty batch at the next ferry_rw_end() and clears it. `stop` is non-zero when the
+ * run must stop (value FERRY_EPAUSED or FERRY_ECANCELED): ferry_rw_end() returns it after
+ * the current row was accepted. */
+#ifndef FERRY_BATCH_BUILDER_H
+#define FERRY_BATCH_BUILDER_H
+
+#include <stdatomic.h>
+#include "ferry/batch.h"
+
+typedef int (*ferry_emit_fn)(void *ctx, struct ferry_batch *b, struct ferry_error *err);
+
+struct ferry_rw_limits {
+    int64_t rows;   /* close at this many rows (>= 1) */
+    int64_t bytes;  /* close when the approximate payload reaches this many bytes */
+    int64_t max_value_bytes; /* a single var-width value larger than this is an error;
+                                0 = 64 MiB */
+};
+
+/* Takes a reference on schema. */
+struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *resource,
+                                       struct ferry_rw_limits limits, ferry_emit_fn emit,
+                                       void *emit_ctx);
+/* Frees the writer and any open batch (its rows are dropped, not emitted). */
+void ferry__rw_free(struct ferry_row_writer *rw);
+void ferry__rw_set_signals(struct ferry_row_writer *rw, atomic_int *tick, atomic_int *stop);
+/* Rows accepted (ended) so far, for progress. */
+int64_t ferry__rw_rows(const struct ferry_row_writer *rw);
+
+#endif

@@ -1,0 +1,50 @@
+/* control/tracker.h - folds events into run state (DESIGN §4).
+ *
+ * The tracker reads the bus from its mark (the last folded sequence, consumer name
+ * "tracker"), folds a group of events and moves the mark in ONE store transaction, so a
+ * redelivered event changes nothing. Folding many events per transaction is what makes
+ * "save safe progress every N batches or T seconds" cheap.
+ *
+ * Fold rules:
+ *   run.started            run state running (if not final)
+ *   run.heartbeat          heartbeat time
+ *   resource.started       resource row: mode, write, state running
+ *   batch.written          run + resource counters (rows, bytes, batches); when the
+ *                          payload says durable:true the position becomes the run-scoped
+ *                          checkpoint of (run, resource, shard), else a pending checkpoint
+ *   batch.integrity_verified  verified += 1; batch.chunk_divergence  diverged += 1
+ *   sink.committed         pending checkpoints of (run, attempt) become run checkpoints
+ *   resource.completed/failed  resource state (failed: message)
+ *   run.completed          run completed, ended time; for every resource whose mode is
+ *                          incremental or cdc, its run checkpoints become the route
+ *                          checkpoints of (pipeline, version, route) with this run id
+ *   run.paused             when payload committed:true: route checkpoints as for
+ *                          completed; run state paused
+ *   run.failed/canceled    run state and error message; route checkpoints untouched
+ * Events whose attempt is older than the run's current attempt never move checkpoints
+ * (fencing). The route of a resource comes from resource.started's payload "route". */
+#ifndef FERRY_TRACKER_H
+#define FERRY_TRACKER_H
+
+#include <stdint.h>
+#include "ferry/error.h"
+
+struct ferry_bus;
+struct ferry_tracker;
+
+/* Opens its own store handle on state_path. */
+int ferry_tracker_open(const char *state_path, struct ferry_bus *bus, struct ferry_tracker **out,
+                       struct ferry_error *err);
+/* Folds everything the log holds now (used at start-up, before planning, and by tests). */
+int ferry_tracker_fold_available(struct ferry_tracker *tr, struct ferry_error *err);
+/* Starts a thread that keeps folding (wakes on publish, or every 200 ms). */
+int ferry_tracker_start(struct ferry_tracker *tr, struct ferry_error *err);
+/* Waits until every event with seq <= `seq` is folded; FERRY_ETIMEOUT after timeout_ms. */
+int ferry_tracker_wait(struct ferry_tracker *tr, int64_t seq, int timeout_ms,
+                       struct ferry_error *err);
+/* Stops the thread after a final fold; returns the first fold error it met, if any. */
+int ferry_tracker_stop(struct ferry_tracker *tr, struct ferry_error *err);
+void ferry_tracker_close(struct ferry_tracker *tr);
+int64_t ferry_tracker_folded_seq(struct ferry_tracker *tr);
+
+#endif

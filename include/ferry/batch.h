@@ -38,6 +38,14 @@
 extern "C" {
 #endif
 
+/* Reference counts are C11 atomics (stdatomic); C++ before C++23 has no _Atomic and sees
+ * a plain int, which has the same size and alignment on every ABI ferry builds for. */
+#ifdef __cplusplus
+#define FERRY_ATOMIC_INT int
+#else
+#define FERRY_ATOMIC_INT _Atomic int
+#endif
+
 enum ferry_type {
     FERRY_TYPE_BOOL = 1,
     FERRY_TYPE_INT8,
@@ -78,7 +86,7 @@ struct ferry_field {
 };
 
 struct ferry_schema {
-    int refcount; /* atomic */
+    FERRY_ATOMIC_INT refcount;
     int n_fields;
     struct ferry_field *fields;
     int n_key;
@@ -112,7 +120,7 @@ struct ferry_column {
 };
 
 struct ferry_batch {
-    int refcount; /* atomic */
+    FERRY_ATOMIC_INT refcount;
     struct ferry_schema *schema;
     char *resource;
     uint64_t seq;     /* 1, 2, 3... per resource within a run */

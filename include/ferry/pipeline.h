@@ -52,6 +52,8 @@ struct ferry_pipeline_spec {
     struct ferry_transform_spec *transforms;
     int n_transforms;
     struct ferry_batch_opts batch;
+    char *verify;                  /* "after_run" | "none" as written, NULL when absent;
+                                    * read and stored, not acted on yet */
     char version[65];              /* hex SHA-256 of the route definition */
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };

@@ -1,2 +1,507 @@
+/* cli/main.c - the `ferry` command: argument parsing, output (human or --json), exit
+ * statuses. Data and results go to stdout, diagnostics and progress to stderr.
+ * Calls: the runner (run, check, resume) and the state store (runs, show, events,
+ * checkpoints, pause, cancel). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void) { puts("ferry"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "bus/bus.h"
+#include "ferry/core.h"
+#include "ferry/connector.h"
+#include "runner/runner.h"
+#include "store/store.h"
+
+#define FERRY_VERSION_STRING "0.1.0"
+
+struct cli {
+    const char *state;
+    bool json;
+    bool fresh;
+    bool follow;
+    bool quiet;
+    const char *pipeline;
+    int limit;
+    int64_t after;
+};
+
+static const char *usage_main =
+    "ferry - move tables between databases and files, checked and resumable\n"
+    "\n"
+    "usage: ferry COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  run FILE          run a pipeline (resumes its unfinished run unless --fresh)\n"
+    "  check FILE        validate a pipeline file and print its plan; moves nothing\n"
+    "  resume RUN [FILE] continue a paused, failed or interrupted run\n"
+    "  pause RUN         ask a running run to drain, commit and pause\n"
+    "  cancel RUN        ask a running run to stop and abort\n"
+    "  runs              list runs, newest first\n"
+    "  show RUN          one run: state, counts, integrity, resources, checkpoints\n"
+    "  events RUN        the run's events (--follow to keep watching)\n"
+    "  checkpoints       route checkpoints carried from run to run\n"
+    "  connectors        available sources and sinks\n"
+    "  version           print the version\n"
+    "\n"
+    "common options:\n"
+    "  --state PATH      state database (default ./.ferry/state.db, or $FERRY_STATE)\n"
+    "  --json            machine-readable output on stdout\n"
+    "  -h, --help        help for a command: ferry run --help\n"
+    "\n"
+    "exit status: 0 ok, 1 failed, 2 usage or configuration error, 3 refused by policy,\n"
+    "4 integrity divergence, 5 paused, 6 canceled, 7 not found.\n";
+
+static void command_help(const char *cmd)
+{
+    if (!strcmp(cmd, "run"))
+        printf("usage: ferry run FILE [--state PATH] [--fresh] [--json] [--quiet]\n\n"
+               "Runs the pipeline FILE. When an earlier run of the same pipeline version was\n"
+               "interrupted (crash, kill, pause), it is resumed from its last durable checkpoint;\n"
+               "--fresh starts a new run instead. Ctrl-C (SIGINT) or SIGTERM once: drain what was\n"
+               "read, commit and pause; twice: stop at once and abort the session.\n"
+               "Progress goes to stderr (a live line on a terminal); the summary to stdout.\n");
+    else if (!strcmp(cmd, "check"))
+        printf("usage: ferry check FILE [--state PATH]\n\n"
+               "Loads FILE, connects to source and sink, discovers the resources, applies the\n"
+               "policy and prints the plan. Nothing is written and no run is recorded.\n");
+    else if (!strcmp(cmd, "resume"))
+        printf("usage: ferry resume RUN [FILE] [--state PATH] [--json]\n\n"
+               "Continues run RUN from its checkpoints. Without FILE the pipeline saved with\n"
+               "the run is used; a FILE must have the same pipeline version.\n");
+    else if (!strcmp(cmd, "pause") || !strcmp(cmd, "cancel"))
+        printf("usage: ferry %s RUN [--state PATH]\n\n"
+               "Asks the process running RUN to %s (it checks every half second).\n", cmd,
+               !strcmp(cmd, "pause") ? "drain, commit and pause" : "stop and abort");
+    else if (!strcmp(cmd, "runs"))
+        printf("usage: ferry runs [--pipeline NAME] [--limit N] [--state PATH] [--json]\n");
+    else if (!strcmp(cmd, "show"))
+        printf("usage: ferry show RUN [--state PATH] [--json]\n");
+    else if (!strcmp(cmd, "events"))
+        printf("usage: ferry events RUN [--after SEQ] [--follow] [--state PATH] [--json]\n\n"
+               "Prints the run's events in order; --follow waits for new ones until the run ends.\n");
+    else if (!strcmp(cmd, "checkpoints"))
+        printf("usage: ferry checkpoints [--pipeline NAME] [--state PATH] [--json]\n\n"
+               "Route checkpoints: where the next incremental run of each route starts.\n");
+    else
+        fputs(usage_main, stdout);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    static int count;
+    count++;
+    const char *m1 = "\nferry: pausing: draining and committing what was read "
+                     "(press Ctrl-C again to cancel)\n";
+    const char *m2 = "\nferry: canceling\n";
+    const char *m = count == 1 ? m1 : m2;
+    ssize_t w = write(STDERR_FILENO, m, strlen(m));
+    (void)w;
+    ferry_runner_signal();
+}
+
+static int fail(const struct cli *c, const struct ferry_error *e)
+{
+    if (c->json) {
+        json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", ferry_code_name(e->code),
+                              "message", e->message);
+        char *s = json_dumps(j, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    }
+    fprintf(stderr, "ferry: error: %s\n", e->message);
+    return ferry_code_exit_status(e->code);
+}
+
+static int parse_run_id(const char *s, int64_t *out, struct ferry_error *err)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v <= 0)
+        return ferry_error_set(err, FERRY_ECONFIG, "cli", "\"%s\" is not a run number", s);
+    *out = v;
+    return FERRY_OK;
+}
+
+static int cmd_run(struct cli *c, const char *file, int64_t resume_id, bool check)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    struct ferry_run_options o = {
+        .pipeline_path = file,
+        .state_path = c->state,
+        .fresh = c->fresh,
+        .resume_run_id = resume_id,
+        .progress_tty = !c->json && !c->quiet && isatty(STDERR_FILENO),
+        .quiet = c->json || c->quiet,
+        .plan_only = check,
+        .out = c->json ? NULL : stdout,
+    };
+    if (check) o.quiet = false, o.out = stdout;
+    struct ferry_run_result res;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    int rc = ferry_runner_run(&o, &res, &err);
+    if (check) return rc == FERRY_OK ? (printf("ok: %s\n", file), 0) : fail(c, &err);
+    if (c->json) {
+        json_t *j = json_pack("{s:I,s:i,s:b,s:s,s:I,s:I,s:I,s:f,s:I}", "run_id",
+                              (json_int_t)res.run_id, "attempt", res.attempt, "resumed",
+                              res.resumed, "state", res.state, "rows", (json_int_t)res.rows,
+                              "bytes", (json_int_t)res.bytes, "batches", (json_int_t)res.batches,
+                              "seconds", res.seconds, "peak_rss_bytes", (json_int_t)res.peak_rss);
+        if (rc != FERRY_OK)
+            json_object_set_new(j, "error", json_pack("{s:s,s:s}", "code", ferry_code_name(rc),
+                                                      "message", err.message));
+        char *s = json_dumps(j, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+        if (rc != FERRY_OK) fprintf(stderr, "ferry: %s: %s\n", rc == FERRY_EPAUSED ? "paused" : "error", err.message);
+        return ferry_code_exit_status(rc);
+    }
+    if (res.run_id > 0 && !c->quiet) {
+        double secs = res.seconds > 0 ? res.seconds : 1e-9;
+        printf("run %" PRId64 " %s: %" PRId64 " rows, %.1f MB, %" PRId64
+               " batches verified, %.2f s (%.0f rows/s, %.1f MB/s), peak memory %.1f MiB\n",
+               res.run_id, res.state, res.rows, (double)res.bytes / 1e6, res.batches, res.seconds,
+               (double)res.rows / secs, (double)res.bytes / secs / 1e6,
+               (double)res.peak_rss / (1024.0 * 1024.0));
+    }
+    if (rc == FERRY_EPAUSED) {
+        fprintf(stderr, "ferry: %s\n", err.message);
+        return ferry_code_exit_status(rc);
+    }
+    if (rc != FERRY_OK) return fail(c, &err);
+    return 0;
+}
+
+static void print_run_line(const struct ferry_run_info *r)
+{
+    char created[40];
+    ferry_format_time_us(r->created_us, created, sizeof created);
+    printf("%6" PRId64 "  %-20.20s  %-9s  %3d  %12" PRId64 "  %s%s%s\n", r->id, r->pipeline,
+           ferry_run_state_name(r->state), r->attempt, r->rows, created,
+           r->error[0] ? "  " : "", r->error);
+}
+
+static json_t *run_json(const struct ferry_run_info *r)
+{
+    return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s}", "id",
+                     (json_int_t)r->id, "pipeline", r->pipeline, "version", r->version, "state",
+                     ferry_run_state_name(r->state), "attempt", r->attempt, "created_us",
+                     (json_int_t)r->created_us, "started_us", (json_int_t)r->started_us,
+                     "ended_us", (json_int_t)r->ended_us, "rows", (json_int_t)r->rows, "bytes",
+                     (json_int_t)r->bytes, "batches", (json_int_t)r->batches, "verified",
+                     (json_int_t)r->verified, "diverged", (json_int_t)r->diverged, "error",
+                     r->error);
+}
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+static int cmd_runs(struct cli *c)
+{
+    struct ferry_store *st;
+    struct ferry_error err;
+    if (ferry_store_open(c->state, &st, &err) != FERRY_OK) return fail(c, &err);
+    struct ferry_run_info *v = NULL;
+    int n = 0;
+    int rc = ferry_store_run_list(st, c->pipeline, c->limit, &v, &n, &err);
+    if (rc == FERRY_OK) {
+        if (c->json) {
+            json_t *a = json_array();
+            for (int i = 0; i < n; i++) json_array_append_new(a, run_json(&v[i]));
+            print_json(a);
+        } else {
+            printf("%6s  %-20s  %-9s  %3s  %12s  %s\n", "RUN", "PIPELINE", "STATE", "ATT", "ROWS",
+                   "CREATED");
+            for (int i = 0; i < n; i++) print_run_line(&v[i]);
+        }
+    }
+    ferry_run_infos_free(v, n);
+    ferry_store_close(st);
+    return rc == FERRY_OK ? 0 : fail(c, &err);
+}
+
+static int cmd_show(struct cli *c, int64_t id)
+{
+    struct ferry_store *st;
+    struct ferry_error err;
+    if (ferry_store_open(c->state, &st, &err) != FERRY_OK) return fail(c, &err);
+    struct ferry_run_info r;
+    memset(&r, 0, sizeof r);
+    struct ferry_resource_state *rs = NULL;
+    int nrs = 0;
+    int rc = ferry_store_run_get(st, id, &r, &err);
+    if (rc == FERRY_OK) rc = ferry_store_resource_list(st, id, &rs, &nrs, &err);
+    if (rc == FERRY_OK) {
+        json_t *j = run_json(&r);
+        json_t *ja = json_array();
+        if (!c->json) {
+            printf("run %" PRId64 "  pipeline %s  version %.12s\n", r.id, r.pipeline, r.version);
+            printf("state      %s (attempt %d)\n", ferry_run_state_name(r.state), r.attempt);
+            char t[40];
+            ferry_format_time_us(r.created_us, t, sizeof t);
+            printf("created    %s\n", t);
+            if (r.started_us) ferry_format_time_us(r.started_us, t, sizeof t), printf("started    %s\n", t);
+            if (r.ended_us) ferry_format_time_us(r.ended_us, t, sizeof t), printf("ended      %s\n", t);
+            printf("moved      %" PRId64 " rows, %.1f MB, %" PRId64 " batches\n", r.rows,
+                   (double)r.bytes / 1e6, r.batches);
+            printf("integrity  %" PRId64 " batches verified, %" PRId64 " diverged\n", r.verified,
+                   r.diverged);
+            if (r.error[0]) printf("error      %s\n", r.error);
+            printf("resources:\n");
+        }
+        for (int i = 0; i < nrs; i++) {
+            struct ferry_checkpoint *cps = NULL;
+            int ncp = 0;
+            ferry_store_run_checkpoints(st, id, rs[i].resource, &cps, &ncp, NULL);
+            json_t *jr = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:s}", "resource",
+                                   rs[i].resource, "mode", rs[i].mode, "write", rs[i].write,
+                                   "state", rs[i].state, "rows", (json_int_t)rs[i].rows, "bytes",
+                                   (json_int_t)rs[i].bytes, "batches", (json_int_t)rs[i].batches,
+                                   "verified", (json_int_t)rs[i].verified, "diverged",
+                                   (json_int_t)rs[i].diverged, "error", rs[i].error);
+            json_t *jc = json_array();
+            if (!c->json)
+                printf("  %-24s %-11s %-8s %-10s %12" PRId64 " rows  %" PRId64 " verified  %" PRId64
+                       " diverged%s%s\n", rs[i].resource, rs[i].mode, rs[i].write, rs[i].state,
+                       rs[i].rows, rs[i].verified, rs[i].diverged, rs[i].error[0] ? "  " : "",
+                       rs[i].error);
+            for (int k = 0; k < ncp; k++) {
+                if (!c->json) printf("    checkpoint shard %d: %s\n", cps[k].shard, cps[k].position);
+                json_array_append_new(jc, json_pack("{s:i,s:s}", "shard", cps[k].shard,
+                                                    "position", cps[k].position));
+            }
+            json_object_set_new(jr, "checkpoints", jc);
+            json_array_append_new(ja, jr);
+            ferry_checkpoints_free(cps, ncp);
+        }
+        json_object_set_new(j, "resources", ja);
+        if (c->json)
+            print_json(j);
+        else
+            json_decref(j);
+    }
+    ferry_free(rs);
+    ferry_run_info_clear(&r);
+    ferry_store_close(st);
+    return rc == FERRY_OK ? 0 : fail(c, &err);
+}
+
+static int cmd_events(struct cli *c, int64_t id)
+{
+    struct ferry_store *st;
+    struct ferry_error err;
+    if (ferry_store_open(c->state, &st, &err) != FERRY_OK) return fail(c, &err);
+    struct ferry_run_info r;
+    memset(&r, 0, sizeof r);
+    int rc = ferry_store_run_get(st, id, &r, &err);
+    int64_t after = c->after;
+    while (rc == FERRY_OK) {
+        struct ferry_event *evs = NULL;
+        int n = 0;
+        rc = ferry_store_event_read(st, after, id, 500, &evs, &n, &err);
+        if (rc != FERRY_OK) break;
+        bool ended = false;
+        for (int i = 0; i < n; i++) {
+            const struct ferry_event *e = &evs[i];
+            if (c->json) {
+                json_t *p = json_loads(e->payload ? e->payload : "{}", 0, NULL);
+                json_t *j = json_pack("{s:I,s:I,s:I,s:i,s:s,s:s,s:o}", "seq", (json_int_t)e->seq,
+                                      "time_us", (json_int_t)e->time_us, "run_id",
+                                      (json_int_t)e->run_id, "attempt", e->attempt, "resource",
+                                      e->resource, "type", e->type, "payload",
+                                      p ? p : json_object());
+                print_json(j);
+            } else {
+                char t[40];
+                ferry_format_time_us(e->time_us, t, sizeof t);
+                printf("%8" PRId64 "  %s  #%d  %-34s %-16s %s\n", e->seq, t, e->attempt, e->type,
+                       e->resource, e->payload ? e->payload : "");
+            }
+            after = e->seq;
+            if (!strcmp(e->type, FERRY_EV_RUN_COMPLETED) || !strcmp(e->type, FERRY_EV_RUN_FAILED) ||
+                !strcmp(e->type, FERRY_EV_RUN_CANCELED) || !strcmp(e->type, FERRY_EV_RUN_PAUSED))
+                ended = true;
+        }
+        fflush(stdout);
+        ferry_events_free(evs, n);
+        if (!c->follow || (ended && n < 500)) break;
+        if (n == 0) usleep(200000);
+    }
+    ferry_run_info_clear(&r);
+    ferry_store_close(st);
+    return rc == FERRY_OK ? 0 : fail(c, &err);
+}
+
+static int cmd_checkpoints(struct cli *c)
+{
+    struct ferry_store *st;
+    struct ferry_error err;
+    if (ferry_store_open(c->state, &st, &err) != FERRY_OK) return fail(c, &err);
+    struct ferry_checkpoint *v = NULL;
+    char **pipes = NULL;
+    int n = 0;
+    int rc = ferry_store_route_checkpoint_list(st, c->pipeline, &v, &pipes, &n, &err);
+    if (rc == FERRY_OK) {
+        json_t *a = json_array();
+        if (!c->json) printf("%-20s  %-40s  %5s  %6s  %s\n", "PIPELINE", "ROUTE", "SHARD", "RUN", "POSITION");
+        for (int i = 0; i < n; i++) {
+            if (c->json)
+                json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:I,s:s,s:I}", "pipeline",
+                                                   pipes[i], "route", v[i].resource, "shard",
+                                                   v[i].shard, "run_id", (json_int_t)v[i].run_id,
+                                                   "position", v[i].position, "updated_us",
+                                                   (json_int_t)v[i].updated_us));
+            else
+                printf("%-20.20s  %-40.40s  %5d  %6" PRId64 "  %s\n", pipes[i], v[i].resource,
+                       v[i].shard, v[i].run_id, v[i].position);
+        }
+        if (c->json)
+            print_json(a);
+        else
+            json_decref(a);
+    }
+    for (int i = 0; pipes && i < n; i++) ferry_free(pipes[i]);
+    ferry_free(pipes);
+    ferry_checkpoints_free(v, n);
+    ferry_store_close(st);
+    return rc == FERRY_OK ? 0 : fail(c, &err);
+}
+
+static int cmd_signal(struct cli *c, int64_t id, const char *sig)
+{
+    struct ferry_store *st;
+    struct ferry_error err;
+    if (ferry_store_open(c->state, &st, &err) != FERRY_OK) return fail(c, &err);
+    struct ferry_run_info r;
+    memset(&r, 0, sizeof r);
+    int rc = ferry_store_run_get(st, id, &r, &err);
+    if (rc == FERRY_OK && r.state != FERRY_RUN_RUNNING)
+        rc = ferry_error_set(&err, FERRY_ECONFLICT, "cli", "run %" PRId64 " is %s, not running",
+                             id, ferry_run_state_name(r.state));
+    if (rc == FERRY_OK) rc = ferry_store_run_request(st, id, sig, &err);
+    ferry_store_close(st);
+    if (rc == FERRY_OK) {
+        struct ferry_bus *bus;
+        if (ferry_bus_inproc_open(c->state, &bus, &err) == FERRY_OK) {
+            ferry_bus_emit(bus, id, r.attempt, "",
+                           !strcmp(sig, "pause") ? "run.pause_requested" : "run.cancel_requested",
+                           "{}", NULL);
+            ferry_bus_close(bus);
+        }
+        printf("%s requested for run %" PRId64 "\n", sig, id);
+    }
+    ferry_run_info_clear(&r);
+    return rc == FERRY_OK ? 0 : fail(c, &err);
+}
+
+static int cmd_connectors(struct cli *c)
+{
+    json_t *a = json_array();
+    if (!c->json) printf("sources:\n");
+    for (const struct ferry_source_vtable *const *s = ferry_sources(); *s; s++) {
+        if (!c->json)
+            printf("  %-10s full%s%s\n", (*s)->name, (*s)->supports_incremental ? ", incremental" : "",
+                   (*s)->supports_cdc ? ", cdc" : "");
+        json_array_append_new(a, json_pack("{s:s,s:s,s:b,s:b}", "kind", "source", "name",
+                                           (*s)->name, "incremental",
+                                           (*s)->supports_incremental, "cdc", (*s)->supports_cdc));
+    }
+    if (!c->json) printf("sinks:\n");
+    for (const struct ferry_sink_vtable *const *s = ferry_sinks(); *s; s++) {
+        if (!c->json) printf("  %s\n", (*s)->name);
+        json_array_append_new(a, json_pack("{s:s,s:s}", "kind", "sink", "name", (*s)->name));
+    }
+    if (c->json)
+        print_json(a);
+    else
+        json_decref(a);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli c = {.state = getenv("FERRY_STATE"), .limit = 50};
+    if (c.state == NULL || c.state[0] == '\0') c.state = ".ferry/state.db";
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        if (argc >= 3 && !strcmp(argv[1], "help")) {
+            command_help(argv[2]);
+            return 0;
+        }
+        fputs(usage_main, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    static const struct option opts[] = {
+        {"state", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
+        {"fresh", no_argument, NULL, 'f'},       {"follow", no_argument, NULL, 'F'},
+        {"quiet", no_argument, NULL, 'q'},       {"pipeline", required_argument, NULL, 'p'},
+        {"limit", required_argument, NULL, 'l'}, {"after", required_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+    optind = 2;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's': c.state = optarg; break;
+        case 'j': c.json = true; break;
+        case 'f': c.fresh = true; break;
+        case 'F': c.follow = true; break;
+        case 'q': c.quiet = true; break;
+        case 'p': c.pipeline = optarg; break;
+        case 'l': c.limit = atoi(optarg) > 0 ? atoi(optarg) : 50; break;
+        case 'a': c.after = atoll(optarg); break;
+        case 'h': command_help(cmd); return 0;
+        default: fprintf(stderr, "ferry: see `ferry %s --help`\n", cmd); return 2;
+        }
+    }
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    int64_t id = 0;
+
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("ferry %s\n", FERRY_VERSION_STRING);
+        return 0;
+    }
+    if (!strcmp(cmd, "connectors")) return cmd_connectors(&c);
+    if (!strcmp(cmd, "runs")) return cmd_runs(&c);
+    if (!strcmp(cmd, "checkpoints")) return cmd_checkpoints(&c);
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "check")) {
+        if (nargs != 1) {
+            fprintf(stderr, "ferry: %s needs exactly one pipeline file (see `ferry %s --help`)\n", cmd, cmd);
+            return 2;
+        }
+        return cmd_run(&c, args[0], 0, !strcmp(cmd, "check"));
+    }
+    if (!strcmp(cmd, "resume") || !strcmp(cmd, "show") || !strcmp(cmd, "events") ||
+        !strcmp(cmd, "pause") || !strcmp(cmd, "cancel")) {
+        if (nargs < 1 || parse_run_id(args[0], &id, &err) != FERRY_OK) {
+            if (nargs >= 1) return fail(&c, &err);
+            fprintf(stderr, "ferry: %s needs a run number (see `ferry %s --help`)\n", cmd, cmd);
+            return 2;
+        }
+        if (!strcmp(cmd, "show")) return cmd_show(&c, id);
+        if (!strcmp(cmd, "events")) return cmd_events(&c, id);
+        if (!strcmp(cmd, "pause")) return cmd_signal(&c, id, "pause");
+        if (!strcmp(cmd, "cancel")) return cmd_signal(&c, id, "cancel");
+        return cmd_run(&c, nargs >= 2 ? args[1] : NULL, id, false);
+    }
+    fprintf(stderr, "ferry: unknown command \"%s\"\n\n%s", cmd, usage_main);
+    return 2;
+}

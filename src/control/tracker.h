@@ -22,12 +22,18 @@
  *                          completed; run state paused
  *   run.failed/canceled    run state and error message; route checkpoints untouched
  * Events whose attempt is older than the run's current attempt never move checkpoints
- * (fencing). The route of a resource comes from resource.started's payload "route". */
+ * (fencing); they are ignored whole, counters and states included, because a fenced
+ * attempt's batches are replayed by the current one and would otherwise count twice.
+ * Events of a run the store does not know, or with a payload that is not a JSON object, are
+ * skipped with a warning (never retried forever). Once a run is final, later state events
+ * of it are ignored. The route of a resource comes from resource.started's payload "route"
+ * (the resource name when absent). */
 #ifndef FERRY_TRACKER_H
 #define FERRY_TRACKER_H
 
 #include <stdint.h>
 #include "ferry/error.h"
+#include "ferry/event.h"
 
 struct ferry_bus;
 struct ferry_tracker;
@@ -46,5 +52,11 @@ int ferry_tracker_wait(struct ferry_tracker *tr, int64_t seq, int timeout_ms,
 int ferry_tracker_stop(struct ferry_tracker *tr, struct ferry_error *err);
 void ferry_tracker_close(struct ferry_tracker *tr);
 int64_t ferry_tracker_folded_seq(struct ferry_tracker *tr);
+
+/* Internal, for tests: folds evs[0..n) in delivery order (a redelivery may repeat earlier
+ * events), in groups of up to 256 per store transaction with the mark; events with
+ * seq <= the mark are skipped. */
+int ferry__tracker_fold_events(struct ferry_tracker *tr, const struct ferry_event *evs, int n,
+                               struct ferry_error *err);
 
 #endif

@@ -57,6 +57,7 @@ struct ferry_resource_state {
     char state[16];         /* pending | running | completed | failed */
     int64_t rows, bytes, batches, verified, diverged;
     char error[1024];
+    char route[512];        /* route key (resource.started "route"), "" when unknown */
 };
 
 struct ferry_checkpoint {
@@ -65,8 +66,11 @@ struct ferry_checkpoint {
     int64_t run_id;         /* run that produced it */
     char *position;         /* JSON */
     int64_t updated_us;
+    char version[65];       /* route checkpoints: pipeline version; "" for run checkpoints */
 };
 void ferry_checkpoints_free(struct ferry_checkpoint *v, int n);
+/* Frees an array of n strings and the strings (NULL accepted). */
+void ferry_store_strings_free(char **v, int n);
 
 struct ferry_store;
 
@@ -101,11 +105,13 @@ void ferry_run_infos_free(struct ferry_run_info *v, int n);
 int ferry_store_run_find_unfinished(struct ferry_store *st, const char *pipeline,
                                     const char *version, struct ferry_run_info *out,
                                     bool *found, struct ferry_error *err);
-/* Starts a new attempt: attempt+1, state running, pid, heartbeat now. Returns the new
+/* Starts a new attempt: attempt+1, state running, pid, heartbeat now; clears ended time,
+ * error and any pause/cancel signal (they belonged to the previous attempt). Returns the new
  * attempt number. */
 int ferry_store_run_begin_attempt(struct ferry_store *st, int64_t run_id, int pid, int *attempt,
                                   struct ferry_error *err);
-/* Fenced state change; error_message may be NULL. */
+/* Fenced state change; error_message NULL keeps the stored message. A final state sets the
+ * ended time. */
 int ferry_store_run_set_state(struct ferry_store *st, int64_t run_id, int attempt,
                               enum ferry_run_state state, const char *error_message,
                               struct ferry_error *err);
@@ -121,7 +127,12 @@ int ferry_store_run_request(struct ferry_store *st, int64_t run_id, const char *
 int ferry_store_run_requested(struct ferry_store *st, int64_t run_id, char *signal, size_t len,
                               struct ferry_error *err); /* "" when none */
 
-/* ---- per-resource state ---- */
+/* ---- per-resource state ----
+ * upsert creates the row with every field of rs; on an existing row it replaces mode,
+ * write, state and route when they are non-empty and replaces error, but never touches the
+ * counters (they move only through add_counts, so a resumed attempt keeps the totals).
+ * add_counts and set_state create a missing row (state "running"); FERRY_ENOTFOUND when
+ * the run does not exist. */
 int ferry_store_resource_upsert(struct ferry_store *st, int64_t run_id,
                                 const struct ferry_resource_state *rs, struct ferry_error *err);
 int ferry_store_resource_add_counts(struct ferry_store *st, int64_t run_id, const char *resource,
@@ -134,14 +145,18 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
                               struct ferry_resource_state **out, int *n,
                               struct ferry_error *err); /* free with ferry_free */
 
-/* ---- checkpoint plans: frozen once per (run, resource) ---- */
+/* ---- checkpoint plans: frozen once per (run, resource) ----
+ * A second put on the same (run, resource) is refused with FERRY_ECONFLICT, even with the
+ * same text: a resumed attempt must plan_get the saved plan, never plan again. */
 int ferry_store_plan_get(struct ferry_store *st, int64_t run_id, const char *resource,
                          char **plan_json, struct ferry_error *err); /* NULL when none */
 int ferry_store_plan_put(struct ferry_store *st, int64_t run_id, const char *resource,
                          const char *plan_json, struct ferry_error *err);
 
 /* ---- checkpoints ---- */
-/* Run-scoped: the last durable position per (run, resource, shard). Fenced by attempt. */
+/* Positions must be JSON texts (FERRY_EINVAL otherwise).
+ * Run-scoped: the last durable position per (run, resource, shard). Fenced by attempt.
+ * ferry_store_run_checkpoints: resource NULL = every resource of the run. */
 int ferry_store_run_checkpoint_save(struct ferry_store *st, int64_t run_id, int attempt,
                                     const char *resource, int shard, const char *position,
                                     struct ferry_error *err);
@@ -164,12 +179,16 @@ int ferry_store_route_checkpoints(struct ferry_store *st, const char *pipeline,
                                   const char *version, const char *route,
                                   struct ferry_checkpoint **out, int *n, struct ferry_error *err);
 /* All route checkpoints (pipeline NULL = every pipeline), for `ferry checkpoints`. The
- * resource field holds the route. */
+ * resource field holds the route, version the pipeline version; (*pipelines)[i] names the
+ * pipeline of (*out)[i] (pipelines may be NULL; free with ferry_store_strings_free). */
 int ferry_store_route_checkpoint_list(struct ferry_store *st, const char *pipeline,
                                       struct ferry_checkpoint **out, char ***pipelines,
                                       int *n, struct ferry_error *err);
 
-/* ---- event log (in-process bus) ---- */
+/* ---- event log (in-process bus) ----
+ * append: payload must be a JSON object (NULL = "{}"); time_us 0 = now; sets ev->seq.
+ * Sequences are assigned in commit order and never reused. read: max <= 0 means 1000;
+ * run_id 0 = every run. */
 int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
                              struct ferry_error *err); /* sets ev->seq */
 int ferry_store_event_read(struct ferry_store *st, int64_t after, int64_t run_id, int max,

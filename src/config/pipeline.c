@@ -1,0 +1,625 @@
+/* config/pipeline.c - a pipeline file, loaded and checked (DESIGN §6), and its version.
+ *
+ * Owns: the keys the engine itself reads (version, name, source.type, source.resources,
+ * sink.type, sink.write, transforms' kinds, batch, verify), the pipeline version hash and
+ * the saved request, route names, and the names of read and write modes. Connector keys
+ * stay in the tree unread: each connector reads its section when opened and the runner
+ * then reports whatever nobody read (ferry_cfg_check_unused). Transform details are the
+ * transform stage's; only the kind and the resource they apply to are read here.
+ *
+ * May call: config/cfg.c, the connector registry (ferry_source_find, ferry_sink_find),
+ * core (sha256, memory). Called by: the CLI, the server (saved requests), the runner.
+ *
+ * The version is a SHA-256 of canonical JSON of what decides which rows land where:
+ * source identity, resources, cursor, columns, key, sink target, write mode, transforms.
+ * Tuning knobs (batch settings, each connector's tuning_keys, a resource's lookback) are
+ * left out so that changing them keeps route checkpoints; everything else resets them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ferry/config.h"
+#include "ferry/connector.h"
+#include "ferry/core.h"
+#include "ferry/error.h"
+#include "ferry/pipeline.h"
+
+static const char *const read_modes[] = {"full", "incremental", "cdc", NULL};
+static const char *const write_modes[] = {"append", "replace", "upsert", "merge", NULL};
+static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", "select",
+                                              "add",  "filter", "cast", NULL};
+static const char *const top_keys[] = {"version", "name",  "source", "sink", "transforms",
+                                       "batch",   "verify", NULL};
+static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
+static const char *const verify_words[] = {"after_run", "none", NULL};
+
+#define NAME_MAX_LEN 128
+
+const char *ferry_read_mode_name(enum ferry_read_mode m)
+{
+    return (unsigned)m < 3 ? read_modes[m] : "unknown";
+}
+
+const char *ferry_write_mode_name(enum ferry_write_mode m)
+{
+    return (unsigned)m < 4 ? write_modes[m] : "unknown";
+}
+
+static int oom(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "config", "out of memory while loading a pipeline");
+}
+
+/* ---- key checks ---------------------------------------------------------------------- */
+
+static bool in_list(const char *word, const char *const *words)
+{
+    for (; *words; words++)
+        if (!strcmp(word, *words)) return true;
+    return false;
+}
+
+/* Levenshtein distance, for "did you mean"; long words are never close. */
+static int distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof prev);
+    }
+    return prev[lb];
+}
+
+static void join(char *buf, size_t size, const char *const *words)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; words[i] && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : "", words[i]);
+}
+
+/* The engine owns every key of these maps, so a stranger is a typo: say so right away,
+ * with the closest known key, before "required" errors about the key it should have been. */
+static int check_keys(const struct ferry_cfg *map, const char *const *allowed, const char *where,
+                      struct ferry_error *err)
+{
+    for (int i = 0; i < map->n_children; i++) {
+        const struct ferry_cfg *c = map->children[i];
+        if (in_list(c->key, allowed)) continue;
+        const char *best = NULL;
+        int best_d = 3;
+        for (int k = 0; allowed[k]; k++) {
+            int d = distance(c->key, allowed[k]);
+            if (d < best_d) best_d = d, best = allowed[k];
+        }
+        char list[256];
+        join(list, sizeof list, allowed);
+        if (best)
+            return ferry_cfg_error(err, c, "unknown key; did you mean %s? (%s takes %s)", best,
+                                   where, list);
+        return ferry_cfg_error(err, c, "unknown key (%s takes %s)", where, list);
+    }
+    return FERRY_OK;
+}
+
+/* map[key] as a map (or a list): *out = NULL when absent and optional. */
+static int section(struct ferry_cfg *map, const char *key, bool required,
+                   enum ferry_cfg_kind kind, struct ferry_cfg **out, struct ferry_error *err)
+{
+    struct ferry_cfg *n = ferry_cfg_get(map, key);
+    *out = NULL;
+    if (n == NULL) {
+        if (!required) return FERRY_OK;
+        if (map->path[0] == '\0')
+            return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: %s: required (line %d)",
+                                   map->file, key, map->line);
+        return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: %s.%s: required (line %d)",
+                               map->file, map->path, key, map->line);
+    }
+    if (n->kind == FERRY_CFG_NULL && !required) return FERRY_OK;
+    if (n->kind != kind) {
+        const char *got = n->kind == FERRY_CFG_NULL     ? "nothing (null)"
+                          : n->kind == FERRY_CFG_MAP    ? "a map"
+                          : n->kind == FERRY_CFG_LIST   ? "a list"
+                                                        : "a single value";
+        return ferry_cfg_error(err, n, "expected %s, got %s",
+                               kind == FERRY_CFG_MAP ? "a map" : "a list", got);
+    }
+    *out = n;
+    return FERRY_OK;
+}
+
+/* ---- connectors ---------------------------------------------------------------------- */
+
+static int unknown_type(struct ferry_cfg *section_node, const char *kind, const char *type,
+                        const char *const *known, struct ferry_error *err)
+{
+    char list[512];
+    list[0] = '\0';
+    join(list, sizeof list, known);
+    return ferry_cfg_error(err, ferry_cfg_get(section_node, "type"),
+                           "unknown %s type \"%s\"; known types: %s", kind, type,
+                           list[0] ? list : "(none)");
+}
+
+static int load_source_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    const char *type = NULL;
+    int rc = ferry_cfg_str(p->source, "type", true, &type, err);
+    if (rc) return rc;
+    p->source_type = ferry_strdup(type);
+    if (p->source_type == NULL) return oom(err);
+    p->source_vt = ferry_source_find(type);
+    if (p->source_vt) return FERRY_OK;
+    const char *names[64];
+    int n = 0;
+    const struct ferry_source_vtable *const *all = ferry_sources();
+    for (; all && all[n] && n < 63; n++) names[n] = all[n]->name;
+    names[n] = NULL;
+    return unknown_type(p->source, "source", type, names, err);
+}
+
+static int load_sink_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    const char *type = NULL;
+    int rc = ferry_cfg_str(p->sink, "type", true, &type, err);
+    if (rc) return rc;
+    p->sink_type = ferry_strdup(type);
+    if (p->sink_type == NULL) return oom(err);
+    p->sink_vt = ferry_sink_find(type);
+    if (p->sink_vt) return FERRY_OK;
+    const char *names[64];
+    int n = 0;
+    const struct ferry_sink_vtable *const *all = ferry_sinks();
+    for (; all && all[n] && n < 63; n++) names[n] = all[n]->name;
+    names[n] = NULL;
+    return unknown_type(p->sink, "sink", type, names, err);
+}
+
+/* ---- resources ----------------------------------------------------------------------- */
+
+/* A list of column names: at least one, none empty, none twice. */
+static int column_list(struct ferry_cfg *item, const char *key, char ***out, int *n,
+                       struct ferry_error *err)
+{
+    int rc = ferry_cfg_strv(item, key, false, out, n, err);
+    if (rc || *out == NULL) return rc;
+    struct ferry_cfg *node = ferry_cfg_get(item, key);
+    if (*n == 0) return ferry_cfg_error(err, node, "must name at least one column");
+    for (int i = 0; i < *n; i++) {
+        if ((*out)[i][0] == '\0') return ferry_cfg_error(err, node, "a column name is empty");
+        for (int j = 0; j < i; j++)
+            if (!strcmp((*out)[i], (*out)[j]))
+                return ferry_cfg_error(err, node, "column %s is listed twice", (*out)[i]);
+    }
+    return FERRY_OK;
+}
+
+static int required_with(const struct ferry_cfg *map, const char *key, const char *why,
+                         struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: %s.%s: required %s (line %d)",
+                           map->file, map->path, key, why, map->line);
+}
+
+static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
+                         struct ferry_resource_spec *r, struct ferry_error *err)
+{
+    if (item->kind != FERRY_CFG_MAP)
+        return ferry_cfg_error(err, item, "expected a map like {table: orders, mode: full}");
+    r->node = item;
+    const char *table = NULL;
+    int rc = ferry_cfg_str(item, "table", true, &table, err);
+    if (rc) return rc;
+    if (table[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(item, "table"), "must not be empty");
+    if ((r->table = ferry_strdup(table)) == NULL) return oom(err);
+
+    int mode = FERRY_READ_FULL;
+    if ((rc = ferry_cfg_enum(item, "mode", false, read_modes, &mode, err))) return rc;
+    r->mode = (enum ferry_read_mode)mode;
+    if (r->mode == FERRY_READ_INCREMENTAL && !p->source_vt->supports_incremental)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "mode"),
+                               "source %s cannot read incrementally; use mode: full",
+                               p->source_vt->name);
+    if (r->mode == FERRY_READ_CDC && !p->source_vt->supports_cdc)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "mode"),
+                               "source %s cannot capture changes (cdc); use mode: full",
+                               p->source_vt->name);
+
+    if ((rc = column_list(item, "cursor", &r->cursor, &r->n_cursor, err))) return rc;
+    if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL)
+        return required_with(item, "cursor", "with mode: incremental", err);
+    /* A cursor the read would ignore hides a mistake: refuse it. */
+    if (r->mode != FERRY_READ_INCREMENTAL && r->cursor)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "cursor"),
+                               "a cursor is only read with mode: incremental (this resource "
+                               "reads mode: %s)",
+                               read_modes[r->mode]);
+    if ((rc = column_list(item, "columns", &r->columns, &r->n_columns, err))) return rc;
+    if ((rc = column_list(item, "key", &r->key, &r->n_key, err))) return rc;
+
+    r->lookback_ms = 0;
+    if ((rc = ferry_cfg_duration_ms(item, "lookback", false, &r->lookback_ms, err))) return rc;
+    if (r->lookback_ms && r->mode != FERRY_READ_INCREMENTAL)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "lookback"),
+                               "lookback is only read with mode: incremental");
+
+    const char *target = NULL;
+    if ((rc = ferry_cfg_str(item, "target", false, &target, err))) return rc;
+    if (target && target[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(item, "target"), "must not be empty");
+    return FERRY_OK;
+}
+
+static int load_resources(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_cfg *list;
+    int rc = section(p->source, "resources", true, FERRY_CFG_LIST, &list, err);
+    if (rc) return rc;
+    if (list->n_children == 0)
+        return ferry_cfg_error(err, list, "lists no resource; add at least one {table: ...}");
+    p->resources = ferry_calloc((size_t)list->n_children, sizeof *p->resources);
+    if (p->resources == NULL) return oom(err);
+    for (int i = 0; i < list->n_children; i++) {
+        struct ferry_resource_spec *r = &p->resources[i];
+        p->n_resources = i + 1;
+        if ((rc = load_resource(p, list->children[i], r, err))) return rc;
+        for (int j = 0; j < i; j++) {
+            const struct ferry_resource_spec *o = &p->resources[j];
+            if (!strcmp(o->table, r->table))
+                return ferry_cfg_error(err, ferry_cfg_get(r->node, "table"),
+                                       "table %s is listed twice (first at line %d)", r->table,
+                                       o->node->line);
+            if (!strcmp(ferry_resource_target(o), ferry_resource_target(r)))
+                return ferry_cfg_error(err, r->node,
+                                       "%s and %s would both write to %s; set target: on one "
+                                       "of them",
+                                       o->table, r->table, ferry_resource_target(r));
+        }
+    }
+    return FERRY_OK;
+}
+
+const char *ferry_resource_target(const struct ferry_resource_spec *r)
+{
+    if (r == NULL || r->table == NULL) return NULL;
+    const struct ferry_cfg *n = r->node;
+    if (n && n->kind == FERRY_CFG_MAP) {
+        for (int i = 0; i < n->n_children; i++) {
+            const struct ferry_cfg *c = n->children[i];
+            if (!strcmp(c->key, "target") && c->kind == FERRY_CFG_SCALAR && c->scalar[0])
+                return c->scalar;
+        }
+    }
+    const char *dot = strrchr(r->table, '.');
+    return dot && dot[1] ? dot + 1 : r->table;
+}
+
+char *ferry_pipeline_route(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r)
+{
+    if (p == NULL || r == NULL) return NULL;
+    return ferry_asprintf("%s -> %s:%s", r->table, p->sink_type, ferry_resource_target(r));
+}
+
+/* ---- transforms, batch --------------------------------------------------------------- */
+
+static int load_transforms(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_cfg *list;
+    int rc = section(p->root, "transforms", false, FERRY_CFG_LIST, &list, err);
+    if (rc || list == NULL) return rc;
+    if (list->n_children == 0) return FERRY_OK;
+    p->transforms = ferry_calloc((size_t)list->n_children, sizeof *p->transforms);
+    if (p->transforms == NULL) return oom(err);
+    for (int i = 0; i < list->n_children; i++) {
+        struct ferry_cfg *item = list->children[i];
+        struct ferry_transform_spec *t = &p->transforms[i];
+        p->n_transforms = i + 1;
+        t->node = item;
+        char kinds[256];
+        join(kinds, sizeof kinds, transform_kinds);
+        if (item->kind != FERRY_CFG_MAP)
+            return ferry_cfg_error(err, item, "expected a map with one of %s", kinds);
+        const char *found[2] = {NULL, NULL};
+        int n_found = 0;
+        for (int c = 0; c < item->n_children; c++) {
+            if (!in_list(item->children[c]->key, transform_kinds)) continue;
+            if (n_found < 2) found[n_found] = item->children[c]->key;
+            n_found++;
+        }
+        if (n_found == 0)
+            return ferry_cfg_error(err, item, "transform %d has no kind; use exactly one of %s",
+                                   i, kinds);
+        if (n_found > 1)
+            return ferry_cfg_error(err, item,
+                                   "transform %d has several kinds (%s and %s); use exactly one "
+                                   "per list item",
+                                   i, found[0], found[1]);
+        ferry_cfg_get(item, found[0]);
+        if ((t->kind = ferry_strdup(found[0])) == NULL) return oom(err);
+        const char *res = NULL;
+        if ((rc = ferry_cfg_str(item, "resource", false, &res, err))) return rc;
+        if (res == NULL) continue;
+        bool known = false;
+        for (int r = 0; r < p->n_resources && !known; r++)
+            known = !strcmp(p->resources[r].table, res);
+        if (!known)
+            return ferry_cfg_error(err, ferry_cfg_get(item, "resource"),
+                                   "no resource %s in source.resources", res);
+        if ((t->resource = ferry_strdup(res)) == NULL) return oom(err);
+    }
+    return FERRY_OK;
+}
+
+static int in_range(struct ferry_cfg *map, const char *key, int64_t v, int64_t lo, int64_t hi,
+                    const char *lo_text, const char *hi_text, struct ferry_error *err)
+{
+    if (v >= lo && v <= hi) return FERRY_OK;
+    const struct ferry_cfg *n = ferry_cfg_get(map, key);
+    return ferry_cfg_error(err, n, "must be between %s and %s, got %s", lo_text, hi_text,
+                           n->scalar);
+}
+
+static int load_batch(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_batch_opts *b = &p->batch;
+    b->rows = 50000;
+    b->bytes = (int64_t)4 << 20;
+    b->flush_after_ms = 1000;
+    b->queue = 4;
+    struct ferry_cfg *map;
+    int rc = section(p->root, "batch", false, FERRY_CFG_MAP, &map, err);
+    if (rc || map == NULL) return rc;
+    if ((rc = check_keys(map, batch_keys, "batch", err))) return rc;
+    if ((rc = ferry_cfg_int(map, "rows", false, 1, 10000000, &b->rows, err))) return rc;
+    if ((rc = ferry_cfg_size(map, "bytes", false, &b->bytes, err))) return rc;
+    if ((rc = in_range(map, "bytes", b->bytes, (int64_t)64 << 10, (int64_t)1 << 30, "64KiB",
+                       "1GiB", err)))
+        return rc;
+    if ((rc = ferry_cfg_duration_ms(map, "flush_after", false, &b->flush_after_ms, err)))
+        return rc;
+    if ((rc = in_range(map, "flush_after", b->flush_after_ms, 10, 3600 * 1000, "10ms", "1h",
+                       err)))
+        return rc;
+    return ferry_cfg_int(map, "queue", false, 1, 1024, &b->queue, err);
+}
+
+/* ---- version ------------------------------------------------------------------------- */
+
+static int json_strv(struct ferry_buf *b, char **v, int n)
+{
+    if (v == NULL) return ferry_buf_append(b, "null", 4);
+    int rc = ferry_buf_append(b, "[", 1);
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        if (i) rc = ferry_buf_append(b, ",", 1);
+        if (rc == FERRY_OK) rc = ferry_buf_json_string(b, v[i], strlen(v[i]));
+    }
+    return rc ? rc : ferry_buf_append(b, "]", 1);
+}
+
+static int json_key_str(struct ferry_buf *b, const char *key, const char *value, bool comma)
+{
+    int rc = ferry_buf_printf(b, "%s\"%s\":", comma ? "," : "", key);
+    return rc ? rc : ferry_buf_json_string(b, value, strlen(value));
+}
+
+/* A connector section without its tuning keys and without the key the loader owns. */
+static int json_section(struct ferry_buf *b, const struct ferry_cfg *node,
+                        const char *const *tuning, const char *owned)
+{
+    size_t n = 0;
+    while (tuning && tuning[n]) n++;
+    const char **skip = ferry_calloc(n + 2, sizeof *skip);
+    if (skip == NULL) return FERRY_ENOMEM;
+    for (size_t i = 0; i < n; i++) skip[i] = tuning[i];
+    skip[n] = owned;
+    char *json = ferry_cfg_to_json(node, skip);
+    ferry_free(skip);
+    if (json == NULL) return FERRY_ENOMEM;
+    int rc = ferry_buf_append(b, json, strlen(json));
+    ferry_free(json);
+    return rc;
+}
+
+/* Resources are hashed in table order: listing them differently moves no row. */
+static int json_resources(struct ferry_buf *b, const struct ferry_pipeline_spec *p)
+{
+    int *order = ferry_malloc((size_t)p->n_resources * sizeof *order);
+    if (order == NULL) return FERRY_ENOMEM;
+    for (int i = 0; i < p->n_resources; i++) order[i] = i;
+    for (int i = 1; i < p->n_resources; i++) {
+        int v = order[i], j = i;
+        while (j > 0 && strcmp(p->resources[order[j - 1]].table, p->resources[v].table) > 0) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    int rc = ferry_buf_append(b, "[", 1);
+    for (int i = 0; rc == FERRY_OK && i < p->n_resources; i++) {
+        const struct ferry_resource_spec *r = &p->resources[order[i]];
+        if (i) rc = ferry_buf_append(b, ",", 1);
+        if (rc == FERRY_OK) rc = ferry_buf_append(b, "{\"columns\":", 11);
+        if (rc == FERRY_OK) rc = json_strv(b, r->columns, r->n_columns);
+        if (rc == FERRY_OK) rc = ferry_buf_append(b, ",\"cursor\":", 10);
+        if (rc == FERRY_OK) rc = json_strv(b, r->cursor, r->n_cursor);
+        if (rc == FERRY_OK) rc = ferry_buf_append(b, ",\"key\":", 7);
+        if (rc == FERRY_OK) rc = json_strv(b, r->key, r->n_key);
+        if (rc == FERRY_OK) rc = json_key_str(b, "mode", read_modes[r->mode], true);
+        if (rc == FERRY_OK) rc = json_key_str(b, "table", r->table, true);
+        if (rc == FERRY_OK) rc = json_key_str(b, "target", ferry_resource_target(r), true);
+        if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
+    }
+    ferry_free(order);
+    return rc ? rc : ferry_buf_append(b, "]", 1);
+}
+
+static int compute_version(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    /* Keys in byte order, so the text is canonical JSON like ferry_cfg_to_json's. */
+    int rc = ferry_buf_append(&b, "{", 1);
+    if (rc == FERRY_OK) rc = json_key_str(&b, "name", p->name, false);
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, ",\"resources\":", 13);
+    if (rc == FERRY_OK) rc = json_resources(&b, p);
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, ",\"sink\":", 8);
+    if (rc == FERRY_OK) rc = json_section(&b, p->sink, p->sink_vt->tuning_keys, "write");
+    if (rc == FERRY_OK) rc = json_key_str(&b, "sink_type", p->sink_type, true);
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, ",\"source\":", 10);
+    if (rc == FERRY_OK)
+        rc = json_section(&b, p->source, p->source_vt->tuning_keys, "resources");
+    if (rc == FERRY_OK) rc = json_key_str(&b, "source_type", p->source_type, true);
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, ",\"transforms\":[", 15);
+    for (int i = 0; rc == FERRY_OK && i < p->n_transforms; i++) {
+        if (i) rc = ferry_buf_append(&b, ",", 1);
+        char *t = rc == FERRY_OK ? ferry_cfg_to_json(p->transforms[i].node, NULL) : NULL;
+        if (t == NULL) rc = FERRY_ENOMEM;
+        else rc = ferry_buf_append(&b, t, strlen(t));
+        ferry_free(t);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, "]", 1);
+    if (rc == FERRY_OK) rc = json_key_str(&b, "write", write_modes[p->write], true);
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, "}", 1);
+    if (rc == FERRY_OK) ferry_sha256_hex(b.data, b.len, p->version);
+    ferry_buf_release(&b);
+    return rc ? oom(err) : FERRY_OK;
+}
+
+/* ---- load ---------------------------------------------------------------------------- */
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > NAME_MAX_LEN) return false;
+    for (; *s; s++) {
+        char c = *s;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_cfg *root = p->root;
+    if (root->kind == FERRY_CFG_NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               "%s: the file is empty; a pipeline file starts with version: 1",
+                               root->file);
+    if (root->kind != FERRY_CFG_MAP)
+        return ferry_cfg_error(err, root, "expected a map of keys (version, name, source, sink)");
+    int rc = check_keys(root, top_keys, "the top level", err);
+    if (rc) return rc;
+
+    int64_t version = 0;
+    if ((rc = ferry_cfg_int(root, "version", true, INT64_MIN, INT64_MAX, &version, err)))
+        return rc;
+    if (version != 1)
+        return ferry_cfg_error(err, ferry_cfg_get(root, "version"),
+                               "unsupported version %lld; this ferry reads version 1",
+                               (long long)version);
+
+    const char *name = NULL;
+    if ((rc = ferry_cfg_str(root, "name", true, &name, err))) return rc;
+    if (!name_ok(name))
+        return ferry_cfg_error(err, ferry_cfg_get(root, "name"),
+                               "expected 1 to %d letters, digits, '_', '.' or '-', got \"%.*s\"",
+                               NAME_MAX_LEN, 60, name);
+    if ((p->name = ferry_strdup(name)) == NULL) return oom(err);
+
+    if ((rc = section(root, "source", true, FERRY_CFG_MAP, &p->source, err))) return rc;
+    if ((rc = load_source_type(p, err))) return rc;
+    if ((rc = load_resources(p, err))) return rc;
+
+    if ((rc = section(root, "sink", true, FERRY_CFG_MAP, &p->sink, err))) return rc;
+    if ((rc = load_sink_type(p, err))) return rc;
+    int write = FERRY_WRITE_APPEND;
+    if ((rc = ferry_cfg_enum(p->sink, "write", false, write_modes, &write, err))) return rc;
+    p->write = (enum ferry_write_mode)write;
+
+    if ((rc = load_transforms(p, err))) return rc;
+    if ((rc = load_batch(p, err))) return rc;
+
+    int verify = -1;
+    if ((rc = ferry_cfg_enum(root, "verify", false, verify_words, &verify, err))) return rc;
+    if (verify >= 0 && (p->verify = ferry_strdup(verify_words[verify])) == NULL) return oom(err);
+
+    if ((rc = compute_version(p, err))) return rc;
+    p->request_json = ferry_cfg_to_json(root, NULL);
+    return p->request_json ? FERRY_OK : oom(err);
+}
+
+/* Takes root, whatever happens. */
+static int load(struct ferry_cfg *root, const char *file, struct ferry_pipeline_spec **out,
+                struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = ferry_calloc(1, sizeof *p);
+    if (p == NULL) {
+        ferry_cfg_free(root);
+        return oom(err);
+    }
+    p->root = root;
+    p->file = ferry_strdup(file);
+    int rc = p->file ? load_spec(p, err) : oom(err);
+    if (rc) {
+        ferry_pipeline_free(p);
+        return rc;
+    }
+    *out = p;
+    return FERRY_OK;
+}
+
+int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
+                        struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry_cfg *root;
+    int rc = ferry_cfg_parse_file(path, &root, err);
+    return rc ? rc : load(root, path, out, err);
+}
+
+int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
+                               struct ferry_pipeline_spec **out, struct ferry_error *err)
+{
+    *out = NULL;
+    if (name == NULL) name = "<string>";
+    struct ferry_cfg *root;
+    int rc = ferry_cfg_parse_string(text, len, name, &root, err);
+    return rc ? rc : load(root, name, out, err);
+}
+
+void ferry_pipeline_free(struct ferry_pipeline_spec *p)
+{
+    if (p == NULL) return;
+    for (int i = 0; i < p->n_resources; i++) {
+        struct ferry_resource_spec *r = &p->resources[i];
+        ferry_free(r->table);
+        ferry_cfg_strv_free(r->cursor);
+        ferry_cfg_strv_free(r->columns);
+        ferry_cfg_strv_free(r->key);
+    }
+    ferry_free(p->resources);
+    for (int i = 0; i < p->n_transforms; i++) {
+        ferry_free(p->transforms[i].resource);
+        ferry_free(p->transforms[i].kind);
+    }
+    ferry_free(p->transforms);
+    ferry_free(p->name);
+    ferry_free(p->source_type);
+    ferry_free(p->sink_type);
+    ferry_free(p->verify);
+    ferry_free(p->request_json);
+    ferry_free(p->file);
+    ferry_cfg_free(p->root);
+    ferry_free(p);
+}

@@ -1,0 +1,136 @@
+/* connectors/registry.c - the one table of sources and the one table of sinks.
+ *
+ * Owns the list of built-in connectors, their lookup by the pipeline file's `type`, the
+ * check of a vtable's ABI version and required slots, and the names of read and write
+ * modes. Calls nothing but libc. Called by the pipeline loader (find + check), the CLI
+ * (`ferry connectors`) and the runner.
+ *
+ * Adding a connector: write src/connectors/<name>/, define `ferry__<name>_source` and/or
+ * `ferry__<name>_sink`, and add the name to FERRY_SOURCES or FERRY_SINKS below. */
+#include <string.h>
+#include "ferry/connector.h"
+#include "ferry/core.h"
+
+#define FERRY_SOURCES(X) X(sample) X(sqlite)
+#define FERRY_SINKS(X) X(null) X(sqlite)
+
+#define DECLARE_SOURCE(n) extern const struct ferry_source_vtable ferry__##n##_source;
+#define DECLARE_SINK(n) extern const struct ferry_sink_vtable ferry__##n##_sink;
+#define LIST_SOURCE(n) &ferry__##n##_source,
+#define LIST_SINK(n) &ferry__##n##_sink,
+
+FERRY_SOURCES(DECLARE_SOURCE)
+FERRY_SINKS(DECLARE_SINK)
+
+static const struct ferry_source_vtable *const sources[] = {FERRY_SOURCES(LIST_SOURCE) NULL};
+static const struct ferry_sink_vtable *const sinks[] = {FERRY_SINKS(LIST_SINK) NULL};
+
+const char *ferry_read_mode_name(enum ferry_read_mode m)
+{
+    switch (m) {
+    case FERRY_READ_FULL: return "full";
+    case FERRY_READ_INCREMENTAL: return "incremental";
+    case FERRY_READ_CDC: return "cdc";
+    }
+    return "unknown";
+}
+
+const char *ferry_write_mode_name(enum ferry_write_mode m)
+{
+    switch (m) {
+    case FERRY_WRITE_APPEND: return "append";
+    case FERRY_WRITE_REPLACE: return "replace";
+    case FERRY_WRITE_UPSERT: return "upsert";
+    case FERRY_WRITE_MERGE: return "merge";
+    }
+    return "unknown";
+}
+
+const struct ferry_source_vtable *ferry_source_find(const char *name)
+{
+    if (name == NULL) return NULL;
+    for (int i = 0; sources[i] != NULL; i++)
+        if (strcmp(sources[i]->name, name) == 0) return sources[i];
+    return NULL;
+}
+
+const struct ferry_sink_vtable *ferry_sink_find(const char *name)
+{
+    if (name == NULL) return NULL;
+    for (int i = 0; sinks[i] != NULL; i++)
+        if (strcmp(sinks[i]->name, name) == 0) return sinks[i];
+    return NULL;
+}
+
+const struct ferry_source_vtable *const *ferry_sources(void)
+{
+    return sources;
+}
+
+const struct ferry_sink_vtable *const *ferry_sinks(void)
+{
+    return sinks;
+}
+
+static int check_abi(const char *kind, const char *name, int abi, struct ferry_error *err)
+{
+    if (abi != FERRY_CONNECTOR_ABI)
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "connector",
+                               "%s \"%s\": ABI version %d, this engine speaks %d", kind, name,
+                               abi, FERRY_CONNECTOR_ABI);
+    return FERRY_OK;
+}
+
+static int missing(const char *kind, const char *name, const char *slot, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_EINVAL, "connector",
+                           "%s \"%s\": required slot %s is missing", kind, name, slot);
+}
+
+#define REQUIRE(kind, vt, slot)                                                            \
+    do {                                                                                   \
+        if ((vt)->slot == NULL) return missing(kind, (vt)->name, #slot, err);               \
+    } while (0)
+
+int ferry_source_vtable_check(const struct ferry_source_vtable *vt, struct ferry_error *err)
+{
+    if (vt == NULL) return ferry_error_set(err, FERRY_EINVAL, "connector", "source: no vtable");
+    if (vt->name == NULL || vt->name[0] == '\0')
+        return ferry_error_set(err, FERRY_EINVAL, "connector", "source: required slot name is missing");
+    int rc = check_abi("source", vt->name, vt->abi, err);
+    if (rc != FERRY_OK) return rc;
+    REQUIRE("source", vt, open);
+    REQUIRE("source", vt, discover);
+    REQUIRE("source", vt, plan);
+    REQUIRE("source", vt, extract);
+    REQUIRE("source", vt, close);
+    return FERRY_OK;
+}
+
+int ferry_sink_vtable_check(const struct ferry_sink_vtable *vt, struct ferry_error *err)
+{
+    if (vt == NULL) return ferry_error_set(err, FERRY_EINVAL, "connector", "sink: no vtable");
+    if (vt->name == NULL || vt->name[0] == '\0')
+        return ferry_error_set(err, FERRY_EINVAL, "connector", "sink: required slot name is missing");
+    int rc = check_abi("sink", vt->name, vt->abi, err);
+    if (rc != FERRY_OK) return rc;
+    REQUIRE("sink", vt, open);
+    REQUIRE("sink", vt, capabilities);
+    REQUIRE("sink", vt, prepare);
+    REQUIRE("sink", vt, begin);
+    REQUIRE("sink", vt, apply);
+    REQUIRE("sink", vt, commit);
+    REQUIRE("sink", vt, abort);
+    REQUIRE("sink", vt, close);
+    return FERRY_OK;
+}
+
+void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n)
+{
+    if (v == NULL) return;
+    for (int i = 0; i < n; i++) {
+        ferry_free(v[i].resource);
+        ferry_free(v[i].position);
+    }
+    ferry_free(v);
+}

@@ -1,0 +1,294 @@
+/* pipeline/flow.c - the journey of one resource's rows: source thread -> row writer ->
+ * ready queue -> (transform thread -> write queue) -> writer (this thread) -> sink.
+ *
+ * Owns: the threads and queues of one resource. Calls: the source's extract, the row
+ * writer (batch/builder.h), transforms, the digest, the sink's apply, the bus. Called by
+ * the runner once per resource of a run, inside an open sink session. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <string.h>
+#include "batch/builder.h"
+#include "bus/bus.h"
+#include "ferry/core.h"
+#include "ferry/digest.h"
+#include "ferry/event.h"
+#include "ferry/failpoint.h"
+#include "pipeline/flow.h"
+#include "pipeline/queue.h"
+
+struct flow_run {
+    struct ferry_flow *f;
+    struct ferry_queue *ready;
+    struct ferry_queue *write; /* == ready when there is no transform stage */
+    struct ferry_row_writer *rw;
+    int src_rc;
+    struct ferry_error src_err;
+    int tr_rc;
+    struct ferry_error tr_err;
+};
+
+static bool position_done(const char *pos)
+{
+    if (pos == NULL) return false;
+    json_t *j = json_loads(pos, 0, NULL);
+    bool done = j && json_is_true(json_object_get(j, "done"));
+    json_decref(j);
+    return done;
+}
+
+static void publish(struct ferry_flow *f, const char *type, const char *payload)
+{
+    struct ferry_error e;
+    /* A lost event can only make ferry re-read, never skip: checkpoints advance only from
+     * events that were stored. So a publish failure here is logged, not fatal, except for
+     * batch.written which the writer checks itself. */
+    if (ferry_bus_emit(f->bus, f->run_id, f->attempt, f->spec->table, type, payload, &e) !=
+        FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "resource %s: could not publish %s: %s", f->spec->table, type,
+                  e.message);
+}
+
+/* Row writer -> ready queue. Runs on the source thread; blocks while the queue is full. */
+static int emit_batch(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    struct flow_run *fr = ctx;
+    struct ferry_flow *f = fr->f;
+    uint64_t seq = b->seq;
+    int64_t rows = b->length;
+    size_t bytes = b->bytes;
+    int rc = ferry_queue_push(fr->ready, b);
+    if (rc != FERRY_OK) {
+        ferry_batch_unref(b);
+        return ferry_error_set(err, rc, "pipeline", "resource %s: pipeline stopped",
+                               f->spec->table);
+    }
+    atomic_store(&f->queue_depth, ferry_queue_length(fr->ready));
+    char payload[160];
+    snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"rows\":%" PRId64 ",\"bytes\":%zu}",
+             seq, rows, bytes);
+    publish(f, FERRY_EV_BATCH_BUFFERED, payload);
+    return FERRY_OK;
+}
+
+static void *source_main(void *arg)
+{
+    struct flow_run *fr = arg;
+    struct ferry_flow *f = fr->f;
+    int rc = FERRY_OK;
+    for (int shard = 0; shard < f->n_shards && rc == FERRY_OK; shard++) {
+        const char *resume = f->resume ? f->resume[shard] : NULL;
+        if (position_done(resume)) continue;
+        ferry_rw_set_shard(fr->rw, shard);
+        rc = f->src_vt->extract(f->src_ctx, f->spec, f->schema, f->plan_json, shard, resume, fr->rw,
+                                &fr->src_err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(fr->rw, true, &fr->src_err);
+    }
+    if (rc == FERRY_EPAUSED) {
+        /* The rows accepted so far are part of what the pause drains. */
+        struct ferry_error e;
+        int frc = ferry_rw_flush(fr->rw, false, &e);
+        if (frc != FERRY_OK && frc != FERRY_EPAUSED) {
+            rc = frc;
+            fr->src_err = e;
+        }
+    }
+    fr->src_rc = rc;
+    atomic_fetch_add(&f->rows_read, ferry__rw_rows(fr->rw));
+    /* End of input (or pause): the writer drains what is queued. Errors: abort. */
+    ferry_queue_close(fr->ready, rc == FERRY_EPAUSED ? FERRY_OK : rc);
+    return NULL;
+}
+
+static void *transform_main(void *arg)
+{
+    struct flow_run *fr = arg;
+    struct ferry_batch *b;
+    while ((b = ferry_queue_pop(fr->ready)) != NULL) {
+        struct ferry_batch *out;
+        int rc = ferry_transforms_apply(fr->f->chain, b, &out, &fr->tr_err);
+        if (rc == FERRY_OK) rc = ferry_queue_push(fr->write, out);
+        if (rc != FERRY_OK) {
+            if (fr->tr_rc == FERRY_OK && fr->tr_err.code == FERRY_OK)
+                ferry_error_set(&fr->tr_err, rc, "transform", "transform stage stopped");
+            fr->tr_rc = rc;
+            ferry_queue_close(fr->ready, rc);
+            ferry_queue_discard(fr->ready);
+            break;
+        }
+    }
+    ferry_queue_close(fr->write, fr->tr_rc);
+    return NULL;
+}
+
+/* Flips one bit of the batch's payload (failpoint bitflip): the sink must notice. */
+static void flip_one_bit(struct ferry_batch *b)
+{
+    for (int c = 0; c < b->schema->n_fields && b->length > 0; c++) {
+        struct ferry_column *col = &b->columns[c];
+        if (col->values && col->type != FERRY_TYPE_BOOL) {
+            col->values[(size_t)b->offset * (size_t)ferry_type_width(col->type)] ^= 0x01;
+            return;
+        }
+        if (col->data && col->offsets && col->offsets[b->offset + b->length] > col->offsets[b->offset]) {
+            col->data[col->offsets[b->offset]] ^= 0x01;
+            return;
+        }
+    }
+    if (b->length > 0) b->ops[b->offset] ^= 0x01;
+}
+
+static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_error *err)
+{
+    const char *res = f->spec->table;
+    b->digest = ferry_batch_digest(b);
+    switch (FERRY_FAILPOINT("before_sink_apply")) {
+    case FERRY_FP_ERROR:
+        return ferry_error_set(err, FERRY_EFAILPOINT, "failpoint",
+                               "resource %s batch %" PRIu64 ": failpoint before_sink_apply", res,
+                               b->seq);
+    case FERRY_FP_ENOSPC:
+        return ferry_error_set(err, FERRY_ENOSPC, "failpoint",
+                               "resource %s batch %" PRIu64 ": No space left on device", res,
+                               b->seq);
+    case FERRY_FP_BITFLIP: flip_one_bit(b); break;
+    default: break;
+    }
+    struct ferry_receipt r;
+    memset(&r, 0, sizeof r);
+    int rc = f->sink_vt->apply(f->sink_ctx, f->target, b, &r, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
+    char payload[768];
+    if (r.write_crc != b->digest) {
+        snprintf(payload, sizeof payload,
+                 "{\"seq\":%" PRIu64 ",\"expected\":%u,\"got\":%u,\"rows\":%" PRId64 "}", b->seq,
+                 b->digest, r.write_crc, b->length);
+        publish(f, FERRY_EV_BATCH_DIVERGENCE, payload);
+        return ferry_error_set(err, FERRY_EINTEGRITY, "integrity",
+                               "resource %s batch %" PRIu64 " (%" PRId64 " rows): integrity digest "
+                               "mismatch: the pipeline computed %08x, the %s sink holds %08x; the "
+                               "batch changed between the pipeline and the sink",
+                               res, b->seq, b->length, b->digest, f->sink_vt->name, r.write_crc);
+    }
+    if (f->caps.encoded_integrity && !r.has_encoded_crc)
+        return ferry_error_set(err, FERRY_EINTEGRITY, "integrity",
+                               "resource %s batch %" PRIu64 ": the %s sink advertises encoded "
+                               "integrity but returned no encoded CRC",
+                               res, b->seq, f->sink_vt->name);
+    int fp = FERRY_FAILPOINT("after_sink_apply");
+    if (fp == FERRY_FP_ERROR)
+        return ferry_error_set(err, FERRY_EFAILPOINT, "failpoint",
+                               "resource %s batch %" PRIu64 ": failpoint after_sink_apply", res,
+                               b->seq);
+
+    struct ferry_buf pb;
+    ferry_buf_init(&pb, 0);
+    ferry_buf_printf(&pb,
+                     "{\"seq\":%" PRIu64 ",\"rows\":%" PRId64 ",\"bytes\":%" PRId64
+                     ",\"shard\":%d,\"durable\":%s,\"crc\":%u,\"position\":%s,\"uri\":",
+                     b->seq, r.rows, r.bytes, b->shard,
+                     f->caps.durability == FERRY_DURABLE_PER_APPLY ? "true" : "false", b->digest,
+                     b->position ? b->position : "null");
+    ferry_buf_json_string(&pb, r.uri, strlen(r.uri));
+    ferry_buf_append(&pb, "}", 1);
+    rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
+                        pb.data ? pb.data : "{}", err);
+    ferry_buf_release(&pb);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
+    snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"crc\":%u}", b->seq, b->digest);
+    publish(f, FERRY_EV_BATCH_VERIFIED, payload);
+    if (r.has_encoded_crc) {
+        snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"encoded_crc\":%u}", b->seq,
+                 r.encoded_crc);
+        publish(f, FERRY_EV_BATCH_ENCODED_VERIFIED, payload);
+    }
+    atomic_fetch_add(&f->rows_written, r.rows);
+    atomic_fetch_add(&f->bytes_written, r.bytes);
+    atomic_fetch_add(&f->batches_written, 1);
+    return FERRY_OK;
+}
+
+int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
+{
+    struct flow_run fr;
+    memset(&fr, 0, sizeof fr);
+    fr.f = f;
+    int qcap = (int)f->opts.queue;
+    fr.ready = ferry_queue_new(qcap);
+    fr.write = f->chain ? ferry_queue_new(qcap) : fr.ready;
+    struct ferry_rw_limits lim = {.rows = f->opts.rows, .bytes = f->opts.bytes};
+    fr.rw = ferry__rw_new(f->schema, f->spec->table, lim, emit_batch, &fr);
+    if (fr.ready == NULL || fr.write == NULL || fr.rw == NULL) {
+        ferry__rw_free(fr.rw);
+        if (fr.write != fr.ready) ferry_queue_free(fr.write);
+        ferry_queue_free(fr.ready);
+        return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
+    }
+    ferry__rw_set_signals(fr.rw, &f->tick, f->stop);
+
+    pthread_t src_thread, tr_thread;
+    bool tr_started = false;
+    if (pthread_create(&src_thread, NULL, source_main, &fr) != 0) {
+        ferry__rw_free(fr.rw);
+        if (fr.write != fr.ready) ferry_queue_free(fr.write);
+        ferry_queue_free(fr.ready);
+        return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "cannot start the source thread");
+    }
+    if (f->chain) {
+        if (pthread_create(&tr_thread, NULL, transform_main, &fr) == 0)
+            tr_started = true;
+        else
+            ferry_queue_close(fr.write, FERRY_ENOMEM);
+    }
+
+    int rc = FERRY_OK;
+    struct ferry_batch *b;
+    while ((b = ferry_queue_pop(fr.write)) != NULL) {
+        if (atomic_load(f->stop) == FERRY_ECANCELED) {
+            ferry_batch_unref(b);
+            rc = FERRY_ECANCELED;
+            ferry_error_set(err, rc, "pipeline", "resource %s: canceled", f->spec->table);
+            break;
+        }
+        rc = write_one(f, b, err);
+        ferry_batch_unref(b);
+        if (rc != FERRY_OK) break;
+        atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
+    }
+    if (rc != FERRY_OK) {
+        /* Stop the other stages: nothing after a failed write may be applied. */
+        int expected = 0;
+        atomic_compare_exchange_strong(f->stop, &expected, FERRY_ECANCELED);
+        ferry_queue_close(fr.ready, rc);
+        ferry_queue_close(fr.write, rc);
+        if (f->src_vt->cancel) f->src_vt->cancel(f->src_ctx);
+        ferry_queue_discard(fr.ready);
+        ferry_queue_discard(fr.write);
+    }
+    pthread_join(src_thread, NULL);
+    if (tr_started) pthread_join(tr_thread, NULL);
+    ferry_queue_discard(fr.ready);
+    ferry_queue_discard(fr.write);
+
+    if (rc == FERRY_OK && fr.tr_rc != FERRY_OK) {
+        rc = fr.tr_rc;
+        if (err) *err = fr.tr_err;
+        ferry_error_prefix(err, "resource %s", f->spec->table);
+    }
+    if (rc == FERRY_OK && fr.src_rc != FERRY_OK) {
+        rc = fr.src_rc;
+        if (rc == FERRY_EPAUSED || rc == FERRY_ECANCELED) {
+            ferry_error_set(err, rc, "pipeline", "resource %s: %s", f->spec->table,
+                            rc == FERRY_EPAUSED ? "paused" : "canceled");
+        } else {
+            if (err) *err = fr.src_err;
+            if (strncmp(fr.src_err.message, "resource ", 9) != 0)
+                ferry_error_prefix(err, "resource %s", f->spec->table);
+        }
+    }
+    ferry__rw_free(fr.rw);
+    if (fr.write != fr.ready) ferry_queue_free(fr.write);
+    ferry_queue_free(fr.ready);
+    return rc;
+}

@@ -1,0 +1,117 @@
+/* pipeline/queue.c - bounded blocking batch queue (see queue.h). A ring of pointers under
+ * one mutex and two condition variables; no allocation after creation. */
+#include <pthread.h>
+#include "ferry/core.h"
+#include "pipeline/queue.h"
+
+struct ferry_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t not_full;
+    pthread_cond_t not_empty;
+    struct ferry_batch **ring;
+    int capacity, head, count, high_water;
+    bool closed;
+    int close_code;
+};
+
+struct ferry_queue *ferry_queue_new(int capacity)
+{
+    if (capacity < 1) capacity = 1;
+    struct ferry_queue *q = ferry_calloc(1, sizeof *q);
+    if (q == NULL) return NULL;
+    q->ring = ferry_calloc((size_t)capacity, sizeof *q->ring);
+    if (q->ring == NULL) {
+        ferry_free(q);
+        return NULL;
+    }
+    q->capacity = capacity;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->not_full, NULL);
+    pthread_cond_init(&q->not_empty, NULL);
+    return q;
+}
+
+void ferry_queue_free(struct ferry_queue *q)
+{
+    if (q == NULL) return;
+    ferry_queue_discard(q);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->not_full);
+    pthread_cond_destroy(&q->not_empty);
+    ferry_free(q->ring);
+    ferry_free(q);
+}
+
+int ferry_queue_push(struct ferry_queue *q, struct ferry_batch *b)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == q->capacity && !q->closed) pthread_cond_wait(&q->not_full, &q->lock);
+    if (q->closed) {
+        int code = q->close_code ? q->close_code : FERRY_ECANCELED;
+        pthread_mutex_unlock(&q->lock);
+        return code;
+    }
+    q->ring[(q->head + q->count) % q->capacity] = b;
+    q->count++;
+    if (q->count > q->high_water) q->high_water = q->count;
+    pthread_cond_signal(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
+    return FERRY_OK;
+}
+
+struct ferry_batch *ferry_queue_pop(struct ferry_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->lock);
+    struct ferry_batch *b = NULL;
+    if (q->count > 0) {
+        b = q->ring[q->head];
+        q->ring[q->head] = NULL;
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
+        pthread_cond_signal(&q->not_full);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return b;
+}
+
+void ferry_queue_close(struct ferry_queue *q, int code)
+{
+    pthread_mutex_lock(&q->lock);
+    if (!q->closed) {
+        q->closed = true;
+        q->close_code = code;
+    }
+    pthread_cond_broadcast(&q->not_full);
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void ferry_queue_discard(struct ferry_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count > 0) {
+        ferry_batch_unref(q->ring[q->head]);
+        q->ring[q->head] = NULL;
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
+    }
+    pthread_cond_broadcast(&q->not_full);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int ferry_queue_length(struct ferry_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    int n = q->count;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}
+
+int ferry_queue_high_water(struct ferry_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    int n = q->high_water;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}

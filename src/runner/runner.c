@@ -1,0 +1,718 @@
+/* runner/runner.c - runs one pipeline in this process (the embedded shape, DESIGN §7).
+ *
+ * Owns: the run's source and sink instances, the sink session, the flows (one per
+ * resource), a control thread (flush timer, heartbeat, pause/cancel requests, progress),
+ * and the tracker thread. Calls: config/pipeline, connectors, policy, transforms, flow,
+ * bus, store, tracker. Called by the CLI (`ferry run`, `ferry resume`, `ferry check`).
+ *
+ * Order of a run: load the file -> open the state -> fold what earlier attempts left in the
+ * log -> pick or create the logical run -> new attempt (fences older ones) -> open the
+ * connectors -> per resource: discover, transforms, policy, frozen checkpoint plan,
+ * resume positions -> prepare targets -> begin the session -> flows -> commit (or abort)
+ * -> final event -> wait for the tracker to fold it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "bus/bus.h"
+#include "control/tracker.h"
+#include "ferry/core.h"
+#include "ferry/failpoint.h"
+#include "pipeline/flow.h"
+#include "pipeline/transform.h"
+#include "runner/runner.h"
+#include "store/store.h"
+
+static atomic_int g_stop;
+
+void ferry_runner_signal(void)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_stop, &expected, FERRY_EPAUSED))
+        atomic_store(&g_stop, FERRY_ECANCELED);
+}
+
+struct resource_run {
+    struct ferry_resource_spec *spec;
+    struct ferry_schema *schema;      /* source schema */
+    struct ferry_schema *out_schema;  /* after transforms: what the sink writes */
+    struct ferry_transform_chain *chain;
+    struct ferry_sink_caps caps;
+    struct ferry_target target;
+    char *route;
+    char *plan_json;
+    int n_shards;
+    char **resume;
+    bool resumed_any;
+    struct ferry_flow *flow;
+};
+
+struct run {
+    const struct ferry_run_options *o;
+    struct ferry_pipeline_spec *p;
+    struct ferry_store *st;
+    struct ferry_bus *bus;
+    struct ferry_tracker *tracker;
+    void *src_ctx, *sink_ctx;
+    bool session_open;
+    struct ferry_run_info info;
+    int64_t run_id;
+    int attempt;
+    bool resumed;
+    struct resource_run *res;
+    int n_res;
+    _Atomic(struct ferry_flow *) current;
+    atomic_int control_stop;
+    pthread_t control;
+    bool control_started;
+    int64_t t0;
+    int64_t peak_rss;
+    /* totals of finished resources */
+    int64_t rows, bytes, batches;
+};
+
+static int64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)ru.ru_maxrss * 1024;
+}
+
+static int64_t cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+static int emit(struct run *r, const char *resource, const char *type, const char *payload,
+                int64_t *seq, struct ferry_error *err)
+{
+    struct ferry_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.run_id = r->run_id;
+    ev.attempt = r->attempt;
+    ev.time_us = ferry_now_wall_us();
+    snprintf(ev.resource, sizeof ev.resource, "%s", resource ? resource : "");
+    snprintf(ev.type, sizeof ev.type, "%s", type);
+    ev.payload = (char *)(payload ? payload : "{}");
+    int rc = ferry_bus_publish(r->bus, &ev, err);
+    if (rc == FERRY_OK && seq) *seq = ev.seq;
+    return rc;
+}
+
+/* ---- control thread: flush timer, heartbeat, requested signals, progress ---- */
+
+static void human_rate(double v, char *buf, size_t len)
+{
+    if (v >= 1e6)
+        snprintf(buf, len, "%.2fM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(buf, len, "%.1fk", v / 1e3);
+    else
+        snprintf(buf, len, "%.0f", v);
+}
+
+static void print_progress(struct run *r, struct ferry_flow *f, int64_t start_us, bool final)
+{
+    if (r->o->quiet || !r->o->progress_tty || f == NULL) return;
+    double secs = (double)(ferry_now_mono_us() - start_us) / 1e6;
+    if (secs <= 0) secs = 1e-6;
+    long long rows = atomic_load(&f->rows_written);
+    long long bytes = atomic_load(&f->bytes_written);
+    char rps[32];
+    human_rate((double)rows / secs, rps, sizeof rps);
+    fprintf(stderr, "\r\033[K  %-24s %12lld rows  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s",
+            f->spec->table, rows, rps, (double)bytes / secs / 1e6, atomic_load(&f->queue_depth),
+            r->p->batch.queue, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static void *control_main(void *arg)
+{
+    struct run *r = arg;
+    struct ferry_store *st = NULL;
+    struct ferry_error e;
+    if (ferry_store_open(r->o->state_path, &st, &e) != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "control thread: %s", e.message);
+    int64_t last_tick = ferry_now_mono_us(), last_beat = 0, last_event = 0, last_poll = 0;
+    int64_t last_progress = 0;
+    int64_t flush_us = r->p->batch.flush_after_ms * 1000;
+    while (!atomic_load(&r->control_stop)) {
+        usleep(20000);
+        int64_t now = ferry_now_mono_us();
+        struct ferry_flow *f = atomic_load(&r->current);
+        if (f && now - last_tick >= flush_us) {
+            atomic_store(&f->tick, 1);
+            last_tick = now;
+        }
+        if (st && now - last_beat >= 2000000) {
+            last_beat = now;
+            if (ferry_store_run_heartbeat(st, r->run_id, r->attempt, &e) == FERRY_EFENCED) {
+                ferry_log(FERRY_LOG_ERROR, "%s", e.message);
+                atomic_store(&g_stop, FERRY_ECANCELED);
+            }
+        }
+        if (now - last_event >= 10000000) {
+            last_event = now;
+            char payload[128];
+            int64_t rss = peak_rss_bytes();
+            if (rss > r->peak_rss) r->peak_rss = rss;
+            snprintf(payload, sizeof payload, "{\"rss_bytes\":%" PRId64 ",\"cpu_ms\":%" PRId64 "}",
+                     rss, cpu_ms());
+            emit(r, NULL, FERRY_EV_RUN_HEARTBEAT, payload, NULL, NULL);
+        }
+        if (st && now - last_poll >= 500000) {
+            last_poll = now;
+            char sig[16] = "";
+            if (ferry_store_run_requested(st, r->run_id, sig, sizeof sig, NULL) == FERRY_OK) {
+                if (!strcmp(sig, "pause")) {
+                    int expected = 0;
+                    atomic_compare_exchange_strong(&g_stop, &expected, FERRY_EPAUSED);
+                } else if (!strcmp(sig, "cancel")) {
+                    atomic_store(&g_stop, FERRY_ECANCELED);
+                }
+            }
+        }
+        if (f && now - last_progress >= 250000) {
+            last_progress = now;
+            print_progress(r, f, r->t0, false);
+        }
+    }
+    ferry_store_close(st);
+    return NULL;
+}
+
+/* ---- choosing the logical run ---- */
+
+static bool pid_alive(int pid)
+{
+    if (pid <= 0) return false;
+    if (pid == getpid()) return false;
+    return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+static int pick_run(struct run *r, struct ferry_error *err)
+{
+    const struct ferry_run_options *o = r->o;
+    struct ferry_pipeline_spec *p = r->p;
+    int rc;
+    if (o->resume_run_id > 0) {
+        rc = ferry_store_run_get(r->st, o->resume_run_id, &r->info, err);
+        if (rc != FERRY_OK) return rc;
+        if (strcmp(r->info.pipeline, p->name) != 0)
+            return ferry_error_set(err, FERRY_ECONFIG, "runner",
+                                   "run %" PRId64 " belongs to pipeline %s, not %s",
+                                   o->resume_run_id, r->info.pipeline, p->name);
+        if (strcmp(r->info.version, p->version) != 0)
+            return ferry_error_set(err, FERRY_ECONFIG, "runner",
+                                   "the pipeline file changed since run %" PRId64 " was planned "
+                                   "(version %.12s, now %.12s): its checkpoints do not apply; "
+                                   "start a new run with `ferry run --fresh`",
+                                   o->resume_run_id, r->info.version, p->version);
+        if (r->info.state == FERRY_RUN_COMPLETED || r->info.state == FERRY_RUN_CANCELED)
+            return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                                   "run %" PRId64 " is %s and cannot be resumed", r->info.id,
+                                   ferry_run_state_name(r->info.state));
+        if (r->info.state == FERRY_RUN_RUNNING && pid_alive(r->info.pid))
+            return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                                   "run %" PRId64 " is running (pid %d)", r->info.id, r->info.pid);
+        r->run_id = r->info.id;
+        r->resumed = true;
+        return FERRY_OK;
+    }
+    bool found = false;
+    rc = ferry_store_run_find_unfinished(r->st, p->name, p->version, &r->info, &found, err);
+    if (rc != FERRY_OK) return rc;
+    if (found && r->info.state == FERRY_RUN_RUNNING && pid_alive(r->info.pid))
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "pipeline %s already has run %" PRId64 " in progress (pid %d); "
+                               "wait for it, or `ferry pause %" PRId64 "`",
+                               p->name, r->info.id, r->info.pid, r->info.id);
+    if (found && !o->fresh) {
+        r->run_id = r->info.id;
+        r->resumed = true;
+        return FERRY_OK;
+    }
+    if (found) {
+        /* --fresh: the unfinished run is closed as failed so it is never resumed. */
+        rc = ferry_store_run_set_state(r->st, r->info.id, r->info.attempt, FERRY_RUN_FAILED,
+                                       "superseded by a --fresh run", err);
+        if (rc != FERRY_OK) return rc;
+        ferry_run_info_clear(&r->info);
+    }
+    rc = ferry_store_run_create(r->st, p->name, p->version, p->request_json, &r->run_id, err);
+    if (rc != FERRY_OK) return rc;
+    return ferry_store_run_get(r->st, r->run_id, &r->info, err);
+}
+
+/* ---- planning ---- */
+
+static struct ferry_sink_checkpoint *sink_checkpoint(struct ferry_sink_checkpoint *v, int n,
+                                                     const char *resource, int shard)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].shard == shard && !strcmp(v[i].resource, resource)) return &v[i];
+    return NULL;
+}
+
+static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
+                         int n_scp, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    const char *res = rr->spec->table;
+    int rc = ferry_store_plan_get(r->st, r->run_id, res, &rr->plan_json, err);
+    if (rc != FERRY_OK) return rc;
+    if (rr->plan_json == NULL) {
+        /* Not planned yet: freeze the plan now, from the route checkpoint for incremental
+         * reads (or the destination's own, when it stored a later one in its commit). */
+        char *lower = NULL;
+        if (rr->spec->mode != FERRY_READ_FULL) {
+            struct ferry_checkpoint *cps = NULL;
+            int n = 0;
+            rc = ferry_store_route_checkpoints(r->st, p->name, p->version, rr->route, &cps, &n, err);
+            if (rc != FERRY_OK) return rc;
+            int64_t route_run = 0;
+            for (int i = 0; i < n; i++)
+                if (cps[i].shard == 0) {
+                    lower = ferry_strdup(cps[i].position);
+                    route_run = cps[i].run_id;
+                }
+            ferry_checkpoints_free(cps, n);
+            struct ferry_sink_checkpoint *s = sink_checkpoint(scp, n_scp, res, 0);
+            if (s && s->run_id > route_run && s->position && strstr(s->position, "\"key\"")) {
+                ferry_free(lower);
+                lower = ferry_strdup(s->position);
+                if (r->o->out && !r->o->quiet)
+                    fprintf(r->o->out, "%s: the destination holds rows of run %" PRId64
+                            " that were never recorded here; continuing after them\n", res,
+                            s->run_id);
+            }
+        }
+        rc = p->source_vt->plan(r->src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
+        ferry_free(lower);
+        if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s: plan", res);
+        rc = ferry_store_plan_put(r->st, r->run_id, res, rr->plan_json, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    json_t *pj = json_loads(rr->plan_json, 0, NULL);
+    json_t *shards = pj ? json_object_get(pj, "shards") : NULL;
+    if (!json_is_array(shards) || json_array_size(shards) == 0) {
+        json_decref(pj);
+        return ferry_error_set(err, FERRY_ESOURCE, "runner",
+                               "resource %s: the %s source produced a plan without shards", res,
+                               p->source_type);
+    }
+    rr->n_shards = (int)json_array_size(shards);
+    json_decref(pj);
+    rr->resume = ferry_calloc((size_t)rr->n_shards, sizeof *rr->resume);
+    if (rr->resume == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+
+    /* Resume positions: what the store saved as durable for this run, overridden by what
+     * a transactional destination committed for this very run (never behind the store). */
+    struct ferry_checkpoint *cps = NULL;
+    int n = 0;
+    rc = ferry_store_run_checkpoints(r->st, r->run_id, res, &cps, &n, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; i < n; i++)
+        if (cps[i].shard >= 0 && cps[i].shard < rr->n_shards && cps[i].position) {
+            ferry_free(rr->resume[cps[i].shard]);
+            rr->resume[cps[i].shard] = ferry_strdup(cps[i].position);
+        }
+    ferry_checkpoints_free(cps, n);
+    for (int s = 0; s < rr->n_shards; s++) {
+        struct ferry_sink_checkpoint *c = sink_checkpoint(scp, n_scp, res, s);
+        if (c && c->run_id == r->run_id && c->position) {
+            ferry_free(rr->resume[s]);
+            rr->resume[s] = ferry_strdup(c->position);
+        }
+        if (rr->resume[s]) rr->resumed_any = true;
+    }
+    return FERRY_OK;
+}
+
+/* Discover, transforms, capabilities, policy, unknown keys: everything that can refuse the
+ * pipeline, done before a run exists. */
+static int prepare_resources(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    r->n_res = p->n_resources;
+    r->res = ferry_calloc((size_t)r->n_res, sizeof *r->res);
+    if (r->res == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+    int rc;
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        rr->spec = &p->resources[i];
+        rc = p->source_vt->discover(r->src_ctx, rr->spec, &rr->schema, err);
+        if (rc != FERRY_OK) return rc;
+        rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain, &rr->out_schema,
+                                      err);
+        if (rc != FERRY_OK) return rc;
+        p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
+        rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
+        if (rc != FERRY_OK) return rc;
+        rr->route = ferry_pipeline_route(p, rr->spec);
+        if (rr->route == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+        rr->target.index = i;
+        rr->target.resource = rr->spec->table;
+        rr->target.table = ferry_resource_target(rr->spec);
+        rr->target.schema = rr->out_schema;
+        rr->target.mode = p->write;
+        rr->target.read_mode = rr->spec->mode;
+    }
+    /* Every key of the file must have been read by now: unknown keys are errors. */
+    return ferry_cfg_check_unused(p->root, err);
+}
+
+/* Frozen checkpoint plans and resume positions of the chosen run. */
+static int plan_resources(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc;
+    struct ferry_sink_checkpoint *scp = NULL;
+    int n_scp = 0;
+    if (r->res[0].caps.transactional_checkpoint && p->sink_vt->checkpoints) {
+        rc = p->sink_vt->checkpoints(r->sink_ctx, p->name, &scp, &n_scp, err);
+        if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
+    }
+    rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) rc = plan_resource(r, &r->res[i], scp, n_scp, err);
+    ferry_sink_checkpoints_free(scp, n_scp);
+    return rc;
+}
+
+static void print_plan(struct run *r)
+{
+    FILE *out = r->o->out;
+    if (out == NULL) return;
+    fprintf(out, "pipeline %s (version %.12s)\n", r->p->name, r->p->version);
+    fprintf(out, "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
+            " bytes, queue %" PRId64 "\n", r->p->source_type, r->p->sink_type,
+            ferry_write_mode_name(r->p->write), r->p->batch.rows, r->p->batch.bytes,
+            r->p->batch.queue);
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        const struct ferry_sink_caps *c = &rr->caps;
+        fprintf(out, "  %s: mode %s, %d shard%s, durability %s%s, route \"%s\"\n", rr->spec->table,
+                ferry_read_mode_name(rr->spec->mode), rr->n_shards, rr->n_shards == 1 ? "" : "s",
+                c->durability == FERRY_DURABLE_PER_APPLY ? "per_apply" : "at_commit",
+                c->transactional_checkpoint ? " (checkpoint stored with the data: exactly-once)"
+                                            : "", rr->route);
+        fprintf(out, "    columns:");
+        for (int j = 0; j < rr->out_schema->n_fields; j++) {
+            const struct ferry_field *f = &rr->out_schema->fields[j];
+            fprintf(out, " %s %s%s%s", f->name, ferry_type_name(f->type),
+                    f->key_pos ? " key" : "", j + 1 < rr->out_schema->n_fields ? "," : "");
+        }
+        fprintf(out, "\n    plan: %s\n", rr->plan_json);
+    }
+}
+
+/* ---- the run ---- */
+
+static int run_resources(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        struct resource_run *rr = &r->res[i];
+        char payload[1024];
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,\"route\":",
+                         ferry_read_mode_name(rr->spec->mode), ferry_write_mode_name(p->write),
+                         rr->n_shards, rr->resumed_any ? "true" : "false");
+        ferry_buf_json_string(&b, rr->route, strlen(rr->route));
+        ferry_buf_append(&b, "}", 1);
+        rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_STARTED, b.data, NULL, err);
+        ferry_buf_release(&b);
+        if (rc != FERRY_OK) break;
+        if (rr->resumed_any && r->o->out && !r->o->quiet)
+            fprintf(r->o->out, "%s: resuming from its last durable checkpoint\n", rr->spec->table);
+
+        struct ferry_flow *f = ferry_calloc(1, sizeof *f);
+        if (f == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+        rr->flow = f;
+        f->src_vt = p->source_vt;
+        f->src_ctx = r->src_ctx;
+        f->spec = rr->spec;
+        f->schema = rr->schema;
+        f->plan_json = rr->plan_json;
+        f->n_shards = rr->n_shards;
+        f->resume = rr->resume;
+        f->chain = rr->chain;
+        f->sink_vt = p->sink_vt;
+        f->sink_ctx = r->sink_ctx;
+        f->caps = rr->caps;
+        f->target = &rr->target;
+        f->bus = r->bus;
+        f->run_id = r->run_id;
+        f->attempt = r->attempt;
+        f->opts = p->batch;
+        f->stop = &g_stop;
+        int64_t t_res = ferry_now_mono_us();
+        atomic_store(&r->current, f);
+        rc = ferry_flow_run(f, err);
+        atomic_store(&r->current, NULL);
+        print_progress(r, f, t_res, true);
+        int64_t rows = atomic_load(&f->rows_written), bytes = atomic_load(&f->bytes_written);
+        r->rows += rows;
+        r->bytes += bytes;
+        r->batches += atomic_load(&f->batches_written);
+        if (rc == FERRY_OK) {
+            snprintf(payload, sizeof payload, "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 "}", rows,
+                     bytes);
+            rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
+            if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
+                double secs = (double)(ferry_now_mono_us() - t_res) / 1e6;
+                fprintf(r->o->out, "%s: %" PRId64 " rows, %.1f MB in %.2f s (%.0f rows/s)\n",
+                        rr->spec->table, rows, (double)bytes / 1e6, secs,
+                        secs > 0 ? (double)rows / secs : 0.0);
+            }
+        } else if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) {
+            struct ferry_buf fb;
+            ferry_buf_init(&fb, 0);
+            ferry_buf_printf(&fb, "{\"code\":\"%s\",\"message\":", ferry_code_name(rc));
+            ferry_buf_json_string(&fb, err->message, strlen(err->message));
+            ferry_buf_append(&fb, "}", 1);
+            emit(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, fb.data, NULL, NULL);
+            ferry_buf_release(&fb);
+        }
+    }
+    return rc;
+}
+
+static int commit_session(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc = ferry_failpoint_check("before_sink_commit", err);
+    if (rc != FERRY_OK) return rc;
+    rc = p->sink_vt->commit(r->sink_ctx, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: commit", p->sink_type);
+    r->session_open = false;
+    rc = ferry_failpoint_check("after_sink_commit", err);
+    if (rc != FERRY_OK) return rc;
+    return emit(r, NULL, FERRY_EV_SINK_COMMITTED, "{}", NULL, err);
+}
+
+static void cleanup(struct run *r)
+{
+    if (r->control_started) {
+        atomic_store(&r->control_stop, 1);
+        pthread_join(r->control, NULL);
+        r->control_started = false;
+    }
+    if (r->session_open) r->p->sink_vt->abort(r->sink_ctx);
+    if (r->sink_ctx) r->p->sink_vt->close(r->sink_ctx);
+    if (r->src_ctx) r->p->source_vt->close(r->src_ctx);
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        ferry_schema_unref(rr->schema);
+        ferry_schema_unref(rr->out_schema);
+        ferry_transforms_free(rr->chain);
+        ferry_free(rr->route);
+        ferry_free(rr->plan_json);
+        for (int s = 0; rr->resume && s < rr->n_shards; s++) ferry_free(rr->resume[s]);
+        ferry_free(rr->resume);
+        ferry_free(rr->flow);
+    }
+    ferry_free(r->res);
+    if (r->tracker) {
+        ferry_tracker_stop(r->tracker, NULL);
+        ferry_tracker_close(r->tracker);
+    }
+    ferry_bus_close(r->bus);
+    ferry_store_close(r->st);
+    ferry_run_info_clear(&r->info);
+    if (r->p) ferry_pipeline_free(r->p);
+}
+
+int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result *res,
+                     struct ferry_error *err)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    memset(res, 0, sizeof *res);
+    res->state = "failed";
+    atomic_store(&g_stop, 0);
+    r.t0 = ferry_now_mono_us();
+
+    int rc = ferry_failpoints_init(err);
+    if (rc != FERRY_OK) return rc;
+    if (o->pipeline_path) {
+        rc = ferry_pipeline_load(o->pipeline_path, &r.p, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    rc = ferry_store_open(o->state_path, &r.st, err);
+    if (rc == FERRY_OK && r.p == NULL) {
+        /* `ferry resume RUN` without a file: the pipeline saved with the run. */
+        rc = ferry_store_run_get(r.st, o->resume_run_id, &r.info, err);
+        if (rc == FERRY_OK) {
+            char name[64];
+            snprintf(name, sizeof name, "run %" PRId64, o->resume_run_id);
+            rc = ferry_pipeline_load_string(r.info.request, strlen(r.info.request), name, &r.p, err);
+        }
+        ferry_run_info_clear(&r.info);
+        memset(&r.info, 0, sizeof r.info);
+    }
+    if (rc == FERRY_OK) rc = ferry_bus_inproc_open(o->state_path, &r.bus, err);
+    if (rc == FERRY_OK) rc = ferry_tracker_open(o->state_path, r.bus, &r.tracker, err);
+    /* Earlier attempts may have died before their last events were folded. */
+    if (rc == FERRY_OK) rc = ferry_tracker_fold_available(r.tracker, err);
+    if (rc == FERRY_OK)
+        rc = ferry_store_pipeline_put(r.st, r.p->name, r.p->version, r.p->request_json, err);
+    if (rc != FERRY_OK) goto out;
+
+    /* Connect and plan before a run is created, so that a bad file, an unreachable
+     * destination or a refused policy leaves no trace. */
+    rc = r.p->source_vt->open(r.p->source, &r.src_ctx, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "%s source", r.p->source_type);
+        goto out;
+    }
+    rc = r.p->sink_vt->open(r.p->sink, &r.sink_ctx, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "%s sink", r.p->sink_type);
+        goto out;
+    }
+    rc = prepare_resources(&r, err);
+    if (rc != FERRY_OK) goto out;
+    if (o->plan_only) {
+        /* `ferry check`: plans computed from the saved route checkpoints, printed, not
+         * frozen; no run is created. */
+        for (int i = 0; i < r.n_res && rc == FERRY_OK; i++) {
+            struct resource_run *rr = &r.res[i];
+            char *lower = NULL;
+            if (rr->spec->mode != FERRY_READ_FULL) {
+                struct ferry_checkpoint *cps = NULL;
+                int n = 0;
+                if (ferry_store_route_checkpoints(r.st, r.p->name, r.p->version, rr->route, &cps,
+                                                  &n, NULL) == FERRY_OK)
+                    for (int k = 0; k < n; k++)
+                        if (cps[k].shard == 0) lower = ferry_strdup(cps[k].position);
+                ferry_checkpoints_free(cps, n);
+            }
+            rc = r.p->source_vt->plan(r.src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
+            ferry_free(lower);
+            if (rc != FERRY_OK) break;
+            json_t *pj = json_loads(rr->plan_json, 0, NULL);
+            rr->n_shards = (int)json_array_size(json_object_get(pj, "shards"));
+            json_decref(pj);
+        }
+        if (rc == FERRY_OK) {
+            print_plan(&r);
+            res->state = "checked";
+        }
+        goto out;
+    }
+    rc = pick_run(&r, err);
+    if (rc != FERRY_OK) goto out;
+    rc = ferry_store_run_begin_attempt(r.st, r.run_id, (int)getpid(), &r.attempt, err);
+    if (rc != FERRY_OK) goto out;
+
+    rc = plan_resources(&r, err);
+    if (rc == FERRY_OK && o->out && !o->quiet) {
+        if (r.resumed)
+            fprintf(o->out, "resuming run %" PRId64 " of pipeline %s (attempt %d)\n", r.run_id,
+                    r.p->name, r.attempt);
+        else
+            fprintf(o->out, "run %" PRId64 " of pipeline %s started\n", r.run_id, r.p->name);
+        fflush(o->out);
+    }
+    char payload[256];
+    snprintf(payload, sizeof payload, "{\"pid\":%d,\"resumed\":%s}", (int)getpid(),
+             r.resumed ? "true" : "false");
+    int64_t seq = 0;
+    if (rc == FERRY_OK) rc = emit(&r, NULL, FERRY_EV_RUN_STARTED, payload, NULL, err);
+    bool tracking = false;
+    if (rc == FERRY_OK) {
+        rc = ferry_tracker_start(r.tracker, err);
+        tracking = rc == FERRY_OK;
+    }
+    if (rc == FERRY_OK) {
+        if (pthread_create(&r.control, NULL, control_main, &r) == 0) r.control_started = true;
+    }
+    for (int i = 0; i < r.n_res && rc == FERRY_OK; i++) {
+        rc = r.p->sink_vt->prepare(r.sink_ctx, &r.res[i].target, err);
+        if (rc != FERRY_OK) ferry_error_prefix(err, "%s sink: prepare %s", r.p->sink_type,
+                                               r.res[i].target.table);
+    }
+    if (rc == FERRY_OK) {
+        struct ferry_session_info si = {.pipeline = r.p->name,
+                                        .version = r.p->version,
+                                        .run_id = r.run_id,
+                                        .attempt = r.attempt,
+                                        .resuming = r.resumed};
+        rc = r.p->sink_vt->begin(r.sink_ctx, &si, err);
+        if (rc == FERRY_OK)
+            r.session_open = true;
+        else
+            ferry_error_prefix(err, "%s sink: open session", r.p->sink_type);
+    }
+    if (rc == FERRY_OK) rc = run_resources(&r, err);
+    bool paused = rc == FERRY_EPAUSED;
+    if (rc == FERRY_OK || paused) {
+        int crc = commit_session(&r, err);
+        if (crc != FERRY_OK) rc = crc;
+    }
+    if (r.session_open) {
+        r.p->sink_vt->abort(r.sink_ctx);
+        r.session_open = false;
+    }
+
+    /* The final event: the tracker folds it into the run's state. */
+    struct ferry_error fe;
+    ferry_error_clear(&fe);
+    if (rc == FERRY_OK) {
+        snprintf(payload, sizeof payload,
+                 "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"batches\":%" PRId64 "}", r.rows,
+                 r.bytes, r.batches);
+        rc = emit(&r, NULL, FERRY_EV_RUN_COMPLETED, payload, &seq, err);
+        if (rc == FERRY_OK) res->state = "completed";
+    } else if (paused && rc == FERRY_EPAUSED) {
+        emit(&r, NULL, FERRY_EV_RUN_PAUSED, "{\"committed\":true}", &seq, &fe);
+        res->state = "paused";
+        ferry_error_set(err, FERRY_EPAUSED, "runner",
+                        "run %" PRId64 " paused after draining; resume it with `ferry resume %"
+                        PRId64 " FILE` or by running the same file again", r.run_id, r.run_id);
+    } else if (rc == FERRY_ECANCELED) {
+        emit(&r, NULL, FERRY_EV_RUN_CANCELED, "{}", &seq, &fe);
+        res->state = "canceled";
+    } else {
+        struct ferry_buf fb;
+        ferry_buf_init(&fb, 0);
+        ferry_buf_printf(&fb, "{\"code\":\"%s\",\"message\":", ferry_code_name(rc));
+        ferry_buf_json_string(&fb, err->message, strlen(err->message));
+        ferry_buf_append(&fb, "}", 1);
+        emit(&r, NULL, FERRY_EV_RUN_FAILED, fb.data, &seq, &fe);
+        ferry_buf_release(&fb);
+        res->state = "failed";
+    }
+    if (r.control_started) {
+        atomic_store(&r.control_stop, 1);
+        pthread_join(r.control, NULL);
+        r.control_started = false;
+    }
+    if (seq > 0) {
+        int wrc = tracking ? ferry_tracker_wait(r.tracker, seq, 60000, &fe)
+                           : ferry_tracker_fold_available(r.tracker, &fe);
+        if (wrc != FERRY_OK) ferry_log(FERRY_LOG_WARN, "tracker: %s", fe.message);
+    }
+out:
+    res->rows = r.rows;
+    res->bytes = r.bytes;
+    res->batches = r.batches;
+    res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
+    res->peak_rss = peak_rss_bytes();
+    cleanup(&r);
+    return rc;
+}

@@ -40,15 +40,15 @@ static const char yaml_str_tag[] = "tag:yaml.org,2002:str";
 
 struct parse {
     yaml_parser_t parser;
-    const char *file; /* points into the root node's allocation once it exists */
-    const char *name; /* the caller's name, until then */
+    const char *file; /* node->file: points into the root node's allocation */
+    const char *name; /* the caller's name, for messages */
     struct ferry_error *err;
 };
 
 static int oom(struct parse *ps)
 {
     return ferry_error_set(ps->err, FERRY_ENOMEM, "config", "%s: out of memory while reading",
-                           ps->file ? ps->file : ps->name);
+                           ps->name);
 }
 
 /* The root carries the file name in its own allocation, so every node can point at it
@@ -71,6 +71,7 @@ static struct ferry_cfg *node_new(struct parse *ps, enum ferry_cfg_kind kind, co
     n->key = key ? ferry_strdup(key) : NULL;
     n->path = ferry_strdup(path);
     if ((key && n->key == NULL) || n->path == NULL) {
+        if (extra) ps->file = NULL;
         ferry_free(n->key);
         ferry_free(n->path);
         ferry_free(n);
@@ -114,7 +115,7 @@ static int at_mark(struct parse *ps, const yaml_mark_t *m, const char *path, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *file = ps->file ? ps->file : ps->name;
+    const char *file = ps->name;
     if (path && *path)
         return ferry_error_set(ps->err, FERRY_ECONFIG, "config", "%s: %s (line %zu): %s", file,
                                path, m->line + 1, msg);
@@ -126,7 +127,7 @@ static int next_event(struct parse *ps, yaml_event_t *ev)
 {
     if (yaml_parser_parse(&ps->parser, ev)) return FERRY_OK;
     yaml_parser_t *p = &ps->parser;
-    const char *file = ps->file ? ps->file : ps->name;
+    const char *file = ps->name;
     const char *problem = p->problem ? p->problem : "unreadable input";
     if (p->error == YAML_MEMORY_ERROR) return oom(ps);
     if (p->error == YAML_READER_ERROR)
@@ -213,7 +214,12 @@ static int parse_list(struct parse *ps, yaml_event_t *start, const char *key, co
         }
         char *item_path = ferry_asprintf("%s[%d]", path, n->n_children);
         struct ferry_cfg *item = NULL;
-        rc = item_path ? parse_node(ps, &ev, NULL, item_path, depth + 1, &item) : oom(ps);
+        if (item_path) {
+            rc = parse_node(ps, &ev, NULL, item_path, depth + 1, &item);
+        } else {
+            yaml_event_delete(&ev);
+            rc = oom(ps);
+        }
         ferry_free(item_path);
         if (rc == FERRY_OK && add_child(n, item) != FERRY_OK) {
             ferry_cfg_free(item);
@@ -847,6 +853,10 @@ static int read_secret_file(const char *path, const char *what, char **out,
     }
     close(fd);
     if (buf == NULL) return ferry_error_set(err, FERRY_ENOMEM, "config", "out of memory");
+    if (rc == FERRY_OK && len > MAX_SECRET_BYTES)
+        rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                             "%s: secret file %s is larger than %zu KiB", what, path,
+                             MAX_SECRET_BYTES >> 10);
     if (rc == FERRY_OK && memchr(buf, '\0', len))
         rc = ferry_error_set(err, FERRY_ECONFIG, "config",
                              "%s: secret file %s contains a NUL byte", what, path);

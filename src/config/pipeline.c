@@ -2,7 +2,7 @@
  *
  * Owns: the keys the engine itself reads (version, name, source.type, source.resources,
  * sink.type, sink.write, transforms' kinds, batch, verify), the pipeline version hash and
- * the saved request, route names, and the names of read and write modes. Connector keys
+ * the saved request and route names. Connector keys
  * stay in the tree unread: each connector reads its section when opened and the runner
  * then reports whatever nobody read (ferry_cfg_check_unused). Transform details are the
  * transform stage's; only the kind and the resource they apply to are read here.
@@ -33,16 +33,6 @@ static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue"
 static const char *const verify_words[] = {"after_run", "none", NULL};
 
 #define NAME_MAX_LEN 128
-
-const char *ferry_read_mode_name(enum ferry_read_mode m)
-{
-    return (unsigned)m < 3 ? read_modes[m] : "unknown";
-}
-
-const char *ferry_write_mode_name(enum ferry_write_mode m)
-{
-    return (unsigned)m < 4 ? write_modes[m] : "unknown";
-}
 
 static int oom(struct ferry_error *err)
 {
@@ -242,7 +232,7 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
         return ferry_cfg_error(err, ferry_cfg_get(item, "cursor"),
                                "a cursor is only read with mode: incremental (this resource "
                                "reads mode: %s)",
-                               read_modes[r->mode]);
+                               ferry_read_mode_name(r->mode));
     if ((rc = column_list(item, "columns", &r->columns, &r->n_columns, err))) return rc;
     if ((rc = column_list(item, "key", &r->key, &r->n_key, err))) return rc;
 
@@ -453,7 +443,7 @@ static int json_resources(struct ferry_buf *b, const struct ferry_pipeline_spec 
         if (rc == FERRY_OK) rc = json_strv(b, r->cursor, r->n_cursor);
         if (rc == FERRY_OK) rc = ferry_buf_append(b, ",\"key\":", 7);
         if (rc == FERRY_OK) rc = json_strv(b, r->key, r->n_key);
-        if (rc == FERRY_OK) rc = json_key_str(b, "mode", read_modes[r->mode], true);
+        if (rc == FERRY_OK) rc = json_key_str(b, "mode", ferry_read_mode_name(r->mode), true);
         if (rc == FERRY_OK) rc = json_key_str(b, "table", r->table, true);
         if (rc == FERRY_OK) rc = json_key_str(b, "target", ferry_resource_target(r), true);
         if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
@@ -487,7 +477,7 @@ static int compute_version(struct ferry_pipeline_spec *p, struct ferry_error *er
         ferry_free(t);
     }
     if (rc == FERRY_OK) rc = ferry_buf_append(&b, "]", 1);
-    if (rc == FERRY_OK) rc = json_key_str(&b, "write", write_modes[p->write], true);
+    if (rc == FERRY_OK) rc = json_key_str(&b, "write", ferry_write_mode_name(p->write), true);
     if (rc == FERRY_OK) rc = ferry_buf_append(&b, "}", 1);
     if (rc == FERRY_OK) ferry_sha256_hex(b.data, b.len, p->version);
     ferry_buf_release(&b);

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what ferry needs to build and test on Debian 12 (run as root).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(build-essential cmake pkg-config git ca-certificates
+      libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcmocka-dev
+      jq bc procps psmisc util-linux clang)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

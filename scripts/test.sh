@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds ferry twice (dev, and ASan+UBSan) and runs every test in
+# both builds. Exits non-zero on any failure. This is the README's test command and what
+# CI (.ci/run) runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== build (dev)"
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j"$jobs"
+echo "== tests (dev)"
+ctest --preset dev -j"$jobs"
+
+echo "== build (asan + ubsan)"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j"$jobs"
+echo "== tests (asan + ubsan)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --preset asan -j"$jobs"

@@ -1,0 +1,79 @@
+# tests/e2e/lib.sh - shared helpers for the end-to-end and fault tests.
+# Each test is a bash script run by CTest with FERRY_BIN (the binary under test) and
+# FERRY_SRC (the source tree). Tests talk to real files and real processes only.
+set -euo pipefail
+
+FERRY_BIN=${FERRY_BIN:-$(pwd)/build/dev/ferry}
+FERRY_SRC=${FERRY_SRC:-$(pwd)}
+T=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
+export FERRY_STATE="$T/state.db"
+trap 'rc=$?; if [ $rc -ne 0 ]; then echo "FAILED (workdir kept: $T)"; else rm -rf "$T"; fi; exit $rc' EXIT
+cd "$T"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+ferry() { "$FERRY_BIN" "$@"; }
+
+# expect_exit CODE CMD... : runs CMD, checks its exit status, keeps stdout+stderr in $OUT.
+expect_exit() {
+  local want=$1; shift
+  set +e
+  OUT=$("$@" 2>&1)
+  local got=$?
+  set -e
+  [ "$got" = "$want" ] || fail "expected exit $want, got $got from: $* -- output: $OUT"
+}
+
+q() { sqlite3 -batch -noheader "$@"; }
+
+# The columns of the sample tables, in order (for set comparisons with sqlite3).
+ORDERS_COLS='id, customer_id, status, quantity, amount, discount, express, note, created_at, updated_at'
+
+# same_table DB_A DB_B TABLE : set equality of two tables (rows as whole tuples), both ways,
+# plus no duplicate key on either side. Prints the differences on failure.
+same_table() {
+  local a=$1 b=$2 t=$3
+  local missing extra dupa dupb
+  missing=$(q "$a" "ATTACH '$b' AS o; SELECT count(*) FROM (SELECT * FROM main.\"$t\" EXCEPT SELECT * FROM o.\"$t\");")
+  extra=$(q "$a" "ATTACH '$b' AS o; SELECT count(*) FROM (SELECT * FROM o.\"$t\" EXCEPT SELECT * FROM main.\"$t\");")
+  dupa=$(q "$a" "SELECT count(*) FROM (SELECT id FROM \"$t\" GROUP BY id HAVING count(*) > 1);")
+  dupb=$(q "$b" "SELECT count(*) FROM (SELECT id FROM \"$t\" GROUP BY id HAVING count(*) > 1);")
+  if [ "$missing" != 0 ] || [ "$extra" != 0 ] || [ "$dupa" != 0 ] || [ "$dupb" != 0 ]; then
+    echo "table $t: $missing rows of $a missing from $b, $extra extra rows in $b, duplicate keys: $dupa / $dupb" >&2
+    q "$a" "ATTACH '$b' AS o; SELECT 'missing', * FROM (SELECT * FROM main.\"$t\" EXCEPT SELECT * FROM o.\"$t\") LIMIT 5;" >&2 || true
+    q "$a" "ATTACH '$b' AS o; SELECT 'extra', * FROM (SELECT * FROM o.\"$t\" EXCEPT SELECT * FROM main.\"$t\") LIMIT 5;" >&2 || true
+    return 1
+  fi
+}
+
+# write_pipeline FILE NAME ROWS SINKPATH WRITE [MODE] [EXTRA_SOURCE_YAML] [EXTRA_SINK_YAML] [BATCH_YAML]
+write_pipeline() {
+  local file=$1 name=$2 rows=$3 sinkpath=$4 write=$5 mode=${6:-full}
+  local extra_src=${7:-} extra_sink=${8:-} batch=${9:-}
+  local cursor=""
+  [ "$mode" = incremental ] && cursor="      cursor: [updated_at]"
+  {
+    echo "version: 1"
+    echo "name: $name"
+    echo "source:"
+    echo "  type: sample"
+    echo "  rows: $rows"
+    echo "  seed: 7"
+    [ -n "$extra_src" ] && echo "$extra_src"
+    echo "  resources:"
+    echo "    - table: orders"
+    echo "      mode: $mode"
+    [ -n "$cursor" ] && echo "$cursor"
+    echo "sink:"
+    echo "  type: sqlite"
+    echo "  path: $sinkpath"
+    echo "  write: $write"
+    [ -n "$extra_sink" ] && echo "$extra_sink"
+    [ -n "$batch" ] && echo "$batch"
+    true
+  } > "$file"
+}
+
+# run_json: the last JSON line of `ferry ... --json`
+json_field() { printf '%s\n' "$1" | tail -n 1 | jq -r "$2"; }

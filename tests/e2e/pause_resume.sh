@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SIGINT once pauses cleanly (drain, commit, state paused, exit 5) and the next `ferry run`
+# resumes; SIGINT twice cancels; `ferry pause RUN` from another process pauses too.
+. "$(dirname "$0")/lib.sh"
+ROWS=400000
+write_pipeline ref.yaml ref $ROWS ref.db append full "" "" "batch: {rows: 5000}"
+expect_exit 0 ferry run ref.yaml
+
+wait_rows() { # wait until the run has written something
+  for _ in $(seq 1 200); do
+    r=$(ferry runs --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
+    [ "${r:-0}" -gt 0 ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+for durability in per_apply at_commit; do
+  db="p-$durability.db"
+  write_pipeline p.yaml "pause-$durability" $ROWS "$db" append full "" "  durability: $durability" "batch: {rows: 5000}"
+  "$FERRY_BIN" run p.yaml > log 2>&1 &
+  pid=$!
+  wait_rows || fail "the run never wrote"
+  kill -INT "$pid"
+  set +e; wait "$pid"; rc=$?; set -e
+  [ $rc = 5 ] || fail "first SIGINT should pause (exit 5), got $rc: $(cat log)"
+  run=$(ferry runs --json | jq -r '.[0].id')
+  [ "$(ferry show "$run" --json | jq -r .state)" = paused ] || fail "state paused"
+  partial=$(q "$db" 'SELECT count(*) FROM orders')
+  [ "$partial" -gt 0 ] && [ "$partial" -lt $ROWS ] || fail "paused with $partial rows"
+  expect_exit 0 ferry run p.yaml --json
+  [ "$(json_field "$OUT" .resumed)" = true ] || fail "the paused run is resumed: $OUT"
+  [ "$(json_field "$OUT" .run_id)" = "$run" ] || fail "same logical run"
+  same_table ref.db "$db" orders || fail "pause + resume ($durability) differs"
+  pass "pause by SIGINT and resume ($durability): $partial rows before the pause, exact after"
+done
+
+# ferry pause RUN from another process.
+write_pipeline p2.yaml pause-cli $ROWS cli.db append full "" "" "batch: {rows: 5000}"
+"$FERRY_BIN" run p2.yaml > log 2>&1 &
+pid=$!
+wait_rows || fail "the run never wrote"
+run=$(ferry runs --json | jq -r '.[0].id')
+expect_exit 0 ferry pause "$run"
+set +e; wait "$pid"; rc=$?; set -e
+[ $rc = 5 ] || fail "ferry pause: exit $rc: $(cat log)"
+ferry events "$run" --json | jq -r .type | grep -qx run.pause_requested || fail "pause_requested event"
+expect_exit 0 ferry resume "$run"
+same_table ref.db cli.db orders || fail "ferry pause + ferry resume differs"
+pass "ferry pause RUN, ferry resume RUN"
+
+# Two signals: cancel; the run is canceled and a new run starts afresh.
+write_pipeline p3.yaml cancel $ROWS c.db upsert full "" "" "batch: {rows: 5000}"
+"$FERRY_BIN" run p3.yaml > log 2>&1 &
+pid=$!
+wait_rows || fail "the run never wrote"
+kill -INT "$pid"; kill -INT "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+[ $rc = 6 ] || [ $rc = 5 ] || fail "second SIGINT cancels (exit 6), got $rc: $(cat log)"
+expect_exit 0 ferry run p3.yaml
+same_table ref.db c.db orders || fail "after cancel, a new run converges"
+pass "second SIGINT cancels"

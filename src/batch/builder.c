@@ -78,6 +78,7 @@ struct ferry_row_writer {
     int64_t row;     /* complete rows in the batch being built */
     int64_t row_cap;
     uint8_t *ops;
+    size_t ops_cap;
     int64_t data_bytes;   /* var-width bytes in the batch */
     int64_t max_value;
     int ncols;
@@ -162,3 +163,812 @@ __attribute__((cold)) static void extra_value(struct ferry_row_writer *rw)
         fail(rw, FERRY_EINVAL, "a value was appended outside ferry_rw_begin()/ferry_rw_end()");
 }
 
+/* ---- buffers ---- */
+
+static size_t bitmap_bytes(int64_t rows)
+{
+    return (size_t)(rows + 7) / 8;
+}
+
+static size_t values_bytes(const struct bcol *c, int64_t rows)
+{
+    if (c->var) return 0;
+    return c->type == FERRY_TYPE_BOOL ? bitmap_bytes(rows) : (size_t)c->width * (size_t)rows;
+}
+
+/* realloc `*p` to `need` bytes when it is smaller; `fill` >= 0 initialises new bytes. */
+static bool reserve(void **p, size_t *cap, size_t need, int fill)
+{
+    if (need <= *cap) return true;
+    uint8_t *q = ferry_realloc(*p, need);
+    if (q == NULL) return false;
+    if (fill >= 0) memset(q + *cap, fill, need - *cap);
+    *p = q;
+    *cap = need;
+    return true;
+}
+
+/* Grows every row-sized buffer geometrically (never past limits.rows, where the batch
+ * closes anyway). A buffer that grew before a later one failed keeps its size:
+ * capacities are tracked per buffer. */
+static bool grow_rows(struct ferry_row_writer *rw)
+{
+    int64_t cap = rw->row_cap * 2;
+    if (cap > rw->limits.rows) cap = rw->limits.rows;
+    if (cap <= rw->row) cap = rw->row + 1;
+    if ((size_t)cap > BUF_MAX / 16) {
+        fail(rw, FERRY_ENOMEM, "a buffer of the batch would exceed 2 GiB at %" PRId64 " rows",
+             cap);
+        return false;
+    }
+    bool ok = reserve((void **)&rw->ops, &rw->ops_cap, (size_t)cap, -1);
+    for (int j = 0; ok && j < rw->ncols; j++) {
+        struct bcol *c = &rw->cols[j];
+        if (c->var)
+            ok = reserve((void **)&c->offsets, &c->offsets_cap,
+                         sizeof(int32_t) * (size_t)(cap + 1), -1);
+        else
+            ok = reserve((void **)&c->values, &c->values_cap, values_bytes(c, cap), -1);
+        if (ok && c->validity != NULL)
+            ok = reserve((void **)&c->validity, &c->validity_cap, bitmap_bytes(cap), 0xff);
+    }
+    if (!ok) {
+        fail(rw, FERRY_ENOMEM, "out of memory growing the batch to %" PRId64 " rows", cap);
+        return false;
+    }
+    rw->row_cap = cap;
+    return true;
+}
+
+__attribute__((noinline)) static bool grow_data(struct ferry_row_writer *rw, struct bcol *c,
+                                                size_t need)
+{
+    if (need > DATA_MAX) {
+        fail(rw, FERRY_ENOMEM,
+             "column %s (%s): the batch's data would exceed 2 GiB (row %" PRId64 ")", c->name,
+             ferry_type_name(c->type), rw->total_rows + 1);
+        return false;
+    }
+    size_t cap = c->data_cap * 2;
+    if (cap < need) cap = need;
+    if (cap > DATA_MAX) cap = DATA_MAX;
+    if (!reserve((void **)&c->data, &c->data_cap, cap, -1)) {
+        fail(rw, FERRY_ENOMEM, "column %s (%s): out of memory (row %" PRId64 ")", c->name,
+             ferry_type_name(c->type), rw->total_rows + 1);
+        return false;
+    }
+    return true;
+}
+
+/* First null of a column in this batch: a bitmap of 1s over the whole row capacity, so
+ * earlier rows read as valid and later non-null appends need not touch it. */
+__attribute__((noinline)) static bool alloc_validity(struct ferry_row_writer *rw, struct bcol *c)
+{
+    size_t need = bitmap_bytes(rw->row_cap);
+    c->validity = ferry_malloc(need);
+    if (c->validity == NULL) {
+        fail(rw, FERRY_ENOMEM, "column %s: out of memory", c->name);
+        return false;
+    }
+    memset(c->validity, 0xff, need);
+    c->validity_cap = need;
+    return true;
+}
+
+static void free_next(struct ferry_row_writer *rw)
+{
+    for (int j = 0; j < rw->ncols; j++) {
+        struct next_bufs *nb = &rw->next[j];
+        ferry_free(nb->validity);
+        ferry_free(nb->values);
+        ferry_free(nb->offsets);
+        ferry_free(nb->data);
+        memset(nb, 0, sizeof *nb);
+    }
+}
+
+/* ---- position JSON ---- */
+
+static int json_double(struct ferry_buf *b, double v, bool single)
+{
+    if (isnan(v)) return ferry_buf_append(b, "\"NaN\"", 5);
+    if (isinf(v)) return v > 0 ? ferry_buf_append(b, "\"Infinity\"", 10)
+                               : ferry_buf_append(b, "\"-Infinity\"", 11);
+    /* The shortest form that reads back as the same value. */
+    char tmp[40];
+    for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) break;
+    }
+    return ferry_buf_append(b, tmp, strlen(tmp));
+}
+
+static int json_key_value(struct ferry_row_writer *rw, const struct bcol *c, int64_t r)
+{
+    struct ferry_buf *b = &rw->pos;
+    if (c->validity != NULL && !(c->validity[r >> 3] & (1u << (r & 7))))
+        return ferry_buf_append(b, "null", 4);
+    char tmp[128];
+    switch (c->type) {
+    case FERRY_TYPE_BOOL: {
+        bool v = (c->values[r >> 3] >> (r & 7)) & 1u;
+        return v ? ferry_buf_append(b, "true", 4) : ferry_buf_append(b, "false", 5);
+    }
+    case FERRY_TYPE_INT8: return ferry_buf_printf(b, "%d", ((const int8_t *)c->values)[r]);
+    case FERRY_TYPE_INT16: return ferry_buf_printf(b, "%d", ((const int16_t *)c->values)[r]);
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_DATE32:
+        return ferry_buf_printf(b, "%" PRId32, ((const int32_t *)c->values)[r]);
+    case FERRY_TYPE_INT64:
+    case FERRY_TYPE_TIME64_US:
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        return ferry_buf_printf(b, "%" PRId64, ((const int64_t *)c->values)[r]);
+    case FERRY_TYPE_FLOAT32: return json_double(b, ((const float *)c->values)[r], true);
+    case FERRY_TYPE_FLOAT64: return json_double(b, ((const double *)c->values)[r], false);
+    case FERRY_TYPE_DECIMAL128: {
+        struct ferry_decimal128 v;
+        memcpy(&v.lo, c->values + r * 16, 8);
+        memcpy(&v.hi, c->values + r * 16 + 8, 8);
+        int n = ferry_decimal128_to_text(v, c->scale, tmp, sizeof tmp);
+        if (n < 0) return FERRY_EINVAL;
+        return ferry_buf_json_string(b, tmp, (size_t)n);
+    }
+    case FERRY_TYPE_UUID: {
+        int n = ferry_uuid_to_text(c->values + r * 16, tmp, sizeof tmp);
+        return ferry_buf_json_string(b, tmp, (size_t)n);
+    }
+    case FERRY_TYPE_BINARY: {
+        static const char hex[] = "0123456789abcdef";
+        size_t n = (size_t)(c->offsets[r + 1] - c->offsets[r]);
+        const uint8_t *p = c->data + c->offsets[r];
+        if (ferry_buf_reserve(b, 2 * n + 2) != FERRY_OK) return FERRY_ENOMEM;
+        b->data[b->len++] = '"';
+        for (size_t i = 0; i < n; i++) {
+            b->data[b->len++] = hex[p[i] >> 4];
+            b->data[b->len++] = hex[p[i] & 15];
+        }
+        b->data[b->len++] = '"';
+        b->data[b->len] = '\0';
+        return FERRY_OK;
+    }
+    default: /* utf8, json, decimal text */
+        return ferry_buf_json_string(b, (const char *)c->data + c->offsets[r],
+                                     (size_t)(c->offsets[r + 1] - c->offsets[r]));
+    }
+}
+
+/* {"shard":S,"key":[...],"n":N,"done":true} of the batch's last row (builder.h). */
+static int build_position(struct ferry_row_writer *rw, bool done)
+{
+    struct ferry_buf *b = &rw->pos;
+    ferry_buf_reset(b);
+    int rc = ferry_buf_printf(b, "{\"shard\":%d", rw->shard);
+    if (rc == FERRY_OK && rw->row > 0 && rw->n_pos > 0) {
+        rc = ferry_buf_append(b, ",\"key\":[", 8);
+        for (int k = 0; rc == FERRY_OK && k < rw->n_pos; k++) {
+            if (k > 0) rc = ferry_buf_append(b, ",", 1);
+            if (rc == FERRY_OK) rc = json_key_value(rw, &rw->cols[rw->pos_cols[k]], rw->row - 1);
+        }
+        if (rc == FERRY_OK) rc = ferry_buf_append(b, "]", 1);
+    }
+    if (rc == FERRY_OK && rw->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, rw->n);
+    if (rc == FERRY_OK && done) rc = ferry_buf_append(b, ",\"done\":true", 12);
+    if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
+    return rc;
+}
+
+/* ---- closing a batch ---- */
+
+static int64_t approx_bytes(const struct ferry_row_writer *rw)
+{
+    return rw->row * rw->row_bytes + rw->data_bytes + 4 * (int64_t)rw->n_var +
+           (int64_t)bitmap_bytes(rw->row) * (rw->n_bool + rw->n_validity);
+}
+
+/* Zero-row batch of a finished shard: minimal buffers of its own (offsets {0}), so the
+ * builder keeps its buffers for the next shard. */
+static bool fill_empty(struct ferry_batch *b)
+{
+    b->ops = ferry_malloc(1);
+    if (b->ops == NULL) return false;
+    for (int j = 0; j < b->schema->n_fields; j++) {
+        struct ferry_column *col = &b->columns[j];
+        if (ferry_type_is_varwidth(col->type)) {
+            col->offsets = ferry_calloc(1, sizeof(int32_t));
+            col->data = ferry_malloc(1);
+            if (col->offsets == NULL || col->data == NULL) return false;
+            col->offsets_cap = sizeof(int32_t);
+            col->data_cap = 1;
+        } else {
+            col->values = ferry_calloc(1, 1);
+            if (col->values == NULL) return false;
+            col->values_cap = 1;
+        }
+    }
+    return true;
+}
+
+/* Allocates the next batch's buffers at the closing batch's final sizes (with small
+ * floors), so that an identical next batch grows nothing. */
+static bool alloc_next(struct ferry_row_writer *rw, int64_t rows)
+{
+    for (int j = 0; j < rw->ncols; j++) {
+        struct bcol *c = &rw->cols[j];
+        struct next_bufs *nb = &rw->next[j];
+        if (c->var) {
+            nb->offsets_cap = sizeof(int32_t) * (size_t)(rows + 1);
+            nb->offsets = ferry_malloc(nb->offsets_cap);
+            size_t used = (size_t)c->offsets[rw->row];
+            nb->data_cap = used > MIN_DATA ? used : MIN_DATA;
+            nb->data = ferry_malloc(nb->data_cap);
+            if (nb->offsets == NULL || nb->data == NULL) return false;
+            nb->offsets[0] = 0;
+        } else {
+            nb->values_cap = values_bytes(c, rows);
+            nb->values = ferry_malloc(nb->values_cap);
+            if (nb->values == NULL) return false;
+        }
+        if (c->null_count > 0) {
+            nb->validity_cap = bitmap_bytes(rows);
+            nb->validity = ferry_malloc(nb->validity_cap);
+            if (nb->validity == NULL) return false;
+            memset(nb->validity, 0xff, nb->validity_cap);
+        }
+    }
+    return true;
+}
+
+static void mask_padding(uint8_t *bits, int64_t rows)
+{
+    if (bits != NULL && (rows & 7)) bits[rows >> 3] &= (uint8_t)((1u << (rows & 7)) - 1);
+}
+
+/* Closes the batch being built (rows > 0, or done) and hands it to emit. */
+static int close_batch(struct ferry_row_writer *rw, bool done)
+{
+    if (rw->code != FERRY_OK) return rw->code;
+    if (rw->tick) atomic_store_explicit(rw->tick, 0, memory_order_relaxed);
+    int64_t rows = rw->row;
+    struct ferry_batch *b = NULL;
+    uint8_t *next_ops = NULL;
+    if (build_position(rw, done) != FERRY_OK) goto nomem;
+    b = ferry_batch_new(rw->schema, rw->resource);
+    if (b == NULL || ferry_batch_set_position(b, rw->pos.data) != FERRY_OK) goto nomem;
+    b->seq = rw->seq + 1;
+    b->shard = rw->shard;
+    if (rows == 0) {
+        if (!fill_empty(b)) goto nomem;
+    } else {
+        int64_t next_rows = rows > MIN_ROWS ? rows : MIN_ROWS;
+        if (next_rows > rw->limits.rows) next_rows = rw->limits.rows;
+        next_ops = ferry_malloc((size_t)next_rows);
+        if (next_ops == NULL || !alloc_next(rw, next_rows)) goto nomem;
+
+        b->length = rows;
+        b->bytes = (size_t)approx_bytes(rw);
+        b->ops = rw->ops;
+        rw->ops = next_ops;
+        rw->ops_cap = (size_t)next_rows;
+        for (int j = 0; j < rw->ncols; j++) {
+            struct bcol *c = &rw->cols[j];
+            struct next_bufs *nb = &rw->next[j];
+            struct ferry_column *col = &b->columns[j];
+            col->null_count = c->null_count;
+            if (c->null_count > 0) {
+                mask_padding(c->validity, rows);
+                col->validity = c->validity;
+                col->validity_cap = c->validity_cap;
+            } else {
+                ferry_free(c->validity); /* allocated for a null that was rolled back */
+            }
+            if (c->type == FERRY_TYPE_BOOL) mask_padding(c->values, rows);
+            col->values = c->values;
+            col->values_cap = c->values_cap;
+            col->offsets = c->offsets;
+            col->offsets_cap = c->offsets_cap;
+            col->data = c->data;
+            col->data_cap = c->data_cap;
+            c->validity = nb->validity;
+            c->validity_cap = nb->validity_cap;
+            c->values = nb->values;
+            c->values_cap = nb->values_cap;
+            c->offsets = nb->offsets;
+            c->offsets_cap = nb->offsets_cap;
+            c->data = nb->data;
+            c->data_cap = nb->data_cap;
+            c->null_count = 0;
+            memset(nb, 0, sizeof *nb);
+        }
+        rw->row_cap = next_rows;
+        rw->row = 0;
+        rw->data_bytes = 0;
+        rw->n_validity = 0;
+    }
+    rw->seq++;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = rw->emit(rw->emit_ctx, b, &e);
+    if (rc != FERRY_OK) {
+        rw->code = rc;
+        rw->error = e;
+        rw->error.code = rc;
+        if (e.message[0] == '\0')
+            snprintf(rw->error.message, sizeof rw->error.message,
+                     "resource %s: batch %" PRIu64 " was not accepted (%s)", rw->resource, rw->seq,
+                     ferry_code_name(rc));
+    }
+    return rc;
+nomem:
+    ferry_free(next_ops);
+    free_next(rw);
+    ferry_batch_unref(b);
+    fail(rw, FERRY_ENOMEM, "out of memory closing batch %" PRIu64, rw->seq + 1);
+    return rw->code;
+}
+
+/* ---- engine side ---- */
+
+static u128 pow10_u128(int p)
+{
+    u128 v = 1;
+    while (p-- > 0) v *= 10;
+    return v;
+}
+
+struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *resource,
+                                       struct ferry_rw_limits limits, ferry_emit_fn emit,
+                                       void *emit_ctx)
+{
+    if (schema == NULL || emit == NULL) return NULL;
+    struct ferry_row_writer *rw = ferry_calloc(1, sizeof *rw);
+    if (rw == NULL) return NULL;
+    rw->schema = ferry_schema_ref(schema);
+    rw->resource = ferry_strdup(resource ? resource : "");
+    rw->emit = emit;
+    rw->emit_ctx = emit_ctx;
+    ferry_buf_init(&rw->pos, 0);
+    if (limits.rows <= 0) limits.rows = DEFAULT_ROWS;
+    if (limits.bytes <= 0) limits.bytes = DEFAULT_BYTES;
+    if (limits.max_value_bytes <= 0) limits.max_value_bytes = DEFAULT_MAX_VALUE;
+    if (limits.max_value_bytes > (int64_t)DATA_MAX) limits.max_value_bytes = (int64_t)DATA_MAX;
+    rw->limits = limits;
+    rw->max_value = limits.max_value_bytes;
+    int n = schema->n_fields;
+    rw->ncols = n;
+    size_t ncap = (size_t)(n > 0 ? n : 1);
+    rw->cols = ferry_calloc(ncap, sizeof *rw->cols);
+    rw->next = ferry_calloc(ncap, sizeof *rw->next);
+    rw->pos_cols = ferry_calloc(ncap, sizeof *rw->pos_cols);
+    if (rw->resource == NULL || rw->cols == NULL || rw->next == NULL || rw->pos_cols == NULL)
+        goto fail;
+
+    rw->row_bytes = 1;
+    for (int j = 0; j < n; j++) {
+        const struct ferry_field *f = &schema->fields[j];
+        struct bcol *c = &rw->cols[j];
+        c->type = f->type;
+        c->name = f->name;
+        c->nullable = f->nullable;
+        c->var = ferry_type_is_varwidth(f->type);
+        c->width = ferry_type_width(f->type);
+        c->scale = f->scale;
+        if (f->type == FERRY_TYPE_DECIMAL128)
+            c->dec_bound = pow10_u128(f->precision >= 1 && f->precision <= 38 ? f->precision : 38);
+        if (c->var) {
+            rw->n_var++;
+            rw->row_bytes += 4;
+        } else if (f->type == FERRY_TYPE_BOOL) {
+            rw->n_bool++;
+        } else {
+            rw->row_bytes += c->width;
+        }
+    }
+
+    rw->row_cap = limits.rows < FIRST_ROWS ? limits.rows : FIRST_ROWS;
+    rw->ops = ferry_malloc((size_t)rw->row_cap);
+    if (rw->ops == NULL) goto fail;
+    rw->ops_cap = (size_t)rw->row_cap;
+    for (int j = 0; j < n; j++) {
+        struct bcol *c = &rw->cols[j];
+        if (c->var) {
+            c->offsets_cap = sizeof(int32_t) * (size_t)(rw->row_cap + 1);
+            c->offsets = ferry_malloc(c->offsets_cap);
+            c->data_cap = MIN_DATA;
+            c->data = ferry_malloc(c->data_cap);
+            if (c->offsets == NULL || c->data == NULL) goto fail;
+            c->offsets[0] = 0;
+        } else {
+            c->values_cap = values_bytes(c, rw->row_cap);
+            c->values = ferry_malloc(c->values_cap);
+            if (c->values == NULL) goto fail;
+        }
+    }
+    return rw;
+fail:
+    ferry__rw_free(rw);
+    return NULL;
+}
+
+void ferry__rw_free(struct ferry_row_writer *rw)
+{
+    if (rw == NULL) return;
+    if (rw->cols != NULL) {
+        for (int j = 0; j < rw->ncols; j++) {
+            struct bcol *c = &rw->cols[j];
+            ferry_free(c->validity);
+            ferry_free(c->values);
+            ferry_free(c->offsets);
+            ferry_free(c->data);
+        }
+    }
+    if (rw->next != NULL) free_next(rw);
+    ferry_free(rw->next);
+    ferry_free(rw->cols);
+    ferry_free(rw->ops);
+    ferry_free(rw->pos_cols);
+    ferry_buf_release(&rw->pos);
+    ferry_free(rw->resource);
+    ferry_schema_unref(rw->schema);
+    ferry_free(rw);
+}
+
+void ferry__rw_set_signals(struct ferry_row_writer *rw, atomic_int *tick, atomic_int *stop)
+{
+    rw->tick = tick;
+    rw->stop = stop;
+}
+
+int64_t ferry__rw_rows(const struct ferry_row_writer *rw)
+{
+    return rw->total_rows;
+}
+
+/* ---- rows ---- */
+
+/* Undoes the values written to the open row. */
+static void rollback(struct ferry_row_writer *rw)
+{
+    int written = rw->cursor < rw->write_cols ? rw->cursor : rw->write_cols;
+    int64_t r = rw->row;
+    for (int j = 0; j < written; j++) {
+        struct bcol *c = &rw->cols[j];
+        if (c->validity != NULL && !(c->validity[r >> 3] & (1u << (r & 7)))) {
+            c->validity[r >> 3] |= (uint8_t)(1u << (r & 7));
+            if (--c->null_count == 0) rw->n_validity--;
+        }
+        if (c->var) rw->data_bytes -= c->offsets[r + 1] - c->offsets[r];
+    }
+    rw->in_row = false;
+    rw->cursor = 0;
+    rw->write_cols = 0;
+}
+
+void ferry_rw_begin(struct ferry_row_writer *rw, enum ferry_op op)
+{
+    if (UNLIKELY(rw->in_row)) {
+        rollback(rw);
+        fail(rw, FERRY_EINVAL, "ferry_rw_begin() inside a row: the previous row was not ended");
+    }
+    rw->in_row = true;
+    rw->cursor = 0;
+    rw->write_cols = 0;
+    if (UNLIKELY(rw->row >= rw->row_cap) && !grow_rows(rw)) return;
+    if (UNLIKELY((unsigned)op > FERRY_OP_DELETE))
+        fail(rw, FERRY_EINVAL, "row %" PRId64 ": unknown operation %d", rw->total_rows + 1,
+             (int)op);
+    rw->ops[rw->row] = (uint8_t)op;
+    rw->write_cols = rw->ncols;
+}
+
+void ferry_rw_cancel_row(struct ferry_row_writer *rw)
+{
+    if (rw->in_row) rollback(rw);
+}
+
+__attribute__((noinline)) static int end_slow(struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    if (!rw->in_row) {
+        fail(rw, FERRY_EINVAL, "ferry_rw_end() without ferry_rw_begin()");
+    } else {
+        if (rw->cursor != rw->ncols)
+            fail(rw, FERRY_EINVAL, "row has %d values, schema has %d columns", rw->cursor,
+                 rw->ncols);
+        rollback(rw);
+    }
+    rw->cursor = 0;
+    return report(rw, err);
+}
+
+__attribute__((noinline)) static int stopped(struct ferry_row_writer *rw, int code,
+                                             struct ferry_error *err)
+{
+    return ferry_error_set(err, code, "pipeline", "resource %s: run %s", rw->resource,
+                           code == FERRY_EPAUSED ? "paused" : "canceled");
+}
+
+int ferry_rw_end(struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    if (UNLIKELY(rw->cursor != rw->ncols || !rw->in_row || rw->code != FERRY_OK))
+        return end_slow(rw, err);
+    rw->in_row = false;
+    rw->write_cols = 0;
+    rw->row++;
+    rw->total_rows++;
+    if (UNLIKELY(rw->row >= rw->limits.rows || approx_bytes(rw) >= rw->limits.bytes ||
+                 (rw->tick != NULL && atomic_load_explicit(rw->tick, memory_order_relaxed)))) {
+        if (close_batch(rw, false) != FERRY_OK) return report(rw, err);
+    }
+    if (rw->stop != NULL) {
+        int s = atomic_load_explicit(rw->stop, memory_order_relaxed);
+        if (UNLIKELY(s != 0)) return stopped(rw, s, err);
+    }
+    return FERRY_OK;
+}
+
+/* ---- values ---- */
+
+void ferry_rw_null(struct ferry_row_writer *rw)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    int64_t r = rw->row;
+    if (UNLIKELY(!c->nullable)) {
+        placeholder(rw, c);
+        fail(rw, FERRY_EINVAL, "column %s (%s) is not nullable but got a null (row %" PRId64 ")",
+             c->name, ferry_type_name(c->type), rw->total_rows + 1);
+        return;
+    }
+    if (UNLIKELY(c->validity == NULL) && !alloc_validity(rw, c)) {
+        placeholder(rw, c);
+        return;
+    }
+    c->validity[r >> 3] &= (uint8_t) ~(1u << (r & 7));
+    if (c->null_count++ == 0) rw->n_validity++;
+    if (c->var) {
+        c->offsets[r + 1] = c->offsets[r];
+    } else if (c->type == FERRY_TYPE_BOOL) {
+        c->values[r >> 3] &= (uint8_t) ~(1u << (r & 7));
+    } else {
+        memset(c->values + (size_t)r * (size_t)c->width, 0, (size_t)c->width);
+    }
+}
+
+void ferry_rw_bool(struct ferry_row_writer *rw, bool v)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    int64_t r = rw->row;
+    if (UNLIKELY(c->type != FERRY_TYPE_BOOL)) {
+        reject_type(rw, c, "ferry_rw_bool()");
+        return;
+    }
+    uint8_t m = (uint8_t)(1u << (r & 7));
+    if (v)
+        c->values[r >> 3] |= m;
+    else
+        c->values[r >> 3] &= (uint8_t)~m;
+}
+
+void ferry_rw_int(struct ferry_row_writer *rw, int64_t v)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    int64_t r = rw->row;
+    switch (c->type) {
+    case FERRY_TYPE_INT8:
+        if (UNLIKELY(v < INT8_MIN || v > INT8_MAX)) break;
+        ((int8_t *)c->values)[r] = (int8_t)v;
+        return;
+    case FERRY_TYPE_INT16:
+        if (UNLIKELY(v < INT16_MIN || v > INT16_MAX)) break;
+        ((int16_t *)c->values)[r] = (int16_t)v;
+        return;
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_DATE32:
+        if (UNLIKELY(v < INT32_MIN || v > INT32_MAX)) break;
+        ((int32_t *)c->values)[r] = (int32_t)v;
+        return;
+    case FERRY_TYPE_TIME64_US:
+        if (UNLIKELY(v < 0 || v > US_PER_DAY)) break;
+        ((int64_t *)c->values)[r] = v;
+        return;
+    case FERRY_TYPE_INT64:
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        ((int64_t *)c->values)[r] = v;
+        return;
+    default:
+        reject_type(rw, c, "ferry_rw_int()");
+        return;
+    }
+    reject_int(rw, c, v);
+}
+
+void ferry_rw_float(struct ferry_row_writer *rw, double v)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    int64_t r = rw->row;
+    if (LIKELY(c->type == FERRY_TYPE_FLOAT64)) {
+        ((double *)c->values)[r] = v;
+    } else if (c->type == FERRY_TYPE_FLOAT32) {
+        if (UNLIKELY(isfinite(v) && fabs(v) > FLT_MAX)) {
+            fail(rw, FERRY_EINVAL, "column %s (float32): value %g is out of range (row %" PRId64 ")",
+                 c->name, v, rw->total_rows + 1);
+            return;
+        }
+        ((float *)c->values)[r] = (float)v;
+    } else {
+        reject_type(rw, c, "ferry_rw_float()");
+    }
+}
+
+static inline void store_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_dec128(struct ferry_row_writer *rw, struct bcol *c, uint64_t lo, int64_t hi)
+{
+    u128 u = ((u128)(uint64_t)hi << 64) | lo;
+    u128 mag = hi < 0 ? -u : u;
+    if (UNLIKELY(mag >= c->dec_bound)) {
+        char text[64];
+        struct ferry_decimal128 v = {lo, hi};
+        ferry_decimal128_to_text(v, 0, text, sizeof text);
+        fail(rw, FERRY_EINVAL,
+             "column %s (decimal128): unscaled value %s has more digits than the precision "
+             "allows (row %" PRId64 ")",
+             c->name, text, rw->total_rows + 1);
+        return;
+    }
+    uint8_t *p = c->values + (size_t)rw->row * 16;
+    store_le64(p, lo);
+    store_le64(p + 8, (uint64_t)hi);
+}
+
+void ferry_rw_dec128(struct ferry_row_writer *rw, struct ferry_decimal128 v)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    if (UNLIKELY(c->type != FERRY_TYPE_DECIMAL128)) {
+        reject_type(rw, c, "ferry_rw_dec128()");
+        return;
+    }
+    put_dec128(rw, c, v.lo, v.hi);
+}
+
+void ferry_rw_fixed(struct ferry_row_writer *rw, const uint8_t *p, size_t n)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    if (UNLIKELY(c->type != FERRY_TYPE_UUID && c->type != FERRY_TYPE_DECIMAL128)) {
+        reject_type(rw, c, "ferry_rw_fixed()");
+        return;
+    }
+    if (UNLIKELY(n != 16)) {
+        fail(rw, FERRY_EINVAL, "column %s (%s): got %zu bytes, expected 16 (row %" PRId64 ")",
+             c->name, ferry_type_name(c->type), n, rw->total_rows + 1);
+        return;
+    }
+    if (c->type == FERRY_TYPE_DECIMAL128) {
+        uint64_t lo = 0, hi = 0;
+        for (int i = 7; i >= 0; i--) {
+            lo = (lo << 8) | p[i];
+            hi = (hi << 8) | p[8 + i];
+        }
+        put_dec128(rw, c, lo, (int64_t)hi);
+        return;
+    }
+    memcpy(c->values + (size_t)rw->row * 16, p, 16);
+}
+
+void ferry_rw_text(struct ferry_row_writer *rw, const void *p, size_t n)
+{
+    if (UNLIKELY(rw->cursor >= rw->write_cols)) {
+        extra_value(rw);
+        return;
+    }
+    struct bcol *c = &rw->cols[rw->cursor++];
+    int64_t r = rw->row;
+    if (UNLIKELY(!c->var)) {
+        reject_type(rw, c, "ferry_rw_text()");
+        return;
+    }
+    if (UNLIKELY(n > (size_t)rw->max_value)) {
+        placeholder(rw, c);
+        fail(rw, FERRY_EINVAL,
+             "column %s (%s): a value of %zu bytes exceeds the %" PRId64
+             "-byte limit for one value (row %" PRId64 ")",
+             c->name, ferry_type_name(c->type), n, rw->max_value, rw->total_rows + 1);
+        return;
+    }
+    size_t off = (size_t)c->offsets[r];
+    size_t end = off + n;
+    if (UNLIKELY(end > c->data_cap) && !grow_data(rw, c, end)) {
+        placeholder(rw, c);
+        return;
+    }
+    if (n) memcpy(c->data + off, p, n);
+    c->offsets[r + 1] = (int32_t)end;
+    rw->data_bytes += (int64_t)n;
+}
+
+/* ---- shards, positions, flush ---- */
+
+void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard)
+{
+    if (shard == rw->shard) return;
+    if (rw->in_row) {
+        fail(rw, FERRY_EINVAL, "ferry_rw_set_shard() inside a row");
+        return;
+    }
+    /* A batch holds the rows of one shard: its position belongs to that shard. */
+    if (rw->row > 0 && close_batch(rw, false) != FERRY_OK) return;
+    rw->shard = shard;
+    rw->has_n = false;
+}
+
+void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n)
+{
+    rw->has_n = true;
+    rw->n = n;
+}
+
+void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols)
+{
+    if (n < 0 || n > rw->ncols || (n > 0 && cols == NULL)) {
+        fail(rw, FERRY_EINVAL, "%d position columns for a schema of %d columns", n, rw->ncols);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        if (cols[k] < 0 || cols[k] >= rw->ncols) {
+            fail(rw, FERRY_EINVAL, "position column index %d is not in 0..%d", cols[k],
+                 rw->ncols - 1);
+            return;
+        }
+    }
+    if (n > 0) memcpy(rw->pos_cols, cols, sizeof *cols * (size_t)n);
+    rw->n_pos = n;
+}
+
+int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_error *err)
+{
+    if (rw->code != FERRY_OK) return report(rw, err);
+    if (rw->in_row) {
+        fail(rw, FERRY_EINVAL, "ferry_rw_flush() inside a row");
+        return report(rw, err);
+    }
+    if ((rw->row > 0 || shard_done) && close_batch(rw, shard_done) != FERRY_OK)
+        return report(rw, err);
+    return FERRY_OK;
+}
+
+const struct ferry_schema *ferry_rw_schema(const struct ferry_row_writer *rw)
+{
+    return rw->schema;
+}
+
+int ferry_rw_stop_requested(const struct ferry_row_writer *rw)
+{
+    return rw->stop != NULL ? atomic_load_explicit(rw->stop, memory_order_relaxed) : 0;
+}

@@ -1,0 +1,512 @@
+/* control/tracker.c - folds bus events into run state (control/tracker.h).
+ *
+ * Owns a store handle of its own, the fold rules, the dedup mark (consumer "tracker") and
+ * an optional folding thread. A group of up to 256 events is folded in ONE store
+ * transaction together with the new mark, so a crash leaves either the whole group folded
+ * and marked, or nothing: a redelivered event (seq <= mark) changes nothing. Calls the
+ * store, the bus and jansson. Called by the embedded runner, `ferry serve` and the tests.
+ *
+ * Fencing: an event whose attempt is not the run's current attempt is ignored whole. Its
+ * batches belong to an attempt that lost its lease; the current attempt re-reads from the
+ * last durable checkpoint and writes them again, so counting the stale ones too would count
+ * rows twice, and letting them move checkpoints could move progress past data the current
+ * attempt has not made durable. */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "bus/bus.h"
+#include "control/tracker.h"
+#include "ferry/core.h"
+#include "store/store.h"
+
+#define GROUP_MAX 256
+#define POLL_MS 200
+#define CONSUMER "tracker"
+
+struct ferry_tracker {
+    struct ferry_store *st;
+    struct ferry_bus *bus;      /* NULL: read the store's event log directly */
+    pthread_mutex_t fold_lock;  /* one fold at a time: the store handle is single-threaded */
+    pthread_mutex_t lock;       /* guards the fields below */
+    pthread_cond_t cond;        /* folded moved, or stop was asked */
+    int64_t folded;             /* every event with seq <= folded is folded and marked */
+    bool running, stop;
+    pthread_t thread;
+    int first_rc;               /* first fold error the thread met */
+    struct ferry_error first_err;
+};
+
+/* ---- payload helpers ---- */
+
+static int64_t jint(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_integer(v)) return json_integer_value(v);
+    if (json_is_real(v)) return (int64_t)json_real_value(v);
+    return 0;
+}
+
+static const char *jstr(json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+/* Compact JSON text of v in engine memory (jansson's own allocator is not ours). */
+static char *dump_json(json_t *v)
+{
+    size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
+    size_t len = json_dumpb(v, NULL, 0, flags);
+    if (len == 0) return NULL;
+    char *s = ferry_malloc(len + 1);
+    if (s == NULL) return NULL;
+    json_dumpb(v, s, len, flags);
+    s[len] = '\0';
+    return s;
+}
+
+/* ---- fold rules ---- */
+
+struct fold_ctx {
+    struct ferry_tracker *tr;
+    const struct ferry_event *ev;
+    struct ferry_run_info *run;
+    json_t *p;
+};
+
+static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
+{
+    struct ferry_store *st = c->tr->st;
+    const struct ferry_event *ev = c->ev;
+    int64_t rows = jint(c->p, "rows"), bytes = jint(c->p, "bytes");
+    int rc = ferry_store_run_add_counts(st, ev->run_id, rows, bytes, 1, 0, 0, err);
+    if (rc == FERRY_OK && ev->resource[0])
+        rc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0, 0,
+                                             err);
+    json_t *pos = json_object_get(c->p, "position");
+    if (rc != FERRY_OK || pos == NULL || json_is_null(pos)) return rc;
+    if (ev->resource[0] == '\0') {
+        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (batch.written of run %lld) has a position"
+                  " but no resource; its checkpoint is not saved", (long long)ev->seq,
+                  (long long)ev->run_id);
+        return FERRY_OK;
+    }
+    char *text = dump_json(pos);
+    if (text == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "tracker", "event %lld: out of memory",
+                               (long long)ev->seq);
+    int shard = (int)jint(c->p, "shard");
+    if (json_is_true(json_object_get(c->p, "durable")))
+        rc = ferry_store_run_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard,
+                                             text, err);
+    else
+        rc = ferry_store_pending_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource,
+                                                 shard, text, err);
+    ferry_free(text);
+    return rc;
+}
+
+/* Run checkpoints of every incremental or cdc resource become its route checkpoints. */
+static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
+{
+    struct ferry_store *st = c->tr->st;
+    struct ferry_resource_state *res = NULL;
+    int nres = 0;
+    int rc = ferry_store_resource_list(st, c->run->id, &res, &nres, err);
+    for (int i = 0; rc == FERRY_OK && i < nres; i++) {
+        if (strcmp(res[i].mode, "incremental") != 0 && strcmp(res[i].mode, "cdc") != 0) continue;
+        const char *route = res[i].route[0] ? res[i].route : res[i].resource;
+        struct ferry_checkpoint *cps = NULL;
+        int ncp = 0;
+        rc = ferry_store_run_checkpoints(st, c->run->id, res[i].resource, &cps, &ncp, err);
+        for (int k = 0; rc == FERRY_OK && k < ncp; k++)
+            rc = ferry_store_route_checkpoint_save(st, c->run->pipeline, c->run->version, route,
+                                                   cps[k].shard, cps[k].position, c->run->id,
+                                                   err);
+        ferry_checkpoints_free(cps, ncp);
+    }
+    ferry_free(res);
+    return rc;
+}
+
+static int set_run_state(struct fold_ctx *c, enum ferry_run_state s, const char *msg,
+                         struct ferry_error *err)
+{
+    return ferry_store_run_set_state(c->tr->st, c->ev->run_id, c->ev->attempt, s, msg, err);
+}
+
+static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error *err)
+{
+    if (ferry_run_state_is_final(c->run->state)) return FERRY_OK; /* the first end wins */
+    if (strcmp(type, FERRY_EV_RUN_COMPLETED) == 0) {
+        int rc = advance_routes(c, err);
+        return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_COMPLETED, NULL, err) : rc;
+    }
+    if (strcmp(type, FERRY_EV_RUN_PAUSED) == 0) {
+        int rc = FERRY_OK;
+        if (json_is_true(json_object_get(c->p, "committed"))) rc = advance_routes(c, err);
+        return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_PAUSED, NULL, err) : rc;
+    }
+    if (strcmp(type, FERRY_EV_RUN_FAILED) == 0) {
+        const char *msg = jstr(c->p, "message");
+        if (msg[0] == '\0') msg = jstr(c->p, "code");
+        return set_run_state(c, FERRY_RUN_FAILED, msg[0] ? msg : "failed", err);
+    }
+    return set_run_state(c, FERRY_RUN_CANCELED, NULL, err);
+}
+
+static int fold_resource(struct fold_ctx *c, const char *type, struct ferry_error *err)
+{
+    const struct ferry_event *ev = c->ev;
+    if (ev->resource[0] == '\0') {
+        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s of run %lld) names no resource;"
+                  " skipped", (long long)ev->seq, type, (long long)ev->run_id);
+        return FERRY_OK;
+    }
+    if (strcmp(type, FERRY_EV_RESOURCE_STARTED) == 0) {
+        struct ferry_resource_state rs;
+        memset(&rs, 0, sizeof rs);
+        snprintf(rs.resource, sizeof rs.resource, "%s", ev->resource);
+        snprintf(rs.mode, sizeof rs.mode, "%s", jstr(c->p, "mode"));
+        snprintf(rs.write, sizeof rs.write, "%s", jstr(c->p, "write"));
+        snprintf(rs.route, sizeof rs.route, "%s", jstr(c->p, "route"));
+        snprintf(rs.state, sizeof rs.state, "running");
+        return ferry_store_resource_upsert(c->tr->st, ev->run_id, &rs, err);
+    }
+    bool failed = strcmp(type, FERRY_EV_RESOURCE_FAILED) == 0;
+    const char *msg = failed ? jstr(c->p, "message") : NULL;
+    if (failed && msg[0] == '\0') msg = jstr(c->p, "code");
+    return ferry_store_resource_set_state(c->tr->st, ev->run_id, ev->resource,
+                                          failed ? "failed" : "completed", msg, err);
+}
+
+static int fold_counter(struct fold_ctx *c, bool diverged, struct ferry_error *err)
+{
+    const struct ferry_event *ev = c->ev;
+    int64_t v = diverged ? 0 : 1, d = diverged ? 1 : 0;
+    int rc = ferry_store_run_add_counts(c->tr->st, ev->run_id, 0, 0, 0, v, d, err);
+    if (rc == FERRY_OK && ev->resource[0])
+        rc = ferry_store_resource_add_counts(c->tr->st, ev->run_id, ev->resource, 0, 0, 0, v, d,
+                                             err);
+    return rc;
+}
+
+static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
+{
+    const char *t = c->ev->type;
+    if (strcmp(t, FERRY_EV_BATCH_WRITTEN) == 0) return fold_batch_written(c, err);
+    if (strcmp(t, FERRY_EV_BATCH_VERIFIED) == 0) return fold_counter(c, false, err);
+    if (strcmp(t, FERRY_EV_BATCH_DIVERGENCE) == 0) return fold_counter(c, true, err);
+    if (strcmp(t, FERRY_EV_SINK_COMMITTED) == 0)
+        return ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+    if (strcmp(t, FERRY_EV_RUN_HEARTBEAT) == 0)
+        return ferry_store_run_heartbeat(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+    if (strcmp(t, FERRY_EV_RUN_STARTED) == 0)
+        return ferry_run_state_is_final(c->run->state) ? FERRY_OK
+                                                       : set_run_state(c, FERRY_RUN_RUNNING,
+                                                                       NULL, err);
+    if (strcmp(t, FERRY_EV_RESOURCE_STARTED) == 0 || strcmp(t, FERRY_EV_RESOURCE_COMPLETED) == 0 ||
+        strcmp(t, FERRY_EV_RESOURCE_FAILED) == 0)
+        return fold_resource(c, t, err);
+    if (strcmp(t, FERRY_EV_RUN_COMPLETED) == 0 || strcmp(t, FERRY_EV_RUN_PAUSED) == 0 ||
+        strcmp(t, FERRY_EV_RUN_FAILED) == 0 || strcmp(t, FERRY_EV_RUN_CANCELED) == 0)
+        return fold_run_end(c, t, err);
+    return FERRY_OK; /* informational: requested, buffered, watermarks, worker.lost... */
+}
+
+/* Folds one event inside the group transaction. Bad input (unknown run, payload that is
+ * not an object, stale attempt) is skipped, so one poisoned event cannot stop the tracker;
+ * a store error aborts the group, which is retried. */
+static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev,
+                    struct ferry_error *err)
+{
+    if (ev->run_id == 0) return FERRY_OK;
+    json_error_t je;
+    json_t *p = json_loads(ev->payload ? ev->payload : "{}", 0, &je);
+    if (!json_is_object(p)) {
+        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s of run %lld): payload is not a JSON"
+                  " object; skipped", (long long)ev->seq, ev->type, (long long)ev->run_id);
+        json_decref(p);
+        return FERRY_OK;
+    }
+    struct ferry_run_info run;
+    struct ferry_error gerr;
+    int rc = ferry_store_run_get(tr->st, ev->run_id, &run, &gerr);
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s) is about run %lld, which the state"
+                  " store does not know; skipped", (long long)ev->seq, ev->type,
+                  (long long)ev->run_id);
+        rc = FERRY_OK;
+    } else if (rc != FERRY_OK) {
+        if (err) *err = gerr;
+    } else if (ev->attempt != run.attempt) {
+        ferry_log(FERRY_LOG_DEBUG, "tracker: event %lld (%s of run %lld) is from attempt %d, the"
+                  " current attempt is %d; ignored (fenced)", (long long)ev->seq, ev->type,
+                  (long long)ev->run_id, ev->attempt, run.attempt);
+    } else {
+        struct fold_ctx c = {.tr = tr, .ev = ev, .run = &run, .p = p};
+        rc = apply_rule(&c, err);
+        if (rc != FERRY_OK)
+            ferry_error_prefix(err, "tracker: folding event %lld (%s of run %lld)",
+                               (long long)ev->seq, ev->type, (long long)ev->run_id);
+    }
+    ferry_run_info_clear(&run);
+    json_decref(p);
+    return rc;
+}
+
+static int64_t get_folded(struct ferry_tracker *tr)
+{
+    pthread_mutex_lock(&tr->lock);
+    int64_t v = tr->folded;
+    pthread_mutex_unlock(&tr->lock);
+    return v;
+}
+
+static void set_folded(struct ferry_tracker *tr, int64_t seq)
+{
+    pthread_mutex_lock(&tr->lock);
+    if (seq > tr->folded) tr->folded = seq;
+    pthread_cond_broadcast(&tr->cond);
+    pthread_mutex_unlock(&tr->lock);
+}
+
+/* One transaction: the events of the group past the mark, then the new mark. */
+static int fold_group(struct ferry_tracker *tr, const struct ferry_event *evs, int n,
+                      struct ferry_error *err)
+{
+    int64_t last = 0;
+    for (int i = 0; i < n; i++)
+        if (evs[i].seq > last) last = evs[i].seq;
+    if (last <= get_folded(tr)) return FERRY_OK; /* all redelivered */
+    int rc = ferry_store_begin(tr->st, err);
+    if (rc != FERRY_OK) return rc;
+    int64_t mark = 0;
+    rc = ferry_store_mark_get(tr->st, CONSUMER, &mark, err);
+    int64_t start = mark;
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        if (evs[i].seq <= mark) continue;
+        rc = fold_one(tr, &evs[i], err);
+        if (rc == FERRY_OK) mark = evs[i].seq;
+    }
+    if (rc == FERRY_OK && mark > start) rc = ferry_store_mark_set(tr->st, CONSUMER, mark, err);
+    if (rc == FERRY_OK) rc = ferry_store_commit(tr->st, err);
+    else ferry_store_rollback(tr->st);
+    if (rc == FERRY_OK) set_folded(tr, mark);
+    return rc;
+}
+
+int ferry__tracker_fold_events(struct ferry_tracker *tr, const struct ferry_event *evs, int n,
+                               struct ferry_error *err)
+{
+    pthread_mutex_lock(&tr->fold_lock);
+    int rc = FERRY_OK;
+    for (int i = 0; rc == FERRY_OK && i < n; i += GROUP_MAX)
+        rc = fold_group(tr, evs + i, n - i < GROUP_MAX ? n - i : GROUP_MAX, err);
+    pthread_mutex_unlock(&tr->fold_lock);
+    return rc;
+}
+
+/* Reads up to GROUP_MAX events after `after`, waiting up to timeout_ms when a bus is used. */
+static int read_events(struct ferry_tracker *tr, int64_t after, int timeout_ms,
+                       struct ferry_event **evs, int *n, struct ferry_error *err)
+{
+    if (tr->bus) return ferry_bus_fetch(tr->bus, after, 0, GROUP_MAX, timeout_ms, evs, n, err);
+    pthread_mutex_lock(&tr->fold_lock);
+    int rc = ferry_store_event_read(tr->st, after, 0, GROUP_MAX, evs, n, err);
+    pthread_mutex_unlock(&tr->fold_lock);
+    return rc;
+}
+
+int ferry_tracker_fold_available(struct ferry_tracker *tr, struct ferry_error *err)
+{
+    for (;;) {
+        struct ferry_event *evs = NULL;
+        int n = 0;
+        int rc = read_events(tr, get_folded(tr), 0, &evs, &n, err);
+        if (rc == FERRY_OK && n > 0) rc = ferry__tracker_fold_events(tr, evs, n, err);
+        ferry_events_free(evs, n);
+        if (rc != FERRY_OK || n == 0) return rc;
+    }
+}
+
+/* ---- lifecycle ---- */
+
+int ferry_tracker_open(const char *state_path, struct ferry_bus *bus, struct ferry_tracker **out,
+                       struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry_tracker *tr = ferry_calloc(1, sizeof *tr);
+    if (tr == NULL) return ferry_error_set(err, FERRY_ENOMEM, "tracker", "tracker: out of memory");
+    int rc = ferry_store_open(state_path, &tr->st, err);
+    if (rc == FERRY_OK) rc = ferry_store_mark_get(tr->st, CONSUMER, &tr->folded, err);
+    if (rc != FERRY_OK) {
+        ferry_store_close(tr->st);
+        ferry_free(tr);
+        ferry_error_prefix(err, "tracker");
+        return rc;
+    }
+    tr->bus = bus;
+    pthread_mutex_init(&tr->fold_lock, NULL);
+    pthread_mutex_init(&tr->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&tr->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = tr;
+    return FERRY_OK;
+}
+
+static struct timespec mono_after_us(int64_t us)
+{
+    int64_t t = ferry_now_mono_us() + us;
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000), .tv_nsec = (long)(t % 1000000) * 1000};
+    return ts;
+}
+
+static bool stopping(struct ferry_tracker *tr)
+{
+    pthread_mutex_lock(&tr->lock);
+    bool s = tr->stop;
+    pthread_mutex_unlock(&tr->lock);
+    return s;
+}
+
+/* Sleeps up to POLL_MS unless stop is asked. */
+static void pause_a_little(struct ferry_tracker *tr)
+{
+    struct timespec ts = mono_after_us((int64_t)POLL_MS * 1000);
+    pthread_mutex_lock(&tr->lock);
+    while (!tr->stop)
+        if (pthread_cond_timedwait(&tr->cond, &tr->lock, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&tr->lock);
+}
+
+static void *tracker_main(void *arg)
+{
+    struct ferry_tracker *tr = arg;
+    bool failing = false;
+    while (!stopping(tr)) {
+        struct ferry_event *evs = NULL;
+        int n = 0;
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        int rc = read_events(tr, get_folded(tr), POLL_MS, &evs, &n, &e);
+        if (rc == FERRY_OK && n > 0) rc = ferry__tracker_fold_events(tr, evs, n, &e);
+        ferry_events_free(evs, n);
+        if (rc != FERRY_OK) {
+            pthread_mutex_lock(&tr->lock);
+            if (tr->first_rc == FERRY_OK) {
+                tr->first_rc = rc;
+                tr->first_err = e;
+            }
+            pthread_mutex_unlock(&tr->lock);
+            if (!failing) ferry_log(FERRY_LOG_ERROR, "%s (retrying)", e.message);
+            failing = true;
+            pause_a_little(tr);
+            continue;
+        }
+        if (failing) ferry_log(FERRY_LOG_INFO, "tracker: folding again");
+        failing = false;
+        if (n == 0 && tr->bus == NULL) pause_a_little(tr);
+    }
+    return NULL;
+}
+
+int ferry_tracker_start(struct ferry_tracker *tr, struct ferry_error *err)
+{
+    pthread_mutex_lock(&tr->lock);
+    bool already = tr->running;
+    tr->stop = false;
+    pthread_mutex_unlock(&tr->lock);
+    if (already) return FERRY_OK;
+    int e = pthread_create(&tr->thread, NULL, tracker_main, tr);
+    if (e != 0)
+        return ferry_error_set(err, FERRY_ENOMEM, "tracker", "tracker: cannot start its thread:"
+                               " %s", strerror(e));
+    pthread_mutex_lock(&tr->lock);
+    tr->running = true;
+    pthread_mutex_unlock(&tr->lock);
+    return FERRY_OK;
+}
+
+int ferry_tracker_stop(struct ferry_tracker *tr, struct ferry_error *err)
+{
+    pthread_mutex_lock(&tr->lock);
+    bool was_running = tr->running;
+    tr->stop = true;
+    pthread_cond_broadcast(&tr->cond);
+    pthread_mutex_unlock(&tr->lock);
+    if (was_running) {
+        if (tr->bus && tr->bus->vt->wake) tr->bus->vt->wake(tr->bus);
+        pthread_join(tr->thread, NULL);
+        pthread_mutex_lock(&tr->lock);
+        tr->running = false;
+        pthread_mutex_unlock(&tr->lock);
+    }
+    int rc = ferry_tracker_fold_available(tr, err);
+    pthread_mutex_lock(&tr->lock);
+    if (tr->first_rc != FERRY_OK) {
+        rc = tr->first_rc;
+        if (err) *err = tr->first_err;
+        tr->first_rc = FERRY_OK;
+    }
+    pthread_mutex_unlock(&tr->lock);
+    return rc;
+}
+
+int ferry_tracker_wait(struct ferry_tracker *tr, int64_t seq, int timeout_ms,
+                       struct ferry_error *err)
+{
+    int64_t deadline = ferry_now_mono_us() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000;
+    for (;;) {
+        pthread_mutex_lock(&tr->lock);
+        bool running = tr->running;
+        pthread_mutex_unlock(&tr->lock);
+        /* Without the thread, the caller's wait does the folding itself. */
+        if (!running) {
+            int rc = ferry_tracker_fold_available(tr, err);
+            if (rc != FERRY_OK) return rc;
+        }
+        int64_t now = ferry_now_mono_us();
+        int64_t slice = running ? deadline - now : 20000;
+        if (slice > deadline - now) slice = deadline - now;
+        pthread_mutex_lock(&tr->lock);
+        if (tr->folded < seq && slice > 0) {
+            struct timespec ts = mono_after_us(slice);
+            while (tr->folded < seq)
+                if (pthread_cond_timedwait(&tr->cond, &tr->lock, &ts) == ETIMEDOUT) break;
+        }
+        int64_t folded = tr->folded;
+        pthread_mutex_unlock(&tr->lock);
+        if (folded >= seq) return FERRY_OK;
+        if (ferry_now_mono_us() >= deadline)
+            return ferry_error_set(err, FERRY_ETIMEOUT, "tracker",
+                                   "tracker: event %lld not folded within %d ms (folded up to"
+                                   " %lld)",
+                                   (long long)seq, timeout_ms, (long long)folded);
+    }
+}
+
+int64_t ferry_tracker_folded_seq(struct ferry_tracker *tr)
+{
+    return get_folded(tr);
+}
+
+void ferry_tracker_close(struct ferry_tracker *tr)
+{
+    if (tr == NULL) return;
+    pthread_mutex_lock(&tr->lock);
+    bool running = tr->running;
+    pthread_mutex_unlock(&tr->lock);
+    if (running) ferry_tracker_stop(tr, NULL);
+    ferry_store_close(tr->st);
+    pthread_cond_destroy(&tr->cond);
+    pthread_mutex_destroy(&tr->lock);
+    pthread_mutex_destroy(&tr->fold_lock);
+    ferry_free(tr);
+}

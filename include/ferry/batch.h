@@ -21,7 +21,8 @@
  * null. Builders zero the value slot of a null fixed-width row.
  *
  * Slices share buffers with their parent and carry an `offset` (in rows) that applies to
- * every column and to `ops`; ferry_batch_slice() is O(columns).
+ * every column and to `ops`; ferry_batch_slice() is O(columns) plus a popcount of each
+ * validity bitmap over the range, so that null counts stay exact.
  *
  * Ownership: a batch is refcounted; ferry_batch_unref() frees it at zero. A batch has one
  * owner at a time in the pipeline (a queue takes it on push, hands it over on pop); a

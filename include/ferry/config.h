@@ -24,8 +24,9 @@ struct ferry_cfg {
     enum ferry_cfg_kind kind;
     char *key;       /* key in the parent map, NULL for list items and the root */
     char *path;      /* "source.resources[0].table" ("" for the root) */
-    char *scalar;    /* SCALAR only */
-    bool quoted;     /* SCALAR written with quotes: never a null or a number */
+    char *scalar;    /* SCALAR: the text; NULL: the text as written ("", "~", "null") */
+    bool quoted;     /* SCALAR written with quotes: never a null ("null" is text); typed
+                      * accessors still read "42" as 42 so saved JSON requests reload */
     int line;        /* 1-based */
     int column;
     int n_children;

@@ -42,15 +42,24 @@ static const struct {
     const char *name;
     enum ferry_type type;
 } type_alias[] = {
-    {"boolean", FERRY_TYPE_BOOL},        {"tinyint", FERRY_TYPE_INT8},
-    {"smallint", FERRY_TYPE_INT16},      {"int", FERRY_TYPE_INT32},
-    {"integer", FERRY_TYPE_INT32},       {"bigint", FERRY_TYPE_INT64},
-    {"float", FERRY_TYPE_FLOAT32},       {"real", FERRY_TYPE_FLOAT32},
-    {"double", FERRY_TYPE_FLOAT64},      {"decimal", FERRY_TYPE_DECIMAL128},
-    {"numeric", FERRY_TYPE_DECIMAL_TEXT}, {"text", FERRY_TYPE_UTF8},
-    {"string", FERRY_TYPE_UTF8},         {"bytes", FERRY_TYPE_BINARY},
-    {"date", FERRY_TYPE_DATE32},         {"time", FERRY_TYPE_TIME64_US},
-    {"time64_us", FERRY_TYPE_TIME64_US}, {"timestamp_us", FERRY_TYPE_TIMESTAMP_US},
+    {"boolean", FERRY_TYPE_BOOL},
+    {"tinyint", FERRY_TYPE_INT8},
+    {"smallint", FERRY_TYPE_INT16},
+    {"int", FERRY_TYPE_INT32},
+    {"integer", FERRY_TYPE_INT32},
+    {"bigint", FERRY_TYPE_INT64},
+    {"float", FERRY_TYPE_FLOAT64}, /* as in PostgreSQL: float is double precision */
+    {"real", FERRY_TYPE_FLOAT32},
+    {"double", FERRY_TYPE_FLOAT64},
+    {"decimal", FERRY_TYPE_DECIMAL128},
+    {"numeric", FERRY_TYPE_DECIMAL_TEXT},
+    {"text", FERRY_TYPE_UTF8},
+    {"string", FERRY_TYPE_UTF8},
+    {"bytes", FERRY_TYPE_BINARY},
+    {"date", FERRY_TYPE_DATE32},
+    {"time", FERRY_TYPE_TIME64_US},
+    {"time64_us", FERRY_TYPE_TIME64_US},
+    {"timestamp_us", FERRY_TYPE_TIMESTAMP_US},
     {"timestamptz_us", FERRY_TYPE_TIMESTAMPTZ_US},
 };
 
@@ -106,7 +115,8 @@ struct ferry_batch *ferry_batch_new(struct ferry_schema *schema, const char *res
         ferry_free(b);
         return NULL;
     }
-    for (int i = 0; i < n; i++) b->columns[i].type = schema->fields[i].type;
+    for (int i = 0; i < n; i++)
+        b->columns[i].type = schema->fields[i].type;
     b->schema = ferry_schema_ref(schema);
     return b;
 }
@@ -161,7 +171,8 @@ static int64_t count_nulls(const uint8_t *validity, int64_t from, int64_t n)
 {
     if (validity == NULL || n <= 0) return 0;
     int64_t set = 0, i = from, end = from + n;
-    while (i < end && (i & 7)) set += bit_get(validity, i++);
+    while (i < end && (i & 7))
+        set += bit_get(validity, i++);
     while (end - i >= 64) {
         uint64_t w;
         memcpy(&w, validity + (i >> 3), 8);
@@ -172,7 +183,8 @@ static int64_t count_nulls(const uint8_t *validity, int64_t from, int64_t n)
         set += __builtin_popcount(validity[i >> 3]);
         i += 8;
     }
-    while (i < end) set += bit_get(validity, i++);
+    while (i < end)
+        set += bit_get(validity, i++);
     return n - set;
 }
 
@@ -198,8 +210,7 @@ static uint8_t *copy_bits(const uint8_t *src, int64_t from, int64_t n, size_t *c
 
 struct ferry_batch *ferry_batch_slice(struct ferry_batch *b, int64_t offset, int64_t length)
 {
-    if (b == NULL || offset < 0 || length < 0 || offset > b->length ||
-        length > b->length - offset)
+    if (b == NULL || offset < 0 || length < 0 || offset > b->length || length > b->length - offset)
         return NULL;
     struct ferry_batch *s = ferry_batch_new(b->schema, b->resource);
     if (s == NULL) return NULL;
@@ -243,7 +254,8 @@ static int copy_column(const struct ferry_batch *b, int col, struct ferry_column
         if (out->values == NULL) return FERRY_ENOMEM;
         /* Canonical: a null row's value bit is zero. */
         if (out->validity)
-            for (size_t i = 0; i < out->values_cap; i++) out->values[i] &= out->validity[i];
+            for (size_t i = 0; i < out->values_cap; i++)
+                out->values[i] &= out->validity[i];
         return FERRY_OK;
     }
     if (ferry_type_is_varwidth(c->type)) {
@@ -251,7 +263,8 @@ static int copy_column(const struct ferry_batch *b, int col, struct ferry_column
         if (out->offsets == NULL) return FERRY_ENOMEM;
         out->offsets_cap = sizeof(int32_t) * (size_t)(n + 1);
         int32_t base = c->offsets ? c->offsets[off] : 0;
-        for (int64_t i = 0; i <= n; i++) out->offsets[i] = c->offsets ? c->offsets[off + i] - base : 0;
+        for (int64_t i = 0; i <= n; i++)
+            out->offsets[i] = c->offsets ? c->offsets[off + i] - base : 0;
         size_t used = (size_t)out->offsets[n];
         out->data = ferry_malloc(used ? used : 1);
         if (out->data == NULL) return FERRY_ENOMEM;
@@ -298,7 +311,8 @@ fail:
 static inline uint64_t load_le64(const uint8_t *p)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 
@@ -314,18 +328,26 @@ int64_t ferry_col_int(const struct ferry_batch *b, int col, int64_t row)
     const struct ferry_column *c = &b->columns[col];
     int64_t i = row + b->offset;
     switch (c->type) {
-    case FERRY_TYPE_BOOL: return bit_get(c->values, i);
-    case FERRY_TYPE_INT8: return ((const int8_t *)c->values)[i];
-    case FERRY_TYPE_INT16: return ((const int16_t *)c->values)[i];
+    case FERRY_TYPE_BOOL:
+        return bit_get(c->values, i);
+    case FERRY_TYPE_INT8:
+        return ((const int8_t *)c->values)[i];
+    case FERRY_TYPE_INT16:
+        return ((const int16_t *)c->values)[i];
     case FERRY_TYPE_INT32:
-    case FERRY_TYPE_DATE32: return ((const int32_t *)c->values)[i];
+    case FERRY_TYPE_DATE32:
+        return ((const int32_t *)c->values)[i];
     case FERRY_TYPE_INT64:
     case FERRY_TYPE_TIME64_US:
     case FERRY_TYPE_TIMESTAMP_US:
-    case FERRY_TYPE_TIMESTAMPTZ_US: return ((const int64_t *)c->values)[i];
-    case FERRY_TYPE_FLOAT32: return (int64_t)((const float *)c->values)[i];
-    case FERRY_TYPE_FLOAT64: return (int64_t)((const double *)c->values)[i];
-    default: return 0;
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        return ((const int64_t *)c->values)[i];
+    case FERRY_TYPE_FLOAT32:
+        return (int64_t)((const float *)c->values)[i];
+    case FERRY_TYPE_FLOAT64:
+        return (int64_t)((const double *)c->values)[i];
+    default:
+        return 0;
     }
 }
 
@@ -334,9 +356,12 @@ double ferry_col_float(const struct ferry_batch *b, int col, int64_t row)
     const struct ferry_column *c = &b->columns[col];
     int64_t i = row + b->offset;
     switch (c->type) {
-    case FERRY_TYPE_FLOAT32: return ((const float *)c->values)[i];
-    case FERRY_TYPE_FLOAT64: return ((const double *)c->values)[i];
-    default: return (double)ferry_col_int(b, col, row);
+    case FERRY_TYPE_FLOAT32:
+        return ((const float *)c->values)[i];
+    case FERRY_TYPE_FLOAT64:
+        return ((const double *)c->values)[i];
+    default:
+        return (double)ferry_col_int(b, col, row);
     }
 }
 

@@ -40,17 +40,17 @@ __extension__ typedef unsigned __int128 u128;
 #define DEFAULT_ROWS 50000
 #define DEFAULT_BYTES (INT64_C(4) << 20)
 #define DEFAULT_MAX_VALUE (INT64_C(64) << 20)
-#define DATA_MAX ((size_t)INT32_MAX)     /* int32 offsets address at most this much */
-#define BUF_MAX ((size_t)1 << 31)        /* hard cap of any fixed-width buffer */
-#define FIRST_ROWS 256                   /* rows of the first batch before it grows */
-#define MIN_ROWS 64                      /* floor of a reused row capacity */
-#define MIN_DATA 256                     /* floor of a reused data capacity */
+#define DATA_MAX ((size_t)INT32_MAX) /* int32 offsets address at most this much */
+#define BUF_MAX ((size_t)1 << 31)    /* hard cap of any fixed-width buffer */
+#define FIRST_ROWS 256               /* rows of the first batch before it grows */
+#define MIN_ROWS 64                  /* floor of a reused row capacity */
+#define MIN_DATA 256                 /* floor of a reused data capacity */
 #define US_PER_DAY INT64_C(86400000000)
 
 struct bcol {
     enum ferry_type type;
-    int width;     /* bytes per value: fixed width only */
-    bool var;      /* offsets + data */
+    int width; /* bytes per value: fixed width only */
+    bool var;  /* offsets + data */
     bool nullable;
     const char *name;
     u128 dec_bound; /* decimal128: 10^precision, the first magnitude that does not fit */
@@ -73,21 +73,21 @@ struct next_bufs {
 struct ferry_row_writer {
     /* hot: the row being written */
     struct bcol *cols;
-    int cursor;      /* values appended to the current row */
-    int write_cols;  /* ncols while a row is open and has room, else 0 */
-    int64_t row;     /* complete rows in the batch being built */
+    int cursor;     /* values appended to the current row */
+    int write_cols; /* ncols while a row is open and has room, else 0 */
+    int64_t row;    /* complete rows in the batch being built */
     int64_t row_cap;
     uint8_t *ops;
     size_t ops_cap;
-    int64_t data_bytes;   /* var-width bytes in the batch */
+    int64_t data_bytes; /* var-width bytes in the batch */
     int64_t max_value;
     int ncols;
     bool in_row;
-    int n_validity;       /* columns of this batch with at least one null */
+    int n_validity; /* columns of this batch with at least one null */
 
     /* batch limits and size accounting */
     struct ferry_rw_limits limits;
-    int64_t row_bytes;    /* fixed bytes per row: widths + 4 per offset + 1 op */
+    int64_t row_bytes; /* fixed bytes per row: widths + 4 per offset + 1 op */
     int n_bool, n_var;
     atomic_int *tick, *stop;
 
@@ -113,8 +113,8 @@ struct ferry_row_writer {
 
 /* ---- errors (cold) ---- */
 
-__attribute__((cold, format(printf, 3, 4))) static void fail(struct ferry_row_writer *rw,
-                                                              int code, const char *fmt, ...)
+__attribute__((cold, format(printf, 3, 4))) static void fail(struct ferry_row_writer *rw, int code,
+                                                             const char *fmt, ...)
 {
     if (rw->code != FERRY_OK) return;
     rw->code = code;
@@ -149,8 +149,7 @@ __attribute__((cold)) static void reject_type(struct ferry_row_writer *rw, struc
          ferry_type_name(c->type), call, rw->total_rows + 1);
 }
 
-__attribute__((cold)) static void reject_int(struct ferry_row_writer *rw, struct bcol *c,
-                                             int64_t v)
+__attribute__((cold)) static void reject_int(struct ferry_row_writer *rw, struct bcol *c, int64_t v)
 {
     fail(rw, FERRY_EINVAL, "column %s (%s): value %" PRId64 " is out of range (row %" PRId64 ")",
          c->name, ferry_type_name(c->type), v, rw->total_rows + 1);
@@ -197,16 +196,15 @@ static bool grow_rows(struct ferry_row_writer *rw)
     if (cap > rw->limits.rows) cap = rw->limits.rows;
     if (cap <= rw->row) cap = rw->row + 1;
     if ((size_t)cap > BUF_MAX / 16) {
-        fail(rw, FERRY_ENOMEM, "a buffer of the batch would exceed 2 GiB at %" PRId64 " rows",
-             cap);
+        fail(rw, FERRY_ENOMEM, "a buffer of the batch would exceed 2 GiB at %" PRId64 " rows", cap);
         return false;
     }
     bool ok = reserve((void **)&rw->ops, &rw->ops_cap, (size_t)cap, -1);
     for (int j = 0; ok && j < rw->ncols; j++) {
         struct bcol *c = &rw->cols[j];
         if (c->var)
-            ok = reserve((void **)&c->offsets, &c->offsets_cap,
-                         sizeof(int32_t) * (size_t)(cap + 1), -1);
+            ok = reserve((void **)&c->offsets, &c->offsets_cap, sizeof(int32_t) * (size_t)(cap + 1),
+                         -1);
         else
             ok = reserve((void **)&c->values, &c->values_cap, values_bytes(c, cap), -1);
         if (ok && c->validity != NULL)
@@ -272,8 +270,9 @@ static void free_next(struct ferry_row_writer *rw)
 static int json_double(struct ferry_buf *b, double v, bool single)
 {
     if (isnan(v)) return ferry_buf_append(b, "\"NaN\"", 5);
-    if (isinf(v)) return v > 0 ? ferry_buf_append(b, "\"Infinity\"", 10)
-                               : ferry_buf_append(b, "\"-Infinity\"", 11);
+    if (isinf(v))
+        return v > 0 ? ferry_buf_append(b, "\"Infinity\"", 10)
+                     : ferry_buf_append(b, "\"-Infinity\"", 11);
     /* The shortest form that reads back as the same value. */
     char tmp[40];
     for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
@@ -294,8 +293,10 @@ static int json_key_value(struct ferry_row_writer *rw, const struct bcol *c, int
         bool v = (c->values[r >> 3] >> (r & 7)) & 1u;
         return v ? ferry_buf_append(b, "true", 4) : ferry_buf_append(b, "false", 5);
     }
-    case FERRY_TYPE_INT8: return ferry_buf_printf(b, "%d", ((const int8_t *)c->values)[r]);
-    case FERRY_TYPE_INT16: return ferry_buf_printf(b, "%d", ((const int16_t *)c->values)[r]);
+    case FERRY_TYPE_INT8:
+        return ferry_buf_printf(b, "%d", ((const int8_t *)c->values)[r]);
+    case FERRY_TYPE_INT16:
+        return ferry_buf_printf(b, "%d", ((const int16_t *)c->values)[r]);
     case FERRY_TYPE_INT32:
     case FERRY_TYPE_DATE32:
         return ferry_buf_printf(b, "%" PRId32, ((const int32_t *)c->values)[r]);
@@ -304,8 +305,10 @@ static int json_key_value(struct ferry_row_writer *rw, const struct bcol *c, int
     case FERRY_TYPE_TIMESTAMP_US:
     case FERRY_TYPE_TIMESTAMPTZ_US:
         return ferry_buf_printf(b, "%" PRId64, ((const int64_t *)c->values)[r]);
-    case FERRY_TYPE_FLOAT32: return json_double(b, ((const float *)c->values)[r], true);
-    case FERRY_TYPE_FLOAT64: return json_double(b, ((const double *)c->values)[r], false);
+    case FERRY_TYPE_FLOAT32:
+        return json_double(b, ((const float *)c->values)[r], true);
+    case FERRY_TYPE_FLOAT64:
+        return json_double(b, ((const double *)c->values)[r], false);
     case FERRY_TYPE_DECIMAL128: {
         struct ferry_decimal128 v;
         memcpy(&v.lo, c->values + r * 16, 8);
@@ -512,7 +515,8 @@ nomem:
 static u128 pow10_u128(int p)
 {
     u128 v = 1;
-    while (p-- > 0) v *= 10;
+    while (p-- > 0)
+        v *= 10;
     return v;
 }
 
@@ -806,8 +810,9 @@ void ferry_rw_float(struct ferry_row_writer *rw, double v)
         ((double *)c->values)[r] = v;
     } else if (c->type == FERRY_TYPE_FLOAT32) {
         if (UNLIKELY(isfinite(v) && fabs(v) > FLT_MAX)) {
-            fail(rw, FERRY_EINVAL, "column %s (float32): value %g is out of range (row %" PRId64 ")",
-                 c->name, v, rw->total_rows + 1);
+            fail(rw, FERRY_EINVAL,
+                 "column %s (float32): value %g is out of range (row %" PRId64 ")", c->name, v,
+                 rw->total_rows + 1);
             return;
         }
         ((float *)c->values)[r] = (float)v;
@@ -818,7 +823,8 @@ void ferry_rw_float(struct ferry_row_writer *rw, double v)
 
 static inline void store_le64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void put_dec128(struct ferry_row_writer *rw, struct bcol *c, uint64_t lo, int64_t hi)

@@ -113,6 +113,17 @@ static uint32_t put_bitmap(uint32_t crc, const uint8_t *bm, const uint8_t *mask,
     return crc;
 }
 
+static inline void zero_slot(uint8_t *p, int width)
+{
+    switch (width) { /* constant sizes: plain stores instead of a memset call */
+    case 1: memset(p, 0, 1); break;
+    case 2: memset(p, 0, 2); break;
+    case 4: memset(p, 0, 4); break;
+    case 8: memset(p, 0, 8); break;
+    default: memset(p, 0, 16); break;
+    }
+}
+
 /* n values of `width` bytes starting at row off, null slots as zeros. `validity` is NULL
  * when these rows hold no null. */
 static uint32_t put_values(uint32_t crc, const uint8_t *values, int width,
@@ -125,9 +136,16 @@ static uint32_t put_values(uint32_t crc, const uint8_t *values, int width,
     for (int64_t r = 0; r < n; r += rows_per_chunk) {
         int64_t k = n - r < rows_per_chunk ? n - r : rows_per_chunk;
         memcpy(buf, values + (off + r) * width, (size_t)(k * width));
-        for (int64_t x = 0; x < k; x++) {
-            int64_t i = off + r + x;
-            if (!(validity[i >> 3] & (1u << (i & 7)))) memset(buf + x * width, 0, (size_t)width);
+        /* Eight rows per validity window; only the null ones are touched. */
+        for (int64_t x = 0; x < k; x += 8) {
+            int64_t avail = k - x < 8 ? k - x : 8;
+            unsigned nulls = (uint8_t)~bits_at(validity, off + r + x, avail);
+            if (avail < 8) nulls &= (1u << avail) - 1;
+            while (nulls != 0) {
+                int j = __builtin_ctz(nulls);
+                zero_slot(buf + (x + j) * width, width);
+                nulls &= nulls - 1;
+            }
         }
         crc = ferry_crc32c_update(crc, buf, (size_t)(k * width));
     }

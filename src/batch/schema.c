@@ -32,8 +32,7 @@ int ferry_schema_add_field(struct ferry_schema *s, const char *name, enum ferry_
     if (ferry_schema_find(s, name) >= 0)
         return ferry_error_set(err, FERRY_EINVAL, "schema", "column %s appears twice", name);
     char *copy = ferry_strdup(name);
-    struct ferry_field *f =
-        ferry_realloc(s->fields, sizeof *s->fields * (size_t)(s->n_fields + 1));
+    struct ferry_field *f = ferry_realloc(s->fields, sizeof *s->fields * (size_t)(s->n_fields + 1));
     if (copy == NULL || f == NULL) {
         ferry_free(copy);
         if (f != NULL) s->fields = f;
@@ -65,8 +64,8 @@ int ferry_schema_finish(struct ferry_schema *s, struct ferry_error *err)
                                        f->name, f->precision);
             if (f->scale < -f->precision || f->scale > f->precision)
                 return ferry_error_set(err, FERRY_EINVAL, "schema",
-                                       "column %s: decimal128 scale %d is not in -%d..%d",
-                                       f->name, f->scale, f->precision, f->precision);
+                                       "column %s: decimal128 scale %d is not in -%d..%d", f->name,
+                                       f->scale, f->precision, f->precision);
         }
         if (f->key_pos < 0 || f->key_pos > s->n_fields)
             return ferry_error_set(err, FERRY_EINVAL, "schema",
@@ -78,7 +77,8 @@ int ferry_schema_finish(struct ferry_schema *s, struct ferry_error *err)
     if (n_key > 0) {
         key = ferry_malloc(sizeof *key * (size_t)n_key);
         if (key == NULL) return ferry_error_set(err, FERRY_ENOMEM, "schema", "out of memory");
-        for (int k = 0; k < n_key; k++) key[k] = -1;
+        for (int k = 0; k < n_key; k++)
+            key[k] = -1;
         for (int i = 0; i < s->n_fields; i++) {
             int p = s->fields[i].key_pos;
             if (p == 0) continue;
@@ -87,8 +87,8 @@ int ferry_schema_finish(struct ferry_schema *s, struct ferry_error *err)
                 ferry_free(key);
                 if (other)
                     return ferry_error_set(err, FERRY_EINVAL, "schema",
-                                           "columns %s and %s both claim key position %d",
-                                           other, s->fields[i].name, p);
+                                           "columns %s and %s both claim key position %d", other,
+                                           s->fields[i].name, p);
                 return ferry_error_set(err, FERRY_EINVAL, "schema",
                                        "column %s: key position %d but the key has %d columns",
                                        s->fields[i].name, p, n_key);
@@ -113,7 +113,8 @@ void ferry_schema_unref(struct ferry_schema *s)
     if (s == NULL) return;
     /* acq_rel: the last owner must see every write the other owners made before theirs. */
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
-    for (int i = 0; i < s->n_fields; i++) ferry_free(s->fields[i].name);
+    for (int i = 0; i < s->n_fields; i++)
+        ferry_free(s->fields[i].name);
     ferry_free(s->fields);
     ferry_free(s->key);
     ferry_free(s);

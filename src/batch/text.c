@@ -131,8 +131,10 @@ static int u128_digits(u128 u, char *d)
             x /= 10;
         } while (x != 0);
         if (c != nc - 1)
-            while (k < 19) tmp[k++] = '0';
-        while (k > 0) d[n++] = tmp[--k];
+            while (k < 19)
+                tmp[k++] = '0';
+        while (k > 0)
+            d[n++] = tmp[--k];
     }
     return n;
 }
@@ -164,7 +166,8 @@ int ferry_decimal128_to_text(struct ferry_decimal128 v, int scale, char *buf, si
         memcpy(p, d, (size_t)nd);
         p += nd;
         if (u != 0)
-            for (int i = 0; i < -scale; i++) *p++ = '0';
+            for (int i = 0; i < -scale; i++)
+                *p++ = '0';
     } else if (nd > scale) {
         memcpy(p, d, (size_t)(nd - scale));
         p += nd - scale;
@@ -174,7 +177,8 @@ int ferry_decimal128_to_text(struct ferry_decimal128 v, int scale, char *buf, si
     } else {
         *p++ = '0';
         *p++ = '.';
-        for (int i = 0; i < scale - nd; i++) *p++ = '0';
+        for (int i = 0; i < scale - nd; i++)
+            *p++ = '0';
         memcpy(p, d, (size_t)nd);
         p += nd;
     }
@@ -191,11 +195,13 @@ int ferry_decimal128_from_text(const char *s, size_t n, int precision, int scale
     bool neg = false;
     if (i < n && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     size_t int_start = i;
-    while (i < n && is_digit(s[i])) i++;
+    while (i < n && is_digit(s[i]))
+        i++;
     size_t int_end = i, frac_start = i, frac_end = i;
     if (i < n && s[i] == '.') {
         frac_start = ++i;
-        while (i < n && is_digit(s[i])) i++;
+        while (i < n && is_digit(s[i]))
+            i++;
         frac_end = i;
     }
     size_t n_int = int_end - int_start, n_frac = frac_end - frac_start;
@@ -217,9 +223,10 @@ int ferry_decimal128_from_text(const char *s, size_t n, int precision, int scale
     /* The digits of int||frac read as one integer D; value = D * 10^(exp - n_frac), and
      * the unscaled integer we store is value * 10^scale = D * 10^k. */
     size_t nd = n_int + n_frac;
-#define DIGIT(j) ((j) < n_int ? s[int_start + (j)] : s[frac_start + (j) - n_int])
+#define DIGIT(j) ((j) < n_int ? s[int_start + (j)] : s[frac_start + (j)-n_int])
     size_t first = 0;
-    while (first < nd && DIGIT(first) == '0') first++;
+    while (first < nd && DIGIT(first) == '0')
+        first++;
     int64_t k = exp - (int64_t)n_frac + scale;
     size_t last = nd; /* digits [first, last) make the unscaled integer before * 10^k */
     if (k < 0) {
@@ -238,8 +245,10 @@ int ferry_decimal128_from_text(const char *s, size_t n, int precision, int scale
     }
     if ((int64_t)(last - first) + k > precision) return FERRY_EINVAL;
     u128 u = 0;
-    for (size_t j = first; j < last; j++) u = u * 10 + (unsigned)(DIGIT(j) - '0');
-    for (int64_t z = 0; z < k; z++) u *= 10;
+    for (size_t j = first; j < last; j++)
+        u = u * 10 + (unsigned)(DIGIT(j) - '0');
+    for (int64_t z = 0; z < k; z++)
+        u *= 10;
 #undef DIGIT
     if (neg) u = -u;
     *out = dec_from_u128(u);
@@ -341,8 +350,7 @@ static bool parse_time(const char *s, size_t n, int64_t *us, size_t *used)
 {
     int h, mi, sec = 0;
     int64_t frac = 0;
-    if (n < 5 || s[2] != ':' || !read_digits(s, 2, &h) || !read_digits(s + 3, 2, &mi))
-        return false;
+    if (n < 5 || s[2] != ':' || !read_digits(s, 2, &h) || !read_digits(s + 3, 2, &mi)) return false;
     size_t i = 5;
     if (i < n && s[i] == ':') {
         if (n < i + 3 || !read_digits(s + i + 1, 2, &sec)) return false;
@@ -354,7 +362,8 @@ static bool parse_time(const char *s, size_t n, int64_t *us, size_t *used)
                 frac = frac * 10 + (s[i++] - '0');
             }
             if (i == f0) return false;
-            for (size_t k = i - f0; k < 6; k++) frac *= 10;
+            for (size_t k = i - f0; k < 6; k++)
+                frac *= 10;
         }
     }
     if (mi > 59 || sec > 60) return false;

@@ -17,7 +17,8 @@ void ferry_event_clear(struct ferry_event *ev)
 void ferry_events_free(struct ferry_event *evs, int n)
 {
     if (evs == NULL) return;
-    for (int i = 0; i < n; i++) ferry_free(evs[i].payload);
+    for (int i = 0; i < n; i++)
+        ferry_free(evs[i].payload);
     ferry_free(evs);
 }
 

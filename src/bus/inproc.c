@@ -14,6 +14,7 @@
 #include <time.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
+#include "ferry/failpoint.h"
 #include "store/store.h"
 
 #define POLL_US 200000 /* how soon another process's events are seen by a waiting fetch */
@@ -51,7 +52,9 @@ static int inproc_publish(struct ferry_bus *b, struct ferry_event *ev, struct fe
     ip->published++;
     pthread_cond_broadcast(&ip->cond);
     pthread_mutex_unlock(&ip->lock);
-    return FERRY_OK;
+    /* The event is stored: a crash here loses nothing, an error makes the caller retry
+     * (at-least-once). */
+    return ferry_failpoint_check("after_bus_publish", err);
 }
 
 static struct timespec mono_deadline(int64_t us)
@@ -60,9 +63,8 @@ static struct timespec mono_deadline(int64_t us)
     return ts;
 }
 
-static int inproc_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max,
-                        int timeout_ms, struct ferry_event **evs, int *n,
-                        struct ferry_error *err)
+static int inproc_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max, int timeout_ms,
+                        struct ferry_event **evs, int *n, struct ferry_error *err)
 {
     struct inproc *ip = ctx_of(b);
     *evs = NULL;
@@ -132,7 +134,8 @@ int ferry_bus_inproc_open(const char *state_path, struct ferry_bus **out, struct
 {
     *out = NULL;
     struct inproc *ip = ferry_calloc(1, sizeof *ip);
-    if (ip == NULL) return ferry_error_set(err, FERRY_ENOMEM, "bus", "in-process bus: out of memory");
+    if (ip == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "bus", "in-process bus: out of memory");
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -144,6 +147,7 @@ int ferry_bus_inproc_open(const char *state_path, struct ferry_bus **out, struct
     ip->bus.vt = &inproc_vtable;
     ip->bus.ctx = ip;
     int rc = ferry_store_open(state_path, &ip->pub, err);
+    if (rc == FERRY_OK) rc = ferry_store_set_sync_full(ip->pub, false, err);
     if (rc == FERRY_OK) rc = ferry_store_open(state_path, &ip->rd, err);
     if (rc != FERRY_OK) {
         inproc_close(&ip->bus);

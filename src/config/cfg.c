@@ -12,8 +12,10 @@
  *
  * Deliberately small YAML: one document, string keys, no anchors, aliases or tags
  * (other than !!str). A pipeline file is read by people; those features only make it
- * harder to see what a key holds. Scalars stay text; the accessor that reads a key
- * decides its type, so `rows: "50000"` (quoted: a string) is refused as an integer. */
+ * harder to see what a key holds. Scalars stay text and the accessor that reads a key
+ * decides its type. Quotes only decide null-ness (`"null"` is the word null): a quoted
+ * `"50000"` is still read as an integer, because the saved request (ferry_cfg_to_json,
+ * every scalar a JSON string) must load back to the same pipeline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -183,14 +185,13 @@ static int parse_scalar(struct parse *ps, yaml_event_t *ev, const char *key, con
     struct ferry_cfg *n =
         node_new(ps, is_null ? FERRY_CFG_NULL : FERRY_CFG_SCALAR, key, path, &ev->start_mark);
     if (n == NULL) return oom(ps);
-    if (!is_null) {
-        n->scalar = ferry_strndup((const char *)ev->data.scalar.value, ev->data.scalar.length);
-        if (n->scalar == NULL) {
-            ferry_cfg_free(n);
-            return oom(ps);
-        }
-        n->quoted = str_tag || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+    /* A null keeps its text too: `type: null` names the null sink, `type:` names nothing. */
+    n->scalar = ferry_strndup((const char *)ev->data.scalar.value, ev->data.scalar.length);
+    if (n->scalar == NULL) {
+        ferry_cfg_free(n);
+        return oom(ps);
     }
+    n->quoted = !is_null && (str_tag || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE);
     *out = n;
     return FERRY_OK;
 }
@@ -381,11 +382,10 @@ int ferry_cfg_parse_file(const char *path, struct ferry_cfg **out, struct ferry_
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        int e = errno;
-        return ferry_error_set(err, e == ENOENT ? FERRY_ENOTFOUND : FERRY_EIO, "config",
-                               "cannot open pipeline file %s: %s", path, strerror(e));
-    }
+    /* A pipeline file that cannot be opened is a usage error (exit 2), like a bad one. */
+    if (f == NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "config", "cannot open pipeline file %s: %s",
+                               path, strerror(errno));
     struct ferry_buf b;
     ferry_buf_init(&b, MAX_FILE_BYTES + 1);
     char chunk[8192];
@@ -475,8 +475,6 @@ static int expected(struct ferry_error *err, const struct ferry_cfg *n, const ch
 {
     char shown[VALUE_SHOWN_MAX * 4 + 16];
     show_value(n, shown, sizeof shown);
-    if (n->kind == FERRY_CFG_SCALAR && n->quoted)
-        return ferry_cfg_error(err, n, "expected %s, got the quoted string %s", what, shown);
     return ferry_cfg_error(err, n, "expected %s, got %s", what, shown);
 }
 
@@ -561,8 +559,8 @@ int ferry_cfg_int(struct ferry_cfg *map, const char *key, bool required, int64_t
     if (rc || n == NULL) return rc;
     int64_t v;
     bool overflow;
-    if (n->kind != FERRY_CFG_SCALAR || n->quoted || !parse_int64(n->scalar, &v, &overflow)) {
-        if (n->kind == FERRY_CFG_SCALAR && !n->quoted && overflow)
+    if (n->kind != FERRY_CFG_SCALAR || !parse_int64(n->scalar, &v, &overflow)) {
+        if (n->kind == FERRY_CFG_SCALAR && overflow)
             return expected(err, n, "an integer that fits in 64 bits");
         return expected(err, n, "an integer");
     }
@@ -583,7 +581,7 @@ int ferry_cfg_bool(struct ferry_cfg *map, const char *key, bool required, bool *
     struct ferry_cfg *n;
     int rc = lookup(map, key, required, &n, err);
     if (rc || n == NULL) return rc;
-    if (n->kind == FERRY_CFG_SCALAR && !n->quoted) {
+    if (n->kind == FERRY_CFG_SCALAR) {
         for (int i = 0; yes[i]; i++)
             if (!strcmp(n->scalar, yes[i])) return *out = true, FERRY_OK;
         for (int i = 0; no[i]; i++)
@@ -668,7 +666,6 @@ int ferry_cfg_size(struct ferry_cfg *map, const char *key, bool required, int64_
     struct ferry_cfg *n;
     int rc = lookup(map, key, required, &n, err);
     if (rc || n == NULL) return rc;
-    /* Quotes are fine here: "4MiB" is text either way. */
     if (n->kind != FERRY_CFG_SCALAR || !parse_size(n->scalar, out)) {
         if (n->kind == FERRY_CFG_SCALAR && n->scalar[0] == '-')
             return ferry_cfg_error(err, n, "a size cannot be negative");

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/core.h"
@@ -159,7 +160,15 @@ static int load_source_type(struct ferry_pipeline_spec *p, struct ferry_error *e
 static int load_sink_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
     const char *type = NULL;
-    int rc = ferry_cfg_str(p->sink, "type", true, &type, err);
+    struct ferry_cfg *node = ferry_cfg_get(p->sink, "type");
+    int rc = FERRY_OK;
+    /* Unquoted, `null` is YAML's null; here it can only mean the null sink. An empty
+     * `type:` or `~` still means nothing: silently discarding data would be the worst
+     * reading of a forgotten value. */
+    if (node && node->kind == FERRY_CFG_NULL && node->scalar && !strcasecmp(node->scalar, "null"))
+        type = "null";
+    else
+        rc = ferry_cfg_str(p->sink, "type", true, &type, err);
     if (rc) return rc;
     p->sink_type = ferry_strdup(type);
     if (p->sink_type == NULL) return oom(err);
@@ -401,16 +410,19 @@ static int json_key_str(struct ferry_buf *b, const char *key, const char *value,
     return rc ? rc : ferry_buf_json_string(b, value, strlen(value));
 }
 
-/* A connector section without its tuning keys and without the key the loader owns. */
+/* A connector section without its tuning keys and without the keys the loader owns
+ * (`type` is hashed once, normalised, beside the section: `type: null` and
+ * `type: "null"` are the same sink). */
 static int json_section(struct ferry_buf *b, const struct ferry_cfg *node,
                         const char *const *tuning, const char *owned)
 {
     size_t n = 0;
     while (tuning && tuning[n]) n++;
-    const char **skip = ferry_calloc(n + 2, sizeof *skip);
+    const char **skip = ferry_calloc(n + 3, sizeof *skip);
     if (skip == NULL) return FERRY_ENOMEM;
     for (size_t i = 0; i < n; i++) skip[i] = tuning[i];
     skip[n] = owned;
+    skip[n + 1] = "type";
     char *json = ferry_cfg_to_json(node, skip);
     ferry_free(skip);
     if (json == NULL) return FERRY_ENOMEM;

@@ -20,6 +20,7 @@
 #include "bus/bus.h"
 #include "control/tracker.h"
 #include "ferry/core.h"
+#include "ferry/failpoint.h"
 #include "store/store.h"
 
 #define GROUP_MAX 256
@@ -28,15 +29,16 @@
 
 struct ferry_tracker {
     struct ferry_store *st;
-    struct ferry_bus *bus;      /* NULL: read the store's event log directly */
-    pthread_mutex_t fold_lock;  /* one fold at a time: the store handle is single-threaded */
-    pthread_mutex_t lock;       /* guards the fields below */
-    pthread_cond_t cond;        /* folded moved, or stop was asked */
-    int64_t folded;             /* every event with seq <= folded is folded and marked */
+    struct ferry_bus *bus;     /* NULL: read the store's event log directly */
+    pthread_mutex_t fold_lock; /* one fold at a time: the store handle is single-threaded */
+    pthread_mutex_t lock;      /* guards the fields below */
+    pthread_cond_t cond;       /* folded moved, or stop was asked */
+    int64_t folded;            /* every event with seq <= folded is folded and marked */
     bool running, stop;
     pthread_t thread;
-    int first_rc;               /* first fold error the thread met */
+    int first_rc; /* first fold error the thread met */
     struct ferry_error first_err;
+    bool group_moves_checkpoints; /* the group being folded saves a checkpoint */
 };
 
 /* ---- payload helpers ---- */
@@ -89,22 +91,24 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
     json_t *pos = json_object_get(c->p, "position");
     if (rc != FERRY_OK || pos == NULL || json_is_null(pos)) return rc;
     if (ev->resource[0] == '\0') {
-        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (batch.written of run %lld) has a position"
-                  " but no resource; its checkpoint is not saved", (long long)ev->seq,
-                  (long long)ev->run_id);
+        ferry_log(FERRY_LOG_WARN,
+                  "tracker: event %lld (batch.written of run %lld) has a position"
+                  " but no resource; its checkpoint is not saved",
+                  (long long)ev->seq, (long long)ev->run_id);
         return FERRY_OK;
     }
+    c->tr->group_moves_checkpoints = true;
     char *text = dump_json(pos);
     if (text == NULL)
         return ferry_error_set(err, FERRY_ENOMEM, "tracker", "event %lld: out of memory",
                                (long long)ev->seq);
     int shard = (int)jint(c->p, "shard");
     if (json_is_true(json_object_get(c->p, "durable")))
-        rc = ferry_store_run_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard,
-                                             text, err);
+        rc = ferry_store_run_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard, text,
+                                             err);
     else
-        rc = ferry_store_pending_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource,
-                                                 shard, text, err);
+        rc = ferry_store_pending_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard,
+                                                 text, err);
     ferry_free(text);
     return rc;
 }
@@ -115,6 +119,7 @@ static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
     struct ferry_store *st = c->tr->st;
     struct ferry_resource_state *res = NULL;
     int nres = 0;
+    c->tr->group_moves_checkpoints = true;
     int rc = ferry_store_resource_list(st, c->run->id, &res, &nres, err);
     for (int i = 0; rc == FERRY_OK && i < nres; i++) {
         if (strcmp(res[i].mode, "incremental") != 0 && strcmp(res[i].mode, "cdc") != 0) continue;
@@ -124,8 +129,7 @@ static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
         rc = ferry_store_run_checkpoints(st, c->run->id, res[i].resource, &cps, &ncp, err);
         for (int k = 0; rc == FERRY_OK && k < ncp; k++)
             rc = ferry_store_route_checkpoint_save(st, c->run->pipeline, c->run->version, route,
-                                                   cps[k].shard, cps[k].position, c->run->id,
-                                                   err);
+                                                   cps[k].shard, cps[k].position, c->run->id, err);
         ferry_checkpoints_free(cps, ncp);
     }
     ferry_free(res);
@@ -162,8 +166,10 @@ static int fold_resource(struct fold_ctx *c, const char *type, struct ferry_erro
 {
     const struct ferry_event *ev = c->ev;
     if (ev->resource[0] == '\0') {
-        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s of run %lld) names no resource;"
-                  " skipped", (long long)ev->seq, type, (long long)ev->run_id);
+        ferry_log(FERRY_LOG_WARN,
+                  "tracker: event %lld (%s of run %lld) names no resource;"
+                  " skipped",
+                  (long long)ev->seq, type, (long long)ev->run_id);
         return FERRY_OK;
     }
     if (strcmp(type, FERRY_EV_RESOURCE_STARTED) == 0) {
@@ -200,14 +206,16 @@ static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
     if (strcmp(t, FERRY_EV_BATCH_WRITTEN) == 0) return fold_batch_written(c, err);
     if (strcmp(t, FERRY_EV_BATCH_VERIFIED) == 0) return fold_counter(c, false, err);
     if (strcmp(t, FERRY_EV_BATCH_DIVERGENCE) == 0) return fold_counter(c, true, err);
-    if (strcmp(t, FERRY_EV_SINK_COMMITTED) == 0)
+    if (strcmp(t, FERRY_EV_SINK_COMMITTED) == 0) {
+        c->tr->group_moves_checkpoints = true;
         return ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+    }
     if (strcmp(t, FERRY_EV_RUN_HEARTBEAT) == 0)
         return ferry_store_run_heartbeat(c->tr->st, c->ev->run_id, c->ev->attempt, err);
     if (strcmp(t, FERRY_EV_RUN_STARTED) == 0)
-        return ferry_run_state_is_final(c->run->state) ? FERRY_OK
-                                                       : set_run_state(c, FERRY_RUN_RUNNING,
-                                                                       NULL, err);
+        return ferry_run_state_is_final(c->run->state)
+                   ? FERRY_OK
+                   : set_run_state(c, FERRY_RUN_RUNNING, NULL, err);
     if (strcmp(t, FERRY_EV_RESOURCE_STARTED) == 0 || strcmp(t, FERRY_EV_RESOURCE_COMPLETED) == 0 ||
         strcmp(t, FERRY_EV_RESOURCE_FAILED) == 0)
         return fold_resource(c, t, err);
@@ -220,15 +228,16 @@ static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
 /* Folds one event inside the group transaction. Bad input (unknown run, payload that is
  * not an object, stale attempt) is skipped, so one poisoned event cannot stop the tracker;
  * a store error aborts the group, which is retried. */
-static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev,
-                    struct ferry_error *err)
+static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev, struct ferry_error *err)
 {
     if (ev->run_id == 0) return FERRY_OK;
     json_error_t je;
     json_t *p = json_loads(ev->payload ? ev->payload : "{}", 0, &je);
     if (!json_is_object(p)) {
-        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s of run %lld): payload is not a JSON"
-                  " object; skipped", (long long)ev->seq, ev->type, (long long)ev->run_id);
+        ferry_log(FERRY_LOG_WARN,
+                  "tracker: event %lld (%s of run %lld): payload is not a JSON"
+                  " object; skipped",
+                  (long long)ev->seq, ev->type, (long long)ev->run_id);
         json_decref(p);
         return FERRY_OK;
     }
@@ -236,16 +245,18 @@ static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev,
     struct ferry_error gerr;
     int rc = ferry_store_run_get(tr->st, ev->run_id, &run, &gerr);
     if (rc == FERRY_ENOTFOUND) {
-        ferry_log(FERRY_LOG_WARN, "tracker: event %lld (%s) is about run %lld, which the state"
-                  " store does not know; skipped", (long long)ev->seq, ev->type,
-                  (long long)ev->run_id);
+        ferry_log(FERRY_LOG_WARN,
+                  "tracker: event %lld (%s) is about run %lld, which the state"
+                  " store does not know; skipped",
+                  (long long)ev->seq, ev->type, (long long)ev->run_id);
         rc = FERRY_OK;
     } else if (rc != FERRY_OK) {
         if (err) *err = gerr;
     } else if (ev->attempt != run.attempt) {
-        ferry_log(FERRY_LOG_DEBUG, "tracker: event %lld (%s of run %lld) is from attempt %d, the"
-                  " current attempt is %d; ignored (fenced)", (long long)ev->seq, ev->type,
-                  (long long)ev->run_id, ev->attempt, run.attempt);
+        ferry_log(FERRY_LOG_DEBUG,
+                  "tracker: event %lld (%s of run %lld) is from attempt %d, the"
+                  " current attempt is %d; ignored (fenced)",
+                  (long long)ev->seq, ev->type, (long long)ev->run_id, ev->attempt, run.attempt);
     } else {
         struct fold_ctx c = {.tr = tr, .ev = ev, .run = &run, .p = p};
         rc = apply_rule(&c, err);
@@ -285,6 +296,7 @@ static int fold_group(struct ferry_tracker *tr, const struct ferry_event *evs, i
     int rc = ferry_store_begin(tr->st, err);
     if (rc != FERRY_OK) return rc;
     int64_t mark = 0;
+    tr->group_moves_checkpoints = false;
     rc = ferry_store_mark_get(tr->st, CONSUMER, &mark, err);
     int64_t start = mark;
     for (int i = 0; rc == FERRY_OK && i < n; i++) {
@@ -293,10 +305,15 @@ static int fold_group(struct ferry_tracker *tr, const struct ferry_event *evs, i
         if (rc == FERRY_OK) mark = evs[i].seq;
     }
     if (rc == FERRY_OK && mark > start) rc = ferry_store_mark_set(tr->st, CONSUMER, mark, err);
-    if (rc == FERRY_OK) rc = ferry_store_commit(tr->st, err);
-    else ferry_store_rollback(tr->st);
-    if (rc == FERRY_OK) set_folded(tr, mark);
-    return rc;
+    bool saving = tr->group_moves_checkpoints;
+    if (rc == FERRY_OK && saving) rc = ferry_failpoint_check("before_checkpoint_save", err);
+    if (rc == FERRY_OK)
+        rc = ferry_store_commit(tr->st, err);
+    else
+        ferry_store_rollback(tr->st);
+    if (rc != FERRY_OK) return rc;
+    set_folded(tr, mark);
+    return saving ? ferry_failpoint_check("after_checkpoint_save", err) : FERRY_OK;
 }
 
 int ferry__tracker_fold_events(struct ferry_tracker *tr, const struct ferry_event *evs, int n,
@@ -426,8 +443,10 @@ int ferry_tracker_start(struct ferry_tracker *tr, struct ferry_error *err)
     if (already) return FERRY_OK;
     int e = pthread_create(&tr->thread, NULL, tracker_main, tr);
     if (e != 0)
-        return ferry_error_set(err, FERRY_ENOMEM, "tracker", "tracker: cannot start its thread:"
-                               " %s", strerror(e));
+        return ferry_error_set(err, FERRY_ENOMEM, "tracker",
+                               "tracker: cannot start its thread:"
+                               " %s",
+                               strerror(e));
     pthread_mutex_lock(&tr->lock);
     tr->running = true;
     pthread_mutex_unlock(&tr->lock);

@@ -121,18 +121,28 @@ static void *transform_main(void *arg)
     return NULL;
 }
 
-/* Flips one bit of the batch's payload (failpoint bitflip): the sink must notice. */
+/* Flips one bit of a non-null value of the batch (failpoint bitflip): the sink must
+ * notice. A flip in a null slot would be invisible by design, so nulls are skipped; a batch
+ * of nulls only gets an operation byte flipped. */
 static void flip_one_bit(struct ferry_batch *b)
 {
-    for (int c = 0; c < b->schema->n_fields && b->length > 0; c++) {
+    for (int c = 0; c < b->schema->n_fields; c++) {
         struct ferry_column *col = &b->columns[c];
-        if (col->values && col->type != FERRY_TYPE_BOOL) {
-            col->values[(size_t)b->offset * (size_t)ferry_type_width(col->type)] ^= 0x01;
-            return;
-        }
-        if (col->data && col->offsets && col->offsets[b->offset + b->length] > col->offsets[b->offset]) {
-            col->data[col->offsets[b->offset]] ^= 0x01;
-            return;
+        for (int64_t r = 0; r < b->length; r++) {
+            if (ferry_col_is_null(b, c, r)) continue;
+            int64_t i = b->offset + r;
+            if (col->type == FERRY_TYPE_BOOL) {
+                col->values[i >> 3] ^= (uint8_t)(1u << (i & 7));
+                return;
+            }
+            if (col->values) {
+                col->values[(size_t)i * (size_t)ferry_type_width(col->type)] ^= 0x01;
+                return;
+            }
+            if (col->offsets && col->offsets[i + 1] > col->offsets[i]) {
+                col->data[col->offsets[i]] ^= 0x01;
+                return;
+            }
         }
     }
     if (b->length > 0) b->ops[b->offset] ^= 0x01;

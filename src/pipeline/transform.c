@@ -276,12 +276,12 @@ static struct ferry_batch *project(const struct step *st, struct ferry_batch *in
     out->seq = in->seq;
     out->shard = in->shard;
     out->bytes = in->bytes;
+    out->parent = ferry_batch_ref(in); /* `in` owns the buffers */
     if (in->position && ferry_batch_set_position(out, in->position) != FERRY_OK) {
-        out->parent = NULL;
         ferry_batch_unref(out);
         return NULL;
     }
-    out->parent = in; /* takes over the caller's reference: `in` owns the buffers */
+    ferry_batch_unref(in); /* the caller's reference moved to out->parent */
     return out;
 }
 

@@ -141,7 +141,8 @@ static void *control_main(void *arg)
     struct run *r = arg;
     struct ferry_store *st = NULL;
     struct ferry_error e;
-    if (ferry_store_open(r->o->state_path, &st, &e) != FERRY_OK)
+    if (ferry_store_open(r->o->state_path, &st, &e) != FERRY_OK ||
+        ferry_store_set_sync_full(st, false, &e) != FERRY_OK)
         ferry_log(FERRY_LOG_WARN, "control thread: %s", e.message);
     int64_t last_tick = ferry_now_mono_us(), last_beat = 0, last_event = 0, last_poll = 0;
     int64_t last_progress = 0;
@@ -229,9 +230,19 @@ static int pick_run(struct run *r, struct ferry_error *err)
         r->resumed = true;
         return FERRY_OK;
     }
-    bool found = false;
-    rc = ferry_store_run_find_unfinished(r->st, p->name, p->version, &r->info, &found, err);
+    /* The newest run of this pipeline is continued when it has the same version and did not
+     * finish: interrupted (its process is gone), paused, or failed. */
+    struct ferry_run_info *newest = NULL;
+    int n = 0;
+    rc = ferry_store_run_list(r->st, p->name, 1, &newest, &n, err);
     if (rc != FERRY_OK) return rc;
+    bool found = n == 1 && !strcmp(newest[0].version, p->version) &&
+                 newest[0].state != FERRY_RUN_COMPLETED && newest[0].state != FERRY_RUN_CANCELED;
+    if (found) {
+        r->info = newest[0];
+        memset(&newest[0], 0, sizeof newest[0]);
+    }
+    ferry_run_infos_free(newest, n);
     if (found && r->info.state == FERRY_RUN_RUNNING && pid_alive(r->info.pid))
         return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                "pipeline %s already has run %" PRId64 " in progress (pid %d); "
@@ -243,11 +254,14 @@ static int pick_run(struct run *r, struct ferry_error *err)
         return FERRY_OK;
     }
     if (found) {
-        /* --fresh: the unfinished run is closed as failed so it is never resumed. */
-        rc = ferry_store_run_set_state(r->st, r->info.id, r->info.attempt, FERRY_RUN_FAILED,
-                                       "superseded by a --fresh run", err);
-        if (rc != FERRY_OK) return rc;
+        /* --fresh: an unfinished run is closed so it is never resumed. */
+        if (!ferry_run_state_is_final(r->info.state)) {
+            rc = ferry_store_run_set_state(r->st, r->info.id, r->info.attempt, FERRY_RUN_FAILED,
+                                           "superseded by a --fresh run", err);
+            if (rc != FERRY_OK) return rc;
+        }
         ferry_run_info_clear(&r->info);
+        memset(&r->info, 0, sizeof r->info);
     }
     rc = ferry_store_run_create(r->st, p->name, p->version, p->request_json, &r->run_id, err);
     if (rc != FERRY_OK) return rc;
@@ -618,6 +632,9 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     if (rc != FERRY_OK) goto out;
     rc = ferry_store_run_begin_attempt(r.st, r.run_id, (int)getpid(), &r.attempt, err);
     if (rc != FERRY_OK) goto out;
+    res->run_id = r.run_id;
+    res->attempt = r.attempt;
+    res->resumed = r.resumed;
 
     rc = plan_resources(&r, err);
     if (rc == FERRY_OK && o->out && !o->quiet) {
@@ -683,7 +700,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         res->state = "paused";
         ferry_error_set(err, FERRY_EPAUSED, "runner",
                         "run %" PRId64 " paused after draining; resume it with `ferry resume %"
-                        PRId64 " FILE` or by running the same file again", r.run_id, r.run_id);
+                        PRId64 "` or by running the same file again", r.run_id, r.run_id);
     } else if (rc == FERRY_ECANCELED) {
         emit(&r, NULL, FERRY_EV_RUN_CANCELED, "{}", &seq, &fe);
         res->state = "canceled";

@@ -15,13 +15,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ferry/core.h"
+#include "ferry/failpoint.h"
 #include "store/store.h"
 
 #define BUSY_TIMEOUT_MS 10000
@@ -135,18 +138,17 @@ enum stmt_id {
     S_MAX
 };
 
-#define RUN_COLUMNS                                                                          \
-    "\"id\", \"pipeline\", \"version\", \"state\", \"attempt\", \"pid\", \"created_us\", "   \
-    "\"started_us\", \"ended_us\", \"heartbeat_us\", \"rows\", \"bytes\", \"batches\", "     \
+#define RUN_COLUMNS                                                                                \
+    "\"id\", \"pipeline\", \"version\", \"state\", \"attempt\", \"pid\", \"created_us\", "         \
+    "\"started_us\", \"ended_us\", \"heartbeat_us\", \"rows\", \"bytes\", \"batches\", "           \
     "\"verified\", \"diverged\", \"error\", \"request\""
 #define CP_COLUMNS "\"shard\", \"run_id\", \"position\", \"updated_us\""
-#define EVENT_COLUMNS                                                                        \
+#define EVENT_COLUMNS                                                                              \
     "\"seq\", \"time_us\", \"run_id\", \"attempt\", \"resource\", \"type\", \"payload\""
 
 static const char *const stmt_sql[S_MAX] = {
-    [S_PIPELINE_PUT] =
-        "INSERT INTO \"pipelines\" (\"name\", \"version\", \"spec\", \"created_us\")"
-        " VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+    [S_PIPELINE_PUT] = "INSERT INTO \"pipelines\" (\"name\", \"version\", \"spec\", \"created_us\")"
+                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     [S_RUN_CREATE] = "INSERT INTO \"runs\" (\"pipeline\", \"version\", \"state\", \"created_us\","
                      " \"request\") VALUES (?1, ?2, 'requested', ?3, ?4)",
     [S_RUN_GET] = "SELECT " RUN_COLUMNS " FROM \"runs\" WHERE \"id\" = ?1",
@@ -166,10 +168,9 @@ static const char *const stmt_sql[S_MAX] = {
         "UPDATE \"runs\" SET \"state\" = ?2, \"error\" = coalesce(?3, \"error\"),"
         " \"ended_us\" = CASE WHEN ?4 THEN ?5 ELSE \"ended_us\" END WHERE \"id\" = ?1",
     [S_RUN_HEARTBEAT] = "UPDATE \"runs\" SET \"heartbeat_us\" = ?2 WHERE \"id\" = ?1",
-    [S_RUN_ADD_COUNTS] =
-        "UPDATE \"runs\" SET \"rows\" = \"rows\" + ?2, \"bytes\" = \"bytes\" + ?3,"
-        " \"batches\" = \"batches\" + ?4, \"verified\" = \"verified\" + ?5,"
-        " \"diverged\" = \"diverged\" + ?6 WHERE \"id\" = ?1",
+    [S_RUN_ADD_COUNTS] = "UPDATE \"runs\" SET \"rows\" = \"rows\" + ?2, \"bytes\" = \"bytes\" + ?3,"
+                         " \"batches\" = \"batches\" + ?4, \"verified\" = \"verified\" + ?5,"
+                         " \"diverged\" = \"diverged\" + ?6 WHERE \"id\" = ?1",
     [S_RUN_REQUEST] = "UPDATE \"runs\" SET \"signal\" = ?2 WHERE \"id\" = ?1",
     [S_RUN_REQUESTED] = "SELECT \"signal\" FROM \"runs\" WHERE \"id\" = ?1",
     [S_RES_UPSERT] =
@@ -254,9 +255,10 @@ static const char *const stmt_sql[S_MAX] = {
                          " \"seq\" > ?1 ORDER BY \"seq\" LIMIT ?2",
     [S_EVENT_LAST] = "SELECT coalesce(max(\"seq\"), 0) FROM \"events\"",
     [S_MARK_GET] = "SELECT \"seq\" FROM \"marks\" WHERE \"consumer\" = ?1",
-    [S_MARK_SET] = "INSERT INTO \"marks\" (\"consumer\", \"seq\", \"updated_us\") VALUES (?1, ?2, ?3)"
-                   " ON CONFLICT (\"consumer\") DO UPDATE SET \"seq\" = excluded.\"seq\","
-                   " \"updated_us\" = excluded.\"updated_us\"",
+    [S_MARK_SET] =
+        "INSERT INTO \"marks\" (\"consumer\", \"seq\", \"updated_us\") VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (\"consumer\") DO UPDATE SET \"seq\" = excluded.\"seq\","
+        " \"updated_us\" = excluded.\"updated_us\"",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
@@ -270,6 +272,7 @@ struct ferry_store {
     char *path;
     int schema_version;
     bool in_tx; /* inside ferry_store_begin .. commit/rollback */
+    char *lock_key; /* canonical path, counted in open_paths (malloc'd) */
     sqlite3_stmt *stmts[S_MAX];
 };
 
@@ -279,16 +282,23 @@ static int code_for_sqlite(sqlite3 *db, int rc)
 {
     int sys = db ? sqlite3_system_errno(db) : 0;
     switch (rc & 0xff) {
-    case SQLITE_FULL: return FERRY_ENOSPC;
-    case SQLITE_NOMEM: return FERRY_ENOMEM;
-    case SQLITE_IOERR: return sys == ENOSPC ? FERRY_ENOSPC : FERRY_EIO;
+    case SQLITE_FULL:
+        return FERRY_ENOSPC;
+    case SQLITE_NOMEM:
+        return FERRY_ENOMEM;
+    case SQLITE_IOERR:
+        return sys == ENOSPC ? FERRY_ENOSPC : FERRY_EIO;
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
-    case SQLITE_PERM: return FERRY_EIO;
+    case SQLITE_PERM:
+        return FERRY_EIO;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return FERRY_ETIMEOUT;
-    case SQLITE_CONSTRAINT: return FERRY_ECONFLICT;
-    default: return FERRY_ESTORE;
+    case SQLITE_LOCKED:
+        return FERRY_ETIMEOUT;
+    case SQLITE_CONSTRAINT:
+        return FERRY_ECONFLICT;
+    default:
+        return FERRY_ESTORE;
     }
 }
 
@@ -343,8 +353,7 @@ static sqlite3_stmt *stmt(struct ferry_store *st, enum stmt_id id, struct ferry_
 {
     sqlite3_stmt *s = st->stmts[id];
     if (s == NULL) {
-        int rc = sqlite3_prepare_v3(st->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s,
-                                    NULL);
+        int rc = sqlite3_prepare_v3(st->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL);
         if (rc != SQLITE_OK) {
             sqlfail(st, rc, "preparing a statement", err);
             return NULL;
@@ -358,8 +367,10 @@ static sqlite3_stmt *stmt(struct ferry_store *st, enum stmt_id id, struct ferry_
 
 static void bind_text(sqlite3_stmt *s, int i, const char *v)
 {
-    if (v == NULL) sqlite3_bind_null(s, i);
-    else sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    if (v == NULL)
+        sqlite3_bind_null(s, i);
+    else
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
 }
 
 /* Steps a statement that returns no row we need; resets it. */
@@ -386,8 +397,8 @@ static const char *col_text(sqlite3_stmt *s, int i)
     return t ? (const char *)t : "";
 }
 
-static int check_json(struct ferry_store *st, const char *text, const char *what,
-                      bool object_only, struct ferry_error *err)
+static int check_json(struct ferry_store *st, const char *text, const char *what, bool object_only,
+                      struct ferry_error *err)
 {
     if (text == NULL) return fail(st, FERRY_EINVAL, err, "%s: missing JSON", what);
     json_error_t je;
@@ -438,7 +449,8 @@ int ferry_store_begin(struct ferry_store *st, struct ferry_error *err)
 int ferry_store_commit(struct ferry_store *st, struct ferry_error *err)
 {
     if (!st->in_tx) return fail(st, FERRY_EINVAL, err, "commit without a transaction");
-    int rc = exec_id(st, S_COMMIT, "committing", err);
+    int rc = ferry_failpoint_check("before_store_commit", err);
+    if (rc == FERRY_OK) rc = exec_id(st, S_COMMIT, "committing", err);
     if (rc != FERRY_OK && !sqlite3_get_autocommit(st->db))
         exec_id(st, S_ROLLBACK, "rolling back", NULL);
     st->in_tx = false;
@@ -474,8 +486,8 @@ static int mkdir_parents(const char *path, struct ferry_error *err)
             goto out;
         }
         if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            rc = ferry_error_set(err, FERRY_EIO, "store",
-                                 "state %s: %s exists and is not a folder", path, dir);
+            rc = ferry_error_set(err, FERRY_EIO, "store", "state %s: %s exists and is not a folder",
+                                 path, dir);
             goto out;
         }
         if (end) break;
@@ -495,18 +507,81 @@ static uint32_t be32(const unsigned char *p)
  * of saving a checkpoint. Checking the header's page count against the file size at open
  * gives a clear error instead. When a WAL file is present the pages may live there, so the
  * size check is left to SQLite. */
+/* Paths this process has open. POSIX advisory locks belong to the process: closing ANY
+ * descriptor of a database file drops every lock SQLite holds on it through other
+ * connections, after which another process may believe it is the last user and delete the
+ * WAL under us. So the raw header check below runs only while no connection of this process
+ * has the file open. */
+static pthread_mutex_t open_paths_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct open_path {
+    char *path;
+    int count;
+    struct open_path *next;
+} *open_paths;
+
+/* Registers one more handle on path; returns true when it is the first. */
+static bool open_path_acquire(const char *path)
+{
+    pthread_mutex_lock(&open_paths_lock);
+    struct open_path *p = open_paths;
+    while (p && strcmp(p->path, path) != 0) p = p->next;
+    bool first = p == NULL;
+    if (p == NULL && (p = calloc(1, sizeof *p)) != NULL && (p->path = strdup(path)) != NULL) {
+        p->next = open_paths;
+        open_paths = p;
+    }
+    if (p) p->count++;
+    pthread_mutex_unlock(&open_paths_lock);
+    return first;
+}
+
+static void open_path_release(const char *path)
+{
+    pthread_mutex_lock(&open_paths_lock);
+    for (struct open_path **pp = &open_paths; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->path, path) != 0) continue;
+        if (--(*pp)->count == 0) {
+            struct open_path *dead = *pp;
+            *pp = dead->next;
+            free(dead->path);
+            free(dead);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&open_paths_lock);
+}
+
+/* realpath of the folder + the file name: the same key before and after the file exists. */
+static char *canonical_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    char *real = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (real == NULL) return strdup(path);
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(real) + strlen(base) + 2;
+    char *key = malloc(n);
+    if (key) snprintf(key, n, "%s/%s", real, base);
+    free(real);
+    return key;
+}
+
 static int check_header(const char *path, struct ferry_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return FERRY_OK; /* missing: created; unreadable: SQLite says why */
     struct stat sb;
+    memset(&sb, 0, sizeof sb);
     unsigned char h[100];
     ssize_t got = 0;
     bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
     if (regular) got = read(fd, h, sizeof h);
     close(fd);
     if (!regular)
-        return ferry_error_set(err, FERRY_EIO, "store", "state %s: not a regular file", path);
+        return ferry_error_set(err, FERRY_EIO, "store", "state %s: %s", path,
+                               S_ISDIR(sb.st_mode) ? "is a folder, not a state file"
+                                                   : "not a regular file");
     if (sb.st_size == 0) return FERRY_OK;
     static const char magic[16] = "SQLite format 3";
     if (got < 16 || memcmp(h, magic, 16) != 0)
@@ -595,8 +670,8 @@ static int migrate_step(struct ferry_store *st, bool *done, struct ferry_error *
                       " \"applied_at\" INTEGER NOT NULL)",
                       "creating schema_migrations", err);
     if (rc == FERRY_OK)
-        rc = query_int(st, "SELECT coalesce(max(\"version\"), 0) FROM \"schema_migrations\"",
-                       &cur, "reading schema_migrations", err);
+        rc = query_int(st, "SELECT coalesce(max(\"version\"), 0) FROM \"schema_migrations\"", &cur,
+                       "reading schema_migrations", err);
     if (rc == FERRY_OK && cur > SCHEMA_VERSION)
         rc = fail(st, FERRY_EUNSUPPORTED, err,
                   "schema version %lld is newer than this ferry knows (%d); upgrade ferry or"
@@ -675,14 +750,20 @@ int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_err
     int rc = st->path[0] ? FERRY_OK
                          : ferry_error_set(err, FERRY_EINVAL, "store", "state store: empty path");
     if (rc == FERRY_OK) rc = mkdir_parents(st->path, err);
-    if (rc == FERRY_OK) rc = check_header(st->path, err);
+    if (rc == FERRY_OK) {
+        /* One key per file, however the path is spelled. */
+        st->lock_key = canonical_path(st->path);
+        if (st->lock_key == NULL) rc = ferry_error_set(err, FERRY_ENOMEM, "store", "out of memory");
+    }
+    if (rc == FERRY_OK && open_path_acquire(st->lock_key)) rc = check_header(st->path, err);
     if (rc == FERRY_OK) {
         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
         int src = sqlite3_open_v2(st->path, &st->db, flags, NULL);
         if (src != SQLITE_OK) rc = sqlfail(st, src, "opening the state file", err);
     }
     if (rc == FERRY_OK) rc = set_pragmas(st, err);
-    for (bool done = false; rc == FERRY_OK && !done;) rc = migrate_step(st, &done, err);
+    for (bool done = false; rc == FERRY_OK && !done;)
+        rc = migrate_step(st, &done, err);
     if (rc != FERRY_OK) {
         ferry_store_close(st);
         return rc;
@@ -694,10 +775,15 @@ int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_err
 void ferry_store_close(struct ferry_store *st)
 {
     if (st == NULL) return;
-    for (int i = 0; i < S_MAX; i++) sqlite3_finalize(st->stmts[i]);
+    for (int i = 0; i < S_MAX; i++)
+        sqlite3_finalize(st->stmts[i]);
     if (st->db) {
         if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close_v2(st->db);
+    }
+    if (st->lock_key) {
+        open_path_release(st->lock_key);
+        free(st->lock_key);
     }
     ferry_free(st->path);
     ferry_free(st);
@@ -797,8 +883,8 @@ int ferry_store_run_create(struct ferry_store *st, const char *pipeline, const c
 }
 
 /* Steps a statement selecting RUN_COLUMNS for at most one row. */
-static int one_run(struct ferry_store *st, sqlite3_stmt *s, struct ferry_run_info *out,
-                   bool *found, const char *what, struct ferry_error *err)
+static int one_run(struct ferry_store *st, sqlite3_stmt *s, struct ferry_run_info *out, bool *found,
+                   const char *what, struct ferry_error *err)
 {
     int rc = sqlite3_step(s);
     int ret = FERRY_OK;
@@ -864,8 +950,8 @@ int ferry_store_run_list(struct ferry_store *st, const char *pipeline, int limit
 }
 
 int ferry_store_run_find_unfinished(struct ferry_store *st, const char *pipeline,
-                                    const char *version, struct ferry_run_info *out,
-                                    bool *found, struct ferry_error *err)
+                                    const char *version, struct ferry_run_info *out, bool *found,
+                                    struct ferry_error *err)
 {
     memset(out, 0, sizeof *out);
     *found = false;
@@ -935,9 +1021,9 @@ int ferry_store_run_heartbeat(struct ferry_store *st, int64_t run_id, int attemp
     return op_end(st, rc, err);
 }
 
-int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t rows,
-                               int64_t bytes, int64_t batches, int64_t verified,
-                               int64_t diverged, struct ferry_error *err)
+int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t rows, int64_t bytes,
+                               int64_t batches, int64_t verified, int64_t diverged,
+                               struct ferry_error *err)
 {
     sqlite3_stmt *s = stmt(st, S_RUN_ADD_COUNTS, err);
     if (s == NULL) return err ? err->code : FERRY_ESTORE;
@@ -993,8 +1079,8 @@ static int child_fail(struct ferry_store *st, int rc, int64_t run_id, const char
 {
     if (rc == FERRY_ECONFLICT && err != NULL &&
         sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_FOREIGNKEY)
-        return fail(st, FERRY_ENOTFOUND, err, "run %lld not found (while %s)",
-                    (long long)run_id, what);
+        return fail(st, FERRY_ENOTFOUND, err, "run %lld not found (while %s)", (long long)run_id,
+                    what);
     return rc;
 }
 
@@ -1022,8 +1108,8 @@ int ferry_store_resource_upsert(struct ferry_store *st, int64_t run_id,
 }
 
 int ferry_store_resource_add_counts(struct ferry_store *st, int64_t run_id, const char *resource,
-                                    int64_t rows, int64_t bytes, int64_t batches,
-                                    int64_t verified, int64_t diverged, struct ferry_error *err)
+                                    int64_t rows, int64_t bytes, int64_t batches, int64_t verified,
+                                    int64_t diverged, struct ferry_error *err)
 {
     sqlite3_stmt *s = stmt(st, S_RES_ADD_COUNTS, err);
     if (s == NULL) return err ? err->code : FERRY_ESTORE;
@@ -1057,8 +1143,7 @@ int ferry_store_resource_set_state(struct ferry_store *st, int64_t run_id, const
 }
 
 int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
-                              struct ferry_resource_state **out, int *n,
-                              struct ferry_error *err)
+                              struct ferry_resource_state **out, int *n, struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -1092,7 +1177,8 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         ferry_free(v);
-        if (rc == SQLITE_ROW) return fail(st, FERRY_ENOMEM, err, "listing resources: out of memory");
+        if (rc == SQLITE_ROW)
+            return fail(st, FERRY_ENOMEM, err, "listing resources: out of memory");
         return sqlfail(st, rc, "listing resources", err);
     }
     *out = v;
@@ -1136,8 +1222,7 @@ int ferry_store_plan_put(struct ferry_store *st, int64_t run_id, const char *res
     bind_text(s, 3, plan_json);
     sqlite3_bind_int64(s, 4, ferry_now_wall_us());
     rc = run_stmt(st, s, what, err);
-    if (rc == FERRY_ECONFLICT &&
-        sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
+    if (rc == FERRY_ECONFLICT && sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
         return fail(st, FERRY_ECONFLICT, err, "%s is already frozen; a resumed attempt reuses it",
                     what);
     return child_fail(st, rc, run_id, what, err);
@@ -1189,8 +1274,8 @@ int ferry_store_pending_checkpoint_save(struct ferry_store *st, int64_t run_id, 
                                         const char *resource, int shard, const char *position,
                                         struct ferry_error *err)
 {
-    return save_fenced_checkpoint(st, S_PENDING_SAVE, run_id, attempt, resource, shard,
-                                  position, err);
+    return save_fenced_checkpoint(st, S_PENDING_SAVE, run_id, attempt, resource, shard, position,
+                                  err);
 }
 
 int ferry_store_pending_promote(struct ferry_store *st, int64_t run_id, int attempt,
@@ -1279,8 +1364,7 @@ int ferry_store_run_checkpoints(struct ferry_store *st, int64_t run_id, const ch
 
 int ferry_store_route_checkpoint_save(struct ferry_store *st, const char *pipeline,
                                       const char *version, const char *route, int shard,
-                                      const char *position, int64_t run_id,
-                                      struct ferry_error *err)
+                                      const char *position, int64_t run_id, struct ferry_error *err)
 {
     char what[640];
     snprintf(what, sizeof what, "route checkpoint of pipeline %s, route %s, shard %d",
@@ -1299,9 +1383,9 @@ int ferry_store_route_checkpoint_save(struct ferry_store *st, const char *pipeli
     return run_stmt(st, s, what, err);
 }
 
-int ferry_store_route_checkpoints(struct ferry_store *st, const char *pipeline,
-                                  const char *version, const char *route,
-                                  struct ferry_checkpoint **out, int *n, struct ferry_error *err)
+int ferry_store_route_checkpoints(struct ferry_store *st, const char *pipeline, const char *version,
+                                  const char *route, struct ferry_checkpoint **out, int *n,
+                                  struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -1314,8 +1398,8 @@ int ferry_store_route_checkpoints(struct ferry_store *st, const char *pipeline,
 }
 
 int ferry_store_route_checkpoint_list(struct ferry_store *st, const char *pipeline,
-                                      struct ferry_checkpoint **out, char ***pipelines,
-                                      int *n, struct ferry_error *err)
+                                      struct ferry_checkpoint **out, char ***pipelines, int *n,
+                                      struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -1437,4 +1521,20 @@ int ferry_store_mark_set(struct ferry_store *st, const char *consumer, int64_t s
     char what[160];
     snprintf(what, sizeof what, "saving the mark of consumer %s", consumer ? consumer : "");
     return run_stmt(st, s, what, err);
+}
+
+/* ---- durability of this handle ----
+ * The event publisher and the heartbeat use synchronous=NORMAL: in WAL mode their commits
+ * survive a process crash at once, and reach the disk with the next FULL commit of any
+ * handle (the tracker's fold, which saves checkpoints), since the WAL is one sequential file.
+ * So a checkpoint that is on disk always has its events before it, and writers that commit
+ * several times per batch do not wait for an fsync each. */
+int ferry_store_set_sync_full(struct ferry_store *st, bool full, struct ferry_error *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(st->db, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                          NULL, NULL, &msg);
+    sqlite3_free(msg);
+    if (rc != SQLITE_OK) return sqlfail(st, rc, "setting synchronous", err);
+    return FERRY_OK;
 }

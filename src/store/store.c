@@ -39,20 +39,23 @@ void ferry_run_info_clear(struct ferry_run_info *r)
 void ferry_run_infos_free(struct ferry_run_info *v, int n)
 {
     if (v == NULL) return;
-    for (int i = 0; i < n; i++) ferry_run_info_clear(&v[i]);
+    for (int i = 0; i < n; i++)
+        ferry_run_info_clear(&v[i]);
     ferry_free(v);
 }
 
 void ferry_checkpoints_free(struct ferry_checkpoint *v, int n)
 {
     if (v == NULL) return;
-    for (int i = 0; i < n; i++) ferry_free(v[i].position);
+    for (int i = 0; i < n; i++)
+        ferry_free(v[i].position);
     ferry_free(v);
 }
 
 void ferry_store_strings_free(char **v, int n)
 {
     if (v == NULL) return;
-    for (int i = 0; i < n; i++) ferry_free(v[i]);
+    for (int i = 0; i < n; i++)
+        ferry_free(v[i]);
     ferry_free(v);
 }

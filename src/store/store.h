@@ -79,6 +79,10 @@ struct ferry_store;
 int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_error *err);
 void ferry_store_close(struct ferry_store *st);
 const char *ferry_store_path(const struct ferry_store *st);
+/* synchronous=FULL (the default: a commit is on disk when it returns) or NORMAL (a commit
+ * survives a process crash, and reaches the disk with the next FULL commit of any handle).
+ * The bus publisher and the heartbeat use NORMAL; the tracker, which saves checkpoints, FULL. */
+int ferry_store_set_sync_full(struct ferry_store *st, bool full, struct ferry_error *err);
 int ferry_store_schema_version(struct ferry_store *st);
 
 /* Explicit transactions (nesting is not supported). Everything between begin and commit

@@ -2,13 +2,15 @@
 # SIGINT once pauses cleanly (drain, commit, state paused, exit 5) and the next `ferry run`
 # resumes; SIGINT twice cancels; `ferry pause RUN` from another process pauses too.
 . "$(dirname "$0")/lib.sh"
+# Each batch waits 20 ms after its apply so that signals land mid-run on any machine.
+SLOW="after_sink_apply=sleep(20)"
 ROWS=400000
 write_pipeline ref.yaml ref $ROWS ref.db append full "" "" "batch: {rows: 5000}"
 expect_exit 0 ferry run ref.yaml
 
-wait_rows() { # wait until the run has written something
-  for _ in $(seq 1 200); do
-    r=$(ferry runs --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
+wait_rows() { # wait_rows PIPELINE: until its newest run has written something
+  for _ in $(seq 1 400); do
+    r=$(ferry runs --pipeline "$1" --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
     [ "${r:-0}" -gt 0 ] && return 0
     sleep 0.05
   done
@@ -18,13 +20,13 @@ wait_rows() { # wait until the run has written something
 for durability in per_apply at_commit; do
   db="p-$durability.db"
   write_pipeline p.yaml "pause-$durability" $ROWS "$db" append full "" "  durability: $durability" "batch: {rows: 5000}"
-  "$FERRY_BIN" run p.yaml > log 2>&1 &
+  FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p.yaml > log 2>&1 &
   pid=$!
-  wait_rows || fail "the run never wrote"
+  wait_rows "pause-$durability" || fail "the run never wrote"
   kill -INT "$pid"
   set +e; wait "$pid"; rc=$?; set -e
   [ $rc = 5 ] || fail "first SIGINT should pause (exit 5), got $rc: $(cat log)"
-  run=$(ferry runs --json | jq -r '.[0].id')
+  run=$(ferry runs --pipeline "pause-$durability" --json | jq -r '.[0].id')
   [ "$(ferry show "$run" --json | jq -r .state)" = paused ] || fail "state paused"
   partial=$(q "$db" 'SELECT count(*) FROM orders')
   [ "$partial" -gt 0 ] && [ "$partial" -lt $ROWS ] || fail "paused with $partial rows"
@@ -37,10 +39,10 @@ done
 
 # ferry pause RUN from another process.
 write_pipeline p2.yaml pause-cli $ROWS cli.db append full "" "" "batch: {rows: 5000}"
-"$FERRY_BIN" run p2.yaml > log 2>&1 &
+FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p2.yaml > log 2>&1 &
 pid=$!
-wait_rows || fail "the run never wrote"
-run=$(ferry runs --json | jq -r '.[0].id')
+wait_rows pause-cli || fail "the run never wrote"
+run=$(ferry runs --pipeline pause-cli --json | jq -r '.[0].id')
 expect_exit 0 ferry pause "$run"
 set +e; wait "$pid"; rc=$?; set -e
 [ $rc = 5 ] || fail "ferry pause: exit $rc: $(cat log)"
@@ -51,9 +53,9 @@ pass "ferry pause RUN, ferry resume RUN"
 
 # Two signals: cancel; the run is canceled and a new run starts afresh.
 write_pipeline p3.yaml cancel $ROWS c.db upsert full "" "" "batch: {rows: 5000}"
-"$FERRY_BIN" run p3.yaml > log 2>&1 &
+FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p3.yaml > log 2>&1 &
 pid=$!
-wait_rows || fail "the run never wrote"
+wait_rows cancel || fail "the run never wrote"
 kill -INT "$pid"; kill -INT "$pid"
 set +e; wait "$pid"; rc=$?; set -e
 [ $rc = 6 ] || [ $rc = 5 ] || fail "second SIGINT cancels (exit 6), got $rc: $(cat log)"

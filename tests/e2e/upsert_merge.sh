@@ -21,7 +21,7 @@ expect_exit 0 ferry run rp.yaml
 pass "replace swaps the table"
 
 # replace is atomic: a failure before commit keeps the previous complete table.
-write_pipeline rp2.yaml rp 9000 rp.db replace
+write_pipeline rp2.yaml rp 9000 rp.db replace full "" "" "batch: {rows: 1000}"
 FERRY_FAILPOINTS=before_sink_commit=error expect_exit 1 ferry run rp2.yaml
 [ "$(q rp.db 'SELECT count(*) FROM orders')" = 4500 ] || fail "replace not atomic"
 FERRY_FAILPOINTS=after_sink_apply=crash@2 expect_exit 137 ferry run rp2.yaml --fresh

@@ -28,8 +28,7 @@ static inline void state_dir_make(struct state_dir *sd)
     snprintf(sd->path, sizeof sd->path, "%s/state/ferry.db", sd->dir);
 }
 
-static inline int state_dir_rm_one(const char *p, const struct stat *sb, int flag,
-                                   struct FTW *ftw)
+static inline int state_dir_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
     (void)flag;

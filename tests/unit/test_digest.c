@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "unit.h"
+#include "testrows.h"
 #include "ferry/batch.h"
 #include "ferry/crc32c.h"
 #include "ferry/digest.h"
@@ -394,7 +395,8 @@ static void test_slices_equal_fresh_batches(void **state)
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int64_t len = lens[li];
             struct ferry_batch sl = slice_of(big, off, len);
-            struct ferry_batch *fresh = build(s, ids + off, big->ops + big->offset + off, len, plain);
+            struct ferry_batch *fresh =
+                build(s, ids + off, big->ops + big->offset + off, len, plain);
             uint32_t a = ferry_batch_digest(&sl), b = ferry_batch_digest(fresh);
             if (a != b)
                 fail_msg("slice off %lld len %lld: %08x != fresh %08x", (long long)off,
@@ -407,6 +409,37 @@ static void test_slices_equal_fresh_batches(void **state)
         assert_int_not_equal(ferry_batch_digest(&a), ferry_batch_digest(&b));
     }
     destroy(big);
+    ferry_schema_unref(s);
+}
+
+/* The same with real batches: the row writer builds them, ferry_batch_slice() slices them
+ * (dropping the bitmap of a range without nulls), ferry_batch_copy() makes them canonical. */
+static void test_builder_slices_equal_fresh_batches(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    assert_non_null(s);
+    struct ferry_batch *big = tr_batch(s, 0, 120);
+    assert_non_null(big);
+    static const int64_t lens[] = {0, 1, 2, 3, 7, 8, 9, 16, 31, 64, 100};
+    for (int64_t off = 0; off <= 17; off++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            struct ferry_batch *sl = ferry_batch_slice(big, off, lens[li]);
+            struct ferry_batch *fresh = tr_batch(s, off, lens[li]);
+            assert_non_null(sl);
+            assert_non_null(fresh);
+            struct ferry_batch *copy = ferry_batch_copy(sl);
+            assert_non_null(copy);
+            uint32_t d = ferry_batch_digest(fresh);
+            if (ferry_batch_digest(sl) != d)
+                fail_msg("builder slice off %lld len %lld differs", (long long)off,
+                         (long long)lens[li]);
+            assert_int_equal(ferry_batch_digest(copy), d);
+            ferry_batch_unref(copy);
+            ferry_batch_unref(fresh);
+            ferry_batch_unref(sl);
+        }
+    ferry_batch_unref(big);
     ferry_schema_unref(s);
 }
 
@@ -595,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_canonical_form_pinned),
         cmocka_unit_test(test_layout_does_not_matter),
         cmocka_unit_test(test_slices_equal_fresh_batches),
+        cmocka_unit_test(test_builder_slices_equal_fresh_batches),
         cmocka_unit_test(test_large_unaligned_slice),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_row_order_matters),

@@ -66,7 +66,8 @@ static void test_error_enospc_bitflip(void **state)
     /* bitflip is the caller's job: check() reports nothing for it. */
     assert_int_equal(ferry_failpoint_check("before_sink_commit", &err), FERRY_OK);
     /* Every hit fires without @N. */
-    for (int i = 0; i < 5; i++) assert_int_equal(FERRY_FAILPOINT("before_sink_apply"), FERRY_FP_ERROR);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(FERRY_FAILPOINT("before_sink_apply"), FERRY_FP_ERROR);
 }
 
 static void test_nth_hit_only(void **state)

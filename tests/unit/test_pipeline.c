@@ -190,7 +190,7 @@ static void test_real_file(void **state)
     assert_string_equal(err.message, expect);
     unlink(path);
 
-    assert_int_equal(ferry_pipeline_load(path, &p, &err), FERRY_ENOTFOUND);
+    assert_int_equal(ferry_pipeline_load(path, &p, &err), FERRY_ECONFIG);
     assert_null(p);
     assert_non_null(strstr(err.message, path));
 }
@@ -211,8 +211,8 @@ static void test_top_level_rules(void **state)
     load_fails("name: demo\n", "demo.yaml: version: required (line 1)");
     load_fails("version: 2\nname: demo\n",
                "demo.yaml: version (line 1): unsupported version 2; this ferry reads version 1");
-    load_fails("version: \"1\"\nname: demo\n",
-               "demo.yaml: version (line 1): expected an integer, got the quoted string \"1\"");
+    load_fails("version: \"2\"\nname: demo\n",
+               "demo.yaml: version (line 1): unsupported version 2; this ferry reads version 1");
     load_fails("version: one\n", "demo.yaml: version (line 1): expected an integer, got \"one\"");
     load_fails("version: 1\n", "demo.yaml: name: required (line 1)");
     load_fails("version: 1\nname: my demo\n",
@@ -287,17 +287,27 @@ static void test_connector_types(void **state)
     text = ferry_asprintf("%.*ssink:\n  path: x\n", (int)(strstr(demo, "sink:") - demo), demo);
     load_fails(text, "demo.yaml: sink.type: required (line 11)");
     ferry_free(text);
-    text = ferry_asprintf("%.*ssink:\n  type: null\n", (int)(strstr(demo, "sink:") - demo), demo);
-    /* `null` unquoted is YAML's null; the message says so rather than "unknown type". */
+    /* An empty type names nothing (never the null sink: that would discard data). */
+    text = ferry_asprintf("%.*ssink:\n  type:\n", (int)(strstr(demo, "sink:") - demo), demo);
     load_fails(text, "demo.yaml: sink.type (line 11): a value is required");
     ferry_free(text);
-    text = ferry_asprintf("%.*ssink:\n  type: 'null'\n", (int)(strstr(demo, "sink:") - demo),
-                          demo);
-    struct ferry_pipeline_spec *p = load(text);
-    assert_string_equal(p->sink_type, "null");
-    assert_ptr_equal(p->sink_vt, ferry_sink_find("null"));
-    ferry_pipeline_free(p);
+    text = ferry_asprintf("%.*ssink:\n  type: ~\n", (int)(strstr(demo, "sink:") - demo), demo);
+    load_fails(text, "demo.yaml: sink.type (line 11): a value is required");
     ferry_free(text);
+    /* `null`, quoted or not (unquoted it is YAML's null word), is the null sink. */
+    static const char *const null_types[] = {"'null'", "null", "\"null\""};
+    char first_version[65] = "";
+    for (size_t i = 0; i < 3; i++) {
+        text = ferry_asprintf("%.*ssink: {type: %s}\n", (int)(strstr(demo, "sink:") - demo), demo,
+                              null_types[i]);
+        struct ferry_pipeline_spec *p = load(text);
+        assert_string_equal(p->sink_type, "null");
+        assert_ptr_equal(p->sink_vt, ferry_sink_find("null"));
+        if (i == 0) memcpy(first_version, p->version, 65);
+        assert_string_equal(p->version, first_version);
+        ferry_pipeline_free(p);
+        ferry_free(text);
+    }
 }
 
 static void test_write_modes(void **state)
@@ -326,7 +336,7 @@ static void test_write_modes(void **state)
     ferry_pipeline_free(p);
     ferry_free(text);
     text = with("", "", "  write: upsertt\n", "");
-    load_fails(text, "demo.yaml: sink.write (line 13): expected one of append, replace, upsert, "
+    load_fails(text, "demo.yaml: sink.write (line 12): expected one of append, replace, upsert, "
                      "merge, got \"upsertt\"");
     ferry_free(text);
 }
@@ -475,21 +485,21 @@ static void test_transforms(void **state)
 {
     (void)state;
     char *text = with("", "", "",
-                      "transforms:\n"                                            /* 14 */
-                      "  - {resource: orders, column: note, hash: sha256}\n"     /* 15 */
-                      "  - drop: [discount]\n"                                   /* 16 */
-                      "  - resource: orders\n"                                   /* 17 */
-                      "    rename: {status: state}\n");                          /* 18 */
+                      "transforms:\n"                                            /* 12 */
+                      "  - {resource: orders, column: note, hash: sha256}\n"     /* 13 */
+                      "  - drop: [discount]\n"                                   /* 14 */
+                      "  - resource: orders\n"                                   /* 15 */
+                      "    rename: {status: state}\n");                          /* 16 */
     struct ferry_pipeline_spec *p = load(text);
     assert_int_equal(p->n_transforms, 3);
     assert_string_equal(p->transforms[0].kind, "hash");
     assert_string_equal(p->transforms[0].resource, "orders");
     assert_string_equal(p->transforms[0].node->path, "transforms[0]");
-    assert_int_equal(p->transforms[0].node->line, 15);
+    assert_int_equal(p->transforms[0].node->line, 13);
     assert_string_equal(p->transforms[1].kind, "drop");
     assert_null(p->transforms[1].resource);
     assert_string_equal(p->transforms[2].kind, "rename");
-    assert_int_equal(p->transforms[2].node->line, 17);
+    assert_int_equal(p->transforms[2].node->line, 15);
     ferry_pipeline_free(p);
     ferry_free(text);
 
@@ -513,17 +523,17 @@ static void test_transforms(void **state)
         const char *message;
     } bad[] = {
         {"transforms:\n  - {resource: orders}\n",
-         "demo.yaml: transforms[0] (line 15): transform 0 has no kind; use exactly one of drop, "
+         "demo.yaml: transforms[0] (line 13): transform 0 has no kind; use exactly one of drop, "
          "rename, hash, mask, select, add, filter, cast"},
         {"transforms:\n  - drop: [a]\n  - column: note\n    hash: sha256\n    mask: '*'\n",
-         "demo.yaml: transforms[1] (line 16): transform 1 has several kinds (hash and mask); use "
+         "demo.yaml: transforms[1] (line 14): transform 1 has several kinds (hash and mask); use "
          "exactly one per list item"},
         {"transforms:\n  - {resource: orderz, drop: [a]}\n",
-         "demo.yaml: transforms[0].resource (line 15): no resource orderz in source.resources"},
+         "demo.yaml: transforms[0].resource (line 13): no resource orderz in source.resources"},
         {"transforms:\n  - hash\n",
-         "demo.yaml: transforms[0] (line 15): expected a map with one of drop, rename, hash, "
+         "demo.yaml: transforms[0] (line 13): expected a map with one of drop, rename, hash, "
          "mask, select, add, filter, cast"},
-        {"transforms: {drop: [a]}\n", "demo.yaml: transforms (line 14): expected a list, got a map"},
+        {"transforms: {drop: [a]}\n", "demo.yaml: transforms (line 12): expected a list, got a map"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         text = with("", "", "", bad[i].tail);
@@ -574,25 +584,25 @@ static void test_batch(void **state)
         const char *message;
     } bad[] = {
         {"batch: {rows: 0}\n",
-         "demo.yaml: batch.rows (line 14): must be between 1 and 10000000, got 0"},
+         "demo.yaml: batch.rows (line 12): must be between 1 and 10000000, got 0"},
         {"batch: {rows: 10000001}\n",
-         "demo.yaml: batch.rows (line 14): must be between 1 and 10000000, got 10000001"},
-        {"batch:\n  rows: lots\n", "demo.yaml: batch.rows (line 15): expected an integer, got \"lots\""},
-        {"batch: {bytes: 1k}\n", "demo.yaml: batch.bytes (line 14): must be between 64KiB and 1GiB, got 1k"},
-        {"batch: {bytes: 2GiB}\n", "demo.yaml: batch.bytes (line 14): must be between 64KiB and 1GiB, got 2GiB"},
+         "demo.yaml: batch.rows (line 12): must be between 1 and 10000000, got 10000001"},
+        {"batch:\n  rows: lots\n", "demo.yaml: batch.rows (line 13): expected an integer, got \"lots\""},
+        {"batch: {bytes: 1k}\n", "demo.yaml: batch.bytes (line 12): must be between 64KiB and 1GiB, got 1k"},
+        {"batch: {bytes: 2GiB}\n", "demo.yaml: batch.bytes (line 12): must be between 64KiB and 1GiB, got 2GiB"},
         {"batch: {bytes: much}\n",
-         "demo.yaml: batch.bytes (line 14): expected a size like 4MiB, 512KiB, 4MB, 64k or a "
+         "demo.yaml: batch.bytes (line 12): expected a size like 4MiB, 512KiB, 4MB, 64k or a "
          "number of bytes, got \"much\""},
         {"batch: {flush_after: 5ms}\n",
-         "demo.yaml: batch.flush_after (line 14): must be between 10ms and 1h, got 5ms"},
+         "demo.yaml: batch.flush_after (line 12): must be between 10ms and 1h, got 5ms"},
         {"batch: {flush_after: 2h}\n",
-         "demo.yaml: batch.flush_after (line 14): must be between 10ms and 1h, got 2h"},
-        {"batch: {queue: 0}\n", "demo.yaml: batch.queue (line 14): must be between 1 and 1024, got 0"},
-        {"batch: {queue: 1025}\n", "demo.yaml: batch.queue (line 14): must be between 1 and 1024, got 1025"},
+         "demo.yaml: batch.flush_after (line 12): must be between 10ms and 1h, got 2h"},
+        {"batch: {queue: 0}\n", "demo.yaml: batch.queue (line 12): must be between 1 and 1024, got 0"},
+        {"batch: {queue: 1025}\n", "demo.yaml: batch.queue (line 12): must be between 1 and 1024, got 1025"},
         {"batch: {rowz: 5}\n",
-         "demo.yaml: batch.rowz (line 14): unknown key; did you mean rows? (batch takes rows, "
+         "demo.yaml: batch.rowz (line 12): unknown key; did you mean rows? (batch takes rows, "
          "bytes, flush_after, queue)"},
-        {"batch: 5\n", "demo.yaml: batch (line 14): expected a map, got a single value"},
+        {"batch: 5\n", "demo.yaml: batch (line 12): expected a map, got a single value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         text = with("", "", "", bad[i].tail);
@@ -615,7 +625,7 @@ static void test_verify(void **state)
     ferry_pipeline_free(p);
     ferry_free(text);
     text = with("", "", "", "verify: always\n");
-    load_fails(text, "demo.yaml: verify (line 14): expected one of after_run, none, got \"always\"");
+    load_fails(text, "demo.yaml: verify (line 12): expected one of after_run, none, got \"always\"");
     ferry_free(text);
 }
 
@@ -645,8 +655,8 @@ static void test_version_is_sha256_of_route_definition(void **state)
     const char *json =
         "{\"name\":\"demo\",\"resources\":[{\"columns\":null,\"cursor\":null,\"key\":null,"
         "\"mode\":\"full\",\"table\":\"orders\",\"target\":\"orders\"}],"
-        "\"sink\":{\"path\":\"out/demo.db\",\"type\":\"sqlite\"},\"sink_type\":\"sqlite\","
-        "\"source\":{\"seed\":\"42\",\"type\":\"sample\"},\"source_type\":\"sample\","
+        "\"sink\":{\"path\":\"out/demo.db\"},\"sink_type\":\"sqlite\","
+        "\"source\":{\"seed\":\"42\"},\"source_type\":\"sample\","
         "\"transforms\":[],\"write\":\"append\"}";
     char expect[65];
     ferry_sha256_hex(json, strlen(json), expect);
@@ -679,6 +689,19 @@ static void test_version_ignores_tuning(void **state)
         assert_same_version(base, t);
         ferry_free(t);
     }
+    /* the sink's tuning keys */
+    const struct ferry_sink_vtable *svt = ferry_sink_find("sqlite");
+    for (int i = 0; svt->tuning_keys && svt->tuning_keys[i]; i++) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "  %s: whatever\n", svt->tuning_keys[i]);
+        t = with("", "", extra, "");
+        assert_same_version(base, t);
+        ferry_free(t);
+    }
+    /* ... while any other sink key is part of the route */
+    t = with("", "", "  not_a_tuning_key: whatever\n", "");
+    assert_other_version(base, t);
+    ferry_free(t);
     /* lookback tunes how much is re-read, not what lands where */
     char *inc = with("", "      mode: incremental\n      cursor: updated_at\n", "", "");
     t = with("", "      mode: incremental\n      cursor: updated_at\n      lookback: 10m\n", "", "");

@@ -104,6 +104,7 @@ struct ferry_row_writer {
     int *pos_cols;
     int n_pos;
     struct ferry_buf pos;
+    struct ferry_buf last_key; /* ,"key":[...] of the shard's last emitted row, or empty */
     struct next_bufs *next;
 
     /* sticky error: the first one wins */
@@ -348,12 +349,20 @@ static int build_position(struct ferry_row_writer *rw, bool done)
     ferry_buf_reset(b);
     int rc = ferry_buf_printf(b, "{\"shard\":%d", rw->shard);
     if (rc == FERRY_OK && rw->row > 0 && rw->n_pos > 0) {
+        size_t start = b->len;
         rc = ferry_buf_append(b, ",\"key\":[", 8);
         for (int k = 0; rc == FERRY_OK && k < rw->n_pos; k++) {
             if (k > 0) rc = ferry_buf_append(b, ",", 1);
             if (rc == FERRY_OK) rc = json_key_value(rw, &rw->cols[rw->pos_cols[k]], rw->row - 1);
         }
         if (rc == FERRY_OK) rc = ferry_buf_append(b, "]", 1);
+        /* Remembered for this shard: an empty final batch still says where the shard got. */
+        if (rc == FERRY_OK) {
+            ferry_buf_reset(&rw->last_key);
+            rc = ferry_buf_append(&rw->last_key, b->data + start, b->len - start);
+        }
+    } else if (rc == FERRY_OK && rw->last_key.len > 0) {
+        rc = ferry_buf_append(b, rw->last_key.data, rw->last_key.len);
     }
     if (rc == FERRY_OK && rw->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, rw->n);
     if (rc == FERRY_OK && done) rc = ferry_buf_append(b, ",\"done\":true", 12);
@@ -532,6 +541,7 @@ struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *
     rw->emit = emit;
     rw->emit_ctx = emit_ctx;
     ferry_buf_init(&rw->pos, 0);
+    ferry_buf_init(&rw->last_key, 0);
     if (limits.rows <= 0) limits.rows = DEFAULT_ROWS;
     if (limits.bytes <= 0) limits.bytes = DEFAULT_BYTES;
     if (limits.max_value_bytes <= 0) limits.max_value_bytes = DEFAULT_MAX_VALUE;
@@ -612,6 +622,7 @@ void ferry__rw_free(struct ferry_row_writer *rw)
     ferry_free(rw->ops);
     ferry_free(rw->pos_cols);
     ferry_buf_release(&rw->pos);
+    ferry_buf_release(&rw->last_key);
     ferry_free(rw->resource);
     ferry_schema_unref(rw->schema);
     ferry_free(rw);
@@ -932,6 +943,7 @@ void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard)
     if (rw->row > 0 && close_batch(rw, false) != FERRY_OK) return;
     rw->shard = shard;
     rw->has_n = false;
+    ferry_buf_reset(&rw->last_key);
 }
 
 void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n)

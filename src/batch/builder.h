@@ -18,8 +18,9 @@
  *          text form, binary as lowercase hex. Omitted when no position column is set.
  *   n    - present after ferry_rw_set_offset()
  *   done - present only on the shard's final flush (ferry_rw_flush(rw, true, ...))
- * A batch with no rows has position {"shard":S,"done":true} (plus n when set), and is
- * emitted only for a shard_done flush.
+ * A batch with no rows carries the key of the shard's last row emitted by this writer (if
+ * any) plus n when set: {"shard":S,"key":[...],"done":true}; it is emitted only for a
+ * shard_done flush.
  *
  * Signals: `tick` is set to 1 by a timer thread every flush_after; the writer closes a
  * non-empty batch at the next ferry_rw_end() and clears it. `stop` is non-zero when the

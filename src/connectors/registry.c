@@ -28,9 +28,12 @@ static const struct ferry_sink_vtable *const sinks[] = {FERRY_SINKS(LIST_SINK) N
 const char *ferry_read_mode_name(enum ferry_read_mode m)
 {
     switch (m) {
-    case FERRY_READ_FULL: return "full";
-    case FERRY_READ_INCREMENTAL: return "incremental";
-    case FERRY_READ_CDC: return "cdc";
+    case FERRY_READ_FULL:
+        return "full";
+    case FERRY_READ_INCREMENTAL:
+        return "incremental";
+    case FERRY_READ_CDC:
+        return "cdc";
     }
     return "unknown";
 }
@@ -38,10 +41,14 @@ const char *ferry_read_mode_name(enum ferry_read_mode m)
 const char *ferry_write_mode_name(enum ferry_write_mode m)
 {
     switch (m) {
-    case FERRY_WRITE_APPEND: return "append";
-    case FERRY_WRITE_REPLACE: return "replace";
-    case FERRY_WRITE_UPSERT: return "upsert";
-    case FERRY_WRITE_MERGE: return "merge";
+    case FERRY_WRITE_APPEND:
+        return "append";
+    case FERRY_WRITE_REPLACE:
+        return "replace";
+    case FERRY_WRITE_UPSERT:
+        return "upsert";
+    case FERRY_WRITE_MERGE:
+        return "merge";
     }
     return "unknown";
 }
@@ -76,27 +83,28 @@ static int check_abi(const char *kind, const char *name, int abi, struct ferry_e
 {
     if (abi != FERRY_CONNECTOR_ABI)
         return ferry_error_set(err, FERRY_EUNSUPPORTED, "connector",
-                               "%s \"%s\": ABI version %d, this engine speaks %d", kind, name,
-                               abi, FERRY_CONNECTOR_ABI);
+                               "%s \"%s\": ABI version %d, this engine speaks %d", kind, name, abi,
+                               FERRY_CONNECTOR_ABI);
     return FERRY_OK;
 }
 
 static int missing(const char *kind, const char *name, const char *slot, struct ferry_error *err)
 {
-    return ferry_error_set(err, FERRY_EINVAL, "connector",
-                           "%s \"%s\": required slot %s is missing", kind, name, slot);
+    return ferry_error_set(err, FERRY_EINVAL, "connector", "%s \"%s\": required slot %s is missing",
+                           kind, name, slot);
 }
 
-#define REQUIRE(kind, vt, slot)                                                            \
-    do {                                                                                   \
-        if ((vt)->slot == NULL) return missing(kind, (vt)->name, #slot, err);               \
+#define REQUIRE(kind, vt, slot)                                                                    \
+    do {                                                                                           \
+        if ((vt)->slot == NULL) return missing(kind, (vt)->name, #slot, err);                      \
     } while (0)
 
 int ferry_source_vtable_check(const struct ferry_source_vtable *vt, struct ferry_error *err)
 {
     if (vt == NULL) return ferry_error_set(err, FERRY_EINVAL, "connector", "source: no vtable");
     if (vt->name == NULL || vt->name[0] == '\0')
-        return ferry_error_set(err, FERRY_EINVAL, "connector", "source: required slot name is missing");
+        return ferry_error_set(err, FERRY_EINVAL, "connector",
+                               "source: required slot name is missing");
     int rc = check_abi("source", vt->name, vt->abi, err);
     if (rc != FERRY_OK) return rc;
     REQUIRE("source", vt, open);
@@ -111,7 +119,8 @@ int ferry_sink_vtable_check(const struct ferry_sink_vtable *vt, struct ferry_err
 {
     if (vt == NULL) return ferry_error_set(err, FERRY_EINVAL, "connector", "sink: no vtable");
     if (vt->name == NULL || vt->name[0] == '\0')
-        return ferry_error_set(err, FERRY_EINVAL, "connector", "sink: required slot name is missing");
+        return ferry_error_set(err, FERRY_EINVAL, "connector",
+                               "sink: required slot name is missing");
     int rc = check_abi("sink", vt->name, vt->abi, err);
     if (rc != FERRY_OK) return rc;
     REQUIRE("sink", vt, open);

@@ -113,6 +113,14 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
     return rc;
 }
 
+static bool position_carries_progress(const char *position)
+{
+    json_t *j = position ? json_loads(position, 0, NULL) : NULL;
+    bool yes = j && (json_object_get(j, "key") != NULL || json_object_get(j, "n") != NULL);
+    json_decref(j);
+    return yes;
+}
+
 /* Run checkpoints of every incremental or cdc resource become its route checkpoints. */
 static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
 {
@@ -127,9 +135,13 @@ static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
         struct ferry_checkpoint *cps = NULL;
         int ncp = 0;
         rc = ferry_store_run_checkpoints(st, c->run->id, res[i].resource, &cps, &ncp, err);
-        for (int k = 0; rc == FERRY_OK && k < ncp; k++)
+        for (int k = 0; rc == FERRY_OK && k < ncp; k++) {
+            /* A run that read nothing new ends its shard with a position that only says
+             * "done": there is nothing to carry, and the route keeps where it was. */
+            if (!position_carries_progress(cps[k].position)) continue;
             rc = ferry_store_route_checkpoint_save(st, c->run->pipeline, c->run->version, route,
                                                    cps[k].shard, cps[k].position, c->run->id, err);
+        }
         ferry_checkpoints_free(cps, ncp);
     }
     ferry_free(res);

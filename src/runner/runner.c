@@ -361,7 +361,8 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
     r->n_res = p->n_resources;
     r->res = ferry_calloc((size_t)r->n_res, sizeof *r->res);
     if (r->res == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
-    int rc;
+    int rc = p->source_vt->open(p->source, &r->src_ctx, err);
+    if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         rr->spec = &p->resources[i];
@@ -370,6 +371,17 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
         rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain, &rr->out_schema,
                                       err);
         if (rc != FERRY_OK) return rc;
+    }
+    /* The source section and the transforms are fully read: refuse unknown keys there before
+     * the sink is even opened. */
+    rc = ferry_cfg_check_unused(p->source, err);
+    for (int i = 0; rc == FERRY_OK && i < p->n_transforms; i++)
+        rc = ferry_cfg_check_unused(p->transforms[i].node, err);
+    if (rc != FERRY_OK) return rc;
+    rc = p->sink_vt->open(p->sink, &r->sink_ctx, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
         rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
         if (rc != FERRY_OK) return rc;
@@ -586,18 +598,8 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         rc = ferry_store_pipeline_put(r.st, r.p->name, r.p->version, r.p->request_json, err);
     if (rc != FERRY_OK) goto out;
 
-    /* Connect and plan before a run is created, so that a bad file, an unreachable
-     * destination or a refused policy leaves no trace. */
-    rc = r.p->source_vt->open(r.p->source, &r.src_ctx, err);
-    if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "%s source", r.p->source_type);
-        goto out;
-    }
-    rc = r.p->sink_vt->open(r.p->sink, &r.sink_ctx, err);
-    if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "%s sink", r.p->sink_type);
-        goto out;
-    }
+    /* Connect, discover and check everything before a run is created, so that a bad file,
+     * an unreachable destination or a refused policy leaves no trace. */
     rc = prepare_resources(&r, err);
     if (rc != FERRY_OK) goto out;
     if (o->plan_only) {

@@ -15,11 +15,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -271,8 +269,8 @@ struct ferry_store {
     sqlite3 *db;
     char *path;
     int schema_version;
-    bool in_tx; /* inside ferry_store_begin .. commit/rollback */
-    char *lock_key; /* canonical path, counted in open_paths (malloc'd) */
+    bool in_tx;         /* inside ferry_store_begin .. commit/rollback */
+    int last_sqlite_rc; /* primary code of the last SQLite failure, for diagnosis at open */
     sqlite3_stmt *stmts[S_MAX];
 };
 
@@ -331,6 +329,7 @@ static int sqlfail_db(sqlite3 *db, const char *path, int rc, const char *what,
 
 static int sqlfail(struct ferry_store *st, int rc, const char *what, struct ferry_error *err)
 {
+    st->last_sqlite_rc = rc & 0xff;
     return sqlfail_db(st->db, st->path, rc, what, err);
 }
 
@@ -503,119 +502,59 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* SQLite reads missing pages of a cut file as zeros and may fail much later, in the middle
- * of saving a checkpoint. Checking the header's page count against the file size at open
- * gives a clear error instead. When a WAL file is present the pages may live there, so the
- * size check is left to SQLite. */
-/* Paths this process has open. POSIX advisory locks belong to the process: closing ANY
- * descriptor of a database file drops every lock SQLite holds on it through other
- * connections, after which another process may believe it is the last user and delete the
- * WAL under us. So the raw header check below runs only while no connection of this process
- * has the file open. */
-static pthread_mutex_t open_paths_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct open_path {
-    char *path;
-    int count;
-    struct open_path *next;
-} *open_paths;
-
-/* Registers one more handle on path; returns true when it is the first. */
-static bool open_path_acquire(const char *path)
+/* A path that exists must be a regular file. stat() only: opening a descriptor on the file
+ * here would be unsafe (see explain_damage). */
+static int check_path(const char *path, struct ferry_error *err)
 {
-    pthread_mutex_lock(&open_paths_lock);
-    struct open_path *p = open_paths;
-    while (p && strcmp(p->path, path) != 0) p = p->next;
-    bool first = p == NULL;
-    if (p == NULL && (p = calloc(1, sizeof *p)) != NULL && (p->path = strdup(path)) != NULL) {
-        p->next = open_paths;
-        open_paths = p;
-    }
-    if (p) p->count++;
-    pthread_mutex_unlock(&open_paths_lock);
-    return first;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return FERRY_OK;
+    return ferry_error_set(err, FERRY_EIO, "store", "state %s: %s", path,
+                           S_ISDIR(sb.st_mode) ? "is a folder, not a state file"
+                                               : "not a regular file");
 }
 
-static void open_path_release(const char *path)
-{
-    pthread_mutex_lock(&open_paths_lock);
-    for (struct open_path **pp = &open_paths; *pp; pp = &(*pp)->next) {
-        if (strcmp((*pp)->path, path) != 0) continue;
-        if (--(*pp)->count == 0) {
-            struct open_path *dead = *pp;
-            *pp = dead->next;
-            free(dead->path);
-            free(dead);
-        }
-        break;
-    }
-    pthread_mutex_unlock(&open_paths_lock);
-}
-
-/* realpath of the folder + the file name: the same key before and after the file exists. */
-static char *canonical_path(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-    char *real = dir ? realpath(dir, NULL) : NULL;
-    free(dir);
-    if (real == NULL) return strdup(path);
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(real) + strlen(base) + 2;
-    char *key = malloc(n);
-    if (key) snprintf(key, n, "%s/%s", real, base);
-    free(real);
-    return key;
-}
-
-static int check_header(const char *path, struct ferry_error *err)
+/* Called only after SQLite found the file corrupt or not a database, and after our own
+ * connection is closed, to say why in words a person can act on. It reads the header through
+ * a descriptor of its own, which is why it never runs on a healthy file: POSIX advisory locks
+ * belong to the process, so closing ANY descriptor of a database file drops the locks that
+ * this process's other SQLite connections hold on it, and another process could then write
+ * at the same time and lose commits. Leaves err alone when the header explains nothing. */
+static void explain_damage(const char *path, struct ferry_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return FERRY_OK; /* missing: created; unreadable: SQLite says why */
+    if (fd < 0) return;
     struct stat sb;
-    memset(&sb, 0, sizeof sb);
     unsigned char h[100];
-    ssize_t got = 0;
-    bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-    if (regular) got = read(fd, h, sizeof h);
+    ssize_t got = fstat(fd, &sb) == 0 ? read(fd, h, sizeof h) : -1;
     close(fd);
-    if (!regular)
-        return ferry_error_set(err, FERRY_EIO, "store", "state %s: %s", path,
-                               S_ISDIR(sb.st_mode) ? "is a folder, not a state file"
-                                                   : "not a regular file");
-    if (sb.st_size == 0) return FERRY_OK;
+    if (got < 0) return;
     static const char magic[16] = "SQLite format 3";
-    if (got < 16 || memcmp(h, magic, 16) != 0)
-        return ferry_error_set(err, FERRY_ESTORE, "store",
-                               "state %s: not a SQLite database (its first bytes are not the"
-                               " SQLite header); move it aside or name another state file",
-                               path);
-    if (got < (ssize_t)sizeof h)
-        return ferry_error_set(err, FERRY_ESTORE, "store",
-                               "state %s: the state file is truncated (%lld bytes, shorter than"
-                               " its header); restore it from a backup or move it aside",
-                               path, (long long)sb.st_size);
+    if (got < 16 || memcmp(h, magic, 16) != 0) {
+        ferry_error_set(err, FERRY_ESTORE, "store",
+                        "state %s: not a SQLite database (its first bytes are not the SQLite"
+                        " header); move it aside or name another state file",
+                        path);
+        return;
+    }
+    if (got < (ssize_t)sizeof h) {
+        ferry_error_set(err, FERRY_ESTORE, "store",
+                        "state %s: the state file is truncated (%lld bytes, shorter than its"
+                        " header); restore it from a backup or move it aside",
+                        path, (long long)sb.st_size);
+        return;
+    }
     uint32_t page = (uint32_t)h[16] << 8 | h[17];
     if (page == 1) page = 65536;
-    if (page < 512 || (page & (page - 1)) != 0)
-        return ferry_error_set(err, FERRY_ESTORE, "store",
-                               "state %s: the state file is corrupt (page size %u in its"
-                               " header); restore it from a backup or move it aside",
-                               path, page);
     uint32_t pages = be32(h + 28);
     bool count_valid = pages > 0 && be32(h + 24) == be32(h + 92);
-    char *wal = ferry_asprintf("%s-wal", path);
-    struct stat wb;
-    bool has_wal = wal != NULL && stat(wal, &wb) == 0 && wb.st_size > 0;
-    ferry_free(wal);
-    if (has_wal) return FERRY_OK;
-    long long want = (long long)pages * page;
-    if ((count_valid && want > (long long)sb.st_size) || sb.st_size % page != 0)
-        return ferry_error_set(err, FERRY_ESTORE, "store",
-                               "state %s: the state file is truncated (its header counts %u"
-                               " pages of %u bytes, the file has %lld bytes); restore it from"
-                               " a backup or move it aside",
-                               path, pages, page, (long long)sb.st_size);
-    return FERRY_OK;
+    bool page_valid = page >= 512 && (page & (page - 1)) == 0;
+    if (page_valid && ((count_valid && (long long)pages * page > (long long)sb.st_size) ||
+                       sb.st_size % page != 0))
+        ferry_error_set(err, FERRY_ESTORE, "store",
+                        "state %s: the state file is truncated (its header counts %u pages of %u"
+                        " bytes, the file has %lld bytes); restore it from a backup or move it"
+                        " aside",
+                        path, pages, page, (long long)sb.st_size);
 }
 
 static int exec_sql(struct ferry_store *st, const char *sql, const char *what,
@@ -750,12 +689,7 @@ int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_err
     int rc = st->path[0] ? FERRY_OK
                          : ferry_error_set(err, FERRY_EINVAL, "store", "state store: empty path");
     if (rc == FERRY_OK) rc = mkdir_parents(st->path, err);
-    if (rc == FERRY_OK) {
-        /* One key per file, however the path is spelled. */
-        st->lock_key = canonical_path(st->path);
-        if (st->lock_key == NULL) rc = ferry_error_set(err, FERRY_ENOMEM, "store", "out of memory");
-    }
-    if (rc == FERRY_OK && open_path_acquire(st->lock_key)) rc = check_header(st->path, err);
+    if (rc == FERRY_OK) rc = check_path(st->path, err);
     if (rc == FERRY_OK) {
         int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
         int src = sqlite3_open_v2(st->path, &st->db, flags, NULL);
@@ -764,6 +698,12 @@ int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_err
     if (rc == FERRY_OK) rc = set_pragmas(st, err);
     for (bool done = false; rc == FERRY_OK && !done;)
         rc = migrate_step(st, &done, err);
+    if (rc != FERRY_OK &&
+        (st->last_sqlite_rc == SQLITE_CORRUPT || st->last_sqlite_rc == SQLITE_NOTADB)) {
+        sqlite3_close_v2(st->db);
+        st->db = NULL;
+        explain_damage(st->path, err);
+    }
     if (rc != FERRY_OK) {
         ferry_store_close(st);
         return rc;
@@ -780,10 +720,6 @@ void ferry_store_close(struct ferry_store *st)
     if (st->db) {
         if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close_v2(st->db);
-    }
-    if (st->lock_key) {
-        open_path_release(st->lock_key);
-        free(st->lock_key);
     }
     ferry_free(st->path);
     ferry_free(st);

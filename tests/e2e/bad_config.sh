@@ -64,7 +64,8 @@ name: x
 source: {type: sample, rows: 10, resources: [{table: orders}]}
 sink: {type: sqlite, path: out.db}
 transforms: [{resource: orders, drop: [nocolumn]}]'
-sqlite3 nokey.db "CREATE TABLE t (a TEXT, b INTEGER); INSERT INTO t VALUES ('x', 1);"
+# A view has no key (a rowid table would be keyed on its rowid).
+sqlite3 nokey.db "CREATE TABLE t0 (a TEXT, b INTEGER); INSERT INTO t0 VALUES ('x', 1); CREATE VIEW t AS SELECT a, b FROM t0;"
 check 3 "key" 'version: 1
 name: x
 source: {type: sqlite, path: nokey.db, resources: [{table: t}]}

@@ -34,7 +34,8 @@ static int collect_emit(void *ctx, struct ferry_batch *b, struct ferry_error *er
 
 static void collect_free(struct collect *c)
 {
-    for (int i = 0; i < c->n; i++) ferry_batch_unref(c->b[i]);
+    for (int i = 0; i < c->n; i++)
+        ferry_batch_unref(c->b[i]);
     free(c->b);
     memset(c, 0, sizeof *c);
 }
@@ -42,7 +43,8 @@ static void collect_free(struct collect *c)
 static int64_t collect_rows(const struct collect *c)
 {
     int64_t n = 0;
-    for (int i = 0; i < c->n; i++) n += c->b[i]->length;
+    for (int i = 0; i < c->n; i++)
+        n += c->b[i]->length;
     return n;
 }
 
@@ -72,7 +74,8 @@ static int read_shard(const struct ferry_source_vtable *vt, void *ctx,
                       const char *plan, int shard, const char *resume, int64_t batch_rows,
                       struct collect *out, struct ferry_error *err)
 {
-    struct ferry_rw_limits lim = {.rows = batch_rows, .bytes = INT64_C(1) << 40, .max_value_bytes = 0};
+    struct ferry_rw_limits lim = {
+        .rows = batch_rows, .bytes = INT64_C(1) << 40, .max_value_bytes = 0};
     struct ferry_row_writer *rw = ferry__rw_new(schema, spec->table, lim, collect_emit, out);
     assert_non_null(rw);
     ferry_rw_set_shard(rw, shard);
@@ -109,7 +112,8 @@ static int read_all(const struct ferry_source_vtable *vt, void *ctx,
 static char *last_keyed_position(const struct collect *c)
 {
     for (int i = c->n - 1; i >= 0; i--)
-        if (c->b[i]->position && strstr(c->b[i]->position, "\"key\"")) return strdup(c->b[i]->position);
+        if (c->b[i]->position && strstr(c->b[i]->position, "\"key\""))
+            return strdup(c->b[i]->position);
     return NULL;
 }
 
@@ -119,16 +123,17 @@ static int64_t *collect_ints(const struct collect *c, int col, int64_t *n)
     int64_t total = collect_rows(c), k = 0;
     int64_t *v = malloc(sizeof *v * (size_t)(total ? total : 1));
     for (int i = 0; i < c->n; i++)
-        for (int64_t r = 0; r < c->b[i]->length; r++) v[k++] = ferry_col_int(c->b[i], col, r);
+        for (int64_t r = 0; r < c->b[i]->length; r++)
+            v[k++] = ferry_col_int(c->b[i], col, r);
     *n = total;
     return v;
 }
 
-#define ASSERT_OK(expr, err)                                                               \
-    do {                                                                                   \
-        int rc_ = (expr);                                                                  \
-        if (rc_ != FERRY_OK) fprintf(stderr, "%s: %s\n", #expr, (err).message);            \
-        assert_int_equal(rc_, FERRY_OK);                                                   \
+#define ASSERT_OK(expr, err)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != FERRY_OK) fprintf(stderr, "%s: %s\n", #expr, (err).message);                    \
+        assert_int_equal(rc_, FERRY_OK);                                                           \
     } while (0)
 
 #endif

@@ -36,16 +36,21 @@ static void read_table(struct src *s, struct ferry_resource_spec *spec, const ch
     ASSERT_OK(vt->discover(s->ctx, spec, &schema, &err), err);
     ASSERT_OK(vt->plan(s->ctx, spec, schema, route_cp, &plan, &err), err);
     ASSERT_OK(read_all(vt, s->ctx, spec, schema, plan, batch_rows, out, &err), err);
-    if (schema_out) *schema_out = schema;
-    else ferry_schema_unref(schema);
-    if (plan_out) *plan_out = plan;
-    else ferry_free(plan);
+    if (schema_out)
+        *schema_out = schema;
+    else
+        ferry_schema_unref(schema);
+    if (plan_out)
+        *plan_out = plan;
+    else
+        ferry_free(plan);
 }
 
 static uint32_t digest_all(const struct collect *c)
 {
     uint32_t h = 0;
-    for (int i = 0; i < c->n; i++) h = h * 31 + ferry_batch_digest(c->b[i]);
+    for (int i = 0; i < c->n; i++)
+        h = h * 31 + ferry_batch_digest(c->b[i]);
     return h;
 }
 
@@ -118,7 +123,8 @@ static void test_determinism(void **state)
     read_table(&s3, &spec, NULL, 1000, &c, NULL, NULL);
     assert_int_equal(a.n, 3 + 1); /* three full batches and the empty done batch */
     assert_int_equal(collect_rows(&a), 3000);
-    for (int i = 0; i < a.n; i++) assert_int_equal(ferry_batch_digest(a.b[i]), ferry_batch_digest(b.b[i]));
+    for (int i = 0; i < a.n; i++)
+        assert_int_equal(ferry_batch_digest(a.b[i]), ferry_batch_digest(b.b[i]));
     assert_int_not_equal(digest_all(&a), digest_all(&c));
     /* Batch boundaries do not change the values. */
     struct collect d = {0};
@@ -142,7 +148,8 @@ static void test_determinism(void **state)
 static int count_nulls(const struct ferry_batch *b, int col)
 {
     int n = 0;
-    for (int64_t r = 0; r < b->length; r++) n += ferry_col_is_null(b, col, r);
+    for (int64_t r = 0; r < b->length; r++)
+        n += ferry_col_is_null(b, col, r);
     return n;
 }
 
@@ -158,10 +165,14 @@ static void test_orders_values(void **state)
         const char *name;
         enum ferry_type type;
         bool nullable;
-    } want[] = {{"id", FERRY_TYPE_INT64, false},          {"customer_id", FERRY_TYPE_INT32, false},
-                {"status", FERRY_TYPE_UTF8, false},       {"quantity", FERRY_TYPE_INT16, false},
-                {"amount", FERRY_TYPE_DECIMAL128, false}, {"discount", FERRY_TYPE_FLOAT64, true},
-                {"express", FERRY_TYPE_BOOL, false},      {"note", FERRY_TYPE_UTF8, true},
+    } want[] = {{"id", FERRY_TYPE_INT64, false},
+                {"customer_id", FERRY_TYPE_INT32, false},
+                {"status", FERRY_TYPE_UTF8, false},
+                {"quantity", FERRY_TYPE_INT16, false},
+                {"amount", FERRY_TYPE_DECIMAL128, false},
+                {"discount", FERRY_TYPE_FLOAT64, true},
+                {"express", FERRY_TYPE_BOOL, false},
+                {"note", FERRY_TYPE_UTF8, true},
                 {"created_at", FERRY_TYPE_TIMESTAMPTZ_US, false},
                 {"updated_at", FERRY_TYPE_TIMESTAMPTZ_US, false}};
     assert_int_equal(sc->n_fields, 10);
@@ -207,11 +218,13 @@ static void test_orders_values(void **state)
             comma |= memchr(t, ',', len) != NULL;
             newline |= memchr(t, '\n', len) != NULL;
             empty |= len == 0;
-            for (size_t i = 0; i < len; i++) unicode |= t[i] >= 0x80;
+            for (size_t i = 0; i < len; i++)
+                unicode |= t[i] >= 0x80;
         }
     }
     assert_true(quote && comma && newline && unicode && empty);
-    for (int k = 0; k < 5; k++) assert_true(statuses[k] > 500);
+    for (int k = 0; k < 5; k++)
+        assert_true(statuses[k] > 500);
     ferry_schema_unref(sc);
     collect_free(&c);
     close_sample(&s);
@@ -226,12 +239,13 @@ static void test_users_values(void **state)
     struct src s = open_sample("rows: 4000\nclock: 1\n");
     read_table(&s, &spec, NULL, 4000, &c, &sc, NULL);
     static const enum ferry_type types[] = {
-        FERRY_TYPE_INT64, FERRY_TYPE_UTF8, FERRY_TYPE_UTF8, FERRY_TYPE_INT8, FERRY_TYPE_FLOAT32,
-        FERRY_TYPE_DECIMAL128, FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_DATE32, FERRY_TYPE_TIME64_US,
-        FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_UUID, FERRY_TYPE_BINARY, FERRY_TYPE_JSON,
-        FERRY_TYPE_BOOL, FERRY_TYPE_TIMESTAMPTZ_US};
+        FERRY_TYPE_INT64,     FERRY_TYPE_UTF8,         FERRY_TYPE_UTF8,          FERRY_TYPE_INT8,
+        FERRY_TYPE_FLOAT32,   FERRY_TYPE_DECIMAL128,   FERRY_TYPE_DECIMAL_TEXT,  FERRY_TYPE_DATE32,
+        FERRY_TYPE_TIME64_US, FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_UUID,          FERRY_TYPE_BINARY,
+        FERRY_TYPE_JSON,      FERRY_TYPE_BOOL,         FERRY_TYPE_TIMESTAMPTZ_US};
     assert_int_equal(sc->n_fields, 15);
-    for (int i = 0; i < 15; i++) assert_int_equal(sc->fields[i].type, types[i]);
+    for (int i = 0; i < 15; i++)
+        assert_int_equal(sc->fields[i].type, types[i]);
     assert_int_equal(sc->fields[5].precision, 38);
     assert_int_equal(sc->fields[5].scale, 10);
     const struct ferry_batch *b = c.b[0];
@@ -242,14 +256,16 @@ static void test_users_values(void **state)
         assert_true(n > 100 && n < 2000);
         assert_true(sc->fields[nullable[k]].nullable);
     }
-    bool neg_big = false, pos_big = false, before_1970 = false, empty_avatar = false, neg_bal = false;
+    bool neg_big = false, pos_big = false, before_1970 = false, empty_avatar = false,
+         neg_bal = false;
     bool uni_name = false;
     size_t max_avatar = 0;
     for (int64_t r = 0; r < b->length; r++) {
         size_t len;
         const uint8_t *t = ferry_col_bytes(b, 6, r, &len);
         size_t digits = 0;
-        for (size_t i = 0; i < len && t[i] != '.'; i++) digits += t[i] >= '0' && t[i] <= '9';
+        for (size_t i = 0; i < len && t[i] != '.'; i++)
+            digits += t[i] >= '0' && t[i] <= '9';
         assert_true(digits >= 40);
         neg_big |= t[0] == '-';
         pos_big |= t[0] != '-';
@@ -270,7 +286,8 @@ static void test_users_values(void **state)
         }
         neg_bal |= ferry_col_dec128(b, 5, r).hi < 0;
         t = ferry_col_bytes(b, 2, r, &len);
-        for (size_t i = 0; i < len; i++) uni_name |= t[i] >= 0x80;
+        for (size_t i = 0; i < len; i++)
+            uni_name |= t[i] >= 0x80;
         const uint8_t *u = ferry_col_fixed(b, 10, r);
         assert_int_equal(u[6] >> 4, 4);
         if (!ferry_col_is_null(b, 3, r)) assert_in_range(ferry_col_int(b, 3, r), 18, 97);
@@ -313,7 +330,8 @@ static void test_tables_and_columns(void **state)
     struct ferry_resource_spec fs = spec_of("orders", FERRY_READ_FULL);
     read_table(&s, &fs, NULL, 100, &full, NULL, NULL);
     for (int64_t r = 0; r < 10; r++) {
-        struct ferry_decimal128 a = ferry_col_dec128(c.b[0], 0, r), b = ferry_col_dec128(full.b[0], 4, r);
+        struct ferry_decimal128 a = ferry_col_dec128(c.b[0], 0, r),
+                                b = ferry_col_dec128(full.b[0], 4, r);
         assert_true(a.lo == b.lo && a.hi == b.hi);
     }
     collect_free(&full);
@@ -355,7 +373,8 @@ static void test_shards_cover_once(void **state)
         assert_non_null(strstr(c.b[c.n - 1]->position, "\"done\":true"));
         collect_free(&c);
     }
-    for (int id = 1; id <= 1003; id++) assert_int_equal(seen[id], 1);
+    for (int id = 1; id <= 1003; id++)
+        assert_int_equal(seen[id], 1);
     free(seen);
     ferry_free(plan);
     /* rows 0: one empty shard, nothing read. */
@@ -392,16 +411,18 @@ static void test_resume(void **state)
     int64_t n;
     int64_t *ids = collect_ints(&c, 0, &n);
     assert_int_equal(n, 1000 - 692);
-    for (int64_t i = 0; i < n; i++) assert_int_equal(ids[i], 693 + i);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], 693 + i);
     free(ids);
     collect_free(&c);
     free(pos);
-    ASSERT_OK(read_shard(vt, s.ctx, &spec, sc, plan, 1, "{\"shard\":1,\"key\":[1000],\"done\":true}",
-                         64, &c, &err), err);
+    ASSERT_OK(read_shard(vt, s.ctx, &spec, sc, plan, 1,
+                         "{\"shard\":1,\"key\":[1000],\"done\":true}", 64, &c, &err),
+              err);
     assert_int_equal(collect_rows(&c), 0);
     collect_free(&c);
-    assert_int_not_equal(read_shard(vt, s.ctx, &spec, sc, plan, 1, "{\"key\":[\"x\"]}", 64, &c, &err),
-                         FERRY_OK);
+    assert_int_not_equal(
+        read_shard(vt, s.ctx, &spec, sc, plan, 1, "{\"key\":[\"x\"]}", 64, &c, &err), FERRY_OK);
     collect_free(&c);
     ferry_free(plan);
     ferry_schema_unref(sc);
@@ -447,7 +468,8 @@ static void test_incremental_rows_grow(void **state)
     int64_t n;
     int64_t *ids = collect_ints(&b, 0, &n);
     assert_int_equal(n, 500);
-    for (int64_t i = 0; i < n; i++) assert_int_equal(ids[i], 1001 + i);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], 1001 + i);
     free(ids);
     free(cp);
     /* Nothing new: nothing read. */
@@ -471,8 +493,10 @@ static int changed_ids(const struct collect *x, const struct collect *y, int64_t
     assert_int_equal(x->n, y->n);
     for (int i = 0; i < x->n; i++)
         for (int64_t r = 0; r < x->b[i]->length; r++) {
-            struct ferry_batch *rx = ferry_batch_slice(x->b[i], r, 1), *ry = ferry_batch_slice(y->b[i], r, 1);
-            if (ferry_batch_digest(rx) != ferry_batch_digest(ry)) out[k++] = ferry_col_int(x->b[i], 0, r);
+            struct ferry_batch *rx = ferry_batch_slice(x->b[i], r, 1),
+                               *ry = ferry_batch_slice(y->b[i], r, 1);
+            if (ferry_batch_digest(rx) != ferry_batch_digest(ry))
+                out[k++] = ferry_col_int(x->b[i], 0, r);
             ferry_batch_unref(rx);
             ferry_batch_unref(ry);
         }
@@ -490,7 +514,8 @@ static void test_incremental_clock(void **state)
     (void)state;
     const char *tables[] = {"orders", "users"};
     for (int t = 0; t < 2; t++) {
-        struct ferry_resource_spec inc = inc_spec(tables[t]), full = spec_of(tables[t], FERRY_READ_FULL);
+        struct ferry_resource_spec inc = inc_spec(tables[t]),
+                                   full = spec_of(tables[t], FERRY_READ_FULL);
         int ucol = t == 0 ? 9 : 14;
         struct src c0 = open_sample("rows: 2000\nseed: 3\n");
         struct src c1 = open_sample("rows: 2000\nseed: 3\nclock: 1\n");
@@ -511,7 +536,8 @@ static void test_incremental_clock(void **state)
         int64_t n;
         int64_t *got = collect_ints(&i1, 0, &n);
         assert_int_equal(n, nw);
-        for (int i = 0; i < nw; i++) assert_int_equal(got[i], want[i]); /* one tick: id order */
+        for (int i = 0; i < nw; i++)
+            assert_int_equal(got[i], want[i]); /* one tick: id order */
         assert_ordered(&i1, ucol, 0);
         free(got);
 
@@ -523,7 +549,8 @@ static void test_incremental_clock(void **state)
         assert_int_equal(n, nw);
         assert_ordered(&i3, ucol, 0);
         qsort(got, (size_t)n, sizeof *got, cmp64);
-        for (int i = 0; i < nw; i++) assert_int_equal(got[i], want[i]);
+        for (int i = 0; i < nw; i++)
+            assert_int_equal(got[i], want[i]);
         /* Each read row is the current version (equal to the full read at clock 3). */
         for (int i = 0; i < i3.n; i++)
             for (int64_t r = 0; r < i3.b[i]->length; r++) {
@@ -568,8 +595,8 @@ static void test_incremental_bounds(void **state)
     /* The lower bound is exclusive on the tuple: start right after row 200 of the order. */
     for (int64_t at = 0; at < 500; at += 37) {
         char cp[128];
-        snprintf(cp, sizeof cp, "{\"shard\":0,\"key\":[%" PRId64 ",%" PRId64 "]}", ferry_col_int(b, 9, at),
-                 ferry_col_int(b, 0, at));
+        snprintf(cp, sizeof cp, "{\"shard\":0,\"key\":[%" PRId64 ",%" PRId64 "]}",
+                 ferry_col_int(b, 9, at), ferry_col_int(b, 0, at));
         struct collect c = {0};
         read_table(&s, &spec, cp, 1000, &c, NULL, NULL);
         assert_int_equal(collect_rows(&c), 499 - at);
@@ -593,7 +620,8 @@ static void test_incremental_bounds(void **state)
              ferry_col_int(b, 0, 499));
     read_table(&s, &spec, cp, 1000, &c, NULL, NULL);
     int expect = 0;
-    for (int64_t r = 0; r < 500; r++) expect += ferry_col_int(b, 9, r) >= last_u - 5000;
+    for (int64_t r = 0; r < 500; r++)
+        expect += ferry_col_int(b, 9, r) >= last_u - 5000;
     assert_int_equal(collect_rows(&c), expect);
     assert_true(expect >= 1);
     collect_free(&c);
@@ -602,8 +630,8 @@ static void test_incremental_bounds(void **state)
     struct ferry_schema *sc;
     ASSERT_OK(vt->discover(s.ctx, &spec, &sc, &err), err);
     ASSERT_OK(vt->plan(s.ctx, &spec, sc, NULL, &plan, &err), err);
-    snprintf(cp, sizeof cp, "{\"shard\":0,\"key\":[%" PRId64 ",%" PRId64 "]}", ferry_col_int(b, 9, 99),
-             ferry_col_int(b, 0, 99));
+    snprintf(cp, sizeof cp, "{\"shard\":0,\"key\":[%" PRId64 ",%" PRId64 "]}",
+             ferry_col_int(b, 9, 99), ferry_col_int(b, 0, 99));
     ASSERT_OK(read_shard(vt, s.ctx, &spec, sc, plan, 0, cp, 64, &c, &err), err);
     assert_int_equal(collect_rows(&c), 400);
     assert_int_equal(ferry_col_int(c.b[0], 0, 0), ferry_col_int(b, 0, 100));

@@ -94,7 +94,8 @@ static void exec_sql(const char *path, const char *sql)
 static bool table_exists(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st, NULL);
+    sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1,
+                       &st, NULL);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     bool found = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
@@ -125,7 +126,8 @@ static struct ferry_schema *mk_schema(const struct fdef *d, int n)
 }
 
 /* Row writer whose batches land in c; positions on the key. */
-static struct ferry_row_writer *mk_rw(struct ferry_schema *sc, const char *resource, struct collect *c)
+static struct ferry_row_writer *mk_rw(struct ferry_schema *sc, const char *resource,
+                                      struct collect *c)
 {
     struct ferry_rw_limits lim = {.rows = 1000000, .bytes = INT64_C(1) << 40};
     struct ferry_row_writer *rw = ferry__rw_new(sc, resource, lim, collect_emit, c);
@@ -184,8 +186,8 @@ static int sink_target(struct sinkh *h, const char *resource, const char *table,
 
 static void sink_begin(struct sinkh *h, int64_t run_id, bool resuming)
 {
-    struct ferry_session_info si = {.pipeline = "p1", .version = "v", .run_id = run_id,
-                                    .attempt = 1, .resuming = resuming};
+    struct ferry_session_info si = {
+        .pipeline = "p1", .version = "v", .run_id = run_id, .attempt = 1, .resuming = resuming};
     struct ferry_error err;
     ASSERT_OK(sink_vt->begin(h->ctx, &si, &err), err);
 }
@@ -211,12 +213,13 @@ static void sink_close(struct sinkh *h)
 
 /* ---- common data ----------------------------------------------------------------------------- */
 
-static const struct fdef kv_fields[] = {
-    {"id", FERRY_TYPE_INT64, false, 1}, {"name", FERRY_TYPE_UTF8, true, 0}, {"n", FERRY_TYPE_INT32, true, 0}};
+static const struct fdef kv_fields[] = {{"id", FERRY_TYPE_INT64, false, 1},
+                                        {"name", FERRY_TYPE_UTF8, true, 0},
+                                        {"n", FERRY_TYPE_INT32, true, 0}};
 
 /* Rows lo..hi of (id, name, n) as one batch. */
-static struct ferry_batch *kv_batch(struct ferry_schema *sc, struct collect *c, int64_t lo, int64_t hi,
-                                    const char *name, enum ferry_op op)
+static struct ferry_batch *kv_batch(struct ferry_schema *sc, struct collect *c, int64_t lo,
+                                    int64_t hi, const char *name, enum ferry_op op)
 {
     struct ferry_row_writer *rw = mk_rw(sc, "kv", c);
     for (int64_t i = lo; i <= hi; i++) {
@@ -256,41 +259,60 @@ static void test_sink_append_types(void **state)
     assert_true(caps.transactional_checkpoint && caps.atomic_replace && caps.deletes);
     ASSERT_OK(sink_target(&h, "users", "users", sc, FERRY_WRITE_APPEND, &err), err);
     sink_begin(&h, 1, false);
-    for (int i = 0; i < c.n; i++) ASSERT_OK(sink_apply(&h, 0, c.b[i], &err), err);
+    for (int i = 0; i < c.n; i++)
+        ASSERT_OK(sink_apply(&h, 0, c.b[i], &err), err);
     ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
     sink_close(&h);
 
     sqlite3 *db = reader();
     assert_int_equal(q_int(db, "SELECT count(*) FROM users"), 2000);
-    assert_string_equal(q_text(db, "SELECT type FROM pragma_table_info('users') WHERE name = 'balance'"),
-                        "DECIMAL_TEXT(38,10)");
-    assert_string_equal(q_text(db, "SELECT type FROM pragma_table_info('users') WHERE name = 'profile'"),
-                        "JSON_TEXT");
+    assert_string_equal(
+        q_text(db, "SELECT type FROM pragma_table_info('users') WHERE name = 'balance'"),
+        "DECIMAL_TEXT(38,10)");
+    assert_string_equal(
+        q_text(db, "SELECT type FROM pragma_table_info('users') WHERE name = 'profile'"),
+        "JSON_TEXT");
     assert_int_equal(q_int(db, "SELECT pk FROM pragma_table_info('users') WHERE name = 'id'"), 1);
-    assert_int_equal(q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'email'"), 1);
-    assert_int_equal(q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'age'"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'email'"), 1);
+    assert_int_equal(
+        q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'age'"), 0);
     /* Exact text forms, stored as TEXT (decimals keep their trailing zeros). */
     assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE typeof(balance) <> 'text'"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE balance NOT GLOB '*.' || replace(hex(zeroblob(10)), '00', '?')"), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE balance NOT GLOB '*.' || "
+                               "replace(hex(zeroblob(10)), '00', '?')"),
+                     0);
     assert_true(q_int(db, "SELECT count(*) FROM users WHERE balance GLOB '*0'") > 100);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE typeof(updated_at) <> 'text' "
-                               "OR updated_at NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] "
-                               "[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]+00:00'"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM users WHERE typeof(updated_at) <> 'text' "
+                  "OR updated_at NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] "
+                  "[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]+00:00'"),
+        0);
     /* Rows never updated keep updated_at = 2020-01-01 + id ms, in the canonical form. */
     assert_true(q_int(db, "SELECT count(*) FROM users WHERE updated_at < '2100-01-01'") > 1500);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE updated_at < '2100-01-01' AND updated_at <> "
-                               "printf('2020-01-01 00:00:%02d.%06d+00:00', id / 1000, id % 1000 * 1000)"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM users WHERE updated_at < '2100-01-01' AND updated_at <> "
+                  "printf('2020-01-01 00:00:%02d.%06d+00:00', id / 1000, id % 1000 * 1000)"),
+        0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE last_login GLOB '*+*'"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE birth_date < '1970-01-01'") > 0, 1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE typeof(avatar) NOT IN ('blob', 'null')"), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE birth_date < '1970-01-01'") > 0,
+                     1);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM users WHERE typeof(avatar) NOT IN ('blob', 'null')"), 0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE typeof(score) <> 'real'"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE typeof(active) NOT IN ('integer', 'null')"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE length(uuid) <> 36 OR uuid <> lower(uuid)"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE profile IS NOT NULL AND NOT json_valid(profile)"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM users WHERE typeof(active) NOT IN ('integer', 'null')"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM users WHERE length(uuid) <> 36 OR uuid <> lower(uuid)"), 0);
+    assert_int_equal(
+        q_int(db,
+              "SELECT count(*) FROM users WHERE profile IS NOT NULL AND NOT json_valid(profile)"),
+        0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM users WHERE length(big_number) < 40"), 0);
     /* The checkpoint of the last batch, in the same file. */
-    assert_string_equal(q_text(db, "SELECT position FROM _ferry_checkpoints WHERE pipeline = 'p1' AND "
-                                   "resource = 'users' AND shard = 0"),
+    assert_string_equal(q_text(db,
+                               "SELECT position FROM _ferry_checkpoints WHERE pipeline = 'p1' AND "
+                               "resource = 'users' AND shard = 0"),
                         c.b[c.n - 1]->position);
     sqlite3_close(db);
     collect_free(&c);
@@ -316,12 +338,28 @@ static void test_sink_upsert_merge(void **state)
     ASSERT_OK(sink_apply(&h, 1, kv_batch(sc, &c, 1, 10, "a", FERRY_OP_INSERT), &err), err);
     ASSERT_OK(sink_apply(&h, 1, kv_batch(sc, &c, 3, 4, "x", FERRY_OP_DELETE), &err), err);
     ASSERT_OK(sink_apply(&h, 1, kv_batch(sc, &c, 9, 12, "m", FERRY_OP_UPDATE), &err), err);
+    /* 300 rows cycling over 50 keys: groups of rows go through one multi-row statement,
+     * where the later row of a key must win, as row by row. */
+    struct ferry_row_writer *rw = mk_rw(sc, "kv", &c);
+    for (int i = 0; i < 300; i++) {
+        ferry_rw_begin(rw, FERRY_OP_UPDATE);
+        ferry_rw_int(rw, 1000 + i % 50);
+        ferry_rw_text(rw, "cyc", 3);
+        ferry_rw_int(rw, i);
+        end_row(rw);
+    }
+    ASSERT_OK(sink_apply(&h, 0, flush(rw, &c), &err), err);
+    ferry__rw_free(rw);
     ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
     sink_close(&h);
     sqlite3 *db = reader();
-    assert_int_equal(q_int(db, "SELECT count(*) FROM kv"), 15);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE name = 'cyc'"), 50);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM kv WHERE name = 'cyc' AND n = id - 1000 + 250"), 50);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE id < 1000"), 15);
     assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE name = 'a'"), 4);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE name = 'b' AND id BETWEEN 5 AND 15"), 11);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE name = 'b' AND id BETWEEN 5 AND 15"),
+                     11);
     assert_int_equal(q_int(db, "SELECT count(*) FROM kv2"), 10);
     assert_int_equal(q_int(db, "SELECT count(*) FROM kv2 WHERE id IN (3, 4)"), 0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM kv2 WHERE name = 'm'"), 4);
@@ -329,7 +367,8 @@ static void test_sink_upsert_merge(void **state)
     sqlite3_close(db);
 
     /* Upsert without a key is refused before any row; so is a destination keyed otherwise. */
-    static const struct fdef nokey[] = {{"id", FERRY_TYPE_INT64, false, 0}, {"name", FERRY_TYPE_UTF8, true, 0}};
+    static const struct fdef nokey[] = {{"id", FERRY_TYPE_INT64, false, 0},
+                                        {"name", FERRY_TYPE_UTF8, true, 0}};
     struct ferry_schema *nk = mk_schema(nokey, 2);
     sink_open(&h, NULL);
     assert_int_equal(sink_target(&h, "kv", "kv3", nk, FERRY_WRITE_UPSERT, &err), FERRY_EPOLICY);
@@ -396,6 +435,38 @@ static void test_sink_replace_atomic(void **state)
     assert_int_equal(q_int(db, "SELECT count(*) FROM t WHERE name = 'new'"), 7);
     assert_false(table_exists(db, "t__ferry_staging"));
     assert_int_equal(q_int(db, "SELECT pk FROM pragma_table_info('t') WHERE name = 'id'"), 1);
+
+    /* A worker dies mid-replace (no commit, no abort): a later attempt of the same run keeps
+     * the staged rows its checkpoints account for; a new run starts from an empty staging. */
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_REPLACE, &err), err);
+    sink_begin(&h, 4, false);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 20, 29, "r4", FERRY_OP_INSERT), &err), err);
+    sink_close(&h);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM t__ferry_staging"), 10);
+    assert_string_equal(q_text(db, "SELECT position FROM _ferry_checkpoints WHERE run_id = 4"),
+                        "{\"shard\":0,\"key\":[29]}");
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_REPLACE, &err), err);
+    sink_begin(&h, 4, true);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 30, 34, "r4", FERRY_OP_INSERT), &err), err);
+    ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    sink_close(&h);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM t"), 15);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM t WHERE name = 'r4'"), 15);
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_REPLACE, &err), err);
+    sink_begin(&h, 5, false);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 1, 2, "r5", FERRY_OP_INSERT), &err), err);
+    sink_close(&h);
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_REPLACE, &err), err);
+    sink_begin(&h, 6, false);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 3, 3, "r6", FERRY_OP_INSERT), &err), err);
+    ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    sink_close(&h);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM t"), 1);
+    assert_string_equal(q_text(db, "SELECT name FROM t"), "r6");
     sqlite3_close(db);
     collect_free(&c);
     ferry_schema_unref(sc);
@@ -479,15 +550,23 @@ static void test_sink_checkpoints_transactional(void **state)
     b->shard = 2;
     assert_int_equal(sink_apply(&h, 0, b, &err), FERRY_ESINK);
     assert_non_null(strstr(err.message, "\"kv\""));
+    /* The same through the multi-row statement (a duplicate deep inside a large batch). */
+    b = kv_batch(sc, &c, 100, 400, "dup", FERRY_OP_INSERT);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 350, 350, "single", FERRY_OP_INSERT), &err), err);
+    b->shard = 2;
+    assert_int_equal(sink_apply(&h, 0, b, &err), FERRY_ESINK);
     sqlite3 *db = reader();
-    assert_int_equal(q_int(db, "SELECT count(*) FROM kv"), 5);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM kv"), 6);
     assert_int_equal(q_int(db, "SELECT count(*) FROM kv WHERE name = 'dup'"), 0);
     ASSERT_OK(sink_vt->checkpoints(h.ctx, "p1", &cps, &n, &err), err);
-    assert_int_equal(n, 1);
+    assert_int_equal(n, 2); /* shard 2 from the first batch, shard 0 from "single" */
     assert_string_equal(cps[0].resource, "kv");
-    assert_int_equal(cps[0].shard, 2);
-    assert_int_equal(cps[0].run_id, 11);
-    assert_string_equal(cps[0].position, "{\"shard\":0,\"key\":[5]}");
+    assert_int_equal(cps[0].shard, 0);
+    assert_string_equal(cps[0].position, "{\"shard\":0,\"key\":[350]}");
+    assert_string_equal(cps[1].resource, "kv");
+    assert_int_equal(cps[1].shard, 2);
+    assert_int_equal(cps[1].run_id, 11);
+    assert_string_equal(cps[1].position, "{\"shard\":0,\"key\":[5]}");
     ferry_sink_checkpoints_free(cps, n);
     ASSERT_OK(sink_vt->checkpoints(h.ctx, "other-pipeline", &cps, &n, &err), err);
     assert_int_equal(n, 0);
@@ -527,12 +606,15 @@ static void test_sink_digest_mismatch(void **state)
         assert_int_equal(rc.write_crc, real);
         assert_int_not_equal(rc.write_crc, b->digest);
         assert_int_equal(rc.rows, 5);
-        if (m == 1) sink_vt->abort(h.ctx); /* what the pipeline does on divergence */
-        else ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+        if (m == 1)
+            sink_vt->abort(h.ctx); /* what the pipeline does on divergence */
+        else
+            ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
         sink_close(&h);
         sqlite3 *db = reader();
         assert_int_equal(q_int(db, m ? "SELECT count(*) FROM mm2" : "SELECT count(*) FROM mm1"), 0);
-        assert_int_equal(q_int(db, "SELECT count(*) FROM _ferry_checkpoints WHERE run_id >= 20"), 0);
+        assert_int_equal(q_int(db, "SELECT count(*) FROM _ferry_checkpoints WHERE run_id >= 20"),
+                         0);
         sqlite3_close(db);
     }
     collect_free(&c);
@@ -544,11 +626,13 @@ static void test_sink_schema_evolution(void **state)
     (void)state;
     struct ferry_error err;
     struct collect c = {0};
-    static const struct fdef v1[] = {{"id", FERRY_TYPE_INT64, false, 1}, {"a", FERRY_TYPE_INT64, true, 0}};
+    static const struct fdef v1[] = {{"id", FERRY_TYPE_INT64, false, 1},
+                                     {"a", FERRY_TYPE_INT64, true, 0}};
     static const struct fdef v2[] = {{"id", FERRY_TYPE_INT64, false, 1},
                                      {"a", FERRY_TYPE_INT32, true, 0},
                                      {"B", FERRY_TYPE_DECIMAL128, true, 0}};
-    static const struct fdef v3[] = {{"id", FERRY_TYPE_INT64, false, 1}, {"a", FERRY_TYPE_UTF8, true, 0}};
+    static const struct fdef v3[] = {{"id", FERRY_TYPE_INT64, false, 1},
+                                     {"a", FERRY_TYPE_UTF8, true, 0}};
     struct ferry_schema *s1 = mk_schema(v1, 2), *s2 = mk_schema(v2, 3), *s3 = mk_schema(v3, 2);
     struct sinkh h;
     sink_open(&h, NULL);
@@ -603,10 +687,8 @@ static void test_sink_schema_evolution(void **state)
 
 static const char *const hostile_table = "we\"ird; DROP TABLE canary; --";
 static const struct fdef hostile_fields[] = {
-    {"k\"ey", FERRY_TYPE_INT64, false, 1},
-    {"a \"b\"", FERRY_TYPE_UTF8, true, 0},
-    {"sp ace", FERRY_TYPE_INT32, true, 0},
-    {"semi;colon", FERRY_TYPE_TIMESTAMPTZ_US, true, 0},
+    {"k\"ey", FERRY_TYPE_INT64, false, 1},     {"a \"b\"", FERRY_TYPE_UTF8, true, 0},
+    {"sp ace", FERRY_TYPE_INT32, true, 0},     {"semi;colon", FERRY_TYPE_TIMESTAMPTZ_US, true, 0},
     {"ünï ✓", FERRY_TYPE_DECIMAL128, true, 0},
 };
 
@@ -614,7 +696,8 @@ static struct ferry_batch *hostile_batch(struct ferry_schema *sc, struct collect
                                          enum ferry_op op)
 {
     struct ferry_row_writer *rw = mk_rw(sc, "hostile", c);
-    static const char *const vals[] = {"'); DROP TABLE canary; --", "\"quoted\"", "a,b\nc", "ünïcødé"};
+    static const char *const vals[] = {"'); DROP TABLE canary; --", "\"quoted\"", "a,b\nc",
+                                       "ünïcødé"};
     for (int i = lo; i <= hi; i++) {
         ferry_rw_begin(rw, op);
         ferry_rw_int(rw, i);
@@ -636,16 +719,18 @@ static void test_hostile_identifiers(void **state)
     struct collect c = {0};
     struct ferry_schema *sc = mk_schema(hostile_fields, 5);
     mkdb("CREATE TABLE canary (x INTEGER); INSERT INTO canary VALUES (42);");
-    const enum ferry_write_mode modes[] = {FERRY_WRITE_APPEND, FERRY_WRITE_UPSERT, FERRY_WRITE_MERGE,
-                                           FERRY_WRITE_REPLACE};
+    const enum ferry_write_mode modes[] = {FERRY_WRITE_APPEND, FERRY_WRITE_UPSERT,
+                                           FERRY_WRITE_MERGE, FERRY_WRITE_REPLACE};
     for (int m = 0; m < 4; m++) {
         struct sinkh h;
         sink_open(&h, "table_prefix: 'x\"; '\n");
         ASSERT_OK(sink_target(&h, "hostile", hostile_table, sc, modes[m], &err), err);
         sink_begin(&h, 100 + m, false);
         ASSERT_OK(sink_apply(&h, 0, hostile_batch(sc, &c, 1, 8, FERRY_OP_INSERT), &err), err);
-        ASSERT_OK(sink_apply(&h, 0, hostile_batch(sc, &c, m == 0 || m == 3 ? 9 : 5, 10,
-                                                  m == 2 ? FERRY_OP_DELETE : FERRY_OP_UPDATE), &err),
+        ASSERT_OK(sink_apply(&h, 0,
+                             hostile_batch(sc, &c, m == 0 || m == 3 ? 9 : 5, 10,
+                                           m == 2 ? FERRY_OP_DELETE : FERRY_OP_UPDATE),
+                             &err),
                   err);
         ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
         sink_close(&h);
@@ -656,10 +741,14 @@ static void test_hostile_identifiers(void **state)
     /* After the last mode (replace): exactly rows 1..10 with their exact values. */
     const char *q = "SELECT count(*) FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\"";
     assert_int_equal(q_int(db, q), 10);
-    assert_string_equal(q_text(db, "SELECT \"a \"\"b\"\"\" FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\" "
-                                   "WHERE \"k\"\"ey\" = 4"), "'); DROP TABLE canary; --");
-    assert_string_equal(q_text(db, "SELECT \"ünï ✓\" FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\" "
-                                   "WHERE \"k\"\"ey\" = 7"), "7.00");
+    assert_string_equal(
+        q_text(db, "SELECT \"a \"\"b\"\"\" FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\" "
+                   "WHERE \"k\"\"ey\" = 4"),
+        "'); DROP TABLE canary; --");
+    assert_string_equal(q_text(db,
+                               "SELECT \"ünï ✓\" FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\" "
+                               "WHERE \"k\"\"ey\" = 7"),
+                        "7.00");
     sqlite3_close(db);
 
     /* The source reads the hostile table back, with its key. */
@@ -683,7 +772,8 @@ static void test_hostile_identifiers(void **state)
     assert_int_equal(collect_rows(&r), 10);
     /* Resume after key 6 of a hostile key column. */
     collect_free(&r);
-    ASSERT_OK(read_shard(src_vt, ctx, &spec, rs, plan, 0, "{\"shard\":0,\"key\":[6]}", 4, &r, &err), err);
+    ASSERT_OK(read_shard(src_vt, ctx, &spec, rs, plan, 0, "{\"shard\":0,\"key\":[6]}", 4, &r, &err),
+              err);
     assert_int_equal(collect_rows(&r), 4);
     assert_int_equal(ferry_col_int(r.b[0], 0, 0), 7);
     collect_free(&r);
@@ -750,13 +840,15 @@ static void test_source_discover(void **state)
          "CREATE TABLE nokey (a TEXT, b INTEGER);"
          "CREATE VIEW v AS SELECT a, b FROM nokey;");
     static const enum ferry_type want[] = {
-        FERRY_TYPE_INT8,    FERRY_TYPE_INT16,        FERRY_TYPE_INT64,        FERRY_TYPE_INT64,
-        FERRY_TYPE_INT64,   FERRY_TYPE_FLOAT64,      FERRY_TYPE_FLOAT64,      FERRY_TYPE_FLOAT32,
-        FERRY_TYPE_UTF8,    FERRY_TYPE_UTF8,         FERRY_TYPE_UTF8,         FERRY_TYPE_BINARY,
-        FERRY_TYPE_BOOL,    FERRY_TYPE_DECIMAL128,   FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_DECIMAL128,
-        FERRY_TYPE_DATE32,  FERRY_TYPE_TIME64_US,    FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_TIMESTAMP_US,
-        FERRY_TYPE_TIMESTAMPTZ_US, FERRY_TYPE_UUID,  FERRY_TYPE_JSON,         FERRY_TYPE_UTF8,
-        FERRY_TYPE_UTF8,    FERRY_TYPE_INT32};
+        FERRY_TYPE_INT8,         FERRY_TYPE_INT16,        FERRY_TYPE_INT64,
+        FERRY_TYPE_INT64,        FERRY_TYPE_INT64,        FERRY_TYPE_FLOAT64,
+        FERRY_TYPE_FLOAT64,      FERRY_TYPE_FLOAT32,      FERRY_TYPE_UTF8,
+        FERRY_TYPE_UTF8,         FERRY_TYPE_UTF8,         FERRY_TYPE_BINARY,
+        FERRY_TYPE_BOOL,         FERRY_TYPE_DECIMAL128,   FERRY_TYPE_DECIMAL_TEXT,
+        FERRY_TYPE_DECIMAL128,   FERRY_TYPE_DATE32,       FERRY_TYPE_TIME64_US,
+        FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_TIMESTAMPTZ_US,
+        FERRY_TYPE_UUID,         FERRY_TYPE_JSON,         FERRY_TYPE_UTF8,
+        FERRY_TYPE_UTF8,         FERRY_TYPE_INT32};
     struct srch s = src_open(NULL);
     struct ferry_resource_spec spec = spec_of("t", FERRY_READ_FULL);
     struct ferry_schema *sc;
@@ -864,7 +956,8 @@ static void test_source_full_keyset(void **state)
     ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 13, &a, &err), err);
     assert_int_equal(collect_rows(&a), 300);
     for (int k = 0; k < a.n - 1; k++) {
-        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 13, &b, &err), err);
+        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 13, &b, &err),
+                  err);
         assert_int_equal(collect_rows(&b), 300 - 13 * (k + 1));
         if (collect_rows(&b) > 0) {
             struct ferry_batch *x = ferry_batch_slice(b.b[0], 0, 1);
@@ -906,17 +999,21 @@ static void test_source_incremental_ties(void **state)
     int64_t *ids = collect_ints(&a, 0, &n);
     assert_int_equal(n, 1000);
     int *seen = calloc(1001, sizeof *seen);
-    for (int64_t i = 0; i < n; i++) seen[ids[i]]++;
-    for (int i = 1; i <= 1000; i++) assert_int_equal(seen[i], 1);
+    for (int64_t i = 0; i < n; i++)
+        seen[ids[i]]++;
+    for (int i = 1; i <= 1000; i++)
+        assert_int_equal(seen[i], 1);
     free(seen);
     /* Resuming after any batch gives exactly the rest, in the same order. */
     for (int k = 0; k < a.n - 1; k += 9) {
         struct collect b = {0};
-        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 7, &b, &err), err);
+        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 7, &b, &err),
+                  err);
         int64_t m;
         int64_t *rest = collect_ints(&b, 0, &m);
         assert_int_equal(m, n - 7 * (k + 1));
-        for (int64_t i = 0; i < m; i++) assert_int_equal(rest[i], ids[7 * (k + 1) + i]);
+        for (int64_t i = 0; i < m; i++)
+            assert_int_equal(rest[i], ids[7 * (k + 1) + i]);
         free(rest);
         collect_free(&b);
     }
@@ -940,13 +1037,54 @@ static void test_source_incremental_ties(void **state)
     assert_int_equal(ids[2], 1003);
     free(ids);
     /* The upper bound is frozen at plan time: a row added after planning waits. */
-    exec_sql(db_path, "INSERT INTO e VALUES (1005, '2024-01-06 00:00:00.000000+00:00', 'after plan');");
+    exec_sql(db_path,
+             "INSERT INTO e VALUES (1005, '2024-01-06 00:00:00.000000+00:00', 'after plan');");
     collect_free(&a);
     ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 7, &a, &err), err);
     assert_int_equal(collect_rows(&a), 3);
     collect_free(&a);
     ferry_free(plan);
     free(cp);
+    ferry_schema_unref(sc);
+    src_close(&s);
+}
+
+struct cancel_ctx {
+    void *src;
+    int batches;
+};
+
+static int cancel_emit(void *p, struct ferry_batch *b, struct ferry_error *err)
+{
+    (void)err;
+    struct cancel_ctx *cc = p;
+    cc->batches++;
+    ferry_batch_unref(b);
+    src_vt->cancel(cc->src); /* what the runner does from another thread */
+    return FERRY_OK;
+}
+
+static void test_source_cancel(void **state)
+{
+    (void)state;
+    struct ferry_error err;
+    mkdb("CREATE TABLE big (id INTEGER PRIMARY KEY, v TEXT);"
+         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
+         "INSERT INTO big SELECT i, 'v' FROM n;");
+    struct srch s = src_open(NULL);
+    struct ferry_resource_spec spec = spec_of("big", FERRY_READ_FULL);
+    struct ferry_schema *sc;
+    char *plan;
+    ASSERT_OK(src_vt->discover(s.ctx, &spec, &sc, &err), err);
+    ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, NULL, &plan, &err), err);
+    struct cancel_ctx cc = {s.ctx, 0};
+    struct ferry_rw_limits lim = {.rows = 100};
+    struct ferry_row_writer *rw = ferry__rw_new(sc, "big", lim, cancel_emit, &cc);
+    assert_int_equal(src_vt->extract(s.ctx, &spec, sc, plan, 0, NULL, rw, &err), FERRY_ECANCELED);
+    assert_non_null(strstr(err.message, "\"big\""));
+    assert_true(cc.batches >= 1 && cc.batches < 200);
+    ferry__rw_free(rw);
+    ferry_free(plan);
     ferry_schema_unref(sc);
     src_close(&s);
 }
@@ -958,7 +1096,14 @@ static void test_source_incremental_forms(void **state)
     mkdb("CREATE TABLE iu (id INTEGER PRIMARY KEY, updated_at TIMESTAMP);"
          "INSERT INTO iu VALUES (1, 1000), (2, 2000), (3, 2000), (4, NULL), (5, NULL);"
          "CREATE TABLE bad (id INTEGER PRIMARY KEY, updated_at TIMESTAMPTZ);"
-         "INSERT INTO bad VALUES (1, '2024-01-31T12:00:00Z');");
+         "INSERT INTO bad VALUES (1, '2024-01-31T14:00:00+02:00');"
+         "CREATE TABLE st (id INTEGER PRIMARY KEY, updated_at TIMESTAMP NOT NULL);"
+         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30) "
+         "INSERT INTO st SELECT i, '2024-01-0' || (1 + i % 3) || ' 10:00:00' FROM n;"
+         "CREATE TABLE sz (id INTEGER PRIMARY KEY, updated_at TIMESTAMPTZ NOT NULL);"
+         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30) "
+         "INSERT INTO sz SELECT i, '2024-01-0' || (1 + i % 3) || 'T10:00:00.' || (100 + i % 2) || "
+         "'Z' FROM n;");
     struct srch s = src_open(NULL);
     struct ferry_resource_spec spec = spec_of("iu", FERRY_READ_INCREMENTAL);
     spec.cursor = cursor_ua;
@@ -974,7 +1119,8 @@ static void test_source_incremental_forms(void **state)
     int64_t *ids = collect_ints(&a, 0, &n);
     assert_int_equal(n, 5);
     const int64_t order[] = {4, 5, 1, 2, 3};
-    for (int i = 0; i < 5; i++) assert_int_equal(ids[i], order[i]);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ids[i], order[i]);
     free(ids);
     /* Resume inside the NULL rows. */
     assert_string_equal(a.b[0]->position, "{\"shard\":0,\"key\":[null,5]}");
@@ -998,12 +1144,56 @@ static void test_source_incremental_forms(void **state)
     free(cp);
     ferry_schema_unref(sc);
 
-    /* Timestamps as text in another form cannot be compared: refused with the reason. */
+    /* Timestamps stored in SQLite's own CURRENT_TIMESTAMP form, or as 'T...Z' with a fixed
+     * fraction: bounds are written in the same style, ties across batches hold. */
+    const char *styled[] = {"st", "sz"};
+    for (int t = 0; t < 2; t++) {
+        spec.table = (char *)styled[t];
+        ASSERT_OK(src_vt->discover(s.ctx, &spec, &sc, &err), err);
+        ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, NULL, &plan, &err), err);
+        assert_non_null(strstr(plan, t == 0 ? "\" 0\"" : "\"T3Z\""));
+        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 4, &a, &err), err);
+        assert_int_equal(collect_rows(&a), 30);
+        ids = collect_ints(&a, 0, &n);
+        for (int k = 0; k < a.n - 1; k++) {
+            ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 4, &b, &err),
+                      err);
+            int64_t m;
+            int64_t *rest = collect_ints(&b, 0, &m);
+            assert_int_equal(m, 30 - 4 * (k + 1));
+            for (int64_t i = 0; i < m; i++)
+                assert_int_equal(rest[i], ids[4 * (k + 1) + i]);
+            free(rest);
+            collect_free(&b);
+        }
+        free(ids);
+        cp = last_keyed_position(&a);
+        collect_free(&a);
+        ferry_free(plan);
+        char sql[256];
+        snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (31, '%s'), (32, '%s');", styled[t],
+                 t == 0 ? "2024-01-03 10:00:00" : "2024-01-03T10:00:00.101Z",
+                 t == 0 ? "2024-01-02 10:00:00" : "2024-01-03T10:00:00.100Z");
+        exec_sql(db_path, sql);
+        ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, cp, &plan, &err), err);
+        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 4, &a, &err), err);
+        ids = collect_ints(&a, 0, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(ids[0], 31);
+        free(ids);
+        free(cp);
+        collect_free(&a);
+        ferry_free(plan);
+        ferry_schema_unref(sc);
+    }
+
+    /* Timestamps as text in a form that cannot be reproduced (a local offset): refused
+     * with the reason. */
     spec.table = "bad";
     ASSERT_OK(src_vt->discover(s.ctx, &spec, &sc, &err), err);
     assert_int_equal(src_vt->plan(s.ctx, &spec, sc, NULL, &plan, &err), FERRY_EUNSUPPORTED);
     assert_non_null(strstr(err.message, "updated_at"));
-    assert_non_null(strstr(err.message, "2024-01-31T12:00:00Z"));
+    assert_non_null(strstr(err.message, "2024-01-31T14:00:00+02:00"));
     ferry_schema_unref(sc);
     /* Full reads of it still work and parse the value. */
     spec.mode = FERRY_READ_FULL;
@@ -1055,7 +1245,8 @@ static void round_trip(const char *table, enum ferry_read_mode mode)
     sink_open(&h, NULL);
     ASSERT_OK(sink_target(&h, table, table, sc, FERRY_WRITE_APPEND, &err), err);
     sink_begin(&h, 1, false);
-    for (int i = 0; i < all.n; i++) ASSERT_OK(sink_apply(&h, 0, all.b[i], &err), err);
+    for (int i = 0; i < all.n; i++)
+        ASSERT_OK(sink_apply(&h, 0, all.b[i], &err), err);
     ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
     sink_close(&h);
 
@@ -1159,6 +1350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_full_keyset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_source_incremental_ties, setup, teardown),
         cmocka_unit_test_setup_teardown(test_source_incremental_forms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_source_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_orders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_users, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_incremental, setup, teardown),

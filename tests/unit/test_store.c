@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include "unit.h"
 #include "ferry/core.h"
 #include "store/store.h"
@@ -815,6 +816,70 @@ static void test_two_handles_concurrently(void **state)
     assert_int_equal(raw_int(f->sd.path, "SELECT count(*) FROM \"runs\""), 2 * (WRITES / 3));
 }
 
+/* The other process of test_other_process_keeps_our_wal: appends one event, exits. */
+static int append_one(const char *path)
+{
+    struct ferry_store *st = NULL;
+    struct ferry_error err = {0};
+    int rc = ferry_store_open(path, &st, &err);
+    struct ferry_event ev = {.run_id = 2, .payload = (char *)"{\"from\":\"child\"}"};
+    snprintf(ev.type, sizeof ev.type, "run.pause_requested");
+    if (rc == FERRY_OK) rc = ferry_store_event_append(st, &ev, &err);
+    if (rc != FERRY_OK) fprintf(stderr, "append-one: %s\n", err.message);
+    ferry_store_close(st);
+    return rc == FERRY_OK ? 0 : 1;
+}
+
+/* Regression: opening a second handle must not disturb the first one's locks. (A raw
+ * open()/close() of the database file drops every POSIX lock the process holds on it; a
+ * process that then closes its own connection believes it is the last user, checkpoints and
+ * deletes the WAL under us, and commits are lost.) */
+static void test_other_process_keeps_our_wal(void **state)
+{
+    struct fx *f = *state;
+    int64_t s1 = 0, s3 = 0;
+    struct ferry_event e1 = {.run_id = 1, .payload = (char *)"{\"n\":1}"};
+    snprintf(e1.type, sizeof e1.type, "batch.buffered");
+    struct ferry_error err = {0};
+    assert_int_equal(ferry_store_event_append(f->st, &e1, &err), FERRY_OK);
+    s1 = e1.seq;
+    struct ferry_store *second = NULL;
+    assert_int_equal(ferry_store_open(f->sd.path, &second, &err), FERRY_OK);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* a fresh process image: SQLite connections must not cross a fork */
+        execl("/proc/self/exe", "test_store", "--append-one", f->sd.path, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char wal[400];
+    snprintf(wal, sizeof wal, "%s-wal", f->sd.path);
+    struct stat sb;
+    assert_int_equal(stat(wal, &sb), 0); /* still ours: the child was not the last user */
+
+    struct ferry_event e3 = {.run_id = 1, .payload = (char *)"{\"n\":3}"};
+    snprintf(e3.type, sizeof e3.type, "batch.buffered");
+    assert_int_equal(ferry_store_event_append(f->st, &e3, &err), FERRY_OK);
+    s3 = e3.seq;
+    ferry_store_close(second);
+
+    struct ferry_store *fresh = NULL;
+    assert_int_equal(ferry_store_open(f->sd.path, &fresh, &err), FERRY_OK);
+    struct ferry_event *evs = NULL;
+    int n = 0;
+    assert_int_equal(ferry_store_event_read(fresh, 0, 0, 100, &evs, &n, &err), FERRY_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(evs[0].seq, s1);
+    assert_string_equal(evs[1].payload, "{\"from\":\"child\"}");
+    assert_int_equal(evs[2].seq, s3);
+    ferry_events_free(evs, n);
+    ferry_store_close(fresh);
+}
+
 static void test_state_names(void **state)
 {
     (void)state;
@@ -830,8 +895,9 @@ static void test_state_names(void **state)
     assert_false(ferry_run_state_is_final(FERRY_RUN_PAUSED));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--append-one") == 0) return append_one(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_open_creates_folders_and_migrates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
@@ -851,6 +917,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_handles_concurrently, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_process_keeps_our_wal, setup, teardown),
         cmocka_unit_test(test_state_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,9 +61,7 @@ static int null_commit(void *ctx, struct ferry_error *err)
     return FERRY_OK;
 }
 
-static void null_abort(void *ctx)
-{
-}
+static void null_abort(void *ctx) {}
 
 static void null_close(void *ctx)
 {

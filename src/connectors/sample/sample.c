@@ -29,20 +29,43 @@
 #include "ferry/connector.h"
 #include "ferry/core.h"
 
-#define BASE_US INT64_C(1577836800000000)  /* 2020-01-01T00:00:00Z */
-#define TICK_US INT64_C(3155760000000000)  /* 100 years of 365.25 days */
-#define MAX_CLOCK 79                       /* keeps every year within 4 digits */
-#define MAX_ROWS INT64_C(1000000000000)    /* i ms stays far below one TICK */
+#define BASE_US INT64_C(1577836800000000) /* 2020-01-01T00:00:00Z */
+#define TICK_US INT64_C(3155760000000000) /* 100 years of 365.25 days */
+#define MAX_CLOCK 79                      /* keeps every year within 4 digits */
+#define MAX_ROWS INT64_C(1000000000000)   /* i ms stays far below one TICK */
 
 enum table_id { T_ORDERS = 1, T_USERS = 2 };
 
 enum orders_col {
-    O_ID, O_CUSTOMER_ID, O_STATUS, O_QUANTITY, O_AMOUNT, O_DISCOUNT, O_EXPRESS, O_NOTE,
-    O_CREATED_AT, O_UPDATED_AT, O_N
+    O_ID,
+    O_CUSTOMER_ID,
+    O_STATUS,
+    O_QUANTITY,
+    O_AMOUNT,
+    O_DISCOUNT,
+    O_EXPRESS,
+    O_NOTE,
+    O_CREATED_AT,
+    O_UPDATED_AT,
+    O_N
 };
 enum users_col {
-    U_ID, U_EMAIL, U_NAME, U_AGE, U_SCORE, U_BALANCE, U_BIG_NUMBER, U_BIRTH_DATE, U_WAKE_TIME,
-    U_LAST_LOGIN, U_UUID, U_AVATAR, U_PROFILE, U_ACTIVE, U_UPDATED_AT, U_N
+    U_ID,
+    U_EMAIL,
+    U_NAME,
+    U_AGE,
+    U_SCORE,
+    U_BALANCE,
+    U_BIG_NUMBER,
+    U_BIRTH_DATE,
+    U_WAKE_TIME,
+    U_LAST_LOGIN,
+    U_UUID,
+    U_AVATAR,
+    U_PROFILE,
+    U_ACTIVE,
+    U_UPDATED_AT,
+    U_N
 };
 
 struct col_def {
@@ -162,7 +185,8 @@ static size_t put_u64(char *p, uint64_t v)
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    for (size_t k = 0; k < n; k++) p[k] = tmp[n - 1 - k];
+    for (size_t k = 0; k < n; k++)
+        p[k] = tmp[n - 1 - k];
     return n;
 }
 
@@ -191,10 +215,10 @@ static const char *const notes[] = {
 };
 #define N_NOTES ((int)(sizeof notes / sizeof notes[0]))
 
-static const char *const first_names[] = {"José", "Zoë", "Łukasz", "Søren", "Chloé", "Renée",
-                                          "田中", "Мария", "Ægir", "O'Brien", "Ana", "Li"};
-static const char *const last_names[] = {"García", "Müller", "Nguyễn", "Kowalski", "Smith",
-                                         "Øster", "山田", "Иванова", "D'Angelo", "Brontë"};
+static const char *const first_names[] = {"José", "Zoë",   "Łukasz", "Søren",   "Chloé", "Renée",
+                                          "田中", "Мария", "Ægir",   "O'Brien", "Ana",   "Li"};
+static const char *const last_names[] = {"García", "Müller", "Nguyễn",  "Kowalski", "Smith",
+                                         "Øster",  "山田",   "Иванова", "D'Angelo", "Brontë"};
 static const char *const plans[] = {"free", "pro", "team", "enterprise"};
 
 __extension__ typedef unsigned __int128 u128;
@@ -211,8 +235,8 @@ static struct ferry_decimal128 dec_from(bool negative, u128 mag)
 struct gen {
     uint64_t seed;
     const struct table_def *t;
-    int n;            /* fields of the schema */
-    const int *cols;  /* schema field -> table column */
+    int n;           /* fields of the schema */
+    const int *cols; /* schema field -> table column */
 };
 
 static void write_orders_value(struct ferry_row_writer *rw, int col, int64_t i, int64_t v,
@@ -221,23 +245,33 @@ static void write_orders_value(struct ferry_row_writer *rw, int col, int64_t i, 
     char buf[128];
     uint64_t h;
     switch ((enum orders_col)col) {
-    case O_ID: ferry_rw_int(rw, i); return;
-    case O_CUSTOMER_ID: ferry_rw_int(rw, 1 + (int64_t)(col_hash(r0, col) % 50000)); return;
+    case O_ID:
+        ferry_rw_int(rw, i);
+        return;
+    case O_CUSTOMER_ID:
+        ferry_rw_int(rw, 1 + (int64_t)(col_hash(r0, col) % 50000));
+        return;
     case O_STATUS: {
         const char *s = statuses[col_hash(rv, col) % 5];
         ferry_rw_text(rw, s, strlen(s));
         return;
     }
-    case O_QUANTITY: ferry_rw_int(rw, 1 + (int64_t)(col_hash(r0, col) % 100)); return;
+    case O_QUANTITY:
+        ferry_rw_int(rw, 1 + (int64_t)(col_hash(r0, col) % 100));
+        return;
     case O_AMOUNT:
         ferry_rw_dec128(rw, dec_from(false, col_hash(rv, col) % UINT64_C(10000000000)));
         return;
     case O_DISCOUNT:
         h = col_hash(r0, col);
-        if (h % 5 == 0) ferry_rw_null(rw);
-        else ferry_rw_float(rw, (double)((h >> 8) % 3000) / 10000.0);
+        if (h % 5 == 0)
+            ferry_rw_null(rw);
+        else
+            ferry_rw_float(rw, (double)((h >> 8) % 3000) / 10000.0);
         return;
-    case O_EXPRESS: ferry_rw_bool(rw, (col_hash(r0, col) >> 7) & 1); return;
+    case O_EXPRESS:
+        ferry_rw_bool(rw, (col_hash(r0, col) >> 7) & 1);
+        return;
     case O_NOTE: {
         h = col_hash(rv, col);
         if (h % 10 < 3) {
@@ -256,9 +290,14 @@ static void write_orders_value(struct ferry_row_writer *rw, int col, int64_t i, 
         ferry_rw_text(rw, buf, n);
         return;
     }
-    case O_CREATED_AT: ferry_rw_int(rw, updated_at(i, 0)); return;
-    case O_UPDATED_AT: ferry_rw_int(rw, updated_at(i, v)); return;
-    case O_N: break;
+    case O_CREATED_AT:
+        ferry_rw_int(rw, updated_at(i, 0));
+        return;
+    case O_UPDATED_AT:
+        ferry_rw_int(rw, updated_at(i, v));
+        return;
+    case O_N:
+        break;
     }
 }
 
@@ -269,7 +308,9 @@ static void write_users_value(struct ferry_row_writer *rw, int col, int64_t i, i
     size_t n;
     uint64_t h;
     switch ((enum users_col)col) {
-    case U_ID: ferry_rw_int(rw, i); return;
+    case U_ID:
+        ferry_rw_int(rw, i);
+        return;
     case U_EMAIL:
         n = put_str(buf, "user");
         n += put_u64(buf + n, (uint64_t)i);
@@ -289,8 +330,10 @@ static void write_users_value(struct ferry_row_writer *rw, int col, int64_t i, i
         return;
     case U_AGE:
         h = col_hash(r0, col);
-        if (h % 10 == 0) ferry_rw_null(rw);
-        else ferry_rw_int(rw, 18 + (int64_t)((h >> 8) % 80));
+        if (h % 10 == 0)
+            ferry_rw_null(rw);
+        else
+            ferry_rw_int(rw, 18 + (int64_t)((h >> 8) % 80));
         return;
     case U_SCORE:
         /* Multiples of 1/64 below 2^24/64: exact in float32, so every encoder agrees. */
@@ -320,13 +363,19 @@ static void write_users_value(struct ferry_row_writer *rw, int col, int64_t i, i
         ferry_rw_text(rw, buf, n);
         return;
     }
-    case U_BIRTH_DATE: ferry_rw_int(rw, (int64_t)(col_hash(r0, col) % 29220) - 14610); return;
-    case U_WAKE_TIME: ferry_rw_int(rw, (int64_t)(col_hash(r0, col) % UINT64_C(86400000000))); return;
+    case U_BIRTH_DATE:
+        ferry_rw_int(rw, (int64_t)(col_hash(r0, col) % 29220) - 14610);
+        return;
+    case U_WAKE_TIME:
+        ferry_rw_int(rw, (int64_t)(col_hash(r0, col) % UINT64_C(86400000000)));
+        return;
     case U_LAST_LOGIN:
         h = col_hash(r0, col);
-        if (h % 7 == 0) ferry_rw_null(rw);
-        else ferry_rw_int(rw, INT64_C(1420070400000000) +
-                                  (int64_t)((h >> 4) % UINT64_C(315576000000000)));
+        if (h % 7 == 0)
+            ferry_rw_null(rw);
+        else
+            ferry_rw_int(rw, INT64_C(1420070400000000) +
+                                 (int64_t)((h >> 4) % UINT64_C(315576000000000)));
         return;
     case U_UUID: {
         uint8_t u[16];
@@ -350,7 +399,8 @@ static void write_users_value(struct ferry_row_writer *rw, int col, int64_t i, i
         uint64_t s = col_hash(r0, col + 100);
         for (size_t k = 0; k < len; k += 8) {
             s = mix64(s);
-            for (size_t b = 0; b < 8 && k + b < len; b++) buf[k + b] = (char)(s >> (8 * b));
+            for (size_t b = 0; b < 8 && k + b < len; b++)
+                buf[k + b] = (char)(s >> (8 * b));
         }
         ferry_rw_text(rw, buf, len);
         return;
@@ -372,11 +422,16 @@ static void write_users_value(struct ferry_row_writer *rw, int col, int64_t i, i
         return;
     case U_ACTIVE:
         h = col_hash(r0, col);
-        if (h % 10 == 0) ferry_rw_null(rw);
-        else ferry_rw_bool(rw, (h >> 8) & 1);
+        if (h % 10 == 0)
+            ferry_rw_null(rw);
+        else
+            ferry_rw_bool(rw, (h >> 8) & 1);
         return;
-    case U_UPDATED_AT: ferry_rw_int(rw, updated_at(i, v)); return;
-    case U_N: break;
+    case U_UPDATED_AT:
+        ferry_rw_int(rw, updated_at(i, v));
+        return;
+    case U_N:
+        break;
     }
 }
 
@@ -387,9 +442,11 @@ static int write_row(const struct gen *g, struct ferry_row_writer *rw, int64_t i
     uint64_t rv = v ? row_hash(g->seed, g->t->id, i, v) : r0;
     ferry_rw_begin(rw, FERRY_OP_INSERT);
     if (g->t->id == T_ORDERS)
-        for (int f = 0; f < g->n; f++) write_orders_value(rw, g->cols[f], i, v, r0, rv);
+        for (int f = 0; f < g->n; f++)
+            write_orders_value(rw, g->cols[f], i, v, r0, rv);
     else
-        for (int f = 0; f < g->n; f++) write_users_value(rw, g->cols[f], i, v, r0, rv);
+        for (int f = 0; f < g->n; f++)
+            write_users_value(rw, g->cols[f], i, v, r0, rv);
     return ferry_rw_end(rw, err);
 }
 
@@ -406,7 +463,8 @@ static int sample_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *er
     if (rc != FERRY_OK) return rc;
     s.seed = (uint64_t)seed;
     struct sample *p = ferry_malloc(sizeof *p);
-    if (p == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
+    if (p == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
     *p = s;
     *ctx = p;
     return FERRY_OK;
@@ -438,7 +496,8 @@ static int lookup_table(const struct ferry_resource_spec *spec, const struct tab
     if (*out == NULL)
         return ferry_error_set(err, FERRY_ENOTFOUND, "sample",
                                "table \"%s\" not found: the sample source has tables orders "
-                               "and users", spec->table ? spec->table : "");
+                               "and users",
+                               spec->table ? spec->table : "");
     return FERRY_OK;
 }
 
@@ -449,13 +508,14 @@ static int sample_discover(void *ctx, const struct ferry_resource_spec *spec,
     int rc = lookup_table(spec, &t, err);
     if (rc != FERRY_OK) return rc;
     struct ferry_schema *s = ferry_schema_new();
-    if (s == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
+    if (s == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
     int n = spec->columns ? spec->n_columns : t->n_cols;
     for (int f = 0; f < n && rc == FERRY_OK; f++) {
         int c = spec->columns ? table_col(t, spec->columns[f]) : f;
         if (c < 0) {
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "sample",
-                                 "table %s has no column \"%s\"", t->name, spec->columns[f]);
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "sample", "table %s has no column \"%s\"",
+                                 t->name, spec->columns[f]);
             break;
         }
         const struct col_def *d = &t->cols[c];
@@ -473,8 +533,10 @@ static int sample_discover(void *ctx, const struct ferry_resource_spec *spec,
             if (f < 0)
                 rc = ferry_error_set(err, FERRY_ENOTFOUND, "sample",
                                      "table %s: key column \"%s\" is not among the selected "
-                                     "columns", t->name, spec->key[k]);
-            else s->fields[f].key_pos = k + 1;
+                                     "columns",
+                                     t->name, spec->key[k]);
+            else
+                s->fields[f].key_pos = k + 1;
         }
     } else if (rc == FERRY_OK) {
         int f = ferry_schema_find(s, "id");
@@ -503,8 +565,8 @@ static int tuple_cmp(int64_t u1, int64_t i1, int64_t u2, int64_t i2)
 }
 
 /* {"key":[a]} or {"key":[a,b]} -> integers; *done when the position says so. */
-static int parse_position(const char *json, const char *what, int want, int64_t *key,
-                          bool *has_key, bool *done, struct ferry_error *err)
+static int parse_position(const char *json, const char *what, int want, int64_t *key, bool *has_key,
+                          bool *done, struct ferry_error *err)
 {
     *has_key = false;
     *done = false;
@@ -512,8 +574,10 @@ static int parse_position(const char *json, const char *what, int want, int64_t 
     json_t *root = json_loads(json, 0, &jerr);
     if (!json_is_object(root)) {
         json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sample", "sample source: %s is not a JSON "
-                               "object: %.200s", what, json);
+        return ferry_error_set(err, FERRY_EINVAL, "sample",
+                               "sample source: %s is not a JSON "
+                               "object: %.200s",
+                               what, json);
     }
     *done = json_is_true(json_object_get(root, "done"));
     json_t *k = json_object_get(root, "key");
@@ -522,15 +586,18 @@ static int parse_position(const char *json, const char *what, int want, int64_t 
         if (!json_is_array(k) || (int)json_array_size(k) != want) {
             rc = ferry_error_set(err, FERRY_EINVAL, "sample",
                                  "sample source: %s has a key of the wrong shape (want %d "
-                                 "integers): %.200s", what, want, json);
+                                 "integers): %.200s",
+                                 what, want, json);
         } else {
             for (int i = 0; i < want && rc == FERRY_OK; i++) {
                 json_t *v = json_array_get(k, (size_t)i);
                 if (!json_is_integer(v))
                     rc = ferry_error_set(err, FERRY_EINVAL, "sample",
                                          "sample source: %s: key value %d is not an integer: "
-                                         "%.200s", what, i + 1, json);
-                else key[i] = (int64_t)json_integer_value(v);
+                                         "%.200s",
+                                         what, i + 1, json);
+                else
+                    key[i] = (int64_t)json_integer_value(v);
             }
             if (rc == FERRY_OK) *has_key = true;
         }
@@ -549,12 +616,14 @@ static int check_incremental(const struct table_def *t, const struct ferry_resou
             n += (size_t)snprintf(got + n, sizeof got - n, "%s%s", i ? ", " : "", spec->cursor[i]);
         return ferry_error_set(err, FERRY_ECONFIG, "sample",
                                "table %s: the sample source reads incrementally only with "
-                               "`cursor: [updated_at]` (got [%s])", t->name, got);
+                               "`cursor: [updated_at]` (got [%s])",
+                               t->name, got);
     }
     if (ferry_schema_find(schema, "updated_at") < 0 || ferry_schema_find(schema, "id") < 0)
         return ferry_error_set(err, FERRY_ECONFIG, "sample",
                                "table %s: incremental reads need the columns updated_at and id "
-                               "among the selected columns", t->name);
+                               "among the selected columns",
+                               t->name);
     return FERRY_OK;
 }
 
@@ -588,12 +657,12 @@ static int plan_full(const struct sample *s, struct ferry_buf *b)
 {
     int64_t n_shards = s->shards;
     if (n_shards > s->rows) n_shards = s->rows > 0 ? s->rows : 1;
-    int rc = ferry_buf_printf(b, "{\"mode\":\"full\",\"rows\":%" PRId64 ",\"clock\":%" PRId64
-                              ",\"shards\":[", s->rows, s->clock);
+    int rc = ferry_buf_printf(
+        b, "{\"mode\":\"full\",\"rows\":%" PRId64 ",\"clock\":%" PRId64 ",\"shards\":[", s->rows,
+        s->clock);
     for (int64_t k = 0; k < n_shards && rc == FERRY_OK; k++) {
         int64_t lo = 1 + k * s->rows / n_shards, hi = (k + 1) * s->rows / n_shards;
-        rc = ferry_buf_printf(b, "%s{\"lo\":%" PRId64 ",\"hi\":%" PRId64 "}", k ? "," : "",
-                              lo, hi);
+        rc = ferry_buf_printf(b, "%s{\"lo\":%" PRId64 ",\"hi\":%" PRId64 "}", k ? "," : "", lo, hi);
     }
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, "]}");
     return rc;
@@ -622,13 +691,16 @@ static int plan_incremental(const struct sample *s, const struct table_def *t,
         }
     }
     struct tuple hi = newest_row(s);
-    int rc = ferry_buf_printf(b, "{\"mode\":\"incremental\",\"rows\":%" PRId64
-                              ",\"clock\":%" PRId64 ",\"shards\":[{\"lo\":", s->rows, s->clock);
+    int rc = ferry_buf_printf(b,
+                              "{\"mode\":\"incremental\",\"rows\":%" PRId64 ",\"clock\":%" PRId64
+                              ",\"shards\":[{\"lo\":",
+                              s->rows, s->clock);
     if (rc == FERRY_OK) rc = put_tuple(b, &lo);
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ",\"hi\":");
     if (rc == FERRY_OK) rc = put_tuple(b, &hi);
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, "}]}");
-    if (rc != FERRY_OK) return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
+    if (rc != FERRY_OK)
+        return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
     return FERRY_OK;
 }
 
@@ -651,14 +723,16 @@ static int sample_plan(void *ctx, const struct ferry_resource_spec *spec,
     } else {
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "sample",
                              "table %s: the sample source reads in modes full and incremental, "
-                             "not %s", t->name, ferry_read_mode_name(spec->mode));
+                             "not %s",
+                             t->name, ferry_read_mode_name(spec->mode));
     }
     if (rc != FERRY_OK) {
         ferry_buf_release(&b);
         return rc;
     }
     *plan_json = ferry_buf_take(&b);
-    if (*plan_json == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
+    if (*plan_json == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
     return FERRY_OK;
 }
 
@@ -667,8 +741,8 @@ static int sample_plan(void *ctx, const struct ferry_resource_spec *spec,
 struct frozen {
     bool full;
     int64_t rows, clock;
-    int64_t lo, hi;          /* full: id range, inclusive */
-    struct tuple tlo, thi;   /* incremental: lo exclusive, hi inclusive */
+    int64_t lo, hi;        /* full: id range, inclusive */
+    struct tuple tlo, thi; /* incremental: lo exclusive, hi inclusive */
 };
 
 static bool get_tuple(json_t *v, struct tuple *t)
@@ -698,7 +772,8 @@ static int load_plan(const char *table, const char *plan_json, int shard, struct
         fz->full = strcmp(json_string_value(mode), "full") == 0;
         fz->rows = (int64_t)json_integer_value(json_object_get(root, "rows"));
         fz->clock = (int64_t)json_integer_value(json_object_get(root, "clock"));
-        if (fz->clock < 0 || fz->clock > MAX_CLOCK || fz->rows < 0 || fz->rows > MAX_ROWS) ok = false;
+        if (fz->clock < 0 || fz->clock > MAX_CLOCK || fz->rows < 0 || fz->rows > MAX_ROWS)
+            ok = false;
         if (fz->full) {
             json_t *lo = json_object_get(sh, "lo"), *hi = json_object_get(sh, "hi");
             ok = ok && json_is_integer(lo) && json_is_integer(hi);
@@ -760,8 +835,7 @@ static int extract_incremental(const struct gen *g, const struct frozen *fz, str
 
 static int sample_extract(void *ctx, const struct ferry_resource_spec *spec,
                           const struct ferry_schema *schema, const char *plan_json, int shard,
-                          const char *resume, struct ferry_row_writer *rw,
-                          struct ferry_error *err)
+                          const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct sample *s = ctx;
     const struct table_def *t;
@@ -781,7 +855,8 @@ static int sample_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
 
     int *cols = ferry_malloc(sizeof *cols * (size_t)(schema->n_fields ? schema->n_fields : 1));
-    if (cols == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
+    if (cols == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sample", "sample source: out of memory");
     for (int f = 0; f < schema->n_fields; f++) {
         cols[f] = table_col(t, schema->fields[f].name);
         if (cols[f] < 0) {

@@ -71,7 +71,8 @@ static const struct decl_name decl_names[] = {
 static bool parse_params(const char *s, int *p, int *sc, int *count)
 {
     *count = 0;
-    while (*s == ' ') s++;
+    while (*s == ' ')
+        s++;
     if (*s != '(') return false;
     s++;
     char *end;
@@ -80,7 +81,8 @@ static bool parse_params(const char *s, int *p, int *sc, int *count)
     *p = (int)(a > 1000 ? 1000 : a < -1000 ? -1000 : a);
     *count = 1;
     s = end;
-    while (*s == ' ') s++;
+    while (*s == ' ')
+        s++;
     if (*s == ',') {
         s++;
         long b = strtol(s, &end, 10);
@@ -88,7 +90,8 @@ static bool parse_params(const char *s, int *p, int *sc, int *count)
         *sc = (int)(b > 1000 ? 1000 : b < -1000 ? -1000 : b);
         *count = 2;
         s = end;
-        while (*s == ' ') s++;
+        while (*s == ' ')
+            s++;
     }
     return *s == ')';
 }
@@ -100,10 +103,12 @@ void ferry__sqlite_type_from_decl(const char *decl, enum ferry_type *type, int *
     char base[64];
     size_t n = 0;
     const char *s = decl ? decl : "";
-    while (*s && isspace((unsigned char)*s)) s++;
+    while (*s && isspace((unsigned char)*s))
+        s++;
     while (*s && *s != '(' && n + 1 < sizeof base) {
         if (isspace((unsigned char)*s)) {
-            while (isspace((unsigned char)s[1])) s++;
+            while (isspace((unsigned char)s[1]))
+                s++;
             if (s[1] != '(' && s[1] != '\0') base[n++] = ' ';
         } else {
             base[n++] = (char)toupper((unsigned char)*s);
@@ -131,40 +136,77 @@ void ferry__sqlite_type_from_decl(const char *decl, enum ferry_type *type, int *
             return;
         }
     /* SQLite's own affinity rules for the names nobody lists. */
-    if (strstr(base, "INT")) *type = FERRY_TYPE_INT64;
-    else if (strstr(base, "BLOB")) *type = FERRY_TYPE_BINARY;
-    else if (strstr(base, "REAL") || strstr(base, "FLOA") || strstr(base, "DOUB")) *type = FERRY_TYPE_FLOAT64;
-    else *type = FERRY_TYPE_UTF8;
+    if (strstr(base, "INT"))
+        *type = FERRY_TYPE_INT64;
+    else if (strstr(base, "BLOB"))
+        *type = FERRY_TYPE_BINARY;
+    else if (strstr(base, "REAL") || strstr(base, "FLOA") || strstr(base, "DOUB"))
+        *type = FERRY_TYPE_FLOAT64;
+    else
+        *type = FERRY_TYPE_UTF8;
 }
 
 void ferry__sqlite_decl_for(const struct ferry_field *f, char *buf, size_t len)
 {
     const char *d = "TEXT";
     switch (f->type) {
-    case FERRY_TYPE_BOOL: d = "BOOLEAN"; break;
-    case FERRY_TYPE_INT8: d = "TINYINT"; break;
-    case FERRY_TYPE_INT16: d = "SMALLINT"; break;
-    case FERRY_TYPE_INT32: d = "INT4"; break;
+    case FERRY_TYPE_BOOL:
+        d = "BOOLEAN";
+        break;
+    case FERRY_TYPE_INT8:
+        d = "TINYINT";
+        break;
+    case FERRY_TYPE_INT16:
+        d = "SMALLINT";
+        break;
+    case FERRY_TYPE_INT32:
+        d = "INT4";
+        break;
     /* INTEGER: a single-column INTEGER PRIMARY KEY is the rowid itself, the fastest key. */
-    case FERRY_TYPE_INT64: d = "INTEGER"; break;
-    case FERRY_TYPE_FLOAT32: d = "FLOAT4"; break;
-    case FERRY_TYPE_FLOAT64: d = "DOUBLE"; break;
+    case FERRY_TYPE_INT64:
+        d = "INTEGER";
+        break;
+    case FERRY_TYPE_FLOAT32:
+        d = "FLOAT4";
+        break;
+    case FERRY_TYPE_FLOAT64:
+        d = "DOUBLE";
+        break;
     case FERRY_TYPE_DECIMAL128:
         /* TEXT affinity (the name contains TEXT): "12.50" keeps its trailing zero and
          * 38-digit values keep every digit. */
         snprintf(buf, len, "DECIMAL_TEXT(%d,%d)", f->precision, f->scale);
         return;
-    case FERRY_TYPE_DECIMAL_TEXT: d = "DECIMAL_TEXT"; break;
-    case FERRY_TYPE_UTF8: d = "TEXT"; break;
-    case FERRY_TYPE_BINARY: d = "BLOB"; break;
-    case FERRY_TYPE_DATE32: d = "DATE"; break;
-    case FERRY_TYPE_TIME64_US: d = "TIME"; break;
-    case FERRY_TYPE_TIMESTAMP_US: d = "TIMESTAMP"; break;
-    case FERRY_TYPE_TIMESTAMPTZ_US: d = "TIMESTAMPTZ"; break;
-    case FERRY_TYPE_UUID: d = "UUID"; break;
+    case FERRY_TYPE_DECIMAL_TEXT:
+        d = "DECIMAL_TEXT";
+        break;
+    case FERRY_TYPE_UTF8:
+        d = "TEXT";
+        break;
+    case FERRY_TYPE_BINARY:
+        d = "BLOB";
+        break;
+    case FERRY_TYPE_DATE32:
+        d = "DATE";
+        break;
+    case FERRY_TYPE_TIME64_US:
+        d = "TIME";
+        break;
+    case FERRY_TYPE_TIMESTAMP_US:
+        d = "TIMESTAMP";
+        break;
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        d = "TIMESTAMPTZ";
+        break;
+    case FERRY_TYPE_UUID:
+        d = "UUID";
+        break;
     /* Not "JSON": its NUMERIC affinity would turn the document `1e2` into 100.0. */
-    case FERRY_TYPE_JSON: d = "JSON_TEXT"; break;
-    case FERRY_TYPE_MAX: break;
+    case FERRY_TYPE_JSON:
+        d = "JSON_TEXT";
+        break;
+    case FERRY_TYPE_MAX:
+        break;
     }
     snprintf(buf, len, "%s", d);
 }
@@ -186,7 +228,8 @@ static inline void put2(char *p, unsigned v)
     p[1] = (char)('0' + v % 10);
 }
 
-static int put_time(int64_t us, char *p)
+/* hh:mm:ss and `digits` fraction digits (truncated), for 0 <= us <= 24h. */
+static int put_time(int64_t us, int digits, char *p)
 {
     int64_t secs = us / 1000000;
     unsigned frac = (unsigned)(us % 1000000);
@@ -195,12 +238,15 @@ static int put_time(int64_t us, char *p)
     put2(p + 3, (unsigned)(secs / 60 % 60));
     p[5] = ':';
     put2(p + 6, (unsigned)(secs % 60));
-    p[8] = '.';
-    for (int i = 14; i >= 9; i--) {
-        p[i] = (char)('0' + frac % 10);
+    if (digits <= 0) return 8;
+    char f[6];
+    for (int i = 5; i >= 0; i--) {
+        f[i] = (char)('0' + frac % 10);
         frac /= 10;
     }
-    return 15;
+    p[8] = '.';
+    memcpy(p + 9, f, (size_t)digits);
+    return 9 + digits;
 }
 
 int ferry__sqlite_date_text(int32_t days, char *buf)
@@ -208,29 +254,38 @@ int ferry__sqlite_date_text(int32_t days, char *buf)
     return ferry_date32_to_text(days, buf, 40);
 }
 
+int ferry__sqlite_time_text_style(int64_t us, int digits, char *buf)
+{
+    if (us < 0 || us > US_PER_DAY || digits < 0 || digits > 6) return -1;
+    int n = put_time(us, digits, buf);
+    buf[n] = '\0';
+    return n;
+}
+
 int ferry__sqlite_time_text(int64_t us, char *buf)
 {
-    if (us < 0 || us > US_PER_DAY) return -1;
-    int n = put_time(us, buf);
+    return ferry__sqlite_time_text_style(us, 6, buf);
+}
+
+int ferry__sqlite_ts_text_style(int64_t us, char sep, int digits, const char *suffix, char *buf)
+{
+    int64_t days = us / US_PER_DAY;
+    if (us % US_PER_DAY < 0) days--;
+    size_t sl = strlen(suffix);
+    if (days < INT32_MIN || days > INT32_MAX || digits < 0 || digits > 6 || sl > 8) return -1;
+    int n = ferry_date32_to_text((int32_t)days, buf, 40);
+    if (n < 0) return -1;
+    buf[n++] = sep;
+    n += put_time(us - days * US_PER_DAY, digits, buf + n);
+    memcpy(buf + n, suffix, sl);
+    n += (int)sl;
     buf[n] = '\0';
     return n;
 }
 
 int ferry__sqlite_ts_text(int64_t us, bool tz, char *buf)
 {
-    int64_t days = us / US_PER_DAY;
-    if (us % US_PER_DAY < 0) days--;
-    if (days < INT32_MIN || days > INT32_MAX) return -1;
-    int n = ferry_date32_to_text((int32_t)days, buf, 40);
-    if (n < 0) return -1;
-    buf[n++] = ' ';
-    n += put_time(us - days * US_PER_DAY, buf + n);
-    if (tz) {
-        memcpy(buf + n, "+00:00", 6);
-        n += 6;
-    }
-    buf[n] = '\0';
-    return n;
+    return ferry__sqlite_ts_text_style(us, ' ', 6, tz ? "+00:00" : "", buf);
 }
 
 int ferry__sqlite_error(struct ferry_error *err, int code, sqlite3 *db, const char *fmt, ...)

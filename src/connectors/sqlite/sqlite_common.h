@@ -32,6 +32,10 @@ int ferry__sqlite_quote(struct ferry_buf *b, const char *ident);
 int ferry__sqlite_date_text(int32_t days, char *buf);
 int ferry__sqlite_time_text(int64_t us, char *buf);
 int ferry__sqlite_ts_text(int64_t us, bool tz, char *buf);
+/* The same in another fixed style: `sep` between date and time (' ' or 'T'), `digits`
+ * fraction digits (0..6, truncated), then `suffix` ("", "Z", "+00:00"...). */
+int ferry__sqlite_ts_text_style(int64_t us, char sep, int digits, const char *suffix, char *buf);
+int ferry__sqlite_time_text_style(int64_t us, int digits, char *buf);
 
 /* Sets err from the connection's last error: "<what>: <sqlite message>". */
 int ferry__sqlite_error(struct ferry_error *err, int code, sqlite3 *db, const char *fmt, ...)

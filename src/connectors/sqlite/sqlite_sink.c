@@ -27,7 +27,8 @@
 #include "ferry/connector.h"
 #include "ferry/digest.h"
 
-#define SCRATCH 64              /* bytes of text scratch per column: decimals, times, uuids */
+#define SCRATCH 64   /* bytes of text scratch per value: decimals, times, uuids */
+#define MANY_ROWS 64 /* rows per multi-row INSERT (fewer statement runs) */
 #define CHECKPOINT_TABLE "_ferry_checkpoints"
 
 static const char *const sink_tuning_keys[] = {"durability", NULL};
@@ -36,12 +37,14 @@ static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
 struct target {
     bool used;
     char *resource;
-    char *table;                /* with table_prefix */
-    char *staging;              /* replace only */
+    char *table;   /* with table_prefix */
+    char *staging; /* replace only */
     struct ferry_schema *schema;
     enum ferry_write_mode mode;
-    sqlite3_stmt *ins;          /* insert, or upsert for upsert/merge */
-    sqlite3_stmt *del;          /* merge: delete by key */
+    sqlite3_stmt *ins;      /* insert, or upsert for upsert/merge */
+    sqlite3_stmt *ins_many; /* the same for `many` rows at once (not merge) */
+    int many;
+    sqlite3_stmt *del; /* merge: delete by key */
     int *key_cols;
     char *scratch;
     char uri[512];
@@ -51,13 +54,13 @@ struct sink {
     sqlite3 *db;
     char *path;
     char *prefix;
-    bool at_commit;             /* durability: at_commit */
+    bool at_commit; /* durability: at_commit */
     struct target *t;
     int n_t;
     char *pipeline;
     int64_t run_id;
-    bool session;               /* begin() done, neither committed nor aborted */
-    bool in_tx;                 /* the at_commit transaction is open */
+    bool session; /* begin() done, neither committed nor aborted */
+    bool in_tx;   /* the at_commit transaction is open */
     sqlite3_stmt *cp_put;
 };
 
@@ -92,13 +95,15 @@ static int make_parents(const char *path, struct ferry_error *err)
 static void finalize_target(struct target *t)
 {
     sqlite3_finalize(t->ins);
+    sqlite3_finalize(t->ins_many);
     sqlite3_finalize(t->del);
-    t->ins = t->del = NULL;
+    t->ins = t->ins_many = t->del = NULL;
 }
 
 static void finalize_all(struct sink *s)
 {
-    for (int i = 0; i < s->n_t; i++) finalize_target(&s->t[i]);
+    for (int i = 0; i < s->n_t; i++)
+        finalize_target(&s->t[i]);
     sqlite3_finalize(s->cp_put);
     s->cp_put = NULL;
 }
@@ -131,7 +136,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     const char *path = NULL, *prefix = NULL;
     int durability = 0;
     int rc = ferry_cfg_str(cfg, "path", true, &path, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "durability", false, durability_words, &durability, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_enum(cfg, "durability", false, durability_words, &durability, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "table_prefix", false, &prefix, err);
     if (rc != FERRY_OK) return rc;
     if (path[0] == '\0') return ferry_cfg_error(err, cfg, "path: must not be empty");
@@ -150,8 +156,9 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         sink_close(s);
         return rc;
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                           SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &s->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
         rc = ferry__sqlite_error(err, FERRY_EIO, s->db, "sqlite sink: cannot open %s", path);
         sink_close(s);
         return rc;
@@ -161,7 +168,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     /* WAL: readers keep their snapshot while we write; FULL: a commit survives power loss,
      * which is what per_apply promises. */
     rc = ferry__sqlite_exec(s->db, "PRAGMA journal_mode=WAL", "sqlite sink: WAL mode", err);
-    if (rc == FERRY_OK) rc = ferry__sqlite_exec(s->db, "PRAGMA synchronous=FULL", "sqlite sink", err);
+    if (rc == FERRY_OK)
+        rc = ferry__sqlite_exec(s->db, "PRAGMA synchronous=FULL", "sqlite sink", err);
     if (rc != FERRY_OK) {
         ferry_error_prefix(err, "%s", path);
         sink_close(s);
@@ -208,7 +216,8 @@ static int dest_columns(sqlite3 *db, const char *table, struct dest_col **out, i
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info(?1, 'main') ORDER BY cid",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT name, type, pk FROM pragma_table_info(?1, 'main') ORDER BY cid",
                            -1, &st, NULL) != SQLITE_OK)
         return ferry__sqlite_error(err, FERRY_ESINK, db, "sqlite sink: table \"%s\"", table);
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
@@ -223,7 +232,8 @@ static int dest_columns(sqlite3 *db, const char *table, struct dest_col **out, i
         }
         c = nc;
         c[k].name = ferry_strdup((const char *)sqlite3_column_text(st, 0));
-        c[k].decl = ferry_strdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
+        c[k].decl = ferry_strdup(
+            sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
         c[k].pk = sqlite3_column_int(st, 2);
         k++;
         if (c[k - 1].name == NULL || c[k - 1].decl == NULL) {
@@ -246,11 +256,16 @@ static int dest_columns(sqlite3 *db, const char *table, struct dest_col **out, i
 static int int_rank(enum ferry_type t)
 {
     switch (t) {
-    case FERRY_TYPE_INT8: return 1;
-    case FERRY_TYPE_INT16: return 2;
-    case FERRY_TYPE_INT32: return 3;
-    case FERRY_TYPE_INT64: return 4;
-    default: return 0;
+    case FERRY_TYPE_INT8:
+        return 1;
+    case FERRY_TYPE_INT16:
+        return 2;
+    case FERRY_TYPE_INT32:
+        return 3;
+    case FERRY_TYPE_INT64:
+        return 4;
+    default:
+        return 0;
     }
 }
 
@@ -300,7 +315,8 @@ static int create_table(struct sink *s, const char *table, const struct ferry_sc
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         if (i) rc = ferry_buf_printf(&b, ", ");
         if (rc == FERRY_OK)
-            rc = column_def(&b, &sc->fields[i], !sc->fields[i].nullable || sc->fields[i].key_pos > 0);
+            rc = column_def(&b, &sc->fields[i],
+                            !sc->fields[i].nullable || sc->fields[i].key_pos > 0);
     }
     if (sc->n_key > 0 && rc == FERRY_OK) {
         rc = ferry_buf_printf(&b, ", PRIMARY KEY (");
@@ -358,7 +374,8 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
-        while (j < n_dc && sqlite3_stricmp(dc[j].name, f->name) != 0) j++;
+        while (j < n_dc && sqlite3_stricmp(dc[j].name, f->name) != 0)
+            j++;
         if (j == n_dc) {
             rc = add_column(s, table, f, err);
             continue;
@@ -369,7 +386,8 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
             rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
                                  "sqlite sink: %s: table \"%s\" column \"%s\" is %s (declared "
                                  "%s) but the data is %s; ferry adds columns, it does not "
-                                 "change their types", s->path, table, f->name, have,
+                                 "change their types",
+                                 s->path, table, f->name, have,
                                  dc[j].decl[0] ? dc[j].decl : "without a type", want);
         }
     }
@@ -434,7 +452,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if ((target->mode == FERRY_WRITE_UPSERT || target->mode == FERRY_WRITE_MERGE) && sc->n_key == 0)
         return ferry_error_set(err, FERRY_EPOLICY, "sqlite",
                                "sqlite sink: table \"%s\": write %s needs a key and resource %s "
-                               "has none", target->table, ferry_write_mode_name(target->mode),
+                               "has none",
+                               target->table, ferry_write_mode_name(target->mode),
                                target->resource);
     t->used = true;
     t->mode = target->mode;
@@ -442,19 +461,21 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_asprintf("%s%s", s->prefix, target->table);
     t->staging = t->table ? ferry_asprintf("%s__ferry_staging", t->table) : NULL;
-    t->scratch = ferry_malloc((size_t)SCRATCH * (size_t)(sc->n_fields ? sc->n_fields : 1));
+    t->scratch =
+        ferry_malloc((size_t)SCRATCH * MANY_ROWS * (size_t)(sc->n_fields ? sc->n_fields : 1));
     t->key_cols = ferry_malloc(sizeof *t->key_cols * (size_t)(sc->n_key ? sc->n_key : 1));
     if (!t->resource || !t->table || !t->staging || !t->scratch || !t->key_cols)
         return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
-    for (int k = 0; k < sc->n_key; k++) t->key_cols[k] = sc->key[k];
+    for (int k = 0; k < sc->n_key; k++)
+        t->key_cols[k] = sc->key[k];
     snprintf(t->uri, sizeof t->uri, "sqlite:%s#%s", s->path, t->table);
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
-    return ensure_table(s, t->table, sc, t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
-                        err);
+    return ensure_table(s, t->table, sc,
+                        t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE, err);
 }
 
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
-                        bool upsert)
+                        bool upsert, int rows)
 {
     int rc = ferry_buf_printf(b, "INSERT INTO ");
     if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, table);
@@ -463,10 +484,13 @@ static int build_insert(struct ferry_buf *b, const char *table, const struct fer
         if (i) rc = ferry_buf_printf(b, ", ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[i].name);
     }
-    if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") VALUES (");
-    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++)
-        rc = ferry_buf_printf(b, "%s?%d", i ? ", " : "", i + 1);
-    if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")");
+    if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") VALUES ");
+    for (int r = 0; r < rows && rc == FERRY_OK; r++) {
+        rc = ferry_buf_printf(b, "%s(", r ? ", " : "");
+        for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++)
+            rc = ferry_buf_printf(b, "%s?%d", i ? ", " : "", r * sc->n_fields + i + 1);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")");
+    }
     if (!upsert || rc != FERRY_OK) return rc;
     rc = ferry_buf_printf(b, " ON CONFLICT (");
     for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
@@ -519,7 +543,17 @@ static int prepare_statements(struct sink *s, struct target *t, struct ferry_err
     bool upsert = t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE;
     const char *into = t->mode == FERRY_WRITE_REPLACE ? t->staging : t->table;
     ferry_buf_init(&b, 0);
-    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert), &t->ins, into, err);
+    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, 1), &t->ins, into, err);
+    int nf = t->schema->n_fields;
+    int max_vars = sqlite3_limit(s->db, SQLITE_LIMIT_VARIABLE_NUMBER, -1);
+    t->many = nf > 0 ? max_vars / nf : 0;
+    if (t->many > MANY_ROWS) t->many = MANY_ROWS;
+    /* Merge keeps one statement per row: deletes and upserts must stay in batch order. */
+    if (rc == FERRY_OK && t->mode != FERRY_WRITE_MERGE && t->many > 1) {
+        ferry_buf_init(&b, 0);
+        rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, t->many), &t->ins_many,
+                         into, err);
+    }
     if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) {
         ferry_buf_init(&b, 0);
         rc = prepare_sql(s, &b, build_delete(&b, t->table, t->schema), &t->del, t->table, err);
@@ -556,7 +590,8 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     }
     if (rc == FERRY_OK &&
         sqlite3_prepare_v3(s->db,
-                           "INSERT INTO \"" CHECKPOINT_TABLE "\" (pipeline, resource, shard, run_id, "
+                           "INSERT INTO \"" CHECKPOINT_TABLE
+                           "\" (pipeline, resource, shard, run_id, "
                            "position, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
                            "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
                            "run_id = excluded.run_id, position = excluded.position, "
@@ -580,8 +615,8 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
 
 /* Binds column `f` of row r to parameter p. Text is bound in place (the batch outlives the
  * step); formatted values use the column's scratch slot. */
-static inline int bind_value(sqlite3_stmt *st, int p, const struct ferry_batch *b, int f,
-                             int64_t r, char *scratch)
+static inline int bind_value(sqlite3_stmt *st, int p, const struct ferry_batch *b, int f, int64_t r,
+                             char *scratch)
 {
     if (ferry_col_is_null(b, f, r)) return sqlite3_bind_null(st, p);
     const struct ferry_field *fd = &b->schema->fields[f];
@@ -589,13 +624,16 @@ static inline int bind_value(sqlite3_stmt *st, int p, const struct ferry_batch *
     const uint8_t *bytes;
     int n;
     switch (fd->type) {
-    case FERRY_TYPE_BOOL: return sqlite3_bind_int(st, p, ferry_col_bool(b, f, r));
+    case FERRY_TYPE_BOOL:
+        return sqlite3_bind_int(st, p, ferry_col_bool(b, f, r));
     case FERRY_TYPE_INT8:
     case FERRY_TYPE_INT16:
     case FERRY_TYPE_INT32:
-    case FERRY_TYPE_INT64: return sqlite3_bind_int64(st, p, ferry_col_int(b, f, r));
+    case FERRY_TYPE_INT64:
+        return sqlite3_bind_int64(st, p, ferry_col_int(b, f, r));
     case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64: return sqlite3_bind_double(st, p, ferry_col_float(b, f, r));
+    case FERRY_TYPE_FLOAT64:
+        return sqlite3_bind_double(st, p, ferry_col_float(b, f, r));
     case FERRY_TYPE_DECIMAL128:
         n = ferry_decimal128_to_text(ferry_col_dec128(b, f, r), fd->scale, scratch, SCRATCH);
         break;
@@ -607,29 +645,49 @@ static inline int bind_value(sqlite3_stmt *st, int p, const struct ferry_batch *
     case FERRY_TYPE_BINARY:
         bytes = ferry_col_bytes(b, f, r, &len);
         return sqlite3_bind_blob(st, p, bytes ? (const void *)bytes : "", (int)len, SQLITE_STATIC);
-    case FERRY_TYPE_DATE32: n = ferry__sqlite_date_text((int32_t)ferry_col_int(b, f, r), scratch); break;
-    case FERRY_TYPE_TIME64_US: n = ferry__sqlite_time_text(ferry_col_int(b, f, r), scratch); break;
-    case FERRY_TYPE_TIMESTAMP_US: n = ferry__sqlite_ts_text(ferry_col_int(b, f, r), false, scratch); break;
-    case FERRY_TYPE_TIMESTAMPTZ_US: n = ferry__sqlite_ts_text(ferry_col_int(b, f, r), true, scratch); break;
-    case FERRY_TYPE_UUID: n = ferry_uuid_to_text(ferry_col_fixed(b, f, r), scratch, SCRATCH); break;
-    default: return SQLITE_MISUSE;
+    case FERRY_TYPE_DATE32:
+        n = ferry__sqlite_date_text((int32_t)ferry_col_int(b, f, r), scratch);
+        break;
+    case FERRY_TYPE_TIME64_US:
+        n = ferry__sqlite_time_text(ferry_col_int(b, f, r), scratch);
+        break;
+    case FERRY_TYPE_TIMESTAMP_US:
+        n = ferry__sqlite_ts_text(ferry_col_int(b, f, r), false, scratch);
+        break;
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        n = ferry__sqlite_ts_text(ferry_col_int(b, f, r), true, scratch);
+        break;
+    case FERRY_TYPE_UUID:
+        n = ferry_uuid_to_text(ferry_col_fixed(b, f, r), scratch, SCRATCH);
+        break;
+    default:
+        return SQLITE_MISUSE;
     }
     if (n < 0) return SQLITE_RANGE;
     return sqlite3_bind_text(st, p, scratch, n, SQLITE_STATIC);
 }
 
-static int row_error(struct sink *s, const struct target *t, const struct ferry_batch *b,
-                     int64_t r, int f, int brc, struct ferry_error *err)
+static int row_error(struct sink *s, const struct target *t, const struct ferry_batch *b, int64_t r,
+                     int f, int brc, struct ferry_error *err)
 {
     if (brc == SQLITE_RANGE && f >= 0)
         return ferry_error_set(err, FERRY_ESINK, "sqlite",
                                "sqlite sink: table \"%s\" column \"%s\", batch %" PRIu64
                                " row %" PRId64 ": value outside what the text form covers "
-                               "(years 0001..9999)", t->table, b->schema->fields[f].name, b->seq,
-                               r);
+                               "(years 0001..9999)",
+                               t->table, b->schema->fields[f].name, b->seq, r);
     return ferry__sqlite_error(err, FERRY_ESINK, s->db,
                                "sqlite sink: %s: table \"%s\", batch %" PRIu64 " row %" PRId64,
                                s->path, t->table, b->seq, r);
+}
+
+static int step_reset(struct sink *s, const struct target *t, const struct ferry_batch *b,
+                      sqlite3_stmt *st, int64_t r, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    if (sqlite3_step(st) != SQLITE_DONE) rc = row_error(s, t, b, r, -1, SQLITE_ERROR, err);
+    sqlite3_reset(st);
+    return rc;
 }
 
 static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b,
@@ -637,7 +695,24 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
 {
     const int nf = b->schema->n_fields;
     const bool merge = t->mode == FERRY_WRITE_MERGE;
-    for (int64_t r = 0; r < b->length; r++) {
+    int64_t r = 0;
+    /* Whole groups of `many` rows through the multi-row statement. */
+    if (t->ins_many != NULL) {
+        for (; r + t->many <= b->length; r += t->many) {
+            int brc = SQLITE_OK, f = 0, k;
+            for (k = 0; k < t->many && brc == SQLITE_OK; k++)
+                for (f = 0; f < nf && brc == SQLITE_OK; f++)
+                    brc = bind_value(t->ins_many, k * nf + f + 1, b, f, r + k,
+                                     t->scratch + ((size_t)k * (size_t)nf + (size_t)f) * SCRATCH);
+            if (brc != SQLITE_OK) {
+                sqlite3_reset(t->ins_many);
+                return row_error(s, t, b, r + k - 1, f - 1, brc, err);
+            }
+            int rc = step_reset(s, t, b, t->ins_many, r, err);
+            if (rc != FERRY_OK) return rc;
+        }
+    }
+    for (; r < b->length; r++) {
         sqlite3_stmt *st = t->ins;
         int brc = SQLITE_OK, f = 0;
         if (merge && ferry_batch_op(b, r) == FERRY_OP_DELETE) {
@@ -655,12 +730,8 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
             sqlite3_reset(st);
             return row_error(s, t, b, r, f, brc, err);
         }
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            int rc = row_error(s, t, b, r, -1, SQLITE_ERROR, err);
-            sqlite3_reset(st);
-            return rc;
-        }
-        sqlite3_reset(st);
+        int rc = step_reset(s, t, b, st, r, err);
+        if (rc != FERRY_OK) return rc;
     }
     return FERRY_OK;
 }
@@ -678,8 +749,10 @@ static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct fe
     sqlite3_bind_text(st, 6, now, -1, SQLITE_STATIC);
     int rc = FERRY_OK;
     if (sqlite3_step(st) != SQLITE_DONE)
-        rc = ferry__sqlite_error(err, FERRY_ESINK, s->db, "sqlite sink: %s: saving the checkpoint "
-                                 "of resource %s", s->path, b->resource ? b->resource : "");
+        rc = ferry__sqlite_error(err, FERRY_ESINK, s->db,
+                                 "sqlite sink: %s: saving the checkpoint "
+                                 "of resource %s",
+                                 s->path, b->resource ? b->resource : "");
     sqlite3_reset(st);
     return rc;
 }
@@ -743,8 +816,8 @@ static int sink_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
     if (!s->session)
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite sink: %s: commit without a session",
-                               s->path);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite sink: %s: commit without a session", s->path);
     /* Statements on a staging table must not outlive its rename. */
     finalize_all(s);
     int rc = FERRY_OK;
@@ -754,7 +827,8 @@ static int sink_commit(void *ctx, struct ferry_error *err)
         s->in_tx = true;
     }
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
-        if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE) rc = swap_staging(s, &s->t[i], err);
+        if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
+            rc = swap_staging(s, &s->t[i], err);
     if (rc == FERRY_OK) {
         rc = ferry__sqlite_exec(s->db, "COMMIT", "sqlite sink: commit", err);
         if (rc != FERRY_OK) ferry_error_prefix(err, "%s", s->path);
@@ -782,7 +856,8 @@ static void sink_abort(void *ctx)
     /* Staging rows and the checkpoints that account for them go together. */
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return;
     sqlite3_stmt *del = NULL;
-    sqlite3_prepare_v2(s->db, "DELETE FROM \"" CHECKPOINT_TABLE "\" WHERE pipeline = ?1 AND resource = ?2",
+    sqlite3_prepare_v2(s->db,
+                       "DELETE FROM \"" CHECKPOINT_TABLE "\" WHERE pipeline = ?1 AND resource = ?2",
                        -1, &del, NULL);
     bool ok = true;
     for (int i = 0; i < s->n_t && ok; i++) {

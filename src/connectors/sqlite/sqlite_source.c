@@ -14,11 +14,12 @@
  *   incremental: ORDER BY cursor..., key... between the saved position (exclusive) and
  *     the newest (cursor, key) seen at plan time (inclusive, frozen in the plan).
  * Comparisons happen in SQLite on stored values. A position holds ferry values, so each
- * position column's storage class (integer, real, text, blob) is frozen in the plan and
- * a bound is turned back into that storage form; the plan checks, on the newest row, that
- * the round trip gives back the stored value exactly (e.g. timestamps stored as text in
- * ferry's form `2024-01-31 12:00:00.000000+00:00`, or as integer microseconds). When it
- * does not, incremental reads are refused and full reads run without resume points.
+ * position column's storage class (integer, real, text, blob) and, for text times and
+ * timestamps, their style (separator, fraction width, UTC suffix: SQLite's own
+ * `2024-01-31 12:00:00`, ferry's `2024-01-31 12:00:00.000000+00:00`...) are frozen in the
+ * plan, and a bound is written back in that form. The plan checks, on the newest row, that
+ * the round trip gives back the stored value exactly; when it does not, incremental reads
+ * are refused and full reads run without resume points.
  *
  * NULL cursors: with one cursor column, rows whose cursor is NULL are read by the first
  * incremental run (the one without a saved position; they sort first) and never after.
@@ -69,7 +70,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
                                "sqlite source: file %s %s", path,
                                errno == ENOENT ? "not found" : strerror(errno));
     if (!S_ISREG(stt.st_mode))
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: %s is not a file", path);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: %s is not a file",
+                               path);
     struct src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
     s->shards = shards;
@@ -78,7 +80,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         src_close(s);
         return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
         rc = ferry__sqlite_error(err, FERRY_EIO, s->db, "sqlite source: cannot open %s", path);
         src_close(s);
         return rc;
@@ -110,13 +113,13 @@ struct col_info {
 };
 
 struct rel {
-    char *schema_name;  /* "main" unless the resource said "<schema>.<table>" */
+    char *schema_name; /* "main" unless the resource said "<schema>.<table>" */
     char *table;
-    char *from;         /* quoted "schema"."table" */
+    char *from; /* quoted "schema"."table" */
     struct col_info *cols;
     int n_cols;
-    bool has_rowid;     /* a table (not a view, not WITHOUT ROWID) with no column "rowid" */
-    char **exprs;       /* per schema field: its SQL expression (extract/plan only) */
+    bool has_rowid; /* a table (not a view, not WITHOUT ROWID) with no column "rowid" */
+    char **exprs;   /* per schema field: its SQL expression (extract/plan only) */
     int n_exprs;
 };
 
@@ -127,7 +130,8 @@ static void rel_free(struct rel *r)
         ferry_free(r->cols[i].decl);
     }
     ferry_free(r->cols);
-    for (int i = 0; i < r->n_exprs; i++) ferry_free(r->exprs[i]);
+    for (int i = 0; i < r->n_exprs; i++)
+        ferry_free(r->exprs[i]);
     ferry_free(r->exprs);
     ferry_free(r->schema_name);
     ferry_free(r->table);
@@ -143,8 +147,10 @@ static int nomem(struct ferry_error *err)
 static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1, ?2) "
-                                  "ORDER BY cid", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1, ?2) "
+                           "ORDER BY cid",
+                           -1, &st, NULL) != SQLITE_OK)
         return ferry__sqlite_error(err, FERRY_ESOURCE, s->db, "sqlite source: %s", s->path);
     sqlite3_bind_text(st, 1, r->table, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, r->schema_name, -1, SQLITE_STATIC);
@@ -257,8 +263,8 @@ static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_
         if (rc == FERRY_OK) rc = load_columns(s, r, err);
     }
     if (rc == FERRY_OK && r->n_cols == 0)
-        rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite", "sqlite source: table \"%s\" not found in %s",
-                             name, s->path);
+        rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite",
+                             "sqlite source: table \"%s\" not found in %s", name, s->path);
     if (rc == FERRY_OK && set_from(r) != FERRY_OK) rc = nomem(err);
     if (rc == FERRY_OK) rc = detect_rowid(s, r, err);
     if (rc != FERRY_OK) rel_free(r);
@@ -306,7 +312,8 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
         return nomem(err);
     }
     bool has_pk = false;
-    for (int i = 0; i < r.n_cols; i++) has_pk |= r.cols[i].pk > 0;
+    for (int i = 0; i < r.n_cols; i++)
+        has_pk |= r.cols[i].pk > 0;
     /* A rowid table without a declared key is keyed on its rowid, exposed as a column. */
     bool implicit_rowid = r.has_rowid && !has_pk && spec->key == NULL && spec->columns == NULL;
     if (implicit_rowid) {
@@ -325,18 +332,22 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
         } else if (r.has_rowid && sqlite3_stricmp(spec->columns[f], "rowid") == 0) {
             rc = ferry_schema_add_field(sc, "rowid", FERRY_TYPE_INT64, false, err);
         } else {
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite", "sqlite source: table \"%s\" has no "
-                                 "column \"%s\"", spec->table, spec->columns[f]);
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite",
+                                 "sqlite source: table \"%s\" has no "
+                                 "column \"%s\"",
+                                 spec->table, spec->columns[f]);
         }
     }
     if (rc == FERRY_OK && spec->key != NULL) {
         for (int k = 0; k < spec->n_key && rc == FERRY_OK; k++) {
             int f = ferry_schema_find(sc, spec->key[k]);
             if (f < 0)
-                rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite", "sqlite source: table \"%s\": "
+                rc = ferry_error_set(err, FERRY_ENOTFOUND, "sqlite",
+                                     "sqlite source: table \"%s\": "
                                      "key column \"%s\" is not among the selected columns",
                                      spec->table, spec->key[k]);
-            else sc->fields[f].key_pos = k + 1;
+            else
+                sc->fields[f].key_pos = k + 1;
         }
     } else if (rc == FERRY_OK && has_pk) {
         /* The primary key, when every column of it is selected. */
@@ -348,7 +359,8 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
             }
         if (found == n_pk)
             for (int i = 0; i < r.n_cols; i++)
-                if (r.cols[i].pk > 0) sc->fields[ferry_schema_find(sc, r.cols[i].name)].key_pos = r.cols[i].pk;
+                if (r.cols[i].pk > 0)
+                    sc->fields[ferry_schema_find(sc, r.cols[i].name)].key_pos = r.cols[i].pk;
     } else if (rc == FERRY_OK && !implicit_rowid) {
         int f = ferry_schema_find(sc, "rowid");
         if (f >= 0 && r.has_rowid && !has_pk) sc->fields[f].key_pos = 1;
@@ -375,8 +387,10 @@ static int bind_exprs(struct rel *r, const struct ferry_schema *sc, struct ferry
         if (c < 0 && r->has_rowid && sqlite3_stricmp(name, "rowid") == 0) {
             r->exprs[f] = ferry_strdup("rowid"); /* the pseudo-column: unquoted on purpose */
         } else if (c < 0) {
-            return ferry_error_set(err, FERRY_ENOTFOUND, "sqlite", "sqlite source: table \"%s\" "
-                                   "has no column \"%s\"", r->table, name);
+            return ferry_error_set(err, FERRY_ENOTFOUND, "sqlite",
+                                   "sqlite source: table \"%s\" "
+                                   "has no column \"%s\"",
+                                   r->table, name);
         } else {
             struct ferry_buf b;
             ferry_buf_init(&b, 0);
@@ -539,7 +553,8 @@ static bool read_tv(sqlite3_stmt *st, int i, const struct ferry_field *f, struct
         }
         t = (const char *)sqlite3_column_text(st, i);
         return ferry_uuid_from_text(t, (size_t)sqlite3_column_bytes(st, i), v->uuid) == FERRY_OK;
-    case FERRY_TYPE_MAX: break;
+    case FERRY_TYPE_MAX:
+        break;
     }
     return false;
 }
@@ -552,16 +567,28 @@ static inline void emit_tv(struct ferry_row_writer *rw, const struct ferry_field
         return;
     }
     switch (f->type) {
-    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, v->b); return;
+    case FERRY_TYPE_BOOL:
+        ferry_rw_bool(rw, v->b);
+        return;
     case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, v->d); return;
-    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, v->dec); return;
+    case FERRY_TYPE_FLOAT64:
+        ferry_rw_float(rw, v->d);
+        return;
+    case FERRY_TYPE_DECIMAL128:
+        ferry_rw_dec128(rw, v->dec);
+        return;
     case FERRY_TYPE_DECIMAL_TEXT:
     case FERRY_TYPE_UTF8:
     case FERRY_TYPE_JSON:
-    case FERRY_TYPE_BINARY: ferry_rw_text(rw, v->p, v->n); return;
-    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, v->uuid, 16); return;
-    default: ferry_rw_int(rw, v->i); return;
+    case FERRY_TYPE_BINARY:
+        ferry_rw_text(rw, v->p, v->n);
+        return;
+    case FERRY_TYPE_UUID:
+        ferry_rw_fixed(rw, v->uuid, 16);
+        return;
+    default:
+        ferry_rw_int(rw, v->i);
+        return;
     }
 }
 
@@ -573,19 +600,19 @@ static int bad_value(struct src *s, const struct rel *r, sqlite3_stmt *st, int i
     const char *t = kind == SQLITE_BLOB ? "(blob)" : (const char *)sqlite3_column_text(st, i);
     return ferry_error_set(err, FERRY_ESOURCE, "sqlite",
                            "sqlite source: %s: table \"%s\" column \"%s\": the %s value '%.40s' "
-                           "is not a valid %s", s->path, r->table, f->name,
-                           kinds[kind >= 1 && kind <= 5 ? kind : 0], t ? t : "",
-                           ferry_type_name(f->type));
+                           "is not a valid %s",
+                           s->path, r->table, f->name, kinds[kind >= 1 && kind <= 5 ? kind : 0],
+                           t ? t : "", ferry_type_name(f->type));
 }
 
 /* ---- positions: ferry values <-> stored values ------------------------------------------- */
 
 /* A value ready to bind, in one storage class. */
 struct sv {
-    int kind;      /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB, SQLITE_NULL */
+    int kind; /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB, SQLITE_NULL */
     int64_t i;
     double d;
-    char *p;       /* owned */
+    char *p; /* owned */
     size_t n;
 };
 
@@ -598,11 +625,16 @@ static void sv_clear(struct sv *v)
 static const char *kind_name(int kind)
 {
     switch (kind) {
-    case SQLITE_INTEGER: return "integer";
-    case SQLITE_FLOAT: return "real";
-    case SQLITE_BLOB: return "blob";
-    case SQLITE_NULL: return "null";
-    default: return "text";
+    case SQLITE_INTEGER:
+        return "integer";
+    case SQLITE_FLOAT:
+        return "real";
+    case SQLITE_BLOB:
+        return "blob";
+    case SQLITE_NULL:
+        return "null";
+    default:
+        return "text";
     }
 }
 
@@ -643,10 +675,57 @@ static int hexval(int c)
     return -1;
 }
 
+/* How a position column is stored: its storage class and, for times and timestamps kept
+ * as text, their style ("<sep><digits><suffix>", e.g. " 6+00:00", "T0Z"), so that a bound
+ * is written exactly as the stored values it is compared with. */
+struct pform {
+    int kind;
+    char style[12]; /* "" = ferry's own form */
+};
+
+/* The style of a stored time or timestamp text, when it is one this reader reproduces:
+ * fixed fields, a fraction of 0..6 digits, a UTC suffix. */
+static bool detect_style(enum ferry_type t, const char *s, size_t n, char *style)
+{
+    size_t i = 0;
+    char sep = ' ';
+    if (is_ts_type(t)) {
+        if (n < 19 || (s[10] != ' ' && s[10] != 'T')) return false;
+        sep = s[10];
+        i = 19;
+    } else if (t == FERRY_TYPE_TIME64_US) {
+        if (n < 8) return false;
+        i = 8;
+    } else {
+        return false;
+    }
+    int digits = 0;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            digits++;
+            i++;
+        }
+        if (digits == 0 || digits > 6) return false;
+    }
+    static const char *const utc[] = {"", "Z", "+00:00", "+00", "+0000", "-00:00"};
+    size_t rest = n - i;
+    if (t == FERRY_TYPE_TIME64_US && rest != 0) return false;
+    for (size_t k = 0; k < sizeof utc / sizeof utc[0]; k++)
+        if (strlen(utc[k]) == rest && memcmp(s + i, utc[k], rest) == 0) {
+            snprintf(style, 12, "%c%d%s", sep, digits, utc[k]);
+            return true;
+        }
+    return false;
+}
+
 /* The JSON form of a position value (what the row writer puts in "key") as the stored
  * value of storage class `kind`. False when it has no such form. */
-static bool sv_from_json(const json_t *j, const struct ferry_field *f, int kind, struct sv *v)
+static bool sv_from_json(const json_t *j, const struct ferry_field *f, const struct pform *pf,
+                         struct sv *v)
 {
+    int kind = pf->kind;
+    const char *style = pf->style;
     memset(v, 0, sizeof *v);
     if (j == NULL || json_is_null(j)) {
         v->kind = SQLITE_NULL;
@@ -659,20 +738,26 @@ static bool sv_from_json(const json_t *j, const struct ferry_field *f, int kind,
     size_t slen = str ? json_string_length(j) : 0;
     switch (kind) {
     case SQLITE_INTEGER:
-        if (json_is_integer(j)) v->i = (int64_t)json_integer_value(j);
-        else if (json_is_boolean(j)) v->i = json_is_true(j);
+        if (json_is_integer(j))
+            v->i = (int64_t)json_integer_value(j);
+        else if (json_is_boolean(j))
+            v->i = json_is_true(j);
         else if (str) {
             double d;
             if (!parse_int(str, slen, &v->i)) {
                 if (!parse_double(str, slen, &d) || d != floor(d) || fabs(d) > 9.2e18) return false;
                 v->i = (int64_t)d;
             }
-        } else return false;
+        } else
+            return false;
         return true;
     case SQLITE_FLOAT:
-        if (json_is_number(j)) v->d = json_number_value(j);
-        else if (str) return parse_double(str, slen, &v->d);
-        else return false;
+        if (json_is_number(j))
+            v->d = json_number_value(j);
+        else if (str)
+            return parse_double(str, slen, &v->d);
+        else
+            return false;
         return true;
     case SQLITE_TEXT:
         if (json_is_integer(j)) {
@@ -682,12 +767,19 @@ static bool sv_from_json(const json_t *j, const struct ferry_field *f, int kind,
                 if (x < INT32_MIN || x > INT32_MAX) return false;
                 n = ferry__sqlite_date_text((int32_t)x, buf);
                 break;
-            case FERRY_TYPE_TIME64_US: n = ferry__sqlite_time_text(x, buf); break;
+            case FERRY_TYPE_TIME64_US:
+                n = style[0] ? ferry__sqlite_time_text_style(x, style[1] - '0', buf)
+                             : ferry__sqlite_time_text(x, buf);
+                break;
             case FERRY_TYPE_TIMESTAMP_US:
             case FERRY_TYPE_TIMESTAMPTZ_US:
-                n = ferry__sqlite_ts_text(x, f->type == FERRY_TYPE_TIMESTAMPTZ_US, buf);
+                n = style[0]
+                        ? ferry__sqlite_ts_text_style(x, style[0], style[1] - '0', style + 2, buf)
+                        : ferry__sqlite_ts_text(x, f->type == FERRY_TYPE_TIMESTAMPTZ_US, buf);
                 break;
-            default: n = snprintf(buf, sizeof buf, "%" PRId64, x); break;
+            default:
+                n = snprintf(buf, sizeof buf, "%" PRId64, x);
+                break;
             }
             return n >= 0 && sv_text(v, buf, (size_t)n);
         }
@@ -697,7 +789,8 @@ static bool sv_from_json(const json_t *j, const struct ferry_field *f, int kind,
         if (!str) return false;
         if (f->type == FERRY_TYPE_UUID) {
             uint8_t u[16];
-            return ferry_uuid_from_text(str, slen, u) == FERRY_OK && sv_text(v, (const char *)u, 16);
+            return ferry_uuid_from_text(str, slen, u) == FERRY_OK &&
+                   sv_text(v, (const char *)u, 16);
         }
         if (f->type == FERRY_TYPE_BINARY) {
             if (slen % 2) return false;
@@ -714,18 +807,24 @@ static bool sv_from_json(const json_t *j, const struct ferry_field *f, int kind,
             return true;
         }
         return sv_text(v, str, slen);
-    default: return false;
+    default:
+        return false;
     }
 }
 
 static int sv_bind(sqlite3_stmt *st, int p, const struct sv *v)
 {
     switch (v->kind) {
-    case SQLITE_INTEGER: return sqlite3_bind_int64(st, p, v->i);
-    case SQLITE_FLOAT: return sqlite3_bind_double(st, p, v->d);
-    case SQLITE_TEXT: return sqlite3_bind_text(st, p, v->p, (int)v->n, SQLITE_STATIC);
-    case SQLITE_BLOB: return sqlite3_bind_blob(st, p, v->p ? v->p : "", (int)v->n, SQLITE_STATIC);
-    default: return sqlite3_bind_null(st, p);
+    case SQLITE_INTEGER:
+        return sqlite3_bind_int64(st, p, v->i);
+    case SQLITE_FLOAT:
+        return sqlite3_bind_double(st, p, v->d);
+    case SQLITE_TEXT:
+        return sqlite3_bind_text(st, p, v->p, (int)v->n, SQLITE_STATIC);
+    case SQLITE_BLOB:
+        return sqlite3_bind_blob(st, p, v->p ? v->p : "", (int)v->n, SQLITE_STATIC);
+    default:
+        return sqlite3_bind_null(st, p);
     }
 }
 
@@ -736,15 +835,19 @@ static json_t *tv_to_json(const struct ferry_field *f, const struct tv *v)
     char buf[80];
     int n;
     switch (f->type) {
-    case FERRY_TYPE_BOOL: return json_boolean(v->b);
-    case FERRY_TYPE_FLOAT32: return json_real((double)(float)v->d);
-    case FERRY_TYPE_FLOAT64: return json_real(v->d);
+    case FERRY_TYPE_BOOL:
+        return json_boolean(v->b);
+    case FERRY_TYPE_FLOAT32:
+        return json_real((double)(float)v->d);
+    case FERRY_TYPE_FLOAT64:
+        return json_real(v->d);
     case FERRY_TYPE_DECIMAL128:
         n = ferry_decimal128_to_text(v->dec, f->scale, buf, sizeof buf);
         return n < 0 ? NULL : json_stringn(buf, (size_t)n);
     case FERRY_TYPE_DECIMAL_TEXT:
     case FERRY_TYPE_UTF8:
-    case FERRY_TYPE_JSON: return json_stringn((const char *)v->p, v->n);
+    case FERRY_TYPE_JSON:
+        return json_stringn((const char *)v->p, v->n);
     case FERRY_TYPE_BINARY: {
         static const char hex[] = "0123456789abcdef";
         char *h = ferry_malloc(v->n * 2 + 1);
@@ -760,7 +863,8 @@ static json_t *tv_to_json(const struct ferry_field *f, const struct tv *v)
     case FERRY_TYPE_UUID:
         n = ferry_uuid_to_text(v->uuid, buf, sizeof buf);
         return n < 0 ? NULL : json_stringn(buf, (size_t)n);
-    default: return json_integer(v->i);
+    default:
+        return json_integer(v->i);
     }
 }
 
@@ -769,9 +873,12 @@ static bool sv_matches(sqlite3_stmt *st, int i, int kind, const struct sv *v)
 {
     if (kind != v->kind) return false;
     switch (kind) {
-    case SQLITE_INTEGER: return sqlite3_column_int64(st, i) == v->i;
-    case SQLITE_FLOAT: return sqlite3_column_double(st, i) == v->d;
-    case SQLITE_NULL: return true;
+    case SQLITE_INTEGER:
+        return sqlite3_column_int64(st, i) == v->i;
+    case SQLITE_FLOAT:
+        return sqlite3_column_double(st, i) == v->d;
+    case SQLITE_NULL:
+        return true;
     case SQLITE_BLOB:
         return (size_t)sqlite3_column_bytes(st, i) == v->n &&
                (v->n == 0 || memcmp(sqlite3_column_blob(st, i), v->p, v->n) == 0);
@@ -790,32 +897,40 @@ struct poscols {
     int f[64];
 };
 
-static int incremental_columns(const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
-                               struct poscols *pc, struct ferry_error *err)
+static int incremental_columns(const struct ferry_resource_spec *spec,
+                               const struct ferry_schema *sc, struct poscols *pc,
+                               struct ferry_error *err)
 {
     pc->n = pc->n_cursor = 0;
     if (spec->cursor == NULL || spec->n_cursor == 0)
-        return ferry_error_set(err, FERRY_ECONFIG, "sqlite", "sqlite source: table \"%s\": "
-                               "incremental reads need `cursor: [column]`", spec->table);
+        return ferry_error_set(err, FERRY_ECONFIG, "sqlite",
+                               "sqlite source: table \"%s\": "
+                               "incremental reads need `cursor: [column]`",
+                               spec->table);
     if (sc->n_key == 0)
-        return ferry_error_set(err, FERRY_ECONFIG, "sqlite", "sqlite source: table \"%s\" has no key "
+        return ferry_error_set(err, FERRY_ECONFIG, "sqlite",
+                               "sqlite source: table \"%s\" has no key "
                                "to break ties between equal cursor values; declare `key: [column]`",
                                spec->table);
     if (spec->n_cursor + sc->n_key > 64)
-        return ferry_error_set(err, FERRY_ECONFIG, "sqlite", "sqlite source: table \"%s\": cursor and "
-                               "key have too many columns", spec->table);
+        return ferry_error_set(err, FERRY_ECONFIG, "sqlite",
+                               "sqlite source: table \"%s\": cursor and "
+                               "key have too many columns",
+                               spec->table);
     for (int c = 0; c < spec->n_cursor; c++) {
         int f = ferry_schema_find(sc, spec->cursor[c]);
         if (f < 0)
-            return ferry_error_set(err, FERRY_ECONFIG, "sqlite", "sqlite source: table \"%s\": cursor "
-                                   "column \"%s\" is not among its (selected) columns", spec->table,
-                                   spec->cursor[c]);
+            return ferry_error_set(err, FERRY_ECONFIG, "sqlite",
+                                   "sqlite source: table \"%s\": cursor "
+                                   "column \"%s\" is not among its (selected) columns",
+                                   spec->table, spec->cursor[c]);
         pc->f[pc->n++] = f;
     }
     pc->n_cursor = pc->n;
     for (int k = 0; k < sc->n_key; k++) {
         bool dup = false;
-        for (int c = 0; c < pc->n_cursor; c++) dup |= pc->f[c] == sc->key[k];
+        for (int c = 0; c < pc->n_cursor; c++)
+            dup |= pc->f[c] == sc->key[k];
         if (!dup) pc->f[pc->n++] = sc->key[k];
     }
     return FERRY_OK;
@@ -825,12 +940,15 @@ static int incremental_columns(const struct ferry_resource_spec *spec, const str
  * array (or NULL when no row) and kinds[] the storage classes seen (defaults otherwise);
  * *canonical says whether every value round-trips through its ferry form. */
 static int newest(struct src *s, const struct rel *r, const struct ferry_schema *sc,
-                  const struct poscols *pc, bool skip_null_cursor, json_t **hi, int *kinds,
+                  const struct poscols *pc, bool skip_null_cursor, json_t **hi, struct pform *forms,
                   bool *canonical, char *why, size_t why_len, struct ferry_error *err)
 {
     *hi = NULL;
     *canonical = true;
-    for (int k = 0; k < pc->n; k++) kinds[k] = default_kind(sc->fields[pc->f[k]].type);
+    for (int k = 0; k < pc->n; k++) {
+        forms[k].kind = default_kind(sc->fields[pc->f[k]].type);
+        forms[k].style[0] = '\0';
+    }
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int brc = ferry_buf_printf(&b, "SELECT ");
@@ -863,7 +981,11 @@ static int newest(struct src *s, const struct rel *r, const struct ferry_schema 
             struct tv v;
             memset(&v, 0, sizeof v);
             /* Before any read: a conversion can change what column_type reports. */
-            kinds[k] = sqlite3_column_type(st, k);
+            forms[k].kind = sqlite3_column_type(st, k);
+            if (forms[k].kind == SQLITE_TEXT &&
+                !detect_style(f->type, (const char *)sqlite3_column_text(st, k),
+                              (size_t)sqlite3_column_bytes(st, k), forms[k].style))
+                forms[k].style[0] = '\0';
             if (!read_tv(st, k, f, &v)) {
                 rc = bad_value(s, r, st, k, f, err);
                 break;
@@ -871,13 +993,16 @@ static int newest(struct src *s, const struct rel *r, const struct ferry_schema 
             json_t *j = tv_to_json(f, &v);
             struct sv back;
             memset(&back, 0, sizeof back);
-            if (j == NULL || !sv_from_json(j, f, kinds[k], &back) ||
-                !sv_matches(st, k, kinds[k], &back)) {
+            if (j == NULL || !sv_from_json(j, f, &forms[k], &back) ||
+                !sv_matches(st, k, forms[k].kind, &back)) {
                 if (*canonical)
-                    snprintf(why, why_len, "column \"%s\" stores %s values in a form ferry does not "
-                             "reproduce exactly (the %s value '%.40s')", f->name, ferry_type_name(f->type),
-                             kind_name(kinds[k]),
-                             kinds[k] == SQLITE_BLOB ? "(blob)" : (const char *)sqlite3_column_text(st, k));
+                    snprintf(why, why_len,
+                             "column \"%s\" stores %s values in a form ferry does not "
+                             "reproduce exactly (the %s value '%.40s')",
+                             f->name, ferry_type_name(f->type), kind_name(forms[k].kind),
+                             forms[k].kind == SQLITE_BLOB
+                                 ? "(blob)"
+                                 : (const char *)sqlite3_column_text(st, k));
                 *canonical = false;
             }
             sv_clear(&back);
@@ -885,8 +1010,10 @@ static int newest(struct src *s, const struct rel *r, const struct ferry_schema 
             json_array_append_new(arr, j);
         }
         if (arr == NULL) rc = nomem(err);
-        if (rc == FERRY_OK) *hi = arr;
-        else json_decref(arr);
+        if (rc == FERRY_OK)
+            *hi = arr;
+        else
+            json_decref(arr);
     } else if (step != SQLITE_DONE) {
         rc = ferry__sqlite_error(err, FERRY_ESOURCE, s->db, "sqlite source: %s: table \"%s\"",
                                  s->path, r->table);
@@ -895,17 +1022,23 @@ static int newest(struct src *s, const struct rel *r, const struct ferry_schema 
     return rc;
 }
 
-static json_t *kinds_json(const int *kinds, int n)
+static void set_forms(json_t *plan, const struct pform *forms, int n)
 {
-    json_t *a = json_array();
-    for (int k = 0; k < n && a; k++) json_array_append_new(a, json_string(kind_name(kinds[k])));
-    return a;
+    json_t *as = json_array(), *styles = json_array();
+    for (int k = 0; k < n && as && styles; k++) {
+        json_array_append_new(as, json_string(kind_name(forms[k].kind)));
+        json_array_append_new(styles,
+                              forms[k].style[0] ? json_string(forms[k].style) : json_null());
+    }
+    json_object_set_new(plan, "as", as);
+    json_object_set_new(plan, "styles", styles);
 }
 
 static json_t *names_json(const struct ferry_schema *sc, const struct poscols *pc)
 {
     json_t *a = json_array();
-    for (int k = 0; k < pc->n && a; k++) json_array_append_new(a, json_string(sc->fields[pc->f[k]].name));
+    for (int k = 0; k < pc->n && a; k++)
+        json_array_append_new(a, json_string(sc->fields[pc->f[k]].name));
     return a;
 }
 
@@ -963,18 +1096,19 @@ static int plan_full(struct src *s, const struct rel *r, const struct ferry_sche
         return FERRY_OK;
     }
     struct poscols pc = {.n = sc->n_key, .n_cursor = 0};
-    for (int k = 0; k < sc->n_key && k < 64; k++) pc.f[k] = sc->key[k];
-    int kinds[64];
+    for (int k = 0; k < sc->n_key && k < 64; k++)
+        pc.f[k] = sc->key[k];
+    struct pform forms[64];
     json_t *hi = NULL;
     bool canonical;
     char why[256];
-    int rc = newest(s, r, sc, &pc, false, &hi, kinds, &canonical, why, sizeof why, err);
+    int rc = newest(s, r, sc, &pc, false, &hi, forms, &canonical, why, sizeof why, err);
     if (rc != FERRY_OK) return rc;
     json_decref(hi);
     /* Without an exact round trip a resume position could skip or repeat rows: read the
      * table in key order in one pass instead. */
     json_object_set_new(plan, "keyset", json_string(canonical ? "tuple" : "ordered"));
-    json_object_set_new(plan, "as", kinds_json(kinds, pc.n));
+    set_forms(plan, forms, pc.n);
     return FERRY_OK;
 }
 
@@ -986,24 +1120,28 @@ static int parse_route_key(const char *route_checkpoint, const struct ferry_reso
     json_t *root = json_loads(route_checkpoint, 0, NULL);
     if (!json_is_object(root)) {
         json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": the saved "
-                               "position is not a JSON object: %.200s", spec->table, route_checkpoint);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": the saved "
+                               "position is not a JSON object: %.200s",
+                               spec->table, route_checkpoint);
     }
     json_t *key = json_object_get(root, "key");
     if (key != NULL && (!json_is_array(key) || (int)json_array_size(key) != n)) {
         json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": the saved "
-                               "position has %d key values, the read needs %d: %.200s", spec->table,
-                               json_is_array(key) ? (int)json_array_size(key) : 0, n, route_checkpoint);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": the saved "
+                               "position has %d key values, the read needs %d: %.200s",
+                               spec->table, json_is_array(key) ? (int)json_array_size(key) : 0, n,
+                               route_checkpoint);
     }
     if (key != NULL) *lo = json_incref(key);
     json_decref(root);
     return FERRY_OK;
 }
 
-static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec, const struct rel *r,
-                            const struct ferry_schema *sc, const char *route_checkpoint, json_t *plan,
-                            struct ferry_error *err)
+static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
+                            const struct rel *r, const struct ferry_schema *sc,
+                            const char *route_checkpoint, json_t *plan, struct ferry_error *err)
 {
     struct poscols pc;
     int rc = incremental_columns(spec, sc, &pc, err);
@@ -1011,17 +1149,18 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     json_t *lo = NULL;
     rc = parse_route_key(route_checkpoint, spec, pc.n, &lo, err);
     if (rc != FERRY_OK) return rc;
-    int kinds[64];
+    struct pform forms[64];
     json_t *hi = NULL;
     bool canonical;
     char why[256] = "";
-    rc = newest(s, r, sc, &pc, true, &hi, kinds, &canonical, why, sizeof why, err);
+    rc = newest(s, r, sc, &pc, true, &hi, forms, &canonical, why, sizeof why, err);
     if (rc == FERRY_OK && !canonical)
-        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "sqlite",
-                             "sqlite source: %s: table \"%s\": incremental reads compare stored "
-                             "values, and %s; store it as ferry writes it (integers, or text like "
-                             "'2024-01-31 12:00:00.000000+00:00' for timestamps) or read in full mode",
-                             s->path, r->table, why);
+        rc = ferry_error_set(
+            err, FERRY_EUNSUPPORTED, "sqlite",
+            "sqlite source: %s: table \"%s\": incremental reads compare stored "
+            "values, and %s; store it as ferry writes it (integers, or text like "
+            "'2024-01-31 12:00:00.000000+00:00' for timestamps) or read in full mode",
+            s->path, r->table, why);
     if (rc != FERRY_OK) {
         json_decref(lo);
         json_decref(hi);
@@ -1040,26 +1179,29 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     json_object_set_new(sh, "hi", hi ? hi : json_null());
     if (lo && spec->lookback_ms > 0 && is_ts_type(c0->type) &&
         json_is_integer(json_array_get(lo, 0)))
-        json_object_set_new(sh, "lookback_from",
-                            json_integer(json_integer_value(json_array_get(lo, 0)) -
-                                         spec->lookback_ms * 1000));
+        json_object_set_new(
+            sh, "lookback_from",
+            json_integer(json_integer_value(json_array_get(lo, 0)) - spec->lookback_ms * 1000));
     json_object_set_new(sh, "null_first", json_boolean(null_first));
     json_t *shards = json_array();
     json_array_append_new(shards, sh);
     json_object_set_new(plan, "shards", shards);
     json_object_set_new(plan, "columns", names_json(sc, &pc));
     json_object_set_new(plan, "n_cursor", json_integer(pc.n_cursor));
-    json_object_set_new(plan, "as", kinds_json(kinds, pc.n));
+    set_forms(plan, forms, pc.n);
     return FERRY_OK;
 }
 
-static int src_plan(void *ctx, const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
-                    const char *route_checkpoint, char **plan_json, struct ferry_error *err)
+static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
+                    const struct ferry_schema *sc, const char *route_checkpoint, char **plan_json,
+                    struct ferry_error *err)
 {
     struct src *s = ctx;
     if (spec->mode == FERRY_READ_CDC)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "sqlite", "sqlite source: table \"%s\": SQLite "
-                               "has no change log; use mode full or incremental", spec->table);
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "sqlite",
+                               "sqlite source: table \"%s\": SQLite "
+                               "has no change log; use mode full or incremental",
+                               spec->table);
     struct rel r;
     int rc = resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
@@ -1068,8 +1210,10 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec, const str
     if (plan == NULL && rc == FERRY_OK) rc = nomem(err);
     if (rc == FERRY_OK) {
         json_object_set_new(plan, "mode", json_string(ferry_read_mode_name(spec->mode)));
-        if (spec->mode == FERRY_READ_FULL) rc = plan_full(s, &r, sc, plan, err);
-        else rc = plan_incremental(s, spec, &r, sc, route_checkpoint, plan, err);
+        if (spec->mode == FERRY_READ_FULL)
+            rc = plan_full(s, &r, sc, plan, err);
+        else
+            rc = plan_incremental(s, spec, &r, sc, route_checkpoint, plan, err);
     }
     rel_free(&r);
     if (rc == FERRY_OK) {
@@ -1095,14 +1239,15 @@ struct reader {
     int n_pos;
 };
 
-static int add_bind(struct reader *rd, const json_t *j, const struct ferry_field *f, int kind,
-                    struct ferry_error *err)
+static int add_bind(struct reader *rd, const json_t *j, const struct ferry_field *f,
+                    const struct pform *pf, struct ferry_error *err)
 {
     if (rd->n_binds >= (int)(sizeof rd->binds / sizeof rd->binds[0]))
         return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: too many bounds");
-    if (!sv_from_json(j, f, kind, &rd->binds[rd->n_binds])) {
+    if (!sv_from_json(j, f, pf, &rd->binds[rd->n_binds])) {
         sv_clear(&rd->binds[rd->n_binds]);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": a position "
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": a position "
                                "value of column \"%s\" cannot be compared with its stored values",
                                rd->r.table, f->name);
     }
@@ -1111,7 +1256,7 @@ static int add_bind(struct reader *rd, const json_t *j, const struct ferry_field
 }
 
 /* "(a, b) <op> (?, ?)" over the position columns, binding the values of `vals`. */
-static int tuple_cond(struct reader *rd, const char *op, json_t *vals, const int *kinds,
+static int tuple_cond(struct reader *rd, const char *op, json_t *vals, const struct pform *forms,
                       int from, int n, struct ferry_error *err)
 {
     struct ferry_buf *b = &rd->sql;
@@ -1124,7 +1269,8 @@ static int tuple_cond(struct reader *rd, const char *op, json_t *vals, const int
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")");
     if (rc != FERRY_OK) return nomem(err);
     for (int k = from; k < n && rc == FERRY_OK; k++)
-        rc = add_bind(rd, json_array_get(vals, (size_t)k), &rd->sc->fields[rd->pos[k]], kinds[k], err);
+        rc = add_bind(rd, json_array_get(vals, (size_t)k), &rd->sc->fields[rd->pos[k]], &forms[k],
+                      err);
     return rc;
 }
 
@@ -1145,11 +1291,18 @@ static int select_list(struct reader *rd, struct ferry_error *err)
     return rc == FERRY_OK ? FERRY_OK : nomem(err);
 }
 
-static bool get_kinds(json_t *plan, int n, int *kinds)
+static bool get_forms(json_t *plan, int n, struct pform *forms)
 {
-    json_t *as = json_object_get(plan, "as");
+    json_t *as = json_object_get(plan, "as"), *styles = json_object_get(plan, "styles");
     if (!json_is_array(as) || (int)json_array_size(as) != n) return false;
-    for (int k = 0; k < n; k++) kinds[k] = kind_from_name(json_string_value(json_array_get(as, (size_t)k)));
+    for (int k = 0; k < n; k++) {
+        forms[k].kind = kind_from_name(json_string_value(json_array_get(as, (size_t)k)));
+        const char *st = json_string_value(json_array_get(styles, (size_t)k));
+        if (st != NULL &&
+            (strlen(st) < 2 || strlen(st) >= sizeof forms[k].style || st[1] < '0' || st[1] > '6'))
+            return false;
+        snprintf(forms[k].style, sizeof forms[k].style, "%s", st ? st : "");
+    }
     return true;
 }
 
@@ -1161,19 +1314,26 @@ static int build_full(struct reader *rd, json_t *plan, json_t *sh, json_t *resum
     int rc = select_list(rd, err);
     if (rc != FERRY_OK) return rc;
     if (keyset && !strcmp(keyset, "range")) {
-        if (sc->n_key != 1) return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: plan "
-                                                   "and table \"%s\" disagree on the key", rd->r.table);
+        if (sc->n_key != 1)
+            return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                                   "sqlite source: plan "
+                                   "and table \"%s\" disagree on the key",
+                                   rd->r.table);
         json_t *lo = json_object_get(sh, "lo"), *hi = json_object_get(sh, "hi");
         if (!json_is_integer(lo) || !json_is_integer(hi))
-            return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": bad "
-                                   "shard in the frozen plan", rd->r.table);
+            return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                                   "sqlite source: table \"%s\": bad "
+                                   "shard in the frozen plan",
+                                   rd->r.table);
         rd->pos[0] = sc->key[0];
         rd->n_pos = 1;
         const char *k = rd->r.exprs[sc->key[0]];
         json_t *from = resume_key ? json_array_get(resume_key, 0) : lo;
         if (!json_is_integer(from))
-            return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": the "
-                                   "resume position's key is not an integer", rd->r.table);
+            return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                                   "sqlite source: table \"%s\": the "
+                                   "resume position's key is not an integer",
+                                   rd->r.table);
         rc = ferry_buf_printf(&rd->sql, "%s %s ?1 AND %s <= ?2", k, resume_key ? ">" : ">=", k);
         if (rc != FERRY_OK) return nomem(err);
         rd->binds[0] = (struct sv){.kind = SQLITE_INTEGER, .i = (int64_t)json_integer_value(from)};
@@ -1183,13 +1343,16 @@ static int build_full(struct reader *rd, json_t *plan, json_t *sh, json_t *resum
     }
     if (keyset && (!strcmp(keyset, "tuple") || !strcmp(keyset, "ordered"))) {
         rd->n_pos = sc->n_key;
-        for (int k = 0; k < sc->n_key; k++) rd->pos[k] = sc->key[k];
-        int kinds[64];
-        if (!get_kinds(plan, rd->n_pos, kinds))
-            return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": bad "
-                                   "frozen plan", rd->r.table);
+        for (int k = 0; k < sc->n_key; k++)
+            rd->pos[k] = sc->key[k];
+        struct pform forms[64];
+        if (!get_forms(plan, rd->n_pos, forms))
+            return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                                   "sqlite source: table \"%s\": bad "
+                                   "frozen plan",
+                                   rd->r.table);
         if (resume_key && !strcmp(keyset, "tuple"))
-            rc = tuple_cond(rd, ">", resume_key, kinds, 0, rd->n_pos, err);
+            rc = tuple_cond(rd, ">", resume_key, forms, 0, rd->n_pos, err);
         else
             rc = ferry_buf_printf(&rd->sql, "1") == FERRY_OK ? FERRY_OK : nomem(err);
         if (rc == FERRY_OK) rc = order_by(rd, err);
@@ -1210,11 +1373,14 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
     bool same = json_is_array(cols) && (int)json_array_size(cols) == pc.n;
     for (int k = 0; same && k < pc.n; k++)
         same = json_is_string(json_array_get(cols, (size_t)k)) &&
-               !strcmp(json_string_value(json_array_get(cols, (size_t)k)), rd->sc->fields[pc.f[k]].name);
-    int kinds[64];
-    if (!same || !get_kinds(plan, pc.n, kinds))
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": the frozen "
-                               "plan does not match the cursor and key", rd->r.table);
+               !strcmp(json_string_value(json_array_get(cols, (size_t)k)),
+                       rd->sc->fields[pc.f[k]].name);
+    struct pform forms[64];
+    if (!same || !get_forms(plan, pc.n, forms))
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": the frozen "
+                               "plan does not match the cursor and key",
+                               rd->r.table);
     rd->n_pos = pc.n;
     memcpy(rd->pos, pc.f, sizeof pc.f[0] * (size_t)pc.n);
     if ((rc = select_list(rd, err)) != FERRY_OK) return rc;
@@ -1227,8 +1393,10 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
     if ((lo && (!json_is_array(lo) || (int)json_array_size(lo) != pc.n)) ||
         (hi && (!json_is_array(hi) || (int)json_array_size(hi) != pc.n)) ||
         (resume_key && (int)json_array_size(resume_key) != pc.n))
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": bounds of "
-                               "the wrong shape", rd->r.table);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": bounds of "
+                               "the wrong shape",
+                               rd->r.table);
     const char *c0 = rd->r.exprs[pc.f[0]];
     struct ferry_buf *b = &rd->sql;
     bool resume_in_nulls = resume_key && json_is_null(json_array_get(resume_key, 0));
@@ -1242,12 +1410,12 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
         rc = ferry_buf_printf(b, "((%s IS NULL", c0) == FERRY_OK ? FERRY_OK : nomem(err);
         if (rc == FERRY_OK && resume_in_nulls && pc.n > 1) {
             rc = ferry_buf_printf(b, " AND ") == FERRY_OK ? FERRY_OK : nomem(err);
-            if (rc == FERRY_OK) rc = tuple_cond(rd, ">", resume_key, kinds, 1, pc.n, err);
+            if (rc == FERRY_OK) rc = tuple_cond(rd, ">", resume_key, forms, 1, pc.n, err);
         }
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")") == FERRY_OK ? FERRY_OK : nomem(err);
         if (rc == FERRY_OK && hi) {
             rc = ferry_buf_printf(b, " OR ") == FERRY_OK ? FERRY_OK : nomem(err);
-            if (rc == FERRY_OK) rc = tuple_cond(rd, "<=", hi, kinds, 0, pc.n, err);
+            if (rc == FERRY_OK) rc = tuple_cond(rd, "<=", hi, forms, 0, pc.n, err);
         }
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")") == FERRY_OK ? FERRY_OK : nomem(err);
         if (rc == FERRY_OK) rc = order_by(rd, err);
@@ -1255,17 +1423,19 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
     }
     if (hi == NULL) return ferry_buf_printf(b, "0") == FERRY_OK ? FERRY_OK : nomem(err);
     for (int k = 0; k < pc.n_cursor && rc == FERRY_OK; k++)
-        rc = ferry_buf_printf(b, "%s IS NOT NULL AND ", rd->r.exprs[pc.f[k]]) == FERRY_OK ? FERRY_OK
-                                                                                        : nomem(err);
+        rc = ferry_buf_printf(b, "%s IS NOT NULL AND ", rd->r.exprs[pc.f[k]]) == FERRY_OK
+                 ? FERRY_OK
+                 : nomem(err);
     if (rc == FERRY_OK && lookback && json_is_integer(lookback)) {
         /* Re-read everything from `lookback` before the saved cursor, whatever its key. */
-        rc = ferry_buf_printf(b, "%s >= ?%d AND ", c0, rd->n_binds + 1) == FERRY_OK ? FERRY_OK : nomem(err);
-        if (rc == FERRY_OK) rc = add_bind(rd, lookback, &rd->sc->fields[pc.f[0]], kinds[0], err);
+        rc = ferry_buf_printf(b, "%s >= ?%d AND ", c0, rd->n_binds + 1) == FERRY_OK ? FERRY_OK
+                                                                                    : nomem(err);
+        if (rc == FERRY_OK) rc = add_bind(rd, lookback, &rd->sc->fields[pc.f[0]], &forms[0], err);
     } else if (rc == FERRY_OK && lo) {
-        rc = tuple_cond(rd, ">", lo, kinds, 0, pc.n, err);
+        rc = tuple_cond(rd, ">", lo, forms, 0, pc.n, err);
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, " AND ") == FERRY_OK ? FERRY_OK : nomem(err);
     }
-    if (rc == FERRY_OK) rc = tuple_cond(rd, "<=", hi, kinds, 0, pc.n, err);
+    if (rc == FERRY_OK) rc = tuple_cond(rd, "<=", hi, forms, 0, pc.n, err);
     if (rc == FERRY_OK) rc = order_by(rd, err);
     return rc;
 }
@@ -1279,8 +1449,10 @@ static int resume_key_of(const char *resume, const char *table, json_t **key, bo
     json_t *root = json_loads(resume, 0, NULL);
     if (!json_is_object(root)) {
         json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": resume "
-                               "position is not a JSON object: %.200s", table, resume);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": resume "
+                               "position is not a JSON object: %.200s",
+                               table, resume);
     }
     *done = json_is_true(json_object_get(root, "done"));
     json_t *k = json_object_get(root, "key");
@@ -1296,7 +1468,8 @@ static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct fer
     if (sqlite3_prepare_v2(s->db, rd->sql.data, -1, &st, NULL) != SQLITE_OK)
         return ferry__sqlite_error(err, FERRY_ESOURCE, s->db, "sqlite source: %s: table \"%s\"",
                                    s->path, rd->r.table);
-    for (int k = 0; k < rd->n_binds; k++) sv_bind(st, k + 1, &rd->binds[k]);
+    for (int k = 0; k < rd->n_binds; k++)
+        sv_bind(st, k + 1, &rd->binds[k]);
     const struct ferry_schema *sc = rd->sc;
     const int nf = sc->n_fields;
     int rc = FERRY_OK, step;
@@ -1317,8 +1490,10 @@ static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct fer
     }
     if (rc == FERRY_OK && step != SQLITE_DONE) {
         if (step == SQLITE_INTERRUPT)
-            rc = ferry_error_set(err, FERRY_ECANCELED, "sqlite", "sqlite source: %s: read of table "
-                                 "\"%s\" canceled", s->path, rd->r.table);
+            rc = ferry_error_set(err, FERRY_ECANCELED, "sqlite",
+                                 "sqlite source: %s: read of table "
+                                 "\"%s\" canceled",
+                                 s->path, rd->r.table);
         else
             rc = ferry__sqlite_error(err, FERRY_ESOURCE, s->db, "sqlite source: %s: table \"%s\"",
                                      s->path, rd->r.table);
@@ -1327,9 +1502,9 @@ static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct fer
     return rc;
 }
 
-static int src_extract(void *ctx, const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
-                       const char *plan_json, int shard, const char *resume,
-                       struct ferry_row_writer *rw, struct ferry_error *err)
+static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
+                       const struct ferry_schema *sc, const char *plan_json, int shard,
+                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct src *s = ctx;
     json_t *resume_key = NULL;
@@ -1342,8 +1517,10 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec, const 
     if (!json_is_object(sh) || mode == NULL || shard < 0) {
         json_decref(plan);
         json_decref(resume_key);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite source: table \"%s\": shard %d "
-                               "is not in the frozen plan", spec->table, shard);
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite source: table \"%s\": shard %d "
+                               "is not in the frozen plan",
+                               spec->table, shard);
     }
     struct reader *rd = ferry_calloc(1, sizeof *rd);
     if (rd == NULL) {
@@ -1357,15 +1534,18 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec, const 
     rc = resolve(s, spec->table, &rd->r, err);
     if (rc == FERRY_OK) rc = bind_exprs(&rd->r, sc, err);
     if (rc == FERRY_OK) {
-        if (!strcmp(mode, "full")) rc = build_full(rd, plan, sh, resume_key, err);
-        else rc = build_incremental(rd, spec, plan, sh, resume_key, err);
+        if (!strcmp(mode, "full"))
+            rc = build_full(rd, plan, sh, resume_key, err);
+        else
+            rc = build_incremental(rd, spec, plan, sh, resume_key, err);
     }
     if (rc == FERRY_OK) {
         ferry_rw_set_shard(rw, shard);
         if (rd->n_pos > 0) ferry_rw_set_position_columns(rw, rd->n_pos, rd->pos);
         rc = run_select(rd, rw, err);
     }
-    for (int k = 0; k < rd->n_binds; k++) sv_clear(&rd->binds[k]);
+    for (int k = 0; k < rd->n_binds; k++)
+        sv_clear(&rd->binds[k]);
     ferry_buf_release(&rd->sql);
     rel_free(&rd->r);
     ferry_free(rd);

@@ -15,7 +15,9 @@ struct ferry_bus;
 
 struct ferry_bus_vtable {
     const char *name;
-    /* Stores the event, sets ev->seq; the event is durable when this returns. */
+    /* Stores the event and sets ev->seq. When this returns the event survives a crash of
+     * the process; the in-process bus reaches the disk with the next FULL commit of the
+     * state file (the tracker's), which is what makes checkpoints durable. */
     int (*publish)(struct ferry_bus *bus, struct ferry_event *ev, struct ferry_error *err);
     /* Up to max events with seq > after (all runs when run_id == 0), waiting up to
      * timeout_ms for the first. *evs is freed with ferry_events_free. */

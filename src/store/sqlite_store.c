@@ -6,11 +6,13 @@
  * in-process bus, the control plane and the CLI.
  *
  * Durability: WAL mode so readers (the bus consumers, `ferry status`) never block the
- * writer; synchronous=FULL so that a commit, and so a saved checkpoint or a published
- * event, is on disk when the call returns, power loss included; busy_timeout 10 s because
- * several handles (bus, tracker, runner, other processes) write the same file and SQLite
- * serialises them. Every change that reads before it writes (fencing) runs in a
- * BEGIN IMMEDIATE transaction, so the check and the write see the same state.
+ * writer; synchronous=FULL by default so that a commit, and so a saved checkpoint, is on disk
+ * when the call returns, power loss included (the bus publisher and the heartbeat switch
+ * their handles to NORMAL, see ferry_store_set_sync_full); busy_timeout 10 s because several
+ * handles (bus, tracker, runner, other processes) write the same file and SQLite serialises
+ * them. Every change that reads before it writes (fencing) runs in a BEGIN IMMEDIATE
+ * transaction, so the check and the write see the same state. Nothing here opens a
+ * descriptor of a healthy state file outside SQLite (see explain_damage).
  * docs/internals/state-and-events.md explains the tables and the rules. */
 #include <errno.h>
 #include <fcntl.h>

@@ -540,7 +540,10 @@ static void test_sink_checkpoints_transactional(void **state)
     int n = -1;
     ASSERT_OK(sink_vt->checkpoints(h.ctx, "p1", &cps, &n, &err), err);
     assert_int_equal(n, 0);
+    /* Opening and asking creates nothing: a pipeline refused before prepare leaves no file. */
+    assert_int_not_equal(access(db_path, F_OK), 0);
     ASSERT_OK(sink_target(&h, "kv", "kv", sc, FERRY_WRITE_APPEND, &err), err);
+    assert_int_equal(access(db_path, F_OK), 0);
     sink_begin(&h, 11, false);
     struct ferry_batch *b = kv_batch(sc, &c, 1, 5, "a", FERRY_OP_INSERT);
     b->shard = 2;

@@ -135,11 +135,12 @@ static int64_t script_run(struct fx *f, int64_t *last)
        "{\"mode\":\"full\",\"write\":\"append\",\"route\":\"users -> sqlite:users\"}");
     ev(f->st, r, a, "orders", "batch.buffered", "{\"seq\":1,\"rows\":100,\"bytes\":1000}");
     ev(f->st, r, a, "orders", "batch.written",
-       "{\"seq\":1,\"rows\":100,\"bytes\":1000,\"shard\":0,\"position\":{\"k\":100},\"durable\":"
+       "{\"seq\":1,\"rows\":100,\"bytes\":1000,\"shard\":0,\"position\":{\"key\":[100]},"
+       "\"durable\":"
        "true}");
     ev(f->st, r, a, "orders", "batch.integrity_verified", "{\"seq\":1,\"crc\":1}");
     ev(f->st, r, a, "orders", "batch.written",
-       "{\"seq\":2,\"rows\":50,\"bytes\":500,\"shard\":0,\"position\":{\"k\":150},\"durable\":"
+       "{\"seq\":2,\"rows\":50,\"bytes\":500,\"shard\":0,\"position\":{\"key\":[150]},\"durable\":"
        "true}");
     ev(f->st, r, a, "orders", "batch.integrity_verified", "{\"seq\":2,\"crc\":2}");
     ev(f->st, r, a, "users", "batch.written",
@@ -187,10 +188,11 @@ static void check_script_run(struct fx *f, int64_t r)
     assert_int_equal(rs[1].diverged, 1);
     ferry_free(rs);
 
-    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"k\":150}");
+    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"key\":[150]}");
     assert_string_equal(run_cp(f->st, r, "users", 0, buf, sizeof buf), "{\"id\":10}");
     int64_t by = 0;
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"k\":150}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by),
+                        "{\"key\":[150]}");
     assert_int_equal(by, r);
     /* full mode never becomes a route checkpoint */
     assert_string_equal(route_cp(f->st, "p", "users -> sqlite:users", buf, sizeof buf, NULL), "");
@@ -230,22 +232,22 @@ static void test_at_commit_pending(void **state)
     ev(f->st, r, a, "orders", "resource.started",
        "{\"mode\":\"incremental\",\"route\":\"" ORDERS_ROUTE "\"}");
     ev(f->st, r, a, "orders", "batch.written",
-       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"k\":1},\"durable\":false}");
+       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"key\":[1]},\"durable\":false}");
     ev(f->st, r, a, "orders", "batch.written",
-       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"k\":2}}");
+       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"key\":[2]}}");
     fold(f);
     /* counted, but not durable yet */
     assert_int_equal(get_run(f->st, r).rows, 2);
     assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "");
     ev(f->st, r, a, NULL, "sink.committed", "{}");
     fold(f);
-    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"k\":2}");
+    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"key\":[2]}");
     /* accepted after the commit, then the run fails: never promoted */
     ev(f->st, r, a, "orders", "batch.written",
-       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"k\":3},\"durable\":false}");
+       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"key\":[3]},\"durable\":false}");
     ev(f->st, r, a, NULL, "run.failed", "{\"code\":\"sink\",\"message\":\"commit failed\"}");
     fold(f);
-    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"k\":2}");
+    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"key\":[2]}");
     assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "");
     struct ferry_run_info ri = get_run(f->st, r);
     assert_int_equal(ri.state, FERRY_RUN_FAILED);
@@ -262,7 +264,8 @@ static int64_t route_run(struct fx *f, int w, const char *end_type, const char *
     ev(f->st, r, a, "orders", "resource.started",
        "{\"mode\":\"cdc\",\"route\":\"" ORDERS_ROUTE "\"}");
     snprintf(pos, sizeof pos,
-             "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"w\":%d},\"durable\":true}", w);
+             "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"key\":[%d]},\"durable\":true}",
+             w);
     ev(f->st, r, a, "orders", "batch.written", pos);
     ev(f->st, r, a, NULL, end_type, end_payload);
     fold(f);
@@ -275,35 +278,59 @@ static void test_route_checkpoint_rules(void **state)
     char buf[256];
     int64_t by = 0;
     int64_t r1 = route_run(f, 1, "run.completed", "{}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"w\":1}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"key\":[1]}");
     assert_int_equal(by, r1);
     int64_t r2 = route_run(f, 2, "run.failed", "{\"message\":\"x\"}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"w\":1}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"key\":[1]}");
     assert_int_equal(get_run(f->st, r2).state, FERRY_RUN_FAILED);
     int64_t r3 = route_run(f, 3, "run.paused", "{\"committed\":false}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"w\":1}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"key\":[1]}");
     assert_int_equal(get_run(f->st, r3).state, FERRY_RUN_PAUSED);
     int64_t r4 = route_run(f, 4, "run.paused", "{\"committed\":true}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"w\":4}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"key\":[4]}");
     assert_int_equal(by, r4);
     assert_int_equal(get_run(f->st, r4).state, FERRY_RUN_PAUSED);
     int64_t r5 = route_run(f, 5, "run.canceled", "{}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"w\":4}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"key\":[4]}");
     assert_int_equal(get_run(f->st, r5).state, FERRY_RUN_CANCELED);
     /* a late run.completed after a final state changes nothing */
     ev(f->st, r2, 1, NULL, "run.completed", "{}");
     fold(f);
     assert_int_equal(get_run(f->st, r2).state, FERRY_RUN_FAILED);
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"w\":4}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"key\":[4]}");
     /* the route comes from resource.started, the resource name when absent */
     int a = 0;
     int64_t r6 = start_run(f->st, "p", &a);
     ev(f->st, r6, a, "events", "resource.started", "{\"mode\":\"incremental\"}");
     ev(f->st, r6, a, "events", "batch.written",
-       "{\"rows\":1,\"bytes\":1,\"position\":{\"w\":6},\"durable\":true}");
+       "{\"rows\":1,\"bytes\":1,\"position\":{\"key\":[6]},\"durable\":true}");
     ev(f->st, r6, a, NULL, "run.completed", "{}");
     fold(f);
-    assert_string_equal(route_cp(f->st, "p", "events", buf, sizeof buf, NULL), "{\"w\":6}");
+    assert_string_equal(route_cp(f->st, "p", "events", buf, sizeof buf, NULL), "{\"key\":[6]}");
+}
+
+/* A run that read nothing new ends its shard with a position that only says "done": that is
+ * its run checkpoint, but the route checkpoint stays where the last progress left it. */
+static void test_keyless_position_keeps_route(void **state)
+{
+    struct fx *f = *state;
+    char buf[256];
+    int64_t by = 0;
+    int64_t r1 = route_run(f, 7, "run.completed", "{}");
+    int a = 0;
+    int64_t r2 = start_run(f->st, "p", &a);
+    ev(f->st, r2, a, "orders", "resource.started",
+       "{\"mode\":\"incremental\",\"route\":\"" ORDERS_ROUTE "\"}");
+    ev(f->st, r2, a, "orders", "batch.written",
+       "{\"rows\":0,\"bytes\":0,\"shard\":0,\"position\":{\"shard\":0,\"done\":true},"
+       "\"durable\":true}");
+    ev(f->st, r2, a, NULL, "run.completed", "{}");
+    fold(f);
+    assert_int_equal(get_run(f->st, r2).state, FERRY_RUN_COMPLETED);
+    assert_string_equal(run_cp(f->st, r2, "orders", 0, buf, sizeof buf),
+                        "{\"shard\":0,\"done\":true}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, &by), "{\"key\":[7]}");
+    assert_int_equal(by, r1);
 }
 
 static void test_stale_attempt_ignored(void **state)
@@ -316,14 +343,14 @@ static void test_stale_attempt_ignored(void **state)
     ev(f->st, r, a1, "orders", "resource.started",
        "{\"mode\":\"incremental\",\"route\":\"" ORDERS_ROUTE "\"}");
     ev(f->st, r, a1, "orders", "batch.written",
-       "{\"rows\":10,\"bytes\":10,\"shard\":0,\"position\":{\"k\":10},\"durable\":true}");
+       "{\"rows\":10,\"bytes\":10,\"shard\":0,\"position\":{\"key\":[10]},\"durable\":true}");
     fold(f);
     /* reaped; a new attempt takes over while the zombie keeps publishing */
     assert_int_equal(ferry_store_run_begin_attempt(f->st, r, 2, &a2, &err), FERRY_OK);
     ev(f->st, r, a1, "orders", "batch.written",
-       "{\"rows\":999,\"bytes\":999,\"shard\":0,\"position\":{\"k\":999},\"durable\":true}");
+       "{\"rows\":999,\"bytes\":999,\"shard\":0,\"position\":{\"key\":[999]},\"durable\":true}");
     ev(f->st, r, a1, "orders", "batch.written",
-       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"k\":998},\"durable\":false}");
+       "{\"rows\":1,\"bytes\":1,\"shard\":0,\"position\":{\"key\":[998]},\"durable\":false}");
     ev(f->st, r, a1, NULL, "sink.committed", "{}");
     ev(f->st, r, a1, "orders", "batch.integrity_verified", "{}");
     ev(f->st, r, a1, NULL, "run.completed", "{}");
@@ -332,11 +359,11 @@ static void test_stale_attempt_ignored(void **state)
     assert_int_equal(ri.state, FERRY_RUN_RUNNING);
     assert_int_equal(ri.rows, 10);
     assert_int_equal(ri.verified, 0);
-    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"k\":10}");
+    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"key\":[10]}");
     assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "");
 
     ev(f->st, r, a2, "orders", "batch.written",
-       "{\"rows\":5,\"bytes\":5,\"shard\":0,\"position\":{\"k\":15},\"durable\":true}");
+       "{\"rows\":5,\"bytes\":5,\"shard\":0,\"position\":{\"key\":[15]},\"durable\":true}");
     ev(f->st, r, a1, NULL, "run.failed", "{\"message\":\"zombie\"}");
     ev(f->st, r, a2, NULL, "run.completed", "{}");
     fold(f);
@@ -344,8 +371,9 @@ static void test_stale_attempt_ignored(void **state)
     assert_int_equal(ri.state, FERRY_RUN_COMPLETED);
     assert_int_equal(ri.rows, 15);
     assert_string_equal(ri.error, "");
-    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"k\":15}");
-    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL), "{\"k\":15}");
+    assert_string_equal(run_cp(f->st, r, "orders", 0, buf, sizeof buf), "{\"key\":[15]}");
+    assert_string_equal(route_cp(f->st, "p", ORDERS_ROUTE, buf, sizeof buf, NULL),
+                        "{\"key\":[15]}");
 }
 
 /* Events the tracker cannot use are skipped, never retried forever. */
@@ -356,7 +384,8 @@ static void test_poison_skipped(void **state)
     int64_t r = start_run(f->st, "p", &a);
     ev(f->st, 4242, 1, "orders", "batch.written", "{\"rows\":1}");
     ev(f->st, 0, 0, NULL, "worker.lost", "{\"lease_ms\":1}");
-    ev(f->st, r, a, NULL, "batch.written", "{\"rows\":7,\"position\":{\"k\":1},\"durable\":true}");
+    ev(f->st, r, a, NULL, "batch.written",
+       "{\"rows\":7,\"position\":{\"key\":[1]},\"durable\":true}");
     ev(f->st, r, a, "orders", "no.such.type", "{}");
     int64_t last = ev(f->st, r, a, "orders", "batch.written", "{\"rows\":1,\"bytes\":2}");
     fold(f);
@@ -678,6 +707,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_scripted_fold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_at_commit_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_route_checkpoint_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyless_position_keeps_route, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_attempt_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poison_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_resumes_from_mark, setup, teardown),

@@ -131,6 +131,39 @@ static void sink_close(void *ctx)
     ferry_free(s);
 }
 
+/* Opens the file on first use, not in open(): a pipeline refused at plan time (policy,
+ * unknown keys) must leave no destination behind. With !create a missing file stays
+ * missing and s->db NULL (reading checkpoints of a destination never written). */
+static int connect(struct sink *s, bool create, struct ferry_error *err)
+{
+    if (s->db != NULL) return FERRY_OK;
+    struct stat st;
+    if (!create && stat(s->path, &st) != 0) return FERRY_OK;
+    int rc = make_parents(s->path, err);
+    if (rc != FERRY_OK) return rc;
+    if (sqlite3_open_v2(s->path, &s->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = ferry__sqlite_error(err, FERRY_EIO, s->db, "sqlite sink: cannot open %s", s->path);
+        sqlite3_close_v2(s->db);
+        s->db = NULL;
+        return rc;
+    }
+    sqlite3_busy_timeout(s->db, 10000);
+    sqlite3_extended_result_codes(s->db, 1);
+    /* WAL: readers keep their snapshot while we write; FULL: a commit survives power loss,
+     * which is what per_apply promises. */
+    rc = ferry__sqlite_exec(s->db, "PRAGMA journal_mode=WAL", "sqlite sink: WAL mode", err);
+    if (rc == FERRY_OK)
+        rc = ferry__sqlite_exec(s->db, "PRAGMA synchronous=FULL", "sqlite sink", err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "%s", s->path);
+        sqlite3_close_v2(s->db);
+        s->db = NULL;
+    }
+    return rc;
+}
+
 static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
     const char *path = NULL, *prefix = NULL;
@@ -150,30 +183,6 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (s->path == NULL || s->prefix == NULL) {
         sink_close(s);
         return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
-    }
-    rc = make_parents(path, err);
-    if (rc != FERRY_OK) {
-        sink_close(s);
-        return rc;
-    }
-    if (sqlite3_open_v2(path, &s->db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        rc = ferry__sqlite_error(err, FERRY_EIO, s->db, "sqlite sink: cannot open %s", path);
-        sink_close(s);
-        return rc;
-    }
-    sqlite3_busy_timeout(s->db, 10000);
-    sqlite3_extended_result_codes(s->db, 1);
-    /* WAL: readers keep their snapshot while we write; FULL: a commit survives power loss,
-     * which is what per_apply promises. */
-    rc = ferry__sqlite_exec(s->db, "PRAGMA journal_mode=WAL", "sqlite sink: WAL mode", err);
-    if (rc == FERRY_OK)
-        rc = ferry__sqlite_exec(s->db, "PRAGMA synchronous=FULL", "sqlite sink", err);
-    if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "%s", path);
-        sink_close(s);
-        return rc;
     }
     *ctx = s;
     return FERRY_OK;
@@ -304,8 +313,10 @@ static int column_def(struct ferry_buf *b, const struct ferry_field *f, bool not
     return rc;
 }
 
+/* Append tables get no PRIMARY KEY: an append target is a log that may hold a key more
+ * than once (repeated full runs, change logs); the other modes declare the data's key. */
 static int create_table(struct sink *s, const char *table, const struct ferry_schema *sc,
-                        struct ferry_error *err)
+                        bool declare_key, struct ferry_error *err)
 {
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
@@ -318,7 +329,7 @@ static int create_table(struct sink *s, const char *table, const struct ferry_sc
             rc = column_def(&b, &sc->fields[i],
                             !sc->fields[i].nullable || sc->fields[i].key_pos > 0);
     }
-    if (sc->n_key > 0 && rc == FERRY_OK) {
+    if (declare_key && sc->n_key > 0 && rc == FERRY_OK) {
         rc = ferry_buf_printf(&b, ", PRIMARY KEY (");
         for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
             if (k) rc = ferry_buf_printf(&b, ", ");
@@ -364,13 +375,13 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
  * whose declared type cannot hold the data, and (for upsert/merge) a primary key that is
  * not the data's key, since ON CONFLICT needs exactly that unique key. */
 static int ensure_table(struct sink *s, const char *table, const struct ferry_schema *sc,
-                        bool need_key, struct ferry_error *err)
+                        bool need_key, bool declare_key, struct ferry_error *err)
 {
     struct dest_col *dc;
     int n_dc;
     int rc = dest_columns(s->db, table, &dc, &n_dc, err);
     if (rc != FERRY_OK) return rc;
-    if (n_dc == 0) return create_table(s, table, sc, err);
+    if (n_dc == 0) return create_table(s, table, sc, declare_key, err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
@@ -444,6 +455,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
         s->t = nt;
         s->n_t = target->index + 1;
     }
+    int crc = connect(s, true, err);
+    if (crc != FERRY_OK) return crc;
     struct target *t = &s->t[target->index];
     if (t->used)
         return ferry_error_set(err, FERRY_EINVAL, "sqlite", "sqlite sink: target %d prepared twice",
@@ -471,7 +484,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     snprintf(t->uri, sizeof t->uri, "sqlite:%s#%s", s->path, t->table);
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
     return ensure_table(s, t->table, sc,
-                        t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE, err);
+                        t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
+                        t->mode != FERRY_WRITE_APPEND, err);
 }
 
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
@@ -571,20 +585,22 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     s->pipeline = ferry_strdup(run && run->pipeline ? run->pipeline : "");
     if (s->pipeline == NULL) return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
     s->run_id = run ? run->run_id : 0;
-    int rc = ferry__sqlite_exec(s->db,
-                                "CREATE TABLE IF NOT EXISTS \"" CHECKPOINT_TABLE "\" ("
-                                "pipeline TEXT NOT NULL, resource TEXT NOT NULL, "
-                                "shard INTEGER NOT NULL, run_id INTEGER NOT NULL, "
-                                "position TEXT, updated_at TEXT NOT NULL, "
-                                "PRIMARY KEY (pipeline, resource, shard))",
-                                "sqlite sink: creating " CHECKPOINT_TABLE, err);
+    int rc = connect(s, true, err);
+    if (rc != FERRY_OK) return rc;
+    rc = ferry__sqlite_exec(s->db,
+                            "CREATE TABLE IF NOT EXISTS \"" CHECKPOINT_TABLE "\" ("
+                            "pipeline TEXT NOT NULL, resource TEXT NOT NULL, "
+                            "shard INTEGER NOT NULL, run_id INTEGER NOT NULL, "
+                            "position TEXT, updated_at TEXT NOT NULL, "
+                            "PRIMARY KEY (pipeline, resource, shard))",
+                            "sqlite sink: creating " CHECKPOINT_TABLE, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
         struct target *t = &s->t[i];
         if (!t->used) continue;
         if (t->mode == FERRY_WRITE_REPLACE) {
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
-            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, err);
         }
         if (rc == FERRY_OK) rc = prepare_statements(s, t, err);
     }
@@ -845,7 +861,7 @@ static int sink_commit(void *ctx, struct ferry_error *err)
 static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
-    if (s == NULL) return;
+    if (s == NULL || s->db == NULL) return;
     finalize_all(s);
     if (s->in_tx) {
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -883,6 +899,8 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     struct sink *s = ctx;
     *out = NULL;
     *n = 0;
+    int rc = connect(s, false, err);
+    if (rc != FERRY_OK || s->db == NULL) return rc;
     sqlite3_stmt *st = NULL;
     int prc = sqlite3_prepare_v2(s->db,
                                  "SELECT resource, shard, run_id, position FROM \"" CHECKPOINT_TABLE
@@ -896,7 +914,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     }
     sqlite3_bind_text(st, 1, pipeline ? pipeline : "", -1, SQLITE_STATIC);
     struct ferry_sink_checkpoint *v = NULL;
-    int k = 0, rc = FERRY_OK, src;
+    int k = 0, src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         struct ferry_sink_checkpoint *nv = ferry_realloc(v, sizeof *v * (size_t)(k + 1));
         if (nv == NULL) {

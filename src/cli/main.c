@@ -59,9 +59,9 @@ static void command_help(const char *cmd)
 {
     if (!strcmp(cmd, "run"))
         printf("usage: ferry run FILE [--state PATH] [--fresh] [--json] [--quiet]\n\n"
-               "Runs the pipeline FILE. When an earlier run of the same pipeline version was\n"
-               "interrupted (crash, kill, pause), it is resumed from its last durable checkpoint;\n"
-               "--fresh starts a new run instead. Ctrl-C (SIGINT) or SIGTERM once: drain what was\n"
+               "Runs the pipeline FILE. When the newest run of the same pipeline version did not\n"
+               "complete (crash, kill, pause, failure), it is resumed from its last durable\n"
+               "checkpoint; --fresh starts a new run instead. Ctrl-C (SIGINT) or SIGTERM once: drain what was\n"
                "read, commit and pause; twice: stop at once and abort the session.\n"
                "Progress goes to stderr (a live line on a terminal); the summary to stdout.\n");
     else if (!strcmp(cmd, "check"))

@@ -435,7 +435,12 @@ static void print_plan(struct run *r)
         fprintf(out, "    columns:");
         for (int j = 0; j < rr->out_schema->n_fields; j++) {
             const struct ferry_field *f = &rr->out_schema->fields[j];
-            fprintf(out, " %s %s%s%s", f->name, ferry_type_name(f->type),
+            char ty[48];
+            if (f->type == FERRY_TYPE_DECIMAL128)
+                snprintf(ty, sizeof ty, "decimal128(%d,%d)", f->precision, f->scale);
+            else
+                snprintf(ty, sizeof ty, "%s", ferry_type_name(f->type));
+            fprintf(out, " %s %s%s%s%s", f->name, ty, f->nullable ? "" : " not null",
                     f->key_pos ? " key" : "", j + 1 < rr->out_schema->n_fields ? "," : "");
         }
         fprintf(out, "\n    plan: %s\n", rr->plan_json);

@@ -60,6 +60,10 @@ static double run(const struct ferry_source_vtable *svt, const char *src_yaml,
     struct ferry_resource_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.table = (char *)table;
+    /* Append tables carry no primary key: read them back by their declared key. */
+    static char *id_key[] = {"id", NULL};
+    spec.key = id_key;
+    spec.n_key = 1;
     struct ferry_schema *sc;
     char *plan;
     if (svt->discover(sctx, &spec, &sc, &err)) die("discover", &err);

@@ -272,7 +272,10 @@ static void test_sink_append_types(void **state)
     assert_string_equal(
         q_text(db, "SELECT type FROM pragma_table_info('users') WHERE name = 'profile'"),
         "JSON_TEXT");
-    assert_int_equal(q_int(db, "SELECT pk FROM pragma_table_info('users') WHERE name = 'id'"), 1);
+    /* An append table is a log: no PRIMARY KEY, but the key column stays NOT NULL. */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM pragma_table_info('users') WHERE pk > 0"), 0);
+    assert_int_equal(
+        q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'id'"), 1);
     assert_int_equal(
         q_int(db, "SELECT \"notnull\" FROM pragma_table_info('users') WHERE name = 'email'"), 1);
     assert_int_equal(
@@ -378,6 +381,81 @@ static void test_sink_upsert_merge(void **state)
     assert_non_null(strstr(err.message, "\"other\""));
     sink_close(&h);
     ferry_schema_unref(nk);
+    collect_free(&c);
+    ferry_schema_unref(sc);
+}
+
+/* Append tables are logs (no PRIMARY KEY, a key may repeat); the keyed modes declare the
+ * data's key, which their ON CONFLICT and the swap of replace rely on. */
+static void test_sink_append_is_a_log(void **state)
+{
+    (void)state;
+    struct ferry_error err;
+    struct ferry_schema *sc = mk_schema(kv_fields, 3);
+    struct collect c = {0};
+    struct sinkh h;
+    /* Two full runs append the same rows; an incremental run appends changed rows again. */
+    for (int run = 1; run <= 2; run++) {
+        sink_open(&h, NULL);
+        ASSERT_OK(sink_target(&h, "kv", "log", sc, FERRY_WRITE_APPEND, &err), err);
+        sink_begin(&h, run, false);
+        ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 1, 5, "full", FERRY_OP_INSERT), &err), err);
+        ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+        sink_close(&h);
+    }
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "log", sc, FERRY_WRITE_APPEND, &err), err);
+    sink_begin(&h, 3, false);
+    ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 2, 3, "v2", FERRY_OP_UPDATE), &err), err);
+    ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    sink_close(&h);
+    sqlite3 *db = reader();
+    assert_int_equal(q_int(db, "SELECT count(*) FROM pragma_table_info('log') WHERE pk > 0"), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM pragma_index_list('log')"), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM log"), 12);
+    /* Each key twice from the full runs, with the same values each time. */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM (SELECT id FROM log WHERE name = 'full' "
+                               "GROUP BY id HAVING count(*) = 2 AND min(n) = id * 10 "
+                               "AND max(n) = id * 10)"),
+                     5);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM log WHERE id IN (2, 3)"), 6);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM log WHERE name = 'v2'"), 2);
+    /* An upsert into the log finds no key to match rows by and is refused, naming it. */
+    sink_open(&h, NULL);
+    assert_int_equal(sink_target(&h, "kv", "log", sc, FERRY_WRITE_UPSERT, &err), FERRY_ESINK);
+    assert_non_null(strstr(err.message, "\"log\""));
+    sink_close(&h);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM log"), 12);
+
+    /* upsert, merge and replace declare the key (replace through its staging table). */
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "kv", "up", sc, FERRY_WRITE_UPSERT, &err), err);
+    ASSERT_OK(sink_target(&h, "kv", "mg", sc, FERRY_WRITE_MERGE, &err), err);
+    ASSERT_OK(sink_target(&h, "kv", "rp", sc, FERRY_WRITE_REPLACE, &err), err);
+    sink_begin(&h, 4, false);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(sink_apply(&h, i, kv_batch(sc, &c, 1, 5, "a", FERRY_OP_INSERT), &err), err);
+        if (i < 2) /* the same keys again converge instead of adding rows */
+            ASSERT_OK(sink_apply(&h, i, kv_batch(sc, &c, 1, 5, "b", FERRY_OP_UPDATE), &err), err);
+    }
+    /* Replace refuses a key twice in its staging table, like any keyed table. */
+    assert_int_equal(sink_apply(&h, 2, kv_batch(sc, &c, 5, 5, "b", FERRY_OP_INSERT), &err),
+                     FERRY_ESINK);
+    ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    sink_close(&h);
+    const char *keyed[] = {"up", "mg", "rp"};
+    for (int i = 0; i < 3; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "SELECT group_concat(name) FROM pragma_table_info('%s') WHERE pk > 0", keyed[i]);
+        assert_string_equal(q_text(db, sql), "id");
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", keyed[i]);
+        assert_int_equal(q_int(db, sql), 5);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE name = '%s'", keyed[i],
+                 i < 2 ? "b" : "a");
+        assert_int_equal(q_int(db, sql), 5);
+    }
+    sqlite3_close(db);
     collect_free(&c);
     ferry_schema_unref(sc);
 }
@@ -544,11 +622,14 @@ static void test_sink_checkpoints_transactional(void **state)
     assert_int_not_equal(access(db_path, F_OK), 0);
     ASSERT_OK(sink_target(&h, "kv", "kv", sc, FERRY_WRITE_APPEND, &err), err);
     assert_int_equal(access(db_path, F_OK), 0);
+    /* An append table declares no key, so a duplicate is a new row there; a unique index the
+     * user added to it refuses one, which is how a row fails halfway through a batch here. */
+    exec_sql(db_path, "CREATE UNIQUE INDEX kv_id ON kv (id)");
     sink_begin(&h, 11, false);
     struct ferry_batch *b = kv_batch(sc, &c, 1, 5, "a", FERRY_OP_INSERT);
     b->shard = 2;
     ASSERT_OK(sink_apply(&h, 0, b, &err), err);
-    /* A batch that fails halfway (a duplicate key): neither its rows nor its checkpoint. */
+    /* A batch that fails halfway (a refused row): neither its rows nor its checkpoint. */
     b = kv_batch(sc, &c, 4, 9, "dup", FERRY_OP_INSERT);
     b->shard = 2;
     assert_int_equal(sink_apply(&h, 0, b, &err), FERRY_ESINK);
@@ -722,16 +803,18 @@ static void test_hostile_identifiers(void **state)
     struct collect c = {0};
     struct ferry_schema *sc = mk_schema(hostile_fields, 5);
     mkdb("CREATE TABLE canary (x INTEGER); INSERT INTO canary VALUES (42);");
+    /* Append writes a log table of its own (it declares no key, which upsert and merge
+     * need); the keyed modes share one table, each starting from what the previous left. */
     const enum ferry_write_mode modes[] = {FERRY_WRITE_APPEND, FERRY_WRITE_UPSERT,
                                            FERRY_WRITE_MERGE, FERRY_WRITE_REPLACE};
     for (int m = 0; m < 4; m++) {
         struct sinkh h;
-        sink_open(&h, "table_prefix: 'x\"; '\n");
+        sink_open(&h, m == 0 ? "table_prefix: 'log\"; '\n" : "table_prefix: 'x\"; '\n");
         ASSERT_OK(sink_target(&h, "hostile", hostile_table, sc, modes[m], &err), err);
         sink_begin(&h, 100 + m, false);
         ASSERT_OK(sink_apply(&h, 0, hostile_batch(sc, &c, 1, 8, FERRY_OP_INSERT), &err), err);
         ASSERT_OK(sink_apply(&h, 0,
-                             hostile_batch(sc, &c, m == 0 || m == 3 ? 9 : 5, 10,
+                             hostile_batch(sc, &c, m == 3 ? 9 : 5, 10,
                                            m == 2 ? FERRY_OP_DELETE : FERRY_OP_UPDATE),
                              &err),
                   err);
@@ -741,6 +824,26 @@ static void test_hostile_identifiers(void **state)
     sqlite3 *db = reader();
     assert_int_equal(q_int(db, "SELECT x FROM canary"), 42);
     assert_int_equal(q_int(db, "SELECT count(*) FROM canary"), 1);
+    /* The log: both versions of keys 5..8, each with its exact values. */
+    const char *logt = "FROM \"log\"\"; we\"\"ird; DROP TABLE canary; --\"";
+    char lq[256];
+    snprintf(lq, sizeof lq, "SELECT count(*) %s", logt);
+    assert_int_equal(q_int(db, lq), 14);
+    snprintf(lq, sizeof lq, "SELECT count(DISTINCT \"k\"\"ey\") %s", logt);
+    assert_int_equal(q_int(db, lq), 10);
+    snprintf(lq, sizeof lq,
+             "SELECT count(*) %s WHERE \"k\"\"ey\" = 6 AND \"ünï ✓\" = '6.00' AND "
+             "\"a \"\"b\"\"\" = 'a,b\nc' AND \"sp ace\" = -6",
+             logt);
+    assert_int_equal(q_int(db, lq), 2);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM "
+                               "pragma_table_info('log\"; we\"ird; DROP TABLE canary; --') "
+                               "WHERE pk > 0"),
+                     0);
+    assert_int_equal(q_int(db, "SELECT pk FROM "
+                               "pragma_table_info('x\"; we\"ird; DROP TABLE canary; --') "
+                               "WHERE name = 'k\"ey'"),
+                     1);
     /* After the last mode (replace): exactly rows 1..10 with their exact values. */
     const char *q = "SELECT count(*) FROM \"x\"\"; we\"\"ird; DROP TABLE canary; --\"";
     assert_int_equal(q_int(db, q), 10);
@@ -1255,6 +1358,17 @@ static void round_trip(const char *table, enum ferry_read_mode mode)
 
     struct srch s = src_open(NULL);
     struct ferry_schema *rs;
+    /* An append table declares no key: undeclared, the source keys it on its rowid... */
+    ASSERT_OK(src_vt->discover(s.ctx, &spec, &rs, &err), err);
+    assert_int_equal(rs->n_fields, sc->n_fields + 1);
+    assert_string_equal(rs->fields[0].name, "rowid");
+    assert_int_equal(rs->n_key, 1);
+    assert_int_equal(rs->key[0], 0);
+    ferry_schema_unref(rs);
+    /* ...so the reader declares it, as a user would with `key: [id]`. */
+    static char *key_id[] = {"id", NULL};
+    spec.key = key_id;
+    spec.n_key = 1;
     ASSERT_OK(src_vt->discover(s.ctx, &spec, &rs, &err), err);
     assert_int_equal(rs->n_fields, sc->n_fields);
     for (int f = 0; f < sc->n_fields; f++) {
@@ -1342,6 +1456,7 @@ int main(void)
     sample_vt = ferry_source_find("sample");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sink_append_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sink_append_is_a_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_upsert_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_replace_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_durability_visibility, setup, teardown),

@@ -194,11 +194,14 @@ static void *control_main(void *arg)
 
 /* ---- choosing the logical run ---- */
 
-static bool pid_alive(int pid)
+/* Whether the process of a run's attempt still works on it: the process exists and its
+ * heartbeat (every 2 s) is recent. A reused pid with a stale heartbeat is not the run's. */
+static bool run_alive(const struct ferry_run_info *info)
 {
-    if (pid <= 0) return false;
-    if (pid == getpid()) return false;
-    return kill(pid, 0) == 0 || errno == EPERM;
+    int pid = info->pid;
+    if (pid <= 0 || pid == getpid()) return false;
+    if (!(kill(pid, 0) == 0 || errno == EPERM)) return false;
+    return ferry_now_wall_us() - info->heartbeat_us < INT64_C(30000000);
 }
 
 static int pick_run(struct run *r, struct ferry_error *err)
@@ -223,7 +226,7 @@ static int pick_run(struct run *r, struct ferry_error *err)
             return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                    "run %" PRId64 " is %s and cannot be resumed", r->info.id,
                                    ferry_run_state_name(r->info.state));
-        if (r->info.state == FERRY_RUN_RUNNING && pid_alive(r->info.pid))
+        if (r->info.state == FERRY_RUN_RUNNING && run_alive(&r->info))
             return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                    "run %" PRId64 " is running (pid %d)", r->info.id, r->info.pid);
         r->run_id = r->info.id;
@@ -243,7 +246,7 @@ static int pick_run(struct run *r, struct ferry_error *err)
         memset(&newest[0], 0, sizeof newest[0]);
     }
     ferry_run_infos_free(newest, n);
-    if (found && r->info.state == FERRY_RUN_RUNNING && pid_alive(r->info.pid))
+    if (found && r->info.state == FERRY_RUN_RUNNING && run_alive(&r->info))
         return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                "pipeline %s already has run %" PRId64 " in progress (pid %d); "
                                "wait for it, or `ferry pause %" PRId64 "`",

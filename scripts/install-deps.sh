@@ -4,7 +4,8 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git ca-certificates
       libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcmocka-dev
-      jq bc procps psmisc util-linux clang)
+      jq bc procps psmisc util-linux clang
+      postgresql postgresql-contrib libpq-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -107,7 +107,11 @@ static void *transform_main(void *arg)
     while ((b = ferry_queue_pop(fr->ready)) != NULL) {
         struct ferry_batch *out;
         int rc = ferry_transforms_apply(fr->f->chain, b, &out, &fr->tr_err);
-        if (rc == FERRY_OK) rc = ferry_queue_push(fr->write, out);
+        if (rc == FERRY_OK) {
+            rc = ferry_queue_push(fr->write, out);
+            /* A refused push leaves the batch ours (the writer closed the queue). */
+            if (rc != FERRY_OK) ferry_batch_unref(out);
+        }
         if (rc != FERRY_OK) {
             if (fr->tr_rc == FERRY_OK && fr->tr_err.code == FERRY_OK)
                 ferry_error_set(&fr->tr_err, rc, "transform", "transform stage stopped");
@@ -246,13 +250,20 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "cannot start the source thread");
     }
     if (f->chain) {
-        if (pthread_create(&tr_thread, NULL, transform_main, &fr) == 0)
+        if (pthread_create(&tr_thread, NULL, transform_main, &fr) == 0) {
             tr_started = true;
-        else
+        } else {
+            /* Nobody would drain the ready queue: stop the source too, and fail (returning
+             * FERRY_OK here would claim rows that were never written). */
+            fr.tr_rc = ferry_error_set(&fr.tr_err, FERRY_ENOMEM, "pipeline",
+                                       "cannot start the transform thread");
+            ferry_queue_close(fr.ready, FERRY_ENOMEM);
             ferry_queue_close(fr.write, FERRY_ENOMEM);
+        }
     }
 
     int rc = FERRY_OK;
+    bool stopped_source = false;
     struct ferry_batch *b;
     while ((b = ferry_queue_pop(fr.write)) != NULL) {
         if (atomic_load(f->stop) == FERRY_ECANCELED) {
@@ -267,9 +278,10 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
     }
     if (rc != FERRY_OK) {
-        /* Stop the other stages: nothing after a failed write may be applied. */
+        /* Stop the other stages: nothing after a failed write may be applied. The source
+         * hears it through *stop at its next row (it may be reading, not pushing). */
         int expected = 0;
-        atomic_compare_exchange_strong(f->stop, &expected, FERRY_ECANCELED);
+        stopped_source = atomic_compare_exchange_strong(f->stop, &expected, FERRY_ECANCELED);
         ferry_queue_close(fr.ready, rc);
         ferry_queue_close(fr.write, rc);
         if (f->src_vt->cancel) f->src_vt->cancel(f->src_ctx);
@@ -278,6 +290,12 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     }
     pthread_join(src_thread, NULL);
     if (tr_started) pthread_join(tr_thread, NULL);
+    if (stopped_source) {
+        /* *stop is the caller's: give it back as it was, so that a failed flow does not read
+         * as a canceled run nor stop the caller's next flow. */
+        int expected = FERRY_ECANCELED;
+        atomic_compare_exchange_strong(f->stop, &expected, 0);
+    }
     ferry_queue_discard(fr.ready);
     ferry_queue_discard(fr.write);
 

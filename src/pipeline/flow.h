@@ -10,7 +10,8 @@
  *
  * Stop: *stop set to FERRY_EPAUSED makes the source return after its current row; every
  * batch already accepted is still written (drain) and ferry_flow_run returns FERRY_EPAUSED.
- * FERRY_ECANCELED stops as fast as possible and discards queued batches. */
+ * FERRY_ECANCELED stops as fast as possible and discards queued batches. On a write error
+ * the flow stops its source through *stop and restores *stop to 0 before returning. */
 #ifndef FERRY_PIPELINE_FLOW_H
 #define FERRY_PIPELINE_FLOW_H
 

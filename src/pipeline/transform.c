@@ -4,7 +4,9 @@
  * readers, text forms), config accessors, SHA-256/HMAC. Called by the flow's transform
  * stage (pipeline/flow.c) and by the runner at plan time (to know the sink's schema). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ferry/core.h"
 #include "pipeline/transform.h"
@@ -85,6 +87,35 @@ static int find_column(const struct ferry_schema *s, struct ferry_cfg *node, con
     return FERRY_OK;
 }
 
+/* A projection keeps every key column or none: with part of a composite key, rows that
+ * differ only in a dropped key column would collide in the sink (an upsert would silently
+ * merge them). Without any key column the table simply has no key, which the policy checks
+ * against the write mode. */
+static int check_whole_key(const struct ferry_schema *cur, const int *map, int m,
+                           struct ferry_cfg *node, const char *resource, struct ferry_error *err)
+{
+    int kept = 0, missing = -1;
+    for (int k = 0; k < cur->n_key; k++) {
+        bool in = false;
+        for (int j = 0; j < m && !in; j++) in = map[j] == cur->key[k];
+        if (in)
+            kept++;
+        else if (missing < 0)
+            missing = cur->key[k];
+    }
+    if (kept == 0 || kept == cur->n_key) return FERRY_OK;
+    char keys[512];
+    size_t o = 0;
+    keys[0] = '\0';
+    for (int k = 0; k < cur->n_key && o < sizeof keys; k++)
+        o += (size_t)snprintf(keys + o, sizeof keys - o, "%s%s", k ? ", " : "",
+                              cur->fields[cur->key[k]].name);
+    return ferry_cfg_error(err, node,
+                           "column \"%s\" is part of the key of %s (%s); keep every key column "
+                           "or drop them all",
+                           cur->fields[missing].name, resource, keys);
+}
+
 static int add_step(struct ferry_transform_chain *c, struct step st, struct ferry_error *err)
 {
     struct step *v = ferry_realloc(c->steps, sizeof *v * (size_t)(c->n_steps + 1));
@@ -134,6 +165,7 @@ static int compile_projection(const struct ferry_transform_spec *t, const char *
                 if (!listed[i]) map[m++] = i;
         if (rc == FERRY_OK && m == 0)
             rc = ferry_cfg_error(err, kn, "no column of resource %s would remain", resource);
+        if (rc == FERRY_OK) rc = check_whole_key(cur, map, m, kn, resource, err);
         ferry_free(listed);
         ferry_cfg_strv_free(cols);
     } else { /* rename */
@@ -285,10 +317,26 @@ static struct ferry_batch *project(const struct step *st, struct ferry_batch *in
     return out;
 }
 
-/* Canonical text of one value, the input of a hash. */
+/* Floats as the shortest "%.Ng" text that reads back as the same value (N from 15, 6 for
+ * float32: the form position JSON uses too), and NaN, Infinity, -Infinity. A float32 is
+ * written as itself, never as the double it widens to (0.1, not 0.10000000149011612). */
+static size_t float_text(double v, bool single, char *buf, size_t len)
+{
+    if (isnan(v)) return (size_t)snprintf(buf, len, "NaN");
+    if (isinf(v)) return (size_t)snprintf(buf, len, "%s", v > 0 ? "Infinity" : "-Infinity");
+    for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
+    }
+    return strlen(buf);
+}
+
+/* Canonical text of one value, the input of a hash. Dates and timestamps outside years
+ * 1..9999 have no calendar text: they are hashed as their number (days, microseconds). */
 static size_t value_text(const struct ferry_batch *b, int col, int64_t row, char *buf, size_t len,
                          const uint8_t **bytes)
 {
+    int k = -1;
     const struct ferry_column *c = &b->columns[col];
     *bytes = (const uint8_t *)buf;
     switch (c->type) {
@@ -301,21 +349,30 @@ static size_t value_text(const struct ferry_batch *b, int col, int64_t row, char
         return n;
     }
     case FERRY_TYPE_BOOL: return (size_t)snprintf(buf, len, "%s", ferry_col_bool(b, col, row) ? "true" : "false");
-    case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64: return (size_t)snprintf(buf, len, "%.17g", ferry_col_float(b, col, row));
+    case FERRY_TYPE_FLOAT32: return float_text(ferry_col_float(b, col, row), true, buf, len);
+    case FERRY_TYPE_FLOAT64: return float_text(ferry_col_float(b, col, row), false, buf, len);
     case FERRY_TYPE_DECIMAL128:
-        return (size_t)ferry_decimal128_to_text(ferry_col_dec128(b, col, row),
-                                                b->schema->fields[col].scale, buf, len);
+        k = ferry_decimal128_to_text(ferry_col_dec128(b, col, row), b->schema->fields[col].scale,
+                                     buf, len);
+        break;
     case FERRY_TYPE_DATE32:
-        return (size_t)ferry_date32_to_text((int32_t)ferry_col_int(b, col, row), buf, len);
-    case FERRY_TYPE_TIME64_US: return (size_t)ferry_time64_to_text(ferry_col_int(b, col, row), buf, len);
+        k = ferry_date32_to_text((int32_t)ferry_col_int(b, col, row), buf, len);
+        break;
+    case FERRY_TYPE_TIME64_US:
+        k = ferry_time64_to_text(ferry_col_int(b, col, row), buf, len);
+        break;
     case FERRY_TYPE_TIMESTAMP_US:
     case FERRY_TYPE_TIMESTAMPTZ_US:
-        return (size_t)ferry_timestamp_to_text(ferry_col_int(b, col, row),
-                                               c->type == FERRY_TYPE_TIMESTAMPTZ_US, buf, len);
-    case FERRY_TYPE_UUID: return (size_t)ferry_uuid_to_text(ferry_col_fixed(b, col, row), buf, len);
-    default: return (size_t)snprintf(buf, len, "%" PRId64, ferry_col_int(b, col, row));
+        k = ferry_timestamp_to_text(ferry_col_int(b, col, row),
+                                    c->type == FERRY_TYPE_TIMESTAMPTZ_US, buf, len);
+        break;
+    case FERRY_TYPE_UUID: k = ferry_uuid_to_text(ferry_col_fixed(b, col, row), buf, len); break;
+    default: break;
     }
+    /* The text forms return -1 for a value they cannot write; its length must never reach
+     * the hash (it would read far past the buffer). */
+    if (k >= 0 && (size_t)k < len) return (size_t)k;
+    return (size_t)snprintf(buf, len, "%" PRId64, ferry_col_int(b, col, row));
 }
 
 static int hash_column(const struct step *st, struct ferry_batch **io, struct ferry_error *err)

@@ -25,17 +25,21 @@ int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_r
         char modes[96];
         supported_modes(caps->write_modes, modes, sizeof modes);
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
-                               "resource %s: the %s sink cannot write with `write: %s` "
-                               "(it supports: %s)", r->table, sink, w, modes);
+                               "resource %s: the %s sink cannot write with `write: %s`; use "
+                               "one it supports: %s", r->table, sink, w,
+                               modes[0] ? modes : "none");
     }
     if (r->mode == FERRY_READ_INCREMENTAL && !p->source_vt->supports_incremental)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
-                               "resource %s: the %s source cannot read incrementally", r->table,
-                               p->source_type);
+                               "resource %s: the %s source cannot read incrementally; use "
+                               "`mode: full`", r->table, p->source_type);
     if (r->mode == FERRY_READ_CDC && !p->source_vt->supports_cdc)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
-                               "resource %s: the %s source has no change data capture", r->table,
-                               p->source_type);
+                               "resource %s: the %s source has no change data capture; use "
+                               "%s", r->table, p->source_type,
+                               p->source_vt->supports_incremental
+                                   ? "`mode: incremental` (with a cursor) or `mode: full`"
+                                   : "`mode: full`");
     if ((p->write == FERRY_WRITE_UPSERT || p->write == FERRY_WRITE_MERGE) && schema->n_key == 0)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s has no primary key, and `write: %s` needs one to "
@@ -44,8 +48,8 @@ int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_r
     if (p->write == FERRY_WRITE_REPLACE && !caps->atomic_replace)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s: the %s sink cannot swap a table atomically, so "
-                               "`write: replace` could leave it empty or half-loaded", r->table,
-                               sink);
+                               "`write: replace` could leave it empty or half-loaded; use "
+                               "`write: upsert` (with a key) or `write: append`", r->table, sink);
     if (p->write == FERRY_WRITE_REPLACE && r->mode != FERRY_READ_FULL)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s: `write: replace` needs `mode: full` (with mode %s the "
@@ -54,7 +58,10 @@ int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_r
     if (p->write == FERRY_WRITE_MERGE && !caps->deletes)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s: the %s sink cannot apply deletes, so `write: merge` "
-                               "is not possible", r->table, sink);
+                               "is not possible; use %s", r->table, sink,
+                               r->mode == FERRY_READ_CDC
+                                   ? "`write: append` to keep the changes as a log"
+                                   : "`write: upsert`");
     if (r->mode == FERRY_READ_CDC && p->write == FERRY_WRITE_UPSERT)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s: `mode: cdc` with `write: upsert` would drop deletes; "

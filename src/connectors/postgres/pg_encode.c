@@ -1,0 +1,471 @@
+/* connectors/postgres/pg_encode.c - COPY binary encoding of batches for the postgres sink.
+ *
+ * Owns the byte layout of COPY ... FROM STDIN (FORMAT binary) and of each value's binary
+ * send format (PostgreSQL's protocol documentation, "COPY file formats" and the *_send
+ * functions' formats): big-endian integers, IEEE floats as their bit patterns, numeric as
+ * base-10000 digit groups, dates and timestamps relative to 2000-01-01, jsonb with a leading
+ * version byte. Calls only the batch readers and ferry_buf. Called by pg_sink.c and
+ * tests/unit/test_pg_encode.c.
+ *
+ * Hot path: one reserve per value, values read straight from the column buffers, nothing
+ * allocated per row; decimals are formatted into a stack buffer and re-read as digits. */
+#include "connectors/postgres/pg_encode.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* pg_type OIDs of the built-in types (fixed since PostgreSQL 7.x, listed in pg_type.dat). */
+enum {
+    OID_BOOL = 16,
+    OID_BYTEA = 17,
+    OID_INT8 = 20,
+    OID_INT2 = 21,
+    OID_INT4 = 23,
+    OID_TEXT = 25,
+    OID_JSON = 114,
+    OID_FLOAT4 = 700,
+    OID_FLOAT8 = 701,
+    OID_VARCHAR = 1043,
+    OID_DATE = 1082,
+    OID_TIME = 1083,
+    OID_TIMESTAMP = 1114,
+    OID_TIMESTAMPTZ = 1184,
+    OID_NUMERIC = 1700,
+    OID_UUID = 2950,
+    OID_JSONB = 3802,
+};
+
+#define PG_EPOCH_DAYS 10957                  /* 2000-01-01 - 1970-01-01 in days */
+#define PG_EPOCH_US INT64_C(946684800000000) /* the same in microseconds */
+
+#define NUMERIC_POS 0x0000
+#define NUMERIC_NEG 0x4000
+#define NUMERIC_NAN 0xC000
+#define NUMERIC_PINF 0xD000
+#define NUMERIC_NINF 0xF000
+#define NUMERIC_DSCALE_MAX 0x3FFF
+
+static const char signature[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
+
+/* ---- type compatibility ------------------------------------------------------------------- */
+
+static int int_digits(enum ferry_type t)
+{
+    switch (t) {
+    case FERRY_TYPE_INT8:
+        return 3;
+    case FERRY_TYPE_INT16:
+        return 5;
+    case FERRY_TYPE_INT32:
+        return 10;
+    case FERRY_TYPE_INT64:
+        return 19;
+    default:
+        return 0;
+    }
+}
+
+/* numeric(P,S) from its typmod; false for unconstrained numeric. PostgreSQL 15 stores the
+ * scale as a signed 11-bit field (negative scales). */
+static bool numeric_typmod(int32_t typmod, int *p, int *s)
+{
+    if (typmod < 4) return false;
+    int32_t t = typmod - 4;
+    *p = (t >> 16) & 0xffff;
+    *s = ((t & 0x7ff) ^ 1024) - 1024;
+    return true;
+}
+
+/* Time types keep microseconds only without a precision or with precision 6. */
+static bool full_precision(int32_t typmod)
+{
+    return typmod < 0 || typmod >= 6;
+}
+
+enum ferry_pg_wire ferry__pg_wire_for(const struct ferry_field *f, uint32_t oid, int32_t typmod)
+{
+    int p, s, d = int_digits(f->type);
+    switch (f->type) {
+    case FERRY_TYPE_BOOL:
+        return oid == OID_BOOL ? FERRY_PG_WIRE_BOOL : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_INT8:
+    case FERRY_TYPE_INT16:
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_INT64:
+        if (oid == OID_INT2 && d <= 5) return FERRY_PG_WIRE_INT2;
+        if (oid == OID_INT4 && d <= 10) return FERRY_PG_WIRE_INT4;
+        if (oid == OID_INT8) return FERRY_PG_WIRE_INT8;
+        if (oid == OID_NUMERIC && (!numeric_typmod(typmod, &p, &s) || (s >= 0 && p - s >= d)))
+            return FERRY_PG_WIRE_NUMERIC;
+        return FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_FLOAT32:
+        if (oid == OID_FLOAT4) return FERRY_PG_WIRE_FLOAT4;
+        return oid == OID_FLOAT8 ? FERRY_PG_WIRE_FLOAT8 : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_FLOAT64:
+        return oid == OID_FLOAT8 ? FERRY_PG_WIRE_FLOAT8 : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_DECIMAL128:
+        if (oid != OID_NUMERIC) return FERRY_PG_WIRE_NONE;
+        if (!numeric_typmod(typmod, &p, &s)) return FERRY_PG_WIRE_NUMERIC;
+        return s >= f->scale && p - s >= f->precision - f->scale ? FERRY_PG_WIRE_NUMERIC
+                                                                 : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_DECIMAL_TEXT:
+        return oid == OID_NUMERIC && !numeric_typmod(typmod, &p, &s) ? FERRY_PG_WIRE_NUMERIC
+                                                                     : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_UTF8:
+        return oid == OID_TEXT || (oid == OID_VARCHAR && typmod < 0) ? FERRY_PG_WIRE_TEXT
+                                                                     : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_JSON:
+        if (oid == OID_JSONB) return FERRY_PG_WIRE_JSONB;
+        return oid == OID_JSON || oid == OID_TEXT ? FERRY_PG_WIRE_TEXT : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_BINARY:
+        return oid == OID_BYTEA ? FERRY_PG_WIRE_BYTEA : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_DATE32:
+        return oid == OID_DATE ? FERRY_PG_WIRE_DATE : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_TIME64_US:
+        return oid == OID_TIME && full_precision(typmod) ? FERRY_PG_WIRE_TIME : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_TIMESTAMP_US:
+        return oid == OID_TIMESTAMP && full_precision(typmod) ? FERRY_PG_WIRE_TIMESTAMP
+                                                              : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        return oid == OID_TIMESTAMPTZ && full_precision(typmod) ? FERRY_PG_WIRE_TIMESTAMP
+                                                                : FERRY_PG_WIRE_NONE;
+    case FERRY_TYPE_UUID:
+        return oid == OID_UUID ? FERRY_PG_WIRE_UUID : FERRY_PG_WIRE_NONE;
+    default:
+        return FERRY_PG_WIRE_NONE;
+    }
+}
+
+/* ---- big-endian writers (the caller reserved the room) ------------------------------------ */
+
+static inline void put16(struct ferry_buf *o, uint16_t v)
+{
+    uint8_t *p = (uint8_t *)o->data + o->len;
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    o->len += 2;
+}
+
+static inline void put32(struct ferry_buf *o, uint32_t v)
+{
+    uint8_t *p = (uint8_t *)o->data + o->len;
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+    o->len += 4;
+}
+
+static inline void put64(struct ferry_buf *o, uint64_t v)
+{
+    put32(o, (uint32_t)(v >> 32));
+    put32(o, (uint32_t)v);
+}
+
+static inline void put_bytes(struct ferry_buf *o, const void *p, size_t n)
+{
+    if (n) memcpy(o->data + o->len, p, n);
+    o->len += n;
+}
+
+int ferry__pg_copy_header(struct ferry_buf *out)
+{
+    if (ferry_buf_reserve(out, 19) != FERRY_OK) return FERRY_ENOMEM;
+    put_bytes(out, signature, sizeof signature);
+    put32(out, 0); /* flags: no OIDs */
+    put32(out, 0); /* header extension length */
+    return FERRY_OK;
+}
+
+int ferry__pg_copy_trailer(struct ferry_buf *out)
+{
+    if (ferry_buf_reserve(out, 2) != FERRY_OK) return FERRY_ENOMEM;
+    put16(out, 0xFFFF);
+    return FERRY_OK;
+}
+
+/* ---- numeric ------------------------------------------------------------------------------ */
+
+static bool word_is(const char *s, size_t n, const char *w)
+{
+    size_t k = strlen(w);
+    if (n != k) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != w[i]) return false;
+    }
+    return true;
+}
+
+static int special(struct ferry_buf *out, uint16_t sign)
+{
+    if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+    put16(out, 0);
+    put16(out, 0);
+    put16(out, sign);
+    put16(out, 0);
+    return FERRY_OK;
+}
+
+static inline long floordiv4(long x)
+{
+    return x >= 0 ? x / 4 : -((-x + 3) / 4);
+}
+
+int ferry__pg_numeric_from_text(struct ferry_buf *out, const char *s, size_t n)
+{
+    if (word_is(s, n, "nan")) return special(out, NUMERIC_NAN);
+    if (word_is(s, n, "infinity") || word_is(s, n, "+infinity") || word_is(s, n, "inf") ||
+        word_is(s, n, "+inf"))
+        return special(out, NUMERIC_PINF);
+    if (word_is(s, n, "-infinity") || word_is(s, n, "-inf")) return special(out, NUMERIC_NINF);
+
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    size_t int_start = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
+    size_t int_len = i - int_start, frac_start = i, frac_len = 0;
+    if (i < n && s[i] == '.') {
+        frac_start = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        frac_len = i - frac_start;
+    }
+    if (int_len + frac_len == 0) return FERRY_EINVAL;
+    long exp = 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool eneg = false;
+        if (i < n && (s[i] == '-' || s[i] == '+')) eneg = s[i++] == '-';
+        size_t e0 = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (exp > 1000000) return FERRY_EINVAL;
+            exp = exp * 10 + (s[i++] - '0');
+        }
+        if (i == e0) return FERRY_EINVAL;
+        if (eneg) exp = -exp;
+    }
+    if (i != n) return FERRY_EINVAL;
+
+    /* C = integer digits then fraction digits; the point sits after `point` of them. */
+    long total = (long)(int_len + frac_len);
+    long point = (long)int_len + exp;
+    long dscale = (long)frac_len - exp;
+    if (dscale < 0) dscale = 0;
+    if (dscale > NUMERIC_DSCALE_MAX) return FERRY_EINVAL;
+#define DIGIT(k)                                                                                   \
+    ((k) < (long)int_len ? s[int_start + (size_t)(k)] - '0'                                        \
+                         : s[frac_start + (size_t)((k) - (long)int_len)] - '0')
+    long a = 0, z = total - 1;
+    while (a < total && DIGIT(a) == 0)
+        a++;
+    if (a == total) { /* zero keeps its display scale */
+        if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+        put16(out, 0);
+        put16(out, 0);
+        put16(out, NUMERIC_POS);
+        put16(out, (uint16_t)dscale);
+        return FERRY_OK;
+    }
+    while (DIGIT(z) == 0)
+        z--;
+    /* Digit k stands for 10^(point-1-k); group g holds 10^(4g) .. 10^(4g+3). */
+    long weight = floordiv4(point - 1 - a);
+    long last = floordiv4(point - 1 - z);
+    long ndigits = weight - last + 1;
+    if (weight > 32767 || last < -32768 || ndigits > 32767) return FERRY_EINVAL;
+    if (ferry_buf_reserve(out, 8 + 2 * (size_t)ndigits) != FERRY_OK) return FERRY_ENOMEM;
+    put16(out, (uint16_t)ndigits);
+    put16(out, (uint16_t)(int16_t)weight);
+    put16(out, neg ? NUMERIC_NEG : NUMERIC_POS);
+    put16(out, (uint16_t)dscale);
+    static const int pow10[4] = {1, 10, 100, 1000};
+    long g = weight;
+    int group = 0;
+    for (long k = a; k <= z; k++) {
+        long x = point - 1 - k;
+        long gk = floordiv4(x);
+        if (gk != g) { /* consecutive digits move at most one group down */
+            put16(out, (uint16_t)group);
+            group = 0;
+            g = gk;
+        }
+        group += DIGIT(k) * pow10[x - 4 * gk];
+    }
+    put16(out, (uint16_t)group);
+#undef DIGIT
+    return FERRY_OK;
+}
+
+/* ---- rows --------------------------------------------------------------------------------- */
+
+static int value_error(struct ferry_error *err, const struct ferry_batch *b, int col, int64_t row,
+                       const char *why)
+{
+    return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                           "column \"%s\", batch %" PRIu64 " row %" PRId64 ": %s",
+                           b->schema->fields[col].name, b->seq, row, why);
+}
+
+/* A numeric field: 4-byte length, then the value (length patched once known). */
+static int put_numeric(struct ferry_buf *out, const char *txt, size_t n)
+{
+    if (ferry_buf_reserve(out, 4) != FERRY_OK) return FERRY_ENOMEM;
+    size_t at = out->len;
+    out->len += 4;
+    int rc = ferry__pg_numeric_from_text(out, txt, n);
+    if (rc != FERRY_OK) {
+        out->len = at;
+        return rc;
+    }
+    size_t end = out->len;
+    out->len = at;
+    put32(out, (uint32_t)(end - at - 4));
+    out->len = end;
+    return FERRY_OK;
+}
+
+static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int col,
+                        enum ferry_pg_wire wire, int64_t r, struct ferry_error *err)
+{
+    const struct ferry_field *f = &b->schema->fields[col];
+    size_t len;
+    const uint8_t *bytes;
+    char txt[96];
+    int n;
+    int64_t v;
+    switch (wire) {
+    case FERRY_PG_WIRE_BOOL:
+        if (ferry_buf_reserve(out, 5) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 1);
+        out->data[out->len++] = ferry_col_bool(b, col, r) ? 1 : 0;
+        return FERRY_OK;
+    case FERRY_PG_WIRE_INT2:
+        if (ferry_buf_reserve(out, 6) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 2);
+        put16(out, (uint16_t)(int16_t)ferry_col_int(b, col, r));
+        return FERRY_OK;
+    case FERRY_PG_WIRE_INT4:
+    case FERRY_PG_WIRE_DATE:
+        v = ferry_col_int(b, col, r);
+        if (wire == FERRY_PG_WIRE_DATE) {
+            if (v < INT32_MIN + PG_EPOCH_DAYS)
+                return value_error(err, b, col, r, "date out of range");
+            v -= PG_EPOCH_DAYS;
+        }
+        if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 4);
+        put32(out, (uint32_t)(int32_t)v);
+        return FERRY_OK;
+    case FERRY_PG_WIRE_INT8:
+    case FERRY_PG_WIRE_TIME:
+    case FERRY_PG_WIRE_TIMESTAMP:
+        v = ferry_col_int(b, col, r);
+        if (wire == FERRY_PG_WIRE_TIMESTAMP) {
+            if (v < INT64_MIN + PG_EPOCH_US)
+                return value_error(err, b, col, r, "timestamp out of range");
+            v -= PG_EPOCH_US;
+        }
+        if (ferry_buf_reserve(out, 12) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 8);
+        put64(out, (uint64_t)v);
+        return FERRY_OK;
+    case FERRY_PG_WIRE_FLOAT4: {
+        float fv = (float)ferry_col_float(b, col, r);
+        uint32_t bits;
+        memcpy(&bits, &fv, 4);
+        if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 4);
+        put32(out, bits);
+        return FERRY_OK;
+    }
+    case FERRY_PG_WIRE_FLOAT8: {
+        double dv = ferry_col_float(b, col, r);
+        uint64_t bits;
+        memcpy(&bits, &dv, 8);
+        if (ferry_buf_reserve(out, 12) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 8);
+        put64(out, bits);
+        return FERRY_OK;
+    }
+    case FERRY_PG_WIRE_NUMERIC:
+        if (f->type == FERRY_TYPE_DECIMAL128) {
+            n = ferry_decimal128_to_text(ferry_col_dec128(b, col, r), f->scale, txt, sizeof txt);
+            bytes = (const uint8_t *)txt;
+            len = n < 0 ? 0 : (size_t)n;
+        } else if (f->type == FERRY_TYPE_DECIMAL_TEXT) {
+            bytes = ferry_col_bytes(b, col, r, &len);
+        } else {
+            n = snprintf(txt, sizeof txt, "%" PRId64, ferry_col_int(b, col, r));
+            bytes = (const uint8_t *)txt;
+            len = (size_t)n;
+        }
+        n = put_numeric(out, bytes ? (const char *)bytes : "", bytes ? len : 0);
+        if (n == FERRY_EINVAL) return value_error(err, b, col, r, "not a number numeric can hold");
+        return n;
+    case FERRY_PG_WIRE_TEXT:
+    case FERRY_PG_WIRE_JSONB:
+    case FERRY_PG_WIRE_BYTEA: {
+        bytes = ferry_col_bytes(b, col, r, &len);
+        size_t ver = wire == FERRY_PG_WIRE_JSONB ? 1 : 0;
+        if (len + ver > INT32_MAX) return value_error(err, b, col, r, "value larger than 2 GiB");
+        if (ferry_buf_reserve(out, 4 + ver + len) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, (uint32_t)(len + ver));
+        if (ver) out->data[out->len++] = 1; /* jsonb binary format version */
+        put_bytes(out, bytes, len);
+        return FERRY_OK;
+    }
+    case FERRY_PG_WIRE_UUID:
+        if (ferry_buf_reserve(out, 20) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 16);
+        put_bytes(out, ferry_col_fixed(b, col, r), 16);
+        return FERRY_OK;
+    default:
+        return value_error(err, b, col, r, "no binary format for this column");
+    }
+}
+
+int ferry__pg_copy_rows(struct ferry_buf *out, const struct ferry_batch *b,
+                        const struct ferry_pg_wire_col *cols, int n_cols, int64_t *row,
+                        size_t flush_at, struct ferry_error *err)
+{
+    for (int64_t r = *row; r < b->length; r++) {
+        if (ferry_buf_reserve(out, 2) != FERRY_OK) goto nomem;
+        put16(out, (uint16_t)n_cols);
+        for (int i = 0; i < n_cols; i++) {
+            const struct ferry_pg_wire_col *c = &cols[i];
+            int rc;
+            if (c->col == FERRY_PG_COL_ROWNUM) {
+                if (ferry_buf_reserve(out, 12) != FERRY_OK) goto nomem;
+                put32(out, 8);
+                put64(out, (uint64_t)r);
+                continue;
+            }
+            if (c->col == FERRY_PG_COL_OP) {
+                if (ferry_buf_reserve(out, 6) != FERRY_OK) goto nomem;
+                put32(out, 2);
+                put16(out, (uint16_t)ferry_batch_op(b, r));
+                continue;
+            }
+            if (ferry_col_is_null(b, c->col, r)) {
+                if (ferry_buf_reserve(out, 4) != FERRY_OK) goto nomem;
+                put32(out, 0xFFFFFFFFu);
+                continue;
+            }
+            rc = encode_value(out, b, c->col, c->wire, r, err);
+            if (rc == FERRY_ENOMEM) goto nomem;
+            if (rc != FERRY_OK) return rc;
+        }
+        if (out->len >= flush_at) {
+            *row = r + 1;
+            return FERRY_OK;
+        }
+    }
+    *row = b->length;
+    return FERRY_OK;
+nomem:
+    return ferry_error_set(err, FERRY_ENOMEM, "postgres", "COPY buffer: out of memory");
+}

@@ -1,0 +1,1067 @@
+/* connectors/postgres/pg_sink.c - the `postgres` sink: tables in one PostgreSQL database.
+ *
+ * Owns the destination connection, the schema and tables it creates (every identifier
+ * quoted), the staging tables of `replace` and `upsert`/`merge`, and ferry's checkpoint
+ * table "_ferry"."checkpoints", written in the same transaction as the data. Calls libpq
+ * through pg_common (connection, quoting, type names), the COPY encoder (pg_encode.c), the
+ * batch digest and CRC32-C. Registered in connectors/registry.c; driven by the runner on
+ * one thread.
+ *
+ * Writing. Every mode moves rows with COPY ... FROM STDIN (FORMAT binary), encoded from the
+ * column buffers into one reused chunk buffer; CRC32-C over exactly the bytes sent is the
+ * receipt's encoded_crc. append copies into the table; replace into "<table>__ferry_staging"
+ * (no key while loading), swapped in at commit; upsert and merge copy into a session-local
+ * temporary table that also carries each row's batch position and operation, then one
+ * INSERT ... SELECT ... ON CONFLICT DO UPDATE keeps the last row of each key (and merge
+ * first deletes the keys whose last operation is a delete), so a batch is applied as if its
+ * rows ran in order.
+ *
+ * Transactions. per_apply: every apply() is one transaction (rows + checkpoint), so what
+ * apply returned is committed. at_commit: one transaction from begin() to commit(). replace
+ * reports at_commit durability: at commit, one transaction adds the key to the staging
+ * table, drops the old table and renames the staging one, so readers see the old table or
+ * the new one, and a failed run keeps the old one.
+ *
+ * Exactly-once. The checkpoint row (pipeline, resource, shard) holds the position of the
+ * last batch committed with it; the runner reads them through `checkpoints` and resumes
+ * after them, so a resumed run writes no row twice, even in append mode. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "connectors/postgres/pg_common.h"
+#include "connectors/postgres/pg_encode.h"
+#include "ferry/connector.h"
+#include "ferry/crc32c.h"
+#include "ferry/digest.h"
+
+#define WHAT "postgres sink"
+#define CHUNK (256 * 1024) /* COPY bytes handed to libpq at once */
+#define SEQ_COL "__ferry_seq"
+#define OP_COL "__ferry_op"
+
+static const char *const sink_tuning_keys[] = {
+    "durability", "connect_timeout", "statement_timeout", "idle_timeout", "keepalives_idle", NULL};
+static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
+
+struct target {
+    bool used;
+    char *resource;
+    char *table;
+    char *staging; /* replace: "<table>__ferry_staging" */
+    char *temp;    /* upsert/merge: the temporary staging table */
+    char *qtable;  /* "schema"."table", quoted */
+    struct ferry_schema *schema;
+    enum ferry_write_mode mode;
+    struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
+    int n_wire;
+    char *copy_sql;
+    char *upsert_sql; /* upsert/merge */
+    char *delete_sql; /* merge */
+    char uri[512];
+};
+
+struct sink {
+    PGconn *conn;
+    char *url;
+    struct ferry_pg_conn_opts opts;
+    char *schema;
+    bool at_commit;
+    struct target *t;
+    int n_t;
+    char *pipeline;
+    int64_t run_id;
+    bool session; /* begin() done, neither committed nor aborted */
+    bool in_tx;   /* the at_commit transaction is open */
+    struct ferry_buf out;
+};
+
+static int oom(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "postgres", WHAT ": out of memory");
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static void free_target(struct target *t)
+{
+    ferry_free(t->resource);
+    ferry_free(t->table);
+    ferry_free(t->staging);
+    ferry_free(t->temp);
+    ferry_free(t->qtable);
+    ferry_free(t->wire);
+    ferry_free(t->copy_sql);
+    ferry_free(t->upsert_sql);
+    ferry_free(t->delete_sql);
+    ferry_schema_unref(t->schema);
+}
+
+static void sink_close(void *ctx)
+{
+    struct sink *s = ctx;
+    if (s == NULL) return;
+    if (s->conn) PQfinish(s->conn);
+    for (int i = 0; i < s->n_t; i++)
+        free_target(&s->t[i]);
+    ferry_free(s->t);
+    ferry_secret_free(s->url);
+    ferry_free(s->schema);
+    ferry_free(s->pipeline);
+    ferry_buf_release(&s->out);
+    ferry_free(s);
+}
+
+static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    struct sink *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) return oom(err);
+    ferry_buf_init(&s->out, 0);
+    const char *schema = "public";
+    int durability = 0;
+    int rc = ferry__pg_read_conn_config(cfg, WHAT, &s->url, &s->opts, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "schema", false, &schema, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_enum(cfg, "durability", false, durability_words, &durability, err);
+    if (rc == FERRY_OK && schema[0] == '\0')
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
+    if (rc == FERRY_OK) {
+        /* Refuse an over-long name now, before anything connects. */
+        struct ferry_buf q;
+        ferry_buf_init(&q, 0);
+        rc = ferry__pg_quote_ident(&q, schema, err);
+        ferry_buf_release(&q);
+        if (rc != FERRY_OK) ferry_error_prefix(err, WHAT ": schema");
+    }
+    if (rc == FERRY_OK && (s->schema = ferry_strdup(schema)) == NULL) rc = oom(err);
+    if (rc != FERRY_OK) {
+        sink_close(s);
+        return rc;
+    }
+    s->at_commit = durability == 1;
+    *ctx = s;
+    return FERRY_OK;
+}
+
+/* Server notices ("schema ... does not exist, skipping") go to the debug log, not stderr. */
+static void notice(void *arg, const char *message)
+{
+    (void)arg;
+    ferry_log(FERRY_LOG_DEBUG, WHAT ": server notice: %s", message);
+}
+
+/* Connects on first use: a pipeline refused at plan time touches no database. */
+static int connect_db(struct sink *s, struct ferry_error *err)
+{
+    if (s->conn != NULL) {
+        if (PQstatus(s->conn) == CONNECTION_OK) return FERRY_OK;
+        PQfinish(s->conn);
+        s->conn = NULL;
+    }
+    int rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->conn, err);
+    if (rc == FERRY_OK) PQsetNoticeProcessor(s->conn, notice, NULL);
+    return rc;
+}
+
+static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
+{
+    struct sink *s = ctx;
+    caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE) |
+                        (1u << FERRY_WRITE_UPSERT) | (1u << FERRY_WRITE_MERGE);
+    caps->durability = (s->at_commit || mode == FERRY_WRITE_REPLACE) ? FERRY_DURABLE_AT_COMMIT
+                                                                     : FERRY_DURABLE_PER_APPLY;
+    caps->encoded_integrity = true;
+    caps->transactional_checkpoint = true;
+    caps->atomic_replace = true;
+    caps->deletes = true;
+}
+
+/* ---- SQL helpers --------------------------------------------------------------------------- */
+
+static int exec(struct sink *s, const char *sql, const char *what, struct ferry_error *err)
+{
+    return ferry__pg_exec(s->conn, sql, FERRY_ESINK, what, err);
+}
+
+/* "schema"."name" */
+static int qualified(struct ferry_buf *b, const char *schema, const char *name,
+                     struct ferry_error *err)
+{
+    int rc = ferry__pg_quote_ident(b, schema, err);
+    if (rc == FERRY_OK && ferry_buf_append(b, ".", 1) != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, name, err);
+    return rc;
+}
+
+/* Runs the SQL in b (then released); the message names `what`. */
+static int exec_buf(struct sink *s, struct ferry_buf *b, int built, const char *what,
+                    struct ferry_error *err)
+{
+    int rc = built;
+    if (rc == FERRY_OK) rc = exec(s, b->data, what, err);
+    ferry_buf_release(b);
+    return rc;
+}
+
+/* A query with text parameters; *res is the result on success (caller clears). */
+static int query(struct sink *s, const char *sql, int n, const char *const *params, PGresult **res,
+                 const char *what, struct ferry_error *err)
+{
+    PGresult *r = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        int rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, "%s", what);
+        PQclear(r);
+        return rc;
+    }
+    *res = r;
+    return FERRY_OK;
+}
+
+static int ensure_schema(struct sink *s, const char *schema, struct ferry_error *err)
+{
+    /* Look first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
+     * schema is there, and a least-privilege role may only have USAGE on a pre-made one. */
+    PGresult *r;
+    const char *p[1] = {schema};
+    char what[160];
+    snprintf(what, sizeof what, WHAT ": schema \"%s\"", schema);
+    int rc =
+        query(s, "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1", 1, p, &r, what, err);
+    if (rc != FERRY_OK) return rc;
+    bool exists = PQntuples(r) > 0;
+    PQclear(r);
+    if (exists) return FERRY_OK;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    rc = ferry_buf_printf(&b, "CREATE SCHEMA IF NOT EXISTS ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, schema, err);
+    snprintf(what, sizeof what, WHAT ": creating schema \"%s\"", schema);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+/* ---- tables ------------------------------------------------------------------------------- */
+
+struct dest_col {
+    char *name;
+    uint32_t oid;
+    int32_t typmod;
+    char *type; /* format_type() */
+    bool pk;
+};
+
+static void dest_cols_free(struct dest_col *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ferry_free(c[i].name);
+        ferry_free(c[i].type);
+    }
+    ferry_free(c);
+}
+
+/* Columns of schema.table; *exists false when there is no such table. */
+static int dest_columns(struct sink *s, const char *table, bool *exists, struct dest_col **out,
+                        int *n, struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    *exists = false;
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
+    const char *p[2] = {s->schema, table};
+    PGresult *r;
+    int rc = query(s,
+                   "SELECT a.attname, a.atttypid, a.atttypmod, "
+                   "pg_catalog.format_type(a.atttypid, a.atttypmod), "
+                   "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
+                   "AND i.indisprimary AND a.attnum = ANY (i.indkey)) "
+                   "FROM pg_catalog.pg_class c "
+                   "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+                   "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
+                   "AND NOT a.attisdropped "
+                   "WHERE ns.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') "
+                   "ORDER BY a.attnum",
+                   2, p, &r, what, err);
+    if (rc != FERRY_OK) return rc;
+    int rows = PQntuples(r);
+    *exists = rows > 0;
+    struct dest_col *c = ferry_calloc((size_t)(rows ? rows : 1), sizeof *c);
+    if (c == NULL) {
+        PQclear(r);
+        return oom(err);
+    }
+    int k = 0;
+    for (int i = 0; i < rows; i++) {
+        if (PQgetisnull(r, i, 0)) continue; /* a table without columns */
+        c[k].name = ferry_strdup(PQgetvalue(r, i, 0));
+        c[k].oid = (uint32_t)strtoul(PQgetvalue(r, i, 1), NULL, 10);
+        c[k].typmod = (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10);
+        c[k].type = ferry_strdup(PQgetvalue(r, i, 3));
+        c[k].pk = PQgetvalue(r, i, 4)[0] == 't';
+        k++;
+        if (c[k - 1].name == NULL || c[k - 1].type == NULL) {
+            PQclear(r);
+            dest_cols_free(c, k);
+            return oom(err);
+        }
+    }
+    PQclear(r);
+    *out = c;
+    *n = k;
+    return FERRY_OK;
+}
+
+static void field_type_text(const struct ferry_field *f, char *buf, size_t len)
+{
+    if (f->type == FERRY_TYPE_DECIMAL128)
+        snprintf(buf, len, "decimal128(%d,%d)", f->precision, f->scale);
+    else
+        snprintf(buf, len, "%s", ferry_type_name(f->type));
+}
+
+static int column_def(struct ferry_buf *b, const struct ferry_field *f, bool not_null,
+                      struct ferry_error *err)
+{
+    char type[64];
+    ferry__pg_sql_type(f, type, sizeof type);
+    int rc = ferry__pg_quote_ident(b, f->name, err);
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(b, " %s%s", type, not_null ? " NOT NULL" : "") != FERRY_OK)
+        rc = oom(err);
+    return rc;
+}
+
+static int key_list(struct ferry_buf *b, const struct ferry_schema *sc, const char *alias,
+                    struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
+        if (ferry_buf_printf(b, "%s%s%s", k ? ", " : "", alias ? alias : "", alias ? "." : "") !=
+            FERRY_OK)
+            return oom(err);
+        rc = ferry__pg_quote_ident(b, sc->fields[sc->key[k]].name, err);
+    }
+    return rc;
+}
+
+/* Append tables and replace staging tables get no PRIMARY KEY while loading: an append
+ * target is a log that may hold a key more than once (repeated full runs, change logs). */
+static int create_table(struct sink *s, const char *table, const struct ferry_schema *sc,
+                        bool declare_key, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "CREATE TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " (") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK)
+            rc = column_def(&b, &sc->fields[i],
+                            !sc->fields[i].nullable || sc->fields[i].key_pos > 0, err);
+    }
+    if (declare_key && sc->n_key > 0 && rc == FERRY_OK) {
+        rc = ferry_buf_printf(&b, ", PRIMARY KEY (") == FERRY_OK ? FERRY_OK : oom(err);
+        if (rc == FERRY_OK) rc = key_list(&b, sc, NULL, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, ")") != FERRY_OK) rc = oom(err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ")") != FERRY_OK) rc = oom(err);
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": creating table \"%s\".\"%s\"", s->schema, table);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+static int add_column(struct sink *s, const char *table, const struct ferry_field *f,
+                      struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "ALTER TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ADD COLUMN ") != FERRY_OK) rc = oom(err);
+    /* Nullable: the rows already there have no value for it. */
+    if (rc == FERRY_OK) rc = column_def(&b, f, false, err);
+    char what[240];
+    snprintf(what, sizeof what, WHAT ": adding column \"%s\" to table \"%s\".\"%s\"", f->name,
+             s->schema, table);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+/* Creates the table or checks it (adding missing columns), then chooses each column's
+ * binary format from the destination's actual column types. */
+static int ensure_table(struct sink *s, struct target *t, const char *table, bool need_key,
+                        bool declare_key, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct dest_col *dc = NULL;
+    int n_dc = 0;
+    bool exists;
+    int rc = dest_columns(s, table, &exists, &dc, &n_dc, err);
+    if (rc != FERRY_OK) return rc;
+    bool changed = false;
+    if (!exists) {
+        rc = create_table(s, table, sc, declare_key, err);
+        changed = true;
+    } else {
+        for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+            int j = 0;
+            while (j < n_dc && strcmp(dc[j].name, sc->fields[i].name) != 0)
+                j++;
+            if (j == n_dc) {
+                rc = add_column(s, table, &sc->fields[i], err);
+                changed = true;
+            }
+        }
+    }
+    if (rc == FERRY_OK && changed) {
+        dest_cols_free(dc, n_dc);
+        rc = dest_columns(s, table, &exists, &dc, &n_dc, err);
+    }
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &sc->fields[i];
+        int j = 0;
+        while (j < n_dc && strcmp(dc[j].name, f->name) != 0)
+            j++;
+        if (j == n_dc) {
+            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
+                                 WHAT ": table \"%s\".\"%s\" has no column \"%s\" after adding it",
+                                 s->schema, table, f->name);
+            break;
+        }
+        t->wire[i].col = i;
+        t->wire[i].wire = ferry__pg_wire_for(f, dc[j].oid, dc[j].typmod);
+        if (t->wire[i].wire == FERRY_PG_WIRE_NONE) {
+            char want[64];
+            field_type_text(f, want, sizeof want);
+            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
+                                 WHAT
+                                 ": table \"%s\".\"%s\" column \"%s\" is %s but the data is "
+                                 "%s, which it cannot hold exactly; ferry adds columns, it does "
+                                 "not change their types",
+                                 s->schema, table, f->name, dc[j].type, want);
+        }
+    }
+    if (rc == FERRY_OK && need_key) {
+        int n_pk = 0;
+        bool same = true;
+        for (int j = 0; j < n_dc; j++) {
+            if (!dc[j].pk) continue;
+            n_pk++;
+            if (ferry_schema_find(sc, dc[j].name) < 0 ||
+                sc->fields[ferry_schema_find(sc, dc[j].name)].key_pos == 0)
+                same = false;
+        }
+        if (!same || n_pk != sc->n_key)
+            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
+                                 WHAT ": table \"%s\".\"%s\" exists with a primary key that is "
+                                      "not the data's key, so %s cannot match rows by key",
+                                 s->schema, table, ferry_write_mode_name(t->mode));
+    }
+    dest_cols_free(dc, n_dc);
+    return rc;
+}
+
+static int drop_table(struct sink *s, const char *table, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "DROP TABLE IF EXISTS ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": dropping table \"%s\".\"%s\"", s->schema, table);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+/* ---- prepare ------------------------------------------------------------------------------ */
+
+static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "COPY ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) {
+        if (t->temp) {
+            if (ferry_buf_printf(&b, "pg_temp.") != FERRY_OK) rc = oom(err);
+            if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+        } else {
+            rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
+        }
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " (") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && t->temp &&
+        ferry_buf_printf(&b, ", \"" SEQ_COL "\", \"" OP_COL "\"") != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") FROM STDIN (FORMAT binary)") != FERRY_OK)
+        rc = oom(err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return rc;
+    }
+    ferry_free(t->copy_sql);
+    t->copy_sql = ferry_buf_take(&b);
+    return t->copy_sql ? FERRY_OK : oom(err);
+}
+
+/* The rows of the temporary table that count: the last one of each key. */
+static int last_per_key(struct ferry_buf *b, const struct target *t, const char *cols,
+                        struct ferry_error *err)
+{
+    int rc = ferry_buf_printf(b, "(SELECT DISTINCT ON (") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = key_list(b, t->schema, NULL, err);
+    if (rc == FERRY_OK && ferry_buf_printf(b, ") %s FROM pg_temp.", cols) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, t->temp, err);
+    if (rc == FERRY_OK && ferry_buf_printf(b, " ORDER BY ") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = key_list(b, t->schema, NULL, err);
+    if (rc == FERRY_OK && ferry_buf_printf(b, ", \"" SEQ_COL "\" DESC) AS l") != FERRY_OK)
+        rc = oom(err);
+    return rc;
+}
+
+static int build_upsert_sql(struct target *t, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "INSERT INTO %s (", t->qtable) == FERRY_OK ? FERRY_OK : oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (ferry_buf_printf(&b, "%sl.", i ? ", " : "") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", err);
+    if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE &&
+        ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ON CONFLICT (") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = key_list(&b, sc, NULL, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") DO ") != FERRY_OK) rc = oom(err);
+    int n_set = 0;
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (sc->fields[i].key_pos > 0) continue;
+        if (ferry_buf_printf(&b, n_set++ ? ", " : "UPDATE SET ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = EXCLUDED.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && n_set == 0 && ferry_buf_printf(&b, "NOTHING") != FERRY_OK) rc = oom(err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return rc;
+    }
+    t->upsert_sql = ferry_buf_take(&b);
+    return t->upsert_sql ? FERRY_OK : oom(err);
+}
+
+static int build_delete_sql(struct target *t, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b, cols;
+    ferry_buf_init(&b, 0);
+    ferry_buf_init(&cols, 0);
+    int rc = key_list(&cols, sc, NULL, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&cols, ", \"" SEQ_COL "\", \"" OP_COL "\"") != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, "DELETE FROM %s AS d USING ", t->qtable) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK) rc = last_per_key(&b, t, cols.data, err);
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" = %d", FERRY_OP_DELETE) != FERRY_OK)
+        rc = oom(err);
+    for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
+        const char *name = sc->fields[sc->key[k]].name;
+        if (ferry_buf_printf(&b, " AND d.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = l.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
+    }
+    ferry_buf_release(&cols);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return rc;
+    }
+    t->delete_sql = ferry_buf_take(&b);
+    return t->delete_sql ? FERRY_OK : oom(err);
+}
+
+static int sink_prepare(void *ctx, const struct ferry_target *target, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (target->index < 0)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres", WHAT ": bad target index %d",
+                               target->index);
+    if (target->index >= s->n_t) {
+        struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
+        if (nt == NULL) return oom(err);
+        memset(nt + s->n_t, 0, sizeof *nt * (size_t)(target->index + 1 - s->n_t));
+        s->t = nt;
+        s->n_t = target->index + 1;
+    }
+    struct target *t = &s->t[target->index];
+    if (t->used)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres", WHAT ": target %d prepared twice",
+                               target->index);
+    const struct ferry_schema *sc = target->schema;
+    bool keyed = target->mode == FERRY_WRITE_UPSERT || target->mode == FERRY_WRITE_MERGE;
+    if (keyed && sc->n_key == 0)
+        return ferry_error_set(err, FERRY_EPOLICY, "postgres",
+                               WHAT ": table \"%s\": write %s needs a key and resource %s has "
+                                    "none",
+                               target->table, ferry_write_mode_name(target->mode),
+                               target->resource);
+    if (keyed && (ferry_schema_find(sc, SEQ_COL) >= 0 || ferry_schema_find(sc, OP_COL) >= 0))
+        return ferry_error_set(err, FERRY_ECONFIG, "postgres",
+                               WHAT ": table \"%s\": the column names " SEQ_COL " and " OP_COL
+                                    " are reserved for ferry's staging table",
+                               target->table);
+    t->used = true;
+    t->mode = target->mode;
+    t->schema = ferry_schema_ref(target->schema);
+    t->resource = ferry_strdup(target->resource ? target->resource : "");
+    t->table = ferry_strdup(target->table);
+    t->wire = ferry_calloc((size_t)sc->n_fields + 2, sizeof *t->wire);
+    if (!t->resource || !t->table || !t->wire) return oom(err);
+    if (t->mode == FERRY_WRITE_REPLACE) {
+        t->staging = ferry_asprintf("%s__ferry_staging", t->table);
+        if (t->staging == NULL) return oom(err);
+    }
+    if (keyed) {
+        t->temp = ferry_asprintf("ferry_stage_%d", target->index);
+        if (t->temp == NULL) return oom(err);
+    }
+    struct ferry_buf q;
+    ferry_buf_init(&q, 0);
+    int rc = qualified(&q, s->schema, t->table, err);
+    /* The staging name must fit too, and not be truncated onto another table. */
+    if (rc == FERRY_OK && t->staging) {
+        struct ferry_buf q2;
+        ferry_buf_init(&q2, 0);
+        rc = ferry__pg_quote_ident(&q2, t->staging, err);
+        ferry_buf_release(&q2);
+        if (rc != FERRY_OK)
+            ferry_error_prefix(err, WHAT ": table \"%s\": its replace staging table", t->table);
+    }
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&q);
+        return ferry_error_prefix(err, WHAT ": table");
+    }
+    t->qtable = ferry_buf_take(&q);
+    if (t->qtable == NULL) return oom(err);
+    snprintf(t->uri, sizeof t->uri, "postgres:%s.%s", s->schema, t->table);
+    t->n_wire = sc->n_fields;
+    if (keyed) {
+        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8};
+        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2};
+        t->n_wire += 2;
+    }
+    rc = connect_db(s, err);
+    if (rc == FERRY_OK) rc = ensure_schema(s, s->schema, err);
+    if (rc != FERRY_OK) return rc;
+    if (t->mode == FERRY_WRITE_REPLACE) return build_copy_sql(s, t, err); /* staging: begin() */
+    rc = ensure_table(s, t, t->table, keyed, t->mode != FERRY_WRITE_APPEND, err);
+    if (rc == FERRY_OK) rc = build_copy_sql(s, t, err);
+    if (rc == FERRY_OK && keyed) rc = build_upsert_sql(t, err);
+    if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) rc = build_delete_sql(t, err);
+    return rc;
+}
+
+/* ---- begin -------------------------------------------------------------------------------- */
+
+static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
+{
+    int rc = ensure_schema(s, "_ferry", err);
+    if (rc != FERRY_OK) return rc;
+    PGresult *r;
+    rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
+               WHAT ": _ferry.checkpoints", err);
+    if (rc != FERRY_OK) return rc;
+    bool exists = !PQgetisnull(r, 0, 0);
+    PQclear(r);
+    if (exists) return FERRY_OK;
+    return exec(s,
+                "CREATE TABLE IF NOT EXISTS \"_ferry\".\"checkpoints\" ("
+                "pipeline text NOT NULL, resource text NOT NULL, shard integer NOT NULL, "
+                "run_id bigint NOT NULL, position text, "
+                "updated_at timestamptz NOT NULL DEFAULT now(), "
+                "PRIMARY KEY (pipeline, resource, shard))",
+                WHAT ": creating table \"_ferry\".\"checkpoints\"", err);
+}
+
+/* The session's temporary staging table: the destination's column types (so the COPY
+ * formats are the destination's), plus the row's batch position and operation. */
+static int create_temp(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc =
+        ferry_buf_printf(&b, "DROP TABLE IF EXISTS pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, "; CREATE TEMPORARY TABLE ") != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " AS SELECT ") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (ferry_buf_printf(&b, "%s", i ? ", " : "") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(&b,
+                         "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM %s "
+                         "WITH NO DATA",
+                         sc->n_fields ? ", " : "", t->qtable) != FERRY_OK)
+        rc = oom(err);
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": staging table for \"%s\".\"%s\"", s->schema, t->table);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (s->session)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres", WHAT ": session already open");
+    ferry_free(s->pipeline);
+    s->pipeline = ferry_strdup(run && run->pipeline ? run->pipeline : "");
+    if (s->pipeline == NULL) return oom(err);
+    s->run_id = run ? run->run_id : 0;
+    int rc = connect_db(s, err);
+    if (rc == FERRY_OK) rc = ensure_checkpoint_table(s, err);
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
+        struct target *t = &s->t[i];
+        if (!t->used) continue;
+        if (t->mode == FERRY_WRITE_REPLACE) {
+            /* A later attempt of the same run keeps the rows its checkpoints account for. */
+            if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t, t->staging, false, false, err);
+        }
+        if (rc == FERRY_OK && t->temp) rc = create_temp(s, t, err);
+    }
+    if (rc == FERRY_OK && s->at_commit) {
+        rc = exec(s, "BEGIN", WHAT ": begin", err);
+        if (rc == FERRY_OK) s->in_tx = true;
+    }
+    if (rc != FERRY_OK) return rc;
+    s->session = true;
+    return FERRY_OK;
+}
+
+/* ---- apply -------------------------------------------------------------------------------- */
+
+static int send_chunk(struct sink *s, uint32_t *crc, struct ferry_error *err)
+{
+    if (s->out.len == 0) return FERRY_OK;
+    *crc = ferry_crc32c_update(*crc, s->out.data, s->out.len);
+    if (PQputCopyData(s->conn, s->out.data, (int)s->out.len) != 1)
+        return ferry__pg_error(err, FERRY_ESINK, s->conn, NULL, WHAT ": sending COPY data");
+    ferry_buf_reset(&s->out);
+    return FERRY_OK;
+}
+
+/* Ends the COPY (aborting it with `why`) and collects its result. */
+static int end_copy(struct sink *s, const char *why, const char *table, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    if (PQputCopyEnd(s->conn, why) != 1)
+        rc = ferry__pg_error(err, FERRY_ESINK, s->conn, NULL, WHAT ": ending COPY into %s", table);
+    PGresult *r;
+    while ((r = PQgetResult(s->conn)) != NULL) {
+        if (rc == FERRY_OK && why == NULL && PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into %s", table);
+        PQclear(r);
+    }
+    return rc;
+}
+
+static int copy_batch(struct sink *s, struct target *t, const struct ferry_batch *b, uint32_t *crc,
+                      struct ferry_error *err)
+{
+    const char *into = t->temp ? t->temp : t->staging ? t->staging : t->table;
+    PGresult *r = PQexec(s->conn, t->copy_sql);
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        int rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
+                                 t->temp ? "pg_temp" : s->schema, into);
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    ferry_buf_reset(&s->out);
+    int rc = ferry__pg_copy_header(&s->out) == FERRY_OK ? FERRY_OK : oom(err);
+    int64_t row = 0;
+    while (rc == FERRY_OK && row < b->length) {
+        rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
+        if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
+    }
+    if (rc == FERRY_OK && ferry__pg_copy_trailer(&s->out) != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
+        end_copy(s, "ferry: the batch could not be encoded", into, NULL);
+        return rc;
+    }
+    return end_copy(s, NULL, into, err);
+}
+
+static int exec_step(struct sink *s, struct target *t, const char *sql, const char *step,
+                     struct ferry_error *err)
+{
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": %s \"%s\".\"%s\"", step, s->schema, t->table);
+    return exec(s, sql, what, err);
+}
+
+static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b, uint32_t *crc,
+                      struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    if (t->temp) {
+        struct ferry_buf q;
+        ferry_buf_init(&q, 0);
+        rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&q, t->temp, err);
+        if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
+        ferry_buf_release(&q);
+    }
+    if (rc == FERRY_OK) rc = copy_batch(s, t, b, crc, err);
+    if (rc == FERRY_OK && t->delete_sql)
+        rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
+    if (rc == FERRY_OK && t->upsert_sql) rc = exec_step(s, t, t->upsert_sql, "upsert into", err);
+    return rc;
+}
+
+static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct ferry_error *err)
+{
+    char shard[16], run_id[24];
+    snprintf(shard, sizeof shard, "%d", b->shard);
+    snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
+    const char *p[5] = {s->pipeline, b->resource ? b->resource : "", shard, run_id, b->position};
+    PGresult *r;
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %s",
+             b->resource ? b->resource : "");
+    int rc = query(s,
+                   "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, run_id, "
+                   "position, updated_at) VALUES ($1, $2, $3::integer, $4::bigint, $5, now()) "
+                   "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
+                   "run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
+                   "updated_at = EXCLUDED.updated_at",
+                   5, p, &r, what, err);
+    if (rc == FERRY_OK) PQclear(r);
+    return rc;
+}
+
+static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
+                      struct ferry_receipt *receipt, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": apply outside a session or to an unprepared target");
+    struct target *t = &s->t[target->index];
+    /* The digest of exactly the batch the encoder reads below. */
+    receipt->write_crc = ferry_batch_digest(b);
+    receipt->rows = b->length;
+    receipt->bytes = (int64_t)b->bytes;
+    receipt->has_encoded_crc = false;
+    receipt->encoded_crc = 0;
+    snprintf(receipt->uri, sizeof receipt->uri, "%s", t->uri);
+    if (receipt->write_crc != b->digest) return FERRY_OK; /* the pipeline reports divergence */
+
+    uint32_t crc = 0;
+    int rc = FERRY_OK;
+    if (!s->in_tx) rc = exec(s, "BEGIN", WHAT ": begin", err);
+    if (rc != FERRY_OK) return rc;
+    if (b->length > 0) rc = write_rows(s, t, b, &crc, err);
+    if (rc == FERRY_OK && b->position != NULL) rc = put_checkpoint(s, b, err);
+    if (!s->in_tx) {
+        if (rc == FERRY_OK) rc = exec_step(s, t, "COMMIT", "committing a batch into", err);
+        if (rc != FERRY_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
+    }
+    if (rc != FERRY_OK) return rc;
+    receipt->encoded_crc = crc;
+    receipt->has_encoded_crc = true;
+    return FERRY_OK;
+}
+
+/* ---- commit / abort ----------------------------------------------------------------------- */
+
+/* In the commit transaction: the staging table gets the key, the old table goes, the staging
+ * table takes its name, and its key constraint the usual "<table>_pkey" name. */
+static int swap_staging(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    char what[240];
+    int rc = FERRY_OK;
+    snprintf(what, sizeof what, WHAT ": replacing table \"%s\".\"%s\"", s->schema, t->table);
+    if (t->schema->n_key > 0) {
+        ferry_buf_init(&b, 0);
+        rc = ferry_buf_printf(&b, "ALTER TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+        if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " ADD PRIMARY KEY (") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = key_list(&b, t->schema, NULL, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, ")") != FERRY_OK) rc = oom(err);
+        rc = exec_buf(s, &b, rc, what, err);
+    }
+    if (rc == FERRY_OK) rc = drop_table(s, t->table, err);
+    if (rc != FERRY_OK) return rc;
+    ferry_buf_init(&b, 0);
+    rc = ferry_buf_printf(&b, "ALTER TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " RENAME TO ") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->table, err);
+    rc = exec_buf(s, &b, rc, what, err);
+    if (rc != FERRY_OK || t->schema->n_key == 0 || strlen(t->table) + 5 > 63) return rc;
+    /* Rename the key constraint (and its index) so the next staging table can use the name. */
+    PGresult *r;
+    const char *p[1] = {t->qtable};
+    rc = query(s,
+               "SELECT conname FROM pg_catalog.pg_constraint WHERE conrelid = $1::regclass "
+               "AND contype = 'p'",
+               1, p, &r, what, err);
+    if (rc != FERRY_OK) return rc;
+    char *want = ferry_asprintf("%s_pkey", t->table);
+    if (want == NULL) rc = oom(err);
+    if (rc == FERRY_OK && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), want) != 0) {
+        ferry_buf_init(&b, 0);
+        rc = ferry_buf_printf(&b, "ALTER TABLE %s RENAME CONSTRAINT ", t->qtable) == FERRY_OK
+                 ? FERRY_OK
+                 : oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, PQgetvalue(r, 0, 0), err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " TO ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, want, err);
+        rc = exec_buf(s, &b, rc, what, err);
+    }
+    ferry_free(want);
+    PQclear(r);
+    return rc;
+}
+
+static int sink_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres", WHAT ": commit without a session");
+    int rc = FERRY_OK;
+    if (!s->in_tx) {
+        rc = exec(s, "BEGIN", WHAT ": begin", err);
+        if (rc != FERRY_OK) return rc;
+        s->in_tx = true;
+    }
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
+        if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
+            rc = swap_staging(s, &s->t[i], err);
+    if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": commit", err);
+    /* On failure the transaction is still marked open: abort() rolls it back and drops the
+     * staging tables. */
+    if (rc != FERRY_OK) return rc;
+    s->in_tx = false;
+    s->session = false;
+    return FERRY_OK;
+}
+
+static void sink_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    if (s == NULL || s->conn == NULL) return;
+    if (PQtransactionStatus(s->conn) == PQTRANS_ACTIVE) {
+        /* A COPY may still be open after a failure mid-stream. */
+        PQputCopyEnd(s->conn, "ferry: aborted");
+        PGresult *r;
+        while ((r = PQgetResult(s->conn)) != NULL)
+            PQclear(r);
+    }
+    if (s->in_tx || PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+        PQclear(PQexec(s->conn, "ROLLBACK"));
+        s->in_tx = false;
+    }
+    if (!s->session) return;
+    s->session = false;
+    /* Staging rows and the checkpoints that account for them go together. */
+    PQclear(PQexec(s->conn, "BEGIN"));
+    bool ok = true;
+    for (int i = 0; i < s->n_t && ok; i++) {
+        struct target *t = &s->t[i];
+        if (!t->used || t->mode != FERRY_WRITE_REPLACE) continue;
+        ok = drop_table(s, t->staging, NULL) == FERRY_OK;
+        const char *p[2] = {s->pipeline, t->resource};
+        PGresult *r = NULL;
+        if (ok)
+            ok = query(s,
+                       "DELETE FROM \"_ferry\".\"checkpoints\" WHERE pipeline = $1 AND "
+                       "resource = $2",
+                       2, p, &r, WHAT, NULL) == FERRY_OK;
+        PQclear(r);
+    }
+    PQclear(PQexec(s->conn, ok ? "COMMIT" : "ROLLBACK"));
+}
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+
+static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_checkpoint **out,
+                            int *n, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    *out = NULL;
+    *n = 0;
+    int rc = connect_db(s, err);
+    if (rc != FERRY_OK) return rc;
+    PGresult *r;
+    rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
+               WHAT ": reading checkpoints", err);
+    if (rc != FERRY_OK) return rc;
+    bool exists = !PQgetisnull(r, 0, 0);
+    PQclear(r);
+    if (!exists) return FERRY_OK; /* nothing was ever committed here */
+    const char *p[1] = {pipeline ? pipeline : ""};
+    rc = query(s,
+               "SELECT resource, shard, run_id, position FROM \"_ferry\".\"checkpoints\" "
+               "WHERE pipeline = $1 ORDER BY resource, shard",
+               1, p, &r, WHAT ": reading checkpoints", err);
+    if (rc != FERRY_OK) return rc;
+    int rows = PQntuples(r);
+    struct ferry_sink_checkpoint *v = ferry_calloc((size_t)(rows ? rows : 1), sizeof *v);
+    if (v == NULL) {
+        PQclear(r);
+        return oom(err);
+    }
+    for (int i = 0; i < rows; i++) {
+        v[i].resource = ferry_strdup(PQgetvalue(r, i, 0));
+        v[i].shard = (int)strtol(PQgetvalue(r, i, 1), NULL, 10);
+        v[i].run_id = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+        v[i].position = PQgetisnull(r, i, 3) ? NULL : ferry_strdup(PQgetvalue(r, i, 3));
+        if (v[i].resource == NULL || (!PQgetisnull(r, i, 3) && v[i].position == NULL)) {
+            PQclear(r);
+            ferry_sink_checkpoints_free(v, i + 1);
+            return oom(err);
+        }
+    }
+    PQclear(r);
+    *out = v;
+    *n = rows;
+    return FERRY_OK;
+}
+
+const struct ferry_sink_vtable ferry__postgres_sink = {
+    .abi = FERRY_CONNECTOR_ABI,
+    .name = "postgres",
+    .tuning_keys = sink_tuning_keys,
+    .open = sink_open,
+    .capabilities = sink_capabilities,
+    .prepare = sink_prepare,
+    .begin = sink_begin,
+    .apply = sink_apply,
+    .commit = sink_commit,
+    .abort = sink_abort,
+    .close = sink_close,
+    .checkpoints = sink_checkpoints,
+};

@@ -1,0 +1,1030 @@
+/* connectors/postgres/pg_source.c - the `postgres` source: tables and views of one database.
+ *
+ * Owns one libpq connection, the discovery of a relation from the catalog (columns in
+ * attnum order, types through ferry__pg_map_type with domains resolved to their base type,
+ * nullability, primary key from pg_index), frozen read plans and the COPY BINARY reads
+ * that execute them (decoded by pg_copy.c). Calls libpq, pg_common.c, pg_copy.c, the row
+ * writer, the batch text forms and jansson. Registered in connectors/registry.c; driven by
+ * the runner on one thread; `cancel` may come from any thread (PQcancel).
+ *
+ * Reads (docs/connectors.md, "postgres source").
+ *   full, single-column integer key: [min, max] at plan time split into
+ *     ceil(count / shard_rows) ranges, each read `WHERE k >= lo AND k <= hi ORDER BY k` and
+ *     resumed with `k > last`.
+ *   full, other keys: one shard ordered by the key, resumed with `(k1, k2) > (v1, v2)`.
+ *   full, no key: one shard read whole, no resume point (a crash re-reads the table).
+ *   incremental: ORDER BY cursor..., key... with `(c..., k...) > saved` (minus `lookback` on
+ *     a date/timestamp first cursor) and `<= newest at plan time`, frozen in the plan.
+ *     Rows whose cursor is NULL are never read incrementally (a row comparison with NULL is
+ *     not true); a non-monotonic cursor (a row updated to an older value, or committed
+ *     after a later one was read) is missed unless `lookback` covers it.
+ * Each extract runs in its own REPEATABLE READ READ ONLY transaction: one shard is
+ * consistent; shards of one run are not one snapshot yet ("snapshot": null in the plan). */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "connectors/postgres/pg_common.h"
+#include "connectors/postgres/pg_copy.h"
+#include "ferry/connector.h"
+
+__extension__ typedef __int128 i128;
+
+static const char *const source_tuning_keys[] = {
+    "parallelism",  "shard_rows",      "connect_timeout", "statement_timeout",
+    "idle_timeout", "keepalives_idle", NULL};
+
+#define WHAT "postgres source"
+
+struct src {
+    PGconn *c;
+    PGcancel *cancel;
+    atomic_int canceled;
+    int64_t parallelism;
+    int64_t shard_rows;
+    char peer[256];
+};
+
+static int nomem(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "postgres", WHAT ": out of memory");
+}
+
+/* ---- open / close / cancel ----------------------------------------------------------- */
+
+static void src_close(void *ctx)
+{
+    struct src *s = ctx;
+    if (s == NULL) return;
+    if (s->cancel) PQfreeCancel(s->cancel);
+    if (s->c) PQfinish(s->c);
+    ferry_free(s);
+}
+
+static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    char *url = NULL;
+    struct ferry_pg_conn_opts opts;
+    int64_t parallelism = 1, shard_rows = 1000000;
+    int rc = ferry_cfg_int(cfg, "parallelism", false, 1, 64, &parallelism, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "shard_rows", false, 1, INT64_C(1) << 40, &shard_rows, err);
+    if (rc == FERRY_OK) rc = ferry__pg_read_conn_config(cfg, WHAT, &url, &opts, err);
+    if (rc != FERRY_OK) return rc;
+    struct src *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) {
+        ferry_secret_free(url);
+        return nomem(err);
+    }
+    s->parallelism = parallelism;
+    s->shard_rows = shard_rows;
+    rc = ferry__pg_connect(url, &opts, WHAT, &s->c, err);
+    ferry_secret_free(url);
+    if (rc != FERRY_OK) {
+        src_close(s);
+        return rc;
+    }
+    ferry__pg_describe(s->c, s->peer, sizeof s->peer);
+    s->cancel = PQgetCancel(s->c);
+    if (s->cancel == NULL) {
+        src_close(s);
+        return nomem(err);
+    }
+    *ctx = s;
+    return FERRY_OK;
+}
+
+static void src_cancel(void *ctx)
+{
+    struct src *s = ctx;
+    if (s == NULL || s->cancel == NULL) return;
+    atomic_store(&s->canceled, 1);
+    char buf[256];
+    PQcancel(s->cancel, buf, sizeof buf);
+}
+
+/* ---- the relation -------------------------------------------------------------------- */
+
+struct col {
+    char *name;
+    char *sql_type; /* format_type(): the cast for literals compared with this column */
+    uint32_t oid;   /* base type (domains resolved) */
+    int32_t typmod;
+    bool notnull;
+    int key_pos; /* 1.. in the primary key, 0 otherwise */
+};
+
+struct rel {
+    char *schema_name;
+    char *table;
+    char *from; /* "schema"."table" */
+    struct col *cols;
+    int n_cols;
+};
+
+static void rel_free(struct rel *r)
+{
+    for (int i = 0; i < r->n_cols; i++) {
+        ferry_free(r->cols[i].name);
+        ferry_free(r->cols[i].sql_type);
+    }
+    ferry_free(r->cols);
+    ferry_free(r->schema_name);
+    ferry_free(r->table);
+    ferry_free(r->from);
+    memset(r, 0, sizeof *r);
+}
+
+static const char catalog_sql[] =
+    "SELECT a.attname, "
+    "CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, "
+    "CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END, "
+    "a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, "
+    "pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+    "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0) "
+    "FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+    "WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped "
+    "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+    "ORDER BY a.attnum";
+
+static int query_columns(struct src *s, struct rel *r, const char *schema_name,
+                         const char *table, bool *found, struct ferry_error *err)
+{
+    const char *params[2] = {schema_name, table};
+    PGresult *res = PQexecParams(s->c, catalog_sql, 2, NULL, params, NULL, NULL, 0);
+    *found = false;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        int rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res,
+                                 WHAT ": %s: reading the catalog for table \"%s\".\"%s\"",
+                                 s->peer, schema_name, table);
+        PQclear(res);
+        return rc;
+    }
+    int n = PQntuples(res);
+    if (n == 0) {
+        PQclear(res);
+        return FERRY_OK;
+    }
+    r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
+    if (r->cols == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    r->n_cols = n;
+    for (int i = 0; i < n; i++) {
+        struct col *c = &r->cols[i];
+        c->name = ferry_strdup(PQgetvalue(res, i, 0));
+        c->oid = (uint32_t)strtoul(PQgetvalue(res, i, 1), NULL, 10);
+        c->typmod = (int32_t)strtol(PQgetvalue(res, i, 2), NULL, 10);
+        c->notnull = PQgetvalue(res, i, 3)[0] == 't';
+        c->sql_type = ferry_strdup(PQgetvalue(res, i, 4));
+        c->key_pos = (int)strtol(PQgetvalue(res, i, 5), NULL, 10);
+        if (c->name == NULL || c->sql_type == NULL) {
+            PQclear(res);
+            return nomem(err);
+        }
+    }
+    PQclear(res);
+    *found = true;
+    return FERRY_OK;
+}
+
+static bool has_upper(const char *s)
+{
+    for (; *s; s++)
+        if (*s >= 'A' && *s <= 'Z') return true;
+    return false;
+}
+
+static char *lowered(const char *s)
+{
+    char *l = ferry_strdup(s);
+    if (l == NULL) return NULL;
+    for (char *p = l; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    return l;
+}
+
+/* Finds the relation: names as written first; when that fails and a name has capitals,
+ * PostgreSQL's folding of unquoted names (public.Orders is public.orders). */
+static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_error *err)
+{
+    memset(r, 0, sizeof *r);
+    int rc = ferry__pg_split_name(name, &r->schema_name, &r->table, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, WHAT);
+    bool found = false;
+    rc = query_columns(s, r, r->schema_name, r->table, &found, err);
+    if (rc == FERRY_OK && !found && (has_upper(r->schema_name) || has_upper(r->table))) {
+        char *ls = lowered(r->schema_name), *lt = lowered(r->table);
+        if (ls == NULL || lt == NULL) {
+            rc = nomem(err);
+        } else {
+            rc = query_columns(s, r, ls, lt, &found, err);
+            if (rc == FERRY_OK && found) {
+                ferry_free(r->schema_name);
+                ferry_free(r->table);
+                r->schema_name = ls;
+                r->table = lt;
+                ls = lt = NULL;
+            }
+        }
+        ferry_free(ls);
+        ferry_free(lt);
+    }
+    if (rc == FERRY_OK && !found)
+        rc = ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
+                             WHAT ": table \"%s\".\"%s\" not found on %s (or not visible to "
+                             "this user)",
+                             r->schema_name, r->table, s->peer);
+    if (rc == FERRY_OK) {
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        rc = ferry__pg_quote_ident(&b, r->schema_name, err);
+        if (rc == FERRY_OK && ferry_buf_append(&b, ".", 1) != FERRY_OK) rc = nomem(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, r->table, err);
+        if (rc == FERRY_OK) {
+            r->from = ferry_buf_take(&b);
+            if (r->from == NULL) rc = nomem(err);
+        }
+        ferry_buf_release(&b);
+    }
+    if (rc != FERRY_OK) rel_free(r);
+    return rc;
+}
+
+static int col_index(const struct rel *r, const char *name)
+{
+    for (int i = 0; i < r->n_cols; i++)
+        if (strcmp(r->cols[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* ---- discover ------------------------------------------------------------------------ */
+
+static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_error *err)
+{
+    enum ferry_type t;
+    int p, scale;
+    ferry__pg_map_type(c->oid, c->typmod, &t, &p, &scale);
+    int rc = ferry_schema_add_field(sc, c->name, t, !c->notnull && c->key_pos == 0, err);
+    if (rc != FERRY_OK) return rc;
+    sc->fields[sc->n_fields - 1].precision = p;
+    sc->fields[sc->n_fields - 1].scale = scale;
+    return FERRY_OK;
+}
+
+static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
+                        struct ferry_schema **out, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    *out = NULL;
+    struct rel r;
+    int rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK) return rc;
+    struct ferry_schema *sc = ferry_schema_new();
+    if (sc == NULL) {
+        rel_free(&r);
+        return nomem(err);
+    }
+    int n = spec->columns ? spec->n_columns : r.n_cols;
+    for (int f = 0; f < n && rc == FERRY_OK; f++) {
+        int c = spec->columns ? col_index(&r, spec->columns[f]) : f;
+        if (c < 0)
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
+                                 WHAT ": table %s has no column \"%s\"", r.from, spec->columns[f]);
+        else
+            rc = add_field(sc, &r.cols[c], err);
+    }
+    /* The declared key, else the primary key. Its columns must be selected: positions are
+     * read from the rows. */
+    if (rc == FERRY_OK && spec->key != NULL) {
+        for (int k = 0; k < spec->n_key && rc == FERRY_OK; k++) {
+            int f = ferry_schema_find(sc, spec->key[k]);
+            if (f < 0)
+                rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                                     WHAT ": table %s: key column \"%s\" is not among the "
+                                     "selected columns",
+                                     r.from, spec->key[k]);
+            else
+                sc->fields[f].key_pos = k + 1;
+        }
+    } else if (rc == FERRY_OK) {
+        for (int c = 0; c < r.n_cols && rc == FERRY_OK; c++) {
+            if (r.cols[c].key_pos == 0) continue;
+            int f = ferry_schema_find(sc, r.cols[c].name);
+            if (f < 0)
+                rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                                     WHAT ": table %s: primary key column \"%s\" must be among "
+                                     "the selected columns",
+                                     r.from, r.cols[c].name);
+            else
+                sc->fields[f].key_pos = r.cols[c].key_pos;
+        }
+    }
+    for (int k = 0; rc == FERRY_OK && k < spec->n_cursor; k++)
+        if (ferry_schema_find(sc, spec->cursor[k]) < 0)
+            rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                                 WHAT ": table %s: cursor column \"%s\" %s", r.from,
+                                 spec->cursor[k],
+                                 col_index(&r, spec->cursor[k]) < 0
+                                     ? "does not exist"
+                                     : "must be among the selected columns");
+    if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
+    rel_free(&r);
+    if (rc != FERRY_OK) {
+        ferry_schema_unref(sc);
+        return rc;
+    }
+    *out = sc;
+    return FERRY_OK;
+}
+
+/* ---- values between JSON positions, plans and SQL ----------------------------------- */
+
+/* A position value (the row writer's JSON form, batch/builder.h) as PostgreSQL input text
+ * for a column of ferry type t. */
+static int position_text(const json_t *v, enum ferry_type t, struct ferry_buf *out)
+{
+    char tmp[64];
+    int n = -1;
+    ferry_buf_reset(out);
+    switch (t) {
+    case FERRY_TYPE_BOOL:
+        if (!json_is_boolean(v)) return FERRY_EINVAL;
+        return ferry_buf_printf(out, "%s", json_is_true(v) ? "true" : "false");
+    case FERRY_TYPE_INT8:
+    case FERRY_TYPE_INT16:
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_INT64:
+        if (!json_is_integer(v)) return FERRY_EINVAL;
+        return ferry_buf_printf(out, "%" PRId64, (int64_t)json_integer_value(v));
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        if (json_is_string(v)) return ferry_buf_printf(out, "%s", json_string_value(v));
+        if (json_is_integer(v))
+            return ferry_buf_printf(out, "%" PRId64, (int64_t)json_integer_value(v));
+        if (!json_is_real(v)) return FERRY_EINVAL;
+        return ferry_buf_printf(out, "%.17g", json_real_value(v));
+    case FERRY_TYPE_DATE32:
+        if (json_is_integer(v)) n = ferry_date32_to_text((int32_t)json_integer_value(v), tmp,
+                                                         sizeof tmp);
+        break;
+    case FERRY_TYPE_TIME64_US:
+        if (json_is_integer(v)) n = ferry_time64_to_text(json_integer_value(v), tmp, sizeof tmp);
+        break;
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        if (json_is_integer(v))
+            n = ferry_timestamp_to_text(json_integer_value(v), t == FERRY_TYPE_TIMESTAMPTZ_US, tmp,
+                                        sizeof tmp);
+        break;
+    case FERRY_TYPE_BINARY:
+        if (!json_is_string(v)) return FERRY_EINVAL;
+        return ferry_buf_printf(out, "\\x%s", json_string_value(v));
+    default: /* decimals, text, json, uuid: their text */
+        if (!json_is_string(v)) return FERRY_EINVAL;
+        return ferry_buf_append(out, json_string_value(v), json_string_length(v));
+    }
+    if (n < 0) return FERRY_EINVAL;
+    return ferry_buf_append(out, tmp, (size_t)n);
+}
+
+/* Appends `'text'::type` (escaped by libpq for this connection). */
+static int append_literal(struct src *s, struct ferry_buf *sql, const char *text, size_t n,
+                          const char *sql_type, struct ferry_error *err)
+{
+    char *lit = PQescapeLiteral(s->c, text, n);
+    if (lit == NULL)
+        return ferry__pg_error(err, FERRY_ESOURCE, s->c, NULL, WHAT ": %s: escaping a literal",
+                               s->peer);
+    int rc = ferry_buf_printf(sql, "%s::%s", lit, sql_type);
+    PQfreemem(lit);
+    return rc == FERRY_OK ? FERRY_OK : nomem(err);
+}
+
+/* The columns a position is made of, in order: the key (full) or cursor + key
+ * (incremental); field indexes into the schema. */
+static int order_fields(const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
+                        bool incremental, int *out, int max)
+{
+    int n = 0;
+    if (incremental)
+        for (int k = 0; k < spec->n_cursor && n < max; k++) {
+            int f = ferry_schema_find(sc, spec->cursor[k]);
+            if (f >= 0) out[n++] = f;
+        }
+    for (int k = 0; k < sc->n_key && n < max; k++) {
+        bool dup = false;
+        for (int j = 0; j < n; j++)
+            if (out[j] == sc->key[k]) dup = true;
+        if (!dup) out[n++] = sc->key[k];
+    }
+    return n;
+}
+
+#define MAX_ORDER 32
+
+/* Runs a query expected to return at most one row; *res is kept for the caller. */
+static int query_one(struct src *s, const char *sql, PGresult **res, const char *table,
+                     struct ferry_error *err)
+{
+    *res = PQexec(s->c, sql);
+    if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
+        int rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, *res, WHAT ": %s: table %s", s->peer,
+                                 table);
+        PQclear(*res);
+        *res = NULL;
+        return rc;
+    }
+    return FERRY_OK;
+}
+
+static bool is_int_oid(uint32_t oid)
+{
+    return oid == FERRY_PG_OID_INT2 || oid == FERRY_PG_OID_INT4 || oid == FERRY_PG_OID_INT8;
+}
+
+static int plan_full(struct src *s, const struct ferry_schema *sc, const struct rel *r,
+                     json_t *plan, struct ferry_error *err)
+{
+    json_t *shards = json_array();
+    if (shards == NULL || json_object_set_new(plan, "shards", shards) != 0) return nomem(err);
+    if (sc->n_key == 0) {
+        json_object_set_new(plan, "keyset", json_string("none"));
+        json_array_append_new(shards, json_object());
+        return FERRY_OK;
+    }
+    const struct ferry_field *kf = &sc->fields[sc->key[0]];
+    int kc = col_index(r, kf->name);
+    if (sc->n_key != 1 || kc < 0 || !is_int_oid(r->cols[kc].oid)) {
+        json_object_set_new(plan, "keyset", json_string("tuple"));
+        json_array_append_new(shards, json_object());
+        return FERRY_OK;
+    }
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    int rc = ferry_buf_printf(&sql, "SELECT pg_catalog.min(");
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, kf->name, err);
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, ")::pg_catalog.int8, pg_catalog.max(");
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, kf->name, err);
+    if (rc == FERRY_OK)
+        rc = ferry_buf_printf(&sql, ")::pg_catalog.int8, pg_catalog.count(*) FROM %s", r->from);
+    PGresult *res = NULL;
+    if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) return rc;
+    json_object_set_new(plan, "keyset", json_string("range"));
+    if (PQgetisnull(res, 0, 0)) { /* empty table: one shard, nothing to read */
+        json_array_append_new(shards, json_pack("{s:n,s:n}", "lo", "hi"));
+        PQclear(res);
+        return FERRY_OK;
+    }
+    int64_t lo = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    int64_t hi = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    int64_t count = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    PQclear(res);
+    i128 span = (i128)hi - lo + 1;
+    int64_t n = (count + s->shard_rows - 1) / s->shard_rows;
+    if (n < 1) n = 1;
+    if (n > 100000) n = 100000; /* a plan stays a few MiB at most */
+    if ((i128)n > span) n = (int64_t)span;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = (int64_t)(lo + span * i / n);
+        int64_t b = (int64_t)(lo + span * (i + 1) / n - 1);
+        if (json_array_append_new(shards, json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi",
+                                                    (json_int_t)b)) != 0)
+            return nomem(err);
+    }
+    return FERRY_OK;
+}
+
+/* The saved route position's key as PostgreSQL text values (lookback applied to the first),
+ * or a JSON null when there is none. */
+static int plan_lower(struct src *s, const struct ferry_resource_spec *spec,
+                      const struct ferry_schema *sc, const struct rel *r, const int *ord, int n,
+                      const char *route_checkpoint, json_t **lo, struct ferry_error *err)
+{
+    *lo = json_null();
+    if (route_checkpoint == NULL) return FERRY_OK;
+    json_t *root = json_loads(route_checkpoint, 0, NULL);
+    json_t *key = json_object_get(root, "key");
+    if (!json_is_object(root) || (key != NULL && !json_is_array(key))) {
+        json_decref(root);
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": table %s: the saved position is not a position object",
+                               r->from);
+    }
+    if (key == NULL) {
+        json_decref(root);
+        return FERRY_OK;
+    }
+    if ((int)json_array_size(key) != n) {
+        json_decref(root);
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": table %s: the saved position has %zu values, the cursor "
+                               "and key have %d (did the cursor or key change?)",
+                               r->from, json_array_size(key), n);
+    }
+    json_t *arr = json_array();
+    struct ferry_buf t;
+    ferry_buf_init(&t, 0);
+    int rc = FERRY_OK;
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &sc->fields[ord[i]];
+        if (position_text(json_array_get(key, (size_t)i), f->type, &t) != FERRY_OK) {
+            rc = ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                 WHAT ": table %s: the saved position's value for \"%s\" does "
+                                 "not fit its type %s",
+                                 r->from, f->name, ferry_type_name(f->type));
+            break;
+        }
+        json_array_append_new(arr, json_stringn(t.data, t.len));
+    }
+    if (rc == FERRY_OK && spec->lookback_ms > 0) {
+        const struct ferry_field *f = &sc->fields[ord[0]];
+        int c = col_index(r, f->name);
+        if (f->type != FERRY_TYPE_TIMESTAMP_US && f->type != FERRY_TYPE_TIMESTAMPTZ_US &&
+            f->type != FERRY_TYPE_DATE32) {
+            rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                                 WHAT ": table %s: lookback needs a date or timestamp first "
+                                 "cursor column; \"%s\" is %s",
+                                 r->from, f->name, ferry_type_name(f->type));
+        } else {
+            struct ferry_buf sql;
+            ferry_buf_init(&sql, 0);
+            const char *v = json_string_value(json_array_get(arr, 0));
+            rc = ferry_buf_printf(&sql, "SELECT (");
+            if (rc == FERRY_OK)
+                rc = append_literal(s, &sql, v, strlen(v), r->cols[c].sql_type, err);
+            if (rc == FERRY_OK)
+                rc = ferry_buf_printf(&sql,
+                                      " - pg_catalog.make_interval(secs => %" PRId64
+                                      ".%03d))::%s::pg_catalog.text",
+                                      spec->lookback_ms / 1000, (int)(spec->lookback_ms % 1000),
+                                      r->cols[c].sql_type);
+            PGresult *res = NULL;
+            if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
+            if (rc == FERRY_OK) json_array_set_new(arr, 0, json_string(PQgetvalue(res, 0, 0)));
+            PQclear(res);
+            ferry_buf_release(&sql);
+        }
+    }
+    ferry_buf_release(&t);
+    json_decref(root);
+    if (rc != FERRY_OK) {
+        json_decref(arr);
+        return rc;
+    }
+    *lo = arr;
+    return FERRY_OK;
+}
+
+static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
+                            const struct ferry_schema *sc, const struct rel *r,
+                            const char *route_checkpoint, json_t *plan, struct ferry_error *err)
+{
+    if (spec->n_cursor == 0)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               WHAT ": table %s: incremental reads need `cursor:`", r->from);
+    if (sc->n_key == 0)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               WHAT ": table %s has no primary key: incremental reads need one "
+                               "as the cursor's tie-breaker (declare `key:`)",
+                               r->from);
+    int ord[MAX_ORDER];
+    int n = order_fields(spec, sc, true, ord, MAX_ORDER);
+    json_t *names = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(names, json_string(sc->fields[ord[i]].name));
+    json_object_set_new(plan, "order", names);
+
+    /* The newest (cursor..., key...) now: the frozen upper bound. */
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    int rc = ferry_buf_printf(&sql, "SELECT ");
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        if (i > 0) rc = ferry_buf_printf(&sql, ", ");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, sc->fields[ord[i]].name, err);
+        /* Aliased: an output column named like a table column would win in ORDER BY and
+         * sort as text. */
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, "::pg_catalog.text AS _ferry_%d", i);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " FROM %s WHERE ", r->from);
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        if (i > 0) rc = ferry_buf_printf(&sql, " AND ");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, sc->fields[ord[i]].name, err);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " IS NOT NULL");
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " ORDER BY ");
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        if (i > 0) rc = ferry_buf_printf(&sql, ", ");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, sc->fields[ord[i]].name, err);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " DESC");
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " LIMIT 1");
+    PGresult *res = NULL;
+    if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) return rc;
+    json_t *hi = json_null();
+    if (PQntuples(res) == 1) {
+        hi = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(hi, json_string(PQgetvalue(res, 0, i)));
+    }
+    PQclear(res);
+    json_object_set_new(plan, "hi", hi);
+    json_t *lo = NULL;
+    rc = plan_lower(s, spec, sc, r, ord, n, route_checkpoint, &lo, err);
+    if (rc != FERRY_OK) return rc;
+    json_object_set_new(plan, "lo", lo);
+    json_t *shards = json_array();
+    json_array_append_new(shards, json_object());
+    json_object_set_new(plan, "shards", shards);
+    return FERRY_OK;
+}
+
+static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
+                    const struct ferry_schema *sc, const char *route_checkpoint,
+                    char **plan_json, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    *plan_json = NULL;
+    if (spec->mode == FERRY_READ_CDC)
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",
+                               WHAT ": table \"%s\": cdc is not supported yet", spec->table);
+    struct rel r;
+    int rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK) return rc;
+    json_t *plan = json_object();
+    if (plan == NULL) {
+        rel_free(&r);
+        return nomem(err);
+    }
+    bool incremental = spec->mode == FERRY_READ_INCREMENTAL;
+    json_object_set_new(plan, "mode", json_string(incremental ? "incremental" : "full"));
+    json_object_set_new(plan, "snapshot", json_null());
+    json_object_set_new(plan, "parallelism", json_integer(s->parallelism));
+    if (incremental)
+        rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
+    else
+        rc = plan_full(s, sc, &r, plan, err);
+    if (rc == FERRY_OK) {
+        *plan_json = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
+        if (*plan_json == NULL) rc = nomem(err);
+    }
+    json_decref(plan);
+    rel_free(&r);
+    /* jansson allocates with malloc; the caller frees with ferry_free: hand over a copy. */
+    if (rc == FERRY_OK) {
+        char *copy = ferry_strdup(*plan_json);
+        free(*plan_json);
+        *plan_json = copy;
+        if (copy == NULL) rc = nomem(err);
+    }
+    return rc;
+}
+
+/* ---- extract ------------------------------------------------------------------------- */
+
+struct reader {
+    struct src *s;
+    struct rel r;
+    const struct ferry_schema *sc;
+    struct ferry_pg_copy_col *cols; /* per schema field */
+    int *rel_col;                   /* per schema field: index into r.cols */
+    int ord[MAX_ORDER];
+    int n_ord;
+    struct ferry_buf sql;
+    struct ferry_buf tmp;
+    char what[400];
+};
+
+static void reader_free(struct reader *rd)
+{
+    ferry_free(rd->cols);
+    ferry_free(rd->rel_col);
+    ferry_buf_release(&rd->sql);
+    ferry_buf_release(&rd->tmp);
+    rel_free(&rd->r);
+}
+
+/* Binds schema fields to the relation's columns and chooses each one's wire form. */
+static int bind_columns(struct reader *rd, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = rd->sc;
+    rd->cols = ferry_calloc((size_t)sc->n_fields, sizeof *rd->cols);
+    rd->rel_col = ferry_calloc((size_t)sc->n_fields, sizeof *rd->rel_col);
+    if (rd->cols == NULL || rd->rel_col == NULL) return nomem(err);
+    for (int f = 0; f < sc->n_fields; f++) {
+        const struct ferry_field *fd = &sc->fields[f];
+        int c = col_index(&rd->r, fd->name);
+        if (c < 0)
+            return ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
+                                   WHAT ": table %s has no column \"%s\" any more", rd->r.from,
+                                   fd->name);
+        rd->rel_col[f] = c;
+        struct ferry_pg_copy_col *pc = &rd->cols[f];
+        pc->name = fd->name;
+        pc->type = fd->type;
+        pc->precision = fd->precision;
+        pc->scale = fd->scale;
+        enum ferry_type t;
+        int p, scale;
+        ferry__pg_map_type(rd->r.cols[c].oid, rd->r.cols[c].typmod, &t, &p, &scale);
+        if (t != fd->type || (t == FERRY_TYPE_DECIMAL128 && (p != fd->precision ||
+                                                             scale != fd->scale)))
+            return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
+                                   WHAT ": table %s: column \"%s\" changed type since the plan "
+                                   "(now %s, planned %s)",
+                                   rd->r.from, fd->name, ferry_type_name(t),
+                                   ferry_type_name(fd->type));
+        if (!ferry__pg_wire_of(rd->r.cols[c].oid, &pc->wire)) pc->wire = FERRY_PG_W_TEXT;
+    }
+    return FERRY_OK;
+}
+
+/* `(a, b) op (lit, lit)` over the order columns from `vals` (PostgreSQL text values). */
+static int tuple_cond(struct reader *rd, const char *op, json_t *vals, bool from_position,
+                      struct ferry_error *err)
+{
+    struct ferry_buf *sql = &rd->sql;
+    int rc = ferry_buf_printf(sql, "(");
+    for (int i = 0; i < rd->n_ord && rc == FERRY_OK; i++) {
+        if (i > 0) rc = ferry_buf_printf(sql, ", ");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[rd->ord[i]].name, err);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(sql, ") %s (", op);
+    for (int i = 0; i < rd->n_ord && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &rd->sc->fields[rd->ord[i]];
+        json_t *v = json_array_get(vals, (size_t)i);
+        if (i > 0) rc = ferry_buf_printf(sql, ", ");
+        if (rc != FERRY_OK) break;
+        if (from_position) {
+            if (position_text(v, f->type, &rd->tmp) != FERRY_OK)
+                return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                       WHAT ": table %s: the resume position's value for \"%s\" "
+                                       "does not fit its type %s",
+                                       rd->r.from, f->name, ferry_type_name(f->type));
+        } else {
+            if (!json_is_string(v))
+                return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                       WHAT ": table %s: malformed bound in the frozen plan",
+                                       rd->r.from);
+            ferry_buf_reset(&rd->tmp);
+            rc = ferry_buf_append(&rd->tmp, json_string_value(v), json_string_length(v));
+            if (rc != FERRY_OK) return nomem(err);
+        }
+        rc = append_literal(rd->s, sql, rd->tmp.data, rd->tmp.len,
+                            rd->r.cols[rd->rel_col[rd->ord[i]]].sql_type, err);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(sql, ")");
+    return rc;
+}
+
+static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume_key,
+                     bool *empty, struct ferry_error *err)
+{
+    struct ferry_buf *sql = &rd->sql;
+    *empty = false;
+    int rc = ferry_buf_printf(sql, "COPY (SELECT ");
+    for (int f = 0; f < rd->sc->n_fields && rc == FERRY_OK; f++) {
+        if (f > 0) rc = ferry_buf_printf(sql, ", ");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
+        /* Types without a native decoder arrive as their text output. */
+        enum ferry_pg_wire w;
+        if (rc == FERRY_OK && !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w))
+            rc = ferry_buf_printf(sql, "::pg_catalog.text AS _ferry_%d", f); /* ORDER BY stays on the column */
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(sql, " FROM %s", rd->r.from);
+    if (rc != FERRY_OK) return rc;
+    const char *mode = json_string_value(json_object_get(plan, "mode"));
+    const char *keyset = json_string_value(json_object_get(plan, "keyset"));
+    bool where = false;
+#define AND() (rc = ferry_buf_printf(sql, where ? " AND " : " WHERE "), where = true, rc)
+    if (mode && !strcmp(mode, "incremental")) {
+        json_t *lo = json_object_get(plan, "lo"), *hi = json_object_get(plan, "hi");
+        if (!json_is_array(hi)) {
+            *empty = true;
+            return FERRY_OK;
+        }
+        if (json_array_size(hi) != (size_t)rd->n_ord)
+            return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                   WHAT ": table %s: the frozen plan's bounds do not match the "
+                                   "cursor and key",
+                                   rd->r.from);
+        if (AND() == FERRY_OK) rc = tuple_cond(rd, "<=", hi, false, err);
+        if (rc == FERRY_OK && json_is_array(lo) && resume_key == NULL && AND() == FERRY_OK)
+            rc = tuple_cond(rd, ">", lo, false, err);
+        if (rc == FERRY_OK && resume_key != NULL && AND() == FERRY_OK)
+            rc = tuple_cond(rd, ">", resume_key, true, err);
+    } else if (keyset && !strcmp(keyset, "range")) {
+        json_t *lo = json_object_get(sh, "lo"), *hi = json_object_get(sh, "hi");
+        if (!json_is_integer(lo) || !json_is_integer(hi)) {
+            *empty = true; /* the table was empty at plan time */
+            return FERRY_OK;
+        }
+        const char *k = rd->sc->fields[rd->ord[0]].name;
+        json_int_t from = json_integer_value(lo);
+        bool after = false;
+        if (resume_key != NULL) {
+            json_t *v = json_array_get(resume_key, 0);
+            if (!json_is_integer(v))
+                return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                       WHAT ": table %s: the resume position's key is not an "
+                                       "integer",
+                                       rd->r.from);
+            from = json_integer_value(v);
+            after = true;
+        }
+        if (AND() == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
+        if (rc == FERRY_OK)
+            rc = ferry_buf_printf(sql, " %s %" PRId64 " AND ", after ? ">" : ">=", (int64_t)from);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
+        if (rc == FERRY_OK)
+            rc = ferry_buf_printf(sql, " <= %" PRId64, (int64_t)json_integer_value(hi));
+    } else if (keyset && !strcmp(keyset, "tuple")) {
+        if (resume_key != NULL && AND() == FERRY_OK)
+            rc = tuple_cond(rd, ">", resume_key, true, err);
+    }
+#undef AND
+    if (rc == FERRY_OK && rd->n_ord > 0) {
+        rc = ferry_buf_printf(sql, " ORDER BY ");
+        for (int i = 0; i < rd->n_ord && rc == FERRY_OK; i++) {
+            if (i > 0) rc = ferry_buf_printf(sql, ", ");
+            if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[rd->ord[i]].name, err);
+        }
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(sql, ") TO STDOUT (FORMAT binary)");
+    return rc;
+}
+
+/* After a failed or abandoned COPY: cancel it, drain what is left, end the transaction. */
+static void abandon(struct src *s, bool copying)
+{
+    if (copying) {
+        char buf[256];
+        PQcancel(s->cancel, buf, sizeof buf);
+        char *row;
+        int n;
+        while ((n = PQgetCopyData(s->c, &row, 0)) > 0)
+            PQfreemem(row);
+    }
+    PGresult *res;
+    while ((res = PQgetResult(s->c)) != NULL)
+        PQclear(res);
+    res = PQexec(s->c, "ROLLBACK");
+    PQclear(res);
+}
+
+static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct src *s = rd->s;
+    int rc = ferry__pg_exec(s->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                            FERRY_ESOURCE, WHAT ": begin", err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->peer);
+    PGresult *res = PQexec(s->c, rd->sql.data);
+    if (PQresultStatus(res) != PGRES_COPY_OUT) {
+        rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res, "%s", rd->what);
+        PQclear(res);
+        abandon(s, false);
+        return rc;
+    }
+    PQclear(res);
+    struct ferry_pg_copy d;
+    ferry__pg_copy_init(&d, rd->cols, rd->sc->n_fields, rd->what);
+    char *buf = NULL;
+    int n;
+    while ((n = PQgetCopyData(s->c, &buf, 0)) > 0) {
+        rc = ferry__pg_copy_feed(&d, (const uint8_t *)buf, (size_t)n, rw, err);
+        PQfreemem(buf);
+        if (rc != FERRY_OK) break;
+    }
+    if (rc != FERRY_OK) {
+        ferry__pg_copy_release(&d);
+        abandon(s, true);
+        return rc;
+    }
+    if (n == -2) {
+        rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, NULL, "%s", rd->what);
+    } else {
+        res = PQgetResult(s->c);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+            if (atomic_load(&s->canceled) && state && !strcmp(state, "57014"))
+                rc = ferry_error_set(err, FERRY_ECANCELED, "postgres", "%s: read canceled",
+                                     rd->what);
+            else
+                rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res, "%s", rd->what);
+        }
+        PQclear(res);
+        if (rc == FERRY_OK) rc = ferry__pg_copy_finish(&d, err);
+    }
+    ferry__pg_copy_release(&d);
+    if (rc != FERRY_OK) {
+        abandon(s, false);
+        return rc;
+    }
+    while ((res = PQgetResult(s->c)) != NULL)
+        PQclear(res);
+    return ferry__pg_exec(s->c, "COMMIT", FERRY_ESOURCE, rd->what, err);
+}
+
+static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
+                       const struct ferry_schema *sc, const char *plan_json, int shard,
+                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    json_t *resume_key = NULL;
+    if (resume != NULL) {
+        json_t *root = json_loads(resume, 0, NULL);
+        if (!json_is_object(root)) {
+            json_decref(root);
+            return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                   WHAT ": table \"%s\": the resume position is not a JSON "
+                                   "object",
+                                   spec->table);
+        }
+        bool done = json_is_true(json_object_get(root, "done"));
+        json_t *k = json_object_get(root, "key");
+        if (json_is_array(k)) resume_key = json_incref(k);
+        json_decref(root);
+        if (done) {
+            json_decref(resume_key);
+            return FERRY_OK;
+        }
+    }
+    json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
+    json_t *sh = json_array_get(json_object_get(plan, "shards"), (size_t)shard);
+    if (!json_is_object(sh) || shard < 0) {
+        json_decref(plan);
+        json_decref(resume_key);
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": table \"%s\": shard %d is not in the frozen plan",
+                               spec->table, shard);
+    }
+    struct reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.s = s;
+    rd.sc = sc;
+    ferry_buf_init(&rd.sql, 0);
+    ferry_buf_init(&rd.tmp, 0);
+    const char *mode = json_string_value(json_object_get(plan, "mode"));
+    bool incremental = mode != NULL && !strcmp(mode, "incremental");
+    int rc = resolve(s, spec->table, &rd.r, err);
+    if (rc == FERRY_OK) {
+        snprintf(rd.what, sizeof rd.what, WHAT ": %s: table %s, shard %d", s->peer, rd.r.from,
+                 shard);
+        rc = bind_columns(&rd, err);
+    }
+    if (rc == FERRY_OK) {
+        rd.n_ord = order_fields(spec, sc, incremental, rd.ord, MAX_ORDER);
+        /* A table without a key has no resume point: a resumed shard starts over. */
+        if (rd.n_ord == 0 && resume_key != NULL) {
+            json_decref(resume_key);
+            resume_key = NULL;
+        }
+        if (resume_key != NULL && (int)json_array_size(resume_key) != rd.n_ord)
+            rc = ferry_error_set(err, FERRY_EINVAL, "postgres",
+                                 "%s: the resume position has %zu values, the read needs %d",
+                                 rd.what, json_array_size(resume_key), rd.n_ord);
+    }
+    bool empty = false;
+    if (rc == FERRY_OK) {
+        rc = build_sql(&rd, plan, sh, resume_key, &empty, err);
+        if (rc == FERRY_ENOMEM) rc = nomem(err); /* a buffer append: err not set yet */
+    }
+    if (rc == FERRY_OK) {
+        ferry_rw_set_shard(rw, shard);
+        if (rd.n_ord > 0) ferry_rw_set_position_columns(rw, rd.n_ord, rd.ord);
+        if (!empty) {
+            ferry_log(FERRY_LOG_DEBUG, "%s: %s", rd.what, rd.sql.data);
+            rc = run_copy(&rd, rw, err);
+        }
+    }
+    reader_free(&rd);
+    json_decref(plan);
+    json_decref(resume_key);
+    return rc;
+}
+
+const struct ferry_source_vtable ferry__postgres_source = {
+    .abi = FERRY_CONNECTOR_ABI,
+    .name = "postgres",
+    .tuning_keys = source_tuning_keys,
+    .supports_incremental = true,
+    .supports_cdc = false,
+    .open = src_open,
+    .discover = src_discover,
+    .plan = src_plan,
+    .extract = src_extract,
+    .close = src_close,
+    .cancel = src_cancel,
+};

@@ -1,0 +1,379 @@
+/* tests/unit/test_pg_encode.c - the postgres sink's COPY binary encoder against byte strings
+ * worked out by hand from PostgreSQL's binary formats (no server needed). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "unit.h"
+#include "batch/builder.h"
+#include "connectors/postgres/pg_encode.h"
+#include "ferry/batch.h"
+#include "ferry/core.h"
+
+/* "0001 ffff" -> bytes appended to b (spaces ignored). */
+static void hex(struct ferry_buf *b, const char *s)
+{
+    while (*s) {
+        if (*s == ' ') {
+            s++;
+            continue;
+        }
+        unsigned v;
+        assert_int_equal(sscanf(s, "%2x", &v), 1);
+        uint8_t c = (uint8_t)v;
+        assert_int_equal(ferry_buf_append(b, &c, 1), FERRY_OK);
+        s += 2;
+    }
+}
+
+static void dump_diff(const struct ferry_buf *got, const struct ferry_buf *want)
+{
+    size_t n = got->len < want->len ? got->len : want->len, i = 0;
+    while (i < n && got->data[i] == want->data[i])
+        i++;
+    fprintf(stderr, "lengths %zu / %zu, first difference at byte %zu\n", got->len, want->len, i);
+    for (size_t k = i; k < i + 16 && k < got->len; k++)
+        fprintf(stderr, "%02x", (uint8_t)got->data[k]);
+    fprintf(stderr, " (got)\n");
+    for (size_t k = i; k < i + 16 && k < want->len; k++)
+        fprintf(stderr, "%02x", (uint8_t)want->data[k]);
+    fprintf(stderr, " (want)\n");
+}
+
+static void assert_bytes(const struct ferry_buf *got, const char *want_hex)
+{
+    struct ferry_buf want;
+    ferry_buf_init(&want, 0);
+    hex(&want, want_hex);
+    bool same = got->len == want.len && memcmp(got->data, want.data, want.len) == 0;
+    if (!same) dump_diff(got, &want);
+    ferry_buf_release(&want);
+    assert_true(same);
+}
+
+static void numeric_is(const char *text, const char *want_hex)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry__pg_numeric_from_text(&b, text, strlen(text));
+    if (rc != FERRY_OK) fprintf(stderr, "numeric \"%s\": code %d\n", text, rc);
+    assert_int_equal(rc, FERRY_OK);
+    if (b.len == 0) ferry_buf_append(&b, "", 0);
+    assert_bytes(&b, want_hex);
+    ferry_buf_release(&b);
+}
+
+static void numeric_refused(const char *text)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__pg_numeric_from_text(&b, text, strlen(text)), FERRY_EINVAL);
+    ferry_buf_release(&b);
+}
+
+/* ndigits, weight, sign, dscale, then base-10000 digits. */
+static void test_numeric(void **state)
+{
+    (void)state;
+    numeric_is("12.3400", "0002 0000 0000 0004 000c 0d48");          /* [12, 3400] */
+    numeric_is("-1234567.89", "0003 0001 4000 0002 007b 11d7 22c4"); /* [123, 4567, 8900] */
+    numeric_is("0.0001", "0001 ffff 0000 0004 0001");                /* weight -1 */
+    numeric_is("0.00", "0000 0000 0000 0002");                       /* zero keeps its scale */
+    numeric_is("-0", "0000 0000 0000 0000");                         /* no negative zero */
+    numeric_is("1e5", "0001 0001 0000 0000 000a");                   /* 10 * 10000^1 */
+    numeric_is("12300", "0002 0001 0000 0000 0001 08fc"); /* [1, 2300], trailing 0s cut */
+    numeric_is("1.5e-3", "0001 ffff 0000 0004 000f");     /* 0.0015 = 15 * 10000^-1 */
+    numeric_is("+7", "0001 0000 0000 0000 0007");
+    numeric_is("NaN", "0000 0000 c000 0000");
+    numeric_is("Infinity", "0000 0000 d000 0000");
+    numeric_is("-Infinity", "0000 0000 f000 0000");
+    /* 40 digits: 1234567890123456789012345678901234567890 = groups of 4 from the right. */
+    numeric_is("1234567890123456789012345678901234567890",
+               "000a 0009 0000 0000 04d2 162e 2334 0d80 1ed2 04d2 162e 2334 0d80 1ed2");
+    numeric_refused("");
+    numeric_refused("-");
+    numeric_refused("1.2.3");
+    numeric_refused("1e");
+    numeric_refused("abc");
+    numeric_refused("12 ");
+}
+
+static void test_wire_for(void **state)
+{
+    (void)state;
+    struct ferry_field f = {.name = "c", .type = FERRY_TYPE_INT32};
+    assert_int_equal(ferry__pg_wire_for(&f, 23, -1), FERRY_PG_WIRE_INT4);
+    assert_int_equal(ferry__pg_wire_for(&f, 20, -1), FERRY_PG_WIRE_INT8); /* widening */
+    assert_int_equal(ferry__pg_wire_for(&f, 21, -1), FERRY_PG_WIRE_NONE); /* narrowing */
+    assert_int_equal(ferry__pg_wire_for(&f, 25, -1), FERRY_PG_WIRE_NONE);
+    f.type = FERRY_TYPE_INT8;
+    assert_int_equal(ferry__pg_wire_for(&f, 21, -1), FERRY_PG_WIRE_INT2);
+    f.type = FERRY_TYPE_DECIMAL128;
+    f.precision = 12;
+    f.scale = 2;
+    int32_t n12_2 = ((12 << 16) | 2) + 4, n12_3 = ((12 << 16) | 3) + 4,
+            n11_2 = ((11 << 16) | 2) + 4;
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, n12_2), FERRY_PG_WIRE_NUMERIC);
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, -1), FERRY_PG_WIRE_NUMERIC);
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, n12_3), FERRY_PG_WIRE_NONE); /* 9 int digits */
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, n11_2), FERRY_PG_WIRE_NONE);
+    f.type = FERRY_TYPE_DECIMAL_TEXT;
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, -1), FERRY_PG_WIRE_NUMERIC);
+    assert_int_equal(ferry__pg_wire_for(&f, 1700, n12_2), FERRY_PG_WIRE_NONE);
+    f.type = FERRY_TYPE_JSON;
+    assert_int_equal(ferry__pg_wire_for(&f, 3802, -1), FERRY_PG_WIRE_JSONB);
+    assert_int_equal(ferry__pg_wire_for(&f, 114, -1), FERRY_PG_WIRE_TEXT);
+    f.type = FERRY_TYPE_UTF8;
+    assert_int_equal(ferry__pg_wire_for(&f, 1043, -1), FERRY_PG_WIRE_TEXT);
+    assert_int_equal(ferry__pg_wire_for(&f, 1043, 14), FERRY_PG_WIRE_NONE); /* varchar(10) */
+    f.type = FERRY_TYPE_TIMESTAMPTZ_US;
+    assert_int_equal(ferry__pg_wire_for(&f, 1184, -1), FERRY_PG_WIRE_TIMESTAMP);
+    assert_int_equal(ferry__pg_wire_for(&f, 1114, -1), FERRY_PG_WIRE_NONE);
+    assert_int_equal(ferry__pg_wire_for(&f, 1184, 3), FERRY_PG_WIRE_NONE); /* timestamptz(3) */
+    f.type = FERRY_TYPE_FLOAT32;
+    assert_int_equal(ferry__pg_wire_for(&f, 701, -1), FERRY_PG_WIRE_FLOAT8);
+}
+
+/* ---- whole rows -------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    enum ferry_type type;
+} cols[] = {
+    {"id", FERRY_TYPE_INT64},           {"flag", FERRY_TYPE_BOOL},
+    {"small", FERRY_TYPE_INT16},        {"f32", FERRY_TYPE_FLOAT32},
+    {"f64", FERRY_TYPE_FLOAT64},        {"price", FERRY_TYPE_DECIMAL128},
+    {"exact", FERRY_TYPE_DECIMAL_TEXT}, {"name", FERRY_TYPE_UTF8},
+    {"blob", FERRY_TYPE_BINARY},        {"day", FERRY_TYPE_DATE32},
+    {"clock", FERRY_TYPE_TIME64_US},    {"at", FERRY_TYPE_TIMESTAMPTZ_US},
+    {"uid", FERRY_TYPE_UUID},           {"doc", FERRY_TYPE_JSON},
+};
+#define NC ((int)(sizeof cols / sizeof cols[0]))
+
+static int take(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    (void)err;
+    struct ferry_batch **slot = ctx;
+    ferry_batch_unref(*slot);
+    *slot = b;
+    return FERRY_OK;
+}
+
+static struct ferry_batch *make_batch(void)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_non_null(s);
+    for (int c = 0; c < NC; c++)
+        assert_int_equal(ferry_schema_add_field(s, cols[c].name, cols[c].type, c > 0, NULL),
+                         FERRY_OK);
+    s->fields[5].precision = 12;
+    s->fields[5].scale = 2;
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *out = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, take, &out);
+    assert_non_null(rw);
+    struct ferry_error err;
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_int(rw, 1);
+    ferry_rw_bool(rw, true);
+    ferry_rw_int(rw, -2);
+    ferry_rw_float(rw, 1.5);
+    ferry_rw_float(rw, -0.25);
+    struct ferry_decimal128 d = {.lo = 12345, .hi = 0};
+    uint8_t dec[16];
+    for (int k = 0; k < 8; k++) {
+        dec[k] = (uint8_t)(d.lo >> (8 * k));
+        dec[8 + k] = 0;
+    }
+    ferry_rw_fixed(rw, dec, 16);
+    ferry_rw_text(rw, "-0.5", 4);
+    ferry_rw_text(rw, "\xc3\xa9", 2);
+    ferry_rw_text(rw, "\x00\xff", 2);
+    ferry_rw_int(rw, 10958);                    /* 2000-01-02 */
+    ferry_rw_int(rw, 1);                        /* 00:00:00.000001 */
+    ferry_rw_int(rw, INT64_C(946684800000001)); /* 2000-01-01 00:00:00.000001Z */
+    uint8_t uid[16];
+    for (int k = 0; k < 16; k++)
+        uid[k] = (uint8_t)k;
+    ferry_rw_fixed(rw, uid, 16);
+    ferry_rw_text(rw, "{\"a\":1}", 7);
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    /* Row 2: everything but the key NULL, and a delete. */
+    ferry_rw_begin(rw, FERRY_OP_DELETE);
+    ferry_rw_int(rw, 2);
+    for (int c = 1; c < NC; c++)
+        ferry_rw_null(rw);
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    /* Row 3: a timestamp just before the PostgreSQL epoch, an empty text. */
+    ferry_rw_begin(rw, FERRY_OP_UPDATE);
+    ferry_rw_int(rw, 3);
+    for (int c = 1; c < NC; c++) {
+        if (c == 7)
+            ferry_rw_text(rw, "", 0);
+        else if (c == 11)
+            ferry_rw_int(rw, INT64_C(946684799999999));
+        else
+            ferry_rw_null(rw);
+    }
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    ferry_schema_unref(s);
+    assert_non_null(out);
+    assert_int_equal(out->length, 3);
+    return out;
+}
+
+static const enum ferry_pg_wire wires[NC] = {
+    FERRY_PG_WIRE_INT8,   FERRY_PG_WIRE_BOOL,    FERRY_PG_WIRE_INT2,    FERRY_PG_WIRE_FLOAT4,
+    FERRY_PG_WIRE_FLOAT8, FERRY_PG_WIRE_NUMERIC, FERRY_PG_WIRE_NUMERIC, FERRY_PG_WIRE_TEXT,
+    FERRY_PG_WIRE_BYTEA,  FERRY_PG_WIRE_DATE,    FERRY_PG_WIRE_TIME,    FERRY_PG_WIRE_TIMESTAMP,
+    FERRY_PG_WIRE_UUID,   FERRY_PG_WIRE_JSONB,
+};
+
+#define NULLS13                                                                                    \
+    "ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff "                     \
+    "ffffffff ffffffff ffffffff ffffffff ffffffff"
+
+static const char *const expected =
+    /* header: signature, flags, extension length */
+    "5047434f50590aff0d0a00 00000000 00000000 "
+    /* row 1: 14 fields */
+    "000e "
+    "00000008 0000000000000001 "              /* id int8 */
+    "00000001 01 "                            /* bool */
+    "00000002 fffe "                          /* int2 -2 */
+    "00000004 3fc00000 "                      /* float4 1.5 */
+    "00000008 bfd0000000000000 "              /* float8 -0.25 */
+    "0000000c 0002 0000 0000 0002 007b 1194 " /* 123.45 = [123, 4500] */
+    "0000000a 0001 ffff 4000 0001 1388 "      /* -0.5 = -[5000] weight -1 */
+    "00000002 c3a9 "                          /* é */
+    "00000002 00ff "                          /* bytea */
+    "00000004 00000001 "                      /* 2000-01-02 */
+    "00000008 0000000000000001 "              /* time 1 us */
+    "00000008 0000000000000001 "              /* 2000-01-01 + 1 us */
+    "00000010 000102030405060708090a0b0c0d0e0f "
+    "00000008 01 7b2261223a317d " /* jsonb: version 1 + text */
+    /* row 2 */
+    "000e 00000008 0000000000000002 " NULLS13 " "
+    /* row 3: 6 nulls, empty text, 3 nulls, timestamp -1 us, 2 nulls */
+    "000e 00000008 0000000000000003 "
+    "ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff 00000000 ffffffff ffffffff ffffffff "
+    "00000008 ffffffffffffffff ffffffff ffffffff "
+    /* trailer */
+    "ffff";
+
+static void encode_all(const struct ferry_batch *b, const struct ferry_pg_wire_col *wc, int n,
+                       size_t flush_at, struct ferry_buf *out)
+{
+    struct ferry_error err;
+    struct ferry_buf chunk;
+    ferry_buf_init(&chunk, 0);
+    assert_int_equal(ferry__pg_copy_header(&chunk), FERRY_OK);
+    int64_t row = 0;
+    int chunks = 0;
+    while (row < b->length) {
+        assert_int_equal(ferry__pg_copy_rows(&chunk, b, wc, n, &row, flush_at, &err), FERRY_OK);
+        ferry_buf_append(out, chunk.data, chunk.len);
+        ferry_buf_reset(&chunk);
+        chunks++;
+    }
+    assert_int_equal(ferry__pg_copy_trailer(&chunk), FERRY_OK);
+    ferry_buf_append(out, chunk.data, chunk.len);
+    ferry_buf_release(&chunk);
+    if (flush_at == 1) assert_int_equal(chunks, b->length); /* one row per chunk */
+}
+
+static void test_rows(void **state)
+{
+    (void)state;
+    struct ferry_batch *b = make_batch();
+    struct ferry_pg_wire_col wc[NC];
+    for (int c = 0; c < NC; c++)
+        wc[c] = (struct ferry_pg_wire_col){c, wires[c]};
+    struct ferry_buf out;
+    ferry_buf_init(&out, 0);
+    encode_all(b, wc, NC, SIZE_MAX, &out);
+    assert_bytes(&out, expected);
+    /* Sent in one-row chunks, the stream is the same bytes. */
+    ferry_buf_reset(&out);
+    encode_all(b, wc, NC, 1, &out);
+    assert_bytes(&out, expected);
+    ferry_buf_release(&out);
+    ferry_batch_unref(b);
+}
+
+/* The staging columns: key, row number, operation; json into a json column is plain text. */
+static void test_staging_columns(void **state)
+{
+    (void)state;
+    struct ferry_batch *b = make_batch();
+    struct ferry_batch *s = ferry_batch_slice(b, 1, 2); /* rows 2 and 3 */
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_INT8},
+                                     {13, FERRY_PG_WIRE_TEXT},
+                                     {FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8},
+                                     {FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2}};
+    struct ferry_buf out;
+    ferry_buf_init(&out, 0);
+    encode_all(s, wc, 4, SIZE_MAX, &out);
+    assert_bytes(&out, "5047434f50590aff0d0a00 00000000 00000000 "
+                       "0004 00000008 0000000000000002 ffffffff 00000008 0000000000000000 "
+                       "00000002 0002 "
+                       "0004 00000008 0000000000000003 ffffffff 00000008 0000000000000001 "
+                       "00000002 0001 ffff");
+    /* json as text: no version byte. */
+    struct ferry_pg_wire_col doc[] = {{13, FERRY_PG_WIRE_TEXT}};
+    ferry_buf_reset(&out);
+    int64_t row = 0;
+    struct ferry_batch *first = ferry_batch_slice(b, 0, 1);
+    struct ferry_error err;
+    assert_int_equal(ferry__pg_copy_rows(&out, first, doc, 1, &row, SIZE_MAX, &err), FERRY_OK);
+    assert_bytes(&out, "0001 00000007 7b2261223a317d");
+    ferry_buf_release(&out);
+    ferry_batch_unref(first);
+    ferry_batch_unref(s);
+    ferry_batch_unref(b);
+}
+
+/* A decimal text that is not a number is refused naming the column and the row. */
+static void test_bad_value(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "big", FERRY_TYPE_DECIMAL_TEXT, true, NULL),
+                     FERRY_OK);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *b = NULL;
+    struct ferry_rw_limits lim = {.rows = 10, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, take, &b);
+    struct ferry_error err;
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_text(rw, "12", 2);
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_text(rw, "12abc", 5);
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC}};
+    struct ferry_buf out;
+    ferry_buf_init(&out, 0);
+    int64_t row = 0;
+    assert_int_equal(ferry__pg_copy_rows(&out, b, wc, 1, &row, SIZE_MAX, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "column \"big\""));
+    assert_non_null(strstr(err.message, "row 1"));
+    ferry_buf_release(&out);
+    ferry_batch_unref(b);
+    ferry_schema_unref(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_numeric),   cmocka_unit_test(test_wire_for),
+        cmocka_unit_test(test_rows),      cmocka_unit_test(test_staging_columns),
+        cmocka_unit_test(test_bad_value),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

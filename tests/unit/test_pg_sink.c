@@ -1,0 +1,264 @@
+/* tests/unit/test_pg_sink.c - the postgres sink's vtable against a real PostgreSQL: merge
+ * with deletes and repeated keys inside one batch (no source emits deletes yet), the
+ * transactional checkpoint, encoded CRCs, digest mismatch, policy refusals.
+ *
+ * Needs a server: without FERRY_PG_URL the program runs itself again under
+ * tests/pg/pg.sh (which starts a throw-away PostgreSQL and stops it afterwards). If the
+ * server cannot start the test fails; it never skips. */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "unit.h"
+#include "batch/builder.h"
+#include "ferry/config.h"
+#include "ferry/connector.h"
+#include "ferry/digest.h"
+
+static const struct ferry_sink_vtable *vt;
+static PGconn *db;
+
+static char *one(const char *sql)
+{
+    PGresult *r = PQexec(db, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) fprintf(stderr, "%s: %s", sql, PQerrorMessage(db));
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    return v;
+}
+
+static void expect_sql(const char *sql, const char *want)
+{
+    char *got = one(sql);
+    if (strcmp(got, want) != 0) fprintf(stderr, "%s\n  got  %s\n  want %s\n", sql, got, want);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static int take(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    (void)err;
+    struct ferry_batch **slot = ctx;
+    ferry_batch_unref(*slot);
+    *slot = b;
+    return FERRY_OK;
+}
+
+static struct ferry_schema *schema(void)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "v", FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    return s;
+}
+
+struct row {
+    enum ferry_op op;
+    int64_t id;
+    const char *v;
+};
+
+static struct ferry_batch *batch(struct ferry_schema *s, const struct row *rows, int n,
+                                 const char *position)
+{
+    struct ferry_batch *out = NULL;
+    struct ferry_rw_limits lim = {.rows = 1000, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "items", lim, take, &out);
+    struct ferry_error err;
+    for (int i = 0; i < n; i++) {
+        ferry_rw_begin(rw, rows[i].op);
+        ferry_rw_int(rw, rows[i].id);
+        if (rows[i].v)
+            ferry_rw_text(rw, rows[i].v, strlen(rows[i].v));
+        else
+            ferry_rw_null(rw);
+        assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    assert_non_null(out);
+    if (position) assert_int_equal(ferry_batch_set_position(out, position), FERRY_OK);
+    out->digest = ferry_batch_digest(out);
+    return out;
+}
+
+static void *open_sink(const char *schema_name, const char *extra)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml, "url: env:FERRY_PG_URL\nschema: %s\n%s", schema_name, extra);
+    struct ferry_cfg *cfg;
+    struct ferry_error err;
+    assert_int_equal(ferry_cfg_parse_string(yaml, strlen(yaml), "test", &cfg, &err), FERRY_OK);
+    void *ctx = NULL;
+    int rc = vt->open(cfg, &ctx, &err);
+    if (rc != FERRY_OK) fprintf(stderr, "open: %s\n", err.message);
+    assert_int_equal(rc, FERRY_OK);
+    assert_int_equal(ferry_cfg_check_unused(cfg, &err), FERRY_OK);
+    ferry_cfg_free(cfg);
+    return ctx;
+}
+
+static void apply_ok(void *ctx, const struct ferry_target *t, struct ferry_batch *b)
+{
+    struct ferry_receipt rc;
+    memset(&rc, 0, sizeof rc);
+    struct ferry_error err;
+    int code = vt->apply(ctx, t, b, &rc, &err);
+    if (code != FERRY_OK) fprintf(stderr, "apply: %s\n", err.message);
+    assert_int_equal(code, FERRY_OK);
+    assert_int_equal(rc.write_crc, b->digest);
+    assert_true(rc.has_encoded_crc);
+    if (b->length > 0) assert_int_not_equal(rc.encoded_crc, 0);
+    assert_int_equal(rc.rows, b->length);
+}
+
+/* Merge applies a batch as if its rows ran in order: the last operation of each key wins. */
+static void test_merge_deletes(void **state)
+{
+    (void)state;
+    for (int at_commit = 0; at_commit < 2; at_commit++) {
+        const char *sch = at_commit ? "merge_c" : "merge_p";
+        void *ctx = open_sink(sch, at_commit ? "durability: at_commit\n" : "");
+        struct ferry_sink_caps caps;
+        vt->capabilities(ctx, FERRY_WRITE_MERGE, &caps);
+        assert_true(caps.encoded_integrity && caps.transactional_checkpoint && caps.deletes);
+        assert_int_equal(caps.durability,
+                         at_commit ? FERRY_DURABLE_AT_COMMIT : FERRY_DURABLE_PER_APPLY);
+        struct ferry_schema *s = schema();
+        struct ferry_target t = {.index = 0,
+                                 .resource = "items",
+                                 .table = "items",
+                                 .schema = s,
+                                 .mode = FERRY_WRITE_MERGE};
+        struct ferry_session_info run = {.pipeline = "merge-test", .run_id = 7};
+        struct ferry_error err;
+        assert_int_equal(vt->prepare(ctx, &t, &err), FERRY_OK);
+        assert_int_equal(vt->begin(ctx, &run, &err), FERRY_OK);
+        const struct row r1[] = {
+            {FERRY_OP_INSERT, 1, "a"}, {FERRY_OP_INSERT, 2, "b"}, {FERRY_OP_INSERT, 3, "c"}};
+        struct ferry_batch *b1 = batch(s, r1, 3, "{\"shard\":0,\"key\":[3]}");
+        apply_ok(ctx, &t, b1);
+        const struct row r2[] = {{FERRY_OP_UPDATE, 2, "b2"},    {FERRY_OP_DELETE, 3, NULL},
+                                 {FERRY_OP_INSERT, 4, "d"},     {FERRY_OP_INSERT, 5, "e"},
+                                 {FERRY_OP_DELETE, 5, NULL},    {FERRY_OP_DELETE, 1, NULL},
+                                 {FERRY_OP_INSERT, 1, "again"}, {FERRY_OP_DELETE, 99, NULL}};
+        struct ferry_batch *b2 = batch(s, r2, 8, "{\"shard\":0,\"key\":[99]}");
+        apply_ok(ctx, &t, b2);
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT coalesce(string_agg(id || ':' || v, ',' ORDER BY id), '') FROM %s.items",
+                 sch);
+        /* at_commit: nothing visible from another connection before commit. */
+        expect_sql(sql, at_commit ? "" : "1:again,2:b2,4:d");
+        assert_int_equal(vt->commit(ctx, &err), FERRY_OK);
+        expect_sql(sql, "1:again,2:b2,4:d");
+        expect_sql("SELECT position || ' ' || run_id FROM _ferry.checkpoints WHERE pipeline = "
+                   "'merge-test' AND resource = 'items' AND shard = 0",
+                   "{\"shard\":0,\"key\":[99]} 7");
+        struct ferry_sink_checkpoint *cps = NULL;
+        int n = 0;
+        assert_int_equal(vt->checkpoints(ctx, "merge-test", &cps, &n, &err), FERRY_OK);
+        assert_int_equal(n, 1);
+        assert_string_equal(cps[0].resource, "items");
+        assert_int_equal(cps[0].run_id, 7);
+        ferry_sink_checkpoints_free(cps, n);
+        ferry_batch_unref(b1);
+        ferry_batch_unref(b2);
+        ferry_schema_unref(s);
+        vt->close(ctx);
+        PQclear(PQexec(db, "DELETE FROM _ferry.checkpoints WHERE pipeline = 'merge-test'"));
+    }
+}
+
+/* A batch whose digest differs is not written (nor its checkpoint); the receipt says so. */
+static void test_digest_mismatch(void **state)
+{
+    (void)state;
+    void *ctx = open_sink("mismatch", "");
+    struct ferry_schema *s = schema();
+    struct ferry_target t = {
+        .index = 0, .resource = "items", .table = "items", .schema = s, .mode = FERRY_WRITE_APPEND};
+    struct ferry_session_info run = {.pipeline = "mm", .run_id = 1};
+    struct ferry_error err;
+    assert_int_equal(vt->prepare(ctx, &t, &err), FERRY_OK);
+    assert_int_equal(vt->begin(ctx, &run, &err), FERRY_OK);
+    const struct row r[] = {{FERRY_OP_INSERT, 1, "a"}};
+    struct ferry_batch *b = batch(s, r, 1, "{\"shard\":0,\"key\":[1]}");
+    b->digest ^= 1;
+    struct ferry_receipt rc;
+    memset(&rc, 0, sizeof rc);
+    assert_int_equal(vt->apply(ctx, &t, b, &rc, &err), FERRY_OK);
+    assert_int_not_equal(rc.write_crc, b->digest);
+    assert_int_equal(vt->commit(ctx, &err), FERRY_OK);
+    expect_sql("SELECT count(*) FROM mismatch.items", "0");
+    expect_sql("SELECT count(*) FROM _ferry.checkpoints WHERE pipeline = 'mm'", "0");
+    ferry_batch_unref(b);
+    ferry_schema_unref(s);
+    vt->close(ctx);
+}
+
+/* upsert/merge without a key, and into a table keyed differently, are refused by name. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    void *ctx = open_sink("refuse", "");
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_target t = {
+        .index = 0, .resource = "nokey", .table = "nokey", .schema = s, .mode = FERRY_WRITE_UPSERT};
+    struct ferry_error err;
+    assert_int_equal(vt->prepare(ctx, &t, &err), FERRY_EPOLICY);
+    assert_non_null(strstr(err.message, "nokey"));
+    ferry_schema_unref(s);
+    vt->close(ctx);
+
+    PGresult *r = PQexec(
+        db, "CREATE SCHEMA refuse; CREATE TABLE refuse.items (id bigint, v text PRIMARY KEY)");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    ctx = open_sink("refuse", "");
+    s = schema();
+    struct ferry_target t2 = {
+        .index = 0, .resource = "items", .table = "items", .schema = s, .mode = FERRY_WRITE_UPSERT};
+    assert_int_equal(vt->prepare(ctx, &t2, &err), FERRY_ESINK);
+    assert_non_null(strstr(err.message, "primary key"));
+    assert_non_null(strstr(err.message, "\"refuse\".\"items\""));
+    ferry_schema_unref(s);
+    vt->close(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (getenv("FERRY_PG_URL") == NULL) {
+        char pg_sh[4096];
+        snprintf(pg_sh, sizeof pg_sh, "%s", __FILE__);
+        char *slash = strrchr(pg_sh, '/');
+        if (slash) *slash = '\0';
+        strncat(pg_sh, "/../pg/pg.sh", sizeof pg_sh - strlen(pg_sh) - 1);
+        execl("/bin/bash", "bash", "-c", ". \"$1\" && pg_start && \"$2\"", "test_pg_sink", pg_sh,
+              argv[0], (char *)NULL);
+        perror("exec bash");
+        return 1;
+    }
+    vt = ferry_sink_find("postgres");
+    if (vt == NULL) return 1;
+    db = PQconnectdb(getenv("FERRY_PG_URL"));
+    if (PQstatus(db) != CONNECTION_OK) {
+        fprintf(stderr, "test_pg_sink: cannot connect: %s", PQerrorMessage(db));
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_deletes),
+        cmocka_unit_test(test_digest_mismatch),
+        cmocka_unit_test(test_refusals),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    PQfinish(db);
+    return rc;
+}

@@ -281,6 +281,18 @@ static struct ferry_sink_checkpoint *sink_checkpoint(struct ferry_sink_checkpoin
     return NULL;
 }
 
+/* Whether run_id ran this pipeline version: a destination checkpoint written by another
+ * version (another cursor, another mode) has another shape and must not be used. */
+static bool run_has_version(struct ferry_store *st, int64_t run_id, const char *version)
+{
+    struct ferry_run_info info;
+    memset(&info, 0, sizeof info);
+    bool same = ferry_store_run_get(st, run_id, &info, NULL) == FERRY_OK &&
+                strcmp(info.version, version) == 0;
+    ferry_run_info_clear(&info);
+    return same;
+}
+
 static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
                          int n_scp, struct ferry_error *err)
 {
@@ -305,7 +317,8 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
                 }
             ferry_checkpoints_free(cps, n);
             struct ferry_sink_checkpoint *s = sink_checkpoint(scp, n_scp, res, 0);
-            if (s && s->run_id > route_run && s->position && strstr(s->position, "\"key\"")) {
+            if (s && s->run_id > route_run && s->position && strstr(s->position, "\"key\"") &&
+                run_has_version(r->st, s->run_id, p->version)) {
                 ferry_free(lower);
                 lower = ferry_strdup(s->position);
                 if (r->o->out && !r->o->quiet)

@@ -90,3 +90,14 @@ expect_exit 0 ferry run t.yaml --json
 [ "$(moved)" = 500 ] || fail "ties: the 500 late rows exactly: $OUT"
 [ "$(q ties.db 'SELECT count(*), count(DISTINCT id) FROM items')" = "10500|10500" ] || fail "ties: no row skipped or doubled"
 pass "cursor ties across batch boundaries: none skipped, none doubled"
+
+# The destination ahead of the state store: an incremental append run crashes after some
+# batches committed (with their checkpoint) in the destination; a --fresh run then starts
+# after the destination's own checkpoint, so the append log holds every row exactly once.
+mk x.yaml 5000 0 append ahead.db
+FERRY_FAILPOINTS=after_sink_apply=crash@3 expect_exit 137 ferry run x.yaml
+[ "$(q ahead.db 'SELECT count(*) FROM orders')" = 2100 ] || fail "three batches of 700 before the crash"
+expect_exit 0 ferry run x.yaml --fresh --json
+[ "$(moved)" = 2900 ] || fail "the fresh run continues after the destination's checkpoint: $OUT"
+[ "$(q ahead.db 'SELECT count(*), count(DISTINCT id) FROM orders')" = "5000|5000" ] || fail "append log exact"
+pass "destination ahead of the store: continued after its checkpoint, no duplicate"

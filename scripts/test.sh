@@ -13,6 +13,10 @@ cmake --build --preset dev -j"$jobs"
 echo "== tests (dev)"
 ctest --preset dev -j"$jobs"
 
+echo "== build (release: the demo's build must stay warning-free too)"
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$jobs"
+
 echo "== build (asan + ubsan)"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs"

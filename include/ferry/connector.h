@@ -59,7 +59,9 @@ struct ferry_source_vtable {
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are
-     * reported by the caller afterwards. */
+     * reported by the caller afterwards. With `parallelism: N` the runner opens N-1 more
+     * instances on the same section, one per extra reader thread: extract must depend on
+     * its arguments only (not on state discover or plan left in the instance). */
     int (*open)(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err);
     /* Columns, types, nullability, key of one resource (honouring spec->columns and
      * spec->key). A missing table is FERRY_ENOTFOUND naming it. */
@@ -83,6 +85,18 @@ struct ferry_source_vtable {
 
     /* optional */
     void (*cancel)(void *ctx); /* any thread: interrupt a blocking call */
+
+    /* optional, together: one consistent view shared by several instances. Appended to
+     * ABI 1 (a vtable that leaves them NULL reads as before). The runner, after planning
+     * and before the first extract of an attempt, calls snapshot() on the instance that
+     * planned and use_snapshot() with the id on every instance that will extract (that one
+     * included); every extract of those instances in this attempt, across shards and
+     * resources, then reads as of that one moment. The exported snapshot stays valid while
+     * the exporting instance is open (until close). *snapshot_id is freed by the caller
+     * with ferry_free. A later attempt exports a new one: consistency holds within an
+     * attempt; resumed shards continue from their durable positions. */
+    int (*snapshot)(void *ctx, char **snapshot_id, struct ferry_error *err);
+    int (*use_snapshot)(void *ctx, const char *snapshot_id, struct ferry_error *err);
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */

@@ -1,13 +1,15 @@
-/* pipeline/flow.c - the journey of one resource's rows: source thread -> row writer ->
- * ready queue -> (transform thread -> write queue) -> writer (this thread) -> sink.
+/* pipeline/flow.c - the journey of one resource's rows: reader threads -> a row writer
+ * each -> ready queue -> (transform thread -> write queue) -> writer (this thread) -> sink.
  *
- * Owns: the threads and queues of one resource. Calls: the source's extract, the row
+ * Owns: the threads, row writers and queues of one resource (not the source instances:
+ * the runner opens and closes them). Calls: the source's extract and cancel, the row
  * writer (batch/builder.h), transforms, the digest, the sink's apply, the bus. Called by
  * the runner once per resource of a run, inside an open sink session. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 #include "batch/builder.h"
 #include "bus/bus.h"
 #include "ferry/core.h"
@@ -17,11 +19,36 @@
 #include "pipeline/flow.h"
 #include "pipeline/queue.h"
 
+struct flow_run;
+
+/* One reader thread: its source instance, its row writer, its outcome. */
+struct reader {
+    struct flow_run *fr;
+    int index;
+    void *ctx;
+    struct ferry_row_writer *rw;
+    atomic_int tick; /* the flow's tick fanned out (several readers) */
+    int rc;
+    struct ferry_error err;
+    pthread_t thread;
+    bool started;
+};
+
 struct flow_run {
     struct ferry_flow *f;
     struct ferry_queue *ready;
     struct ferry_queue *write; /* == ready when there is no transform stage */
-    struct ferry_row_writer *rw;
+    struct reader *readers;
+    int n_readers;
+    atomic_int next_shard; /* the next shard a reader takes */
+    atomic_int running;    /* readers that have not finished (the last closes ready) */
+    atomic_ullong seq;     /* the last batch seq handed out */
+    pthread_mutex_t emit_lock; /* seq + push together: seq increases in queue order */
+    pthread_mutex_t err_lock;
+    int first_rc; /* the first reader error (not pause/cancel): it wins */
+    struct ferry_error first_err;
+    atomic_bool reader_stopped; /* a reader error set *stop: not the caller's cancel */
+    atomic_int ticker_stop;
     int src_rc;
     struct ferry_error src_err;
     int tr_rc;
@@ -49,15 +76,21 @@ static void publish(struct ferry_flow *f, const char *type, const char *payload)
                   e.message);
 }
 
-/* Row writer -> ready queue. Runs on the source thread; blocks while the queue is full. */
+/* Row writer -> ready queue. Runs on a reader thread; blocks while the queue is full. The
+ * seq the row writer stamped counts that writer's batches only: the flow's replaces it, and
+ * is handed out under the same lock as the push so the writer pops increasing seqs. */
 static int emit_batch(void *ctx, struct ferry_batch *b, struct ferry_error *err)
 {
-    struct flow_run *fr = ctx;
+    struct reader *rd = ctx;
+    struct flow_run *fr = rd->fr;
     struct ferry_flow *f = fr->f;
-    uint64_t seq = b->seq;
     int64_t rows = b->length;
     size_t bytes = b->bytes;
+    pthread_mutex_lock(&fr->emit_lock);
+    uint64_t seq = (uint64_t)atomic_fetch_add(&fr->seq, 1) + 1;
+    b->seq = seq;
     int rc = ferry_queue_push(fr->ready, b);
+    pthread_mutex_unlock(&fr->emit_lock);
     if (rc != FERRY_OK) {
         ferry_batch_unref(b);
         return ferry_error_set(err, rc, "pipeline", "resource %s: pipeline stopped",
@@ -71,32 +104,102 @@ static int emit_batch(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     return FERRY_OK;
 }
 
-static void *source_main(void *arg)
+static void cancel_readers(struct flow_run *fr, const struct reader *except)
 {
-    struct flow_run *fr = arg;
+    if (fr->f->src_vt->cancel == NULL) return;
+    for (int i = 0; i < fr->n_readers; i++)
+        if (&fr->readers[i] != except) fr->f->src_vt->cancel(fr->readers[i].ctx);
+}
+
+/* A reader failed: the first failure is the flow's error; the other readers stop at their
+ * next row (through *stop) or in their blocking call (cancel). Batches already queued are
+ * still written: their positions are valid. */
+static void reader_failed(struct flow_run *fr, struct reader *rd)
+{
+    struct ferry_flow *f = fr->f;
+    pthread_mutex_lock(&fr->err_lock);
+    bool first = fr->first_rc == FERRY_OK;
+    if (first) {
+        fr->first_rc = rd->rc;
+        fr->first_err = rd->err;
+    }
+    pthread_mutex_unlock(&fr->err_lock);
+    if (!first || fr->n_readers < 2) return;
+    /* Flag first: the writer must never see this stop without knowing it is ours. */
+    atomic_store(&fr->reader_stopped, true);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(f->stop, &expected, FERRY_ECANCELED))
+        atomic_store(&fr->reader_stopped, false); /* the caller stopped the run already */
+    cancel_readers(fr, rd);
+}
+
+/* The last reader out decides how the input ended and closes the ready queue: the first
+ * error, else cancel, else pause (the writer drains what is queued), else the end. */
+static void reader_leave(struct flow_run *fr)
+{
+    if (atomic_fetch_sub(&fr->running, 1) != 1) return;
+    int rc = fr->first_rc;
+    if (rc != FERRY_OK) {
+        fr->src_err = fr->first_err;
+    } else {
+        for (int i = 0; i < fr->n_readers; i++)
+            if (fr->readers[i].rc == FERRY_ECANCELED) rc = FERRY_ECANCELED;
+        for (int i = 0; i < fr->n_readers && rc == FERRY_OK; i++)
+            if (fr->readers[i].rc == FERRY_EPAUSED) rc = FERRY_EPAUSED;
+    }
+    fr->src_rc = rc;
+    ferry_queue_close(fr->ready, rc == FERRY_EPAUSED ? FERRY_OK : rc);
+}
+
+static void *reader_main(void *arg)
+{
+    struct reader *rd = arg;
+    struct flow_run *fr = rd->fr;
     struct ferry_flow *f = fr->f;
     int rc = FERRY_OK;
-    for (int shard = 0; shard < f->n_shards && rc == FERRY_OK; shard++) {
+    while (rc == FERRY_OK) {
+        int shard = atomic_fetch_add(&fr->next_shard, 1);
+        if (shard >= f->n_shards) break;
         const char *resume = f->resume ? f->resume[shard] : NULL;
         if (position_done(resume)) continue;
-        ferry_rw_set_shard(fr->rw, shard);
-        rc = f->src_vt->extract(f->src_ctx, f->spec, f->schema, f->plan_json, shard, resume, fr->rw,
-                                &fr->src_err);
-        if (rc == FERRY_OK) rc = ferry_rw_flush(fr->rw, true, &fr->src_err);
+        /* Asked to stop between shards: do not start another one. */
+        int stop = atomic_load(f->stop);
+        if (stop != 0) {
+            rc = stop;
+            break;
+        }
+        ferry_rw_set_shard(rd->rw, shard);
+        rc = f->src_vt->extract(rd->ctx, f->spec, f->schema, f->plan_json, shard, resume, rd->rw,
+                                &rd->err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(rd->rw, true, &rd->err);
     }
     if (rc == FERRY_EPAUSED) {
         /* The rows accepted so far are part of what the pause drains. */
         struct ferry_error e;
-        int frc = ferry_rw_flush(fr->rw, false, &e);
+        int frc = ferry_rw_flush(rd->rw, false, &e);
         if (frc != FERRY_OK && frc != FERRY_EPAUSED) {
             rc = frc;
-            fr->src_err = e;
+            rd->err = e;
         }
     }
-    fr->src_rc = rc;
-    atomic_fetch_add(&f->rows_read, ferry__rw_rows(fr->rw));
-    /* End of input (or pause): the writer drains what is queued. Errors: abort. */
-    ferry_queue_close(fr->ready, rc == FERRY_EPAUSED ? FERRY_OK : rc);
+    rd->rc = rc;
+    atomic_fetch_add(&f->rows_read, ferry__rw_rows(rd->rw));
+    if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) reader_failed(fr, rd);
+    reader_leave(fr);
+    return NULL;
+}
+
+/* Several readers: the runner's timer sets f->tick once; each reader's row writer needs
+ * its own copy (a writer clears the flag it closes a batch on). */
+static void *ticker_main(void *arg)
+{
+    struct flow_run *fr = arg;
+    while (!atomic_load(&fr->ticker_stop)) {
+        usleep(5000);
+        if (atomic_exchange(&fr->f->tick, 0))
+            for (int i = 0; i < fr->n_readers; i++)
+                atomic_store(&fr->readers[i].tick, 1);
+    }
     return NULL;
 }
 
@@ -223,32 +326,81 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
     return FERRY_OK;
 }
 
+static void flow_free(struct flow_run *fr)
+{
+    for (int i = 0; fr->readers && i < fr->n_readers; i++)
+        ferry__rw_free(fr->readers[i].rw);
+    ferry_free(fr->readers);
+    if (fr->write != fr->ready) ferry_queue_free(fr->write);
+    ferry_queue_free(fr->ready);
+    pthread_mutex_destroy(&fr->emit_lock);
+    pthread_mutex_destroy(&fr->err_lock);
+}
+
+/* Readers worth starting: at most n_readers, at most one per shard left to read. */
+static int readers_wanted(const struct ferry_flow *f)
+{
+    int want = f->readers != NULL && f->n_readers > 1 ? f->n_readers : 1;
+    int left = 0;
+    for (int s = 0; s < f->n_shards; s++)
+        if (!position_done(f->resume ? f->resume[s] : NULL)) left++;
+    if (want > left) want = left;
+    return want < 1 ? 1 : want;
+}
+
 int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
 {
     struct flow_run fr;
     memset(&fr, 0, sizeof fr);
     fr.f = f;
+    pthread_mutex_init(&fr.emit_lock, NULL);
+    pthread_mutex_init(&fr.err_lock, NULL);
     int qcap = (int)f->opts.queue;
     fr.ready = ferry_queue_new(qcap);
     fr.write = f->chain ? ferry_queue_new(qcap) : fr.ready;
+    fr.n_readers = readers_wanted(f);
+    fr.readers = ferry_calloc((size_t)fr.n_readers, sizeof *fr.readers);
+    bool ok = fr.ready != NULL && fr.write != NULL && fr.readers != NULL;
     struct ferry_rw_limits lim = {.rows = f->opts.rows, .bytes = f->opts.bytes};
-    fr.rw = ferry__rw_new(f->schema, f->spec->table, lim, emit_batch, &fr);
-    if (fr.ready == NULL || fr.write == NULL || fr.rw == NULL) {
-        ferry__rw_free(fr.rw);
-        if (fr.write != fr.ready) ferry_queue_free(fr.write);
-        ferry_queue_free(fr.ready);
+    for (int i = 0; ok && i < fr.n_readers; i++) {
+        struct reader *rd = &fr.readers[i];
+        rd->fr = &fr;
+        rd->index = i;
+        rd->ctx = f->readers != NULL && fr.n_readers > 1 ? f->readers[i] : f->src_ctx;
+        rd->rw = ferry__rw_new(f->schema, f->spec->table, lim, emit_batch, rd);
+        ok = rd->rw != NULL;
+        /* One reader keeps the runner's tick itself; several get theirs from the ticker. */
+        if (ok) ferry__rw_set_signals(rd->rw, fr.n_readers > 1 ? &rd->tick : &f->tick, f->stop);
+    }
+    if (!ok) {
+        flow_free(&fr);
         return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
     }
-    ferry__rw_set_signals(fr.rw, &f->tick, f->stop);
 
-    pthread_t src_thread, tr_thread;
-    bool tr_started = false;
-    if (pthread_create(&src_thread, NULL, source_main, &fr) != 0) {
-        ferry__rw_free(fr.rw);
-        if (fr.write != fr.ready) ferry_queue_free(fr.write);
-        ferry_queue_free(fr.ready);
-        return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "cannot start the source thread");
+    atomic_store(&fr.running, fr.n_readers);
+    for (int i = 0; i < fr.n_readers; i++) {
+        struct reader *rd = &fr.readers[i];
+        if (pthread_create(&rd->thread, NULL, reader_main, rd) == 0) {
+            rd->started = true;
+            continue;
+        }
+        if (i == 0) {
+            flow_free(&fr);
+            return ferry_error_set(err, FERRY_ENOMEM, "pipeline",
+                                   "cannot start the source thread");
+        }
+        /* Fewer readers than asked still read every shard: the others take them. */
+        ferry_log(FERRY_LOG_WARN, "resource %s: started %d of %d readers", f->spec->table, i,
+                  fr.n_readers);
+        for (int j = i; j < fr.n_readers; j++)
+            reader_leave(&fr);
+        break;
     }
+    pthread_t ticker;
+    bool ticker_started =
+        fr.n_readers > 1 && pthread_create(&ticker, NULL, ticker_main, &fr) == 0;
+    pthread_t tr_thread;
+    bool tr_started = false;
     if (f->chain) {
         if (pthread_create(&tr_thread, NULL, transform_main, &fr) == 0) {
             tr_started = true;
@@ -266,7 +418,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     bool stopped_source = false;
     struct ferry_batch *b;
     while ((b = ferry_queue_pop(fr.write)) != NULL) {
-        if (atomic_load(f->stop) == FERRY_ECANCELED) {
+        if (atomic_load(f->stop) == FERRY_ECANCELED && !atomic_load(&fr.reader_stopped)) {
             ferry_batch_unref(b);
             rc = FERRY_ECANCELED;
             ferry_error_set(err, rc, "pipeline", "resource %s: canceled", f->spec->table);
@@ -278,19 +430,24 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
     }
     if (rc != FERRY_OK) {
-        /* Stop the other stages: nothing after a failed write may be applied. The source
-         * hears it through *stop at its next row (it may be reading, not pushing). */
+        /* Stop the other stages: nothing after a failed write may be applied. The readers
+         * hear it through *stop at their next row (they may be reading, not pushing). */
         int expected = 0;
         stopped_source = atomic_compare_exchange_strong(f->stop, &expected, FERRY_ECANCELED);
         ferry_queue_close(fr.ready, rc);
         ferry_queue_close(fr.write, rc);
-        if (f->src_vt->cancel) f->src_vt->cancel(f->src_ctx);
+        cancel_readers(&fr, NULL);
         ferry_queue_discard(fr.ready);
         ferry_queue_discard(fr.write);
     }
-    pthread_join(src_thread, NULL);
+    for (int i = 0; i < fr.n_readers; i++)
+        if (fr.readers[i].started) pthread_join(fr.readers[i].thread, NULL);
     if (tr_started) pthread_join(tr_thread, NULL);
-    if (stopped_source) {
+    if (ticker_started) {
+        atomic_store(&fr.ticker_stop, 1);
+        pthread_join(ticker, NULL);
+    }
+    if (stopped_source || atomic_load(&fr.reader_stopped)) {
         /* *stop is the caller's: give it back as it was, so that a failed flow does not read
          * as a canceled run nor stop the caller's next flow. */
         int expected = FERRY_ECANCELED;
@@ -315,8 +472,6 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
                 ferry_error_prefix(err, "resource %s", f->spec->table);
         }
     }
-    ferry__rw_free(fr.rw);
-    if (fr.write != fr.ready) ferry_queue_free(fr.write);
-    ferry_queue_free(fr.ready);
+    flow_free(&fr);
     return rc;
 }

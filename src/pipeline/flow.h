@@ -1,17 +1,24 @@
 /* pipeline/flow.h - moves one resource from a source to a sink session.
  *
- *   source thread:    extract shard by shard into a row writer -> ready queue
+ *   reader threads:   (1..n_readers) each takes the next unread shard from a shared
+ *                     counter and extracts it, with its own source instance and row writer,
+ *                     into the one ready queue
  *   transform thread: (only when the resource has transforms) ready -> write queue
  *   caller's thread:  the writer: digest, sink apply, receipt check, events
  *
- * The caller's thread owns the sink; the source thread owns the source while the flow
- * runs. Memory is bounded: at most queue batches wait in each queue, one is being built
- * and one written, each closed at about batch.bytes.
+ * The caller's thread owns the sink; reader i owns readers[i] while the flow runs. A shard
+ * is read by exactly one reader, in order, so batches of one shard reach the sink in order;
+ * batches of different shards interleave. Batch seq is assigned flow-wide as batches enter
+ * the ready queue: unique and increasing in the order the sink sees them. Memory is bounded:
+ * at most queue batches wait in each queue, one is being built per reader and one written,
+ * each closed at about batch.bytes.
  *
- * Stop: *stop set to FERRY_EPAUSED makes the source return after its current row; every
+ * Stop: *stop set to FERRY_EPAUSED makes every reader return after its current row; every
  * batch already accepted is still written (drain) and ferry_flow_run returns FERRY_EPAUSED.
- * FERRY_ECANCELED stops as fast as possible and discards queued batches. On a write error
- * the flow stops its source through *stop and restores *stop to 0 before returning. */
+ * FERRY_ECANCELED stops as fast as possible and discards queued batches. On a write error,
+ * or a reader's error when there are several readers, the flow stops the readers through
+ * *stop and their cancel slot, and restores *stop to 0 before returning; the first error
+ * wins. The ready queue is closed when the last reader finishes. */
 #ifndef FERRY_PIPELINE_FLOW_H
 #define FERRY_PIPELINE_FLOW_H
 
@@ -26,6 +33,11 @@ struct ferry_flow {
     /* source side */
     const struct ferry_source_vtable *src_vt;
     void *src_ctx;
+    /* Up to n_readers reader threads; reader i extracts with readers[i] (readers[0] is
+     * normally src_ctx). NULL or n_readers <= 1: one reader on src_ctx. The flow runs
+     * min(n_readers, shards left to read) of them. */
+    void *const *readers;
+    int n_readers;
     const struct ferry_resource_spec *spec;
     struct ferry_schema *schema;   /* as the source writes rows */
     const char *plan_json;

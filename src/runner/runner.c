@@ -8,7 +8,8 @@
  * Order of a run: load the file -> open the state -> fold what earlier attempts left in the
  * log -> pick or create the logical run -> new attempt (fences older ones) -> open the
  * connectors -> per resource: discover, transforms, policy, frozen checkpoint plan,
- * resume positions -> prepare targets -> begin the session -> flows -> commit (or abort)
+ * resume positions -> prepare targets -> begin the session -> open the extra readers
+ * (`parallelism`) and share one source snapshot among them -> flows -> commit (or abort)
  * -> final event -> wait for the tracker to fold it. */
 #include <errno.h>
 #include <inttypes.h>
@@ -61,11 +62,19 @@ struct run {
     struct ferry_bus *bus;
     struct ferry_tracker *tracker;
     void *src_ctx, *sink_ctx;
+    /* Reader instances of the source (readers[0] == src_ctx); the others are opened for
+     * `parallelism` after planning and closed at the end. */
+    void **readers;
+    int n_readers;
+    int64_t parallelism;
     bool session_open;
     struct ferry_run_info info;
     int64_t run_id;
     int attempt;
     bool resumed;
+    /* "<pipeline>@<state instance id>": how destinations key ferry's checkpoints, so that
+     * another state file (whose run ids also start at 1) never reads them as its own. */
+    char dest_key[320];
     struct resource_run *res;
     int n_res;
     _Atomic(struct ferry_flow *) current;
@@ -379,6 +388,10 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
     if (r->res == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
     int rc = p->source_vt->open(p->source, &r->src_ctx, err);
     if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
+    /* An engine key of the source section (each connector lists it as tuning). */
+    r->parallelism = 1;
+    rc = ferry_cfg_int(p->source, "parallelism", false, 1, 64, &r->parallelism, err);
+    if (rc != FERRY_OK) return rc;
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         rr->spec = &p->resources[i];
@@ -422,7 +435,7 @@ static int plan_resources(struct run *r, struct ferry_error *err)
     struct ferry_sink_checkpoint *scp = NULL;
     int n_scp = 0;
     if (r->res[0].caps.transactional_checkpoint && p->sink_vt->checkpoints) {
-        rc = p->sink_vt->checkpoints(r->sink_ctx, p->name, &scp, &n_scp, err);
+        rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
     }
     rc = FERRY_OK;
@@ -463,6 +476,58 @@ static void print_plan(struct run *r)
     }
 }
 
+/* ---- readers and the shared snapshot ---- */
+
+static bool position_done(const char *pos)
+{
+    if (pos == NULL) return false;
+    json_t *j = json_loads(pos, 0, NULL);
+    bool done = j && json_is_true(json_object_get(j, "done"));
+    json_decref(j);
+    return done;
+}
+
+/* Opens the extra source instances `parallelism` asks for (no more than the shards left
+ * to read in any resource), then, when the source can, exports one snapshot from the
+ * planning instance and has every reader use it, so that all shards of all resources of
+ * this attempt read the same moment. */
+static int open_readers(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int want = 1;
+    for (int i = 0; i < r->n_res; i++) {
+        int left = 0;
+        for (int s = 0; s < r->res[i].n_shards; s++)
+            if (!position_done(r->res[i].resume[s])) left++;
+        if (left > want) want = left;
+    }
+    if (want > r->parallelism) want = (int)r->parallelism;
+    r->readers = ferry_calloc((size_t)want, sizeof *r->readers);
+    if (r->readers == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+    r->readers[0] = r->src_ctx;
+    r->n_readers = 1;
+    int rc = FERRY_OK;
+    while (r->n_readers < want) {
+        rc = p->source_vt->open(p->source, &r->readers[r->n_readers], err);
+        if (rc != FERRY_OK)
+            return ferry_error_prefix(err, "%s source: reader %d of %d", p->source_type,
+                                      r->n_readers + 1, want);
+        r->n_readers++;
+    }
+    if (p->source_vt->snapshot == NULL || p->source_vt->use_snapshot == NULL) return FERRY_OK;
+    char *id = NULL;
+    rc = p->source_vt->snapshot(r->src_ctx, &id, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s source: snapshot", p->source_type);
+    for (int i = 0; i < r->n_readers && rc == FERRY_OK; i++) {
+        rc = p->source_vt->use_snapshot(r->readers[i], id, err);
+        if (rc != FERRY_OK)
+            ferry_error_prefix(err, "%s source: reader %d: using snapshot %s", p->source_type,
+                               i + 1, id);
+    }
+    ferry_free(id);
+    return rc;
+}
+
 /* ---- the run ---- */
 
 static int run_resources(struct run *r, struct ferry_error *err)
@@ -490,6 +555,8 @@ static int run_resources(struct run *r, struct ferry_error *err)
         rr->flow = f;
         f->src_vt = p->source_vt;
         f->src_ctx = r->src_ctx;
+        f->readers = r->readers;
+        f->n_readers = r->n_readers;
         f->spec = rr->spec;
         f->schema = rr->schema;
         f->plan_json = rr->plan_json;
@@ -559,6 +626,9 @@ static void cleanup(struct run *r)
     }
     if (r->session_open) r->p->sink_vt->abort(r->sink_ctx);
     if (r->sink_ctx) r->p->sink_vt->close(r->sink_ctx);
+    for (int i = 1; i < r->n_readers; i++)
+        r->p->source_vt->close(r->readers[i]);
+    ferry_free(r->readers);
     if (r->src_ctx) r->p->source_vt->close(r->src_ctx);
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
@@ -615,13 +685,20 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     if (rc == FERRY_OK) rc = ferry_tracker_open(o->state_path, r.bus, &r.tracker, err);
     /* Earlier attempts may have died before their last events were folded. */
     if (rc == FERRY_OK) rc = ferry_tracker_fold_available(r.tracker, err);
-    if (rc == FERRY_OK)
-        rc = ferry_store_pipeline_put(r.st, r.p->name, r.p->version, r.p->request_json, err);
     if (rc != FERRY_OK) goto out;
+
+    char instance[40];
+    rc = ferry_store_instance_id(r.st, instance, sizeof instance, err);
+    if (rc != FERRY_OK) goto out;
+    snprintf(r.dest_key, sizeof r.dest_key, "%s@%s", r.p->name, instance);
 
     /* Connect, discover and check everything before a run is created, so that a bad file,
      * an unreachable destination or a refused policy leaves no trace. */
     rc = prepare_resources(&r, err);
+    /* Saved only once the connectors accepted it (a refused file may hold a plain secret),
+     * and never by `ferry check`. */
+    if (rc == FERRY_OK && !o->plan_only)
+        rc = ferry_store_pipeline_put(r.st, r.p->name, r.p->version, r.p->request_json, err);
     if (rc != FERRY_OK) goto out;
     if (o->plan_only) {
         /* `ferry check`: plans computed from the saved route checkpoints, printed, not
@@ -687,7 +764,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
                                                r.res[i].target.table);
     }
     if (rc == FERRY_OK) {
-        struct ferry_session_info si = {.pipeline = r.p->name,
+        struct ferry_session_info si = {.pipeline = r.dest_key,
                                         .version = r.p->version,
                                         .run_id = r.run_id,
                                         .attempt = r.attempt,
@@ -698,6 +775,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         else
             ferry_error_prefix(err, "%s sink: open session", r.p->sink_type);
     }
+    if (rc == FERRY_OK) rc = open_readers(&r, err);
     if (rc == FERRY_OK) rc = run_resources(&r, err);
     bool paused = rc == FERRY_EPAUSED;
     if (rc == FERRY_OK || paused) {

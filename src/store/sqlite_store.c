@@ -88,7 +88,14 @@ static const char migration_1[] =
     " \"consumer\" TEXT PRIMARY KEY, \"seq\" INTEGER NOT NULL,"
     " \"updated_us\" INTEGER NOT NULL);";
 
-static const char *const migrations[] = {migration_1};
+/* 2: a random id of this state file. Destinations that store ferry's checkpoint key it by
+ * pipeline *and* this id, so a second state file (whose run ids start at 1 again) never
+ * mistakes another installation's checkpoints for its own. */
+static const char migration_2[] =
+    "CREATE TABLE \"meta\" (\"key\" TEXT PRIMARY KEY, \"value\" TEXT NOT NULL);"
+    "INSERT INTO \"meta\" VALUES ('instance_id', lower(hex(randomblob(8))));";
+
+static const char *const migrations[] = {migration_1, migration_2};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* ---- cached statements ---- */
@@ -1475,4 +1482,20 @@ int ferry_store_set_sync_full(struct ferry_store *st, bool full, struct ferry_er
     sqlite3_free(msg);
     if (rc != SQLITE_OK) return sqlfail(st, rc, "setting synchronous", err);
     return FERRY_OK;
+}
+
+int ferry_store_instance_id(struct ferry_store *st, char *out, size_t len, struct ferry_error *err)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, "SELECT \"value\" FROM \"meta\" WHERE \"key\" = 'instance_id'",
+                                -1, &q, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        snprintf(out, len, "%s", col_text(q, 0));
+        sqlite3_finalize(q);
+        return FERRY_OK;
+    }
+    sqlite3_finalize(q);
+    if (rc == SQLITE_DONE) return fail(st, FERRY_ESTORE, err, "the state has no instance id");
+    return sqlfail(st, rc, "reading the instance id", err);
 }

@@ -79,6 +79,8 @@ struct ferry_store;
 int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_error *err);
 void ferry_store_close(struct ferry_store *st);
 const char *ferry_store_path(const struct ferry_store *st);
+/* A random hex id of this state (made by a migration, never changes). */
+int ferry_store_instance_id(struct ferry_store *st, char *out, size_t len, struct ferry_error *err);
 /* synchronous=FULL (the default: a commit is on disk when it returns) or NORMAL (a commit
  * survives a process crash, and reaches the disk with the next FULL commit of any handle).
  * The bus publisher and the heartbeat use NORMAL; the tracker, which saves checkpoints, FULL. */

@@ -6,8 +6,11 @@
  * resume positions; backpressure bounds the batches alive; pause drains; cancel discards;
  * sink errors, digest mismatches and source errors stop the flow with a message naming the
  * resource and the batch; the bitflip failpoint is detected; batch.* events carry what the
- * tracker needs; the transform stage runs. The sanitizer build proves no batch leaks on any
- * of these paths. */
+ * tracker needs; the transform stage runs. With several readers: every row once, each
+ * shard in order and by one reader, seq unique and increasing, pause drains every reader,
+ * cancel, a reader's or the sink's error stops every reader, the first error wins, the
+ * flush tick reaches every reader. The sanitizer build proves no batch leaks on any of
+ * these paths. */
 #include "state_fixture.h"
 
 #include <jansson.h>
@@ -28,7 +31,8 @@
 #include "pipeline/transform.h"
 #include "store/store.h"
 
-#define MAX_SHARDS 4
+#define MAX_SHARDS 8
+#define MAX_READERS 3
 #define RUN_ID 7
 
 /* ---- fake sink ---- */
@@ -113,7 +117,9 @@ static const struct ferry_sink_vtable fake_sink_vt = {
     .apply = sink_apply,
 };
 
-/* ---- fake source: rows k = 1..rows[shard] of (k int64, shard int32, label utf8) ---- */
+/* ---- fake source: rows k = 1..rows[shard] of (k int64, shard int32, label utf8) ----
+ * One fake_src holds what the test sets and measures; each reader thread gets its own
+ * instance (fake_reader) pointing at it, as the runner opens one source per reader. */
 
 struct fake_src {
     int rows[MAX_SHARDS];
@@ -129,7 +135,20 @@ struct fake_src {
     atomic_int cancel_calls;
     struct fake_sink *sink; /* to measure batches alive */
     int64_t max_alive;
+    atomic_int reader_of[MAX_SHARDS]; /* 1 + the reader that extracted the shard */
+    atomic_int overlaps;              /* an instance used by two threads at once */
 };
+
+struct fake_reader {
+    struct fake_src *src;
+    int id;
+    atomic_int busy;
+    atomic_int extracts;
+    atomic_int cancel_calls;
+};
+
+static int src_extract_rows(struct fake_src *s, int shard, const char *resume,
+                            struct ferry_row_writer *rw, struct ferry_error *err);
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
@@ -138,7 +157,18 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     (void)spec;
     (void)schema;
     (void)plan_json;
-    struct fake_src *s = ctx;
+    struct fake_reader *r = ctx;
+    if (atomic_exchange(&r->busy, 1)) atomic_fetch_add(&r->src->overlaps, 1);
+    atomic_fetch_add(&r->extracts, 1);
+    atomic_store(&r->src->reader_of[shard], r->id + 1);
+    int rc = src_extract_rows(r->src, shard, resume, rw, err);
+    atomic_store(&r->busy, 0);
+    return rc;
+}
+
+static int src_extract_rows(struct fake_src *s, int shard, const char *resume,
+                            struct ferry_row_writer *rw, struct ferry_error *err)
+{
     atomic_fetch_add(&s->extract_calls[shard], 1);
     int start = 1;
     if (resume != NULL) {
@@ -192,8 +222,9 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
 
 static void src_cancel(void *ctx)
 {
-    struct fake_src *s = ctx;
-    atomic_fetch_add(&s->cancel_calls, 1);
+    struct fake_reader *r = ctx;
+    atomic_fetch_add(&r->src->cancel_calls, 1);
+    atomic_fetch_add(&r->cancel_calls, 1);
 }
 
 static const struct ferry_source_vtable fake_source_vt = {
@@ -209,6 +240,8 @@ struct fx {
     struct state_dir sd;
     struct ferry_bus *bus;
     struct fake_src src;
+    struct fake_reader rd[MAX_READERS];
+    void *readers[MAX_READERS];
     struct fake_sink sink;
     struct ferry_resource_spec spec;
     struct ferry_schema *schema;
@@ -219,6 +252,7 @@ struct fx {
     char *resume[MAX_SHARDS];
     struct ferry_pipeline_spec *p;
     struct ferry_error err;
+    char plan[256];
 };
 
 static struct ferry_schema *fake_schema(bool null_first)
@@ -261,8 +295,13 @@ static int setup(void **state)
                                       .mode = FERRY_WRITE_APPEND,
                                       .read_mode = FERRY_READ_FULL};
     struct ferry_flow *f = &x->f;
+    for (int i = 0; i < MAX_READERS; i++) {
+        x->rd[i].src = &x->src;
+        x->rd[i].id = i;
+        x->readers[i] = &x->rd[i];
+    }
     f->src_vt = &fake_source_vt;
-    f->src_ctx = &x->src;
+    f->src_ctx = &x->rd[0];
     f->spec = &x->spec;
     f->plan_json = "{\"shards\":[{}]}";
     f->n_shards = 1;
@@ -909,6 +948,315 @@ static void test_transform_hash_stage(void **state)
     }
 }
 
+
+/* ---- several readers ---- */
+
+/* n readers over n_shards shards of rows[] rows each. */
+static void use_readers(struct fx *x, int n, int n_shards, const int *rows)
+{
+    set_shards(x, n_shards, rows);
+    int len = snprintf(x->plan, sizeof x->plan, "{\"shards\":[");
+    for (int i = 0; i < n_shards; i++)
+        len += snprintf(x->plan + len, sizeof x->plan - (size_t)len, "%s{}", i ? "," : "");
+    snprintf(x->plan + len, sizeof x->plan - (size_t)len, "]}");
+    x->f.plan_json = x->plan;
+    x->f.readers = x->readers;
+    x->f.n_readers = n;
+}
+
+/* What the sink holds, per shard: keys 1, 2, 3... with no gap and no repeat (a prefix of
+ * the shard, in order), each batch of one shard, batch seq 1, 2, 3... in the order the
+ * sink saw them. Returns the rows of each shard in got[]. */
+static void assert_shard_prefixes(struct fx *x, int n_shards, int *got)
+{
+    for (int s = 0; s < n_shards; s++)
+        got[s] = 0;
+    int64_t i = 0;
+    for (int b = 0; b < x->sink.n_batches; b++) {
+        const struct sink_batch *sb = &x->sink.batches[b];
+        if (sb->seq != (uint64_t)b + 1)
+            fail_msg("batch %d reached the sink with seq %llu", b + 1,
+                     (unsigned long long)sb->seq);
+        assert_int_equal(sb->digest, sb->computed);
+        for (int64_t r = 0; r < sb->rows; r++, i++) {
+            int sh = x->sink.shards[i];
+            if (sh != sb->shard)
+                fail_msg("batch %llu of shard %d holds a row of shard %d",
+                         (unsigned long long)sb->seq, sb->shard, sh);
+            assert_true(sh >= 0 && sh < n_shards);
+            if (x->sink.keys[i] != got[sh] + 1)
+                fail_msg("shard %d: key %lld after key %d (a row lost, repeated or out of order)",
+                         sh, (long long)x->sink.keys[i], got[sh]);
+            got[sh]++;
+        }
+    }
+    assert_int_equal(i, x->sink.n_rows);
+}
+
+static int readers_used(struct fx *x, int n_shards)
+{
+    bool used[MAX_READERS] = {false};
+    int n = 0;
+    for (int s = 0; s < n_shards; s++) {
+        int r = atomic_load(&x->src.reader_of[s]);
+        if (r > 0 && !used[r - 1]) {
+            used[r - 1] = true;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void test_parallel_readers_every_row_once(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {20, 25, 0, 33, 7, 41, 12};
+    use_readers(x, 3, 7, rows);
+    x->src.row_sleep_us = 200; /* a shard outlasts the start of the other readers */
+    run_ok(x);
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 7, got);
+    for (int s = 0; s < 7; s++) {
+        assert_int_equal(got[s], rows[s]);
+        /* read by exactly one reader, once */
+        assert_int_equal(atomic_load(&x->src.extract_calls[s]), 1);
+        assert_true(atomic_load(&x->src.reader_of[s]) >= 1);
+        /* exactly one done batch, the shard's last, with its last key */
+        const struct sink_batch *last = NULL;
+        int done = 0;
+        for (int i = 0; i < x->sink.n_batches; i++) {
+            if (x->sink.batches[i].shard != s) continue;
+            last = &x->sink.batches[i];
+            done += strstr(last->position, "\"done\":true") != NULL;
+        }
+        assert_non_null(last);
+        assert_int_equal(done, 1);
+        char want[96];
+        if (rows[s] > 0)
+            snprintf(want, sizeof want, "{\"shard\":%d,\"key\":[%d],\"done\":true}", s, rows[s]);
+        else
+            snprintf(want, sizeof want, "{\"shard\":%d,\"done\":true}", s);
+        assert_string_equal(last->position, want);
+    }
+    /* the readers really ran at the same time, each on its own instance (how many got a
+     * shard depends on scheduling: under a sanitizer on a loaded machine a reader may
+     * finish before another starts) */
+    assert_true(readers_used(x, 7) >= 2);
+    assert_int_equal(atomic_load(&x->src.overlaps), 0);
+    int extracts = 0;
+    for (int r = 0; r < 3; r++)
+        extracts += atomic_load(&x->rd[r].extracts);
+    assert_int_equal(extracts, 7);
+    int64_t total = 20 + 25 + 0 + 33 + 7 + 41 + 12;
+    assert_int_equal(atomic_load(&x->f.rows_written), total);
+    assert_int_equal(atomic_load(&x->f.rows_read), total);
+    assert_int_equal(atomic_load(&x->f.batches_written), x->sink.n_batches);
+    assert_int_equal(atomic_load(&x->stop), 0);
+    assert_written_events(x, true);
+}
+
+/* No more readers than shards left: done shards are skipped, a resumed one continues. */
+static void test_parallel_readers_resume(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {20, 25, 12, 9};
+    use_readers(x, 3, 4, rows);
+    x->resume[0] = strdup("{\"shard\":0,\"key\":[20],\"done\":true}");
+    x->resume[1] = strdup("{\"shard\":1,\"key\":[7]}");
+    x->resume[3] = strdup("{\"shard\":3,\"key\":[9],\"done\":true}");
+    x->f.resume = x->resume;
+    x->src.row_sleep_us = 200;
+    run_ok(x);
+    assert_int_equal(atomic_load(&x->src.extract_calls[0]), 0);
+    assert_int_equal(atomic_load(&x->src.extract_calls[3]), 0);
+    assert_int_equal(x->src.start_key[1], 8);
+    assert_int_equal(x->src.start_key[2], 1);
+    /* two shards to read: the third reader is not even started */
+    assert_int_equal(atomic_load(&x->rd[2].extracts), 0);
+    int used = readers_used(x, 4);
+    assert_true(used >= 1 && used <= 2);
+    assert_int_equal(x->sink.n_rows, 18 + 12);
+    for (int i = 0; i < x->sink.n_batches; i++) {
+        assert_int_equal(x->sink.batches[i].seq, (uint64_t)i + 1);
+        assert_true(x->sink.batches[i].shard == 1 || x->sink.batches[i].shard == 2);
+    }
+}
+
+static void test_parallel_pause_drains_every_reader(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {3000, 3000, 3000, 3000, 3000, 3000, 3000};
+    use_readers(x, 3, 7, rows);
+    x->sink.sleep_us = 1000;
+    struct stopper st = {.after_applied = 6, .code = FERRY_EPAUSED};
+    assert_int_equal(run_with_stopper(x, &st), FERRY_EPAUSED);
+    assert_contains(x->err.message, "resource orders: paused");
+    /* every row a reader handed over was written (partial batches included), per shard in
+     * order, and every reader stopped early */
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 7, got);
+    int64_t accepted = atomic_load(&x->src.accepted);
+    assert_int_equal(x->sink.n_rows, accepted);
+    assert_true(accepted < 3 * 3000);
+    for (int s = 3; s < 7; s++)
+        assert_int_equal(atomic_load(&x->src.extract_calls[s]), 0);
+    /* How many readers started before the pause depends on scheduling (a loaded machine may
+     * start fewer): every shard a reader started was drained up to what it handed over. */
+    int used = readers_used(x, 7);
+    assert_true(used >= 1 && used <= 3);
+    for (int s = 0; s < 7; s++)
+        if (atomic_load(&x->src.extract_calls[s]) > 0) assert_true(got[s] > 0);
+    assert_int_equal(atomic_load(&x->stop), FERRY_EPAUSED); /* the caller's, untouched */
+    assert_int_equal(atomic_load(&x->src.cancel_calls), 0);
+}
+
+static void test_parallel_cancel(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {3000, 3000, 3000, 3000, 3000, 3000, 3000};
+    use_readers(x, 3, 7, rows);
+    x->sink.sleep_us = 1000;
+    struct stopper st = {.after_applied = 4, .code = FERRY_ECANCELED};
+    assert_int_equal(run_with_stopper(x, &st), FERRY_ECANCELED);
+    assert_contains(x->err.message, "resource orders: canceled");
+    assert_true(atomic_load(&x->sink.applied) <= st.applied_at_stop + 1);
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 7, got);
+    assert_true(atomic_load(&x->src.accepted) < 3 * 3000);
+    for (int s = 3; s < 7; s++)
+        assert_int_equal(atomic_load(&x->src.extract_calls[s]), 0);
+}
+
+/* One reader fails: its error is the flow's; the other readers stop at their next row and
+ * hear it through their cancel slot; no further shard is started; what was queued before
+ * the failure is still written (valid positions); the caller's *stop is given back. */
+static void test_parallel_reader_error_stops_the_others(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {20000, 20000, 20000, 20000, 20000, 20000, 20000};
+    use_readers(x, 3, 7, rows);
+    x->src.row_sleep_us = 20;
+    x->src.fail_shard = 1;
+    x->src.fail_key = 300;
+    int rc = run(x);
+    assert_int_equal(rc, FERRY_ESOURCE);
+    assert_string_equal(x->err.message, "resource orders: fake source: shard 1 row 300 unreadable");
+    int64_t accepted = atomic_load(&x->src.accepted);
+    /* shards 0 and 2 were being read at the same pace: stopped long before their end */
+    if (accepted >= 20000)
+        fail_msg("the other readers went on: %lld rows read", (long long)accepted);
+    for (int s = 3; s < 7; s++)
+        assert_int_equal(atomic_load(&x->src.extract_calls[s]), 0);
+    int failed = atomic_load(&x->src.reader_of[1]) - 1;
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(atomic_load(&x->rd[r].cancel_calls), r == failed ? 0 : 1);
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 7, got);
+    assert_true(got[1] < 300); /* never past the failed row */
+    assert_int_equal(atomic_load(&x->stop), 0);
+    struct events e = read_events(x);
+    assert_int_equal(count_type(&e, FERRY_EV_BATCH_WRITTEN), x->sink.n_batches);
+    events_free(&e);
+}
+
+/* Two readers fail: the first error is the one reported, once. */
+static void test_parallel_first_error_wins(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {20000, 20000, 20000};
+    use_readers(x, 3, 3, rows);
+    x->src.row_sleep_us = 20;
+    x->src.fail_shard = 2;
+    x->src.fail_key = 1; /* fails at once */
+    assert_int_equal(run(x), FERRY_ESOURCE);
+    assert_string_equal(x->err.message, "resource orders: fake source: shard 2 row 1 unreadable");
+    assert_true(atomic_load(&x->src.accepted) < 2 * 20000);
+    assert_int_equal(atomic_load(&x->stop), 0);
+}
+
+static void test_parallel_sink_error_stops_every_reader(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {5000, 5000, 5000, 5000, 5000, 5000, 5000};
+    use_readers(x, 3, 7, rows);
+    x->src.row_sleep_us = 5;
+    x->sink.fail_seq = 3;
+    assert_int_equal(run(x), FERRY_ESINK);
+    assert_string_equal(x->err.message, "resource orders batch 3: fake sink: disk on fire");
+    assert_int_equal(atomic_load(&x->sink.calls), 3);
+    assert_int_equal(x->sink.n_rows, 20);
+    assert_true(atomic_load(&x->src.accepted) < 3 * 5000);
+    /* Every reader is told to stop (at least once: the error path and the first-error path
+     * may both reach a reader that is still running). */
+    for (int r = 0; r < 3; r++)
+        assert_true(atomic_load(&x->rd[r].cancel_calls) >= 1);
+    assert_int_equal(atomic_load(&x->stop), 0);
+}
+
+static void test_parallel_with_transforms(void **state)
+{
+    struct fx *x = *state;
+    use_transforms(x, "  - drop: [label]\n");
+    const int rows[] = {45, 17, 60, 3, 28};
+    use_readers(x, 2, 5, rows);
+    x->src.row_sleep_us = 100;
+    x->f.opts.queue = 1;
+    run_ok(x);
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 5, got);
+    for (int s = 0; s < 5; s++)
+        assert_int_equal(got[s], rows[s]);
+    for (int i = 0; i < x->sink.n_batches; i++)
+        assert_int_equal(x->sink.batches[i].n_fields, 2);
+    int used = readers_used(x, 5);
+    assert_true(used >= 1 && used <= 2);
+}
+
+/* The runner's flush tick reaches every reader: each closes its half-full batch at every
+ * tick (a tick shared by the row writers would go to one of them, about half each). */
+struct ticker {
+    struct fx *x;
+    atomic_int stop;
+    atomic_int ticks;
+};
+
+static void *ticker_main(void *arg)
+{
+    struct ticker *t = arg;
+    while (!atomic_load(&t->stop)) {
+        usleep(20000);
+        atomic_store(&t->x->f.tick, 1);
+        atomic_fetch_add(&t->ticks, 1);
+    }
+    return NULL;
+}
+
+static void test_parallel_flush_tick_reaches_every_reader(void **state)
+{
+    struct fx *x = *state;
+    const int rows[] = {200, 200};
+    use_readers(x, 2, 2, rows);
+    set_batch_rows(x, 1000); /* never full: only ticks and shard ends close batches */
+    x->src.row_sleep_us = 2000; /* 400 ms per shard, ~20 ticks */
+    struct ticker t = {.x = x};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ticker_main, &t), 0);
+    run_ok(x);
+    int ticks = atomic_load(&t.ticks);
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL);
+    int got[MAX_SHARDS];
+    assert_shard_prefixes(x, 2, got);
+    assert_true(ticks >= 5);
+    for (int s = 0; s < 2; s++) {
+        int with_rows = 0;
+        for (int i = 0; i < x->sink.n_batches; i++)
+            with_rows += x->sink.batches[i].shard == s && x->sink.batches[i].rows > 0;
+        if (with_rows * 4 < ticks * 3)
+            fail_msg("shard %d: %d batches for %d ticks", s, with_rows, ticks);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -932,6 +1280,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_written_events_at_commit_sink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transform_stage_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transform_hash_stage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_readers_every_row_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_readers_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_pause_drains_every_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_reader_error_stops_the_others, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_first_error_wins, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_sink_error_stops_every_reader, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_with_transforms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_flush_tick_reaches_every_reader, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,11 +230,16 @@ int ferry__pg_quote_ident(struct ferry_buf *b, const char *name, struct ferry_er
     size_t n = name ? strlen(name) : 0;
     if (n == 0)
         return ferry_error_set(err, FERRY_ECONFIG, "postgres", "an empty name is not allowed");
-    if (n > NAMEDATALEN_MAX)
+    if (n > NAMEDATALEN_MAX) {
+        /* Shown up to 80 bytes, cut on a character boundary so the message stays UTF-8. */
+        int shown = n > 80 ? 80 : (int)n;
+        while (shown > 0 && shown < (int)n && ((unsigned char)name[shown] & 0xC0) == 0x80)
+            shown--;
         return ferry_error_set(err, FERRY_ECONFIG, "postgres",
-                               "name \"%.80s...\" is %zu bytes; PostgreSQL allows 63 and would "
+                               "name \"%.*s%s\" is %zu bytes; PostgreSQL allows 63 and would "
                                "truncate it",
-                               name, n);
+                               shown, name, (size_t)shown < n ? "..." : "", n);
+    }
     int rc = ferry_buf_reserve(b, n * 2 + 3);
     if (rc != FERRY_OK) return ferry_error_set(err, rc, "postgres", "out of memory");
     char *p = b->data + b->len;

@@ -222,7 +222,7 @@ static int ensure_schema(struct sink *s, const char *schema, struct ferry_error 
 {
     /* Look first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
      * schema is there, and a least-privilege role may only have USAGE on a pre-made one. */
-    PGresult *r;
+    PGresult *r = NULL;
     const char *p[1] = {schema};
     char what[160];
     snprintf(what, sizeof what, WHAT ": schema \"%s\"", schema);
@@ -269,7 +269,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
     char what[200];
     snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
     const char *p[2] = {s->schema, table};
-    PGresult *r;
+    PGresult *r = NULL;
     int rc = query(s,
                    "SELECT a.attname, a.atttypid, a.atttypmod, "
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
@@ -641,6 +641,16 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     }
     struct ferry_buf q;
     ferry_buf_init(&q, 0);
+    /* Every column name is checked before anything connects: a name PostgreSQL would
+     * truncate (onto another column, perhaps) must not leave a created schema behind. */
+    for (int i = 0; i < sc->n_fields; i++) {
+        int frc = ferry__pg_quote_ident(&q, sc->fields[i].name, err);
+        ferry_buf_reset(&q);
+        if (frc != FERRY_OK) {
+            ferry_buf_release(&q);
+            return ferry_error_prefix(err, WHAT ": table \"%s\": column", target->table);
+        }
+    }
     int rc = qualified(&q, s->schema, t->table, err);
     /* The staging name must fit too, and not be truncated onto another table. */
     if (rc == FERRY_OK && t->staging) {
@@ -681,7 +691,7 @@ static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
 {
     int rc = ensure_schema(s, "_ferry", err);
     if (rc != FERRY_OK) return rc;
-    PGresult *r;
+    PGresult *r = NULL;
     rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
                WHAT ": _ferry.checkpoints", err);
     if (rc != FERRY_OK) return rc;
@@ -774,7 +784,7 @@ static int end_copy(struct sink *s, const char *why, const char *table, struct f
     int rc = FERRY_OK;
     if (PQputCopyEnd(s->conn, why) != 1)
         rc = ferry__pg_error(err, FERRY_ESINK, s->conn, NULL, WHAT ": ending COPY into %s", table);
-    PGresult *r;
+    PGresult *r = NULL;
     while ((r = PQgetResult(s->conn)) != NULL) {
         if (rc == FERRY_OK && why == NULL && PQresultStatus(r) != PGRES_COMMAND_OK)
             rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into %s", table);
@@ -845,7 +855,7 @@ static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct fe
     snprintf(shard, sizeof shard, "%d", b->shard);
     snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
     const char *p[5] = {s->pipeline, b->resource ? b->resource : "", shard, run_id, b->position};
-    PGresult *r;
+    PGresult *r = NULL;
     char what[200];
     snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %s",
              b->resource ? b->resource : "");
@@ -922,7 +932,7 @@ static int swap_staging(struct sink *s, struct target *t, struct ferry_error *er
     rc = exec_buf(s, &b, rc, what, err);
     if (rc != FERRY_OK || t->schema->n_key == 0 || strlen(t->table) + 5 > 63) return rc;
     /* Rename the key constraint (and its index) so the next staging table can use the name. */
-    PGresult *r;
+    PGresult *r = NULL;
     const char *p[1] = {t->qtable};
     rc = query(s,
                "SELECT conname FROM pg_catalog.pg_constraint WHERE conrelid = $1::regclass "
@@ -976,7 +986,7 @@ static void sink_abort(void *ctx)
     if (PQtransactionStatus(s->conn) == PQTRANS_ACTIVE) {
         /* A COPY may still be open after a failure mid-stream. */
         PQputCopyEnd(s->conn, "ferry: aborted");
-        PGresult *r;
+        PGresult *r = NULL;
         while ((r = PQgetResult(s->conn)) != NULL)
             PQclear(r);
     }
@@ -1015,7 +1025,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     *n = 0;
     int rc = connect_db(s, err);
     if (rc != FERRY_OK) return rc;
-    PGresult *r;
+    PGresult *r = NULL;
     rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
                WHAT ": reading checkpoints", err);
     if (rc != FERRY_OK) return rc;

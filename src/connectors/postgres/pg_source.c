@@ -18,8 +18,15 @@
  *     Rows whose cursor is NULL are never read incrementally (a row comparison with NULL is
  *     not true); a non-monotonic cursor (a row updated to an older value, or committed
  *     after a later one was read) is missed unless `lookback` covers it.
- * Each extract runs in its own REPEATABLE READ READ ONLY transaction: one shard is
- * consistent; shards of one run are not one snapshot yet ("snapshot": null in the plan). */
+ * Snapshot (the optional snapshot/use_snapshot slots). The runner has the planning instance
+ * export one: a dedicated second connection opens REPEATABLE READ READ ONLY, runs
+ * pg_export_snapshot() and stays idle in that transaction until close, which keeps the id
+ * importable. Every reader instance (the planning one included) then reads all its shards
+ * in ONE transaction that imported it (SET TRANSACTION SNAPSHOT), kept open between
+ * shards: every shard of every resource of the attempt sees the same data, whichever
+ * reader reads it. A transaction lost to an error is begun again on the same id. Without
+ * a snapshot (no runner call) each extract runs in its own REPEATABLE READ READ ONLY
+ * transaction. The id is per attempt and not frozen: "snapshot" stays null in the plan. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -46,6 +53,10 @@ struct src {
     int64_t parallelism;
     int64_t shard_rows;
     char peer[256];
+    char *url; /* resolved secret, for the export connection; wiped at close */
+    struct ferry_pg_conn_opts opts;
+    PGconn *snap;      /* the exporting transaction, open until close */
+    char *snapshot_id; /* imported: reads run in a transaction that uses it */
 };
 
 static int nomem(struct ferry_error *err)
@@ -61,6 +72,9 @@ static void src_close(void *ctx)
     if (s == NULL) return;
     if (s->cancel) PQfreeCancel(s->cancel);
     if (s->c) PQfinish(s->c);
+    if (s->snap) PQfinish(s->snap);
+    ferry_free(s->snapshot_id);
+    ferry_secret_free(s->url);
     ferry_free(s);
 }
 
@@ -81,8 +95,9 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     }
     s->parallelism = parallelism;
     s->shard_rows = shard_rows;
+    s->opts = opts;
+    s->url = url;
     rc = ferry__pg_connect(url, &opts, WHAT, &s->c, err);
-    ferry_secret_free(url);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
@@ -692,6 +707,100 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+/* ---- snapshot ------------------------------------------------------------------------ */
+
+/* Exports a snapshot from a connection of its own, left idle in the exporting
+ * transaction: the id can be imported for as long as that transaction lives. */
+static int src_snapshot(void *ctx, char **snapshot_id, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    *snapshot_id = NULL;
+    int rc = FERRY_OK;
+    if (s->snap == NULL) {
+        rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->snap, err);
+        if (rc != FERRY_OK) return ferry_error_prefix(err, "exporting a snapshot");
+        /* Idle in transaction by design until close: idle_timeout must not end it. */
+        rc = ferry__pg_exec(s->snap, "SET idle_in_transaction_session_timeout = 0",
+                            FERRY_ESOURCE, WHAT ": exporting a snapshot", err);
+    } else if (PQtransactionStatus(s->snap) != PQTRANS_IDLE) {
+        rc = ferry__pg_exec(s->snap, "ROLLBACK", FERRY_ESOURCE, WHAT ": exporting a snapshot",
+                            err);
+    }
+    if (rc == FERRY_OK)
+        rc = ferry__pg_exec(s->snap, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                            FERRY_ESOURCE, WHAT ": exporting a snapshot", err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->peer);
+    PGresult *res = PQexec(s->snap, "SELECT pg_catalog.pg_export_snapshot()");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        rc = ferry__pg_error(err, FERRY_ESOURCE, s->snap, res, WHAT ": %s: exporting a snapshot",
+                             s->peer);
+        PQclear(res);
+        PGresult *rb = PQexec(s->snap, "ROLLBACK");
+        PQclear(rb);
+        return rc;
+    }
+    *snapshot_id = ferry_strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return *snapshot_id != NULL ? FERRY_OK : nomem(err);
+}
+
+/* Makes sure the reading connection is in a transaction that imported s->snapshot_id:
+ * begins one when there is none (first shard, or after an error rolled it back). */
+static int begin_snapshot(struct src *s, struct ferry_error *err)
+{
+    PGTransactionStatusType ts = PQtransactionStatus(s->c);
+    if (ts == PQTRANS_INTRANS) return FERRY_OK;
+    if (ts != PQTRANS_IDLE) {
+        PGresult *rb = PQexec(s->c, "ROLLBACK");
+        PQclear(rb);
+    }
+    int rc = ferry__pg_exec(s->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                            FERRY_ESOURCE, WHAT ": begin", err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->peer);
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    char *lit = PQescapeLiteral(s->c, s->snapshot_id, strlen(s->snapshot_id));
+    if (lit == NULL) {
+        rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, NULL, WHAT ": %s: escaping a literal",
+                             s->peer);
+    } else {
+        rc = ferry_buf_printf(&sql, "SET TRANSACTION SNAPSHOT %s", lit) == FERRY_OK
+                 ? FERRY_OK
+                 : nomem(err);
+        PQfreemem(lit);
+    }
+    char what[128];
+    snprintf(what, sizeof what, WHAT ": importing snapshot %.64s", s->snapshot_id);
+    if (rc == FERRY_OK) rc = ferry__pg_exec(s->c, sql.data, FERRY_ESOURCE, what, err);
+    /* Idle between shards by design (while the pipeline drains): not an abandoned session. */
+    if (rc == FERRY_OK)
+        rc = ferry__pg_exec(s->c, "SET LOCAL idle_in_transaction_session_timeout = 0",
+                            FERRY_ESOURCE, what, err);
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) {
+        PGresult *rb = PQexec(s->c, "ROLLBACK");
+        PQclear(rb);
+        return ferry_error_prefix(err, "%s", s->peer);
+    }
+    return FERRY_OK;
+}
+
+static int src_use_snapshot(void *ctx, const char *snapshot_id, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    char *id = ferry_strdup(snapshot_id);
+    if (id == NULL) return nomem(err);
+    ferry_free(s->snapshot_id);
+    s->snapshot_id = id;
+    /* A transaction of an earlier snapshot ends; the new one is imported now, so that a
+     * snapshot that cannot be imported fails before any row moves. */
+    if (PQtransactionStatus(s->c) != PQTRANS_IDLE) {
+        PGresult *rb = PQexec(s->c, "ROLLBACK");
+        PQclear(rb);
+    }
+    return begin_snapshot(s, err);
+}
+
 /* ---- extract ------------------------------------------------------------------------- */
 
 struct reader {
@@ -887,9 +996,12 @@ static void abandon(struct src *s, bool copying)
 static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct src *s = rd->s;
-    int rc = ferry__pg_exec(s->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-                            FERRY_ESOURCE, WHAT ": begin", err);
-    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->peer);
+    /* With a shared snapshot the transaction is already open (src_extract) and stays so. */
+    bool shared = s->snapshot_id != NULL;
+    int rc = shared ? begin_snapshot(s, err)
+                    : ferry__pg_exec(s->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                                     FERRY_ESOURCE, WHAT ": begin", err);
+    if (rc != FERRY_OK) return shared ? rc : ferry_error_prefix(err, "%s", s->peer);
     PGresult *res = PQexec(s->c, rd->sql.data);
     if (PQresultStatus(res) != PGRES_COPY_OUT) {
         rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res, "%s", rd->what);
@@ -934,6 +1046,7 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
     }
     while ((res = PQgetResult(s->c)) != NULL)
         PQclear(res);
+    if (shared) return FERRY_OK;
     return ferry__pg_exec(s->c, "COMMIT", FERRY_ESOURCE, rd->what, err);
 }
 
@@ -978,7 +1091,9 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     ferry_buf_init(&rd.tmp, 0);
     const char *mode = json_string_value(json_object_get(plan, "mode"));
     bool incremental = mode != NULL && !strcmp(mode, "incremental");
-    int rc = resolve(s, spec->table, &rd.r, err);
+    /* The catalog, too, is read as of the shared snapshot. */
+    int rc = s->snapshot_id != NULL ? begin_snapshot(s, err) : FERRY_OK;
+    if (rc == FERRY_OK) rc = resolve(s, spec->table, &rd.r, err);
     if (rc == FERRY_OK) {
         snprintf(rd.what, sizeof rd.what, WHAT ": %s: table %s, shard %d", s->peer, rd.r.from,
                  shard);
@@ -1027,4 +1142,6 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .extract = src_extract,
     .close = src_close,
     .cancel = src_cancel,
+    .snapshot = src_snapshot,
+    .use_snapshot = src_use_snapshot,
 };

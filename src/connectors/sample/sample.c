@@ -119,7 +119,7 @@ static const struct table_def tables[] = {
     {"users", T_USERS, users_cols, U_N, U_ID, U_UPDATED_AT},
 };
 
-static const char *const tuning_keys[] = {"rows", "clock", "shards", NULL};
+static const char *const tuning_keys[] = {"rows", "clock", "shards", "parallelism", NULL};
 
 struct sample {
     uint64_t seed;

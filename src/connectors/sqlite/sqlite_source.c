@@ -38,7 +38,7 @@
 
 __extension__ typedef __int128 i128;
 
-static const char *const source_tuning_keys[] = {"shards", NULL};
+static const char *const source_tuning_keys[] = {"shards", "parallelism", NULL};
 
 struct src {
     sqlite3 *db;

@@ -5,9 +5,13 @@
  * the schema batches have after the chain, which is what the sink prepares. Errors name the
  * transform's index, key and line, before any data moves.
  *
- * Kinds available: drop: COL|[COLS], select: [COLS], rename: {OLD: NEW},
- * hash: sha256|hmac_sha256 with column: COL (and key: env:NAME|file:PATH for hmac).
- * Projections (drop, select, rename) share the input's buffers; hash builds one new column.
+ * Kinds: drop: COL|[COLS], select: [COLS], rename: {OLD: NEW},
+ * hash: sha256|hmac_sha256 with column: COL (and key: env:NAME|file:PATH for hmac),
+ * mask: COL [keep_last: N] [char: C], add: NAME with value: CONST|run_id|load_time|
+ * source_position, filter: COL with one of equals|not_equals|in|is_null|greater_than|
+ * less_than, cast: COL with to: TYPE. docs/pipeline-file.md has the semantics.
+ * Projections (drop, select, rename) share the input's buffers; hash, mask, add and cast
+ * build a canonical copy with one new column; filter copies the kept rows.
  * Not thread-safe; one chain per transform stage. */
 #ifndef FERRY_PIPELINE_TRANSFORM_H
 #define FERRY_PIPELINE_TRANSFORM_H
@@ -24,6 +28,10 @@ int ferry_transforms_compile(const struct ferry_pipeline_spec *p, const char *re
 /* Consumes `in`, returns the transformed batch in *out. */
 int ferry_transforms_apply(struct ferry_transform_chain *chain, struct ferry_batch *in,
                            struct ferry_batch **out, struct ferry_error *err);
+/* The run whose batches the chain transforms (`add: ... value: run_id`). The chain is
+ * compiled before the run exists (plan time), so the runner sets it once the run is picked;
+ * applying an `add run_id` step before this is an error. Accepts a NULL chain. */
+void ferry_transforms_set_run(struct ferry_transform_chain *chain, int64_t run_id);
 void ferry_transforms_free(struct ferry_transform_chain *chain);
 
 #endif

@@ -563,6 +563,7 @@ static int run_resources(struct run *r, struct ferry_error *err)
         f->n_shards = rr->n_shards;
         f->resume = rr->resume;
         f->chain = rr->chain;
+        ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
         f->sink_vt = p->sink_vt;
         f->sink_ctx = r->sink_ctx;
         f->caps = rr->caps;

@@ -6,11 +6,16 @@
  * share the input's buffers and keep it alive exactly as long as the output; hash values
  * equal SHA-256 / HMAC-SHA-256 of each value's canonical text (several checked against
  * digests computed outside ferry); nulls stay null; slices work as input; every compile
- * error names the transform's index, key and line. */
+ * error names the transform's index, key and line. mask counts code points; add fills
+ * constants, the run id, one load time per batch and the batch position; filter keeps exactly
+ * the matching rows of every type (and every delete) with the batch's seq and position, even
+ * when none is left; cast converts values exactly and names column, row and value when text
+ * does not parse; allocation failures anywhere in compile or apply are clean. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "unit.h"
 #include "testrows.h"
@@ -848,6 +853,652 @@ static void test_empty_batch(void **state)
     ferry_schema_unref(s);
 }
 
+/* ---- mask ---- */
+
+/* Independent of the transform: decode each UTF-8 sequence by its length. */
+static void expected_mask(const char *s, size_t n, int keep, const char *ch, char *out)
+{
+    size_t starts[64];
+    int cps = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        starts[cps++] = i;
+        i += c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    }
+    int masked = cps > keep ? cps - keep : 0;
+    out[0] = '\0';
+    for (int k = 0; k < masked; k++) strcat(out, ch);
+    size_t tail = masked < cps ? starts[masked] : n;
+    strncat(out, s + tail, n - tail);
+}
+
+static void test_mask(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    struct compiled c = compile_ok("  - {mask: name, keep_last: 3, char: '#'}\n"
+                                   "  - {mask: exact, char: \"\xe2\x80\xa2\"}\n" /* U+2022 */
+                                   "  - mask: doc\n",
+                                   "test.rows", s);
+    int name = ferry_schema_find(c.out, "name"), exact = ferry_schema_find(c.out, "exact");
+    int doc = ferry_schema_find(c.out, "doc");
+    /* Masked columns become utf8 in place, keeping name and nullability. */
+    assert_int_equal(c.out->n_fields, TR_NCOLS);
+    assert_int_equal(c.out->fields[name].type, FERRY_TYPE_UTF8);
+    assert_int_equal(c.out->fields[exact].type, FERRY_TYPE_UTF8);
+    assert_int_equal(c.out->fields[doc].type, FERRY_TYPE_UTF8);
+    assert_true(c.out->fields[name].nullable);
+
+    struct ferry_batch *whole = tr_batch(s, 0, 40);
+    /* A slice as input (offset 5): values are read relative to it. */
+    struct ferry_batch *in = ferry_batch_slice(whole, 5, 35);
+    struct ferry_batch *out = apply_ok(c.chain, in);
+    assert_int_equal(out->length, 35);
+    assert_string_equal(out->position, whole->position);
+    assert_int_equal(out->columns[name].type, FERRY_TYPE_UTF8);
+    int nulls = 0;
+    for (int64_t r = 0; r < 35; r++) {
+        int64_t tr = 5 + r;
+        const int cols[3] = {10, 9, 17}, outc[3] = {name, exact, doc}, keep[3] = {3, 0, 0};
+        const char *chs[3] = {"#", "\xe2\x80\xa2", "*"};
+        for (int k = 0; k < 3; k++) {
+            struct tr_cell v;
+            tr_cell(tr, cols[k], &v);
+            assert_int_equal(ferry_col_is_null(out, outc[k], r), v.null);
+            if (v.null) {
+                nulls++;
+                continue;
+            }
+            char want[256], got[256];
+            expected_mask(v.bytes, v.len, keep[k], chs[k], want);
+            cell_text(out, outc[k], r, got, sizeof got);
+            assert_string_equal(got, want);
+        }
+        assert_tr_row(out, 0, r, 0, tr); /* other columns untouched */
+        assert_tr_row(out, 12, r, 12, tr);
+        assert_int_equal(ferry_batch_op(out, r), tr_op(tr));
+    }
+    assert_true(nulls > 0);
+    /* Hand-checked values: row 7 is "row-7-éé" (8 characters, 10 bytes). */
+    char got[64];
+    cell_text(out, name, 2, got, sizeof got);
+    assert_string_equal(got, "#####-\xc3\xa9\xc3\xa9");
+    cell_text(out, doc, 3, got, sizeof got); /* {"r":8} */
+    assert_string_equal(got, "*******");
+    cell_text(out, exact, 2, got, sizeof got); /* 7.07 */
+    assert_string_equal(got, "\xe2\x80\xa2\xe2\x80\xa2\xe2\x80\xa2\xe2\x80\xa2");
+    /* keep_last larger than the value keeps it whole; "" stays "" (row 11). */
+    struct compiled big = compile_ok("  - {mask: name, keep_last: 100}\n", "test.rows", s);
+    struct ferry_batch *o2 = apply_ok(big.chain, ferry_batch_ref(whole));
+    for (int64_t r = 0; r < 40; r++) {
+        if (ferry_col_is_null(o2, 10, r)) continue;
+        assert_tr_row(o2, 10, r, 10, r);
+    }
+    size_t len;
+    ferry_col_bytes(o2, 10, 11, &len);
+    assert_int_equal(len, 0);
+    ferry_batch_unref(o2);
+    compiled_free(&big);
+    ferry_batch_unref(out);
+    ferry_batch_unref(whole);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+/* ---- add ---- */
+
+static void test_add(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    struct compiled c = compile_ok("  - {add: origin, value: 'eu-west'}\n"
+                                   "  - {add: run, value: run_id}\n"
+                                   "  - {add: loaded, value: load_time}\n"
+                                   "  - {add: pos, value: source_position}\n"
+                                   "  - drop: blob\n",
+                                   "test.rows", s);
+    /* Appended last, in order, with their types; the projection after them keeps them. */
+    assert_int_equal(c.out->n_fields, TR_NCOLS - 1 + 4);
+    int base = TR_NCOLS - 1;
+    assert_string_equal(c.out->fields[base].name, "origin");
+    assert_int_equal(c.out->fields[base].type, FERRY_TYPE_UTF8);
+    assert_false(c.out->fields[base].nullable);
+    assert_string_equal(c.out->fields[base + 1].name, "run");
+    assert_int_equal(c.out->fields[base + 1].type, FERRY_TYPE_INT64);
+    assert_int_equal(c.out->fields[base + 2].type, FERRY_TYPE_TIMESTAMPTZ_US);
+    assert_int_equal(c.out->fields[base + 3].type, FERRY_TYPE_UTF8);
+    assert_true(c.out->fields[base + 3].nullable);
+    assert_int_equal(c.out->fields[base + 1].key_pos, 0);
+    assert_int_equal(c.out->n_key, 1);
+
+    /* Before the run is known, a run_id column cannot be filled. */
+    struct ferry_batch *out = NULL;
+    struct ferry_error err = {0};
+    assert_int_equal(ferry_transforms_apply(c.chain, tr_batch(s, 0, 3), &out, &err), FERRY_EINVAL);
+    assert_null(out);
+    assert_string_equal(err.message, "transforms[1] (add run): the run id is not known yet");
+
+    ferry_transforms_set_run(c.chain, 4242);
+    ferry_transforms_set_run(NULL, 1); /* accepted */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    struct ferry_batch *whole = tr_batch(s, 0, 30);
+    struct ferry_batch *tail = ferry_batch_slice(whole, 10, 20);
+    out = apply_ok(c.chain, tail);
+    clock_gettime(CLOCK_REALTIME, &t1);
+    int64_t lo = (int64_t)t0.tv_sec * 1000000 + t0.tv_nsec / 1000;
+    int64_t hi = (int64_t)t1.tv_sec * 1000000 + t1.tv_nsec / 1000;
+    assert_int_equal(out->length, 20);
+    int64_t loaded = ferry_col_int(out, base + 2, 0);
+    assert_true(loaded >= lo && loaded <= hi);
+    for (int64_t r = 0; r < 20; r++) {
+        char got[256];
+        cell_text(out, base, r, got, sizeof got);
+        assert_string_equal(got, "eu-west");
+        assert_int_equal(ferry_col_int(out, base + 1, r), 4242);
+        assert_int_equal(ferry_col_int(out, base + 2, r), loaded); /* one time per batch */
+        cell_text(out, base + 3, r, got, sizeof got);
+        assert_string_equal(got, whole->position);
+        assert_tr_row(out, 0, r, 0, 10 + r);
+        assert_tr_row(out, 10, r, 10, 10 + r);
+    }
+    ferry_batch_unref(out);
+    /* A middle slice has no position: the column is null there. */
+    out = apply_ok(c.chain, ferry_batch_slice(whole, 2, 5));
+    for (int64_t r = 0; r < 5; r++) assert_true(ferry_col_is_null(out, base + 3, r));
+    assert_int_equal(out->columns[base + 3].null_count, 5);
+    assert_false(ferry_col_is_null(out, base, 0));
+    ferry_batch_unref(out);
+    /* An empty batch gets the column too. */
+    out = apply_ok(c.chain, tr_batch(s, 0, 0));
+    assert_int_equal(out->length, 0);
+    assert_int_equal(out->schema->n_fields, TR_NCOLS + 3);
+    ferry_batch_unref(out);
+    ferry_batch_unref(whole);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+/* ---- filter ---- */
+
+typedef bool (*row_pred)(int64_t r);
+
+/* Applies `transforms` to rows 0..59 (as a slice at offset 3 when `sliced`) and checks that
+ * exactly the deletes and the rows where pred holds were kept, in order, whole. */
+static void check_filter(struct ferry_schema *s, const char *transforms, row_pred pred,
+                         bool sliced)
+{
+    struct compiled c = compile_ok(transforms, "test.rows", s);
+    assert_ptr_equal(c.out, s); /* filter keeps the schema */
+    int64_t first = sliced ? 3 : 0, n = 60;
+    struct ferry_batch *whole = tr_batch(s, 0, 63), *in;
+    in = sliced ? ferry_batch_slice(whole, 3, 60) : tr_batch(s, 0, 60);
+    uint64_t seq = in->seq;
+    char *pos = ferry_strdup(in->position);
+    struct ferry_batch *out = apply_ok(c.chain, in);
+    int64_t j = 0, dropped = 0, deletes_kept = 0;
+    for (int64_t r = first; r < first + n; r++) {
+        bool del = tr_op(r) == FERRY_OP_DELETE;
+        if (!del && !pred(r)) {
+            dropped++;
+            continue;
+        }
+        if (del && !pred(r)) deletes_kept++;
+        if (j >= out->length) fail_msg("%s: row %lld missing", transforms, (long long)r);
+        for (int col = 0; col < TR_NCOLS; col++)
+            assert_tr_row(out, col, j, col, r);
+        assert_int_equal(ferry_batch_op(out, j), tr_op(r));
+        j++;
+    }
+    assert_int_equal(out->length, j);
+    assert_true(dropped > 0);      /* the test data exercises the predicate both ways */
+    assert_true(deletes_kept > 0); /* ...and a delete it would have dropped */
+    assert_int_equal(out->offset, 0);
+    assert_int_equal(out->seq, seq);
+    assert_string_equal(out->position, pos);
+    for (int col = 0; col < TR_NCOLS; col++) { /* exact null counts, no stray bitmap */
+        int64_t nn = 0;
+        for (int64_t r = 0; r < out->length; r++) nn += ferry_col_is_null(out, col, r);
+        assert_int_equal(out->columns[col].null_count, nn);
+        if (nn == 0) assert_null(out->columns[col].validity);
+    }
+    ferry_free(pos);
+    ferry_batch_unref(out);
+    ferry_batch_unref(whole);
+    compiled_free(&c);
+}
+
+static bool p_medium_gt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 4, &v);
+    return !v.null && v.i > -499000000;
+}
+static bool p_name_in(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 10, &v);
+    return !v.null &&
+           (!strcmp(v.bytes, "row-7-\xc3\xa9\xc3\xa9") ||
+            !strcmp(v.bytes, "row-13-\xc3\xa9\xc3\xa9\xc3\xa9") || !strcmp(v.bytes, "row-20-"));
+}
+static bool p_flag_null(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 1, &v);
+    return v.null;
+}
+static bool p_flag_not_null(int64_t r)
+{
+    return !p_flag_null(r);
+}
+static bool p_flag_true(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 1, &v);
+    return !v.null && v.b;
+}
+static bool p_f64_lt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 7, &v);
+    return !v.null && v.f < 30.5;
+}
+static bool p_price_gt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 8, &v);
+    int64_t unscaled = (r % 2 ? -1 : 1) * (r * 12345 + 1);
+    return !v.null && unscaled > 100500; /* 100.5 at scale 3 */
+}
+static bool p_exact_lt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 9, &v);
+    double x = (double)r + (double)(r % 100) / 100.0;
+    return !v.null && (r % 3 ? x : -x) < -5.5;
+}
+static bool p_day_gt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 12, &v);
+    return !v.null && v.i > 19022; /* 2022-01-30 */
+}
+static bool p_at_lt(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 14, &v);
+    return !v.null && v.i < 1700000000000000LL + 20 * 1000001;
+}
+static bool p_tiny_ne(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 2, &v);
+    return !v.null && v.i != -91; /* row 1 */
+}
+static bool p_uuid_eq(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 16, &v);
+    return !v.null && r % 16 == 4; /* its bytes are (r * 16 + k) mod 256 */
+}
+static bool p_doc_eq(int64_t r)
+{
+    struct tr_cell v;
+    tr_cell(r, 17, &v);
+    return !v.null && r == 6;
+}
+
+static void test_filter(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    static const struct {
+        const char *transforms;
+        row_pred pred;
+    } cases[] = {
+        {"  - {filter: medium, greater_than: -499000000}\n", p_medium_gt},
+        {"  - filter: name\n    in: [\"row-7-\xc3\xa9\xc3\xa9\", "
+         "\"row-13-\xc3\xa9\xc3\xa9\xc3\xa9\", row-20-, nope]\n",
+         p_name_in},
+        {"  - {filter: flag, is_null: true}\n", p_flag_null},
+        {"  - {filter: flag, is_null: false}\n", p_flag_not_null},
+        {"  - {filter: flag, equals: true}\n", p_flag_true},
+        {"  - {filter: f64, less_than: 30.5}\n", p_f64_lt},
+        {"  - {filter: price, greater_than: '100.5'}\n", p_price_gt},
+        {"  - {filter: exact, less_than: '-5.50'}\n", p_exact_lt},
+        {"  - {filter: day, greater_than: '2022-01-30'}\n", p_day_gt},
+        {"  - {filter: at, less_than: '2023-11-14 22:13:40.00002'}\n", p_at_lt},
+        {"  - {filter: tiny, not_equals: -91}\n", p_tiny_ne},
+        {"  - {filter: uid, equals: 40414243-4445-4647-4849-4a4b4c4d4e4f}\n", p_uuid_eq},
+        {"  - {filter: doc, equals: '{\"r\":6}'}\n", p_doc_eq},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_filter(s, cases[i].transforms, cases[i].pred, false);
+        check_filter(s, cases[i].transforms, cases[i].pred, true);
+    }
+    ferry_schema_unref(s);
+}
+
+/* Every row kept: the same batch passes on. Every row dropped: an empty batch that still
+ * carries the position (the checkpoint must advance past the dropped rows). */
+static void test_filter_all_or_nothing(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    struct compiled c = compile_ok("  - {filter: id, greater_than: 100}\n", "test.rows", s);
+    struct ferry_batch *in = tr_batch(s, 200, 10);
+    struct ferry_batch *out = apply_ok(c.chain, ferry_batch_ref(in));
+    assert_ptr_equal(out, in);
+    ferry_batch_unref(out);
+    ferry_batch_unref(in);
+    in = tr_batch(s, 57, 2); /* an insert and an update, no delete */
+    char *pos = ferry_strdup(in->position);
+    uint64_t seq = in->seq;
+    out = apply_ok(c.chain, in);
+    assert_int_equal(out->length, 0);
+    assert_string_equal(out->position, pos);
+    assert_int_equal(out->seq, seq);
+    assert_string_equal(out->resource, "test.rows");
+    ferry_batch_unref(out);
+    ferry_free(pos);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+/* A delete carries only its key (other columns null): a filter on another column must still
+ * pass it, or a merge sink would keep a row the source deleted. */
+static void test_filter_keeps_deletes(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "status", FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *in = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "orders", lim, tr_take, &in);
+    struct ferry_error err = {0};
+    static const struct {
+        enum ferry_op op;
+        const char *status;
+    } rows[] = {{FERRY_OP_INSERT, "paid"},   {FERRY_OP_INSERT, "new"},   {FERRY_OP_DELETE, NULL},
+                {FERRY_OP_UPDATE, "shipped"}, {FERRY_OP_UPDATE, NULL},   {FERRY_OP_DELETE, "new"},
+                {FERRY_OP_INSERT, "PAID"}};
+    for (int i = 0; i < 7; i++) {
+        ferry_rw_begin(rw, rows[i].op);
+        ferry_rw_int(rw, i + 1);
+        if (rows[i].status) ferry_rw_text(rw, rows[i].status, strlen(rows[i].status));
+        else ferry_rw_null(rw);
+        assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, true, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    struct compiled c = compile_ok("  - {filter: status, in: [paid, shipped]}\n", "orders", s);
+    struct ferry_batch *out = apply_ok(c.chain, in);
+    static const int64_t kept[] = {1, 3, 4, 6};
+    assert_int_equal(out->length, 4);
+    for (int j = 0; j < 4; j++) assert_int_equal(ferry_col_int(out, 0, j), kept[j]);
+    assert_int_equal(ferry_batch_op(out, 1), FERRY_OP_DELETE);
+    assert_true(ferry_col_is_null(out, 1, 1));
+    assert_int_equal(ferry_batch_op(out, 3), FERRY_OP_DELETE);
+    assert_int_equal(out->columns[1].null_count, 1);
+    ferry_batch_unref(out);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+/* ---- cast ---- */
+
+static void test_cast_widen(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    struct compiled c = compile_ok("  - {cast: tiny, to: int64}\n"
+                                   "  - {cast: small, to: int32}\n"
+                                   "  - {cast: medium, to: float64}\n"
+                                   "  - {cast: f32, to: double}\n"
+                                   "  - {cast: price, to: 'decimal(25,5)'}\n"
+                                   "  - {cast: day, to: timestamptz}\n"
+                                   "  - {cast: big, to: utf8}\n"
+                                   "  - {cast: at, to: text}\n"
+                                   "  - {cast: uid, to: utf8}\n"
+                                   "  - {cast: id, to: int64}\n",
+                                   "test.rows", s);
+    assert_int_equal(c.out->fields[2].type, FERRY_TYPE_INT64);
+    assert_int_equal(c.out->fields[3].type, FERRY_TYPE_INT32);
+    assert_int_equal(c.out->fields[4].type, FERRY_TYPE_FLOAT64);
+    assert_int_equal(c.out->fields[6].type, FERRY_TYPE_FLOAT64);
+    assert_int_equal(c.out->fields[8].type, FERRY_TYPE_DECIMAL128);
+    assert_int_equal(c.out->fields[8].precision, 25);
+    assert_int_equal(c.out->fields[8].scale, 5);
+    assert_int_equal(c.out->fields[12].type, FERRY_TYPE_TIMESTAMPTZ_US);
+    assert_int_equal(c.out->fields[5].type, FERRY_TYPE_UTF8);
+    assert_int_equal(c.out->fields[0].key_pos, 1); /* a cast key column stays in the key */
+    struct ferry_batch *whole = tr_batch(s, 0, 50);
+    struct ferry_batch *out = apply_ok(c.chain, ferry_batch_slice(whole, 7, 43));
+    for (int64_t r = 0; r < 43; r++) {
+        int64_t tr = 7 + r;
+        struct tr_cell v;
+        for (int col = 0; col < TR_NCOLS; col++) {
+            tr_cell(tr, col, &v);
+            assert_int_equal(ferry_col_is_null(out, col, r), v.null);
+        }
+        tr_cell(tr, 2, &v);
+        if (!v.null) assert_int_equal(ferry_col_int(out, 2, r), v.i);
+        tr_cell(tr, 3, &v);
+        if (!v.null) assert_int_equal(ferry_col_int(out, 3, r), v.i);
+        tr_cell(tr, 4, &v);
+        if (!v.null) assert_true(ferry_col_float(out, 4, r) == (double)v.i);
+        tr_cell(tr, 6, &v);
+        if (!v.null) assert_true(ferry_col_float(out, 6, r) == v.f);
+        tr_cell(tr, 8, &v);
+        if (!v.null) {
+            struct ferry_decimal128 d = ferry_col_dec128(out, 8, r);
+            int64_t unscaled = (tr % 2 ? -1 : 1) * (tr * 12345 + 1) * 100;
+            assert_int_equal((int64_t)d.lo, unscaled);
+            assert_int_equal(d.hi, unscaled < 0 ? -1 : 0);
+        }
+        tr_cell(tr, 12, &v);
+        if (!v.null) assert_int_equal(ferry_col_int(out, 12, r), v.i * 86400000000LL);
+        char got[128], want[128];
+        tr_cell(tr, 5, &v);
+        if (!v.null) {
+            cell_text(out, 5, r, got, sizeof got);
+            snprintf(want, sizeof want, "%lld", (long long)v.i);
+            assert_string_equal(got, want);
+        }
+        tr_cell(tr, 14, &v);
+        if (!v.null) {
+            cell_text(out, 14, r, got, sizeof got);
+            assert_true(ferry_timestamp_to_text(v.i, false, want, sizeof want) > 0);
+            assert_string_equal(got, want);
+        }
+        tr_cell(tr, 16, &v);
+        if (!v.null) {
+            cell_text(out, 16, r, got, sizeof got);
+            assert_true(ferry_uuid_to_text(v.fixed, want, sizeof want) > 0);
+            assert_string_equal(got, want);
+        }
+        assert_tr_row(out, 10, r, 10, tr);
+    }
+    ferry_batch_unref(out);
+    ferry_batch_unref(whole);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+static struct ferry_schema *text_schema(void)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    static const char *const names[] = {"i", "d", "day", "ts", "u", "b", "f", "amt", "n"};
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(ferry_schema_add_field(s, names[i], i == 8 ? FERRY_TYPE_DECIMAL_TEXT
+                                                                      : FERRY_TYPE_UTF8,
+                                                true, NULL),
+                         FERRY_OK);
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    return s;
+}
+
+static struct ferry_batch *text_batch(struct ferry_schema *s, const char *const (*rows)[10],
+                                      int n)
+{
+    struct ferry_batch *b = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "texts", lim, tr_take, &b);
+    struct ferry_error err = {0};
+    for (int r = 0; r < n; r++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        ferry_rw_int(rw, r + 1);
+        for (int c = 0; c < 9; c++)
+            if (rows[r][c]) ferry_rw_text(rw, rows[r][c], strlen(rows[r][c]));
+            else ferry_rw_null(rw);
+        assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    return b;
+}
+
+static void test_cast_from_text(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = text_schema();
+    static const char *const rows[][10] = {
+        {"42", "12.5", "2024-01-31", "2024-01-31 13:45:00.5+00",
+         "12345678-9abc-def0-1234-56789abcdef0", "true", "0.25", "-3.10", "-3.10"},
+        {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+        {"-7", "-0.001", "1970-01-02", "1970-01-01 00:00:01+00",
+         "00000000-0000-0000-0000-000000000000", "false", "-1e3", "99", "NaN"},
+    };
+    struct compiled c = compile_ok("  - {cast: i, to: int16}\n"
+                                   "  - {cast: d, to: 'decimal(10,3)'}\n"
+                                   "  - {cast: day, to: date}\n"
+                                   "  - {cast: ts, to: timestamptz}\n"
+                                   "  - {cast: u, to: uuid}\n"
+                                   "  - {cast: b, to: bool}\n"
+                                   "  - {cast: f, to: float32}\n"
+                                   "  - {cast: amt, to: decimal_text}\n"
+                                   "  - {cast: n, to: float64}\n",
+                                   "texts", s);
+    struct ferry_batch *out = apply_ok(c.chain, text_batch(s, rows, 3));
+    assert_int_equal(out->columns[1].type, FERRY_TYPE_INT16);
+    assert_int_equal(ferry_col_int(out, 1, 0), 42);
+    assert_int_equal(ferry_col_int(out, 1, 2), -7);
+    struct ferry_decimal128 d = ferry_col_dec128(out, 2, 0);
+    assert_int_equal(d.lo, 12500);
+    assert_int_equal((int64_t)ferry_col_dec128(out, 2, 2).lo, -1);
+    assert_int_equal(ferry_col_dec128(out, 2, 2).hi, -1);
+    assert_int_equal(ferry_col_int(out, 3, 0), 19753);
+    assert_int_equal(ferry_col_int(out, 3, 2), 1);
+    int64_t ts;
+    assert_int_equal(ferry_timestamp_from_text("2024-01-31 13:45:00.5+00", 24, &ts), FERRY_OK);
+    assert_int_equal(ferry_col_int(out, 4, 0), ts);
+    assert_int_equal(ferry_col_int(out, 4, 2), 1000000);
+    assert_int_equal(ferry_col_fixed(out, 5, 0)[0], 0x12);
+    assert_int_equal(ferry_col_fixed(out, 5, 0)[15], 0xf0);
+    assert_true(ferry_col_bool(out, 6, 0));
+    assert_false(ferry_col_bool(out, 6, 2));
+    assert_true(ferry_col_float(out, 7, 0) == 0.25);
+    assert_true(ferry_col_float(out, 7, 2) == -1000.0);
+    assert_int_equal(out->columns[8].type, FERRY_TYPE_DECIMAL_TEXT);
+    char got[64];
+    cell_text(out, 8, 0, got, sizeof got);
+    assert_string_equal(got, "-3.10");
+    assert_true(ferry_col_float(out, 9, 0) == -3.1);
+    assert_true(isnan(ferry_col_float(out, 9, 2)));
+    for (int col = 1; col < 10; col++) {
+        assert_true(ferry_col_is_null(out, col, 1));
+        assert_int_equal(out->columns[col].null_count, 1);
+    }
+    ferry_batch_unref(out);
+    compiled_free(&c);
+
+    /* A value that does not parse: the error names the transform, column, row and value. */
+    static const struct {
+        const char *transforms;
+        const char *rows[1][10];
+        const char *message;
+    } bad[] = {
+        {"  - {cast: i, to: int8}\n",
+         {{"300"}},
+         "transforms[0] (cast): column \"i\" row 0 of batch 1 of texts: value \"300\" "
+         "is not a valid int8"},
+        {"  - drop: d\n  - {cast: day, to: date32}\n",
+         {{"1", "2", "2024-02-30"}},
+         "transforms[1] (cast): column \"day\" row 0 of batch 1 of texts: value "
+         "\"2024-02-30\" is not a valid date32"},
+        {"  - {cast: d, to: 'decimal(4,2)'}\n",
+         {{"1", "123.456"}},
+         "transforms[0] (cast): column \"d\" row 0 of batch 1 of texts: value "
+         "\"123.456\" is not a valid decimal128(4,2)"},
+        {"  - {cast: amt, to: decimal_text}\n",
+         {{"1", "2", "3", "4", "5", "6", "7", "1.2.3"}},
+         "transforms[0] (cast): column \"amt\" row 0 of batch 1 of texts: value "
+         "\"1.2.3\" is not a valid decimal_text"},
+        {"  - {cast: i, to: int64}\n",
+         {{"12345678901234567890123456789012345678901234567890123456789012345678901234567890"}},
+         "transforms[0] (cast): column \"i\" row 0 of batch 1 of texts: value "
+         "\"1234567890123456789012345678901234567890123456789012345678901234...\" is not a valid "
+         "int64"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct compiled b = compile_ok(bad[i].transforms, "texts", s);
+        struct ferry_batch *o = NULL;
+        struct ferry_error err = {0};
+        assert_int_equal(ferry_transforms_apply(b.chain, text_batch(s, bad[i].rows, 1), &o, &err),
+                         FERRY_EINVAL);
+        assert_null(o);
+        assert_string_equal(err.message, bad[i].message);
+        compiled_free(&b);
+    }
+    ferry_schema_unref(s);
+}
+
+/* Filter, mask, add and cast chained with projections: the output is what each step
+ * promises, applied in file order. */
+static void test_chain_of_every_kind(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = tr_schema();
+    struct compiled c = compile_ok("  - drop: [blob, doc]\n"
+                                   "  - rename: {name: label}\n"
+                                   "  - {filter: small, greater_than: 0}\n"
+                                   "  - {mask: label, keep_last: 2}\n"
+                                   "  - {cast: big, to: utf8}\n"
+                                   "  - {add: run, value: run_id}\n"
+                                   "  - {column: exact, hash: sha256}\n",
+                                   "test.rows", s);
+    ferry_transforms_set_run(c.chain, 9);
+    assert_int_equal(c.out->n_fields, TR_NCOLS - 2 + 1);
+    struct ferry_batch *out = apply_ok(c.chain, tr_batch(s, 0, 90));
+    int64_t j = 0;
+    for (int64_t r = 0; r < 90; r++) {
+        struct tr_cell v;
+        tr_cell(r, 3, &v);
+        if (tr_op(r) != FERRY_OP_DELETE && (v.null || v.i <= 0)) continue;
+        assert_int_equal(ferry_col_int(out, 0, j), r);
+        assert_int_equal(ferry_col_int(out, c.out->n_fields - 1, j), 9);
+        tr_cell(r, 10, &v);
+        if (!v.null) {
+            char want[128], got[128];
+            expected_mask(v.bytes, v.len, 2, "*", want);
+            cell_text(out, ferry_schema_find(out->schema, "label"), j, got, sizeof got);
+            assert_string_equal(got, want);
+        }
+        j++;
+    }
+    assert_int_equal(out->length, j);
+    assert_true(j > 30 && j < 90);
+    ferry_batch_unref(out);
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
 /* ---- errors: each names the transform's index, key and line ---- */
 
 static void test_errors(void **state)
@@ -883,9 +1534,117 @@ static void test_errors(void **state)
         {"  - rename: {id: rid}\n  - {column: rid, hash: sha256}\n",
          "t.yaml: transforms[1].column (line 12): column \"rid\" is part of the key of test.rows "
          "and cannot be hashed"},
-        {"  - {column: name, mask: '*'}\n",
-         "t.yaml: transforms[0] (line 11): transform \"mask\" is not available in this version "
-         "(available: drop, select, rename, hash)"},
+        /* mask */
+        {"  - {mask: nope}\n",
+         "t.yaml: transforms[0].mask (line 11): column \"nope\" is not in resource test.rows"},
+        {"  - {mask: big}\n",
+         "t.yaml: transforms[0].mask (line 11): column \"big\" is int64; mask applies to utf8, "
+         "json and decimal_text columns (cast it to utf8 first)"},
+        {"  - {mask: blob}\n",
+         "t.yaml: transforms[0].mask (line 11): column \"blob\" is binary; mask applies to utf8, "
+         "json and decimal_text columns (cast it to utf8 first)"},
+        {"  - {mask: name, char: '**'}\n",
+         "t.yaml: transforms[0].char (line 11): expected exactly one character"},
+        {"  - {mask: name, char: ''}\n",
+         "t.yaml: transforms[0].char (line 11): expected exactly one character"},
+        {"  - {mask: name, keep_last: -1}\n",
+         "t.yaml: transforms[0].keep_last (line 11): must be between 0 and 1000000, got -1"},
+        {"  - {cast: id, to: utf8}\n  - {mask: id}\n",
+         "t.yaml: transforms[1].mask (line 12): column \"id\" is part of the key of test.rows "
+         "and cannot be masked"},
+        /* add */
+        {"  - {add: name, value: x}\n",
+         "t.yaml: transforms[0].add (line 11): column \"name\" already exists in resource "
+         "test.rows"},
+        {"  - {add: a, value: run_id}\n  - {add: a, value: load_time}\n",
+         "t.yaml: transforms[1].add (line 12): column \"a\" already exists in resource "
+         "test.rows"},
+        {"  - {add: extra}\n", "t.yaml: transforms[0].value: required (line 11)"},
+        {"  - {add: extra, value: }\n",
+         "t.yaml: transforms[0].value (line 11): a value is required"},
+        /* filter */
+        {"  - {filter: nope, equals: 1}\n",
+         "t.yaml: transforms[0].filter (line 11): column \"nope\" is not in resource test.rows"},
+        {"  - {filter: id}\n",
+         "t.yaml: transforms[0].filter (line 11): no condition; use exactly one of equals, "
+         "not_equals, in, is_null, greater_than, less_than"},
+        {"  - {filter: id, equals: 1, less_than: 3}\n",
+         "t.yaml: transforms[0].filter (line 11): several conditions; use exactly one of equals, "
+         "not_equals, in, is_null, greater_than, less_than"},
+        {"  - {filter: tiny, equals: 300}\n",
+         "t.yaml: transforms[0].equals (line 11): \"300\" is not a valid int8 value for column "
+         "\"tiny\""},
+        {"  - {filter: price, greater_than: '1.2345'}\n",
+         "t.yaml: transforms[0].greater_than (line 11): \"1.2345\" is not a valid "
+         "decimal128(20,3) value for column \"price\""},
+        {"  - {filter: day, less_than: yesterday}\n",
+         "t.yaml: transforms[0].less_than (line 11): \"yesterday\" is not a valid date32 value "
+         "for column \"day\""},
+        {"  - {filter: exact, equals: 1e5}\n",
+         "t.yaml: transforms[0].equals (line 11): \"1e5\" is not a valid decimal_text value for "
+         "column \"exact\""},
+        {"  - {filter: big, in: [1, 2, x]}\n",
+         "t.yaml: transforms[0].in[2] (line 11): \"x\" is not a valid int64 value for column "
+         "\"big\""},
+        {"  - {filter: big, in: 1}\n",
+         "t.yaml: transforms[0].in (line 11): expected a list of values"},
+        {"  - {filter: big, in: []}\n",
+         "t.yaml: transforms[0].in (line 11): expected at least one value"},
+        {"  - {filter: flag, is_null: maybe}\n",
+         "t.yaml: transforms[0].is_null (line 11): expected true or false, got \"maybe\""},
+        {"  - {filter: blob, equals: x}\n",
+         "t.yaml: transforms[0].equals (line 11): column \"blob\" is binary; only is_null "
+         "applies to it"},
+        {"  - {filter: f64, equals: }\n",
+         "t.yaml: transforms[0].equals (line 11): a value is required"},
+        {"  - {filter: big, in: [1, ~]}\n",
+         "t.yaml: transforms[0].in[1] (line 11): expected a string, got nothing (null)"},
+        {"  - {filter: uid, equals: not-a-uuid}\n",
+         "t.yaml: transforms[0].equals (line 11): \"not-a-uuid\" is not a valid uuid value for "
+         "column \"uid\""},
+        /* cast */
+        {"  - {cast: nope, to: utf8}\n",
+         "t.yaml: transforms[0].cast (line 11): column \"nope\" is not in resource test.rows"},
+        {"  - {cast: big}\n", "t.yaml: transforms[0].to: required (line 11)"},
+        {"  - {cast: big, to: int65}\n",
+         "t.yaml: transforms[0].to (line 11): unknown type \"int65\" (a ferry type name such as "
+         "int64, float64, utf8, date32, timestamptz, or decimal(P,S))"},
+        {"  - {cast: big, to: decimal}\n",
+         "t.yaml: transforms[0].to (line 11): type \"decimal\" needs a precision and a scale: "
+         "\"decimal(P,S)\""},
+        {"  - {cast: big, to: 'decimal(12 2)'}\n",
+         "t.yaml: transforms[0].to (line 11): unknown type \"decimal(12 2)\" (a ferry type name "
+         "such as int64, float64, utf8, date32, timestamptz, or decimal(P,S))"},
+        {"  - {cast: big, to: 'decimal(40,2)'}\n",
+         "t.yaml: transforms[0].to (line 11): unknown type \"decimal(40,2)\" (a ferry type name "
+         "such as int64, float64, utf8, date32, timestamptz, or decimal(P,S))"},
+        {"  - {cast: big, to: int32}\n",
+         "t.yaml: transforms[0].to (line 11): column \"big\" cannot be cast from int64 to int32: "
+         "only conversions that lose nothing are allowed"},
+        {"  - {cast: medium, to: float32}\n",
+         "t.yaml: transforms[0].to (line 11): column \"medium\" cannot be cast from int32 to "
+         "float32: only conversions that lose nothing are allowed"},
+        {"  - {cast: f64, to: int64}\n",
+         "t.yaml: transforms[0].to (line 11): column \"f64\" cannot be cast from float64 to "
+         "int64: only conversions that lose nothing are allowed"},
+        {"  - {cast: blob, to: utf8}\n",
+         "t.yaml: transforms[0].to (line 11): column \"blob\" cannot be cast from binary to "
+         "utf8: only conversions that lose nothing are allowed"},
+        {"  - {cast: price, to: 'decimal(20,2)'}\n",
+         "t.yaml: transforms[0].to (line 11): column \"price\" cannot be cast from "
+         "decimal128(20,3) to decimal128(20,2): only conversions that lose nothing are allowed"},
+        {"  - {cast: price, to: 'decimal(20,4)'}\n",
+         "t.yaml: transforms[0].to (line 11): column \"price\" cannot be cast from "
+         "decimal128(20,3) to decimal128(20,4): only conversions that lose nothing are allowed"},
+        {"  - {cast: at, to: timestamptz}\n",
+         "t.yaml: transforms[0].to (line 11): column \"at\" cannot be cast from timestamp to "
+         "timestamptz: only conversions that lose nothing are allowed"},
+        {"  - {cast: doc, to: int64}\n",
+         "t.yaml: transforms[0].to (line 11): column \"doc\" cannot be cast from json to int64: "
+         "only conversions that lose nothing are allowed"},
+        {"  - {cast: name, to: json}\n",
+         "t.yaml: transforms[0].to (line 11): column \"name\" cannot be cast from utf8 to json: "
+         "only conversions that lose nothing are allowed"},
         {"  - drop: [flag]\n  - {column: name, hash: hmac_sha256, key: "
          "'env:FERRY_TEST_MISSING_KEY'}\n",
          "t.yaml: transforms[1].key (line 12): environment variable FERRY_TEST_MISSING_KEY is "
@@ -900,6 +1659,14 @@ static void test_errors(void **state)
          "t.yaml: transforms[0].drop (line 11): no column of resource test.rows would remain"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bad[i].message == NULL) { /* print what it says, to fill the table in */
+            struct ferry_pipeline_spec *q = load(bad[i].transforms);
+            struct ferry_transform_chain *ch = NULL;
+            struct ferry_schema *o = NULL;
+            struct ferry_error e = {0};
+            int rc = ferry_transforms_compile(q, "test.rows", s, &ch, &o, &e);
+            fail_msg("rc %d: %s", rc, e.message);
+        }
         compile_fails(bad[i].transforms, "test.rows", s, bad[i].message);
     }
     /* An unknown algorithm names the key and the words allowed. */
@@ -926,48 +1693,60 @@ static void test_out_of_memory(void **state)
     (void)state;
     setenv("FERRY_TEST_HMAC_KEY", "key", 1);
     struct ferry_schema *s = tr_schema();
-    struct ferry_pipeline_spec *p =
-        load("  - drop: [flag]\n"
-             "  - {column: name, hash: hmac_sha256, key: 'env:FERRY_TEST_HMAC_KEY'}\n"
-             "  - rename: {big: large}\n");
-    bool compiled = false;
-    for (long n = 0; n < 400 && !compiled; n++) {
-        struct ferry_transform_chain *chain = NULL;
-        struct ferry_schema *out = NULL;
-        struct ferry_error err = {0};
-        ferry_mem_fail_after(n);
-        int rc = ferry_transforms_compile(p, "test.rows", s, &chain, &out, &err);
-        ferry_mem_fail_after(-1);
-        if (rc == FERRY_OK) {
-            compiled = true;
-            assert_non_null(chain);
-            bool applied = false;
-            for (long m = 0; m < 400 && !applied; m++) {
-                struct ferry_batch *in = tr_batch(s, 0, 20);
-                struct ferry_batch *res = NULL;
-                ferry_mem_fail_after(m);
-                rc = ferry_transforms_apply(chain, in, &res, &err);
-                ferry_mem_fail_after(-1);
-                if (rc == FERRY_OK) {
-                    applied = true;
-                    assert_int_equal(res->length, 20);
-                    ferry_batch_unref(res);
-                } else {
-                    assert_int_equal(rc, FERRY_ENOMEM);
+    static const char *const lists[] = {
+        "  - drop: [flag]\n"
+        "  - {column: name, hash: hmac_sha256, key: 'env:FERRY_TEST_HMAC_KEY'}\n"
+        "  - rename: {big: large}\n",
+        "  - {filter: small, greater_than: 0}\n"
+        "  - {mask: name, keep_last: 2}\n"
+        "  - {add: run, value: run_id}\n"
+        "  - {add: pos, value: source_position}\n"
+        "  - {cast: day, to: timestamptz}\n"
+        "  - {cast: big, to: utf8}\n"
+        "  - {filter: tiny, in: [1, 2, 3]}\n"};
+    for (int li = 0; li < 2; li++) {
+        struct ferry_pipeline_spec *p = load(lists[li]);
+        bool compiled = false;
+        for (long n = 0; n < 400 && !compiled; n++) {
+            struct ferry_transform_chain *chain = NULL;
+            struct ferry_schema *out = NULL;
+            struct ferry_error err = {0};
+            ferry_mem_fail_after(n);
+            int rc = ferry_transforms_compile(p, "test.rows", s, &chain, &out, &err);
+            ferry_mem_fail_after(-1);
+            if (rc == FERRY_OK) {
+                compiled = true;
+                assert_non_null(chain);
+                ferry_transforms_set_run(chain, 5);
+                bool applied = false;
+                for (long m = 0; m < 400 && !applied; m++) {
+                    struct ferry_batch *in = tr_batch(s, 0, 20);
+                    struct ferry_batch *res = NULL;
+                    ferry_mem_fail_after(m);
+                    rc = ferry_transforms_apply(chain, in, &res, &err);
+                    ferry_mem_fail_after(-1);
+                    if (rc == FERRY_OK) {
+                        applied = true;
+                        if (li == 0) assert_int_equal(res->length, 20);
+                        else assert_true(res->length < 20);
+                        ferry_batch_unref(res);
+                    } else {
+                        assert_int_equal(rc, FERRY_ENOMEM);
+                    }
                 }
+                assert_true(applied);
+                ferry_transforms_free(chain);
+                ferry_schema_unref(out);
+            } else {
+                if (rc != FERRY_ENOMEM) fail_msg("allocation %ld: rc %d (%s)", n, rc, err.message);
+                assert_null(chain);
+                assert_null(out);
             }
-            assert_true(applied);
-            ferry_transforms_free(chain);
-            ferry_schema_unref(out);
-        } else {
-            if (rc != FERRY_ENOMEM) fail_msg("allocation %ld: rc %d (%s)", n, rc, err.message);
-            assert_null(chain);
-            assert_null(out);
         }
+        assert_true(compiled);
+        assert_int_equal(atomic_load(&s->refcount), 1);
+        ferry_pipeline_free(p);
     }
-    assert_true(compiled);
-    assert_int_equal(atomic_load(&s->refcount), 1);
-    ferry_pipeline_free(p);
     ferry_schema_unref(s);
     unsetenv("FERRY_TEST_HMAC_KEY");
 }
@@ -987,6 +1766,14 @@ int main(void)
         cmocka_unit_test(test_hash_every_type),
         cmocka_unit_test(test_slices_as_input),
         cmocka_unit_test(test_empty_batch),
+        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_filter_all_or_nothing),
+        cmocka_unit_test(test_filter_keeps_deletes),
+        cmocka_unit_test(test_cast_widen),
+        cmocka_unit_test(test_cast_from_text),
+        cmocka_unit_test(test_chain_of_every_kind),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_out_of_memory),
     };

@@ -5,7 +5,8 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git ca-certificates
       libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcmocka-dev
       jq bc procps psmisc util-linux
-      postgresql postgresql-contrib libpq-dev)
+      postgresql postgresql-contrib libpq-dev
+      libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,3 +16,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Independent readers for the files ferry writes (tests/tools: hyparquet, DuckDB), pinned by
+# tests/tools/package-lock.json. Debian's nodejs/npm when no node is installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+npm ci --prefix "$here/tests/tools" --no-audit --no-fund

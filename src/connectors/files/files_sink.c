@@ -1,0 +1,637 @@
+/* connectors/files/files_sink.c - the `files` sink: part files in a local folder, published
+ * by a per-run manifest at commit.
+ *
+ * Layout under `path`:
+ *     <table>/part-<run>-<attempt>-<n>.<ext>     data, one file per resource per part
+ *     _runs/<run>/_manifest.json                 every file of the run: rows, bytes, CRC32-C
+ * A part is written as <table>/.tmp-<run>-<attempt>-<n>.<ext>; commit() fsyncs every part,
+ * renames it to its final name, fsyncs the folders, then writes the manifest the same way
+ * (temporary name, fsync, rename, fsync of its folder). The manifest is the only thing that
+ * makes a run's files part of the data set: a reader lists `_runs/<run>/_manifest.json` files and
+ * reads the files they name. A crash before the manifest's rename leaves temporary files or part
+ * files no manifest names; the next attempt of the same run removes both (begin), abort()
+ * removes the temporary ones. Durability at_commit; encoded integrity: the CRC32-C of the
+ * exact bytes each apply() wrote. Append only (replace, upsert, merge are refused by the
+ * policy through capabilities()).
+ *
+ * Owns the part files and their descriptors, the format writer states, the manifest. Calls
+ * libc, the format writers (files_write.c, files_parquet.c), crc32c, digest, jansson
+ * (reading an earlier manifest of the same run). Registered in connectors/registry.c;
+ * driven by the runner on one thread. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "connectors/files/files.h"
+#include "ferry/config.h"
+#include "ferry/connector.h"
+#include "ferry/crc32c.h"
+#include "ferry/digest.h"
+#include "ferry/failpoint.h"
+
+static const char *const sink_tuning_keys[] = {"part_rows", "part_bytes", NULL};
+static const char *const newline_words[] = {"crlf", "lf", NULL};
+
+struct part {
+    char *tmp;   /* full temporary path (NULL once renamed) */
+    char *final; /* full final path */
+    char *rel;   /* final path relative to `path`, for the manifest */
+    char *table;
+    int64_t rows, bytes;
+    uint32_t crc;
+};
+
+struct target {
+    bool used;
+    char *table;
+    char *dir;
+    struct ferry_schema *schema;
+    void *fw;   /* format writer state of the open part, or NULL */
+    int fd;     /* open part, or -1 */
+    int part;   /* index in sink.parts of the open part, or -1 */
+    int next_n; /* part number */
+    uint32_t apply_crc;
+    int64_t apply_bytes;
+    struct sink *s; /* for the out callback */
+};
+
+struct sink {
+    char *path;
+    const struct ferry__files_format *fmt;
+    struct ferry__files_format_opts opts;
+    char *null_marker;
+    int64_t part_rows, part_bytes;
+    struct target *t;
+    int n_t;
+    struct part *parts;
+    int n_parts;
+    json_t *earlier; /* files of earlier commits of this run (manifest "files"), or NULL */
+    char *pipeline, *version;
+    int64_t run_id;
+    int attempt;
+    bool session;
+};
+
+static int nomem(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "files", "files sink: out of memory");
+}
+
+static int io_error(const char *what, const char *path, struct ferry_error *err)
+{
+    int e = errno;
+    return ferry_error_set(err, e == ENOSPC ? FERRY_ENOSPC : FERRY_EIO, "files",
+                           "files sink: %s %s: %s", what, path, strerror(e));
+}
+
+static int mkdirs(const char *path, struct ferry_error *err)
+{
+    char *p = ferry_strdup(path);
+    if (p == NULL) return nomem(err);
+    int rc = FERRY_OK;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                rc = io_error("cannot create folder", p, err);
+            *s = c;
+            if (c == '\0' || rc != FERRY_OK) break;
+        }
+    }
+    ferry_free(p);
+    return rc;
+}
+
+static int fsync_path(const char *path, bool dir, struct ferry_error *err)
+{
+    int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_error("cannot open", path, err);
+    int rc = FERRY_OK;
+    if (fsync(fd) != 0) rc = io_error("fsync", path, err);
+    close(fd);
+    return rc;
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static void part_free(struct part *p)
+{
+    ferry_free(p->tmp);
+    ferry_free(p->final);
+    ferry_free(p->rel);
+    ferry_free(p->table);
+}
+
+/* Closes the open parts and removes every temporary file of the session; with `unpublish`
+ * also the parts renamed by a commit that failed before its manifest. */
+static void discard(struct sink *s, bool unpublish)
+{
+    for (int i = 0; i < s->n_t; i++) {
+        struct target *t = &s->t[i];
+        if (s->fmt && t->fw) s->fmt->free(t->fw);
+        t->fw = NULL;
+        if (t->fd >= 0) close(t->fd);
+        t->fd = -1;
+        t->part = -1;
+    }
+    for (int i = 0; i < s->n_parts; i++) {
+        if (s->parts[i].tmp)
+            unlink(s->parts[i].tmp);
+        else if (unpublish && s->parts[i].final)
+            unlink(s->parts[i].final);
+        part_free(&s->parts[i]);
+    }
+    ferry_free(s->parts);
+    s->parts = NULL;
+    s->n_parts = 0;
+}
+
+static void sink_close(void *ctx)
+{
+    struct sink *s = ctx;
+    if (s == NULL) return;
+    discard(s, s->session);
+    for (int i = 0; i < s->n_t; i++) {
+        ferry_free(s->t[i].table);
+        ferry_free(s->t[i].dir);
+        ferry_schema_unref(s->t[i].schema);
+    }
+    ferry_free(s->t);
+    if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
+    json_decref(s->earlier);
+    ferry_free(s->path);
+    ferry_free(s->null_marker);
+    ferry_free(s->pipeline);
+    ferry_free(s->version);
+    ferry_free(s);
+}
+
+static int one_char(struct ferry_cfg *cfg, const char *key, char *out, struct ferry_error *err)
+{
+    const char *v = NULL;
+    int rc = ferry_cfg_str(cfg, key, false, &v, err);
+    if (rc != FERRY_OK || v == NULL) return rc;
+    if (strcmp(v, "\\t") == 0) v = "\t";
+    if (strlen(v) != 1 || v[0] == '"' || v[0] == '\n' || v[0] == '\r')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, key),
+                               "must be one character other than a quote or a line break");
+    *out = v[0];
+    return FERRY_OK;
+}
+
+static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    const char *path = NULL, *format = "csv", *null_marker = "";
+    bool header = true;
+    int newline = 0;
+    int64_t part_rows = 0, part_bytes = INT64_C(128) << 20;
+    char delim = ',';
+    int rc = ferry_cfg_str(cfg, "path", true, &path, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
+    if (rc == FERRY_OK) rc = one_char(cfg, "delimiter", &delim, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &null_marker, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "header", false, &header, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "newline", false, newline_words, &newline, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "part_rows", false, 0, INT64_MAX, &part_rows, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "part_bytes", false, &part_bytes, err);
+    if (rc != FERRY_OK) return rc;
+    if (path[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "path"), "must not be empty");
+    const struct ferry__files_format *fmt = ferry__files_format_find(format);
+    if (fmt == NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "format"),
+                               "unknown format \"%s\" (the files sink writes csv, jsonl or "
+                               "parquet)",
+                               format);
+    if (strchr(null_marker, delim) || strpbrk(null_marker, "\"\r\n"))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "null"),
+                               "must not hold the delimiter, a quote or a line break");
+    struct sink *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) return nomem(err);
+    s->fmt = fmt;
+    s->path = ferry_strdup(path);
+    s->null_marker = ferry_strdup(null_marker);
+    if (s->path == NULL || s->null_marker == NULL) {
+        sink_close(s);
+        return nomem(err);
+    }
+    size_t pl = strlen(s->path);
+    while (pl > 1 && s->path[pl - 1] == '/')
+        s->path[--pl] = '\0';
+    s->fmt = fmt;
+    s->opts.delimiter = delim;
+    s->opts.null_marker = s->null_marker;
+    s->opts.header = header;
+    s->opts.crlf = newline == 0;
+    if (fmt->configure != NULL) {
+        rc = fmt->configure(cfg, &s->opts.conf, err);
+        if (rc != FERRY_OK) {
+            sink_close(s);
+            return rc;
+        }
+    }
+    s->part_rows = part_rows;
+    s->part_bytes = part_bytes > 0 ? part_bytes : INT64_MAX;
+    *ctx = s;
+    return FERRY_OK;
+}
+
+static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
+{
+    (void)ctx;
+    (void)mode;
+    caps->write_modes = 1u << FERRY_WRITE_APPEND;
+    caps->durability = FERRY_DURABLE_AT_COMMIT;
+    caps->encoded_integrity = true;
+    caps->transactional_checkpoint = false;
+    caps->atomic_replace = false;
+    caps->deletes = false;
+}
+
+/* ---- prepare / begin ---------------------------------------------------------------------- */
+
+static int sink_prepare(void *ctx, const struct ferry_target *target, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    const char *table = target->table ? target->table : target->resource;
+    if (table == NULL || table[0] == '\0' || table[0] == '.' || strchr(table, '/') ||
+        strcmp(table, "_runs") == 0)
+        return ferry_error_set(err, FERRY_ECONFIG, "files",
+                               "files sink: \"%s\" cannot name a folder under %s (no '/', no "
+                               "leading '.', not _runs); set the resource's target",
+                               table ? table : "", s->path);
+    if (target->mode != FERRY_WRITE_APPEND)
+        return ferry_error_set(err, FERRY_EPOLICY, "files",
+                               "files sink: table %s: only write: append is supported", table);
+    if (target->index >= s->n_t) {
+        struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
+        if (nt == NULL) return nomem(err);
+        for (int i = s->n_t; i <= target->index; i++) {
+            memset(&nt[i], 0, sizeof nt[i]);
+            nt[i].fd = -1;
+            nt[i].part = -1;
+        }
+        s->t = nt;
+        s->n_t = target->index + 1;
+    }
+    struct target *t = &s->t[target->index];
+    if (t->used) return FERRY_OK;
+    t->table = ferry_strdup(table);
+    t->dir = ferry_asprintf("%s/%s", s->path, table);
+    if (t->table == NULL || t->dir == NULL) return nomem(err);
+    int rc = mkdirs(t->dir, err);
+    if (rc != FERRY_OK) return rc;
+    t->schema = ferry_schema_ref(target->schema);
+    t->used = true;
+    return FERRY_OK;
+}
+
+static char *manifest_dir(const struct sink *s)
+{
+    return ferry_asprintf("%s/_runs/%" PRId64, s->path, s->run_id);
+}
+
+/* Files of earlier commits of this run, from its manifest (a paused run commits more
+ * than once). */
+static int load_earlier(struct sink *s, struct ferry_error *err)
+{
+    json_decref(s->earlier);
+    s->earlier = NULL;
+    char *m = ferry_asprintf("%s/_runs/%" PRId64 "/_manifest.json", s->path, s->run_id);
+    if (m == NULL) return nomem(err);
+    struct stat st;
+    int rc = FERRY_OK;
+    if (stat(m, &st) == 0) {
+        json_error_t je;
+        json_t *root = json_load_file(m, 0, &je);
+        json_t *files = json_object_get(root, "files");
+        if (!json_is_array(files))
+            rc = ferry_error_set(err, FERRY_ESINK, "files",
+                                 "files sink: %s: not a manifest (%s, line %d)", m, je.text,
+                                 je.line);
+        else
+            s->earlier = json_incref(files);
+        json_decref(root);
+    }
+    ferry_free(m);
+    return rc;
+}
+
+static bool listed(const struct sink *s, const char *rel)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach(s->earlier, i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        if (p && strcmp(p, rel) == 0) return true;
+    }
+    return false;
+}
+
+/* Leftovers of earlier attempts of this run: temporary files, and part files that a crash
+ * left renamed but unlisted (the manifest never got written). */
+static int sweep(struct sink *s, const struct target *t, struct ferry_error *err)
+{
+    char tmp_prefix[48], part_prefix[48];
+    snprintf(tmp_prefix, sizeof tmp_prefix, ".tmp-%" PRId64 "-", s->run_id);
+    snprintf(part_prefix, sizeof part_prefix, "part-%" PRId64 "-", s->run_id);
+    DIR *d = opendir(t->dir);
+    if (d == NULL) return io_error("cannot list", t->dir, err);
+    int rc = FERRY_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && rc == FERRY_OK) {
+        bool tmp = strncmp(e->d_name, tmp_prefix, strlen(tmp_prefix)) == 0;
+        bool part = strncmp(e->d_name, part_prefix, strlen(part_prefix)) == 0;
+        if (!tmp && !part) continue;
+        char *rel = ferry_asprintf("%s/%s", t->table, e->d_name);
+        char *full = ferry_asprintf("%s/%s", t->dir, e->d_name);
+        if (rel == NULL || full == NULL)
+            rc = nomem(err);
+        else if ((tmp || !listed(s, rel)) && unlink(full) != 0 && errno != ENOENT)
+            rc = io_error("cannot remove", full, err);
+        else if (part && !listed(s, rel))
+            ferry_log(FERRY_LOG_INFO, "files sink: removed %s, which no manifest lists", full);
+        ferry_free(rel);
+        ferry_free(full);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    discard(s, s->session);
+    ferry_free(s->pipeline);
+    ferry_free(s->version);
+    s->pipeline = ferry_strdup(run->pipeline ? run->pipeline : "");
+    s->version = ferry_strdup(run->version ? run->version : "");
+    if (s->pipeline == NULL || s->version == NULL) return nomem(err);
+    s->run_id = run->run_id;
+    s->attempt = run->attempt;
+    int rc = load_earlier(s, err);
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
+        if (!s->t[i].used) continue;
+        s->t[i].next_n = 0;
+        rc = sweep(s, &s->t[i], err);
+    }
+    if (rc != FERRY_OK) return rc;
+    s->session = true;
+    return FERRY_OK;
+}
+
+/* ---- apply ---------------------------------------------------------------------------------- */
+
+/* Every byte of a part passes here: the CRCs cover exactly what write() got. */
+static int out_write(void *ctx, const void *p, size_t n, struct ferry_error *err)
+{
+    struct target *t = ctx;
+    struct part *pt = &t->s->parts[t->part];
+    enum ferry_fp_action fp = FERRY_FAILPOINT("files_sink_write");
+    if (fp == FERRY_FP_ENOSPC) {
+        errno = ENOSPC;
+        return io_error("cannot write", pt->tmp, err);
+    }
+    const char *c = p;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(t->fd, c, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return io_error("cannot write", pt->tmp, err);
+        c += w;
+        left -= (size_t)w;
+    }
+    pt->crc = ferry_crc32c_update(pt->crc, p, n);
+    pt->bytes += (int64_t)n;
+    t->apply_crc = ferry_crc32c_update(t->apply_crc, p, n);
+    t->apply_bytes += (int64_t)n;
+    return FERRY_OK;
+}
+
+static int open_part(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    struct part *np = ferry_realloc(s->parts, sizeof *np * (size_t)(s->n_parts + 1));
+    if (np == NULL) return nomem(err);
+    s->parts = np;
+    struct part *p = &s->parts[s->n_parts];
+    memset(p, 0, sizeof *p);
+    int n = t->next_n;
+    p->tmp = ferry_asprintf("%s/.tmp-%" PRId64 "-%d-%d.%s", t->dir, s->run_id, s->attempt, n,
+                            s->fmt->ext);
+    p->rel = ferry_asprintf("%s/part-%" PRId64 "-%d-%d.%s", t->table, s->run_id, s->attempt, n,
+                            s->fmt->ext);
+    p->final = p->rel ? ferry_asprintf("%s/%s", s->path, p->rel) : NULL;
+    p->table = ferry_strdup(t->table);
+    s->n_parts++;
+    if (p->tmp == NULL || p->rel == NULL || p->final == NULL || p->table == NULL) return nomem(err);
+    t->fd = open(p->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (t->fd < 0) return io_error("cannot create", p->tmp, err);
+    t->part = s->n_parts - 1;
+    t->next_n++;
+    t->s = s;
+    struct ferry__files_out out = {out_write, t};
+    int rc = s->fmt->open_part(&s->opts, t->schema, out, &t->fw, err);
+    if (rc != FERRY_OK) ferry_error_prefix(err, "%s", p->tmp);
+    return rc;
+}
+
+/* Ends the open part of t: footer, fsync, close. The rename waits for commit. */
+static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    if (t->part < 0) return FERRY_OK;
+    struct part *p = &s->parts[t->part];
+    int64_t bytes = 0;
+    int rc = s->fmt->finish_part(t->fw, &bytes, err);
+    s->fmt->free(t->fw);
+    t->fw = NULL;
+    if (rc == FERRY_OK && fsync(t->fd) != 0) rc = io_error("fsync", p->tmp, err);
+    if (close(t->fd) != 0 && rc == FERRY_OK) rc = io_error("cannot close", p->tmp, err);
+    t->fd = -1;
+    t->part = -1;
+    if (rc == FERRY_OK && bytes != p->bytes)
+        rc = ferry_error_set(err, FERRY_ESINK, "files",
+                             "files sink: %s: the %s writer reports %" PRId64 " bytes, %" PRId64
+                             " were written",
+                             p->tmp, s->fmt->name, bytes, p->bytes);
+    return rc;
+}
+
+static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
+                      struct ferry_receipt *receipt, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
+        return ferry_error_set(err, FERRY_EINVAL, "files",
+                               "files sink: apply outside a session or to an unprepared target");
+    struct target *t = &s->t[target->index];
+    /* The digest of exactly the batch encoded below. */
+    receipt->write_crc = ferry_batch_digest(b);
+    receipt->rows = 0;
+    receipt->bytes = 0;
+    receipt->has_encoded_crc = true;
+    receipt->encoded_crc = 0;
+    receipt->uri[0] = '\0';
+    if (receipt->write_crc != b->digest) return FERRY_OK; /* the pipeline reports divergence */
+    if (b->length == 0) return FERRY_OK;
+    int rc = FERRY_OK;
+    if (t->part < 0) rc = open_part(s, t, err);
+    if (rc != FERRY_OK) return rc;
+    struct part *p = &s->parts[t->part];
+    t->apply_crc = 0;
+    t->apply_bytes = 0;
+    rc = s->fmt->write_batch(t->fw, b, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", p->tmp);
+    p->rows += b->length;
+    receipt->rows = b->length;
+    receipt->bytes = t->apply_bytes;
+    receipt->encoded_crc = t->apply_crc;
+    snprintf(receipt->uri, sizeof receipt->uri, "file://%s", p->final);
+    if ((s->part_rows > 0 && p->rows >= s->part_rows) || p->bytes >= s->part_bytes)
+        rc = close_part(s, t, err);
+    return rc;
+}
+
+/* ---- commit / abort ---------------------------------------------------------------------------
+ */
+
+static int write_manifest(struct sink *s, struct ferry_error *err)
+{
+    char *dir = manifest_dir(s);
+    char *runs = ferry_asprintf("%s/_runs", s->path);
+    char *tmp = dir ? ferry_asprintf("%s/.tmp-manifest.json", dir) : NULL;
+    char *final = dir ? ferry_asprintf("%s/_manifest.json", dir) : NULL;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = (dir && runs && tmp && final) ? mkdirs(dir, err) : nomem(err);
+    char now[40];
+    ferry_format_time_us(ferry_now_wall_us(), now, sizeof now);
+    int64_t total = 0;
+    if (rc == FERRY_OK) {
+        int brc = ferry_buf_printf(&b, "{\"manifest_version\":1,\"pipeline\":");
+        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->pipeline, strlen(s->pipeline));
+        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"pipeline_version\":");
+        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->version, strlen(s->version));
+        if (brc == FERRY_OK)
+            brc = ferry_buf_printf(&b,
+                                   ",\"run_id\":%" PRId64 ",\"attempt\":%d,\"format\":\"%s\","
+                                   "\"committed_at\":\"%s\",\"files\":[",
+                                   s->run_id, s->attempt, s->fmt->name, now);
+        bool first = true;
+        size_t i;
+        json_t *f;
+        json_array_foreach(s->earlier, i, f)
+        {
+            char *txt = json_dumps(f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (txt == NULL) brc = FERRY_ENOMEM;
+            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "%s\n  %s", first ? "" : ",", txt);
+            free(txt);
+            total += (int64_t)json_integer_value(json_object_get(f, "rows"));
+            first = false;
+        }
+        for (int k = 0; k < s->n_parts && brc == FERRY_OK; k++) {
+            const struct part *p = &s->parts[k];
+            brc = ferry_buf_printf(&b, "%s\n  {\"table\":", first ? "" : ",");
+            if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, p->table, strlen(p->table));
+            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"path\":");
+            if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, p->rel, strlen(p->rel));
+            if (brc == FERRY_OK)
+                brc = ferry_buf_printf(
+                    &b, ",\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"crc32c\":%" PRIu32 "}",
+                    p->rows, p->bytes, p->crc);
+            total += p->rows;
+            first = false;
+        }
+        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "\n],\"rows\":%" PRId64 "}\n", total);
+        if (brc != FERRY_OK) rc = nomem(err);
+    }
+    if (rc == FERRY_OK) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            rc = io_error("cannot create", tmp, err);
+        } else {
+            size_t off = 0;
+            while (off < b.len && rc == FERRY_OK) {
+                ssize_t w = write(fd, b.data + off, b.len - off);
+                if (w < 0 && errno == EINTR) continue;
+                if (w < 0)
+                    rc = io_error("cannot write", tmp, err);
+                else
+                    off += (size_t)w;
+            }
+            if (rc == FERRY_OK && fsync(fd) != 0) rc = io_error("fsync", tmp, err);
+            close(fd);
+        }
+    }
+    if (rc == FERRY_OK && rename(tmp, final) != 0) rc = io_error("cannot rename", tmp, err);
+    if (rc == FERRY_OK) rc = fsync_path(dir, true, err);
+    if (rc == FERRY_OK) rc = fsync_path(runs, true, err);
+    if (rc == FERRY_OK) rc = fsync_path(s->path, true, err);
+    if (rc != FERRY_OK && tmp) unlink(tmp);
+    ferry_buf_release(&b);
+    ferry_free(dir);
+    ferry_free(runs);
+    ferry_free(tmp);
+    ferry_free(final);
+    return rc;
+}
+
+static int sink_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session)
+        return ferry_error_set(err, FERRY_EINVAL, "files",
+                               "files sink: %s: commit without a session", s->path);
+    int rc = FERRY_OK;
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
+        rc = close_part(s, &s->t[i], err);
+    /* The temporary names are durable before they are renamed, the new names after. */
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
+        if (s->t[i].used) rc = fsync_path(s->t[i].dir, true, err);
+    for (int k = 0; k < s->n_parts && rc == FERRY_OK; k++) {
+        struct part *p = &s->parts[k];
+        if (p->tmp == NULL) continue;
+        if (rename(p->tmp, p->final) != 0) {
+            rc = io_error("cannot rename", p->tmp, err);
+            break;
+        }
+        ferry_free(p->tmp);
+        p->tmp = NULL;
+    }
+    for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
+        if (s->t[i].used) rc = fsync_path(s->t[i].dir, true, err);
+    if (rc == FERRY_OK) rc = ferry_failpoint_check("files_before_manifest", err);
+    if (rc == FERRY_OK) rc = write_manifest(s, err);
+    if (rc != FERRY_OK) return rc; /* abort() removes what is still temporary */
+    discard(s, false);
+    s->session = false;
+    return FERRY_OK;
+}
+
+static void sink_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    if (s == NULL) return;
+    discard(s, s->session);
+    s->session = false;
+}
+
+const struct ferry_sink_vtable ferry__files_sink = {
+    .abi = FERRY_CONNECTOR_ABI,
+    .name = "files",
+    .tuning_keys = sink_tuning_keys,
+    .open = sink_open,
+    .capabilities = sink_capabilities,
+    .prepare = sink_prepare,
+    .begin = sink_begin,
+    .apply = sink_apply,
+    .commit = sink_commit,
+    .abort = sink_abort,
+    .close = sink_close,
+};

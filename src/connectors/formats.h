@@ -1,0 +1,62 @@
+/* connectors/formats.h - the format writers (CSV, JSON Lines, Parquet) as an engine-internal
+ * interface shared by the sinks that write files: `files` (local folder) and `s3` (object
+ * storage). The writers are implemented in src/connectors/files/ (files_write.c,
+ * parquet_writer.c); this header is the only part of them another connector may include.
+ * Names keep the ferry__files_ prefix of the module that implements them. */
+#ifndef FERRY_CONNECTORS_FORMATS_H
+#define FERRY_CONNECTORS_FORMATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "ferry/batch.h"
+#include "ferry/config.h"
+#include "ferry/core.h"
+#include "ferry/error.h"
+
+/* ---- format writers (sink side) --------------------------------------------------------
+ *
+ * A format writer turns batches into the bytes of one part file. It never touches the file
+ * system: it hands every byte to `out`, which the sink writes to the part's temporary file
+ * while computing the CRC32-C of exactly those bytes. So a new format (Parquet:
+ * parquet_writer.{h,c}) plugs in by defining one `struct ferry__files_format` and adding it
+ * to ferry__files_formats[]; nothing else in the sink changes. */
+
+struct ferry__files_out {
+    int (*write)(void *ctx, const void *p, size_t n, struct ferry_error *err);
+    void *ctx;
+};
+
+struct ferry__files_format_opts {
+    char delimiter;          /* csv */
+    const char *null_marker; /* csv: text of a NULL (default "": an empty unquoted field) */
+    bool header;             /* csv */
+    bool crlf;               /* csv: records end with CRLF (RFC 4180) or LF */
+    void *conf;              /* what the format's configure() made of the sink section */
+};
+
+struct ferry__files_format {
+    const char *name; /* the pipeline file's `format:` */
+    const char *ext;  /* file name extension without the dot */
+    /* optional: reads the format's own keys of the sink section (compression, row group
+     * size...) at sink open, before unknown keys are refused; *conf reaches open_part as
+     * opts->conf and is freed with conf_free. */
+    int (*configure)(struct ferry_cfg *cfg, void **conf, struct ferry_error *err);
+    void (*conf_free)(void *conf);
+    /* Starts a part for `schema` (borrowed until free); may write a header through out. */
+    int (*open_part)(const struct ferry__files_format_opts *opts, const struct ferry_schema *schema,
+                     struct ferry__files_out out, void **state, struct ferry_error *err);
+    /* Encodes every row of b (borrowed for the call only). */
+    int (*write_batch)(void *state, const struct ferry_batch *b, struct ferry_error *err);
+    /* Writes what the part still holds (a footer) and returns the part's total bytes. */
+    int (*finish_part)(void *state, int64_t *bytes_written, struct ferry_error *err);
+    void (*free)(void *state);
+};
+
+extern const struct ferry__files_format ferry__files_csv;
+extern const struct ferry__files_format ferry__files_jsonl;
+extern const struct ferry__files_format ferry__files_parquet; /* files_parquet.c */
+/* NULL-terminated, looked up by name. */
+const struct ferry__files_format *ferry__files_format_find(const char *name);
+const char *const *ferry__files_format_names(void);
+
+#endif

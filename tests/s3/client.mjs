@@ -1,0 +1,70 @@
+// tests/s3/client.mjs - a signed S3 client the tests use to read what ferry wrote, independent of
+// ferry's own signer: SigV4 from the `aws4` npm package (pinned in tests/tools).
+// Usage: node client.mjs ENDPOINT BUCKET get KEY       -> the object's bytes on stdout
+//        node client.mjs ENDPOINT BUCKET list PREFIX   -> one key per line (all pages)
+//        node client.mjs ENDPOINT BUCKET put KEY FILE
+//        node client.mjs ENDPOINT BUCKET etag KEY      -> the object's ETag ("...-N" when multipart)
+// Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (s3rver: S3RVER / S3RVER).
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+const require = createRequire(new URL('../tools/package.json', import.meta.url));
+const aws4 = require('aws4');
+const [endpoint, bucket, cmd, arg, file] = process.argv.slice(2);
+const u = new URL(endpoint);
+const creds = { accessKeyId: process.env.AWS_ACCESS_KEY_ID || 'S3RVER',
+                secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY || 'S3RVER' };
+const enc = (k) => k.split('/').map(encodeURIComponent).join('/');
+
+function request(method, path, body) {
+  const opts = aws4.sign({ host: u.host, path, method, service: 's3', region: 'us-east-1',
+                           body, headers: {} }, creds);
+  opts.hostname = u.hostname; opts.port = u.port;
+  return new Promise((resolve, reject) => {
+    const req = http.request(opts, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    if (body) req.write(body);
+    req.end();
+  });
+}
+
+if (cmd === 'get') {
+  const r = await request('GET', `/${bucket}/${enc(arg)}`);
+  if (r.status !== 200) { process.stderr.write(`GET ${arg}: HTTP ${r.status}\n`); process.exit(1); }
+  process.stdout.write(r.body);
+} else if (cmd === 'list') {
+  let token = null;
+  for (;;) {
+    const q = new URLSearchParams({ 'list-type': '2', prefix: arg });
+    if (token) q.set('continuation-token', token);
+    const r = await request('GET', `/${bucket}?${q.toString()}`);
+    if (r.status !== 200) { process.stderr.write(`list: HTTP ${r.status}\n`); process.exit(1); }
+    const xml = r.body.toString();
+    for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g))
+      process.stdout.write(m[1].replace(/&amp;/g, '&') + '\n');
+    const t = xml.match(/<NextContinuationToken>([^<]*)</);
+    if (!/<IsTruncated>true/.test(xml) || !t) break;
+    token = t[1];
+  }
+} else if (cmd === 'etag') {
+  const opts = aws4.sign({ host: u.host, path: `/${bucket}/${enc(arg)}`, method: 'HEAD',
+                           service: 's3', region: 'us-east-1', headers: {} }, creds);
+  opts.hostname = u.hostname; opts.port = u.port;
+  const etag = await new Promise((resolve, reject) => {
+    const req = http.request(opts, (res) => { res.resume(); resolve(res.statusCode === 200 ? res.headers.etag : null); });
+    req.on('error', reject);
+    req.end();
+  });
+  if (!etag) { process.stderr.write(`HEAD ${arg}: not found\n`); process.exit(1); }
+  process.stdout.write(etag.replace(/"/g, '') + '\n');
+} else if (cmd === 'put') {
+  const r = await request('PUT', `/${bucket}/${enc(arg)}`, readFileSync(file));
+  if (r.status !== 200) { process.stderr.write(`PUT ${arg}: HTTP ${r.status}\n`); process.exit(1); }
+} else {
+  process.stderr.write('usage: client.mjs ENDPOINT BUCKET get|list|put ...\n');
+  process.exit(2);
+}

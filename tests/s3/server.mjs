@@ -1,0 +1,97 @@
+// tests/s3/server.mjs - s3rver (pinned in tests/tools) on loopback behind a front that checks
+// every request's Signature V4, for the s3 tests.
+// Usage: node server.mjs DIR PORTFILE BUCKET...  Writes the front's port to PORTFILE once
+// listening. The only account is S3RVER / S3RVER.
+//
+// s3rver 3.7.1 parses SigV4 Authorization headers but does not verify them, so the front does:
+// it recomputes the signature with the `aws4` npm package (an implementation ferry did not
+// write) from the headers the request says it signed, and answers 403 SignatureDoesNotMatch
+// when they differ. It also checks x-amz-content-sha256 and x-amz-checksum-crc32c against the
+// body (400 XAmzContentSHA256Mismatch / BadDigest), as S3 does.
+import { createRequire } from 'node:module';
+import { writeFileSync, renameSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+const require = createRequire(new URL('../tools/package.json', import.meta.url));
+const S3rver = require('s3rver');
+const aws4 = require('aws4');
+const [dir, portFile, ...buckets] = process.argv.slice(2);
+const SECRETS = { S3RVER: 'S3RVER' };
+
+const s3 = new S3rver({
+  address: '127.0.0.1', port: 0, directory: dir, silent: true,
+  configureBuckets: buckets.map((name) => ({ name })),
+});
+const { port: innerPort } = await s3.run();
+
+const table = new Uint32Array(256).map((_, i) => {
+  let c = i;
+  for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+  return c >>> 0;
+});
+function crc32c(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = table[(c ^ b) & 0xff] ^ (c >>> 8);
+  const out = Buffer.alloc(4);
+  out.writeUInt32BE((c ^ 0xffffffff) >>> 0);
+  return out.toString('base64');
+}
+
+function fail(res, status, code, message) {
+  res.writeHead(status, { 'content-type': 'application/xml' });
+  res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code>` +
+          `<Message>${message}</Message></Error>`);
+}
+
+function verify(req, body) {
+  const auth = req.headers.authorization || '';
+  const m = auth.match(/^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$/);
+  if (!m) return [403, 'AccessDenied', 'missing or malformed SigV4 Authorization'];
+  const [, akid, , region, service, signedNames, sig] = m;
+  if (!(akid in SECRETS)) return [403, 'InvalidAccessKeyId', 'unknown access key'];
+  const names = signedNames.split(';');
+  for (const need of ['host', 'x-amz-date', 'x-amz-content-sha256'])
+    if (!names.includes(need)) return [403, 'AccessDenied', `${need} is not signed`];
+  const headers = {};
+  for (const n of names) headers[n] = req.headers[n] ?? '';
+  const include = Object.fromEntries(names.map((n) => [n, true]));
+  const signed = aws4.sign({ host: req.headers.host, path: req.url, method: req.method, service,
+                             region, headers, extraHeadersToInclude: include },
+                           { accessKeyId: akid, secretAccessKey: SECRETS[akid] });
+  const want = signed.headers.Authorization.match(/Signature=([0-9a-f]{64})/)[1];
+  if (want !== sig)
+    return [403, 'SignatureDoesNotMatch',
+            'The request signature we calculated does not match the signature you provided.'];
+  if (createHash('sha256').update(body).digest('hex') !== req.headers['x-amz-content-sha256'])
+    return [400, 'XAmzContentSHA256Mismatch', 'body hash differs'];
+  const crc = req.headers['x-amz-checksum-crc32c'];
+  if (crc !== undefined && crc !== crc32c(body))
+    return [400, 'BadDigest', 'The CRC32C you specified did not match the calculated checksum.'];
+  if (req.method === 'PUT' && crc === undefined)
+    return [400, 'InvalidRequest', 'ferry sends x-amz-checksum-crc32c on every PUT (test check)'];
+  return null;
+}
+
+const front = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const bad = verify(req, body);
+    if (bad) return fail(res, ...bad);
+    const up = http.request({ host: '127.0.0.1', port: innerPort, method: req.method,
+                              path: req.url, headers: req.headers }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers);
+      ur.pipe(res);
+    });
+    up.on('error', () => fail(res, 502, 'BadGateway', 'inner s3rver unreachable'));
+    up.end(body);
+  });
+});
+front.listen(0, '127.0.0.1', () => {
+  writeFileSync(portFile + '.tmp', String(front.address().port));
+  renameSync(portFile + '.tmp', portFile);
+});
+const stop = async () => { front.close(); await s3.close(); process.exit(0); };
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

@@ -1,5 +1,6 @@
 /* tests/unit/test_pg_encode.c - the postgres sink's COPY binary encoder against byte strings
  * worked out by hand from PostgreSQL's binary formats (no server needed). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,12 +369,260 @@ static void test_bad_value(void **state)
     ferry_schema_unref(s);
 }
 
+/* ---- decimal128 -> numeric without text: byte-identical to the text path ------------------ */
+
+__extension__ typedef unsigned __int128 u128;
+__extension__ typedef __int128 i128;
+
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+
+static uint64_t next64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static struct ferry_decimal128 dec(int64_t hi, uint64_t lo)
+{
+    return (struct ferry_decimal128){.lo = lo, .hi = hi};
+}
+
+/* 10^k as a decimal128 (k <= 38). */
+static struct ferry_decimal128 pow10_dec(int k)
+{
+    u128 u = 1;
+    for (int i = 0; i < k; i++)
+        u *= 10;
+    return dec((int64_t)(uint64_t)(u >> 64), (uint64_t)u);
+}
+
+static struct ferry_decimal128 add_dec(struct ferry_decimal128 a, int64_t k)
+{
+    u128 u = ((u128)(uint64_t)a.hi << 64) | a.lo;
+    u += (u128)(i128)k;
+    return dec((int64_t)(uint64_t)(u >> 64), (uint64_t)u);
+}
+
+static struct ferry_decimal128 neg_dec(struct ferry_decimal128 a)
+{
+    uint64_t lo = ~a.lo + 1;
+    return dec((int64_t)(~(uint64_t)a.hi + (lo == 0)), lo);
+}
+
+/* Both paths must agree byte for byte; returns false (after printing the case) if not. */
+static bool same_as_text(struct ferry_decimal128 v, int scale)
+{
+    char txt[128];
+    int n = ferry_decimal128_to_text(v, scale, txt, sizeof txt);
+    assert_true(n > 0);
+    struct ferry_buf a, b;
+    ferry_buf_init(&a, 0);
+    ferry_buf_init(&b, 0);
+    int ra = ferry__pg_numeric_from_text(&a, txt, (size_t)n);
+    int rb = ferry__pg_numeric_from_dec128(&b, v, scale);
+    bool same =
+        ra == FERRY_OK && rb == FERRY_OK && a.len == b.len && memcmp(a.data, b.data, a.len) == 0;
+    if (!same) {
+        fprintf(stderr, "decimal128 %s (hi %" PRId64 " lo %" PRIu64 ", scale %d): codes %d/%d\n",
+                txt, v.hi, v.lo, scale, ra, rb);
+        if (ra == FERRY_OK && rb == FERRY_OK) dump_diff(&b, &a);
+    }
+    ferry_buf_release(&a);
+    ferry_buf_release(&b);
+    return same;
+}
+
+static void dec_numeric_is(struct ferry_decimal128 v, int scale, const char *want_hex)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__pg_numeric_from_dec128(&b, v, scale), FERRY_OK);
+    assert_bytes(&b, want_hex);
+    ferry_buf_release(&b);
+}
+
+static void test_numeric_dec128_known(void **state)
+{
+    (void)state;
+    dec_numeric_is(dec(0, 12345), 2, "0002 0000 0000 0002 007b 1194"); /* [123, 4500] */
+    dec_numeric_is(dec(-1, (uint64_t)-12345), 2, "0002 0000 4000 0002 007b 1194");
+    dec_numeric_is(dec(0, 1), 4, "0001 ffff 0000 0004 0001"); /* 0.0001 */
+    dec_numeric_is(dec(0, 1), 5, "0001 fffe 0000 0005 03e8"); /* 0.00001 */
+    dec_numeric_is(dec(0, 0), 2, "0000 0000 0000 0002");      /* zero keeps scale */
+    dec_numeric_is(dec(0, 0), -3, "0000 0000 0000 0000");
+    dec_numeric_is(dec(0, 7), -5, "0001 0001 0000 0000 0046");         /* 700000 = [70, 0] */
+    dec_numeric_is(dec(0, 12300), 0, "0002 0001 0000 0000 0001 08fc"); /* [1, 2300] */
+    dec_numeric_is(dec(0, 100000000), 0, "0001 0002 0000 0000 0001");  /* 10^8 */
+    /* the most negative decimal128: -170141183460469231731687303715884105728 */
+    dec_numeric_is(dec(INT64_MIN, 0), 0,
+                   "000a 0009 4000 0000 00aa 0583 209a 01d5 090d 0c60 1c87 1bf6 20da 1660");
+    /* a scale beyond numeric's display scale is refused, not truncated */
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__pg_numeric_from_dec128(&b, dec(0, 1), 0x4000), FERRY_EINVAL);
+    assert_int_equal(b.len, 0);
+    ferry_buf_release(&b);
+}
+
+static void test_numeric_dec128_edges(void **state)
+{
+    (void)state;
+    int bad = 0;
+    struct ferry_decimal128 fixed[] = {
+        dec(0, 0),
+        dec(0, 1),
+        dec(-1, UINT64_MAX),
+        dec(0, UINT64_MAX),
+        dec(1, 0),
+        dec(-1, 0),
+        dec(INT64_MAX, UINT64_MAX),
+        dec(INT64_MIN, 0),
+        dec(INT64_MIN, 1),
+        dec(0, 10000),
+        dec(0, 9999),
+        dec(0, 99990000),
+    };
+    for (int scale = -5; scale <= 38; scale++) {
+        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+            bad += !same_as_text(fixed[i], scale);
+        /* 10^k - 1, 10^k, 10^k + 1 and their negatives: every digit count and group edge,
+         * up to the largest 38-digit values */
+        for (int k = 0; k <= 38; k++) {
+            struct ferry_decimal128 p = pow10_dec(k);
+            for (int d = -1; d <= 1; d++) {
+                struct ferry_decimal128 v = add_dec(p, d);
+                bad += !same_as_text(v, scale);
+                bad += !same_as_text(neg_dec(v), scale);
+            }
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void test_numeric_dec128_random(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (int i = 0; i < 200000 && bad < 10; i++) {
+        int scale = -5 + (int)(next64() % 44); /* -5 .. 38 */
+        struct ferry_decimal128 v;
+        uint64_t kind = next64() % 4;
+        if (kind == 0) { /* any 128-bit pattern (mostly 38-39 digits) */
+            v = dec((int64_t)next64(), next64());
+        } else if (kind == 1) { /* a small value, typical of numeric(12,2) */
+            v = dec(0, next64() % 1000000000000u);
+        } else { /* a uniform digit count 1..38, then trailing zeros to exercise trimming */
+            int digits = 1 + (int)(next64() % 38);
+            u128 u = 0;
+            for (int d = 0; d < digits; d++)
+                u = u * 10 + next64() % 10;
+            if (kind == 3) {
+                int zeros = (int)(next64() % 9);
+                for (int z = 0; z < zeros && digits + z < 38; z++)
+                    u *= 10;
+            }
+            v = dec((int64_t)(uint64_t)(u >> 64), (uint64_t)u);
+        }
+        if (next64() & 1) v = neg_dec(v);
+        bad += !same_as_text(v, scale);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* decimal128 and integer columns through the row encoder: each value as the text path
+ * would have written it, length word included. */
+static void test_numeric_rows(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "amount", FERRY_TYPE_DECIMAL128, true, NULL),
+                     FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "n", FERRY_TYPE_INT64, true, NULL), FERRY_OK);
+    s->fields[0].precision = 38;
+    s->fields[0].scale = 3;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *b = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, take, &b);
+    struct ferry_error err;
+    const int64_t ints[] = {INT64_MIN, -10000, -1, 0, 1, 9999, 10000, INT64_MAX};
+    const int nr = (int)(sizeof ints / sizeof ints[0]);
+    struct ferry_decimal128 decs[sizeof ints / sizeof ints[0]];
+    for (int i = 0; i < nr; i++) {
+        /* within decimal128(38,3): the 38-digit extremes, zero, and random 1..37 digits */
+        if (i == 0 || i == nr - 1) {
+            decs[i] = add_dec(pow10_dec(38), -1);
+            if (i == 0) decs[i] = neg_dec(decs[i]);
+        } else if (i == 3) {
+            decs[i] = dec(0, 0);
+        } else {
+            u128 u = 0;
+            for (int d = (int)(next64() % 37); d >= 0; d--)
+                u = u * 10 + next64() % 10;
+            decs[i] = dec((int64_t)(uint64_t)(u >> 64), (uint64_t)u);
+            if (i % 2) decs[i] = neg_dec(decs[i]);
+        }
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        ferry_rw_dec128(rw, decs[i]);
+        ferry_rw_int(rw, ints[i]);
+        int rc = ferry_rw_end(rw, &err);
+        if (rc != FERRY_OK) fprintf(stderr, "row %d: %s\n", i, err.message);
+        assert_int_equal(rc, FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    assert_non_null(b);
+    assert_int_equal(b->length, nr);
+
+    struct ferry_buf got, want;
+    ferry_buf_init(&got, 0);
+    ferry_buf_init(&want, 0);
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC}, {1, FERRY_PG_WIRE_NUMERIC}};
+    int64_t row = 0;
+    assert_int_equal(ferry__pg_copy_rows(&got, b, wc, 2, &row, SIZE_MAX, &err), FERRY_OK);
+    assert_int_equal(row, nr);
+    for (int i = 0; i < nr; i++) {
+        char txt[128];
+        uint8_t fc[2] = {0, 2};
+        ferry_buf_append(&want, fc, 2);
+        for (int c = 0; c < 2; c++) {
+            int n = c == 0 ? ferry_decimal128_to_text(decs[i], 3, txt, sizeof txt)
+                           : snprintf(txt, sizeof txt, "%" PRId64, ints[i]);
+            size_t at = want.len;
+            uint8_t len[4] = {0};
+            ferry_buf_append(&want, len, 4);
+            assert_int_equal(ferry__pg_numeric_from_text(&want, txt, (size_t)n), FERRY_OK);
+            size_t vl = want.len - at - 4;
+            uint8_t *p = (uint8_t *)want.data + at;
+            p[0] = (uint8_t)(vl >> 24);
+            p[1] = (uint8_t)(vl >> 16);
+            p[2] = (uint8_t)(vl >> 8);
+            p[3] = (uint8_t)vl;
+        }
+    }
+    bool same = got.len == want.len && memcmp(got.data, want.data, got.len) == 0;
+    if (!same) dump_diff(&got, &want);
+    assert_true(same);
+    ferry_buf_release(&got);
+    ferry_buf_release(&want);
+    ferry_batch_unref(b);
+    ferry_schema_unref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numeric),   cmocka_unit_test(test_wire_for),
-        cmocka_unit_test(test_rows),      cmocka_unit_test(test_staging_columns),
+        cmocka_unit_test(test_numeric),
+        cmocka_unit_test(test_wire_for),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_staging_columns),
         cmocka_unit_test(test_bad_value),
+        cmocka_unit_test(test_numeric_dec128_known),
+        cmocka_unit_test(test_numeric_dec128_edges),
+        cmocka_unit_test(test_numeric_dec128_random),
+        cmocka_unit_test(test_numeric_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,10 +8,10 @@
  * tests/unit/test_pg_encode.c.
  *
  * Hot path: one reserve per value, values read straight from the column buffers, nothing
- * allocated per row; decimals are formatted into a stack buffer and re-read as digits. */
+ * allocated per row. decimal128 and integers become base-10000 groups arithmetically; only
+ * decimal text goes through ferry__pg_numeric_from_text. */
 #include "connectors/postgres/pg_encode.h"
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 /* pg_type OIDs of the built-in types (fixed since PostgreSQL 7.x, listed in pg_type.dat). */
@@ -300,6 +300,161 @@ int ferry__pg_numeric_from_text(struct ferry_buf *out, const char *s, size_t n)
     return FERRY_OK;
 }
 
+/* The 128-bit magnitude as 32-bit limbs (most significant first), so that dividing it by a
+ * small constant is four 64-by-constant divisions the compiler turns into multiplications
+ * (an unsigned __int128 division would call the slow generic __udivti3). */
+struct mag {
+    uint32_t l[4];
+};
+
+#define MAG_DIVMOD(m, d, rem)                                                                      \
+    do {                                                                                           \
+        uint64_t r_ = 0;                                                                           \
+        for (int i_ = 0; i_ < 4; i_++) {                                                           \
+            uint64_t cur_ = r_ << 32 | (m)->l[i_];                                                 \
+            (m)->l[i_] = (uint32_t)(cur_ / (d));                                                   \
+            r_ = cur_ % (d);                                                                       \
+        }                                                                                          \
+        (rem) = (uint32_t)r_;                                                                      \
+    } while (0)
+
+static inline bool mag_fits64(const struct mag *m)
+{
+    return (m->l[0] | m->l[1]) == 0;
+}
+
+static inline uint64_t mag_low64(const struct mag *m)
+{
+    return (uint64_t)m->l[2] << 32 | m->l[3];
+}
+
+/* Base-10000 groups of a magnitude, least significant first, until it is zero. */
+static int mag_groups(struct mag *m, uint16_t *g, int n)
+{
+    uint32_t r;
+    while (!mag_fits64(m)) {
+        MAG_DIVMOD(m, 10000u, r);
+        g[n++] = (uint16_t)r;
+    }
+    for (uint64_t x = mag_low64(m); x != 0; x /= 10000)
+        g[n++] = (uint16_t)(x % 10000);
+    return n;
+}
+
+/* A decimal128's numeric header and its groups g[first .. first+ndigits), least significant
+ * first (the order they are computed in; the writer reverses them). */
+struct dec_numeric {
+    int ndigits, weight, dscale, first;
+    uint16_t sign;
+    uint16_t g[12]; /* 39 digits + 3 of alignment = at most 11 groups */
+};
+
+static int dec_numeric(struct ferry_decimal128 v, int scale, struct dec_numeric *d)
+{
+    bool neg = v.hi < 0;
+    uint64_t lo = v.lo, hi = (uint64_t)v.hi;
+    if (neg) { /* two's complement magnitude; also right for the most negative value */
+        lo = ~lo + 1;
+        hi = ~hi + (lo == 0);
+    }
+    d->dscale = scale > 0 ? scale : 0;
+    if (d->dscale > NUMERIC_DSCALE_MAX) return FERRY_EINVAL;
+    if ((lo | hi) == 0) { /* zero keeps its display scale, never negative */
+        d->ndigits = 0;
+        d->first = 0;
+        d->weight = 0;
+        d->sign = NUMERIC_POS;
+        return FERRY_OK;
+    }
+    /* The unscaled integer's units are 10^e. PostgreSQL's groups sit at multiples of 4
+     * decimal places, so when e is not a multiple of 4 the lowest 4 - (e mod 4) digits form a group
+     * of their own, shifted up to its top: 123.45 (e = -2) is [123, 4500] and 7e5 (e = 5) is [70]
+     * at weight 1. The shift is applied to that remainder, not to the magnitude, which could then
+     * overflow 128 bits. */
+    long e = -(long)scale;
+    long low = floordiv4(e); /* weight of the lowest group */
+    uint16_t *g = d->g;
+    int n = 0;
+    if (hi == 0) { /* most values: one 64-bit word, no limb arithmetic at all */
+        uint64_t x = lo;
+        switch (e - 4 * low) {
+        case 1:
+            g[n++] = (uint16_t)(x % 1000 * 10);
+            x /= 1000;
+            break;
+        case 2:
+            g[n++] = (uint16_t)(x % 100 * 100);
+            x /= 100;
+            break;
+        case 3:
+            g[n++] = (uint16_t)(x % 10 * 1000);
+            x /= 10;
+            break;
+        default:
+            break;
+        }
+        for (; x != 0; x /= 10000)
+            g[n++] = (uint16_t)(x % 10000);
+    } else {
+        struct mag m = {{(uint32_t)(hi >> 32), (uint32_t)hi, (uint32_t)(lo >> 32), (uint32_t)lo}};
+        uint32_t r;
+        switch (e - 4 * low) {
+        case 1:
+            MAG_DIVMOD(&m, 1000u, r);
+            g[n++] = (uint16_t)(r * 10);
+            break;
+        case 2:
+            MAG_DIVMOD(&m, 100u, r);
+            g[n++] = (uint16_t)(r * 100);
+            break;
+        case 3:
+            MAG_DIVMOD(&m, 10u, r);
+            g[n++] = (uint16_t)(r * 1000);
+            break;
+        default:
+            break;
+        }
+        n = mag_groups(&m, g, n);
+    }
+    int first = 0; /* trailing zero groups are not sent */
+    while (g[first] == 0)
+        first++;
+    long weight = low + n - 1; /* g[n-1] is nonzero: mag_groups stops at zero */
+    if (weight > 32767 || low + first < -32768) return FERRY_EINVAL;
+    d->ndigits = n - first;
+    d->first = first;
+    d->weight = (int)weight;
+    d->sign = neg ? NUMERIC_NEG : NUMERIC_POS;
+    return FERRY_OK;
+}
+
+/* Through a local pointer: stores via out->data could alias out->len. */
+static inline void put_dec_numeric(struct ferry_buf *out, const struct dec_numeric *d)
+{
+    uint8_t *p = (uint8_t *)out->data + out->len;
+    uint16_t h[4] = {(uint16_t)d->ndigits, (uint16_t)(int16_t)d->weight, d->sign,
+                     (uint16_t)d->dscale};
+    for (int i = 0; i < 4; i++, p += 2) {
+        p[0] = (uint8_t)(h[i] >> 8);
+        p[1] = (uint8_t)h[i];
+    }
+    for (int i = d->first + d->ndigits - 1; i >= d->first; i--, p += 2) {
+        p[0] = (uint8_t)(d->g[i] >> 8);
+        p[1] = (uint8_t)d->g[i];
+    }
+    out->len += 8 + 2 * (size_t)d->ndigits;
+}
+
+int ferry__pg_numeric_from_dec128(struct ferry_buf *out, struct ferry_decimal128 v, int scale)
+{
+    struct dec_numeric d;
+    int rc = dec_numeric(v, scale, &d);
+    if (rc != FERRY_OK) return rc;
+    if (ferry_buf_reserve(out, 8 + 2 * (size_t)d.ndigits) != FERRY_OK) return FERRY_ENOMEM;
+    put_dec_numeric(out, &d);
+    return FERRY_OK;
+}
+
 /* ---- rows --------------------------------------------------------------------------------- */
 
 static int value_error(struct ferry_error *err, const struct ferry_batch *b, int col, int64_t row,
@@ -328,13 +483,25 @@ static int put_numeric(struct ferry_buf *out, const char *txt, size_t n)
     return FERRY_OK;
 }
 
+/* The same for a decimal128 (or an integer at scale 0): the length is known up front. */
+static inline int put_numeric_dec128(struct ferry_buf *out, struct ferry_decimal128 v, int scale)
+{
+    struct dec_numeric d;
+    int rc = dec_numeric(v, scale, &d);
+    if (rc != FERRY_OK) return rc;
+    size_t len = 8 + 2 * (size_t)d.ndigits;
+    if (ferry_buf_reserve(out, 4 + len) != FERRY_OK) return FERRY_ENOMEM;
+    put32(out, (uint32_t)len);
+    put_dec_numeric(out, &d);
+    return FERRY_OK;
+}
+
 static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int col,
                         enum ferry_pg_wire wire, int64_t r, struct ferry_error *err)
 {
     const struct ferry_field *f = &b->schema->fields[col];
     size_t len;
     const uint8_t *bytes;
-    char txt[96];
     int n;
     int64_t v;
     switch (wire) {
@@ -392,18 +559,16 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int 
         return FERRY_OK;
     }
     case FERRY_PG_WIRE_NUMERIC:
-        if (f->type == FERRY_TYPE_DECIMAL128) {
-            n = ferry_decimal128_to_text(ferry_col_dec128(b, col, r), f->scale, txt, sizeof txt);
-            bytes = (const uint8_t *)txt;
-            len = n < 0 ? 0 : (size_t)n;
-        } else if (f->type == FERRY_TYPE_DECIMAL_TEXT) {
+        if (f->type == FERRY_TYPE_DECIMAL_TEXT) {
             bytes = ferry_col_bytes(b, col, r, &len);
+            n = put_numeric(out, bytes ? (const char *)bytes : "", bytes ? len : 0);
+        } else if (f->type == FERRY_TYPE_DECIMAL128) {
+            n = put_numeric_dec128(out, ferry_col_dec128(b, col, r), f->scale);
         } else {
-            n = snprintf(txt, sizeof txt, "%" PRId64, ferry_col_int(b, col, r));
-            bytes = (const uint8_t *)txt;
-            len = (size_t)n;
+            v = ferry_col_int(b, col, r);
+            struct ferry_decimal128 iv = {.lo = (uint64_t)v, .hi = v < 0 ? -1 : 0};
+            n = put_numeric_dec128(out, iv, 0);
         }
-        n = put_numeric(out, bytes ? (const char *)bytes : "", bytes ? len : 0);
         if (n == FERRY_EINVAL) return value_error(err, b, col, r, "not a number numeric can hold");
         return n;
     case FERRY_PG_WIRE_TEXT:

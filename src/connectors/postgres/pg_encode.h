@@ -71,4 +71,10 @@ int ferry__pg_copy_rows(struct ferry_buf *out, const struct ferry_batch *b,
  * range. */
 int ferry__pg_numeric_from_text(struct ferry_buf *out, const char *s, size_t n);
 
+/* The same for a decimal128 unscaled integer at `scale` (negative: trailing zeros), computed
+ * arithmetically (no text, no allocation beyond out). Byte-identical to
+ * ferry__pg_numeric_from_text of ferry_decimal128_to_text(v, scale): zero keeps dscale
+ * max(scale, 0) and is never negative. FERRY_EINVAL only for a scale beyond numeric's. */
+int ferry__pg_numeric_from_dec128(struct ferry_buf *out, struct ferry_decimal128 v, int scale);
+
 #endif

@@ -12,6 +12,7 @@
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
+#include <jansson.h>
 
 /* ---- format writers (sink side) --------------------------------------------------------
  *
@@ -58,5 +59,29 @@ extern const struct ferry__files_format ferry__files_parquet; /* files_parquet.c
 /* NULL-terminated, looked up by name. */
 const struct ferry__files_format *ferry__files_format_find(const char *name);
 const char *const *ferry__files_format_names(void);
+
+/* ---- the run manifest (connectors/manifest.c), shared by the files and s3 sinks ----
+ * {"manifest_version":1,"pipeline":…,"pipeline_version":…[,EXTRA_KEY:…],"run_id":…,
+ *  "attempt":…,"format":…,"committed_at":…,LIST_KEY:[earlier entries…, new items…],"rows":N}
+ * `earlier` (may be NULL) holds entries of earlier commits of the run, copied as they are. */
+struct ferry__manifest_item {
+    const char *table;
+    const char *name; /* path (files) or object key (s3) */
+    int64_t rows, bytes;
+    uint32_t crc;
+};
+struct ferry__manifest_head {
+    const char *pipeline, *version;
+    const char *extra_key, *extra_value; /* one more string field, or NULL */
+    int64_t run_id;
+    int attempt;
+    const char *format;
+    const char *list_key; /* "files" | "objects" */
+    const char *name_key; /* "path" | "key" */
+};
+/* Appends the manifest text to b; item(ctx, i, &out) fills the i-th new item. */
+int ferry__manifest_text(struct ferry_buf *b, const struct ferry__manifest_head *h, json_t *earlier,
+                         int n, void (*item)(const void *ctx, int i, struct ferry__manifest_item *out),
+                         const void *ctx);
 
 #endif

@@ -35,22 +35,6 @@ sample_pipeline() { # FILE NAME ROWS SINK_YAML...
   } > "$file"
 }
 
-crc32c() { # CRC32-C (Castagnoli, reflected) of a file, independent of ferry's
-  python3 - "$1" <<'EOF'
-import sys
-t = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    t.append(c)
-crc = 0xFFFFFFFF
-with open(sys.argv[1], 'rb') as f:
-    for b in f.read():
-        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-print(crc ^ 0xFFFFFFFF)
-EOF
-}
 
 check_manifest() { # DIR: every listed file exists with its size and CRC; no unlisted part
   local dir=$1 m listed on_disk

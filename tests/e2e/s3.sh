@@ -43,22 +43,6 @@ s3_pipeline() { # FILE NAME ROWS ENDPOINT SINK_YAML...
   } > "$file"
 }
 
-crc32c() { # FILE: CRC32-C (Castagnoli, reflected), independent of ferry
-  python3 - "$1" <<'PY'
-import sys
-t = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    t.append(c)
-crc = 0xFFFFFFFF
-with open(sys.argv[1], 'rb') as f:
-    for b in f.read():
-        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-print(crc ^ 0xFFFFFFFF)
-PY
-}
 
 # fetch PREFIX RUN DIR: downloads the run's manifest and every object it lists into DIR, checks
 # sizes and CRC32-C, and that no object under PREFIX/*/run=RUN/ is left unlisted.

@@ -501,6 +501,12 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
 /* ---- commit / abort ---------------------------------------------------------------------------
  */
 
+static void manifest_item(const void *ctx, int i, struct ferry__manifest_item *out)
+{
+    const struct part *p = &((const struct sink *)ctx)->parts[i];
+    *out = (struct ferry__manifest_item){p->table, p->rel, p->rows, p->bytes, p->crc};
+}
+
 static int write_manifest(struct sink *s, struct ferry_error *err)
 {
     char *dir = manifest_dir(s);
@@ -510,45 +516,15 @@ static int write_manifest(struct sink *s, struct ferry_error *err)
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc = (dir && runs && tmp && final) ? mkdirs(dir, err) : nomem(err);
-    char now[40];
-    ferry_format_time_us(ferry_now_wall_us(), now, sizeof now);
-    int64_t total = 0;
     if (rc == FERRY_OK) {
-        int brc = ferry_buf_printf(&b, "{\"manifest_version\":1,\"pipeline\":");
-        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->pipeline, strlen(s->pipeline));
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"pipeline_version\":");
-        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->version, strlen(s->version));
-        if (brc == FERRY_OK)
-            brc = ferry_buf_printf(&b,
-                                   ",\"run_id\":%" PRId64 ",\"attempt\":%d,\"format\":\"%s\","
-                                   "\"committed_at\":\"%s\",\"files\":[",
-                                   s->run_id, s->attempt, s->fmt->name, now);
-        bool first = true;
-        size_t i;
-        json_t *f;
-        json_array_foreach(s->earlier, i, f)
-        {
-            char *txt = json_dumps(f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-            if (txt == NULL) brc = FERRY_ENOMEM;
-            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "%s\n  %s", first ? "" : ",", txt);
-            free(txt);
-            total += (int64_t)json_integer_value(json_object_get(f, "rows"));
-            first = false;
-        }
-        for (int k = 0; k < s->n_parts && brc == FERRY_OK; k++) {
-            const struct part *p = &s->parts[k];
-            brc = ferry_buf_printf(&b, "%s\n  {\"table\":", first ? "" : ",");
-            if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, p->table, strlen(p->table));
-            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"path\":");
-            if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, p->rel, strlen(p->rel));
-            if (brc == FERRY_OK)
-                brc = ferry_buf_printf(
-                    &b, ",\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"crc32c\":%" PRIu32 "}",
-                    p->rows, p->bytes, p->crc);
-            total += p->rows;
-            first = false;
-        }
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "\n],\"rows\":%" PRId64 "}\n", total);
+        struct ferry__manifest_head h = {.pipeline = s->pipeline,
+                                         .version = s->version,
+                                         .run_id = s->run_id,
+                                         .attempt = s->attempt,
+                                         .format = s->fmt->name,
+                                         .list_key = "files",
+                                         .name_key = "path"};
+        int brc = ferry__manifest_text(&b, &h, s->earlier, s->n_parts, manifest_item, s);
         if (brc != FERRY_OK) rc = nomem(err);
     }
     if (rc == FERRY_OK) {

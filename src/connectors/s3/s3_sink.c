@@ -1061,52 +1061,28 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
 
 /* ---- commit / abort ------------------------------------------------------------------------ */
 
+static void manifest_item(const void *ctx, int i, struct ferry__manifest_item *out)
+{
+    const struct object *o = &((const struct sink *)ctx)->objs[i];
+    *out = (struct ferry__manifest_item){o->table, o->key, o->rows, o->bytes, o->crc};
+}
+
 static int put_manifest(struct sink *s, struct ferry_error *err)
 {
     char *key = manifest_key(s);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     if (key == NULL) return nomem(err);
-    char now[40];
-    ferry_format_time_us(ferry_now_wall_us(), now, sizeof now);
-    int64_t total = 0;
-    int brc = ferry_buf_printf(&b, "{\"manifest_version\":1,\"pipeline\":");
-    if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->pipeline, strlen(s->pipeline));
-    if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"pipeline_version\":");
-    if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->version, strlen(s->version));
-    if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"bucket\":");
-    if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, s->bucket, strlen(s->bucket));
-    if (brc == FERRY_OK)
-        brc = ferry_buf_printf(&b,
-                               ",\"run_id\":%" PRId64 ",\"attempt\":%d,\"format\":\"%s\","
-                               "\"committed_at\":\"%s\",\"objects\":[",
-                               s->run_id, s->attempt, s->fmt->name, now);
-    bool first = true;
-    size_t i;
-    json_t *f;
-    json_array_foreach(s->earlier, i, f)
-    {
-        char *txt = json_dumps(f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (txt == NULL) brc = FERRY_ENOMEM;
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "%s\n  %s", first ? "" : ",", txt);
-        free(txt);
-        total += (int64_t)json_integer_value(json_object_get(f, "rows"));
-        first = false;
-    }
-    for (int k = 0; k < s->n_objs && brc == FERRY_OK; k++) {
-        const struct object *o = &s->objs[k];
-        brc = ferry_buf_printf(&b, "%s\n  {\"table\":", first ? "" : ",");
-        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, o->table, strlen(o->table));
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&b, ",\"key\":");
-        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, o->key, strlen(o->key));
-        if (brc == FERRY_OK)
-            brc = ferry_buf_printf(
-                &b, ",\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"crc32c\":%" PRIu32 "}", o->rows,
-                o->bytes, o->crc);
-        total += o->rows;
-        first = false;
-    }
-    if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "\n],\"rows\":%" PRId64 "}\n", total);
+    struct ferry__manifest_head h = {.pipeline = s->pipeline,
+                                     .version = s->version,
+                                     .extra_key = "bucket",
+                                     .extra_value = s->bucket,
+                                     .run_id = s->run_id,
+                                     .attempt = s->attempt,
+                                     .format = s->fmt->name,
+                                     .list_key = "objects",
+                                     .name_key = "key"};
+    int brc = ferry__manifest_text(&b, &h, s->earlier, s->n_objs, manifest_item, s);
     int rc = brc == FERRY_OK ? FERRY_OK : nomem(err);
     if (rc == FERRY_OK) {
         struct ferry_buf resp;

@@ -13,6 +13,8 @@
 # Prints a markdown table and writes bench/results/files-<date>[-<rows>rows].md. Never a CTest
 # test, never gates CI.
 #   ROWS=5000000 ROWS_CSV=5000000 PGLOADER_TIMEOUT=900 bash bench/files.sh
+# SUFFIX=name adds "-name" to the result file's name (files-<date>[-<rows>rows]-name.md), so a
+# re-run on the same day keeps the earlier result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
@@ -227,6 +229,7 @@ ratio_pg=$( [ -n "${T_fpg:-}" ] && [ -n "${T_copy:-}" ] && awk -v a="$T_fpg" -v 
 mkdir -p "$FERRY_SRC/bench/results"
 out="$FERRY_SRC/bench/results/files-$(date -u +%Y%m%d).md"
 [ "$ROWS" = 5000000 ] && [ "$ROWS_CSV" = 5000000 ] || out="${out%.md}-${ROWS}rows.md"
+[ -z "${SUFFIX:-}" ] || out="${out%.md}-$SUFFIX.md"
 {
   echo "# Files benchmark ($(date -u +%Y-%m-%d))"
   echo

@@ -4,9 +4,10 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git ca-certificates
       libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcmocka-dev
-      jq bc procps psmisc util-linux python3
+      jq bc procps psmisc util-linux python3 curl zstd
       postgresql postgresql-contrib libpq-dev
-      libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev)
+      libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
+      libmicrohttpd-dev chromium libnats-dev nats-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,12 @@ echo "== build (release: the demo's build must stay warning-free too)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
 
+echo "== build (tsan: the pipeline unit tests - queue, flow, bus, tracker, pipeline, store)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j"$jobs" --target test_queue test_flow test_bus test_tracker test_pipeline test_store
+echo "== tests (tsan)"
+ctest --preset tsan -j"$jobs"
+
 echo "== build (asan + ubsan)"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs"

@@ -92,6 +92,10 @@ struct ferry_schema {
     struct ferry_field *fields;
     int n_key;
     int *key; /* field indexes in key order */
+    /* 1 + the index of the field a merge sets instead of deleting the row (cdc
+     * `soft_delete`, set by the runner on what a sink writes; sinks with caps.soft_deletes
+     * honour it); 0: deletes delete. Added for cdc. */
+    int soft_delete;
 };
 
 /* Ownership: new returns refcount 1. add_field copies name. finish computes `key` from the
@@ -213,6 +217,10 @@ void ferry_rw_cancel_row(struct ferry_row_writer *rw);
 
 void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard);
 void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n);
+/* A second level under `n` ("k" in the position when > 0): cdc sets n to the last complete
+ * transaction and k to the rows of the next one already written, so that a resumed stream
+ * skips them (added for cdc). */
+void ferry_rw_set_suboffset(struct ferry_row_writer *rw, int64_t k);
 void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols);
 /* Closes the current batch now (end of shard, end of transaction). With `done`, the
  * position says the shard is complete, and a batch is emitted even when empty. */
@@ -221,6 +229,12 @@ int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_er
 const struct ferry_schema *ferry_rw_schema(const struct ferry_row_writer *rw);
 /* Non-zero once the run was asked to stop (pause or cancel): the source should return. */
 int ferry_rw_stop_requested(const struct ferry_row_writer *rw);
+/* A source that skips bad records (files: on_error: skip) reports them per shard: `count`
+ * since the shard's start (a resumed shard counts again from its start, so each report
+ * replaces the shard's earlier one) and `samples_json`, a JSON array of at most 10
+ * {"at":"file:line:column","reason":"..."} (short; never a value of the data). The engine
+ * publishes it as resource.rows_skipped. Never fails the caller. */
+void ferry_rw_report_skipped(struct ferry_row_writer *rw, int64_t count, const char *samples_json);
 
 #ifdef __cplusplus
 }

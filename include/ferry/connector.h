@@ -44,6 +44,29 @@ struct ferry_resource_spec {
     int n_key;
     int64_t lookback_ms;  /* incremental: re-read this much before the saved cursor */
     struct ferry_cfg *node; /* the resource's map: connectors read their own extra keys */
+    /* Set by the runner before discover (borrowed, may be NULL elsewhere): the pipeline's
+     * name and this resource's route key, for names a source derives from them (cdc
+     * replication slots); and whether a cdc resource is written as a change log (`write:
+     * append`), whose schema then ends with _ferry_op, _ferry_lsn, _ferry_commit_time. */
+    const char *pipeline;
+    const char *route;
+    bool change_log;
+    /* `soft_delete: COLUMN` of a cdc resource written with merge (set by the runner, added
+     * for cdc): the source appends COLUMN (timestamptz, NULL while the row lives) and a
+     * delete carries its commit time there; the sink then marks the row instead of
+     * deleting it (the target schema's soft_delete). NULL: deletes delete. */
+    const char *soft_delete;
+    /* `ferry run --follow --epoch-rows N` (set by the runner, added for cdc): a cdc stream
+     * may end its run after N changes, at a transaction's commit (the next run goes on at
+     * once). 0: it streams to the end frozen in its plan. */
+    int64_t cdc_epoch_rows;
+    /* `ferry run --follow` (set by the runner, added for cdc): more runs of this process
+     * follow, so a source may keep its log session open between them. */
+    bool cdc_follow;
+    /* Default destination name, owned, set by the pipeline loader when it differs from a
+     * suffix of `table` (a quoted name: `public."My Tab"` -> My Tab). NULL elsewhere;
+     * read through ferry_resource_target(). */
+    char *target_default;
 };
 
 /* ---- Source ------------------------------------------------------------------------ */
@@ -97,6 +120,20 @@ struct ferry_source_vtable {
      * attempt; resumed shards continue from their durable positions. */
     int (*snapshot)(void *ctx, char **snapshot_id, struct ferry_error *err);
     int (*use_snapshot)(void *ctx, const char *snapshot_id, struct ferry_error *err);
+
+    /* optional, log sources (supports_cdc). Appended to ABI 1. cdc_ack: the runner calls it
+     * on the planning instance after a cdc resource's route checkpoint `position` was SAVED
+     * (run completed or paused-and-committed, and folded by the tracker): the source may
+     * release its log up to there (and never further). *caught_up says whether the position
+     * reached the end frozen in `plan_json` (false: the stream stopped early, e.g. at a
+     * schema change, and another run continues it). cdc_drop: removes what the source
+     * created for the resource (slot, publication), for `ferry cdc drop`. */
+    int (*cdc_ack)(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
+                   const char *position, bool *caught_up, struct ferry_error *err);
+    int (*cdc_drop)(void *ctx, const struct ferry_resource_spec *spec, struct ferry_error *err);
+    /* Any thread, no blocking: the stream running on this instance, if any (FERRY_OK; else
+     * FERRY_ENOTFOUND): its position and its lag in log bytes and in microseconds. */
+    int (*cdc_progress)(void *ctx, int64_t *position, int64_t *lag_bytes, int64_t *lag_us);
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */
@@ -112,7 +149,12 @@ struct ferry_sink_caps {
     bool encoded_integrity;        /* returns receipt.encoded_crc from every apply */
     bool transactional_checkpoint; /* stores ferry's checkpoint in its own commit */
     bool atomic_replace;           /* replace swaps at commit, never half a table */
+    /* replace: every commit publishes the whole table, so only a run's last commit may be
+     * made; a pause of such a run aborts the session instead (the resumed run reads its
+     * sources again from the start). false: a pause commits what the session holds. */
+    bool replace_commits_once;
     bool deletes;                  /* can apply delete operations (merge) */
+    bool soft_deletes;             /* merge with schema->soft_delete: marks instead (cdc) */
 };
 
 /* What the sink will write for one resource. */

@@ -3,7 +3,7 @@
  * Catalog (payload keys in brackets):
  *   run.requested          [pipeline, version]
  *   run.started            [pid]
- *   run.heartbeat          [rss_bytes, cpu_ms]
+ *   run.heartbeat          [rss_bytes, cpu_ms, queue_depth]
  *   run.pause_requested, run.cancel_requested
  *   run.paused             [committed: bool]
  *   run.completed          [rows, bytes, batches]
@@ -12,6 +12,8 @@
  *   resource.started       [mode, write, shards, route]
  *   resource.completed     [rows]
  *   resource.failed        [code, message]
+ *   resource.rows_skipped  [shard, count, samples: [{at, reason}]]  (on_error: skip; the
+ *                          shard's count from its start: a later one replaces an earlier one)
  *   batch.buffered         [seq, rows, bytes]
  *   batch.written          [seq, rows, bytes, shard, position, durable, uri, crc]
  *   batch.integrity_verified          [seq, crc]
@@ -20,7 +22,12 @@
  *   sink.committed         []  (what at_commit sinks held is now durable)
  *   cursor.watermark_advanced [shard, position]
  *   cursor.checkpoint_saved   [shard, position]
- *   worker.lost            [lease_ms]
+ *   worker.lost            [lease_ms, lost_attempt, reason]  (under the fencing attempt)
+ *   verify.chunk_mismatch  [depth, source_rows, dest_rows, after, through]  (ferry verify,
+ *                          verify: after_run; at most 200 per resource)
+ *   verify.completed       [source_rows, dest_rows, missing, extra, different,
+ *                          changed_during_check, chunks, chunks_mismatched, source_bytes,
+ *                          dest_bytes, repaired, equal] or [error]
  * Delivery is at-least-once; consumers deduplicate by `seq`. */
 #ifndef FERRY_EVENT_H
 #define FERRY_EVENT_H
@@ -43,6 +50,7 @@ extern "C" {
 #define FERRY_EV_RESOURCE_STARTED "resource.started"
 #define FERRY_EV_RESOURCE_COMPLETED "resource.completed"
 #define FERRY_EV_RESOURCE_FAILED "resource.failed"
+#define FERRY_EV_RESOURCE_ROWS_SKIPPED "resource.rows_skipped"
 #define FERRY_EV_BATCH_BUFFERED "batch.buffered"
 #define FERRY_EV_BATCH_WRITTEN "batch.written"
 #define FERRY_EV_BATCH_VERIFIED "batch.integrity_verified"
@@ -52,6 +60,8 @@ extern "C" {
 #define FERRY_EV_WATERMARK_ADVANCED "cursor.watermark_advanced"
 #define FERRY_EV_CHECKPOINT_SAVED "cursor.checkpoint_saved"
 #define FERRY_EV_WORKER_LOST "worker.lost"
+#define FERRY_EV_VERIFY_CHUNK_MISMATCH "verify.chunk_mismatch"
+#define FERRY_EV_VERIFY_COMPLETED "verify.completed"
 
 struct ferry_event {
     int64_t seq;        /* assigned by the bus on publish */

@@ -66,8 +66,8 @@ void ferry_pipeline_free(struct ferry_pipeline_spec *p);
 
 /* The route key of a resource: "<resource> -> <sink type>:<table>". */
 char *ferry_pipeline_route(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r);
-/* Destination table for a resource: the part after the last '.', unless the resource
- * sets `target:`. */
+/* Destination table for a resource: `target:` when set, else the table's last part
+ * without its schema, unquoted when quoted (`"s"."My ""T"""` -> My "T"). */
 const char *ferry_resource_target(const struct ferry_resource_spec *r);
 
 #ifdef __cplusplus

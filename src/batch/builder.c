@@ -101,11 +101,14 @@ struct ferry_row_writer {
     int shard;
     bool has_n;
     int64_t n;
+    int64_t k; /* ferry_rw_set_suboffset(): "k" in positions when > 0 */
     int *pos_cols;
     int n_pos;
     struct ferry_buf pos;
     struct ferry_buf last_key; /* ,"key":[...] of the shard's last emitted row, or empty */
     struct next_bufs *next;
+    ferry_skip_fn skip_fn;
+    void *skip_ctx;
 
     /* sticky error: the first one wins */
     int code;
@@ -365,6 +368,8 @@ static int build_position(struct ferry_row_writer *rw, bool done)
         rc = ferry_buf_append(b, rw->last_key.data, rw->last_key.len);
     }
     if (rc == FERRY_OK && rw->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, rw->n);
+    if (rc == FERRY_OK && rw->has_n && rw->k > 0)
+        rc = ferry_buf_printf(b, ",\"k\":%" PRId64, rw->k);
     if (rc == FERRY_OK && done) rc = ferry_buf_append(b, ",\"done\":true", 12);
     if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
     return rc;
@@ -637,6 +642,17 @@ void ferry__rw_set_signals(struct ferry_row_writer *rw, atomic_int *tick, atomic
 int64_t ferry__rw_rows(const struct ferry_row_writer *rw)
 {
     return rw->total_rows;
+}
+
+void ferry__rw_set_skip_report(struct ferry_row_writer *rw, ferry_skip_fn fn, void *ctx)
+{
+    rw->skip_fn = fn;
+    rw->skip_ctx = ctx;
+}
+
+void ferry_rw_report_skipped(struct ferry_row_writer *rw, int64_t count, const char *samples_json)
+{
+    if (rw->skip_fn != NULL) rw->skip_fn(rw->skip_ctx, rw->shard, count, samples_json);
 }
 
 /* ---- rows ---- */
@@ -943,6 +959,7 @@ void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard)
     if (rw->row > 0 && close_batch(rw, false) != FERRY_OK) return;
     rw->shard = shard;
     rw->has_n = false;
+    rw->k = 0;
     ferry_buf_reset(&rw->last_key);
 }
 
@@ -950,6 +967,11 @@ void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n)
 {
     rw->has_n = true;
     rw->n = n;
+}
+
+void ferry_rw_set_suboffset(struct ferry_row_writer *rw, int64_t k)
+{
+    rw->k = k;
 }
 
 void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols)

@@ -50,5 +50,8 @@ void ferry__rw_free(struct ferry_row_writer *rw);
 void ferry__rw_set_signals(struct ferry_row_writer *rw, atomic_int *tick, atomic_int *stop);
 /* Rows accepted (ended) so far, for progress. */
 int64_t ferry__rw_rows(const struct ferry_row_writer *rw);
+/* Where ferry_rw_report_skipped() goes (the flow publishes it); unset: dropped. */
+typedef void (*ferry_skip_fn)(void *ctx, int shard, int64_t count, const char *samples_json);
+void ferry__rw_set_skip_report(struct ferry_row_writer *rw, ferry_skip_fn fn, void *ctx);
 
 #endif

@@ -1,11 +1,15 @@
 /* bus/bus.c - what every bus implementation shares: the event free functions
- * (ferry/event.h) and ferry_bus_emit, which builds an event from parts and publishes it.
+ * (ferry/event.h), ferry_bus_emit, which builds an event from parts and publishes it, and
+ * ferry_bus_open, which picks an implementation from a URL.
  *
- * Calls core and the bus vtable. Called by the runner, the control plane and the tests. */
+ * Calls core, config (secret references), the store (instance id) and the bus
+ * implementations. Called by the runner, the CLI, the control plane and the tests. */
 #include <stdio.h>
 #include <string.h>
 #include "bus/bus.h"
+#include "ferry/config.h"
 #include "ferry/core.h"
+#include "store/store.h"
 
 void ferry_event_clear(struct ferry_event *ev)
 {
@@ -44,5 +48,59 @@ int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char 
         return ferry_error_set(err, FERRY_ENOMEM, "bus", "event %s: out of memory", type);
     int rc = ferry_bus_publish(b, &ev, err);
     ferry_event_clear(&ev);
+    return rc;
+}
+
+static bool has_scheme(const char *url, const char *scheme)
+{
+    size_t n = strlen(scheme);
+    return strncmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
+}
+
+static int open_resolved(const char *url, const char *state_path, struct ferry_bus **out,
+                         struct ferry_error *err)
+{
+    bool pg = has_scheme(url, "postgres") || has_scheme(url, "postgresql");
+    bool nats = has_scheme(url, "nats");
+    if (!pg && !nats) {
+        /* Only the scheme: the rest may hold a password. */
+        const char *colon = strchr(url, ':');
+        int len = colon ? (int)(colon - url) : (int)strlen(url);
+        if (len > 20) len = 20;
+        return ferry_error_set(err, FERRY_ECONFIG, "bus",
+                               "bus URL scheme '%.*s' is not one of inproc, postgres://,"
+                               " postgresql://, nats://",
+                               len, url);
+    }
+    /* The external buses keep the events of every state file that shares them apart. */
+    struct ferry_store *st = NULL;
+    char scope[40];
+    int rc = ferry_store_open(state_path, &st, err);
+    if (rc == FERRY_OK) rc = ferry_store_instance_id(st, scope, sizeof scope, err);
+    ferry_store_close(st);
+    if (rc != FERRY_OK) return rc;
+    return pg ? ferry_bus_pg_open(url, scope, out, err) : ferry_bus_nats_open(url, scope, out, err);
+}
+
+int ferry_bus_open(const char *url, const char *state_path, struct ferry_bus **out,
+                   struct ferry_error *err)
+{
+    *out = NULL;
+    if (url == NULL || url[0] == '\0' || strcmp(url, "inproc") == 0)
+        return ferry_bus_inproc_open(state_path, out, err);
+    if (strncmp(url, "env:", 4) != 0 && strncmp(url, "file:", 5) != 0)
+        return open_resolved(url, state_path, out, err);
+    char *resolved = NULL;
+    int rc = ferry_secret_resolve(url, "bus URL", &resolved, err);
+    if (rc != FERRY_OK) return rc;
+    /* trailing newline of a file: reference */
+    size_t n = strlen(resolved);
+    while (n > 0 && (resolved[n - 1] == '\n' || resolved[n - 1] == '\r' || resolved[n - 1] == ' '))
+        resolved[--n] = '\0';
+    if (strcmp(resolved, "inproc") == 0 || resolved[0] == '\0')
+        rc = ferry_bus_inproc_open(state_path, out, err);
+    else
+        rc = open_resolved(resolved, state_path, out, err);
+    ferry_secret_free(resolved);
     return rc;
 }

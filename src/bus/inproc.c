@@ -6,10 +6,12 @@
  * variable. fetch reads through a second handle, so readers never queue behind a publisher,
  * and when nothing is there waits on the condition variable up to its timeout, re-reading
  * the table every 200 ms so that events published by other processes on the same state file
- * are seen too. Calls the store and core. Called through bus/bus.h by the runner, the
- * tracker and the control plane. */
+ * are seen too. FERRY_CHAOS_BUS=1 (fault tests, docs/internals/faults.md) makes fetch
+ * deliver events 1-3 times with rewinds. Calls the store and core. Called through bus/bus.h by
+ * the runner, the tracker and the control plane. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "bus/bus.h"
@@ -31,6 +33,10 @@ struct inproc {
     uint64_t published; /* publishes so far, in this process */
     uint64_t wakes;     /* wake() calls so far */
     bool closed;
+    /* FERRY_CHAOS_BUS (fault tests only): fetch delivers every event 1-3 times and sometimes
+     * rewinds to events already delivered. Read once at open; unset costs one branch. */
+    bool chaos;
+    unsigned chaos_state; /* xorshift32, guarded by read_lock */
 };
 
 static struct inproc *ctx_of(struct ferry_bus *b)
@@ -63,6 +69,45 @@ static struct timespec mono_deadline(int64_t us)
     return ts;
 }
 
+static unsigned chaos_next(struct inproc *ip)
+{
+    unsigned x = ip->chaos_state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    ip->chaos_state = x;
+    return x;
+}
+
+/* Chaos delivery (read_lock held): each event of *evs repeated 1-3 times, in order. A
+ * consumer that folds each seq once must end exactly where a normal delivery leads. */
+static int chaos_repeat(struct inproc *ip, struct ferry_event **evs, int *n, struct ferry_error *err)
+{
+    struct ferry_event *out = ferry_calloc((size_t)*n * 3, sizeof *out);
+    if (out == NULL) return ferry_error_set(err, FERRY_ENOMEM, "bus", "chaos bus: out of memory");
+    int m = 0;
+    for (int i = 0; i < *n; i++) {
+        int times = 1 + (int)(chaos_next(ip) % 3);
+        for (int k = 0; k < times; k++) {
+            out[m] = (*evs)[i];
+            out[m].payload = k == 0 ? (*evs)[i].payload : ferry_strdup((*evs)[i].payload);
+            if (k > 0 && out[m].payload == NULL) {
+                ferry_events_free(out, m);
+                for (int j = i + 1; j < *n; j++) ferry_free((*evs)[j].payload);
+                ferry_free(*evs);
+                *evs = NULL;
+                *n = 0;
+                return ferry_error_set(err, FERRY_ENOMEM, "bus", "chaos bus: out of memory");
+            }
+            m++;
+        }
+    }
+    ferry_free(*evs); /* payloads moved to out */
+    *evs = out;
+    *n = m;
+    return FERRY_OK;
+}
+
 static int inproc_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max, int timeout_ms,
                         struct ferry_event **evs, int *n, struct ferry_error *err)
 {
@@ -78,7 +123,14 @@ static int inproc_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int 
     pthread_mutex_unlock(&ip->lock);
     for (;;) {
         pthread_mutex_lock(&ip->read_lock);
-        int rc = ferry_store_event_read(ip->rd, after, run_id, max, evs, n, err);
+        int64_t from = after;
+        /* chaos: one fetch in four starts up to 8 events back (a redelivery) */
+        if (ip->chaos && after > 0 && chaos_next(ip) % 4 == 0) {
+            from = after - 1 - (int64_t)(chaos_next(ip) % 8);
+            if (from < 0) from = 0;
+        }
+        int rc = ferry_store_event_read(ip->rd, from, run_id, max, evs, n, err);
+        if (rc == FERRY_OK && ip->chaos && *n > 0) rc = chaos_repeat(ip, evs, n, err);
         pthread_mutex_unlock(&ip->read_lock);
         if (rc != FERRY_OK) {
             ferry_error_prefix(err, "fetching events");
@@ -146,6 +198,15 @@ int ferry_bus_inproc_open(const char *state_path, struct ferry_bus **out, struct
     pthread_mutex_init(&ip->read_lock, NULL);
     ip->bus.vt = &inproc_vtable;
     ip->bus.ctx = ip;
+    const char *chaos = getenv("FERRY_CHAOS_BUS");
+    if (chaos != NULL && chaos[0] != '\0' && strcmp(chaos, "0") != 0) {
+        const char *seed = getenv("FERRY_SEED");
+        ip->chaos = true;
+        ip->chaos_state = seed ? (unsigned)strtoul(seed, NULL, 10) : (unsigned)ferry_now_mono_us();
+        if (ip->chaos_state == 0) ip->chaos_state = 0x9e3779b9u;
+        ferry_log(FERRY_LOG_WARN, "chaos bus: events delivered 1-3 times, rewinds (seed %u)",
+                  ip->chaos_state);
+    }
     int rc = ferry_store_open(state_path, &ip->pub, err);
     if (rc == FERRY_OK) rc = ferry_store_set_sync_full(ip->pub, false, err);
     if (rc == FERRY_OK) rc = ferry_store_open(state_path, &ip->rd, err);

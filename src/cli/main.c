@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bus/bus.h"
+#include "cli/commands.h"
 #include "ferry/core.h"
 #include "ferry/connector.h"
 #include "runner/runner.h"
@@ -20,9 +21,12 @@
 
 struct cli {
     const char *state;
+    const char *bus; /* --bus or $FERRY_BUS: event bus URL (bus/bus.h ferry_bus_open) */
     bool json;
     bool fresh;
     bool follow;
+    int64_t epoch_ms; /* run --follow: one bounded cdc run per epoch (cmd_cdc.c) */
+    int64_t epoch_rows; /* run --follow --epoch-rows: or after this many changes */
     bool quiet;
     const char *pipeline;
     int limit;
@@ -44,26 +48,42 @@ static const char *usage_main =
     "  show RUN          one run: state, counts, integrity, resources, checkpoints\n"
     "  events RUN        the run's events (--follow to keep watching)\n"
     "  checkpoints       route checkpoints carried from run to run\n"
+    "  verify FILE       compare destinations with their sources; --repair fixes them\n"
+    "  cdc drop FILE     drop the replication slots and publications of a cdc pipeline\n"
+    "  iceberg expire TABLE  expire old snapshots of an Iceberg table, delete unreachable files\n"
     "  connectors        available sources and sinks\n"
+    "  serve             HTTP API, web UI and control plane (see `ferry serve --help`)\n"
+    "  worker            run one requested run (started by `ferry serve`)\n"
+    "  pipelines apply FILE   register a pipeline (with a server: --server URL or $FERRY_SERVER)\n"
+    "  runs start PIPELINE    request a run of a registered pipeline\n"
+    "  runs watch RUN         follow a run's events until it ends\n"
     "  version           print the version\n"
     "\n"
     "common options:\n"
     "  --state PATH      state database (default ./.ferry/state.db, or $FERRY_STATE)\n"
+    "  --bus URL         event bus: inproc (default), postgres://..., nats://..., env:NAME,\n"
+    "                    file:PATH (or $FERRY_BUS); run, resume, events, pause, cancel\n"
     "  --json            machine-readable output on stdout\n"
     "  -h, --help        help for a command: ferry run --help\n"
     "\n"
     "exit status: 0 ok, 1 failed, 2 usage or configuration error, 3 refused by policy,\n"
-    "4 integrity divergence, 5 paused, 6 canceled, 7 not found.\n";
+    "4 integrity divergence, 5 paused, 6 canceled, 7 not found, 8 verify found differences.\n";
 
 static void command_help(const char *cmd)
 {
     if (!strcmp(cmd, "run"))
-        printf("usage: ferry run FILE [--state PATH] [--fresh] [--json] [--quiet]\n\n"
+        printf("usage: ferry run FILE [--state PATH] [--bus URL] [--fresh] [--json] [--quiet]\n"
+               "                      [--follow [--epoch 10s] [--epoch-rows N]]\n\n"
                "Runs the pipeline FILE. When the newest run of the same pipeline version did not\n"
                "complete (crash, kill, pause, failure), it is resumed from its last durable\n"
                "checkpoint; --fresh starts a new run instead. Ctrl-C (SIGINT) or SIGTERM once: drain what was\n"
                "read, commit and pause; twice: stop at once and abort the session.\n"
-               "Progress goes to stderr (a live line on a terminal); the summary to stdout.\n");
+               "Progress goes to stderr (a live line on a terminal); the summary to stdout.\n"
+               "cdc pipelines: --follow repeats bounded runs, one per --epoch (default 10s),\n"
+               "each committing and acknowledging the replication slot, until a signal;\n"
+               "--epoch-rows N also ends an epoch after N changes (the next starts at once).\n"
+               "--bus URL (or $FERRY_BUS): where the run's events go: inproc (default, the state\n"
+               "file), postgres://... or nats://... (docs/operations.md, choosing a bus).\n");
     else if (!strcmp(cmd, "check"))
         printf("usage: ferry check FILE [--state PATH]\n\n"
                "Loads FILE, connects to source and sink, discovers the resources, applies the\n"
@@ -101,6 +121,7 @@ static void on_signal(int sig)
     const char *m = count == 1 ? m1 : m2;
     ssize_t w = write(STDERR_FILENO, m, strlen(m));
     (void)w;
+    ferry_cli_signaled = 1;
     ferry_runner_signal();
 }
 
@@ -128,6 +149,9 @@ static int parse_run_id(const char *s, int64_t *out, struct ferry_error *err)
     return FERRY_OK;
 }
 
+static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
+                      const struct ferry_error *e);
+
 static int cmd_run(struct cli *c, const char *file, int64_t resume_id, bool check)
 {
     struct sigaction sa;
@@ -144,13 +168,43 @@ static int cmd_run(struct cli *c, const char *file, int64_t resume_id, bool chec
         .quiet = c->json || c->quiet,
         .plan_only = check,
         .out = c->json ? NULL : stdout,
+        .cdc_epoch_rows = c->follow ? c->epoch_rows : 0,
+        .cdc_follow = c->follow,
+        .bus_url = c->bus,
     };
     if (check) o.quiet = false, o.out = stdout;
     struct ferry_run_result res;
     struct ferry_error err;
     ferry_error_clear(&err);
+    int64_t started = ferry_now_mono_us();
     int rc = ferry_runner_run(&o, &res, &err);
     if (check) return rc == FERRY_OK ? (printf("ok: %s\n", file), 0) : fail(c, &err);
+    int status = report_run(c, rc, &res, &err);
+    /* cdc: a stream that stopped at a schema change goes on at once in a new run; --follow
+     * repeats bounded runs, one per epoch, until a signal (docs/cli.md). */
+    int again = 0; /* runs in a row that stopped early: a schema change each, never endless */
+    while (status == 0 && resume_id == 0 && (res.cdc_more || c->follow)) {
+        /* Row-count epochs end runs early by design: only schema-change stops count. */
+        again = res.cdc_more && o.cdc_epoch_rows == 0 ? again + 1 : 0;
+        if (again > 20) {
+            fprintf(stderr, "ferry: 20 runs in a row stopped at a source schema change; stopping\n");
+            return 1;
+        }
+        if (!ferry_cli_cdc_next_epoch(res.cdc_more, started, c->epoch_ms)) break;
+        started = ferry_now_mono_us();
+        o.fresh = false;
+        ferry_error_clear(&err);
+        rc = ferry_runner_run(&o, &res, &err);
+        status = report_run(c, rc, &res, &err);
+    }
+    return status;
+}
+
+static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
+                      const struct ferry_error *e)
+{
+    struct ferry_run_result res = *r;
+    struct ferry_error err = *e;
     if (c->json) {
         json_t *j = json_pack("{s:I,s:i,s:b,s:s,s:I,s:I,s:I,s:f,s:I}", "run_id",
                               (json_int_t)res.run_id, "attempt", res.attempt, "resumed",
@@ -236,6 +290,31 @@ static int cmd_runs(struct cli *c)
     return rc == FERRY_OK ? 0 : fail(c, &err);
 }
 
+/* on_error: skip: the count and the first samples (where and why, never a value). */
+static void show_skips(const struct cli *c, struct ferry_store *st, int64_t id,
+                       const char *resource, int64_t skipped, json_t *jr)
+{
+    char *text = NULL;
+    ferry_store_resource_skips_get(st, id, resource, &text, NULL);
+    json_t *sk = text ? json_loads(text, 0, NULL) : NULL;
+    ferry_free(text);
+    json_t *samples = json_object_get(sk, "samples");
+    if (!c->json) {
+        printf("    skipped %" PRId64 " bad record%s (on_error: skip)%s\n", skipped,
+               skipped == 1 ? "" : "s", json_array_size(samples) ? "; first:" : "");
+        size_t i;
+        json_t *v;
+        json_array_foreach(samples, i, v) {
+            const char *at = json_string_value(json_object_get(v, "at"));
+            const char *why = json_string_value(json_object_get(v, "reason"));
+            printf("      %s: %s\n", at ? at : "?", why ? why : "?");
+        }
+    }
+    json_object_set_new(jr, "skipped_samples", json_is_array(samples) ? json_incref(samples)
+                                                                       : json_array());
+    json_decref(sk);
+}
+
 static int cmd_show(struct cli *c, int64_t id)
 {
     struct ferry_store *st;
@@ -281,6 +360,10 @@ static int cmd_show(struct cli *c, int64_t id)
                        " diverged%s%s\n", rs[i].resource, rs[i].mode, rs[i].write, rs[i].state,
                        rs[i].rows, rs[i].verified, rs[i].diverged, rs[i].error[0] ? "  " : "",
                        rs[i].error);
+            json_object_set_new(jr, "skipped", json_integer((json_int_t)rs[i].skipped));
+            if (rs[i].skipped > 0) show_skips(c, st, id, rs[i].resource, rs[i].skipped, jr);
+            ferry_cli_verify_show(st, id, rs[i].resource, c->json, jr);
+            if (!strcmp(rs[i].mode, "cdc")) ferry_cli_cdc_show(st, id, rs[i].resource, c->json, jr);
             for (int k = 0; k < ncp; k++) {
                 if (!c->json) printf("    checkpoint shard %d: %s\n", cps[k].shard, cps[k].position);
                 json_array_append_new(jc, json_pack("{s:i,s:s}", "shard", cps[k].shard,
@@ -311,10 +394,17 @@ static int cmd_events(struct cli *c, int64_t id)
     memset(&r, 0, sizeof r);
     int rc = ferry_store_run_get(st, id, &r, &err);
     int64_t after = c->after;
+    /* With an external bus the events live there, not in the state file. */
+    struct ferry_bus *bus = NULL;
+    if (rc == FERRY_OK && c->bus && c->bus[0] && strcmp(c->bus, "inproc") != 0)
+        rc = ferry_bus_open(c->bus, c->state, &bus, &err);
     while (rc == FERRY_OK) {
         struct ferry_event *evs = NULL;
         int n = 0;
-        rc = ferry_store_event_read(st, after, id, 500, &evs, &n, &err);
+        if (bus)
+            rc = ferry_bus_fetch(bus, after, id, 500, c->follow ? 1000 : 0, &evs, &n, &err);
+        else
+            rc = ferry_store_event_read(st, after, id, 500, &evs, &n, &err);
         if (rc != FERRY_OK) break;
         bool ended = false;
         for (int i = 0; i < n; i++) {
@@ -341,8 +431,9 @@ static int cmd_events(struct cli *c, int64_t id)
         fflush(stdout);
         ferry_events_free(evs, n);
         if (!c->follow || (ended && n < 500)) break;
-        if (n == 0) usleep(200000);
+        if (n == 0 && bus == NULL) usleep(200000);
     }
+    ferry_bus_close(bus);
     ferry_run_info_clear(&r);
     ferry_store_close(st);
     return rc == FERRY_OK ? 0 : fail(c, &err);
@@ -398,7 +489,7 @@ static int cmd_signal(struct cli *c, int64_t id, const char *sig)
     ferry_store_close(st);
     if (rc == FERRY_OK) {
         struct ferry_bus *bus;
-        if (ferry_bus_inproc_open(c->state, &bus, &err) == FERRY_OK) {
+        if (ferry_bus_open(c->bus, c->state, &bus, &err) == FERRY_OK) {
             ferry_bus_emit(bus, id, r.attempt, "",
                            !strcmp(sig, "pause") ? "run.pause_requested" : "run.cancel_requested",
                            "{}", NULL);
@@ -438,6 +529,7 @@ int main(int argc, char **argv)
 {
     struct cli c = {.state = getenv("FERRY_STATE"), .limit = 50};
     if (c.state == NULL || c.state[0] == '\0') c.state = ".ferry/state.db";
+    c.bus = getenv("FERRY_BUS");
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         if (argc >= 3 && !strcmp(argv[1], "help")) {
             command_help(argv[2]);
@@ -447,20 +539,44 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "verify")) return ferry_cli_verify(argc, argv);
+    if (!strcmp(cmd, "serve")) return ferry_cli_serve(argc, argv);
+    if (!strcmp(cmd, "worker")) return ferry_cli_worker(argc, argv);
+    if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
+    if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);
+    if (!strcmp(cmd, "pipelines")) return ferry_cli_pipelines(argc, argv);
+    if (!strcmp(cmd, "runs") && argc > 2 && (!strcmp(argv[2], "start") || !strcmp(argv[2], "watch")))
+        return ferry_cli_runs_remote(argc, argv);
     static const struct option opts[] = {
         {"state", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"fresh", no_argument, NULL, 'f'},       {"follow", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},       {"pipeline", required_argument, NULL, 'p'},
         {"limit", required_argument, NULL, 'l'}, {"after", required_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+        {"epoch", required_argument, NULL, 'E'}, {"epoch-rows", required_argument, NULL, 'R'},
+        {"bus", required_argument, NULL, 'B'},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 's': c.state = optarg; break;
+        case 'B': c.bus = optarg; break;
         case 'j': c.json = true; break;
         case 'f': c.fresh = true; break;
         case 'F': c.follow = true; break;
+        case 'E':
+            if (ferry_cli_parse_duration_ms(optarg, &c.epoch_ms) != 0) {
+                fprintf(stderr, "ferry: --epoch takes a duration (10s, 500ms, 1m)\n");
+                return 2;
+            }
+            break;
+        case 'R':
+            c.epoch_rows = atoll(optarg);
+            if (c.epoch_rows <= 0) {
+                fprintf(stderr, "ferry: --epoch-rows takes a positive number of changes\n");
+                return 2;
+            }
+            break;
         case 'q': c.quiet = true; break;
         case 'p': c.pipeline = optarg; break;
         case 'l': c.limit = atoi(optarg) > 0 ? atoi(optarg) : 50; break;

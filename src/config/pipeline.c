@@ -208,6 +208,8 @@ static int required_with(const struct ferry_cfg *map, const char *key, const cha
                            map->file, map->path, key, why, map->line);
 }
 
+static int unquoted_target(const char *table, char **out);
+
 static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
                          struct ferry_resource_spec *r, struct ferry_error *err)
 {
@@ -220,6 +222,7 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
     if (table[0] == '\0')
         return ferry_cfg_error(err, ferry_cfg_get(item, "table"), "must not be empty");
     if ((r->table = ferry_strdup(table)) == NULL) return oom(err);
+    if (unquoted_target(table, &r->target_default)) return oom(err);
 
     int mode = FERRY_READ_FULL;
     if ((rc = ferry_cfg_enum(item, "mode", false, read_modes, &mode, err))) return rc;
@@ -287,6 +290,36 @@ static int load_resources(struct ferry_pipeline_spec *p, struct ferry_error *err
     return FERRY_OK;
 }
 
+/* The default destination of a quoted resource name: its last dot-separated part outside
+ * double quotes, unquoted (two quotes -> one), so sch."My Tab" writes to My Tab. *out stays
+ * NULL when the last part is not quoted (the plain suffix after the last dot is then right)
+ * or is malformed (the source reports that when it reads the table). */
+static int unquoted_target(const char *table, char **out)
+{
+    *out = NULL;
+    const char *last = table;
+    bool in_q = false;
+    for (const char *c = table; *c; c++) {
+        if (*c == '"') in_q = !in_q;
+        else if (*c == '.' && !in_q) last = c + 1;
+    }
+    size_t n = strlen(last);
+    if (in_q || n < 3 || last[0] != '"' || last[n - 1] != '"') return FERRY_OK;
+    char *s = ferry_malloc(n);
+    if (s == NULL) return FERRY_ENOMEM;
+    size_t o = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        if (last[i] == '"') {
+            if (last[i + 1] != '"' || i + 2 >= n) { ferry_free(s); return FERRY_OK; }
+            i++;
+        }
+        s[o++] = last[i];
+    }
+    s[o] = '\0';
+    *out = s;
+    return FERRY_OK;
+}
+
 const char *ferry_resource_target(const struct ferry_resource_spec *r)
 {
     if (r == NULL || r->table == NULL) return NULL;
@@ -298,6 +331,7 @@ const char *ferry_resource_target(const struct ferry_resource_spec *r)
                 return c->scalar;
         }
     }
+    if (r->target_default) return r->target_default;
     const char *dot = strrchr(r->table, '.');
     return dot && dot[1] ? dot + 1 : r->table;
 }
@@ -606,6 +640,7 @@ void ferry_pipeline_free(struct ferry_pipeline_spec *p)
     for (int i = 0; i < p->n_resources; i++) {
         struct ferry_resource_spec *r = &p->resources[i];
         ferry_free(r->table);
+        ferry_free(r->target_default);
         ferry_cfg_strv_free(r->cursor);
         ferry_cfg_strv_free(r->columns);
         ferry_cfg_strv_free(r->key);

@@ -33,6 +33,7 @@ struct ferry__files_format_opts {
     bool header;             /* csv */
     bool crlf;               /* csv: records end with CRLF (RFC 4180) or LF */
     void *conf;              /* what the format's configure() made of the sink section */
+    const int32_t *field_ids; /* parquet: optional field id per schema field (iceberg) */
 };
 
 struct ferry__files_format {

@@ -12,9 +12,11 @@
  * rows twice, and letting them move checkpoints could move progress past data the current
  * attempt has not made durable. */
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "bus/bus.h"
@@ -39,6 +41,11 @@ struct ferry_tracker {
     int first_rc; /* first fold error the thread met */
     struct ferry_error first_err;
     bool group_moves_checkpoints; /* the group being folded saves a checkpoint */
+    /* FERRY_CHAOS_BUS (fault tests only): the folding thread "restarts" now and then: it
+     * drops its store handle and in-memory mark and reopens them from the state file. */
+    char *chaos_path;
+    unsigned chaos_state;
+    char consumer[96]; /* the mark's name: "tracker", or "tracker@<tag>" on an external bus */
 };
 
 /* ---- payload helpers ---- */
@@ -201,6 +208,86 @@ static int fold_resource(struct fold_ctx *c, const char *type, struct ferry_erro
                                           failed ? "failed" : "completed", msg, err);
 }
 
+#define SKIP_SAMPLES_MAX 20  /* per resource, lowest shards first */
+#define SKIP_TEXT_MAX 300     /* bytes of one sample's "at" or "reason" */
+
+/* A short copy of a sample's text: cut at a character boundary. */
+static json_t *short_text(const char *s)
+{
+    size_t n = strlen(s);
+    if (n <= SKIP_TEXT_MAX) return json_string(s);
+    n = SKIP_TEXT_MAX;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    return json_stringn(s, n);
+}
+
+/* resource.rows_skipped: the shard's report replaces its earlier one (a resumed shard is
+ * counted again from its start), so redelivery and later attempts never count twice. */
+static int fold_skipped(struct fold_ctx *c, struct ferry_error *err)
+{
+    const struct ferry_event *ev = c->ev;
+    if (ev->resource[0] == '\0') return FERRY_OK;
+    int64_t shard = jint(c->p, "shard"), count = jint(c->p, "count");
+    char *old = NULL;
+    int rc = ferry_store_resource_skips_get(c->tr->st, ev->run_id, ev->resource, &old, err);
+    if (rc != FERRY_OK) return rc;
+    json_t *root = old ? json_loads(old, 0, NULL) : NULL;
+    ferry_free(old);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_pack("{s:o,s:o}", "shards", json_object(), "samples", json_array());
+    }
+    json_t *shards = json_object_get(root, "shards"), *samples = json_object_get(root, "samples");
+    if (!json_is_object(shards) || !json_is_array(samples)) {
+        json_decref(root);
+        return ferry_error_set(err, FERRY_ENOMEM, "tracker", "out of memory");
+    }
+    char key[24];
+    snprintf(key, sizeof key, "%" PRId64, shard);
+    json_object_set_new(shards, key, json_integer(count));
+    /* Keep the other shards' samples, replace this shard's, order by shard, keep the first. */
+    json_t *merged = json_array();
+    size_t i;
+    json_t *v;
+    json_t *fresh = json_object_get(c->p, "samples");
+    bool placed = false;
+    json_array_foreach(samples, i, v)
+    {
+        int64_t s = jint(v, "shard");
+        if (s == shard) continue;
+        if (s > shard && !placed) {
+            size_t k;
+            json_t *f;
+            json_array_foreach(fresh, k, f)
+                json_array_append_new(merged, json_pack("{s:I,s:o,s:o}", "shard", (json_int_t)shard,
+                                                        "at", short_text(jstr(f, "at")), "reason",
+                                                        short_text(jstr(f, "reason"))));
+            placed = true;
+        }
+        json_array_append(merged, v);
+    }
+    if (!placed) {
+        size_t k;
+        json_t *f;
+        json_array_foreach(fresh, k, f)
+            json_array_append_new(merged, json_pack("{s:I,s:o,s:o}", "shard", (json_int_t)shard,
+                                                    "at", short_text(jstr(f, "at")), "reason",
+                                                    short_text(jstr(f, "reason"))));
+    }
+    while (json_array_size(merged) > SKIP_SAMPLES_MAX)
+        json_array_remove(merged, json_array_size(merged) - 1);
+    json_object_set_new(root, "samples", merged);
+    int64_t total = 0;
+    const char *k;
+    json_object_foreach(shards, k, v) total += json_integer_value(v);
+    char *text = dump_json(root);
+    json_decref(root);
+    if (text == NULL) return ferry_error_set(err, FERRY_ENOMEM, "tracker", "out of memory");
+    rc = ferry_store_resource_skips_put(c->tr->st, ev->run_id, ev->resource, total, text, err);
+    ferry_free(text);
+    return rc;
+}
+
 static int fold_counter(struct fold_ctx *c, bool diverged, struct ferry_error *err)
 {
     const struct ferry_event *ev = c->ev;
@@ -217,6 +304,7 @@ static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
     const char *t = c->ev->type;
     if (strcmp(t, FERRY_EV_BATCH_WRITTEN) == 0) return fold_batch_written(c, err);
     if (strcmp(t, FERRY_EV_BATCH_VERIFIED) == 0) return fold_counter(c, false, err);
+    if (strcmp(t, FERRY_EV_RESOURCE_ROWS_SKIPPED) == 0) return fold_skipped(c, err);
     if (strcmp(t, FERRY_EV_BATCH_DIVERGENCE) == 0) return fold_counter(c, true, err);
     if (strcmp(t, FERRY_EV_SINK_COMMITTED) == 0) {
         c->tr->group_moves_checkpoints = true;
@@ -309,14 +397,14 @@ static int fold_group(struct ferry_tracker *tr, const struct ferry_event *evs, i
     if (rc != FERRY_OK) return rc;
     int64_t mark = 0;
     tr->group_moves_checkpoints = false;
-    rc = ferry_store_mark_get(tr->st, CONSUMER, &mark, err);
+    rc = ferry_store_mark_get(tr->st, tr->consumer, &mark, err);
     int64_t start = mark;
     for (int i = 0; rc == FERRY_OK && i < n; i++) {
         if (evs[i].seq <= mark) continue;
         rc = fold_one(tr, &evs[i], err);
         if (rc == FERRY_OK) mark = evs[i].seq;
     }
-    if (rc == FERRY_OK && mark > start) rc = ferry_store_mark_set(tr->st, CONSUMER, mark, err);
+    if (rc == FERRY_OK && mark > start) rc = ferry_store_mark_set(tr->st, tr->consumer, mark, err);
     bool saving = tr->group_moves_checkpoints;
     if (rc == FERRY_OK && saving) rc = ferry_failpoint_check("before_checkpoint_save", err);
     if (rc == FERRY_OK)
@@ -370,8 +458,13 @@ int ferry_tracker_open(const char *state_path, struct ferry_bus *bus, struct fer
     *out = NULL;
     struct ferry_tracker *tr = ferry_calloc(1, sizeof *tr);
     if (tr == NULL) return ferry_error_set(err, FERRY_ENOMEM, "tracker", "tracker: out of memory");
+    /* A mark is a sequence of one bus: each bus keeps its own (bus/bus.h mark_tag). */
+    if (bus && bus->mark_tag[0])
+        snprintf(tr->consumer, sizeof tr->consumer, "%s@%s", CONSUMER, bus->mark_tag);
+    else
+        snprintf(tr->consumer, sizeof tr->consumer, "%s", CONSUMER);
     int rc = ferry_store_open(state_path, &tr->st, err);
-    if (rc == FERRY_OK) rc = ferry_store_mark_get(tr->st, CONSUMER, &tr->folded, err);
+    if (rc == FERRY_OK) rc = ferry_store_mark_get(tr->st, tr->consumer, &tr->folded, err);
     if (rc != FERRY_OK) {
         ferry_store_close(tr->st);
         ferry_free(tr);
@@ -379,6 +472,13 @@ int ferry_tracker_open(const char *state_path, struct ferry_bus *bus, struct fer
         return rc;
     }
     tr->bus = bus;
+    const char *chaos = getenv("FERRY_CHAOS_BUS");
+    if (chaos != NULL && chaos[0] != '\0' && strcmp(chaos, "0") != 0) {
+        const char *seed = getenv("FERRY_SEED");
+        tr->chaos_path = ferry_strdup(state_path);
+        tr->chaos_state = seed ? (unsigned)strtoul(seed, NULL, 10) + 1u : (unsigned)ferry_now_mono_us();
+        if (tr->chaos_state == 0) tr->chaos_state = 0x85ebca6bu;
+    }
     pthread_mutex_init(&tr->fold_lock, NULL);
     pthread_mutex_init(&tr->lock, NULL);
     pthread_condattr_t ca;
@@ -415,6 +515,33 @@ static void pause_a_little(struct ferry_tracker *tr)
     pthread_mutex_unlock(&tr->lock);
 }
 
+/* Chaos restart: what a new tracker process would do, under fold_lock. */
+static void chaos_restart(struct ferry_tracker *tr)
+{
+    unsigned x = tr->chaos_state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    tr->chaos_state = x;
+    if (x % 5 != 0) return;
+    pthread_mutex_lock(&tr->fold_lock);
+    struct ferry_store *st = NULL;
+    struct ferry_error e;
+    int64_t mark = 0;
+    if (ferry_store_open(tr->chaos_path, &st, &e) == FERRY_OK &&
+        ferry_store_mark_get(st, tr->consumer, &mark, &e) == FERRY_OK) {
+        ferry_store_close(tr->st);
+        tr->st = st;
+        pthread_mutex_lock(&tr->lock);
+        tr->folded = mark;
+        pthread_mutex_unlock(&tr->lock);
+    } else {
+        ferry_store_close(st);
+        ferry_log(FERRY_LOG_WARN, "chaos tracker restart: %s", e.message);
+    }
+    pthread_mutex_unlock(&tr->fold_lock);
+}
+
 static void *tracker_main(void *arg)
 {
     struct ferry_tracker *tr = arg;
@@ -427,6 +554,7 @@ static void *tracker_main(void *arg)
         int rc = read_events(tr, get_folded(tr), POLL_MS, &evs, &n, &e);
         if (rc == FERRY_OK && n > 0) rc = ferry__tracker_fold_events(tr, evs, n, &e);
         ferry_events_free(evs, n);
+        if (rc == FERRY_OK && n > 0 && tr->chaos_path) chaos_restart(tr);
         if (rc != FERRY_OK) {
             pthread_mutex_lock(&tr->lock);
             if (tr->first_rc == FERRY_OK) {
@@ -536,6 +664,7 @@ void ferry_tracker_close(struct ferry_tracker *tr)
     pthread_mutex_unlock(&tr->lock);
     if (running) ferry_tracker_stop(tr, NULL);
     ferry_store_close(tr->st);
+    ferry_free(tr->chaos_path);
     pthread_cond_destroy(&tr->cond);
     pthread_mutex_destroy(&tr->lock);
     pthread_mutex_destroy(&tr->fold_lock);

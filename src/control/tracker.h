@@ -15,6 +15,9 @@
  *   batch.integrity_verified  verified += 1; batch.chunk_divergence  diverged += 1
  *   sink.committed         pending checkpoints of (run, attempt) become run checkpoints
  *   resource.completed/failed  resource state (failed: message)
+ *   resource.rows_skipped  the shard's skip count and samples replace its earlier ones;
+ *                          the resource's total is the sum over shards, samples are kept
+ *                          for the lowest shards, at most 20 (ferry_store_resource_skips_*)
  *   run.completed          run completed, ended time; for every resource whose mode is
  *                          incremental or cdc, its run checkpoints become the route
  *                          checkpoints of (pipeline, version, route) with this run id

@@ -104,6 +104,24 @@ static int emit_batch(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* on_error: skip reports (one per shard with skipped records): counts and short samples,
+ * never values, so they may go into events and run state. */
+static void report_skipped(void *ctx, int shard, int64_t count, const char *samples_json)
+{
+    struct reader *rd = ctx;
+    json_t *samples = samples_json ? json_loads(samples_json, 0, NULL) : NULL;
+    if (!json_is_array(samples)) {
+        json_decref(samples);
+        samples = json_array();
+    }
+    json_t *p = json_pack("{s:i,s:I,s:o}", "shard", shard, "count", (json_int_t)count,
+                          "samples", samples);
+    char *text = p ? json_dumps(p, JSON_COMPACT) : NULL;
+    if (text != NULL) publish(rd->fr->f, FERRY_EV_RESOURCE_ROWS_SKIPPED, text);
+    free(text);
+    json_decref(p);
+}
+
 static void cancel_readers(struct flow_run *fr, const struct reader *except)
 {
     if (fr->f->src_vt->cancel == NULL) return;
@@ -371,12 +389,14 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         ok = rd->rw != NULL;
         /* One reader keeps the runner's tick itself; several get theirs from the ticker. */
         if (ok) ferry__rw_set_signals(rd->rw, fr.n_readers > 1 ? &rd->tick : &f->tick, f->stop);
+        if (ok) ferry__rw_set_skip_report(rd->rw, report_skipped, rd);
     }
     if (!ok) {
         flow_free(&fr);
         return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
     }
 
+    atomic_store(&fr.seq, f->seq_base);
     atomic_store(&fr.running, fr.n_readers);
     for (int i = 0; i < fr.n_readers; i++) {
         struct reader *rd = &fr.readers[i];
@@ -455,6 +475,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     }
     ferry_queue_discard(fr.ready);
     ferry_queue_discard(fr.write);
+    f->seq_base = atomic_load(&fr.seq);
 
     if (rc == FERRY_OK && fr.tr_rc != FERRY_OK) {
         rc = fr.tr_rc;

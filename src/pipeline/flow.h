@@ -56,6 +56,9 @@ struct ferry_flow {
     struct ferry_batch_opts opts;
     atomic_int *stop;              /* 0, FERRY_EPAUSED or FERRY_ECANCELED */
     atomic_int tick;               /* set by the runner's timer every flush_after */
+    /* Batch seqs continue after this one (a resource read in several flows, e.g. a cdc
+     * copy then its stream, keeps unique seqs); updated to the last seq handed out. */
+    uint64_t seq_base;
     /* progress, readable from other threads */
     atomic_llong rows_read, rows_written, bytes_written, batches_written;
     atomic_int queue_depth;

@@ -29,6 +29,7 @@
 #include "pipeline/flow.h"
 #include "pipeline/transform.h"
 #include "runner/runner.h"
+#include "verify/verify.h"
 #include "store/store.h"
 
 static atomic_int g_stop;
@@ -118,6 +119,12 @@ static int emit(struct run *r, const char *resource, const char *type, const cha
     return rc;
 }
 
+static void verify_event(void *ctx, const char *resource, const char *type, const char *payload)
+{
+    struct ferry_error e;
+    emit(ctx, resource, type, payload, NULL, &e);
+}
+
 /* ---- control thread: flush timer, heartbeat, requested signals, progress ---- */
 
 static void human_rate(double v, char *buf, size_t len)
@@ -145,6 +152,29 @@ static void print_progress(struct run *r, struct ferry_flow *f, int64_t start_us
     fflush(stderr);
 }
 
+/* A cdc stream's position and lag (cursor.watermark_advanced), when it moved. */
+static void emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_position)
+{
+    const struct ferry_source_vtable *vt = r->p->source_vt;
+    if (f->spec->mode != FERRY_READ_CDC || vt->cdc_progress == NULL) return;
+    int64_t pos = 0, lag_bytes = 0, lag_us = 0;
+    if (vt->cdc_progress(r->src_ctx, &pos, &lag_bytes, &lag_us) != FERRY_OK) return;
+    if (pos == *last_position) return;
+    *last_position = pos;
+    char payload[256];
+    /* The source's plan may warn that the slot is about to lose WAL (cdc wal_status). */
+    json_t *plan = json_loads(f->plan_json ? f->plan_json : "", 0, NULL);
+    const char *ws = json_string_value(json_object_get(plan, "wal_status"));
+    char extra[64] = "";
+    if (ws != NULL && strlen(ws) < 32) snprintf(extra, sizeof extra, ",\"wal_status\":\"%s\"", ws);
+    json_decref(plan);
+    snprintf(payload, sizeof payload,
+             "{\"shard\":0,\"position\":{\"shard\":0,\"n\":%" PRId64 "},\"lag_bytes\":%" PRId64
+             ",\"lag_seconds\":%.3f%s}",
+             pos, lag_bytes, (double)lag_us / 1e6, extra);
+    emit(r, f->spec->table, FERRY_EV_WATERMARK_ADVANCED, payload, NULL, NULL);
+}
+
 static void *control_main(void *arg)
 {
     struct run *r = arg;
@@ -154,7 +184,7 @@ static void *control_main(void *arg)
         ferry_store_set_sync_full(st, false, &e) != FERRY_OK)
         ferry_log(FERRY_LOG_WARN, "control thread: %s", e.message);
     int64_t last_tick = ferry_now_mono_us(), last_beat = 0, last_event = 0, last_poll = 0;
-    int64_t last_progress = 0;
+    int64_t last_progress = 0, last_lag = 0, last_lag_position = -1;
     int64_t flush_us = r->p->batch.flush_after_ms * 1000;
     while (!atomic_load(&r->control_stop)) {
         usleep(20000);
@@ -176,8 +206,10 @@ static void *control_main(void *arg)
             char payload[128];
             int64_t rss = peak_rss_bytes();
             if (rss > r->peak_rss) r->peak_rss = rss;
-            snprintf(payload, sizeof payload, "{\"rss_bytes\":%" PRId64 ",\"cpu_ms\":%" PRId64 "}",
-                     rss, cpu_ms());
+            /* queue_depth: ready batches of the resource being copied (ferry serve's metrics). */
+            snprintf(payload, sizeof payload,
+                     "{\"rss_bytes\":%" PRId64 ",\"cpu_ms\":%" PRId64 ",\"queue_depth\":%d}", rss,
+                     cpu_ms(), f ? atomic_load(&f->queue_depth) : 0);
             emit(r, NULL, FERRY_EV_RUN_HEARTBEAT, payload, NULL, NULL);
         }
         if (st && now - last_poll >= 500000) {
@@ -195,6 +227,10 @@ static void *control_main(void *arg)
         if (f && now - last_progress >= 250000) {
             last_progress = now;
             print_progress(r, f, r->t0, false);
+        }
+        if (f && now - last_lag >= 1000000) {
+            last_lag = now;
+            emit_cdc_lag(r, f, &last_lag_position);
         }
     }
     ferry_store_close(st);
@@ -239,7 +275,8 @@ static int pick_run(struct run *r, struct ferry_error *err)
             return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                    "run %" PRId64 " is running (pid %d)", r->info.id, r->info.pid);
         r->run_id = r->info.id;
-        r->resumed = true;
+        /* A run requested through `ferry serve` and never started is not a resumption. */
+        r->resumed = r->info.attempt > 0;
         return FERRY_OK;
     }
     /* The newest run of this pipeline is continued when it has the same version and did not
@@ -395,6 +432,19 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         rr->spec = &p->resources[i];
+        /* Names a source derives per route (cdc slots), and whether cdc keeps a change log. */
+        rr->spec->pipeline = p->name;
+        rr->route = ferry_pipeline_route(p, rr->spec);
+        if (rr->route == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+        rr->spec->route = rr->route;
+        rr->spec->change_log = rr->spec->mode == FERRY_READ_CDC && p->write == FERRY_WRITE_APPEND;
+        rr->spec->soft_delete = NULL; /* a cdc resource's `soft_delete: COLUMN` (policy checks) */
+        rr->spec->cdc_epoch_rows = r->o->cdc_epoch_rows;
+        rr->spec->cdc_follow = r->o->cdc_follow;
+        if (rr->spec->node != NULL) {
+            rc = ferry_cfg_str(rr->spec->node, "soft_delete", false, &rr->spec->soft_delete, err);
+            if (rc != FERRY_OK) return rc;
+        }
         rc = p->source_vt->discover(r->src_ctx, rr->spec, &rr->schema, err);
         if (rc != FERRY_OK) return rc;
         rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain, &rr->out_schema,
@@ -414,14 +464,14 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
         rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
         if (rc != FERRY_OK) return rc;
-        rr->route = ferry_pipeline_route(p, rr->spec);
-        if (rr->route == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);
         rr->target.schema = rr->out_schema;
         rr->target.mode = p->write;
         rr->target.read_mode = rr->spec->mode;
+        if (rr->spec->soft_delete != NULL) /* checked by the policy: a field outside the key */
+            rr->out_schema->soft_delete = 1 + ferry_schema_find(rr->out_schema, rr->spec->soft_delete);
     }
     /* Every key of the file must have been read by now: unknown keys are errors. */
     return ferry_cfg_check_unused(p->root, err);
@@ -530,6 +580,56 @@ static int open_readers(struct run *r, struct ferry_error *err)
 
 /* ---- the run ---- */
 
+/* A cdc resource's shard 0 streams changes that must land after every row of its copy
+ * shards: the copy runs as one flow (any number of readers), then the stream as a second
+ * one. Other resources: one flow. */
+static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+{
+    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
+    static char done[] = "{\"done\":true}";
+    char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
+    if (phase == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+    for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? done : rr->resume[s];
+    f->resume = phase;
+    int rc = ferry_flow_run(f, err);
+    if (rc == FERRY_OK) {
+        for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? rr->resume[0] : done;
+        rc = ferry_flow_run(f, err);
+    }
+    f->resume = rr->resume;
+    ferry_free(phase);
+    return rc;
+}
+
+/* After the route checkpoints of a completed (or paused and committed) run are saved:
+ * each cdc resource's source may release its log up to its saved position, never further.
+ * A failed acknowledgement only keeps the log longer (the next run acknowledges again). */
+static void ack_cdc(struct run *r, struct ferry_run_result *res)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    if (p->source_vt->cdc_ack == NULL) return;
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        if (rr->spec->mode != FERRY_READ_CDC || rr->plan_json == NULL) continue;
+        struct ferry_checkpoint *cps = NULL;
+        int n = 0;
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        int rc = ferry_store_route_checkpoints(r->st, p->name, p->version, rr->route, &cps, &n, &e);
+        const char *pos = NULL;
+        for (int k = 0; rc == FERRY_OK && k < n; k++)
+            if (cps[k].shard == 0 && cps[k].run_id == r->run_id) pos = cps[k].position;
+        bool caught_up = true;
+        if (rc == FERRY_OK && pos != NULL)
+            rc = p->source_vt->cdc_ack(r->src_ctx, rr->spec, rr->plan_json, pos, &caught_up, &e);
+        if (rc != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "resource %s: the log was not released: %s", rr->spec->table,
+                      e.message);
+        if (rc == FERRY_OK && pos != NULL && !caught_up) res->cdc_more = true;
+        ferry_checkpoints_free(cps, n);
+    }
+}
+
 static int run_resources(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
@@ -575,8 +675,10 @@ static int run_resources(struct run *r, struct ferry_error *err)
         f->stop = &g_stop;
         int64_t t_res = ferry_now_mono_us();
         atomic_store(&r->current, f);
-        rc = ferry_flow_run(f, err);
+        rc = run_flow(rr, f, err);
         atomic_store(&r->current, NULL);
+        int64_t last_lag = -1;
+        emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
         print_progress(r, f, t_res, true);
         int64_t rows = atomic_load(&f->rows_written), bytes = atomic_load(&f->bytes_written);
         r->rows += rows;
@@ -609,6 +711,9 @@ static int commit_session(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
     int rc = ferry_failpoint_check("before_sink_commit", err);
+    if (rc != FERRY_OK) return rc;
+    /* A worker reaped while it was stopped must not commit: its attempt is fenced. */
+    rc = ferry_store_run_heartbeat(r->st, r->run_id, r->attempt, err);
     if (rc != FERRY_OK) return rc;
     rc = p->sink_vt->commit(r->sink_ctx, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: commit", p->sink_type);
@@ -682,7 +787,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         ferry_run_info_clear(&r.info);
         memset(&r.info, 0, sizeof r.info);
     }
-    if (rc == FERRY_OK) rc = ferry_bus_inproc_open(o->state_path, &r.bus, err);
+    if (rc == FERRY_OK) rc = ferry_bus_open(o->bus_url, o->state_path, &r.bus, err);
     if (rc == FERRY_OK) rc = ferry_tracker_open(o->state_path, r.bus, &r.tracker, err);
     /* Earlier attempts may have died before their last events were folded. */
     if (rc == FERRY_OK) rc = ferry_tracker_fold_available(r.tracker, err);
@@ -707,6 +812,13 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         for (int i = 0; i < r.n_res && rc == FERRY_OK; i++) {
             struct resource_run *rr = &r.res[i];
             char *lower = NULL;
+            if (rr->spec->mode == FERRY_READ_CDC) {
+                /* Planning cdc creates a publication and a slot: `check` only says so. */
+                rr->plan_json = ferry_strdup("{\"mode\":\"cdc\",\"shards\":[{\"stream\":true}],"
+                                             "\"note\":\"slot and snapshot are made by the run\"}");
+                rr->n_shards = 1;
+                continue;
+            }
             if (rr->spec->mode != FERRY_READ_FULL) {
                 struct ferry_checkpoint *cps = NULL;
                 int n = 0;
@@ -779,7 +891,12 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     if (rc == FERRY_OK) rc = open_readers(&r, err);
     if (rc == FERRY_OK) rc = run_resources(&r, err);
     bool paused = rc == FERRY_EPAUSED;
-    if (rc == FERRY_OK || paused) {
+    /* A pause of `replace` into a sink whose every commit publishes the whole table commits
+     * nothing (it would publish half a table): the session is aborted and the resumed run
+     * reads again from the start. */
+    bool pause_commits = paused && !(r.p->write == FERRY_WRITE_REPLACE && r.n_res > 0 &&
+                                     r.res[0].caps.replace_commits_once);
+    if (rc == FERRY_OK || pause_commits) {
         int crc = commit_session(&r, err);
         if (crc != FERRY_OK) rc = crc;
     }
@@ -788,6 +905,9 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         r.session_open = false;
     }
 
+    /* verify: after_run - the data is committed; its events go on this run's bus. */
+    if (rc == FERRY_OK && r.p->verify != NULL && !strcmp(r.p->verify, "after_run"))
+        ferry_verify_after_run(r.p, verify_event, &r);
     /* The final event: the tracker folds it into the run's state. */
     struct ferry_error fe;
     ferry_error_clear(&fe);
@@ -798,7 +918,8 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         rc = emit(&r, NULL, FERRY_EV_RUN_COMPLETED, payload, &seq, err);
         if (rc == FERRY_OK) res->state = "completed";
     } else if (paused && rc == FERRY_EPAUSED) {
-        emit(&r, NULL, FERRY_EV_RUN_PAUSED, "{\"committed\":true}", &seq, &fe);
+        emit(&r, NULL, FERRY_EV_RUN_PAUSED,
+             pause_commits ? "{\"committed\":true}" : "{\"committed\":false}", &seq, &fe);
         res->state = "paused";
         ferry_error_set(err, FERRY_EPAUSED, "runner",
                         "run %" PRId64 " paused after draining; resume it with `ferry resume %"
@@ -825,6 +946,8 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         int wrc = tracking ? ferry_tracker_wait(r.tracker, seq, 60000, &fe)
                            : ferry_tracker_fold_available(r.tracker, &fe);
         if (wrc != FERRY_OK) ferry_log(FERRY_LOG_WARN, "tracker: %s", fe.message);
+        /* Only once the tracker has folded the end (the route checkpoints are saved). */
+        if (wrc == FERRY_OK && (rc == FERRY_OK || (rc == FERRY_EPAUSED && pause_commits))) ack_cdc(&r, res);
     }
 out:
     res->rows = r.rows;

@@ -22,6 +22,9 @@ struct ferry_run_options {
     bool quiet;              /* no progress at all */
     bool plan_only;          /* ferry check: plan, print, move nothing */
     FILE *out;               /* human output (stdout) */
+    int64_t cdc_epoch_rows;  /* cdc streams end the run after this many changes (0: no) */
+    bool cdc_follow;         /* ferry run --follow: runs follow each other in this process */
+    const char *bus_url;     /* event bus (ferry_bus_open): NULL or "" = in-process */
 };
 
 struct ferry_run_result {
@@ -32,6 +35,8 @@ struct ferry_run_result {
     int64_t rows, bytes, batches;
     double seconds;
     int64_t peak_rss;
+    bool cdc_more;           /* a cdc stream stopped before its frozen end (a schema change):
+                              * another run continues it */
 };
 
 int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result *res,

@@ -95,7 +95,43 @@ static const char migration_2[] =
     "CREATE TABLE \"meta\" (\"key\" TEXT PRIMARY KEY, \"value\" TEXT NOT NULL);"
     "INSERT INTO \"meta\" VALUES ('instance_id', lower(hex(randomblob(8))));";
 
-static const char *const migrations[] = {migration_1, migration_2};
+/* 3 (ferry serve): the current version of each registered pipeline, its retry policy and
+ * deletion mark (versions themselves stay: runs refer to them); idempotency keys of run
+ * requests; how many times the reaper re-dispatched a run, what started it, how its last
+ * worker process ended (exit status, or minus the signal that killed it), and whether a
+ * stopping control plane paused it (to be requested again at the next start). */
+static const char migration_3[] =
+    "CREATE TABLE \"pipeline_heads\" ("
+    " \"name\" TEXT PRIMARY KEY, \"version\" TEXT NOT NULL,"
+    " \"retries\" INTEGER NOT NULL DEFAULT 0, \"created_us\" INTEGER NOT NULL,"
+    " \"updated_us\" INTEGER NOT NULL, \"deleted_us\" INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE \"idempotency_keys\" ("
+    " \"pipeline\" TEXT NOT NULL, \"key\" TEXT NOT NULL,"
+    " \"run_id\" INTEGER NOT NULL REFERENCES \"runs\" (\"id\") ON DELETE CASCADE,"
+    " \"created_us\" INTEGER NOT NULL, PRIMARY KEY (\"pipeline\", \"key\"));"
+    "ALTER TABLE \"runs\" ADD COLUMN \"retries\" INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE \"runs\" ADD COLUMN \"trigger\" TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE \"runs\" ADD COLUMN \"worker_exit\" INTEGER;"
+    "ALTER TABLE \"runs\" ADD COLUMN \"resume_on_start\" INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX \"runs_state\" ON \"runs\" (\"state\", \"id\");";
+
+/* 4 (ferry serve): cron schedules of pipelines. */
+static const char migration_4[] =
+    "CREATE TABLE \"schedules\" ("
+    " \"id\" INTEGER PRIMARY KEY AUTOINCREMENT, \"pipeline\" TEXT NOT NULL,"
+    " \"cron\" TEXT NOT NULL, \"timezone\" TEXT NOT NULL DEFAULT 'UTC',"
+    " \"overlap\" TEXT NOT NULL DEFAULT 'skip', \"enabled\" INTEGER NOT NULL DEFAULT 1,"
+    " \"next_us\" INTEGER NOT NULL DEFAULT 0, \"last_us\" INTEGER NOT NULL DEFAULT 0,"
+    " \"last_run\" INTEGER NOT NULL DEFAULT 0, \"created_us\" INTEGER NOT NULL);";
+
+/* 5 (files source, on_error: skip): records a source skipped, per resource: the count and
+ * a JSON object with per-shard counts and the first samples (file:line:column, reason). */
+static const char migration_5[] =
+    "ALTER TABLE \"run_resources\" ADD COLUMN \"skipped\" INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE \"run_resources\" ADD COLUMN \"skips\" TEXT NOT NULL DEFAULT '';";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                         migration_5};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* ---- cached statements ---- */
@@ -209,8 +245,8 @@ static const char *const stmt_sql[S_MAX] = {
         " ON CONFLICT (\"run_id\", \"resource\") DO UPDATE SET \"state\" = excluded.\"state\","
         " \"error\" = coalesce(?4, \"error\"), \"updated_us\" = excluded.\"updated_us\"",
     [S_RES_LIST] = "SELECT \"resource\", \"mode\", \"write\", \"state\", \"rows\", \"bytes\","
-                   " \"batches\", \"verified\", \"diverged\", \"error\", \"route\""
-                   " FROM \"run_resources\" WHERE \"run_id\" = ?1 ORDER BY \"rowid\"",
+                   " \"batches\", \"verified\", \"diverged\", \"error\", \"route\","
+                   " \"skipped\" FROM \"run_resources\" WHERE \"run_id\" = ?1 ORDER BY \"rowid\"",
     [S_PLAN_GET] = "SELECT \"plan\" FROM \"plans\" WHERE \"run_id\" = ?1 AND \"resource\" = ?2",
     [S_PLAN_PUT] = "INSERT INTO \"plans\" (\"run_id\", \"resource\", \"plan\", \"created_us\")"
                    " VALUES (?1, ?2, ?3, ?4)",
@@ -654,8 +690,21 @@ static int set_pragmas(struct ferry_store *st, struct ferry_error *err)
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
     sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    int rc;
+    /* Two processes opening a new state file at once (`serve --role api` and `--role
+     * control`) can both hold a shared lock while each needs an exclusive one to switch the
+     * journal mode: SQLite then answers BUSY at once instead of waiting. Each try releases
+     * its lock, so retrying with a small staggered pause lets one of them win. */
+    for (int tries = 0;; tries++) {
+        rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) break;
+        sqlite3_finalize(s);
+        s = NULL;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) break;
+        if (tries >= 200) break;
+        usleep((useconds_t)(20000 + (getpid() % 7) * 7000));
+    }
     if (rc != SQLITE_ROW) {
         sqlite3_finalize(s);
         return sqlfail(st, rc, "switching to WAL mode", err);
@@ -1118,6 +1167,7 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
         r->diverged = sqlite3_column_int64(s, 8);
         snprintf(r->error, sizeof r->error, "%s", col_text(s, 9));
         snprintf(r->route, sizeof r->route, "%s", col_text(s, 10));
+        r->skipped = sqlite3_column_int64(s, 11);
     }
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
@@ -1129,6 +1179,63 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
     *out = v;
     *n = cnt;
     return FERRY_OK;
+}
+
+/* Rare (once per shard with skipped records): prepared on the spot, not cached. */
+int ferry_store_resource_skips_put(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   int64_t skipped, const char *skips_json,
+                                   struct ferry_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(
+        st->db,
+        "INSERT INTO \"run_resources\" (\"run_id\", \"resource\", \"state\", \"skipped\","
+        " \"skips\", \"updated_us\") VALUES (?1, ?2, 'running', ?3, ?4, ?5)"
+        " ON CONFLICT (\"run_id\", \"resource\") DO UPDATE SET \"skipped\" = excluded.\"skipped\","
+        " \"skips\" = excluded.\"skips\", \"updated_us\" = excluded.\"updated_us\"",
+        -1, &s, NULL);
+    char what[320];
+    snprintf(what, sizeof what, "recording the skipped records of resource %s", resource);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(s);
+        return sqlfail(st, rc, what, err);
+    }
+    sqlite3_bind_int64(s, 1, run_id);
+    bind_text(s, 2, resource);
+    sqlite3_bind_int64(s, 3, skipped);
+    bind_text(s, 4, skips_json ? skips_json : "");
+    sqlite3_bind_int64(s, 5, ferry_now_wall_us());
+    rc = run_stmt(st, s, what, err);
+    sqlite3_finalize(s);
+    return child_fail(st, rc, run_id, what, err);
+}
+
+int ferry_store_resource_skips_get(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   char **skips_json, struct ferry_error *err)
+{
+    *skips_json = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT \"skips\" FROM \"run_resources\" WHERE \"run_id\" = ?1"
+                                " AND \"resource\" = ?2",
+                                -1, &s, NULL);
+    char what[320];
+    snprintf(what, sizeof what, "reading the skipped records of resource %s", resource);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        bind_text(s, 2, resource);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            const char *t = col_text(s, 0);
+            if (t[0] != '\0' && (*skips_json = ferry_strdup(t)) == NULL) {
+                sqlite3_finalize(s);
+                return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+            }
+            rc = SQLITE_DONE;
+        }
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? FERRY_OK : sqlfail(st, rc, what, err);
 }
 
 /* ---- plans ---- */
@@ -1498,4 +1605,607 @@ int ferry_store_instance_id(struct ferry_store *st, char *out, size_t len, struc
     sqlite3_finalize(q);
     if (rc == SQLITE_DONE) return fail(st, FERRY_ESTORE, err, "the state has no instance id");
     return sqlfail(st, rc, "reading the instance id", err);
+}
+
+/* ---- ferry serve: registered pipelines, idempotent requests, reaping, schedules ----
+ * Statements here are prepared per call (these paths run per API request or per sweep,
+ * never per batch), so they stay out of the cached-statement table above. */
+
+static int prep(struct ferry_store *st, const char *sql, sqlite3_stmt **s, struct ferry_error *err)
+{
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, s, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(*s);
+        *s = NULL;
+        return sqlfail(st, rc, "preparing a statement", err);
+    }
+    return FERRY_OK;
+}
+
+/* Prepares, binds the texts/integers given by fmt ('t' text, 'i' int64), steps once. */
+static int exec_bound(struct ferry_store *st, const char *sql, const char *what,
+                      struct ferry_error *err, const char *fmt, ...)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, sql, &s, err);
+    if (rc != FERRY_OK) return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    for (int i = 0; fmt[i]; i++) {
+        if (fmt[i] == 't')
+            bind_text(s, i + 1, va_arg(ap, const char *));
+        else
+            sqlite3_bind_int64(s, i + 1, va_arg(ap, int64_t));
+    }
+    va_end(ap);
+    int src = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (src != SQLITE_DONE && src != SQLITE_ROW) return sqlfail(st, src, what, err);
+    return FERRY_OK;
+}
+
+void ferry_pipeline_info_clear(struct ferry_pipeline_info *p)
+{
+    if (p == NULL) return;
+    ferry_free(p->spec);
+    p->spec = NULL;
+}
+
+void ferry_pipeline_infos_free(struct ferry_pipeline_info *v, int n)
+{
+    if (v == NULL) return;
+    for (int i = 0; i < n; i++)
+        ferry_free(v[i].spec);
+    ferry_free(v);
+}
+
+int ferry_store_pipeline_apply(struct ferry_store *st, const char *name, const char *version,
+                               const char *spec_json, int retries, bool *new_version,
+                               struct ferry_error *err)
+{
+    if (name == NULL || name[0] == '\0' || version == NULL)
+        return fail(st, FERRY_EINVAL, err, "pipeline: no name or version");
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    rc = ferry_store_pipeline_put(st, name, version, spec_json, err);
+    bool added = rc == FERRY_OK && sqlite3_changes(st->db) > 0;
+    int64_t now = ferry_now_wall_us();
+    if (rc == FERRY_OK)
+        rc = exec_bound(st,
+                        "INSERT INTO \"pipeline_heads\" (\"name\", \"version\", \"retries\","
+                        " \"created_us\", \"updated_us\") VALUES (?1, ?2, ?3, ?4, ?4)"
+                        " ON CONFLICT (\"name\") DO UPDATE SET \"version\" = excluded.\"version\","
+                        " \"retries\" = excluded.\"retries\", \"deleted_us\" = 0,"
+                        " \"updated_us\" = CASE WHEN \"version\" <> excluded.\"version\" OR"
+                        " \"deleted_us\" <> 0 THEN excluded.\"updated_us\" ELSE \"updated_us\" END",
+                        "recording the pipeline's current version", err, "ttii", name, version,
+                        (int64_t)retries, now);
+    rc = op_end(st, rc, err);
+    if (rc == FERRY_OK && new_version) *new_version = added;
+    return rc;
+}
+
+#define HEAD_SELECT                                                                                \
+    "SELECT h.\"name\", h.\"version\", h.\"retries\", h.\"created_us\", h.\"updated_us\","         \
+    " (SELECT count(*) FROM \"pipelines\" p WHERE p.\"name\" = h.\"name\"),"                       \
+    " (SELECT p.\"spec\" FROM \"pipelines\" p WHERE p.\"name\" = h.\"name\" AND"                   \
+    " p.\"version\" = h.\"version\") FROM \"pipeline_heads\" h WHERE h.\"deleted_us\" = 0"
+
+static int read_head(sqlite3_stmt *s, struct ferry_pipeline_info *p, bool with_spec)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", col_text(s, 0));
+    snprintf(p->version, sizeof p->version, "%s", col_text(s, 1));
+    p->retries = sqlite3_column_int(s, 2);
+    p->created_us = sqlite3_column_int64(s, 3);
+    p->updated_us = sqlite3_column_int64(s, 4);
+    p->n_versions = sqlite3_column_int(s, 5);
+    if (with_spec && (p->spec = ferry_strdup(col_text(s, 6))) == NULL) return FERRY_ENOMEM;
+    return FERRY_OK;
+}
+
+int ferry_store_pipeline_list(struct ferry_store *st, struct ferry_pipeline_info **out, int *n,
+                              struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, HEAD_SELECT " ORDER BY h.\"name\"", &s, err);
+    if (rc != FERRY_OK) return rc;
+    struct ferry_pipeline_info *v = NULL;
+    int cnt = 0, cap = 0, src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            int ncap = cap ? cap * 2 : 16;
+            struct ferry_pipeline_info *nv = ferry_realloc(v, (size_t)ncap * sizeof *v);
+            if (nv == NULL) break;
+            v = nv;
+            cap = ncap;
+        }
+        read_head(s, &v[cnt++], false);
+    }
+    sqlite3_finalize(s);
+    if (src != SQLITE_DONE) {
+        ferry_pipeline_infos_free(v, cnt);
+        if (src == SQLITE_ROW)
+            return fail(st, FERRY_ENOMEM, err, "listing pipelines: out of memory");
+        return sqlfail(st, src, "listing pipelines", err);
+    }
+    *out = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+int ferry_store_pipeline_get(struct ferry_store *st, const char *name,
+                             struct ferry_pipeline_info *out, struct ferry_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, HEAD_SELECT " AND h.\"name\" = ?1", &s, err);
+    if (rc != FERRY_OK) return rc;
+    bind_text(s, 1, name);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) rc = read_head(s, out, true);
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE) return fail(st, FERRY_ENOTFOUND, err, "pipeline %s not found", name);
+    if (src != SQLITE_ROW) return sqlfail(st, src, "reading a pipeline", err);
+    if (rc != FERRY_OK) return fail(st, FERRY_ENOMEM, err, "reading a pipeline: out of memory");
+    return FERRY_OK;
+}
+
+int ferry_store_pipeline_versions(struct ferry_store *st, const char *name,
+                                  struct ferry_pipeline_version **out, int *n,
+                                  struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st,
+                  "SELECT \"version\", \"created_us\" FROM \"pipelines\" WHERE \"name\" = ?1"
+                  " ORDER BY \"created_us\" DESC, \"rowid\" DESC",
+                  &s, err);
+    if (rc != FERRY_OK) return rc;
+    bind_text(s, 1, name);
+    struct ferry_pipeline_version *v = NULL;
+    int cnt = 0, cap = 0, src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            int ncap = cap ? cap * 2 : 8;
+            struct ferry_pipeline_version *nv = ferry_realloc(v, (size_t)ncap * sizeof *v);
+            if (nv == NULL) break;
+            v = nv;
+            cap = ncap;
+        }
+        snprintf(v[cnt].version, sizeof v[cnt].version, "%s", col_text(s, 0));
+        v[cnt].created_us = sqlite3_column_int64(s, 1);
+        cnt++;
+    }
+    sqlite3_finalize(s);
+    if (src != SQLITE_DONE) {
+        ferry_free(v);
+        if (src == SQLITE_ROW)
+            return fail(st, FERRY_ENOMEM, err, "listing versions: out of memory");
+        return sqlfail(st, src, "listing pipeline versions", err);
+    }
+    *out = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+int ferry_store_pipeline_version_spec(struct ferry_store *st, const char *name, const char *version,
+                                      char **spec, struct ferry_error *err)
+{
+    *spec = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, "SELECT \"spec\" FROM \"pipelines\" WHERE \"name\" = ?1 AND \"version\" = ?2",
+                  &s, err);
+    if (rc != FERRY_OK) return rc;
+    bind_text(s, 1, name);
+    bind_text(s, 2, version);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) *spec = ferry_strdup(col_text(s, 0));
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE)
+        return fail(st, FERRY_ENOTFOUND, err, "pipeline %s has no version %.16s", name, version);
+    if (src != SQLITE_ROW) return sqlfail(st, src, "reading a pipeline version", err);
+    return *spec ? FERRY_OK : fail(st, FERRY_ENOMEM, err, "out of memory");
+}
+
+int ferry_store_pipeline_delete(struct ferry_store *st, const char *name, struct ferry_error *err)
+{
+    int rc = exec_bound(st,
+                        "UPDATE \"pipeline_heads\" SET \"deleted_us\" = ?2 WHERE \"name\" = ?1"
+                        " AND \"deleted_us\" = 0",
+                        "deleting a pipeline", err, "ti", name, ferry_now_wall_us());
+    if (rc == FERRY_OK && sqlite3_changes(st->db) == 0)
+        return fail(st, FERRY_ENOTFOUND, err, "pipeline %s not found", name);
+    return rc;
+}
+
+int ferry_store_run_create_keyed(struct ferry_store *st, const char *pipeline, const char *version,
+                                 const char *request_json, const char *trigger, const char *key,
+                                 int64_t *run_id, bool *existed, struct ferry_error *err)
+{
+    *existed = false;
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    if (key) {
+        sqlite3_stmt *s = NULL;
+        rc = prep(st,
+                  "SELECT \"run_id\" FROM \"idempotency_keys\" WHERE \"pipeline\" = ?1 AND"
+                  " \"key\" = ?2",
+                  &s, err);
+        if (rc == FERRY_OK) {
+            bind_text(s, 1, pipeline);
+            bind_text(s, 2, key);
+            int src = sqlite3_step(s);
+            if (src == SQLITE_ROW) {
+                *run_id = sqlite3_column_int64(s, 0);
+                *existed = true;
+            } else if (src != SQLITE_DONE) {
+                rc = sqlfail(st, src, "reading an idempotency key", err);
+            }
+            sqlite3_finalize(s);
+        }
+    }
+    if (rc == FERRY_OK && !*existed) {
+        rc = ferry_store_run_create(st, pipeline, version, request_json, run_id, err);
+        if (rc == FERRY_OK && trigger)
+            rc = exec_bound(st, "UPDATE \"runs\" SET \"trigger\" = ?2 WHERE \"id\" = ?1",
+                            "recording a run's trigger", err, "it", *run_id, trigger);
+        if (rc == FERRY_OK && key)
+            rc = exec_bound(st,
+                            "INSERT INTO \"idempotency_keys\" (\"pipeline\", \"key\", \"run_id\","
+                            " \"created_us\") VALUES (?1, ?2, ?3, ?4)",
+                            "recording an idempotency key", err, "ttii", pipeline, key, *run_id,
+                            ferry_now_wall_us());
+    }
+    return op_end(st, rc, err);
+}
+
+int ferry_store_run_list_filtered(struct ferry_store *st, const char *pipeline, int state,
+                                  int64_t before_id, int limit, struct ferry_run_info **out, int *n,
+                                  struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st,
+                  "SELECT " RUN_COLUMNS " FROM \"runs\" WHERE (?1 IS NULL OR \"pipeline\" = ?1)"
+                  " AND (?2 IS NULL OR \"state\" = ?2) AND (?3 <= 0 OR \"id\" < ?3)"
+                  " ORDER BY \"id\" DESC LIMIT ?4",
+                  &s, err);
+    if (rc != FERRY_OK) return rc;
+    bind_text(s, 1, pipeline);
+    bind_text(s, 2,
+              state >= 0 && state < FERRY_RUN_STATE_MAX
+                  ? ferry_run_state_name((enum ferry_run_state)state)
+                  : NULL);
+    sqlite3_bind_int64(s, 3, before_id);
+    sqlite3_bind_int64(s, 4, limit > 0 ? limit : -1);
+    struct ferry_run_info *v = NULL;
+    int cnt = 0, cap = 0, src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            int ncap = cap ? cap * 2 : 16;
+            struct ferry_run_info *nv = ferry_realloc(v, (size_t)ncap * sizeof *v);
+            if (nv == NULL) break;
+            v = nv;
+            cap = ncap;
+        }
+        if (read_run(s, &v[cnt++]) != FERRY_OK) break;
+    }
+    sqlite3_finalize(s);
+    if (src != SQLITE_DONE) {
+        ferry_run_infos_free(v, cnt);
+        if (src == SQLITE_ROW) return fail(st, FERRY_ENOMEM, err, "listing runs: out of memory");
+        return sqlfail(st, src, "listing runs", err);
+    }
+    *out = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+/* The run's state and attempt, read inside the caller's transaction. */
+static int run_state_attempt(struct ferry_store *st, int64_t run_id, char *state, size_t len,
+                             int *attempt, struct ferry_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, "SELECT \"state\", \"attempt\" FROM \"runs\" WHERE \"id\" = ?1", &s, err);
+    if (rc != FERRY_OK) return rc;
+    sqlite3_bind_int64(s, 1, run_id);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
+        snprintf(state, len, "%s", col_text(s, 0));
+        *attempt = sqlite3_column_int(s, 1);
+    }
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE)
+        return fail(st, FERRY_ENOTFOUND, err, "run %lld not found", (long long)run_id);
+    if (src != SQLITE_ROW) return sqlfail(st, src, "reading a run", err);
+    return FERRY_OK;
+}
+
+int ferry_store_run_reap(struct ferry_store *st, int64_t run_id, int attempt,
+                         int64_t silent_before_us, const char *message, int *new_attempt,
+                         struct ferry_error *err)
+{
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    char state[16] = "";
+    int cur = 0;
+    rc = run_state_attempt(st, run_id, state, sizeof state, &cur, err);
+    if (rc == FERRY_OK && cur != attempt)
+        rc = fail(st, FERRY_EFENCED, err, "run %lld: attempt %d is no longer current (%d)",
+                  (long long)run_id, attempt, cur);
+    if (rc == FERRY_OK && strcmp(state, "running") != 0)
+        rc =
+            fail(st, FERRY_ECONFLICT, err, "run %lld is %s, not running", (long long)run_id, state);
+    if (rc == FERRY_OK)
+        rc = exec_bound(st,
+                        "UPDATE \"runs\" SET \"attempt\" = \"attempt\" + 1, \"state\" = 'failed',"
+                        " \"error\" = ?2, \"pid\" = 0, \"ended_us\" = ?3 WHERE \"id\" = ?1"
+                        " AND (?4 <= 0 OR \"heartbeat_us\" <= ?4)",
+                        "fencing a lost worker", err, "itii", run_id,
+                        message ? message : "worker lost", ferry_now_wall_us(), silent_before_us);
+    if (rc == FERRY_OK && sqlite3_changes(st->db) == 0)
+        rc = fail(st, FERRY_ECONFLICT, err, "run %lld: its worker sent a heartbeat meanwhile",
+                  (long long)run_id);
+    rc = op_end(st, rc, err);
+    if (rc == FERRY_OK) *new_attempt = attempt + 1;
+    return rc;
+}
+
+int ferry_store_run_requeue(struct ferry_store *st, int64_t run_id, bool retry,
+                            struct ferry_error *err)
+{
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    char state[16] = "";
+    int cur = 0;
+    rc = run_state_attempt(st, run_id, state, sizeof state, &cur, err);
+    if (rc == FERRY_OK && strcmp(state, "paused") != 0 && strcmp(state, "failed") != 0)
+        rc = fail(st, FERRY_ECONFLICT, err,
+                  "run %lld is %s; only a paused or failed run can be"
+                  " resumed",
+                  (long long)run_id, state);
+    if (rc == FERRY_OK)
+        rc = exec_bound(st,
+                        "UPDATE \"runs\" SET \"state\" = 'requested', \"ended_us\" = 0,"
+                        " \"pid\" = 0, \"signal\" = '', \"retries\" = \"retries\" + ?2"
+                        " WHERE \"id\" = ?1",
+                        "requesting a run again", err, "ii", run_id, (int64_t)(retry ? 1 : 0));
+    return op_end(st, rc, err);
+}
+
+int ferry_store_run_worker_exited(struct ferry_store *st, int64_t run_id, int pid, int status,
+                                  struct ferry_error *err)
+{
+    return exec_bound(st,
+                      "UPDATE \"runs\" SET \"worker_exit\" = ?3 WHERE \"id\" = ?1 AND"
+                      " (\"pid\" = ?2 OR \"pid\" = 0)",
+                      "recording a worker's exit", err, "iii", run_id, (int64_t)pid,
+                      (int64_t)status);
+}
+
+int ferry_store_run_worker_status(struct ferry_store *st, int64_t run_id, bool *known, int *status,
+                                  struct ferry_error *err)
+{
+    *known = false;
+    sqlite3_stmt *s = NULL;
+    int rc =
+        prep(st, "SELECT \"worker_exit\", \"trigger\" FROM \"runs\" WHERE \"id\" = ?1", &s, err);
+    if (rc != FERRY_OK) return rc;
+    sqlite3_bind_int64(s, 1, run_id);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+        *known = true;
+        *status = sqlite3_column_int(s, 0);
+    }
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE)
+        return fail(st, FERRY_ENOTFOUND, err, "run %lld not found", (long long)run_id);
+    return src == SQLITE_ROW ? FERRY_OK : sqlfail(st, src, "reading a run's worker status", err);
+}
+
+int ferry_store_run_mark_resume_on_start(struct ferry_store *st, int64_t run_id,
+                                         struct ferry_error *err)
+{
+    return exec_bound(st, "UPDATE \"runs\" SET \"resume_on_start\" = 1 WHERE \"id\" = ?1",
+                      "marking a run to resume", err, "i", run_id);
+}
+
+int ferry_store_run_requeue_marked(struct ferry_store *st, int64_t **ids, int *n,
+                                   struct ferry_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    sqlite3_stmt *s = NULL;
+    rc = prep(st,
+              "UPDATE \"runs\" SET \"state\" = 'requested', \"ended_us\" = 0, \"pid\" = 0,"
+              " \"signal\" = '', \"resume_on_start\" = 0 WHERE \"resume_on_start\" = 1 AND"
+              " \"state\" = 'paused' RETURNING \"id\"",
+              &s, err);
+    int64_t *v = NULL;
+    int cnt = 0, src = SQLITE_DONE;
+    while (rc == FERRY_OK && (src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t *nv = ferry_realloc(v, (size_t)(cnt + 1) * sizeof *v);
+        if (nv == NULL) {
+            rc = fail(st, FERRY_ENOMEM, err, "out of memory");
+            break;
+        }
+        v = nv;
+        v[cnt++] = sqlite3_column_int64(s, 0);
+    }
+    if (rc == FERRY_OK && src != SQLITE_DONE) rc = sqlfail(st, src, "requeueing paused runs", err);
+    sqlite3_finalize(s);
+    /* A marked run that did not reach its pause (failed meanwhile) stays as it is. */
+    if (rc == FERRY_OK)
+        rc = exec_bound(st,
+                        "UPDATE \"runs\" SET \"resume_on_start\" = 0 WHERE \"resume_on_start\" = 1",
+                        "clearing resume marks", err, "");
+    rc = op_end(st, rc, err);
+    if (rc != FERRY_OK) {
+        ferry_free(v);
+        return rc;
+    }
+    *ids = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+int ferry_store_run_retries(struct ferry_store *st, int64_t run_id, int *retries,
+                            struct ferry_error *err)
+{
+    *retries = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, "SELECT \"retries\" FROM \"runs\" WHERE \"id\" = ?1", &s, err);
+    if (rc != FERRY_OK) return rc;
+    sqlite3_bind_int64(s, 1, run_id);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) *retries = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE)
+        return fail(st, FERRY_ENOTFOUND, err, "run %lld not found", (long long)run_id);
+    return src == SQLITE_ROW ? FERRY_OK : sqlfail(st, src, "reading a run's retries", err);
+}
+
+int ferry_store_totals(struct ferry_store *st, struct ferry_store_totals *out,
+                       struct ferry_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st,
+                  "SELECT \"state\", count(*), sum(\"rows\"), sum(\"bytes\"), sum(\"batches\"),"
+                  " sum(\"verified\"), sum(\"diverged\") FROM \"runs\" GROUP BY \"state\"",
+                  &s, err);
+    if (rc != FERRY_OK) return rc;
+    int src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        enum ferry_run_state state;
+        if (ferry_run_state_from_name(col_text(s, 0), &state) == FERRY_OK)
+            out->runs[state] += sqlite3_column_int64(s, 1);
+        out->rows += sqlite3_column_int64(s, 2);
+        out->bytes += sqlite3_column_int64(s, 3);
+        out->batches += sqlite3_column_int64(s, 4);
+        out->verified += sqlite3_column_int64(s, 5);
+        out->diverged += sqlite3_column_int64(s, 6);
+    }
+    sqlite3_finalize(s);
+    return src == SQLITE_DONE ? FERRY_OK : sqlfail(st, src, "summing runs", err);
+}
+
+#define SCHEDULE_COLUMNS                                                                           \
+    "\"id\", \"pipeline\", \"cron\", \"timezone\", \"overlap\", \"enabled\", \"next_us\","         \
+    " \"last_us\", \"last_run\", \"created_us\""
+
+static void read_schedule(sqlite3_stmt *s, struct ferry_schedule *o)
+{
+    memset(o, 0, sizeof *o);
+    o->id = sqlite3_column_int64(s, 0);
+    snprintf(o->pipeline, sizeof o->pipeline, "%s", col_text(s, 1));
+    snprintf(o->cron, sizeof o->cron, "%s", col_text(s, 2));
+    snprintf(o->timezone, sizeof o->timezone, "%s", col_text(s, 3));
+    snprintf(o->overlap, sizeof o->overlap, "%s", col_text(s, 4));
+    o->enabled = sqlite3_column_int(s, 5) != 0;
+    o->next_us = sqlite3_column_int64(s, 6);
+    o->last_us = sqlite3_column_int64(s, 7);
+    o->last_run = sqlite3_column_int64(s, 8);
+    o->created_us = sqlite3_column_int64(s, 9);
+}
+
+int ferry_store_schedule_put(struct ferry_store *st, struct ferry_schedule *sc,
+                             struct ferry_error *err)
+{
+    int rc;
+    if (sc->id == 0) {
+        rc = exec_bound(st,
+                        "INSERT INTO \"schedules\" (\"pipeline\", \"cron\", \"timezone\","
+                        " \"overlap\", \"enabled\", \"next_us\", \"created_us\")"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        "creating a schedule", err, "ttttiii", sc->pipeline, sc->cron, sc->timezone,
+                        sc->overlap, (int64_t)sc->enabled, sc->next_us, ferry_now_wall_us());
+        if (rc == FERRY_OK) sc->id = sqlite3_last_insert_rowid(st->db);
+        return rc;
+    }
+    rc = exec_bound(st,
+                    "UPDATE \"schedules\" SET \"pipeline\" = ?2, \"cron\" = ?3, \"timezone\" = ?4,"
+                    " \"overlap\" = ?5, \"enabled\" = ?6, \"next_us\" = ?7 WHERE \"id\" = ?1",
+                    "changing a schedule", err, "ittttii", sc->id, sc->pipeline, sc->cron,
+                    sc->timezone, sc->overlap, (int64_t)sc->enabled, sc->next_us);
+    if (rc == FERRY_OK && sqlite3_changes(st->db) == 0)
+        return fail(st, FERRY_ENOTFOUND, err, "schedule %lld not found", (long long)sc->id);
+    return rc;
+}
+
+int ferry_store_schedule_list(struct ferry_store *st, const char *pipeline,
+                              struct ferry_schedule **out, int *n, struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st,
+                  "SELECT " SCHEDULE_COLUMNS " FROM \"schedules\" WHERE ?1 IS NULL OR"
+                  " \"pipeline\" = ?1 ORDER BY \"id\"",
+                  &s, err);
+    if (rc != FERRY_OK) return rc;
+    bind_text(s, 1, pipeline);
+    struct ferry_schedule *v = NULL;
+    int cnt = 0, cap = 0, src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            int ncap = cap ? cap * 2 : 8;
+            struct ferry_schedule *nv = ferry_realloc(v, (size_t)ncap * sizeof *v);
+            if (nv == NULL) break;
+            v = nv;
+            cap = ncap;
+        }
+        read_schedule(s, &v[cnt++]);
+    }
+    sqlite3_finalize(s);
+    if (src != SQLITE_DONE) {
+        ferry_free(v);
+        if (src == SQLITE_ROW)
+            return fail(st, FERRY_ENOMEM, err, "listing schedules: out of memory");
+        return sqlfail(st, src, "listing schedules", err);
+    }
+    *out = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+int ferry_store_schedule_get(struct ferry_store *st, int64_t id, struct ferry_schedule *out,
+                             struct ferry_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = prep(st, "SELECT " SCHEDULE_COLUMNS " FROM \"schedules\" WHERE \"id\" = ?1", &s, err);
+    if (rc != FERRY_OK) return rc;
+    sqlite3_bind_int64(s, 1, id);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) read_schedule(s, out);
+    sqlite3_finalize(s);
+    if (src == SQLITE_DONE)
+        return fail(st, FERRY_ENOTFOUND, err, "schedule %lld not found", (long long)id);
+    return src == SQLITE_ROW ? FERRY_OK : sqlfail(st, src, "reading a schedule", err);
+}
+
+int ferry_store_schedule_delete(struct ferry_store *st, int64_t id, struct ferry_error *err)
+{
+    int rc = exec_bound(st, "DELETE FROM \"schedules\" WHERE \"id\" = ?1", "deleting a schedule",
+                        err, "i", id);
+    if (rc == FERRY_OK && sqlite3_changes(st->db) == 0)
+        return fail(st, FERRY_ENOTFOUND, err, "schedule %lld not found", (long long)id);
+    return rc;
+}
+
+int ferry_store_schedule_fired(struct ferry_store *st, int64_t id, int64_t next_us, int64_t last_us,
+                               int64_t last_run, struct ferry_error *err)
+{
+    return exec_bound(st,
+                      "UPDATE \"schedules\" SET \"next_us\" = ?2, \"last_us\" = ?3,"
+                      " \"last_run\" = CASE WHEN ?4 > 0 THEN ?4 ELSE \"last_run\" END"
+                      " WHERE \"id\" = ?1",
+                      "recording a schedule's firing", err, "iiii", id, next_us, last_us, last_run);
 }

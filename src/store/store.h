@@ -58,6 +58,7 @@ struct ferry_resource_state {
     int64_t rows, bytes, batches, verified, diverged;
     char error[1024];
     char route[512];        /* route key (resource.started "route"), "" when unknown */
+    int64_t skipped;        /* records the source skipped (on_error: skip), see skips_get */
 };
 
 struct ferry_checkpoint {
@@ -150,6 +151,15 @@ int ferry_store_resource_set_state(struct ferry_store *st, int64_t run_id, const
 int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
                               struct ferry_resource_state **out, int *n,
                               struct ferry_error *err); /* free with ferry_free */
+/* Records a source skipped (on_error: skip), folded by the tracker: the total and a JSON
+ * object {"shards":{"S":count},"samples":[{"shard","at","reason"}...]} (bounded by the
+ * tracker). put replaces both (creating a missing row); get returns NULL when none
+ * (*skips_json freed with ferry_free). */
+int ferry_store_resource_skips_put(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   int64_t skipped, const char *skips_json,
+                                   struct ferry_error *err);
+int ferry_store_resource_skips_get(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   char **skips_json, struct ferry_error *err);
 
 /* ---- checkpoint plans: frozen once per (run, resource) ----
  * A second put on the same (run, resource) is refused with FERRY_ECONFLICT, even with the
@@ -206,5 +216,108 @@ int ferry_store_mark_get(struct ferry_store *st, const char *consumer, int64_t *
                          struct ferry_error *err);
 int ferry_store_mark_set(struct ferry_store *st, const char *consumer, int64_t seq,
                          struct ferry_error *err);
+
+/* ---- ferry serve (migrations 3 and 4): registered pipelines, idempotent run requests,
+ * reaping, schedules ---- */
+struct ferry_pipeline_info {
+    char name[256];
+    char version[65];       /* the current version */
+    int retries;            /* how many times the reaper may re-dispatch a lost run */
+    int n_versions;
+    int64_t created_us, updated_us;
+    char *spec;             /* spec JSON of the current version (pipeline_get only) */
+};
+void ferry_pipeline_infos_free(struct ferry_pipeline_info *v, int n);
+void ferry_pipeline_info_clear(struct ferry_pipeline_info *p); /* frees spec */
+struct ferry_pipeline_version {
+    char version[65];
+    int64_t created_us;
+};
+/* Records the version (if new) and makes it the pipeline's current one, undeleting a
+ * deleted pipeline. *new_version: the version was not recorded before (may be NULL). */
+int ferry_store_pipeline_apply(struct ferry_store *st, const char *name, const char *version,
+                               const char *spec_json, int retries, bool *new_version,
+                               struct ferry_error *err);
+/* Registered pipelines that are not deleted, by name. */
+int ferry_store_pipeline_list(struct ferry_store *st, struct ferry_pipeline_info **out, int *n,
+                              struct ferry_error *err);
+/* FERRY_ENOTFOUND naming the pipeline when unknown or deleted. */
+int ferry_store_pipeline_get(struct ferry_store *st, const char *name,
+                             struct ferry_pipeline_info *out, struct ferry_error *err);
+/* Versions of a pipeline, newest first (free with ferry_free). */
+int ferry_store_pipeline_versions(struct ferry_store *st, const char *name,
+                                  struct ferry_pipeline_version **out, int *n,
+                                  struct ferry_error *err);
+int ferry_store_pipeline_version_spec(struct ferry_store *st, const char *name,
+                                      const char *version, char **spec,
+                                      struct ferry_error *err); /* ferry_free */
+/* Marks the pipeline deleted (its versions and runs stay). */
+int ferry_store_pipeline_delete(struct ferry_store *st, const char *name, struct ferry_error *err);
+
+/* Creates a run in state requested, unless `key` (NULL = none) was already used for this
+ * pipeline: then *run_id is that run and *existed is true. Atomic. */
+int ferry_store_run_create_keyed(struct ferry_store *st, const char *pipeline,
+                                 const char *version, const char *request_json,
+                                 const char *trigger, const char *key, int64_t *run_id,
+                                 bool *existed, struct ferry_error *err);
+/* Newest first; pipeline NULL = all, state < 0 = any, before_id > 0 = only ids below it. */
+int ferry_store_run_list_filtered(struct ferry_store *st, const char *pipeline, int state,
+                                  int64_t before_id, int limit, struct ferry_run_info **out,
+                                  int *n, struct ferry_error *err);
+/* The reaper: the worker of `attempt` is lost. Fences it (attempt + 1), sets the run failed
+ * with `message`, pid 0 and the end time; *new_attempt is the fencing attempt. Refused with
+ * FERRY_EFENCED when the attempt already moved, FERRY_ECONFLICT when the run is not running
+ * or, silent_before_us > 0, when its heartbeat is newer than that (it beat meanwhile). */
+int ferry_store_run_reap(struct ferry_store *st, int64_t run_id, int attempt,
+                         int64_t silent_before_us, const char *message, int *new_attempt,
+                         struct ferry_error *err);
+/* A paused or failed run becomes requested again (resume, retry); `retry` counts one retry.
+ * FERRY_ECONFLICT naming the state otherwise. */
+int ferry_store_run_requeue(struct ferry_store *st, int64_t run_id, bool retry,
+                            struct ferry_error *err);
+int ferry_store_run_retries(struct ferry_store *st, int64_t run_id, int *retries,
+                            struct ferry_error *err);
+/* The dispatcher records how a run's worker process ended: its exit status, or minus the
+ * signal that killed it; only while the run names that pid (or none). */
+int ferry_store_run_worker_exited(struct ferry_store *st, int64_t run_id, int pid, int status,
+                                  struct ferry_error *err);
+int ferry_store_run_worker_status(struct ferry_store *st, int64_t run_id, bool *known, int *status,
+                                  struct ferry_error *err);
+/* A stopping control plane marks the runs whose workers it asks to pause; at its next start
+ * requeue_marked makes the marked runs that did pause `requested` again (their ids in *ids,
+ * ferry_free) and clears every mark. */
+int ferry_store_run_mark_resume_on_start(struct ferry_store *st, int64_t run_id,
+                                         struct ferry_error *err);
+int ferry_store_run_requeue_marked(struct ferry_store *st, int64_t **ids, int *n,
+                                   struct ferry_error *err);
+/* Totals for /metrics: runs per state, and the sums of every run's counters. */
+struct ferry_store_totals {
+    int64_t runs[FERRY_RUN_STATE_MAX];
+    int64_t rows, bytes, batches, verified, diverged;
+};
+int ferry_store_totals(struct ferry_store *st, struct ferry_store_totals *out,
+                       struct ferry_error *err);
+
+struct ferry_schedule {
+    int64_t id;
+    char pipeline[256];
+    char cron[128];         /* five fields: minute hour day-of-month month day-of-week */
+    char timezone[64];      /* IANA name, "UTC" by default */
+    char overlap[16];       /* skip | queue | allow */
+    bool enabled;
+    int64_t next_us, last_us, last_run, created_us;
+};
+/* id 0 creates (sets s->id); otherwise replaces. */
+int ferry_store_schedule_put(struct ferry_store *st, struct ferry_schedule *s,
+                             struct ferry_error *err);
+/* pipeline NULL = every pipeline; free with ferry_free. */
+int ferry_store_schedule_list(struct ferry_store *st, const char *pipeline,
+                              struct ferry_schedule **out, int *n, struct ferry_error *err);
+int ferry_store_schedule_get(struct ferry_store *st, int64_t id, struct ferry_schedule *out,
+                             struct ferry_error *err);
+int ferry_store_schedule_delete(struct ferry_store *st, int64_t id, struct ferry_error *err);
+/* Records a firing: next time, last time and the run it started (0 = skipped). */
+int ferry_store_schedule_fired(struct ferry_store *st, int64_t id, int64_t next_us,
+                               int64_t last_us, int64_t last_run, struct ferry_error *err);
 
 #endif

@@ -13,6 +13,29 @@ cd "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok - $*"; }
 
+# `producer | grep -q PATTERN` under pipefail: grep -q exits at the first match, and a
+# producer still writing (bash's printf writes line by line) then dies of SIGPIPE, so the
+# pipeline fails although grep matched - or a `... && fail` check silently passes. When
+# grep -q reads its standard input, this wrapper drains the rest of it after grep exits.
+grep() {
+  local a q=0 operands=0 opts=1
+  for a in "$@"; do
+    if [ $opts = 1 ] && [ "$a" = -- ]; then opts=0; continue; fi
+    if [ $opts = 1 ] && [[ $a == -[!-]* ]]; then
+      [[ $a == *q* ]] && q=1
+      continue
+    fi
+    [ $opts = 1 ] && [[ $a == --* ]] && { [ "$a" = --quiet ] && q=1; continue; }
+    operands=$((operands + 1))
+  done
+  # the first operand is the pattern (or -e's argument); more operands are files
+  if [ $q = 0 ] || [ $operands -gt 1 ]; then command grep "$@"; return; fi
+  local rc=0
+  command grep "$@" || rc=$?
+  cat >/dev/null
+  return $rc
+}
+
 ferry() { "$FERRY_BIN" "$@"; }
 
 # expect_exit CODE CMD... : runs CMD, checks its exit status, keeps stdout+stderr in $OUT.

@@ -239,11 +239,14 @@ groups=$(duck_sql "out-gzip/$u" 'SELECT count(DISTINCT row_group_id) FROM parque
 u=$(jq -r '.files[] | select(.table == "users") | .path' out-zstd/_runs/*/_manifest.json)
 [ "$(duck_sql "out-zstd/$u" 'SELECT count(DISTINCT row_group_id) FROM parquet_metadata($1)')" = 1 ] \
   || fail "the default row group size should hold $ROWS users in one group"
-dict_on=$(duck_sql "out-zstd/$u" "SELECT count(*) FROM parquet_metadata(\$1) WHERE path_in_schema = 'email' AND encodings LIKE '%RLE_DICTIONARY%'")
+# Dictionary where it pays: repeated names and small ints; not for unique emails (the first
+# page of a chunk decides), never with dictionary: false.
+dict_on=$(duck_sql "out-zstd/$u" "SELECT count(*) FROM parquet_metadata(\$1) WHERE path_in_schema IN ('name', 'age') AND encodings LIKE '%RLE_DICTIONARY%'")
+dict_unique=$(duck_sql "out-zstd/$u" "SELECT count(*) FROM parquet_metadata(\$1) WHERE path_in_schema IN ('email', 'id') AND encodings LIKE '%DICTIONARY%'")
 u=$(jq -r '.files[] | select(.table == "users") | .path' out-none/_runs/*/_manifest.json)
 dict_off=$(duck_sql "out-none/$u" "SELECT count(*) FROM parquet_metadata(\$1) WHERE encodings LIKE '%DICTIONARY%'")
-[ "$dict_on" -ge 1 ] && [ "$dict_off" = 0 ] \
-  || fail "dictionary: default should dictionary-encode strings ($dict_on chunks), false should not ($dict_off)"
+[ "$dict_on" = 2 ] && [ "$dict_unique" = 0 ] && [ "$dict_off" = 0 ] \
+  || fail "dictionary: default should dictionary-encode name and age ($dict_on chunks) but not the unique email and id ($dict_unique), false nothing ($dict_off)"
 pass "part_rows, row_group_bytes and dictionary reach the parquet files"
 
 # ---- 2. crash / kill -9 before commit -------------------------------------------------------------

@@ -537,7 +537,8 @@ static void test_sink_parts_manifest_abort(void **state)
     struct ferry_error err;
     struct ferry_sink_caps caps;
     vt->capabilities(ctx, FERRY_WRITE_REPLACE, &caps);
-    assert_int_equal(caps.write_modes, 1u << FERRY_WRITE_APPEND);
+    assert_int_equal(caps.write_modes, (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE));
+    assert_true(caps.atomic_replace);
     assert_int_equal(caps.durability, FERRY_DURABLE_AT_COMMIT);
     assert_true(caps.encoded_integrity);
 

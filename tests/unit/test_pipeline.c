@@ -465,6 +465,27 @@ static void test_cdc_needs_a_cdc_source(void **state)
     ferry_free(text);
 }
 
+/* A quoted resource name writes, by default, to its last part unquoted, never to a table
+ * whose name keeps the quotes. */
+static void test_resource_target_quoted(void **state)
+{
+    (void)state;
+    struct ferry_pipeline_spec *p =
+        load("version: 1\nname: demo\nsource:\n  type: sample\n  resources:\n"
+             "    - table: '\"sch \"\"q\"\"\".\"tab le \"\"\u00fc\"\" ;--\"'\n"
+             "    - table: '\"a.b\"'\n"
+             "    - table: '\"x\".plain'\n"
+             "    - table: '\"s\".\"Q\"\"\"'\n"
+             "      target: given\n"
+             "sink: {type: sqlite, path: out/demo.db}\n");
+    assert_int_equal(p->n_resources, 4);
+    assert_string_equal(ferry_resource_target(&p->resources[0]), "tab le \"\u00fc\" ;--");
+    assert_string_equal(ferry_resource_target(&p->resources[1]), "a.b");
+    assert_string_equal(ferry_resource_target(&p->resources[2]), "plain");
+    assert_string_equal(ferry_resource_target(&p->resources[3]), "given");
+    ferry_pipeline_free(p);
+}
+
 static void test_resource_target_without_node(void **state)
 {
     (void)state;
@@ -857,6 +878,7 @@ int main(void)
         cmocka_unit_test(test_resources),
         cmocka_unit_test(test_cdc_needs_a_cdc_source),
         cmocka_unit_test(test_resource_target_without_node),
+        cmocka_unit_test(test_resource_target_quoted),
         cmocka_unit_test(test_transforms),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_verify),

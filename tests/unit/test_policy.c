@@ -264,6 +264,61 @@ static void test_every_combination(void **state)
     assert_true(refusals > accepted);
 }
 
+/* soft_delete: only cdc + merge into a sink that can mark, onto a nullable non-key column;
+ * then merge is allowed even into a sink that cannot delete. */
+static int check_soft(enum ferry_read_mode mode, enum ferry_write_mode write,
+                      struct ferry_sink_caps caps, const char *column, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec p;
+    memset(&p, 0, sizeof p);
+    p.source_type = (char *)"postgres";
+    p.source_vt = &src_cdc;
+    p.sink_type = (char *)"warehouse";
+    p.write = write;
+    struct ferry_resource_spec r;
+    memset(&r, 0, sizeof r);
+    r.table = (char *)"public.orders";
+    r.mode = mode;
+    r.soft_delete = column;
+    struct ferry_schema *s = schema_with_key(true);
+    assert_int_equal(ferry_schema_add_field(s, "deleted_at", FERRY_TYPE_TIMESTAMPTZ_US, true, NULL),
+                     FERRY_OK);
+    ferry_error_clear(err);
+    int rc = ferry_policy_check(&p, &r, s, &caps, err);
+    ferry_schema_unref(s);
+    return rc;
+}
+
+static void test_soft_delete(void **state)
+{
+    (void)state;
+    struct ferry_error err;
+    struct ferry_sink_caps caps = caps_all();
+    caps.soft_deletes = true;
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, "deleted_at", &err),
+                     FERRY_OK);
+    caps.deletes = false; /* marks instead of deleting: no delete reaches the sink */
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, "deleted_at", &err),
+                     FERRY_OK);
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, NULL, &err),
+                     FERRY_EPOLICY);
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_APPEND, caps, "deleted_at", &err),
+                     FERRY_EPOLICY);
+    assert_string_equal(err.message, "resource public.orders: `soft_delete` needs `mode: cdc` "
+                                     "with `write: merge` (here mode cdc, write append)");
+    assert_int_equal(check_soft(FERRY_READ_FULL, FERRY_WRITE_MERGE, caps, "deleted_at", &err),
+                     FERRY_EPOLICY);
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, "id", &err), FERRY_EPOLICY);
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, "nope", &err),
+                     FERRY_EPOLICY);
+    caps.soft_deletes = false;
+    assert_int_equal(check_soft(FERRY_READ_CDC, FERRY_WRITE_MERGE, caps, "deleted_at", &err),
+                     FERRY_EPOLICY);
+    assert_string_equal(err.message, "resource public.orders: the warehouse sink cannot mark "
+                                     "deleted rows (`soft_delete`); use `write: append` to keep "
+                                     "the changes as a log");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_read_modes_the_source_cannot_do),
         cmocka_unit_test(test_accepted_combinations),
         cmocka_unit_test(test_every_combination),
+        cmocka_unit_test(test_soft_delete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * state file: exact counts, checkpoint rules, dedup under redelivery, fencing, restarts. */
 #include "state_fixture.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include "unit.h"
@@ -394,6 +395,58 @@ static void test_poison_skipped(void **state)
     assert_int_equal(get_run(f->st, r).batches, 2);
 }
 
+/* resource.rows_skipped: a shard's later report replaces its earlier one (a resumed shard
+ * counts from its start), shards add up, samples are ordered by shard and bounded. */
+static void test_rows_skipped(void **state)
+{
+    struct fx *f = *state;
+    int a = 0;
+    int64_t r = start_run(f->st, "p", &a);
+    ev(f->st, r, a, "t", "resource.rows_skipped",
+       "{\"shard\":1,\"count\":2,\"samples\":[{\"at\":\"b.csv:3:1\",\"reason\":\"x\"},"
+       "{\"at\":\"b.csv:9:2\",\"reason\":\"y\"}]}");
+    ev(f->st, r, a, "t", "resource.rows_skipped",
+       "{\"shard\":0,\"count\":1,\"samples\":[{\"at\":\"a.csv:2:5\",\"reason\":\"z\"}]}");
+    /* shard 1 again (a resumed attempt counted the whole file): replaces, never adds */
+    ev(f->st, r, a, "t", "resource.rows_skipped",
+       "{\"shard\":1,\"count\":3,\"samples\":[{\"at\":\"b.csv:3:1\",\"reason\":\"x\"},"
+       "{\"at\":\"b.csv:9:2\",\"reason\":\"y\"},{\"at\":\"b.csv:12:1\",\"reason\":\"w\"}]}");
+    char big[1200];
+    memset(big, 'r', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    char payload[1400];
+    snprintf(payload, sizeof payload,
+             "{\"shard\":2,\"count\":40,\"samples\":[{\"at\":\"c.csv:1:1\",\"reason\":\"%s\"}]}",
+             big);
+    ev(f->st, r, a, "t", "resource.rows_skipped", payload);
+    fold(f);
+    struct ferry_resource_state *rs = NULL;
+    int n = 0;
+    struct ferry_error err = {0};
+    assert_int_equal(ferry_store_resource_list(f->st, r, &rs, &n, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rs[0].skipped, 44);
+    ferry_free(rs);
+    char *text = NULL;
+    assert_int_equal(ferry_store_resource_skips_get(f->st, r, "t", &text, &err), FERRY_OK);
+    json_t *j = json_loads(text, 0, NULL);
+    ferry_free(text);
+    json_t *samples = json_object_get(j, "samples");
+    assert_int_equal(json_array_size(samples), 5);
+    const char *want[] = {"a.csv:2:5", "b.csv:3:1", "b.csv:9:2", "b.csv:12:1", "c.csv:1:1"};
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(samples, i), "at")),
+                            want[i]);
+    /* a sample's text is bounded */
+    assert_true(strlen(json_string_value(json_object_get(json_array_get(samples, 4), "reason"))) <= 300);
+    json_decref(j);
+    /* redelivered: nothing changes */
+    fold(f);
+    assert_int_equal(ferry_store_resource_list(f->st, r, &rs, &n, &err), FERRY_OK);
+    assert_int_equal(rs[0].skipped, 44);
+    ferry_free(rs);
+}
+
 /* A tracker restarted mid-log resumes from its mark and counts each event once. */
 static void test_restart_resumes_from_mark(void **state)
 {
@@ -710,6 +763,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_keyless_position_keeps_route, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_attempt_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poison_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_resumes_from_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_retries_after_error, setup, teardown),

@@ -86,7 +86,17 @@ static int pq_open(const struct ferry__files_format_opts *opts, const struct fer
     struct pq_part *pp = ferry_calloc(1, sizeof *pp);
     if (pp == NULL) return nomem(err);
     pp->out = out;
-    int rc = ferry__parquet_open(schema, opts->conf, pq_out, pp, &pp->w, err);
+    const struct ferry_parquet_options *po = opts->conf;
+    struct ferry_parquet_options with_ids;
+    if (opts->field_ids != NULL) { /* iceberg data files: the options plus field ids */
+        if (po != NULL)
+            with_ids = *po;
+        else
+            ferry__parquet_options_default(&with_ids);
+        with_ids.field_ids = opts->field_ids;
+        po = &with_ids;
+    }
+    int rc = ferry__parquet_open(schema, po, pq_out, pp, &pp->w, err);
     if (rc != FERRY_OK) {
         rc = pq_error(pp, rc, err);
         pq_free(pp);

@@ -129,7 +129,18 @@ static int refill(struct ferry__files_reader *r, struct ferry_error *err)
     }
     size_t n = 0;
     int rc = ferry__files_input_read(r->in, r->buf + r->len, r->cap - r->len, &n, err);
-    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", r->name);
+    /* A broken stream (truncated or corrupt gzip/zstd) is not a bad record: as FERRY_EINVAL,
+     * `on_error: skip` skipped it and read again, forever (found by tests/fuzz/fuzz_csv). */
+    if (rc == FERRY_EINVAL) {
+        rc = FERRY_EIO;
+        if (err != NULL) err->code = rc;
+    }
+    /* Not `return ferry_error_prefix(...)`: with err == NULL (resync) that is FERRY_OK, and
+     * resync read the failing stream again, forever (tests/fuzz/fuzz_csv). */
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "%s", r->name);
+        return rc;
+    }
     if (n == 0) r->eof = true;
     r->len += n;
     if (!r->bom_done && (r->len >= 3 || r->eof)) {

@@ -11,8 +11,17 @@
  * reads the files they name. A crash before the manifest's rename leaves temporary files or part
  * files no manifest names; the next attempt of the same run removes both (begin), abort()
  * removes the temporary ones. Durability at_commit; encoded integrity: the CRC32-C of the
- * exact bytes each apply() wrote. Append only (replace, upsert, merge are refused by the
- * policy through capabilities()).
+ * exact bytes each apply() wrote. upsert and merge are refused by the policy through
+ * capabilities().
+ *
+ * write: replace. `<path>/_manifest.json`, the data set manifest, lists every file of every
+ * table; once it exists readers follow it alone. A replace commit renames its parts (still
+ * unlisted), then writes the data set manifest through a temporary name and one rename (the
+ * switch: the run's tables now list only the run's files, other tables are kept), then the
+ * run manifest, and only then removes the replaced tables' unlisted parts and the run
+ * manifests that list no live file. Before the switch nothing changed; after it the parts
+ * are published even if the commit then fails (abort keeps them). Append commits add their
+ * files to the data set manifest when one exists.
  *
  * Owns the part files and their descriptors, the format writer states, the manifest. Calls
  * libc, the format writers (files_write.c, files_parquet.c), crc32c, digest, jansson
@@ -71,6 +80,9 @@ struct sink {
     struct part *parts;
     int n_parts;
     json_t *earlier; /* files of earlier commits of this run (manifest "files"), or NULL */
+    json_t *dataset; /* files of the data set manifest <path>/_manifest.json, or NULL */
+    bool replace;    /* write: replace (every target: the pipeline has one write mode) */
+    bool published;  /* the data set manifest lists this session's parts: never unlink them */
     char *pipeline, *version;
     int64_t run_id;
     int attempt;
@@ -108,12 +120,22 @@ static int mkdirs(const char *path, struct ferry_error *err)
     return rc;
 }
 
+/* fsync(2), or EIO when the `files_fsync` failpoint says error (tests of a failing disk). */
+static int sync_fd(int fd)
+{
+    if (FERRY_FAILPOINT("files_fsync") == FERRY_FP_ERROR) {
+        errno = EIO;
+        return -1;
+    }
+    return fsync(fd);
+}
+
 static int fsync_path(const char *path, bool dir, struct ferry_error *err)
 {
     int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
     if (fd < 0) return io_error("cannot open", path, err);
     int rc = FERRY_OK;
-    if (fsync(fd) != 0) rc = io_error("fsync", path, err);
+    if (sync_fd(fd) != 0) rc = io_error("fsync", path, err);
     close(fd);
     return rc;
 }
@@ -143,7 +165,7 @@ static void discard(struct sink *s, bool unpublish)
     for (int i = 0; i < s->n_parts; i++) {
         if (s->parts[i].tmp)
             unlink(s->parts[i].tmp);
-        else if (unpublish && s->parts[i].final)
+        else if (unpublish && !s->published && s->parts[i].final)
             unlink(s->parts[i].final);
         part_free(&s->parts[i]);
     }
@@ -165,6 +187,7 @@ static void sink_close(void *ctx)
     ferry_free(s->t);
     if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
     json_decref(s->earlier);
+    json_decref(s->dataset);
     ferry_free(s->path);
     ferry_free(s->null_marker);
     ferry_free(s->pipeline);
@@ -246,11 +269,14 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
 {
     (void)ctx;
     (void)mode;
-    caps->write_modes = 1u << FERRY_WRITE_APPEND;
+    caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE);
     caps->durability = FERRY_DURABLE_AT_COMMIT;
     caps->encoded_integrity = true;
     caps->transactional_checkpoint = false;
-    caps->atomic_replace = false;
+    /* replace: the new files are published by one rename of the data set manifest, after
+     * every one of them is durable; the old ones are removed only after that. */
+    caps->atomic_replace = true;
+    caps->replace_commits_once = true; /* a pause must not publish half a table */
     caps->deletes = false;
 }
 
@@ -266,9 +292,12 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                                "files sink: \"%s\" cannot name a folder under %s (no '/', no "
                                "leading '.', not _runs); set the resource's target",
                                table ? table : "", s->path);
-    if (target->mode != FERRY_WRITE_APPEND)
+    if (target->mode != FERRY_WRITE_APPEND && target->mode != FERRY_WRITE_REPLACE)
         return ferry_error_set(err, FERRY_EPOLICY, "files",
-                               "files sink: table %s: only write: append is supported", table);
+                               "files sink: table %s: write: %s is not supported (append or "
+                               "replace)",
+                               table, ferry_write_mode_name(target->mode));
+    s->replace = target->mode == FERRY_WRITE_REPLACE;
     if (target->index >= s->n_t) {
         struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
         if (nt == NULL) return nomem(err);
@@ -297,13 +326,10 @@ static char *manifest_dir(const struct sink *s)
     return ferry_asprintf("%s/_runs/%" PRId64, s->path, s->run_id);
 }
 
-/* Files of earlier commits of this run, from its manifest (a paused run commits more
- * than once). */
-static int load_earlier(struct sink *s, struct ferry_error *err)
+/* The "files" of the manifest at m (owned path), or NULL when m does not exist. */
+static int load_files(char *m, json_t **out, struct ferry_error *err)
 {
-    json_decref(s->earlier);
-    s->earlier = NULL;
-    char *m = ferry_asprintf("%s/_runs/%" PRId64 "/_manifest.json", s->path, s->run_id);
+    *out = NULL;
     if (m == NULL) return nomem(err);
     struct stat st;
     int rc = FERRY_OK;
@@ -316,23 +342,42 @@ static int load_earlier(struct sink *s, struct ferry_error *err)
                                  "files sink: %s: not a manifest (%s, line %d)", m, je.text,
                                  je.line);
         else
-            s->earlier = json_incref(files);
+            *out = json_incref(files);
         json_decref(root);
     }
     ferry_free(m);
     return rc;
 }
 
-static bool listed(const struct sink *s, const char *rel)
+/* Files of earlier commits of this run, from its manifest (a paused run commits more
+ * than once), and the data set manifest, if any. */
+static int load_earlier(struct sink *s, struct ferry_error *err)
+{
+    json_decref(s->earlier);
+    json_decref(s->dataset);
+    s->earlier = s->dataset = NULL;
+    int rc = load_files(ferry_asprintf("%s/_runs/%" PRId64 "/_manifest.json", s->path, s->run_id),
+                        &s->earlier, err);
+    if (rc == FERRY_OK) rc = load_files(ferry_asprintf("%s/_manifest.json", s->path), &s->dataset, err);
+    return rc;
+}
+
+static bool in_files(const json_t *files, const char *rel)
 {
     size_t i;
     json_t *f;
-    json_array_foreach(s->earlier, i, f)
+    json_array_foreach(files, i, f)
     {
         const char *p = json_string_value(json_object_get(f, "path"));
         if (p && strcmp(p, rel) == 0) return true;
     }
     return false;
+}
+
+/* Listed by this run's manifest or by the data set manifest: published, never swept. */
+static bool listed(const struct sink *s, const char *rel)
+{
+    return in_files(s->earlier, rel) || in_files(s->dataset, rel);
 }
 
 /* Leftovers of earlier attempts of this run: temporary files, and part files that a crash
@@ -376,6 +421,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     if (s->pipeline == NULL || s->version == NULL) return nomem(err);
     s->run_id = run->run_id;
     s->attempt = run->attempt;
+    s->published = false;
     int rc = load_earlier(s, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
         if (!s->t[i].used) continue;
@@ -451,7 +497,7 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     int rc = s->fmt->finish_part(t->fw, &bytes, err);
     s->fmt->free(t->fw);
     t->fw = NULL;
-    if (rc == FERRY_OK && fsync(t->fd) != 0) rc = io_error("fsync", p->tmp, err);
+    if (rc == FERRY_OK && sync_fd(t->fd) != 0) rc = io_error("fsync", p->tmp, err);
     if (close(t->fd) != 0 && rc == FERRY_OK) rc = io_error("cannot close", p->tmp, err);
     t->fd = -1;
     t->part = -1;
@@ -507,55 +553,196 @@ static void manifest_item(const void *ctx, int i, struct ferry__manifest_item *o
     *out = (struct ferry__manifest_item){p->table, p->rel, p->rows, p->bytes, p->crc};
 }
 
-static int write_manifest(struct sink *s, struct ferry_error *err)
+/* Writes b to dir/name through dir/.tmp-name: write, fsync, rename, fsync of dir. A reader
+ * sees the old file or the new one, never a part of one. */
+static int put_atomic(const char *dir, const char *name, const struct ferry_buf *b,
+                      struct ferry_error *err)
 {
-    char *dir = manifest_dir(s);
-    char *runs = ferry_asprintf("%s/_runs", s->path);
-    char *tmp = dir ? ferry_asprintf("%s/.tmp-manifest.json", dir) : NULL;
-    char *final = dir ? ferry_asprintf("%s/_manifest.json", dir) : NULL;
-    struct ferry_buf b;
-    ferry_buf_init(&b, 0);
-    int rc = (dir && runs && tmp && final) ? mkdirs(dir, err) : nomem(err);
-    if (rc == FERRY_OK) {
-        struct ferry__manifest_head h = {.pipeline = s->pipeline,
-                                         .version = s->version,
-                                         .run_id = s->run_id,
-                                         .attempt = s->attempt,
-                                         .format = s->fmt->name,
-                                         .list_key = "files",
-                                         .name_key = "path"};
-        int brc = ferry__manifest_text(&b, &h, s->earlier, s->n_parts, manifest_item, s);
-        if (brc != FERRY_OK) rc = nomem(err);
-    }
+    char *tmp = ferry_asprintf("%s/.tmp-%s", dir, name);
+    char *final = ferry_asprintf("%s/%s", dir, name);
+    int rc = tmp && final ? FERRY_OK : nomem(err);
     if (rc == FERRY_OK) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) {
             rc = io_error("cannot create", tmp, err);
         } else {
             size_t off = 0;
-            while (off < b.len && rc == FERRY_OK) {
-                ssize_t w = write(fd, b.data + off, b.len - off);
+            while (off < b->len && rc == FERRY_OK) {
+                ssize_t w = write(fd, b->data + off, b->len - off);
                 if (w < 0 && errno == EINTR) continue;
                 if (w < 0)
                     rc = io_error("cannot write", tmp, err);
                 else
                     off += (size_t)w;
             }
-            if (rc == FERRY_OK && fsync(fd) != 0) rc = io_error("fsync", tmp, err);
+            if (rc == FERRY_OK && sync_fd(fd) != 0) rc = io_error("fsync", tmp, err);
             close(fd);
         }
     }
     if (rc == FERRY_OK && rename(tmp, final) != 0) rc = io_error("cannot rename", tmp, err);
     if (rc == FERRY_OK) rc = fsync_path(dir, true, err);
-    if (rc == FERRY_OK) rc = fsync_path(runs, true, err);
-    if (rc == FERRY_OK) rc = fsync_path(s->path, true, err);
     if (rc != FERRY_OK && tmp) unlink(tmp);
-    ferry_buf_release(&b);
-    ferry_free(dir);
-    ferry_free(runs);
     ferry_free(tmp);
     ferry_free(final);
     return rc;
+}
+
+static struct ferry__manifest_head manifest_head(const struct sink *s)
+{
+    return (struct ferry__manifest_head){.pipeline = s->pipeline,
+                                         .version = s->version,
+                                         .run_id = s->run_id,
+                                         .attempt = s->attempt,
+                                         .format = s->fmt->name,
+                                         .list_key = "files",
+                                         .name_key = "path"};
+}
+
+/* The run's own manifest, _runs/<run>/_manifest.json: every file of the run (replace: of
+ * this attempt only; a replace run publishes once). */
+static int write_manifest(struct sink *s, struct ferry_error *err)
+{
+    char *dir = manifest_dir(s);
+    char *runs = ferry_asprintf("%s/_runs", s->path);
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = (dir && runs) ? mkdirs(dir, err) : nomem(err);
+    if (rc == FERRY_OK) {
+        struct ferry__manifest_head h = manifest_head(s);
+        if (ferry__manifest_text(&b, &h, s->replace ? NULL : s->earlier, s->n_parts,
+                                 manifest_item, s) != FERRY_OK)
+            rc = nomem(err);
+    }
+    if (rc == FERRY_OK) rc = put_atomic(dir, "_manifest.json", &b, err);
+    if (rc == FERRY_OK) rc = fsync_path(runs, true, err);
+    if (rc == FERRY_OK) rc = fsync_path(s->path, true, err);
+    ferry_buf_release(&b);
+    ferry_free(dir);
+    ferry_free(runs);
+    return rc;
+}
+
+static bool replaced_table(const struct sink *s, const char *table)
+{
+    for (int i = 0; i < s->n_t; i++)
+        if (s->t[i].used && table && strcmp(s->t[i].table, table) == 0) return true;
+    return false;
+}
+
+/* Before the first data set manifest the data set is every run manifest under _runs. */
+static int runs_union(const struct sink *s, json_t *out, struct ferry_error *err)
+{
+    char *runs = ferry_asprintf("%s/_runs", s->path);
+    if (runs == NULL) return nomem(err);
+    DIR *d = opendir(runs);
+    int rc = FERRY_OK;
+    char self[32];
+    snprintf(self, sizeof self, "%" PRId64, s->run_id);
+    struct dirent *e;
+    while (d && rc == FERRY_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0) continue;
+        json_t *files = NULL;
+        rc = load_files(ferry_asprintf("%s/%s/_manifest.json", runs, e->d_name), &files, err);
+        if (files) json_array_extend(out, files);
+        json_decref(files);
+    }
+    if (d) closedir(d);
+    ferry_free(runs);
+    return rc;
+}
+
+/* The data set manifest <path>/_manifest.json: every file of every table. replace: the
+ * files of the tables this run does not write are kept, this run's files replace the rest;
+ * append (only once a replace made one): the run's files are added. *out: its "files". */
+static int write_dataset(struct sink *s, json_t **out, struct ferry_error *err)
+{
+    *out = NULL;
+    json_t *kept = json_array();
+    if (kept == NULL) return nomem(err);
+    int rc = FERRY_OK;
+    json_t *from = s->dataset;
+    json_t *old = NULL;
+    if (from == NULL && s->replace) {
+        old = json_array();
+        rc = old ? runs_union(s, old, err) : nomem(err);
+        from = old;
+    }
+    size_t i;
+    json_t *f;
+    json_array_foreach(from, i, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        bool drop = s->replace ? replaced_table(s, json_string_value(json_object_get(f, "table")))
+                               : (path && in_files(s->earlier, path));
+        if (!drop) json_array_append(kept, f);
+    }
+    json_decref(old);
+    if (!s->replace && s->earlier) json_array_extend(kept, s->earlier);
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    struct ferry__manifest_head h = manifest_head(s);
+    if (rc == FERRY_OK && ferry__manifest_text(&b, &h, kept, s->n_parts, manifest_item, s) != FERRY_OK)
+        rc = nomem(err);
+    json_decref(kept);
+    if (rc == FERRY_OK) rc = put_atomic(s->path, "_manifest.json", &b, err);
+    if (rc == FERRY_OK) {
+        json_t *root = json_loadb(b.data, b.len, 0, NULL);
+        *out = json_incref(json_object_get(root, "files"));
+        json_decref(root);
+    }
+    ferry_buf_release(&b);
+    return rc;
+}
+
+/* After a replace switched the data set: removes the files of the replaced tables that the
+ * new data set does not list (the previous runs' parts, leftovers of crashed ones) and the
+ * run manifests none of whose files is still listed. Failures are logged: the data set is
+ * already complete; the next replace removes what is left. */
+static void remove_replaced(struct sink *s, const json_t *now)
+{
+    for (int i = 0; i < s->n_t; i++) {
+        const struct target *t = &s->t[i];
+        if (!t->used) continue;
+        DIR *d = opendir(t->dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            if (strncmp(e->d_name, "part-", 5) != 0) continue;
+            char *rel = ferry_asprintf("%s/%s", t->table, e->d_name);
+            char *full = ferry_asprintf("%s/%s", t->dir, e->d_name);
+            if (rel && full && !in_files(now, rel) && unlink(full) != 0 && errno != ENOENT)
+                ferry_log(FERRY_LOG_WARN, "files sink: cannot remove %s (replaced): %s", full,
+                          strerror(errno));
+            ferry_free(rel);
+            ferry_free(full);
+        }
+        if (d) closedir(d);
+    }
+    char *runs = ferry_asprintf("%s/_runs", s->path);
+    DIR *d = runs ? opendir(runs) : NULL;
+    char self[32];
+    snprintf(self, sizeof self, "%" PRId64, s->run_id);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0) continue;
+        char *dir = ferry_asprintf("%s/%s", runs, e->d_name);
+        char *m = dir ? ferry_asprintf("%s/_manifest.json", dir) : NULL;
+        json_t *files = NULL;
+        if (m && load_files(ferry_strdup(m), &files, NULL) == FERRY_OK) {
+            bool live = false;
+            size_t i;
+            json_t *f;
+            json_array_foreach(files, i, f)
+                live = live || in_files(now, json_string_value(json_object_get(f, "path")));
+            if (!live && (unlink(m) != 0 || rmdir(dir) != 0) && errno != ENOENT)
+                ferry_log(FERRY_LOG_WARN, "files sink: cannot remove %s (replaced): %s", dir,
+                          strerror(errno));
+        }
+        json_decref(files);
+        ferry_free(m);
+        ferry_free(dir);
+    }
+    if (d) closedir(d);
+    ferry_free(runs);
 }
 
 static int sink_commit(void *ctx, struct ferry_error *err)
@@ -583,7 +770,22 @@ static int sink_commit(void *ctx, struct ferry_error *err)
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used) rc = fsync_path(s->t[i].dir, true, err);
     if (rc == FERRY_OK) rc = ferry_failpoint_check("files_before_manifest", err);
-    if (rc == FERRY_OK) rc = write_manifest(s, err);
+    json_t *now = NULL;
+    if (rc == FERRY_OK && (s->replace || s->dataset != NULL)) {
+        /* The switch: one rename of the data set manifest publishes the new complete set.
+         * From then on the parts are published whatever happens (abort must not remove
+         * them); the run manifest after it only records the run. */
+        rc = write_dataset(s, &now, err);
+        if (rc == FERRY_OK) {
+            s->published = true;
+            rc = ferry_failpoint_check("files_after_switch", err);
+        }
+        if (rc == FERRY_OK) rc = write_manifest(s, err);
+        if (rc == FERRY_OK && s->replace) remove_replaced(s, now);
+    } else if (rc == FERRY_OK) {
+        rc = write_manifest(s, err);
+    }
+    json_decref(now);
     if (rc != FERRY_OK) return rc; /* abort() removes what is still temporary */
     discard(s, false);
     s->session = false;

@@ -17,6 +17,13 @@
  *   object or array, and numbers/bools only from JSON numbers/bools; else utf8. A column
  *   without a non-null value in the sample is utf8. Every inferred column is nullable.
  *
+ * on_error: fail stops at the first bad record naming file:line:column; skip counts bad
+ * records per file (shard) with their first samples (where and why, never the value) and
+ * reports them when the file ends (ferry_rw_report_skipped -> resource.rows_skipped). The
+ * count of a file is always the whole file's: a resumed file is read again from its start
+ * (records before the resume offset are checked and counted, not written), so the report
+ * replaces the earlier attempt's instead of adding to it.
+ *
  * Owns the configuration and, during extract, one input stream and one reader (their
  * buffers are reused for every record: nothing is allocated per row). Calls the reader
  * (files_parse.c), the row writer, the text forms of ferry/batch.h, jansson for the plan.
@@ -818,18 +825,75 @@ static int parse_resume(const char *resume, const char *file, int64_t *n, bool *
     return rc;
 }
 
+#define SKIP_SAMPLES 10
+
+/* on_error: skip - the shard's count and its first samples. A sample names where
+ * (file:line:column) and why, never the value: it goes into events and run state. */
 struct skips {
     int64_t count;
-    char first[FERRY_ERROR_MESSAGE_MAX];
+    int n;
+    struct {
+        char at[200];
+        char reason[200];
+    } sample[SKIP_SAMPLES];
 };
 
-/* A bad record: the error, or (on_error: skip) a count and the first message kept. */
-static int bad_record(const struct src *s, struct skips *sk, struct ferry_error *err)
+/* A bad record. on_error: fail returns the error (err holds the full message); skip
+ * counts it and keeps a sample. `reason` NULL: err's message is "FILE:LINE[:COL]: why"
+ * (the reader's errors), split here. */
+static int bad_record(const struct src *s, struct skips *sk, const char *file, int64_t line,
+                      int64_t col, const char *reason, struct ferry_error *err)
 {
     if (!s->skip) return err ? err->code : FERRY_EINVAL;
-    if (sk->count++ == 0 && err) snprintf(sk->first, sizeof sk->first, "%s", err->message);
+    if (sk->count++ < SKIP_SAMPLES) {
+        char *at = sk->sample[sk->n].at, *why = sk->sample[sk->n].reason;
+        size_t atn = sizeof sk->sample[0].at, whyn = sizeof sk->sample[0].reason;
+        if (reason != NULL) {
+            snprintf(at, atn, "%s:%" PRId64 ":%" PRId64, file, line, col);
+            snprintf(why, whyn, "%s", reason);
+        } else {
+            const char *m = err ? err->message : "";
+            size_t fl = strlen(file);
+            const char *p = m;
+            if (strncmp(m, file, fl) == 0 && m[fl] == ':') {
+                p = m + fl + 1;
+                while (*p >= '0' && *p <= '9') p++;
+                if (*p == ':' && p[1] >= '0' && p[1] <= '9') {
+                    p++;
+                    while (*p >= '0' && *p <= '9') p++;
+                }
+            }
+            if (p != m && *p == ':') {
+                snprintf(at, atn, "%.*s", (int)(p - m), m);
+                p++;
+                while (*p == ' ') p++;
+                snprintf(why, whyn, "%s", p);
+            } else {
+                snprintf(at, atn, "%s", file);
+                snprintf(why, whyn, "%s", m);
+            }
+        }
+        sk->n++;
+    }
     if (err) ferry_error_clear(err);
     return FERRY_OK;
+}
+
+/* Hands the shard's skips to the engine (resource.rows_skipped). */
+static void report_skips(const struct skips *sk, const char *file, struct ferry_row_writer *rw)
+{
+    if (sk->count == 0) return;
+    json_t *a = json_array();
+    for (int i = 0; i < sk->n && a; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s}", "at", sk->sample[i].at, "reason",
+                                           sk->sample[i].reason));
+    char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    ferry_rw_report_skipped(rw, sk->count, text ? text : "[]");
+    free(text);
+    json_decref(a);
+    ferry_log(FERRY_LOG_WARN,
+              "files source: %s: skipped %" PRId64 " bad record%s (on_error: skip); first at %s: %s",
+              file, sk->count, sk->count == 1 ? "" : "s", sk->sample[0].at, sk->sample[0].reason);
 }
 
 /* Without a header the file's columns are, in order, the declared schema's (read without
@@ -906,7 +970,10 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK) {
         if (f.fmt == FILES_FMT_JSONL) ferry__files_reader_set_keys(f.r, keys, nf);
         expect = s->header ? f.n_header : -1;
-        if (start > 0) rc = ferry__files_reader_skip_to(f.r, start, err);
+        /* on_error: skip counts the whole shard in every attempt (a report replaces the
+         * shard's earlier one): a resumed shard reads its already-delivered records again,
+         * only to count the bad ones, instead of jumping over them. */
+        if (start > 0 && !s->skip) rc = ferry__files_reader_skip_to(f.r, start, err);
     }
     struct conv cv;
     memset(&cv, 0, sizeof cv);
@@ -918,22 +985,23 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         bool eof = false;
         rc = ferry__files_reader_next(f.r, &eof, err);
         if (rc == FERRY_EINVAL) {
-            rc = bad_record(s, &sk, err);
+            rc = bad_record(s, &sk, si.file, 0, 0, NULL, err);
             continue;
         }
         if (rc != FERRY_OK || eof) break;
         const struct ferry__files_reader *r = f.r;
+        bool delivered = start > 0 && ferry__files_reader_offset(r) <= start;
         if (f.fmt == FILES_FMT_CSV) {
             if (blank_record(r)) continue;
             int got = ferry__files_reader_nfields(r);
             if (expect < 0) expect = got;
             if (got != expect) {
                 const struct ferry__files_field *last = ferry__files_reader_field(r, got - 1);
-                ferry_error_set(err, FERRY_EINVAL, "files",
-                                "%s:%" PRId64 ":%" PRId64
-                                ": %d fields where the file has %d columns",
-                                si.file, last->line, last->column, got, expect);
-                rc = bad_record(s, &sk, err);
+                char why[96];
+                snprintf(why, sizeof why, "%d fields where the file has %d columns", got, expect);
+                ferry_error_set(err, FERRY_EINVAL, "files", "%s:%" PRId64 ":%" PRId64 ": %s",
+                                si.file, last->line, last->column, why);
+                rc = bad_record(s, &sk, si.file, last->line, last->column, why, err);
                 continue;
             }
         }
@@ -965,17 +1033,22 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                             ": column \"%s\": \"%.80s\" is not a %s value",
                             si.file, fd->line, fd->column, schema->fields[bad].name,
                             ferry__files_reader_text(r, fd), type);
-            rc = bad_record(s, &sk, err);
+            char why[200];
+            snprintf(why, sizeof why, "column \"%.100s\": not a %s value (%zu bytes)",
+                     schema->fields[bad].name, type, fd->len);
+            rc = bad_record(s, &sk, si.file, fd->line, fd->column, why, err);
+            continue;
+        }
+        if (delivered) {
+            /* Written by an earlier attempt: only its validity was wanted. */
+            ferry_rw_cancel_row(rw);
             continue;
         }
         /* The position of this row: where the next record starts. */
         ferry_rw_set_offset(rw, ferry__files_reader_offset(r));
         rc = ferry_rw_end(rw, err);
     }
-    if (sk.count > 0)
-        ferry_log(FERRY_LOG_WARN,
-                  "files source: %s: skipped %" PRId64 " bad record%s (on_error: skip); first: %s",
-                  si.file, sk.count, sk.count == 1 ? "" : "s", sk.first);
+    report_skips(&sk, si.file, rw);
     ferry_buf_release(&cv.scratch);
     ferry_free(src_col);
     ferry_free(keys);

@@ -45,10 +45,14 @@ struct column {
     const struct ferry_field *field; /* in w->schema */
     int ptype;
     int type_length; /* FIXED_LEN_BYTE_ARRAY only */
+    int32_t field_id; /* > 0: written as SchemaElement.field_id */
     enum order order;
     bool varwidth;
     bool dict_enabled; /* by option and type */
     bool dict_active;  /* in the current chunk: false once the dictionary overflowed */
+    int fixed_dict;    /* INT32/INT64/FLOAT/DOUBLE: the value width (4, 8) when they may be
+                          dictionary-encoded (decided per chunk, see fixed_dict_page), else 0 */
+    bool dict_decided; /* fixed: the chunk's first page chose dictionary (else inactive) */
 
     /* the page being filled */
     struct ferry_buf values; /* PLAIN values (all pages not dictionary-encoded) */
@@ -111,7 +115,7 @@ void ferry__parquet_options_default(struct ferry_parquet_options *o)
     o->row_group_bytes = 64 * MIB;
     o->page_bytes = MIB;
     o->dictionary = true;
-    o->dictionary_bytes = MIB;
+    o->dictionary_bytes = 4 * MIB;
 }
 
 int ferry__parquet_codec_from_name(const char *name, enum ferry_parquet_codec *out,
@@ -401,6 +405,140 @@ static int page_header(struct ferry_parquet_writer *w, int type, size_t raw, siz
     return ferry__thrift_status(&t);
 }
 
+static int dict_rehash(struct column *c);
+
+static uint64_t fixed_key(const uint8_t *p, int width)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, (size_t)width);
+    return v;
+}
+
+static size_t fixed_hash(uint64_t v, size_t cap)
+{
+    v ^= v >> 33;
+    v *= UINT64_C(0xff51afd7ed558ccd);
+    v ^= v >> 33;
+    return (size_t)v & (cap - 1);
+}
+
+/* The chunk's first `m` values, now in the dictionary: does dictionary + bit-packed indexes
+ * take under half of their PLAIN bytes? */
+static bool dict_pays(const struct column *c, size_t m, int width)
+{
+    size_t bits = (size_t)bit_width(c->dict_n > 1 ? c->dict_n - 1 : 1);
+    return (c->dict.len + m * bits / 8) * 2 < m * (size_t)width;
+}
+
+/* Values a fixed-width chunk's dictionary trial looks at before deciding: enough to see
+ * that a few thousand distinct values repeat, few enough that a column of distinct values
+ * (ids, timestamps) gives up after a small hash table. */
+#define FIXED_DICT_TRIAL 32768
+
+/* Fixed-width columns keep PLAIN values while a page fills (the hot loop stays a store);
+ * when the page closes and the chunk's dictionary is active, its values are looked up in
+ * the dictionary (`dict` then holds raw PLAIN values, width bytes each). The chunk's first
+ * FIXED_DICT_TRIAL values decide: a dictionary is kept only when dictionary + bit-packed
+ * indexes take less than half of their PLAIN bytes (few distinct values: codes, quantities,
+ * prices on a grid); else, or once the dictionary would pass dictionary_bytes, the rest of
+ * the chunk is PLAIN and this page too (its PLAIN values are still there). */
+static int fixed_dict_page(struct ferry_parquet_writer *w, struct column *c)
+{
+    const int width = c->fixed_dict;
+    const size_t n = c->values.len / (size_t)width;
+    const size_t n0 = c->dict_n, len0 = c->dict.len;
+    if (grow((void **)&c->idx, &c->idx_cap, n ? n : 1, sizeof(uint32_t)) != FERRY_OK)
+        return FERRY_ENOMEM;
+    const uint8_t *v = (const uint8_t *)c->values.data;
+    bool fits = true;
+    for (size_t i = 0; i < n && fits; i++) {
+        if (!c->dict_decided && i == FIXED_DICT_TRIAL) {
+            fits = dict_pays(c, i, width);
+            c->dict_decided = true;
+            if (!fits) break;
+        }
+        if ((c->dict_n + 1) * 2 > c->slot_cap && dict_rehash(c) != FERRY_OK) return FERRY_ENOMEM;
+        uint64_t key = fixed_key(v + i * (size_t)width, width);
+        size_t h = fixed_hash(key, c->slot_cap);
+        uint32_t found = UINT32_MAX;
+        while (c->slots[h] != 0) {
+            uint32_t e = c->slots[h] - 1;
+            if (fixed_key((const uint8_t *)c->dict.data + (size_t)e * (size_t)width, width) == key) {
+                found = e;
+                break;
+            }
+            h = (h + 1) & (c->slot_cap - 1);
+        }
+        if (found == UINT32_MAX) {
+            if (c->dict.len + (size_t)width > w->opt.dictionary_bytes) {
+                fits = false;
+                break;
+            }
+            if (ferry_buf_append(&c->dict, v + i * (size_t)width, (size_t)width) != FERRY_OK)
+                return FERRY_ENOMEM;
+            found = (uint32_t)c->dict_n++;
+            c->slots[h] = found + 1;
+        }
+        c->idx[i] = found;
+    }
+    if (fits && !c->dict_decided) {
+        fits = dict_pays(c, n, width);
+        c->dict_decided = true;
+    }
+    if (!fits) {
+        /* The pages written so far keep the dictionary as it was before this page. */
+        c->dict_active = false;
+        c->dict_n = c->used_dict ? n0 : 0;
+        c->dict.len = c->used_dict ? len0 : 0;
+        c->idx_n = 0;
+        if (!c->used_dict) {
+            /* A trial that failed: give its memory back, or every distinct-valued column
+             * would keep a page-sized dictionary, hash table and index array. */
+            ferry_buf_release(&c->dict);
+            ferry_free(c->slots);
+            c->slots = NULL;
+            c->slot_cap = 0;
+            ferry_free(c->idx);
+            c->idx = NULL;
+            c->idx_cap = 0;
+        }
+        return FERRY_OK;
+    }
+    c->idx_n = n;
+    return FERRY_OK;
+}
+
+static const uint8_t *dict_entry(const struct column *c, uint32_t i, size_t *n);
+
+/* Byte arrays: the chunk's first page decides as for fixed widths. Mostly distinct values
+ * (ids, free text) gain nothing from a dictionary but pay for its indexes: the page's
+ * values are then written back as PLAIN (dictionary entries are PLAIN-encoded already) and
+ * the rest of the chunk is PLAIN. */
+static int bytes_dict_decide(struct column *c)
+{
+    c->dict_decided = true;
+    size_t plain = 0;
+    for (size_t i = 0; i < c->idx_n; i++) {
+        size_t n;
+        dict_entry(c, c->idx[i], &n);
+        plain += 4 + n;
+    }
+    size_t bits = (size_t)bit_width(c->dict_n > 1 ? c->dict_n - 1 : 1);
+    if ((c->dict.len + c->idx_n * bits / 8) * 2 < plain) return FERRY_OK;
+    if (ferry_buf_reserve(&c->values, plain) != FERRY_OK) return FERRY_ENOMEM;
+    for (size_t i = 0; i < c->idx_n; i++) {
+        size_t n;
+        const uint8_t *e = dict_entry(c, c->idx[i], &n);
+        memcpy(c->values.data + c->values.len, e - 4, 4 + n);
+        c->values.len += 4 + n;
+    }
+    c->idx_n = 0;
+    c->dict_n = 0;
+    c->dict.len = 0;
+    c->dict_active = false;
+    return FERRY_OK;
+}
+
 /* Encodes, compresses and appends the column's pending page to its chunk. */
 static int finish_page(struct ferry_parquet_writer *w, struct column *c, struct ferry_error *err)
 {
@@ -411,6 +549,12 @@ static int finish_page(struct ferry_parquet_writer *w, struct column *c, struct 
     struct ferry_buf *body = &w->body;
     body->len = 0;
     int rc = FERRY_OK;
+    if (c->fixed_dict && c->dict_active && c->values.len > 0 && fixed_dict_page(w, c) != FERRY_OK)
+        return fail(w, err, FERRY_ENOMEM, "column %s: dictionary allocation failed",
+                    c->field->name);
+    if (!c->fixed_dict && c->dict_active && !c->dict_decided && c->idx_n > 0 &&
+        c->values.len == 0 && bytes_dict_decide(c) != FERRY_OK)
+        return fail(w, err, FERRY_ENOMEM, "column %s: out of memory", c->field->name);
     if (c->field->nullable) {
         rc = ferry_buf_append(body, "\0\0\0\0", 4);
         if (rc == FERRY_OK) {
@@ -631,9 +775,15 @@ static int dict_rehash(struct column *c)
     if (s == NULL)
         return FERRY_ENOMEM;
     for (uint32_t i = 0; i < c->dict_n; i++) {
-        size_t n;
-        const uint8_t *p = dict_entry(c, i, &n);
-        size_t h = (size_t)hash_bytes(p, n) & (cap - 1);
+        size_t h;
+        if (c->fixed_dict) {
+            const uint8_t *p = (const uint8_t *)c->dict.data + (size_t)i * (size_t)c->fixed_dict;
+            h = fixed_hash(fixed_key(p, c->fixed_dict), cap);
+        } else {
+            size_t n;
+            const uint8_t *p = dict_entry(c, i, &n);
+            h = (size_t)hash_bytes(p, n) & (cap - 1);
+        }
         while (s[h] != 0)
             h = (h + 1) & (cap - 1);
         s[h] = i + 1;
@@ -881,6 +1031,7 @@ static void reset_chunk(struct ferry_parquet_writer *w, struct column *c)
     if (c->slots != NULL)
         memset(c->slots, 0, c->slot_cap * sizeof(*c->slots));
     c->dict_active = c->dict_enabled;
+    c->dict_decided = false;
     c->has_minmax = false;
     c->stats_too_long = false;
     c->min_b.len = c->max_b.len = 0;
@@ -1032,6 +1183,11 @@ static int map_column(struct column *c, const struct ferry_field *f, bool dictio
         break;
     default: return FERRY_EUNSUPPORTED;
     }
+    if (c->ptype == PT_INT32 || c->ptype == PT_FLOAT || c->ptype == PT_INT64 ||
+        c->ptype == PT_DOUBLE) {
+        c->fixed_dict = c->ptype == PT_INT32 || c->ptype == PT_FLOAT ? 4 : 8;
+        c->dict_enabled = dictionary;
+    }
     c->dict_active = c->dict_enabled;
     return FERRY_OK;
 }
@@ -1062,6 +1218,8 @@ static void write_logical(struct ferry_thrift *t, const struct column *c)
         ferry__thrift_i32(t, 7, f->scale);
         ferry__thrift_i32(t, 8, f->precision);
     }
+    if (c->field_id > 0) /* field 9 sits between precision (8) and logicalType (10) */
+        ferry__thrift_i32(t, 9, c->field_id);
     if (f->type == FERRY_TYPE_BOOL || f->type == FERRY_TYPE_FLOAT32 ||
         f->type == FERRY_TYPE_FLOAT64 || f->type == FERRY_TYPE_BINARY)
         return; /* physical type says it all */
@@ -1132,7 +1290,7 @@ int ferry__parquet_open(const struct ferry_schema *schema, const struct ferry_pa
         if (w->opt.page_bytes == 0)
             w->opt.page_bytes = MIB;
         if (w->opt.dictionary_bytes == 0)
-            w->opt.dictionary_bytes = MIB;
+            w->opt.dictionary_bytes = 4 * MIB;
     }
     w->schema = ferry_schema_ref((struct ferry_schema *)schema);
     w->write = write;
@@ -1163,7 +1321,9 @@ int ferry__parquet_open(const struct ferry_schema *schema, const struct ferry_pa
             ferry__parquet_free(w);
             return rc;
         }
+        if (w->opt.field_ids != NULL) c->field_id = w->opt.field_ids[i];
     }
+    w->opt.field_ids = NULL; /* borrowed for open() only */
     if (w->opt.codec == FERRY_PARQUET_ZSTD) {
         w->zstd = ZSTD_createCCtx();
         if (w->zstd == NULL) {

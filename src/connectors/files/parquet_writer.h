@@ -36,13 +36,18 @@ struct ferry_parquet_options {
     int level;               /* codec level; 0 = codec default (zstd 3, gzip 6) */
     size_t row_group_bytes;  /* 0 = 64 MiB */
     size_t page_bytes;       /* target data page size before compression; 0 = 1 MiB */
-    bool dictionary;         /* dictionary-encode byte-array columns (utf8, binary, json,
-                                decimal text); ferry__parquet_options_default() sets it */
+    bool dictionary;         /* dictionary-encode byte-array (utf8, binary, json, decimal
+                                text) and INT32/INT64/FLOAT/DOUBLE columns where it pays:
+                                each chunk's first page decides (dictionary + indexes under
+                                half the PLAIN bytes); ferry__parquet_options_default() sets it */
     size_t dictionary_bytes; /* a column falls back to PLAIN for the rest of the row group
-                                once its dictionary would pass this; 0 = 1 MiB */
+                                once its dictionary would pass this; 0 = 4 MiB */
+    const int32_t *field_ids; /* optional: one id per schema field, written as each column's
+                                 SchemaElement.field_id (Iceberg data files); NULL = none.
+                                 Read at open() only. */
 };
 
-/* zstd, 64 MiB row groups, 1 MiB pages, dictionary on with a 1 MiB limit. */
+/* zstd, 64 MiB row groups, 1 MiB pages, dictionary on with a 4 MiB limit. */
 void ferry__parquet_options_default(struct ferry_parquet_options *o);
 /* "zstd" | "snappy" | "gzip" | "none" (also "uncompressed"). FERRY_ECONFIG otherwise. */
 int ferry__parquet_codec_from_name(const char *name, enum ferry_parquet_codec *out,

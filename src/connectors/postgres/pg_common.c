@@ -23,6 +23,7 @@ int ferry__pg_read_conn_config(struct ferry_cfg *cfg, const char *what, char **u
     opts->statement_timeout_ms = 0;
     opts->idle_timeout_ms = 0;
     opts->keepalives_idle_ms = 30000;
+    opts->io_timeout_ms = 600000;
     *url_out = NULL;
     int rc = ferry_cfg_duration_ms(cfg, "connect_timeout", false, &opts->connect_timeout_ms, err);
     if (rc == FERRY_OK)
@@ -32,9 +33,11 @@ int ferry__pg_read_conn_config(struct ferry_cfg *cfg, const char *what, char **u
         rc = ferry_cfg_duration_ms(cfg, "idle_timeout", false, &opts->idle_timeout_ms, err);
     if (rc == FERRY_OK)
         rc = ferry_cfg_duration_ms(cfg, "keepalives_idle", false, &opts->keepalives_idle_ms, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_duration_ms(cfg, "io_timeout", false, &opts->io_timeout_ms, err);
     if (rc != FERRY_OK) return rc;
     if (opts->connect_timeout_ms < 0 || opts->statement_timeout_ms < 0 ||
-        opts->idle_timeout_ms < 0 || opts->keepalives_idle_ms < 0)
+        opts->idle_timeout_ms < 0 || opts->keepalives_idle_ms < 0 || opts->io_timeout_ms < 0)
         return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: timeouts must not be negative",
                                what);
 
@@ -129,6 +132,13 @@ static void ms_to_secs(int64_t ms, char *buf, size_t len)
 int ferry__pg_connect(const char *url, const struct ferry_pg_conn_opts *opts, const char *what,
                       PGconn **out, struct ferry_error *err)
 {
+    return ferry__pg_connect_ex(url, opts, NULL, what, out, err);
+}
+
+int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
+                         const char *replication, const char *what, PGconn **out,
+                         struct ferry_error *err)
+{
     *out = NULL;
     char connect_timeout[32], keep_idle[32], keep_interval[32], user_timeout[32];
     /* libpq treats 1 as 2 and 0 as forever; keep "forever" only when asked. */
@@ -144,9 +154,9 @@ int ferry__pg_connect(const char *url, const struct ferry_pg_conn_opts *opts, co
     const char *keys[] = {"dbname",          "connect_timeout",     "fallback_application_name",
                           "keepalives",      "keepalives_idle",     "keepalives_interval",
                           "keepalives_count", "tcp_user_timeout",   "client_encoding",
-                          NULL};
+                          replication ? "replication" : NULL, NULL};
     const char *vals[] = {url,  connect_timeout, "ferry",      "1",  keep_idle,
-                          keep_interval, "3",    user_timeout, "UTF8", NULL};
+                          keep_interval, "3",    user_timeout, "UTF8", replication, NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c == NULL) return ferry_error_set(err, FERRY_ENOMEM, "libpq", "%s: out of memory", what);
     if (PQstatus(c) != CONNECTION_OK) {
@@ -202,6 +212,13 @@ int ferry__pg_error(struct ferry_error *err, int code, PGconn *c, PGresult *r, c
     trim_newlines(primary);
     trim_newlines(extra);
     if (primary[0] == '\0') snprintf(primary, sizeof primary, "unknown libpq error");
+    /* A lost connection: say which server it was (the statement's own words do not). */
+    if (state == NULL && c != NULL && PQstatus(c) == CONNECTION_BAD) {
+        char peer[256];
+        ferry__pg_describe(c, peer, sizeof peer);
+        size_t n = strlen(extra);
+        snprintf(extra + n, sizeof extra - n, " (connection to %s lost)", peer);
+    }
     /* Timeouts and cancellations keep their own codes so that callers can tell them. */
     if (state && strcmp(state, "57014") == 0 && strstr(primary, "statement timeout"))
         code = FERRY_ETIMEOUT;

@@ -25,6 +25,8 @@ struct ferry_pg_conn_opts {
     int64_t statement_timeout_ms;
     int64_t idle_timeout_ms;
     int64_t keepalives_idle_ms;
+    /* Client-side deadline of work that makes no network progress (pg_guard.h); 0: none. */
+    int64_t io_timeout_ms;
 };
 
 /* Reads url + the timeout keys from cfg (the source or sink section); `what` is "postgres
@@ -35,6 +37,11 @@ int ferry__pg_read_conn_config(struct ferry_cfg *cfg, const char *what, char **u
 /* Connects and sets the session up (application_name, search_path, timeouts). */
 int ferry__pg_connect(const char *url, const struct ferry_pg_conn_opts *opts, const char *what,
                       PGconn **out, struct ferry_error *err);
+/* The same with libpq's `replication` keyword ("database" for a logical replication
+ * connection, which also runs simple SQL; NULL: a normal connection). (Added for cdc.) */
+int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
+                         const char *replication, const char *what, PGconn **out,
+                         struct ferry_error *err);
 /* "host:port/db" of a connection, for messages (never the password). */
 void ferry__pg_describe(PGconn *c, char *buf, size_t len);
 /* Error from a failed result or connection: FERRY_ESOURCE/ESINK with origin "libpq", the

@@ -264,7 +264,8 @@ int ferry__pg_numeric_dec128(const uint8_t *p, size_t n, int precision, int scal
         int e = 4 * (h.weight - i) + scale;
         i128 add;
         if (e >= 0) {
-            if (e > 38) return FERRY_EINVAL;
+            /* dg * 10^e could overflow 128 bits before the limit check (fuzz_pg_copy) */
+            if (e > 38 || p10[e] > limit / dg) return FERRY_EINVAL;
             add = (i128)dg * p10[e];
         } else {
             if (e <= -4) return FERRY_EINVAL;

@@ -31,6 +31,7 @@
 #include <string.h>
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_encode.h"
+#include "connectors/postgres/pg_guard.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
 #include "ferry/digest.h"
@@ -41,7 +42,8 @@
 #define OP_COL "__ferry_op"
 
 static const char *const sink_tuning_keys[] = {
-    "durability", "connect_timeout", "statement_timeout", "idle_timeout", "keepalives_idle", NULL};
+    "durability", "connect_timeout", "statement_timeout", "idle_timeout", "keepalives_idle",
+    "io_timeout", NULL};
 static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
 
 struct target {
@@ -57,7 +59,8 @@ struct target {
     int n_wire;
     char *copy_sql;
     char *upsert_sql; /* upsert/merge */
-    char *delete_sql; /* merge */
+    char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
+    int soft_col;     /* merge: the target's soft_delete field, else -1 */
     char uri[512];
 };
 
@@ -173,7 +176,10 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->encoded_integrity = true;
     caps->transactional_checkpoint = true;
     caps->atomic_replace = true;
+    /* The swap at commit publishes the staging table whole: a paused replace must not. */
+    caps->replace_commits_once = true;
     caps->deletes = true;
+    caps->soft_deletes = mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -507,15 +513,19 @@ static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *
     return t->copy_sql ? FERRY_OK : oom(err);
 }
 
-/* The rows of the temporary table that count: the last one of each key. */
+/* The rows of the temporary table that count: the last one of each key (of the rows that
+ * are not deletes, when live_only). */
 static int last_per_key(struct ferry_buf *b, const struct target *t, const char *cols,
-                        struct ferry_error *err)
+                        bool live_only, struct ferry_error *err)
 {
     int rc = ferry_buf_printf(b, "(SELECT DISTINCT ON (") == FERRY_OK ? FERRY_OK : oom(err);
     if (rc == FERRY_OK) rc = key_list(b, t->schema, NULL, err);
     if (rc == FERRY_OK && ferry_buf_printf(b, ") %s FROM pg_temp.", cols) != FERRY_OK)
         rc = oom(err);
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, t->temp, err);
+    if (rc == FERRY_OK && live_only &&
+        ferry_buf_printf(b, " WHERE \"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
+        rc = oom(err);
     if (rc == FERRY_OK && ferry_buf_printf(b, " ORDER BY ") != FERRY_OK) rc = oom(err);
     if (rc == FERRY_OK) rc = key_list(b, t->schema, NULL, err);
     if (rc == FERRY_OK && ferry_buf_printf(b, ", \"" SEQ_COL "\" DESC) AS l") != FERRY_OK)
@@ -539,8 +549,11 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
     if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
-    if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", err);
-    if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE &&
+    /* Soft deletes: the last live image of each key is written even when a delete follows
+     * it in the batch (the delete then marks that row: build_delete_sql). */
+    bool soft = t->mode == FERRY_WRITE_MERGE && t->soft_col >= 0;
+    if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", soft, err);
+    if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE && !soft &&
         ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
         rc = oom(err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " ON CONFLICT (") != FERRY_OK) rc = oom(err);
@@ -572,9 +585,23 @@ static int build_delete_sql(struct target *t, struct ferry_error *err)
     int rc = key_list(&cols, sc, NULL, err);
     if (rc == FERRY_OK && ferry_buf_printf(&cols, ", \"" SEQ_COL "\", \"" OP_COL "\"") != FERRY_OK)
         rc = oom(err);
-    if (rc == FERRY_OK && ferry_buf_printf(&b, "DELETE FROM %s AS d USING ", t->qtable) != FERRY_OK)
-        rc = oom(err);
-    if (rc == FERRY_OK) rc = last_per_key(&b, t, cols.data, err);
+    if (t->soft_col < 0) {
+        if (rc == FERRY_OK &&
+            ferry_buf_printf(&b, "DELETE FROM %s AS d USING ", t->qtable) != FERRY_OK)
+            rc = oom(err);
+    } else {
+        /* soft_delete: the key's last change is a delete -> set the mark, keep the row. */
+        const char *mark = sc->fields[t->soft_col].name;
+        if (rc == FERRY_OK && ferry_buf_printf(&cols, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&cols, mark, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, "UPDATE %s AS d SET ", t->qtable) != FERRY_OK)
+            rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, mark, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = l.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, mark, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
+    }
+    if (rc == FERRY_OK) rc = last_per_key(&b, t, cols.data, false, err);
     if (rc == FERRY_OK &&
         ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" = %d", FERRY_OP_DELETE) != FERRY_OK)
         rc = oom(err);
@@ -624,6 +651,11 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                                WHAT ": table \"%s\": the column names " SEQ_COL " and " OP_COL
                                     " are reserved for ferry's staging table",
                                target->table);
+    /* A merge that marks deleted rows (cdc soft_delete) instead of deleting them. */
+    t->soft_col = target->mode == FERRY_WRITE_MERGE && sc->soft_delete > 0 &&
+                          sc->soft_delete <= sc->n_fields && sc->fields[sc->soft_delete - 1].key_pos == 0
+                      ? sc->soft_delete - 1
+                      : -1;
     t->used = true;
     t->mode = target->mode;
     t->schema = ferry_schema_ref(target->schema);
@@ -843,9 +875,14 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
         ferry_buf_release(&q);
     }
     if (rc == FERRY_OK) rc = copy_batch(s, t, b, crc, err);
-    if (rc == FERRY_OK && t->delete_sql)
+    /* Hard deletes go first (a key's last change is either written or deleted); soft ones
+     * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
+    bool soft = t->soft_col >= 0;
+    if (rc == FERRY_OK && t->delete_sql && !soft)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
     if (rc == FERRY_OK && t->upsert_sql) rc = exec_step(s, t, t->upsert_sql, "upsert into", err);
+    if (rc == FERRY_OK && t->delete_sql && soft)
+        rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;
 }
 
@@ -1061,17 +1098,65 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     return FERRY_OK;
 }
 
+/* The session's work under the io_timeout guard (pg_guard.h): a server that stops answering
+ * while its kernel still acknowledges fails the call instead of hanging the run. */
+static int guarded_prepare(void *ctx, const struct ferry_target *target, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_prepare(ctx, target, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static int guarded_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_begin(ctx, run, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static int guarded_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
+                         struct ferry_receipt *receipt, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_apply(ctx, target, b, receipt, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static int guarded_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_commit(ctx, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static void guarded_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    sink_abort(ctx);
+    ferry__pg_guard_end(&g);
+}
+
 const struct ferry_sink_vtable ferry__postgres_sink = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "postgres",
     .tuning_keys = sink_tuning_keys,
     .open = sink_open,
     .capabilities = sink_capabilities,
-    .prepare = sink_prepare,
-    .begin = sink_begin,
-    .apply = sink_apply,
-    .commit = sink_commit,
-    .abort = sink_abort,
+    .prepare = guarded_prepare,
+    .begin = guarded_begin,
+    .apply = guarded_apply,
+    .commit = guarded_commit,
+    .abort = guarded_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
 };

@@ -30,19 +30,24 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_copy.h"
+#include "connectors/postgres/pg_guard.h"
+#include "connectors/postgres/pg_repl.h"
 #include "ferry/connector.h"
 
 __extension__ typedef __int128 i128;
 
 static const char *const source_tuning_keys[] = {
     "parallelism",  "shard_rows",      "connect_timeout", "statement_timeout",
-    "idle_timeout", "keepalives_idle", NULL};
+    "idle_timeout", "keepalives_idle", "io_timeout", NULL};
 
 #define WHAT "postgres source"
 
@@ -57,6 +62,11 @@ struct src {
     struct ferry_pg_conn_opts opts;
     PGconn *snap;      /* the exporting transaction, open until close */
     char *snapshot_id; /* imported: reads run in a transaction that uses it */
+    /* cdc: replication connections that created a slot this attempt, kept idle so that the
+     * slot's exported snapshot stays importable for the copy shards (pg_cdc.h). */
+    PGconn **keep;
+    int n_keep;
+    struct ferry_pg_cdc_progress progress; /* the stream running on this instance */
 };
 
 static int nomem(struct ferry_error *err)
@@ -73,6 +83,8 @@ static void src_close(void *ctx)
     if (s->cancel) PQfreeCancel(s->cancel);
     if (s->c) PQfinish(s->c);
     if (s->snap) PQfinish(s->snap);
+    for (int i = 0; i < s->n_keep; i++) PQfinish(s->keep[i]);
+    ferry_free(s->keep);
     ferry_free(s->snapshot_id);
     ferry_secret_free(s->url);
     ferry_free(s);
@@ -295,6 +307,40 @@ static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_
     return FERRY_OK;
 }
 
+/* A cdc resource: its keys are read now (so that unknown ones are refused before a run),
+ * columns outside the key become nullable (a delete carries only the key), and a change
+ * log gets its operation, LSN and commit time columns. */
+static int cdc_schema(const struct ferry_resource_spec *spec, struct ferry_schema *sc,
+                      struct ferry_error *err)
+{
+    struct ferry_pg_cdc_opts o;
+    int rc = ferry__pg_cdc_opts(spec, &o, err);
+    if (rc != FERRY_OK) return rc;
+    for (int f = 0; f < sc->n_fields; f++)
+        if (sc->fields[f].key_pos == 0) sc->fields[f].nullable = true;
+    if (!spec->change_log && spec->soft_delete != NULL) {
+        /* The deleted-at mark: NULL while the row lives, a delete's commit time after. */
+        if (ferry_schema_find(sc, spec->soft_delete) >= 0)
+            return ferry_error_set(err, FERRY_ECONFIG, "config",
+                                   WHAT ": table \"%s\" already has a column %s, which "
+                                   "`soft_delete` would add",
+                                   spec->table, spec->soft_delete);
+        return ferry_schema_add_field(sc, spec->soft_delete, FERRY_TYPE_TIMESTAMPTZ_US, true, err);
+    }
+    if (!spec->change_log) return FERRY_OK;
+    const char *names[3] = {FERRY_PG_CDC_OP_COL, FERRY_PG_CDC_LSN_COL, FERRY_PG_CDC_TIME_COL};
+    enum ferry_type types[3] = {FERRY_TYPE_UTF8, FERRY_TYPE_INT64, FERRY_TYPE_TIMESTAMPTZ_US};
+    for (int i = 0; i < 3 && rc == FERRY_OK; i++) {
+        if (ferry_schema_find(sc, names[i]) >= 0)
+            return ferry_error_set(err, FERRY_ECONFIG, "config",
+                                   WHAT ": table \"%s\" already has a column %s, which the cdc "
+                                   "change log adds",
+                                   spec->table, names[i]);
+        rc = ferry_schema_add_field(sc, names[i], types[i], i == 2, err);
+    }
+    return rc;
+}
+
 static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                         struct ferry_schema **out, struct ferry_error *err)
 {
@@ -351,6 +397,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                                  col_index(&r, spec->cursor[k]) < 0
                                      ? "does not exist"
                                      : "must be among the selected columns");
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC) rc = cdc_schema(spec, sc, err);
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     rel_free(&r);
     if (rc != FERRY_OK) {
@@ -666,15 +713,46 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     return FERRY_OK;
 }
 
+/* cdc: shard 0 streams the slot; on a first run the copy shards of a full read follow,
+ * read under the slot's exported snapshot (pg_cdc.h). */
+static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
+                    const struct ferry_schema *sc, const struct rel *r,
+                    const char *route_checkpoint, json_t *plan, struct ferry_error *err)
+{
+    struct ferry_pg_cdc_target t = {.schema_name = r->schema_name, .table = r->table,
+                                    .from = r->from, .sc = sc};
+    bool copy = false;
+    PGconn *keep = NULL;
+    int rc = ferry__pg_cdc_plan(s->c, s->url, &s->opts, s->peer, spec, &t, route_checkpoint,
+                                plan, &copy, &keep, err);
+    if (rc != FERRY_OK) return rc;
+    if (keep != NULL) {
+        PGconn **k = ferry_realloc(s->keep, (size_t)(s->n_keep + 1) * sizeof *k);
+        if (k == NULL) {
+            PQfinish(keep);
+            return nomem(err);
+        }
+        s->keep = k;
+        s->keep[s->n_keep++] = keep;
+    }
+    if (copy) {
+        rc = plan_full(s, sc, r, plan, err);
+    } else {
+        json_object_set_new(plan, "keyset", json_string("none"));
+        rc = json_object_set_new(plan, "shards", json_array()) == 0 ? FERRY_OK : nomem(err);
+    }
+    json_t *shards = json_object_get(plan, "shards");
+    if (rc == FERRY_OK && json_array_insert_new(shards, 0, json_pack("{s:b}", "stream", 1)) != 0)
+        rc = nomem(err);
+    return rc;
+}
+
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *sc, const char *route_checkpoint,
                     char **plan_json, struct ferry_error *err)
 {
     struct src *s = ctx;
     *plan_json = NULL;
-    if (spec->mode == FERRY_READ_CDC)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",
-                               WHAT ": table \"%s\": cdc is not supported yet", spec->table);
     struct rel r;
     int rc = resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
@@ -687,7 +765,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     json_object_set_new(plan, "mode", json_string(incremental ? "incremental" : "full"));
     json_object_set_new(plan, "snapshot", json_null());
     json_object_set_new(plan, "parallelism", json_integer(s->parallelism));
-    if (incremental)
+    if (spec->mode == FERRY_READ_CDC)
+        rc = plan_cdc(s, spec, sc, &r, route_checkpoint, plan, err);
+    else if (incremental)
         rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
     else
         rc = plan_full(s, sc, &r, plan, err);
@@ -814,6 +894,7 @@ struct reader {
     struct ferry_buf sql;
     struct ferry_buf tmp;
     char what[400];
+    int n_real; /* fields read from the table; a cdc change log's own columns follow */
 };
 
 static void reader_free(struct reader *rd)
@@ -834,6 +915,17 @@ static int bind_columns(struct reader *rd, struct ferry_error *err)
     if (rd->cols == NULL || rd->rel_col == NULL) return nomem(err);
     for (int f = 0; f < sc->n_fields; f++) {
         const struct ferry_field *fd = &sc->fields[f];
+        if (f >= rd->n_real) {
+            /* A change log's operation, LSN and commit time: constants of the snapshot. */
+            rd->rel_col[f] = -1;
+            struct ferry_pg_copy_col *pc = &rd->cols[f];
+            pc->name = fd->name;
+            pc->type = fd->type;
+            pc->wire = fd->type == FERRY_TYPE_UTF8    ? FERRY_PG_W_TEXT
+                       : fd->type == FERRY_TYPE_INT64 ? FERRY_PG_W_INT8
+                                                      : FERRY_PG_W_TIMESTAMPTZ;
+            continue;
+        }
         int c = col_index(&rd->r, fd->name);
         if (c < 0)
             return ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
@@ -906,7 +998,21 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
     int rc = ferry_buf_printf(sql, "COPY (SELECT ");
     for (int f = 0; f < rd->sc->n_fields && rc == FERRY_OK; f++) {
         if (f > 0) rc = ferry_buf_printf(sql, ", ");
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
+        if (rc != FERRY_OK) break;
+        if (rd->rel_col[f] < 0) {
+            /* Change-log columns of a snapshot row: an insert at the slot's start. */
+            const char *start = json_string_value(json_object_get(plan, "start"));
+            uint64_t lsn = 0;
+            if (start != NULL) ferry_pg_lsn_parse(start, &lsn);
+            if (rd->sc->fields[f].type == FERRY_TYPE_UTF8)
+                rc = ferry_buf_printf(sql, "'insert'::pg_catalog.text");
+            else if (rd->sc->fields[f].type == FERRY_TYPE_INT64)
+                rc = ferry_buf_printf(sql, "%" PRIu64 "::pg_catalog.int8", lsn);
+            else
+                rc = ferry_buf_printf(sql, "NULL::pg_catalog.timestamptz");
+            continue;
+        }
+        rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
         /* Types without a native decoder arrive as their text output. */
         enum ferry_pg_wire w;
         if (rc == FERRY_OK && !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w))
@@ -993,6 +1099,23 @@ static void abandon(struct src *s, bool copying)
     PQclear(res);
 }
 
+/* PQgetCopyData that waits in its own poll(), at most io_timeout without a byte from the
+ * server (a server or proxy that stops sending while its kernel still acknowledges would
+ * otherwise block the reader forever). Returns as PQgetCopyData, or -3 past the deadline. */
+static int get_copy_data(struct src *s, char **buf)
+{
+    for (;;) {
+        int n = PQgetCopyData(s->c, buf, 1);
+        if (n != 0) return n;
+        struct pollfd pfd = {.fd = PQsocket(s->c), .events = POLLIN};
+        int64_t ms = s->opts.io_timeout_ms;
+        int pr = poll(&pfd, 1, ms <= 0 ? -1 : ms > 86400000 ? 86400000 : (int)ms);
+        if (pr == 0) return -3;
+        if (pr < 0 && errno != EINTR) return -2;
+        if (pr > 0 && PQconsumeInput(s->c) == 0) return -2;
+    }
+}
+
 static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct src *s = rd->s;
@@ -1002,9 +1125,17 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
                     : ferry__pg_exec(s->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                                      FERRY_ESOURCE, WHAT ": begin", err);
     if (rc != FERRY_OK) return shared ? rc : ferry_error_prefix(err, "%s", s->peer);
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->c, s->opts.io_timeout_ms);
     PGresult *res = PQexec(s->c, rd->sql.data);
+    bool stalled = ferry__pg_guard_end(&g);
     if (PQresultStatus(res) != PGRES_COPY_OUT) {
         rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res, "%s", rd->what);
+        if (stalled)
+            rc = ferry_error_set(err, FERRY_ETIMEOUT, "libpq",
+                                 "%s: %s made no progress for %lld ms (io_timeout); the "
+                                 "connection was closed",
+                                 rd->what, s->peer, (long long)s->opts.io_timeout_ms);
         PQclear(res);
         abandon(s, false);
         return rc;
@@ -1014,7 +1145,7 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
     ferry__pg_copy_init(&d, rd->cols, rd->sc->n_fields, rd->what);
     char *buf = NULL;
     int n;
-    while ((n = PQgetCopyData(s->c, &buf, 0)) > 0) {
+    while ((n = get_copy_data(s, &buf)) > 0) {
         rc = ferry__pg_copy_feed(&d, (const uint8_t *)buf, (size_t)n, rw, err);
         PQfreemem(buf);
         if (rc != FERRY_OK) break;
@@ -1024,7 +1155,14 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
         abandon(s, true);
         return rc;
     }
-    if (n == -2) {
+    if (n == -3) {
+        /* The connection is given up: the cleanup below must not wait on it either. */
+        shutdown(PQsocket(s->c), SHUT_RDWR);
+        PQconsumeInput(s->c); /* reads the EOF: libpq marks the connection bad */
+        rc = ferry_error_set(err, FERRY_ETIMEOUT, "libpq",
+                             "%s: %s sent nothing for %lld ms (io_timeout)", rd->what, s->peer,
+                             (long long)s->opts.io_timeout_ms);
+    } else if (n == -2) {
         rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, NULL, "%s", rd->what);
     } else {
         res = PQgetResult(s->c);
@@ -1048,6 +1186,72 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
         PQclear(res);
     if (shared) return FERRY_OK;
     return ferry__pg_exec(s->c, "COMMIT", FERRY_ESOURCE, rd->what, err);
+}
+
+/* Shard 0 of a cdc plan: the replication stream (pg_cdc.c). */
+static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
+                          const struct ferry_schema *sc, json_t *plan, int shard,
+                          const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct rel r;
+    int rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK) return rc;
+    struct ferry_pg_cdc_target t = {.schema_name = r.schema_name,
+                                    .table = r.table,
+                                    .from = r.from,
+                                    .sc = sc,
+                                    .change_log = spec->change_log,
+                                    .soft_delete = !spec->change_log && spec->soft_delete != NULL,
+                                    .all_columns = spec->columns == NULL,
+                                    .epoch_rows = spec->cdc_epoch_rows,
+                                    .keep_session = spec->cdc_follow};
+    ferry_rw_set_shard(rw, shard);
+    if (json_is_string(json_object_get(plan, "snapshot")))
+        rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
+    if (rc == FERRY_OK)
+        rc = ferry__pg_cdc_stream(s->url, &s->opts, s->peer, &t, plan, resume, rw, &s->progress,
+                                  err);
+    rel_free(&r);
+    return rc;
+}
+
+/* A connection of its own for a cdc copy shard, in a transaction that imported the slot's
+ * exported snapshot. On a resumed attempt that snapshot is gone (its replication
+ * connection closed with the earlier process): the shard then reads a fresh snapshot,
+ * which is later than the slot's start, and the stream from the start replays every change
+ * after it, so the destination converges under merge (docs/internals/cdc.md). */
+static int cdc_copy_connection(struct src *s, json_t *plan, struct src *own,
+                               struct ferry_error *err)
+{
+    memset(own, 0, sizeof *own);
+    own->parallelism = s->parallelism;
+    own->shard_rows = s->shard_rows;
+    own->url = s->url;
+    own->opts = s->opts;
+    memcpy(own->peer, s->peer, sizeof own->peer);
+    int rc = ferry__pg_connect(s->url, &s->opts, WHAT, &own->c, err);
+    if (rc != FERRY_OK) return rc;
+    own->cancel = PQgetCancel(own->c);
+    if (own->cancel == NULL) {
+        PQfinish(own->c);
+        return nomem(err);
+    }
+    const char *snap = json_string_value(json_object_get(plan, "snapshot"));
+    if (snap == NULL) return FERRY_OK;
+    own->snapshot_id = ferry_strdup(snap);
+    if (own->snapshot_id == NULL) {
+        PQfreeCancel(own->cancel);
+        PQfinish(own->c);
+        return nomem(err);
+    }
+    struct ferry_error e;
+    if (begin_snapshot(own, &e) != FERRY_OK) {
+        ferry_log(FERRY_LOG_INFO, "%s (the slot's snapshot is gone; reading a fresh one)",
+                  e.message);
+        ferry_free(own->snapshot_id);
+        own->snapshot_id = NULL;
+    }
+    return FERRY_OK;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
@@ -1083,14 +1287,33 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                                WHAT ": table \"%s\": shard %d is not in the frozen plan",
                                spec->table, shard);
     }
+    const char *mode = json_string_value(json_object_get(plan, "mode"));
+    bool incremental = mode != NULL && !strcmp(mode, "incremental");
+    bool cdc = mode != NULL && !strcmp(mode, "cdc");
+    if (cdc && json_is_true(json_object_get(sh, "stream"))) {
+        int src = extract_stream(s, spec, sc, plan, shard, resume, rw, err);
+        json_decref(plan);
+        json_decref(resume_key);
+        return src;
+    }
+    /* A cdc copy shard reads on a connection of its own, under the slot's snapshot. */
+    struct src own;
+    if (cdc) {
+        int orc = cdc_copy_connection(s, plan, &own, err);
+        if (orc != FERRY_OK) {
+            json_decref(plan);
+            json_decref(resume_key);
+            return orc;
+        }
+        s = &own;
+    }
     struct reader rd;
     memset(&rd, 0, sizeof rd);
     rd.s = s;
     rd.sc = sc;
+    rd.n_real = sc->n_fields - (cdc ? ferry__pg_cdc_extra_cols(spec) : 0);
     ferry_buf_init(&rd.sql, 0);
     ferry_buf_init(&rd.tmp, 0);
-    const char *mode = json_string_value(json_object_get(plan, "mode"));
-    bool incremental = mode != NULL && !strcmp(mode, "incremental");
     /* The catalog, too, is read as of the shared snapshot. */
     int rc = s->snapshot_id != NULL ? begin_snapshot(s, err) : FERRY_OK;
     if (rc == FERRY_OK) rc = resolve(s, spec->table, &rd.r, err);
@@ -1127,7 +1350,39 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     reader_free(&rd);
     json_decref(plan);
     json_decref(resume_key);
+    if (cdc) {
+        PQfreeCancel(own.cancel);
+        PQfinish(own.c);
+        ferry_free(own.snapshot_id);
+    }
     return rc;
+}
+
+static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
+                       const char *position, bool *caught_up, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    int rc = ferry__pg_cdc_ack(s->c, s->peer, plan_json, position, caught_up, err);
+    return rc == FERRY_OK ? rc : ferry_error_prefix(err, "table \"%s\"", spec->table);
+}
+
+static int src_cdc_progress(void *ctx, int64_t *position, int64_t *lag_bytes, int64_t *lag_us)
+{
+    struct src *s = ctx;
+    if (s == NULL) return FERRY_ENOTFOUND;
+    /* A stream that ended is reported once more (its final position and lag). */
+    if (!atomic_load(&s->progress.active) && !atomic_exchange(&s->progress.final_pending, 0))
+        return FERRY_ENOTFOUND;
+    *position = atomic_load(&s->progress.position);
+    *lag_bytes = atomic_load(&s->progress.lag_bytes);
+    *lag_us = atomic_load(&s->progress.lag_us);
+    return FERRY_OK;
+}
+
+static int src_cdc_drop(void *ctx, const struct ferry_resource_spec *spec, struct ferry_error *err)
+{
+    struct src *s = ctx;
+    return ferry__pg_cdc_drop(s->c, s->peer, spec, err);
 }
 
 const struct ferry_source_vtable ferry__postgres_source = {
@@ -1135,7 +1390,7 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .name = "postgres",
     .tuning_keys = source_tuning_keys,
     .supports_incremental = true,
-    .supports_cdc = false,
+    .supports_cdc = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,
@@ -1144,4 +1399,7 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cancel = src_cancel,
     .snapshot = src_snapshot,
     .use_snapshot = src_use_snapshot,
+    .cdc_ack = src_cdc_ack,
+    .cdc_drop = src_cdc_drop,
+    .cdc_progress = src_cdc_progress,
 };

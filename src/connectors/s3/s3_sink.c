@@ -13,6 +13,11 @@
  * Durability at_commit; encoded integrity: CRC32-C of the exact bytes of each apply(), and
  * `x-amz-checksum-crc32c` on every PUT and part so the store verifies what it keeps.
  *
+ * write: replace (as the files sink): `<prefix>/_manifest.json` lists every object of the data
+ * set; a replace commit PUTs it (the switch, atomic for readers) after every object of the run
+ * is complete, then the run manifest, then deletes the replaced tables' objects it does not
+ * list and the run manifests that list no live object.
+ *
  * Owns the libcurl handle, the credentials (wiped on close), the part buffers and the format
  * writer states. Calls libcurl, sigv4.c, the format writers (connectors/formats.h), crc32c,
  * digest, jansson. Registered in connectors/registry.c; driven by the runner on one thread. */
@@ -76,6 +81,9 @@ struct sink {
     struct object *objs;
     int n_objs;
     json_t *earlier; /* objects of earlier commits of this run, or NULL */
+    json_t *dataset; /* objects of the data set manifest <prefix>/_manifest.json, or NULL */
+    bool replace;    /* write: replace (every target: the pipeline has one write mode) */
+    bool published;  /* the data set manifest lists this session's objects: keep them */
     char *pipeline, *version;
     int64_t run_id;
     int attempt;
@@ -422,7 +430,8 @@ static void discard(struct sink *s, bool unpublish)
         memset(&e, 0, sizeof e);
         int rc = FERRY_OK;
         if (unpublish && o->upload_id) rc = abort_upload(s, o->key, o->upload_id, &e);
-        if (unpublish && o->uploaded && rc == FERRY_OK) rc = delete_object(s, o->key, &e);
+        if (unpublish && !s->published && o->uploaded && rc == FERRY_OK)
+            rc = delete_object(s, o->key, &e);
         if (rc != FERRY_OK)
             ferry_log(FERRY_LOG_WARN, "s3 sink: abort left s3://%s/%s behind: %s", s->bucket,
                       o->key, e.message);
@@ -448,6 +457,7 @@ static void sink_close(void *ctx)
     if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
     if (s->curl) curl_easy_cleanup(s->curl);
     json_decref(s->earlier);
+    json_decref(s->dataset);
     ferry_free(s->bucket);
     ferry_free(s->prefix);
     ferry_free(s->region);
@@ -624,11 +634,14 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
 {
     (void)ctx;
     (void)mode;
-    caps->write_modes = 1u << FERRY_WRITE_APPEND;
+    caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE);
     caps->durability = FERRY_DURABLE_AT_COMMIT;
     caps->encoded_integrity = true;
     caps->transactional_checkpoint = false;
-    caps->atomic_replace = false;
+    /* replace: the data set manifest (one PUT, atomic for readers) switches to the new
+     * objects after every one of them is stored; the old ones are deleted after that. */
+    caps->atomic_replace = true;
+    caps->replace_commits_once = true; /* a pause must not publish half a table */
     caps->deletes = false;
 }
 
@@ -650,9 +663,12 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                                "s3 sink: \"%s\" cannot name a folder under s3://%s/%s (no '/', "
                                "no leading '.', not _runs); set the resource's target",
                                table ? table : "", s->bucket, s->prefix);
-    if (target->mode != FERRY_WRITE_APPEND)
+    if (target->mode != FERRY_WRITE_APPEND && target->mode != FERRY_WRITE_REPLACE)
         return ferry_error_set(err, FERRY_EPOLICY, "s3",
-                               "s3 sink: table %s: only write: append is supported", table);
+                               "s3 sink: table %s: write: %s is not supported (append or "
+                               "replace)",
+                               table, ferry_write_mode_name(target->mode));
+    s->replace = target->mode == FERRY_WRITE_REPLACE;
     if (target->index >= s->n_t) {
         struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
         if (nt == NULL) return nomem(err);
@@ -680,13 +696,15 @@ static char *manifest_key(const struct sink *s)
                           s->run_id);
 }
 
-/* Objects of earlier commits of this run, from its manifest (a paused run commits more
- * than once). */
-static int load_earlier(struct sink *s, struct ferry_error *err)
+static char *dataset_key(const struct sink *s)
 {
-    json_decref(s->earlier);
-    s->earlier = NULL;
-    char *key = manifest_key(s);
+    return ferry_asprintf("%s%s_manifest.json", s->prefix, pfx_sep(s));
+}
+
+/* The "objects" of the manifest at `key` (owned), or NULL when it does not exist. */
+static int get_manifest(struct sink *s, char *key, json_t **out, struct ferry_error *err)
+{
+    *out = NULL;
     if (key == NULL) return nomem(err);
     struct ferry_buf resp;
     ferry_buf_init(&resp, 64 * MIB);
@@ -703,7 +721,7 @@ static int load_earlier(struct sink *s, struct ferry_error *err)
                                  "s3 sink: s3://%s/%s: not a manifest (%s, line %d)", s->bucket,
                                  key, je.text, je.line);
         else
-            s->earlier = json_incref(objs);
+            *out = json_incref(objs);
         json_decref(root);
     }
     ferry_buf_release(&resp);
@@ -711,16 +729,101 @@ static int load_earlier(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
-static bool listed(const struct sink *s, const char *key)
+/* Objects of earlier commits of this run, from its manifest (a paused run commits more
+ * than once), and the data set manifest, if any. */
+static int load_earlier(struct sink *s, struct ferry_error *err)
+{
+    json_decref(s->earlier);
+    json_decref(s->dataset);
+    s->earlier = s->dataset = NULL;
+    int rc = get_manifest(s, manifest_key(s), &s->earlier, err);
+    if (rc == FERRY_OK) rc = get_manifest(s, dataset_key(s), &s->dataset, err);
+    return rc;
+}
+
+static bool in_objects(const json_t *objs, const char *key)
 {
     size_t i;
     json_t *f;
-    json_array_foreach(s->earlier, i, f)
+    json_array_foreach(objs, i, f)
     {
         const char *p = json_string_value(json_object_get(f, "key"));
-        if (p && strcmp(p, key) == 0) return true;
+        if (p && key && strcmp(p, key) == 0) return true;
     }
     return false;
+}
+
+/* Listed by this run's manifest or by the data set manifest: published, never swept. */
+static bool listed(const struct sink *s, const char *key)
+{
+    return in_objects(s->earlier, key) || in_objects(s->dataset, key);
+}
+
+/* Every key under `prefix` (ListObjectsV2, all pages) appended to `out` as strings. */
+static int list_keys(struct sink *s, const char *prefix, json_t *out, struct ferry_error *err)
+{
+    struct ferry_buf qs, resp, key, tok;
+    ferry_buf_init(&qs, 0);
+    ferry_buf_init(&resp, 64 * MIB);
+    ferry_buf_init(&key, 0);
+    ferry_buf_init(&tok, 0);
+    int rc = FERRY_OK;
+    bool more = true;
+    while (rc == FERRY_OK && more) {
+        ferry_buf_reset(&qs);
+        int brc = FERRY_OK;
+        if (tok.len) {
+            brc = ferry_buf_printf(&qs, "continuation-token=");
+            if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, tok.data, false);
+            if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "&");
+        }
+        if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "list-type=2&prefix=");
+        if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, prefix, false);
+        if (brc != FERRY_OK) {
+            rc = nomem(err);
+            break;
+        }
+        struct req q = {.method = "GET", .key = NULL, .query = qs.data};
+        rc = s3_call(s, &q, false, &resp, err);
+        if (rc != FERRY_OK) break;
+        const char *from = NULL;
+        while (xml_next(resp.data, "Key", &from, &key))
+            json_array_append_new(out, json_string(key.data));
+        from = NULL;
+        struct ferry_buf trunc;
+        ferry_buf_init(&trunc, 0);
+        more = xml_next(resp.data, "IsTruncated", &from, &trunc) && strcmp(trunc.data, "true") == 0;
+        ferry_buf_release(&trunc);
+        from = NULL;
+        if (more && !xml_next(resp.data, "NextContinuationToken", &from, &tok)) more = false;
+    }
+    ferry_buf_release(&qs);
+    ferry_buf_release(&resp);
+    ferry_buf_release(&key);
+    ferry_buf_release(&tok);
+    return rc;
+}
+
+/* Keys of the run manifests under <prefix>/_runs/ other than this run's. */
+static int other_run_manifests(struct sink *s, json_t *out, struct ferry_error *err)
+{
+    char *runs = ferry_asprintf("%s%s_runs/", s->prefix, pfx_sep(s));
+    char *self = manifest_key(s);
+    json_t *keys = json_array();
+    int rc = runs && self && keys ? list_keys(s, runs, keys, err) : nomem(err);
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const char *key = json_string_value(k);
+        size_t n = strlen(key);
+        if (n >= 15 && strcmp(key + n - 15, "/_manifest.json") == 0 && strcmp(key, self) != 0)
+            json_array_append(out, k);
+    }
+    json_decref(keys);
+    ferry_free(runs);
+    ferry_free(self);
+    return rc;
 }
 
 /* Leftovers of earlier attempts of this run under <prefix>/<table>/run=<run>/: objects no
@@ -818,6 +921,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     if (s->pipeline == NULL || s->version == NULL) return nomem(err);
     s->run_id = run->run_id;
     s->attempt = run->attempt;
+    s->published = false;
     int rc = load_earlier(s, err);
     /* Part numbers never repeat within a run attempt, even across its commits. */
     s->next_n = (int)json_array_size(s->earlier);
@@ -1067,39 +1171,157 @@ static void manifest_item(const void *ctx, int i, struct ferry__manifest_item *o
     *out = (struct ferry__manifest_item){o->table, o->key, o->rows, o->bytes, o->crc};
 }
 
+static struct ferry__manifest_head manifest_head(const struct sink *s)
+{
+    return (struct ferry__manifest_head){.pipeline = s->pipeline,
+                                         .version = s->version,
+                                         .extra_key = "bucket",
+                                         .extra_value = s->bucket,
+                                         .run_id = s->run_id,
+                                         .attempt = s->attempt,
+                                         .format = s->fmt->name,
+                                         .list_key = "objects",
+                                         .name_key = "key"};
+}
+
+static int put_json(struct sink *s, const char *key, const struct ferry_buf *b,
+                    struct ferry_error *err)
+{
+    struct ferry_buf resp;
+    ferry_buf_init(&resp, 0);
+    struct req q = {.method = "PUT",
+                    .key = key,
+                    .query = "",
+                    .body = b->data,
+                    .len = b->len,
+                    .checksum = true,
+                    .content_type = "application/json"};
+    int rc = s3_call(s, &q, false, &resp, err);
+    ferry_buf_release(&resp);
+    return rc;
+}
+
+/* The run's own manifest: every object of the run (replace: of this attempt only). */
 static int put_manifest(struct sink *s, struct ferry_error *err)
 {
     char *key = manifest_key(s);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     if (key == NULL) return nomem(err);
-    struct ferry__manifest_head h = {.pipeline = s->pipeline,
-                                     .version = s->version,
-                                     .extra_key = "bucket",
-                                     .extra_value = s->bucket,
-                                     .run_id = s->run_id,
-                                     .attempt = s->attempt,
-                                     .format = s->fmt->name,
-                                     .list_key = "objects",
-                                     .name_key = "key"};
-    int brc = ferry__manifest_text(&b, &h, s->earlier, s->n_objs, manifest_item, s);
-    int rc = brc == FERRY_OK ? FERRY_OK : nomem(err);
+    struct ferry__manifest_head h = manifest_head(s);
+    int brc = ferry__manifest_text(&b, &h, s->replace ? NULL : s->earlier, s->n_objs,
+                                   manifest_item, s);
+    int rc = brc == FERRY_OK ? put_json(s, key, &b, err) : nomem(err);
+    ferry_buf_release(&b);
+    ferry_free(key);
+    return rc;
+}
+
+static bool replaced_table(const struct sink *s, const char *table)
+{
+    for (int i = 0; i < s->n_t; i++)
+        if (s->t[i].used && table && strcmp(s->t[i].table, table) == 0) return true;
+    return false;
+}
+
+/* The data set manifest <prefix>/_manifest.json: every object of every table (replace:
+ * this run's objects replace those of its tables, the other tables' are kept; append, once
+ * a replace made one: the run's objects are added). Before the first one the data set is
+ * the union of the run manifests. *out: its "objects". */
+static int put_dataset(struct sink *s, json_t **out, struct ferry_error *err)
+{
+    *out = NULL;
+    json_t *kept = json_array(), *old = NULL, *from = s->dataset;
+    int rc = kept ? FERRY_OK : nomem(err);
+    if (rc == FERRY_OK && from == NULL && s->replace) {
+        json_t *keys = json_array();
+        old = json_array();
+        rc = keys && old ? other_run_manifests(s, keys, err) : nomem(err);
+        size_t i;
+        json_t *k;
+        json_array_foreach(keys, i, k)
+        {
+            json_t *objs = NULL;
+            if (rc == FERRY_OK) rc = get_manifest(s, ferry_strdup(json_string_value(k)), &objs, err);
+            if (objs) json_array_extend(old, objs);
+            json_decref(objs);
+        }
+        json_decref(keys);
+        from = old;
+    }
+    size_t i;
+    json_t *f;
+    json_array_foreach(from, i, f)
+    {
+        const char *key = json_string_value(json_object_get(f, "key"));
+        bool drop = s->replace ? replaced_table(s, json_string_value(json_object_get(f, "table")))
+                               : in_objects(s->earlier, key);
+        if (!drop) json_array_append(kept, f);
+    }
+    json_decref(old);
+    if (!s->replace && s->earlier) json_array_extend(kept, s->earlier);
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    struct ferry__manifest_head h = manifest_head(s);
+    char *key = dataset_key(s);
+    if (rc == FERRY_OK && (key == NULL || ferry__manifest_text(&b, &h, kept, s->n_objs,
+                                                               manifest_item, s) != FERRY_OK))
+        rc = nomem(err);
+    json_decref(kept);
+    if (rc == FERRY_OK) rc = put_json(s, key, &b, err);
     if (rc == FERRY_OK) {
-        struct ferry_buf resp;
-        ferry_buf_init(&resp, 0);
-        struct req q = {.method = "PUT",
-                        .key = key,
-                        .query = "",
-                        .body = b.data,
-                        .len = b.len,
-                        .checksum = true,
-                        .content_type = "application/json"};
-        rc = s3_call(s, &q, false, &resp, err);
-        ferry_buf_release(&resp);
+        json_t *root = json_loadb(b.data, b.len, 0, NULL);
+        *out = json_incref(json_object_get(root, "objects"));
+        json_decref(root);
     }
     ferry_buf_release(&b);
     ferry_free(key);
     return rc;
+}
+
+/* After a replace switched the data set: deletes the objects of the replaced tables that it
+ * does not list, and the run manifests none of whose objects it lists. Failures are logged:
+ * the data set is already complete; the next replace deletes what is left. */
+static void remove_replaced(struct sink *s, const json_t *now)
+{
+    json_t *keys = json_array();
+    struct ferry_error e;
+    memset(&e, 0, sizeof e);
+    for (int i = 0; i < s->n_t && keys; i++) {
+        if (!s->t[i].used) continue;
+        char *dir = ferry_asprintf("%s%s%s/", s->prefix, pfx_sep(s), s->t[i].table);
+        if (dir && list_keys(s, dir, keys, &e) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "s3 sink: cannot list s3://%s/%s: %s", s->bucket, dir,
+                      e.message);
+        ferry_free(dir);
+    }
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        const char *key = json_string_value(k);
+        if (!in_objects(now, key) && delete_object(s, key, &e) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "s3 sink: cannot delete replaced s3://%s/%s: %s",
+                      s->bucket, key, e.message);
+    }
+    json_array_clear(keys);
+    if (keys && other_run_manifests(s, keys, &e) != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "s3 sink: cannot list the run manifests: %s", e.message);
+    json_array_foreach(keys, i, k)
+    {
+        json_t *objs = NULL;
+        if (get_manifest(s, ferry_strdup(json_string_value(k)), &objs, &e) != FERRY_OK) continue;
+        bool live = false;
+        size_t j;
+        json_t *o;
+        json_array_foreach(objs, j, o)
+            live = live || in_objects(now, json_string_value(json_object_get(o, "key")));
+        json_decref(objs);
+        if (!live && delete_object(s, json_string_value(k), &e) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "s3 sink: cannot delete s3://%s/%s: %s", s->bucket,
+                      json_string_value(k), e.message);
+    }
+    json_decref(keys);
 }
 
 static int sink_commit(void *ctx, struct ferry_error *err)
@@ -1112,7 +1334,21 @@ static int sink_commit(void *ctx, struct ferry_error *err)
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         rc = close_part(s, &s->t[i], err);
     if (rc == FERRY_OK) rc = ferry_failpoint_check("s3_before_manifest", err);
-    if (rc == FERRY_OK) rc = put_manifest(s, err);
+    json_t *now = NULL;
+    if (rc == FERRY_OK && (s->replace || s->dataset != NULL)) {
+        /* The switch: one PUT of the data set manifest publishes the new complete set; from
+         * then on the objects stay whatever happens. The run manifest only records the run. */
+        rc = put_dataset(s, &now, err);
+        if (rc == FERRY_OK) {
+            s->published = true;
+            rc = ferry_failpoint_check("s3_after_switch", err);
+        }
+        if (rc == FERRY_OK) rc = put_manifest(s, err);
+        if (rc == FERRY_OK && s->replace) remove_replaced(s, now);
+    } else if (rc == FERRY_OK) {
+        rc = put_manifest(s, err);
+    }
+    json_decref(now);
     if (rc != FERRY_OK) return rc; /* abort() deletes what this session uploaded */
     discard(s, false);
     s->session = false;

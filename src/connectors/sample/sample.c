@@ -871,8 +871,10 @@ static int sample_extract(void *ctx, const struct ferry_resource_spec *spec,
     if (fz.full) {
         if (id_f >= 0) ferry_rw_set_position_columns(rw, 1, &id_f);
         int64_t from = fz.lo;
-        if (has_key && key[0] + 1 > from) from = key[0] + 1;
-        for (int64_t i = from; i <= fz.hi && rc == FERRY_OK; i++)
+        /* A key at or past hi: the shard is read (key + 1 could overflow: fuzz_position). */
+        bool read = has_key && key[0] >= fz.hi;
+        if (has_key && !read && key[0] + 1 > from) from = key[0] + 1;
+        for (int64_t i = from; !read && i <= fz.hi && rc == FERRY_OK; i++)
             rc = write_row(&g, rw, i, row_version(s->seed, fz.clock, i), err);
     } else {
         int pos[2] = {ferry_schema_find(schema, "updated_at"), id_f};

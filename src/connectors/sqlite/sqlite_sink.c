@@ -44,7 +44,8 @@ struct target {
     sqlite3_stmt *ins;      /* insert, or upsert for upsert/merge */
     sqlite3_stmt *ins_many; /* the same for `many` rows at once (not merge) */
     int many;
-    sqlite3_stmt *del; /* merge: delete by key */
+    sqlite3_stmt *del; /* merge: delete by key (soft_col >= 0: set that column by key) */
+    int soft_col;      /* merge: the target's soft_delete field, else -1 */
     int *key_cols;
     char *scratch;
     char uri[512];
@@ -198,7 +199,10 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->encoded_integrity = false;
     caps->transactional_checkpoint = true;
     caps->atomic_replace = true;
+    /* The swap at commit publishes the staging table whole: a paused replace must not. */
+    caps->replace_commits_once = true;
     caps->deletes = true;
+    caps->soft_deletes = mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */
@@ -468,6 +472,11 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                                "has none",
                                target->table, ferry_write_mode_name(target->mode),
                                target->resource);
+    /* A merge that marks deleted rows (cdc soft_delete) instead of deleting them. */
+    t->soft_col = target->mode == FERRY_WRITE_MERGE && sc->soft_delete > 0 &&
+                          sc->soft_delete <= sc->n_fields && sc->fields[sc->soft_delete - 1].key_pos == 0
+                      ? sc->soft_delete - 1
+                      : -1;
     t->used = true;
     t->mode = target->mode;
     t->schema = ferry_schema_ref(target->schema);
@@ -524,14 +533,22 @@ static int build_insert(struct ferry_buf *b, const char *table, const struct fer
     return rc;
 }
 
-static int build_delete(struct ferry_buf *b, const char *table, const struct ferry_schema *sc)
+/* soft_col >= 0 (soft_delete): marks the row, ?1 the mark, the key from ?2. */
+static int build_delete(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
+                        int soft_col)
 {
-    int rc = ferry_buf_printf(b, "DELETE FROM ");
+    int rc = ferry_buf_printf(b, soft_col < 0 ? "DELETE FROM " : "UPDATE ");
     if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, table);
+    if (rc == FERRY_OK && soft_col >= 0) {
+        rc = ferry_buf_printf(b, " SET ");
+        if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[soft_col].name);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(b, " = ?1");
+    }
+    int base = soft_col < 0 ? 1 : 2;
     for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
         rc = ferry_buf_printf(b, k ? " AND " : " WHERE ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[sc->key[k]].name);
-        if (rc == FERRY_OK) rc = ferry_buf_printf(b, " = ?%d", k + 1);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(b, " = ?%d", k + base);
     }
     return rc;
 }
@@ -570,7 +587,7 @@ static int prepare_statements(struct sink *s, struct target *t, struct ferry_err
     }
     if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) {
         ferry_buf_init(&b, 0);
-        rc = prepare_sql(s, &b, build_delete(&b, t->table, t->schema), &t->del, t->table, err);
+        rc = prepare_sql(s, &b, build_delete(&b, t->table, t->schema, t->soft_col), &t->del, t->table, err);
     }
     return rc;
 }
@@ -733,9 +750,15 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
         int brc = SQLITE_OK, f = 0;
         if (merge && ferry_batch_op(b, r) == FERRY_OP_DELETE) {
             st = t->del;
+            int base = 1;
+            if (t->soft_col >= 0) {
+                f = t->soft_col;
+                brc = bind_value(st, 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
+                base = 2;
+            }
             for (int k = 0; k < b->schema->n_key && brc == SQLITE_OK; k++) {
                 f = t->key_cols[k];
-                brc = bind_value(st, k + 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
+                brc = bind_value(st, k + base, b, f, r, t->scratch + (size_t)f * SCRATCH);
             }
         } else {
             for (f = 0; f < nf && brc == SQLITE_OK; f++)

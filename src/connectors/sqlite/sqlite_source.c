@@ -1127,12 +1127,13 @@ static int parse_route_key(const char *route_checkpoint, const struct ferry_reso
     }
     json_t *key = json_object_get(root, "key");
     if (key != NULL && (!json_is_array(key) || (int)json_array_size(key) != n)) {
+        /* key belongs to root: measured before root is released (tests/fuzz/fuzz_position) */
+        int have = json_is_array(key) ? (int)json_array_size(key) : 0;
         json_decref(root);
         return ferry_error_set(err, FERRY_EINVAL, "sqlite",
                                "sqlite source: table \"%s\": the saved "
                                "position has %d key values, the read needs %d: %.200s",
-                               spec->table, json_is_array(key) ? (int)json_array_size(key) : 0, n,
-                               route_checkpoint);
+                               spec->table, have, n, route_checkpoint);
     }
     if (key != NULL) *lo = json_incref(key);
     json_decref(root);

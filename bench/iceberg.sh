@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Iceberg benchmark (issue 10), one run, same data for both:
+#   a. ferry sample (orders, ROWS rows) -> plain Parquet zstd (files sink, format parquet)
+#   b. ferry sample (orders, ROWS rows) -> Iceberg table, filesystem catalog, zstd
+# alternated REPS times; reports the median wall time of each, the Iceberg overhead
+# ((b - a) / a) and the commit latency of one snapshot (what the sink logs at info level:
+# close + fsync of the data files, manifest, manifest list, metadata swap), plus the
+# commit latency of SMALL appends (SMALL_RUNS runs of 1000 rows on a table that grows one
+# snapshot per run: the cost of carrying the manifest list forward).
+# Prints a markdown table and writes bench/results/iceberg-<date>-<rows>rows.md. Never a
+# CTest test, never gates CI.
+#   ROWS=5000000 REPS=3 SMALL_RUNS=30 bash bench/iceberg.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FERRY_SRC=$PWD
+ROWS=${ROWS:-5000000}
+REPS=${REPS:-3}
+SMALL_RUNS=${SMALL_RUNS:-30}
+
+echo "building ferry (Release) in build/iceberg-rel" >&2
+cmake -S . -B build/iceberg-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/iceberg-rel -j2 --target ferry >/dev/null
+FERRY=$FERRY_SRC/build/iceberg-rel/ferry
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-icebench.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+
+pipeline() { # FILE NAME ROWS SINK_LINES...
+  local file=$1 name=$2 rows=$3; shift 3
+  {
+    echo "version: 1"
+    echo "name: $name"
+    echo "source:"
+    echo "  type: sample"
+    echo "  rows: $rows"
+    echo "  seed: 7"
+    echo "  resources:"
+    echo "    - {table: orders, mode: full}"
+    echo "sink:"
+    for l in "$@"; do echo "  $l"; done
+    echo "batch: {rows: 50000}"
+  } > "$file"
+}
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+: > pq.times
+: > ice.times
+: > ice.commit
+for i in $(seq "$REPS"); do
+  rm -rf out-pq wh st-*.db
+  pipeline pq.yaml pq "$ROWS" "type: files" "path: $W/out-pq" "format: parquet" "compression: zstd"
+  t0=$(now)
+  "$FERRY" run pq.yaml --quiet --state "$W/st-pq.db"
+  echo "$(now) - $t0" | bc >> pq.times
+  pipeline ice.yaml ice "$ROWS" "type: iceberg" "warehouse: $W/wh" "namespace: db" "compression: zstd"
+  t0=$(now)
+  FERRY_LOG=info "$FERRY" run ice.yaml --quiet --state "$W/st-ice.db" 2> ice.log
+  echo "$(now) - $t0" | bc >> ice.times
+  sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' ice.log >> ice.commit
+  rows=$(find wh -name 'v*.metadata.json' | sort -V | tail -n 1 | xargs jq -r '.snapshots[-1].summary."total-records"')
+  [ "$rows" = "$ROWS" ] || { echo "iceberg table holds $rows rows, want $ROWS" >&2; exit 1; }
+done
+T_PQ=$(median < pq.times)
+T_ICE=$(median < ice.times)
+C_BIG=$(median < ice.commit)
+OVER=$(echo "scale=2; ($T_ICE - $T_PQ) * 100 / $T_PQ" | bc)
+
+# small appends: one snapshot per run on a growing table
+pipeline small.yaml small 1000 "type: iceberg" "warehouse: $W/whs" "namespace: db"
+: > small.commit
+for i in $(seq "$SMALL_RUNS"); do
+  FERRY_LOG=info "$FERRY" run small.yaml --quiet --state "$W/st-small.db" 2> small.log
+  sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' small.log >> small.commit
+done
+C_SMALL=$(median < small.commit)
+C_LAST=$(tail -n 1 small.commit)
+
+DATE=$(date -u +%Y-%m-%d)
+OUTF="$FERRY_SRC/bench/results/iceberg-$DATE-${ROWS}rows.md"
+{
+  echo "# Iceberg sink vs plain Parquet ($ROWS rows of sample orders, zstd, $REPS runs each, median)"
+  echo
+  echo "| | wall s | rows/s |"
+  echo "|---|---|---|"
+  echo "| ferry -> Parquet (files sink) | $T_PQ | $(echo "$ROWS / $T_PQ" | bc) |"
+  echo "| ferry -> Iceberg (filesystem catalog) | $T_ICE | $(echo "$ROWS / $T_ICE" | bc) |"
+  echo
+  echo "Iceberg overhead: **$OVER %** of the Parquet run's wall time (target <= 5 %)."
+  echo
+  echo "| commit latency (ms) | median |"
+  echo "|---|---|"
+  echo "| one snapshot of the $ROWS-row run (close + fsync data, manifest, manifest list, swap) | $C_BIG |"
+  echo "| a 1000-row append, $SMALL_RUNS runs on a growing table | $C_SMALL (last: $C_LAST) |"
+  echo
+  echo "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared with other jobs)."
+} | tee "$OUTF"

@@ -1,0 +1,445 @@
+/* bus/nats_bus.c - the NATS JetStream event bus (libnats).
+ *
+ * One stream (default FERRY, subjects "ferry.events.>"; another stream S named in the URL
+ * gets "ferry.S.>", as two streams may not share subjects); an event of run R of the state
+ * file with instance id I is published to "ferry.events.I.R" with a JetStream ack, and the
+ * stream sequence in that ack is the bus sequence. The payload is the message body; the
+ * envelope travels in headers (Ferry-Time, Ferry-Run, Ferry-Attempt, Ferry-Resource,
+ * Ferry-Type).
+ *
+ * fetch reads "the next message with seq >= S on subject F" with JetStream direct gets
+ * (stream allow_direct), one per event: it needs no consumer state on the server, starts
+ * from any sequence and filters by run with the subject. The durable position of the one
+ * consumer that matters, the tracker, is its mark in the state store, committed in the same
+ * transaction as the fold: stronger than a JetStream ack, which could not be atomic with
+ * the fold. A single stream stores messages in sequence order, so "seq > after" never
+ * skips one. A core NATS subscription on the state file's subjects only wakes waiting
+ * fetches (its messages are counted and dropped).
+ *
+ * Calls libnats, jansson (payload check) and core. Called through bus/bus.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "bus/bus.h"
+#include "ferry/core.h"
+
+#define FETCH_DEFAULT 1000
+#define POLL_US 1000000 /* a waiting fetch re-reads the stream this often without a wake-up */
+#define API_WAIT_MS 5000
+
+struct natsbus {
+    struct ferry_bus bus;
+    natsConnection *nc;
+    jsCtx *js;
+    natsSubscription *sub;
+    char where[300]; /* "NATS bus at host:port (stream S)": for messages, no credentials */
+    char stream[64];
+    char root[80];        /* "ferry.events" (stream FERRY) or "ferry.<stream>" */
+    char prefix[160];     /* root + ".<scope>." */
+    char all[170];        /* prefix + ">" */
+    pthread_mutex_t lock; /* guards the fields below; cond signals their changes */
+    pthread_cond_t cond;
+    uint64_t published; /* messages seen on our subjects */
+    uint64_t wakes;
+    bool closed;
+};
+
+static struct natsbus *ctx_of(struct ferry_bus *b)
+{
+    return (struct natsbus *)b->ctx;
+}
+
+static int nats_fail(struct natsbus *nb, natsStatus s, jsErrCode jerr, const char *what,
+                     struct ferry_error *err)
+{
+    int code = s == NATS_TIMEOUT ? FERRY_ETIMEOUT : FERRY_EIO;
+    if (jerr != 0)
+        return ferry_error_set(err, code, "nats", "%s: %s: %s (JetStream error %d)", nb->where,
+                               what, natsStatus_GetText(s), (int)jerr);
+    return ferry_error_set(err, code, "nats", "%s: %s: %s", nb->where, what, natsStatus_GetText(s));
+}
+
+static int nats_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
+{
+    struct natsbus *nb = ctx_of(b);
+    const char *payload = ev->payload ? ev->payload : "{}";
+    /* The other buses refuse a payload that is not JSON; so does this one. */
+    json_error_t je;
+    json_t *j = json_loads(payload, 0, &je);
+    if (j == NULL)
+        return ferry_error_set(err, FERRY_EINVAL, "bus",
+                               "%s: publishing %s: payload is not JSON: %s", nb->where, ev->type,
+                               je.text);
+    json_decref(j);
+    if (strpbrk(ev->resource, "\r\n") || strpbrk(ev->type, "\r\n"))
+        return ferry_error_set(err, FERRY_EINVAL, "bus",
+                               "%s: publishing %s: line break in resource or type", nb->where,
+                               ev->type);
+    if (ev->time_us == 0) ev->time_us = ferry_now_wall_us();
+    char subj[200], t[24], run[24], att[16];
+    snprintf(subj, sizeof subj, "%s%" PRId64, nb->prefix, ev->run_id);
+    snprintf(t, sizeof t, "%" PRId64, ev->time_us);
+    snprintf(run, sizeof run, "%" PRId64, ev->run_id);
+    snprintf(att, sizeof att, "%d", ev->attempt);
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = natsMsg_Create(&m, subj, NULL, payload, (int)strlen(payload));
+    if (s == NATS_OK) s = natsMsgHeader_Set(m, "Ferry-Time", t);
+    if (s == NATS_OK) s = natsMsgHeader_Set(m, "Ferry-Run", run);
+    if (s == NATS_OK) s = natsMsgHeader_Set(m, "Ferry-Attempt", att);
+    if (s == NATS_OK && ev->resource[0]) s = natsMsgHeader_Set(m, "Ferry-Resource", ev->resource);
+    if (s == NATS_OK) s = natsMsgHeader_Set(m, "Ferry-Type", ev->type);
+    if (s == NATS_OK) {
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.ExpectStream = nb->stream; /* a stray stream on the same subjects is an error */
+        s = js_PublishMsg(&pa, nb->js, m, &po, &jerr);
+    }
+    int rc = FERRY_OK;
+    if (s == NATS_OK && pa != NULL)
+        ev->seq = (int64_t)pa->Sequence;
+    else
+        rc = nats_fail(nb, s, jerr, "publish", err);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    if (rc != FERRY_OK) ferry_error_prefix(err, "publishing %s", ev->type);
+    return rc;
+}
+
+static int64_t header_int(natsMsg *m, const char *key)
+{
+    const char *v = NULL;
+    if (natsMsgHeader_Get(m, key, &v) != NATS_OK || v == NULL) return 0;
+    return strtoll(v, NULL, 10);
+}
+
+/* One message of a direct get -> *ev. */
+static int decode(struct natsbus *nb, natsMsg *m, struct ferry_event *ev, struct ferry_error *err)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->seq = header_int(m, "Nats-Sequence");
+    if (ev->seq <= 0) ev->seq = (int64_t)natsMsg_GetSequence(m);
+    ev->time_us = header_int(m, "Ferry-Time");
+    ev->run_id = header_int(m, "Ferry-Run");
+    ev->attempt = (int)header_int(m, "Ferry-Attempt");
+    const char *v = NULL;
+    if (natsMsgHeader_Get(m, "Ferry-Resource", &v) == NATS_OK && v)
+        snprintf(ev->resource, sizeof ev->resource, "%s", v);
+    v = NULL;
+    if (natsMsgHeader_Get(m, "Ferry-Type", &v) == NATS_OK && v)
+        snprintf(ev->type, sizeof ev->type, "%s", v);
+    int len = natsMsg_GetDataLength(m);
+    ev->payload = ferry_malloc((size_t)len + 1);
+    if (ev->payload == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "bus", "%s: out of memory", nb->where);
+    if (len > 0) memcpy(ev->payload, natsMsg_GetData(m), (size_t)len);
+    ev->payload[len] = '\0';
+    if (ev->seq <= 0)
+        return ferry_error_set(err, FERRY_EIO, "nats", "%s: a direct get returned no sequence",
+                               nb->where);
+    return FERRY_OK;
+}
+
+static int read_events(struct natsbus *nb, int64_t after, int64_t run_id, int max,
+                       struct ferry_event **evs, int *n, struct ferry_error *err)
+{
+    char subj[200];
+    if (run_id != 0)
+        snprintf(subj, sizeof subj, "%s%" PRId64, nb->prefix, run_id);
+    else
+        snprintf(subj, sizeof subj, "%s", nb->all);
+    struct ferry_event *v = NULL;
+    int cap = 0, cnt = 0, rc = FERRY_OK;
+    uint64_t next = (uint64_t)(after < 0 ? 0 : after) + 1;
+    while (cnt < max) {
+        jsDirectGetMsgOptions dg;
+        jsDirectGetMsgOptions_Init(&dg);
+        dg.Sequence = next;
+        dg.NextBySubject = subj;
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Wait = API_WAIT_MS;
+        natsMsg *m = NULL;
+        natsStatus s = js_DirectGetMsg(&m, nb->js, nb->stream, &jo, &dg);
+        if (s == NATS_NOT_FOUND) break;
+        if (s != NATS_OK) {
+            rc = nats_fail(nb, s, 0, "direct get", err);
+            break;
+        }
+        if (cnt == cap) {
+            int ncap = cap ? cap * 2 : 16;
+            if (ncap > max) ncap = max;
+            struct ferry_event *nv = ferry_realloc(v, (size_t)ncap * sizeof *nv);
+            if (nv == NULL) {
+                natsMsg_Destroy(m);
+                rc = ferry_error_set(err, FERRY_ENOMEM, "bus", "%s: out of memory", nb->where);
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        rc = decode(nb, m, &v[cnt], err);
+        natsMsg_Destroy(m);
+        if (rc != FERRY_OK) {
+            ferry_free(v[cnt].payload);
+            break;
+        }
+        next = (uint64_t)v[cnt].seq + 1;
+        cnt++;
+    }
+    if (rc != FERRY_OK || cnt == 0) {
+        ferry_events_free(v, cnt);
+        return rc;
+    }
+    *evs = v;
+    *n = cnt;
+    return FERRY_OK;
+}
+
+static struct timespec mono_deadline(int64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    return ts;
+}
+
+static int nats_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max, int timeout_ms,
+                      struct ferry_event **evs, int *n, struct ferry_error *err)
+{
+    struct natsbus *nb = ctx_of(b);
+    *evs = NULL;
+    *n = 0;
+    if (max <= 0) max = FETCH_DEFAULT;
+    int64_t deadline = ferry_now_mono_us() + (timeout_ms > 0 ? (int64_t)timeout_ms * 1000 : 0);
+    /* Counters before the stream: a publish landing between the read and the wait changes
+     * `published`, so the wait cannot miss it. */
+    pthread_mutex_lock(&nb->lock);
+    uint64_t seen_pub = nb->published, seen_wake = nb->wakes;
+    pthread_mutex_unlock(&nb->lock);
+    for (;;) {
+        int rc = read_events(nb, after, run_id, max, evs, n, err);
+        if (rc != FERRY_OK) {
+            ferry_error_prefix(err, "fetching events");
+            return rc;
+        }
+        if (*n > 0) return FERRY_OK;
+        int64_t now = ferry_now_mono_us();
+        if (now >= deadline) return FERRY_OK;
+        int64_t until = now + POLL_US < deadline ? now + POLL_US : deadline;
+        struct timespec ts = mono_deadline(until);
+        pthread_mutex_lock(&nb->lock);
+        while (nb->published == seen_pub && nb->wakes == seen_wake && !nb->closed) {
+            if (pthread_cond_timedwait(&nb->cond, &nb->lock, &ts) == ETIMEDOUT) break;
+        }
+        bool woken = nb->wakes != seen_wake || nb->closed;
+        seen_pub = nb->published;
+        pthread_mutex_unlock(&nb->lock);
+        if (woken) return FERRY_OK;
+    }
+}
+
+static void on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    (void)nc;
+    (void)sub;
+    struct natsbus *nb = closure;
+    natsMsg_Destroy(msg);
+    pthread_mutex_lock(&nb->lock);
+    nb->published++;
+    pthread_cond_broadcast(&nb->cond);
+    pthread_mutex_unlock(&nb->lock);
+}
+
+static void nats_wake(struct ferry_bus *b)
+{
+    struct natsbus *nb = ctx_of(b);
+    pthread_mutex_lock(&nb->lock);
+    nb->wakes++;
+    pthread_cond_broadcast(&nb->cond);
+    pthread_mutex_unlock(&nb->lock);
+}
+
+/* The caller guarantees no publish or fetch is still running (wake them first). */
+static void nats_close(struct ferry_bus *b)
+{
+    struct natsbus *nb = ctx_of(b);
+    pthread_mutex_lock(&nb->lock);
+    nb->closed = true;
+    pthread_cond_broadcast(&nb->cond);
+    pthread_mutex_unlock(&nb->lock);
+    if (nb->sub) natsSubscription_Unsubscribe(nb->sub);
+    if (nb->nc) natsConnection_Close(nb->nc);
+    natsSubscription_Destroy(nb->sub);
+    jsCtx_Destroy(nb->js);
+    natsConnection_Destroy(nb->nc);
+    pthread_cond_destroy(&nb->cond);
+    pthread_mutex_destroy(&nb->lock);
+    ferry_free(nb);
+}
+
+static const struct ferry_bus_vtable nats_vtable = {
+    .name = "nats",
+    .publish = nats_publish,
+    .fetch = nats_fetch,
+    .wake = nats_wake,
+    .close = nats_close,
+};
+
+static bool name_ok(const char *s)
+{
+    if (s[0] == '\0' || strlen(s) > 48) return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+/* Splits nats://[cred@]host:port[?stream=NAME] into the URL libnats gets (no query), the
+ * stream name and "host:port" for messages. */
+static int parse_url(const char *url, char *conn, size_t conn_len, char *stream, size_t slen,
+                     char *hostport, size_t hlen, struct ferry_error *err)
+{
+    const char *q = strchr(url, '?');
+    size_t base = q ? (size_t)(q - url) : strlen(url);
+    if (base >= conn_len)
+        return ferry_error_set(err, FERRY_ECONFIG, "bus", "NATS bus URL is too long");
+    memcpy(conn, url, base);
+    conn[base] = '\0';
+    snprintf(stream, slen, "FERRY");
+    if (q) {
+        const char *p = q + 1;
+        while (*p) {
+            const char *amp = strchr(p, '&');
+            size_t plen = amp ? (size_t)(amp - p) : strlen(p);
+            if (plen > 7 && strncmp(p, "stream=", 7) == 0)
+                snprintf(stream, slen, "%.*s", (int)(plen - 7), p + 7);
+            else
+                return ferry_error_set(err, FERRY_ECONFIG, "bus",
+                                       "NATS bus URL: unknown query parameter (only stream=NAME)");
+            if (amp == NULL) break;
+            p = amp + 1;
+        }
+    }
+    const char *h = strstr(conn, "://");
+    h = h ? h + 3 : conn;
+    const char *at = strrchr(h, '@');
+    if (at) h = at + 1;
+    snprintf(hostport, hlen, "%.*s", (int)strcspn(h, "/"), h);
+    if (!name_ok(stream))
+        return ferry_error_set(err, FERRY_ECONFIG, "bus",
+                               "NATS bus at %s: stream name must be letters, digits, _ and -",
+                               hostport);
+    return FERRY_OK;
+}
+
+/* Finds the stream or creates it. Two processes creating the same config at once both
+ * succeed (JetStream treats an identical create as a no-op); a create that still fails is
+ * retried once as a lookup. */
+static int ensure_stream(struct natsbus *nb, struct ferry_error *err)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_GetStreamInfo(&si, nb->js, nb->stream, NULL, &jerr);
+    if (s == NATS_NOT_FOUND) {
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        char subject[96];
+        snprintf(subject, sizeof subject, "%s.>", nb->root);
+        const char *subjects[1] = {subject};
+        cfg.Name = nb->stream;
+        cfg.Subjects = subjects;
+        cfg.SubjectsLen = 1;
+        cfg.Storage = js_FileStorage;
+        cfg.AllowDirect = true;
+        jerr = 0;
+        s = js_AddStream(&si, nb->js, &cfg, NULL, &jerr);
+        if (s != NATS_OK) {
+            jsErrCode jerr2 = 0;
+            if (js_GetStreamInfo(&si, nb->js, nb->stream, NULL, &jerr2) == NATS_OK) s = NATS_OK;
+        }
+    }
+    if (s != NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return nats_fail(nb, s, jerr, "stream lookup/create", err);
+    }
+    bool direct = si->Config && si->Config->AllowDirect;
+    /* A stream deleted and created again starts its sequences at 1 again: its creation
+     * time names this sequence space (bus.h mark_tag). */
+    snprintf(nb->bus.mark_tag, sizeof nb->bus.mark_tag, "nats:%s:%" PRId64, nb->stream,
+             si->Created);
+    jsStreamInfo_Destroy(si);
+    if (!direct)
+        return ferry_error_set(err, FERRY_ECONFIG, "bus",
+                               "%s: the stream exists without allow_direct, which ferry reads"
+                               " with (nats stream edit %s --allow-direct)",
+                               nb->where, nb->stream);
+    return FERRY_OK;
+}
+
+int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **out,
+                        struct ferry_error *err)
+{
+    *out = NULL;
+    if (scope == NULL || !name_ok(scope))
+        return ferry_error_set(err, FERRY_EINVAL, "bus", "NATS bus: bad scope");
+    struct natsbus *nb = ferry_calloc(1, sizeof *nb);
+    if (nb == NULL) return ferry_error_set(err, FERRY_ENOMEM, "bus", "NATS bus: out of memory");
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&nb->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&nb->lock, NULL);
+    nb->bus.vt = &nats_vtable;
+    nb->bus.ctx = nb;
+    char conn[1024], hostport[200];
+    int rc = parse_url(url, conn, sizeof conn, nb->stream, sizeof nb->stream, hostport,
+                       sizeof hostport, err);
+    snprintf(nb->where, sizeof nb->where, "NATS bus at %s (stream %s)", hostport, nb->stream);
+    if (strcmp(nb->stream, "FERRY") == 0)
+        snprintf(nb->root, sizeof nb->root, "ferry.events");
+    else
+        snprintf(nb->root, sizeof nb->root, "ferry.%s", nb->stream);
+    snprintf(nb->prefix, sizeof nb->prefix, "%s.%s.", nb->root, scope);
+    snprintf(nb->all, sizeof nb->all, "%s>", nb->prefix);
+    natsOptions *opts = NULL;
+    natsStatus s = NATS_OK;
+    if (rc == FERRY_OK) {
+        s = natsOptions_Create(&opts);
+        if (s == NATS_OK) s = natsOptions_SetURL(opts, conn);
+        if (s == NATS_OK) s = natsOptions_SetName(opts, "ferry");
+        if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 5000);
+        /* Ride out a short restart of the server; a longer outage fails publishes with a
+         * timeout naming the server, and the run is resumed once it is back. */
+        if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, 10);
+        if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 500);
+        if (s == NATS_OK) s = natsConnection_Connect(&nb->nc, opts);
+        if (s != NATS_OK) rc = nats_fail(nb, s, 0, "cannot connect", err);
+    }
+    natsOptions_Destroy(opts);
+    if (rc == FERRY_OK) {
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Wait = API_WAIT_MS;
+        s = natsConnection_JetStream(&nb->js, nb->nc, &jo);
+        if (s != NATS_OK) rc = nats_fail(nb, s, 0, "JetStream", err);
+    }
+    if (rc == FERRY_OK) rc = ensure_stream(nb, err);
+    if (rc == FERRY_OK) {
+        s = natsConnection_Subscribe(&nb->sub, nb->nc, nb->all, on_message, nb);
+        if (s != NATS_OK) rc = nats_fail(nb, s, 0, "subscribe", err);
+    }
+    if (rc != FERRY_OK) {
+        nats_close(&nb->bus);
+        return rc;
+    }
+    *out = &nb->bus;
+    return FERRY_OK;
+}

@@ -1,0 +1,127 @@
+/* cli/cmd_iceberg.c - `ferry iceberg expire`: table housekeeping for the iceberg sink.
+ *
+ *   ferry iceberg expire TABLE --warehouse DIR [--namespace NS]
+ *                        [--catalog-uri SQLITE_FILE [--catalog-name NAME]]
+ *                        --older-than DURATION [--retain-last N] [--dry-run] [--json]
+ *
+ * Owns argument parsing and the report. Calls the iceberg connector's catalog and expire
+ * code (src/connectors/iceberg/). Called by main.c's dispatch. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/commands.h"
+#include "connectors/iceberg/iceberg.h"
+#include "ferry/error.h"
+
+static const char *usage =
+    "usage: ferry iceberg expire TABLE --warehouse DIR [--namespace NS]\n"
+    "                            [--catalog-uri SQLITE_FILE [--catalog-name NAME]]\n"
+    "                            --older-than DURATION [--retain-last N] [--dry-run] [--json]\n"
+    "\n"
+    "Removes the snapshots of an Iceberg table older than DURATION (30s, 15m, 12h, 7d),\n"
+    "keeping the current one and the N newest (--retain-last, default 1), then deletes the\n"
+    "data, delete, manifest and manifest list files no remaining snapshot reaches and that\n"
+    "are older than DURATION (orphans of failed runs included). --catalog-uri selects the\n"
+    "SQL catalog (SQLite file), else the filesystem catalog of the warehouse.\n";
+
+static void print_file(void *ctx, const char *path)
+{
+    (void)ctx;
+    fprintf(stderr, "  %s\n", path);
+}
+
+static int duration_ms(const char *s, int64_t *out)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    double mul = 1000;
+    if (!strcmp(end, "ms")) mul = 1;
+    else if (!strcmp(end, "s") || !*end) mul = 1000;
+    else if (!strcmp(end, "m")) mul = 60000;
+    else if (!strcmp(end, "h")) mul = 3600000;
+    else if (!strcmp(end, "d")) mul = 86400000;
+    else return -1;
+    *out = (int64_t)(v * mul);
+    return 0;
+}
+
+int ferry_cli_iceberg(int argc, char **argv)
+{
+    if (argc < 3 || strcmp(argv[2], "expire") != 0) {
+        fputs(usage, argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) ? stdout
+                                                                                          : stderr);
+        return argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) ? 0 : 2;
+    }
+    static const struct option opts[] = {
+        {"warehouse", required_argument, NULL, 'w'},   {"namespace", required_argument, NULL, 'n'},
+        {"catalog-uri", required_argument, NULL, 'c'}, {"catalog-name", required_argument, NULL, 'C'},
+        {"older-than", required_argument, NULL, 'o'},  {"retain-last", required_argument, NULL, 'r'},
+        {"dry-run", no_argument, NULL, 'd'},           {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+    const char *warehouse = NULL, *ns = "default", *curi = NULL, *cname = "ferry", *older = NULL;
+    long retain = 1;
+    bool dry = false, json = false;
+    optind = 3;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'w': warehouse = optarg; break;
+        case 'n': ns = optarg; break;
+        case 'c': curi = optarg; break;
+        case 'C': cname = optarg; break;
+        case 'o': older = optarg; break;
+        case 'r': retain = strtol(optarg, NULL, 10); break;
+        case 'd': dry = true; break;
+        case 'j': json = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    int64_t older_ms = 0;
+    if (optind != argc - 1 || warehouse == NULL || older == NULL || retain < 1 ||
+        duration_ms(older, &older_ms) != 0) {
+        fprintf(stderr, "ferry iceberg expire: %s\n%s",
+                optind != argc - 1 ? "one TABLE is required"
+                : warehouse == NULL ? "--warehouse is required"
+                : older == NULL     ? "--older-than is required"
+                : retain < 1        ? "--retain-last must be at least 1"
+                                    : "--older-than: a duration like 30s, 15m, 12h, 7d",
+                usage);
+        return 2;
+    }
+    const char *table = argv[optind];
+    if (strncmp(warehouse, "file://", 7) == 0) warehouse += 7;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    struct ferry__iceberg_catalog *cat = NULL;
+    int rc = ferry__iceberg_catalog_open(curi ? ICEBERG_CATALOG_SQL : ICEBERG_CATALOG_FILESYSTEM,
+                                         warehouse, ns, curi, cname, &cat, &err);
+    struct ferry__iceberg_expire_result res;
+    memset(&res, 0, sizeof res);
+    if (!json) {
+        res.on_file = print_file;
+        if (dry) fprintf(stderr, "would delete:\n");
+    }
+    if (rc == FERRY_OK)
+        rc = ferry__iceberg_expire(cat, table, older_ms, (int)retain, dry, &res, &err);
+    ferry__iceberg_catalog_close(cat);
+    if (rc != FERRY_OK) {
+        fprintf(stderr, "ferry: error: %s\n", err.message);
+        return ferry_code_exit_status(rc);
+    }
+    if (json)
+        printf("{\"table\":\"%s.%s\",\"dry_run\":%s,\"snapshots_expired\":%d,\"snapshots_kept\":%d,"
+               "\"files_deleted\":%" PRId64 ",\"bytes_deleted\":%" PRId64 "}\n",
+               ns, table, dry ? "true" : "false", res.snapshots_expired, res.snapshots_kept,
+               res.files_deleted, res.bytes_deleted);
+    else
+        printf("%s.%s: %d snapshot%s expired, %d kept; %" PRId64 " file%s (%" PRId64
+               " bytes) %sdeleted\n",
+               ns, table, res.snapshots_expired, res.snapshots_expired == 1 ? "" : "s",
+               res.snapshots_kept, res.files_deleted, res.files_deleted == 1 ? "" : "s",
+               res.bytes_deleted, dry ? "would be " : "");
+    return 0;
+}

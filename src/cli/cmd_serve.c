@@ -1,0 +1,271 @@
+/* cli/cmd_serve.c - `ferry serve`: the HTTP API and the control plane in one process
+ * (--role all, the default), or either one alone (--role api | --role control), on one
+ * SQLite state file shared with the workers (docs/server.md).
+ *
+ * Owns: option parsing, token resolution (FERRY_API_TOKEN, --token env:NAME|file:PATH),
+ * the in-process bus, the tracker thread, the control plane and the HTTP server, and the
+ * shutdown on SIGINT/SIGTERM (workers are asked to pause). Calls server/, control/, bus,
+ * store. Called by main.c. */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "bus/bus.h"
+#include "cli/commands.h"
+#include "control/control.h"
+#include "control/tracker.h"
+#include "ferry/config.h"
+#include "ferry/core.h"
+#include "server/server.h"
+#include "store/store.h"
+
+static volatile sig_atomic_t g_quit;
+
+static void on_quit(int sig)
+{
+    (void)sig;
+    g_quit = 1;
+}
+
+static const char *usage =
+    "usage: ferry serve [--listen HOST:PORT] [--state PATH] [--token env:NAME|file:PATH]\n"
+    "                   [--role all|api|control] [--workers N] [--lease DURATION]\n"
+    "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
+    "\n"
+    "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
+    "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
+    "silent for longer than --lease (default 30s) is reaped. Binds 127.0.0.1:8080 by default.\n"
+    "API tokens: FERRY_API_TOKEN, and/or --token (repeatable). --routes prints the routes.\n";
+
+/* "250ms", "5s", "2m", or a number of milliseconds. */
+static int parse_ms(const char *s, int *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    if (!strcmp(end, "ms") || *end == '\0')
+        ;
+    else if (!strcmp(end, "s"))
+        v *= 1000;
+    else if (!strcmp(end, "m"))
+        v *= 60000;
+    else
+        return -1;
+    if (v > INT_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int split_listen(const char *s, char *host, size_t hl, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || (size_t)(colon - s) >= hl) return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535) return -1;
+    *port = (int)p;
+    if (host[0] == '\0') snprintf(host, hl, "127.0.0.1");
+    return 0;
+}
+
+int ferry_cli_serve(int argc, char **argv)
+{
+    const char *state = getenv("FERRY_STATE");
+    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
+    const char *token_refs[16];
+    int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
+    size_t max_body = 1 << 20;
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'L'},  {"state", required_argument, NULL, 's'},
+        {"token", required_argument, NULL, 't'},   {"role", required_argument, NULL, 'r'},
+        {"workers", required_argument, NULL, 'w'}, {"lease", required_argument, NULL, 'l'},
+        {"sweep", required_argument, NULL, 'S'},   {"max-body", required_argument, NULL, 'b'},
+        {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'L':
+            listen = optarg;
+            break;
+        case 's':
+            state = optarg;
+            break;
+        case 't':
+            if (n_refs == 16) {
+                fprintf(stderr, "ferry: serve: at most 16 --token options\n");
+                return 2;
+            }
+            token_refs[n_refs++] = optarg;
+            break;
+        case 'r':
+            role = optarg;
+            break;
+        case 'w':
+            workers = atoi(optarg);
+            break;
+        case 'l':
+            if (parse_ms(optarg, &lease_ms) != 0 || lease_ms < 1000) {
+                fprintf(stderr, "ferry: serve: --lease: \"%s\" is not a duration of at least 1s\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'S':
+            if (parse_ms(optarg, &sweep_ms) != 0 || sweep_ms < 50) {
+                fprintf(stderr,
+                        "ferry: serve: --sweep: \"%s\" is not a duration of at least 50ms\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'b':
+            max_body = (size_t)strtoull(optarg, NULL, 10);
+            break;
+        case 'd':
+            log_dir = optarg;
+            break;
+        case 'R':
+            ferry_server_print_routes();
+            return 0;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
+        }
+    }
+    bool api = !strcmp(role, "all") || !strcmp(role, "api");
+    bool control = !strcmp(role, "all") || !strcmp(role, "control");
+    if (!api && !control) {
+        fprintf(stderr, "ferry: serve: --role must be all, api or control, not \"%s\"\n", role);
+        return 2;
+    }
+    if (workers < 1 || workers > 1024) {
+        fprintf(stderr, "ferry: serve: --workers must be from 1 to 1024\n");
+        return 2;
+    }
+    if (max_body < 1024) {
+        fprintf(stderr, "ferry: serve: --max-body must be at least 1024 bytes\n");
+        return 2;
+    }
+    if (sweep_ms < 0) sweep_ms = lease_ms / 4 < 1000 ? lease_ms / 4 : 1000;
+    char host[64];
+    int port = 0;
+    if (split_listen(listen, host, sizeof host, &port) != 0) {
+        fprintf(stderr, "ferry: serve: --listen: \"%s\" is not HOST:PORT\n", listen);
+        return 2;
+    }
+
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    char *tokens[17];
+    int n_tokens = 0, rc = FERRY_OK;
+    const char *env_token = getenv("FERRY_API_TOKEN");
+    if (env_token && env_token[0]) tokens[n_tokens++] = ferry_strdup(env_token);
+    for (int i = 0; i < n_refs && rc == FERRY_OK; i++) {
+        char *t = NULL;
+        rc = ferry_secret_resolve(token_refs[i], "--token", &t, &err);
+        if (rc == FERRY_OK && t[0] == '\0') {
+            ferry_secret_free(t);
+            rc = ferry_error_set(&err, FERRY_ECONFIG, "serve", "--token %s: the token is empty",
+                                 token_refs[i]);
+        } else if (rc == FERRY_OK) {
+            tokens[n_tokens++] = t;
+        }
+    }
+    if (rc == FERRY_OK && api && n_tokens == 0)
+        rc =
+            ferry_error_set(&err, FERRY_ECONFIG, "serve",
+                            "no API token: set FERRY_API_TOKEN or pass --token env:NAME|file:PATH");
+    char exe[PATH_MAX], logs[PATH_MAX];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0)
+        snprintf(exe, sizeof exe, "%s", argv[0]);
+    else
+        exe[el] = '\0';
+    if (log_dir == NULL) {
+        const char *slash = strrchr(state, '/');
+        if (slash)
+            snprintf(logs, sizeof logs, "%.*s/logs", (int)(slash - state), state);
+        else
+            snprintf(logs, sizeof logs, "logs");
+        log_dir = logs;
+    }
+
+    struct ferry_store *st = NULL;
+    struct ferry_bus *bus = NULL;
+    struct ferry_tracker *tracker = NULL;
+    struct ferry_control *ctl = NULL;
+    struct ferry_server *srv = NULL;
+    /* Creates and migrates the state before any thread opens it. */
+    if (rc == FERRY_OK) rc = ferry_store_open(state, &st, &err);
+    if (rc == FERRY_OK) rc = ferry_bus_inproc_open(state, &bus, &err);
+    if (rc == FERRY_OK && control) {
+        rc = ferry_tracker_open(state, bus, &tracker, &err);
+        if (rc == FERRY_OK) rc = ferry_tracker_start(tracker, &err);
+        struct ferry_control_options co = {.state_path = state,
+                                           .worker_bin = exe,
+                                           .log_dir = log_dir,
+                                           .max_workers = workers,
+                                           .lease_ms = lease_ms,
+                                           .sweep_ms = sweep_ms,
+                                           .scheduler = true};
+        if (rc == FERRY_OK) rc = ferry_control_start(&co, bus, &ctl, &err);
+    }
+    if (rc == FERRY_OK && api) {
+        struct ferry_server_options so = {.host = host,
+                                          .port = port,
+                                          .state_path = state,
+                                          .tokens = tokens,
+                                          .n_tokens = n_tokens,
+                                          .max_body = max_body,
+                                          .bus = bus,
+                                          .control = ctl};
+        rc = ferry_server_start(&so, &srv, &err);
+    }
+    if (rc == FERRY_OK) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_quit;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        if (srv) {
+            if (strcmp(host, "127.0.0.1") != 0)
+                fprintf(stderr, "ferry: serve: warning: listening on %s, not only loopback\n",
+                        host);
+            printf("ferry serve: listening on http://%s:%d (role %s, state %s)\n", host,
+                   ferry_server_port(srv), role, state);
+        } else {
+            printf("ferry serve: control plane running (role %s, state %s)\n", role, state);
+        }
+        fflush(stdout);
+        while (!g_quit)
+            usleep(100000);
+        fprintf(stderr, "ferry serve: stopping\n");
+    }
+    ferry_server_stop(srv);
+    ferry_control_stop(ctl, 30000);
+    if (tracker) {
+        ferry_tracker_stop(tracker, NULL);
+        ferry_tracker_close(tracker);
+    }
+    ferry_bus_close(bus);
+    ferry_store_close(st);
+    for (int i = 0; i < n_tokens; i++)
+        ferry_secret_free(tokens[i]);
+    if (rc != FERRY_OK) {
+        fprintf(stderr, "ferry: serve: %s\n", err.message);
+        return ferry_code_exit_status(rc);
+    }
+    return 0;
+}

@@ -1,0 +1,1489 @@
+/* connectors/files/parquet_reader.c - decodes Parquet files with flat schemas into rows
+ * (parquet_reader.h). Written from the Apache Parquet specification (parquet.thrift,
+ * Encodings.md) and the Thrift compact protocol specification.
+ *
+ * Owns: a bounds-checked Thrift compact decoder (reads only what the footer and page
+ * headers need, skips the rest), the type mapping back to ferry types, page decoding and
+ * decompression (zstd, snappy, zlib). Calls the row writer (ferry/batch.h). Called by
+ * verify's Parquet side (src/verify/backend_stream.c) and tests/unit/test_parquet_reader.c.
+ *
+ * A row group is decoded column by column into one slot array per column (8 bytes per
+ * value, 16 for 16-byte types; var-width values as offset+length into a per-column byte
+ * store), then written row by row: memory is one row group, not the file. */
+#include <errno.h>
+#include <snappy-c.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+#include "connectors/files/parquet_reader.h"
+#include "ferry/core.h"
+
+enum { PT_BOOLEAN = 0, PT_INT32, PT_INT64, PT_INT96, PT_FLOAT, PT_DOUBLE, PT_BYTE_ARRAY, PT_FLBA };
+enum {
+    ENC_PLAIN = 0,
+    ENC_PLAIN_DICT = 2,
+    ENC_RLE = 3,
+    ENC_DELTA_BP = 5,
+    ENC_RLE_DICT = 8,
+    ENC_BSS = 9
+};
+enum { PAGE_DATA = 0, PAGE_INDEX = 1, PAGE_DICT = 2, PAGE_DATA_V2 = 3 };
+enum { CODEC_NONE = 0, CODEC_SNAPPY = 1, CODEC_GZIP = 2, CODEC_ZSTD = 6 };
+/* converted types */
+enum {
+    CT_UTF8 = 0,
+    CT_ENUM = 4,
+    CT_DECIMAL = 5,
+    CT_DATE = 6,
+    CT_TIME_MILLIS = 7,
+    CT_TIME_MICROS = 8,
+    CT_TS_MILLIS = 9,
+    CT_TS_MICROS = 10,
+    CT_UINT_8 = 11,
+    CT_UINT_16 = 12,
+    CT_UINT_32 = 13,
+    CT_UINT_64 = 14,
+    CT_INT_8 = 15,
+    CT_INT_16 = 16,
+    CT_INT_32 = 17,
+    CT_INT_64 = 18,
+    CT_JSON = 19
+};
+
+#define MAX_PAGE (INT64_C(1) << 31) /* larger pages are refused, not allocated */
+#define MAX_GROUP_ROWS (INT64_C(1) << 26)
+
+struct pcol {
+    char *name;
+    int ptype, type_length, repetition;
+    int converted;  /* -1: none */
+    int lt;         /* logical type union field id, 0: none */
+    int lt_bits;    /* INTEGER bitWidth */
+    bool lt_signed; /* INTEGER isSigned */
+    bool lt_utc;    /* TIME/TIMESTAMP isAdjustedToUTC */
+    int lt_unit;    /* TIME/TIMESTAMP: 1 millis, 2 micros, 3 nanos */
+    int precision, scale;
+    enum ferry_type ft;
+};
+
+struct pchunk {
+    int codec;
+    int64_t num_values, data_off, dict_off, size;
+};
+
+struct prg {
+    int64_t num_rows;
+    struct pchunk *cols;
+};
+
+/* One decoded column of a row group. */
+struct pvals {
+    uint8_t *slot; /* width 8 or 16 per row */
+    uint8_t *isnull;
+    struct ferry_buf data; /* var-width bytes */
+    struct ferry_buf dict; /* dictionary: slots (plain decoded), then dict_data */
+    struct ferry_buf dict_data;
+    int64_t dict_n;
+    int64_t cap; /* rows slot and isnull have room for */
+};
+
+struct ferry_parquet_reader {
+    char *name;
+    const uint8_t *p;
+    size_t n;
+    uint8_t *owned;
+    int ncols;
+    struct pcol *cols;
+    int nrg;
+    struct prg *rgs;
+    int64_t num_rows;
+    struct ferry_schema *schema;
+    struct ferry_buf page, page2; /* decompressed page, scratch */
+    struct ferry_error *err;
+};
+
+static int bad(struct ferry_parquet_reader *r, size_t off, const char *what)
+{
+    return ferry_error_set(r->err, FERRY_EINVAL, "parquet",
+                           "parquet: %s: malformed file at byte %zu: %s", r->name, off, what);
+}
+
+static int oom(struct ferry_parquet_reader *r)
+{
+    return ferry_error_set(r->err, FERRY_ENOMEM, "parquet", "parquet: %s: out of memory", r->name);
+}
+
+/* ---- Thrift compact decoding --------------------------------------------------------- */
+
+struct tc {
+    const uint8_t *p, *end, *base; /* base: offset 0 of the file, for messages */
+    size_t base_off;
+    bool bad;
+    const char *why;
+};
+
+static size_t tc_off(const struct tc *t)
+{
+    return t->base_off + (size_t)(t->p - t->base);
+}
+
+static void tc_fail(struct tc *t, const char *why)
+{
+    if (!t->bad) t->why = why;
+    t->bad = true;
+    t->p = t->end;
+}
+
+static uint8_t tc_byte(struct tc *t)
+{
+    if (t->p >= t->end) {
+        tc_fail(t, "truncated thrift data");
+        return 0;
+    }
+    return *t->p++;
+}
+
+static uint64_t tc_varint(struct tc *t)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        uint8_t b = tc_byte(t);
+        if (t->bad) return 0;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return v;
+    }
+    tc_fail(t, "varint longer than 10 bytes");
+    return 0;
+}
+
+static int64_t tc_zz(struct tc *t)
+{
+    uint64_t v = tc_varint(t);
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static const uint8_t *tc_binary(struct tc *t, size_t *n)
+{
+    uint64_t len = tc_varint(t);
+    if (t->bad || len > (uint64_t)(t->end - t->p)) {
+        tc_fail(t, "string runs past its end");
+        *n = 0;
+        return NULL;
+    }
+    const uint8_t *p = t->p;
+    t->p += len;
+    *n = (size_t)len;
+    return p;
+}
+
+/* Field header: returns the type (0 at the struct's stop), *id the field id. */
+static int tc_field(struct tc *t, int16_t *last, int16_t *id)
+{
+    uint8_t b = tc_byte(t);
+    if (t->bad || b == 0) return 0;
+    int type = b & 0x0f, delta = b >> 4;
+    if (delta)
+        *id = (int16_t)(*last + delta);
+    else
+        *id = (int16_t)tc_zz(t);
+    *last = *id;
+    if (type == 0) tc_fail(t, "bad field type");
+    return t->bad ? 0 : type;
+}
+
+static int64_t tc_list(struct tc *t, int *elem)
+{
+    uint8_t b = tc_byte(t);
+    *elem = b & 0x0f;
+    uint64_t n = b >> 4;
+    if (n == 15) n = tc_varint(t);
+    /* every element takes at least one byte (except bools packed in field headers) */
+    if (!t->bad && n > (uint64_t)(t->end - t->p)) tc_fail(t, "list longer than its data");
+    return t->bad ? 0 : (int64_t)n;
+}
+
+static void tc_skip(struct tc *t, int type, int depth);
+
+static void tc_skip_struct(struct tc *t, int depth)
+{
+    int16_t last = 0, id;
+    int type;
+    while ((type = tc_field(t, &last, &id)) != 0)
+        tc_skip(t, type, depth + 1);
+}
+
+static void tc_skip(struct tc *t, int type, int depth)
+{
+    if (depth > 32) {
+        tc_fail(t, "thrift nesting too deep");
+        return;
+    }
+    size_t n;
+    switch (type) {
+    case 1:
+    case 2:
+        return; /* bool in the field header */
+    case 3:
+        tc_byte(t);
+        return;
+    case 4:
+    case 5:
+    case 6:
+        tc_varint(t);
+        return;
+    case 7:
+        if (t->end - t->p < 8)
+            tc_fail(t, "truncated double");
+        else
+            t->p += 8;
+        return;
+    case 8:
+        tc_binary(t, &n);
+        return;
+    case 9:
+    case 10: {
+        int elem;
+        int64_t k = tc_list(t, &elem);
+        for (int64_t i = 0; i < k && !t->bad; i++) {
+            if (elem == 1 || elem == 2)
+                tc_byte(t);
+            else
+                tc_skip(t, elem, depth + 1);
+        }
+        return;
+    }
+    case 11: {
+        uint64_t k = tc_varint(t);
+        if (k == 0) return;
+        uint8_t kv = tc_byte(t);
+        if (k > (uint64_t)(t->end - t->p)) {
+            tc_fail(t, "map longer than its data");
+            return;
+        }
+        for (uint64_t i = 0; i < k && !t->bad; i++) {
+            tc_skip(t, kv >> 4, depth + 1);
+            tc_skip(t, kv & 0x0f, depth + 1);
+        }
+        return;
+    }
+    case 12:
+        tc_skip_struct(t, depth);
+        return;
+    default:
+        tc_fail(t, "unknown thrift type");
+    }
+}
+
+static int32_t tc_i32(struct tc *t, int type)
+{
+    if (type != 3 && type != 4 && type != 5) {
+        tc_fail(t, "expected an integer field");
+        return 0;
+    }
+    if (type == 3) return (int8_t)tc_byte(t);
+    int64_t v = tc_zz(t);
+    if (v < INT32_MIN || v > INT32_MAX) tc_fail(t, "i32 out of range");
+    return (int32_t)v;
+}
+
+static int64_t tc_i64(struct tc *t, int type)
+{
+    if (type == 3) return (int8_t)tc_byte(t);
+    if (type != 4 && type != 5 && type != 6) {
+        tc_fail(t, "expected an integer field");
+        return 0;
+    }
+    return tc_zz(t);
+}
+
+/* ---- footer -------------------------------------------------------------------------- */
+
+static void parse_time_unit(struct tc *t, int *unit)
+{
+    int16_t last = 0, id;
+    int type;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        if (type == 12 && id >= 1 && id <= 3) *unit = id;
+        tc_skip(t, type, 1);
+    }
+}
+
+static void parse_logical(struct tc *t, struct pcol *c)
+{
+    int16_t last = 0, id;
+    int type;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        if (type != 12) {
+            tc_skip(t, type, 1);
+            continue;
+        }
+        c->lt = id;
+        int16_t l2 = 0, id2;
+        int t2;
+        while ((t2 = tc_field(t, &l2, &id2)) != 0) {
+            if (id == 5 && id2 == 1)
+                c->scale = tc_i32(t, t2);
+            else if (id == 5 && id2 == 2)
+                c->precision = tc_i32(t, t2);
+            else if ((id == 7 || id == 8) && id2 == 1)
+                c->lt_utc = t2 == 1;
+            else if ((id == 7 || id == 8) && id2 == 2 && t2 == 12)
+                parse_time_unit(t, &c->lt_unit);
+            else if (id == 10 && id2 == 1)
+                c->lt_bits = tc_i32(t, t2);
+            else if (id == 10 && id2 == 2)
+                c->lt_signed = t2 == 1;
+            else
+                tc_skip(t, t2, 2);
+        }
+    }
+}
+
+static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struct ferry_buf *nm)
+{
+    int16_t last = 0, id;
+    int type;
+    c->ptype = -1;
+    c->converted = -1;
+    c->repetition = 0;
+    *children = 0;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        switch (id) {
+        case 1:
+            c->ptype = tc_i32(t, type);
+            break;
+        case 2:
+            c->type_length = tc_i32(t, type);
+            break;
+        case 3:
+            c->repetition = tc_i32(t, type);
+            break;
+        case 4: {
+            size_t n;
+            const uint8_t *s = type == 8 ? tc_binary(t, &n) : NULL;
+            if (s == NULL) {
+                tc_fail(t, "schema element without a name");
+                break;
+            }
+            ferry_buf_reset(nm);
+            if (ferry_buf_append(nm, s, n) || ferry_buf_append(nm, "", 1)) tc_fail(t, "oom");
+            break;
+        }
+        case 5:
+            *children = tc_i32(t, type);
+            break;
+        case 6:
+            c->converted = tc_i32(t, type);
+            break;
+        case 7:
+            if (!c->lt)
+                c->scale = tc_i32(t, type);
+            else
+                tc_i32(t, type);
+            break;
+        case 8:
+            if (!c->lt)
+                c->precision = tc_i32(t, type);
+            else
+                tc_i32(t, type);
+            break;
+        case 10:
+            if (type == 12) {
+                c->scale = c->precision = 0;
+                parse_logical(t, c);
+            } else {
+                tc_skip(t, type, 1);
+            }
+            break;
+        default:
+            tc_skip(t, type, 1);
+        }
+    }
+}
+
+static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
+{
+    int16_t last = 0, id;
+    int type;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        switch (id) {
+        case 1:
+            *ptype = tc_i32(t, type);
+            break;
+        case 4:
+            k->codec = tc_i32(t, type);
+            break;
+        case 5:
+            k->num_values = tc_i64(t, type);
+            break;
+        case 7:
+            k->size = tc_i64(t, type);
+            break;
+        case 9:
+            k->data_off = tc_i64(t, type);
+            break;
+        case 11:
+            k->dict_off = tc_i64(t, type);
+            break;
+        default:
+            tc_skip(t, type, 2);
+        }
+    }
+}
+
+static int parse_row_group(struct ferry_parquet_reader *r, struct tc *t, struct prg *g)
+{
+    int16_t last = 0, id;
+    int type;
+    int seen = 0;
+    g->num_rows = -1;
+    g->cols = ferry_calloc((size_t)r->ncols + 1, sizeof *g->cols);
+    if (g->cols == NULL) return oom(r);
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        if (id == 3) {
+            g->num_rows = tc_i64(t, type);
+        } else if (id == 1 && type == 9) {
+            int elem;
+            int64_t n = tc_list(t, &elem);
+            if (!t->bad && (elem != 12 || n != r->ncols)) {
+                tc_fail(t, "row group column count differs from the schema");
+                break;
+            }
+            for (int64_t i = 0; i < n && !t->bad; i++) {
+                struct pchunk *k = &g->cols[i];
+                k->dict_off = -1;
+                k->data_off = -1;
+                int ptype = -1;
+                int16_t l2 = 0, id2;
+                int t2;
+                while ((t2 = tc_field(t, &l2, &id2)) != 0) {
+                    if (id2 == 1 && t2 == 8)
+                        tc_fail(t, "column chunk in another file");
+                    else if (id2 == 3 && t2 == 12)
+                        parse_col_meta(t, k, &ptype), seen++;
+                    else
+                        tc_skip(t, t2, 2);
+                }
+                if (!t->bad && ptype != r->cols[i].ptype)
+                    tc_fail(t, "column chunk type differs from the schema");
+            }
+        } else {
+            tc_skip(t, type, 1);
+        }
+    }
+    if (!t->bad && (seen != r->ncols || g->num_rows < 0))
+        tc_fail(t, "row group without its columns or row count");
+    return FERRY_OK;
+}
+
+static enum ferry_type map_type(const struct pcol *c)
+{
+    int ct = c->converted;
+    bool dec = c->lt == 5 || (c->lt == 0 && ct == CT_DECIMAL);
+    switch (c->ptype) {
+    case PT_BOOLEAN:
+        return FERRY_TYPE_BOOL;
+    case PT_INT32:
+        if (dec) return FERRY_TYPE_DECIMAL128;
+        if (c->lt == 6 || ct == CT_DATE) return FERRY_TYPE_DATE32;
+        if (c->lt == 7 || ct == CT_TIME_MILLIS) return FERRY_TYPE_TIME64_US;
+        if (c->lt == 10) {
+            if (c->lt_bits == 8 && c->lt_signed) return FERRY_TYPE_INT8;
+            if (c->lt_bits <= 16 && c->lt_signed) return FERRY_TYPE_INT16;
+            if (c->lt_bits <= 8) return FERRY_TYPE_INT16;
+            if (c->lt_bits <= 16) return FERRY_TYPE_INT32;
+            return c->lt_signed ? FERRY_TYPE_INT32 : FERRY_TYPE_INT64;
+        }
+        if (ct == CT_INT_8) return FERRY_TYPE_INT8;
+        if (ct == CT_INT_16 || ct == CT_UINT_8) return FERRY_TYPE_INT16;
+        if (ct == CT_UINT_16) return FERRY_TYPE_INT32;
+        if (ct == CT_UINT_32) return FERRY_TYPE_INT64;
+        return FERRY_TYPE_INT32;
+    case PT_INT64:
+        if (dec) return FERRY_TYPE_DECIMAL128;
+        if (c->lt == 7 || ct == CT_TIME_MICROS) return FERRY_TYPE_TIME64_US;
+        if (c->lt == 8) return c->lt_utc ? FERRY_TYPE_TIMESTAMPTZ_US : FERRY_TYPE_TIMESTAMP_US;
+        if (ct == CT_TS_MICROS || ct == CT_TS_MILLIS) return FERRY_TYPE_TIMESTAMPTZ_US;
+        return FERRY_TYPE_INT64; /* UINT_64 above 2^63 reads as negative: no wider type */
+    case PT_INT96:
+        return FERRY_TYPE_TIMESTAMPTZ_US;
+    case PT_FLOAT:
+        return FERRY_TYPE_FLOAT32;
+    case PT_DOUBLE:
+        return FERRY_TYPE_FLOAT64;
+    case PT_BYTE_ARRAY:
+        if (dec) return FERRY_TYPE_DECIMAL128;
+        if (c->lt == 12 || (c->lt == 0 && ct == CT_JSON)) return FERRY_TYPE_JSON;
+        if (c->lt == 1 || c->lt == 4 || (c->lt == 0 && (ct == CT_UTF8 || ct == CT_ENUM)))
+            return FERRY_TYPE_UTF8;
+        return FERRY_TYPE_BINARY;
+    case PT_FLBA:
+        if (dec) return FERRY_TYPE_DECIMAL128;
+        if (c->lt == 14 && c->type_length == 16) return FERRY_TYPE_UUID;
+        return FERRY_TYPE_BINARY;
+    default:
+        return (enum ferry_type)0;
+    }
+}
+
+static int parse_footer(struct ferry_parquet_reader *r)
+{
+    if (r->n < 12 || memcmp(r->p, "PAR1", 4) || memcmp(r->p + r->n - 4, "PAR1", 4))
+        return bad(r, 0, "not a Parquet file (no PAR1 magic at both ends)");
+    uint32_t flen = (uint32_t)r->p[r->n - 8] | (uint32_t)r->p[r->n - 7] << 8 |
+                    (uint32_t)r->p[r->n - 6] << 16 | (uint32_t)r->p[r->n - 5] << 24;
+    if (flen > r->n - 12) return bad(r, r->n - 8, "footer length larger than the file");
+    size_t foff = r->n - 8 - flen;
+    struct tc t = {r->p + foff, r->p + r->n - 8, r->p + foff, foff, false, NULL};
+    struct ferry_buf nm;
+    ferry_buf_init(&nm, 0);
+    int16_t last = 0, id;
+    int type, rc = FERRY_OK;
+    bool have_schema = false;
+    while (rc == FERRY_OK && (type = tc_field(&t, &last, &id)) != 0) {
+        if (id == 2 && type == 9) {
+            int elem;
+            int64_t n = tc_list(&t, &elem);
+            if (t.bad) break;
+            if (elem != 12 || n < 1 || have_schema) {
+                tc_fail(&t, "bad schema list");
+                break;
+            }
+            have_schema = true;
+            struct pcol root = {0};
+            int children = 0;
+            parse_schema_elem(&t, &root, &children, &nm);
+            if (t.bad) break;
+            if (children != n - 1) {
+                tc_fail(&t, "nested schemas are not supported (or the schema count is wrong)");
+                break;
+            }
+            r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
+            if (r->cols == NULL) {
+                rc = oom(r);
+                break;
+            }
+            for (int64_t i = 1; i < n && !t.bad; i++) {
+                struct pcol *c = &r->cols[r->ncols];
+                parse_schema_elem(&t, c, &children, &nm);
+                if (t.bad) break;
+                if (children != 0 || c->ptype < 0 || c->repetition == 2) {
+                    tc_fail(&t, "nested or repeated columns are not supported");
+                    break;
+                }
+                if ((c->name = ferry_strdup(nm.data)) == NULL) {
+                    rc = oom(r);
+                    break;
+                }
+                r->ncols++;
+                if ((c->ft = map_type(c)) == 0)
+                    tc_fail(&t, "unknown physical type");
+                else if (c->ft == FERRY_TYPE_DECIMAL128 &&
+                         (c->precision < 1 || c->precision > 38 || c->scale < 0 ||
+                          c->scale > c->precision))
+                    tc_fail(&t, "decimal precision or scale out of range");
+                else if (c->ptype == PT_FLBA && (c->type_length < 1 || c->type_length > 1 << 20))
+                    tc_fail(&t, "bad FIXED_LEN_BYTE_ARRAY length");
+                else if (c->ft == FERRY_TYPE_DECIMAL128 && c->ptype == PT_FLBA &&
+                         c->type_length > 16)
+                    tc_fail(&t, "decimal wider than 16 bytes");
+            }
+        } else if (id == 3) {
+            r->num_rows = tc_i64(&t, type);
+        } else if (id == 4 && type == 9) {
+            int elem;
+            int64_t n = tc_list(&t, &elem);
+            if (t.bad) break;
+            if (!have_schema || elem != 12) {
+                tc_fail(&t, "row groups before the schema");
+                break;
+            }
+            r->rgs = ferry_calloc((size_t)n + 1, sizeof *r->rgs);
+            if (r->rgs == NULL) {
+                rc = oom(r);
+                break;
+            }
+            for (int64_t i = 0; i < n && !t.bad && rc == FERRY_OK; i++) {
+                rc = parse_row_group(r, &t, &r->rgs[i]);
+                r->nrg++;
+            }
+        } else {
+            tc_skip(&t, type, 0);
+        }
+    }
+    ferry_buf_release(&nm);
+    if (rc != FERRY_OK) return rc;
+    if (t.bad) return bad(r, tc_off(&t), t.why);
+    if (!have_schema || r->ncols == 0) return bad(r, foff, "footer has no columns");
+    int64_t total = 0;
+    for (int i = 0; i < r->nrg; i++)
+        total += r->rgs[i].num_rows;
+    if (total != r->num_rows) return bad(r, foff, "row groups do not add up to num_rows");
+    r->schema = ferry_schema_new();
+    if (r->schema == NULL) return oom(r);
+    for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {
+        const struct pcol *c = &r->cols[i];
+        rc = ferry_schema_add_field(r->schema, c->name, c->ft, c->repetition != 0, r->err);
+        if (rc == FERRY_OK && c->ft == FERRY_TYPE_DECIMAL128) {
+            r->schema->fields[i].precision = c->precision;
+            r->schema->fields[i].scale = c->scale;
+        }
+    }
+    if (rc == FERRY_OK) rc = ferry_schema_finish(r->schema, r->err);
+    if (rc != FERRY_OK && rc != FERRY_ENOMEM)
+        ferry_error_prefix(r->err, "parquet: %s: schema at byte %zu", r->name, foff);
+    return rc;
+}
+
+/* ---- pages ------------------------------------------------------------------------------ */
+
+static int decompress(struct ferry_parquet_reader *r, int codec, const uint8_t *in, size_t n,
+                      size_t want, size_t off, struct ferry_buf *out)
+{
+    ferry_buf_reset(out);
+    /* sizes are checked against what the input can hold before anything is allocated */
+    if (codec == CODEC_NONE && n != want)
+        return bad(r, off, "uncompressed page size differs from its length");
+    if (codec == CODEC_SNAPPY) {
+        size_t len = 0;
+        if (snappy_uncompressed_length((const char *)in, n, &len) != SNAPPY_OK || len != want)
+            return bad(r, off, "snappy page size differs from the header");
+    }
+    if (codec == CODEC_GZIP && want / 1032 > n + 64)
+        return bad(r, off, "gzip page size larger than deflate can expand to");
+    if (codec == CODEC_ZSTD) {
+        unsigned long long fs = ZSTD_getFrameContentSize(in, n);
+        if (fs == ZSTD_CONTENTSIZE_ERROR || (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs != want))
+            return bad(r, off, "zstd page size differs from the header");
+        if (fs == ZSTD_CONTENTSIZE_UNKNOWN && want / 4096 > n + 64)
+            return bad(r, off, "zstd page size implausible for its length");
+    }
+    if (ferry_buf_reserve(out, want + 1)) return oom(r);
+    switch (codec) {
+    case CODEC_NONE:
+        if (n) memcpy(out->data, in, n);
+        break;
+    case CODEC_SNAPPY: {
+        size_t len = want;
+        if (snappy_uncompress((const char *)in, n, out->data, &len) != SNAPPY_OK || len != want)
+            return bad(r, off, "corrupt snappy page");
+        break;
+    }
+    case CODEC_GZIP: {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        if (inflateInit2(&zs, 15 + 32) != Z_OK) return oom(r);
+        zs.next_in = (Bytef *)(uintptr_t)in;
+        zs.avail_in = (uInt)n;
+        zs.next_out = (Bytef *)out->data;
+        zs.avail_out = (uInt)want;
+        int z = inflate(&zs, Z_FINISH);
+        size_t got = want - zs.avail_out;
+        inflateEnd(&zs);
+        if (z != Z_STREAM_END || got != want) return bad(r, off, "corrupt gzip page");
+        break;
+    }
+    case CODEC_ZSTD: {
+        size_t got = ZSTD_decompress(out->data, want, in, n);
+        if (ZSTD_isError(got) || got != want) return bad(r, off, "corrupt zstd page");
+        break;
+    }
+    default:
+        return bad(r, off, "unsupported compression codec");
+    }
+    out->len = want;
+    return FERRY_OK;
+}
+
+/* RLE/bit-packed hybrid: decodes `count` values of `width` bits from [p, end) into out
+ * (uint32). FERRY_OK or bad(). */
+static int hybrid(struct ferry_parquet_reader *r, const uint8_t *p, const uint8_t *end, int width,
+                  uint32_t *out, int64_t count, size_t off)
+{
+    if (width < 0 || width > 32) return bad(r, off, "bit width above 32");
+    int64_t got = 0;
+    struct tc t = {p, end, p, off, false, NULL};
+    while (got < count) {
+        uint64_t h = tc_varint(&t);
+        if (t.bad) return bad(r, tc_off(&t), "truncated level or index run");
+        if ((h & 1) && width == 0) { /* zero-width values are all 0 */
+            uint64_t k = (h >> 1) * 8;
+            for (; k > 0 && got < count; k--)
+                out[got++] = 0;
+        } else if (h & 1) { /* bit-packed: (h >> 1) groups of 8 */
+            uint64_t groups = h >> 1;
+            if (groups == 0 || groups > (uint64_t)(t.end - t.p) / (width ? (uint64_t)width : 1) + 1)
+                return bad(r, tc_off(&t), "bit-packed run longer than its data");
+            size_t bytes = (size_t)groups * (size_t)width;
+            if (bytes > (size_t)(t.end - t.p))
+                return bad(r, tc_off(&t), "bit-packed run truncated");
+            uint64_t acc = 0;
+            int bits = 0;
+            const uint8_t *q = t.p;
+            for (uint64_t i = 0; i < groups * 8; i++) {
+                while (bits < width) {
+                    acc |= (uint64_t)*q++ << bits;
+                    bits += 8;
+                }
+                uint32_t v =
+                    width == 32 ? (uint32_t)acc : (uint32_t)(acc & ((UINT64_C(1) << width) - 1));
+                acc >>= width;
+                bits -= width;
+                if (got < count) out[got++] = v;
+            }
+            t.p += bytes;
+        } else {
+            uint64_t run = h >> 1;
+            int nb = (width + 7) / 8;
+            if (nb > t.end - t.p) return bad(r, tc_off(&t), "RLE run truncated");
+            uint32_t v = 0;
+            for (int i = 0; i < nb; i++)
+                v |= (uint32_t)t.p[i] << (8 * i);
+            t.p += nb;
+            if (run == 0) return bad(r, tc_off(&t), "empty RLE run");
+            for (uint64_t i = 0; i < run && got < count; i++)
+                out[got++] = v;
+        }
+    }
+    return FERRY_OK;
+}
+
+static int slot_width(enum ferry_type t)
+{
+    return t == FERRY_TYPE_DECIMAL128 || t == FERRY_TYPE_UUID ? 16 : 8;
+}
+
+static void put_dec(uint8_t *slot, int64_t lo_signed)
+{
+    struct ferry_decimal128 d = {(uint64_t)lo_signed, lo_signed < 0 ? -1 : 0};
+    memcpy(slot, &d, 16);
+}
+
+static int put_be_dec(struct ferry_parquet_reader *r, uint8_t *slot, const uint8_t *p, size_t n,
+                      size_t off)
+{
+    if (n > 16) return bad(r, off, "decimal wider than 16 bytes");
+    uint8_t b[16];
+    memset(b, n && (p[0] & 0x80) ? 0xff : 0, 16);
+    memcpy(b + 16 - n, p, n);
+    struct ferry_decimal128 d = {0, 0};
+    uint64_t hi = 0;
+    for (int i = 0; i < 8; i++)
+        hi = hi << 8 | b[i];
+    for (int i = 8; i < 16; i++)
+        d.lo = d.lo << 8 | b[i];
+    d.hi = (int64_t)hi;
+    memcpy(slot, &d, 16);
+    return FERRY_OK;
+}
+
+/* Decodes n PLAIN values of column c from [p, end) into slots (width w), var-width bytes
+ * into data. *used gets the bytes consumed. */
+static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *p,
+                 const uint8_t *end, int64_t n, uint8_t *slots, struct ferry_buf *data, size_t off)
+{
+    int w = slot_width(c->ft);
+    size_t avail = (size_t)(end - p);
+    switch (c->ptype) {
+    case PT_BOOLEAN:
+        if ((uint64_t)n > (uint64_t)avail * 8) return bad(r, off, "too few boolean values");
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = (p[i / 8] >> (i % 8)) & 1;
+            memcpy(slots + i * w, &v, 8);
+        }
+        return FERRY_OK;
+    case PT_INT32:
+    case PT_FLOAT:
+        if ((uint64_t)n > avail / 4) return bad(r, off, "too few 4-byte values");
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                         (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+            uint8_t *s = slots + i * w;
+            if (c->ptype == PT_FLOAT) {
+                float f;
+                memcpy(&f, &u, 4);
+                double d = f;
+                memcpy(s, &d, 8);
+            } else if (c->ft == FERRY_TYPE_DECIMAL128) {
+                put_dec(s, (int32_t)u);
+            } else {
+                int64_t v = (int32_t)u;
+                if (c->ft == FERRY_TYPE_TIME64_US)
+                    v *= 1000;
+                else if (c->ft == FERRY_TYPE_INT64)
+                    v = (int64_t)u; /* UINT_32 */
+                else if (c->ft == FERRY_TYPE_INT32 &&
+                         (c->converted == CT_UINT_16 || (c->lt == 10 && !c->lt_signed)))
+                    v = (int64_t)(u & 0xffff);
+                else if (c->ft == FERRY_TYPE_INT16 &&
+                         (c->converted == CT_UINT_8 || (c->lt == 10 && !c->lt_signed)))
+                    v = (int64_t)(u & 0xff);
+                memcpy(s, &v, 8);
+            }
+        }
+        return FERRY_OK;
+    case PT_INT64:
+    case PT_DOUBLE:
+        if ((uint64_t)n > avail / 8) return bad(r, off, "too few 8-byte values");
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t u = 0;
+            for (int k = 7; k >= 0; k--)
+                u = u << 8 | p[8 * i + k];
+            uint8_t *s = slots + i * w;
+            if (c->ft == FERRY_TYPE_DECIMAL128) {
+                put_dec(s, (int64_t)u);
+                continue;
+            }
+            int64_t v = (int64_t)u;
+            int unit = c->lt ? c->lt_unit : (c->converted == CT_TS_MILLIS ? 1 : 2);
+            if ((c->ft == FERRY_TYPE_TIME64_US || c->ft == FERRY_TYPE_TIMESTAMP_US ||
+                 c->ft == FERRY_TYPE_TIMESTAMPTZ_US)) {
+                if (unit == 1)
+                    v *= 1000;
+                else if (unit == 3)
+                    v /= 1000;
+            }
+            if (c->ptype == PT_DOUBLE)
+                memcpy(s, &u, 8);
+            else
+                memcpy(s, &v, 8);
+        }
+        return FERRY_OK;
+    case PT_INT96:
+        if ((uint64_t)n > avail / 12) return bad(r, off, "too few INT96 values");
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t *q = p + 12 * i;
+            uint64_t ns = 0;
+            for (int k = 7; k >= 0; k--)
+                ns = ns << 8 | q[k];
+            int64_t jd = (int32_t)((uint32_t)q[8] | (uint32_t)q[9] << 8 | (uint32_t)q[10] << 16 |
+                                   (uint32_t)q[11] << 24);
+            int64_t v = (jd - 2440588) * INT64_C(86400000000) + (int64_t)(ns / 1000);
+            memcpy(slots + i * w, &v, 8);
+        }
+        return FERRY_OK;
+    case PT_BYTE_ARRAY:
+    case PT_FLBA: {
+        const uint8_t *q = p;
+        for (int64_t i = 0; i < n; i++) {
+            size_t len;
+            if (c->ptype == PT_FLBA) {
+                len = (size_t)c->type_length;
+            } else {
+                if (end - q < 4) return bad(r, off + (size_t)(q - p), "truncated byte array");
+                len = (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
+                q += 4;
+            }
+            if (len > (size_t)(end - q))
+                return bad(r, off + (size_t)(q - p), "byte array runs past the page");
+            uint8_t *s = slots + i * w;
+            if (c->ft == FERRY_TYPE_DECIMAL128) {
+                int rc = put_be_dec(r, s, q, len, off + (size_t)(q - p));
+                if (rc) return rc;
+            } else if (c->ft == FERRY_TYPE_UUID) {
+                memcpy(s, q, 16);
+            } else {
+                /* a slot packs length << 32 | offset into the column's byte store */
+                if (len > INT32_MAX || data->len > UINT32_MAX)
+                    return ferry_error_set(r->err, FERRY_EUNSUPPORTED, "parquet",
+                                           "parquet: %s: column %s holds more than 4 GiB of "
+                                           "values in one row group",
+                                           r->name, c->name);
+                uint64_t packed = (uint64_t)len << 32 | (uint64_t)data->len;
+                if (ferry_buf_append(data, q, len)) return oom(r);
+                memcpy(s, &packed, 8);
+            }
+            q += len;
+        }
+        return FERRY_OK;
+    }
+    default:
+        return bad(r, off, "unknown physical type");
+    }
+}
+
+/* DELTA_BINARY_PACKED (INT32/INT64 columns): decodes n values from [p, end) and writes
+ * them PLAIN (4 or 8 bytes little-endian, by the physical type) into out, so that the
+ * PLAIN decoder applies the column's conversions. Arithmetic wraps as the spec says. */
+static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *p,
+                          const uint8_t *end, int64_t n, struct ferry_buf *out, size_t off)
+{
+    int width = c->ptype == PT_INT32 ? 4 : 8;
+    ferry_buf_reset(out);
+    if (n < 0 || (uint64_t)n > MAX_GROUP_ROWS) return bad(r, off, "delta value count out of range");
+    if (ferry_buf_reserve(out, (size_t)n * (size_t)width + 1)) return oom(r);
+    struct tc t = {p, end, p, off, false, NULL};
+    uint64_t block = tc_varint(&t), minis = tc_varint(&t), total = tc_varint(&t);
+    uint64_t cur = (uint64_t)tc_zz(&t);
+    if (t.bad) return bad(r, tc_off(&t), "truncated delta header");
+    if (block == 0 || block % 128 || minis == 0 || block % minis || (block / minis) % 32 ||
+        block > 1u << 20 || total < (uint64_t)n)
+        return bad(r, off, "bad delta header");
+    uint64_t per = block / minis;
+    int64_t got = 0;
+    uint8_t *o = (uint8_t *)out->data;
+    for (;;) {
+        if (got < n) {
+            for (int k = 0; k < width; k++)
+                o[got * width + k] = (uint8_t)(cur >> (8 * k));
+            got++;
+        }
+        if (got >= n) break;
+        uint64_t min = (uint64_t)tc_zz(&t);
+        if (t.bad || (uint64_t)(t.end - t.p) < minis)
+            return bad(r, tc_off(&t), "truncated delta block");
+        const uint8_t *bw = t.p;
+        t.p += minis;
+        for (uint64_t m = 0; m < minis && got < n; m++) {
+            int bits = bw[m];
+            if (bits > 64) return bad(r, tc_off(&t), "delta bit width above 64");
+            size_t bytes = (size_t)(per * (uint64_t)bits / 8);
+            if (bytes > (size_t)(t.end - t.p))
+                return bad(r, tc_off(&t), "truncated delta miniblock");
+            const uint8_t *q = t.p;
+            uint64_t bitpos = 0;
+            for (uint64_t i = 0; i < per && got < n; i++) {
+                uint64_t v = 0;
+                for (int b = 0; b < bits; b++, bitpos++)
+                    v |= (uint64_t)((q[bitpos / 8] >> (bitpos % 8)) & 1) << b;
+                cur += min + v;
+                for (int k = 0; k < width; k++)
+                    o[got * width + k] = (uint8_t)(cur >> (8 * k));
+                got++;
+            }
+            t.p += bytes;
+        }
+    }
+    out->len = (size_t)n * (size_t)width;
+    return FERRY_OK;
+}
+
+/* Parses one page header at *pos (within [chunk start, chunk end)). */
+struct phdr {
+    int type;
+    int64_t usize, csize;
+    int64_t num_values;
+    int encoding;
+    /* v2 */
+    int64_t num_nulls, def_len, rep_len;
+    bool v2_compressed;
+};
+
+static int page_header(struct ferry_parquet_reader *r, size_t pos, size_t end, struct phdr *h,
+                       size_t *body)
+{
+    struct tc t = {r->p + pos, r->p + end, r->p + pos, pos, false, NULL};
+    int16_t last = 0, id;
+    int type;
+    memset(h, 0, sizeof *h);
+    h->type = -1;
+    h->usize = h->csize = -1;
+    h->v2_compressed = true;
+    while ((type = tc_field(&t, &last, &id)) != 0) {
+        if (id == 1)
+            h->type = tc_i32(&t, type);
+        else if (id == 2)
+            h->usize = tc_i32(&t, type);
+        else if (id == 3)
+            h->csize = tc_i32(&t, type);
+        else if ((id == 5 || id == 7 || id == 8) && type == 12) {
+            int16_t l2 = 0, id2;
+            int t2;
+            while ((t2 = tc_field(&t, &l2, &id2)) != 0) {
+                if (id2 == 1)
+                    h->num_values = tc_i32(&t, t2);
+                else if (id2 == 2 && id != 8)
+                    h->encoding = tc_i32(&t, t2);
+                else if (id == 8 && id2 == 2)
+                    h->num_nulls = tc_i32(&t, t2);
+                else if (id == 8 && id2 == 4)
+                    h->encoding = tc_i32(&t, t2);
+                else if (id == 8 && id2 == 5)
+                    h->def_len = tc_i32(&t, t2);
+                else if (id == 8 && id2 == 6)
+                    h->rep_len = tc_i32(&t, t2);
+                else if (id == 8 && id2 == 7)
+                    h->v2_compressed = t2 == 1;
+                else
+                    tc_skip(&t, t2, 2);
+            }
+        } else {
+            tc_skip(&t, type, 1);
+        }
+    }
+    if (t.bad) return bad(r, tc_off(&t), t.why);
+    *body = tc_off(&t);
+    if (h->usize < 0 || h->csize < 0 || h->usize > MAX_PAGE || h->csize > (int64_t)(end - *body))
+        return bad(r, pos, "page sizes out of range");
+    if (h->num_values < 0) return bad(r, pos, "negative value count");
+    return FERRY_OK;
+}
+
+/* Room for `rows` values; grows as pages arrive so that a footer's claimed row count
+ * allocates nothing by itself. */
+static int grow(struct ferry_parquet_reader *r, struct pvals *v, int64_t rows, int w)
+{
+    if (rows <= v->cap && v->slot != NULL) return FERRY_OK;
+    if (rows > MAX_GROUP_ROWS)
+        return ferry_error_set(r->err, FERRY_EUNSUPPORTED, "parquet",
+                               "parquet: %s: a row group of more than %lld rows", r->name,
+                               (long long)MAX_GROUP_ROWS);
+    int64_t cap = v->cap ? v->cap : 1024;
+    while (cap < rows)
+        cap *= 2;
+    if (cap > MAX_GROUP_ROWS) cap = MAX_GROUP_ROWS;
+    uint8_t *s = ferry_realloc(v->slot, (size_t)cap * (size_t)w);
+    if (s == NULL) return oom(r);
+    v->slot = s;
+    uint8_t *nl = ferry_realloc(v->isnull, (size_t)cap);
+    if (nl == NULL) return oom(r);
+    v->isnull = nl;
+    v->cap = cap;
+    return FERRY_OK;
+}
+
+static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchunk *k, int64_t nrows,
+                      struct pvals *v)
+{
+    const struct pcol *c = &r->cols[ci];
+    int w = slot_width(c->ft);
+    /* some writers put 0 in dictionary_page_offset for "none": only an offset past the
+     * magic and before the first data page counts */
+    int64_t start = k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off : k->data_off;
+    if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
+        (uint64_t)k->size > r->n - 8 - (uint64_t)start)
+        return bad(r, (size_t)(start < 0 ? 0 : start), "column chunk outside the file");
+    if (k->num_values != nrows)
+        return bad(r, (size_t)start, "column chunk value count differs from the row group");
+    size_t pos = (size_t)start, end = (size_t)(start + k->size);
+    int64_t row = 0;
+    v->dict_n = -1;
+    uint32_t *idx = NULL;
+    int rc = FERRY_OK;
+    while (rc == FERRY_OK && row < nrows) {
+        if (pos >= end) {
+            rc = bad(r, pos, "column chunk ends before all its values");
+            break;
+        }
+        struct phdr h;
+        size_t body = 0;
+        if ((rc = page_header(r, pos, end, &h, &body))) break;
+        size_t next = body + (size_t)h.csize;
+        if (h.type == PAGE_INDEX) {
+            pos = next;
+            continue;
+        }
+        const uint8_t *in = r->p + body;
+        if (h.type == PAGE_DICT) {
+            if (v->dict_n >= 0 || row > 0) {
+                rc = bad(r, pos, "dictionary page after data");
+                break;
+            }
+            if (h.encoding != ENC_PLAIN && h.encoding != ENC_PLAIN_DICT) {
+                rc = bad(r, pos, "dictionary page not PLAIN");
+                break;
+            }
+            if ((rc =
+                     decompress(r, k->codec, in, (size_t)h.csize, (size_t)h.usize, body, &r->page)))
+                break;
+            if ((uint64_t)h.num_values > r->page.len * 8 + 1) {
+                rc = bad(r, pos, "dictionary larger than its page");
+                break;
+            }
+            if (c->ptype != PT_BOOLEAN && (uint64_t)h.num_values > r->page.len) {
+                rc = bad(r, pos, "dictionary holds more entries than bytes");
+                break;
+            }
+            ferry_buf_reset(&v->dict);
+            ferry_buf_reset(&v->dict_data);
+            if (ferry_buf_reserve(&v->dict, (size_t)h.num_values * (size_t)w + 1)) {
+                rc = oom(r);
+                break;
+            }
+            rc = plain(r, c, (const uint8_t *)r->page.data,
+                       (const uint8_t *)r->page.data + r->page.len, h.num_values,
+                       (uint8_t *)v->dict.data, &v->dict_data, body);
+            v->dict_n = h.num_values;
+            pos = next;
+            continue;
+        }
+        if (h.type != PAGE_DATA && h.type != PAGE_DATA_V2) {
+            rc = bad(r, pos, "unknown page type");
+            break;
+        }
+        if (h.num_values > nrows - row) {
+            rc = bad(r, pos, "page holds more values than the row group");
+            break;
+        }
+        const uint8_t *vp, *ve;
+        const uint8_t *dp = NULL, *de = NULL; /* definition levels */
+        if (h.type == PAGE_DATA) {
+            if ((rc =
+                     decompress(r, k->codec, in, (size_t)h.csize, (size_t)h.usize, body, &r->page)))
+                break;
+            vp = (const uint8_t *)r->page.data;
+            ve = vp + r->page.len;
+            if (c->repetition == 1) {
+                if (ve - vp < 4) {
+                    rc = bad(r, body, "definition levels truncated");
+                    break;
+                }
+                size_t dl =
+                    (size_t)vp[0] | (size_t)vp[1] << 8 | (size_t)vp[2] << 16 | (size_t)vp[3] << 24;
+                if (dl > (size_t)(ve - vp - 4)) {
+                    rc = bad(r, body, "definition levels longer than the page");
+                    break;
+                }
+                dp = vp + 4;
+                de = dp + dl;
+                vp = de;
+            }
+        } else {
+            if (h.def_len < 0 || h.rep_len < 0 || h.def_len + h.rep_len > h.csize ||
+                h.def_len + h.rep_len > h.usize) {
+                rc = bad(r, pos, "v2 level lengths out of range");
+                break;
+            }
+            size_t lv = (size_t)(h.rep_len + h.def_len);
+            dp = in + h.rep_len;
+            de = dp + h.def_len;
+            if (c->repetition != 1) dp = de = NULL;
+            if (h.v2_compressed) {
+                if ((rc = decompress(r, k->codec, in + lv, (size_t)h.csize - lv,
+                                     (size_t)(h.usize - (int64_t)lv), body + lv, &r->page)))
+                    break;
+            } else {
+                if ((rc = decompress(r, CODEC_NONE, in + lv, (size_t)h.csize - lv,
+                                     (size_t)h.csize - lv, body + lv, &r->page)))
+                    break;
+            }
+            vp = (const uint8_t *)r->page.data;
+            ve = vp + r->page.len;
+        }
+        int64_t n = h.num_values, nn = n;
+        if ((rc = grow(r, v, row + n, w))) break;
+        uint8_t *nul = v->isnull + row;
+        memset(nul, 0, (size_t)n);
+        if (dp) {
+            uint32_t *lv = ferry_realloc(idx, (size_t)(n + 1) * sizeof *lv);
+            if (lv == NULL) {
+                rc = oom(r);
+                break;
+            }
+            idx = lv;
+            if ((rc = hybrid(r, dp, de, 1, idx, n, body))) break;
+            nn = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if (idx[i] > 1) {
+                    rc = bad(r, body, "definition level above 1");
+                    break;
+                }
+                nul[i] = idx[i] == 0;
+                nn += idx[i];
+            }
+            if (rc) break;
+        }
+        /* decode nn values into the tail of the page's slots, then spread over non-nulls */
+        uint8_t *slots = v->slot + row * w;
+        uint8_t *dst = slots + (n - nn) * w;
+        if (h.encoding == ENC_PLAIN) {
+            rc = plain(r, c, vp, ve, nn, dst, &v->data, body);
+        } else if (h.encoding == ENC_DELTA_BP && (c->ptype == PT_INT32 || c->ptype == PT_INT64)) {
+            rc = delta_to_plain(r, c, vp, ve, nn, &r->page2, body);
+            if (rc == FERRY_OK)
+                rc = plain(r, c, (const uint8_t *)r->page2.data,
+                           (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
+        } else if (h.encoding == ENC_BSS && c->ptype != PT_BOOLEAN && c->ptype != PT_BYTE_ARRAY &&
+                   c->ptype != PT_INT96) {
+            /* BYTE_STREAM_SPLIT: byte k of value i is at k * nn + i; reassembled PLAIN */
+            size_t kw = c->ptype == PT_INT32 || c->ptype == PT_FLOAT ? 4
+                        : c->ptype == PT_FLBA                        ? (size_t)c->type_length
+                                                                     : 8;
+            if ((uint64_t)nn > (uint64_t)(ve - vp) / kw) {
+                rc = bad(r, body, "byte stream split page too short");
+                break;
+            }
+            ferry_buf_reset(&r->page2);
+            if (ferry_buf_reserve(&r->page2, (size_t)nn * kw + 1)) {
+                rc = oom(r);
+                break;
+            }
+            uint8_t *o = (uint8_t *)r->page2.data;
+            for (int64_t i = 0; i < nn; i++)
+                for (size_t j = 0; j < kw; j++)
+                    o[(size_t)i * kw + j] = vp[j * (size_t)nn + (size_t)i];
+            r->page2.len = (size_t)nn * kw;
+            rc = plain(r, c, o, o + r->page2.len, nn, dst, &v->data, body);
+        } else if (h.encoding == ENC_RLE && c->ptype == PT_BOOLEAN) {
+            /* booleans as a 4-byte-prefixed hybrid run of width 1 (v2 writers) */
+            if (ve - vp < 4) {
+                rc = bad(r, body, "boolean run length missing");
+                break;
+            }
+            size_t bl =
+                (size_t)vp[0] | (size_t)vp[1] << 8 | (size_t)vp[2] << 16 | (size_t)vp[3] << 24;
+            if (bl > (size_t)(ve - vp) - 4) {
+                rc = bad(r, body, "boolean run length past the page");
+                break;
+            }
+            uint32_t *lv = ferry_realloc(idx, (size_t)(nn + 1) * sizeof *lv);
+            if (lv == NULL) {
+                rc = oom(r);
+                break;
+            }
+            idx = lv;
+            if ((rc = hybrid(r, vp + 4, vp + 4 + bl, 1, idx, nn, body))) break;
+            for (int64_t i = 0; i < nn; i++) {
+                int64_t x = idx[i] != 0;
+                memcpy(dst + i * w, &x, 8);
+            }
+        } else if (h.encoding == ENC_RLE_DICT || h.encoding == ENC_PLAIN_DICT) {
+            if (v->dict_n < 0) {
+                rc = bad(r, pos, "dictionary-encoded page without a dictionary");
+                break;
+            }
+            if (nn > 0 && ve <= vp) {
+                rc = bad(r, body, "dictionary indexes missing");
+                break;
+            }
+            uint32_t *lv = ferry_realloc(idx, (size_t)(nn + 1) * sizeof *lv);
+            if (lv == NULL) {
+                rc = oom(r);
+                break;
+            }
+            idx = lv;
+            if (nn > 0 && (rc = hybrid(r, vp + 1, ve, vp[0], idx, nn, body))) break;
+            for (int64_t i = 0; i < nn; i++) {
+                if ((int64_t)idx[i] >= v->dict_n) {
+                    rc = bad(r, body, "dictionary index out of range");
+                    break;
+                }
+                memcpy(dst + i * w, v->dict.data + (size_t)idx[i] * (size_t)w, (size_t)w);
+            }
+            if (rc) break;
+            if (ferry_type_is_varwidth(c->ft)) { /* entries point into dict_data: copy over */
+                for (int64_t i = 0; i < nn; i++) {
+                    uint64_t pk;
+                    memcpy(&pk, dst + i * w, 8);
+                    size_t o = (size_t)(pk & UINT32_MAX), l = (size_t)(pk >> 32);
+                    uint64_t no = v->data.len;
+                    if (no > UINT32_MAX) {
+                        rc = bad(r, body, "row group data above 4 GiB");
+                        break;
+                    }
+                    if (ferry_buf_append(&v->data, v->dict_data.data + o, l)) {
+                        rc = oom(r);
+                        break;
+                    }
+                    pk = (uint64_t)l << 32 | no;
+                    memcpy(dst + i * w, &pk, 8);
+                }
+            }
+        } else {
+            char why[96];
+            snprintf(why, sizeof why, "value encoding %d of column %.40s is not supported",
+                     h.encoding, c->name);
+            rc = bad(r, pos, why);
+        }
+        if (rc) break;
+        /* spread forward: value j sits at slot n - nn + j >= its row, so every move goes
+         * to a lower (or the same) slot and never overwrites a value still to move */
+        if (nn < n) {
+            int64_t j = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if (nul[i]) {
+                    memset(slots + i * w, 0, (size_t)w);
+                } else {
+                    memmove(slots + i * w, dst + j * w, (size_t)w);
+                    j++;
+                }
+            }
+        }
+        row += n;
+        pos = next;
+    }
+    ferry_free(idx);
+    return rc;
+}
+
+/* ---- rows ------------------------------------------------------------------------------- */
+
+static int read_group(struct ferry_parquet_reader *r, const struct prg *g, struct pvals *vals,
+                      struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {
+        ferry_buf_reset(&vals[i].data);
+        rc = read_chunk(r, i, &g->cols[i], g->num_rows, &vals[i]);
+    }
+    for (int64_t row = 0; row < g->num_rows && rc == FERRY_OK; row++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        for (int i = 0; i < r->ncols; i++) {
+            const struct pcol *c = &r->cols[i];
+            const struct pvals *v = &vals[i];
+            const uint8_t *s = v->slot + row * slot_width(c->ft);
+            if (v->isnull[row]) {
+                ferry_rw_null(rw);
+                continue;
+            }
+            int64_t x;
+            uint64_t u;
+            double d;
+            struct ferry_decimal128 dec;
+            switch (c->ft) {
+            case FERRY_TYPE_BOOL:
+                memcpy(&x, s, 8);
+                ferry_rw_bool(rw, x != 0);
+                break;
+            case FERRY_TYPE_FLOAT32:
+            case FERRY_TYPE_FLOAT64:
+                memcpy(&d, s, 8);
+                ferry_rw_float(rw, d);
+                break;
+            case FERRY_TYPE_DECIMAL128:
+                memcpy(&dec, s, 16);
+                ferry_rw_dec128(rw, dec);
+                break;
+            case FERRY_TYPE_UUID:
+                ferry_rw_fixed(rw, s, 16);
+                break;
+            case FERRY_TYPE_UTF8:
+            case FERRY_TYPE_JSON:
+            case FERRY_TYPE_BINARY:
+            case FERRY_TYPE_DECIMAL_TEXT:
+                memcpy(&u, s, 8);
+                ferry_rw_text(rw, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
+                break;
+            default:
+                memcpy(&x, s, 8);
+                ferry_rw_int(rw, x);
+                break;
+            }
+        }
+        rc = ferry_rw_end(rw, err);
+        /* a value the row writer refuses (an INT32 out of an INTEGER(8)'s range) */
+        if (rc == FERRY_EINVAL) ferry_error_prefix(err, "parquet: %s: row group value", r->name);
+    }
+    return rc;
+}
+
+int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_writer *rw,
+                               struct ferry_error *err)
+{
+    r->err = err;
+    const struct ferry_schema *ws = ferry_rw_schema(rw);
+    if (ws == NULL || ws->n_fields != r->ncols)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet",
+                               "parquet: %s: the row writer's schema does not match the file",
+                               r->name);
+    struct pvals *vals = ferry_calloc((size_t)r->ncols, sizeof *vals);
+    if (vals == NULL) return oom(r);
+    for (int i = 0; i < r->ncols; i++) {
+        ferry_buf_init(&vals[i].data, 0);
+        ferry_buf_init(&vals[i].dict, 0);
+        ferry_buf_init(&vals[i].dict_data, 0);
+    }
+    int rc = FERRY_OK;
+    for (int g = 0; g < r->nrg && rc == FERRY_OK; g++)
+        rc = read_group(r, &r->rgs[g], vals, rw, err);
+    for (int i = 0; i < r->ncols; i++) {
+        ferry_free(vals[i].slot);
+        ferry_free(vals[i].isnull);
+        ferry_buf_release(&vals[i].data);
+        ferry_buf_release(&vals[i].dict);
+        ferry_buf_release(&vals[i].dict_data);
+    }
+    ferry_free(vals);
+    ferry_buf_release(&r->page);
+    return rc;
+}
+
+/* ---- open / free ------------------------------------------------------------------------ */
+
+int ferry__parquet_reader_open_mem(const uint8_t *p, size_t n, const char *name,
+                                   struct ferry_parquet_reader **out, struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry_parquet_reader *r = ferry_calloc(1, sizeof *r);
+    if (r == NULL) return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
+    r->err = err;
+    r->p = p;
+    r->n = n;
+    ferry_buf_init(&r->page, 0);
+    ferry_buf_init(&r->page2, 0);
+    if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
+        ferry_free(r);
+        return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
+    }
+    int rc = parse_footer(r);
+    if (rc != FERRY_OK) {
+        ferry__parquet_reader_free(r);
+        return rc;
+    }
+    *out = r;
+    return FERRY_OK;
+}
+
+int ferry__parquet_reader_open_file(const char *path, struct ferry_parquet_reader **out,
+                                    struct ferry_error *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return ferry_error_set(err, FERRY_EIO, "parquet", "parquet: cannot open %s: %s", path,
+                               strerror(errno));
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = FERRY_OK;
+    for (;;) {
+        if (ferry_buf_reserve(&b, 1 << 20)) {
+            rc = ferry_error_set(err, FERRY_ENOMEM, "parquet", "parquet: %s: out of memory", path);
+            break;
+        }
+        size_t got = fread(b.data + b.len, 1, b.cap - b.len, f);
+        b.len += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = ferry_error_set(err, FERRY_EIO, "parquet", "parquet: reading %s: %s", path,
+                                     strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == FERRY_OK)
+        rc = ferry__parquet_reader_open_mem((const uint8_t *)b.data, b.len, path, out, err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return rc;
+    }
+    (*out)->owned = (uint8_t *)b.data;
+    return FERRY_OK;
+}
+
+const struct ferry_schema *ferry__parquet_reader_schema(const struct ferry_parquet_reader *r)
+{
+    return r ? r->schema : NULL;
+}
+
+int64_t ferry__parquet_reader_num_rows(const struct ferry_parquet_reader *r)
+{
+    return r ? r->num_rows : 0;
+}
+
+void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
+{
+    if (r == NULL) return;
+    for (int i = 0; i < r->ncols; i++)
+        ferry_free(r->cols[i].name);
+    ferry_free(r->cols);
+    for (int i = 0; i < r->nrg; i++)
+        ferry_free(r->rgs[i].cols);
+    ferry_free(r->rgs);
+    ferry_schema_unref(r->schema);
+    ferry_buf_release(&r->page);
+    ferry_buf_release(&r->page2);
+    ferry_free(r->owned);
+    ferry_free(r->name);
+    ferry_free(r);
+}

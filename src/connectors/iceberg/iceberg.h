@@ -1,0 +1,182 @@
+/* connectors/iceberg/iceberg.h - private to the `iceberg` sink (and its unit test).
+ *
+ * Three small codecs written from public specifications, used by iceberg_sink.c:
+ *   - the Avro object container file (Apache Avro 1.11 specification, "Object Container
+ *     Files" and "Binary Encoding"), for manifests and manifest lists (avro.c);
+ *   - Iceberg's single-value binary serialization (table spec, Appendix D), its 32-bit
+ *     Murmur3 hash and the partition transforms (Appendix B, "Partition Transforms")
+ *     (values.c);
+ *   - the table catalogs: filesystem (version-hint.text + vN.metadata.json, commit by an
+ *     exclusive link) and SQL (the iceberg_tables table of Iceberg's JDBC catalog and
+ *     PyIceberg's SqlCatalog, commit by compare-and-swap) (catalog.c);
+ *   - snapshot expiry and the removal of files no snapshot reaches (expire.c).
+ * docs/internals/iceberg.md describes the layout and the commit protocol. */
+#ifndef FERRY_CONNECTORS_ICEBERG_H
+#define FERRY_CONNECTORS_ICEBERG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ferry/batch.h"
+#include "ferry/core.h"
+#include "ferry/error.h"
+
+/* ---- Avro (avro.c) --------------------------------------------------------------------
+ *
+ * Records are jansson values shaped by the Avro schema (itself JSON): record -> object (a
+ * field missing from the object is written as null, which its union must allow), array
+ * -> array, map -> object, union -> the value of the first branch that fits (null for
+ * null, else the first non-null branch), int/long -> integer, float/double -> real or
+ * integer, boolean -> true/false, string -> string, bytes/fixed -> a string of lowercase
+ * hex digits (jansson strings must be UTF-8), enum -> its symbol. Decoding gives the same
+ * shapes back. Named types may be referenced by name after their definition. */
+
+/* Writes one container file into out: header (magic, metadata map holding avro.schema,
+ * avro.codec "null" and every string member of `meta`), one block with every record,
+ * sync marker. FERRY_EINVAL names the field when a value does not fit the schema. */
+int ferry__avro_write(struct ferry_buf *out, json_t *schema, json_t *meta, json_t *records,
+                      struct ferry_error *err);
+/* Reads a container file (codec null or deflate). *meta gets the metadata map (strings;
+ * avro.schema left as text), *records an array of the records. Both new references. */
+int ferry__avro_read(const uint8_t *p, size_t n, json_t **meta, json_t **records,
+                     struct ferry_error *err);
+
+/* Hex helpers of the bytes convention above. */
+char *ferry__iceberg_hex(const uint8_t *p, size_t n); /* fresh string */
+/* Decodes hex into out (cap bytes); returns the byte count or -1. */
+long ferry__iceberg_unhex(const char *s, uint8_t *out, size_t cap);
+
+/* ---- values (values.c) ----------------------------------------------------------------- */
+
+/* Murmur3 x86 32-bit, seed 0 (what the bucket transform hashes with). */
+uint32_t ferry__iceberg_murmur3(const void *p, size_t n);
+/* Hashes of Appendix B: ints, longs, dates, times and timestamps all hash as the 8-byte
+ * little-endian long; decimals as the minimal big-endian two's complement of the unscaled
+ * value; strings, binary and uuid (big-endian bytes) as their bytes. */
+int32_t ferry__iceberg_hash_long(int64_t v);
+int32_t ferry__iceberg_hash_bytes(const void *p, size_t n);
+/* (hash & INT_MAX) % n */
+int32_t ferry__iceberg_bucket(int32_t hash, int32_t n);
+/* Minimal big-endian two's-complement bytes of a decimal's unscaled value (1..16 bytes). */
+size_t ferry__iceberg_decimal_bytes(struct ferry_decimal128 v, uint8_t out[16]);
+
+/* The Iceberg type of a ferry column ("long", "decimal(12,2)", "timestamptz"...) into buf,
+ * or FERRY_EUNSUPPORTED naming the type. */
+int ferry__iceberg_type(const struct ferry_field *f, char *buf, size_t len, struct ferry_error *err);
+
+/* Per-column statistics of one data file, in the form manifests want. */
+struct ferry__iceberg_stats {
+    enum ferry_type type;
+    int64_t values, nulls, nans;
+    bool has_minmax;
+    int64_t min_i, max_i;
+    double min_f, max_f;
+    struct ferry_decimal128 min_d, max_d;
+    struct ferry_buf min_b, max_b; /* var-width: the values (lower may be truncated) */
+    bool lower_cut, no_upper;      /* var-width: lower truncated; upper left out */
+};
+void ferry__iceberg_stats_init(struct ferry__iceberg_stats *s, enum ferry_type type);
+void ferry__iceberg_stats_release(struct ferry__iceberg_stats *s);
+/* Folds column col of b into s. No allocation except the min/max buffers' growth. */
+int ferry__iceberg_stats_add(struct ferry__iceberg_stats *s, const struct ferry_batch *b, int col);
+/* The single-value serialization (Appendix D) of the lower / upper bound into out (>= 72
+ * bytes); returns the length, or -1 when that bound is not written. */
+long ferry__iceberg_stats_bound(const struct ferry__iceberg_stats *s, bool upper, uint8_t *out,
+                                size_t cap);
+
+/* Partition transforms. */
+enum ferry__iceberg_transform { ICEBERG_IDENTITY, ICEBERG_DAY, ICEBERG_HOUR, ICEBERG_BUCKET };
+struct ferry__iceberg_pfield {
+    enum ferry__iceberg_transform transform;
+    int32_t buckets; /* bucket only */
+    int col;         /* source column index in the ferry schema */
+    char *name;      /* partition field name: "created_at_day", "id_bucket"... */
+    char *text;      /* the transform as the spec writes it: "day", "bucket[16]" */
+};
+/* Parses "day(created_at)", "hour(ts)", "bucket(16, id)", "identity(status)" or "status"
+ * against the schema. FERRY_ECONFIG with a message naming the text otherwise. */
+int ferry__iceberg_pfield_parse(const char *text, const struct ferry_schema *schema,
+                                struct ferry__iceberg_pfield *out, struct ferry_error *err);
+void ferry__iceberg_pfield_release(struct ferry__iceberg_pfield *p);
+/* The partition value of one row: *is_null, an integer (day, hour, bucket, identity of
+ * integer-backed and bool columns) or bytes (identity of var-width columns, borrowed from
+ * the batch). */
+struct ferry__iceberg_pvalue {
+    bool is_null;
+    int64_t i;
+    const uint8_t *p;
+    size_t n;
+};
+void ferry__iceberg_pvalue(const struct ferry__iceberg_pfield *pf, const struct ferry_batch *b,
+                           int64_t row, struct ferry__iceberg_pvalue *out);
+/* "name=value" path segment of a partition value (dates as 2024-01-31, hours as
+ * 2024-01-31-13, bytes percent-encoded); appended to b. */
+int ferry__iceberg_pvalue_path(const struct ferry__iceberg_pfield *pf, enum ferry_type src,
+                               const struct ferry__iceberg_pvalue *v, struct ferry_buf *b);
+/* The partition value as a manifest record member (integer, string or null). */
+json_t *ferry__iceberg_pvalue_json(const struct ferry__iceberg_pfield *pf, enum ferry_type src,
+                                   const struct ferry__iceberg_pvalue *v);
+/* Avro type of a partition field ("int", "long", "string", "boolean"...). */
+const char *ferry__iceberg_pfield_avro(const struct ferry__iceberg_pfield *pf, enum ferry_type src);
+/* Iceberg result type name of a partition field ("int", or the source type). */
+int ferry__iceberg_pfield_type(const struct ferry__iceberg_pfield *pf, const struct ferry_field *f,
+                               char *buf, size_t len);
+
+/* ---- catalogs (catalog.c) --------------------------------------------------------------
+ *
+ * A catalog maps (namespace, table) to the table's current metadata file and swaps that
+ * pointer atomically. Both kinds keep the table's files in a local folder
+ * <warehouse>/<namespace>/<table>/{data,metadata}. */
+enum ferry__iceberg_catalog_kind { ICEBERG_CATALOG_FILESYSTEM = 0, ICEBERG_CATALOG_SQL };
+struct ferry__iceberg_catalog;
+
+/* warehouse: an absolute local folder (created when missing). sql_path: the SQLite file
+ * of the SQL catalog (its tables are created when missing), NULL for the filesystem one. */
+int ferry__iceberg_catalog_open(enum ferry__iceberg_catalog_kind kind, const char *warehouse,
+                                const char *namespace_, const char *sql_path,
+                                const char *catalog_name, struct ferry__iceberg_catalog **out,
+                                struct ferry_error *err);
+void ferry__iceberg_catalog_close(struct ferry__iceberg_catalog *c);
+/* The table's folder (fresh string). */
+char *ferry__iceberg_catalog_table_dir(const struct ferry__iceberg_catalog *c, const char *table);
+/* The current metadata of a table: *meta NULL (and FERRY_OK) when the table does not exist;
+ * else a new reference, *location its metadata file URI (fresh) and *version its number. */
+int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *table, json_t **meta,
+                                char **location, int *version, struct ferry_error *err);
+/* Makes `meta` the table's current metadata if the current one is still `old_location`
+ * (NULL: the table must not exist yet). FERRY_ECONFLICT when someone else committed
+ * first; nothing is changed then. *new_location (may be NULL) gets the new file's URI. */
+int ferry__iceberg_catalog_commit(struct ferry__iceberg_catalog *c, const char *table,
+                                  const char *old_location, int new_version, json_t *meta,
+                                  char **new_location, struct ferry_error *err);
+/* Tables of the namespace (NULL-terminated, free with ferry_cfg_strv_free). */
+int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
+                                struct ferry_error *err);
+
+/* ---- expire (expire.c) -------------------------------------------------------------------- */
+struct ferry__iceberg_expire_result {
+    int snapshots_expired, snapshots_kept;
+    int64_t files_deleted, bytes_deleted;
+    void (*on_file)(void *ctx, const char *path); /* optional: each deleted (or would-be) file */
+    void *ctx;
+};
+/* Expires the snapshots older than now - older_than_ms (keeping the current one, those refs
+ * name and the retain_last newest), commits the trimmed metadata, then deletes the data,
+ * delete, manifest and manifest list files of the table that no kept snapshot reaches and
+ * that are older than the cutoff. dry_run: commits and deletes nothing, counts the same. */
+int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table, int64_t older_than_ms,
+                          int retain_last, bool dry_run, struct ferry__iceberg_expire_result *res,
+                          struct ferry_error *err);
+
+/* Writes a whole file durably: temporary name, fsync, rename, fsync of the folder. */
+int ferry__iceberg_write_file(const char *path, const void *p, size_t n, struct ferry_error *err);
+/* Reads a whole local file (path or file:// URI) into a fresh buffer. */
+int ferry__iceberg_read_file(const char *path_or_uri, struct ferry_buf *out, struct ferry_error *err);
+/* mkdir -p */
+int ferry__iceberg_mkdirs(const char *path, struct ferry_error *err);
+
+/* Random bytes from the kernel (ids and names). */
+void ferry__iceberg_random(void *p, size_t n);
+
+#endif

@@ -1,0 +1,107 @@
+/* connectors/postgres/pg_cdc.h - change data capture of the postgres source (private to
+ * this folder): publication and replication slot management, the logical replication
+ * stream (pgoutput decoded by pg_repl.c) written into a row writer, and acknowledging the
+ * slot. docs/internals/cdc.md describes the design.
+ *
+ * A cdc resource is planned as {"mode":"cdc","slot","publication","start","end",
+ * "snapshot","shards":[{"stream":true}, copy shards...]}: shard 0 streams the slot from
+ * `start` (an LSN, "X/Y") until it has caught up with `end` (frozen at plan time); the
+ * other shards (first run only) copy the table under `snapshot`, the slot's exported
+ * snapshot. The stream's positions are {"shard":0,"n":LSN}: the end LSN of the last
+ * transaction received completely (a resumed stream restarts there). */
+#ifndef FERRY_PG_CDC_H
+#define FERRY_PG_CDC_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include "connectors/postgres/pg_common.h"
+#include "ferry/connector.h"
+
+/* The resource keys of a cdc resource: slot, publication, on_slot_lost (error|resnapshot).
+ * Read (and so marked used) at discover time. Names are derived when not configured:
+ * "ferry_<pipeline>_<table>" lower-cased, [a-z0-9_] only, at most 63 bytes (a hash of the
+ * route replaces the tail of a longer name). */
+struct ferry_pg_cdc_opts {
+    char slot[64];
+    char publication[64];
+    bool publication_given;
+    bool resnapshot;
+};
+int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
+                       struct ferry_error *err);
+
+/* Names the change-log columns appended to the schema when spec->change_log. */
+#define FERRY_PG_CDC_OP_COL "_ferry_op"
+#define FERRY_PG_CDC_LSN_COL "_ferry_lsn"
+#define FERRY_PG_CDC_TIME_COL "_ferry_commit_time"
+
+/* How many columns cdc appends to the table's own: the change log's 3, or the
+ * `soft_delete` column (merge) 1. */
+static inline int ferry__pg_cdc_extra_cols(const struct ferry_resource_spec *spec)
+{
+    return spec->change_log ? 3 : spec->soft_delete != NULL ? 1 : 0;
+}
+
+/* Plans a cdc read into `plan` (mode, slot, publication, start, end, snapshot). With a
+ * saved route position (its "n"), checks the slot is still the one ferry acknowledged
+ * (present, not lost, confirmed position not past the saved one) and streams from there;
+ * else (first run, or a lost slot with on_slot_lost: resnapshot) makes sure the
+ * publication exists, (re)creates the slot with an exported snapshot and sets *copy: the
+ * caller adds the copy shards. The replication connection that exported the snapshot must
+ * stay open and idle until the copy is read: it is handed over in *keep. */
+struct ferry_pg_cdc_target;
+int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_opts *opts,
+                       const char *peer, const struct ferry_resource_spec *spec,
+                       const struct ferry_pg_cdc_target *t, const char *route_checkpoint,
+                       json_t *plan, bool *copy, PGconn **keep, struct ferry_error *err);
+
+/* The relation a stream writes: its names as in the catalog and the schema rows follow. */
+struct ferry_pg_cdc_target {
+    const char *schema_name;
+    const char *table;
+    const char *from; /* quoted, for messages */
+    const struct ferry_schema *sc;
+    bool change_log;
+    bool soft_delete; /* the schema ends with the deleted-at column (commit time of deletes) */
+    bool all_columns; /* no `columns:` list: a new source column is a schema change */
+    int64_t epoch_rows; /* > 0: end after this many changes, at a commit (before `end`) */
+    bool keep_session;  /* --follow: park the replication session for the next run */
+};
+
+/* Progress of a stream, read by other threads (the runner's lag events): the position
+ * (end LSN of the last complete transaction), the WAL bytes between it and the further of
+ * the server's reported decoding position and the run's end, and the age of the last
+ * received commit in microseconds (0 when caught up). active: a stream is running. */
+struct ferry_pg_cdc_progress {
+    _Atomic long long position, lag_bytes, lag_us;
+    _Atomic int active;
+    _Atomic int final_pending; /* the stream ended; its last report not read yet */
+};
+
+/* Streams shard 0 of a cdc plan into rw (see above). Returns FERRY_OK once caught up (or
+ * stopped at a schema change, leaving the position before it), the row writer's stop
+ * code, or an error naming the table. */
+int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts, const char *peer,
+                         const struct ferry_pg_cdc_target *t, json_t *plan, const char *resume,
+                         struct ferry_row_writer *rw, struct ferry_pg_cdc_progress *progress,
+                         struct ferry_error *err);
+
+/* First runs: the copy shards of a resumed attempt read a snapshot later than the slot's
+ * (the exported one died with the earlier process), so the stream must reach at least a
+ * position taken after them for the run to end consistent: raises the plan's "end" (in
+ * memory) to a WAL position taken now. Called before streaming shard 0, which runs after
+ * every copy shard. */
+int ferry__pg_cdc_extend_end(const char *url, const struct ferry_pg_conn_opts *opts,
+                             const char *peer, json_t *plan, struct ferry_error *err);
+
+/* Advances the slot of a cdc plan to the saved position's LSN (never back, never past it);
+ * *caught_up = position >= the plan's end. */
+int ferry__pg_cdc_ack(PGconn *c, const char *peer, const char *plan_json, const char *position,
+                      bool *caught_up, struct ferry_error *err);
+
+/* Drops the resource's slot, and its publication when ferry named it. */
+int ferry__pg_cdc_drop(PGconn *c, const char *peer, const struct ferry_resource_spec *spec,
+                       struct ferry_error *err);
+
+#endif

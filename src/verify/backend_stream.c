@@ -1,0 +1,562 @@
+/* verify/backend_stream.c - one side of a verification read through ferry itself: the
+ * pipeline's source connector (files: CSV and JSON Lines, the sample source, any source
+ * without a pushdown backend) extracts the resource, the pipeline's transforms run on each
+ * batch, and every row's hash is computed in C from the batch values (canon.c), exactly
+ * as the destination should hold them.
+ *
+ * The whole resource is read once, at open, into a sorted list of (key, row hash): such a
+ * side answers the whole-table digest and row listings, and single keys for the second
+ * pass, but not key ranges (whole_only): the walk then compares the full listing of both
+ * sides when the digests differ. A files-sink Parquet destination is read the same way
+ * through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads the
+ * source once more, untransformed, and keeps it indexed by key until the side closes.
+ * Calls the source vtable, the row writer, the transform chain, the Parquet reader and
+ * canon.c. Called by verify.c and repair.c (fetch). */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "batch/builder.h"
+#include "connectors/files/parquet_reader.h"
+#include "pipeline/transform.h"
+#include "verify/verify.h"
+
+struct stside {
+    struct ferry_vside base;
+    struct ferry_vrows rows; /* sorted by key */
+    int64_t count;
+    uint64_t sum;
+    int *bcol; /* column of the transformed batch for each compared column */
+    struct ferry_transform_chain *chain;
+    struct ferry_buf scratch;
+    int rc; /* first error of the emit callback */
+    struct ferry_error err;
+    /* --repair (fetch): the source read again, untransformed, on the first fetch; every
+     * row indexed by its key texts (source columns). NULL p: the side cannot fetch. */
+    const struct ferry_pipeline_spec *p;
+    const struct ferry_resource_spec *r;
+    bool fetched;
+    struct ferry_batch **fb;
+    int n_fb, cap_fb;
+    struct frow *fr;
+    int64_t n_fr, cap_fr;
+    int *kcol; /* source batch column of each key part */
+};
+
+struct frow {
+    struct ferry_vkey key;
+    int b;       /* index into fb */
+    int64_t row; /* row of that batch */
+};
+
+static int oom(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "verify", "out of memory");
+}
+
+static int key_cmp(const struct ferry_vkey *a, const struct ferry_vkey *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *x = a->part[i], *y = b->part[i];
+        if (x == NULL || y == NULL) {
+            if (x != y) return x == NULL ? -1 : 1;
+            continue;
+        }
+        int c = strcmp(x, y);
+        if (c != 0) return c;
+    }
+    return 0;
+}
+
+static _Thread_local int sort_nkey;
+
+static int row_cmp(const void *a, const void *b)
+{
+    return key_cmp(&((const struct ferry_vrow *)a)->key, &((const struct ferry_vrow *)b)->key,
+                   sort_nkey);
+}
+
+/* Row r of column c as a hash input; decimal128 becomes its text in dec[]. */
+static void batch_value(const struct ferry_batch *b, int c, int64_t r, int scale,
+                        struct ferry_vvalue *v, char *dec, size_t cap)
+{
+    memset(v, 0, sizeof *v);
+    if (ferry_col_is_null(b, c, r)) {
+        v->null = true;
+        return;
+    }
+    switch (b->columns[c].type) {
+    case FERRY_TYPE_BOOL:
+        v->i = ferry_col_bool(b, c, r);
+        break;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        v->f = ferry_col_float(b, c, r);
+        break;
+    case FERRY_TYPE_UUID:
+        memcpy(v->u, ferry_col_fixed(b, c, r), 16);
+        break;
+    case FERRY_TYPE_DECIMAL128: {
+        int k = ferry_decimal128_to_text(ferry_col_dec128(b, c, r), scale, dec, cap);
+        v->p = (const uint8_t *)dec;
+        v->n = k > 0 ? (size_t)k : 0;
+        break;
+    }
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_JSON:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_DECIMAL_TEXT:
+        v->p = ferry_col_bytes(b, c, r, &v->n);
+        break;
+    default:
+        v->i = ferry_col_int(b, c, r);
+        break;
+    }
+}
+
+/* The key's normal text, as ferry__vcanon_key_text writes it for the other side. */
+static char *key_text(enum ferry_type t, const struct ferry_vvalue *v)
+{
+    char buf[80];
+    int k = -1;
+    if (v->null) return NULL;
+    switch (t) {
+    case FERRY_TYPE_INT8:
+    case FERRY_TYPE_INT16:
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_INT64:
+        k = snprintf(buf, sizeof buf, "%lld", (long long)v->i);
+        break;
+    case FERRY_TYPE_DATE32:
+        k = ferry_date32_to_text((int32_t)v->i, buf, sizeof buf);
+        break;
+    case FERRY_TYPE_TIME64_US:
+        k = ferry_time64_to_text(v->i, buf, sizeof buf);
+        break;
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        k = ferry_timestamp_to_text(v->i, t == FERRY_TYPE_TIMESTAMPTZ_US, buf, sizeof buf);
+        break;
+    case FERRY_TYPE_UUID:
+        k = ferry_uuid_to_text(v->u, buf, sizeof buf);
+        break;
+    case FERRY_TYPE_BOOL:
+        k = snprintf(buf, sizeof buf, "%s", v->i ? "true" : "false");
+        break;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        k = snprintf(buf, sizeof buf, "%.17g", v->f);
+        break;
+    default:
+        return ferry_strndup(v->p ? (const char *)v->p : "", v->n);
+    }
+    return k >= 0 ? ferry_strndup(buf, (size_t)k) : ferry_strdup("?");
+}
+
+static int hash_batch(struct stside *s, struct ferry_batch *b, struct ferry_error *err)
+{
+    const struct ferry_vtable *t = s->base.t;
+    if (s->bcol == NULL) {
+        s->bcol = ferry_calloc((size_t)t->n_cols + 1, sizeof *s->bcol);
+        if (s->bcol == NULL) return oom(err);
+        for (int i = 0; i < t->n_cols; i++) {
+            s->bcol[i] = ferry_schema_find(b->schema, t->cols[i].dst);
+            if (s->bcol[i] < 0)
+                return ferry_error_set(err, FERRY_EINVAL, "verify",
+                                       "verify: %s %s: no column %s after the transforms",
+                                       s->base.what, s->base.name, t->cols[i].dst);
+        }
+    }
+    char dec[64];
+    for (int64_t r = 0; r < b->length; r++) {
+        if (ferry_batch_op(b, r) == FERRY_OP_DELETE) continue;
+        int64_t x = 0;
+        char **parts = ferry_calloc((size_t)t->n_key + 1, sizeof *parts);
+        if (parts == NULL) return oom(err);
+        for (int i = 0; i < t->n_cols; i++) {
+            struct ferry_vvalue v;
+            batch_value(b, s->bcol[i], r, t->cols[i].scale, &v, dec, sizeof dec);
+            x ^= ferry__vcanon_value_hash(t->cols[i].type, i + 1, &v, &s->scratch);
+            if (t->cols[i].key_pos > 0 && t->cols[i].key_pos <= t->n_key)
+                parts[t->cols[i].key_pos - 1] = key_text(t->cols[i].type, &v);
+        }
+        int64_t h = ferry__vcanon_row_hash(x);
+        s->count++;
+        s->sum += (uint64_t)h;
+        if (ferry__vrows_push(&s->rows, parts, h, err) != FERRY_OK) {
+            struct ferry_vkey k = {parts};
+            ferry__vkey_free(&k, t->n_key);
+            return oom(err);
+        }
+    }
+    return FERRY_OK;
+}
+
+static int emit(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    struct stside *s = ctx;
+    s->base.bytes += (int64_t)b->bytes; /* what the source read, approximately */
+    struct ferry_batch *out = b;
+    int rc = FERRY_OK;
+    if (s->chain) {
+        out = NULL;
+        rc = ferry_transforms_apply(s->chain, b, &out, err); /* consumes b */
+    }
+    if (rc == FERRY_OK) rc = hash_batch(s, out, err);
+    ferry_batch_unref(out);
+    return rc;
+}
+
+static int st_digest_send(struct ferry_vside *base, const struct ferry_vrange *r,
+                          struct ferry_error *err)
+{
+    if (r->lo != NULL || r->hi != NULL)
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
+                               "verify: %s %s is read whole, not by key range", base->what,
+                               base->name);
+    return FERRY_OK;
+}
+
+static int st_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *sum,
+                          struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    (void)err;
+    *count = s->count;
+    *sum = s->sum;
+    return FERRY_OK;
+}
+
+static int st_bounds(struct ferry_vside *base, const struct ferry_vrange *r, int64_t step,
+                     struct ferry_vrows *out, struct ferry_error *err)
+{
+    (void)base, (void)r, (void)step, (void)out, (void)err;
+    return FERRY_OK; /* no split points: the walk lists rows */
+}
+
+static int copy_row(struct stside *s, const struct ferry_vrow *row, struct ferry_vrows *out,
+                    struct ferry_error *err)
+{
+    int n = s->base.t->n_key;
+    char **parts = ferry_calloc((size_t)n + 1, sizeof *parts);
+    if (parts == NULL) return oom(err);
+    for (int i = 0; i < n; i++)
+        if (row->key.part[i] && (parts[i] = ferry_strdup(row->key.part[i])) == NULL) {
+            struct ferry_vkey k = {parts};
+            ferry__vkey_free(&k, n);
+            return oom(err);
+        }
+    int rc = ferry__vrows_push(out, parts, row->hash, err);
+    if (rc != FERRY_OK) {
+        struct ferry_vkey k = {parts};
+        ferry__vkey_free(&k, n);
+    }
+    return rc;
+}
+
+static int st_rows(struct ferry_vside *base, const struct ferry_vrange *r, struct ferry_vrows *out,
+                   struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    int n = base->t->n_key;
+    if (r->lo == NULL && r->hi == NULL) {
+        for (int64_t i = 0; i < s->rows.n; i++) {
+            int rc = copy_row(s, &s->rows.v[i], out, err);
+            if (rc != FERRY_OK) return rc;
+        }
+        return FERRY_OK;
+    }
+    if (r->lo == NULL || r->hi == NULL || !r->lo_incl || key_cmp(r->lo, r->hi, n) != 0)
+        return st_digest_send(base, r, err);
+    /* one key: binary search in the sorted list */
+    int64_t lo = 0, hi = s->rows.n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(&s->rows.v[mid].key, r->lo, n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < s->rows.n && key_cmp(&s->rows.v[lo].key, r->lo, n) == 0; lo++) {
+        int rc = copy_row(s, &s->rows.v[lo], out, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    return FERRY_OK;
+}
+
+static int frow_cmp(const void *a, const void *b)
+{
+    return key_cmp(&((const struct frow *)a)->key, &((const struct frow *)b)->key, sort_nkey);
+}
+
+/* Emit callback of the fetch read: keeps the untransformed batch (the callback owns it)
+ * and indexes its rows. */
+static int keep(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    struct stside *s = ctx;
+    const struct ferry_vtable *t = s->base.t;
+    if (s->n_fb == s->cap_fb) {
+        int cap = s->cap_fb ? s->cap_fb * 2 : 16;
+        struct ferry_batch **v = ferry_realloc(s->fb, sizeof *v * (size_t)cap);
+        if (v == NULL) {
+            ferry_batch_unref(b);
+            return oom(err);
+        }
+        s->fb = v;
+        s->cap_fb = cap;
+    }
+    s->fb[s->n_fb++] = b;
+    if (s->kcol == NULL) {
+        s->kcol = ferry_calloc((size_t)t->n_key + 1, sizeof *s->kcol);
+        if (s->kcol == NULL) return oom(err);
+        for (int i = 0; i < t->n_key; i++) {
+            const struct ferry_vcol *c = &t->cols[t->key[i]];
+            if ((s->kcol[i] = ferry_schema_find(b->schema, c->src)) < 0)
+                return ferry_error_set(err, FERRY_EINVAL, "verify",
+                                       "verify --repair: source %s has no key column %s",
+                                       s->base.name, c->src);
+        }
+    }
+    char dec[64];
+    for (int64_t row = 0; row < b->length; row++) {
+        if (ferry_batch_op(b, row) == FERRY_OP_DELETE) continue;
+        if (s->n_fr == s->cap_fr) {
+            int64_t cap = s->cap_fr ? s->cap_fr * 2 : 1024;
+            struct frow *v = ferry_realloc(s->fr, sizeof *v * (size_t)cap);
+            if (v == NULL) return oom(err);
+            s->fr = v;
+            s->cap_fr = cap;
+        }
+        char **parts = ferry_calloc((size_t)t->n_key + 1, sizeof *parts);
+        if (parts == NULL) return oom(err);
+        for (int i = 0; i < t->n_key; i++) {
+            const struct ferry_vcol *c = &t->cols[t->key[i]];
+            struct ferry_vvalue v;
+            batch_value(b, s->kcol[i], row, c->scale, &v, dec, sizeof dec);
+            parts[i] = key_text(c->src_type, &v);
+        }
+        s->fr[s->n_fr++] = (struct frow){{parts}, s->n_fb - 1, row};
+    }
+    return FERRY_OK;
+}
+
+static int fetch_load(struct stside *s, struct ferry_error *err)
+{
+    const struct ferry_pipeline_spec *p = s->p;
+    const struct ferry_resource_spec *r = s->r;
+    void *ctx = NULL;
+    struct ferry_schema *schema = NULL;
+    char *plan = NULL;
+    struct ferry_row_writer *rw = NULL;
+    int shards = 0;
+    int rc = p->source_vt->open(p->source, &ctx, err);
+    if (rc == FERRY_OK) rc = p->source_vt->discover(ctx, r, &schema, err);
+    if (rc == FERRY_OK) rc = p->source_vt->plan(ctx, r, schema, NULL, &plan, err);
+    if (rc == FERRY_OK) {
+        json_t *j = json_loads(plan, 0, NULL);
+        shards = (int)json_array_size(json_object_get(j, "shards"));
+        json_decref(j);
+        struct ferry_rw_limits lim = {50000, INT64_C(4) << 20, 0};
+        rw = ferry__rw_new(schema, r->table, lim, keep, s);
+        if (rw == NULL) rc = oom(err);
+    }
+    for (int sh = 0; sh < shards && rc == FERRY_OK; sh++) {
+        rc = p->source_vt->extract(ctx, r, schema, plan, sh, NULL, rw, err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
+    }
+    ferry__rw_free(rw);
+    ferry_free(plan);
+    ferry_schema_unref(schema);
+    if (ctx) p->source_vt->close(ctx);
+    if (rc == FERRY_OK) {
+        sort_nkey = s->base.t->n_key;
+        if (s->n_fr > 1) qsort(s->fr, (size_t)s->n_fr, sizeof *s->fr, frow_cmp);
+        s->fetched = true;
+    }
+    return rc;
+}
+
+/* Repair: the source row of key k, untransformed, every field of sc by name. The first
+ * call reads the whole source again and keeps it in memory until the side closes. */
+static int st_fetch(struct ferry_vside *base, const struct ferry_vkey *k,
+                    const struct ferry_schema *sc, struct ferry_row_writer *rw, bool *found,
+                    struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    *found = false;
+    if (s->p == NULL)
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
+                               "verify --repair: %s %s cannot fetch rows by key", base->what,
+                               base->name);
+    if (!s->fetched) {
+        int rc = fetch_load(s, err);
+        if (rc != FERRY_OK)
+            return ferry_error_prefix(err, "verify --repair: source %s", base->name);
+    }
+    int n = base->t->n_key;
+    int64_t lo = 0, hi = s->n_fr;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(&s->fr[mid].key, k, n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= s->n_fr || key_cmp(&s->fr[lo].key, k, n) != 0) return FERRY_OK;
+    const struct ferry_batch *b = s->fb[s->fr[lo].b];
+    int64_t row = s->fr[lo].row;
+    char dec[64];
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    for (int i = 0; i < sc->n_fields; i++) {
+        const struct ferry_field *f = &sc->fields[i];
+        int c = ferry_schema_find(b->schema, f->name);
+        struct ferry_vvalue v;
+        memset(&v, 0, sizeof v);
+        v.null = true;
+        if (c >= 0) batch_value(b, c, row, b->schema->fields[c].scale, &v, dec, sizeof dec);
+        int rc = ferry__vrepair_put(rw, f, &v, err);
+        if (rc != FERRY_OK) {
+            ferry_rw_cancel_row(rw);
+            return rc;
+        }
+    }
+    *found = true;
+    return ferry_rw_end(rw, err);
+}
+
+static int st_refresh(struct ferry_vside *base, struct ferry_error *err)
+{
+    (void)base, (void)err;
+    return FERRY_OK;
+}
+
+static void st_close(struct ferry_vside *base)
+{
+    struct stside *s = (struct stside *)base;
+    if (s == NULL) return;
+    ferry__vrows_clear(&s->rows, base->t->n_key);
+    for (int64_t i = 0; i < s->n_fr; i++) ferry__vkey_free(&s->fr[i].key, base->t->n_key);
+    ferry_free(s->fr);
+    for (int i = 0; i < s->n_fb; i++) ferry_batch_unref(s->fb[i]);
+    ferry_free(s->fb);
+    ferry_free(s->kcol);
+    ferry_free(s->bcol);
+    ferry_transforms_free(s->chain);
+    ferry_buf_release(&s->scratch);
+    ferry_free(s);
+}
+
+static const struct ferry_vside_ops st_ops = {
+    .digest_send = st_digest_send,
+    .digest_recv = st_digest_recv,
+    .bounds = st_bounds,
+    .rows = st_rows,
+    .fetch = st_fetch,
+    .refresh = st_refresh,
+    .close = st_close,
+};
+
+int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
+                             const struct ferry_resource_spec *r, const struct ferry_vtable *t,
+                             const char *what, struct ferry_vside **out, struct ferry_error *err)
+{
+    *out = NULL;
+    struct stside *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) return oom(err);
+    s->base.ops = &st_ops;
+    s->base.what = what;
+    s->base.t = t;
+    s->base.whole_only = true;
+    snprintf(s->base.name, sizeof s->base.name, "%s", r->table);
+    ferry_buf_init(&s->scratch, 0);
+    if (t->source) { /* a destination read as a source (files sink output) never fetches */
+        s->p = p;
+        s->r = r;
+    }
+    void *ctx = NULL;
+    struct ferry_schema *schema = NULL, *outs = NULL;
+    char *plan = NULL;
+    struct ferry_row_writer *rw = NULL;
+    int rc = p->source_vt->open(p->source, &ctx, err);
+    if (rc == FERRY_OK) rc = p->source_vt->discover(ctx, r, &schema, err);
+    if (rc == FERRY_OK) rc = ferry_transforms_compile(p, r->table, schema, &s->chain, &outs, err);
+    ferry_transforms_set_run(s->chain, 0);
+    if (rc == FERRY_OK) rc = p->source_vt->plan(ctx, r, schema, NULL, &plan, err);
+    int shards = 0;
+    if (rc == FERRY_OK) {
+        json_t *j = json_loads(plan, 0, NULL);
+        shards = (int)json_array_size(json_object_get(j, "shards"));
+        json_decref(j);
+    }
+    if (rc == FERRY_OK) {
+        struct ferry_rw_limits lim = {50000, INT64_C(4) << 20, 0};
+        rw = ferry__rw_new(schema, r->table, lim, emit, s);
+        if (rw == NULL) rc = oom(err);
+    }
+    for (int sh = 0; sh < shards && rc == FERRY_OK; sh++) {
+        rc = p->source_vt->extract(ctx, r, schema, plan, sh, NULL, rw, err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
+    }
+    ferry__rw_free(rw);
+    ferry_free(plan);
+    ferry_schema_unref(schema);
+    ferry_schema_unref(outs);
+    if (ctx) p->source_vt->close(ctx);
+    if (rc == FERRY_OK) {
+        sort_nkey = t->n_key;
+        if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
+    }
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "verify: %s %s", what, r->table);
+        st_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return FERRY_OK;
+}
+
+/* A files-sink Parquet destination: the files `paths` (the data set's parts of the table,
+ * from the manifests) are decoded by ferry's Parquet reader and hashed like the batches of
+ * a source (no transforms: the files hold what the sink wrote). Columns are matched by
+ * name in each file, so parts written by different schema versions still line up. */
+int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
+                              const struct ferry_vtable *t, const char *what,
+                              struct ferry_vside **out, struct ferry_error *err)
+{
+    *out = NULL;
+    struct stside *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) return oom(err);
+    s->base.ops = &st_ops;
+    s->base.what = what;
+    s->base.t = t;
+    s->base.whole_only = true;
+    snprintf(s->base.name, sizeof s->base.name, "%s", name);
+    ferry_buf_init(&s->scratch, 0);
+    int rc = FERRY_OK;
+    for (int i = 0; i < n_paths && rc == FERRY_OK; i++) {
+        struct ferry_parquet_reader *pr = NULL;
+        rc = ferry__parquet_reader_open_file(paths[i], &pr, err);
+        if (rc != FERRY_OK) break;
+        ferry_free(s->bcol); /* columns are found again in each file */
+        s->bcol = NULL;
+        struct ferry_rw_limits lim = {50000, INT64_C(4) << 20, 0};
+        struct ferry_schema *sc = (struct ferry_schema *)ferry__parquet_reader_schema(pr);
+        struct ferry_row_writer *rw = ferry__rw_new(sc, name, lim, emit, s);
+        if (rw == NULL) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__parquet_reader_read(pr, rw, err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
+        ferry__rw_free(rw);
+        ferry__parquet_reader_free(pr);
+    }
+    if (rc == FERRY_OK) {
+        sort_nkey = t->n_key;
+        if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
+    } else {
+        ferry_error_prefix(err, "verify: %s %s", what, name);
+        st_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return FERRY_OK;
+}

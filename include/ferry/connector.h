@@ -229,6 +229,12 @@ struct ferry_sink_vtable {
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);
 
+/* For sinks that encode what they write (files, s3, iceberg): resets the receipt to "nothing
+ * written yet" with the sink's own digest of b and an encoded CRC to come. False when that
+ * digest differs from the pipeline's: the sink then writes nothing and returns FERRY_OK
+ * (the pipeline reports the divergence). */
+bool ferry_receipt_start(struct ferry_receipt *receipt, const struct ferry_batch *b);
+
 /* Registry (src/connectors/registry.c). */
 const struct ferry_source_vtable *ferry_source_find(const char *name);
 const struct ferry_sink_vtable *ferry_sink_find(const char *name);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "ferry/connector.h"
 #include "ferry/core.h"
+#include "ferry/digest.h"
 
 #define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files)
 #define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg)
@@ -142,4 +143,15 @@ void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n)
         ferry_free(v[i].position);
     }
     ferry_free(v);
+}
+
+bool ferry_receipt_start(struct ferry_receipt *receipt, const struct ferry_batch *b)
+{
+    receipt->write_crc = ferry_batch_digest(b);
+    receipt->rows = 0;
+    receipt->bytes = 0;
+    receipt->has_encoded_crc = true;
+    receipt->encoded_crc = 0;
+    receipt->uri[0] = '\0';
+    return receipt->write_crc == b->digest;
 }

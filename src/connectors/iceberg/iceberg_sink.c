@@ -1584,13 +1584,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
         return ferry_error_set(err, FERRY_EINVAL, "iceberg",
                                "iceberg sink: apply outside a session or to an unprepared target");
     struct target *t = &s->t[target->index];
-    receipt->write_crc = ferry_batch_digest(b);
-    receipt->rows = 0;
-    receipt->bytes = 0;
-    receipt->has_encoded_crc = true;
-    receipt->encoded_crc = 0;
-    receipt->uri[0] = '\0';
-    if (receipt->write_crc != b->digest) return FERRY_OK; /* the pipeline reports divergence */
+    if (!ferry_receipt_start(receipt, b)) return FERRY_OK; /* the pipeline reports divergence */
     t->apply_crc = 0;
     t->apply_bytes = 0;
     int rc = FERRY_OK;

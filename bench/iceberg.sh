@@ -7,6 +7,11 @@
 # close + fsync of the data files, manifest, manifest list, metadata swap), plus the
 # commit latency of SMALL appends (SMALL_RUNS runs of 1000 rows on a table that grows one
 # snapshot per run: the cost of carrying the manifest list forward).
+#   c. with S3=1 (default when tests/tools has s3rver): the same Iceberg run into an S3
+#      warehouse (s3://lake/wh, SQL catalog) on s3rver on loopback (tests/s3/server.mjs, which
+#      checks every SigV4 signature and CRC32-C in JavaScript and stores objects on the same
+#      disk): what the S3 write path costs on top, dominated by that local test server, not a
+#      figure for AWS.
 # Prints a markdown table and writes bench/results/iceberg-<date>-<rows>rows.md. Never a
 # CTest test, never gates CI.
 #   ROWS=5000000 REPS=3 SMALL_RUNS=30 bash bench/iceberg.sh
@@ -16,6 +21,7 @@ FERRY_SRC=$PWD
 ROWS=${ROWS:-5000000}
 REPS=${REPS:-3}
 SMALL_RUNS=${SMALL_RUNS:-30}
+S3=${S3:-$([ -d tests/tools/node_modules/s3rver ] && echo 1 || echo 0)}
 
 echo "building ferry (Release) in build/iceberg-rel" >&2
 cmake -S . -B build/iceberg-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -23,8 +29,17 @@ cmake --build build/iceberg-rel -j2 --target ferry >/dev/null
 FERRY=$FERRY_SRC/build/iceberg-rel/ferry
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-icebench.XXXXXX")
-trap 'rm -rf "$W"' EXIT
+S3PID=
+trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W"
+if [ "$S3" = 1 ]; then
+  mkdir -p s3data
+  node "$FERRY_SRC/tests/s3/server.mjs" "$W/s3data" "$W/s3.port" lake > s3rver.log 2>&1 &
+  S3PID=$!
+  for _ in $(seq 1 100); do [ -s s3.port ] && break; sleep 0.1; done
+  [ -s s3.port ] || { cat s3rver.log >&2; echo "s3rver did not start" >&2; exit 1; }
+  export S3_KEY=S3RVER S3_SECRET=S3RVER
+fi
 
 pipeline() { # FILE NAME ROWS SINK_LINES...
   local file=$1 name=$2 rows=$3; shift 3
@@ -49,6 +64,8 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 : > pq.times
 : > ice.times
 : > ice.commit
+: > s3.times
+: > s3.commit
 for i in $(seq "$REPS"); do
   rm -rf out-pq wh st-*.db
   pipeline pq.yaml pq "$ROWS" "type: files" "path: $W/out-pq" "format: parquet" "compression: zstd"
@@ -62,11 +79,28 @@ for i in $(seq "$REPS"); do
   sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' ice.log >> ice.commit
   rows=$(find wh -name 'v*.metadata.json' | sort -V | tail -n 1 | xargs jq -r '.snapshots[-1].summary."total-records"')
   [ "$rows" = "$ROWS" ] || { echo "iceberg table holds $rows rows, want $ROWS" >&2; exit 1; }
+  if [ "$S3" = 1 ]; then
+    rm -f cat.db
+    pipeline s3.yaml s3ice "$ROWS" "type: iceberg" "warehouse: s3://lake/wh$i" "namespace: db" \
+      "compression: zstd" "catalog: sql" "catalog_uri: $W/cat.db" \
+      "endpoint: \"http://127.0.0.1:$(cat s3.port)\"" "path_style: true" \
+      "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET"
+    t0=$(now)
+    FERRY_LOG=info "$FERRY" run s3.yaml --quiet --state "$W/st-s3.db" 2> s3.log
+    echo "$(now) - $t0" | bc >> s3.times
+    sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' s3.log >> s3.commit
+    rm -f st-s3.db
+  fi
 done
 T_PQ=$(median < pq.times)
 T_ICE=$(median < ice.times)
 C_BIG=$(median < ice.commit)
 OVER=$(echo "scale=2; ($T_ICE - $T_PQ) * 100 / $T_PQ" | bc)
+if [ "$S3" = 1 ]; then
+  T_S3=$(median < s3.times)
+  C_S3=$(median < s3.commit)
+  OVER_S3=$(echo "scale=2; ($T_S3 - $T_ICE) * 100 / $T_ICE" | bc)
+fi
 
 # small appends: one snapshot per run on a growing table
 pipeline small.yaml small 1000 "type: iceberg" "warehouse: $W/whs" "namespace: db"
@@ -87,6 +121,7 @@ OUTF="$FERRY_SRC/bench/results/iceberg-$DATE-${ROWS}rows.md"
   echo "|---|---|---|"
   echo "| ferry -> Parquet (files sink) | $T_PQ | $(echo "$ROWS / $T_PQ" | bc) |"
   echo "| ferry -> Iceberg (filesystem catalog) | $T_ICE | $(echo "$ROWS / $T_ICE" | bc) |"
+  [ "$S3" = 1 ] && echo "| ferry -> Iceberg on S3 (s3rver on loopback, SQL catalog) | $T_S3 | $(echo "$ROWS / $T_S3" | bc) |"
   echo
   echo "Iceberg overhead: **$OVER %** of the Parquet run's wall time (target <= 5 %)."
   echo
@@ -94,6 +129,13 @@ OUTF="$FERRY_SRC/bench/results/iceberg-$DATE-${ROWS}rows.md"
   echo "|---|---|"
   echo "| one snapshot of the $ROWS-row run (close + fsync data, manifest, manifest list, swap) | $C_BIG |"
   echo "| a 1000-row append, $SMALL_RUNS runs on a growing table | $C_SMALL (last: $C_LAST) |"
+  if [ "$S3" = 1 ]; then
+    echo "| one snapshot of the $ROWS-row run on S3 (last part + complete, manifest, list, metadata PUTs, SQL swap) | $C_S3 |"
+    echo
+    echo "S3 warehouse vs local: **$OVER_S3 %** wall time, against a JavaScript test server on the"
+    echo "same 2 cores and disk (it re-hashes every body for SigV4 and CRC32-C): an upper bound of"
+    echo "the client-side cost, not a figure for AWS."
+  fi
   echo
   echo "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared with other jobs)."
 } | tee "$OUTF"

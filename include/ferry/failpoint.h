@@ -6,7 +6,8 @@
  *   sleep(MS)    sleep MS milliseconds, then go on
  *   enospc       the call returns FERRY_ENOSPC ("No space left on device")
  *   bitflip      the caller flips one bit of the data it is about to hand over
- * An action may be limited to the Nth hit: "after_sink_apply=crash@3".
+ * An action may be limited to the Nth hit: "after_sink_apply=crash@3", or start there and
+ * fire on every later hit too: "store_fsync=error@5+".
  * When FERRY_FAILPOINTS is unset, FERRY_FAILPOINT() costs one predictable branch.
  *
  * Names used by the engine: before_sink_apply, after_sink_apply, before_sink_commit,
@@ -14,7 +15,10 @@
  * before_store_commit, before_slot_ack; by connectors: cdc_before_end (postgres cdc, before
  * the WAL position a run streams to is taken), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,
- * files_after_switch, s3_after_switch (write: replace, after the data set manifest); by
+ * files_after_switch, s3_after_switch (write: replace, after the data set manifest); by the
+ * state store's SQLite VFS shim (store/fault_vfs.c, only registered when named here):
+ * store_fsync (error: xSync fails, EIO; enospc: SQLITE_FULL), store_write (error: EIO;
+ * enospc: SQLITE_FULL), hit by every state handle of the process; by
  * ferry verify: verify_between_passes (after the first pass, before the re-check).
  * Tests: tests/fault/README.md maps each to the test that uses it. */
 #ifndef FERRY_FAILPOINT_H

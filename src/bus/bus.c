@@ -1,6 +1,7 @@
 /* bus/bus.c - what every bus implementation shares: the event free functions
  * (ferry/event.h), ferry_bus_emit, which builds an event from parts and publishes it, and
- * ferry_bus_open, which picks an implementation from a URL.
+ * ferry_bus_open, which picks an implementation from a URL (and, for fault tests only, wraps
+ * an external bus in chaos delivery when FERRY_CHAOS_BUS is set, bus/chaos.c).
  *
  * Calls core, config (secret references), the store (instance id) and the bus
  * implementations. Called by the runner, the CLI, the control plane and the tests. */
@@ -79,7 +80,9 @@ static int open_resolved(const char *url, const char *state_path, struct ferry_b
     if (rc == FERRY_OK) rc = ferry_store_instance_id(st, scope, sizeof scope, err);
     ferry_store_close(st);
     if (rc != FERRY_OK) return rc;
-    return pg ? ferry_bus_pg_open(url, scope, out, err) : ferry_bus_nats_open(url, scope, out, err);
+    rc = pg ? ferry_bus_pg_open(url, scope, out, err) : ferry_bus_nats_open(url, scope, out, err);
+    if (rc == FERRY_OK) rc = ferry__bus_chaos_wrap(out, err);
+    return rc;
 }
 
 int ferry_bus_open(const char *url, const char *state_path, struct ferry_bus **out,

@@ -58,6 +58,10 @@ int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **o
  * external buses are scoped by the instance id of the state store at `state_path`. */
 int ferry_bus_open(const char *url, const char *state_path, struct ferry_bus **out,
                    struct ferry_error *err);
+/* Fault tests (bus/chaos.c): when FERRY_CHAOS_BUS is set, replaces *bus with a wrapper
+ * whose fetch redelivers (rewinds, repeats); otherwise leaves it. Takes *bus; on failure
+ * closes it and sets *bus = NULL. ferry_bus_open applies it to the external buses. */
+int ferry__bus_chaos_wrap(struct ferry_bus **bus, struct ferry_error *err);
 
 static inline int ferry_bus_publish(struct ferry_bus *b, struct ferry_event *ev,
                                     struct ferry_error *err)

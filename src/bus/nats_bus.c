@@ -26,12 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
 
 #define FETCH_DEFAULT 1000
 #define POLL_US 1000000 /* a waiting fetch re-reads the stream this often without a wake-up */
 #define API_WAIT_MS 5000
+#define PUBLISH_RETRY_MS 30000
 
 struct natsbus {
     struct ferry_bus bus;
@@ -40,6 +42,7 @@ struct natsbus {
     natsSubscription *sub;
     char where[300]; /* "NATS bus at host:port (stream S)": for messages, no credentials */
     char stream[64];
+    int replicas;         /* of a stream ferry creates (?replicas=N; 0: the server's default) */
     char root[80];        /* "ferry.events" (stream FERRY) or "ferry.<stream>" */
     char prefix[160];     /* root + ".<scope>." */
     char all[170];        /* prefix + ">" */
@@ -97,10 +100,28 @@ static int nats_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferr
     if (s == NATS_OK && ev->resource[0]) s = natsMsgHeader_Set(m, "Ferry-Resource", ev->resource);
     if (s == NATS_OK) s = natsMsgHeader_Set(m, "Ferry-Type", ev->type);
     if (s == NATS_OK) {
+        /* A clustered stream may be between leaders for a few seconds when a node dies, and
+         * a publish whose acknowledgement was lost may have landed: retry transient failures
+         * for up to PUBLISH_RETRY_MS under one message id, which JetStream deduplicates. */
+        char id[80];
+        snprintf(id, sizeof id, "%s%" PRId64 "-%" PRIx64 "-%" PRIx64, nb->prefix, ev->run_id,
+                 (uint64_t)ev->time_us, (uint64_t)ferry_now_mono_us() ^ (uint64_t)(uintptr_t)m);
         jsPubOptions po;
         jsPubOptions_Init(&po);
         po.ExpectStream = nb->stream; /* a stray stream on the same subjects is an error */
-        s = js_PublishMsg(&pa, nb->js, m, &po, &jerr);
+        po.MsgId = id;
+        int64_t until = ferry_now_mono_us() + PUBLISH_RETRY_MS * 1000;
+        for (;;) {
+            jerr = 0;
+            s = js_PublishMsg(&pa, nb->js, m, &po, &jerr);
+            bool transient = s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS ||
+                             s == NATS_CONNECTION_DISCONNECTED ||
+                             jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr;
+            if (s == NATS_OK || !transient || ferry_now_mono_us() >= until) break;
+            jsPubAck_Destroy(pa);
+            pa = NULL;
+            usleep(250000);
+        }
     }
     int rc = FERRY_OK;
     if (s == NATS_OK && pa != NULL)
@@ -301,10 +322,11 @@ static bool name_ok(const char *s)
     return true;
 }
 
-/* Splits nats://[cred@]host:port[?stream=NAME] into the URL libnats gets (no query), the
- * stream name and "host:port" for messages. */
+/* Splits nats://[cred@]host:port[,nats://host:port...][?stream=NAME&replicas=N] into the URL
+ * libnats gets (no query; a comma list names the servers of a cluster), the stream name, the
+ * replicas of a stream ferry creates, and "host:port" for messages. */
 static int parse_url(const char *url, char *conn, size_t conn_len, char *stream, size_t slen,
-                     char *hostport, size_t hlen, struct ferry_error *err)
+                     int *replicas, char *hostport, size_t hlen, struct ferry_error *err)
 {
     const char *q = strchr(url, '?');
     size_t base = q ? (size_t)(q - url) : strlen(url);
@@ -320,18 +342,31 @@ static int parse_url(const char *url, char *conn, size_t conn_len, char *stream,
             size_t plen = amp ? (size_t)(amp - p) : strlen(p);
             if (plen > 7 && strncmp(p, "stream=", 7) == 0)
                 snprintf(stream, slen, "%.*s", (int)(plen - 7), p + 7);
+            else if (plen > 9 && strncmp(p, "replicas=", 9) == 0 && p[9] >= '1' && p[9] <= '5' &&
+                     plen == 10)
+                *replicas = p[9] - '0';
             else
                 return ferry_error_set(err, FERRY_ECONFIG, "bus",
-                                       "NATS bus URL: unknown query parameter (only stream=NAME)");
+                                       "NATS bus URL: unknown query parameter (stream=NAME,"
+                                       " replicas=1..5)");
             if (amp == NULL) break;
             p = amp + 1;
         }
     }
-    const char *h = strstr(conn, "://");
-    h = h ? h + 3 : conn;
-    const char *at = strrchr(h, '@');
-    if (at) h = at + 1;
-    snprintf(hostport, hlen, "%.*s", (int)strcspn(h, "/"), h);
+    /* "host:port" of each server, without scheme or credentials */
+    hostport[0] = '\0';
+    for (const char *u = conn; *u;) {
+        size_t ulen = strcspn(u, ",");
+        const char *h = strstr(u, "://");
+        h = h && h < u + ulen ? h + 3 : u;
+        const char *at = memchr(h, '@', (size_t)(u + ulen - h));
+        if (at) h = at + 1;
+        size_t used = strlen(hostport);
+        snprintf(hostport + used, hlen - used, "%s%.*s", used ? "," : "",
+                 (int)strcspn(h, "/,"), h);
+        u += ulen;
+        if (*u == ',') u++;
+    }
     if (!name_ok(stream))
         return ferry_error_set(err, FERRY_ECONFIG, "bus",
                                "NATS bus at %s: stream name must be letters, digits, _ and -",
@@ -358,6 +393,7 @@ static int ensure_stream(struct natsbus *nb, struct ferry_error *err)
         cfg.SubjectsLen = 1;
         cfg.Storage = js_FileStorage;
         cfg.AllowDirect = true;
+        if (nb->replicas > 0) cfg.Replicas = nb->replicas;
         jerr = 0;
         s = js_AddStream(&si, nb->js, &cfg, NULL, &jerr);
         if (s != NATS_OK) {
@@ -400,8 +436,8 @@ int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **o
     nb->bus.vt = &nats_vtable;
     nb->bus.ctx = nb;
     char conn[1024], hostport[200];
-    int rc = parse_url(url, conn, sizeof conn, nb->stream, sizeof nb->stream, hostport,
-                       sizeof hostport, err);
+    int rc = parse_url(url, conn, sizeof conn, nb->stream, sizeof nb->stream, &nb->replicas,
+                       hostport, sizeof hostport, err);
     snprintf(nb->where, sizeof nb->where, "NATS bus at %s (stream %s)", hostport, nb->stream);
     if (strcmp(nb->stream, "FERRY") == 0)
         snprintf(nb->root, sizeof nb->root, "ferry.events");
@@ -413,7 +449,16 @@ int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **o
     natsStatus s = NATS_OK;
     if (rc == FERRY_OK) {
         s = natsOptions_Create(&opts);
-        if (s == NATS_OK) s = natsOptions_SetURL(opts, conn);
+        /* A comma list names the servers of a cluster: libnats tries them in turn and
+         * moves to another when the one it uses dies. */
+        const char *servers[8];
+        char list[1024];
+        int n_servers = 0;
+        snprintf(list, sizeof list, "%s", conn);
+        for (char *save = NULL, *u = strtok_r(list, ",", &save); u && n_servers < 8;
+             u = strtok_r(NULL, ",", &save))
+            servers[n_servers++] = u;
+        if (s == NATS_OK) s = natsOptions_SetServers(opts, servers, n_servers);
         if (s == NATS_OK) s = natsOptions_SetName(opts, "ferry");
         if (s == NATS_OK) s = natsOptions_SetTimeout(opts, 5000);
         /* Ride out a short restart of the server; a longer outage fails publishes with a

@@ -65,8 +65,7 @@ int ferry_cli_cdc(int argc, char **argv)
     static const struct option opts[] = {{"state", required_argument, NULL, 's'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *state = getenv("FERRY_STATE");
-    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    const char *state = ferry_store_default_url();
     optind = 2;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

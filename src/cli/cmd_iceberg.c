@@ -94,6 +94,11 @@ int ferry_cli_iceberg(int argc, char **argv)
     }
     const char *table = argv[optind];
     if (strncmp(warehouse, "file://", 7) == 0) warehouse += 7;
+    if (strstr(warehouse, "://") != NULL) { /* s3:// warehouses: expire.c deletes local files */
+        fprintf(stderr, "ferry iceberg expire: --warehouse %s: only local warehouses can be expired "
+                        "for now\n", warehouse);
+        return 2;
+    }
     struct ferry_error err;
     ferry_error_clear(&err);
     struct ferry__iceberg_catalog *cat = NULL;

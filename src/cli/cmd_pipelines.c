@@ -50,8 +50,7 @@ static int read_file(const char *path, char **out, size_t *len, struct ferry_err
 
 int ferry_cli_pipelines(int argc, char **argv)
 {
-    const char *state = getenv("FERRY_STATE"), *server = NULL, *token = NULL;
-    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    const char *state = ferry_store_default_url(), *server = NULL, *token = NULL;
     int retries = 0;
     bool json = false;
     static const struct option opts[] = {{"server", required_argument, NULL, 'S'},

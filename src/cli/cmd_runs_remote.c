@@ -151,8 +151,7 @@ static int watch_local(const char *state, int64_t run, int64_t after, struct wat
 
 int ferry_cli_runs_remote(int argc, char **argv)
 {
-    const char *state = getenv("FERRY_STATE"), *server = NULL, *token = NULL, *key = NULL;
-    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    const char *state = ferry_store_default_url(), *server = NULL, *token = NULL, *key = NULL;
     bool json = false, watch = false;
     int64_t after = 0;
     static const struct option opts[] = {{"server", required_argument, NULL, 'S'},

@@ -31,14 +31,22 @@ static void on_quit(int sig)
 }
 
 static const char *usage =
-    "usage: ferry serve [--listen HOST:PORT] [--state PATH] [--token env:NAME|file:PATH]\n"
+    "usage: ferry serve [--listen HOST:PORT] [--state PATH|--store URL] [--token env:NAME|file:PATH]\n"
     "                   [--role all|api|control] [--workers N] [--lease DURATION]\n"
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
+    "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
     "silent for longer than --lease (default 30s) is reaped. Binds 127.0.0.1:8080 by default.\n"
-    "API tokens: FERRY_API_TOKEN, and/or --token (repeatable). --routes prints the routes.\n";
+    "API tokens: FERRY_API_TOKEN, and/or --token (repeatable). --routes prints the routes.\n"
+    "--dispatch (FERRY_DISPATCH): local child processes (default), pull (`ferry worker --pull`\n"
+    "processes claim runs) or kubernetes (one Job per run; --image or FERRY_IMAGE names the\n"
+    "worker image; see docs/operations.md).\n"
+    "--store URL (FERRY_STORE) is --state: a SQLite path or postgres://USER@HOST/DB[?schema=S]\n"
+    "--bus URL (FERRY_BUS): inproc (default: the state store's event log), postgres://... or\n"
+    "nats://HOST:PORT (JetStream); workers get the same bus.\n"
+    "(env:NAME or file:PATH keep a password off the command line).\n";
 
 /* "250ms", "5s", "2m", or a number of milliseconds. */
 static int parse_ms(const char *s, int *out)
@@ -77,16 +85,23 @@ int ferry_cli_serve(int argc, char **argv)
 {
     const char *state = getenv("FERRY_STATE");
     if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    if (getenv("FERRY_STORE") && getenv("FERRY_STORE")[0]) state = getenv("FERRY_STORE");
     const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
+    const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
+    const char *bus_url = getenv("FERRY_BUS");
+    if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
     int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
     size_t max_body = 1 << 20;
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'L'},  {"state", required_argument, NULL, 's'},
+        {"store", required_argument, NULL, 's'},
         {"token", required_argument, NULL, 't'},   {"role", required_argument, NULL, 'r'},
         {"workers", required_argument, NULL, 'w'}, {"lease", required_argument, NULL, 'l'},
         {"sweep", required_argument, NULL, 'S'},   {"max-body", required_argument, NULL, 'b'},
         {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
+        {"dispatch", required_argument, NULL, 'D'}, {"image", required_argument, NULL, 'I'},
+        {"bus", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -132,6 +147,15 @@ int ferry_cli_serve(int argc, char **argv)
         case 'd':
             log_dir = optarg;
             break;
+        case 'D':
+            dispatch = optarg;
+            break;
+        case 'B':
+            bus_url = optarg;
+            break;
+        case 'I':
+            image = optarg;
+            break;
         case 'R':
             ferry_server_print_routes();
             return 0;
@@ -147,6 +171,19 @@ int ferry_cli_serve(int argc, char **argv)
     bool control = !strcmp(role, "all") || !strcmp(role, "control");
     if (!api && !control) {
         fprintf(stderr, "ferry: serve: --role must be all, api or control, not \"%s\"\n", role);
+        return 2;
+    }
+    if (strcmp(dispatch, "local") != 0 && strcmp(dispatch, "pull") != 0 &&
+        strcmp(dispatch, "kubernetes") != 0) {
+        fprintf(stderr,
+                "ferry: serve: --dispatch (or FERRY_DISPATCH) must be local, pull or kubernetes, "
+                "not \"%s\"\n",
+                dispatch);
+        return 2;
+    }
+    if (control && !strcmp(dispatch, "kubernetes") && (image == NULL || image[0] == '\0')) {
+        fprintf(stderr, "ferry: serve: --dispatch kubernetes needs the worker image: --image "
+                        "IMAGE or FERRY_IMAGE\n");
         return 2;
     }
     if (workers < 1 || workers > 1024) {
@@ -193,7 +230,11 @@ int ferry_cli_serve(int argc, char **argv)
     else
         exe[el] = '\0';
     if (log_dir == NULL) {
-        const char *slash = strrchr(state, '/');
+        /* Beside a state file; a store URL or reference has no folder of its own. */
+        const char *slash = strstr(state, "://") || !strncmp(state, "env:", 4) ||
+                                    !strncmp(state, "file:", 5)
+                                ? NULL
+                                : strrchr(state, '/');
         if (slash)
             snprintf(logs, sizeof logs, "%.*s/logs", (int)(slash - state), state);
         else
@@ -208,7 +249,12 @@ int ferry_cli_serve(int argc, char **argv)
     struct ferry_server *srv = NULL;
     /* Creates and migrates the state before any thread opens it. */
     if (rc == FERRY_OK) rc = ferry_store_open(state, &st, &err);
-    if (rc == FERRY_OK) rc = ferry_bus_inproc_open(state, &bus, &err);
+    /* Workers (local children, pull workers on this host) inherit the bus through the
+     * environment: a URL with a password never reaches a command line. */
+    if (rc == FERRY_OK && bus_url && bus_url[0] && setenv("FERRY_BUS", bus_url, 1) != 0)
+        rc = ferry_error_set(&err, FERRY_EIO, "serve",
+                             "setting FERRY_BUS for the workers failed");
+    if (rc == FERRY_OK) rc = ferry_bus_open(bus_url, state, &bus, &err);
     if (rc == FERRY_OK && control) {
         rc = ferry_tracker_open(state, bus, &tracker, &err);
         if (rc == FERRY_OK) rc = ferry_tracker_start(tracker, &err);
@@ -218,7 +264,9 @@ int ferry_cli_serve(int argc, char **argv)
                                            .max_workers = workers,
                                            .lease_ms = lease_ms,
                                            .sweep_ms = sweep_ms,
-                                           .scheduler = true};
+                                           .scheduler = true,
+                                           .dispatch = dispatch,
+                                           .image = image};
         if (rc == FERRY_OK) rc = ferry_control_start(&co, bus, &ctl, &err);
     }
     if (rc == FERRY_OK && api) {
@@ -244,9 +292,10 @@ int ferry_cli_serve(int argc, char **argv)
                 fprintf(stderr, "ferry: serve: warning: listening on %s, not only loopback\n",
                         host);
             printf("ferry serve: listening on http://%s:%d (role %s, state %s)\n", host,
-                   ferry_server_port(srv), role, state);
+                   ferry_server_port(srv), role, ferry_store_path(st));
         } else {
-            printf("ferry serve: control plane running (role %s, state %s)\n", role, state);
+            printf("ferry serve: control plane running (role %s, state %s)\n", role,
+                   ferry_store_path(st));
         }
         fflush(stdout);
         while (!g_quit)

@@ -1,5 +1,9 @@
 /* cli/cmd_worker.c - `ferry worker --run ID --state PATH`: runs one requested run in this
- * process, as a child of `ferry serve` (control/dispatcher.c starts it).
+ * process, as a child of `ferry serve` (control/dispatcher.c starts it). `ferry worker
+ * --pull`: a long-lived worker on any host sharing the store that takes work itself, with
+ * a lease: a shard task of a running distributed run first (it works that shard only),
+ * else a run requested for pull dispatch (it becomes that run's worker, and its
+ * coordinator when the run is distributed). See docs/internals/server.md.
  *
  * Loads the request saved with the run and goes through the embedded runner's resume path
  * (runner/runner.c: a new attempt, heartbeats with CPU and memory, pause/cancel signals
@@ -20,25 +24,31 @@
 #include "runner/runner.h"
 #include "store/store.h"
 
+static volatile sig_atomic_t g_quit;
+
 static void on_signal(int sig)
 {
     (void)sig;
+    g_quit = 1;
     ferry_runner_signal();
 }
 
 /* The run never got an attempt: say why on the run. */
-static void record_early_failure(const char *state, int64_t run_id, const struct ferry_error *e)
+static void record_early_failure(const char *state, const char *bus_url, int64_t run_id,
+                                 int claimed, const struct ferry_error *e)
 {
     struct ferry_store *st = NULL;
     struct ferry_run_info run;
     memset(&run, 0, sizeof run);
     if (ferry_store_open(state, &st, NULL) != FERRY_OK) return;
+    /* A pull worker's claim already made the run running under its attempt. */
     if (ferry_store_run_get(st, run_id, &run, NULL) == FERRY_OK &&
-        run.state == FERRY_RUN_REQUESTED &&
+        (run.state == FERRY_RUN_REQUESTED ||
+         (claimed > 0 && run.state == FERRY_RUN_RUNNING && run.attempt == claimed)) &&
         ferry_store_run_set_state(st, run_id, run.attempt, FERRY_RUN_FAILED, e->message, NULL) ==
             FERRY_OK) {
         struct ferry_bus *bus = NULL;
-        if (ferry_bus_inproc_open(state, &bus, NULL) == FERRY_OK) {
+        if (ferry_bus_open(bus_url, state, &bus, NULL) == FERRY_OK) {
             struct ferry_buf b;
             ferry_buf_init(&b, 0);
             ferry_buf_printf(&b, "{\"code\":\"%s\",\"message\":", ferry_code_name(e->code));
@@ -53,13 +63,157 @@ static void record_early_failure(const char *state, int64_t run_id, const struct
     ferry_store_close(st);
 }
 
+/* ---- ferry worker --pull ---- */
+
+struct pull_opts {
+    const char *state, *bus;
+    int64_t run_id;   /* 0: any run */
+    char owner[160];
+    int lease_ms;
+    bool once;
+    int poll_ms;
+};
+
+static void print_result(int64_t run_id, const char *what, const struct ferry_run_result *res,
+                         int rc, const struct ferry_error *err)
+{
+    fprintf(stdout, "run %" PRId64 " %s %s: %" PRId64 " rows, %" PRId64 " batches, %.2f s\n",
+            run_id, what, res->state ? res->state : "failed", res->rows, res->batches,
+            res->seconds);
+    if (rc != FERRY_OK && rc != FERRY_EPAUSED) fprintf(stdout, "  %s\n", err->message);
+    fflush(stdout);
+}
+
+/* One unit of work: *worked says whether there was any; *ended (--run) that the run is
+ * final and none of its tasks is left. */
+static int pull_once(const struct pull_opts *po, struct ferry_store *st, bool *worked,
+                     bool *ended, struct ferry_error *err)
+{
+    *worked = false;
+    *ended = false;
+    struct ferry_shard_task t;
+    bool found = false;
+    int rc = ferry_store_shard_claim(st, po->run_id, po->owner, po->lease_ms, &t, &found, err);
+    if (rc != FERRY_OK) return rc;
+    struct ferry_run_options o = {
+        .state_path = po->state,
+        .bus_url = po->bus,
+        .out = stdout,
+        .owner = po->owner,
+        .lease_ms = po->lease_ms,
+    };
+    struct ferry_run_result res;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (found) {
+        *worked = true;
+        o.resume_run_id = t.run_id;
+        o.shard_resource = t.resource;
+        o.shard = t.shard;
+        o.shard_token = t.token;
+        fprintf(stdout, "worker %s: run %" PRId64 " %s shard %d leased (token %" PRId64 ")\n",
+                po->owner, t.run_id, t.resource, t.shard, t.token);
+        fflush(stdout);
+        rc = ferry_runner_run(&o, &res, &e);
+        char what[320];
+        snprintf(what, sizeof what, "%s shard %d", t.resource, t.shard);
+        print_result(t.run_id, what, &res, rc, &e);
+        if (rc == FERRY_ECONFLICT || rc == FERRY_EFENCED) {
+            /* The run moved on (ended, another attempt): give the task back at once. */
+            ferry_store_shard_renew(st, t.run_id, t.resource, t.shard, t.token, 1, NULL);
+            return FERRY_OK;
+        }
+        if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) *err = e;
+        return rc == FERRY_ECANCELED ? FERRY_OK : rc;
+    }
+    if (po->run_id > 0) {
+        /* --run (an Indexed Job's pods): that run's shards; the run itself while it waits
+         * for a worker; exit once it is final. */
+        struct ferry_run_info run;
+        memset(&run, 0, sizeof run);
+        rc = ferry_store_run_get(st, po->run_id, &run, err);
+        if (rc != FERRY_OK) return rc;
+        bool requested = run.state == FERRY_RUN_REQUESTED;
+        *ended = ferry_run_state_is_final(run.state);
+        ferry_run_info_clear(&run);
+        char dispatch[32] = "";
+        if (!requested || ferry_store_run_get_dispatch(st, po->run_id, dispatch, sizeof dispatch,
+                                                       NULL) != FERRY_OK ||
+            strcmp(dispatch, "pull") != 0)
+            return FERRY_OK;
+        /* run_claim takes the oldest pull run: an older one waiting is as much this
+         * worker's work, and this run then goes to the next claimer. */
+    }
+    int64_t run_id = 0;
+    int attempt = 0;
+    rc = ferry_store_run_claim(st, po->owner, (int)getpid(), &run_id, &attempt, &found, err);
+    if (rc != FERRY_OK || !found) return rc;
+    *worked = true;
+    fprintf(stdout, "worker %s: run %" PRId64 " claimed (attempt %d)\n", po->owner, run_id,
+            attempt);
+    fflush(stdout);
+    o.resume_run_id = run_id;
+    o.claimed_attempt = attempt;
+    rc = ferry_runner_run(&o, &res, &e);
+    if (rc != FERRY_OK && rc != FERRY_EPAUSED && res.attempt == 0)
+        record_early_failure(po->state, po->bus, run_id, attempt, &e);
+    print_result(run_id, "as its worker", &res, rc, &e);
+    if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) *err = e;
+    /* The run's own failure is recorded on the run; the worker goes on. */
+    return rc == FERRY_EPAUSED || rc == FERRY_ECANCELED ? rc : FERRY_OK;
+}
+
+static int pull_loop(struct pull_opts *po)
+{
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    struct ferry_store *st = NULL;
+    int rc = ferry_store_open(po->state, &st, &err);
+    if (rc != FERRY_OK) {
+        fprintf(stderr, "ferry: worker: %s\n", err.message);
+        return ferry_code_exit_status(rc);
+    }
+    fprintf(stdout, "worker %s: pulling work from %s (lease %d ms%s)\n", po->owner,
+            ferry_store_path(st), po->lease_ms, po->once ? ", once" : "");
+    fflush(stdout);
+    int status = 0;
+    while (!g_quit) {
+        bool worked = false, ended = false;
+        rc = pull_once(po, st, &worked, &ended, &err);
+        if (rc == FERRY_EPAUSED) break; /* SIGTERM: paused what it held, released it */
+        if (rc != FERRY_OK) {
+            fprintf(stderr, "ferry: worker: %s\n", err.message);
+            status = ferry_code_exit_status(rc);
+            if (po->once) break;
+        }
+        if (worked && po->once) break;
+        if (ended && !worked) break; /* --run: the run is over */
+        if (!worked)
+            for (int waited = 0; waited < po->poll_ms && !g_quit; waited += 50)
+                usleep(50000);
+    }
+    ferry_store_close(st);
+    fprintf(stdout, "worker %s: stopped\n", po->owner);
+    return status;
+}
+
 int ferry_cli_worker(int argc, char **argv)
 {
-    const char *state = getenv("FERRY_STATE");
-    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
+    const char *state = ferry_store_default_url();
+    const char *bus = getenv("FERRY_BUS"), *owner = NULL;
+    const char *dispatch = NULL;
     int64_t run_id = 0;
+    bool pull = false, once = false;
+    int lease_ms = 15000;
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"state", required_argument, NULL, 's'},
+                                         {"store", required_argument, NULL, 's'},
+                                         {"bus", required_argument, NULL, 'b'},
+                                         {"pull", no_argument, NULL, 'p'},
+                                         {"dispatch", required_argument, NULL, 'D'},
+                                         {"owner", required_argument, NULL, 'o'},
+                                         {"lease-ms", required_argument, NULL, 'l'},
+                                         {"once", no_argument, NULL, '1'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     optind = 2;
@@ -72,16 +226,57 @@ int ferry_cli_worker(int argc, char **argv)
         case 's':
             state = optarg;
             break;
+        case 'b':
+            bus = optarg;
+            break;
+        case 'p':
+            pull = true;
+            break;
+        case 'D':
+            dispatch = optarg;
+            break;
+        case 'o':
+            owner = optarg;
+            break;
+        case 'l':
+            lease_ms = atoi(optarg);
+            if (lease_ms < 500) {
+                fprintf(stderr, "ferry: worker: --lease-ms must be at least 500\n");
+                return 2;
+            }
+            break;
+        case '1':
+            once = true;
+            break;
         case 'h':
-            printf("usage: ferry worker --run ID [--state PATH]\n\n"
-                   "Runs one requested run (started by `ferry serve`; not for everyday use).\n");
+            printf("usage: ferry worker --run ID [--state PATH]\n"
+                   "       ferry worker --pull [--run ID] [--owner NAME] [--lease-ms N] [--once]\n"
+                   "       (--dispatch pull is --pull; $FERRY_DISPATCH=pull too, without --run)\n"
+                   "                    [--state PATH|--store URL] [--bus URL]\n\n"
+                   "Runs one requested run (started by `ferry serve`; not for everyday use), or,\n"
+                   "with --pull, takes work from the store until SIGTERM: shard tasks of running\n"
+                   "distributed runs (--run: of that run only), then runs requested with\n"
+                   "`ferry serve --dispatch pull`. --once: one piece of work, then exit.\n");
             return 0;
         default:
             return 2;
         }
     }
-    if (run_id <= 0) {
-        fprintf(stderr, "ferry: worker needs --run ID\n");
+    /* --dispatch as on `ferry serve`: pull is --pull; local (and kubernetes: a Job's
+     * worker) run the one run --run names. $FERRY_DISPATCH=pull makes a worker without
+     * --run pull. */
+    if (dispatch == NULL && run_id <= 0 && getenv("FERRY_DISPATCH") &&
+        !strcmp(getenv("FERRY_DISPATCH"), "pull"))
+        dispatch = "pull";
+    if (dispatch && !strcmp(dispatch, "pull")) {
+        pull = true;
+    } else if (dispatch && strcmp(dispatch, "local") && strcmp(dispatch, "kubernetes")) {
+        fprintf(stderr, "ferry: worker: --dispatch: \"%s\" is not local, pull or kubernetes\n",
+                dispatch);
+        return 2;
+    }
+    if (run_id <= 0 && !pull) {
+        fprintf(stderr, "ferry: worker needs --run ID or --pull\n");
         return 2;
     }
     struct sigaction sa;
@@ -89,8 +284,15 @@ int ferry_cli_worker(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (pull) {
+        struct pull_opts po = {.state = state, .bus = bus, .run_id = run_id,
+                               .lease_ms = lease_ms, .once = once, .poll_ms = 500};
+        ferry__lease_owner(owner, po.owner, sizeof po.owner);
+        return pull_loop(&po);
+    }
     struct ferry_run_options o = {
         .state_path = state,
+        .bus_url = bus,
         .resume_run_id = run_id,
         .out = stdout,
     };
@@ -101,7 +303,7 @@ int ferry_cli_worker(int argc, char **argv)
     fflush(stdout);
     int rc = ferry_runner_run(&o, &res, &err);
     if (rc != FERRY_OK && rc != FERRY_EPAUSED && res.attempt == 0)
-        record_early_failure(state, run_id, &err);
+        record_early_failure(state, bus, run_id, 0, &err);
     fprintf(stdout, "run %" PRId64 " %s: %" PRId64 " rows, %" PRId64 " batches, %.2f s\n", run_id,
             res.state ? res.state : "failed", res.rows, res.batches, res.seconds);
     if (rc != FERRY_OK) fprintf(stderr, "ferry: %s\n", err.message);

@@ -53,7 +53,7 @@ static const char *usage_main =
     "  iceberg expire TABLE  expire old snapshots of an Iceberg table, delete unreachable files\n"
     "  connectors        available sources and sinks\n"
     "  serve             HTTP API, web UI and control plane (see `ferry serve --help`)\n"
-    "  worker            run one requested run (started by `ferry serve`)\n"
+    "  worker            run one requested run (started by `ferry serve`), or --pull work\n"
     "  pipelines apply FILE   register a pipeline (with a server: --server URL or $FERRY_SERVER)\n"
     "  runs start PIPELINE    request a run of a registered pipeline\n"
     "  runs watch RUN         follow a run's events until it ends\n"
@@ -61,6 +61,8 @@ static const char *usage_main =
     "\n"
     "common options:\n"
     "  --state PATH      state database (default ./.ferry/state.db, or $FERRY_STATE)\n"
+    "  --store URL       the same, as a URL: postgres://USER@HOST/DB[?schema=S], env:NAME,\n"
+    "                    file:PATH, or a SQLite path ($FERRY_STORE)\n"
     "  --bus URL         event bus: inproc (default), postgres://..., nats://..., env:NAME,\n"
     "                    file:PATH (or $FERRY_BUS); run, resume, events, pause, cancel\n"
     "  --json            machine-readable output on stdout\n"
@@ -527,8 +529,7 @@ static int cmd_connectors(struct cli *c)
 
 int main(int argc, char **argv)
 {
-    struct cli c = {.state = getenv("FERRY_STATE"), .limit = 50};
-    if (c.state == NULL || c.state[0] == '\0') c.state = ".ferry/state.db";
+    struct cli c = {.state = ferry_store_default_url(), .limit = 50};
     c.bus = getenv("FERRY_BUS");
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         if (argc >= 3 && !strcmp(argv[1], "help")) {
@@ -549,6 +550,7 @@ int main(int argc, char **argv)
         return ferry_cli_runs_remote(argc, argv);
     static const struct option opts[] = {
         {"state", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
+        {"store", required_argument, NULL, 's'},
         {"fresh", no_argument, NULL, 'f'},       {"follow", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},       {"pipeline", required_argument, NULL, 'p'},
         {"limit", required_argument, NULL, 'l'}, {"after", required_argument, NULL, 'a'},

@@ -28,9 +28,11 @@ static const char *const read_modes[] = {"full", "incremental", "cdc", NULL};
 static const char *const write_modes[] = {"append", "replace", "upsert", "merge", NULL};
 static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", "select",
                                               "add",  "filter", "cast", NULL};
-static const char *const top_keys[] = {"version", "name",  "source", "sink", "transforms",
-                                       "batch",   "verify", NULL};
+static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
+                                       "batch",   "verify", "worker", "distribute", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
+static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
+                                          "memory_limit", "pods",   NULL};
 static const char *const verify_words[] = {"after_run", "none", NULL};
 
 #define NAME_MAX_LEN 128
@@ -425,6 +427,61 @@ static int load_batch(struct ferry_pipeline_spec *p, struct ferry_error *err)
     return ferry_cfg_int(map, "queue", false, 1, 1024, &b->queue, err);
 }
 
+/* A Kubernetes resource quantity ("500m", "0.5", "256Mi", "1e3"): digits with an optional
+ * fraction, then one of the API's suffixes or a decimal exponent. */
+static bool quantity_ok(const char *q)
+{
+    static const char *const suffixes[] = {"",  "n",  "u",  "m",  "k",  "M",  "G",  "T", "P",
+                                           "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", NULL};
+    const char *p = q;
+    size_t digits = 0;
+    while (*p >= '0' && *p <= '9')
+        p++, digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            digits++;
+    if (digits == 0) return false;
+    if ((*p == 'e' || *p == 'E') && p[1] != '\0') {
+        const char *x = p + 1 + (p[1] == '+' || p[1] == '-');
+        if (*x == '\0') return false;
+        for (; *x; x++)
+            if (*x < '0' || *x > '9') return false;
+        return true;
+    }
+    return in_list(p, suffixes);
+}
+
+/* `worker:` - what a worker of this pipeline needs when it runs as a Kubernetes Job
+ * (control/k8s.c reads it from the saved request): requests, limits, pods of a sharded run.
+ * Not part of the version: it moves no data elsewhere. */
+static int load_worker(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    struct ferry_cfg *map;
+    int rc = section(p->root, "worker", false, FERRY_CFG_MAP, &map, err);
+    if (rc || map == NULL) return rc;
+    if ((rc = check_keys(map, worker_keys, "worker", err))) return rc;
+    for (int i = 0; worker_keys[i] && strcmp(worker_keys[i], "pods") != 0; i++) {
+        struct ferry_cfg *n = ferry_cfg_get(map, worker_keys[i]);
+        if (n == NULL) continue;
+        if (n->kind != FERRY_CFG_SCALAR || n->scalar == NULL || !quantity_ok(n->scalar))
+            return ferry_cfg_error(err, n,
+                                   "expected a Kubernetes quantity such as \"500m\", \"2\" or "
+                                   "\"256Mi\"%s%s%s",
+                                   n->scalar ? ", got \"" : "", n->scalar ? n->scalar : "",
+                                   n->scalar ? "\"" : "");
+    }
+    int64_t pods = 1;
+    if ((rc = ferry_cfg_int(map, "pods", false, 1, 1000, &pods, err))) return rc;
+    bool distribute = false;
+    if ((rc = ferry_cfg_bool(p->root, "distribute", false, &distribute, err))) return rc;
+    if (pods > 1 && !distribute)
+        return ferry_cfg_error(err, ferry_cfg_get(map, "pods"),
+                               "%lld pods share a run's shards only in a distributed run: add "
+                               "`distribute: true`, or leave pods at 1",
+                               (long long)pods);
+    return FERRY_OK;
+}
+
 /* ---- version ------------------------------------------------------------------------- */
 
 static int json_strv(struct ferry_buf *b, char **v, int n)
@@ -585,6 +642,7 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
 
     if ((rc = load_transforms(p, err))) return rc;
     if ((rc = load_batch(p, err))) return rc;
+    if ((rc = load_worker(p, err))) return rc;
 
     int verify = -1;
     if ((rc = ferry_cfg_enum(root, "verify", false, verify_words, &verify, err))) return rc;

@@ -35,12 +35,18 @@ struct ferry_control_options {
     int lease_ms;           /* a worker silent for longer is lost */
     int sweep_ms;           /* how often the reaper looks */
     bool scheduler;         /* run the scheduler thread */
+    /* How requested runs are started: "local" (NULL too: child processes), "pull" (`ferry
+     * worker --pull` processes claim them) or "kubernetes" (one Job per run, control/k8s.h). */
+    const char *dispatch;
+    const char *image;      /* kubernetes: the worker image (--image, FERRY_IMAGE) */
 };
 
 struct ferry_control_stats {
     int workers_running;
     int runs_queued;
     int64_t workers_started, workers_lost, runs_retried, schedules_fired;
+    bool leader;            /* this replica holds the lease "control" */
+    int64_t leader_token;   /* the lease's token (grows at every change of leader) */
 };
 
 struct ferry_control;

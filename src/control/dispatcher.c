@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "bus/bus.h"
 #include "control/control.h"
+#include "control/k8s.h"
 #include "ferry/core.h"
 #include "store/store.h"
 
@@ -50,6 +51,14 @@ struct ferry_control {
     struct child *children;
     int n_children;
     struct ferry_control_stats stats;
+    struct ferry_k8s *k8s; /* --dispatch kubernetes: Jobs instead of children */
+    /* Leader election (lease "control"): only the holder dispatches, reaps and schedules.
+     * leader_epoch grows at every takeover, so the dispatcher refills its queue then. */
+    atomic_int leader, leader_epoch, lease_stop;
+    pthread_t lease_thread;
+    bool lease_started;
+    char owner[160];
+    int64_t k8s_watched_us;
 };
 
 /* ---- requests ---- */
@@ -130,7 +139,7 @@ static int64_t dequeue(struct ferry_control *c)
 {
     int64_t id = 0;
     pthread_mutex_lock(&c->lock);
-    if (c->q_len > 0 && c->n_children < c->o.max_workers) {
+    if (c->q_len > 0 && c->n_children + ferry_k8s_active(c->k8s) < c->o.max_workers) {
         id = c->queue[c->q_head];
         c->q_head = (c->q_head + 1) % c->q_cap;
         c->q_len--;
@@ -138,6 +147,30 @@ static int64_t dequeue(struct ferry_control *c)
     c->stats.runs_queued = c->q_len;
     pthread_mutex_unlock(&c->lock);
     return id;
+}
+
+/* environ with FERRY_STORE=store instead of any FERRY_STORE/FERRY_STATE of ours; NULL when
+ * out of memory. *entry is the allocated entry (free both with ferry_free). */
+static char **env_with_store(const char *store, char **entry)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = ferry_calloc(n + 2, sizeof *env);
+    *entry = ferry_asprintf("FERRY_STORE=%s", store);
+    if (env == NULL || *entry == NULL) {
+        ferry_free(env);
+        ferry_free(*entry);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "FERRY_STORE=", 12) != 0 &&
+            strncmp(environ[i], "FERRY_STATE=", 12) != 0)
+            env[k++] = environ[i];
+    env[k++] = *entry;
+    env[k] = NULL;
+    return env;
 }
 
 static int spawn_worker(struct ferry_control *c, int64_t run_id, pid_t *pid,
@@ -152,7 +185,18 @@ static int spawn_worker(struct ferry_control *c, int64_t run_id, pid_t *pid,
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
     char *argv[] = {c->worker_bin, "worker", "--run", id, "--state", c->state_path, NULL};
-    int e = posix_spawn(pid, c->worker_bin, &fa, NULL, argv, environ);
+    /* A store URL may hold a password: it goes to the worker in FERRY_STORE, never on its
+     * command line (anyone on the host can read /proc/PID/cmdline). */
+    char **envp = environ, *entry = NULL;
+    if (strstr(c->state_path, "://") != NULL) {
+        argv[4] = NULL;
+        envp = env_with_store(c->state_path, &entry);
+    }
+    int e = envp ? posix_spawn(pid, c->worker_bin, &fa, NULL, argv, envp) : ENOMEM;
+    if (envp != environ) {
+        ferry_free(envp);
+        ferry_free(entry);
+    }
     posix_spawn_file_actions_destroy(&fa);
     if (e != 0)
         return ferry_error_set(err, FERRY_EIO, "dispatcher", "run %" PRId64 ": cannot start %s: %s",
@@ -178,6 +222,31 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
         bool wanted = run.state == FERRY_RUN_REQUESTED;
         ferry_run_info_clear(&run);
         if (!wanted) continue; /* canceled while queued, or a redelivered request */
+        if (!atomic_load(&c->leader)) {
+            enqueue(c, run_id); /* a replica that lost the lease starts nothing */
+            return;
+        }
+        if (c->o.dispatch && !strcmp(c->o.dispatch, "pull")) {
+            /* `ferry worker --pull` processes claim it (run_claim: requested -> running). */
+            if (ferry_store_run_set_dispatch(st, run_id, "pull", &e) != FERRY_OK)
+                ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
+            else
+                ferry_log(FERRY_LOG_INFO, "dispatcher: run %" PRId64 " offered to pull workers",
+                          run_id);
+            continue;
+        }
+        if (c->k8s) {
+            bool later = false;
+            if (ferry_k8s_dispatch(c->k8s, st, c->bus, run_id, &later, &e) != FERRY_OK) {
+                ferry_log(later ? FERRY_LOG_WARN : FERRY_LOG_ERROR,
+                          "dispatcher: run %" PRId64 ": %s", run_id, e.message);
+                if (later) {
+                    enqueue(c, run_id); /* the API is unreachable: again at the next pass */
+                    return;
+                }
+            }
+            continue;
+        }
         pid_t pid = 0;
         if (spawn_worker(c, run_id, &pid, &e) != FERRY_OK) {
             ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
@@ -279,15 +348,13 @@ static void nap(struct ferry_control *c, int ms)
     pthread_mutex_unlock(&c->lock);
 }
 
-static void *dispatch_main(void *arg)
+/* At start and at every takeover: runs a previous control plane paused when it stopped
+ * continue first, then every `requested` run is queued (oldest first); the bus is consumed
+ * from the sequence read just before that scan. A run is started only while the store says
+ * it is requested, so a run queued twice (here and by its event) starts once. */
+static int64_t refill(struct ferry_control *c, struct ferry_store *st)
 {
-    struct ferry_control *c = arg;
-    struct ferry_store *st = NULL;
     struct ferry_error e;
-    if (ferry_store_open(c->state_path, &st, &e) != FERRY_OK) {
-        ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
-        return NULL;
-    }
     /* Runs a previous control plane paused when it stopped continue first. */
     int64_t *again = NULL;
     int n_again = 0;
@@ -309,7 +376,37 @@ static void *dispatch_main(void *arg)
     else
         ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
     ferry_run_infos_free(v, n);
+    return after;
+}
+
+static void *dispatch_main(void *arg)
+{
+    struct ferry_control *c = arg;
+    struct ferry_store *st = NULL;
+    struct ferry_error e;
+    if (ferry_store_open(c->state_path, &st, &e) != FERRY_OK) {
+        ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
+        return NULL;
+    }
+    int epoch = 0;
+    int64_t after = 0;
+    int n = 0;
     while (!atomic_load(&c->stop)) {
+        if (!atomic_load(&c->leader)) {
+            /* Another replica leads: its queue is the one that counts. */
+            pthread_mutex_lock(&c->lock);
+            c->q_len = 0;
+            c->stats.runs_queued = 0;
+            pthread_mutex_unlock(&c->lock);
+            reap_children(c, st);
+            nap(c, 100);
+            continue;
+        }
+        if (atomic_load(&c->leader_epoch) != epoch) {
+            epoch = atomic_load(&c->leader_epoch);
+            after = refill(c, st);
+            ferry_k8s_relist(c->k8s); /* the previous leader's Jobs are ours to watch now */
+        }
         struct ferry_event *evs = NULL;
         n = 0;
         if (ferry_bus_fetch(c->bus, after, 0, 256, 200, &evs, &n, &e) != FERRY_OK) {
@@ -325,6 +422,16 @@ static void *dispatch_main(void *arg)
         if (n > 0) ferry_store_mark_set(st, "dispatcher", after, NULL);
         reap_children(c, st);
         launch(c, st);
+        if (c->k8s && ferry_now_mono_us() - c->k8s_watched_us >= (int64_t)c->o.sweep_ms * 1000) {
+            int lost = 0, retried = 0;
+            ferry_k8s_watch(c->k8s, st, c->bus, c->o.lease_ms, &lost, &retried);
+            c->k8s_watched_us = ferry_now_mono_us();
+            pthread_mutex_lock(&c->lock);
+            c->stats.workers_lost += lost;
+            c->stats.runs_retried += retried;
+            c->stats.workers_running = c->n_children + ferry_k8s_active(c->k8s);
+            pthread_mutex_unlock(&c->lock);
+        }
     }
     ferry_store_close(st);
     return NULL;
@@ -342,6 +449,7 @@ static void *reaper_main(void *arg)
     while (!atomic_load(&c->stop)) {
         nap(c, c->o.sweep_ms);
         if (atomic_load(&c->stop)) break;
+        if (!atomic_load(&c->leader)) continue;
         int lost = 0, retried = 0;
         if (ferry_reaper_sweep(st, c->bus, c->o.lease_ms, &lost, &retried, &e) != FERRY_OK)
             ferry_log(FERRY_LOG_ERROR, "reaper: %s", e.message);
@@ -367,6 +475,10 @@ static void *scheduler_main(void *arg)
     }
     while (!atomic_load(&c->stop)) {
         int fired = 0;
+        if (!atomic_load(&c->leader)) {
+            nap(c, 200);
+            continue;
+        }
         if (ferry_scheduler_tick(st, c->bus, ferry_now_wall_us(), &fired, &e) != FERRY_OK)
             ferry_log(FERRY_LOG_ERROR, "scheduler: %s", e.message);
         if (fired) {
@@ -376,6 +488,56 @@ static void *scheduler_main(void *arg)
         }
         nap(c, 1000);
     }
+    ferry_store_close(st);
+    return NULL;
+}
+
+/* The lease "control": held by one replica at a time, renewed every sweep, lost after
+ * 3 sweeps without renewal (the time a replica needs to take over from a dead leader). A
+ * replica that cannot renew steps down at once: it cannot tell whether another took over. */
+static void *lease_main(void *arg)
+{
+    struct ferry_control *c = arg;
+    struct ferry_store *st = NULL;
+    struct ferry_error e;
+    int ttl = 3 * c->o.sweep_ms;
+    while (st == NULL && !atomic_load(&c->lease_stop)) {
+        if (ferry_store_open(c->state_path, &st, &e) != FERRY_OK) {
+            ferry_log(FERRY_LOG_ERROR, "control lease: %s", e.message);
+            usleep(200000);
+        }
+    }
+    while (!atomic_load(&c->lease_stop)) {
+        bool held = false;
+        int64_t token = 0;
+        if (ferry_store_lease_acquire(st, "control", c->owner, ttl, &held, &token, &e) != FERRY_OK) {
+            ferry_log(FERRY_LOG_ERROR, "control lease: %s", e.message);
+            held = false;
+        }
+        bool was = atomic_load(&c->leader);
+        if (held && !was) {
+            atomic_fetch_add(&c->leader_epoch, 1);
+            atomic_store(&c->leader, 1);
+            ferry_log(FERRY_LOG_INFO, "control plane: %s leads (lease token %" PRId64 ")",
+                      c->owner, token);
+            printf("ferry serve: control leader %s (token %" PRId64 ")\n", c->owner, token);
+            fflush(stdout);
+        } else if (!held && was) {
+            atomic_store(&c->leader, 0);
+            ferry_log(FERRY_LOG_WARN, "control plane: %s lost the lease; standing by", c->owner);
+        }
+        pthread_mutex_lock(&c->lock);
+        c->stats.leader = held;
+        c->stats.leader_token = token;
+        pthread_mutex_unlock(&c->lock);
+        for (int waited = 0; waited < c->o.sweep_ms && !atomic_load(&c->lease_stop); waited += 20)
+            usleep(20000);
+    }
+    /* A clean stop: the next replica need not wait for the lease to run out. */
+    if (st && atomic_load(&c->leader) &&
+        ferry_store_lease_release(st, "control", c->owner, &e) != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "control lease: %s", e.message);
+    atomic_store(&c->leader, 0);
     ferry_store_close(st);
     return NULL;
 }
@@ -404,15 +566,29 @@ int ferry_control_start(const struct ferry_control_options *o, struct ferry_bus 
     *out = c;
     if (!c->state_path || !c->worker_bin || !c->log_dir)
         return ferry_error_set(err, FERRY_ENOMEM, "control", "out of memory");
+    if (o->dispatch && !strcmp(o->dispatch, "kubernetes")) {
+        struct ferry_k8s_settings ks;
+        int krc = ferry_k8s_settings_load(o->image, &ks, err);
+        if (krc == FERRY_OK) krc = ferry_k8s_open(&ks, &c->k8s, err);
+        if (krc != FERRY_OK) return krc;
+    }
     if (mkdir(c->log_dir, 0755) != 0 && errno != EEXIST)
         return ferry_error_set(err, FERRY_EIO, "control",
                                "worker logs: cannot create folder %s: %s", c->log_dir,
                                strerror(errno));
+    {
+        char host[64];
+        if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+        host[sizeof host - 1] = '\0';
+        snprintf(c->owner, sizeof c->owner, "%s:%d", host, (int)getpid());
+    }
+    c->lease_started = pthread_create(&c->lease_thread, NULL, lease_main, c) == 0;
     c->dispatch_started = pthread_create(&c->dispatch_thread, NULL, dispatch_main, c) == 0;
     c->reaper_started = pthread_create(&c->reaper_thread, NULL, reaper_main, c) == 0;
     if (o->scheduler)
         c->scheduler_started = pthread_create(&c->scheduler_thread, NULL, scheduler_main, c) == 0;
-    if (!c->dispatch_started || !c->reaper_started || (o->scheduler && !c->scheduler_started))
+    if (!c->lease_started || !c->dispatch_started || !c->reaper_started ||
+        (o->scheduler && !c->scheduler_started))
         return ferry_error_set(err, FERRY_ENOMEM, "control", "cannot start the control threads");
     return FERRY_OK;
 }
@@ -445,10 +621,15 @@ void ferry_control_stop(struct ferry_control *c, int wait_ms)
         }
         usleep(20000);
     }
+    /* Released only now: a replica taking over re-queues the runs this one paused, which
+     * it can only see once they did pause. */
+    atomic_store(&c->lease_stop, 1);
+    if (c->lease_started) pthread_join(c->lease_thread, NULL);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
     ferry_free(c->queue);
     ferry_free(c->children);
+    ferry_k8s_close(c->k8s);
     ferry_free(c->state_path);
     ferry_free(c->worker_bin);
     ferry_free(c->log_dir);

@@ -86,11 +86,55 @@ struct fold_ctx {
     json_t *p;
 };
 
+/* A batch of a distributed run's shard task carries the task's lease token: its
+ * checkpoint is saved only while that token is current. A worker that lost its lease (it
+ * stalled, another one leased the shard) still publishes what it wrote before it noticed;
+ * such an event is ignored whole, like an event of a fenced attempt. */
+static int fold_task_batch(struct fold_ctx *c, int64_t token, bool *fenced,
+                           struct ferry_error *err)
+{
+    const struct ferry_event *ev = c->ev;
+    *fenced = false;
+    json_t *pos = json_object_get(c->p, "position");
+    if (pos == NULL || json_is_null(pos) || ev->resource[0] == '\0') return FERRY_OK;
+    c->tr->group_moves_checkpoints = true;
+    char *text = dump_json(pos);
+    if (text == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "tracker", "event %lld: out of memory",
+                               (long long)ev->seq);
+    struct ferry_error e;
+    int rc = ferry_store_shard_checkpoint_save(c->tr->st, ev->run_id, ev->resource,
+                                               (int)jint(c->p, "shard"), token, text, &e);
+    ferry_free(text);
+    if (rc == FERRY_EFENCED) {
+        ferry_log(FERRY_LOG_DEBUG,
+                  "tracker: event %lld (batch.written of run %lld, %s shard %lld) is from "
+                  "token %lld, which lost its lease; ignored (fenced)",
+                  (long long)ev->seq, (long long)ev->run_id, ev->resource,
+                  (long long)jint(c->p, "shard"), (long long)token);
+        *fenced = true;
+        return FERRY_OK;
+    }
+    if (rc != FERRY_OK && err) *err = e;
+    return rc;
+}
+
 static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
 {
     struct ferry_store *st = c->tr->st;
     const struct ferry_event *ev = c->ev;
     int64_t rows = jint(c->p, "rows"), bytes = jint(c->p, "bytes");
+    int64_t token = jint(c->p, "token");
+    if (token > 0) {
+        bool fenced = false;
+        int trc = fold_task_batch(c, token, &fenced, err);
+        if (trc != FERRY_OK || fenced) return trc;
+        trc = ferry_store_run_add_counts(st, ev->run_id, rows, bytes, 1, 0, 0, err);
+        if (trc == FERRY_OK && ev->resource[0])
+            trc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0,
+                                                  0, err);
+        return trc;
+    }
     int rc = ferry_store_run_add_counts(st, ev->run_id, rows, bytes, 1, 0, 0, err);
     if (rc == FERRY_OK && ev->resource[0])
         rc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0, 0,
@@ -164,6 +208,9 @@ static int set_run_state(struct fold_ctx *c, enum ferry_run_state s, const char 
 static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error *err)
 {
     if (ferry_run_state_is_final(c->run->state)) return FERRY_OK; /* the first end wins */
+    /* Requested again since this end was recorded (the reaper's retry: it fails the run in
+     * the store, publishes run.failed, then requeues at once): the end is already history. */
+    if (c->run->state == FERRY_RUN_REQUESTED) return FERRY_OK;
     if (strcmp(type, FERRY_EV_RUN_COMPLETED) == 0) {
         int rc = advance_routes(c, err);
         return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_COMPLETED, NULL, err) : rc;

@@ -11,7 +11,10 @@
  *   resource.started       resource row: mode, write, state running
  *   batch.written          run + resource counters (rows, bytes, batches); when the
  *                          payload says durable:true the position becomes the run-scoped
- *                          checkpoint of (run, resource, shard), else a pending checkpoint
+ *                          checkpoint of (run, resource, shard), else a pending checkpoint.
+ *                          A payload with "token" (a shard task of a distributed run) is
+ *                          saved with ferry_store_shard_checkpoint_save, fenced by that
+ *                          token: refused -> the event is ignored whole (no counts)
  *   batch.integrity_verified  verified += 1; batch.chunk_divergence  diverged += 1
  *   sink.committed         pending checkpoints of (run, attempt) become run checkpoints
  *   resource.completed/failed  resource state (failed: message)

@@ -30,6 +30,7 @@ struct failpoint {
     enum kind kind;
     long sleep_ms;
     long nth;         /* 0: every hit */
+    bool from_nth;    /* "@N+": every hit from the Nth on (a disk that stays broken) */
     atomic_long hits;
 };
 
@@ -89,11 +90,16 @@ static int parse_entry(const char *e, size_t n, struct failpoint *fp, struct fer
     size_t act_len = n - name_len - 1;
 
     fp->nth = 0;
+    fp->from_nth = false;
     const char *at = memchr(act, '@', act_len);
     if (at != NULL) {
         size_t num_len = act_len - (size_t)(at - act) - 1;
+        if (num_len > 0 && at[num_len] == '+') {
+            fp->from_nth = true;
+            num_len--;
+        }
         if (!parse_number(at + 1, num_len, 1, 1000000000L, &fp->nth))
-            return bad(err, e, n, "@N needs a hit number from 1 to 1000000000");
+            return bad(err, e, n, "@N (or @N+) needs a hit number from 1 to 1000000000");
         act_len = (size_t)(at - act);
     }
 
@@ -159,6 +165,7 @@ int ferry_failpoints_init(struct ferry_error *err)
         table[i].kind = parsed[i].kind;
         table[i].sleep_ms = parsed[i].sleep_ms;
         table[i].nth = parsed[i].nth;
+        table[i].from_nth = parsed[i].from_nth;
         atomic_init(&table[i].hits, 0);
     }
     n_table = n;
@@ -181,15 +188,17 @@ enum ferry_fp_action ferry__failpoint_eval(const char *name)
         struct failpoint *fp = &table[i];
         if (strcmp(fp->name, name) != 0) continue;
         long hit = atomic_fetch_add(&fp->hits, 1) + 1;
-        if (fired == NULL && (fp->nth == 0 || fp->nth == hit)) {
+        bool due = fp->nth == 0 || fp->nth == hit || (fp->from_nth && hit > fp->nth);
+        if (fired == NULL && due) {
             fired = fp;
             fired_hit = hit;
         }
     }
     if (fired == NULL) return FERRY_FP_NONE;
 
-    ferry_log(FERRY_LOG_WARN, "failpoint %s fired: %s (hit %ld)", name, kind_name(fired->kind),
-              fired_hit);
+    if (fired_hit == fired->nth || !fired->from_nth) /* "@N+" says so once */
+        ferry_log(FERRY_LOG_WARN, "failpoint %s fired: %s (hit %ld%s)", name,
+                  kind_name(fired->kind), fired_hit, fired->from_nth ? " and every later hit" : "");
     switch (fired->kind) {
     case KIND_CRASH: _exit(137);
     case KIND_SLEEP: sleep_ms(fired->sleep_ms); return FERRY_FP_NONE;

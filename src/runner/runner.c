@@ -54,6 +54,7 @@ struct resource_run {
     char **resume;
     bool resumed_any;
     struct ferry_flow *flow;
+    uint64_t seq_base;                /* distributed: batch seqs continue across tasks */
 };
 
 struct run {
@@ -86,6 +87,19 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources */
     int64_t rows, bytes, batches;
+    /* Distributed runs (docs/internals/server.md): the coordinator (distribute: true) and
+     * shard mode (one leased task of another process's run). Flows stop on flow_stop, which
+     * the control thread keeps equal to g_stop unless the task's lease is lost (fenced). */
+    bool distributed, shard_mode;
+    char owner[160];
+    int lease_ms;
+    struct ferry_bus *tbus;           /* tags batch.written with the task token */
+    atomic_int flow_stop;
+    atomic_int task_fenced;
+    pthread_mutex_t task_lock;        /* guards task */
+    bool task_lock_init;
+    struct ferry_shard_task task;     /* token 0: none */
+    void *own_reader;                 /* shard mode: readers[0], not src_ctx */
 };
 
 static int64_t peak_rss_bytes(void)
@@ -175,6 +189,40 @@ static void emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_posi
     emit(r, f->spec->table, FERRY_EV_WATERMARK_ADVANCED, payload, NULL, NULL);
 }
 
+/* Keeps the current task's lease (a lost one fences the task), and in shard mode follows
+ * the run: another attempt fences this worker, a pause or an end stops it. */
+static void renew_task(struct run *r, struct ferry_store *st)
+{
+    struct ferry_shard_task t;
+    pthread_mutex_lock(&r->task_lock);
+    t = r->task;
+    pthread_mutex_unlock(&r->task_lock);
+    struct ferry_error e;
+    if (t.token > 0 &&
+        ferry_store_shard_renew(st, t.run_id, t.resource, t.shard, t.token, r->lease_ms, &e) ==
+            FERRY_EFENCED) {
+        ferry_log(FERRY_LOG_WARN, "run %" PRId64 " resource %s shard %d: lease lost (token %" PRId64
+                  "): %s", t.run_id, t.resource, t.shard, t.token, e.message);
+        atomic_store(&r->task_fenced, 1);
+        atomic_store(&r->flow_stop, FERRY_ECANCELED);
+    }
+    if (!r->shard_mode) return;
+    struct ferry_run_info run;
+    memset(&run, 0, sizeof run);
+    if (ferry_store_run_get(st, r->run_id, &run, &e) != FERRY_OK) return;
+    if (run.attempt != r->attempt || ferry_run_state_is_final(run.state)) {
+        ferry_log(FERRY_LOG_WARN, "run %" PRId64 " is %s (attempt %d, this worker's %d): stopping",
+                  r->run_id, ferry_run_state_name(run.state), run.attempt, r->attempt);
+        if (run.attempt != r->attempt) atomic_store(&r->task_fenced, 1);
+        atomic_store(&g_stop, FERRY_ECANCELED);
+        atomic_store(&r->flow_stop, FERRY_ECANCELED);
+    } else if (run.state == FERRY_RUN_PAUSED) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&g_stop, &expected, FERRY_EPAUSED);
+    }
+    ferry_run_info_clear(&run);
+}
+
 static void *control_main(void *arg)
 {
     struct run *r = arg;
@@ -184,7 +232,7 @@ static void *control_main(void *arg)
         ferry_store_set_sync_full(st, false, &e) != FERRY_OK)
         ferry_log(FERRY_LOG_WARN, "control thread: %s", e.message);
     int64_t last_tick = ferry_now_mono_us(), last_beat = 0, last_event = 0, last_poll = 0;
-    int64_t last_progress = 0, last_lag = 0, last_lag_position = -1;
+    int64_t last_progress = 0, last_lag = 0, last_lag_position = -1, last_renew = 0;
     int64_t flush_us = r->p->batch.flush_after_ms * 1000;
     while (!atomic_load(&r->control_stop)) {
         usleep(20000);
@@ -194,7 +242,15 @@ static void *control_main(void *arg)
             atomic_store(&f->tick, 1);
             last_tick = now;
         }
-        if (st && now - last_beat >= 2000000) {
+        if (r->distributed || r->shard_mode) {
+            int want = atomic_load(&g_stop), have = atomic_load(&r->flow_stop);
+            if (want != 0 && have == 0) atomic_store(&r->flow_stop, want);
+            if (st && now - last_renew >= (int64_t)r->lease_ms * 1000 / 3) {
+                last_renew = now;
+                renew_task(r, st);
+            }
+        }
+        if (st && !r->shard_mode && now - last_beat >= 2000000) {
             last_beat = now;
             if (ferry_store_run_heartbeat(st, r->run_id, r->attempt, &e) == FERRY_EFENCED) {
                 ferry_log(FERRY_LOG_ERROR, "%s", e.message);
@@ -346,6 +402,10 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
     const char *res = rr->spec->table;
     int rc = ferry_store_plan_get(r->st, r->run_id, res, &rr->plan_json, err);
     if (rc != FERRY_OK) return rc;
+    if (rr->plan_json == NULL && r->shard_mode)
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "run %" PRId64 " resource %s: no frozen plan: its coordinator "
+                               "plans before it hands out shards", r->run_id, res);
     if (rr->plan_json == NULL) {
         /* Not planned yet: freeze the plan now, from the route checkpoint for incremental
          * reads (or the destination's own, when it stored a later one in its commit). */
@@ -537,6 +597,50 @@ static bool position_done(const char *pos)
     return done;
 }
 
+/* The coordinator's exported snapshot, saved as a run checkpoint of this pseudo resource
+ * (no resource has this name: resource names are table names). */
+#define SNAPSHOT_KEY "~snapshot"
+
+/* Shard mode: a reader instance of its own that imports the coordinator's snapshot; when
+ * that fails (the coordinator is gone, and its snapshot with it) the shard reads a snapshot
+ * of its own, as a resumed attempt does. */
+static int open_shard_reader(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    r->readers = ferry_calloc(1, sizeof *r->readers);
+    if (r->readers == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+    int rc = p->source_vt->open(p->source, &r->own_reader, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s source: shard reader", p->source_type);
+    r->readers[0] = r->own_reader;
+    r->n_readers = 1;
+    if (p->source_vt->use_snapshot == NULL) return FERRY_OK;
+    struct ferry_checkpoint *cps = NULL;
+    int n = 0;
+    char *id = NULL;
+    if (ferry_store_run_checkpoints(r->st, r->run_id, SNAPSHOT_KEY, &cps, &n, NULL) == FERRY_OK &&
+        n > 0 && cps[0].position) {
+        json_t *j = json_loads(cps[0].position, 0, NULL);
+        const char *v = json_string_value(json_object_get(j, "snapshot"));
+        if (v) id = ferry_strdup(v);
+        json_decref(j);
+    }
+    ferry_checkpoints_free(cps, n);
+    if (id == NULL) return FERRY_OK;
+    struct ferry_error e;
+    if (p->source_vt->use_snapshot(r->own_reader, id, &e) != FERRY_OK) {
+        ferry_log(FERRY_LOG_WARN,
+                  "run %" PRId64 ": the coordinator's snapshot %s cannot be imported (%s); this "
+                  "shard reads a newer snapshot", r->run_id, id, e.message);
+        p->source_vt->close(r->own_reader);
+        r->own_reader = NULL;
+        r->readers[0] = NULL;
+        rc = p->source_vt->open(p->source, &r->own_reader, err);
+        if (rc == FERRY_OK) r->readers[0] = r->own_reader;
+    }
+    ferry_free(id);
+    return rc;
+}
+
 /* Opens the extra source instances `parallelism` asks for (no more than the shards left
  * to read in any resource), then, when the source can, exports one snapshot from the
  * planning instance and has every reader use it, so that all shards of all resources of
@@ -552,6 +656,9 @@ static int open_readers(struct run *r, struct ferry_error *err)
         if (left > want) want = left;
     }
     if (want > r->parallelism) want = (int)r->parallelism;
+    /* A distributed run's process works one task (one shard) at a time. */
+    if (r->distributed || r->shard_mode) want = 1;
+    if (r->shard_mode) return open_shard_reader(r, err);
     r->readers = ferry_calloc((size_t)want, sizeof *r->readers);
     if (r->readers == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
     r->readers[0] = r->src_ctx;
@@ -573,6 +680,17 @@ static int open_readers(struct run *r, struct ferry_error *err)
         if (rc != FERRY_OK)
             ferry_error_prefix(err, "%s source: reader %d: using snapshot %s", p->source_type,
                                i + 1, id);
+    }
+    /* Shard workers of other processes import it while this process keeps it open. */
+    if (rc == FERRY_OK && r->distributed) {
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        ferry_buf_printf(&b, "{\"attempt\":%d,\"snapshot\":", r->attempt);
+        ferry_buf_json_string(&b, id, strlen(id));
+        ferry_buf_append(&b, "}", 1);
+        rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, SNAPSHOT_KEY, 0,
+                                             b.data, err);
+        ferry_buf_release(&b);
     }
     ferry_free(id);
     return rc;
@@ -630,22 +748,58 @@ static void ack_cdc(struct run *r, struct ferry_run_result *res)
     }
 }
 
-static int run_resources(struct run *r, struct ferry_error *err)
+/* resource.started of rr; `distributed` marks the coordinator's (its shards become tasks). */
+static int emit_started(struct run *r, struct resource_run *rr, bool distributed,
+                        struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,%s\"route\":",
+                     ferry_read_mode_name(rr->spec->mode), ferry_write_mode_name(r->p->write),
+                     rr->n_shards, rr->resumed_any ? "true" : "false",
+                     distributed ? "\"distributed\":true," : "");
+    ferry_buf_json_string(&b, rr->route, strlen(rr->route));
+    ferry_buf_append(&b, "}", 1);
+    int rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_STARTED, b.data, NULL, err);
+    ferry_buf_release(&b);
+    return rc;
+}
+
+/* A flow over resource rr, the same for a whole-resource run and a leased task but for
+ * where it resumes, which bus it reports to and which flag stops it. */
+static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f, char **resume,
+                      struct ferry_bus *bus, atomic_int *stop)
 {
     struct ferry_pipeline_spec *p = r->p;
+    f->src_vt = p->source_vt;
+    f->src_ctx = r->src_ctx;
+    f->readers = r->readers;
+    f->n_readers = r->n_readers;
+    f->spec = rr->spec;
+    f->schema = rr->schema;
+    f->plan_json = rr->plan_json;
+    f->n_shards = rr->n_shards;
+    f->resume = resume;
+    f->chain = rr->chain;
+    ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
+    f->sink_vt = p->sink_vt;
+    f->sink_ctx = r->sink_ctx;
+    f->caps = rr->caps;
+    f->target = &rr->target;
+    f->bus = bus;
+    f->run_id = r->run_id;
+    f->attempt = r->attempt;
+    f->opts = p->batch;
+    f->stop = stop;
+}
+
+static int run_resources(struct run *r, struct ferry_error *err)
+{
     int rc = FERRY_OK;
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         struct resource_run *rr = &r->res[i];
         char payload[1024];
-        struct ferry_buf b;
-        ferry_buf_init(&b, 0);
-        ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,\"route\":",
-                         ferry_read_mode_name(rr->spec->mode), ferry_write_mode_name(p->write),
-                         rr->n_shards, rr->resumed_any ? "true" : "false");
-        ferry_buf_json_string(&b, rr->route, strlen(rr->route));
-        ferry_buf_append(&b, "}", 1);
-        rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_STARTED, b.data, NULL, err);
-        ferry_buf_release(&b);
+        rc = emit_started(r, rr, false, err);
         if (rc != FERRY_OK) break;
         if (rr->resumed_any && r->o->out && !r->o->quiet)
             fprintf(r->o->out, "%s: resuming from its last durable checkpoint\n", rr->spec->table);
@@ -653,26 +807,7 @@ static int run_resources(struct run *r, struct ferry_error *err)
         struct ferry_flow *f = ferry_calloc(1, sizeof *f);
         if (f == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
         rr->flow = f;
-        f->src_vt = p->source_vt;
-        f->src_ctx = r->src_ctx;
-        f->readers = r->readers;
-        f->n_readers = r->n_readers;
-        f->spec = rr->spec;
-        f->schema = rr->schema;
-        f->plan_json = rr->plan_json;
-        f->n_shards = rr->n_shards;
-        f->resume = rr->resume;
-        f->chain = rr->chain;
-        ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
-        f->sink_vt = p->sink_vt;
-        f->sink_ctx = r->sink_ctx;
-        f->caps = rr->caps;
-        f->target = &rr->target;
-        f->bus = r->bus;
-        f->run_id = r->run_id;
-        f->attempt = r->attempt;
-        f->opts = p->batch;
-        f->stop = &g_stop;
+        flow_init(r, rr, f, rr->resume, r->bus, &g_stop);
         int64_t t_res = ferry_now_mono_us();
         atomic_store(&r->current, f);
         rc = run_flow(rr, f, err);
@@ -707,13 +842,213 @@ static int run_resources(struct run *r, struct ferry_error *err)
     return rc;
 }
 
+/* ---- distributed runs: tasks ---- */
+
+static struct resource_run *find_resource(struct run *r, const char *name)
+{
+    for (int i = 0; i < r->n_res; i++)
+        if (strcmp(r->res[i].spec->table, name) == 0) return &r->res[i];
+    return NULL;
+}
+
+/* Where a task resumes: the run checkpoint of its shard, or what a transactional
+ * destination committed for this run (never behind the store), read now: the task may have
+ * moved in another process since this one planned. */
+static int task_resume(struct run *r, struct resource_run *rr, int shard, char **pos,
+                       struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    *pos = NULL;
+    struct ferry_checkpoint *cps = NULL;
+    int n = 0;
+    int rc = ferry_store_run_checkpoints(r->st, r->run_id, rr->spec->table, &cps, &n, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; i < n; i++)
+        if (cps[i].shard == shard && cps[i].position) *pos = ferry_strdup(cps[i].position);
+    ferry_checkpoints_free(cps, n);
+    if (!rr->caps.transactional_checkpoint || p->sink_vt->checkpoints == NULL) return FERRY_OK;
+    struct ferry_sink_checkpoint *scp = NULL;
+    int n_scp = 0;
+    rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
+    struct ferry_sink_checkpoint *c = sink_checkpoint(scp, n_scp, rr->spec->table, shard);
+    if (c && c->run_id == r->run_id && c->position) {
+        ferry_free(*pos);
+        *pos = ferry_strdup(c->position);
+    }
+    ferry_sink_checkpoints_free(scp, n_scp);
+    return FERRY_OK;
+}
+
+static void set_task(struct run *r, const struct ferry_shard_task *t)
+{
+    pthread_mutex_lock(&r->task_lock);
+    if (t)
+        r->task = *t;
+    else
+        memset(&r->task, 0, sizeof r->task);
+    pthread_mutex_unlock(&r->task_lock);
+    ferry__shard_bus_set_token(r->tbus, t ? t->token : 0);
+}
+
+/* What this process published is folded (the task's checkpoints are saved) before the
+ * task is marked done or given back. */
+static int wait_folded(struct run *r, struct ferry_error *err)
+{
+    int64_t seq = ferry__shard_bus_last_seq(r->tbus);
+    if (seq <= 0) return FERRY_OK;
+    return ferry_tracker_wait(r->tracker, seq, 60000, err);
+}
+
+/* Works one leased task: one flow over that shard only (every other shard of the resource
+ * is marked done for this flow), then marks it done. FERRY_EFENCED when the lease was lost
+ * meanwhile (someone else works it now); FERRY_EPAUSED after a drained pause (the lease is
+ * given back at once). */
+static int work_task(struct run *r, const struct ferry_shard_task *t, struct ferry_error *err)
+{
+    static char done[] = "{\"done\":true}";
+    struct resource_run *rr = find_resource(r, t->resource);
+    if (rr == NULL || t->shard < 0 || t->shard >= rr->n_shards)
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "run %" PRId64 ": task %s shard %d is not in the pipeline's plan",
+                               r->run_id, t->resource, t->shard);
+    char *pos = NULL;
+    int rc = task_resume(r, rr, t->shard, &pos, err);
+    if (rc != FERRY_OK) return rc;
+    char **resume = ferry_calloc((size_t)rr->n_shards, sizeof *resume);
+    struct ferry_flow *f = ferry_calloc(1, sizeof *f);
+    if (resume == NULL || f == NULL) {
+        ferry_free(resume);
+        ferry_free(f);
+        ferry_free(pos);
+        return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
+    }
+    for (int s = 0; s < rr->n_shards; s++) resume[s] = s == t->shard ? pos : done;
+    atomic_store(&r->task_fenced, 0);
+    atomic_store(&r->flow_stop, atomic_load(&g_stop));
+    set_task(r, t);
+    if (r->o->out && !r->o->quiet) {
+        fprintf(r->o->out, "run %" PRId64 ": %s shard %d (token %" PRId64 ")%s\n", r->run_id,
+                t->resource, t->shard, t->token, pos ? ", resuming" : "");
+        fflush(r->o->out);
+    }
+    flow_init(r, rr, f, resume, r->tbus, &r->flow_stop);
+    f->seq_base = rr->seq_base;
+    atomic_store(&r->current, f);
+    rc = position_done(pos) ? FERRY_OK : ferry_flow_run(f, err);
+    atomic_store(&r->current, NULL);
+    rr->seq_base = f->seq_base;
+    r->rows += atomic_load(&f->rows_written);
+    r->bytes += atomic_load(&f->bytes_written);
+    r->batches += atomic_load(&f->batches_written);
+    ferry_free(f);
+    ferry_free(resume);
+    ferry_free(pos);
+    struct ferry_error e;
+    if (atomic_load(&r->task_fenced)) {
+        rc = ferry_error_set(err, FERRY_EFENCED, "runner",
+                             "run %" PRId64 " resource %s shard %d: the lease (token %" PRId64
+                             ") was lost; another worker continues the shard",
+                             r->run_id, t->resource, t->shard, t->token);
+    } else if (rc == FERRY_OK) {
+        rc = wait_folded(r, err);
+        if (rc == FERRY_OK)
+            rc = ferry_store_shard_done(r->st, t->run_id, t->resource, t->shard, t->token, err);
+    } else if (rc == FERRY_EPAUSED) {
+        /* Drained: what it wrote is durable (per_apply); the next worker need not wait for
+         * the lease to run out. */
+        if (wait_folded(r, &e) == FERRY_OK)
+            ferry_store_shard_renew(r->st, t->run_id, t->resource, t->shard, t->token, 1, &e);
+    }
+    set_task(r, NULL);
+    return rc;
+}
+
+/* The coordinator: creates the tasks once, works them like any worker, and waits for the
+ * ones other workers hold; done when every task of every resource is. */
+static int run_distributed(struct run *r, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        struct resource_run *rr = &r->res[i];
+        rc = emit_started(r, rr, true, err);
+        if (rc == FERRY_OK)
+            rc = ferry_store_shard_tasks_put(r->st, r->run_id, rr->spec->table, rr->n_shards, err);
+    }
+    if (rc == FERRY_OK && r->o->out && !r->o->quiet) {
+        fprintf(r->o->out, "run %" PRId64 ": distributed; shards are handed out to pull workers\n",
+                r->run_id);
+        fflush(r->o->out);
+    }
+    int64_t last_report = 0;
+    while (rc == FERRY_OK) {
+        int stop = atomic_load(&g_stop);
+        if (stop != 0) return stop;
+        struct ferry_shard_task t;
+        bool found = false;
+        rc = ferry_store_shard_claim(r->st, r->run_id, r->owner, r->lease_ms, &t, &found, err);
+        if (rc != FERRY_OK) break;
+        if (found) {
+            rc = work_task(r, &t, err);
+            if (rc == FERRY_EFENCED) {
+                ferry_log(FERRY_LOG_WARN, "%s", err->message);
+                rc = FERRY_OK;
+            }
+            continue;
+        }
+        struct ferry_shard_task *v = NULL;
+        int n = 0, n_done = 0, n_leased = 0;
+        bool all = false;
+        rc = ferry_store_shard_list(r->st, r->run_id, NULL, &v, &n, err);
+        if (rc == FERRY_OK) ferry__shard_tasks_summary(v, n, &n_done, &n_leased, &all);
+        ferry_free(v);
+        if (rc != FERRY_OK || all) break;
+        /* A shard worker that failed fails the run: stop here too. */
+        struct ferry_run_info run;
+        memset(&run, 0, sizeof run);
+        rc = ferry_store_run_get(r->st, r->run_id, &run, err);
+        if (rc == FERRY_OK && (run.attempt != r->attempt || run.state != FERRY_RUN_RUNNING))
+            rc = ferry_error_set(err, run.attempt != r->attempt ? FERRY_EFENCED : FERRY_ECONFLICT,
+                                 "runner", "run %" PRId64 " is %s (attempt %d)%s%s", r->run_id,
+                                 ferry_run_state_name(run.state), run.attempt,
+                                 run.error[0] ? ": " : "", run.error);
+        ferry_run_info_clear(&run);
+        int64_t now = ferry_now_mono_us();
+        if (rc == FERRY_OK && r->o->out && !r->o->quiet && now - last_report > 10000000) {
+            last_report = now;
+            fprintf(r->o->out, "run %" PRId64 ": %d of %d shards done, %d leased by workers\n",
+                    r->run_id, n_done, n, n_leased);
+            fflush(r->o->out);
+        }
+        if (rc == FERRY_OK) usleep(100000);
+    }
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        struct resource_run *rr = &r->res[i];
+        char payload[160];
+        snprintf(payload, sizeof payload, "{\"distributed\":true}");
+        rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
+    }
+    /* Every worker's rows, as the tracker counted them. */
+    struct ferry_run_info run;
+    memset(&run, 0, sizeof run);
+    if (rc == FERRY_OK && wait_folded(r, NULL) == FERRY_OK &&
+        ferry_store_run_get(r->st, r->run_id, &run, NULL) == FERRY_OK) {
+        r->rows = run.rows;
+        r->bytes = run.bytes;
+        r->batches = run.batches;
+    }
+    ferry_run_info_clear(&run);
+    return rc;
+}
+
 static int commit_session(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
     int rc = ferry_failpoint_check("before_sink_commit", err);
     if (rc != FERRY_OK) return rc;
-    /* A worker reaped while it was stopped must not commit: its attempt is fenced. */
-    rc = ferry_store_run_heartbeat(r->st, r->run_id, r->attempt, err);
+    /* A worker reaped while it was stopped must not commit: its attempt is fenced. A shard
+     * worker never beats for the run (its coordinator does); its tasks were fenced by token. */
+    if (!r->shard_mode) rc = ferry_store_run_heartbeat(r->st, r->run_id, r->attempt, err);
     if (rc != FERRY_OK) return rc;
     rc = p->sink_vt->commit(r->sink_ctx, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: commit", p->sink_type);
@@ -734,6 +1069,7 @@ static void cleanup(struct run *r)
     if (r->sink_ctx) r->p->sink_vt->close(r->sink_ctx);
     for (int i = 1; i < r->n_readers; i++)
         r->p->source_vt->close(r->readers[i]);
+    if (r->own_reader) r->p->source_vt->close(r->own_reader);
     ferry_free(r->readers);
     if (r->src_ctx) r->p->source_vt->close(r->src_ctx);
     for (int i = 0; i < r->n_res; i++) {
@@ -752,9 +1088,11 @@ static void cleanup(struct run *r)
         ferry_tracker_stop(r->tracker, NULL);
         ferry_tracker_close(r->tracker);
     }
+    ferry_bus_close(r->tbus);
     ferry_bus_close(r->bus);
     ferry_store_close(r->st);
     ferry_run_info_clear(&r->info);
+    if (r->task_lock_init) pthread_mutex_destroy(&r->task_lock);
     if (r->p) ferry_pipeline_free(r->p);
 }
 
@@ -787,7 +1125,18 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         ferry_run_info_clear(&r.info);
         memset(&r.info, 0, sizeof r.info);
     }
+    /* distribute: true (docs/operations.md, scale-out): this process coordinates, unless it
+     * works one task of another process's run (shard mode). */
+    bool distribute = false;
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(r.p->root, "distribute", false, &distribute, err);
+    r.shard_mode = o->shard_resource != NULL;
+    r.distributed = distribute && !r.shard_mode && !o->plan_only;
+    r.lease_ms = o->lease_ms > 0 ? o->lease_ms : 15000;
+    ferry__lease_owner(o->owner, r.owner, sizeof r.owner);
+    r.task_lock_init = pthread_mutex_init(&r.task_lock, NULL) == 0;
     if (rc == FERRY_OK) rc = ferry_bus_open(o->bus_url, o->state_path, &r.bus, err);
+    if (rc == FERRY_OK && (r.distributed || r.shard_mode))
+        rc = ferry__shard_bus_open(r.bus, &r.tbus, err);
     if (rc == FERRY_OK) rc = ferry_tracker_open(o->state_path, r.bus, &r.tracker, err);
     /* Earlier attempts may have died before their last events were folded. */
     if (rc == FERRY_OK) rc = ferry_tracker_fold_available(r.tracker, err);
@@ -801,6 +1150,11 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     /* Connect, discover and check everything before a run is created, so that a bad file,
      * an unreachable destination or a refused policy leaves no trace. */
     rc = prepare_resources(&r, err);
+    for (int i = 0; rc == FERRY_OK && r.distributed && i < r.n_res; i++)
+        rc = ferry__shard_distributable(
+            r.res[i].spec->table, ferry_read_mode_name(r.res[i].spec->mode),
+            ferry_write_mode_name(r.p->write), r.res[i].caps.durability == FERRY_DURABLE_PER_APPLY,
+            r.res[i].caps.replace_commits_once, err);
     /* Saved only once the connectors accepted it (a refused file may hold a plain secret),
      * and never by `ferry check`. */
     if (rc == FERRY_OK && !o->plan_only)
@@ -841,16 +1195,39 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         }
         goto out;
     }
-    rc = pick_run(&r, err);
-    if (rc != FERRY_OK) goto out;
-    rc = ferry_store_run_begin_attempt(r.st, r.run_id, (int)getpid(), &r.attempt, err);
-    if (rc != FERRY_OK) goto out;
+    if (r.shard_mode) {
+        /* The run's current attempt is the coordinator's: a shard worker works under it and
+         * never starts one (that would fence the coordinator). */
+        rc = ferry_store_run_get(r.st, o->resume_run_id, &r.info, err);
+        if (rc != FERRY_OK) goto out;
+        r.run_id = r.info.id;
+        r.attempt = r.info.attempt;
+        r.resumed = true;
+        if (r.info.state != FERRY_RUN_RUNNING) {
+            rc = ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                                 "run %" PRId64 " is %s: its shard %s/%d is not worked",
+                                 r.run_id, ferry_run_state_name(r.info.state), o->shard_resource,
+                                 o->shard);
+            goto out;
+        }
+    } else {
+        rc = pick_run(&r, err);
+        if (rc != FERRY_OK) goto out;
+        if (o->claimed_attempt > 0) {
+            /* run_claim began the attempt (requested -> running) atomically. */
+            r.attempt = o->claimed_attempt;
+            r.resumed = o->claimed_attempt > 1;
+        } else {
+            rc = ferry_store_run_begin_attempt(r.st, r.run_id, (int)getpid(), &r.attempt, err);
+        }
+        if (rc != FERRY_OK) goto out;
+    }
     res->run_id = r.run_id;
     res->attempt = r.attempt;
     res->resumed = r.resumed;
 
     rc = plan_resources(&r, err);
-    if (rc == FERRY_OK && o->out && !o->quiet) {
+    if (rc == FERRY_OK && o->out && !o->quiet && !r.shard_mode) {
         if (r.resumed)
             fprintf(o->out, "resuming run %" PRId64 " of pipeline %s (attempt %d)\n", r.run_id,
                     r.p->name, r.attempt);
@@ -862,7 +1239,8 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     snprintf(payload, sizeof payload, "{\"pid\":%d,\"resumed\":%s}", (int)getpid(),
              r.resumed ? "true" : "false");
     int64_t seq = 0;
-    if (rc == FERRY_OK) rc = emit(&r, NULL, FERRY_EV_RUN_STARTED, payload, NULL, err);
+    if (rc == FERRY_OK && !r.shard_mode)
+        rc = emit(&r, NULL, FERRY_EV_RUN_STARTED, payload, NULL, err);
     bool tracking = false;
     if (rc == FERRY_OK) {
         rc = ferry_tracker_start(r.tracker, err);
@@ -881,7 +1259,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
                                         .version = r.p->version,
                                         .run_id = r.run_id,
                                         .attempt = r.attempt,
-                                        .resuming = r.resumed};
+                                        .resuming = r.resumed || r.shard_mode};
         rc = r.p->sink_vt->begin(r.sink_ctx, &si, err);
         if (rc == FERRY_OK)
             r.session_open = true;
@@ -889,7 +1267,18 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
             ferry_error_prefix(err, "%s sink: open session", r.p->sink_type);
     }
     if (rc == FERRY_OK) rc = open_readers(&r, err);
-    if (rc == FERRY_OK) rc = run_resources(&r, err);
+    if (rc == FERRY_OK && r.shard_mode) {
+        struct ferry_shard_task t;
+        memset(&t, 0, sizeof t);
+        t.run_id = r.run_id;
+        snprintf(t.resource, sizeof t.resource, "%s", o->shard_resource);
+        t.shard = o->shard;
+        t.token = o->shard_token;
+        snprintf(t.owner, sizeof t.owner, "%s", r.owner);
+        rc = work_task(&r, &t, err);
+    } else if (rc == FERRY_OK) {
+        rc = r.distributed ? run_distributed(&r, err) : run_resources(&r, err);
+    }
     bool paused = rc == FERRY_EPAUSED;
     /* A pause of `replace` into a sink whose every commit publishes the whole table commits
      * nothing (it would publish half a table): the session is aborted and the resumed run
@@ -906,12 +1295,30 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     }
 
     /* verify: after_run - the data is committed; its events go on this run's bus. */
-    if (rc == FERRY_OK && r.p->verify != NULL && !strcmp(r.p->verify, "after_run"))
+    if (rc == FERRY_OK && !r.shard_mode && r.p->verify != NULL &&
+        !strcmp(r.p->verify, "after_run"))
         ferry_verify_after_run(r.p, verify_event, &r);
     /* The final event: the tracker folds it into the run's state. */
     struct ferry_error fe;
     ferry_error_clear(&fe);
-    if (rc == FERRY_OK) {
+    if (r.shard_mode) {
+        /* A task's end is its shard_done (work_task); only a failure concerns the run. */
+        res->state = rc == FERRY_OK        ? "completed"
+                     : rc == FERRY_EPAUSED ? "paused"
+                     : rc == FERRY_EFENCED || rc == FERRY_ECANCELED ? "canceled"
+                                                                      : "failed";
+        if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED && rc != FERRY_EFENCED &&
+            r.attempt > 0) {
+            struct ferry_buf fb;
+            ferry_buf_init(&fb, 0);
+            ferry_buf_printf(&fb, "{\"code\":\"%s\",\"message\":", ferry_code_name(rc));
+            ferry_buf_json_string(&fb, err->message, strlen(err->message));
+            ferry_buf_append(&fb, "}", 1);
+            emit(&r, o->shard_resource, FERRY_EV_RESOURCE_FAILED, fb.data, NULL, NULL);
+            emit(&r, NULL, FERRY_EV_RUN_FAILED, fb.data, &seq, &fe);
+            ferry_buf_release(&fb);
+        }
+    } else if (rc == FERRY_OK) {
         snprintf(payload, sizeof payload,
                  "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"batches\":%" PRId64 "}", r.rows,
                  r.bytes, r.batches);

@@ -25,6 +25,15 @@ struct ferry_run_options {
     int64_t cdc_epoch_rows;  /* cdc streams end the run after this many changes (0: no) */
     bool cdc_follow;         /* ferry run --follow: runs follow each other in this process */
     const char *bus_url;     /* event bus (ferry_bus_open): NULL or "" = in-process */
+    /* Pull workers and distributed runs (runner/shard.c, docs/internals/server.md). */
+    int claimed_attempt;     /* > 0: run_claim began this attempt of resume_run_id already */
+    const char *owner;       /* shard lease owner ("host:pid"); NULL = this host and pid */
+    int lease_ms;            /* shard lease length (0 = 15000) */
+    /* Shard mode: work only this leased task of the running run resume_run_id, under the
+     * run's current attempt (no new attempt, no run events). */
+    const char *shard_resource;
+    int shard;
+    int64_t shard_token;
 };
 
 struct ferry_run_result {
@@ -41,6 +50,30 @@ struct ferry_run_result {
 
 int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result *res,
                      struct ferry_error *err);
+
+/* shard.c: the pure parts of distributed runs (tested in tests/unit/test_pull.c). */
+/* Whether a resource may be spread across workers; FERRY_EPOLICY naming it otherwise. */
+int ferry__shard_distributable(const char *resource, const char *mode, const char *write,
+                               bool per_apply, bool replace_commits_once,
+                               struct ferry_error *err);
+/* batch.written payload `{...}` -> `{"token":N,...}` (ferry_free); NULL on OOM or when the
+ * payload is not an object. */
+char *ferry__shard_tag_payload(const char *payload, int64_t token);
+/* Reads the "token" of a payload that carries one (0 = none). */
+int64_t ferry__shard_payload_token(const char *payload);
+/* Summary of a run's tasks: how many are done, and whether every one is. */
+struct ferry_shard_task;
+void ferry__shard_tasks_summary(const struct ferry_shard_task *v, int n, int *done, int *leased,
+                                bool *all_done);
+/* "host:pid" (or `name` when given), for lease owners. */
+void ferry__lease_owner(const char *name, char *out, size_t len);
+/* A bus that forwards to `inner` (not owned: close frees only the wrapper), adds the
+ * current task token to batch.written payloads (so the tracker saves their checkpoints
+ * fenced by it) and remembers the highest sequence it published. */
+struct ferry_bus;
+int ferry__shard_bus_open(struct ferry_bus *inner, struct ferry_bus **out, struct ferry_error *err);
+void ferry__shard_bus_set_token(struct ferry_bus *b, int64_t token);
+int64_t ferry__shard_bus_last_seq(struct ferry_bus *b);
 
 /* Async-signal-safe: first call pauses cleanly, a second one cancels. */
 void ferry_runner_signal(void);

@@ -433,6 +433,7 @@ struct stream {
     int64_t run_id, after;
     int64_t scanned; /* every event <= scanned was looked at (primed streams) */
     bool follow, ended, primed;
+    bool saw_final;  /* a final event went out while the run's state was not final yet */
     struct ferry_buf out;
     size_t off;
 };
@@ -468,7 +469,7 @@ static int ring_scan(struct stream *st)
 }
 
 /* Fills st->out with what to send next; false when the stream is over. The first fill (the
- * replay) reads the database; later ones read the ring while it reaches back far enough. */
+ * replay) reads the bus's log; later ones read the ring while it reaches back far enough. */
 static bool stream_fill(struct stream *st)
 {
     struct ferry_server *s = st->srv;
@@ -492,13 +493,17 @@ static bool stream_fill(struct stream *st)
         ferry_run_info_clear(&run);
         struct ferry_event *evs = NULL;
         int n = 0;
-        int rc = ferry_store_event_read(db, st->after, st->run_id, 500, &evs, &n, NULL);
         ferry__srv_store_put(s, db);
+        /* From the bus, not the store: with an external bus the events live there. */
+        int rc = ferry_bus_fetch(s->o.bus, st->after, st->run_id, 500, 0, &evs, &n, NULL);
         if (rc != FERRY_OK) return false;
         for (int i = 0; i < n; i++) {
             format_event(&st->out, &evs[i]);
             st->after = evs[i].seq;
-            if (final_event(evs[i].type) && final) st->ended = true;
+            if (final_event(evs[i].type)) {
+                if (final) st->ended = true;
+                else st->saw_final = true;
+            }
         }
         ferry_events_free(evs, n);
         /* A read short of its limit saw every event of the run up to `seen`. */
@@ -510,6 +515,18 @@ static bool stream_fill(struct stream *st)
         if (final || !st->follow) return false;
     wait:
         if (!st->follow) return false;
+        /* With an external bus the final event can arrive before the tracker makes the
+         * run's state final (a retried run goes back to requested instead): end once the
+         * state agrees. */
+        if (st->saw_final && !st->ended) {
+            struct ferry_store *db2 = ferry__srv_store(s);
+            struct ferry_run_info r2;
+            bool now_final = ferry_store_run_get(db2, st->run_id, &r2, NULL) == FERRY_OK &&
+                             ferry_run_state_is_final(r2.state);
+            ferry_run_info_clear(&r2);
+            ferry__srv_store_put(s, db2);
+            if (now_final) return false;
+        }
         if (ferry_now_mono_us() >= deadline) {
             ferry_buf_printf(&st->out, ": keep-alive\n\n");
             return true;

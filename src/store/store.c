@@ -2,6 +2,7 @@
  * the free functions of the structures store.h hands out.
  *
  * Calls only core (ferry_free). Called by the store implementations and by their users. */
+#include <stdlib.h>
 #include <string.h>
 #include "ferry/core.h"
 #include "store/store.h"
@@ -58,4 +59,11 @@ void ferry_store_strings_free(char **v, int n)
     for (int i = 0; i < n; i++)
         ferry_free(v[i]);
     ferry_free(v);
+}
+
+const char *ferry_store_default_url(void)
+{
+    const char *v = getenv("FERRY_STORE");
+    if (v == NULL || v[0] == '\0') v = getenv("FERRY_STATE");
+    return v != NULL && v[0] != '\0' ? v : ".ferry/state.db";
 }

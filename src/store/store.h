@@ -3,11 +3,13 @@
  * Holds pipelines and their immutable versions, runs and their per-resource state,
  * frozen checkpoint plans, run-scoped and route checkpoints, the event log of the
  * in-process bus and the tracker's dedup marks. Schema changes go through numbered
- * migrations applied at open. Implementations: SQLite (store/sqlite_store.c, one file,
- * WAL mode, synchronous=FULL so a saved checkpoint survives power loss); PostgreSQL later.
+ * migrations applied at open. The logic is written once (store/store_sql.c) over a thin SQL
+ * driver (store/sdb.h): SQLite (store/sqlite_store.c, one file, WAL mode, synchronous=FULL so
+ * a saved checkpoint survives power loss) or PostgreSQL (store/pg_store.c, tables in one
+ * schema, a small connection pool). Both behave the same for every function below.
  *
  * A store handle is used by one thread at a time; threads open their own handles on the
- * same path (SQLite serialises writers with a busy timeout).
+ * same path or URL (SQLite serialises writers with a busy timeout; PostgreSQL locks rows).
  *
  * Fencing: functions that take (run_id, attempt) refuse with FERRY_EFENCED when the run's
  * current attempt is not `attempt`: a worker that lost its lease cannot move state. */
@@ -75,16 +77,26 @@ void ferry_store_strings_free(char **v, int n);
 
 struct ferry_store;
 
-/* Opens (creating and migrating) the state store. `url` is a file path or
- * "sqlite:PATH". The parent folder is created. */
+/* Opens (creating and migrating) the state store. `url` is a file path or "sqlite:PATH"
+ * (the parent folder is created), or "postgres://USER:PW@HOST:PORT/DB[?schema=NAME]" (the
+ * schema, default "ferry", is created), or an env:NAME / file:PATH reference holding one. */
 int ferry_store_open(const char *url, struct ferry_store **out, struct ferry_error *err);
+/* The SQLite VFS name for fault tests (store/fault_vfs.c: failpoints store_fsync, store_write)
+ * when FERRY_FAILPOINTS names one of them, else NULL (the default VFS). Thread-safe. */
+const char *ferry__store_fault_vfs(void);
 void ferry_store_close(struct ferry_store *st);
+/* The store a command uses when not told: $FERRY_STORE, else $FERRY_STATE, else
+ * ".ferry/state.db". */
+const char *ferry_store_default_url(void);
+/* The path, or for PostgreSQL "postgres://USER@HOST:PORT/DB?schema=NAME" (never the
+ * password): what messages about the store name. */
 const char *ferry_store_path(const struct ferry_store *st);
 /* A random hex id of this state (made by a migration, never changes). */
 int ferry_store_instance_id(struct ferry_store *st, char *out, size_t len, struct ferry_error *err);
 /* synchronous=FULL (the default: a commit is on disk when it returns) or NORMAL (a commit
  * survives a process crash, and reaches the disk with the next FULL commit of any handle).
- * The bus publisher and the heartbeat use NORMAL; the tracker, which saves checkpoints, FULL. */
+ * The bus publisher and the heartbeat use NORMAL; the tracker, which saves checkpoints, FULL.
+ * A no-op on PostgreSQL, whose durability is the server's (synchronous_commit). */
 int ferry_store_set_sync_full(struct ferry_store *st, bool full, struct ferry_error *err);
 int ferry_store_schema_version(struct ferry_store *st);
 
@@ -319,5 +331,72 @@ int ferry_store_schedule_delete(struct ferry_store *st, int64_t id, struct ferry
 /* Records a firing: next time, last time and the run it started (0 = skipped). */
 int ferry_store_schedule_fired(struct ferry_store *st, int64_t id, int64_t next_us,
                                int64_t last_us, int64_t last_run, struct ferry_error *err);
+
+/* ---- pull workers, shard leases, leader leases (migration 6) ----
+ * A `ferry worker --pull` process, on any host sharing the store, claims work itself
+ * instead of being started by the dispatcher. Owners are free-form names
+ * ("host:pid"); lease deadlines are computed with the store's clock (the database's, for
+ * PostgreSQL) so hosts with skewed clocks still agree. Tokens only grow: a holder whose
+ * token moved lost its lease and is refused with FERRY_EFENCED. */
+
+/* Claims the oldest run that is `requested` and marked for pull dispatch
+ * (run_set_dispatch): atomically requested -> running with a new attempt (as
+ * run_begin_attempt), pid, heartbeat now and owner. Two claimers never get the same run.
+ * *found is false when there is none. */
+int ferry_store_run_claim(struct ferry_store *st, const char *owner, int pid, int64_t *run_id,
+                          int *attempt, bool *found, struct ferry_error *err);
+/* How a requested run is dispatched: "local" (default: the control plane starts a child),
+ * "pull" (a `ferry worker --pull` claims it) or "kubernetes". */
+int ferry_store_run_set_dispatch(struct ferry_store *st, int64_t run_id, const char *dispatch,
+                                 struct ferry_error *err);
+int ferry_store_run_get_dispatch(struct ferry_store *st, int64_t run_id, char *dispatch,
+                                 size_t len, struct ferry_error *err);
+
+struct ferry_shard_task {
+    int64_t run_id;
+    char resource[256];
+    int shard;
+    char state[16];         /* open | leased | done */
+    char owner[128];        /* "" when never leased */
+    int64_t token;          /* grows at every lease */
+    int64_t lease_until_us; /* store clock */
+};
+/* Creates the tasks (shards 0..n_shards-1, state open) of a resource of a run, once:
+ * existing tasks are kept as they are (a resumed coordinator calls it again). */
+int ferry_store_shard_tasks_put(struct ferry_store *st, int64_t run_id, const char *resource,
+                                int n_shards, struct ferry_error *err);
+/* Leases one task of a running run (run_id 0 = any run): an open one first, else a leased
+ * one whose lease expired. Sets owner, state leased, lease_until = now + lease_ms and
+ * token + 1 (copied into *out). *found false when none. */
+int ferry_store_shard_claim(struct ferry_store *st, int64_t run_id, const char *owner,
+                            int lease_ms, struct ferry_shard_task *out, bool *found,
+                            struct ferry_error *err);
+/* Extends the lease; FERRY_EFENCED when the token moved (someone else holds it now). */
+int ferry_store_shard_renew(struct ferry_store *st, int64_t run_id, const char *resource,
+                            int shard, int64_t token, int lease_ms, struct ferry_error *err);
+/* Marks the task done; FERRY_EFENCED when the token moved. */
+int ferry_store_shard_done(struct ferry_store *st, int64_t run_id, const char *resource,
+                           int shard, int64_t token, struct ferry_error *err);
+/* Every task of the run (resource NULL = all resources), by resource then shard; free
+ * with ferry_free. */
+int ferry_store_shard_list(struct ferry_store *st, int64_t run_id, const char *resource,
+                           struct ferry_shard_task **out, int *n, struct ferry_error *err);
+/* Fenced run-scoped checkpoint of a shard task: saved only while `token` is the task's
+ * current token (FERRY_EFENCED otherwise). Same row as ferry_store_run_checkpoint_save. */
+int ferry_store_shard_checkpoint_save(struct ferry_store *st, int64_t run_id, const char *resource,
+                                      int shard, int64_t token, const char *position,
+                                      struct ferry_error *err);
+
+/* Named leader lease (e.g. "control"): acquired when free, expired, or already held by
+ * `owner` (then renewed). *held tells whether owner holds it after the call, *token the
+ * lease's token (grows at every change of holder; a new leader fences the old one). */
+int ferry_store_lease_acquire(struct ferry_store *st, const char *name, const char *owner,
+                              int ttl_ms, bool *held, int64_t *token, struct ferry_error *err);
+/* Gives the lease up if owner holds it (a clean stop: the next leader need not wait). */
+int ferry_store_lease_release(struct ferry_store *st, const char *name, const char *owner,
+                              struct ferry_error *err);
+/* The current holder ("" when none or expired). */
+int ferry_store_lease_holder(struct ferry_store *st, const char *name, char *owner, size_t len,
+                             int64_t *token, struct ferry_error *err);
 
 #endif

@@ -904,8 +904,7 @@ static int load_until(const struct ferry_pipeline_spec *p, const struct ferry_re
     memset(u, 0, sizeof *u);
     if (!o->until_checkpoint || r->mode != FERRY_READ_INCREMENTAL) return FERRY_OK;
     const char *path = o->state_path;
-    if (path == NULL || path[0] == '\0') path = getenv("FERRY_STATE");
-    if (path == NULL || path[0] == '\0') path = ".ferry/state.db";
+    if (path == NULL || path[0] == '\0') path = ferry_store_default_url();
     struct ferry_store *st = NULL;
     struct ferry_checkpoint *cps = NULL;
     int ncp = 0;

@@ -107,7 +107,7 @@ pipeline prep.yaml prep 20000 "type: iceberg" "warehouse: $T/wr" "namespace: db"
 expect_exit 0 ferry run prep.yaml --quiet
 snaps_before=$(jq '.snapshots | length' "$(latest_meta "$T/wr/db/orders")")
 pipeline prep2.yaml prep 20000 "type: iceberg" "warehouse: $T/wr" "namespace: db" "write: replace"
-FERRY_FAILPOINTS='after_sink_apply=sleep(20)' "$FERRY_BIN" run prep2.yaml > prep.log 2>&1 &
+FERRY_FAILPOINTS='after_sink_apply=sleep(60)' "$FERRY_BIN" run prep2.yaml > prep.log 2>&1 &
 pid=$!
 for _ in $(seq 1 400); do
   r=$(ferry runs --pipeline prep --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)

@@ -16,24 +16,8 @@ export FERRY_FAILPOINTS="after_sink_apply=sleep(20)"
 ROWS=200000
 
 pipeline_yaml() { # NAME SINKPATH
-  cat <<EOF
-version: 1
-name: $1
-source:
-  type: sample
-  rows: $ROWS
-  seed: 7
-  resources:
-    - table: orders
-      mode: full
-sink:
-  type: sqlite
-  path: $2
-  write: append
-transforms:
-  - {resource: orders, column: note, hash: hmac_sha256, key: env:FERRY_TEST_HMAC}
-batch: {rows: 5000}
-EOF
+  sample_yaml "$1" "$2" "transforms:" \
+    "  - {resource: orders, column: note, hash: hmac_sha256, key: env:FERRY_TEST_HMAC}"
 }
 
 pipeline_yaml ref "$T/ref.db" > ref.yaml

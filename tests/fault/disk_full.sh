@@ -9,6 +9,10 @@
 #      the re-run publishes every row exactly once;
 #   3. fsync failing (failpoint files_fsync=error): the commit fails naming the file, nothing
 #      is published, the re-run publishes every row exactly once.
+#   4. the same as 2 with the Parquet format (the writer's row groups and footer hit the
+#      full disk): error naming the part and the disk, nothing published, the re-run after
+#      enlarging publishes every row once (DuckDB reads the listed parts).
+# The state store's own fsync failing: fsync_fail.sh; the Iceberg warehouse: iceberg_disk_full.sh.
 . "$(dirname "$0")/../e2e/lib.sh"
 [ "$(id -u)" = 0 ] || fail "disk_full needs root to mount a small tmpfs (CI runs as root)"
 MOUNTS=()
@@ -87,3 +91,24 @@ expect_exit 0 ferry run g.yaml
 (cd "$T/fsync-lake" && cat $(jq -r '.files[].path' _runs/*/_manifest.json)) | sort > got3.sorted
 cmp -s got.sorted got3.sorted || fail "fsync failure: the re-run did not publish the same rows"
 pass "fsync failure: clear error ($(grep -o 'files sink: fsync [^:]*' <<< "$OUT" | head -n 1)), nothing published, re-run exact"
+
+# ---- 4. the files sink fills its disk, Parquet ---------------------------------------------
+export FERRY_STATE="$T/state4.db"
+mount_small "$T/pqfs" 3m
+sed "s|name: full-files|name: full-parquet|; s|$T/outfs/lake|$T/pqfs/lake|; s|format: jsonl|format: parquet|" f.yaml > pq.yaml
+set +e
+"$FERRY_BIN" run pq.yaml > run.log 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "parquet disk full: exit $rc: $(cat run.log)"
+grep -q "$T/pqfs/lake" run.log || fail "parquet disk full: the error does not name the path: $(cat run.log)"
+grep -qi "no space" run.log || fail "parquet disk full: the error does not say the disk is full: $(cat run.log)"
+[ -z "$(find "$T/pqfs/lake" -name '_manifest.json' 2>/dev/null)" ] || fail "parquet disk full: a manifest was published"
+mount -o remount,size=256m "$T/pqfs"
+expect_exit 0 ferry run pq.yaml
+m=$(find "$T/pqfs/lake" -name '_manifest.json')
+[ "$(printf '%s\n' "$m" | grep -c .)" = 1 ] || fail "parquet disk full: $(printf '%s\n' "$m" | grep -c .) manifests after the re-run"
+files=$(jq -r '.files[].path' "$m" | awk -v d="$T/pqfs/lake" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
+got=$(node "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")')
+[ "$got" = "$ROWS $ROWS 1 $ROWS" ] || fail "parquet disk full: published parts hold [$got], want [$ROWS $ROWS 1 $ROWS]"
+pass "files sink (parquet) disk full: clear error naming the part, nothing published, re-run publishes $ROWS rows once"

@@ -37,7 +37,9 @@ fault_until_done() {
         stop) if kill -STOP "$pid" 2>/dev/null; then
                 FH_STOPS=$((FH_STOPS + 1))
                 fh_sleep_ms $((200 + RANDOM % 1000))
-                kill -CONT "$pid"
+                # the run may have ended just as SIGSTOP arrived (a process already
+                # exiting ignores it) and bash reaped it: nothing left to continue
+                kill -CONT "$pid" 2>/dev/null || true
               fi ;;
       esac
     fi

@@ -8,8 +8,14 @@
 // write) from the headers the request says it signed, and answers 403 SignatureDoesNotMatch
 // when they differ. It also checks x-amz-content-sha256 and x-amz-checksum-crc32c against the
 // body (400 XAmzContentSHA256Mismatch / BadDigest), as S3 does.
+//
+// s3rver ignores conditional writes. For the buckets named in $S3_CONDITIONAL_BUCKETS (comma
+// separated) the front honours `If-None-Match: *` on PUT the way S3 does: 412
+// PreconditionFailed when the key exists; such PUTs are serialised per key so that two writers
+// racing for one key cannot both succeed. Other buckets behave like s3rver (the condition is
+// ignored), which is what ferry must detect and refuse for the Iceberg filesystem catalog.
 import { createRequire } from 'node:module';
-import { writeFileSync, renameSync } from 'node:fs';
+import { writeFileSync, renameSync, statfsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 const require = createRequire(new URL('../tools/package.json', import.meta.url));
@@ -72,6 +78,31 @@ function verify(req, body) {
   return null;
 }
 
+const conditional = new Set((process.env.S3_CONDITIONAL_BUCKETS || '').split(',').filter(Boolean));
+const keyLocks = new Map(); // path -> promise of the last conditional PUT on it
+
+function forward(req, res, body, done) {
+  const up = http.request({ host: '127.0.0.1', port: innerPort, method: req.method,
+                            path: req.url, headers: req.headers }, (ur) => {
+    res.writeHead(ur.statusCode, ur.headers);
+    ur.pipe(res);
+    ur.on('end', done);
+  });
+  up.on('error', () => { fail(res, 502, 'BadGateway', 'inner s3rver unreachable'); done(); });
+  up.end(body);
+}
+
+function exists(path) {
+  return new Promise((resolve) => {
+    const h = http.request({ host: '127.0.0.1', port: innerPort, method: 'HEAD', path }, (r) => {
+      r.resume();
+      resolve(r.statusCode === 200);
+    });
+    h.on('error', () => resolve(false));
+    h.end();
+  });
+}
+
 const front = http.createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
@@ -79,13 +110,28 @@ const front = http.createServer((req, res) => {
     const body = Buffer.concat(chunks);
     const bad = verify(req, body);
     if (bad) return fail(res, ...bad);
-    const up = http.request({ host: '127.0.0.1', port: innerPort, method: req.method,
-                              path: req.url, headers: req.headers }, (ur) => {
-      res.writeHead(ur.statusCode, ur.headers);
-      ur.pipe(res);
+    // A full disk under DIR (s3_disk_full.sh mounts a small tmpfs there): s3rver itself dies
+    // on ENOSPC (an unhandled stream error), so the front refuses a write that cannot fit
+    // the way S3-compatible stores do, 507 InsufficientStorage, before s3rver writes a byte.
+    if (body.length > 0 && (req.method === 'PUT' || req.method === 'POST')) {
+      const fs = statfsSync(dir);
+      if (fs.bavail * fs.bsize < body.length + (1 << 20))
+        return fail(res, 507, 'InsufficientStorage', 'Insufficient storage: the disk under the store is full');
+    }
+    const path = req.url.split('?')[0];
+    const bucket = decodeURIComponent(path.split('/')[1] || '');
+    if (req.method !== 'PUT' || req.headers['if-none-match'] !== '*' || !conditional.has(bucket))
+      return forward(req, res, body, () => {});
+    const prev = keyLocks.get(path) || Promise.resolve();
+    const mine = prev.then(async () => {
+      if (await exists(path)) {
+        fail(res, 412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+        return;
+      }
+      await new Promise((done) => forward(req, res, body, done));
     });
-    up.on('error', () => fail(res, 502, 'BadGateway', 'inner s3rver unreachable'));
-    up.end(body);
+    keyLocks.set(path, mine);
+    mine.finally(() => { if (keyLocks.get(path) === mine) keyLocks.delete(path); });
   });
 });
 front.listen(0, '127.0.0.1', () => {

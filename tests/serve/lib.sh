@@ -21,7 +21,33 @@ stop_serve() {
 EXTRA_PIDS=""
 trap 'rc=$?; stop_serve; for p in $EXTRA_PIDS; do kill -TERM "$p" 2>/dev/null || true; done; if [ $rc -ne 0 ]; then echo "FAILED (workdir kept: $T)"; tail -n 30 "$T"/serve.err 2>/dev/null || true; else rm -rf "$T"; fi; exit $rc' EXIT
 
+# sample_yaml NAME SINKPATH [LINE...]: on stdout, a pipeline copying $ROWS sample orders
+# (seed 7) in full, appended to the SQLite file SINKPATH in batches of 5000; each LINE goes in
+# before the batch line.
+sample_yaml() {
+  local name=$1 path=$2 line
+  shift 2
+  cat <<EOF
+version: 1
+name: $name
+source:
+  type: sample
+  rows: $ROWS
+  seed: 7
+  resources:
+    - table: orders
+      mode: full
+sink:
+  type: sqlite
+  path: $path
+  write: append
+EOF
+  for line in "$@"; do printf '%s\n' "$line"; done
+  echo "batch: {rows: 5000}"
+}
+
 start_serve() {
+  rm -f "$T/serve.out" # a second start must not read the previous server's address
   "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$T/state.db" "$@" > "$T/serve.out" 2> "$T/serve.err" &
   SERVE_PID=$!
   for _ in $(seq 1 200); do

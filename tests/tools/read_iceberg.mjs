@@ -2,8 +2,8 @@
 // ferry did not write) over HTTP, and prints every row as one JSON line.
 //
 //   node read_iceberg.mjs WAREHOUSE NAMESPACE TABLE [METADATA_FILE]
-//   node read_iceberg.mjs WAREHOUSE NAMESPACE --metadata TABLE
-//   node read_iceberg.mjs WAREHOUSE NAMESPACE --files TABLE
+//   node read_iceberg.mjs WAREHOUSE NAMESPACE --metadata TABLE [METADATA_FILE]
+//   node read_iceberg.mjs WAREHOUSE NAMESPACE --files TABLE [METADATA_FILE]
 //
 // A static file server on 127.0.0.1 (an ephemeral port) serves WAREHOUSE, with byte
 // ranges (hyparquet reads Parquet footers by range). The table's metadata names its
@@ -13,16 +13,26 @@
 // its ISO text. METADATA_FILE (e.g. v2.metadata.json) reads an older version (time
 // travel). --metadata prints the table's current metadata JSON instead, --files one line
 // per live data file of the current snapshot (its manifest entry).
+//
+// WAREHOUSE s3://BUCKET/PATH: the table is read from the S3 server at $S3_ENDPOINT (s3rver on
+// loopback, tests/s3/server.mjs). The metadata names files s3://BUCKET/KEY, which icebird
+// turns into https://BUCKET.s3.amazonaws.com/KEY; fetch is wrapped so that those go to
+// $S3_ENDPOINT/BUCKET/KEY instead, signed with SigV4 by the `aws4` package (credentials
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY), and nothing leaves loopback.
 import { createServer } from 'node:http'
 import { createReadStream, statSync } from 'node:fs'
 import { resolve, normalize } from 'node:path'
+import { createRequire } from 'node:module'
 
-const [warehouse, ns, table, metadataFileName] = process.argv.slice(2)
+const [warehouse, ns, table, arg4, arg5] = process.argv.slice(2)
+// --metadata / --files TABLE [METADATA_FILE]; else TABLE [METADATA_FILE]
+const metadataFileName = table && table.startsWith('--') ? arg5 : arg4
 if (!warehouse || !ns || !table) {
   console.error('usage: read_iceberg.mjs WAREHOUSE NAMESPACE TABLE [METADATA_FILE]')
   process.exit(2)
 }
-const root = resolve(warehouse)
+const s3 = warehouse.startsWith('s3://')
+const root = s3 ? '/nonexistent' : resolve(warehouse)
 
 const server = createServer((req, res) => {
   const path = normalize(resolve(root, '.' + decodeURIComponent(new URL(req.url, 'http://x').pathname)))
@@ -44,10 +54,29 @@ const server = createServer((req, res) => {
   }
 })
 await new Promise(ok => server.listen(0, '127.0.0.1', ok))
-const base = `http://127.0.0.1:${server.address().port}`
+let base = `http://127.0.0.1:${server.address().port}`
 
 const realFetch = globalThis.fetch
-globalThis.fetch = (url, init) => {
+if (s3) {
+  const aws4 = createRequire(import.meta.url)('aws4')
+  const ep = new URL(process.env.S3_ENDPOINT)
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(ep.hostname)) throw new Error('S3_ENDPOINT must be on loopback')
+  const creds = { accessKeyId: process.env.AWS_ACCESS_KEY_ID || 'S3RVER',
+                  secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY || 'S3RVER' }
+  base = `${ep.origin}/${warehouse.slice('s3://'.length).replace(/\/+$/, '')}`
+  globalThis.fetch = (url, init = {}) => {
+    let u = String(url)
+    const aws = /^https:\/\/([a-z0-9.-]+)\.s3\.amazonaws\.com(\/.*)$/.exec(u)
+    if (aws) u = `${ep.origin}/${aws[1]}${aws[2]}`
+    const target = new URL(u)
+    if (target.origin !== ep.origin) return Promise.reject(new Error(`not on the S3 server: ${url}`))
+    const headers = Object.fromEntries(new Headers(init.headers || {}).entries())
+    const signed = aws4.sign({ host: target.host, path: target.pathname + target.search,
+                               method: init.method || 'GET', service: 's3', region: 'us-east-1',
+                               headers }, creds)
+    return realFetch(u, { ...init, headers: signed.headers })
+  }
+} else globalThis.fetch = (url, init) => {
   let u = String(url)
   if (u.startsWith('file://')) {
     const p = decodeURIComponent(u.slice('file://'.length))
@@ -69,14 +98,14 @@ function plain(v) {
 let code = 0
 try {
   const { icebergRead, icebergMetadata } = await import('icebird')
-  const tableUrl = `${base}/${ns}/${table.startsWith('--') ? metadataFileName : table}`
+  const tableUrl = `${base}/${ns}/${table.startsWith('--') ? arg4 : table}`
   if (table === '--metadata') {
-    process.stdout.write(JSON.stringify(await icebergMetadata({ tableUrl })) + '\n')
+    process.stdout.write(JSON.stringify(await icebergMetadata({ tableUrl, metadataFileName })) + '\n')
   } else if (table === '--files') {
     // the live data files of the current snapshot, as its manifests list them
     const { icebergManifests } = await import('icebird/src/manifest.js')
     const { splitManifestEntries } = await import('icebird/src/manifest.js')
-    const metadata = await icebergMetadata({ tableUrl })
+    const metadata = await icebergMetadata({ tableUrl, metadataFileName })
     const { dataEntries } = splitManifestEntries(await icebergManifests(metadata))
     for (const e of dataEntries) process.stdout.write(JSON.stringify(plain(e)) + '\n')
   } else {

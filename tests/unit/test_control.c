@@ -115,8 +115,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof *f);
     state_dir_make(&f->sd);
     struct ferry_error e;
-    assert_int_equal(ferry_store_open(f->sd.path, &f->st, &e), FERRY_OK);
-    assert_int_equal(ferry_bus_inproc_open(f->sd.path, &f->bus, &e), FERRY_OK);
+    assert_int_equal(ferry_store_open(f->sd.url, &f->st, &e), FERRY_OK);
+    assert_int_equal(ferry_bus_inproc_open(f->sd.url, &f->bus, &e), FERRY_OK);
     *state = f;
     return 0;
 }
@@ -225,13 +225,19 @@ static void test_idempotent_requests(void **state)
 /* Sets a run's heartbeat into the past, as a silent worker would leave it. */
 static void age_heartbeat(struct fx *f, int64_t run_id, int64_t ms)
 {
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(f->sd.path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    char sql[160];
+    char sql[300];
     snprintf(sql, sizeof sql,
              "UPDATE \"runs\" SET \"heartbeat_us\" = \"heartbeat_us\" - %lld WHERE \"id\" = %lld",
              (long long)ms * 1000, (long long)run_id);
+    if (state_is_pg()) {
+        char q[400];
+        snprintf(q, sizeof q, "SET search_path = \"%s\"; %s", f->sd.schema, sql);
+        assert_int_equal(state_pg_exec(q, NULL, 0), 0);
+        return;
+    }
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->sd.path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 }

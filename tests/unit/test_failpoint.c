@@ -90,6 +90,13 @@ static void test_nth_hit_only(void **state)
     assert_int_equal(FERRY_FAILPOINT("q"), FERRY_FP_NONE);
     assert_int_equal(FERRY_FAILPOINT("q"), FERRY_FP_BITFLIP);
     assert_int_equal(FERRY_FAILPOINT("q"), FERRY_FP_NONE);
+    /* @N+: from the Nth hit on, every hit (a disk that stays broken). */
+    assert_int_equal(load("r=error@2+", &err), FERRY_OK);
+    assert_int_equal(FERRY_FAILPOINT("r"), FERRY_FP_NONE);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(FERRY_FAILPOINT("r"), FERRY_FP_ERROR);
+    assert_int_equal(load("r=error@+", &err), FERRY_ECONFIG);
+    assert_int_equal(load("r=error@2++", &err), FERRY_ECONFIG);
 }
 
 static void test_sleep(void **state)

@@ -281,7 +281,7 @@ static int setup(void **state)
     struct fx *x = calloc(1, sizeof *x);
     state_dir_make(&x->sd);
     struct ferry_error err = {0};
-    if (ferry_bus_inproc_open(x->sd.path, &x->bus, &err) != FERRY_OK) {
+    if (ferry_bus_inproc_open(x->sd.url, &x->bus, &err) != FERRY_OK) {
         fprintf(stderr, "bus: %s\n", err.message);
         return -1;
     }
@@ -397,7 +397,7 @@ static struct events read_events(struct fx *x)
 {
     struct ferry_store *st = NULL;
     struct ferry_error err = {0};
-    if (ferry_store_open(x->sd.path, &st, &err) != FERRY_OK) fail_msg("store: %s", err.message);
+    if (ferry_store_open(x->sd.url, &st, &err) != FERRY_OK) fail_msg("store: %s", err.message);
     struct events all = {0};
     int64_t after = 0;
     for (;;) {

@@ -165,6 +165,145 @@ static void test_numeric_dec128(void **state)
     dec_is(v, n, 12, 2, "0.00");
 }
 
+/* The 64-bit fast path of ferry__pg_numeric_dec128 against an oracle worked from the value's
+ * text (ferry__pg_numeric_text, a separate code path): random binary numerics with 0..6
+ * groups, weights -5..6, zero groups, both signs, every (precision, scale) the fast path takes
+ * and some it leaves to the general code (precision 19 and 38, negative scale, scale above
+ * 18). The oracle: the exact value at `scale` must be an integer of at most `precision`
+ * digits, else FERRY_EINVAL. */
+__extension__ typedef __int128 i128_t;
+__extension__ typedef unsigned __int128 u128_t;
+
+static uint64_t num_rng = 0x243F6A8885A308D3u;
+
+static uint64_t num_next(void)
+{
+    num_rng ^= num_rng << 13;
+    num_rng ^= num_rng >> 7;
+    num_rng ^= num_rng << 17;
+    return num_rng;
+}
+
+/* "-12.3400" at `scale` -> unscaled value; false when inexact or wider than precision. */
+static bool oracle(const char *t, int precision, int scale, i128_t *out)
+{
+    bool neg = *t == '-';
+    if (neg) t++;
+    const char *dot = strchr(t, '.');
+    size_t int_len = dot ? (size_t)(dot - t) : strlen(t);
+    const char *frac = dot ? dot + 1 : "";
+    /* digits of the value at 10^-scale: integer digits, then `scale` fraction digits */
+    char dig[200];
+    size_t n = 0;
+    for (size_t i = 0; i < int_len; i++)
+        dig[n++] = t[i];
+    size_t flen = strlen(frac);
+    if (scale >= 0) {
+        for (int i = 0; i < scale; i++)
+            dig[n++] = (size_t)i < flen ? frac[i] : '0';
+        for (size_t i = (size_t)scale; i < flen; i++)
+            if (frac[i] != '0') return false; /* digits below the scale */
+    } else {
+        for (size_t i = 0; i < flen; i++)
+            if (frac[i] != '0') return false;
+        for (int i = 0; i < -scale; i++) { /* the last -scale integer digits must be 0 */
+            if ((size_t)i >= n) break;
+            if (dig[n - 1 - (size_t)i] != '0') return false;
+        }
+        n = n > (size_t)-scale ? n - (size_t)-scale : 0;
+    }
+    size_t first = 0;
+    while (first < n && dig[first] == '0')
+        first++;
+    if (n - first > (size_t)precision) return false;
+    i128_t v = 0;
+    for (size_t i = first; i < n; i++)
+        v = v * 10 + (dig[i] - '0');
+    *out = neg ? -v : v;
+    return true;
+}
+
+static void test_numeric_dec128_oracle(void **state)
+{
+    (void)state;
+    static const int ps[][2] = {{12, 2}, {18, 0}, {18, 18}, {18, 4}, {1, 0}, {5, 5},
+                                {10, 3}, {19, 2}, {38, 10}, {15, -2}, {30, 20}, {9, 1}};
+    struct ferry_buf text;
+    ferry_buf_init(&text, 0);
+    int fits = 0, refused = 0;
+    for (int it = 0; it < 200000; it++) {
+        int nd = (int)(num_next() % 7);
+        int dg[8];
+        for (int i = 0; i < nd; i++) {
+            uint64_t r = num_next();
+            dg[i] = r % 4 == 0 ? 0 : r % 4 == 1 ? (int)(r % 10) * 1000 : (int)(r % 10000);
+        }
+        int weight = (int)(num_next() % 12) - 5;
+        int sign = num_next() % 2 ? 0x4000 : 0;
+        int dscale = (int)(num_next() % 24);
+        /* PostgreSQL's dscale always covers the digits sent (the text oracle relies on it) */
+        if (dscale < 4 * (nd - 1 - weight)) dscale = 4 * (nd - 1 - weight);
+        uint8_t v[64];
+        size_t n = numeric(v, sign, weight, dscale, dg, nd);
+        int k = (int)(num_next() % (sizeof ps / sizeof ps[0]));
+        int prec = ps[k][0], scale = ps[k][1];
+        ferry_buf_reset(&text);
+        assert_int_equal(ferry__pg_numeric_text(v, n, &text), FERRY_OK);
+        i128_t want;
+        bool ok = oracle(text.data, prec, scale, &want);
+        struct ferry_decimal128 d = {0, 0};
+        int rc = ferry__pg_numeric_dec128(v, n, prec, scale, &d);
+        if (rc != (ok ? FERRY_OK : FERRY_EINVAL))
+            fprintf(stderr, "numeric %s as decimal128(%d,%d): code %d\n", text.data, prec, scale,
+                    rc);
+        assert_int_equal(rc, ok ? FERRY_OK : FERRY_EINVAL);
+        if (ok) {
+            i128_t got = (i128_t)(((u128_t)(uint64_t)d.hi << 64) | d.lo);
+            assert_true(got == want);
+            fits++;
+        } else {
+            refused++;
+        }
+    }
+    /* both outcomes were exercised */
+    assert_true(fits > 10000);
+    assert_true(refused > 10000);
+    ferry_buf_release(&text);
+}
+
+/* Malformed input the fast path must not accept: a group of 10000, a length that does not
+ * match ndigits, an unknown sign word, a dscale above 0x3FFF. */
+static void test_numeric_dec128_malformed(void **state)
+{
+    (void)state;
+    uint8_t v[64];
+    struct ferry_decimal128 d;
+    int big[] = {10000};
+    size_t n = numeric(v, 0, 0, 0, big, 1);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_EINVAL);
+    int one[] = {1, 2};
+    n = numeric(v, 0, 0, 0, one, 2);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n - 2, 12, 2, &d), FERRY_EINVAL);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n + 2, 12, 2, &d), FERRY_EINVAL);
+    n = numeric(v, 0x1234, 0, 0, one, 1);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_EINVAL);
+    n = numeric(v, 0, 0, 0x4000, one, 1);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_EINVAL);
+    /* NaN, +-Infinity */
+    n = numeric(v, 0xC000, 0, 0, NULL, 0);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_EINVAL);
+    n = numeric(v, 0xF000, 0, 0, NULL, 0);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_EINVAL);
+    /* negative zero is zero */
+    n = numeric(v, 0x4000, 0, 2, NULL, 0);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 12, 2, &d), FERRY_OK);
+    assert_true(d.lo == 0 && d.hi == 0);
+    /* 40 digits: not decimal128 at any precision */
+    int wide[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    n = numeric(v, 0, 10, 0, wide, 11);
+    assert_int_equal(ferry__pg_numeric_dec128(v, n, 38, 0, &d), FERRY_EINVAL);
+}
+
 /* ---- decoding into a row writer ---- */
 
 struct sink {
@@ -526,6 +665,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numeric_text),   cmocka_unit_test(test_numeric_dec128),
+        cmocka_unit_test(test_numeric_dec128_oracle), cmocka_unit_test(test_numeric_dec128_malformed),
         cmocka_unit_test(test_decode_all_types), cmocka_unit_test(test_decode_errors),
         cmocka_unit_test(test_names),          cmocka_unit_test(test_type_map),
     };

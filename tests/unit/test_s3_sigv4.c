@@ -3,7 +3,7 @@
  * wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, 2013-05-24, us-east-1), and the URI encoding. */
 #include "unit.h"
 #include <string.h>
-#include "connectors/s3/sigv4.h"
+#include "objstore/sigv4.h"
 
 #define AKID "AKIAIOSFODNN7EXAMPLE"
 #define SECRET "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

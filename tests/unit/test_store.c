@@ -1,4 +1,6 @@
-/* tests/unit/test_store.c - the SQLite state store on real files in a fresh folder. */
+/* tests/unit/test_store.c - the state store on real SQLite files in a fresh folder, or, with
+ * FERRY_TEST_STORE set, on a fresh schema of a real PostgreSQL (the tests that look inside
+ * the SQLite file skip themselves there; test_pg_* run only there). */
 #include "state_fixture.h"
 
 #include <fcntl.h>
@@ -15,31 +17,44 @@ struct fx {
     struct ferry_store *st;
 };
 
+static const char *cur_schema; /* the test's PostgreSQL schema, for raw_int/raw_exec */
+
+#define SQLITE_ONLY()                                                                              \
+    do {                                                                                           \
+        if (state_is_pg()) skip();                                                                 \
+    } while (0)
+
+/* What an error about this state names: the file, or (PostgreSQL) the schema. */
+static const char *label_part(const struct fx *f)
+{
+    return state_is_pg() ? f->sd.schema : f->sd.path;
+}
+
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
-    state_dir_make(&f->sd);
-    struct ferry_error err = {0};
-    if (ferry_store_open(f->sd.path, &f->st, &err) != FERRY_OK) {
-        fprintf(stderr, "open: %s\n", err.message);
-        return -1;
-    }
     *state = f;
-    return 0;
+    cur_schema = f->sd.schema;
+    return state_store_open(&f->sd, &f->st);
 }
 
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    ferry_store_close(f->st);
-    state_dir_remove(&f->sd);
+    state_store_close(&f->sd, f->st);
     free(f);
     return 0;
 }
 
-/* A raw SQLite query on the file, independent of the store's code. */
+/* A raw query on the file (or the test's schema), independent of the store's code. */
 static long long raw_int(const char *path, const char *sql)
 {
+    if (state_is_pg()) {
+        char q[1024], out[64];
+        snprintf(q, sizeof q, "SET search_path = \"%s\"; %s", cur_schema, sql);
+        assert_int_equal(state_pg_exec(q, out, sizeof out), 0);
+        return out[0] ? atoll(out) : -1;
+    }
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_stmt *s = NULL;
@@ -52,6 +67,12 @@ static long long raw_int(const char *path, const char *sql)
 
 static void raw_exec(const char *path, const char *sql)
 {
+    if (state_is_pg()) {
+        char q[1024];
+        snprintf(q, sizeof q, "SET search_path = \"%s\"; %s", cur_schema, sql);
+        assert_int_equal(state_pg_exec(q, NULL, 0), 0);
+        return;
+    }
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     char *msg = NULL;
@@ -82,6 +103,7 @@ static void assert_names_path(const struct ferry_error *err, const char *path)
 
 static void test_open_creates_folders_and_migrates(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     struct stat sb;
     assert_int_equal(stat(f->sd.path, &sb), 0);
@@ -123,14 +145,15 @@ static void test_newer_schema_refused(void **state)
     raw_exec(f->sd.path, "INSERT INTO \"schema_migrations\" VALUES (999, 1)");
     struct ferry_error err = {0};
     struct ferry_store *st = NULL;
-    assert_int_equal(ferry_store_open(f->sd.path, &st, &err), FERRY_EUNSUPPORTED);
+    assert_int_equal(ferry_store_open(f->sd.url, &st, &err), FERRY_EUNSUPPORTED);
     assert_null(st);
-    assert_names_path(&err, f->sd.path);
+    assert_names_path(&err, label_part(f));
     assert_non_null(strstr(err.message, "999"));
 }
 
 static void test_foreign_database_refused(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     char path[400];
     snprintf(path, sizeof path, "%s/data.db", f->sd.dir);
@@ -145,6 +168,7 @@ static void test_foreign_database_refused(void **state)
 
 static void test_parent_is_a_file(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     char file[400], path[500];
     snprintf(file, sizeof file, "%s/plain", f->sd.dir);
@@ -168,6 +192,7 @@ static void write_file(const char *path, const void *data, size_t n)
 
 static void test_garbage_file(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     char path[400];
     snprintf(path, sizeof path, "%s/garbage.db", f->sd.dir);
@@ -203,6 +228,7 @@ static void fill_events(struct ferry_store *st, int n)
 
 static void test_truncated_file(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     fill_events(f->st, 2000);
     ferry_store_close(f->st); /* checkpoints the WAL into the file and removes it */
@@ -223,6 +249,7 @@ static void test_truncated_file(void **state)
  * the damaged table gives a clear error naming the file, never a crash. */
 static void test_corrupt_page(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     fill_events(f->st, 2000);
     ferry_store_close(f->st);
@@ -322,7 +349,7 @@ static void test_run_lifecycle(void **state)
     /* missing runs are named */
     assert_int_equal(ferry_store_run_get(st, 777, &r, &err), FERRY_ENOTFOUND);
     assert_non_null(strstr(err.message, "777"));
-    assert_names_path(&err, f->sd.path);
+    assert_names_path(&err, ferry_store_path(f->st));
     assert_null(r.request);
     assert_int_equal(ferry_store_run_add_counts(st, 777, 1, 1, 1, 0, 0, &err), FERRY_ENOTFOUND);
     assert_int_equal(ferry_store_run_begin_attempt(st, 777, 1, &attempt, &err), FERRY_ENOTFOUND);
@@ -427,7 +454,7 @@ static void test_fencing(void **state)
     assert_non_null(strstr(err.message, needle));
     snprintf(needle, sizeof needle, "attempt is %d", a2);
     assert_non_null(strstr(err.message, needle));
-    assert_names_path(&err, f->sd.path);
+    assert_names_path(&err, ferry_store_path(f->st));
 
     assert_int_equal(ferry_store_run_heartbeat(st, id, a1, &err), FERRY_EFENCED);
     assert_int_equal(ferry_store_run_checkpoint_save(st, id, a1, "t", 0, "{\"k\":99}", &err),
@@ -790,7 +817,7 @@ static void *writer(void *p)
 static void test_two_handles_concurrently(void **state)
 {
     struct fx *f = *state;
-    struct writer_arg w[2] = {{.path = f->sd.path, .id = 1}, {.path = f->sd.path, .id = 2}};
+    struct writer_arg w[2] = {{.path = f->sd.url, .id = 1}, {.path = f->sd.url, .id = 2}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&t[i], NULL, writer, &w[i]), 0);
@@ -816,6 +843,115 @@ static void test_two_handles_concurrently(void **state)
     assert_int_equal(raw_int(f->sd.path, "SELECT count(*) FROM \"runs\""), 2 * (WRITES / 3));
 }
 
+/* Explicit transactions read-modify-write a mark from two handles at once (as two trackers
+ * fold): they must run one at a time, so no increment is lost. */
+struct counter_arg {
+    const char *url;
+    int rc;
+    char msg[FERRY_ERROR_MESSAGE_MAX];
+};
+
+#define INCREMENTS 40
+
+static void *increment(void *p)
+{
+    struct counter_arg *a = p;
+    struct ferry_error err = {0};
+    struct ferry_store *st = NULL;
+    a->rc = ferry_store_open(a->url, &st, &err);
+    for (int i = 0; a->rc == FERRY_OK && i < INCREMENTS; i++) {
+        int64_t seq = 0;
+        a->rc = ferry_store_begin(st, &err);
+        if (a->rc == FERRY_OK) a->rc = ferry_store_mark_get(st, "tracker", &seq, &err);
+        usleep(1000); /* widen the window between the read and the write */
+        if (a->rc == FERRY_OK) a->rc = ferry_store_mark_set(st, "tracker", seq + 1, &err);
+        if (a->rc == FERRY_OK)
+            a->rc = ferry_store_commit(st, &err);
+        else
+            ferry_store_rollback(st);
+    }
+    if (a->rc != FERRY_OK) snprintf(a->msg, sizeof a->msg, "%s", err.message);
+    ferry_store_close(st);
+    return NULL;
+}
+
+static void test_explicit_transactions_serialise(void **state)
+{
+    struct fx *f = *state;
+    struct counter_arg a[2] = {{.url = f->sd.url}, {.url = f->sd.url}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, increment, &a[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++)
+        if (a[i].rc != FERRY_OK) fail_msg("incrementer %d: %s", i + 1, a[i].msg);
+    int64_t seq = 0;
+    struct ferry_error err = {0};
+    assert_int_equal(ferry_store_mark_get(f->st, "tracker", &seq, &err), FERRY_OK);
+    assert_int_equal(seq, 2 * INCREMENTS);
+}
+
+/* Appenders on their own handles while a reader follows `seq > after`: a sequence must
+ * never become visible after a larger one, or the reader moves past it and misses it. */
+#define APPENDERS 4
+#define PER_APPENDER 150
+
+struct appender_arg {
+    const char *url;
+    int id, rc;
+};
+
+static void *appender(void *p)
+{
+    struct appender_arg *a = p;
+    struct ferry_error err = {0};
+    struct ferry_store *st = NULL;
+    a->rc = ferry_store_open(a->url, &st, &err);
+    for (int i = 0; a->rc == FERRY_OK && i < PER_APPENDER; i++) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"i\":%d}", i);
+        struct ferry_event ev = {.run_id = a->id, .payload = payload};
+        snprintf(ev.type, sizeof ev.type, "batch.buffered");
+        a->rc = ferry_store_event_append(st, &ev, &err);
+    }
+    ferry_store_close(st);
+    return NULL;
+}
+
+static void test_concurrent_appends_never_skipped(void **state)
+{
+    struct fx *f = *state;
+    struct appender_arg a[APPENDERS];
+    pthread_t t[APPENDERS];
+    for (int i = 0; i < APPENDERS; i++) {
+        a[i] = (struct appender_arg){.url = f->sd.url, .id = i + 1};
+        assert_int_equal(pthread_create(&t[i], NULL, appender, &a[i]), 0);
+    }
+    int next[APPENDERS + 1] = {0}, got = 0;
+    int64_t after = 0, t0 = ferry_now_mono_us();
+    struct ferry_error err = {0};
+    while (got < APPENDERS * PER_APPENDER && ferry_now_mono_us() - t0 < 60000000) {
+        struct ferry_event *evs = NULL;
+        int n = 0;
+        assert_int_equal(ferry_store_event_read(f->st, after, 0, 7, &evs, &n, &err), FERRY_OK);
+        for (int i = 0; i < n; i++) {
+            after = evs[i].seq;
+            int id = (int)evs[i].run_id;
+            char want[64];
+            snprintf(want, sizeof want, "{\"i\":%d}", next[id]++);
+            assert_string_equal(evs[i].payload, want); /* none skipped, none twice */
+        }
+        got += n;
+        ferry_events_free(evs, n);
+    }
+    for (int i = 0; i < APPENDERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(a[i].rc, FERRY_OK);
+    }
+    assert_int_equal(got, APPENDERS * PER_APPENDER);
+}
+
 /* The other process of test_other_process_keeps_our_wal: appends one event, exits. */
 static int append_one(const char *path)
 {
@@ -836,6 +972,7 @@ static int append_one(const char *path)
  * deletes the WAL under us, and commits are lost.) */
 static void test_other_process_keeps_our_wal(void **state)
 {
+    SQLITE_ONLY();
     struct fx *f = *state;
     int64_t s1 = 0, s3 = 0;
     struct ferry_event e1 = {.run_id = 1, .payload = (char *)"{\"n\":1}"};
@@ -895,6 +1032,255 @@ static void test_state_names(void **state)
     assert_false(ferry_run_state_is_final(FERRY_RUN_PAUSED));
 }
 
+/* ---- PostgreSQL only ---- */
+
+#define PG_ONLY()                                                                                  \
+    do {                                                                                           \
+        if (!state_is_pg()) skip();                                                                \
+    } while (0)
+
+/* The label never holds the password; reopening (pooled connection) applies nothing twice;
+ * the schema was created with every table. */
+static void test_pg_label_and_reopen(void **state)
+{
+    PG_ONLY();
+    struct fx *f = *state;
+    char label[512];
+    snprintf(label, sizeof label, "%s", ferry_store_path(f->st));
+    assert_non_null(strstr(label, f->sd.schema));
+    assert_non_null(strstr(label, "postgres://"));
+    const char *pw = getenv("PGPASSWORD");
+    if (pw && pw[0]) assert_null(strstr(label, pw));
+    int v = ferry_store_schema_version(f->st);
+    assert_true(v >= 6);
+    for (int i = 0; i < 3; i++) {
+        ferry_store_close(f->st);
+        f->st = NULL;
+        struct ferry_error err = {0};
+        assert_int_equal(ferry_store_open(f->sd.url, &f->st, &err), FERRY_OK);
+        assert_int_equal(ferry_store_schema_version(f->st), v);
+        /* The pooled session is pinned to this schema again. */
+        assert_int_equal(ferry_store_pipeline_put(f->st, "p", "v1", "{}", &err), FERRY_OK);
+    }
+    assert_int_equal(raw_int(NULL, "SELECT count(*) FROM \"schema_migrations\""), v);
+    assert_int_equal(raw_int(NULL, "SELECT count(*) FROM \"pipelines\""), 1);
+    char id1[64], id2[64];
+    struct ferry_error err = {0};
+    assert_int_equal(ferry_store_instance_id(f->st, id1, sizeof id1, &err), FERRY_OK);
+    assert_int_equal(strlen(id1), 16);
+    assert_int_equal(ferry_store_instance_id(f->st, id2, sizeof id2, &err), FERRY_OK);
+    assert_string_equal(id1, id2);
+    assert_int_equal(ferry_store_set_sync_full(f->st, false, &err), FERRY_OK);
+
+    /* The URL through env: and file: references (kept off command lines). */
+    setenv("FERRY_TEST_STORE_REF", f->sd.url, 1);
+    struct ferry_store *ref = NULL;
+    assert_int_equal(ferry_store_open("env:FERRY_TEST_STORE_REF", &ref, &err), FERRY_OK);
+    assert_string_equal(ferry_store_path(ref), label);
+    assert_int_equal(ferry_store_instance_id(ref, id2, sizeof id2, &err), FERRY_OK);
+    assert_string_equal(id1, id2);
+    ferry_store_close(ref);
+    char file[400];
+    snprintf(file, sizeof file, "%s/store-url", f->sd.dir);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fprintf(fp, "%s\n", f->sd.url);
+    fclose(fp);
+    char fref[420];
+    snprintf(fref, sizeof fref, "file:%s", file);
+    assert_int_equal(ferry_store_open(fref, &ref, &err), FERRY_OK);
+    assert_int_equal(ferry_store_instance_id(ref, id2, sizeof id2, &err), FERRY_OK);
+    assert_string_equal(id1, id2);
+    ferry_store_close(ref);
+    unsetenv("FERRY_TEST_STORE_REF");
+    assert_int_equal(ferry_store_open("env:FERRY_TEST_STORE_REF", &ref, &err), FERRY_ECONFIG);
+    assert_null(ref);
+}
+
+/* A schema with tables ferry did not create is refused and left alone. */
+static void test_pg_foreign_schema_refused(void **state)
+{
+    PG_ONLY();
+    struct fx *f = *state;
+    char sql[512], url[1200];
+    snprintf(sql, sizeof sql,
+             "SET client_min_messages = warning; DROP SCHEMA IF EXISTS \"%s_x\" CASCADE;"
+             " CREATE SCHEMA \"%s_x\"; CREATE TABLE \"%s_x\".\"orders\" (\"id\" int)",
+             f->sd.schema, f->sd.schema, f->sd.schema);
+    assert_int_equal(state_pg_exec(sql, NULL, 0), 0);
+    snprintf(url, sizeof url, "%s_x", f->sd.url);
+    struct ferry_error err = {0};
+    struct ferry_store *st = NULL;
+    assert_int_equal(ferry_store_open(url, &st, &err), FERRY_ESTORE);
+    assert_null(st);
+    assert_non_null(strstr(err.message, "did not create"));
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_tables WHERE schemaname = '%s_x'",
+             f->sd.schema);
+    char out[32];
+    assert_int_equal(state_pg_exec(sql, out, sizeof out), 0);
+    assert_string_equal(out, "1");
+    snprintf(sql, sizeof sql, "SET client_min_messages = warning; DROP SCHEMA \"%s_x\" CASCADE",
+             f->sd.schema);
+    state_pg_exec(sql, NULL, 0);
+}
+
+struct opener {
+    const char *url;
+    int rc, version;
+};
+
+static void *open_fresh(void *p)
+{
+    struct opener *o = p;
+    struct ferry_error err = {0};
+    struct ferry_store *st = NULL;
+    o->rc = ferry_store_open(o->url, &st, &err);
+    if (o->rc != FERRY_OK) fprintf(stderr, "open: %s\n", err.message);
+    o->version = st ? ferry_store_schema_version(st) : 0;
+    ferry_store_close(st);
+    return NULL;
+}
+
+/* Three processes' worth of handles opening a fresh schema at once: the advisory lock lets
+ * one migrate, the others find it done. */
+static void test_pg_concurrent_first_open(void **state)
+{
+    PG_ONLY();
+    struct fx *f = *state;
+    char url[1200];
+    snprintf(url, sizeof url, "%s_c", f->sd.url);
+    struct opener o[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        o[i] = (struct opener){.url = url};
+        pthread_create(&t[i], NULL, open_fresh, &o[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(o[i].rc, FERRY_OK);
+        assert_int_equal(o[i].version, ferry_store_schema_version(f->st));
+    }
+    char sql[256], out[32];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM \"%s_c\".\"schema_migrations\"", f->sd.schema);
+    assert_int_equal(state_pg_exec(sql, out, sizeof out), 0);
+    assert_int_equal(atoi(out), ferry_store_schema_version(f->st));
+    snprintf(sql, sizeof sql, "SET client_min_messages = warning; DROP SCHEMA \"%s_c\" CASCADE",
+             f->sd.schema);
+    state_pg_exec(sql, NULL, 0);
+}
+
+/* Unreachable server and wrong password: one clear error naming host, port and database,
+ * never the password. */
+static void test_pg_connection_errors(void **state)
+{
+    PG_ONLY();
+    (void)state;
+    struct ferry_error err = {0};
+    struct ferry_store *st = NULL;
+    assert_int_equal(
+        ferry_store_open("postgres://someone:s3cret-canary@127.0.0.1:1/nodb", &st, &err),
+        FERRY_EIO);
+    assert_null(st);
+    assert_null(strstr(err.message, "s3cret-canary"));
+    assert_non_null(strstr(err.message, "127.0.0.1"));
+    assert_non_null(strstr(err.message, "port 1"));
+    assert_non_null(strstr(err.message, "nodb"));
+
+    const char *host = getenv("PGHOST"), *port = getenv("PGPORT");
+    if (host == NULL || port == NULL) return;
+    char url[256];
+    snprintf(url, sizeof url, "postgres://ferry_admin:wrong-canary@%s:%s/ferry", host, port);
+    assert_int_equal(ferry_store_open(url, &st, &err), FERRY_EIO);
+    assert_null(strstr(err.message, "wrong-canary"));
+    assert_non_null(strstr(err.message, port));
+    assert_non_null(strstr(err.message, "ferry"));
+}
+
+/* A statement that fails inside an explicit transaction spoils it on PostgreSQL: commit
+ * must say so rather than report success. Refusals the store decides itself (fencing, a
+ * frozen plan) are not statement failures and leave the transaction usable, as on SQLite. */
+static void test_pg_failed_statement_spoils_transaction(void **state)
+{
+    PG_ONLY();
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    int64_t run = new_run(f->st, "p", "v");
+    assert_int_equal(ferry_store_begin(f->st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 9, &err), FERRY_OK);
+    assert_int_equal(ferry_store_resource_add_counts(f->st, run + 1000, "x", 1, 1, 1, 0, 0, &err),
+                     FERRY_ENOTFOUND);
+    assert_int_not_equal(ferry_store_commit(f->st, &err), FERRY_OK);
+    int64_t seq = -1;
+    assert_int_equal(ferry_store_mark_get(f->st, "tracker", &seq, &err), FERRY_OK);
+    assert_int_equal(seq, 0);
+    /* A fenced check inside the transaction (a savepoint) leaves it usable. */
+    assert_int_equal(ferry_store_begin(f->st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_run_heartbeat(f->st, run, 5, &err), FERRY_EFENCED);
+    assert_int_equal(ferry_store_plan_put(f->st, run, "r", "{}", &err), FERRY_OK);
+    assert_int_equal(ferry_store_plan_put(f->st, run, "r", "{}", &err), FERRY_ECONFLICT);
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 10, &err), FERRY_OK);
+    assert_int_equal(ferry_store_commit(f->st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_mark_get(f->st, "tracker", &seq, &err), FERRY_OK);
+    assert_int_equal(seq, 10);
+}
+
+/* Ends every store session of the database (as a server restart would). */
+static void kill_store_sessions(void)
+{
+    /* With a timeout, pg_terminate_backend returns once the sessions are gone. */
+    assert_int_equal(state_pg_exec("SELECT count(pg_terminate_backend(pid, 10000)) FROM"
+                                   " pg_stat_activity WHERE application_name = 'ferry-state'",
+                                   NULL, 0),
+                     0);
+}
+
+/* The server drops the connection: the statement that meets it fails naming the loss, the
+ * next one reconnects (session pinned to the schema, statements prepared again); inside a
+ * transaction nothing reconnects until the caller rolls back. Pooled idle connections the
+ * server dropped are replaced at open. */
+static void test_pg_reconnects(void **state)
+{
+    PG_ONLY();
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    int64_t run = new_run(f->st, "p", "v");
+    kill_store_sessions();
+    struct ferry_run_info r;
+    assert_int_equal(ferry_store_run_get(f->st, run, &r, &err), FERRY_EIO);
+    assert_non_null(strstr(err.message, "lost the connection"));
+    assert_int_equal(ferry_store_run_get(f->st, run, &r, &err), FERRY_OK);
+    ferry_run_info_clear(&r);
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 3, &err), FERRY_OK);
+
+    assert_int_equal(ferry_store_begin(f->st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 4, &err), FERRY_OK);
+    kill_store_sessions();
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 5, &err), FERRY_EIO);
+    assert_int_equal(ferry_store_mark_set(f->st, "tracker", 6, &err), FERRY_EIO);
+    assert_null(strstr(err.message, getenv("PGPASSWORD") ? getenv("PGPASSWORD") : "\x01"));
+    assert_non_null(strstr(err.message, "inside a transaction"));
+    assert_int_not_equal(ferry_store_commit(f->st, &err), FERRY_OK);
+    int64_t seq = 0;
+    assert_int_equal(ferry_store_mark_get(f->st, "tracker", &seq, &err), FERRY_OK);
+    assert_int_equal(seq, 3);
+
+    /* Closed handles went to the pool; the server drops those too; opening still works. */
+    struct ferry_store *more[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ferry_store_open(f->sd.url, &more[i], &err), FERRY_OK);
+    for (int i = 0; i < 3; i++)
+        ferry_store_close(more[i]);
+    kill_store_sessions();
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ferry_store_open(f->sd.url, &more[i], &err), FERRY_OK);
+        assert_int_equal(ferry_store_mark_get(more[i], "tracker", &seq, &err), FERRY_OK);
+        assert_int_equal(seq, 3);
+    }
+    for (int i = 0; i < 3; i++)
+        ferry_store_close(more[i]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--append-one") == 0) return append_one(argv[2]);
@@ -917,8 +1303,17 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_handles_concurrently, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_explicit_transactions_serialise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_appends_never_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_process_keeps_our_wal, setup, teardown),
         cmocka_unit_test(test_state_names),
+        cmocka_unit_test_setup_teardown(test_pg_label_and_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_foreign_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_concurrent_first_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_connection_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_failed_statement_spoils_transaction, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pg_reconnects, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,8 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof *f);
     state_dir_make(&f->sd);
     struct ferry_error err = {0};
-    if (ferry_store_open(f->sd.path, &f->st, &err) != FERRY_OK ||
-        ferry_tracker_open(f->sd.path, NULL, &f->tr, &err) != FERRY_OK) {
+    if (ferry_store_open(f->sd.url, &f->st, &err) != FERRY_OK ||
+        ferry_tracker_open(f->sd.url, NULL, &f->tr, &err) != FERRY_OK) {
         fprintf(stderr, "open: %s\n", err.message);
         return -1;
     }
@@ -465,7 +465,7 @@ static void test_restart_resumes_from_mark(void **state)
 
     ferry_tracker_close(f->tr);
     f->tr = NULL;
-    assert_int_equal(ferry_tracker_open(f->sd.path, NULL, &f->tr, &err), FERRY_OK);
+    assert_int_equal(ferry_tracker_open(f->sd.url, NULL, &f->tr, &err), FERRY_OK);
     assert_int_equal(ferry_tracker_folded_seq(f->tr), evs[3].seq);
     /* the first events delivered again, then the rest */
     assert_int_equal(ferry__tracker_fold_events(f->tr, evs, 6, &err), FERRY_OK);
@@ -574,15 +574,15 @@ static void test_crash_while_saving(void **state)
     struct fx *f = *state;
     int64_t last = 0;
     int64_t r = script_run(f, &last);
-    assert_int_equal(run_child(f->sd.path, "before_store_commit=crash"), 137);
+    assert_int_equal(run_child(f->sd.url, "before_store_commit=crash"), 137);
     ferry_tracker_close(f->tr);
     struct ferry_error err = {0};
-    assert_int_equal(ferry_tracker_open(f->sd.path, NULL, &f->tr, &err), FERRY_OK);
+    assert_int_equal(ferry_tracker_open(f->sd.url, NULL, &f->tr, &err), FERRY_OK);
     assert_nothing_folded(f, r);
 
-    assert_int_equal(run_child(f->sd.path, "after_checkpoint_save=crash"), 137);
+    assert_int_equal(run_child(f->sd.url, "after_checkpoint_save=crash"), 137);
     ferry_tracker_close(f->tr);
-    assert_int_equal(ferry_tracker_open(f->sd.path, NULL, &f->tr, &err), FERRY_OK);
+    assert_int_equal(ferry_tracker_open(f->sd.url, NULL, &f->tr, &err), FERRY_OK);
     assert_int_equal(ferry_tracker_folded_seq(f->tr), last);
     check_script_run(f, r);
     fold(f);
@@ -665,7 +665,7 @@ static void chaos_round(struct fx *f, unsigned seed)
         if (next_rand(&seed) % 8 == 0) { /* restart */
             ferry_tracker_close(f->tr);
             f->tr = NULL;
-            assert_int_equal(ferry_tracker_open(f->sd.path, NULL, &f->tr, &err), FERRY_OK);
+            assert_int_equal(ferry_tracker_open(f->sd.url, NULL, &f->tr, &err), FERRY_OK);
         }
     }
     free(d);
@@ -711,9 +711,9 @@ static void test_thread_and_wait(void **state)
     struct fx *f = *state;
     struct ferry_error err = {0};
     struct ferry_bus *bus = NULL;
-    assert_int_equal(ferry_bus_inproc_open(f->sd.path, &bus, &err), FERRY_OK);
+    assert_int_equal(ferry_bus_inproc_open(f->sd.url, &bus, &err), FERRY_OK);
     ferry_tracker_close(f->tr);
-    assert_int_equal(ferry_tracker_open(f->sd.path, bus, &f->tr, &err), FERRY_OK);
+    assert_int_equal(ferry_tracker_open(f->sd.url, bus, &f->tr, &err), FERRY_OK);
     assert_int_equal(ferry_tracker_start(f->tr, &err), FERRY_OK);
 
     int a = 0;

@@ -314,6 +314,10 @@ struct rctx {
     const uint8_t *p, *end;
     json_t *names;
     struct ferry_error *err;
+    /* Values left to read: null, empty records and the like take no bytes, so a block
+     * count alone could ask for 2^63 of them (a hang, then out of memory). Real manifests
+     * hold far fewer values than bytes; the budget is 8 per byte of the file (inflated). */
+    uint64_t *budget;
 };
 
 static int truncated(struct rctx *r)
@@ -360,6 +364,7 @@ static int read_blocks(struct rctx *r, json_t *items, json_t *values, json_t **o
     for (;;) {
         int64_t count = 0;
         int rc = get_long(r, &count);
+        if (rc == FERRY_OK && count == INT64_MIN) rc = truncated(r); /* has no negation */
         if (rc == FERRY_OK && count < 0) {
             int64_t size = 0;
             count = -count;
@@ -401,6 +406,10 @@ static int read_value(struct rctx *r, json_t *type, json_t **out, int depth)
     *out = NULL;
     if (depth > AVRO_MAX_DEPTH)
         return ferry_error_set(r->err, FERRY_EINVAL, "avro", "avro: schema nested too deeply");
+    if (*r->budget == 0)
+        return ferry_error_set(r->err, FERRY_EINVAL, "avro",
+                               "avro: more values than the file's size can hold (corrupt counts)");
+    (*r->budget)--;
     type = resolve(r->names, type);
     int rc;
     if (json_is_array(type)) {
@@ -537,7 +546,8 @@ int ferry__avro_read(const uint8_t *p, size_t n, json_t **meta, json_t **records
 {
     *meta = NULL;
     *records = NULL;
-    struct rctx r = {.p = p, .end = p + n, .names = NULL, .err = err};
+    uint64_t budget = 8 * (uint64_t)n + 1024;
+    struct rctx r = {.p = p, .end = p + n, .names = NULL, .err = err, .budget = &budget};
     if (n < 4 || memcmp(p, "Obj\x01", 4) != 0)
         return ferry_error_set(err, FERRY_EINVAL, "avro", "avro: not an object container file");
     r.p += 4;
@@ -568,10 +578,12 @@ int ferry__avro_read(const uint8_t *p, size_t n, json_t **meta, json_t **records
         return ferry_error_set(err, FERRY_EINVAL, "avro", "avro: no readable avro.schema");
     }
     if (codec && strcmp(codec, "null") != 0 && strcmp(codec, "deflate") != 0) {
+        /* codec points into mt: word the error before releasing it */
+        int urc = ferry_error_set(err, FERRY_EUNSUPPORTED, "avro",
+                                  "avro: codec %s is not supported (null, deflate)", codec);
         json_decref(mt);
         json_decref(schema);
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "avro",
-                               "avro: codec %s is not supported (null, deflate)", codec);
+        return urc;
     }
     bool deflate = codec && !strcmp(codec, "deflate");
     if (r.end - r.p < 16) {
@@ -607,8 +619,10 @@ int ferry__avro_read(const uint8_t *p, size_t n, json_t **meta, json_t **records
             if (rc != FERRY_OK) break;
             blk = (const uint8_t *)raw.data;
             blen = raw.len;
+            budget += 8 * (uint64_t)blen;
         }
-        struct rctx br = {.p = blk, .end = blk + blen, .names = r.names, .err = err};
+        struct rctx br = {.p = blk, .end = blk + blen, .names = r.names, .err = err,
+                          .budget = &budget};
         for (int64_t i = 0; i < count && rc == FERRY_OK; i++) {
             json_t *rec = NULL;
             rc = read_value(&br, schema, &rec, 0);

@@ -18,8 +18,17 @@
  * the same two tables, the same statements. The URL may hold a password: no message ever
  * shows it (errors name "the PostgreSQL catalog" and the server's own message).
  *
- * Owns the SQLite or PostgreSQL connection of the SQL catalog. Calls libc, SQLite, libpq,
- * jansson. Called by iceberg_sink.c and the CLI (expire). */
+ * REST catalog: the server holds the pointer and swaps it (rest.c).
+ *
+ * On an S3 warehouse (io.c) the files are objects: the filesystem catalog commits with a
+ * conditional PUT (If-None-Match: *) of v(N+1).metadata.json, which fails when the object
+ * exists; a store that ignores the condition would let two writers both "win", so open()
+ * probes it first and refuses the filesystem catalog there (the SQL catalog swaps in its
+ * database and only needs plain PUTs).
+ *
+ * Owns the SQLite or PostgreSQL connection of the SQL catalog and the warehouse's storage
+ * (io.c). Calls libc, SQLite, libpq, jansson, io.c. Called by iceberg_sink.c and the CLI
+ * (expire). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "connectors/iceberg/iceberg.h"
+#include "objstore/s3_client.h"
 
 struct ferry__iceberg_catalog {
     enum ferry__iceberg_catalog_kind kind;
@@ -38,6 +48,10 @@ struct ferry__iceberg_catalog {
     char *sql_path; /* SQLite: the file; PostgreSQL: "the PostgreSQL catalog" (never the URL) */
     sqlite3 *db;
     PGconn *pg;
+    struct ferry__iceberg_io *io; /* NULL: local disk */
+    struct ferry__iceberg_rest *rest;
+    bool unknown; /* the last commit's outcome is unknown (PostgreSQL connection lost, or an
+                   * S3 PUT unanswered and its object not there yet) */
 };
 
 static bool is_pg_url(const char *s)
@@ -227,9 +241,90 @@ int ferry__iceberg_catalog_open(enum ferry__iceberg_catalog_kind kind, const cha
                                 const char *catalog_name, struct ferry__iceberg_catalog **out,
                                 struct ferry_error *err)
 {
+    return ferry__iceberg_catalog_open_io(kind, NULL, warehouse, namespace_, sql_path,
+                                          catalog_name, out, err);
+}
+
+bool ferry__iceberg_catalog_commit_unknown(const struct ferry__iceberg_catalog *c)
+{
+    return c->unknown || (c->rest && ferry__iceberg_rest_unknown(c->rest));
+}
+
+struct ferry__iceberg_io *ferry__iceberg_catalog_io(struct ferry__iceberg_catalog *c)
+{
+    return c->io;
+}
+
+/* The filesystem catalog on object storage is safe only where a PUT can be made conditional. */
+static int probe_conditional(struct ferry__iceberg_catalog *c, struct ferry_error *err)
+{
+    uint8_t r[6];
+    ferry__iceberg_random(r, sizeof r);
+    char *loc = ferry_asprintf("%s/.ferry-probe-%02x%02x%02x%02x%02x%02x", c->warehouse, r[0],
+                               r[1], r[2], r[3], r[4], r[5]);
+    if (loc == NULL) return nomem(err);
+    const char *key = strchr(loc + 5, '/'); /* s3://bucket/key */
+    bool ok = false;
+    int rc = key ? ferry__s3_probe_conditional(ferry__iceberg_io_s3(c->io), key + 1, &ok, err)
+                 : FERRY_EINVAL;
+    if (rc == FERRY_OK && !ok)
+        rc = ferry_error_set(err, FERRY_ECONFIG, "iceberg",
+                             "iceberg sink: warehouse %s: this object store does not honour "
+                             "conditional writes (PUT If-None-Match: *), which the filesystem "
+                             "catalog needs to commit safely on object storage; use `catalog: sql` "
+                             "with `catalog_uri:` (a SQLite file or a postgresql:// URL) instead",
+                             c->warehouse);
+    else if (rc != FERRY_OK)
+        ferry_error_prefix(err, "iceberg sink: warehouse %s: probing conditional writes",
+                           c->warehouse);
+    ferry_free(loc);
+    return rc;
+}
+
+int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *warehouse,
+                                     const char *namespace_, const char *uri, const char *token,
+                                     struct ferry__iceberg_catalog **out, struct ferry_error *err)
+{
     *out = NULL;
     struct ferry__iceberg_catalog *c = ferry_calloc(1, sizeof *c);
-    if (c == NULL) return nomem(err);
+    if (c == NULL) {
+        ferry__iceberg_io_close(io);
+        return nomem(err);
+    }
+    c->io = io;
+    c->kind = ICEBERG_CATALOG_REST;
+    c->warehouse = ferry_strdup(warehouse);
+    c->ns = ferry_strdup(namespace_);
+    c->name = ferry_strdup("rest");
+    c->sql_path = ferry_strdup("the REST catalog");
+    if (!c->warehouse || !c->ns || !c->name || !c->sql_path) {
+        ferry__iceberg_catalog_close(c);
+        return nomem(err);
+    }
+    size_t wl = strlen(c->warehouse);
+    while (wl > 1 && c->warehouse[wl - 1] == '/') c->warehouse[--wl] = '\0';
+    int rc = ferry__iceberg_rest_open(uri, token, namespace_, &c->rest, err);
+    if (rc != FERRY_OK) {
+        ferry__iceberg_catalog_close(c);
+        return rc;
+    }
+    *out = c;
+    return FERRY_OK;
+}
+
+int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
+                                   struct ferry__iceberg_io *io, const char *warehouse,
+                                   const char *namespace_, const char *sql_path,
+                                   const char *catalog_name, struct ferry__iceberg_catalog **out,
+                                   struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry__iceberg_catalog *c = ferry_calloc(1, sizeof *c);
+    if (c == NULL) {
+        ferry__iceberg_io_close(io);
+        return nomem(err);
+    }
+    c->io = io;
     c->kind = kind;
     c->warehouse = ferry_strdup(warehouse);
     c->ns = ferry_strdup(namespace_);
@@ -281,6 +376,13 @@ int ferry__iceberg_catalog_open(enum ferry__iceberg_catalog_kind kind, const cha
             return rc;
         }
     }
+    if (kind == ICEBERG_CATALOG_FILESYSTEM && c->io) {
+        int rc = probe_conditional(c, err);
+        if (rc != FERRY_OK) {
+            ferry__iceberg_catalog_close(c);
+            return rc;
+        }
+    }
     *out = c;
     return FERRY_OK;
 }
@@ -290,6 +392,8 @@ void ferry__iceberg_catalog_close(struct ferry__iceberg_catalog *c)
     if (c == NULL) return;
     if (c->db) sqlite3_close(c->db);
     if (c->pg) PQfinish(c->pg);
+    ferry__iceberg_io_close(c->io);
+    ferry__iceberg_rest_close(c->rest);
     ferry_free(c->warehouse);
     ferry_free(c->ns);
     ferry_free(c->name);
@@ -304,11 +408,12 @@ char *ferry__iceberg_catalog_table_dir(const struct ferry__iceberg_catalog *c, c
 
 /* ---- load ------------------------------------------------------------------------------- */
 
-static int load_json(const char *uri, json_t **meta, struct ferry_error *err)
+static int load_json(struct ferry__iceberg_catalog *c, const char *uri, json_t **meta,
+                     struct ferry_error *err)
 {
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    int rc = ferry__iceberg_read_file(uri, &b, err);
+    int rc = ferry__iceberg_io_read(c->io, uri, &b, err);
     if (rc == FERRY_OK) {
         json_error_t je;
         *meta = json_loadb(b.data, b.len, 0, &je);
@@ -330,9 +435,64 @@ static bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-/* The highest N with vN.metadata.json: from the hint, else a listing, then probing past. */
-static int fs_current(const char *mdir, int *version, struct ferry_error *err)
+static int parse_version(const char *name)
 {
+    int v = 0;
+    char tail[32];
+    if (sscanf(name, "v%d%31s", &v, tail) == 2 && !strcmp(tail, ".metadata.json")) return v;
+    return 0;
+}
+
+/* fs_current on S3: the hint object, else a listing, then probing past with HEAD. */
+static int fs_current_remote(struct ferry__iceberg_catalog *c, const char *mdir, int *version,
+                             struct ferry_error *err)
+{
+    *version = 0;
+    char *hint = ferry_asprintf("%s/version-hint.text", mdir);
+    if (hint == NULL) return nomem(err);
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry__iceberg_io_read(c->io, hint, &b, err);
+    ferry_free(hint);
+    if (rc == FERRY_OK && b.data && atoi(b.data) > 0) *version = atoi(b.data);
+    ferry_buf_release(&b);
+    if (rc == FERRY_ENOTFOUND) {
+        ferry_error_clear(err);
+        rc = FERRY_OK;
+    }
+    if (rc != FERRY_OK) return rc;
+    if (*version == 0) {
+        json_t *locs = json_array();
+        rc = locs ? ferry__iceberg_io_list(c->io, mdir, locs, err) : nomem(err);
+        size_t i;
+        json_t *l;
+        json_array_foreach(locs, i, l)
+        {
+            const char *base = strrchr(json_string_value(l), '/');
+            int v = base ? parse_version(base + 1) : 0;
+            if (v > *version) *version = v;
+        }
+        json_decref(locs);
+        if (rc != FERRY_OK) return rc;
+    }
+    for (;;) {
+        char *next = ferry_asprintf("%s/v%d.metadata.json", mdir, *version + 1);
+        if (next == NULL) return nomem(err);
+        bool more = false;
+        rc = ferry__iceberg_io_exists(c->io, next, &more, err);
+        ferry_free(next);
+        if (rc != FERRY_OK) return rc;
+        if (!more) break;
+        (*version)++;
+    }
+    return FERRY_OK;
+}
+
+/* The highest N with vN.metadata.json: from the hint, else a listing, then probing past. */
+static int fs_current(struct ferry__iceberg_catalog *c, const char *mdir, int *version,
+                      struct ferry_error *err)
+{
+    if (c->io) return fs_current_remote(c, mdir, version, err);
     *version = 0;
     char *hint = ferry_asprintf("%s/version-hint.text", mdir);
     if (hint == NULL) return nomem(err);
@@ -373,13 +533,21 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
     *meta = NULL;
     *location = NULL;
     *version = 0;
+    if (c->rest) {
+        int rc = ferry__iceberg_rest_load(c->rest, table, meta, location, err);
+        const char *base = *location ? strrchr(*location, '/') : NULL;
+        *version = base ? atoi(base + 1) : 0;
+        return rc;
+    }
     if (c->kind == ICEBERG_CATALOG_FILESYSTEM) {
         char *mdir = ferry_asprintf("%s/%s/%s/metadata", c->warehouse, c->ns, table);
         if (mdir == NULL) return nomem(err);
-        int rc = fs_current(mdir, version, err);
+        int rc = fs_current(c, mdir, version, err);
         if (rc == FERRY_OK && *version > 0) {
-            *location = ferry_asprintf("file://%s/v%d.metadata.json", mdir, *version);
-            rc = *location ? load_json(*location, meta, err) : nomem(err);
+            char *path = ferry_asprintf("%s/v%d.metadata.json", mdir, *version);
+            *location = path ? ferry__iceberg_io_uri(c->io, path) : NULL;
+            ferry_free(path);
+            rc = *location ? load_json(c, *location, meta, err) : nomem(err);
         }
         ferry_free(mdir);
         if (rc != FERRY_OK) {
@@ -401,7 +569,7 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
         }
         PQclear(r);
         if (rc == FERRY_OK && *location) {
-            rc = load_json(*location, meta, err);
+            rc = load_json(c, *location, meta, err);
             const char *base = strrchr(*location, '/');
             *version = base ? atoi(base + 1) : 0;
         }
@@ -432,7 +600,7 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
     }
     sqlite3_finalize(st);
     if (rc == FERRY_OK && *location) {
-        rc = load_json(*location, meta, err);
+        rc = load_json(c, *location, meta, err);
         /* the number is the file name's prefix: 00003-<uuid>.metadata.json */
         const char *base = strrchr(*location, '/');
         *version = base ? atoi(base + 1) : 0;
@@ -446,9 +614,67 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
 
 /* ---- commit ----------------------------------------------------------------------------- */
 
+/* On S3: the conditional PUT is the swap (open() checked the store honours it). */
+static int fs_commit_remote(struct ferry__iceberg_catalog *c, const char *table, int new_version,
+                            const char *text, char **new_location, struct ferry_error *err)
+{
+    char *mdir = ferry_asprintf("%s/%s/%s/metadata", c->warehouse, c->ns, table);
+    char *final = mdir ? ferry_asprintf("%s/v%d.metadata.json", mdir, new_version) : NULL;
+    char *hint = mdir ? ferry_asprintf("%s/version-hint.text", mdir) : NULL;
+    int rc = final && hint ? ferry__iceberg_io_write_new(c->io, final, text, strlen(text), err)
+                           : nomem(err);
+    if (rc != FERRY_OK && rc != FERRY_ENOMEM && final) {
+        /* A lost answer (connection reset after the PUT went out) leaves the outcome open, and
+         * the client's retry of our own landed PUT is refused as "exists already". Read the
+         * object back: our bytes there mean the commit happened (treating it as a conflict
+         * would commit the checkpoint twice; as a failure, remove files it names). */
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        struct ferry_error e;
+        memset(&e, 0, sizeof e);
+        int grc = ferry__iceberg_io_read(c->io, final, &b, &e);
+        if (grc == FERRY_OK && b.len == strlen(text) && memcmp(b.data, text, b.len) == 0) {
+            ferry_log(FERRY_LOG_INFO, "iceberg sink: table %s: %s was written (%s): committed",
+                      table, final, err && err->message[0] ? err->message : "answer lost");
+            ferry_error_clear(err);
+            rc = FERRY_OK;
+        } else if (grc == FERRY_OK && rc != FERRY_ECONFLICT) {
+            ferry_error_clear(err);
+            rc = FERRY_ECONFLICT; /* someone else's version N */
+        } else if (grc != FERRY_OK && rc != FERRY_ECONFLICT) {
+            c->unknown = true; /* not there now, but a PUT in flight may still land */
+        }
+        ferry_buf_release(&b);
+    }
+    if (rc == FERRY_ECONFLICT) {
+        ferry_error_clear(err);
+        rc = ferry_error_set(err, FERRY_ECONFLICT, "iceberg",
+                             "iceberg sink: table %s: version %d was committed by another writer",
+                             table, new_version);
+    }
+    if (rc == FERRY_OK) {
+        char num[24];
+        int n = snprintf(num, sizeof num, "%d\n", new_version);
+        struct ferry_error e;
+        memset(&e, 0, sizeof e);
+        if (ferry__iceberg_io_write(c->io, hint, num, (size_t)n, &e) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "iceberg sink: %s not updated (readers probe past it): %s",
+                      hint, e.message);
+    }
+    if (rc == FERRY_OK && new_location) {
+        *new_location = ferry_strdup(final);
+        if (*new_location == NULL) rc = nomem(err);
+    }
+    ferry_free(mdir);
+    ferry_free(final);
+    ferry_free(hint);
+    return rc;
+}
+
 static int fs_commit(struct ferry__iceberg_catalog *c, const char *table, int new_version,
                      const char *text, char **new_location, struct ferry_error *err)
 {
+    if (c->io) return fs_commit_remote(c, table, new_version, text, new_location, err);
     char *mdir = ferry_asprintf("%s/%s/%s/metadata", c->warehouse, c->ns, table);
     char *final = mdir ? ferry_asprintf("%s/v%d.metadata.json", mdir, new_version) : NULL;
     char *hint = mdir ? ferry_asprintf("%s/version-hint.text", mdir) : NULL;
@@ -501,9 +727,9 @@ static int sql_commit(struct ferry__iceberg_catalog *c, const char *table, const
     ferry_uuid_to_text(r, uuid, sizeof uuid);
     char *mdir = ferry_asprintf("%s/%s/%s/metadata", c->warehouse, c->ns, table);
     char *path = mdir ? ferry_asprintf("%s/%05d-%s.metadata.json", mdir, new_version, uuid) : NULL;
-    char *uri = path ? ferry_asprintf("file://%s", path) : NULL;
-    int rc = uri ? ferry__iceberg_mkdirs(mdir, err) : nomem(err);
-    if (rc == FERRY_OK) rc = ferry__iceberg_write_file(path, text, strlen(text), err);
+    char *uri = path ? ferry__iceberg_io_uri(c->io, path) : NULL;
+    int rc = uri ? ferry__iceberg_io_mkdirs(c->io, mdir, err) : nomem(err);
+    if (rc == FERRY_OK) rc = ferry__iceberg_io_write(c->io, path, text, strlen(text), err);
     if (rc == FERRY_OK && c->pg) {
         PGresult *res = NULL;
         if (old_location) {
@@ -535,7 +761,17 @@ static int sql_commit(struct ferry__iceberg_catalog *c, const char *table, const
                                  "writer",
                                  c->ns, table);
         PQclear(res);
-        if (rc != FERRY_OK && rc != FERRY_ENOMEM) unlink(path);
+        if (rc != FERRY_OK && rc != FERRY_ECONFLICT && PQstatus(c->pg) != CONNECTION_OK) {
+            /* The connection died with the UPDATE in flight: the server may have committed
+             * it. Keep the new metadata file (the row may name it) and say so: the caller
+             * keeps every file the snapshot names; the next run reads what the row says. */
+            c->unknown = true;
+            ferry_error_prefix(err, "iceberg sink: table %s.%s: the commit's outcome is unknown "
+                               "(the PostgreSQL catalog connection was lost during it)",
+                               c->ns, table);
+        } else if (rc != FERRY_OK && rc != FERRY_ENOMEM) {
+            ferry__iceberg_io_remove(c->io, path, NULL);
+        }
         if (rc == FERRY_OK && new_location) {
             *new_location = uri;
             uri = NULL;
@@ -588,7 +824,8 @@ static int sql_commit(struct ferry__iceberg_catalog *c, const char *table, const
                                  c->ns, table);
     }
     sqlite3_finalize(st);
-    if (rc != FERRY_OK && path && rc != FERRY_ENOMEM) unlink(path); /* never published */
+    if (rc != FERRY_OK && path && rc != FERRY_ENOMEM)
+        ferry__iceberg_io_remove(c->io, path, NULL); /* never published */
     if (rc == FERRY_OK && new_location) {
         *new_location = uri;
         uri = NULL;
@@ -604,6 +841,8 @@ int ferry__iceberg_catalog_commit(struct ferry__iceberg_catalog *c, const char *
                                   char **new_location, struct ferry_error *err)
 {
     if (new_location) *new_location = NULL;
+    c->unknown = false;
+    if (c->rest) return ferry__iceberg_rest_commit(c->rest, table, old_location, meta, new_location, err);
     char *text = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text == NULL) return nomem(err);
     int rc = c->kind == ICEBERG_CATALOG_FILESYSTEM
@@ -633,6 +872,44 @@ int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
     *names = ferry_calloc(1, sizeof **names);
     if (*names == NULL) return nomem(err);
     int n = 0, rc = FERRY_OK;
+    if (c->rest) {
+        json_t *v = json_array();
+        rc = v ? ferry__iceberg_rest_list(c->rest, v, err) : nomem(err);
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            if (rc == FERRY_OK && push(names, &n, json_string_value(x)) != FERRY_OK) rc = nomem(err);
+        }
+        json_decref(v);
+        return rc;
+    }
+    if (c->kind == ICEBERG_CATALOG_FILESYSTEM && c->io) {
+        /* <ns>/<table>/metadata/... */
+        char *nsdir = ferry_asprintf("%s/%s", c->warehouse, c->ns);
+        json_t *locs = json_array(), *seen = json_object();
+        rc = nsdir && locs && seen ? ferry__iceberg_io_list(c->io, nsdir, locs, err) : nomem(err);
+        size_t i;
+        json_t *l;
+        json_array_foreach(locs, i, l)
+        {
+            if (rc != FERRY_OK) break;
+            const char *rest = json_string_value(l) + strlen(nsdir) + 1;
+            const char *slash = strchr(rest, '/');
+            if (slash == NULL || strncmp(slash, "/metadata/", 10) != 0) continue;
+            char *name = ferry_strndup(rest, (size_t)(slash - rest));
+            if (name == NULL) rc = nomem(err);
+            else if (!json_object_get(seen, name)) {
+                json_object_set_new(seen, name, json_true());
+                if (push(names, &n, name) != FERRY_OK) rc = nomem(err);
+            }
+            ferry_free(name);
+        }
+        json_decref(locs);
+        json_decref(seen);
+        ferry_free(nsdir);
+        return rc;
+    }
     if (c->kind == ICEBERG_CATALOG_FILESYSTEM) {
         char *nsdir = ferry_asprintf("%s/%s", c->warehouse, c->ns);
         if (nsdir == NULL) return nomem(err);

@@ -123,12 +123,60 @@ const char *ferry__iceberg_pfield_avro(const struct ferry__iceberg_pfield *pf, e
 int ferry__iceberg_pfield_type(const struct ferry__iceberg_pfield *pf, const struct ferry_field *f,
                                char *buf, size_t len);
 
+/* ---- warehouse storage (io.c) -----------------------------------------------------------
+ *
+ * A location is a local absolute path or an s3://bucket/key URI; reads also take file:// URIs.
+ * io == NULL everywhere means the local disk. */
+struct ferry__iceberg_io;
+struct ferry__s3_client;
+/* An S3 warehouse; takes the client (closed on failure too). chunk: the multipart part size
+ * (below 5 MiB: the default 8 MiB). */
+int ferry__iceberg_io_open_s3(struct ferry__s3_client *s3, size_t chunk,
+                              struct ferry__iceberg_io **out, struct ferry_error *err);
+void ferry__iceberg_io_close(struct ferry__iceberg_io *io);
+bool ferry__iceberg_io_remote(const struct ferry__iceberg_io *io);
+struct ferry__s3_client *ferry__iceberg_io_s3(struct ferry__iceberg_io *io);
+/* The URI metadata names a location by (fresh string). */
+char *ferry__iceberg_io_uri(const struct ferry__iceberg_io *io, const char *loc);
+/* Whole files: write is durable when it returns; write_new (S3 only) refuses with
+ * FERRY_ECONFLICT an existing object (If-None-Match); read gives FERRY_ENOTFOUND when
+ * missing; remove of a missing file is fine. */
+int ferry__iceberg_io_write(struct ferry__iceberg_io *io, const char *loc, const void *p, size_t n,
+                            struct ferry_error *err);
+int ferry__iceberg_io_write_new(struct ferry__iceberg_io *io, const char *loc, const void *p,
+                                size_t n, struct ferry_error *err);
+int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct ferry_buf *out,
+                           struct ferry_error *err);
+int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,
+                             struct ferry_error *err);
+int ferry__iceberg_io_remove(struct ferry__iceberg_io *io, const char *loc, struct ferry_error *err);
+int ferry__iceberg_io_mkdirs(struct ferry__iceberg_io *io, const char *loc, struct ferry_error *err);
+/* fsync of a local folder (best effort); nothing on S3. */
+void ferry__iceberg_io_sync_dir(struct ferry__iceberg_io *io, const char *loc);
+/* S3 only: the locations of every object under dir/ appended to out. */
+int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t *out,
+                           struct ferry_error *err);
+/* A file written as a stream (data and delete files): local = an fd; S3 = one PUT, or a
+ * multipart upload once a chunk is pending. finish makes it durable; free without finish abandons it
+ * (aborts the upload; a local file stays for the caller to remove). */
+struct ferry__iceberg_wfile;
+int ferry__iceberg_wfile_open(struct ferry__iceberg_io *io, const char *loc,
+                              struct ferry__iceberg_wfile **out, struct ferry_error *err);
+int ferry__iceberg_wfile_write(struct ferry__iceberg_wfile *w, const void *p, size_t n,
+                               struct ferry_error *err);
+int ferry__iceberg_wfile_finish(struct ferry__iceberg_wfile *w, struct ferry_error *err);
+void ferry__iceberg_wfile_free(struct ferry__iceberg_wfile *w);
+
 /* ---- catalogs (catalog.c) --------------------------------------------------------------
  *
  * A catalog maps (namespace, table) to the table's current metadata file and swaps that
  * pointer atomically. Both kinds keep the table's files in a local folder
  * <warehouse>/<namespace>/<table>/{data,metadata}. */
-enum ferry__iceberg_catalog_kind { ICEBERG_CATALOG_FILESYSTEM = 0, ICEBERG_CATALOG_SQL };
+enum ferry__iceberg_catalog_kind {
+    ICEBERG_CATALOG_FILESYSTEM = 0,
+    ICEBERG_CATALOG_SQL,
+    ICEBERG_CATALOG_REST
+};
 struct ferry__iceberg_catalog;
 
 /* warehouse: an absolute local folder (created when missing). sql_path: the SQLite file
@@ -138,6 +186,21 @@ int ferry__iceberg_catalog_open(enum ferry__iceberg_catalog_kind kind, const cha
                                 const char *catalog_name, struct ferry__iceberg_catalog **out,
                                 struct ferry_error *err);
 void ferry__iceberg_catalog_close(struct ferry__iceberg_catalog *c);
+/* The same with the warehouse's storage: io (taken, closed on failure too; NULL: local)
+ * and warehouse "s3://bucket/path". The filesystem catalog on S3 first checks that the store
+ * honours conditional writes, else refuses (FERRY_ECONFIG) pointing to the SQL catalog. */
+int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
+                                   struct ferry__iceberg_io *io, const char *warehouse,
+                                   const char *namespace_, const char *sql_path,
+                                   const char *catalog_name, struct ferry__iceberg_catalog **out,
+                                   struct ferry_error *err);
+/* The REST catalog: sql_path is its base URI (http(s)://host[:port][/path]), token its bearer
+ * token (NULL: none; copied, never shown). */
+int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *warehouse,
+                                     const char *namespace_, const char *uri, const char *token,
+                                     struct ferry__iceberg_catalog **out, struct ferry_error *err);
+/* The catalog's storage (NULL: local disk). */
+struct ferry__iceberg_io *ferry__iceberg_catalog_io(struct ferry__iceberg_catalog *c);
 /* The table's folder (fresh string). */
 char *ferry__iceberg_catalog_table_dir(const struct ferry__iceberg_catalog *c, const char *table);
 /* The current metadata of a table: *meta NULL (and FERRY_OK) when the table does not exist;
@@ -150,9 +213,33 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
 int ferry__iceberg_catalog_commit(struct ferry__iceberg_catalog *c, const char *table,
                                   const char *old_location, int new_version, json_t *meta,
                                   char **new_location, struct ferry_error *err);
+/* After a failed commit: true when it may have happened all the same (REST: the answer was
+ * lost and the table could not be loaded); the caller must then keep the files it named. */
+bool ferry__iceberg_catalog_commit_unknown(const struct ferry__iceberg_catalog *c);
 /* Tables of the namespace (NULL-terminated, free with ferry_cfg_strv_free). */
 int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
                                 struct ferry_error *err);
+
+/* ---- REST catalog client (rest.c), used by catalog.c ---------------------------------------- */
+struct ferry__iceberg_rest;
+/* GET /v1/config (the prefix override); nothing else is sent. */
+int ferry__iceberg_rest_open(const char *uri, const char *token, const char *ns,
+                             struct ferry__iceberg_rest **out, struct ferry_error *err);
+void ferry__iceberg_rest_close(struct ferry__iceberg_rest *r);
+/* *meta NULL (FERRY_OK) when the table (or its namespace) does not exist. */
+int ferry__iceberg_rest_load(struct ferry__iceberg_rest *r, const char *table, json_t **meta,
+                             char **location, struct ferry_error *err);
+/* old_location NULL: create the table (and its namespace) from next's schema, spec, order,
+ * location and properties; else commit the difference between the current metadata (still
+ * at old_location, else FERRY_ECONFLICT) and next. */
+int ferry__iceberg_rest_commit(struct ferry__iceberg_rest *r, const char *table,
+                               const char *old_location, json_t *next, char **new_location,
+                               struct ferry_error *err);
+/* After a failed commit: whether it may have happened all the same (its answer was lost and
+ * the table could not be loaded to tell). */
+bool ferry__iceberg_rest_unknown(const struct ferry__iceberg_rest *r);
+/* Table names of the namespace appended to names (strings). */
+int ferry__iceberg_rest_list(struct ferry__iceberg_rest *r, json_t *names, struct ferry_error *err);
 
 /* ---- expire (expire.c) -------------------------------------------------------------------- */
 struct ferry__iceberg_expire_result {

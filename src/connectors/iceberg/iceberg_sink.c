@@ -22,8 +22,12 @@
  * continues after what the table holds; a commit that adds no file is skipped (except the
  * first of a replace), so the same checkpoint is never committed twice.
  *
+ * The warehouse is a local folder or an S3 prefix (s3://bucket/path, the s3 sink's connection
+ * keys): every file goes through io.c, so this file never touches the disk itself. The catalog
+ * is the filesystem, SQL or REST one (catalog.c, rest.c).
+ *
  * Owns the open data files, their statistics, the manifests of the session. Calls the
- * Parquet format writer (connectors/formats.h), avro.c, values.c, catalog.c, jansson,
+ * Parquet format writer (connectors/formats.h), avro.c, values.c, catalog.c, io.c, jansson,
  * crc32c, digest, the row writer (partition routing copies rows into per-partition
  * batches). Registered in connectors/registry.c; driven by the runner on one thread. */
 #include <dirent.h>
@@ -38,6 +42,7 @@
 #include "batch/builder.h"
 #include "connectors/formats.h"
 #include "connectors/iceberg/iceberg.h"
+#include "objstore/s3_client.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -48,14 +53,14 @@
 #define COMMIT_TRIES 20
 
 static const char *const sink_tuning_keys[] = {"file_bytes", "commit_retries", "manifest_merge_count",
-                                               NULL};
-static const char *const catalog_words[] = {"filesystem", "sql", NULL};
+                                               "multipart_chunk", "max_attempts", NULL};
+static const char *const catalog_words[] = {"filesystem", "sql", "rest", NULL};
 
 enum { CONTENT_DATA = 0, CONTENT_POS_DELETES = 1, CONTENT_EQ_DELETES = 2 };
 
 struct dfile {
-    char *path; /* local path */
-    char *uri;  /* file:// URI, as manifests name it */
+    char *path; /* location: local path or s3:// URI */
+    char *uri;  /* file:// or s3:// URI, as manifests name it */
     int content; /* CONTENT_* */
     int64_t rows, bytes;
     json_t *partition; /* {partition field name: value} */
@@ -76,7 +81,7 @@ struct pwriter {
     int content;
     json_t *partition;
     void *fw;
-    int fd;
+    struct ferry__iceberg_wfile *wf; /* the open file, or NULL */
     int file; /* index in t->files */
     int64_t routed; /* row-level writes: rows routed to the open file (the next row's position) */
     struct ferry_row_writer *rw; /* partitioned tables: rows are copied into it */
@@ -101,7 +106,7 @@ struct posdel {
 struct target {
     bool used;
     char *table, *resource;
-    char *dir; /* local table folder */
+    char *dir; /* table folder: local path or s3:// URI */
     char *data_dir;
     struct ferry_schema *schema;
     int32_t *field_ids;
@@ -138,10 +143,15 @@ struct target {
 struct sink {
     enum ferry__iceberg_catalog_kind kind;
     char *warehouse, *ns, *catalog_name;
-    char *sql_path;  /* SQLite file, or a PostgreSQL URL (a secret: never in a message) */
+    char *sql_path;  /* SQLite file, or a PostgreSQL URL (a secret: never in a message), or
+                      * the REST catalog's URI */
+    char *rest_token; /* REST catalog bearer token (a secret) */
     bool sql_is_pg;
     json_t *partition_cfg; /* {table: [transform text...]} */
     struct ferry__iceberg_catalog *cat;
+    struct ferry__s3_client *s3; /* S3 warehouse, until the catalog takes it */
+    int64_t chunk;                /* S3: multipart part size */
+    struct ferry__iceberg_io *io; /* the catalog's storage (NULL: local disk) */
     const struct ferry__files_format *fmt;
     struct ferry__files_format_opts opts;
     int64_t file_bytes;
@@ -155,18 +165,11 @@ struct sink {
     bool session;
 };
 
-static int parent_manifests(json_t *snap, json_t **out, struct ferry_error *err);
+static int parent_manifests(struct sink *s, json_t *snap, json_t **out, struct ferry_error *err);
 
 static int nomem(struct ferry_error *err)
 {
     return ferry_error_set(err, FERRY_ENOMEM, "iceberg", "iceberg sink: out of memory");
-}
-
-static int io_error(const char *what, const char *path, struct ferry_error *err)
-{
-    int e = errno;
-    return ferry_error_set(err, e == ENOSPC ? FERRY_ENOSPC : FERRY_EIO, "iceberg",
-                           "iceberg sink: %s %s: %s", what, path, strerror(e));
 }
 
 static void uuid4(char out[40])
@@ -208,7 +211,7 @@ static void pw_free(struct sink *s, struct pwriter *pw)
     if (pw == NULL) return;
     ferry__rw_free(pw->rw);
     if (pw->fw) s->fmt->free(pw->fw);
-    if (pw->fd >= 0) close(pw->fd);
+    ferry__iceberg_wfile_free(pw->wf);
     ferry_free(pw->key);
     json_decref(pw->partition);
     ferry_free(pw);
@@ -236,7 +239,8 @@ static void discard(struct sink *s, struct target *t)
     t->n_eqws = 0;
     keys_reset(t);
     for (int i = 0; i < t->n_files; i++) {
-        if (!t->files[i].committed && t->files[i].path) unlink(t->files[i].path);
+        if (!t->files[i].committed && t->files[i].path)
+            ferry__iceberg_io_remove(s->io, t->files[i].path, NULL);
         file_release(&t->files[i]);
     }
     ferry_free(t->files);
@@ -271,11 +275,13 @@ static void sink_close(void *ctx)
     }
     ferry_free(s->t);
     ferry__iceberg_catalog_close(s->cat);
+    ferry__s3_client_close(s->s3);
     if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
     json_decref(s->partition_cfg);
     ferry_free(s->warehouse);
     ferry_free(s->ns);
     ferry_secret_free(s->sql_path);
+    ferry_secret_free(s->rest_token);
     ferry_free(s->catalog_name);
     ferry_free(s->pipeline);
     ferry_free(s);
@@ -320,6 +326,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &ns, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &kind, err);
     if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &uri_secret, err);
+    char *token_secret = NULL;
+    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &token_secret, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &catalog_name, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &file_bytes, err);
     if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &retries, err);
@@ -328,29 +336,39 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         rc = ferry_cfg_int(cfg, "manifest_merge_count", false, 2, 100000, &merge_count, err);
     const char *catalog_uri = uri_secret;
     bool object_store = false;
+    struct ferry__s3_client *s3 = NULL;
+    int64_t chunk = INT64_C(8) << 20;
     if (rc != FERRY_OK) goto out;
     if (warehouse[0] == '\0') {
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"), "must not be empty");
         goto out;
     }
     object_store = strstr(warehouse, "://") != NULL && strncmp(warehouse, "file://", 7) != 0;
-    if (object_store && kind == ICEBERG_CATALOG_FILESYSTEM) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                             "%s: the filesystem catalog commits by an atomic rename, which "
-                             "object storage does not offer; use `catalog: sql` with "
-                             "`catalog_uri:` (Iceberg's JDBC/SQL catalog) instead",
-                             warehouse);
-        goto out;
-    }
     if (object_store) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                             "%s: the iceberg sink writes to a local folder only for now "
-                             "(object storage is not supported yet)",
-                             warehouse);
-        goto out;
+        /* s3://bucket[/path]: the same connection keys as the s3 sink */
+        const char *b = warehouse + 5, *slash = strchr(b, '/');
+        if (strncmp(warehouse, "s3://", 5) != 0 || (slash && (strstr(slash, "//") || slash == b))) {
+            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
+                                 "%s: must be a local folder, file:///PATH or s3://BUCKET/PATH",
+                                 warehouse);
+            goto out;
+        }
+        char *bucket = slash ? ferry_strndup(b, (size_t)(slash - b)) : ferry_strdup(b);
+        if (bucket == NULL) {
+            rc = nomem(err);
+            goto out;
+        }
+        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "warehouse"), "iceberg sink",
+                                   &s3, err);
+        ferry_free(bucket);
+        if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &chunk, err);
+        if (rc == FERRY_OK && (chunk < (INT64_C(5) << 20) || chunk > (INT64_C(1) << 30)))
+            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "multipart_chunk"),
+                                 "must be between 5MiB (S3's smallest part) and 1GiB");
+        if (rc != FERRY_OK) goto out;
     }
     if (strncmp(warehouse, "file://", 7) == 0) warehouse += 7;
-    if (warehouse[0] != '/') {
+    if (!object_store && warehouse[0] != '/') {
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
                              "must be an absolute path (Iceberg metadata holds absolute "
                              "locations)");
@@ -359,6 +377,16 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (ns[0] == '\0' || strchr(ns, '/') || ns[0] == '.') {
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "namespace"),
                              "must be a name without '/' or a leading '.'");
+        goto out;
+    }
+    if (kind == ICEBERG_CATALOG_REST &&
+        (catalog_uri == NULL || (strncmp(catalog_uri, "http://", 7) && strncmp(catalog_uri, "https://", 8)))) {
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, catalog_uri ? "catalog_uri" : "catalog"),
+                             "catalog: rest needs catalog_uri: the REST catalog's http(s)://HOST[:PORT][/PATH]");
+        goto out;
+    }
+    if (kind != ICEBERG_CATALOG_REST && token_secret != NULL) {
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_token"), "only used with catalog: rest");
         goto out;
     }
     if (kind == ICEBERG_CATALOG_SQL && (catalog_uri == NULL || catalog_uri[0] == '\0')) {
@@ -392,14 +420,23 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     s->kind = (enum ferry__iceberg_catalog_kind)kind;
     s->fmt = fmt;
     s->warehouse = ferry_strdup(warehouse);
+    s->s3 = s3;
+    s->chunk = chunk;
+    s3 = NULL;
     s->ns = ferry_strdup(ns);
     s->sql_path = catalog_uri ? ferry_strdup(catalog_uri) : NULL;
     s->sql_is_pg = catalog_uri && (!strncmp(catalog_uri, "postgres://", 11) ||
                                    !strncmp(catalog_uri, "postgresql://", 13));
     s->catalog_name = ferry_strdup(catalog_name);
+    s->rest_token = token_secret;
+    token_secret = NULL;
     s->file_bytes = file_bytes;
     s->retries = retries;
     s->merge_count = merge_count;
+    if (s->warehouse) {
+        size_t wl = strlen(s->warehouse);
+        while (wl > 1 && s->warehouse[wl - 1] == '/') s->warehouse[--wl] = '\0';
+    }
     if (!s->warehouse || !s->ns || !s->catalog_name || (catalog_uri && !s->sql_path)) {
         sink_close(s);
         rc = nomem(err);
@@ -413,6 +450,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     }
     *ctx = s;
 out:
+    ferry_secret_free(token_secret);
+    ferry__s3_client_close(s3);
     ferry_secret_free(uri_secret);
     return rc;
 }
@@ -448,8 +487,24 @@ static int catalog(struct sink *s, struct ferry_error *err)
         ferry_free(d);
         if (rc != FERRY_OK) return rc;
     }
-    return ferry__iceberg_catalog_open(s->kind, s->warehouse, s->ns, s->sql_path, s->catalog_name,
-                                       &s->cat, err);
+    struct ferry__iceberg_io *io = NULL;
+    if (s->s3) {
+        struct ferry__s3_client *c = s->s3;
+        s->s3 = NULL; /* the catalog owns it from here, whatever happens */
+        int rc = ferry__iceberg_io_open_s3(c, (size_t)s->chunk, &io, err);
+        if (rc != FERRY_OK) return rc;
+    } else if (strncmp(s->warehouse, "s3://", 5) == 0) {
+        return ferry_error_set(err, FERRY_EINVAL, "iceberg",
+                               "iceberg sink: warehouse %s: its catalog failed to open before",
+                               s->warehouse);
+    }
+    int rc = s->kind == ICEBERG_CATALOG_REST
+                 ? ferry__iceberg_catalog_open_rest(io, s->warehouse, s->ns, s->sql_path,
+                                                    s->rest_token, &s->cat, err)
+                 : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns, s->sql_path,
+                                                  s->catalog_name, &s->cat, err);
+    if (rc == FERRY_OK) s->io = ferry__iceberg_catalog_io(s->cat);
+    return rc;
 }
 
 /* ---- table metadata -------------------------------------------------------------------- */
@@ -669,11 +724,11 @@ static int reconcile_schema(struct target *t, json_t *meta, bool *changed, struc
             json_int_t id = json_integer_value(json_object_get(s, "schema-id"));
             if (id > max_id) max_id = id;
         }
-        json_t *ns = json_pack("{s:s,s:I,s:O,s:o}", "type", "struct", "schema-id", max_id + 1,
-                               "identifier-field-ids",
-                               json_object_get(cur, "identifier-field-ids")
-                                   ? json_object_get(cur, "identifier-field-ids")
-                                   : json_array(),
+        /* "o" takes the reference: a schema without identifier-field-ids (other engines
+         * often leave it out) gets a fresh array, one with them a new reference */
+        json_t *ids = json_object_get(cur, "identifier-field-ids");
+        json_t *ns = json_pack("{s:s,s:I,s:o,s:o}", "type", "struct", "schema-id", max_id + 1,
+                               "identifier-field-ids", ids ? json_incref(ids) : json_array(),
                                "fields", fields);
         fields = NULL;
         json_array_append_new(json_object_get(meta, "schemas"), ns);
@@ -851,9 +906,9 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
         t->n_pf = 0;
         if (meta == NULL) {
             rc = resolve_partitioning(s, t, NULL, err);
-            char *location = rc == FERRY_OK ? ferry_asprintf("file://%s", t->dir) : NULL;
+            char *location = rc == FERRY_OK ? ferry__iceberg_io_uri(s->io, t->dir) : NULL;
             if (rc == FERRY_OK && location == NULL) rc = nomem(err);
-            if (rc == FERRY_OK) rc = ferry__iceberg_mkdirs(t->data_dir, err);
+            if (rc == FERRY_OK) rc = ferry__iceberg_io_mkdirs(s->io, t->data_dir, err);
             if (rc == FERRY_OK) {
                 meta = new_table_metadata(t, location, err);
                 if (meta == NULL) rc = err && err->code ? err->code : FERRY_ENOMEM;
@@ -874,7 +929,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                                                       json_object_get(meta, "last-updated-ms")));
                 json_object_set_new(meta, "last-updated-ms", json_integer(now_ms()));
             }
-            if (rc == FERRY_OK) rc = ferry__iceberg_mkdirs(t->data_dir, err);
+            if (rc == FERRY_OK) rc = ferry__iceberg_io_mkdirs(s->io, t->data_dir, err);
         }
         if (rc == FERRY_OK && changed)
             rc = ferry__iceberg_catalog_commit(s->cat, table, loc, version + 1, meta, NULL, err);
@@ -895,7 +950,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
  * only snapshots of the same run can reference them: begin() of a later attempt removes
  * the files of earlier attempts of its run that none of the run's snapshots lists. */
 
-static int referenced_files(json_t *meta, int64_t run_id, json_t *set, struct ferry_error *err)
+static int referenced_files(struct sink *s, json_t *meta, int64_t run_id, json_t *set,
+                            struct ferry_error *err)
 {
     size_t i;
     json_t *snap;
@@ -906,7 +962,7 @@ static int referenced_files(json_t *meta, int64_t run_id, json_t *set, struct fe
             json_object_get(json_object_get(snap, "summary"), "ferry.run-id"));
         if (run == NULL || strtoll(run, NULL, 10) != run_id) continue;
         json_t *list = NULL;
-        rc = parent_manifests(snap, &list, err);
+        rc = parent_manifests(s, snap, &list, err);
         size_t k;
         json_t *m;
         json_array_foreach(list, k, m)
@@ -916,7 +972,7 @@ static int referenced_files(json_t *meta, int64_t run_id, json_t *set, struct fe
             struct ferry_buf b;
             ferry_buf_init(&b, 0);
             json_t *mm = NULL, *entries = NULL;
-            rc = path ? ferry__iceberg_read_file(path, &b, err) : FERRY_OK;
+            rc = path ? ferry__iceberg_io_read(s->io, path, &b, err) : FERRY_OK;
             if (rc == FERRY_OK && path)
                 rc = ferry__avro_read((const uint8_t *)b.data, b.len, &mm, &entries, err);
             size_t e;
@@ -969,6 +1025,29 @@ static void sweep_dir(const char *dir, int64_t run_id, int attempt, json_t *set,
     closedir(d);
 }
 
+/* sweep_dir on S3: the objects under the table's data/ prefix. */
+static int sweep_remote(struct sink *s, const char *dir, json_t *set, struct ferry_error *err)
+{
+    json_t *locs = json_array();
+    int rc = locs ? ferry__iceberg_io_list(s->io, dir, locs, err) : nomem(err);
+    size_t i;
+    json_t *l;
+    json_array_foreach(locs, i, l)
+    {
+        if (rc != FERRY_OK) break;
+        const char *loc = json_string_value(l), *base = strrchr(loc, '/');
+        int n = 0, att = 0;
+        long long run = 0;
+        if (base && sscanf(base + 1, "%d-%lld-%d-", &n, &run, &att) == 3 && run == s->run_id &&
+            att != s->attempt && json_object_get(set, loc) == NULL &&
+            ferry__iceberg_io_remove(s->io, loc, err) == FERRY_OK)
+            ferry_log(FERRY_LOG_INFO, "iceberg sink: removed %s (attempt %d of run %lld died "
+                      "before a snapshot named it)", loc, att, run);
+    }
+    json_decref(locs);
+    return rc;
+}
+
 static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
 {
     json_t *meta = NULL;
@@ -976,8 +1055,9 @@ static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
     int version = 0;
     int rc = ferry__iceberg_catalog_load(s->cat, t->table, &meta, &loc, &version, err);
     json_t *set = json_object();
-    if (rc == FERRY_OK && meta) rc = referenced_files(meta, s->run_id, set, err);
-    if (rc == FERRY_OK) sweep_dir(t->data_dir, s->run_id, s->attempt, set, 0);
+    if (rc == FERRY_OK && meta) rc = referenced_files(s, meta, s->run_id, set, err);
+    if (rc == FERRY_OK && s->io) rc = sweep_remote(s, t->data_dir, set, err);
+    else if (rc == FERRY_OK) sweep_dir(t->data_dir, s->run_id, s->attempt, set, 0);
     json_decref(set);
     json_decref(meta);
     ferry_free(loc);
@@ -1010,15 +1090,8 @@ static int out_write(void *ctx, const void *p, size_t n, struct ferry_error *err
     struct pwriter *pw = ctx;
     struct target *t = pw->t;
     struct dfile *f = &t->files[pw->file];
-    const char *c = p;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(pw->fd, c, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return io_error("cannot write", f->path, err);
-        c += w;
-        left -= (size_t)w;
-    }
+    int rc = ferry__iceberg_wfile_write(pw->wf, p, n, err);
+    if (rc != FERRY_OK) return rc;
     f->bytes += (int64_t)n;
     t->apply_crc = ferry_crc32c_update(t->apply_crc, p, n);
     t->apply_bytes += (int64_t)n;
@@ -1057,12 +1130,12 @@ static int open_file(struct sink *s, struct target *t, struct pwriter *pw, struc
     uuid4(uuid);
     char *dir = pw->key[0] ? ferry_asprintf("%s/%s", t->data_dir, pw->key) : ferry_strdup(t->data_dir);
     if (dir == NULL) return nomem(err);
-    int rc = pw->key[0] ? ferry__iceberg_mkdirs(dir, err) : FERRY_OK;
+    int rc = pw->key[0] ? ferry__iceberg_io_mkdirs(s->io, dir, err) : FERRY_OK;
     f->path = ferry_asprintf("%s/%05d-%" PRId64 "-%d-%s.parquet", dir, t->next_n++, s->run_id,
                              s->attempt, uuid);
     ferry_free(dir);
     if (rc != FERRY_OK) return rc;
-    f->uri = f->path ? ferry_asprintf("file://%s", f->path) : NULL;
+    f->uri = f->path ? ferry__iceberg_io_uri(s->io, f->path) : NULL;
     f->partition = json_incref(pw->partition);
     f->pkey = ferry_strdup(pw->key);
     pw->routed = 0;
@@ -1073,8 +1146,8 @@ static int open_file(struct sink *s, struct target *t, struct pwriter *pw, struc
     f->ncols = pw->schema->n_fields;
     for (int i = 0; i < pw->schema->n_fields; i++)
         ferry__iceberg_stats_init(&f->stats[i], pw->schema->fields[i].type);
-    pw->fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (pw->fd < 0) return io_error("cannot create", f->path, err);
+    rc = ferry__iceberg_wfile_open(s->io, f->path, &pw->wf, err);
+    if (rc != FERRY_OK) return rc;
     pw->file = t->n_files - 1;
     struct ferry__files_format_opts o = s->opts;
     o.field_ids = pw->field_ids;
@@ -1093,15 +1166,15 @@ static int close_file(struct sink *s, struct target *t, struct pwriter *pw, stru
         ferry__rw_free(pw->rw);
         pw->rw = NULL;
     }
-    if (pw->fd < 0) return rc;
+    if (pw->wf == NULL) return rc;
     struct dfile *f = &t->files[pw->file];
     int64_t bytes = 0;
     if (rc == FERRY_OK) rc = s->fmt->finish_part(pw->fw, &bytes, err);
     s->fmt->free(pw->fw);
     pw->fw = NULL;
-    if (rc == FERRY_OK && fsync(pw->fd) != 0) rc = io_error("fsync", f->path, err);
-    if (close(pw->fd) != 0 && rc == FERRY_OK) rc = io_error("cannot close", f->path, err);
-    pw->fd = -1;
+    if (rc == FERRY_OK) rc = ferry__iceberg_wfile_finish(pw->wf, err);
+    ferry__iceberg_wfile_free(pw->wf);
+    pw->wf = NULL;
     if (rc == FERRY_OK && bytes != f->bytes)
         rc = ferry_error_set(err, FERRY_ESINK, "iceberg",
                              "iceberg sink: %s: the parquet writer reports %" PRId64
@@ -1129,7 +1202,7 @@ static struct pwriter *add_pw(struct target *t, const char *key, json_t *partiti
         nomem(err);
         return NULL;
     }
-    pw->fd = -1;
+    pw->wf = NULL;
     pw->t = t;
     pw->schema = t->schema;
     pw->field_ids = t->field_ids;
@@ -1303,7 +1376,7 @@ static struct pwriter *new_pw(struct target *t, const struct ferry_schema *schem
         nomem(err);
         return NULL;
     }
-    pw->fd = -1;
+    pw->wf = NULL;
     pw->file = -1;
     pw->t = t;
     pw->schema = schema;
@@ -1369,7 +1442,7 @@ static struct pwriter *eq_writer(struct sink *s, struct target *t, const struct 
         if (pw == NULL) return NULL;
         t->eqws[t->n_eqws++] = pw;
     }
-    int rc = pw->fd < 0 ? open_file(s, t, pw, err) : FERRY_OK;
+    int rc = pw->wf == NULL ? open_file(s, t, pw, err) : FERRY_OK;
     if (rc == FERRY_OK && pw->rw == NULL) {
         struct ferry_rw_limits lim = {.rows = 65536, .bytes = INT64_C(16) << 20};
         pw->rw = ferry__rw_new(t->key_schema, t->resource, lim, pw_emit, pw);
@@ -1390,7 +1463,7 @@ static int apply_row_level(struct sink *s, struct target *t, struct ferry_batch 
     if (!part) {
         pw = t->n_pw > 0 ? t->pw[0] : add_pw(t, "", json_object(), err);
         if (pw == NULL) return FERRY_ENOMEM;
-        rc = pw->fd < 0 ? open_file(s, t, pw, err) : FERRY_OK;
+        rc = pw->wf == NULL ? open_file(s, t, pw, err) : FERRY_OK;
         if (rc != FERRY_OK) return rc;
         eq = eq_writer(s, t, b, 0, "", err);
         if (eq == NULL) return err && err->code ? err->code : FERRY_ENOMEM;
@@ -1429,7 +1502,7 @@ static int apply_row_level(struct sink *s, struct target *t, struct ferry_batch 
             continue;
         }
         if (part) {
-            if (pw->fd < 0) rc = open_file(s, t, pw, err);
+            if (pw->wf == NULL) rc = open_file(s, t, pw, err);
             if (rc == FERRY_OK && pw->rw == NULL) {
                 struct ferry_rw_limits lim = {.rows = 65536, .bytes = INT64_C(16) << 20};
                 pw->rw = ferry__rw_new(t->schema, t->resource, lim, pw_emit, pw);
@@ -1452,7 +1525,7 @@ static int apply_row_level(struct sink *s, struct target *t, struct ferry_batch 
     for (int i = 0; i < t->n_pw && rc == FERRY_OK; i++) {
         struct pwriter *w = t->pw[i];
         if (w->rw) rc = ferry_rw_flush(w->rw, false, err);
-        if (rc == FERRY_OK && w->fd >= 0 && t->files[w->file].bytes >= s->file_bytes)
+        if (rc == FERRY_OK && w->wf != NULL && t->files[w->file].bytes >= s->file_bytes)
             rc = close_file(s, t, w, err);
     }
     return rc;
@@ -1550,7 +1623,7 @@ static int apply_partitioned(struct sink *s, struct target *t, const struct ferr
             }
         }
         last = pw;
-        if (pw->fd < 0) {
+        if (pw->wf == NULL) {
             rc = open_file(s, t, pw, err);
             if (rc != FERRY_OK) return rc;
         }
@@ -1596,13 +1669,13 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
         } else {
             struct pwriter *pw = t->n_pw > 0 ? t->pw[0] : add_pw(t, "", json_object(), err);
             if (pw == NULL) return FERRY_ENOMEM;
-            if (pw->fd < 0) rc = open_file(s, t, pw, err);
+            if (pw->wf == NULL) rc = open_file(s, t, pw, err);
             if (rc == FERRY_OK) rc = fold(t, pw, b, err);
             if (rc == FERRY_OK && t->files[pw->file].bytes >= s->file_bytes)
                 rc = close_file(s, t, pw, err);
         }
         if (rc != FERRY_OK) return rc;
-        snprintf(receipt->uri, sizeof receipt->uri, "file://%s", t->dir);
+        snprintf(receipt->uri, sizeof receipt->uri, "%s%s", s->io ? "" : "file://", t->dir);
     }
     /* the position is committed with the rows it accounts for */
     if (b->position != NULL) {
@@ -1811,20 +1884,20 @@ static json_t *partition_summaries(const struct target *t, int kind)
     return arr;
 }
 
-static int write_avro_file(const char *path, json_t *schema, json_t *meta, json_t *records,
-                           int64_t *length, struct ferry_error *err)
+static int write_avro_file(struct sink *s, const char *path, json_t *schema, json_t *meta,
+                           json_t *records, int64_t *length, struct ferry_error *err)
 {
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc = ferry__avro_write(&b, schema, meta, records, err);
-    if (rc == FERRY_OK) rc = ferry__iceberg_write_file(path, b.data, b.len, err);
+    if (rc == FERRY_OK) rc = ferry__iceberg_io_write(s->io, path, b.data, b.len, err);
     if (rc == FERRY_OK && length) *length = (int64_t)b.len;
     ferry_buf_release(&b);
     return rc;
 }
 
 /* The records of the parent snapshot's manifest list, normalised to the v2 field names. */
-static int parent_manifests(json_t *snap, json_t **out, struct ferry_error *err)
+static int parent_manifests(struct sink *s, json_t *snap, json_t **out, struct ferry_error *err)
 {
     *out = json_array();
     if (snap == NULL) return FERRY_OK;
@@ -1837,7 +1910,7 @@ static int parent_manifests(json_t *snap, json_t **out, struct ferry_error *err)
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     json_t *meta = NULL, *recs = NULL;
-    int rc = ferry__iceberg_read_file(ml, &b, err);
+    int rc = ferry__iceberg_io_read(s->io, ml, &b, err);
     if (rc == FERRY_OK) rc = ferry__avro_read((const uint8_t *)b.data, b.len, &meta, &recs, err);
     if (rc != FERRY_OK) ferry_error_prefix(err, "%s", ml);
     ferry_buf_release(&b);
@@ -1946,7 +2019,7 @@ static int merge_manifests(struct sink *s, struct target *t, json_t *meta, json_
         struct ferry_buf b;
         ferry_buf_init(&b, 0);
         json_t *mm = NULL, *ents = NULL;
-        rc = mp ? ferry__iceberg_read_file(mp, &b, err)
+        rc = mp ? ferry__iceberg_io_read(s->io, mp, &b, err)
                 : ferry_error_set(err, FERRY_ESINK, "iceberg", "iceberg sink: a manifest without a path");
         if (rc == FERRY_OK) rc = ferry__avro_read((const uint8_t *)b.data, b.len, &mm, &ents, err);
         ferry_buf_release(&b);
@@ -1990,12 +2063,12 @@ static int merge_manifests(struct sink *s, struct target *t, json_t *meta, json_
                                   "format-version", "2", "content", "data");
         free(sj);
         free(pj);
-        rc = write_avro_file(path, schema, mmeta, entries, &len, err);
+        rc = write_avro_file(s, path, schema, mmeta, entries, &len, err);
         json_decref(schema);
         json_decref(mmeta);
     }
     if (rc == FERRY_OK) {
-        char *uri = ferry_asprintf("file://%s", path);
+        char *uri = ferry__iceberg_io_uri(s->io, path);
         /* partition summaries of a merged manifest are left out (optional): no pruning of
          * this one manifest, never a wrong one */
         json_array_append_new(
@@ -2047,19 +2120,11 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
     int64_t added_rows = kind_rows[0], added_bytes = kind_bytes[0];
     /* the names of the new files must be durable before a manifest names them */
     if (n_new > 0) {
-        int fd = open(t->data_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            fsync(fd);
-            close(fd);
-        }
+        ferry__iceberg_io_sync_dir(s->io, t->data_dir);
         for (int i = 0; i < t->n_pw; i++) {
             if (!t->pw[i]->key[0]) continue;
             char *d = ferry_asprintf("%s/%s", t->data_dir, t->pw[i]->key);
-            int dfd = d ? open(d, O_DIRECTORY | O_RDONLY | O_CLOEXEC) : -1;
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
+            if (d) ferry__iceberg_io_sync_dir(s->io, d);
             ferry_free(d);
         }
     }
@@ -2136,7 +2201,7 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
                                    k ? "deletes" : "data");
             free(sj);
             free(pj);
-            rc = write_avro_file(manifests[k], schema, mm, entries, &manifest_len[k], err);
+            rc = write_avro_file(s, manifests[k], schema, mm, entries, &manifest_len[k], err);
             json_decref(schema);
             json_decref(entries);
             json_decref(mm);
@@ -2153,13 +2218,13 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
         if (replace)
             list = json_array();
         else
-            rc = parent_manifests(parent, &list, err);
+            rc = parent_manifests(s, parent, &list, err);
         bool merged = false;
         if (rc == FERRY_OK && !replace)
             rc = merge_manifests(s, t, meta, &list, manifests[2], snapshot_id, seq, &merged, err);
         for (int k = 0; k < 2 && rc == FERRY_OK; k++) {
             if (kind_n[k] == 0) continue;
-            char *muri = ferry_asprintf("file://%s", manifests[k]);
+            char *muri = ferry__iceberg_io_uri(s->io, manifests[k]);
             json_array_append_new(
                 list, json_pack("{s:s,s:I,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:o,s:n}",
                                 "manifest_path", muri ? muri : "", "manifest_length",
@@ -2190,7 +2255,7 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
             json_t *lm = json_pack("{s:s,s:s,s:s,s:s}", "snapshot-id", sid, "parent-snapshot-id",
                                    pid, "sequence-number", sq, "format-version", "2");
             json_t *schema = manifest_file_schema();
-            rc = write_avro_file(manifest_list, schema, lm, list, NULL, err);
+            rc = write_avro_file(s, manifest_list, schema, lm, list, NULL, err);
             json_decref(schema);
             json_decref(lm);
         }
@@ -2237,7 +2302,7 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
         json_decref(cp);
         json_object_set_new(sum, "ferry.checkpoint", json_string(cpt ? cpt : "{}"));
         free(cpt);
-        char *luri = ferry_asprintf("file://%s", manifest_list);
+        char *luri = ferry__iceberg_io_uri(s->io, manifest_list);
         int64_t ts = now_ms();
         json_t *snap = json_pack("{s:I,s:I,s:I,s:s,s:o,s:O}", "snapshot-id", (json_int_t)snapshot_id,
                                  "sequence-number", seq, "timestamp-ms", (json_int_t)ts,
@@ -2285,8 +2350,17 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
                       (double)(ferry_now_mono_us() - t_commit) / 1000.0);
             break;
         }
-        unlink(manifest_list); /* never referenced */
-        unlink(manifests[2]);
+        if (rc != FERRY_ECONFLICT && ferry__iceberg_catalog_commit_unknown(s->cat)) {
+            /* the snapshot may be in the table: keep every file it names; a later attempt
+             * of the run removes them if no snapshot does */
+            for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;
+            manifest_written = false;
+            ferry_log(FERRY_LOG_WARN, "iceberg sink: table %s: commit outcome unknown, its "
+                      "files are kept", t->table);
+            break;
+        }
+        ferry__iceberg_io_remove(s->io, manifest_list, NULL); /* never referenced */
+        ferry__iceberg_io_remove(s->io, manifests[2], NULL);
         if (rc != FERRY_ECONFLICT) break;
         ferry_log(FERRY_LOG_INFO, "iceberg sink: table %s: commit conflict, retrying (%d)",
                   t->table, tries + 1);
@@ -2297,8 +2371,8 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
     }
     bool ok = rc == FERRY_OK;
     if (!ok && manifest_written) {
-        unlink(manifests[0]);
-        unlink(manifests[1]);
+        ferry__iceberg_io_remove(s->io, manifests[0], NULL);
+        ferry__iceberg_io_remove(s->io, manifests[1], NULL);
     }
     json_decref(meta);
     ferry_free(loc);
@@ -2356,7 +2430,8 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     *out = NULL;
     *n = 0;
     struct stat st;
-    if (s->cat == NULL && stat(s->warehouse, &st) != 0) return FERRY_OK; /* nothing written */
+    if (s->cat == NULL && s->s3 == NULL && stat(s->warehouse, &st) != 0)
+        return FERRY_OK; /* nothing written */
     if (s->kind == ICEBERG_CATALOG_SQL && !s->sql_is_pg && s->cat == NULL &&
         stat(s->sql_path, &st) != 0)
         return FERRY_OK;

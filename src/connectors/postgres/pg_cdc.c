@@ -1202,12 +1202,19 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     s.last_status = s.last_probe = now;
     s.last_data = now;
     unsigned frames = 0;
+    /* io_timeout: while we wait with nothing to read (an idle stream is probed every
+     * PROBE_EVERY_US and a live server answers each probe), how long since the last frame or
+     * since on_frame returned (a queue full downstream is backpressure, not silence). Found
+     * by tests/fault/cdc_conn_reset.sh: a proxy that stopped answering hung the stream until
+     * the server's wal_sender_timeout closed it, and forever when nothing closes it. */
+    int64_t heard = now;
     while (rc == FERRY_OK && !s.done && !s.schema_stop && !s.epoch_stop) {
         char *buf = NULL;
         int n = PQgetCopyData(s.c, &buf, 1);
         if (n > 0) {
             rc = on_frame(&s, (const uint8_t *)buf, (size_t)n, err);
             PQfreemem(buf);
+            heard = ferry_now_mono_us();
             /* A busy stream still looks at stop requests and the status timer now and then
              * (its rows may all be other tables' of a shared publication). */
             if (rc != FERRY_OK || s.done || s.schema_stop || s.epoch_stop || (++frames & 1023) != 0)
@@ -1245,6 +1252,15 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         }
         if (rc != FERRY_OK) break;
         if (n > 0) continue;
+        if (s.opts->io_timeout_ms > 0 && now - heard > s.opts->io_timeout_ms * 1000) {
+            rc = ferry_error_set(err, FERRY_ETIMEOUT, "postgres",
+                                 WHAT ": %s: table %s: the replication stream sent nothing for %lld"
+                                 " ms although asked (io_timeout); the server or the network"
+                                 " stopped answering",
+                                 peer, t->from, (long long)s.opts->io_timeout_ms);
+            streaming = false;
+            break;
+        }
         struct pollfd pfd = {.fd = PQsocket(s.c), .events = POLLIN};
         poll(&pfd, 1, 100);
         if (!PQconsumeInput(s.c)) {

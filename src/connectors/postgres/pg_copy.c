@@ -248,9 +248,76 @@ static const i128 p10[39] = {
     (i128)10000000000000000000ULL * 10000000000000000000ULL,
 };
 
+/* The common case of ferry__pg_numeric_dec128 in 64-bit arithmetic: at most 4 groups, a
+ * precision and scale of at most 18, every digit group landing within 10^14 units. False when
+ * anything is outside that (the general code then decides, errors included). */
+static inline bool numeric_dec64(const uint8_t *p, size_t n, int precision, int scale,
+                                 struct ferry_decimal128 *out)
+{
+    static const uint64_t p10_64[19] = {1ULL,
+                                        10ULL,
+                                        100ULL,
+                                        1000ULL,
+                                        10000ULL,
+                                        100000ULL,
+                                        1000000ULL,
+                                        10000000ULL,
+                                        100000000ULL,
+                                        1000000000ULL,
+                                        10000000000ULL,
+                                        100000000000ULL,
+                                        1000000000000ULL,
+                                        10000000000000ULL,
+                                        100000000000000ULL,
+                                        1000000000000000ULL,
+                                        10000000000000000ULL,
+                                        100000000000000000ULL,
+                                        1000000000000000000ULL};
+    if (n < 8 || precision < 1 || precision > 18 || scale < 0 || scale > 18) return false;
+    int ndigits = (int16_t)be16(p), weight = (int16_t)be16(p + 2);
+    unsigned sign = be16(p + 4), dscale = be16(p + 6);
+    if (ndigits < 0 || ndigits > 4 || n != 8 + 2 * (size_t)ndigits || dscale > 0x3fff ||
+        (sign != NUMERIC_POS && sign != NUMERIC_NEG))
+        return false;
+    uint64_t v = 0;
+    for (int i = 0; i < ndigits; i++) {
+        uint64_t dg = be16(p + 8 + 2 * i);
+        if (dg >= NBASE) return false;
+        int e = 4 * (weight - i) + scale; /* this group's weight in units of 10^-scale */
+        if (e >= 0) {
+            if (e > 14) return false;
+            v += dg * p10_64[e]; /* < 10^18 per group, 4 groups: no overflow */
+            continue;
+        }
+        switch (e) { /* constant divisors: no division instruction */
+        case -1:
+            if (dg % 10) return false;
+            v += dg / 10;
+            break;
+        case -2:
+            if (dg % 100) return false;
+            v += dg / 100;
+            break;
+        case -3:
+            if (dg % 1000) return false;
+            v += dg / 1000;
+            break;
+        default:
+            if (dg) return false;
+            break;
+        }
+    }
+    if (v >= p10_64[precision]) return false;
+    int64_t x = sign == NUMERIC_NEG ? -(int64_t)v : (int64_t)v;
+    out->lo = (uint64_t)x;
+    out->hi = x < 0 ? -1 : 0;
+    return true;
+}
+
 int ferry__pg_numeric_dec128(const uint8_t *p, size_t n, int precision, int scale,
                              struct ferry_decimal128 *out)
 {
+    if (numeric_dec64(p, n, precision, scale, out)) return FERRY_OK;
     struct numeric_hdr h;
     if (!numeric_parse(p, n, &h) || h.sign == NUMERIC_NAN || h.sign == NUMERIC_PINF ||
         h.sign == NUMERIC_NINF || precision < 1 || precision > 38)
@@ -454,9 +521,12 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
                                  d->rows + 1, count, ncols);
             break;
         }
-        /* Whether the tuple is complete, before any value goes to the writer. */
+        /* One pass: values go to the writer as they are read. PostgreSQL sends one tuple per
+         * CopyData message, so a tuple cut by the end of the chunk is rare: that row is
+         * cancelled and decoded again once the chunk that completes it arrives. */
         size_t q = at + 2;
         bool complete = true;
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
         for (int f = 0; f < ncols; f++) {
             if (n - q < 4) {
                 complete = false;
@@ -464,27 +534,18 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
             }
             int32_t len = (int32_t)be32(p + q);
             q += 4;
-            if (len < -1) {
-                *used = at;
-                return bad_len(d, f, len, err);
-            }
-            if (len > 0) {
-                if (n - q < (size_t)len) {
-                    complete = false;
-                    break;
-                }
-                q += (size_t)len;
-            }
-        }
-        if (!complete) break;
-        q = at + 2;
-        ferry_rw_begin(rw, FERRY_OP_INSERT);
-        for (int f = 0; f < ncols; f++) {
-            int32_t len = (int32_t)be32(p + q);
-            q += 4;
             if (len == -1) {
                 ferry_rw_null(rw);
                 continue;
+            }
+            if (len < 0) {
+                ferry_rw_cancel_row(rw);
+                *used = at;
+                return bad_len(d, f, len, err);
+            }
+            if (n - q < (size_t)len) {
+                complete = false;
+                break;
             }
             rc = decode_value(d, f, p + q, len, rw, err);
             if (rc != FERRY_OK) {
@@ -493,6 +554,10 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
                 return rc;
             }
             q += (size_t)len;
+        }
+        if (!complete) {
+            ferry_rw_cancel_row(rw);
+            break;
         }
         at = q;
         d->rows++;

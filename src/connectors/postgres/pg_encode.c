@@ -7,9 +7,10 @@
  * version byte. Calls only the batch readers and ferry_buf. Called by pg_sink.c and
  * tests/unit/test_pg_encode.c.
  *
- * Hot path: one reserve per value, values read straight from the column buffers, nothing
- * allocated per row. decimal128 and integers become base-10000 groups arithmetically; only
- * decimal text goes through ferry__pg_numeric_from_text. */
+ * Hot path (ferry__pg_copy_rows): columns resolved once per call into buffer pointers, one
+ * reserve per row, values read straight from the column buffers, nothing allocated per row
+ * (docs/internals/postgres.md). decimal128 and integers become base-10000 groups
+ * arithmetically; only decimal text goes through ferry__pg_numeric_from_text. */
 #include "connectors/postgres/pg_encode.h"
 #include <inttypes.h>
 #include <string.h>
@@ -593,37 +594,334 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int 
     }
 }
 
+/* One row the general way (every value through encode_value): rows the fast path below does
+ * not take, and the rows where it found a value it must report. */
+static int copy_row_slow(struct ferry_buf *out, const struct ferry_batch *b,
+                         const struct ferry_pg_wire_col *cols, int n_cols, int64_t r,
+                         struct ferry_error *err)
+{
+    if (ferry_buf_reserve(out, 2) != FERRY_OK) return FERRY_ENOMEM;
+    put16(out, (uint16_t)n_cols);
+    for (int i = 0; i < n_cols; i++) {
+        const struct ferry_pg_wire_col *c = &cols[i];
+        if (c->col == FERRY_PG_COL_ROWNUM) {
+            if (ferry_buf_reserve(out, 12) != FERRY_OK) return FERRY_ENOMEM;
+            put32(out, 8);
+            put64(out, (uint64_t)r);
+            continue;
+        }
+        if (c->col == FERRY_PG_COL_OP) {
+            if (ferry_buf_reserve(out, 6) != FERRY_OK) return FERRY_ENOMEM;
+            put32(out, 2);
+            put16(out, (uint16_t)ferry_batch_op(b, r));
+            continue;
+        }
+        if (ferry_col_is_null(b, c->col, r)) {
+            if (ferry_buf_reserve(out, 4) != FERRY_OK) return FERRY_ENOMEM;
+            put32(out, 0xFFFFFFFFu);
+            continue;
+        }
+        int rc = encode_value(out, b, c->col, c->wire, r, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    return FERRY_OK;
+}
+
+/* ---- the fast path ------------------------------------------------------------------------
+ * Profiles of PG -> PG copies showed the per-value accessor calls (ferry_col_int, _dec128,
+ * _bytes, _is_null) and a reserve per value as the largest part of the encoder. The fast path
+ * resolves each column once per call into raw buffer pointers and a kind, reserves once per
+ * row, and writes through a local pointer. Any value it would have to reject (a date or
+ * timestamp PostgreSQL cannot hold, a numeric scale beyond numeric's) sends the whole row
+ * back to copy_row_slow, which writes the same bytes or reports the error. */
+
+enum fast_kind {
+    FK_SLOW = 0, /* encode_value for this value */
+    FK_ROWNUM,
+    FK_OP,
+    FK_BOOL,
+    FK_INT,    /* integer source of width w -> INT2/INT4/INT8 */
+    FK_DATE,   /* int32 days since 1970 -> int32 days since 2000 */
+    FK_TS,     /* int64 us since 1970 -> us since 2000 */
+    FK_TIME,   /* int64 us, as is */
+    FK_FLOAT8, /* double -> float8 */
+    FK_FLOAT4, /* float -> float4 */
+    FK_DEC128, /* decimal128 -> numeric */
+    FK_VAR,    /* text, json, bytea: the bytes */
+    FK_JSONB,  /* version byte + the text */
+    FK_UUID,
+};
+
+struct fast_col {
+    enum fast_kind kind;
+    int w; /* source width (FK_INT), wire width (FK_INT: 2, 4, 8) in ww */
+    int ww;
+    int scale; /* FK_DEC128 */
+    const uint8_t *validity, *values, *data;
+    const int32_t *offsets;
+};
+
+#define FAST_MAX_COLS 256
+#define FAST_FIXED_MAX 34 /* 4 + numeric of a decimal128: 8 + 2 * 11 groups, rounded up */
+
+static inline uint8_t *w16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static inline uint8_t *w32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+    return p + 4;
+}
+
+static inline uint8_t *w64(uint8_t *p, uint64_t v)
+{
+    return w32(w32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static enum fast_kind fast_kind_of(const struct ferry_field *f, enum ferry_pg_wire wire, int *w,
+                                   int *ww)
+{
+    *w = ferry_type_width(f->type);
+    *ww = 0;
+    switch (wire) {
+    case FERRY_PG_WIRE_BOOL:
+        return f->type == FERRY_TYPE_BOOL ? FK_BOOL : FK_SLOW;
+    case FERRY_PG_WIRE_INT2:
+    case FERRY_PG_WIRE_INT4:
+    case FERRY_PG_WIRE_INT8:
+        if (f->type != FERRY_TYPE_INT8 && f->type != FERRY_TYPE_INT16 &&
+            f->type != FERRY_TYPE_INT32 && f->type != FERRY_TYPE_INT64)
+            return FK_SLOW;
+        *ww = wire == FERRY_PG_WIRE_INT2 ? 2 : wire == FERRY_PG_WIRE_INT4 ? 4 : 8;
+        return FK_INT;
+    case FERRY_PG_WIRE_DATE:
+        return f->type == FERRY_TYPE_DATE32 ? FK_DATE : FK_SLOW;
+    case FERRY_PG_WIRE_TIMESTAMP:
+        return f->type == FERRY_TYPE_TIMESTAMP_US || f->type == FERRY_TYPE_TIMESTAMPTZ_US ? FK_TS
+                                                                                          : FK_SLOW;
+    case FERRY_PG_WIRE_TIME:
+        return f->type == FERRY_TYPE_TIME64_US ? FK_TIME : FK_SLOW;
+    case FERRY_PG_WIRE_FLOAT8:
+        return f->type == FERRY_TYPE_FLOAT64 ? FK_FLOAT8 : FK_SLOW;
+    case FERRY_PG_WIRE_FLOAT4:
+        return f->type == FERRY_TYPE_FLOAT32 ? FK_FLOAT4 : FK_SLOW;
+    case FERRY_PG_WIRE_NUMERIC:
+        return f->type == FERRY_TYPE_DECIMAL128 ? FK_DEC128 : FK_SLOW;
+    case FERRY_PG_WIRE_TEXT:
+    case FERRY_PG_WIRE_BYTEA:
+        return ferry_type_is_varwidth(f->type) ? FK_VAR : FK_SLOW;
+    case FERRY_PG_WIRE_JSONB:
+        return ferry_type_is_varwidth(f->type) ? FK_JSONB : FK_SLOW;
+    case FERRY_PG_WIRE_UUID:
+        return f->type == FERRY_TYPE_UUID ? FK_UUID : FK_SLOW;
+    default:
+        return FK_SLOW;
+    }
+}
+
+/* Encodes row r (absolute index i = r + b->offset) at p, which has room for the row; returns
+ * the end, or NULL when a value needs the slow path (*rc stays FERRY_OK) or failed (*rc).
+ * FK_SLOW values are written by encode_value through out (synchronised around the call). */
+static inline uint8_t *fast_row(struct ferry_buf *out, uint8_t *p, const struct ferry_batch *b,
+                                const struct fast_col *fc, const struct ferry_pg_wire_col *cols,
+                                int n_cols, int64_t r, size_t need, struct ferry_error *err,
+                                int *rc)
+{
+    int64_t i = r + b->offset;
+    p = w16(p, (uint16_t)n_cols);
+    for (int k = 0; k < n_cols; k++) {
+        const struct fast_col *c = &fc[k];
+        if (c->validity != NULL && !(c->validity[i >> 3] & (1u << (i & 7)))) {
+            p = w32(p, 0xFFFFFFFFu);
+            continue;
+        }
+        switch (c->kind) {
+        case FK_ROWNUM:
+            p = w64(w32(p, 8), (uint64_t)r);
+            break;
+        case FK_OP:
+            p = w16(w32(p, 2), (uint16_t)b->ops[i]);
+            break;
+        case FK_BOOL:
+            p = w32(p, 1);
+            *p++ = (c->values[i >> 3] >> (i & 7)) & 1;
+            break;
+        case FK_INT: {
+            int64_t v;
+            switch (c->w) {
+            case 1:
+                v = ((const int8_t *)c->values)[i];
+                break;
+            case 2:
+                v = ((const int16_t *)c->values)[i];
+                break;
+            case 4:
+                v = ((const int32_t *)c->values)[i];
+                break;
+            default:
+                v = ((const int64_t *)c->values)[i];
+                break;
+            }
+            if (c->ww == 2)
+                p = w16(w32(p, 2), (uint16_t)(int16_t)v);
+            else if (c->ww == 4)
+                p = w32(w32(p, 4), (uint32_t)(int32_t)v);
+            else
+                p = w64(w32(p, 8), (uint64_t)v);
+            break;
+        }
+        case FK_DATE: {
+            int64_t v = ((const int32_t *)c->values)[i];
+            if (v < INT32_MIN + PG_EPOCH_DAYS) return NULL;
+            p = w32(w32(p, 4), (uint32_t)(int32_t)(v - PG_EPOCH_DAYS));
+            break;
+        }
+        case FK_TS: {
+            int64_t v = ((const int64_t *)c->values)[i];
+            if (v < INT64_MIN + PG_EPOCH_US) return NULL;
+            p = w64(w32(p, 8), (uint64_t)(v - PG_EPOCH_US));
+            break;
+        }
+        case FK_TIME:
+            p = w64(w32(p, 8), (uint64_t)((const int64_t *)c->values)[i]);
+            break;
+        case FK_FLOAT8: {
+            uint64_t bits;
+            memcpy(&bits, c->values + (size_t)i * 8, 8);
+            p = w64(w32(p, 8), bits);
+            break;
+        }
+        case FK_FLOAT4: {
+            uint32_t bits;
+            memcpy(&bits, c->values + (size_t)i * 4, 4);
+            p = w32(w32(p, 4), bits);
+            break;
+        }
+        case FK_DEC128: {
+            const uint8_t *q = c->values + (size_t)i * 16;
+            struct ferry_decimal128 v = {.lo = le64(q), .hi = (int64_t)le64(q + 8)};
+            struct dec_numeric d;
+            if (dec_numeric(v, c->scale, &d) != FERRY_OK) return NULL;
+            uint16_t h[4] = {(uint16_t)d.ndigits, (uint16_t)(int16_t)d.weight, d.sign,
+                             (uint16_t)d.dscale};
+            p = w32(p, 8 + 2 * (uint32_t)d.ndigits);
+            for (int j = 0; j < 4; j++)
+                p = w16(p, h[j]);
+            for (int j = d.first + d.ndigits - 1; j >= d.first; j--)
+                p = w16(p, d.g[j]);
+            break;
+        }
+        case FK_VAR:
+        case FK_JSONB: {
+            size_t len = (size_t)(c->offsets[i + 1] - c->offsets[i]);
+            size_t ver = c->kind == FK_JSONB;
+            p = w32(p, (uint32_t)(len + ver));
+            if (ver) *p++ = 1; /* jsonb binary format version */
+            if (len) memcpy(p, c->data + c->offsets[i], len);
+            p += len;
+            break;
+        }
+        case FK_UUID:
+            memcpy(w32(p, 16), c->values + (size_t)i * 16, 16);
+            p += 20;
+            break;
+        default: {
+            out->len = (size_t)(p - (uint8_t *)out->data);
+            *rc = encode_value(out, b, cols[k].col, cols[k].wire, r, err);
+            /* The row's room was reserved without this value: reserve it again after it. */
+            if (*rc == FERRY_OK && ferry_buf_reserve(out, need) != FERRY_OK) *rc = FERRY_ENOMEM;
+            if (*rc != FERRY_OK) return NULL;
+            p = (uint8_t *)out->data + out->len;
+            break;
+        }
+        }
+    }
+    return p;
+}
+
 int ferry__pg_copy_rows(struct ferry_buf *out, const struct ferry_batch *b,
                         const struct ferry_pg_wire_col *cols, int n_cols, int64_t *row,
                         size_t flush_at, struct ferry_error *err)
 {
+    struct fast_col fc[FAST_MAX_COLS];
+    bool fast = n_cols <= FAST_MAX_COLS;
+    size_t fixed = 2; /* the row's bytes besides var-width values and slow values */
+    int n_var = 0;
+    for (int k = 0; fast && k < n_cols; k++) {
+        struct fast_col *c = &fc[k];
+        memset(c, 0, sizeof *c);
+        if (cols[k].col == FERRY_PG_COL_ROWNUM || cols[k].col == FERRY_PG_COL_OP) {
+            c->kind = cols[k].col == FERRY_PG_COL_ROWNUM ? FK_ROWNUM : FK_OP;
+            fixed += 12;
+            continue;
+        }
+        const struct ferry_column *col = &b->columns[cols[k].col];
+        const struct ferry_field *f = &b->schema->fields[cols[k].col];
+        c->kind = fast_kind_of(f, cols[k].wire, &c->w, &c->ww);
+        c->scale = f->scale;
+        c->validity = col->null_count > 0 ? col->validity : NULL;
+        c->values = col->values;
+        c->offsets = col->offsets;
+        c->data = col->data;
+        if (c->kind == FK_VAR || c->kind == FK_JSONB) {
+            n_var++;
+            fixed += 5;
+        } else if (c->kind == FK_SLOW) {
+            fixed += 4; /* a null; a value reserves itself */
+        } else {
+            fixed += FAST_FIXED_MAX;
+        }
+    }
     for (int64_t r = *row; r < b->length; r++) {
-        if (ferry_buf_reserve(out, 2) != FERRY_OK) goto nomem;
-        put16(out, (uint16_t)n_cols);
-        for (int i = 0; i < n_cols; i++) {
-            const struct ferry_pg_wire_col *c = &cols[i];
-            int rc;
-            if (c->col == FERRY_PG_COL_ROWNUM) {
-                if (ferry_buf_reserve(out, 12) != FERRY_OK) goto nomem;
-                put32(out, 8);
-                put64(out, (uint64_t)r);
-                continue;
+        size_t at = out->len;
+        int rc = FERRY_OK;
+        if (fast) {
+            size_t need = fixed;
+            if (n_var > 0) {
+                int64_t i = r + b->offset;
+                for (int k = 0; k < n_cols; k++)
+                    if (fc[k].kind == FK_VAR || fc[k].kind == FK_JSONB) {
+                        size_t len = (size_t)(fc[k].offsets[i + 1] - fc[k].offsets[i]);
+                        if (len > INT32_MAX - 1) goto slow; /* reported there */
+                        need += len;
+                    }
             }
-            if (c->col == FERRY_PG_COL_OP) {
-                if (ferry_buf_reserve(out, 6) != FERRY_OK) goto nomem;
-                put32(out, 2);
-                put16(out, (uint16_t)ferry_batch_op(b, r));
-                continue;
-            }
-            if (ferry_col_is_null(b, c->col, r)) {
-                if (ferry_buf_reserve(out, 4) != FERRY_OK) goto nomem;
-                put32(out, 0xFFFFFFFFu);
-                continue;
-            }
-            rc = encode_value(out, b, c->col, c->wire, r, err);
+            if (ferry_buf_reserve(out, need) != FERRY_OK) goto nomem;
+            uint8_t *end =
+                fast_row(out, (uint8_t *)out->data + at, b, fc, cols, n_cols, r, need, err, &rc);
             if (rc == FERRY_ENOMEM) goto nomem;
             if (rc != FERRY_OK) return rc;
+            if (end != NULL) {
+                out->len = (size_t)(end - (uint8_t *)out->data);
+                goto done;
+            }
         }
+    slow:
+        out->len = at;
+        rc = copy_row_slow(out, b, cols, n_cols, r, err);
+        if (rc == FERRY_ENOMEM) goto nomem;
+        if (rc != FERRY_OK) {
+            out->len = at;
+            return rc;
+        }
+    done:
         if (out->len >= flush_at) {
             *row = r + 1;
             return FERRY_OK;

@@ -1362,7 +1362,13 @@ static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const 
                        const char *position, bool *caught_up, struct ferry_error *err)
 {
     struct src *s = ctx;
+    /* The acknowledgement is a query on the source's session: a server or network that
+     * stopped answering must not hang the run that waits for it (io_timeout). */
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->c, s->opts.io_timeout_ms);
     int rc = ferry__pg_cdc_ack(s->c, s->peer, plan_json, position, caught_up, err);
+    rc = ferry__pg_guard_result(&g, rc, s->c, WHAT ": acknowledging the replication slot",
+                                s->opts.io_timeout_ms, err);
     return rc == FERRY_OK ? rc : ferry_error_prefix(err, "table \"%s\"", spec->table);
 }
 

@@ -18,18 +18,17 @@
  * is complete, then the run manifest, then deletes the replaced tables' objects it does not
  * list and the run manifests that list no live object.
  *
- * Owns the libcurl handle, the credentials (wiped on close), the part buffers and the format
- * writer states. Calls libcurl, sigv4.c, the format writers (connectors/formats.h), crc32c,
+ * Owns the S3 client (s3_client.c: requests, signing, credentials), the part buffers and the
+ * format writer states. Calls s3_client.c, the format writers (connectors/formats.h), crc32c,
  * digest, jansson. Registered in connectors/registry.c; driven by the runner on one thread. */
-#include <curl/curl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "connectors/formats.h"
-#include "connectors/s3/sigv4.h"
+#include "objstore/s3_client.h"
+#include "objstore/sigv4.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -67,15 +66,12 @@ struct target {
 };
 
 struct sink {
-    char *bucket, *prefix, *region, *endpoint, *authority, *scheme;
-    bool path_style;
-    char *access_key, *secret_key, *token;
+    char *bucket, *prefix;
+    struct ferry__s3_client *cli;
     const struct ferry__files_format *fmt;
     struct ferry__files_format_opts opts;
     char *null_marker;
     int64_t part_rows, part_bytes, chunk;
-    int max_attempts;
-    CURL *curl;
     struct target *t;
     int n_t;
     struct object *objs;
@@ -97,275 +93,6 @@ static int nomem(struct ferry_error *err)
 }
 
 /* ---- HTTP ------------------------------------------------------------------------------ */
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-struct body {
-    const char *p;
-    size_t len, off;
-};
-
-static size_t read_body(char *dst, size_t size, size_t n, void *ctx)
-{
-    struct body *b = ctx;
-    size_t want = size * n, left = b->len - b->off;
-    if (want > left) want = left;
-    memcpy(dst, b->p + b->off, want);
-    b->off += want;
-    return want;
-}
-
-static size_t write_resp(char *src, size_t size, size_t n, void *ctx)
-{
-    struct ferry_buf *b = ctx;
-    if (ferry_buf_append(b, src, size * n) != FERRY_OK) return 0;
-    return size * n;
-}
-
-struct req {
-    const char *method;
-    const char *key;   /* NULL: the bucket itself */
-    const char *query; /* canonical query string (sorted, encoded) or "" */
-    const void *body;
-    size_t len;
-    bool checksum;       /* send x-amz-checksum-crc32c of the body */
-    bool declare_crc32c; /* CreateMultipartUpload: x-amz-checksum-algorithm */
-    const char *content_type;
-};
-
-/* The text between <tag> and </tag> of xml after *from (advanced past it), entities decoded,
- * into out; false when absent. */
-static bool xml_next(const char *xml, const char *tag, const char **from, struct ferry_buf *out)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *a = strstr(*from ? *from : xml, open);
-    if (a == NULL) return false;
-    a += strlen(open);
-    const char *z = strstr(a, close);
-    if (z == NULL) return false;
-    *from = z + strlen(close);
-    ferry_buf_reset(out);
-    static const struct {
-        const char *ent;
-        char c;
-    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    for (const char *p = a; p < z; p++) {
-        char c = *p;
-        if (c == '&')
-            for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++)
-                if (strncmp(p, ents[i].ent, strlen(ents[i].ent)) == 0) {
-                    c = ents[i].c;
-                    p += strlen(ents[i].ent) - 1;
-                    break;
-                }
-        if (ferry_buf_append(out, &c, 1) != FERRY_OK) return false;
-    }
-    if (out->data == NULL) ferry_buf_append(out, "", 0);
-    return true;
-}
-
-static void crc_base64(uint32_t crc, char out[9])
-{
-    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    uint8_t b[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
-    out[0] = al[b[0] >> 2];
-    out[1] = al[((b[0] & 3) << 4) | (b[1] >> 4)];
-    out[2] = al[((b[1] & 15) << 2) | (b[2] >> 6)];
-    out[3] = al[b[2] & 63];
-    out[4] = al[b[3] >> 2];
-    out[5] = al[(b[3] & 3) << 4];
-    out[6] = '=';
-    out[7] = '=';
-    out[8] = '\0';
-}
-
-static bool retryable_status(long st)
-{
-    return st == 429 || st == 500 || st == 502 || st == 503 || st == 504;
-}
-
-static bool retryable_curl(CURLcode c)
-{
-    return c == CURLE_COULDNT_CONNECT || c == CURLE_OPERATION_TIMEDOUT || c == CURLE_SEND_ERROR ||
-           c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING || c == CURLE_PARTIAL_FILE ||
-           c == CURLE_COULDNT_RESOLVE_HOST;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-/* One try of the request: builds the URL, signs, performs. *status 0 on a transport error
- * (*cc says which). */
-static int perform(struct sink *s, const struct req *q, long *status, CURLcode *cc,
-                   struct ferry_buf *resp, struct ferry_error *err)
-{
-    struct ferry_buf path, url, auth;
-    ferry_buf_init(&path, 0);
-    ferry_buf_init(&url, 0);
-    ferry_buf_init(&auth, 0);
-    struct curl_slist *hl = NULL;
-    int rc = ferry_buf_append(&path, "/", 1);
-    if (rc == FERRY_OK && s->path_style) {
-        rc = ferry__s3_uri_encode(&path, s->bucket, false);
-        if (rc == FERRY_OK && q->key) rc = ferry_buf_append(&path, "/", 1);
-    }
-    if (rc == FERRY_OK && q->key) rc = ferry__s3_uri_encode(&path, q->key, true);
-    char host[512];
-    if (s->path_style)
-        snprintf(host, sizeof host, "%s", s->authority);
-    else
-        snprintf(host, sizeof host, "%s.%s", s->bucket, s->authority);
-    if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&url, "%s://%s%s%s%s", s->scheme, host, path.data,
-                              q->query[0] ? "?" : "", q->query);
-    uint8_t digest[32];
-    struct ferry_sha256 sh;
-    ferry_sha256_init(&sh);
-    ferry_sha256_update(&sh, q->body ? q->body : "", q->len);
-    ferry_sha256_final(&sh, digest);
-    char payload[65], amz_date[20], crc64[9];
-    ferry__s3_hex(digest, 32, payload);
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
-    crc_base64(ferry_crc32c(q->body ? q->body : "", q->len), crc64);
-    struct ferry__s3_header h[8];
-    int n = 0;
-    h[n++] = (struct ferry__s3_header){"host", host};
-    h[n++] = (struct ferry__s3_header){"x-amz-content-sha256", payload};
-    h[n++] = (struct ferry__s3_header){"x-amz-date", amz_date};
-    if (q->checksum) h[n++] = (struct ferry__s3_header){"x-amz-checksum-crc32c", crc64};
-    if (q->declare_crc32c) h[n++] = (struct ferry__s3_header){"x-amz-checksum-algorithm", "CRC32C"};
-    if (q->content_type) h[n++] = (struct ferry__s3_header){"content-type", q->content_type};
-    if (s->token) h[n++] = (struct ferry__s3_header){"x-amz-security-token", s->token};
-    struct ferry__s3_sign sg = {q->method, path.data,     q->query,     h,
-                                n,         payload,       amz_date,     s->region,
-                                "s3",      s->access_key, s->secret_key};
-    if (rc == FERRY_OK)
-        rc = ferry__s3_sigv4(&sg, &auth, NULL, err) == FERRY_OK ? FERRY_OK : FERRY_ENOMEM;
-    for (int i = 0; i < n && rc == FERRY_OK; i++) {
-        char *line = ferry_asprintf("%s: %s", h[i].name, h[i].value);
-        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
-        ferry_free(line);
-        if (nl == NULL)
-            rc = FERRY_ENOMEM;
-        else
-            hl = nl;
-    }
-    if (rc == FERRY_OK) {
-        char *line = ferry_asprintf("authorization: %s", auth.data);
-        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
-        if (line) {
-            memset(line, 0, strlen(line));
-            ferry_free(line);
-        }
-        struct curl_slist *nl2 = nl ? curl_slist_append(nl, "Expect:") : NULL;
-        if (nl2 == NULL)
-            rc = FERRY_ENOMEM;
-        else
-            hl = nl2;
-    }
-    if (rc != FERRY_OK) {
-        curl_slist_free_all(hl);
-        ferry_buf_release(&path);
-        ferry_buf_release(&url);
-        ferry_buf_release(&auth);
-        return nomem(err);
-    }
-    CURL *c = s->curl;
-    curl_easy_reset(c);
-    struct body bd = {q->body, q->len, 0};
-    ferry_buf_reset(resp);
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_resp);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    if (strcmp(q->method, "PUT") == 0) {
-        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, read_body);
-        curl_easy_setopt(c, CURLOPT_READDATA, &bd);
-        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->len);
-    } else if (strcmp(q->method, "POST") == 0) {
-        curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
-    } else if (strcmp(q->method, "GET") != 0) {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
-    }
-    *cc = curl_easy_perform(c);
-    *status = 0;
-    if (*cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    /* The handle keeps a pointer to the header list and the body: drop them now. */
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hl);
-    memset(auth.data, 0, auth.len);
-    ferry_buf_release(&path);
-    ferry_buf_release(&url);
-    ferry_buf_release(&auth);
-    return FERRY_OK;
-}
-
-/* A request with retries on transport errors, 5xx and throttling (exponential backoff with
- * jitter, at most max_attempts tries). FERRY_OK on 2xx; FERRY_ENOTFOUND on 404 (no message
- * when quiet_404); else an error naming the method, the object and S3's code and message
- * (never a header value). */
-static int s3_call(struct sink *s, const struct req *q, bool quiet_404, struct ferry_buf *resp,
-                   struct ferry_error *err)
-{
-    int64_t delay = 200;
-    long st = 0;
-    CURLcode cc = CURLE_OK;
-    for (int a = 1;; a++) {
-        int rc = perform(s, q, &st, &cc, resp, err);
-        if (rc != FERRY_OK) return rc;
-        if (cc == CURLE_OK && st >= 200 && st < 300) return FERRY_OK;
-        bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
-        if (!again || a >= s->max_attempts) break;
-        int64_t d = delay + (int64_t)(rand() % (int)(delay / 2 + 1));
-        ferry_log(FERRY_LOG_INFO, "s3 sink: %s s3://%s/%s: %s%ld, retry %d in %" PRId64 " ms",
-                  q->method, s->bucket, q->key ? q->key : "",
-                  cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP ", cc != CURLE_OK ? 0L : st, a,
-                  d);
-        sleep_ms(d);
-        delay = delay * 2 > 10000 ? 10000 : delay * 2;
-    }
-    const char *what = q->key ? q->key : "";
-    if (cc != CURLE_OK)
-        return ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
-                               "s3", "s3 sink: %s s3://%s/%s (%s): %s", q->method, s->bucket, what,
-                               s->endpoint, curl_easy_strerror(cc));
-    if (st == 404 && quiet_404) return FERRY_ENOTFOUND;
-    struct ferry_buf code, msg;
-    ferry_buf_init(&code, 4096);
-    ferry_buf_init(&msg, 4096);
-    const char *from = NULL;
-    bool has_code = resp->data && xml_next(resp->data, "Code", &from, &code);
-    from = NULL;
-    bool has_msg = resp->data && xml_next(resp->data, "Message", &from, &msg);
-    int rc = ferry_error_set(
-        err, st == 404 ? FERRY_ENOTFOUND : FERRY_ESINK, "s3",
-        "s3 sink: %s s3://%s/%s: HTTP %ld %s%s%s%s", q->method, s->bucket, what, st,
-        has_code ? code.data : "", has_msg ? ": " : "", has_msg ? msg.data : "",
-        st == 403 ? " (check access_key_id and secret_access_key, region and bucket)" : "");
-    ferry_buf_release(&code);
-    ferry_buf_release(&msg);
-    return rc;
-}
 
 /* ---- open / close ------------------------------------------------------------------------ */
 
@@ -390,32 +117,12 @@ static void target_reset(struct sink *s, struct target *t)
 static int abort_upload(struct sink *s, const char *key, const char *upload_id,
                         struct ferry_error *err)
 {
-    struct ferry_buf qs, resp;
-    ferry_buf_init(&qs, 0);
-    ferry_buf_init(&resp, 0);
-    int rc = ferry_buf_append(&qs, "uploadId=", 9);
-    if (rc == FERRY_OK) rc = ferry__s3_uri_encode(&qs, upload_id, false);
-    if (rc != FERRY_OK) {
-        ferry_buf_release(&qs);
-        return nomem(err);
-    }
-    struct req q = {.method = "DELETE", .key = key, .query = qs.data};
-    rc = s3_call(s, &q, true, &resp, err);
-    if (rc == FERRY_ENOTFOUND) rc = FERRY_OK;
-    ferry_buf_release(&qs);
-    ferry_buf_release(&resp);
-    return rc;
+    return ferry__s3_multipart_abort(s->cli, key, upload_id, err);
 }
 
 static int delete_object(struct sink *s, const char *key, struct ferry_error *err)
 {
-    struct ferry_buf resp;
-    ferry_buf_init(&resp, 0);
-    struct req q = {.method = "DELETE", .key = key, .query = ""};
-    int rc = s3_call(s, &q, true, &resp, err);
-    if (rc == FERRY_ENOTFOUND) rc = FERRY_OK;
-    ferry_buf_release(&resp);
-    return rc;
+    return ferry__s3_delete(s->cli, key, err);
 }
 
 /* Ends the session's writers; with `unpublish` deletes what this session uploaded and aborts
@@ -446,7 +153,7 @@ static void sink_close(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
-    if (s->curl) discard(s, s->session);
+    if (s->cli) discard(s, s->session);
     for (int i = 0; i < s->n_t; i++) {
         ferry_free(s->t[i].table);
         ferry_schema_unref(s->t[i].schema);
@@ -455,18 +162,11 @@ static void sink_close(void *ctx)
     }
     ferry_free(s->t);
     if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
-    if (s->curl) curl_easy_cleanup(s->curl);
+    ferry__s3_client_close(s->cli);
     json_decref(s->earlier);
     json_decref(s->dataset);
     ferry_free(s->bucket);
     ferry_free(s->prefix);
-    ferry_free(s->region);
-    ferry_free(s->endpoint);
-    ferry_free(s->authority);
-    ferry_free(s->scheme);
-    ferry_secret_free(s->access_key);
-    ferry_secret_free(s->secret_key);
-    ferry_secret_free(s->token);
     ferry_free(s->null_marker);
     ferry_free(s->pipeline);
     ferry_free(s->version);
@@ -486,55 +186,16 @@ static int one_char(struct ferry_cfg *cfg, const char *key, char *out, struct fe
     return FERRY_OK;
 }
 
-/* access_key_id / secret_access_key references, else the standard AWS variables. */
-static int credentials(struct ferry_cfg *cfg, struct sink *s, struct ferry_error *err)
-{
-    int rc = ferry_cfg_secret(cfg, "access_key_id", false, true, &s->access_key, err);
-    if (rc == FERRY_OK)
-        rc = ferry_cfg_secret(cfg, "secret_access_key", false, false, &s->secret_key, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "session_token", false, false, &s->token, err);
-    if (rc != FERRY_OK) return rc;
-    if ((s->access_key == NULL) != (s->secret_key == NULL))
-        return ferry_cfg_error(err, cfg,
-                               "access_key_id and secret_access_key go together (or neither: "
-                               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
-    if (s->access_key == NULL) {
-        const char *id = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
-        const char *tk = getenv("AWS_SESSION_TOKEN");
-        if (id == NULL || sk == NULL || id[0] == '\0' || sk[0] == '\0')
-            return ferry_cfg_error(err, cfg,
-                                   "s3 sink: no credentials: set access_key_id and "
-                                   "secret_access_key (env:NAME or file:PATH) or "
-                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
-        s->access_key = ferry_strdup(id);
-        s->secret_key = ferry_strdup(sk);
-        if (tk && tk[0] && s->token == NULL) s->token = ferry_strdup(tk);
-        if (s->access_key == NULL || s->secret_key == NULL) return nomem(err);
-    }
-    return FERRY_OK;
-}
-
-static bool plain_name(const char *v)
-{
-    for (const char *p = v; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-            return false;
-    return v[0] != '\0';
-}
-
 static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
-    const char *bucket = NULL, *prefix = "", *region = "us-east-1", *endpoint = NULL;
+    const char *bucket = NULL, *prefix = "";
     const char *format = "csv", *null_marker = "";
-    bool path_style = false, header = true;
+    bool header = true;
     int newline = 0;
-    int64_t part_rows = 0, part_bytes = 128 * MIB, chunk = 8 * MIB, attempts = 6;
+    int64_t part_rows = 0, part_bytes = 128 * MIB, chunk = 8 * MIB;
     char delim = ',';
     int rc = ferry_cfg_str(cfg, "bucket", true, &bucket, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "prefix", false, &prefix, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "region", false, &region, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "endpoint", false, &endpoint, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "path_style", false, &path_style, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
     if (rc == FERRY_OK) rc = one_char(cfg, "delimiter", &delim, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &null_marker, err);
@@ -543,11 +204,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "part_rows", false, 0, INT64_MAX, &part_rows, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "part_bytes", false, &part_bytes, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &chunk, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "max_attempts", false, 1, 20, &attempts, err);
     if (rc != FERRY_OK) return rc;
-    if (!plain_name(bucket))
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "bucket"),
-                               "must be a bucket name (lowercase letters, digits, '-', '.')");
     /* S3 wants parts of 5 MiB at least; a chunk is held in memory, hence the upper bound. */
     if (chunk < 5 * MIB || chunk > 1024 * MIB)
         return ferry_cfg_error(err, ferry_cfg_get(cfg, "multipart_chunk"),
@@ -572,38 +229,21 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
                                "must not hold the delimiter, a quote or a line break");
     struct sink *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
-    rc = credentials(cfg, s, err);
+    rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 sink", &s->cli, err);
     if (rc != FERRY_OK) {
         sink_close(s);
         return rc;
     }
-    char *ep =
-        endpoint ? ferry_strdup(endpoint) : ferry_asprintf("https://s3.%s.amazonaws.com", region);
     s->bucket = ferry_strdup(bucket);
     s->prefix = ferry_strdup(prefix);
-    s->region = ferry_strdup(region);
     s->null_marker = ferry_strdup(null_marker);
-    s->endpoint = ep;
-    if (!ep || !s->bucket || !s->prefix || !s->region || !s->null_marker) {
+    if (!s->bucket || !s->prefix || !s->null_marker) {
         sink_close(s);
         return nomem(err);
     }
     size_t pl = strlen(s->prefix);
     while (pl > 0 && s->prefix[pl - 1] == '/')
         s->prefix[--pl] = '\0';
-    const char *sep = strstr(ep, "://");
-    size_t el = strlen(ep);
-    while (el > 0 && ep[el - 1] == '/')
-        ep[--el] = '\0';
-    if (sep == NULL || (strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0) ||
-        strchr(sep + 3, '/') != NULL || sep[3] == '\0') {
-        sink_close(s);
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "endpoint"),
-                               "must be http://HOST[:PORT] or https://HOST[:PORT]");
-    }
-    s->scheme = ferry_strndup(ep, (size_t)(sep - ep));
-    s->authority = ferry_strdup(sep + 3);
-    s->path_style = path_style;
     s->fmt = fmt;
     s->opts.delimiter = delim;
     s->opts.null_marker = s->null_marker;
@@ -612,13 +252,6 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     s->part_rows = part_rows;
     s->part_bytes = part_bytes > 0 ? part_bytes : INT64_MAX;
     s->chunk = chunk;
-    s->max_attempts = (int)attempts;
-    pthread_once(&curl_once, curl_init_once);
-    s->curl = curl_easy_init();
-    if (s->scheme == NULL || s->authority == NULL || s->curl == NULL) {
-        sink_close(s);
-        return nomem(err);
-    }
     if (fmt->configure != NULL) {
         rc = fmt->configure(cfg, &s->opts.conf, err);
         if (rc != FERRY_OK) {
@@ -708,8 +341,8 @@ static int get_manifest(struct sink *s, char *key, json_t **out, struct ferry_er
     if (key == NULL) return nomem(err);
     struct ferry_buf resp;
     ferry_buf_init(&resp, 64 * MIB);
-    struct req q = {.method = "GET", .key = key, .query = ""};
-    int rc = s3_call(s, &q, true, &resp, err);
+    struct ferry__s3_req q = {.method = "GET", .key = key, .query = ""};
+    int rc = ferry__s3_call(s->cli, &q, true, &resp, err);
     if (rc == FERRY_ENOTFOUND) {
         rc = FERRY_OK;
     } else if (rc == FERRY_OK) {
@@ -762,46 +395,7 @@ static bool listed(const struct sink *s, const char *key)
 /* Every key under `prefix` (ListObjectsV2, all pages) appended to `out` as strings. */
 static int list_keys(struct sink *s, const char *prefix, json_t *out, struct ferry_error *err)
 {
-    struct ferry_buf qs, resp, key, tok;
-    ferry_buf_init(&qs, 0);
-    ferry_buf_init(&resp, 64 * MIB);
-    ferry_buf_init(&key, 0);
-    ferry_buf_init(&tok, 0);
-    int rc = FERRY_OK;
-    bool more = true;
-    while (rc == FERRY_OK && more) {
-        ferry_buf_reset(&qs);
-        int brc = FERRY_OK;
-        if (tok.len) {
-            brc = ferry_buf_printf(&qs, "continuation-token=");
-            if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, tok.data, false);
-            if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "&");
-        }
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "list-type=2&prefix=");
-        if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, prefix, false);
-        if (brc != FERRY_OK) {
-            rc = nomem(err);
-            break;
-        }
-        struct req q = {.method = "GET", .key = NULL, .query = qs.data};
-        rc = s3_call(s, &q, false, &resp, err);
-        if (rc != FERRY_OK) break;
-        const char *from = NULL;
-        while (xml_next(resp.data, "Key", &from, &key))
-            json_array_append_new(out, json_string(key.data));
-        from = NULL;
-        struct ferry_buf trunc;
-        ferry_buf_init(&trunc, 0);
-        more = xml_next(resp.data, "IsTruncated", &from, &trunc) && strcmp(trunc.data, "true") == 0;
-        ferry_buf_release(&trunc);
-        from = NULL;
-        if (more && !xml_next(resp.data, "NextContinuationToken", &from, &tok)) more = false;
-    }
-    ferry_buf_release(&qs);
-    ferry_buf_release(&resp);
-    ferry_buf_release(&key);
-    ferry_buf_release(&tok);
-    return rc;
+    return ferry__s3_list(s->cli, prefix, out, err);
 }
 
 /* Keys of the run manifests under <prefix>/_runs/ other than this run's. */
@@ -826,6 +420,17 @@ static int other_run_manifests(struct sink *s, json_t *out, struct ferry_error *
     return rc;
 }
 
+static int sweep_key(const char *key, void *arg, struct ferry_error *err)
+{
+    struct sink *s = arg;
+    if (listed(s, key)) return FERRY_OK;
+    int rc = delete_object(s, key, err);
+    if (rc == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO, "s3 sink: removed s3://%s/%s, which no manifest lists", s->bucket,
+                  key);
+    return rc;
+}
+
 /* Leftovers of earlier attempts of this run under <prefix>/<table>/run=<run>/: objects no
  * manifest lists, and unfinished multipart uploads. */
 static int sweep(struct sink *s, const struct target *t, struct ferry_error *err)
@@ -838,41 +443,7 @@ static int sweep(struct sink *s, const struct target *t, struct ferry_error *err
     ferry_buf_init(&key, 0);
     ferry_buf_init(&tok, 0);
     ferry_buf_init(&upl, 0);
-    int rc = dir ? FERRY_OK : nomem(err);
-    bool more = true;
-    while (rc == FERRY_OK && more) {
-        ferry_buf_reset(&qs);
-        int brc = FERRY_OK;
-        if (tok.len) {
-            brc = ferry_buf_printf(&qs, "continuation-token=");
-            if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, tok.data, false);
-            if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "&");
-        }
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "list-type=2&prefix=");
-        if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, dir, false);
-        if (brc != FERRY_OK) {
-            rc = nomem(err);
-            break;
-        }
-        struct req q = {.method = "GET", .key = NULL, .query = qs.data};
-        rc = s3_call(s, &q, false, &resp, err);
-        if (rc != FERRY_OK) break;
-        const char *from = NULL;
-        while (rc == FERRY_OK && xml_next(resp.data, "Key", &from, &key)) {
-            if (listed(s, key.data)) continue;
-            rc = delete_object(s, key.data, err);
-            if (rc == FERRY_OK)
-                ferry_log(FERRY_LOG_INFO, "s3 sink: removed s3://%s/%s, which no manifest lists",
-                          s->bucket, key.data);
-        }
-        from = NULL;
-        struct ferry_buf trunc;
-        ferry_buf_init(&trunc, 0);
-        more = xml_next(resp.data, "IsTruncated", &from, &trunc) && strcmp(trunc.data, "true") == 0;
-        ferry_buf_release(&trunc);
-        from = NULL;
-        if (more && !xml_next(resp.data, "NextContinuationToken", &from, &tok)) more = false;
-    }
+    int rc = dir ? ferry__s3_list_each(s->cli, dir, sweep_key, s, err) : nomem(err);
     /* Unfinished multipart uploads: not every S3-compatible store lists them. */
     if (rc == FERRY_OK) {
         ferry_buf_reset(&qs);
@@ -881,21 +452,21 @@ static int sweep(struct sink *s, const struct target *t, struct ferry_error *err
             ferry_buf_printf(&qs, "&uploads=") != FERRY_OK) {
             rc = nomem(err);
         } else {
-            struct req q = {.method = "GET", .key = NULL, .query = qs.data};
+            struct ferry__s3_req q = {.method = "GET", .key = NULL, .query = qs.data};
             struct ferry_error e;
             memset(&e, 0, sizeof e);
-            if (s3_call(s, &q, true, &resp, &e) != FERRY_OK) {
+            if (ferry__s3_call(s->cli, &q, true, &resp, &e) != FERRY_OK) {
                 ferry_log(FERRY_LOG_INFO,
                           "s3 sink: cannot list multipart uploads under s3://%s/%s "
                           "(%s); a lifecycle rule should expire them",
                           s->bucket, dir, e.message);
             } else {
                 const char *from = NULL;
-                while (rc == FERRY_OK && xml_next(resp.data, "Upload", &from, &upl)) {
+                while (rc == FERRY_OK && ferry__s3_xml_next(resp.data, "Upload", &from, &upl)) {
                     const char *f2 = NULL;
-                    if (!xml_next(upl.data, "Key", &f2, &key)) continue;
+                    if (!ferry__s3_xml_next(upl.data, "Key", &f2, &key)) continue;
                     f2 = NULL;
-                    if (!xml_next(upl.data, "UploadId", &f2, &tok)) continue;
+                    if (!ferry__s3_xml_next(upl.data, "UploadId", &f2, &tok)) continue;
                     rc = abort_upload(s, key.data, tok.data, err);
                 }
             }
@@ -934,121 +505,35 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
 
 /* ---- upload ------------------------------------------------------------------------------ */
 
-static int create_multipart(struct sink *s, struct object *o, struct ferry_error *err)
-{
-    struct ferry_buf resp, id;
-    ferry_buf_init(&resp, 0);
-    ferry_buf_init(&id, 0);
-    struct req q = {.method = "POST", .key = o->key, .query = "uploads=", .declare_crc32c = true};
-    int rc = s3_call(s, &q, false, &resp, err);
-    const char *from = NULL;
-    if (rc == FERRY_OK && !(resp.data && xml_next(resp.data, "UploadId", &from, &id)))
-        rc = ferry_error_set(err, FERRY_ESINK, "s3",
-                             "s3 sink: POST s3://%s/%s?uploads: no UploadId in the answer",
-                             s->bucket, o->key);
-    if (rc == FERRY_OK) {
-        o->upload_id = ferry_strdup(id.data);
-        if (o->upload_id == NULL) rc = nomem(err);
-    }
-    ferry_buf_release(&resp);
-    ferry_buf_release(&id);
-    return rc;
-}
-
 /* Uploads t->pending as the next part of the open multipart upload. */
 static int upload_part(struct sink *s, struct target *t, struct ferry_error *err)
 {
     struct object *o = &s->objs[t->obj];
-    int rc = o->upload_id ? FERRY_OK : create_multipart(s, o, err);
+    int rc = o->upload_id ? FERRY_OK : ferry__s3_multipart_create(s->cli, o->key, &o->upload_id, err);
     if (rc != FERRY_OK) return rc;
     int n = t->part_no + 1;
-    struct ferry_buf qs, resp;
-    ferry_buf_init(&qs, 0);
-    ferry_buf_init(&resp, 0);
-    if (ferry_buf_printf(&qs, "partNumber=%d&uploadId=", n) != FERRY_OK ||
-        ferry__s3_uri_encode(&qs, o->upload_id, false) != FERRY_OK) {
-        ferry_buf_release(&qs);
-        return nomem(err);
-    }
-    struct req q = {.method = "PUT",
-                    .key = o->key,
-                    .query = qs.data,
-                    .body = t->pending.data,
-                    .len = t->pending.len,
-                    .checksum = true};
     enum ferry_fp_action fp = FERRY_FAILPOINT("s3_upload_part");
     if (fp != FERRY_FP_NONE)
         rc = ferry_error_set(err, FERRY_EFAILPOINT, "s3", "s3 sink: failpoint s3_upload_part");
     else
-        rc = s3_call(s, &q, false, &resp, err);
+        rc = ferry__s3_multipart_part(s->cli, o->key, o->upload_id, n, t->pending.data,
+                                      t->pending.len, &t->complete, err);
     if (rc == FERRY_OK) {
-        char etag[256] = "";
-        struct curl_header *h = NULL;
-        if (curl_easy_header(s->curl, "ETag", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
-            snprintf(etag, sizeof etag, "%s", h->value);
-        char crc64[9];
-        crc_base64(ferry_crc32c(t->pending.data, t->pending.len), crc64);
-        struct ferry_buf esc;
-        ferry_buf_init(&esc, 0);
-        for (const char *c = etag; *c; c++)
-            ferry_buf_printf(&esc, "%s",
-                             *c == '"'   ? "&quot;"
-                             : *c == '&' ? "&amp;"
-                                         : (char[]){*c, 0});
-        if (ferry_buf_printf(&t->complete,
-                             "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag>"
-                             "<ChecksumCRC32C>%s</ChecksumCRC32C></Part>",
-                             n, esc.data ? esc.data : "", crc64) != FERRY_OK)
-            rc = nomem(err);
-        ferry_buf_release(&esc);
         t->part_no = n;
         ferry_buf_reset(&t->pending);
     }
-    ferry_buf_release(&qs);
-    ferry_buf_release(&resp);
     return rc;
 }
 
 static int complete_multipart(struct sink *s, struct target *t, struct ferry_error *err)
 {
     struct object *o = &s->objs[t->obj];
-    struct ferry_buf qs, resp, body;
-    ferry_buf_init(&qs, 0);
-    ferry_buf_init(&resp, 0);
-    ferry_buf_init(&body, 0);
-    int rc = FERRY_OK;
-    if (ferry_buf_printf(&qs, "uploadId=") != FERRY_OK ||
-        ferry__s3_uri_encode(&qs, o->upload_id, false) != FERRY_OK ||
-        ferry_buf_printf(&body,
-                         "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/"
-                         "2006-03-01/\">%s</CompleteMultipartUpload>",
-                         t->complete.data ? t->complete.data : "") != FERRY_OK)
-        rc = nomem(err);
-    struct req q = {.method = "POST",
-                    .key = o->key,
-                    .query = qs.data,
-                    .body = body.data,
-                    .len = body.len,
-                    .content_type = "application/xml"};
-    if (rc == FERRY_OK) rc = s3_call(s, &q, false, &resp, err);
-    /* CompleteMultipartUpload may answer 200 with an error in the body. */
-    const char *from = NULL;
-    struct ferry_buf code;
-    ferry_buf_init(&code, 0);
-    if (rc == FERRY_OK && resp.data && strstr(resp.data, "<Error>") &&
-        xml_next(resp.data, "Code", &from, &code))
-        rc = ferry_error_set(err, FERRY_ESINK, "s3",
-                             "s3 sink: completing the upload of s3://%s/%s: %s", s->bucket, o->key,
-                             code.data);
+    int rc = ferry__s3_multipart_complete(s->cli, o->key, o->upload_id, &t->complete, err);
     if (rc == FERRY_OK) {
         ferry_free(o->upload_id);
         o->upload_id = NULL;
         o->uploaded = true;
     }
-    ferry_buf_release(&code);
-    ferry_buf_release(&qs);
-    ferry_buf_release(&resp);
-    ferry_buf_release(&body);
     return rc;
 }
 
@@ -1108,13 +593,13 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     if (rc == FERRY_OK && o->upload_id == NULL && t->part_no == 0) {
         struct ferry_buf resp;
         ferry_buf_init(&resp, 0);
-        struct req q = {.method = "PUT",
+        struct ferry__s3_req q = {.method = "PUT",
                         .key = o->key,
                         .query = "",
                         .body = t->pending.data,
                         .len = t->pending.len,
                         .checksum = true};
-        rc = s3_call(s, &q, false, &resp, err);
+        rc = ferry__s3_call(s->cli, &q, false, &resp, err);
         ferry_buf_release(&resp);
         if (rc == FERRY_OK) o->uploaded = true;
     } else if (rc == FERRY_OK) {
@@ -1183,14 +668,14 @@ static int put_json(struct sink *s, const char *key, const struct ferry_buf *b,
 {
     struct ferry_buf resp;
     ferry_buf_init(&resp, 0);
-    struct req q = {.method = "PUT",
+    struct ferry__s3_req q = {.method = "PUT",
                     .key = key,
                     .query = "",
                     .body = b->data,
                     .len = b->len,
                     .checksum = true,
                     .content_type = "application/json"};
-    int rc = s3_call(s, &q, false, &resp, err);
+    int rc = ferry__s3_call(s->cli, &q, false, &resp, err);
     ferry_buf_release(&resp);
     return rc;
 }

@@ -239,8 +239,67 @@ static int set_from(struct rel *r)
     return r->from ? FERRY_OK : FERRY_ENOMEM;
 }
 
+/* A quoted identifier at *p ("My.Tab", two quotes for one) or a bare one up to the next
+ * dot; *p moves past it. NULL when malformed (or out of memory: the caller reports "not
+ * found" either way, naming the table as written). */
+static char *take_ident(const char **p, bool *quoted)
+{
+    const char *c = *p;
+    *quoted = *c == '"';
+    if (!*quoted) {
+        const char *dot = strchr(c, '.');
+        size_t n = dot ? (size_t)(dot - c) : strlen(c);
+        *p = c + n;
+        return n ? ferry_strndup(c, n) : NULL;
+    }
+    char *out = ferry_malloc(strlen(c));
+    if (out == NULL) return NULL;
+    size_t o = 0;
+    for (c++;; c++) {
+        if (*c == '\0') break;
+        if (*c == '"') {
+            if (c[1] != '"') {
+                *p = c + 1;
+                out[o] = '\0';
+                if (o) return out;
+                break;
+            }
+            c++;
+        }
+        out[o++] = *c;
+    }
+    ferry_free(out);
+    return NULL;
+}
+
+/* The quoted forms of a table name, as the pipeline file writes them for every source:
+ * "My.Tab", aux."My.Tab", "my aux".t. False (nothing set) when no part is quoted or the
+ * name is not one of these forms. */
+static bool split_quoted(const char *name, char **schema, char **table)
+{
+    const char *p = name;
+    bool q1, q2 = false;
+    char *a = take_ident(&p, &q1), *b = NULL;
+    if (a != NULL && *p == '.') {
+        p++;
+        b = take_ident(&p, &q2);
+    }
+    if (a == NULL || *p != '\0' || (!q1 && !q2) || (b == NULL && p[-1] == '.')) {
+        ferry_free(a);
+        ferry_free(b);
+        return false;
+    }
+    *schema = b ? a : ferry_strdup("main");
+    *table = b ? b : a;
+    if (*schema == NULL) {
+        ferry_free(a);
+        return false;
+    }
+    return true;
+}
+
 /* "orders" is main.orders; "aux.orders" is tried as a table of that name first, then as
- * table orders of schema aux. */
+ * table orders of schema aux; a quoted part ("My.Tab", aux."My.Tab") is one identifier. */
 static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -253,8 +312,16 @@ static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_
         return nomem(err);
     }
     int rc = load_columns(s, r, err);
+    char *qs = NULL, *qt = NULL;
+    if (rc == FERRY_OK && r->n_cols == 0 && split_quoted(name, &qs, &qt)) {
+        ferry_free(r->schema_name);
+        ferry_free(r->table);
+        r->schema_name = qs;
+        r->table = qt;
+        rc = load_columns(s, r, err);
+    }
     const char *dot = strchr(name, '.');
-    if (rc == FERRY_OK && r->n_cols == 0 && dot != NULL) {
+    if (rc == FERRY_OK && r->n_cols == 0 && dot != NULL && qt == NULL) {
         ferry_free(r->schema_name);
         ferry_free(r->table);
         r->schema_name = ferry_strndup(name, (size_t)(dot - name));

@@ -1,5 +1,5 @@
-/* connectors/s3/sigv4.h - AWS Signature Version 4 for the s3 sink, private to
- * src/connectors/s3/ (and its unit test). Written from AWS's public description of the
+/* objstore/sigv4.h - AWS Signature Version 4 for s3_client.c, private to
+ * src/objstore/ (and its unit test). Written from AWS's public description of the
  * signing process: canonical request, string to sign, derived signing key. */
 #ifndef FERRY_CONNECTORS_S3_SIGV4_H
 #define FERRY_CONNECTORS_S3_SIGV4_H

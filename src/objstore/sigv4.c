@@ -1,11 +1,12 @@
-/* connectors/s3/sigv4.c - AWS Signature Version 4 (the s3 sink's request signing).
+/* objstore/sigv4.c - AWS Signature Version 4 (the s3 sink's request signing).
  *
  * Owns nothing beyond the call: builds the canonical request, the string to sign and the
  * signing key (HMAC chain "AWS4"+secret -> date -> region -> service -> "aws4_request"),
  * then the Authorization header value. Calls ferry_sha256_* and ferry_hmac_sha256 only.
- * Called by s3_sink.c for every request, and by tests/unit/test_s3_sigv4.c against AWS's
+ * Called by s3_client.c for every request (the s3 sink, the iceberg sink's S3 warehouse), and
+ * by tests/unit/test_s3_sigv4.c against AWS's
  * published example. The secret never leaves this function except as HMAC output. */
-#include "connectors/s3/sigv4.h"
+#include "objstore/sigv4.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,0 +1,724 @@
+/* objstore/s3_client.c - the S3 client of the sinks that write to object storage (the
+ * `s3` sink, the `iceberg` sink's s3:// warehouse): connection settings and credentials from
+ * the sink config, SigV4-signed requests with retries, whole-object PUT / GET / DELETE,
+ * ListObjectsV2, multipart uploads, conditional PUT (If-None-Match: *) and a probe of whether
+ * the store honours it.
+ *
+ * Owns the libcurl handle and the credentials (wiped on close). Calls libcurl, sigv4.c,
+ * crc32c, the SHA-256 of ferry/digest.h. Called by s3_sink.c and iceberg/io.c on the thread
+ * that owns the sink. */
+#include "objstore/s3_client.h"
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "objstore/sigv4.h"
+#include "ferry/crc32c.h"
+#include "ferry/digest.h"
+
+struct ferry__s3_client {
+    char *who;
+    char *bucket, *region, *endpoint, *authority, *scheme;
+    bool path_style;
+    char *access_key, *secret_key, *token;
+    int max_attempts;
+    long last_status;
+    CURL *curl;
+};
+
+static int nomem(struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ENOMEM, "s3", "s3 client: out of memory");
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct body {
+    const char *p;
+    size_t len, off;
+};
+
+static size_t read_body(char *dst, size_t size, size_t n, void *ctx)
+{
+    struct body *b = ctx;
+    size_t want = size * n, left = b->len - b->off;
+    if (want > left) want = left;
+    memcpy(dst, b->p + b->off, want);
+    b->off += want;
+    return want;
+}
+
+/* curl rewinds the body when it sends the request again on a fresh connection (the reused one
+ * was reset after the body went out): without this the retry fails with "rewinding of the
+ * data stream failed" instead of resending. */
+static int seek_body(void *ctx, curl_off_t offset, int origin)
+{
+    struct body *b = ctx;
+    if (origin != SEEK_SET || offset < 0 || (size_t)offset > b->len) return CURL_SEEKFUNC_FAIL;
+    b->off = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+static size_t write_resp(char *src, size_t size, size_t n, void *ctx)
+{
+    struct ferry_buf *b = ctx;
+    if (ferry_buf_append(b, src, size * n) != FERRY_OK) return 0;
+    return size * n;
+}
+
+/* The text between <tag> and </tag> of xml after *from (advanced past it), entities decoded,
+ * into out; false when absent. */
+bool ferry__s3_xml_next(const char *xml, const char *tag, const char **from, struct ferry_buf *out)
+{
+    if (xml == NULL) return false; /* an empty answer body */
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = strstr(*from ? *from : xml, open);
+    if (a == NULL) return false;
+    a += strlen(open);
+    const char *z = strstr(a, close);
+    if (z == NULL) return false;
+    *from = z + strlen(close);
+    ferry_buf_reset(out);
+    static const struct {
+        const char *ent;
+        char c;
+    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+    for (const char *p = a; p < z; p++) {
+        char c = *p;
+        if (c == '&')
+            for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++)
+                if (strncmp(p, ents[i].ent, strlen(ents[i].ent)) == 0) {
+                    c = ents[i].c;
+                    p += strlen(ents[i].ent) - 1;
+                    break;
+                }
+        if (ferry_buf_append(out, &c, 1) != FERRY_OK) return false;
+    }
+    if (out->data == NULL) ferry_buf_append(out, "", 0);
+    return true;
+}
+
+static void crc_base64(uint32_t crc, char out[9])
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t b[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+    out[0] = al[b[0] >> 2];
+    out[1] = al[((b[0] & 3) << 4) | (b[1] >> 4)];
+    out[2] = al[((b[1] & 15) << 2) | (b[2] >> 6)];
+    out[3] = al[b[2] & 63];
+    out[4] = al[b[3] >> 2];
+    out[5] = al[(b[3] & 3) << 4];
+    out[6] = '=';
+    out[7] = '=';
+    out[8] = '\0';
+}
+
+static bool retryable_status(long st)
+{
+    return st == 429 || st == 500 || st == 502 || st == 503 || st == 504;
+}
+
+static bool retryable_curl(CURLcode c)
+{
+    return c == CURLE_COULDNT_CONNECT || c == CURLE_OPERATION_TIMEDOUT || c == CURLE_SEND_ERROR ||
+           c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING || c == CURLE_PARTIAL_FILE ||
+           c == CURLE_COULDNT_RESOLVE_HOST;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* One try of the request: builds the URL, signs, performs. *status 0 on a transport error
+ * (*cc says which). */
+static int perform(struct ferry__s3_client *s, const struct ferry__s3_req *q, long *status, CURLcode *cc,
+                   struct ferry_buf *resp, struct ferry_error *err)
+{
+    struct ferry_buf path, url, auth;
+    ferry_buf_init(&path, 0);
+    ferry_buf_init(&url, 0);
+    ferry_buf_init(&auth, 0);
+    struct curl_slist *hl = NULL;
+    int rc = ferry_buf_append(&path, "/", 1);
+    if (rc == FERRY_OK && s->path_style) {
+        rc = ferry__s3_uri_encode(&path, s->bucket, false);
+        if (rc == FERRY_OK && q->key) rc = ferry_buf_append(&path, "/", 1);
+    }
+    if (rc == FERRY_OK && q->key) rc = ferry__s3_uri_encode(&path, q->key, true);
+    char host[512];
+    if (s->path_style)
+        snprintf(host, sizeof host, "%s", s->authority);
+    else
+        snprintf(host, sizeof host, "%s.%s", s->bucket, s->authority);
+    if (rc == FERRY_OK)
+        rc = ferry_buf_printf(&url, "%s://%s%s%s%s", s->scheme, host, path.data,
+                              q->query[0] ? "?" : "", q->query);
+    uint8_t digest[32];
+    struct ferry_sha256 sh;
+    ferry_sha256_init(&sh);
+    ferry_sha256_update(&sh, q->body ? q->body : "", q->len);
+    ferry_sha256_final(&sh, digest);
+    char payload[65], amz_date[20], crc64[9];
+    ferry__s3_hex(digest, 32, payload);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
+    crc_base64(ferry_crc32c(q->body ? q->body : "", q->len), crc64);
+    struct ferry__s3_header h[10];
+    int n = 0;
+    h[n++] = (struct ferry__s3_header){"host", host};
+    h[n++] = (struct ferry__s3_header){"x-amz-content-sha256", payload};
+    h[n++] = (struct ferry__s3_header){"x-amz-date", amz_date};
+    if (q->checksum) h[n++] = (struct ferry__s3_header){"x-amz-checksum-crc32c", crc64};
+    if (q->declare_crc32c) h[n++] = (struct ferry__s3_header){"x-amz-checksum-algorithm", "CRC32C"};
+    if (q->content_type) h[n++] = (struct ferry__s3_header){"content-type", q->content_type};
+    if (q->if_none_match) h[n++] = (struct ferry__s3_header){"if-none-match", "*"};
+    if (s->token) h[n++] = (struct ferry__s3_header){"x-amz-security-token", s->token};
+    struct ferry__s3_sign sg = {q->method, path.data,     q->query,     h,
+                                n,         payload,       amz_date,     s->region,
+                                "s3",      s->access_key, s->secret_key};
+    if (rc == FERRY_OK)
+        rc = ferry__s3_sigv4(&sg, &auth, NULL, err) == FERRY_OK ? FERRY_OK : FERRY_ENOMEM;
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        char *line = ferry_asprintf("%s: %s", h[i].name, h[i].value);
+        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
+        ferry_free(line);
+        if (nl == NULL)
+            rc = FERRY_ENOMEM;
+        else
+            hl = nl;
+    }
+    if (rc == FERRY_OK) {
+        char *line = ferry_asprintf("authorization: %s", auth.data);
+        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
+        if (line) {
+            memset(line, 0, strlen(line));
+            ferry_free(line);
+        }
+        struct curl_slist *nl2 = nl ? curl_slist_append(nl, "Expect:") : NULL;
+        if (nl2 == NULL)
+            rc = FERRY_ENOMEM;
+        else
+            hl = nl2;
+    }
+    if (rc != FERRY_OK) {
+        curl_slist_free_all(hl);
+        ferry_buf_release(&path);
+        ferry_buf_release(&url);
+        ferry_buf_release(&auth);
+        return nomem(err);
+    }
+    CURL *c = s->curl;
+    curl_easy_reset(c);
+    struct body bd = {q->body, q->len, 0};
+    ferry_buf_reset(resp);
+    curl_easy_setopt(c, CURLOPT_URL, url.data);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_resp);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
+    if (strcmp(q->method, "PUT") == 0) {
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, read_body);
+        curl_easy_setopt(c, CURLOPT_READDATA, &bd);
+        curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, seek_body);
+        curl_easy_setopt(c, CURLOPT_SEEKDATA, &bd);
+        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->len);
+    } else if (strcmp(q->method, "POST") == 0) {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
+    } else if (strcmp(q->method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(q->method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    *cc = curl_easy_perform(c);
+    *status = 0;
+    if (*cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    s->last_status = *status;
+    /* The handle keeps a pointer to the header list and the body: drop them now. */
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hl);
+    memset(auth.data, 0, auth.len);
+    ferry_buf_release(&path);
+    ferry_buf_release(&url);
+    ferry_buf_release(&auth);
+    return FERRY_OK;
+}
+
+/* A request with retries on transport errors, 5xx and throttling (exponential backoff with
+ * jitter, at most max_attempts tries). FERRY_OK on 2xx; FERRY_ENOTFOUND on 404 (no message
+ * when quiet_404); else an error naming the method, the object and S3's code and message
+ * (never a header value). */
+int ferry__s3_call(struct ferry__s3_client *s, const struct ferry__s3_req *q, bool quiet_404, struct ferry_buf *resp,
+                   struct ferry_error *err)
+{
+    int64_t delay = 200;
+    long st = 0;
+    CURLcode cc = CURLE_OK;
+    for (int a = 1;; a++) {
+        int rc = perform(s, q, &st, &cc, resp, err);
+        if (rc != FERRY_OK) return rc;
+        if (cc == CURLE_OK && st >= 200 && st < 300) return FERRY_OK;
+        bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
+        if (!again || a >= s->max_attempts) break;
+        int64_t d = delay + (int64_t)(rand() % (int)(delay / 2 + 1));
+        ferry_log(FERRY_LOG_INFO, "%s: %s s3://%s/%s: %s%ld, retry %d in %" PRId64 " ms",
+                  s->who, q->method, s->bucket, q->key ? q->key : "",
+                  cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP ", cc != CURLE_OK ? 0L : st, a,
+                  d);
+        sleep_ms(d);
+        delay = delay * 2 > 10000 ? 10000 : delay * 2;
+    }
+    const char *what = q->key ? q->key : "";
+    if (cc != CURLE_OK)
+        return ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
+                               "s3", "%s: %s s3://%s/%s (%s): %s", s->who, q->method, s->bucket, what,
+                               s->endpoint, curl_easy_strerror(cc));
+    if (st == 404 && quiet_404) return FERRY_ENOTFOUND;
+    if (q->if_none_match && (st == 412 || st == 409))
+        return ferry_error_set(err, FERRY_ECONFLICT, "s3", "%s: s3://%s/%s exists already",
+                               s->who, s->bucket, what);
+    struct ferry_buf code, msg;
+    ferry_buf_init(&code, 4096);
+    ferry_buf_init(&msg, 4096);
+    const char *from = NULL;
+    bool has_code = resp->data && ferry__s3_xml_next(resp->data, "Code", &from, &code);
+    from = NULL;
+    bool has_msg = resp->data && ferry__s3_xml_next(resp->data, "Message", &from, &msg);
+    int rc = ferry_error_set(
+        err, st == 404 ? FERRY_ENOTFOUND : FERRY_ESINK, "s3",
+        "%s: %s s3://%s/%s: HTTP %ld %s%s%s%s", s->who, q->method, s->bucket, what, st,
+        has_code ? code.data : "", has_msg ? ": " : "", has_msg ? msg.data : "",
+        st == 403 ? " (check access_key_id and secret_access_key, region and bucket)" : "");
+    ferry_buf_release(&code);
+    ferry_buf_release(&msg);
+    return rc;
+}
+
+long ferry__s3_last_status(const struct ferry__s3_client *c)
+{
+    return c->last_status;
+}
+
+bool ferry__s3_last_header(struct ferry__s3_client *c, const char *name, char *out, size_t cap)
+{
+    struct curl_header *h = NULL;
+    if (cap == 0 || curl_easy_header(c->curl, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
+        return false;
+    snprintf(out, cap, "%s", h->value);
+    return true;
+}
+
+const char *ferry__s3_client_bucket(const struct ferry__s3_client *c)
+{
+    return c->bucket;
+}
+
+const char *ferry__s3_client_endpoint(const struct ferry__s3_client *c)
+{
+    return c->endpoint;
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+void ferry__s3_client_close(struct ferry__s3_client *c)
+{
+    if (c == NULL) return;
+    if (c->curl) curl_easy_cleanup(c->curl);
+    ferry_free(c->who);
+    ferry_free(c->bucket);
+    ferry_free(c->region);
+    ferry_free(c->endpoint);
+    ferry_free(c->authority);
+    ferry_free(c->scheme);
+    ferry_secret_free(c->access_key);
+    ferry_secret_free(c->secret_key);
+    ferry_secret_free(c->token);
+    ferry_free(c);
+}
+
+/* access_key_id / secret_access_key references, else the standard AWS variables. */
+static int credentials(struct ferry_cfg *cfg, struct ferry__s3_client *s, struct ferry_error *err)
+{
+    int rc = ferry_cfg_secret(cfg, "access_key_id", false, true, &s->access_key, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_secret(cfg, "secret_access_key", false, false, &s->secret_key, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "session_token", false, false, &s->token, err);
+    if (rc != FERRY_OK) return rc;
+    if ((s->access_key == NULL) != (s->secret_key == NULL))
+        return ferry_cfg_error(err, cfg,
+                               "access_key_id and secret_access_key go together (or neither: "
+                               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+    if (s->access_key == NULL) {
+        const char *id = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
+        const char *tk = getenv("AWS_SESSION_TOKEN");
+        if (id == NULL || sk == NULL || id[0] == '\0' || sk[0] == '\0')
+            return ferry_cfg_error(err, cfg,
+                                   "%s: no credentials: set access_key_id and "
+                                   "secret_access_key (env:NAME or file:PATH) or "
+                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                                   s->who);
+        s->access_key = ferry_strdup(id);
+        s->secret_key = ferry_strdup(sk);
+        if (tk && tk[0] && s->token == NULL) s->token = ferry_strdup(tk);
+        if (s->access_key == NULL || s->secret_key == NULL) return nomem(err);
+    }
+    return FERRY_OK;
+}
+
+static bool plain_name(const char *v)
+{
+    for (const char *p = v; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    return v[0] != '\0';
+}
+
+int ferry__s3_client_open(struct ferry_cfg *cfg, const char *bucket, struct ferry_cfg *bucket_node,
+                          const char *who, struct ferry__s3_client **out, struct ferry_error *err)
+{
+    *out = NULL;
+    const char *region = "us-east-1", *endpoint = NULL;
+    bool path_style = false;
+    int64_t attempts = 6;
+    int rc = ferry_cfg_str(cfg, "region", false, &region, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "endpoint", false, &endpoint, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "path_style", false, &path_style, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "max_attempts", false, 1, 20, &attempts, err);
+    if (rc != FERRY_OK) return rc;
+    if (!plain_name(bucket))
+        return ferry_cfg_error(err, bucket_node ? bucket_node : cfg,
+                               "must be a bucket name (lowercase letters, digits, '-', '.')");
+    struct ferry__s3_client *s = ferry_calloc(1, sizeof *s);
+    if (s == NULL) return nomem(err);
+    s->who = ferry_strdup(who);
+    if (s->who == NULL) {
+        ferry__s3_client_close(s);
+        return nomem(err);
+    }
+    rc = credentials(cfg, s, err);
+    if (rc != FERRY_OK) {
+        ferry__s3_client_close(s);
+        return rc;
+    }
+    char *ep =
+        endpoint ? ferry_strdup(endpoint) : ferry_asprintf("https://s3.%s.amazonaws.com", region);
+    s->bucket = ferry_strdup(bucket);
+    s->region = ferry_strdup(region);
+    s->endpoint = ep;
+    if (!ep || !s->bucket || !s->region) {
+        ferry__s3_client_close(s);
+        return nomem(err);
+    }
+    const char *sep = strstr(ep, "://");
+    size_t el = strlen(ep);
+    while (el > 0 && ep[el - 1] == '/')
+        ep[--el] = '\0';
+    if (sep == NULL || (strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0) ||
+        strchr(sep + 3, '/') != NULL || sep[3] == '\0') {
+        ferry__s3_client_close(s);
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "endpoint"),
+                               "must be http://HOST[:PORT] or https://HOST[:PORT]");
+    }
+    s->scheme = ferry_strndup(ep, (size_t)(sep - ep));
+    s->authority = ferry_strdup(sep + 3);
+    s->path_style = path_style;
+    s->max_attempts = (int)attempts;
+    pthread_once(&curl_once, curl_init_once);
+    s->curl = curl_easy_init();
+    if (s->scheme == NULL || s->authority == NULL || s->curl == NULL) {
+        ferry__s3_client_close(s);
+        return nomem(err);
+    }
+    *out = s;
+    return FERRY_OK;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static int put(struct ferry__s3_client *c, const char *key, const void *p, size_t n,
+               const char *content_type, bool if_none_match, struct ferry_error *err)
+{
+    struct ferry_buf resp;
+    ferry_buf_init(&resp, 0);
+    struct ferry__s3_req q = {.method = "PUT",
+                              .key = key,
+                              .query = "",
+                              .body = p,
+                              .len = n,
+                              .checksum = true,
+                              .if_none_match = if_none_match,
+                              .content_type = content_type};
+    int rc = ferry__s3_call(c, &q, false, &resp, err);
+    ferry_buf_release(&resp);
+    return rc;
+}
+
+int ferry__s3_put(struct ferry__s3_client *c, const char *key, const void *p, size_t n,
+                  const char *content_type, struct ferry_error *err)
+{
+    return put(c, key, p, n, content_type, false, err);
+}
+
+int ferry__s3_put_new(struct ferry__s3_client *c, const char *key, const void *p, size_t n,
+                      const char *content_type, struct ferry_error *err)
+{
+    return put(c, key, p, n, content_type, true, err);
+}
+
+int ferry__s3_get(struct ferry__s3_client *c, const char *key, struct ferry_buf *resp,
+                  struct ferry_error *err)
+{
+    struct ferry__s3_req q = {.method = "GET", .key = key, .query = ""};
+    int rc = ferry__s3_call(c, &q, true, resp, err);
+    if (rc == FERRY_OK && ferry_buf_reserve(resp, 1) != FERRY_OK) rc = nomem(err);
+    if (rc == FERRY_OK) resp->data[resp->len] = '\0';
+    return rc;
+}
+
+int ferry__s3_delete(struct ferry__s3_client *c, const char *key, struct ferry_error *err)
+{
+    struct ferry_buf resp;
+    ferry_buf_init(&resp, 0);
+    struct ferry__s3_req q = {.method = "DELETE", .key = key, .query = ""};
+    int rc = ferry__s3_call(c, &q, true, &resp, err);
+    if (rc == FERRY_ENOTFOUND) rc = FERRY_OK;
+    ferry_buf_release(&resp);
+    return rc;
+}
+
+int ferry__s3_list_each(struct ferry__s3_client *c, const char *prefix,
+                        int (*each)(const char *key, void *arg, struct ferry_error *err),
+                        void *arg, struct ferry_error *err)
+{
+    struct ferry_buf qs, resp, key, tok, prev;
+    ferry_buf_init(&qs, 0);
+    ferry_buf_init(&resp, 64 << 20);
+    ferry_buf_init(&key, 0);
+    ferry_buf_init(&tok, 0);
+    ferry_buf_init(&prev, 0);
+    int rc = FERRY_OK;
+    bool more = true;
+    while (rc == FERRY_OK && more) {
+        ferry_buf_reset(&qs);
+        int brc = FERRY_OK;
+        if (tok.len) {
+            brc = ferry_buf_printf(&qs, "continuation-token=");
+            if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, tok.data, false);
+            if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "&");
+        }
+        if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "list-type=2&prefix=");
+        if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, prefix, false);
+        if (brc != FERRY_OK) {
+            rc = nomem(err);
+            break;
+        }
+        struct ferry__s3_req q = {.method = "GET", .key = NULL, .query = qs.data};
+        rc = ferry__s3_call(c, &q, false, &resp, err);
+        if (rc != FERRY_OK) break;
+        const char *from = NULL;
+        while (rc == FERRY_OK && resp.data && ferry__s3_xml_next(resp.data, "Key", &from, &key))
+            rc = each(key.data, arg, err);
+        from = NULL;
+        struct ferry_buf trunc;
+        ferry_buf_init(&trunc, 0);
+        more = resp.data && ferry__s3_xml_next(resp.data, "IsTruncated", &from, &trunc) &&
+               strcmp(trunc.data, "true") == 0;
+        ferry_buf_release(&trunc);
+        from = NULL;
+        /* a server that hands back the token it was given would be listed forever */
+        ferry_buf_reset(&prev);
+        if (more && ferry_buf_append(&prev, tok.data ? tok.data : "", tok.len) != FERRY_OK)
+            rc = nomem(err);
+        if (rc == FERRY_OK && more &&
+            !ferry__s3_xml_next(resp.data, "NextContinuationToken", &from, &tok))
+            more = false;
+        if (rc == FERRY_OK && more && strcmp(prev.data, tok.data) == 0)
+            rc = ferry_error_set(err, FERRY_ESINK, "s3",
+                                 "%s: listing s3://%s/%s: the server repeated the continuation "
+                                 "token of the page before",
+                                 c->who, c->bucket, prefix);
+    }
+    ferry_buf_release(&qs);
+    ferry_buf_release(&resp);
+    ferry_buf_release(&key);
+    ferry_buf_release(&tok);
+    ferry_buf_release(&prev);
+    return rc;
+}
+
+static int append_key(const char *key, void *arg, struct ferry_error *err)
+{
+    return json_array_append_new(arg, json_string(key)) == 0 ? FERRY_OK : nomem(err);
+}
+
+int ferry__s3_list(struct ferry__s3_client *c, const char *prefix, json_t *out,
+                   struct ferry_error *err)
+{
+    return ferry__s3_list_each(c, prefix, append_key, out, err);
+}
+
+int ferry__s3_probe_conditional(struct ferry__s3_client *c, const char *probe_key, bool *ok,
+                                struct ferry_error *err)
+{
+    *ok = false;
+    static const char body[] = "ferry: does this store honour If-None-Match?\n";
+    int rc = ferry__s3_delete(c, probe_key, err);
+    if (rc == FERRY_OK) rc = ferry__s3_put_new(c, probe_key, body, sizeof body - 1, NULL, err);
+    if (rc == FERRY_OK) {
+        struct ferry_error e;
+        memset(&e, 0, sizeof e);
+        int again = ferry__s3_put_new(c, probe_key, body, sizeof body - 1, NULL, &e);
+        if (again == FERRY_ECONFLICT)
+            *ok = true;
+        else if (again != FERRY_OK)
+            rc = ferry_error_set(err, e.code, "s3", "%s", e.message);
+    }
+    struct ferry_error e2;
+    memset(&e2, 0, sizeof e2);
+    if (ferry__s3_delete(c, probe_key, &e2) != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "%s: probe object s3://%s/%s left behind: %s", c->who,
+                  c->bucket, probe_key, e2.message);
+    return rc;
+}
+
+/* ---- multipart ---------------------------------------------------------------------------- */
+
+int ferry__s3_multipart_create(struct ferry__s3_client *c, const char *key, char **upload_id,
+                               struct ferry_error *err)
+{
+    *upload_id = NULL;
+    struct ferry_buf resp, id;
+    ferry_buf_init(&resp, 0);
+    ferry_buf_init(&id, 0);
+    struct ferry__s3_req q = {
+        .method = "POST", .key = key, .query = "uploads=", .declare_crc32c = true};
+    int rc = ferry__s3_call(c, &q, false, &resp, err);
+    const char *from = NULL;
+    if (rc == FERRY_OK && !(resp.data && ferry__s3_xml_next(resp.data, "UploadId", &from, &id)))
+        rc = ferry_error_set(err, FERRY_ESINK, "s3",
+                             "%s: POST s3://%s/%s?uploads: no UploadId in the answer", c->who,
+                             c->bucket, key);
+    if (rc == FERRY_OK) {
+        *upload_id = ferry_strdup(id.data);
+        if (*upload_id == NULL) rc = nomem(err);
+    }
+    ferry_buf_release(&resp);
+    ferry_buf_release(&id);
+    return rc;
+}
+
+int ferry__s3_multipart_part(struct ferry__s3_client *c, const char *key, const char *upload_id,
+                             int n, const void *p, size_t len, struct ferry_buf *parts,
+                             struct ferry_error *err)
+{
+    struct ferry_buf qs, resp;
+    ferry_buf_init(&qs, 0);
+    ferry_buf_init(&resp, 0);
+    if (ferry_buf_printf(&qs, "partNumber=%d&uploadId=", n) != FERRY_OK ||
+        ferry__s3_uri_encode(&qs, upload_id, false) != FERRY_OK) {
+        ferry_buf_release(&qs);
+        return nomem(err);
+    }
+    struct ferry__s3_req q = {
+        .method = "PUT", .key = key, .query = qs.data, .body = p, .len = len, .checksum = true};
+    int rc = ferry__s3_call(c, &q, false, &resp, err);
+    if (rc == FERRY_OK) {
+        char etag[256] = "";
+        ferry__s3_last_header(c, "ETag", etag, sizeof etag);
+        char crc64[9];
+        crc_base64(ferry_crc32c(p, len), crc64);
+        struct ferry_buf esc;
+        ferry_buf_init(&esc, 0);
+        for (const char *e = etag; *e; e++)
+            ferry_buf_printf(&esc, "%s",
+                             *e == '"'   ? "&quot;"
+                             : *e == '&' ? "&amp;"
+                                         : (char[]){*e, 0});
+        if (ferry_buf_printf(parts,
+                             "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag>"
+                             "<ChecksumCRC32C>%s</ChecksumCRC32C></Part>",
+                             n, esc.data ? esc.data : "", crc64) != FERRY_OK)
+            rc = nomem(err);
+        ferry_buf_release(&esc);
+    }
+    ferry_buf_release(&qs);
+    ferry_buf_release(&resp);
+    return rc;
+}
+
+int ferry__s3_multipart_complete(struct ferry__s3_client *c, const char *key,
+                                 const char *upload_id, const struct ferry_buf *parts,
+                                 struct ferry_error *err)
+{
+    struct ferry_buf qs, resp, body;
+    ferry_buf_init(&qs, 0);
+    ferry_buf_init(&resp, 0);
+    ferry_buf_init(&body, 0);
+    int rc = FERRY_OK;
+    if (ferry_buf_printf(&qs, "uploadId=") != FERRY_OK ||
+        ferry__s3_uri_encode(&qs, upload_id, false) != FERRY_OK ||
+        ferry_buf_printf(&body,
+                         "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/"
+                         "2006-03-01/\">%s</CompleteMultipartUpload>",
+                         parts->data ? parts->data : "") != FERRY_OK)
+        rc = nomem(err);
+    struct ferry__s3_req q = {.method = "POST",
+                              .key = key,
+                              .query = qs.data,
+                              .body = body.data,
+                              .len = body.len,
+                              .content_type = "application/xml"};
+    if (rc == FERRY_OK) rc = ferry__s3_call(c, &q, false, &resp, err);
+    /* CompleteMultipartUpload may answer 200 with an error in the body. */
+    const char *from = NULL;
+    struct ferry_buf code;
+    ferry_buf_init(&code, 0);
+    if (rc == FERRY_OK && resp.data && strstr(resp.data, "<Error>") &&
+        ferry__s3_xml_next(resp.data, "Code", &from, &code))
+        rc = ferry_error_set(err, FERRY_ESINK, "s3", "%s: completing the upload of s3://%s/%s: %s",
+                             c->who, c->bucket, key, code.data);
+    ferry_buf_release(&code);
+    ferry_buf_release(&qs);
+    ferry_buf_release(&resp);
+    ferry_buf_release(&body);
+    return rc;
+}
+
+int ferry__s3_multipart_abort(struct ferry__s3_client *c, const char *key, const char *upload_id,
+                              struct ferry_error *err)
+{
+    struct ferry_buf qs, resp;
+    ferry_buf_init(&qs, 0);
+    ferry_buf_init(&resp, 0);
+    int rc = ferry_buf_append(&qs, "uploadId=", 9);
+    if (rc == FERRY_OK) rc = ferry__s3_uri_encode(&qs, upload_id, false);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&qs);
+        return nomem(err);
+    }
+    struct ferry__s3_req q = {.method = "DELETE", .key = key, .query = qs.data};
+    rc = ferry__s3_call(c, &q, true, &resp, err);
+    if (rc == FERRY_ENOTFOUND) rc = FERRY_OK;
+    ferry_buf_release(&qs);
+    ferry_buf_release(&resp);
+    return rc;
+}

@@ -1,0 +1,175 @@
+# tests/fault/gapx_never_ahead.bash - sourced (not a test) by gapx_never_ahead_local.sh,
+# gapx_never_ahead_lake.sh and gapx_never_ahead_serve.sh: checkpoint_never_ahead for the
+# sqlite (per_apply and at_commit), files (jsonl, csv, parquet), s3 (jsonl) and iceberg sinks.
+# After a crash (failpoint `crash` = _exit, like kill -9; or a real SIGKILL at a seeded random
+# moment) the state file's saved checkpoints {"shard":S,"key":[K]} are read (sqlite3) and the
+# destination's durable content by a reader ferry did not write (sqlite3; jq / Python's csv /
+# DuckDB over the parts the committed manifests list; the signed S3 client over the
+# manifests' objects; icebird over the current snapshot): every checkpoint must be covered,
+# i.e. all K-lo+1 ids of shard S up to K present (the sample's ids are contiguous). Then the
+# re-run completes and every id is there; duplicates only where docs/guarantees.md allows them
+# (across attempts of the publishing sinks files and s3). Needs lib.sh sourced first; s3 needs
+# s3_start lake. SEED replays the kill moments.
+DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
+READ="$FERRY_SRC/tests/tools/read_iceberg.mjs"
+SEED=${SEED:-${FERRY_SEED:-$RANDOM}}
+echo "seed $SEED (SEED=$SEED replays it)"
+RANDOM=$SEED
+ROWS=${ROWS:-6000}
+export S3_KEY=S3RVER S3_SECRET=S3RVER
+
+sink_yaml() { # KIND DEST
+  case $1 in
+    sqlite) echo "{type: sqlite, path: $T/$2.db, durability: per_apply}" ;;
+    sqlite_at) echo "{type: sqlite, path: $T/$2.db, durability: at_commit}" ;;
+    jsonl | csv | parquet) echo "{type: files, path: $T/$2, format: $1}" ;;
+    s3) echo "{type: s3, bucket: lake, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
+    iceberg) echo "{type: iceberg, warehouse: $T/$2, namespace: db}" ;;
+  esac
+}
+
+pipeline() { # FILE NAME KIND DEST
+  cat > "$1" <<EOF
+version: 1
+name: $2
+source: {type: sample, rows: $ROWS, seed: 7, shards: 3, parallelism: 2, resources: [{table: orders, mode: full}, {table: users, mode: full}]}
+sink: $(sink_yaml "$3" "$4")
+batch: {rows: 400}
+EOF
+}
+
+# dest_ids KIND DEST TABLE: the ids of TABLE the destination made durable (what a reader would
+# trust), one a line
+dest_ids() {
+  local kind=$1 d=$2 t=$3 m
+  case $kind in
+    sqlite | sqlite_at)
+      [ -e "$T/$d.db" ] || return 0
+      # a worker of `ferry serve` may still hold the file an instant after the run completed
+      [ "$(q -cmd ".timeout 10000" "$T/$d.db" "SELECT count(*) FROM sqlite_master WHERE name = '$t'")" = 1 ] || return 0
+      q -cmd ".timeout 10000" "$T/$d.db" "SELECT id FROM \"$t\"" ;;
+    jsonl | csv | parquet)
+      for m in "$T/$d"/_runs/*/_manifest.json; do
+        [ -e "$m" ] || continue
+        jq -r --arg t "$t" '.files[] | select(.table == $t) | .path' "$m" | while read -r p; do
+          case $kind in
+            jsonl) jq -r .id "$T/$d/$p" ;;
+            csv) python3 -c 'import csv, sys
+for r in csv.DictReader(open(sys.argv[1], newline="")): print(r["id"])' "$T/$d/$p" ;;
+            parquet) node "$DUCK" "SELECT id FROM read_parquet('$T/$d/$p')" | jq -r '.[0]' ;;
+          esac
+        done
+      done ;;
+    s3)
+      for m in $(s3c lake list "$d/_runs/" | grep '_manifest.json$'); do
+        s3c lake get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
+          s3c lake get "$k" | jq -r .id
+        done
+      done ;;
+    iceberg)
+      [ -d "$T/$d/db/$t/metadata" ] || return 0
+      # no snapshot yet (a crash before the first commit): nothing durable
+      node "$READ" "$T/$d" db "$t" 2>/dev/null | jq -r .id ;;
+  esac
+}
+
+# check_never_ahead NAME KIND DEST LABEL: every saved checkpoint is covered by the destination,
+# each resource's by its own table (one resource's flush never vouches for another's).
+# The state is read first, the destination second (it only grows), as in checkpoint_never_ahead.sh.
+# Prints the number of checkpoints compared.
+check_never_ahead() {
+  local name=$1 kind=$2 d=$3 label=$4 cps n=0 res shard key lo have want t
+  cps=$(q -cmd ".timeout 5000" "$FERRY_STATE" "
+    SELECT c.resource, c.shard, json_extract(c.position, '\$.key[0]'),
+           json_extract(pl.plan, '\$.shards[' || c.shard || '].lo')
+    FROM run_checkpoints c JOIN plans pl ON pl.run_id = c.run_id AND pl.resource = c.resource
+    JOIN runs r ON r.id = c.run_id WHERE r.pipeline = '$name'
+      AND json_extract(c.position, '\$.key[0]') IS NOT NULL") || fail "$label: cannot read the state file"
+  # no saved checkpoint: nothing can be ahead (the readers are slow: not started for nothing)
+  [ -n "$cps" ] || { echo 0; return 0; }
+  for t in orders users; do dest_ids "$kind" "$d" $t | sort -n -u > "ids.$t.txt"; done
+  while IFS='|' read -r res shard key lo; do
+    [ -n "$shard" ] || continue
+    n=$((n + 1))
+    want=$((key - lo + 1))
+    have=$(awk -v lo="$lo" -v hi="$key" '$1 >= lo && $1 <= hi { c++ } END { print c + 0 }' "ids.$res.txt")
+    [ "$have" -ge "$want" ] || fail "$label: the state's checkpoint of $res shard $shard says key $key, but the destination made durable only $have of its $want rows"
+  done <<< "$cps"
+  echo $n
+}
+
+# check_complete KIND DEST LABEL ALLOW_DUP: every id of both tables present after the re-run
+check_complete() {
+  local kind=$1 d=$2 label=$3 allow_dup=$4 all uniq t
+  for t in orders users; do
+    check_complete_table "$kind" "$d" "$label ($t)" "$allow_dup" $t
+  done
+}
+check_complete_table() {
+  local kind=$1 d=$2 label=$3 allow_dup=$4 t=$5 all uniq
+  dest_ids "$kind" "$d" $t | sort -n > all.txt
+  uniq=$(sort -n -u all.txt | wc -l)
+  all=$(wc -l < all.txt)
+  [ "$uniq" = $ROWS ] || fail "$label: after the re-run the destination holds $uniq distinct ids of $ROWS"
+  [ "$(sort -n -u all.txt | head -n 1)" = 1 ] && [ "$(sort -n -u all.txt | tail -n 1)" = $ROWS ] || fail "$label: ids are not 1..$ROWS"
+  [ "$allow_dup" = yes ] || [ "$all" = $ROWS ] || fail "$label: $((all - ROWS)) duplicate rows (this sink commits ferry's checkpoint with the data)"
+}
+
+# resume_or_done NAME: resumes the pipeline's interrupted run. A run that completed before the
+# kill landed (its run.completed already logged) is not run again: a new full append run would
+# rightly copy everything once more. `ferry resume` says which (exit 1, "is completed").
+resume_or_done() {
+  local run
+  run=$(q "$FERRY_STATE" "SELECT max(id) FROM runs WHERE pipeline = '$1'")
+  if [ -z "$run" ]; then expect_exit 0 ferry run p.yaml --quiet; return; fi
+  set +e
+  OUT=$("$FERRY_BIN" resume "$run" --quiet 2>&1)
+  local rc=$?
+  set -e
+  [ $rc = 0 ] || { [ $rc = 1 ] && [[ $OUT == *"run $run is completed and cannot be resumed"* ]]; } || fail "resume run $run of $1: exit $rc: $OUT"
+}
+
+# never_ahead_kinds KIND...: every crash point of each sink, checked, then resumed
+never_ahead_kinds() {
+  total=0 i=0
+  for kind in "$@"; do
+    # after_checkpoint_save@2: per_apply, right after the state saved a checkpoint mid-run;
+    # at_commit sinks have only pending positions then, none may be a run checkpoint yet
+    fps="before_sink_commit=crash after_sink_commit=crash after_sink_apply=crash@4 after_checkpoint_save=crash@2"
+    case $kind in
+      jsonl | csv | parquet) fps="$fps files_before_manifest=crash" ;;
+      s3) fps="$fps s3_before_manifest=crash" ;;
+      iceberg) fps="$fps iceberg_before_catalog_commit=crash" ;;
+    esac
+    dup=yes
+    case $kind in sqlite | sqlite_at | iceberg) dup=no ;; esac
+    for fp in $fps kill9; do
+      i=$((i + 1))
+      name="na$i-$kind"
+      pipeline p.yaml "$name" $kind "d$i"
+      if [ $fp = kill9 ]; then
+        "$FERRY_BIN" run p.yaml --quiet > run.log 2>&1 &
+        pid=$!
+        sleep "$(printf '0.%03d' $((50 + RANDOM % 500)))"
+        kill -9 $pid 2>/dev/null || true
+        set +e; wait $pid 2>/dev/null; rc=$?; set -e
+        # 0: the run ended before the kill (a sanitizer report would be another code)
+        [ $rc = 137 ] || [ $rc = 0 ] || fail "$kind kill9: exit $rc: $(cat run.log)"
+      else
+        set +e
+        FERRY_FAILPOINTS=$fp "$FERRY_BIN" run p.yaml --quiet > run.log 2>&1
+        rc=$?
+        set -e
+        [ $rc = 137 ] || fail "$kind $fp: exit $rc: $(cat run.log)"
+      fi
+      n=$(check_never_ahead "$name" $kind "d$i" "$kind $fp")
+      total=$((total + n))
+      resume_or_done "$name"
+      check_complete $kind "d$i" "$kind $fp" $dup
+      n2=$(check_never_ahead "$name" $kind "d$i" "$kind $fp (after the re-run)")
+      pass "$kind $fp (exit $rc): $n checkpoints saved at the crash, none ahead of the destination; the re-run is complete ($n2 checkpoints, all covered)"
+      rc=
+    done
+  done
+  echo "checkpoints compared at crashes: $total"
+}

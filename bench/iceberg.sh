@@ -12,9 +12,13 @@
 #      checks every SigV4 signature and CRC32-C in JavaScript and stores objects on the same
 #      disk): what the S3 write path costs on top, dominated by that local test server, not a
 #      figure for AWS.
-# Prints a markdown table and writes bench/results/iceberg-<date>-<rows>rows.md. Never a
-# CTest test, never gates CI.
-#   ROWS=5000000 REPS=3 SMALL_RUNS=30 bash bench/iceberg.sh
+# CPU seconds (user + system, /usr/bin/time) of each run are reported next to the wall
+# time: on a shared machine wall time is noisy, CPU time is what an A/B comparison needs.
+# FERRY=path uses that binary instead of building one (A/B of two builds).
+# Prints a markdown table and writes bench/results/iceberg-<date>-<rows>rows.md (RESULT=0:
+# print only). Never a CTest test, never gates CI.
+#   ROWS=5000000 REPS=3 SMALL_RUNS=30 bash bench/iceberg.sh        (the quiet-machine run)
+#   ROWS=1000000 REPS=5 SMALL_RUNS=0 S3=0 RESULT=0 bash bench/iceberg.sh   (a quick A/B)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
@@ -22,11 +26,14 @@ ROWS=${ROWS:-5000000}
 REPS=${REPS:-3}
 SMALL_RUNS=${SMALL_RUNS:-30}
 S3=${S3:-$([ -d tests/tools/node_modules/s3rver ] && echo 1 || echo 0)}
+RESULT=${RESULT:-1}
 
-echo "building ferry (Release) in build/iceberg-rel" >&2
-cmake -S . -B build/iceberg-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/iceberg-rel -j2 --target ferry >/dev/null
-FERRY=$FERRY_SRC/build/iceberg-rel/ferry
+if [ -z "${FERRY:-}" ]; then
+  echo "building ferry (Release) in build/iceberg-rel" >&2
+  cmake -S . -B build/iceberg-rel -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build/iceberg-rel -j2 --target ferry >/dev/null
+  FERRY=$FERRY_SRC/build/iceberg-rel/ferry
+fi
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-icebench.XXXXXX")
 S3PID=
@@ -59,10 +66,14 @@ pipeline() { # FILE NAME ROWS SINK_LINES...
 }
 
 now() { date +%s.%N; }
+# cpu FILE CMD...: runs CMD, appends its user + system CPU seconds to FILE
+cpu() { local f=$1; shift; /usr/bin/time -f '%U %S' -o "$W/cpu.one" "$@"; awk '{print $1 + $2}' "$W/cpu.one" >> "$f"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 : > pq.times
 : > ice.times
+: > pq.cpu
+: > ice.cpu
 : > ice.commit
 : > s3.times
 : > s3.commit
@@ -70,11 +81,11 @@ for i in $(seq "$REPS"); do
   rm -rf out-pq wh st-*.db
   pipeline pq.yaml pq "$ROWS" "type: files" "path: $W/out-pq" "format: parquet" "compression: zstd"
   t0=$(now)
-  "$FERRY" run pq.yaml --quiet --state "$W/st-pq.db"
+  cpu pq.cpu "$FERRY" run pq.yaml --quiet --state "$W/st-pq.db"
   echo "$(now) - $t0" | bc >> pq.times
   pipeline ice.yaml ice "$ROWS" "type: iceberg" "warehouse: $W/wh" "namespace: db" "compression: zstd"
   t0=$(now)
-  FERRY_LOG=info "$FERRY" run ice.yaml --quiet --state "$W/st-ice.db" 2> ice.log
+  FERRY_LOG=info cpu ice.cpu "$FERRY" run ice.yaml --quiet --state "$W/st-ice.db" 2> ice.log
   echo "$(now) - $t0" | bc >> ice.times
   sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' ice.log >> ice.commit
   rows=$(find wh -name 'v*.metadata.json' | sort -V | tail -n 1 | xargs jq -r '.snapshots[-1].summary."total-records"')
@@ -96,6 +107,9 @@ T_PQ=$(median < pq.times)
 T_ICE=$(median < ice.times)
 C_BIG=$(median < ice.commit)
 OVER=$(echo "scale=2; ($T_ICE - $T_PQ) * 100 / $T_PQ" | bc)
+U_PQ=$(median < pq.cpu)
+U_ICE=$(median < ice.cpu)
+OVER_CPU=$(echo "scale=2; ($U_ICE - $U_PQ) * 100 / $U_PQ" | bc)
 if [ "$S3" = 1 ]; then
   T_S3=$(median < s3.times)
   C_S3=$(median < s3.commit)
@@ -109,21 +123,26 @@ for i in $(seq "$SMALL_RUNS"); do
   FERRY_LOG=info "$FERRY" run small.yaml --quiet --state "$W/st-small.db" 2> small.log
   sed -n 's/.*committed in \([0-9.]*\) ms.*/\1/p' small.log >> small.commit
 done
-C_SMALL=$(median < small.commit)
-C_LAST=$(tail -n 1 small.commit)
+C_SMALL=-
+C_LAST=-
+if [ "$SMALL_RUNS" -gt 0 ]; then
+  C_SMALL=$(median < small.commit)
+  C_LAST=$(tail -n 1 small.commit)
+fi
 
 DATE=$(date -u +%Y-%m-%d)
 OUTF="$FERRY_SRC/bench/results/iceberg-$DATE-${ROWS}rows.md"
+[ "$RESULT" = 1 ] || OUTF=/dev/null
 {
   echo "# Iceberg sink vs plain Parquet ($ROWS rows of sample orders, zstd, $REPS runs each, median)"
   echo
-  echo "| | wall s | rows/s |"
-  echo "|---|---|---|"
-  echo "| ferry -> Parquet (files sink) | $T_PQ | $(echo "$ROWS / $T_PQ" | bc) |"
-  echo "| ferry -> Iceberg (filesystem catalog) | $T_ICE | $(echo "$ROWS / $T_ICE" | bc) |"
-  [ "$S3" = 1 ] && echo "| ferry -> Iceberg on S3 (s3rver on loopback, SQL catalog) | $T_S3 | $(echo "$ROWS / $T_S3" | bc) |"
+  echo "| | wall s | rows/s | CPU s (user + sys) |"
+  echo "|---|---|---|---|"
+  echo "| ferry -> Parquet (files sink) | $T_PQ | $(echo "$ROWS / $T_PQ" | bc) | $U_PQ |"
+  echo "| ferry -> Iceberg (filesystem catalog) | $T_ICE | $(echo "$ROWS / $T_ICE" | bc) | $U_ICE |"
+  [ "$S3" = 1 ] && echo "| ferry -> Iceberg on S3 (s3rver on loopback, SQL catalog) | $T_S3 | $(echo "$ROWS / $T_S3" | bc) | |"
   echo
-  echo "Iceberg overhead: **$OVER %** of the Parquet run's wall time (target <= 5 %)."
+  echo "Iceberg overhead: **$OVER %** of the Parquet run's wall time (target <= 5 %); CPU: $OVER_CPU %."
   echo
   echo "| commit latency (ms) | median |"
   echo "|---|---|"

@@ -4,6 +4,8 @@
 # src; then, on the same data in one run, best of REPS wall times for
 #   a. psql COPY … TO STDOUT (FORMAT binary) | psql COPY … FROM STDIN (FORMAT binary)
 #   b. ferry postgres → postgres, write: append (integrity digest on), parallelism 1
+#   b". the same with `durability: at_commit`: one destination transaction, like the pipe's
+#      single COPY; the source then reads without key order (docs/connectors.md)
 #   c. pgcopydb copy table-data
 #   d. pgloader (PostgreSQL source; its error is recorded when it fails)
 #   e. ferry write: upsert into the already-populated keyed table (every key exists)
@@ -16,6 +18,7 @@
 #   PAR2=auto|1|0 runs b'. ferry append with parallelism 2 (auto: when the source reads shards
 #   in parallel).
 #   FERRY_REV=label names the source tree in the results (default: git HEAD).
+#   OUT=pg-20261130-atcommit.md names the results file (default pg-<date>[-<rows>rows].md).
 #   PROFILE=1 also records `perf record -g` of one ferry append run (write it to results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -132,7 +135,7 @@ one_pipe() { # one_pipe SCHEMA
   echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_out") $(tm "$W/rss_in")"
 }
 
-ferry_yaml() { # ferry_yaml FILE NAME WRITE SCHEMA PARALLELISM
+ferry_yaml() { # ferry_yaml FILE NAME WRITE SCHEMA PARALLELISM [DURABILITY]
   cat > "$1" <<YAML
 version: 1
 name: $2
@@ -147,6 +150,7 @@ sink:
   url: env:BENCH_DST_URL
   schema: $4
   write: $3
+  durability: ${6:-per_apply}
 YAML
 }
 one_ferry() { # one_ferry FILE
@@ -233,6 +237,7 @@ note() {
 vacuum_up() { qd -c "VACUUM up.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT"; }
 
 ferry_yaml "$W/append1.yaml" bench_append append public 1
+ferry_yaml "$W/append1c.yaml" bench_append_c append public 1 at_commit
 ferry_yaml "$W/upsert.yaml" bench_upsert upsert up 1
 ferry_yaml "$W/append2.yaml" bench_append2 append public 2
 echo "populating the keyed table dst.up.orders for e (COPY pipe, once)" >&2
@@ -240,9 +245,10 @@ fresh_dst >/dev/null
 round=$REPS
 measure keyed noop up.orders one_pipe up
 for round in $(seq 1 "$REPS"); do
-  echo "round $round/$REPS: a. COPY pipe, b. ferry append, c. pgcopydb, d. pgloader, e. ferry upsert" >&2
+  echo "round $round/$REPS: a. COPY pipe, b. ferry append (per_apply, at_commit), c. pgcopydb, d. pgloader, e. ferry upsert" >&2
   measure pipe fresh_dst public.orders one_pipe public
   measure f1 fresh_dst public.orders one_ferry "$W/append1.yaml"
+  measure fc fresh_dst public.orders one_ferry "$W/append1c.yaml"
   [ "$PAR2" = 1 ] && measure f2 fresh_dst public.orders one_ferry "$W/append2.yaml"
   measure pgc fresh_dst public.orders one_pgcopydb
   measure pgl fresh_dst public.orders one_pgloader
@@ -251,7 +257,7 @@ done
 r_pipe=$(result pipe) v_pipe=$(note pipe) r_f1=$(result f1) v_f1=$(note f1)
 r_pgc=$(result pgc) v_pgc=$(note pgc) r_pgl=$(result pgl) v_pgl=$(note pgl)
 r_keyed=$(result keyed) v_keyed=$(note keyed) r_up=$(result up) v_up=$(note up)
-r_f2=$(result f2) v_f2=$(note f2)
+r_f2=$(result f2) v_f2=$(note f2) r_fc=$(result fc) v_fc=$(note fc)
 
 if [ "$PROFILE" = 1 ]; then
   # Two views of one ferry append run each: ferry's own samples (where the client spends its
@@ -292,6 +298,8 @@ pgset() { qs -c "SELECT string_agg(name || '=' || current_setting(name), ', ' OR
 mkdir -p "$FERRY_SRC/bench/results"
 out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
 [ "$ROWS" = 5000000 ] || out="${out%.md}-${ROWS}rows.md"
+# OUT=NAME writes bench/results/NAME instead (keeps an earlier result of the same day).
+[ -n "${OUT:-}" ] && out="$FERRY_SRC/bench/results/$OUT"
 {
   echo "# PostgreSQL → PostgreSQL benchmark ($(date -u +%Y-%m-%d))"
   echo
@@ -314,6 +322,7 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
   echo "|---|---|---|---|---|---|---|---|"
   row "a. psql COPY binary \\| psql COPY binary" "$r_pipe" "$v_pipe"
   row "b. ferry append, parallelism 1 (integrity on)" "$r_f1" "$v_f1"
+  row "b\". ferry append, durability at_commit, parallelism 1 (integrity on)" "$r_fc" "$v_fc"
   if [ "$PAR2" = 1 ]; then
     row "b'. ferry append, parallelism 2 (integrity on)" "$r_f2" "$v_f2"
   else
@@ -329,6 +338,11 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
       printf "Targets: ferry append wall time %.2f× the COPY pipe (target ≤ 1.10×: %s); ", f/p, (f/p <= 1.10) ? "met" : "NOT met";
       printf "ferry peak RSS %.1f MiB append, %s MiB upsert (target ≤ 64 MiB: %s).\n", k/1024, (ku ~ /^[0-9]+$/) ? sprintf("%.1f", ku/1024) : "n/a",
         (k <= 65536 && (ku !~ /^[0-9]+$/ || ku <= 65536)) ? "met" : "NOT met" }'
+  esac
+  case $r_fc in FAIL*) ;; *)
+    awk -v f="${r_fc%% *}" -v p="$pipe_s" -v k="$(echo "$r_fc" | cut -d' ' -f2)" 'BEGIN{
+      printf "ferry append with durability at_commit (one transaction, as the pipe): wall time %.2f× the COPY pipe (target ≤ 1.10×: %s); peak RSS %.1f MiB.\n",
+        f/p, (f/p <= 1.10) ? "met" : "NOT met", k/1024 }'
   esac
   echo
   echo "## Machine"

@@ -63,6 +63,15 @@ struct ferry_resource_spec {
     /* `ferry run --follow` (set by the runner, added for cdc): more runs of this process
      * follow, so a source may keep its log session open between them. */
     bool cdc_follow;
+    /* Set by the runner before plan (added for unordered full reads): the positions this
+     * run reads become durable only at the run's one sink commit, at its end (the sink is
+     * durable at_commit; a crash before that commit leaves every shard pending, so it is
+     * read again from its start). A source may then plan a full read that needs no key
+     * order and say so in the plan with "commit_once": true; the runner then never commits
+     * such a run early (a pause discards the session, as for replace_commits_once) and
+     * refuses to resume it into a sink durable per apply. false: positions may become
+     * durable mid-shard (per_apply, distributed runs). */
+    bool positions_at_end;
     /* Default destination name, owned, set by the pipeline loader when it differs from a
      * suffix of `table` (a quoted name: `public."My Tab"` -> My Tab). NULL elsewhere;
      * read through ferry_resource_target(). */

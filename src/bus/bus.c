@@ -1,12 +1,15 @@
 /* bus/bus.c - what every bus implementation shares: the event free functions
  * (ferry/event.h), ferry_bus_emit, which builds an event from parts and publishes it, and
  * ferry_bus_open, which picks an implementation from a URL (and, for fault tests only, wraps
- * an external bus in chaos delivery when FERRY_CHAOS_BUS is set, bus/chaos.c).
+ * an external bus in chaos delivery when FERRY_CHAOS_BUS is set, bus/chaos.c), and the
+ * fetch wait loop of the in-process and NATS buses (ferry__bus_fetch_wait).
  *
  * Calls core, config (secret references), the store (instance id) and the bus
  * implementations. Called by the runner, the CLI, the control plane and the tests. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "bus/bus.h"
 #include "ferry/config.h"
 #include "ferry/core.h"
@@ -50,6 +53,83 @@ int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char 
     int rc = ferry_bus_publish(b, &ev, err);
     ferry_event_clear(&ev);
     return rc;
+}
+
+void ferry__bus_signal_init(struct ferry__bus_signal *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->lock, NULL);
+}
+
+void ferry__bus_signal_destroy(struct ferry__bus_signal *s)
+{
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+}
+
+void ferry__bus_signal_published(struct ferry__bus_signal *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->published++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void ferry__bus_signal_wake(struct ferry__bus_signal *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->wakes++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void ferry__bus_signal_close(struct ferry__bus_signal *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->closed = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int ferry__bus_fetch_wait(struct ferry__bus_signal *s, int64_t poll_us, ferry__bus_read_fn read_fn,
+                          void *ctx, int64_t after, int64_t run_id, int max, int timeout_ms,
+                          struct ferry_event **evs, int *n, struct ferry_error *err)
+{
+    *evs = NULL;
+    *n = 0;
+    if (max <= 0) max = 1000;
+    int64_t deadline = ferry_now_mono_us() + (timeout_ms > 0 ? (int64_t)timeout_ms * 1000 : 0);
+    /* Read the counters before the events: a publish that lands between the read and the
+     * wait changes `published`, so the wait below cannot miss it. */
+    pthread_mutex_lock(&s->lock);
+    uint64_t seen_pub = s->published, seen_wake = s->wakes;
+    pthread_mutex_unlock(&s->lock);
+    for (;;) {
+        int rc = read_fn(ctx, after, run_id, max, evs, n, err);
+        if (rc != FERRY_OK) {
+            ferry_error_prefix(err, "fetching events");
+            return rc;
+        }
+        if (*n > 0) return FERRY_OK;
+        int64_t now = ferry_now_mono_us();
+        if (now >= deadline) return FERRY_OK;
+        int64_t until = now + poll_us < deadline ? now + poll_us : deadline;
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000),
+                              .tv_nsec = (long)(until % 1000000) * 1000};
+        pthread_mutex_lock(&s->lock);
+        while (s->published == seen_pub && s->wakes == seen_wake && !s->closed) {
+            if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT) break;
+        }
+        bool woken = s->wakes != seen_wake || s->closed;
+        seen_pub = s->published;
+        pthread_mutex_unlock(&s->lock);
+        if (woken) return FERRY_OK;
+    }
 }
 
 static bool has_scheme(const char *url, const char *scheme)

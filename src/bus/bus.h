@@ -9,6 +9,9 @@
 #ifndef FERRY_BUS_H
 #define FERRY_BUS_H
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include "ferry/error.h"
 #include "ferry/event.h"
 
@@ -60,8 +63,35 @@ int ferry_bus_open(const char *url, const char *state_path, struct ferry_bus **o
                    struct ferry_error *err);
 /* Fault tests (bus/chaos.c): when FERRY_CHAOS_BUS is set, replaces *bus with a wrapper
  * whose fetch redelivers (rewinds, repeats); otherwise leaves it. Takes *bus; on failure
- * closes it and sets *bus = NULL. ferry_bus_open applies it to the external buses. */
+ * closes it and sets *bus = NULL. ferry_bus_open applies it to the external buses,
+ * ferry_bus_inproc_open to the in-process bus. */
 int ferry__bus_chaos_wrap(struct ferry_bus **bus, struct ferry_error *err);
+
+/* What a waiting fetch of the in-process and NATS buses sleeps on (bus/bus.c): counts of
+ * the publishes seen and of wake() calls, each bump broadcast on cond (CLOCK_MONOTONIC). */
+struct ferry__bus_signal {
+    pthread_mutex_t lock; /* guards the fields below; cond signals their changes */
+    pthread_cond_t cond;
+    uint64_t published;
+    uint64_t wakes;
+    bool closed;
+};
+void ferry__bus_signal_init(struct ferry__bus_signal *s);
+void ferry__bus_signal_destroy(struct ferry__bus_signal *s);
+void ferry__bus_signal_published(struct ferry__bus_signal *s);
+void ferry__bus_signal_wake(struct ferry__bus_signal *s);
+void ferry__bus_signal_close(struct ferry__bus_signal *s);
+
+/* Reads up to max events with seq > after (run_id 0: all runs) without waiting; sets *n = 0
+ * when there are none. */
+typedef int (*ferry__bus_read_fn)(void *ctx, int64_t after, int64_t run_id, int max,
+                                  struct ferry_event **evs, int *n, struct ferry_error *err);
+/* The fetch contract over a read that does not wait: read; when nothing is there, sleep on
+ * `s` until a publish, a wake, close or poll_us (events of other processes are only seen by
+ * reading again), until timeout_ms has passed. max <= 0 means 1000. */
+int ferry__bus_fetch_wait(struct ferry__bus_signal *s, int64_t poll_us, ferry__bus_read_fn read_fn,
+                          void *ctx, int64_t after, int64_t run_id, int max, int timeout_ms,
+                          struct ferry_event **evs, int *n, struct ferry_error *err);
 
 static inline int ferry_bus_publish(struct ferry_bus *b, struct ferry_event *ev,
                                     struct ferry_error *err)

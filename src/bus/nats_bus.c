@@ -17,20 +17,16 @@
  * fetches (its messages are counted and dropped).
  *
  * Calls libnats, jansson (payload check) and core. Called through bus/bus.h. */
-#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <nats/nats.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
 
-#define FETCH_DEFAULT 1000
 #define POLL_US 1000000 /* a waiting fetch re-reads the stream this often without a wake-up */
 #define API_WAIT_MS 5000
 #define PUBLISH_RETRY_MS 30000
@@ -46,11 +42,7 @@ struct natsbus {
     char root[80];        /* "ferry.events" (stream FERRY) or "ferry.<stream>" */
     char prefix[160];     /* root + ".<scope>." */
     char all[170];        /* prefix + ">" */
-    pthread_mutex_t lock; /* guards the fields below; cond signals their changes */
-    pthread_cond_t cond;
-    uint64_t published; /* messages seen on our subjects */
-    uint64_t wakes;
-    bool closed;
+    struct ferry__bus_signal sig; /* messages seen on our subjects, wake() calls */
 };
 
 static struct natsbus *ctx_of(struct ferry_bus *b)
@@ -168,9 +160,10 @@ static int decode(struct natsbus *nb, natsMsg *m, struct ferry_event *ev, struct
     return FERRY_OK;
 }
 
-static int read_events(struct natsbus *nb, int64_t after, int64_t run_id, int max,
+static int read_events(void *ctx, int64_t after, int64_t run_id, int max,
                        struct ferry_event **evs, int *n, struct ferry_error *err)
 {
+    struct natsbus *nb = ctx;
     char subj[200];
     if (run_id != 0)
         snprintf(subj, sizeof subj, "%s%" PRId64, nb->prefix, run_id);
@@ -224,45 +217,12 @@ static int read_events(struct natsbus *nb, int64_t after, int64_t run_id, int ma
     return FERRY_OK;
 }
 
-static struct timespec mono_deadline(int64_t us)
-{
-    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
-    return ts;
-}
-
 static int nats_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max, int timeout_ms,
                       struct ferry_event **evs, int *n, struct ferry_error *err)
 {
     struct natsbus *nb = ctx_of(b);
-    *evs = NULL;
-    *n = 0;
-    if (max <= 0) max = FETCH_DEFAULT;
-    int64_t deadline = ferry_now_mono_us() + (timeout_ms > 0 ? (int64_t)timeout_ms * 1000 : 0);
-    /* Counters before the stream: a publish landing between the read and the wait changes
-     * `published`, so the wait cannot miss it. */
-    pthread_mutex_lock(&nb->lock);
-    uint64_t seen_pub = nb->published, seen_wake = nb->wakes;
-    pthread_mutex_unlock(&nb->lock);
-    for (;;) {
-        int rc = read_events(nb, after, run_id, max, evs, n, err);
-        if (rc != FERRY_OK) {
-            ferry_error_prefix(err, "fetching events");
-            return rc;
-        }
-        if (*n > 0) return FERRY_OK;
-        int64_t now = ferry_now_mono_us();
-        if (now >= deadline) return FERRY_OK;
-        int64_t until = now + POLL_US < deadline ? now + POLL_US : deadline;
-        struct timespec ts = mono_deadline(until);
-        pthread_mutex_lock(&nb->lock);
-        while (nb->published == seen_pub && nb->wakes == seen_wake && !nb->closed) {
-            if (pthread_cond_timedwait(&nb->cond, &nb->lock, &ts) == ETIMEDOUT) break;
-        }
-        bool woken = nb->wakes != seen_wake || nb->closed;
-        seen_pub = nb->published;
-        pthread_mutex_unlock(&nb->lock);
-        if (woken) return FERRY_OK;
-    }
+    return ferry__bus_fetch_wait(&nb->sig, POLL_US, read_events, nb, after, run_id, max,
+                                 timeout_ms, evs, n, err);
 }
 
 static void on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -271,36 +231,25 @@ static void on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
     (void)sub;
     struct natsbus *nb = closure;
     natsMsg_Destroy(msg);
-    pthread_mutex_lock(&nb->lock);
-    nb->published++;
-    pthread_cond_broadcast(&nb->cond);
-    pthread_mutex_unlock(&nb->lock);
+    ferry__bus_signal_published(&nb->sig);
 }
 
 static void nats_wake(struct ferry_bus *b)
 {
-    struct natsbus *nb = ctx_of(b);
-    pthread_mutex_lock(&nb->lock);
-    nb->wakes++;
-    pthread_cond_broadcast(&nb->cond);
-    pthread_mutex_unlock(&nb->lock);
+    ferry__bus_signal_wake(&ctx_of(b)->sig);
 }
 
 /* The caller guarantees no publish or fetch is still running (wake them first). */
 static void nats_close(struct ferry_bus *b)
 {
     struct natsbus *nb = ctx_of(b);
-    pthread_mutex_lock(&nb->lock);
-    nb->closed = true;
-    pthread_cond_broadcast(&nb->cond);
-    pthread_mutex_unlock(&nb->lock);
+    ferry__bus_signal_close(&nb->sig);
     if (nb->sub) natsSubscription_Unsubscribe(nb->sub);
     if (nb->nc) natsConnection_Close(nb->nc);
     natsSubscription_Destroy(nb->sub);
     jsCtx_Destroy(nb->js);
     natsConnection_Destroy(nb->nc);
-    pthread_cond_destroy(&nb->cond);
-    pthread_mutex_destroy(&nb->lock);
+    ferry__bus_signal_destroy(&nb->sig);
     ferry_free(nb);
 }
 
@@ -427,12 +376,7 @@ int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **o
         return ferry_error_set(err, FERRY_EINVAL, "bus", "NATS bus: bad scope");
     struct natsbus *nb = ferry_calloc(1, sizeof *nb);
     if (nb == NULL) return ferry_error_set(err, FERRY_ENOMEM, "bus", "NATS bus: out of memory");
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&nb->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&nb->lock, NULL);
+    ferry__bus_signal_init(&nb->sig);
     nb->bus.vt = &nats_vtable;
     nb->bus.ctx = nb;
     char conn[1024], hostport[200];

@@ -4,8 +4,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/client.h"
 #include "ferry/config.h"
+#include "store/store.h"
+
+void ferry_client_opts_init(struct ferry_client_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->state = ferry_store_default_url();
+}
+
+bool ferry_client_opts_take(struct ferry_client_opts *o, int ch, const char *arg)
+{
+    switch (ch) {
+    case 'S':
+        o->server = arg;
+        return true;
+    case 't':
+        o->token = arg;
+        return true;
+    case 's':
+        o->state = arg;
+        return true;
+    case 'j':
+        o->json = true;
+        return true;
+    default:
+        return false;
+    }
+}
 
 int ferry_client_init(struct ferry_client *c, const char *server, const char *token_ref,
                       bool *remote, struct ferry_error *err)
@@ -74,6 +102,15 @@ static CURL *prepare(struct ferry_client *c, const char *path, struct curl_slist
     return h;
 }
 
+/* A whole number from the environment, or def when unset or out of [lo, hi]. */
+static long env_long(const char *name, long def, long lo, long hi)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    long n = v && v[0] ? strtol(v, &end, 10) : def;
+    return end && *end == '\0' && n >= lo && n <= hi ? n : def;
+}
+
 int ferry_client_request(struct ferry_client *c, const char *method, const char *path,
                          const char *content_type, const char *body, size_t len, long *status,
                          struct ferry_buf *out, struct ferry_error *err)
@@ -88,7 +125,13 @@ int ferry_client_request(struct ferry_client *c, const char *method, const char 
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, env_long("FERRY_CLIENT_TIMEOUT", 60, 1, 3600));
+    if (c->idem_key) {
+        /* appended in place: the list set as CURLOPT_HTTPHEADER keeps its head */
+        char *kh = ferry_asprintf("Idempotency-Key: %s", c->idem_key);
+        if (kh) curl_slist_append(hdrs, kh);
+        ferry_free(kh);
+    }
     CURLcode cc = curl_easy_perform(h);
     *status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -100,6 +143,26 @@ int ferry_client_request(struct ferry_client *c, const char *method, const char 
     ferry_buf_append(out, "", 1); /* NUL-terminated */
     out->len--;
     return FERRY_OK;
+}
+
+int ferry_client_post_keyed(struct ferry_client *c, const char *path, const char *key,
+                            const char *body, size_t len, long *status, struct ferry_buf *out,
+                            int *attempts, struct ferry_error *err)
+{
+    long retries = env_long("FERRY_CLIENT_RETRIES", 2, 0, 10);
+    int rc = FERRY_OK;
+    c->idem_key = key;
+    for (*attempts = 1;; (*attempts)++) {
+        out->len = 0;
+        rc = ferry_client_request(c, "POST", path, "application/json", body, len, status, out, err);
+        /* Only a transport failure is retried: whether the server acted on the request is
+         * unknown then, and the key makes a second request find the first one's outcome. An
+         * HTTP answer is the server's word and is returned as it is. */
+        if (rc != FERRY_EIO || *attempts > retries) break;
+        usleep(200000u * (unsigned)*attempts);
+    }
+    c->idem_key = NULL;
+    return rc;
 }
 
 struct stream {
@@ -144,6 +207,12 @@ int ferry_client_events(struct ferry_client *c, const char *path,
     if (h == NULL) return err ? err->code : FERRY_ENOMEM;
     struct stream s = {.on_event = on_event, .arg = arg, .h = h};
     ferry_buf_init(&s.buf, 64u << 20);
+    /* A stream has no end to wait for, but the server writes a keep-alive every 15 s: a
+     * stream silent for twice that long (or $FERRY_CLIENT_TIMEOUT, when longer) is a server
+     * that stopped answering, not an idle run. */
+    long stall = env_long("FERRY_CLIENT_TIMEOUT", 60, 1, 3600);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall > 30 ? stall : 30L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
     CURLcode cc = curl_easy_perform(h);

@@ -50,9 +50,9 @@ static int read_file(const char *path, char **out, size_t *len, struct ferry_err
 
 int ferry_cli_pipelines(int argc, char **argv)
 {
-    const char *state = ferry_store_default_url(), *server = NULL, *token = NULL;
+    struct ferry_client_opts co;
+    ferry_client_opts_init(&co);
     int retries = 0;
-    bool json = false;
     static const struct option opts[] = {{"server", required_argument, NULL, 'S'},
                                          {"token", required_argument, NULL, 't'},
                                          {"state", required_argument, NULL, 's'},
@@ -63,21 +63,10 @@ int ferry_cli_pipelines(int argc, char **argv)
     optind = 2;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ferry_client_opts_take(&co, ch, optarg)) continue;
         switch (ch) {
-        case 'S':
-            server = optarg;
-            break;
-        case 't':
-            token = optarg;
-            break;
-        case 's':
-            state = optarg;
-            break;
         case 'r':
             retries = atoi(optarg);
-            break;
-        case 'j':
-            json = true;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -102,7 +91,7 @@ int ferry_cli_pipelines(int argc, char **argv)
     bool remote = false;
     char *text = NULL;
     size_t len = 0;
-    int rc = ferry_client_init(&cl, server, token, &remote, &err);
+    int rc = ferry_client_init(&cl, co.server, co.token, &remote, &err);
     if (rc == FERRY_OK) rc = read_file(file, &text, &len, &err);
     char name[256] = "", version[65] = "";
     bool added = false;
@@ -134,7 +123,7 @@ int ferry_cli_pipelines(int argc, char **argv)
         struct ferry_pipeline_spec *p = NULL;
         struct ferry_store *st = NULL;
         rc = ferry_pipeline_load_string(text, len, file, &p, &err);
-        if (rc == FERRY_OK) rc = ferry_store_open(state, &st, &err);
+        if (rc == FERRY_OK) rc = ferry_store_open(co.state, &st, &err);
         if (rc == FERRY_OK)
             rc = ferry_store_pipeline_apply(st, p->name, p->version, p->request_json, retries,
                                             &added, &err);
@@ -151,7 +140,7 @@ int ferry_cli_pipelines(int argc, char **argv)
         fprintf(stderr, "ferry: error: %s\n", err.message);
         return ferry_code_exit_status(rc);
     }
-    if (json)
+    if (co.json)
         printf("{\"name\":\"%s\",\"version\":\"%s\",\"new_version\":%s}\n", name, version,
                added ? "true" : "false");
     else

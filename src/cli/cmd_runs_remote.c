@@ -151,8 +151,10 @@ static int watch_local(const char *state, int64_t run, int64_t after, struct wat
 
 int ferry_cli_runs_remote(int argc, char **argv)
 {
-    const char *state = ferry_store_default_url(), *server = NULL, *token = NULL, *key = NULL;
-    bool json = false, watch = false;
+    struct ferry_client_opts co;
+    ferry_client_opts_init(&co);
+    const char *key = NULL;
+    bool watch = false;
     int64_t after = 0;
     static const struct option opts[] = {{"server", required_argument, NULL, 'S'},
                                          {"token", required_argument, NULL, 't'},
@@ -166,16 +168,8 @@ int ferry_cli_runs_remote(int argc, char **argv)
     optind = 3;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ferry_client_opts_take(&co, ch, optarg)) continue;
         switch (ch) {
-        case 'S':
-            server = optarg;
-            break;
-        case 't':
-            token = optarg;
-            break;
-        case 's':
-            state = optarg;
-            break;
         case 'k':
             key = optarg;
             break;
@@ -184,9 +178,6 @@ int ferry_cli_runs_remote(int argc, char **argv)
             break;
         case 'a':
             after = atoll(optarg);
-            break;
-        case 'j':
-            json = true;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -206,9 +197,9 @@ int ferry_cli_runs_remote(int argc, char **argv)
     ferry_error_clear(&err);
     struct ferry_client cl;
     bool remote = false;
-    struct watch w = {.json = json};
+    struct watch w = {.json = co.json};
     int64_t run = 0;
-    int rc = ferry_client_init(&cl, server, token, &remote, &err);
+    int rc = ferry_client_init(&cl, co.server, co.token, &remote, &err);
     if (rc == FERRY_OK && !start) {
         char *end;
         run = strtoll(arg, &end, 10);
@@ -216,7 +207,7 @@ int ferry_cli_runs_remote(int argc, char **argv)
             rc = ferry_error_set(&err, FERRY_ECONFIG, "cli", "\"%s\" is not a run number", arg);
         if (rc == FERRY_OK)
             rc = remote ? watch_remote(&cl, run, after, &w, &err)
-                        : watch_local(state, run, after, &w, &err);
+                        : watch_local(co.state, run, after, &w, &err);
     } else if (rc == FERRY_OK && remote) {
         char path[512];
         char *enc = curl_easy_escape(NULL, arg, 0);
@@ -225,12 +216,37 @@ int ferry_cli_runs_remote(int argc, char **argv)
         json_t *b = key ? json_pack("{s:s}", "idempotency_key", key) : json_object();
         char *body = json_dumps(b, JSON_COMPACT);
         json_decref(b);
+        /* Without --idempotency-key the request still carries a key of its own, so a retry
+         * after a lost answer finds the run the server started instead of starting another. */
+        char auto_key[40];
+        unsigned char rnd[12];
+        FILE *ur = key ? NULL : fopen("/dev/urandom", "rb");
+        bool got = ur && fread(rnd, 1, sizeof rnd, ur) == sizeof rnd;
+        if (ur) fclose(ur);
+        if (!key && got) {
+            int o = snprintf(auto_key, sizeof auto_key, "cli-");
+            for (size_t i = 0; i < sizeof rnd; i++)
+                o += snprintf(auto_key + o, sizeof auto_key - (size_t)o, "%02x", rnd[i]);
+        }
+        const char *send_key = key ? key : got ? auto_key : NULL;
         struct ferry_buf out;
         ferry_buf_init(&out, 0);
         long status = 0;
-        rc = ferry_client_request(&cl, "POST", path, "application/json", body, strlen(body),
-                                  &status, &out, &err);
+        int attempts = 1;
+        rc = send_key ? ferry_client_post_keyed(&cl, path, send_key, body, strlen(body), &status,
+                                                &out, &attempts, &err)
+                      : ferry_client_request(&cl, "POST", path, "application/json", body,
+                                             strlen(body), &status, &out, &err);
         free(body);
+        if (rc == FERRY_EIO && send_key) {
+            char why[sizeof err.message];
+            snprintf(why, sizeof why, "%s", err.message);
+            ferry_error_set(&err, rc, "cli",
+                            "pipeline %s: %s (%d attempt%s); the run may have been requested:"
+                            " `ferry runs start %s --idempotency-key %s` gives that run, or"
+                            " requests it",
+                            arg, why, attempts, attempts == 1 ? "" : "s", arg, send_key);
+        }
         if (rc == FERRY_OK && status != 200 && status != 201) {
             char msg[768];
             ferry_client_error_message(status, &out, msg, sizeof msg);
@@ -241,11 +257,13 @@ int ferry_cli_runs_remote(int argc, char **argv)
             json_t *j = json_loadb(out.data, out.len, 0, NULL);
             run = json_integer_value(json_object_get(j, "id"));
             bool existed = json_is_true(json_object_get(j, "existed"));
-            if (json)
+            if (co.json)
                 printf("%s\n", out.data);
             else
                 printf("run %" PRId64 " of pipeline %s %s\n", run, arg,
-                       existed ? "already requested with this key" : "requested");
+                       !existed ? "requested"
+                       : key    ? "already requested with this key"
+                                : "requested (by an earlier attempt whose answer was lost)");
             fflush(stdout);
             json_decref(j);
         }
@@ -256,8 +274,8 @@ int ferry_cli_runs_remote(int argc, char **argv)
         struct ferry_store *st = NULL;
         struct ferry_bus *bus = NULL;
         bool existed = false;
-        rc = ferry_store_open(state, &st, &err);
-        if (rc == FERRY_OK) rc = ferry_bus_inproc_open(state, &bus, &err);
+        rc = ferry_store_open(co.state, &st, &err);
+        if (rc == FERRY_OK) rc = ferry_bus_inproc_open(co.state, &bus, &err);
         if (rc == FERRY_OK)
             rc = ferry_control_request_run(st, bus, arg, "cli", key, &run, &existed, &err);
         ferry_bus_close(bus);
@@ -271,17 +289,17 @@ int ferry_cli_runs_remote(int argc, char **argv)
             sa.sa_handler = on_signal;
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
-            struct ferry_run_options o = {.state_path = state,
+            struct ferry_run_options o = {.state_path = co.state,
                                           .resume_run_id = run,
-                                          .out = json ? NULL : stdout,
-                                          .quiet = json};
+                                          .out = co.json ? NULL : stdout,
+                                          .quiet = co.json};
             struct ferry_run_result res;
             if (!existed) {
                 rc = ferry_runner_run(&o, &res, &err);
                 snprintf(w.final, sizeof w.final, "%s", res.state ? res.state : "failed");
                 if (rc == FERRY_EPAUSED || rc == FERRY_ECANCELED) rc = FERRY_OK;
             } else if (watch) {
-                rc = watch_local(state, run, 0, &w, &err);
+                rc = watch_local(co.state, run, 0, &w, &err);
             }
         }
     }
@@ -291,7 +309,7 @@ int ferry_cli_runs_remote(int argc, char **argv)
         return ferry_code_exit_status(rc);
     }
     if (w.final[0]) {
-        if (!json) printf("run %" PRId64 " %s\n", run, w.final);
+        if (!co.json) printf("run %" PRId64 " %s\n", run, w.final);
         return exit_for(w.final);
     }
     return 0;

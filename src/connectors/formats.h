@@ -36,6 +36,21 @@ struct ferry__files_format_opts {
     const int32_t *field_ids; /* parquet: optional field id per schema field (iceberg) */
 };
 
+/* Statistics of one column over a whole finished part. Bounds compare like the column's
+ * Parquet sort order: signed integers, IEEE floats without NaN, signed decimals, unsigned
+ * bytes (utf8, binary, json, decimal text, uuid). */
+struct ferry__files_column_stats {
+    int64_t values, nulls, nans; /* values counts nulls; nans: float columns only */
+    int64_t bytes;               /* the column's chunks in the file (compressed, with headers) */
+    bool has_minmax; /* false: no non-null non-NaN value, or a var-width value was too long
+                        for the format to keep exact bounds of its chunk */
+    int64_t min_i, max_i;                  /* bool (0/1), integers, dates, times, timestamps */
+    double min_f, max_f;                   /* float32 (widened), float64 */
+    struct ferry_decimal128 min_d, max_d;  /* decimal128 */
+    const uint8_t *min_b, *max_b;          /* var-width and uuid: exact, borrowed until free */
+    size_t min_n, max_n;
+};
+
 struct ferry__files_format {
     const char *name; /* the pipeline file's `format:` */
     const char *ext;  /* file name extension without the dot */
@@ -52,6 +67,9 @@ struct ferry__files_format {
     /* Writes what the part still holds (a footer) and returns the part's total bytes. */
     int (*finish_part)(void *state, int64_t *bytes_written, struct ferry_error *err);
     void (*free)(void *state);
+    /* optional (parquet): after finish_part, the statistics of column col over the whole
+     * part, as the format computed them for its own metadata (iceberg manifests). */
+    int (*column_stats)(void *state, int col, struct ferry__files_column_stats *out);
 };
 
 extern const struct ferry__files_format ferry__files_csv;

@@ -53,6 +53,7 @@ struct resource_run {
     int n_shards;
     char **resume;
     bool resumed_any;
+    bool commit_once;                 /* the frozen plan's "commit_once" (connector.h) */
     struct ferry_flow *flow;
     uint64_t seq_base;                /* distributed: batch seqs continue across tasks */
 };
@@ -448,7 +449,19 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
                                p->source_type);
     }
     rr->n_shards = (int)json_array_size(shards);
+    rr->commit_once = json_is_true(json_object_get(pj, "commit_once"));
     json_decref(pj);
+    /* Such a plan's unfinished shards have no resume point: only a run whose positions
+     * become durable at its end may read it (durability is a tuning key: it may change
+     * between attempts). */
+    if (rr->commit_once && !rr->spec->positions_at_end)
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "resource %s: run %" PRId64 " was planned for a sink durable at "
+                               "its commit (read without key order, resumable only from the "
+                               "start); this attempt would make batches durable one by one "
+                               "(durability per_apply, or distributed): resume it with "
+                               "`durability: at_commit`, or start over with --fresh",
+                               res, r->run_id);
     rr->resume = ferry_calloc((size_t)rr->n_shards, sizeof *rr->resume);
     if (rr->resume == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
 
@@ -464,15 +477,24 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
             rr->resume[cps[i].shard] = ferry_strdup(cps[i].position);
         }
     ferry_checkpoints_free(cps, n);
-    for (int s = 0; s < rr->n_shards; s++) {
+    for (int s = 0; s < rr->n_shards && rc == FERRY_OK; s++) {
         struct ferry_sink_checkpoint *c = sink_checkpoint(scp, n_scp, res, s);
-        if (c && c->run_id == r->run_id && c->position) {
+        if (c && c->run_id == r->run_id && c->position &&
+            (rr->resume[s] == NULL || strcmp(rr->resume[s], c->position) != 0)) {
             ferry_free(rr->resume[s]);
             rr->resume[s] = ferry_strdup(c->position);
+            /* The destination made it durable, the store never heard (a crash between the
+             * sink's commit and the fold of sink.committed): record it, else this attempt
+             * may read nothing more and complete without moving the route, and the next
+             * run would write those changes again (cdc). A pull worker leaves it to the
+             * task it leases (task_resume). */
+            if (!r->shard_mode)
+                rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, res, s,
+                                                     c->position, err);
         }
         if (rr->resume[s]) rr->resumed_any = true;
     }
-    return FERRY_OK;
+    return rc;
 }
 
 /* Discover, transforms, capabilities, policy, unknown keys: everything that can refuse the
@@ -524,6 +546,9 @@ static int prepare_resources(struct run *r, struct ferry_error *err)
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
         rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
         if (rc != FERRY_OK) return rc;
+        /* The one commit of a run is at its end, unless runs are spread over workers. */
+        rr->spec->positions_at_end = rr->caps.durability == FERRY_DURABLE_AT_COMMIT &&
+                                     !r->distributed && !r->shard_mode;
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);
@@ -1285,6 +1310,10 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
      * reads again from the start. */
     bool pause_commits = paused && !(r.p->write == FERRY_WRITE_REPLACE && r.n_res > 0 &&
                                      r.res[0].caps.replace_commits_once);
+    /* Likewise a run whose plan read shards without key order (commit_once): a commit now
+     * would make half-read shards durable with no point to resume them from. */
+    for (int i = 0; pause_commits && i < r.n_res; i++)
+        if (r.res[i].commit_once) pause_commits = false;
     if (rc == FERRY_OK || pause_commits) {
         int crc = commit_session(&r, err);
         if (crc != FERRY_OK) rc = crc;

@@ -14,7 +14,8 @@
  * schema, then pg_catalog; lock_timeout 10 s (as SQLite's busy timeout). A forked child
  * never uses its parent's pooled connections (the socket would be shared).
  *
- * Durability is the server's (synchronous_commit): set_sync_full is a no-op. The store's
+ * Durability is the server's, but never weaker than synchronous_commit = on: a session
+ * finding it off raises it (setup_session); set_sync_full is a no-op. The store's
  * clock is the server's clock_timestamp(), so workers on hosts with skewed clocks agree on
  * lease deadlines. */
 #include <libpq-fe.h>
@@ -436,7 +437,8 @@ static int pg_now_us(struct sdb *db, int64_t *out, struct ferry_error *err)
                      out, "reading the server's clock", err);
 }
 
-/* Durability is the server's: a commit is as durable as synchronous_commit makes it. */
+/* Durability is the server's: a commit is as durable as synchronous_commit makes it (never
+ * off for a store session, see setup_session). */
 static int pg_set_sync_full(struct sdb *db, bool full, struct ferry_error *err)
 {
     (void)db;
@@ -629,7 +631,14 @@ static int setup_session(struct pg_db *d, const char *schema, struct ferry_error
         ferry_free(sql);
     }
     if (rc == FERRY_OK) {
-        sql = ferry_asprintf("SET search_path = %s, pg_catalog; SET lock_timeout = '10s'", qs);
+        /* A checkpoint ferry reported saved must survive the store server's crash: a server
+         * (or role, or database) running with synchronous_commit = off acknowledges commits
+         * before their WAL is flushed, so the store raises it to on for its own sessions.
+         * Stronger settings (remote_write, remote_apply, local) are kept. */
+        sql = ferry_asprintf("SET search_path = %s, pg_catalog; SET lock_timeout = '10s';"
+                             " SELECT set_config('synchronous_commit', 'on', false)"
+                             " WHERE current_setting('synchronous_commit') = 'off'",
+                             qs);
         rc = sql ? pg_exec(&d->base, sql, "pinning the session to the schema", err)
                  : ferry__sdb_fail(&d->base, FERRY_ENOMEM, "store", err, "out of memory");
         ferry_free(sql);

@@ -59,6 +59,10 @@ print(struct.unpack('<q', lo[1])[0], struct.unpack('<q', hi[1])[0], nulls[8], va
 EOF
 duck=$(node "$DUCK" "SELECT min(id), max(id), count(*) - count(note), count(*), min(status), max(status), count(*) FROM read_parquet('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')')" | jq -r 'map(tostring) | join(" ")')
 [ "$(cat stats.txt)" = "$duck" ] || fail "manifest statistics [$(cat stats.txt)] differ from the data [$duck]"
+# column_sizes (taken from the Parquet writer's chunks) = the chunks' compressed sizes in the footer
+sizes=$(jq -r '.data_file | [.column_sizes[] | select(.key == 1 or .key == 3) | .value | tostring] | join(" ")' <<< "$(head -n 1 files.jsonl)")
+dsizes=$(node "$DUCK" "SELECT (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'id')::BIGINT AS a, (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'status')::BIGINT AS b" | jq -r 'map(tostring) | join(" ")')
+[ -n "$sizes" ] && [ "$sizes" = "$dsizes" ] || fail "manifest column_sizes [$sizes] differ from the footer's chunk sizes [$dsizes]"
 # a second run: a second snapshot; time travel to the first shows the first rows only
 expect_exit 0 ferry run app.yaml --quiet
 M=$(latest_meta "$WH/db/orders")

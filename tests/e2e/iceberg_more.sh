@@ -25,8 +25,7 @@ sleep "0.$((2 + RANDOM % 7))"
 kill -9 "$pid" 2>/dev/null || true
 st=0
 wait "$pid" 2>/dev/null || st=$?
-copies=1
-[ "$st" = 0 ] && copies=2 # finished before the kill: the next run is a new run, a second copy
+copies=$(copies_after_kill kill "$st")
 expect_exit 0 ferry run kill.yaml --quiet
 for t in orders users; do
   got=$(node "$READ" "$T/wk" db $t | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)

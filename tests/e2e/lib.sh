@@ -98,6 +98,67 @@ write_pipeline() {
   } > "$file"
 }
 
+# sample_pipeline FILE NAME ROWS SINK_LINE... : the sample source (orders and users, full,
+# seed 7, ROWS rows each) into the sink described by SINK_LINEs ("key: value"), batches of 700.
+sample_pipeline() {
+  local file=$1 name=$2 rows=$3; shift 3
+  {
+    echo "version: 1"
+    echo "name: $name"
+    echo "source:"
+    echo "  type: sample"
+    echo "  rows: $rows"
+    echo "  seed: 7"
+    echo "  resources:"
+    echo "    - {table: orders, mode: full}"
+    echo "    - {table: users, mode: full}"
+    echo "sink:"
+    for l in "$@"; do echo "  $l"; done
+    echo "batch: {rows: 700}"
+  } > "$file"
+}
+
+# check_manifest DIR [FORMAT] : the files sink's folder DIR is consistent with its run
+# manifests: every listed file exists with its size and CRC32-C, no part file is unlisted, no
+# temporary file is left. With FORMAT: every manifest says it, every part ends in .FORMAT, and
+# a parquet part has the PAR1 magic at both ends.
+check_manifest() {
+  local dir=$1 format=${2:-} m listed on_disk
+  for m in "$dir"/_runs/*/_manifest.json; do
+    [ -z "$format" ] || [ "$(jq -r .format "$m")" = "$format" ] || fail "$m: format should be $format"
+    jq -r '.files[] | "\(.path) \(.bytes) \(.crc32c)"' "$m" | while read -r p bytes crc; do
+      [ -f "$dir/$p" ] || fail "$m lists $p, which does not exist"
+      [ -z "$format" ] || [[ $p == *."$format" ]] || fail "$p: a $format part should end in .$format"
+      [ "$(stat -c %s "$dir/$p")" = "$bytes" ] || fail "$p: size differs from the manifest"
+      [ "$(crc32c "$dir/$p")" = "$crc" ] || fail "$p: CRC32-C differs from the manifest"
+      if [ "$format" = parquet ]; then
+        [ "$(head -c 4 "$dir/$p")" = PAR1 ] && [ "$(tail -c 4 "$dir/$p")" = PAR1 ] \
+          || fail "$p: not a complete parquet file (magic)"
+      fi
+    done
+  done
+  listed=$(cat "$dir"/_runs/*/_manifest.json 2>/dev/null | jq -r '.files[].path' | sort)
+  on_disk=$(cd "$dir" && find . -name 'part-*' | sed 's|^\./||' | sort)
+  [ "$listed" = "$on_disk" ] || fail "$dir: part files on disk differ from the manifests: listed [$listed] on disk [$on_disk]"
+  [ -z "$(find "$dir" -name '.tmp-*')" ] || fail "$dir: temporary files left: $(find "$dir" -name '.tmp-*')"
+}
+
+# files_enospc FORMAT : a files sink run writing FORMAT whose writes meet ENOSPC fails with an
+# error naming the part file, and leaves no part, temporary file or manifest behind.
+files_enospc() {
+  local format=$1 rc
+  sample_pipeline full.yaml full 2000 "type: files" "path: out-full/" "format: $format" "write: append"
+  set +e
+  OUT=$(FERRY_FAILPOINTS=files_sink_write=enospc "$FERRY_BIN" run full.yaml 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] || fail "a $format write that meets ENOSPC should fail the run"
+  printf '%s' "$OUT" | grep -q "out-full/orders/\.tmp-.*\.$format: No space left on device" \
+    || fail "ENOSPC should name the $format file: $OUT"
+  [ -z "$(find out-full \( -name 'part-*' -o -name '.tmp-*' -o -name '_manifest.json' \))" ] \
+    || fail "a failed run left files: $(find out-full -type f)"
+}
+
 # run_json: the last JSON line of `ferry ... --json`
 json_field() { printf '%s\n' "$1" | tail -n 1 | jq -r "$2"; }
 

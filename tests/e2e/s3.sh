@@ -21,26 +21,8 @@ s3_start lake
 
 s3_pipeline() { # FILE NAME ROWS ENDPOINT SINK_YAML...
   local file=$1 name=$2 rows=$3 ep=$4; shift 4
-  {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
-    echo "  resources:"
-    echo "    - {table: orders, mode: full}"
-    echo "    - {table: users, mode: full}"
-    echo "sink:"
-    echo "  type: s3"
-    echo "  bucket: lake"
-    echo "  endpoint: \"$ep\""
-    echo "  path_style: true"
-    echo "  access_key_id: env:S3_KEY"
-    echo "  secret_access_key: env:S3_SECRET"
-    for l in "$@"; do echo "  $l"; done
-    echo "batch: {rows: 700}"
-  } > "$file"
+  sample_pipeline "$file" "$name" "$rows" "type: s3" "bucket: lake" "endpoint: \"$ep\"" \
+    "path_style: true" "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET" "$@"
 }
 
 

@@ -7,29 +7,13 @@
 # snapshot, the table changed meanwhile, resumed (the slot's snapshot is gone by then): the
 # destination still equals the source.
 . "$(dirname "$0")/../e2e/lib.sh"
-. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
-pg_start
+. "$FERRY_SRC/tests/fault/cdc_lib.bash"
 ROWS=${ROWS:-200000}
 
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
-export SRC_URL="$FERRY_PG_URL"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
 pgq -c "CREATE TABLE big (id bigint PRIMARY KEY, payload text, n int)" >/dev/null
 pgq -c "INSERT INTO big SELECT g, 'seed', g FROM generate_series(1, 1000) g" >/dev/null
 
-pipeline() { # FILE NAME SINK
-  cat > "$1" <<YAML
-version: 1
-name: $2
-source:
-  type: postgres
-  url: env:SRC_URL
-  resources:
-    - {table: big, mode: cdc}
-sink: $3
-batch: {rows: 5000}
-YAML
-}
+pipeline() { cdc_pipeline "$1" "$2" big "$3" "rows: 5000"; } # FILE NAME SINK
 pipeline pg.yaml big_pg "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
 pipeline lite.yaml big_lite "{type: sqlite, path: $T/lite.db, write: merge}"
 pipeline log.yaml big_log "{type: postgres, url: env:DEST_URL, schema: log, write: append}"
@@ -84,18 +68,8 @@ pass "append change log: all $total rows once, the transaction's rows share its 
 # ---- a first run killed during the snapshot copy
 pgq -c "CREATE TABLE snap (id bigint PRIMARY KEY, v text)" >/dev/null
 pgq -c "INSERT INTO snap SELECT g, 'v' || g FROM generate_series(1, 100000) g" >/dev/null
-cat > snap.yaml <<YAML
-version: 1
-name: snap_pg
-source:
-  type: postgres
-  url: env:SRC_URL
-  shard_rows: 10000
-  resources:
-    - {table: snap, mode: cdc}
-sink: {type: postgres, url: env:DEST_URL, schema: public, write: merge}
-batch: {rows: 2000}
-YAML
+cdc_pipeline snap.yaml snap_pg snap "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" \
+  "rows: 2000" "shard_rows: 10000"
 FERRY_FAILPOINTS="before_sink_apply=sleep(100)" "$FERRY_BIN" run snap.yaml --quiet > kill-snap.log 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do

@@ -12,32 +12,16 @@
 # within the source's io_timeout (5 s here) and fails saying so instead of hanging; the
 # re-run is exact.
 . "$(dirname "$0")/../e2e/lib.sh"
-. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
-pg_start
+. "$FERRY_SRC/tests/fault/cdc_lib.bash"
 . "$FERRY_SRC/tests/tools/tcpproxy.bash"
 px_start "$PGPORT"
 ROWS=120000
 
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
 export SRC_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PX_PORT/ferry?sslmode=disable"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
 pgq -c "CREATE TABLE src (id bigint PRIMARY KEY, payload text, n int)" >/dev/null
 pgq -c "INSERT INTO src SELECT g, 'seed', g FROM generate_series(1, 1000) g" >/dev/null
 
-pipeline() { # FILE NAME SINK
-  cat > "$1" <<YAML
-version: 1
-name: $2
-source:
-  type: postgres
-  url: env:SRC_URL
-  io_timeout: 5s
-  resources:
-    - {table: src, mode: cdc}
-sink: $3
-batch: {rows: 2000}
-YAML
-}
+pipeline() { cdc_pipeline "$1" "$2" src "$3" "rows: 2000" "io_timeout: 5s"; } # FILE NAME SINK
 pipeline pg.yaml cr_pg "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
 pipeline lite.yaml cr_lite "{type: sqlite, path: $T/lite.db, write: merge}"
 pipeline log.yaml cr_log "{type: postgres, url: env:DEST_URL, schema: log, write: append}"

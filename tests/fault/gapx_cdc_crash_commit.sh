@@ -6,35 +6,21 @@
 # each resume the destination equals the source's final state (whole rows, psql and sqlite3
 # as readers, both ways) with no duplicate key; at_commit (sqlite): after a crash before the
 # commit nothing of that run is visible. Sinks: postgres (merge), sqlite (merge, per_apply
-# and at_commit), and a postgres append change log: each change exactly once.
+# and at_commit), and append change logs into postgres and sqlite (at_commit): each change
+# exactly once.
 . "$(dirname "$0")/../e2e/lib.sh"
-. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
-pg_start
-
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
-export SRC_URL="$FERRY_PG_URL"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+. "$FERRY_SRC/tests/fault/cdc_lib.bash"
 pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL)" >/dev/null
 pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 3000) g" >/dev/null
 
-pipeline() { # FILE NAME SINK
-  cat > "$1" <<YAML
-version: 1
-name: $2
-source:
-  type: postgres
-  url: env:SRC_URL
-  resources:
-    - {table: t, mode: cdc}
-sink: $3
-batch: {rows: 500}
-YAML
-}
+pipeline() { cdc_pipeline "$1" "$2" t "$3"; } # FILE NAME SINK
 pipeline pg.yaml cc_pg "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
 pipeline lite.yaml cc_lite "{type: sqlite, path: $T/lite.db, write: merge}"
 pipeline litec.yaml cc_litec "{type: sqlite, path: $T/litec.db, write: merge, durability: at_commit}"
 # the append change log: one row per change, exactly once (the checkpoint commits with the data)
 pipeline log.yaml cc_log "{type: postgres, url: env:DEST_URL, schema: log, write: append}"
+# the same into sqlite, durable only at the commit (a crash after it used to replay the run)
+pipeline litelog.yaml cc_litelog "{type: sqlite, path: $T/litelog.db, write: append, durability: at_commit}"
 
 src_rows() { pgq -c "SELECT id || '|' || v || '|' || n FROM t ORDER BY id"; }
 dest_rows() { # SINK
@@ -58,11 +44,16 @@ check_equal() { # SINK LABEL
   cmp -s src.txt dst.txt || fail "$2: destination differs from the source ($(comm -23 src.txt dst.txt | wc -l) missing or stale, $(comm -13 src.txt dst.txt | wc -l) extra or stale)"
 }
 
-# check_log LABEL: the change log has CHANGES rows, none twice (same change position, op, key)
+# check_log LABEL SINK: the change log has CHANGES rows, none twice (same change position, op, key)
 check_log() {
   local n d
-  n=$(pgq -d dest -c "SELECT count(*) FROM log.t")
-  d=$(pgq -d dest -c "SELECT count(*) FROM (SELECT 1 FROM log.t GROUP BY _ferry_lsn, _ferry_op, id, v, n HAVING count(*) > 1) x")
+  if [ "$2" = litelog ]; then
+    n=$(q litelog.db "SELECT count(*) FROM t")
+    d=$(q litelog.db "SELECT count(*) FROM (SELECT 1 FROM t GROUP BY _ferry_lsn, _ferry_op, id, v, n HAVING count(*) > 1)")
+  else
+    n=$(pgq -d dest -c "SELECT count(*) FROM log.t")
+    d=$(pgq -d dest -c "SELECT count(*) FROM (SELECT 1 FROM log.t GROUP BY _ferry_lsn, _ferry_op, id, v, n HAVING count(*) > 1) x")
+  fi
   [ "$d" = 0 ] || fail "$1: $d changes appear more than once in the change log"
   [ "$n" = "$CHANGES" ] || fail "$1: the change log holds $n rows, $CHANGES changes were made"
 }
@@ -82,7 +73,7 @@ SQL
 }
 
 round=0
-for sink in pg lite litec log; do
+for sink in pg lite litec log litelog; do
   for fp in before_sink_commit after_sink_commit; do
     # the first run of the pipeline (snapshot + stream) crashes, then later runs (stream only)
     for phase in first stream; do
@@ -94,10 +85,10 @@ for sink in pg lite litec log; do
         [ "$(dest_rows $sink | md5sum)" = "$before" ] || fail "$sink $fp ($phase): an at_commit run made rows visible before its commit"
       fi
       expect_exit 0 ferry run $sink.yaml --quiet
-      if [ $sink = log ]; then
-        check_log "$sink $fp ($phase run)"
+      if [ $sink = log ] || [ $sink = litelog ]; then
+        check_log "$sink $fp ($phase run)" $sink
         expect_exit 0 ferry run $sink.yaml --quiet
-        check_log "$sink $fp ($phase run, again)"
+        check_log "$sink $fp ($phase run, again)" $sink
         pass "$sink $fp=crash in the $phase run: the change log holds each of the $CHANGES changes exactly once"
         continue
       fi
@@ -114,6 +105,7 @@ for sink in pg lite litec log; do
       log) pgq -d dest -c "DROP TABLE log.t" >/dev/null ;;
       lite) rm -f lite.db ;;
       litec) rm -f litec.db ;;
+      litelog) rm -f litelog.db ;;
     esac
     rm -f "$FERRY_STATE" "$FERRY_STATE"-wal "$FERRY_STATE"-shm
   done

@@ -9,7 +9,8 @@
 # i.e. all K-lo+1 ids of shard S up to K present (the sample's ids are contiguous). Then the
 # re-run completes and every id is there; duplicates only where docs/guarantees.md allows them
 # (across attempts of the publishing sinks files and s3). Needs lib.sh sourced first; s3 needs
-# s3_start lake. SEED replays the kill moments.
+# s3_start lake. SEED replays the kill moments. never_ahead_kinds runs `ferry run`;
+# never_ahead_serve (needs tests/serve/lib.sh) the same crashes under `ferry serve`.
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 READ="$FERRY_SRC/tests/tools/read_iceberg.mjs"
 SEED=${SEED:-${FERRY_SEED:-$RANDOM}}
@@ -172,4 +173,95 @@ never_ahead_kinds() {
     done
   done
   echo "checkpoints compared at crashes: $total"
+}
+
+# never_ahead_serve KIND...: the same checks for runs under `ferry serve` (needs
+# tests/serve/lib.sh sourced): the server is started with a crash failpoint in its environment
+# (its workers inherit it), the run is requested over the API and fails (worker lost); the
+# saved checkpoints are compared with the destination, then a server without the failpoint
+# resumes the run over the API and the destination is complete.
+never_ahead_serve() {
+  local kind fp run n n2 dup i=${SERVE_I:-0} lake_fp
+  for kind in "$@"; do
+    dup=yes
+    case $kind in sqlite | sqlite_at | iceberg) dup=no ;; esac
+    case $kind in
+      jsonl | csv | parquet) lake_fp=files_before_manifest=crash ;;
+      s3) lake_fp=s3_before_manifest=crash ;;
+      iceberg) lake_fp=iceberg_before_catalog_commit=crash ;;
+      *) lake_fp="" ;;
+    esac
+    for fp in "after_sink_apply=crash@4" before_sink_commit=crash after_sink_commit=crash $lake_fp; do
+      i=$((i + 1))
+      name="sv$i-$kind"
+      pipeline p.yaml "$name" $kind "s$i"
+      FERRY_FAILPOINTS=$fp start_serve --lease 3s --sweep 500ms --workers 1
+      api POST /v1/pipelines --data-binary @p.yaml -H 'Content-Type: application/yaml' > /dev/null
+      [ "$CODE" = 201 ] || [ "$CODE" = 200 ] || fail "register $name: $CODE $BODY"
+      api POST "/v1/pipelines/$name/runs" > req.json
+      [ "$CODE" = 202 ] || [ "$CODE" = 201 ] || fail "request a run of $name: $CODE $BODY"
+      run=$(jq -r .id req.json)
+      wait_state "$run" failed 600
+      n=$(check_never_ahead "$name" $kind "s$i" "serve $kind $fp")
+      stop_serve
+      start_serve --lease 3s --sweep 500ms --workers 1
+      api POST "/v1/runs/$run/resume" > /dev/null
+      [ "$CODE" = 202 ] || fail "resume run $run: $CODE $BODY"
+      wait_state "$run" completed 1200
+      worker_exited "$run"
+      check_complete $kind "s$i" "serve $kind $fp" $dup
+      n2=$(check_never_ahead "$name" $kind "s$i" "serve $kind $fp (after the resume)")
+      stop_serve
+      no_sanitizer_reports
+      pass "serve, $kind, $fp: the worker died, the run failed; $n checkpoints saved, none ahead of the destination; resumed over the API: complete ($n2 checkpoints, all covered)"
+    done
+    never_ahead_serve_kill_after_save $kind $dup
+  done
+}
+
+# never_ahead_serve_kill_after_save KIND DUP: a SIGKILL of the worker once the state holds a
+# checkpoint of the run (the trackers pause 1.5 s after each save, so the worker is usually
+# still running: the sinks that commit once per run save their checkpoints only after that
+# commit, and a crash before it leaves none to compare). The checkpoints seen must be covered
+# by the destination; a failed run is resumed by a server without the pause.
+never_ahead_serve_kill_after_save() {
+  local kind=$1 dup=$2 run pid n n2 st cps=0
+  i=$((i + 1))
+  name="sv$i-$kind"
+  pipeline p.yaml "$name" $kind "s$i"
+  FERRY_FAILPOINTS="after_checkpoint_save=sleep(1500)" start_serve --lease 3s --sweep 500ms --workers 1
+  api POST /v1/pipelines --data-binary @p.yaml -H 'Content-Type: application/yaml' > /dev/null
+  [ "$CODE" = 201 ] || [ "$CODE" = 200 ] || fail "register $name: $CODE $BODY"
+  api POST "/v1/pipelines/$name/runs" > req.json
+  run=$(jq -r .id req.json)
+  for _ in $(seq 1 1200); do
+    cps=$(q -cmd ".timeout 5000" "$FERRY_STATE" "SELECT count(*) FROM run_checkpoints WHERE run_id = $run" 2> /dev/null || echo 0)
+    [ "${cps:-0}" -ge 1 ] && break
+    sleep 0.05
+  done
+  [ "${cps:-0}" -ge 1 ] || fail "serve $kind kill after save: no checkpoint saved: $(api GET "/v1/runs/$run")"
+  pid=$(api GET "/v1/runs/$run" | jq -r .pid)
+  [ "${pid:-0}" -gt 0 ] && kill -9 "$pid" 2> /dev/null || true
+  for _ in $(seq 1 600); do
+    st=$(run_state "$run")
+    [ "$st" = failed ] || [ "$st" = completed ] && break
+    sleep 0.1
+  done
+  [ "$st" = failed ] || [ "$st" = completed ] || fail "serve $kind kill after save: run $run is $st"
+  n=$(check_never_ahead "$name" $kind "s$i" "serve $kind kill -9 after a checkpoint save")
+  [ "$n" -ge 1 ] || fail "serve $kind kill after save: no checkpoint compared"
+  stop_serve
+  if [ "$st" = failed ]; then
+    start_serve --lease 3s --sweep 500ms --workers 1
+    api POST "/v1/runs/$run/resume" > /dev/null
+    [ "$CODE" = 202 ] || fail "resume run $run: $CODE $BODY"
+    wait_state "$run" completed 1200
+    worker_exited "$run"
+    stop_serve
+  fi
+  check_complete $kind "s$i" "serve $kind kill after save" $dup
+  n2=$(check_never_ahead "$name" $kind "s$i" "serve $kind kill after save (after the resume)")
+  no_sanitizer_reports
+  pass "serve, $kind, kill -9 of the worker after a checkpoint save (run $st): $n checkpoints saved, none ahead of the destination; complete ($n2 checkpoints, all covered)"
+  SERVE_I=$i
 }

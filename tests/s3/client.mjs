@@ -15,6 +15,11 @@ const u = new URL(endpoint);
 const creds = { accessKeyId: process.env.AWS_ACCESS_KEY_ID || 'S3RVER',
                 secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY || 'S3RVER' };
 const enc = (k) => k.split('/').map(encodeURIComponent).join('/');
+// XML text as S3 servers escape keys: the five entities and numeric references, &amp; last
+const unxml = (t) => t.replace(/&(quot|apos|lt|gt|#x[0-9a-fA-F]+|#[0-9]+);/g, (_, e) =>
+  ({ quot: '"', apos: "'", lt: '<', gt: '>' })[e] ??
+  String.fromCodePoint(e[1] === 'x' ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10)))
+  .replace(/&amp;/g, '&');
 
 function request(method, path, body) {
   const opts = aws4.sign({ host: u.host, path, method, service: 's3', region: 'us-east-1',
@@ -45,7 +50,7 @@ if (cmd === 'get') {
     if (r.status !== 200) { process.stderr.write(`list: HTTP ${r.status}\n`); process.exit(1); }
     const xml = r.body.toString();
     for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g))
-      process.stdout.write(m[1].replace(/&amp;/g, '&') + '\n');
+      process.stdout.write(unxml(m[1]) + '\n');
     const t = xml.match(/<NextContinuationToken>([^<]*)</);
     if (!/<IsTruncated>true/.test(xml) || !t) break;
     token = t[1];

@@ -10,23 +10,16 @@ command -v node >/dev/null || fail "node is required (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules/icebird" ] || fail "tests/tools/node_modules/icebird missing: npm ci --prefix tests/tools"
 WH="$T/wh"
 
-pipeline() { # FILE NAME ROWS SINK_LINES...
-  local file=$1 name=$2 rows=$3; shift 3
-  {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
-    echo "  resources:"
-    echo "    - {table: orders, mode: full}"
-    echo "    - {table: users, mode: full}"
-    echo "sink:"
-    for l in "$@"; do echo "  $l"; done
-    echo "batch: {rows: 700}"
-  } > "$file"
+# copies_after_kill PIPELINE EXIT: how many copies a plain re-run leaves after a kill -9 of
+# PIPELINE's run that ended with EXIT: 2 when that run had finished (exit 0, or killed on its
+# way out after the state recorded it completed: the re-run is a new run), else 1.
+copies_after_kill() {
+  local done_runs
+  done_runs=$(q "$FERRY_STATE" "SELECT count(*) FROM runs WHERE pipeline = '$1' AND state = 'completed'")
+  if [ "$2" = 0 ] || [ "$done_runs" -ge 1 ]; then echo 2; else echo 1; fi
 }
+
+pipeline() { sample_pipeline "$@"; } # FILE NAME ROWS SINK_LINES... (tests/e2e/lib.sh)
 
 latest_meta() { ls "$1"/metadata/v*.metadata.json | sort -V | tail -n 1; }
 

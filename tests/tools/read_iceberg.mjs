@@ -57,6 +57,7 @@ await new Promise(ok => server.listen(0, '127.0.0.1', ok))
 let base = `http://127.0.0.1:${server.address().port}`
 
 const realFetch = globalThis.fetch
+const encPath = (p) => p.split('/').map(encodeURIComponent).join('/')
 if (s3) {
   const aws4 = createRequire(import.meta.url)('aws4')
   const ep = new URL(process.env.S3_ENDPOINT)
@@ -64,24 +65,27 @@ if (s3) {
   const creds = { accessKeyId: process.env.AWS_ACCESS_KEY_ID || 'S3RVER',
                   secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY || 'S3RVER' }
   base = `${ep.origin}/${warehouse.slice('s3://'.length).replace(/\/+$/, '')}`
+  // Every URL icebird fetches here is built by concatenating s3:// locations, which hold
+  // object keys verbatim (a key may contain `%`, `?`, `#`): the part after the server is the
+  // raw /BUCKET/KEY, encoded segment by segment before it is signed and sent.
   globalThis.fetch = (url, init = {}) => {
     let u = String(url)
-    const aws = /^https:\/\/([a-z0-9.-]+)\.s3\.amazonaws\.com(\/.*)$/.exec(u)
+    const aws = /^https:\/\/([a-z0-9.-]+)\.s3\.amazonaws\.com(\/.*)$/s.exec(u)
     if (aws) u = `${ep.origin}/${aws[1]}${aws[2]}`
-    const target = new URL(u)
-    if (target.origin !== ep.origin) return Promise.reject(new Error(`not on the S3 server: ${url}`))
+    if (!u.startsWith(ep.origin + '/')) return Promise.reject(new Error(`not on the S3 server: ${url}`))
+    const path = encPath(u.slice(ep.origin.length))
     const headers = Object.fromEntries(new Headers(init.headers || {}).entries())
-    const signed = aws4.sign({ host: target.host, path: target.pathname + target.search,
-                               method: init.method || 'GET', service: 's3', region: 'us-east-1',
-                               headers }, creds)
-    return realFetch(u, { ...init, headers: signed.headers })
+    const signed = aws4.sign({ host: ep.host, path, method: init.method || 'GET', service: 's3',
+                               region: 'us-east-1', headers }, creds)
+    return realFetch(ep.origin + path, { ...init, headers: signed.headers })
   }
 } else globalThis.fetch = (url, init) => {
   let u = String(url)
   if (u.startsWith('file://')) {
-    const p = decodeURIComponent(u.slice('file://'.length))
+    // locations are paths verbatim (as Java's HadoopFileIO and pyiceberg read them)
+    const p = u.slice('file://'.length)
     if (!p.startsWith(root + '/')) return Promise.reject(new Error(`outside the warehouse: ${u}`))
-    u = base + p.slice(root.length)
+    u = base + encPath(p.slice(root.length))
   }
   return realFetch(u, init)
 }
@@ -98,7 +102,10 @@ function plain(v) {
 let code = 0
 try {
   const { icebergRead, icebergMetadata } = await import('icebird')
-  const tableUrl = `${base}/${ns}/${table.startsWith('--') ? arg4 : table}`
+  // names as they are (s3: raw keys, encoded by the fetch wrapper); local: URL-encoded for
+  // the file server, which decodes them
+  const tname = table.startsWith('--') ? arg4 : table
+  const tableUrl = s3 ? `${base}/${ns}/${tname}` : `${base}/${encodeURIComponent(ns)}/${encodeURIComponent(tname)}`
   if (table === '--metadata') {
     process.stdout.write(JSON.stringify(await icebergMetadata({ tableUrl, metadataFileName })) + '\n')
   } else if (table === '--files') {

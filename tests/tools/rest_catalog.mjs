@@ -23,7 +23,6 @@ import http from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 const [stateDir, portFile] = process.argv.slice(2)
 const TOKEN = process.env.REST_TOKEN || ''
@@ -41,7 +40,9 @@ const ok = (res, body) => {
   res.writeHead(200, { 'content-type': 'application/json' })
   res.end(stringify(body))
 }
-const localPath = (loc) => loc.startsWith('file://') ? fileURLToPath(loc.startsWith('file:///') ? loc : 'file://' + loc.slice(7)) : null
+// Iceberg locations hold paths verbatim (as Java's HadoopFileIO and pyiceberg read them), not
+// percent-encoded URIs: a name with `%` or `#` is that character in the path.
+const localPath = (loc) => loc.startsWith('file://') ? loc.slice('file://'.length) : null
 
 function writeMetadata(meta, version) {
   const dir = localPath(meta.location + '/metadata')
@@ -147,7 +148,10 @@ function apply(meta, u) {
 }
 
 // Snapshot ids are 64-bit: parse and print them without losing digits.
-const parse = (text) => JSON.parse(text.replace(/("(?:snapshot-id|parent-snapshot-id|current-snapshot-id)"\s*:\s*)(-?\d{16,})/g, '$1"__big$2"'),
+// (the remove-snapshots update carries them in an array: "snapshot-ids": [...])
+const bigIds = (text) => text.replace(/("snapshot-ids"\s*:\s*\[)([^\]]*)\]/g,
+  (m, head, list) => head + list.replace(/-?\d{16,}/g, (d) => `"__big${d}"`) + ']')
+const parse = (text) => JSON.parse(bigIds(text).replace(/("(?:snapshot-id|parent-snapshot-id|current-snapshot-id)"\s*:\s*)(-?\d{16,})/g, '$1"__big$2"'),
   (k, v) => typeof v === 'string' && v.startsWith('__big') ? BigInt(v.slice(5)) : v)
 const stringify = (o, ...a) => JSON.stringify(o, (k, v) => typeof v === 'bigint' ? `__big${v}` : v, ...a)
   .replace(/"__big(-?\d+)"/g, '$1')

@@ -336,16 +336,15 @@ static void test_bool(void **state)
         parse("a: true\nb: false\nc: yes\nd: off\ne: maybe\nf: \"true\"\ng: True\n");
     struct ferry_error err = {0};
     bool v = false;
-    assert_int_equal(ferry_cfg_bool(root, "a", true, &v, &err), FERRY_OK);
-    assert_true(v);
-    assert_int_equal(ferry_cfg_bool(root, "b", true, &v, &err), FERRY_OK);
-    assert_false(v);
-    assert_int_equal(ferry_cfg_bool(root, "c", true, &v, &err), FERRY_OK);
-    assert_true(v);
-    assert_int_equal(ferry_cfg_bool(root, "d", true, &v, &err), FERRY_OK);
-    assert_false(v);
-    assert_int_equal(ferry_cfg_bool(root, "g", true, &v, &err), FERRY_OK);
-    assert_true(v);
+    static const struct {
+        const char *key;
+        bool want;
+    } ok[] = {{"a", true}, {"b", false}, {"c", true}, {"d", false}, {"g", true}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        v = !ok[i].want;
+        assert_int_equal(ferry_cfg_bool(root, ok[i].key, true, &v, &err), FERRY_OK);
+        if (v != ok[i].want) fail_msg("%s: read as %d", ok[i].key, v);
+    }
     assert_int_equal(ferry_cfg_bool(root, "e", true, &v, &err), FERRY_ECONFIG);
     assert_message(err, "demo.yaml: e (line 5): expected true or false, got \"maybe\"");
     v = false;
@@ -357,13 +356,33 @@ static void test_bool(void **state)
     ferry_cfg_free(root);
 }
 
+/* A reader of one integer setting: ferry_cfg_size, ferry_cfg_duration_ms. */
+typedef int (*int_reader)(struct ferry_cfg *map, const char *key, bool required, int64_t *out,
+                          struct ferry_error *err);
+struct text_value {
+    const char *text;
+    int64_t value;
+};
+
+/* Each text, as the value of `key` in a document of its own, reads as its value. */
+static void assert_reads(int_reader read, const char *key, const struct text_value *ok, size_t n)
+{
+    struct ferry_error err = {0};
+    for (size_t i = 0; i < n; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "%s: %s\n", key, ok[i].text);
+        struct ferry_cfg *root = parse(text);
+        int64_t v = -1;
+        if (read(root, key, true, &v, &err) != FERRY_OK) fail_msg("%s: %s", ok[i].text, err.message);
+        if (v != ok[i].value) fail_msg("%s: %lld", ok[i].text, (long long)v);
+        ferry_cfg_free(root);
+    }
+}
+
 static void test_size(void **state)
 {
     (void)state;
-    static const struct {
-        const char *text;
-        int64_t bytes;
-    } ok[] = {
+    static const struct text_value ok[] = {
         {"4MiB", 4194304},
         {"512KiB", 524288},
         {"4MB", 4000000},
@@ -381,17 +400,8 @@ static void test_size(void **state)
         {"1_000", 1000},
         {"0", 0},
     };
+    assert_reads(ferry_cfg_size, "bytes", ok, sizeof ok / sizeof ok[0]);
     struct ferry_error err = {0};
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "bytes: %s\n", ok[i].text);
-        struct ferry_cfg *root = parse(text);
-        int64_t v = -1;
-        if (ferry_cfg_size(root, "bytes", true, &v, &err) != FERRY_OK)
-            fail_msg("%s: %s", ok[i].text, err.message);
-        if (v != ok[i].bytes) fail_msg("%s: %lld", ok[i].text, (long long)v);
-        ferry_cfg_free(root);
-    }
     static const char *const bad[] = {"lots", "4XB", "MiB", "1.k", "4 MiB B", "", "[1]",
                                       "99999999999999TiB"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -422,25 +432,13 @@ static void test_size(void **state)
 static void test_duration(void **state)
 {
     (void)state;
-    static const struct {
-        const char *text;
-        int64_t ms;
-    } ok[] = {
+    static const struct text_value ok[] = {
         {"250ms", 250}, {"1s", 1000},       {"5m", 300000},   {"2h", 7200000},
         {"1d", 86400000}, {"1h30m", 5400000}, {"1.5s", 1500}, {"0", 0},
         {"\"10ms\"", 10}, {"0s", 0},
     };
+    assert_reads(ferry_cfg_duration_ms, "d", ok, sizeof ok / sizeof ok[0]);
     struct ferry_error err = {0};
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "d: %s\n", ok[i].text);
-        struct ferry_cfg *root = parse(text);
-        int64_t v = -1;
-        if (ferry_cfg_duration_ms(root, "d", true, &v, &err) != FERRY_OK)
-            fail_msg("%s: %s", ok[i].text, err.message);
-        if (v != ok[i].ms) fail_msg("%s: %lld", ok[i].text, (long long)v);
-        ferry_cfg_free(root);
-    }
     struct ferry_cfg *root = parse("a: soon\nb: 5\nc: 1w\nd: -1s\ne: 1s2\nf: 99999999999999999d\n");
     int64_t v = 42;
     assert_int_equal(ferry_cfg_duration_ms(root, "a", true, &v, &err), FERRY_ECONFIG);

@@ -652,6 +652,16 @@ static struct ferry_cfg *src_cfg(const char *extra)
     return cfg_of(yaml);
 }
 
+/* s has exactly the field types want[0..n), in order. */
+static void assert_types(const struct ferry_schema *s, const enum ferry_type *want, int n)
+{
+    assert_int_equal(s->n_fields, n);
+    for (int i = 0; i < n; i++)
+        if (s->fields[i].type != want[i])
+            fail_msg("field %d (%s): type %d, want %d", i, s->fields[i].name, (int)s->fields[i].type,
+                     (int)want[i]);
+}
+
 static void test_source_infer_resume_skip(void **state)
 {
     (void)state;
@@ -679,13 +689,11 @@ static void test_source_infer_resume_skip(void **state)
     struct ferry_resource_spec spec = spec_of("things", FERRY_READ_FULL);
     struct ferry_schema *s = NULL;
     ASSERT_OK(vt->discover(ctx, &spec, &s, &err), err);
-    assert_int_equal(s->n_fields, 6);
-    assert_int_equal(s->fields[0].type, FERRY_TYPE_INT64);
-    assert_int_equal(s->fields[1].type, FERRY_TYPE_FLOAT64);
-    assert_int_equal(s->fields[2].type, FERRY_TYPE_BOOL);
-    assert_int_equal(s->fields[3].type, FERRY_TYPE_TIMESTAMPTZ_US);
-    assert_int_equal(s->fields[4].type, FERRY_TYPE_DATE32);
-    assert_int_equal(s->fields[5].type, FERRY_TYPE_UTF8);
+    assert_types(s,
+                 (const enum ferry_type[]){FERRY_TYPE_INT64, FERRY_TYPE_FLOAT64, FERRY_TYPE_BOOL,
+                                           FERRY_TYPE_TIMESTAMPTZ_US, FERRY_TYPE_DATE32,
+                                           FERRY_TYPE_UTF8},
+                 6);
     char *plan = NULL;
     ASSERT_OK(vt->plan(ctx, &spec, s, NULL, &plan, &err), err);
     assert_int_equal(plan_shards(plan), 2);
@@ -793,9 +801,7 @@ static void test_source_headerless(void **state)
         spec.n_columns = 2;
         struct ferry_schema *s = NULL;
         ASSERT_OK(vt->discover(ctx, &spec, &s, &err), err);
-        assert_int_equal(s->n_fields, 2);
-        assert_int_equal(s->fields[0].type, FERRY_TYPE_FLOAT64);
-        assert_int_equal(s->fields[1].type, FERRY_TYPE_INT64);
+        assert_types(s, (const enum ferry_type[]){FERRY_TYPE_FLOAT64, FERRY_TYPE_INT64}, 2);
         char *plan = NULL;
         ASSERT_OK(vt->plan(ctx, &spec, s, NULL, &plan, &err), err);
         struct collect c = {0};
@@ -834,12 +840,10 @@ static void test_source_jsonl_compressed(void **state)
     struct ferry_resource_spec spec = spec_of("j", FERRY_READ_FULL);
     struct ferry_schema *s = NULL;
     ASSERT_OK(vt->discover(ctx, &spec, &s, &err), err);
-    assert_int_equal(s->n_fields, 5);
-    assert_int_equal(s->fields[0].type, FERRY_TYPE_INT64);
-    assert_int_equal(s->fields[1].type, FERRY_TYPE_FLOAT64);
-    assert_int_equal(s->fields[2].type, FERRY_TYPE_JSON);
-    assert_int_equal(s->fields[3].type, FERRY_TYPE_UTF8);
-    assert_int_equal(s->fields[4].type, FERRY_TYPE_BOOL);
+    assert_types(s,
+                 (const enum ferry_type[]){FERRY_TYPE_INT64, FERRY_TYPE_FLOAT64, FERRY_TYPE_JSON,
+                                           FERRY_TYPE_UTF8, FERRY_TYPE_BOOL},
+                 5);
     char *plan = NULL;
     ASSERT_OK(vt->plan(ctx, &spec, s, NULL, &plan, &err), err);
     struct collect c = {0};

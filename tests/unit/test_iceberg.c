@@ -9,10 +9,14 @@
 #include "unit.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 #include <zlib.h>
 #include "batch/builder.h"
+#include "connectors/files/parquet_writer.h"
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
@@ -141,6 +145,140 @@ static void fill_doubles(struct ferry_row_writer *rw)
     }
 }
 
+
+/* ---- manifest statistics: the data file's Parquet writer vs a per-row reference ---------
+ *
+ * The sink takes a data file's manifest statistics from its Parquet writer
+ * (ferry__parquet_column_stats). ref_stats_add is the per-row pass the sink used before,
+ * kept here as the reference those statistics must agree with. */
+static int ref_bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    if (c != 0) return c;
+    return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+static int ref_dec_cmp(struct ferry_decimal128 a, struct ferry_decimal128 b)
+{
+    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
+    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
+    return 0;
+}
+
+static size_t ref_cut(const uint8_t *p, size_t n, bool text)
+{
+    if (n <= 64) return n;
+    size_t k = 64;
+    if (text)
+        while (k > 0 && (p[k] & 0xc0) == 0x80) k--;
+    return k;
+}
+
+static void ref_set(struct ferry_buf *b, const uint8_t *p, size_t n)
+{
+    b->len = 0;
+    assert_int_equal(ferry_buf_append(b, p, n), FERRY_OK);
+}
+
+static void ref_stats_add(struct ferry__iceberg_stats *s, const struct ferry_batch *b, int col)
+{
+    const struct ferry_column *c = &b->columns[col];
+    s->values += b->length;
+    s->nulls += c->null_count;
+    enum ferry_type t = s->type;
+    if (t == FERRY_TYPE_UUID) return;
+    bool text = t == FERRY_TYPE_UTF8 || t == FERRY_TYPE_JSON || t == FERRY_TYPE_DECIMAL_TEXT;
+    for (int64_t r = 0; r < b->length; r++) {
+        if (ferry_col_is_null(b, col, r)) continue;
+        if (t == FERRY_TYPE_FLOAT32 || t == FERRY_TYPE_FLOAT64) {
+            double v = ferry_col_float(b, col, r);
+            if (isnan(v)) {
+                s->nans++;
+            } else if (!s->has_minmax) {
+                s->min_f = s->max_f = v;
+                s->has_minmax = true;
+            } else {
+                if (v < s->min_f) s->min_f = v;
+                if (v > s->max_f) s->max_f = v;
+            }
+        } else if (t == FERRY_TYPE_DECIMAL128) {
+            struct ferry_decimal128 v = ferry_col_dec128(b, col, r);
+            if (!s->has_minmax) {
+                s->min_d = s->max_d = v;
+                s->has_minmax = true;
+            } else {
+                if (ref_dec_cmp(v, s->min_d) < 0) s->min_d = v;
+                if (ref_dec_cmp(v, s->max_d) > 0) s->max_d = v;
+            }
+        } else if (ferry_type_is_varwidth(t)) {
+            size_t n;
+            const uint8_t *p = ferry_col_bytes(b, col, r, &n);
+            if (!s->has_minmax) {
+                size_t k = ref_cut(p, n, text);
+                ref_set(&s->min_b, p, k);
+                s->lower_cut = k < n;
+                s->no_upper = n > 64;
+                ref_set(&s->max_b, p, k);
+                s->has_minmax = true;
+                continue;
+            }
+            if (ref_bytes_cmp(p, n, (const uint8_t *)s->min_b.data, s->min_b.len) < 0)
+                ref_set(&s->min_b, p, ref_cut(p, n, text));
+            const uint8_t *mp = (const uint8_t *)s->max_b.data;
+            size_t mn = s->max_b.len;
+            if (ref_bytes_cmp(p, n, mp, mn) > 0 &&
+                !(s->no_upper && n >= mn && memcmp(p, mp, mn) == 0)) {
+                s->no_upper = n > 64;
+                ref_set(&s->max_b, p, s->no_upper ? ref_cut(p, n, text) : n);
+            }
+        } else {
+            int64_t v = t == FERRY_TYPE_BOOL ? (int64_t)ferry_col_bool(b, col, r)
+                                             : ferry_col_int(b, col, r);
+            if (!s->has_minmax) {
+                s->min_i = s->max_i = v;
+                s->has_minmax = true;
+            } else {
+                if (v < s->min_i) s->min_i = v;
+                if (v > s->max_i) s->max_i = v;
+            }
+        }
+    }
+}
+
+static int mem_write(void *ctx, const void *p, size_t n)
+{
+    return ferry_buf_append(ctx, p, n);
+}
+
+/* Writes batches[0..nb) as one Parquet file (tiny row groups: one per batch, so the
+ * statistics are merged across chunks) and takes column col's statistics from the writer. */
+static void writer_stats(struct ferry__iceberg_stats *st, struct ferry_batch **batches, int nb, int col)
+{
+    struct ferry_parquet_options o;
+    ferry__parquet_options_default(&o);
+    o.row_group_bytes = 1;
+    struct ferry_buf file;
+    ferry_buf_init(&file, 0);
+    struct ferry_parquet_writer *w = NULL;
+    assert_int_equal(ferry__parquet_open(batches[0]->schema, &o, mem_write, &file, &w, NULL), FERRY_OK);
+    for (int i = 0; i < nb; i++)
+        assert_int_equal(ferry__parquet_write_batch(w, batches[i], NULL), FERRY_OK);
+    int64_t bytes = 0;
+    assert_int_equal(ferry__parquet_close(w, &bytes, NULL), FERRY_OK);
+    assert_true(bytes == (int64_t)file.len);
+    struct ferry__files_column_stats cs;
+    assert_int_equal(ferry__parquet_column_stats(w, col, &cs), FERRY_OK);
+    assert_true(cs.bytes > 0 && cs.bytes < bytes);
+    assert_int_equal(ferry__iceberg_stats_from_file(st, &cs), FERRY_OK);
+    ferry__parquet_free(w);
+    ferry_buf_release(&file);
+}
+
+static void one_writer_stats(struct ferry__iceberg_stats *st, struct ferry_batch *b)
+{
+    writer_stats(st, &b, 1, 0);
+}
+
 static void test_single_value_bounds(void **state)
 {
     (void)state;
@@ -149,7 +287,7 @@ static void test_single_value_bounds(void **state)
 
     struct ferry_batch *b = one_column(FERRY_TYPE_INT64, fill_longs);
     ferry__iceberg_stats_init(&st, FERRY_TYPE_INT64);
-    assert_int_equal(ferry__iceberg_stats_add(&st, b, 0), FERRY_OK);
+    one_writer_stats(&st, b);
     assert_int_equal(st.values, 5);
     assert_int_equal(st.nulls, 1);
     assert_int_equal(ferry__iceberg_stats_bound(&st, false, out, sizeof out), 8);
@@ -164,7 +302,7 @@ static void test_single_value_bounds(void **state)
 
     b = one_column(FERRY_TYPE_UTF8, fill_strings);
     ferry__iceberg_stats_init(&st, FERRY_TYPE_UTF8);
-    assert_int_equal(ferry__iceberg_stats_add(&st, b, 0), FERRY_OK);
+    one_writer_stats(&st, b);
     long n = ferry__iceberg_stats_bound(&st, false, out, sizeof out);
     assert_int_equal(n, 5);
     assert_memory_equal(out, "apple", 5); /* UTF-8 bytes, no length prefix */
@@ -177,7 +315,7 @@ static void test_single_value_bounds(void **state)
     /* a long maximum is left out; a long minimum is cut to a prefix */
     b = one_column(FERRY_TYPE_UTF8, fill_long_strings);
     ferry__iceberg_stats_init(&st, FERRY_TYPE_UTF8);
-    assert_int_equal(ferry__iceberg_stats_add(&st, b, 0), FERRY_OK);
+    one_writer_stats(&st, b);
     n = ferry__iceberg_stats_bound(&st, false, out, sizeof out);
     assert_int_equal(n, 64);
     assert_int_equal(out[0], 'b');
@@ -189,13 +327,118 @@ static void test_single_value_bounds(void **state)
     /* doubles: NaN counted apart, bounds 8 bytes little-endian IEEE 754 */
     b = one_column(FERRY_TYPE_FLOAT64, fill_doubles);
     ferry__iceberg_stats_init(&st, FERRY_TYPE_FLOAT64);
-    assert_int_equal(ferry__iceberg_stats_add(&st, b, 0), FERRY_OK);
+    one_writer_stats(&st, b);
     assert_int_equal(st.nans, 1);
     assert_int_equal(ferry__iceberg_stats_bound(&st, false, out, sizeof out), 8);
     const uint8_t m125[8] = {0, 0, 0, 0, 0, 0, 0xf4, 0xbf}; /* -1.25 */
     assert_memory_equal(out, m125, 8);
     ferry__iceberg_stats_release(&st);
     ferry_batch_unref(b);
+}
+
+/* One batch of every bound-carrying type with nulls, NaN, negatives, -0.0, unicode and
+ * long strings; kind selects the values so that three batches give three row groups. */
+static void fill_mixed(struct ferry_row_writer *rw, int kind)
+{
+    static const char *texts[] = {"z\xc3\xa9ro", "\xe6\x97\xa5\xe6\x9c\xac", "Zebra", "", "\xf0\x9f\x98\x80 smile", "apple"};
+    for (int i = 0; i < 40; i++) {
+        int k = i + 40 * kind;
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        if (k % 7 == 3) ferry_rw_null(rw); else ferry_rw_int(rw, (int64_t)(k * 37 % 101) - 50 - kind * 1000); /* i32 */
+        if (k % 5 == 1) ferry_rw_null(rw); else ferry_rw_int(rw, (int64_t)(k % 13 - 6) * INT64_C(99999999999)); /* i64 */
+        if (k % 9 == 2) ferry_rw_float(rw, NAN); else if (k % 11 == 4) ferry_rw_null(rw);
+        else ferry_rw_float(rw, k == 17 ? -0.0 : (double)(k % 17 - 8) * 0.75 * (kind + 1)); /* f64 */
+        if (k % 6 == 0) ferry_rw_float(rw, NAN); else ferry_rw_float(rw, (double)(k % 10 - 5) / 4); /* f32 */
+        if (k % 4 == 2) ferry_rw_null(rw);
+        else if (k % 23 == 5) { /* longer than the 64-byte bound: the lower bound is a cut prefix */
+            char big[90];
+            for (int j = 0; j < 88; j += 2) memcpy(big + j, "\xc3\xa9", 2);
+            big[88] = 'x';
+            big[89] = (char)('a' + kind);
+            ferry_rw_text(rw, big, sizeof big);
+        } else {
+            const char *t = texts[k % 6];
+            ferry_rw_text(rw, t, strlen(t)); /* utf8 */
+        }
+        if (k % 8 == 7) ferry_rw_null(rw);
+        else ferry_rw_dec128(rw, (struct ferry_decimal128){.lo = (uint64_t)(int64_t)(k * 1013 % 4099 - 2000), .hi = k * 1013 % 4099 - 2000 < 0 ? -1 : 0}); /* dec(10,2) */
+        if (k % 8 == 1) ferry_rw_null(rw);
+        else ferry_rw_dec128(rw, (struct ferry_decimal128){.lo = (uint64_t)k * 77, .hi = k % 3 == 0 ? -5 : 3}); /* dec(38,4) */
+        ferry_rw_bool(rw, k % 3 == 1);
+        if (k % 10 == 9) ferry_rw_null(rw); else ferry_rw_int(rw, -3000 + k * 41); /* date */
+        ferry_rw_int(rw, (int64_t)(k - 60) * INT64_C(3600000000)); /* timestamptz */
+        uint8_t u[16];
+        memset(u, (uint8_t)k, sizeof u);
+        ferry_rw_fixed(rw, u, 16); /* uuid: no bounds either way */
+        ferry_rw_end(rw, NULL);
+    }
+}
+
+static void test_writer_stats_match_per_row(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = ferry_schema_new();
+    const struct { const char *name; enum ferry_type t; } cols[] = {
+        {"i32", FERRY_TYPE_INT32}, {"i64", FERRY_TYPE_INT64}, {"f64", FERRY_TYPE_FLOAT64},
+        {"f32", FERRY_TYPE_FLOAT32}, {"txt", FERRY_TYPE_UTF8}, {"d10", FERRY_TYPE_DECIMAL128},
+        {"d38", FERRY_TYPE_DECIMAL128}, {"flag", FERRY_TYPE_BOOL}, {"day", FERRY_TYPE_DATE32},
+        {"ts", FERRY_TYPE_TIMESTAMPTZ_US}, {"u", FERRY_TYPE_UUID}};
+    int nc = (int)(sizeof cols / sizeof cols[0]);
+    for (int i = 0; i < nc; i++)
+        assert_int_equal(ferry_schema_add_field(s, cols[i].name, cols[i].t, true, NULL), FERRY_OK);
+    s->fields[5].precision = 10;
+    s->fields[5].scale = 2;
+    s->fields[6].precision = 38;
+    s->fields[6].scale = 4;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *bs[3];
+    for (int kind = 0; kind < 3; kind++) {
+        struct ferry_rw_limits lim = {.rows = 1000, .bytes = 1 << 20};
+        struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, keep, NULL);
+        g_batch = NULL;
+        fill_mixed(rw, kind);
+        assert_int_equal(ferry_rw_flush(rw, false, NULL), FERRY_OK);
+        ferry__rw_free(rw);
+        assert_non_null(g_batch);
+        bs[kind] = g_batch;
+    }
+    for (int c = 0; c < nc; c++) {
+        struct ferry__iceberg_stats ref, got;
+        ferry__iceberg_stats_init(&ref, cols[c].t);
+        ferry__iceberg_stats_init(&got, cols[c].t);
+        for (int kind = 0; kind < 3; kind++) ref_stats_add(&ref, bs[kind], c);
+        writer_stats(&got, bs, 3, c);
+        print_message("column %s: values %lld nulls %lld nans %lld bounds %d\n", cols[c].name,
+                      (long long)got.values, (long long)got.nulls, (long long)got.nans, got.has_minmax);
+        assert_int_equal(got.values, ref.values);
+        assert_int_equal(got.values, 120);
+        assert_int_equal(got.nulls, ref.nulls);
+        assert_int_equal(got.nans, ref.nans);
+        assert_int_equal(got.has_minmax, ref.has_minmax);
+        assert_int_equal(got.has_minmax, cols[c].t != FERRY_TYPE_UUID);
+        for (int upper = 0; upper < 2; upper++) {
+            uint8_t a[128], b[128];
+            long na = ferry__iceberg_stats_bound(&ref, upper, a, sizeof a);
+            long nb = ferry__iceberg_stats_bound(&got, upper, b, sizeof b);
+            assert_int_equal(nb, na);
+            if (na > 0) assert_memory_equal(b, a, (size_t)na);
+        }
+        ferry__iceberg_stats_release(&ref);
+        ferry__iceberg_stats_release(&got);
+    }
+    /* the text column's lower bound is the cut 64-byte prefix of the long value ("é"*32,
+     * which sorts above "Zebra" and below the 4-byte emoji...), the upper the emoji text */
+    struct ferry__iceberg_stats t;
+    ferry__iceberg_stats_init(&t, FERRY_TYPE_UTF8);
+    writer_stats(&t, bs, 3, 4);
+    uint8_t out[128];
+    assert_int_equal(ferry__iceberg_stats_bound(&t, false, out, sizeof out), 0); /* "" */
+    long n = ferry__iceberg_stats_bound(&t, true, out, sizeof out);
+    assert_int_equal(n, (long)strlen("\xf0\x9f\x98\x80 smile"));
+    assert_memory_equal(out, "\xf0\x9f\x98\x80 smile", (size_t)n);
+    ferry__iceberg_stats_release(&t);
+    for (int kind = 0; kind < 3; kind++) ferry_batch_unref(bs[kind]);
+    ferry_schema_unref(s);
 }
 
 static void test_avro_binary_encoding(void **state)
@@ -492,6 +735,95 @@ static void test_catalog_sql(void **state)
     catalog_round(ICEBERG_CATALOG_SQL);
 }
 
+/* expire: files are looked for only under the table's location, in its data/ and metadata/
+ * folders; a location this process cannot reach gets its snapshots expired all the same,
+ * nothing deleted, and says why. */
+static void expire_case(const char *dir, const char *location, struct ferry__iceberg_expire_result *res)
+{
+    struct ferry__iceberg_catalog *c = NULL;
+    assert_int_equal(ferry__iceberg_catalog_open(ICEBERG_CATALOG_FILESYSTEM, dir, "ns", NULL, "cat", &c, NULL),
+                     FERRY_OK);
+    /* two old snapshots without files; the second is current */
+    json_t *m = json_pack("{s:i,s:s,s:s,s:I,s:[{s:I,s:I},{s:I,s:I}],s:{s:{s:I,s:s}},s:[],s:[]}",
+                          "format-version", 2, "table-uuid", "0e5c4a4e-7b0d-4c1e-9a53-2f4b1f7e0a11",
+                          "location", location, "current-snapshot-id", (json_int_t)22,
+                          "snapshots", "snapshot-id", (json_int_t)11, "timestamp-ms", (json_int_t)1000,
+                          "snapshot-id", (json_int_t)22, "timestamp-ms", (json_int_t)2000, "refs",
+                          "main", "snapshot-id", (json_int_t)22, "type", "branch", "snapshot-log",
+                          "metadata-log");
+    assert_non_null(m);
+    assert_int_equal(ferry__iceberg_catalog_commit(c, "t", NULL, 1, m, NULL, NULL), FERRY_OK);
+    json_decref(m);
+    memset(res, 0, sizeof *res);
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    assert_int_equal(ferry__iceberg_expire(c, "t", 0, 1, false, res, &err), FERRY_OK);
+    json_t *meta = NULL;
+    char *loc = NULL;
+    int version = 0;
+    assert_int_equal(ferry__iceberg_catalog_load(c, "t", &meta, &loc, &version, NULL), FERRY_OK);
+    assert_int_equal(version, 2);
+    assert_int_equal(json_array_size(json_object_get(meta, "snapshots")), 1);
+    json_decref(meta);
+    ferry_free(loc);
+    ferry__iceberg_catalog_close(c);
+}
+
+static void touch_old(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+    struct timeval tv[2] = {{1000, 0}, {1000, 0}}; /* 1970: older than any cutoff */
+    assert_int_equal(utimes(path, tv), 0);
+}
+
+static void test_expire_location_scope(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ferry-iceberg-unit.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *tdir = ferry_asprintf("%s/ns/t", dir);
+    char *cmd = ferry_asprintf("mkdir -p '%s/data' '%s/other'", tdir, tdir);
+    assert_int_equal(system(cmd), 0);
+    ferry_free(cmd);
+    char *in_data = ferry_asprintf("%s/data/orphan.parquet", tdir);
+    char *in_other = ferry_asprintf("%s/other/keep.parquet", tdir);
+    touch_old(in_data);
+    touch_old(in_other);
+
+    struct ferry__iceberg_expire_result res;
+    /* unreachable: nothing is looked at, the snapshot still goes */
+    expire_case(dir, "gs://elsewhere/ns/t", &res);
+    assert_int_equal(res.snapshots_expired, 1);
+    assert_int_equal(res.files_deleted, 0);
+    assert_non_null(strstr(res.unreachable, "gs://elsewhere/ns/t"));
+    assert_int_equal(access(in_data, F_OK), 0);
+    assert_int_equal(access(in_other, F_OK), 0);
+
+    /* reachable (a fresh table at the same place): the orphan under data/ goes, a file
+     * outside the table's data/ and metadata/ stays */
+    cmd = ferry_asprintf("rm -rf '%s/metadata'", tdir);
+    assert_int_equal(system(cmd), 0);
+    ferry_free(cmd);
+    char *uri = ferry_asprintf("file://%s", tdir);
+    expire_case(dir, uri, &res);
+    assert_int_equal(res.snapshots_expired, 1);
+    assert_string_equal(res.unreachable, "");
+    assert_int_equal(res.files_deleted, 1);
+    assert_int_equal(access(in_data, F_OK), -1);
+    assert_int_equal(access(in_other, F_OK), 0);
+
+    ferry_free(uri);
+    ferry_free(in_data);
+    ferry_free(in_other);
+    ferry_free(tdir);
+    cmd = ferry_asprintf("rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    ferry_free(cmd);
+}
+
 /* ---- merge through the sink's vtable, read back by icebird -------------------------------- */
 
 extern const struct ferry_sink_vtable ferry__iceberg_sink;
@@ -673,11 +1005,13 @@ int main(void)
         cmocka_unit_test(test_murmur3_spec_vectors),
         cmocka_unit_test(test_decimal_minimal_bytes),
         cmocka_unit_test(test_single_value_bounds),
+        cmocka_unit_test(test_writer_stats_match_per_row),
         cmocka_unit_test(test_avro_binary_encoding),
         cmocka_unit_test(test_avro_read_deflate),
         cmocka_unit_test(test_partition_transforms),
         cmocka_unit_test(test_catalog_filesystem),
         cmocka_unit_test(test_catalog_sql),
+        cmocka_unit_test(test_expire_location_scope),
         cmocka_unit_test(test_merge_deletes),
         cmocka_unit_test(test_merge_deletes_partitioned),
         cmocka_unit_test(test_merge_partition_not_key),

@@ -178,6 +178,33 @@ static const builder_fn builders[] = {build_begin,  build_commit, build_relation
                                       build_update, build_delete, build_truncate, build_type,
                                       build_origin, build_message};
 
+/* Decodes the message `build` makes from an exact-size heap copy and returns the copy, which
+ * m points into: the caller frees it after reading m. */
+static uint8_t *decode_kept(struct ferry_pg_repl_decoder *d, builder_fn build,
+                            struct ferry_pg_repl_msg *m)
+{
+    struct bytes x;
+    memset(&x, 0, sizeof x);
+    build(&x);
+    uint8_t *keep = malloc(x.n);
+    assert_non_null(keep);
+    memcpy(keep, x.b, x.n);
+    struct ferry_error err;
+    assert_int_equal(ferry_pg_repl_decode(d, keep, x.n, m, &err), FERRY_OK);
+    return keep;
+}
+
+/* Decodes the message `build` makes (decode(): a copy freed at once) and expects success. */
+static void decode_built(struct ferry_pg_repl_decoder *d, builder_fn build,
+                         struct ferry_pg_repl_msg *m)
+{
+    struct bytes x;
+    memset(&x, 0, sizeof x);
+    build(&x);
+    struct ferry_error err;
+    assert_int_equal(decode(d, x.b, x.n, m, &err), FERRY_OK);
+}
+
 static void test_messages(void **state)
 {
     (void)state;
@@ -187,25 +214,17 @@ static void test_messages(void **state)
     struct ferry_error err;
     struct bytes x;
 
-    memset(&x, 0, sizeof x);
-    build_begin(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_begin, &m);
     assert_int_equal(m.kind, 'B');
     assert_true(m.final_lsn == 0x16B374D848ULL);
     assert_int_equal(m.time, 1000000);
     assert_int_equal(m.xid, 777);
 
-    memset(&x, 0, sizeof x);
-    build_commit(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_commit, &m);
     assert_true(m.commit_lsn == 0x100 && m.end_lsn == 0x180);
     assert_int_equal(m.time, 2000000);
 
-    memset(&x, 0, sizeof x);
-    build_relation(&x);
-    uint8_t *keep = malloc(x.n);
-    memcpy(keep, x.b, x.n);
-    assert_int_equal(ferry_pg_repl_decode(&d, keep, x.n, &m, &err), FERRY_OK);
+    uint8_t *keep = decode_kept(&d, build_relation, &m);
     assert_int_equal(m.relid, 16384);
     assert_string_equal(m.nspname, "public");
     assert_string_equal(m.relname, "orders");
@@ -218,11 +237,7 @@ static void test_messages(void **state)
     assert_int_equal(m.cols[0].typmod, -1);
     free(keep);
 
-    memset(&x, 0, sizeof x);
-    build_insert(&x);
-    keep = malloc(x.n);
-    memcpy(keep, x.b, x.n);
-    assert_int_equal(ferry_pg_repl_decode(&d, keep, x.n, &m, &err), FERRY_OK);
+    keep = decode_kept(&d, build_insert, &m);
     assert_int_equal(m.kind, 'I');
     assert_int_equal(m.new_tuple.n, 3);
     assert_int_equal(m.new_tuple.values[0].kind, 't');
@@ -232,11 +247,7 @@ static void test_messages(void **state)
     assert_memory_equal(m.new_tuple.values[2].data, "12.50", 5);
     free(keep);
 
-    memset(&x, 0, sizeof x);
-    build_update(&x);
-    keep = malloc(x.n);
-    memcpy(keep, x.b, x.n);
-    assert_int_equal(ferry_pg_repl_decode(&d, keep, x.n, &m, &err), FERRY_OK);
+    keep = decode_kept(&d, build_update, &m);
     assert_int_equal(m.old_kind, 'K');
     assert_int_equal(m.old_tuple.n, 3);
     assert_memory_equal(m.old_tuple.values[0].data, "41", 2);
@@ -256,17 +267,11 @@ static void test_messages(void **state)
     assert_int_equal(m.old_kind, 0);
     assert_int_equal(m.new_tuple.n, 1);
 
-    memset(&x, 0, sizeof x);
-    build_delete(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_delete, &m);
     assert_int_equal(m.old_kind, 'O');
     assert_int_equal(m.old_tuple.n, 2);
 
-    memset(&x, 0, sizeof x);
-    build_truncate(&x);
-    keep = malloc(x.n);
-    memcpy(keep, x.b, x.n);
-    assert_int_equal(ferry_pg_repl_decode(&d, keep, x.n, &m, &err), FERRY_OK);
+    keep = decode_kept(&d, build_truncate, &m);
     assert_int_equal(m.n_rels, 2);
     assert_int_equal(m.truncate_options, 1);
     assert_int_equal(ferry_pg_repl_truncate_relid(&m, 0), 16384);
@@ -274,19 +279,13 @@ static void test_messages(void **state)
     assert_int_equal(ferry_pg_repl_truncate_relid(&m, 2), 0);
     free(keep);
 
-    memset(&x, 0, sizeof x);
-    build_type(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_type, &m);
     assert_int_equal(m.type_oid, 90000);
 
-    memset(&x, 0, sizeof x);
-    build_origin(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_origin, &m);
     assert_true(m.origin_lsn == 0x55);
 
-    memset(&x, 0, sizeof x);
-    build_message(&x);
-    assert_int_equal(decode(&d, x.b, x.n, &m, &err), FERRY_OK);
+    decode_built(&d, build_message, &m);
     assert_int_equal(m.content_len, 3);
     ferry_pg_repl_decoder_release(&d);
 }

@@ -1082,6 +1082,43 @@ static void test_source_full_keyset(void **state)
 
 static char *cursor_ua[] = {"updated_at", NULL};
 
+/* a holds shard 0 of plan read in batches of batch_rows rows (ids in column 0): reading the
+ * shard again from the position of every step-th batch gives exactly the rows after that
+ * batch, in the same order. */
+static void assert_resumes(struct srch *s, const struct ferry_resource_spec *spec,
+                           struct ferry_schema *sc, const char *plan,
+                           const struct collect *a, int batch_rows, int step)
+{
+    struct ferry_error err;
+    int64_t n;
+    int64_t *ids = collect_ints(a, 0, &n);
+    for (int k = 0; k < a->n - 1; k += step) {
+        struct collect b = {0};
+        ASSERT_OK(read_shard(src_vt, s->ctx, spec, sc, plan, 0, a->b[k]->position, batch_rows,
+                             &b, &err),
+                  err);
+        int64_t m;
+        int64_t *rest = collect_ints(&b, 0, &m);
+        assert_int_equal(m, n - (int64_t)batch_rows * (k + 1));
+        for (int64_t i = 0; i < m; i++)
+            assert_int_equal(rest[i], ids[(int64_t)batch_rows * (k + 1) + i]);
+        free(rest);
+        collect_free(&b);
+    }
+    free(ids);
+}
+
+/* The ids (column 0) of a, in order, are exactly want[0..count). */
+static void assert_ids(const struct collect *a, const int64_t *want, int64_t count)
+{
+    int64_t n;
+    int64_t *ids = collect_ints(a, 0, &n);
+    assert_int_equal(n, count);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i]);
+    free(ids);
+}
+
 static void test_source_incremental_ties(void **state)
 {
     (void)state;
@@ -1111,18 +1148,7 @@ static void test_source_incremental_ties(void **state)
         assert_int_equal(seen[i], 1);
     free(seen);
     /* Resuming after any batch gives exactly the rest, in the same order. */
-    for (int k = 0; k < a.n - 1; k += 9) {
-        struct collect b = {0};
-        ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 7, &b, &err),
-                  err);
-        int64_t m;
-        int64_t *rest = collect_ints(&b, 0, &m);
-        assert_int_equal(m, n - 7 * (k + 1));
-        for (int64_t i = 0; i < m; i++)
-            assert_int_equal(rest[i], ids[7 * (k + 1) + i]);
-        free(rest);
-        collect_free(&b);
-    }
+    assert_resumes(&s, &spec, sc, plan, &a, 7, 9);
     char *cp = last_keyed_position(&a);
     assert_non_null(strstr(cp, "\"key\":[1704369600000000,"));
     free(ids);
@@ -1136,12 +1162,7 @@ static void test_source_incremental_ties(void **state)
                       "(1004, '2024-01-01 00:00:00.000000+00:00', 'older');");
     ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, cp, &plan, &err), err);
     ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 7, &a, &err), err);
-    ids = collect_ints(&a, 0, &n);
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[0], 1001);
-    assert_int_equal(ids[1], 1002);
-    assert_int_equal(ids[2], 1003);
-    free(ids);
+    assert_ids(&a, (const int64_t[]){1001, 1002, 1003}, 3);
     /* The upper bound is frozen at plan time: a row added after planning waits. */
     exec_sql(db_path,
              "INSERT INTO e VALUES (1005, '2024-01-06 00:00:00.000000+00:00', 'after plan');");
@@ -1221,13 +1242,7 @@ static void test_source_incremental_forms(void **state)
     ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, NULL, &plan, &err), err);
     struct collect a = {0};
     ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 2, &a, &err), err);
-    int64_t n;
-    int64_t *ids = collect_ints(&a, 0, &n);
-    assert_int_equal(n, 5);
-    const int64_t order[] = {4, 5, 1, 2, 3};
-    for (int i = 0; i < 5; i++)
-        assert_int_equal(ids[i], order[i]);
-    free(ids);
+    assert_ids(&a, (const int64_t[]){4, 5, 1, 2, 3}, 5);
     /* Resume inside the NULL rows. */
     assert_string_equal(a.b[0]->position, "{\"shard\":0,\"key\":[null,5]}");
     struct collect b = {0};
@@ -1240,11 +1255,7 @@ static void test_source_incremental_forms(void **state)
     exec_sql(db_path, "INSERT INTO iu VALUES (6, NULL), (7, 2000), (8, 3000);");
     ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, cp, &plan, &err), err);
     ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 2, &a, &err), err);
-    ids = collect_ints(&a, 0, &n);
-    assert_int_equal(n, 2);
-    assert_int_equal(ids[0], 7);
-    assert_int_equal(ids[1], 8);
-    free(ids);
+    assert_ids(&a, (const int64_t[]){7, 8}, 2);
     collect_free(&a);
     ferry_free(plan);
     free(cp);
@@ -1260,19 +1271,7 @@ static void test_source_incremental_forms(void **state)
         assert_non_null(strstr(plan, t == 0 ? "\" 0\"" : "\"T3Z\""));
         ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 4, &a, &err), err);
         assert_int_equal(collect_rows(&a), 30);
-        ids = collect_ints(&a, 0, &n);
-        for (int k = 0; k < a.n - 1; k++) {
-            ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, a.b[k]->position, 4, &b, &err),
-                      err);
-            int64_t m;
-            int64_t *rest = collect_ints(&b, 0, &m);
-            assert_int_equal(m, 30 - 4 * (k + 1));
-            for (int64_t i = 0; i < m; i++)
-                assert_int_equal(rest[i], ids[4 * (k + 1) + i]);
-            free(rest);
-            collect_free(&b);
-        }
-        free(ids);
+        assert_resumes(&s, &spec, sc, plan, &a, 4, 1);
         cp = last_keyed_position(&a);
         collect_free(&a);
         ferry_free(plan);
@@ -1283,10 +1282,7 @@ static void test_source_incremental_forms(void **state)
         exec_sql(db_path, sql);
         ASSERT_OK(src_vt->plan(s.ctx, &spec, sc, cp, &plan, &err), err);
         ASSERT_OK(read_shard(src_vt, s.ctx, &spec, sc, plan, 0, NULL, 4, &a, &err), err);
-        ids = collect_ints(&a, 0, &n);
-        assert_int_equal(n, 1);
-        assert_int_equal(ids[0], 31);
-        free(ids);
+        assert_ids(&a, (const int64_t[]){31}, 1);
         free(cp);
         collect_free(&a);
         ferry_free(plan);

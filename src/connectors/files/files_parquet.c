@@ -120,6 +120,12 @@ static int pq_finish(void *state, int64_t *bytes_written, struct ferry_error *er
     return rc == FERRY_OK ? FERRY_OK : pq_error(pp, rc, err);
 }
 
+static int pq_column_stats(void *state, int col, struct ferry__files_column_stats *out)
+{
+    struct pq_part *pp = state;
+    return ferry__parquet_column_stats(pp->w, col, out);
+}
+
 const struct ferry__files_format ferry__files_parquet = {
     .name = "parquet",
     .ext = "parquet",
@@ -129,4 +135,5 @@ const struct ferry__files_format ferry__files_parquet = {
     .write_batch = pq_write,
     .finish_part = pq_finish,
     .free = pq_free,
+    .column_stats = pq_column_stats,
 };

@@ -24,9 +24,10 @@
  * files to the data set manifest when one exists.
  *
  * Owns the part files and their descriptors, the format writer states, the manifest. Calls
- * libc, the format writers (files_write.c, files_parquet.c), crc32c, digest, jansson
- * (reading an earlier manifest of the same run). Registered in connectors/registry.c;
- * driven by the runner on one thread. */
+ * libc, the format writers (files_write.c, files_parquet.c), connectors/lake.c (format
+ * options, session state, manifest lists and the publish order it shares with the s3 sink),
+ * crc32c, digest, jansson (reading an earlier manifest of the same run). Registered in
+ * connectors/registry.c; driven by the runner on one thread. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "connectors/files/files.h"
+#include "connectors/lake.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -44,7 +46,6 @@
 #include "ferry/failpoint.h"
 
 static const char *const sink_tuning_keys[] = {"part_rows", "part_bytes", NULL};
-static const char *const newline_words[] = {"crlf", "lf", NULL};
 
 struct part {
     char *tmp;   /* full temporary path (NULL once renamed) */
@@ -71,22 +72,11 @@ struct target {
 
 struct sink {
     char *path;
-    const struct ferry__files_format *fmt;
-    struct ferry__files_format_opts opts;
-    char *null_marker;
-    int64_t part_rows, part_bytes;
+    struct ferry__lake lk; /* format, run, manifests (connectors/lake.h) */
     struct target *t;
     int n_t;
     struct part *parts;
     int n_parts;
-    json_t *earlier; /* files of earlier commits of this run (manifest "files"), or NULL */
-    json_t *dataset; /* files of the data set manifest <path>/_manifest.json, or NULL */
-    bool replace;    /* write: replace (every target: the pipeline has one write mode) */
-    bool published;  /* the data set manifest lists this session's parts: never unlink them */
-    char *pipeline, *version;
-    int64_t run_id;
-    int attempt;
-    bool session;
 };
 
 static int nomem(struct ferry_error *err)
@@ -156,7 +146,7 @@ static void discard(struct sink *s, bool unpublish)
 {
     for (int i = 0; i < s->n_t; i++) {
         struct target *t = &s->t[i];
-        if (s->fmt && t->fw) s->fmt->free(t->fw);
+        if (s->lk.fmt && t->fw) s->lk.fmt->free(t->fw);
         t->fw = NULL;
         if (t->fd >= 0) close(t->fd);
         t->fd = -1;
@@ -165,7 +155,7 @@ static void discard(struct sink *s, bool unpublish)
     for (int i = 0; i < s->n_parts; i++) {
         if (s->parts[i].tmp)
             unlink(s->parts[i].tmp);
-        else if (unpublish && !s->published && s->parts[i].final)
+        else if (unpublish && !s->lk.published && s->parts[i].final)
             unlink(s->parts[i].final);
         part_free(&s->parts[i]);
     }
@@ -178,106 +168,41 @@ static void sink_close(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
-    discard(s, s->session);
+    discard(s, s->lk.session);
     for (int i = 0; i < s->n_t; i++) {
         ferry_free(s->t[i].table);
         ferry_free(s->t[i].dir);
         ferry_schema_unref(s->t[i].schema);
     }
     ferry_free(s->t);
-    if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
-    json_decref(s->earlier);
-    json_decref(s->dataset);
+    ferry__lake_release(&s->lk);
     ferry_free(s->path);
-    ferry_free(s->null_marker);
-    ferry_free(s->pipeline);
-    ferry_free(s->version);
     ferry_free(s);
-}
-
-static int one_char(struct ferry_cfg *cfg, const char *key, char *out, struct ferry_error *err)
-{
-    const char *v = NULL;
-    int rc = ferry_cfg_str(cfg, key, false, &v, err);
-    if (rc != FERRY_OK || v == NULL) return rc;
-    if (strcmp(v, "\\t") == 0) v = "\t";
-    if (strlen(v) != 1 || v[0] == '"' || v[0] == '\n' || v[0] == '\r')
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, key),
-                               "must be one character other than a quote or a line break");
-    *out = v[0];
-    return FERRY_OK;
 }
 
 static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
-    const char *path = NULL, *format = "csv", *null_marker = "";
-    bool header = true;
-    int newline = 0;
-    int64_t part_rows = 0, part_bytes = INT64_C(128) << 20;
-    char delim = ',';
+    const char *path = NULL;
     int rc = ferry_cfg_str(cfg, "path", true, &path, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
-    if (rc == FERRY_OK) rc = one_char(cfg, "delimiter", &delim, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &null_marker, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "header", false, &header, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "newline", false, newline_words, &newline, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "part_rows", false, 0, INT64_MAX, &part_rows, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "part_bytes", false, &part_bytes, err);
     if (rc != FERRY_OK) return rc;
     if (path[0] == '\0')
         return ferry_cfg_error(err, ferry_cfg_get(cfg, "path"), "must not be empty");
-    const struct ferry__files_format *fmt = ferry__files_format_find(format);
-    if (fmt == NULL)
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "format"),
-                               "unknown format \"%s\" (the files sink writes csv, jsonl or "
-                               "parquet)",
-                               format);
-    if (strchr(null_marker, delim) || strpbrk(null_marker, "\"\r\n"))
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "null"),
-                               "must not hold the delimiter, a quote or a line break");
     struct sink *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
-    s->fmt = fmt;
-    s->path = ferry_strdup(path);
-    s->null_marker = ferry_strdup(null_marker);
-    if (s->path == NULL || s->null_marker == NULL) {
+    rc = ferry__lake_open(&s->lk, cfg, "files sink", "files", "files", "path", err);
+    if (rc == FERRY_OK) {
+        s->path = ferry_strdup(path);
+        if (s->path == NULL) rc = nomem(err);
+    }
+    if (rc != FERRY_OK) {
         sink_close(s);
-        return nomem(err);
+        return rc;
     }
     size_t pl = strlen(s->path);
     while (pl > 1 && s->path[pl - 1] == '/')
         s->path[--pl] = '\0';
-    s->fmt = fmt;
-    s->opts.delimiter = delim;
-    s->opts.null_marker = s->null_marker;
-    s->opts.header = header;
-    s->opts.crlf = newline == 0;
-    if (fmt->configure != NULL) {
-        rc = fmt->configure(cfg, &s->opts.conf, err);
-        if (rc != FERRY_OK) {
-            sink_close(s);
-            return rc;
-        }
-    }
-    s->part_rows = part_rows;
-    s->part_bytes = part_bytes > 0 ? part_bytes : INT64_MAX;
     *ctx = s;
     return FERRY_OK;
-}
-
-static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
-{
-    (void)ctx;
-    (void)mode;
-    caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE);
-    caps->durability = FERRY_DURABLE_AT_COMMIT;
-    caps->encoded_integrity = true;
-    caps->transactional_checkpoint = false;
-    /* replace: the new files are published by one rename of the data set manifest, after
-     * every one of them is durable; the old ones are removed only after that. */
-    caps->atomic_replace = true;
-    caps->replace_commits_once = true; /* a pause must not publish half a table */
-    caps->deletes = false;
 }
 
 /* ---- prepare / begin ---------------------------------------------------------------------- */
@@ -286,18 +211,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 {
     struct sink *s = ctx;
     const char *table = target->table ? target->table : target->resource;
-    if (table == NULL || table[0] == '\0' || table[0] == '.' || strchr(table, '/') ||
-        strcmp(table, "_runs") == 0)
-        return ferry_error_set(err, FERRY_ECONFIG, "files",
-                               "files sink: \"%s\" cannot name a folder under %s (no '/', no "
-                               "leading '.', not _runs); set the resource's target",
-                               table ? table : "", s->path);
-    if (target->mode != FERRY_WRITE_APPEND && target->mode != FERRY_WRITE_REPLACE)
-        return ferry_error_set(err, FERRY_EPOLICY, "files",
-                               "files sink: table %s: write: %s is not supported (append or "
-                               "replace)",
-                               table, ferry_write_mode_name(target->mode));
-    s->replace = target->mode == FERRY_WRITE_REPLACE;
+    int rc = ferry__lake_check_target(&s->lk, target, table, s->path, err);
+    if (rc != FERRY_OK) return rc;
     if (target->index >= s->n_t) {
         struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
         if (nt == NULL) return nomem(err);
@@ -314,7 +229,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->table = ferry_strdup(table);
     t->dir = ferry_asprintf("%s/%s", s->path, table);
     if (t->table == NULL || t->dir == NULL) return nomem(err);
-    int rc = mkdirs(t->dir, err);
+    rc = mkdirs(t->dir, err);
     if (rc != FERRY_OK) return rc;
     t->schema = ferry_schema_ref(target->schema);
     t->used = true;
@@ -323,7 +238,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 
 static char *manifest_dir(const struct sink *s)
 {
-    return ferry_asprintf("%s/_runs/%" PRId64, s->path, s->run_id);
+    return ferry_asprintf("%s/_runs/%" PRId64, s->path, s->lk.run_id);
 }
 
 /* The "files" of the manifest at m (owned path), or NULL when m does not exist. */
@@ -353,31 +268,12 @@ static int load_files(char *m, json_t **out, struct ferry_error *err)
  * than once), and the data set manifest, if any. */
 static int load_earlier(struct sink *s, struct ferry_error *err)
 {
-    json_decref(s->earlier);
-    json_decref(s->dataset);
-    s->earlier = s->dataset = NULL;
-    int rc = load_files(ferry_asprintf("%s/_runs/%" PRId64 "/_manifest.json", s->path, s->run_id),
-                        &s->earlier, err);
-    if (rc == FERRY_OK) rc = load_files(ferry_asprintf("%s/_manifest.json", s->path), &s->dataset, err);
+    int rc =
+        load_files(ferry_asprintf("%s/_runs/%" PRId64 "/_manifest.json", s->path, s->lk.run_id),
+                   &s->lk.earlier, err);
+    if (rc == FERRY_OK)
+        rc = load_files(ferry_asprintf("%s/_manifest.json", s->path), &s->lk.dataset, err);
     return rc;
-}
-
-static bool in_files(const json_t *files, const char *rel)
-{
-    size_t i;
-    json_t *f;
-    json_array_foreach(files, i, f)
-    {
-        const char *p = json_string_value(json_object_get(f, "path"));
-        if (p && strcmp(p, rel) == 0) return true;
-    }
-    return false;
-}
-
-/* Listed by this run's manifest or by the data set manifest: published, never swept. */
-static bool listed(const struct sink *s, const char *rel)
-{
-    return in_files(s->earlier, rel) || in_files(s->dataset, rel);
 }
 
 /* Leftovers of earlier attempts of this run: temporary files, and part files that a crash
@@ -385,8 +281,8 @@ static bool listed(const struct sink *s, const char *rel)
 static int sweep(struct sink *s, const struct target *t, struct ferry_error *err)
 {
     char tmp_prefix[48], part_prefix[48];
-    snprintf(tmp_prefix, sizeof tmp_prefix, ".tmp-%" PRId64 "-", s->run_id);
-    snprintf(part_prefix, sizeof part_prefix, "part-%" PRId64 "-", s->run_id);
+    snprintf(tmp_prefix, sizeof tmp_prefix, ".tmp-%" PRId64 "-", s->lk.run_id);
+    snprintf(part_prefix, sizeof part_prefix, "part-%" PRId64 "-", s->lk.run_id);
     DIR *d = opendir(t->dir);
     if (d == NULL) return io_error("cannot list", t->dir, err);
     int rc = FERRY_OK;
@@ -399,9 +295,9 @@ static int sweep(struct sink *s, const struct target *t, struct ferry_error *err
         char *full = ferry_asprintf("%s/%s", t->dir, e->d_name);
         if (rel == NULL || full == NULL)
             rc = nomem(err);
-        else if ((tmp || !listed(s, rel)) && unlink(full) != 0 && errno != ENOENT)
+        else if ((tmp || !ferry__lake_listed(&s->lk, rel)) && unlink(full) != 0 && errno != ENOENT)
             rc = io_error("cannot remove", full, err);
-        else if (part && !listed(s, rel))
+        else if (part && !ferry__lake_listed(&s->lk, rel))
             ferry_log(FERRY_LOG_INFO, "files sink: removed %s, which no manifest lists", full);
         ferry_free(rel);
         ferry_free(full);
@@ -413,23 +309,16 @@ static int sweep(struct sink *s, const struct target *t, struct ferry_error *err
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    discard(s, s->session);
-    ferry_free(s->pipeline);
-    ferry_free(s->version);
-    s->pipeline = ferry_strdup(run->pipeline ? run->pipeline : "");
-    s->version = ferry_strdup(run->version ? run->version : "");
-    if (s->pipeline == NULL || s->version == NULL) return nomem(err);
-    s->run_id = run->run_id;
-    s->attempt = run->attempt;
-    s->published = false;
-    int rc = load_earlier(s, err);
+    discard(s, s->lk.session);
+    int rc = ferry__lake_begin(&s->lk, run, err);
+    if (rc == FERRY_OK) rc = load_earlier(s, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
         if (!s->t[i].used) continue;
         s->t[i].next_n = 0;
         rc = sweep(s, &s->t[i], err);
     }
     if (rc != FERRY_OK) return rc;
-    s->session = true;
+    s->lk.session = true;
     return FERRY_OK;
 }
 
@@ -469,10 +358,10 @@ static int open_part(struct sink *s, struct target *t, struct ferry_error *err)
     struct part *p = &s->parts[s->n_parts];
     memset(p, 0, sizeof *p);
     int n = t->next_n;
-    p->tmp = ferry_asprintf("%s/.tmp-%" PRId64 "-%d-%d.%s", t->dir, s->run_id, s->attempt, n,
-                            s->fmt->ext);
-    p->rel = ferry_asprintf("%s/part-%" PRId64 "-%d-%d.%s", t->table, s->run_id, s->attempt, n,
-                            s->fmt->ext);
+    p->tmp = ferry_asprintf("%s/.tmp-%" PRId64 "-%d-%d.%s", t->dir, s->lk.run_id, s->lk.attempt, n,
+                            s->lk.fmt->ext);
+    p->rel = ferry_asprintf("%s/part-%" PRId64 "-%d-%d.%s", t->table, s->lk.run_id, s->lk.attempt,
+                            n, s->lk.fmt->ext);
     p->final = p->rel ? ferry_asprintf("%s/%s", s->path, p->rel) : NULL;
     p->table = ferry_strdup(t->table);
     s->n_parts++;
@@ -483,7 +372,7 @@ static int open_part(struct sink *s, struct target *t, struct ferry_error *err)
     t->next_n++;
     t->s = s;
     struct ferry__files_out out = {out_write, t};
-    int rc = s->fmt->open_part(&s->opts, t->schema, out, &t->fw, err);
+    int rc = s->lk.fmt->open_part(&s->lk.opts, t->schema, out, &t->fw, err);
     if (rc != FERRY_OK) ferry_error_prefix(err, "%s", p->tmp);
     return rc;
 }
@@ -494,8 +383,8 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     if (t->part < 0) return FERRY_OK;
     struct part *p = &s->parts[t->part];
     int64_t bytes = 0;
-    int rc = s->fmt->finish_part(t->fw, &bytes, err);
-    s->fmt->free(t->fw);
+    int rc = s->lk.fmt->finish_part(t->fw, &bytes, err);
+    s->lk.fmt->free(t->fw);
     t->fw = NULL;
     if (rc == FERRY_OK && sync_fd(t->fd) != 0) rc = io_error("fsync", p->tmp, err);
     if (close(t->fd) != 0 && rc == FERRY_OK) rc = io_error("cannot close", p->tmp, err);
@@ -505,7 +394,7 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
         rc = ferry_error_set(err, FERRY_ESINK, "files",
                              "files sink: %s: the %s writer reports %" PRId64 " bytes, %" PRId64
                              " were written",
-                             p->tmp, s->fmt->name, bytes, p->bytes);
+                             p->tmp, s->lk.fmt->name, bytes, p->bytes);
     return rc;
 }
 
@@ -513,7 +402,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (!s->session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
+    if (!s->lk.session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
         return ferry_error_set(err, FERRY_EINVAL, "files",
                                "files sink: apply outside a session or to an unprepared target");
     struct target *t = &s->t[target->index];
@@ -526,14 +415,14 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     struct part *p = &s->parts[t->part];
     t->apply_crc = 0;
     t->apply_bytes = 0;
-    rc = s->fmt->write_batch(t->fw, b, err);
+    rc = s->lk.fmt->write_batch(t->fw, b, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", p->tmp);
     p->rows += b->length;
     receipt->rows = b->length;
     receipt->bytes = t->apply_bytes;
     receipt->encoded_crc = t->apply_crc;
     snprintf(receipt->uri, sizeof receipt->uri, "file://%s", p->final);
-    if ((s->part_rows > 0 && p->rows >= s->part_rows) || p->bytes >= s->part_bytes)
+    if (ferry__lake_part_full(&s->lk, p->rows, p->bytes))
         rc = close_part(s, t, err);
     return rc;
 }
@@ -581,29 +470,19 @@ static int put_atomic(const char *dir, const char *name, const struct ferry_buf 
     return rc;
 }
 
-static struct ferry__manifest_head manifest_head(const struct sink *s)
-{
-    return (struct ferry__manifest_head){.pipeline = s->pipeline,
-                                         .version = s->version,
-                                         .run_id = s->run_id,
-                                         .attempt = s->attempt,
-                                         .format = s->fmt->name,
-                                         .list_key = "files",
-                                         .name_key = "path"};
-}
-
 /* The run's own manifest, _runs/<run>/_manifest.json: every file of the run (replace: of
  * this attempt only; a replace run publishes once). */
-static int write_manifest(struct sink *s, struct ferry_error *err)
+static int write_manifest(void *ctx, struct ferry_error *err)
 {
+    struct sink *s = ctx;
     char *dir = manifest_dir(s);
     char *runs = ferry_asprintf("%s/_runs", s->path);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc = (dir && runs) ? mkdirs(dir, err) : nomem(err);
     if (rc == FERRY_OK) {
-        struct ferry__manifest_head h = manifest_head(s);
-        if (ferry__manifest_text(&b, &h, s->replace ? NULL : s->earlier, s->n_parts,
+        struct ferry__manifest_head h = ferry__lake_head(&s->lk, NULL, NULL);
+        if (ferry__manifest_text(&b, &h, s->lk.replace ? NULL : s->lk.earlier, s->n_parts,
                                  manifest_item, s) != FERRY_OK)
             rc = nomem(err);
     }
@@ -616,8 +495,9 @@ static int write_manifest(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
-static bool replaced_table(const struct sink *s, const char *table)
+static bool replaced_table(const void *ctx, const char *table)
 {
+    const struct sink *s = ctx;
     for (int i = 0; i < s->n_t; i++)
         if (s->t[i].used && table && strcmp(s->t[i].table, table) == 0) return true;
     return false;
@@ -631,7 +511,7 @@ static int runs_union(const struct sink *s, json_t *out, struct ferry_error *err
     DIR *d = opendir(runs);
     int rc = FERRY_OK;
     char self[32];
-    snprintf(self, sizeof self, "%" PRId64, s->run_id);
+    snprintf(self, sizeof self, "%" PRId64, s->lk.run_id);
     struct dirent *e;
     while (d && rc == FERRY_OK && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0) continue;
@@ -648,42 +528,27 @@ static int runs_union(const struct sink *s, json_t *out, struct ferry_error *err
 /* The data set manifest <path>/_manifest.json: every file of every table. replace: the
  * files of the tables this run does not write are kept, this run's files replace the rest;
  * append (only once a replace made one): the run's files are added. *out: its "files". */
-static int write_dataset(struct sink *s, json_t **out, struct ferry_error *err)
+static int write_dataset(void *ctx, json_t **out, struct ferry_error *err)
 {
+    struct sink *s = ctx;
     *out = NULL;
-    json_t *kept = json_array();
-    if (kept == NULL) return nomem(err);
     int rc = FERRY_OK;
-    json_t *from = s->dataset;
     json_t *old = NULL;
-    if (from == NULL && s->replace) {
+    if (s->lk.dataset == NULL && s->lk.replace) {
         old = json_array();
         rc = old ? runs_union(s, old, err) : nomem(err);
-        from = old;
     }
-    size_t i;
-    json_t *f;
-    json_array_foreach(from, i, f)
-    {
-        const char *path = json_string_value(json_object_get(f, "path"));
-        bool drop = s->replace ? replaced_table(s, json_string_value(json_object_get(f, "table")))
-                               : (path && in_files(s->earlier, path));
-        if (!drop) json_array_append(kept, f);
-    }
+    json_t *kept = ferry__lake_kept(&s->lk, old ? old : s->lk.dataset, replaced_table, s);
     json_decref(old);
-    if (!s->replace && s->earlier) json_array_extend(kept, s->earlier);
+    if (rc == FERRY_OK && kept == NULL) rc = nomem(err);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    struct ferry__manifest_head h = manifest_head(s);
+    struct ferry__manifest_head h = ferry__lake_head(&s->lk, NULL, NULL);
     if (rc == FERRY_OK && ferry__manifest_text(&b, &h, kept, s->n_parts, manifest_item, s) != FERRY_OK)
         rc = nomem(err);
     json_decref(kept);
     if (rc == FERRY_OK) rc = put_atomic(s->path, "_manifest.json", &b, err);
-    if (rc == FERRY_OK) {
-        json_t *root = json_loadb(b.data, b.len, 0, NULL);
-        *out = json_incref(json_object_get(root, "files"));
-        json_decref(root);
-    }
+    if (rc == FERRY_OK) *out = ferry__lake_list_of(&s->lk, &b);
     ferry_buf_release(&b);
     return rc;
 }
@@ -692,8 +557,9 @@ static int write_dataset(struct sink *s, json_t **out, struct ferry_error *err)
  * new data set does not list (the previous runs' parts, leftovers of crashed ones) and the
  * run manifests none of whose files is still listed. Failures are logged: the data set is
  * already complete; the next replace removes what is left. */
-static void remove_replaced(struct sink *s, const json_t *now)
+static void remove_replaced(void *ctx, const json_t *now)
 {
+    struct sink *s = ctx;
     for (int i = 0; i < s->n_t; i++) {
         const struct target *t = &s->t[i];
         if (!t->used) continue;
@@ -703,7 +569,8 @@ static void remove_replaced(struct sink *s, const json_t *now)
             if (strncmp(e->d_name, "part-", 5) != 0) continue;
             char *rel = ferry_asprintf("%s/%s", t->table, e->d_name);
             char *full = ferry_asprintf("%s/%s", t->dir, e->d_name);
-            if (rel && full && !in_files(now, rel) && unlink(full) != 0 && errno != ENOENT)
+            if (rel && full && !ferry__lake_in_list(now, "path", rel) && unlink(full) != 0 &&
+                errno != ENOENT)
                 ferry_log(FERRY_LOG_WARN, "files sink: cannot remove %s (replaced): %s", full,
                           strerror(errno));
             ferry_free(rel);
@@ -714,7 +581,7 @@ static void remove_replaced(struct sink *s, const json_t *now)
     char *runs = ferry_asprintf("%s/_runs", s->path);
     DIR *d = runs ? opendir(runs) : NULL;
     char self[32];
-    snprintf(self, sizeof self, "%" PRId64, s->run_id);
+    snprintf(self, sizeof self, "%" PRId64, s->lk.run_id);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0) continue;
@@ -725,8 +592,9 @@ static void remove_replaced(struct sink *s, const json_t *now)
             bool live = false;
             size_t i;
             json_t *f;
-            json_array_foreach(files, i, f)
-                live = live || in_files(now, json_string_value(json_object_get(f, "path")));
+            json_array_foreach(files, i, f) live =
+                live ||
+                ferry__lake_in_list(now, "path", json_string_value(json_object_get(f, "path")));
             if (!live && (unlink(m) != 0 || rmdir(dir) != 0) && errno != ENOENT)
                 ferry_log(FERRY_LOG_WARN, "files sink: cannot remove %s (replaced): %s", dir,
                           strerror(errno));
@@ -742,7 +610,7 @@ static void remove_replaced(struct sink *s, const json_t *now)
 static int sink_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (!s->session)
+    if (!s->lk.session)
         return ferry_error_set(err, FERRY_EINVAL, "files",
                                "files sink: %s: commit without a session", s->path);
     int rc = FERRY_OK;
@@ -764,25 +632,13 @@ static int sink_commit(void *ctx, struct ferry_error *err)
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used) rc = fsync_path(s->t[i].dir, true, err);
     if (rc == FERRY_OK) rc = ferry_failpoint_check("files_before_manifest", err);
-    json_t *now = NULL;
-    if (rc == FERRY_OK && (s->replace || s->dataset != NULL)) {
-        /* The switch: one rename of the data set manifest publishes the new complete set.
-         * From then on the parts are published whatever happens (abort must not remove
-         * them); the run manifest after it only records the run. */
-        rc = write_dataset(s, &now, err);
-        if (rc == FERRY_OK) {
-            s->published = true;
-            rc = ferry_failpoint_check("files_after_switch", err);
-        }
-        if (rc == FERRY_OK) rc = write_manifest(s, err);
-        if (rc == FERRY_OK && s->replace) remove_replaced(s, now);
-    } else if (rc == FERRY_OK) {
-        rc = write_manifest(s, err);
-    }
-    json_decref(now);
+    /* The switch is one rename of the data set manifest. */
+    static const struct ferry__lake_store store = {write_dataset, write_manifest, remove_replaced,
+                                                   "files_after_switch"};
+    if (rc == FERRY_OK) rc = ferry__lake_publish(&s->lk, &store, s, err);
     if (rc != FERRY_OK) return rc; /* abort() removes what is still temporary */
     discard(s, false);
-    s->session = false;
+    s->lk.session = false;
     return FERRY_OK;
 }
 
@@ -790,8 +646,8 @@ static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
-    discard(s, s->session);
-    s->session = false;
+    discard(s, s->lk.session);
+    s->lk.session = false;
 }
 
 const struct ferry_sink_vtable ferry__files_sink = {
@@ -799,7 +655,7 @@ const struct ferry_sink_vtable ferry__files_sink = {
     .name = "files",
     .tuning_keys = sink_tuning_keys,
     .open = sink_open,
-    .capabilities = sink_capabilities,
+    .capabilities = ferry__lake_capabilities,
     .prepare = sink_prepare,
     .begin = sink_begin,
     .apply = sink_apply,

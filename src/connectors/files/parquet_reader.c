@@ -103,6 +103,25 @@ struct ferry_parquet_reader {
     struct ferry_error *err;
 };
 
+/* Parquet's fixed-width numbers are little-endian (PLAIN values, length prefixes, the
+ * footer length): read byte by byte, whatever the host's order or the pointer's alignment. */
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* The low `width` bytes of v, little-endian. */
+static void put_le(uint8_t *o, uint64_t v, int width)
+{
+    for (int k = 0; k < width; k++)
+        o[k] = (uint8_t)(v >> (8 * k));
+}
+
 static int bad(struct ferry_parquet_reader *r, size_t off, const char *what)
 {
     return ferry_error_set(r->err, FERRY_EINVAL, "parquet",
@@ -376,18 +395,16 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
         case 6:
             c->converted = tc_i32(t, type);
             break;
-        case 7:
-            if (!c->lt)
-                c->scale = tc_i32(t, type);
-            else
-                tc_i32(t, type);
+        case 7: { /* scale, precision: a logical type read before them wins */
+            int32_t v = tc_i32(t, type);
+            if (!c->lt) c->scale = v;
             break;
-        case 8:
-            if (!c->lt)
-                c->precision = tc_i32(t, type);
-            else
-                tc_i32(t, type);
+        }
+        case 8: {
+            int32_t v = tc_i32(t, type);
+            if (!c->lt) c->precision = v;
             break;
+        }
         case 10:
             if (type == 12) {
                 c->scale = c->precision = 0;
@@ -531,8 +548,7 @@ static int parse_footer(struct ferry_parquet_reader *r)
 {
     if (r->n < 12 || memcmp(r->p, "PAR1", 4) || memcmp(r->p + r->n - 4, "PAR1", 4))
         return bad(r, 0, "not a Parquet file (no PAR1 magic at both ends)");
-    uint32_t flen = (uint32_t)r->p[r->n - 8] | (uint32_t)r->p[r->n - 7] << 8 |
-                    (uint32_t)r->p[r->n - 6] << 16 | (uint32_t)r->p[r->n - 5] << 24;
+    uint32_t flen = le32(r->p + r->n - 8);
     if (flen > r->n - 12) return bad(r, r->n - 8, "footer length larger than the file");
     size_t foff = r->n - 8 - flen;
     struct tc t = {r->p + foff, r->p + r->n - 8, r->p + foff, foff, false, NULL};
@@ -797,8 +813,7 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
     case PT_FLOAT:
         if ((uint64_t)n > avail / 4) return bad(r, off, "too few 4-byte values");
         for (int64_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
-                         (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+            uint32_t u = le32(p + 4 * i);
             uint8_t *s = slots + i * w;
             if (c->ptype == PT_FLOAT) {
                 float f;
@@ -827,9 +842,7 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
     case PT_DOUBLE:
         if ((uint64_t)n > avail / 8) return bad(r, off, "too few 8-byte values");
         for (int64_t i = 0; i < n; i++) {
-            uint64_t u = 0;
-            for (int k = 7; k >= 0; k--)
-                u = u << 8 | p[8 * i + k];
+            uint64_t u = le64(p + 8 * i);
             uint8_t *s = slots + i * w;
             if (c->ft == FERRY_TYPE_DECIMAL128) {
                 put_dec(s, (int64_t)u);
@@ -854,11 +867,8 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
         if ((uint64_t)n > avail / 12) return bad(r, off, "too few INT96 values");
         for (int64_t i = 0; i < n; i++) {
             const uint8_t *q = p + 12 * i;
-            uint64_t ns = 0;
-            for (int k = 7; k >= 0; k--)
-                ns = ns << 8 | q[k];
-            int64_t jd = (int32_t)((uint32_t)q[8] | (uint32_t)q[9] << 8 | (uint32_t)q[10] << 16 |
-                                   (uint32_t)q[11] << 24);
+            uint64_t ns = le64(q);
+            int64_t jd = (int32_t)le32(q + 8);
             int64_t v = (jd - 2440588) * INT64_C(86400000000) + (int64_t)(ns / 1000);
             memcpy(slots + i * w, &v, 8);
         }
@@ -872,7 +882,7 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
                 len = (size_t)c->type_length;
             } else {
                 if (end - q < 4) return bad(r, off + (size_t)(q - p), "truncated byte array");
-                len = (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
+                len = le32(q);
                 q += 4;
             }
             if (len > (size_t)(end - q))
@@ -925,8 +935,7 @@ static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, 
     uint8_t *o = (uint8_t *)out->data;
     for (;;) {
         if (got < n) {
-            for (int k = 0; k < width; k++)
-                o[got * width + k] = (uint8_t)(cur >> (8 * k));
+            put_le(o + got * width, cur, width);
             got++;
         }
         if (got >= n) break;
@@ -948,8 +957,7 @@ static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, 
                 for (int b = 0; b < bits; b++, bitpos++)
                     v |= (uint64_t)((q[bitpos / 8] >> (bitpos % 8)) & 1) << b;
                 cur += min + v;
-                for (int k = 0; k < width; k++)
-                    o[got * width + k] = (uint8_t)(cur >> (8 * k));
+                put_le(o + got * width, cur, width);
                 got++;
             }
             t.p += bytes;
@@ -1129,8 +1137,7 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
                     rc = bad(r, body, "definition levels truncated");
                     break;
                 }
-                size_t dl =
-                    (size_t)vp[0] | (size_t)vp[1] << 8 | (size_t)vp[2] << 16 | (size_t)vp[3] << 24;
+                size_t dl = le32(vp);
                 if (dl > (size_t)(ve - vp - 4)) {
                     rc = bad(r, body, "definition levels longer than the page");
                     break;
@@ -1221,8 +1228,7 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
                 rc = bad(r, body, "boolean run length missing");
                 break;
             }
-            size_t bl =
-                (size_t)vp[0] | (size_t)vp[1] << 8 | (size_t)vp[2] << 16 | (size_t)vp[3] << 24;
+            size_t bl = le32(vp);
             if (bl > (size_t)(ve - vp) - 4) {
                 rc = bad(r, body, "boolean run length past the page");
                 break;

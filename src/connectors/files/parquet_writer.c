@@ -85,6 +85,16 @@ struct column {
     struct ferry_decimal128 min_d, max_d;
     struct ferry_buf min_b, max_b;
     bool stats_too_long;
+    int64_t chunk_nans;
+
+    /* statistics of the whole file: each chunk's merged in at its row group's flush, so
+     * callers that describe the file (iceberg manifests) need no pass of their own */
+    int64_t file_values, file_nulls, file_nans, file_bytes;
+    bool file_minmax, file_too_long;
+    int64_t fmin_i, fmax_i;
+    double fmin_f, fmax_f;
+    struct ferry_decimal128 fmin_d, fmax_d;
+    struct ferry_buf fmin_b, fmax_b;
 };
 
 struct ferry_parquet_writer {
@@ -630,8 +640,10 @@ static void stat_int(struct column *c, int64_t v)
 
 static void stat_float(struct column *c, double v)
 {
-    if (isnan(v))
+    if (isnan(v)) {
+        c->chunk_nans++;
         return; /* NaN has no place in the order: readers must not prune on it */
+    }
     if (!c->has_minmax) {
         c->min_f = c->max_f = v;
         c->has_minmax = true;
@@ -1034,8 +1046,57 @@ static void reset_chunk(struct ferry_parquet_writer *w, struct column *c)
     c->dict_decided = false;
     c->has_minmax = false;
     c->stats_too_long = false;
+    c->chunk_nans = 0;
     c->min_b.len = c->max_b.len = 0;
     (void)w;
+}
+
+/* Folds the chunk's statistics into the file's (before reset_chunk). */
+static int merge_file_stats(struct column *c, int64_t packed)
+{
+    c->file_values += c->chunk_values;
+    c->file_nulls += c->chunk_nulls;
+    c->file_nans += c->chunk_nans;
+    c->file_bytes += packed;
+    if (c->stats_too_long)
+        c->file_too_long = true;
+    if (!c->has_minmax || c->file_too_long)
+        return FERRY_OK;
+    bool first = !c->file_minmax;
+    c->file_minmax = true;
+    switch (c->order) {
+    case ORD_BOOL:
+    case ORD_INT:
+        if (first || c->min_i < c->fmin_i)
+            c->fmin_i = c->min_i;
+        if (first || c->max_i > c->fmax_i)
+            c->fmax_i = c->max_i;
+        break;
+    case ORD_FLOAT:
+        if (first || c->min_f < c->fmin_f)
+            c->fmin_f = c->min_f;
+        if (first || c->max_f > c->fmax_f)
+            c->fmax_f = c->max_f;
+        break;
+    case ORD_DEC128:
+        if (first || dec_cmp(c->min_d, c->fmin_d) < 0)
+            c->fmin_d = c->min_d;
+        if (first || dec_cmp(c->max_d, c->fmax_d) > 0)
+            c->fmax_d = c->max_d;
+        break;
+    case ORD_BYTES: {
+        int rc = FERRY_OK;
+        if (first || bytes_cmp((const uint8_t *)c->min_b.data, c->min_b.len,
+                               (const uint8_t *)c->fmin_b.data, c->fmin_b.len) < 0)
+            rc = set_buf(&c->fmin_b, (const uint8_t *)c->min_b.data, c->min_b.len);
+        if (rc == FERRY_OK &&
+            (first || bytes_cmp((const uint8_t *)c->max_b.data, c->max_b.len,
+                                (const uint8_t *)c->fmax_b.data, c->fmax_b.len) > 0))
+            rc = set_buf(&c->fmax_b, (const uint8_t *)c->max_b.data, c->max_b.len);
+        return rc;
+    }
+    }
+    return FERRY_OK;
 }
 
 static void write_column_meta(struct ferry_thrift *t, const struct column *c, int64_t start,
@@ -1118,6 +1179,11 @@ static int flush_group(struct ferry_parquet_writer *w, struct ferry_error *err)
         }
         total_raw += raw;
         write_column_meta(&t, c, start, dict_off, data_off, raw, packed, codec_id(w->opt.codec));
+        rc = merge_file_stats(c, w->offset - start);
+        if (rc != FERRY_OK) {
+            ferry_buf_release(&rg);
+            return fail(w, err, rc, "column %s: out of memory", c->field->name);
+        }
         reset_chunk(w, c);
     }
     ferry__thrift_i64(&t, 2, total_raw);
@@ -1312,6 +1378,8 @@ int ferry__parquet_open(const struct ferry_schema *schema, const struct ferry_pa
         ferry_buf_init(&c->dict, 0);
         ferry_buf_init(&c->min_b, 0);
         ferry_buf_init(&c->max_b, 0);
+        ferry_buf_init(&c->fmin_b, 0);
+        ferry_buf_init(&c->fmax_b, 0);
         const struct ferry_field *f = &w->schema->fields[i];
         if (map_column(c, f, w->opt.dictionary) != FERRY_OK) {
             int rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "parquet",
@@ -1481,6 +1549,50 @@ int64_t ferry__parquet_bytes_written(const struct ferry_parquet_writer *w)
     return w->offset;
 }
 
+int ferry__parquet_column_stats(const struct ferry_parquet_writer *w, int col,
+                                struct ferry__files_column_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (col < 0 || col >= w->n_cols)
+        return FERRY_EINVAL;
+    const struct column *c = &w->cols[col];
+    out->values = c->file_values;
+    out->nulls = c->file_nulls;
+    out->nans = c->file_nans;
+    out->bytes = c->file_bytes;
+    out->has_minmax = c->file_minmax && !c->file_too_long;
+    if (!out->has_minmax)
+        return FERRY_OK;
+    switch (c->order) {
+    case ORD_BOOL:
+    case ORD_INT:
+        out->min_i = c->fmin_i;
+        out->max_i = c->fmax_i;
+        if (c->field->type == FERRY_TYPE_DECIMAL128) { /* INT32/INT64-backed decimals */
+            out->min_d.lo = (uint64_t)c->fmin_i;
+            out->min_d.hi = c->fmin_i < 0 ? -1 : 0;
+            out->max_d.lo = (uint64_t)c->fmax_i;
+            out->max_d.hi = c->fmax_i < 0 ? -1 : 0;
+        }
+        break;
+    case ORD_FLOAT:
+        out->min_f = c->fmin_f;
+        out->max_f = c->fmax_f;
+        break;
+    case ORD_DEC128:
+        out->min_d = c->fmin_d;
+        out->max_d = c->fmax_d;
+        break;
+    case ORD_BYTES:
+        out->min_b = (const uint8_t *)c->fmin_b.data;
+        out->min_n = c->fmin_b.len;
+        out->max_b = (const uint8_t *)c->fmax_b.data;
+        out->max_n = c->fmax_b.len;
+        break;
+    }
+    return FERRY_OK;
+}
+
 void ferry__parquet_free(struct ferry_parquet_writer *w)
 {
     if (w == NULL)
@@ -1492,6 +1604,8 @@ void ferry__parquet_free(struct ferry_parquet_writer *w)
         ferry_buf_release(&c->dict);
         ferry_buf_release(&c->min_b);
         ferry_buf_release(&c->max_b);
+        ferry_buf_release(&c->fmin_b);
+        ferry_buf_release(&c->fmax_b);
         ferry_free(c->idx);
         ferry_free(c->def);
         ferry_free(c->dict_off);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include "ferry/batch.h"
 #include "ferry/error.h"
+#include "connectors/formats.h"
 
 enum ferry_parquet_codec {
     FERRY_PARQUET_ZSTD = 0, /* default */
@@ -76,6 +77,12 @@ int ferry__parquet_close(struct ferry_parquet_writer *w, int64_t *bytes, struct 
 /* Rows accepted and bytes handed to `write` so far (for part_rows / part_bytes). */
 int64_t ferry__parquet_rows(const struct ferry_parquet_writer *w);
 int64_t ferry__parquet_bytes_written(const struct ferry_parquet_writer *w);
+/* After a successful close(): column col's statistics over the whole file, merged from its
+ * column chunks' (the same values, null counts and bounds the footer carries; plus NaN
+ * counts and the chunks' bytes). Binary bounds are missing (has_minmax false) when a chunk
+ * held a value over 256 bytes. Pointers borrowed until free(). FERRY_EINVAL: no such col. */
+int ferry__parquet_column_stats(const struct ferry_parquet_writer *w, int col,
+                                struct ferry__files_column_stats *out);
 /* Accepts NULL. Does not write anything: a file not closed is incomplete. */
 void ferry__parquet_free(struct ferry_parquet_writer *w);
 

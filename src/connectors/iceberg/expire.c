@@ -10,9 +10,15 @@
  * committed), and covers the orphans of runs that died. Metadata JSON files stay (the
  * metadata log names them).
  *
- * Owns nothing beyond one call. Calls catalog.c, avro.c, jansson, libc. Called by the CLI
- * (src/cli/cmd_iceberg.c) and tests. */
-#include <dirent.h>
+ * Files are found under the table's `location` (its data/ and metadata/ folders only): a
+ * local folder is walked, an S3 prefix in the catalog's warehouse bucket is listed (and each
+ * candidate's Last-Modified read).
+ * A location ferry cannot reach (a REST catalog whose tables live where this process has
+ * no storage) still gets its snapshots expired; the files are left and the result says
+ * why, so the caller can tell the user.
+ *
+ * Owns nothing beyond one call. Calls catalog.c, io.c, avro.c, jansson, libc. Called by
+ * the CLI (src/cli/cmd_iceberg.c) and tests. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +26,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "connectors/iceberg/iceberg.h"
+#include "objstore/s3_client.h"
 
 static int nomem(struct ferry_error *err)
 {
     return ferry_error_set(err, FERRY_ENOMEM, "iceberg", "iceberg expire: out of memory");
 }
 
-static int read_avro(const char *uri, json_t **records, struct ferry_error *err)
+static bool is_local(const char *loc)
+{
+    return loc[0] == '/' || strncmp(loc, "file:", 5) == 0;
+}
+
+/* The path of a local location (file:///p, file:/p or /p). */
+static const char *local_of(const char *loc)
+{
+    return loc + (strncmp(loc, "file://", 7) == 0 ? 7 : strncmp(loc, "file:", 5) == 0 ? 5 : 0);
+}
+
+static int read_avro(struct ferry__iceberg_io *io, const char *uri, json_t **records,
+                     struct ferry_error *err)
 {
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     json_t *meta = NULL;
     *records = NULL;
-    int rc = ferry__iceberg_read_file(uri, &b, err);
+    int rc = ferry__iceberg_io_read(is_local(uri) ? NULL : io, uri, &b, err);
     if (rc == FERRY_OK) rc = ferry__avro_read((const uint8_t *)b.data, b.len, &meta, records, err);
     json_decref(meta);
     ferry_buf_release(&b);
@@ -40,13 +59,13 @@ static int read_avro(const char *uri, json_t **records, struct ferry_error *err)
 }
 
 /* Every file a snapshot reaches: its manifest list, manifests, data and delete files. */
-static int reach(json_t *snap, json_t *set, struct ferry_error *err)
+static int reach(struct ferry__iceberg_io *io, json_t *snap, json_t *set, struct ferry_error *err)
 {
     const char *ml = json_string_value(json_object_get(snap, "manifest-list"));
     if (ml == NULL) return FERRY_OK;
     json_object_set_new(set, ml, json_true());
     json_t *list = NULL;
-    int rc = read_avro(ml, &list, err);
+    int rc = read_avro(io, ml, &list, err);
     size_t i;
     json_t *m;
     json_array_foreach(list, i, m)
@@ -56,7 +75,7 @@ static int reach(json_t *snap, json_t *set, struct ferry_error *err)
         if (mp == NULL || json_object_get(set, mp)) continue;
         json_object_set_new(set, mp, json_true());
         json_t *entries = NULL;
-        rc = read_avro(mp, &entries, err);
+        rc = read_avro(io, mp, &entries, err);
         size_t k;
         json_t *e;
         json_array_foreach(entries, k, e)
@@ -89,37 +108,75 @@ static int ts_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void sweep(const char *dir, int64_t cutoff_ms, json_t *keep, bool dry_run,
-                  struct ferry__iceberg_expire_result *res, int depth)
+static bool ours(const char *name)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL) return;
-    struct dirent *e;
-    while (depth < 16 && (e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = ferry_asprintf("%s/%s", dir, e->d_name);
-        if (p == NULL) break;
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-            sweep(p, cutoff_ms, keep, dry_run, res, depth + 1);
-        } else if (stat(p, &st) == 0) {
-            size_t n = strlen(e->d_name);
-            bool ours = (n > 8 && !strcmp(e->d_name + n - 8, ".parquet")) ||
-                        (n > 5 && !strcmp(e->d_name + n - 5, ".avro"));
-            int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-            char *uri = ferry_asprintf("file://%s", p);
-            if (ours && uri && json_object_get(keep, uri) == NULL && mtime_ms < cutoff_ms) {
-                if (dry_run || unlink(p) == 0) {
-                    res->files_deleted++;
-                    res->bytes_deleted += (int64_t)st.st_size;
-                    if (res->on_file) res->on_file(res->ctx, p);
-                }
-            }
-            ferry_free(uri);
+    size_t n = strlen(name);
+    return (n > 8 && !strcmp(name + n - 8, ".parquet")) || (n > 5 && !strcmp(name + n - 5, ".avro"));
+}
+
+struct sweep_ctx {
+    struct ferry__iceberg_io *io;
+    json_t *keep; /* URIs the kept snapshots reach */
+    int64_t cutoff_ms;
+    bool dry_run;
+    struct ferry__iceberg_expire_result *res;
+};
+
+/* One file under the table's data/ or metadata/: deleted when it is ours, no kept snapshot
+ * reaches it and it is older than the cutoff. A local file that cannot be removed is
+ * skipped (not counted); an S3 DELETE that fails stops the expire. */
+static int sweep_one(const char *uri, const char *loc, const char *name, void *arg,
+                     struct ferry_error *err)
+{
+    struct sweep_ctx *c = arg;
+    /* manifests name local files by file:// URI; a bare path counts the same */
+    if (!ours(name) || json_object_get(c->keep, uri) || json_object_get(c->keep, loc)) return FERRY_OK;
+    struct ferry__iceberg_io *io = is_local(loc) ? NULL : c->io;
+    bool exists = false;
+    int64_t size = 0, mtime = 0;
+    int rc = ferry__iceberg_io_stat(io, loc, &exists, &size, &mtime, err);
+    if (rc != FERRY_OK) return io ? rc : FERRY_OK;
+    if (!exists || mtime >= c->cutoff_ms) return FERRY_OK;
+    if (!c->dry_run) {
+        rc = ferry__iceberg_io_remove(io, loc, err);
+        if (rc != FERRY_OK && io == NULL) {
+            ferry_error_clear(err);
+            return FERRY_OK;
         }
-        ferry_free(p);
+        if (rc != FERRY_OK) return rc;
     }
-    closedir(d);
+    c->res->files_deleted++;
+    c->res->bytes_deleted += size;
+    if (c->res->on_file) c->res->on_file(c->res->ctx, loc);
+    return FERRY_OK;
+}
+
+/* Whether this process can reach the table's files; why not in res->unreachable. */
+static bool reachable(struct ferry__iceberg_io *io, const char *location,
+                      struct ferry__iceberg_expire_result *res)
+{
+    if (location == NULL) {
+        snprintf(res->unreachable, sizeof res->unreachable, "the table metadata has no location");
+        return false;
+    }
+    if (is_local(location)) {
+        struct stat st;
+        if (stat(local_of(location), &st) == 0 && S_ISDIR(st.st_mode)) return true;
+        snprintf(res->unreachable, sizeof res->unreachable,
+                 "its location %s is not a folder on this machine", location);
+        return false;
+    }
+    if (io != NULL && strncmp(location, "s3://", 5) == 0) {
+        struct ferry__s3_client *c = ferry__iceberg_io_s3(io);
+        const char *bucket = c ? ferry__s3_client_bucket(c) : "";
+        size_t bl = strlen(bucket);
+        if (bl > 0 && strncmp(location + 5, bucket, bl) == 0 && location[5 + bl] == '/') return true;
+    }
+    snprintf(res->unreachable, sizeof res->unreachable,
+             "its location %.300s is not in storage this command can reach (give the warehouse's "
+             "S3 connection with --pipeline)",
+             location);
+    return false;
 }
 
 int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table, int64_t older_than_ms,
@@ -129,7 +186,11 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
     int64_t cutoff = ferry_now_wall_us() / 1000 - older_than_ms;
     res->snapshots_expired = res->snapshots_kept = 0;
     res->files_deleted = res->bytes_deleted = 0;
+    res->unreachable[0] = '\0';
+    struct ferry__iceberg_io *io = ferry__iceberg_catalog_io(cat);
     json_t *keep = NULL;
+    char *location = NULL;
+    bool files = false;
     int rc = FERRY_OK;
     for (int tries = 0; tries < 20; tries++) {
         json_t *meta = NULL;
@@ -141,14 +202,23 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
                                  table);
         if (rc != FERRY_OK) {
             ferry_free(loc);
+            json_decref(keep);
+            ferry_free(location);
             return rc;
         }
+        ferry_free(location);
+        location = json_is_string(json_object_get(meta, "location"))
+                       ? ferry_strdup(json_string_value(json_object_get(meta, "location")))
+                       : NULL;
+        files = reachable(io, location, res);
         json_t *snaps = json_object_get(meta, "snapshots");
         size_t n = json_array_size(snaps);
         int64_t *ts = ferry_calloc(n + 1, sizeof *ts);
         if (ts == NULL) {
             json_decref(meta);
             ferry_free(loc);
+            json_decref(keep);
+            ferry_free(location);
             return nomem(err);
         }
         for (size_t i = 0; i < n; i++)
@@ -177,7 +247,7 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
         keep = json_object();
         json_array_foreach(kept, i, s)
         {
-            if (rc == FERRY_OK) rc = reach(s, keep, err);
+            if (rc == FERRY_OK && files) rc = reach(io, s, keep, err);
         }
         if (rc == FERRY_OK && res->snapshots_expired > 0 && !dry_run) {
             json_t *next = json_deep_copy(meta);
@@ -207,15 +277,22 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
         if (rc != FERRY_ECONFLICT) break;
         ferry_error_clear(err);
     }
-    if (rc == FERRY_OK) {
-        char *dir = ferry__iceberg_catalog_table_dir(cat, table);
-        if (dir == NULL) {
-            rc = nomem(err);
-        } else {
-            sweep(dir, cutoff, keep, dry_run, res, 0);
-            ferry_free(dir);
-        }
+    /* only the table's own data/ and metadata/ folders: a location a catalog hands out
+     * is never swept wider than the layout ferry writes */
+    static const char *const sub[] = {"data", "metadata"};
+    struct sweep_ctx c = {io, keep, cutoff, dry_run, res};
+    for (int k = 0; rc == FERRY_OK && files && k < 2; k++) {
+        size_t ln = strlen(location);
+        while (ln > 1 && location[ln - 1] == '/') location[--ln] = '\0';
+        char *dir = ferry_asprintf("%s/%s", is_local(location) ? local_of(location) : location,
+                                   sub[k]);
+        if (dir == NULL) rc = nomem(err);
+        if (rc == FERRY_OK)
+            rc = ferry__iceberg_io_walk(is_local(location) ? NULL : io, dir, sweep_one, &c, err);
+        if (rc != FERRY_OK && dir) ferry_error_prefix(err, "iceberg expire: %s", dir);
+        ferry_free(dir);
     }
     json_decref(keep);
+    ferry_free(location);
     return rc;
 }

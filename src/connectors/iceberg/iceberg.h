@@ -21,6 +21,7 @@
 #include "ferry/batch.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
+#include "connectors/formats.h"
 
 /* ---- Avro (avro.c) --------------------------------------------------------------------
  *
@@ -69,6 +70,7 @@ int ferry__iceberg_type(const struct ferry_field *f, char *buf, size_t len, stru
 struct ferry__iceberg_stats {
     enum ferry_type type;
     int64_t values, nulls, nans;
+    int64_t bytes; /* the column's chunks in the file (manifest column_sizes) */
     bool has_minmax;
     int64_t min_i, max_i;
     double min_f, max_f;
@@ -78,8 +80,11 @@ struct ferry__iceberg_stats {
 };
 void ferry__iceberg_stats_init(struct ferry__iceberg_stats *s, enum ferry_type type);
 void ferry__iceberg_stats_release(struct ferry__iceberg_stats *s);
-/* Folds column col of b into s. No allocation except the min/max buffers' growth. */
-int ferry__iceberg_stats_add(struct ferry__iceberg_stats *s, const struct ferry_batch *b, int col);
+/* Takes a finished data file's column statistics from its Parquet writer (which computed
+ * them for its own footer anyway): counts as they are, bounds as Iceberg wants them (no
+ * UUID bounds; var-width lower bound cut to a prefix, upper left out when too long). */
+int ferry__iceberg_stats_from_file(struct ferry__iceberg_stats *s,
+                                   const struct ferry__files_column_stats *c);
 /* The single-value serialization (Appendix D) of the lower / upper bound into out (>= 72
  * bytes); returns the length, or -1 when that bound is not written. */
 long ferry__iceberg_stats_bound(const struct ferry__iceberg_stats *s, bool upper, uint8_t *out,
@@ -149,10 +154,24 @@ int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct
                            struct ferry_error *err);
 int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,
                              struct ferry_error *err);
+/* Size and modification time (ms since the epoch; S3: Last-Modified, whole seconds) of a
+ * file; *exists false (FERRY_OK) when it is missing. size and mtime_ms may be NULL (then a
+ * store without Last-Modified is no error). */
+int ferry__iceberg_io_stat(struct ferry__iceberg_io *io, const char *loc, bool *exists,
+                           int64_t *size, int64_t *mtime_ms, struct ferry_error *err);
 int ferry__iceberg_io_remove(struct ferry__iceberg_io *io, const char *loc, struct ferry_error *err);
 int ferry__iceberg_io_mkdirs(struct ferry__iceberg_io *io, const char *loc, struct ferry_error *err);
 /* fsync of a local folder (best effort); nothing on S3. */
 void ferry__iceberg_io_sync_dir(struct ferry__iceberg_io *io, const char *loc);
+/* Every file under dir: a local folder is walked (16 levels deep, names starting with '.'
+ * skipped; a missing folder is empty), an S3 prefix listed (every object under dir/).
+ * each() gets the URI metadata names the file by (file://PATH or the s3:// URI), its
+ * location (what remove/stat take) and its name; a code other than FERRY_OK stops the walk
+ * and is returned. Used by the sink's orphan sweep and by expire. */
+typedef int (*ferry__iceberg_walk_fn)(const char *uri, const char *loc, const char *name, void *arg,
+                                      struct ferry_error *err);
+int ferry__iceberg_io_walk(struct ferry__iceberg_io *io, const char *dir, ferry__iceberg_walk_fn each,
+                           void *arg, struct ferry_error *err);
 /* S3 only: the locations of every object under dir/ appended to out. */
 int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t *out,
                            struct ferry_error *err);
@@ -220,6 +239,13 @@ bool ferry__iceberg_catalog_commit_unknown(const struct ferry__iceberg_catalog *
 int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
                                 struct ferry_error *err);
 
+/* The catalog an iceberg sink section of a pipeline file describes (warehouse, namespace,
+ * catalog, catalog_uri, catalog_token and the S3 connection keys, exactly as the sink reads
+ * them), for housekeeping commands; *ns gets the namespace (fresh). (iceberg_sink.c) */
+struct ferry_cfg;
+int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
+                                     char **ns, struct ferry_error *err);
+
 /* ---- REST catalog client (rest.c), used by catalog.c ---------------------------------------- */
 struct ferry__iceberg_rest;
 /* GET /v1/config (the prefix override); nothing else is sent. */
@@ -247,11 +273,14 @@ struct ferry__iceberg_expire_result {
     int64_t files_deleted, bytes_deleted;
     void (*on_file)(void *ctx, const char *path); /* optional: each deleted (or would-be) file */
     void *ctx;
+    char unreachable[512]; /* non-empty: the table's files were not looked at, and why */
 };
 /* Expires the snapshots older than now - older_than_ms (keeping the current one, those refs
  * name and the retain_last newest), commits the trimmed metadata, then deletes the data,
- * delete, manifest and manifest list files of the table that no kept snapshot reaches and
- * that are older than the cutoff. dry_run: commits and deletes nothing, counts the same. */
+ * delete, manifest and manifest list files under the table's location that no kept snapshot
+ * reaches and that are older than the cutoff (a local folder, or an S3 prefix in the bucket
+ * of the catalog's storage; elsewhere nothing is deleted and res->unreachable says why).
+ * dry_run: commits and deletes nothing, counts the same. */
 int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table, int64_t older_than_ms,
                           int retain_last, bool dry_run, struct ferry__iceberg_expire_result *res,
                           struct ferry_error *err);

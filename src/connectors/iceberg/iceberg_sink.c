@@ -30,7 +30,6 @@
  * Parquet format writer (connectors/formats.h), avro.c, values.c, catalog.c, io.c, jansson,
  * crc32c, digest, the row writer (partition routing copies rows into per-partition
  * batches). Registered in connectors/registry.c; driven by the runner on one thread. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -408,7 +407,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         goto out;
     }
     const struct ferry__files_format *fmt = ferry__files_format_find("parquet");
-    if (fmt == NULL) {
+    if (fmt == NULL || fmt->column_stats == NULL) {
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg", "iceberg sink: no parquet writer");
         goto out;
     }
@@ -504,6 +503,29 @@ static int catalog(struct sink *s, struct ferry_error *err)
                  : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns, s->sql_path,
                                                   s->catalog_name, &s->cat, err);
     if (rc == FERRY_OK) s->io = ferry__iceberg_catalog_io(s->cat);
+    return rc;
+}
+
+int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
+                                     char **ns, struct ferry_error *err)
+{
+    *out = NULL;
+    *ns = NULL;
+    void *ctx = NULL;
+    int rc = sink_open(sink_cfg, &ctx, err);
+    if (rc != FERRY_OK) return rc;
+    struct sink *s = ctx;
+    rc = catalog(s, err);
+    if (rc == FERRY_OK) {
+        *ns = ferry_strdup(s->ns);
+        if (*ns == NULL) {
+            rc = nomem(err);
+        } else {
+            *out = s->cat;
+            s->cat = NULL;
+        }
+    }
+    sink_close(s);
     return rc;
 }
 
@@ -993,59 +1015,29 @@ static int referenced_files(struct sink *s, json_t *meta, int64_t run_id, json_t
     return rc;
 }
 
-static void sweep_dir(const char *dir, int64_t run_id, int attempt, json_t *set, int depth)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL || depth > 16) {
-        if (d) closedir(d);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char *p = ferry_asprintf("%s/%s", dir, e->d_name);
-        if (p == NULL) break;
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-            sweep_dir(p, run_id, attempt, set, depth + 1);
-        } else {
-            int n = 0, att = 0;
-            long long run = 0;
-            char *uri = ferry_asprintf("file://%s", p);
-            if (uri && sscanf(e->d_name, "%d-%lld-%d-", &n, &run, &att) == 3 && run == run_id &&
-                att != attempt && json_object_get(set, uri) == NULL) {
-                if (unlink(p) == 0)
-                    ferry_log(FERRY_LOG_INFO, "iceberg sink: removed %s (attempt %d of run %lld "
-                              "died before a snapshot named it)", p, att, run);
-            }
-            ferry_free(uri);
-        }
-        ferry_free(p);
-    }
-    closedir(d);
-}
+struct sweep_ctx {
+    const struct sink *s;
+    json_t *set; /* URIs the run's snapshots name */
+};
 
-/* sweep_dir on S3: the objects under the table's data/ prefix. */
-static int sweep_remote(struct sink *s, const char *dir, json_t *set, struct ferry_error *err)
+/* A data file of another attempt of this run that no snapshot names: it died before its
+ * commit. Removal is best effort (the next sweep tries again). */
+static int sweep_one(const char *uri, const char *loc, const char *name, void *arg,
+                     struct ferry_error *err)
 {
-    json_t *locs = json_array();
-    int rc = locs ? ferry__iceberg_io_list(s->io, dir, locs, err) : nomem(err);
-    size_t i;
-    json_t *l;
-    json_array_foreach(locs, i, l)
-    {
-        if (rc != FERRY_OK) break;
-        const char *loc = json_string_value(l), *base = strrchr(loc, '/');
-        int n = 0, att = 0;
-        long long run = 0;
-        if (base && sscanf(base + 1, "%d-%lld-%d-", &n, &run, &att) == 3 && run == s->run_id &&
-            att != s->attempt && json_object_get(set, loc) == NULL &&
-            ferry__iceberg_io_remove(s->io, loc, err) == FERRY_OK)
-            ferry_log(FERRY_LOG_INFO, "iceberg sink: removed %s (attempt %d of run %lld died "
-                      "before a snapshot named it)", loc, att, run);
-    }
-    json_decref(locs);
-    return rc;
+    const struct sweep_ctx *c = arg;
+    int n = 0, att = 0;
+    long long run = 0;
+    if (sscanf(name, "%d-%lld-%d-", &n, &run, &att) != 3 || run != c->s->run_id ||
+        att == c->s->attempt || json_object_get(c->set, uri) != NULL)
+        return FERRY_OK;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (ferry__iceberg_io_remove(c->s->io, loc, &e) == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO, "iceberg sink: removed %s (attempt %d of run %lld died "
+                  "before a snapshot named it)", loc, att, run);
+    (void)err;
+    return FERRY_OK;
 }
 
 static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
@@ -1056,8 +1048,8 @@ static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
     int rc = ferry__iceberg_catalog_load(s->cat, t->table, &meta, &loc, &version, err);
     json_t *set = json_object();
     if (rc == FERRY_OK && meta) rc = referenced_files(s, meta, s->run_id, set, err);
-    if (rc == FERRY_OK && s->io) rc = sweep_remote(s, t->data_dir, set, err);
-    else if (rc == FERRY_OK) sweep_dir(t->data_dir, s->run_id, s->attempt, set, 0);
+    struct sweep_ctx c = {s, set};
+    if (rc == FERRY_OK) rc = ferry__iceberg_io_walk(s->io, t->data_dir, sweep_one, &c, err);
     json_decref(set);
     json_decref(meta);
     ferry_free(loc);
@@ -1102,8 +1094,6 @@ static int fold(struct target *t, struct pwriter *pw, const struct ferry_batch *
                 struct ferry_error *err)
 {
     struct dfile *f = &t->files[pw->file];
-    for (int i = 0; i < f->ncols; i++)
-        if (ferry__iceberg_stats_add(&f->stats[i], b, i) != FERRY_OK) return nomem(err);
     int rc = t->s->fmt->write_batch(pw->fw, b, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", f->path);
     f->rows += b->length;
@@ -1170,6 +1160,13 @@ static int close_file(struct sink *s, struct target *t, struct pwriter *pw, stru
     struct dfile *f = &t->files[pw->file];
     int64_t bytes = 0;
     if (rc == FERRY_OK) rc = s->fmt->finish_part(pw->fw, &bytes, err);
+    /* the manifest's column statistics are the ones the writer kept for its footer */
+    for (int i = 0; i < f->ncols && rc == FERRY_OK; i++) {
+        struct ferry__files_column_stats cs;
+        rc = s->fmt->column_stats(pw->fw, i, &cs);
+        if (rc == FERRY_OK) rc = ferry__iceberg_stats_from_file(&f->stats[i], &cs);
+        if (rc != FERRY_OK) rc = nomem(err);
+    }
     s->fmt->free(pw->fw);
     pw->fw = NULL;
     if (rc == FERRY_OK) rc = ferry__iceberg_wfile_finish(pw->wf, err);
@@ -1720,6 +1717,7 @@ static json_t *manifest_entry_schema(const struct target *t)
                                        "record", "name", "r102", "fields", pfields, "field-id", 102));
     json_array_append_new(f, json_pack("{s:s,s:s,s:i}", "name", "record_count", "type", "long", "field-id", 103));
     json_array_append_new(f, json_pack("{s:s,s:s,s:i}", "name", "file_size_in_bytes", "type", "long", "field-id", 104));
+    json_array_append_new(f, map_schema("column_sizes", 117, 118, "long", 108));
     json_array_append_new(f, map_schema("value_counts", 119, 120, "long", 109));
     json_array_append_new(f, map_schema("null_value_counts", 121, 122, "long", 110));
     json_array_append_new(f, map_schema("nan_value_counts", 138, 139, "long", 137));
@@ -1787,12 +1785,13 @@ static json_t *kv_bytes(int32_t key, const uint8_t *p, size_t n)
 
 static json_t *entry_json(const struct target *t, const struct dfile *f, int64_t snapshot_id)
 {
-    json_t *vc = json_array(), *nc = json_array(), *nan = json_array(), *lo = json_array(),
-           *hi = json_array();
+    json_t *cs = json_array(), *vc = json_array(), *nc = json_array(), *nan = json_array(),
+           *lo = json_array(), *hi = json_array();
     uint8_t buf[128];
     for (int i = 0; i < f->ncols; i++) {
         const struct ferry__iceberg_stats *st = &f->stats[i];
         int32_t id = f->ids[i];
+        json_array_append_new(cs, kv_long(id, st->bytes));
         json_array_append_new(vc, kv_long(id, st->values));
         json_array_append_new(nc, kv_long(id, st->nulls));
         if (st->type == FERRY_TYPE_FLOAT32 || st->type == FERRY_TYPE_FLOAT64)
@@ -1802,10 +1801,10 @@ static json_t *entry_json(const struct target *t, const struct dfile *f, int64_t
         n = ferry__iceberg_stats_bound(st, true, buf, sizeof buf);
         if (n >= 0) json_array_append_new(hi, kv_bytes(id, buf, (size_t)n));
     }
-    json_t *df = json_pack("{s:i,s:s,s:s,s:O,s:I,s:I,s:o,s:o,s:o,s:o,s:o}", "content", f->content,
-                           "file_path", f->uri, "file_format", "PARQUET", "partition", f->partition,
-                           "record_count", (json_int_t)f->rows, "file_size_in_bytes",
-                           (json_int_t)f->bytes, "value_counts", vc, "null_value_counts", nc,
+    json_t *df = json_pack("{s:i,s:s,s:s,s:O,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "content",
+                           f->content, "file_path", f->uri, "file_format", "PARQUET", "partition",
+                           f->partition, "record_count", (json_int_t)f->rows, "file_size_in_bytes",
+                           (json_int_t)f->bytes, "column_sizes", cs, "value_counts", vc, "null_value_counts", nc,
                            "nan_value_counts", nan, "lower_bounds", lo, "upper_bounds", hi);
     if (f->content == CONTENT_EQ_DELETES) {
         json_t *eq = json_array();

@@ -10,11 +10,14 @@
  *
  * Owns the S3 client of the warehouse. Calls catalog.c's local file helpers, s3_client.c
  * (requests, signing, retries), libc. Called by iceberg_sink.c and catalog.c. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "connectors/iceberg/iceberg.h"
 #include "objstore/s3_client.h"
@@ -161,10 +164,25 @@ int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct
 int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,
                              struct ferry_error *err)
 {
-    *yes = false;
+    return ferry__iceberg_io_stat(io, loc, yes, NULL, NULL, err);
+}
+
+int ferry__iceberg_io_stat(struct ferry__iceberg_io *io, const char *loc, bool *exists,
+                           int64_t *size, int64_t *mtime_ms, struct ferry_error *err)
+{
+    int64_t unused_size, unused_mtime;
+    bool want_mtime = mtime_ms != NULL;
+    if (size == NULL) size = &unused_size;
+    if (mtime_ms == NULL) mtime_ms = &unused_mtime;
+    *exists = false;
+    *size = *mtime_ms = 0;
     if (io == NULL) {
         struct stat st;
-        *yes = stat(local_path(loc), &st) == 0;
+        if (stat(local_path(loc), &st) != 0)
+            return errno == ENOENT ? FERRY_OK : io_error("cannot stat", local_path(loc), err);
+        *exists = true;
+        *size = (int64_t)st.st_size;
+        *mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
         return FERRY_OK;
     }
     const char *key = NULL;
@@ -175,8 +193,23 @@ int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool
     struct ferry__s3_req q = {.method = "HEAD", .key = key, .query = ""};
     rc = ferry__s3_call(io->s3, &q, true, &resp, err);
     ferry_buf_release(&resp);
-    if (rc == FERRY_OK) *yes = true;
-    return rc == FERRY_ENOTFOUND ? FERRY_OK : rc;
+    if (rc == FERRY_ENOTFOUND) return FERRY_OK;
+    if (rc != FERRY_OK) return rc;
+    *exists = true;
+    char h[128];
+    if (ferry__s3_last_header(io->s3, "Content-Length", h, sizeof h)) *size = strtoll(h, NULL, 10);
+    if (!want_mtime) return FERRY_OK;
+    /* RFC 7231 IMF-fixdate, always GMT: "Wed, 12 Oct 2009 17:50:00 GMT" */
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = NULL;
+    if (ferry__s3_last_header(io->s3, "Last-Modified", h, sizeof h))
+        end = strptime(h, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (end == NULL)
+        return ferry_error_set(err, FERRY_ESINK, "iceberg",
+                               "iceberg: %s: the store gave no readable Last-Modified", loc);
+    *mtime_ms = (int64_t)timegm(&tm) * 1000;
+    return FERRY_OK;
 }
 
 int ferry__iceberg_io_remove(struct ferry__iceberg_io *io, const char *loc, struct ferry_error *err)
@@ -229,6 +262,49 @@ int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t
     }
     json_decref(keys);
     ferry_free(prefix);
+    return rc;
+}
+
+static int walk_local(const char *dir, ferry__iceberg_walk_fn each, void *arg, int depth,
+                      struct ferry_error *err)
+{
+    DIR *d = depth <= 16 ? opendir(dir) : NULL;
+    if (d == NULL) return FERRY_OK;
+    int rc = FERRY_OK;
+    struct dirent *e;
+    while (rc == FERRY_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char *p = ferry_asprintf("%s/%s", dir, e->d_name);
+        char *uri = p ? ferry_asprintf("file://%s", p) : NULL;
+        struct stat st;
+        if (uri == NULL)
+            rc = nomem(err);
+        else if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = walk_local(p, each, arg, depth + 1, err);
+        else
+            rc = each(uri, p, e->d_name, arg, err);
+        ferry_free(uri);
+        ferry_free(p);
+    }
+    closedir(d);
+    return rc;
+}
+
+int ferry__iceberg_io_walk(struct ferry__iceberg_io *io, const char *dir, ferry__iceberg_walk_fn each,
+                           void *arg, struct ferry_error *err)
+{
+    if (io == NULL) return walk_local(local_path(dir), each, arg, 0, err);
+    json_t *locs = json_array();
+    int rc = locs ? ferry__iceberg_io_list(io, dir, locs, err) : nomem(err);
+    size_t i;
+    json_t *l;
+    json_array_foreach(locs, i, l)
+    {
+        if (rc != FERRY_OK) break;
+        const char *loc = json_string_value(l), *base = strrchr(loc, '/');
+        rc = each(loc, loc, base ? base + 1 : loc, arg, err);
+    }
+    json_decref(locs);
     return rc;
 }
 

@@ -172,20 +172,6 @@ void ferry__iceberg_stats_release(struct ferry__iceberg_stats *s)
     ferry_buf_release(&s->max_b);
 }
 
-static int bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c != 0) return c;
-    return an < bn ? -1 : an > bn ? 1 : 0;
-}
-
-static int dec_cmp(struct ferry_decimal128 a, struct ferry_decimal128 b)
-{
-    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
-    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
-    return 0;
-}
-
 static bool is_text(enum ferry_type t)
 {
     return t == FERRY_TYPE_UTF8 || t == FERRY_TYPE_JSON || t == FERRY_TYPE_DECIMAL_TEXT;
@@ -207,101 +193,44 @@ static int set_buf(struct ferry_buf *b, const uint8_t *p, size_t n)
     return ferry_buf_append(b, p, n);
 }
 
-int ferry__iceberg_stats_add(struct ferry__iceberg_stats *s, const struct ferry_batch *b, int col)
+int ferry__iceberg_stats_from_file(struct ferry__iceberg_stats *s,
+                                   const struct ferry__files_column_stats *c)
 {
-    const struct ferry_column *c = &b->columns[col];
-    s->values += b->length;
-    s->nulls += c->null_count;
+    s->values = c->values;
+    s->nulls = c->nulls;
+    s->nans = c->nans;
+    s->bytes = c->bytes;
+    s->has_minmax = false;
     enum ferry_type t = s->type;
-    if (t == FERRY_TYPE_UUID) return FERRY_OK; /* unsigned vs signed UUID order differs between
-                                                  engines: no bounds rather than wrong ones */
-    bool maybe_null = c->null_count > 0;
-    for (int64_t r = 0; r < b->length; r++) {
-        if (maybe_null && ferry_col_is_null(b, col, r)) continue;
-        switch (t) {
-        case FERRY_TYPE_BOOL:
-        case FERRY_TYPE_INT8:
-        case FERRY_TYPE_INT16:
-        case FERRY_TYPE_INT32:
-        case FERRY_TYPE_INT64:
-        case FERRY_TYPE_DATE32:
-        case FERRY_TYPE_TIME64_US:
-        case FERRY_TYPE_TIMESTAMP_US:
-        case FERRY_TYPE_TIMESTAMPTZ_US: {
-            int64_t v = t == FERRY_TYPE_BOOL ? (int64_t)ferry_col_bool(b, col, r)
-                                             : ferry_col_int(b, col, r);
-            if (!s->has_minmax) {
-                s->min_i = s->max_i = v;
-                s->has_minmax = true;
-            } else if (v < s->min_i) {
-                s->min_i = v;
-            } else if (v > s->max_i) {
-                s->max_i = v;
-            }
-            break;
+    /* unsigned vs signed UUID order differs between engines: no bounds rather than wrong ones */
+    if (!c->has_minmax || t == FERRY_TYPE_UUID) return FERRY_OK;
+    s->has_minmax = true;
+    switch (t) {
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        s->min_f = c->min_f;
+        s->max_f = c->max_f;
+        return FERRY_OK;
+    case FERRY_TYPE_DECIMAL128:
+        s->min_d = c->min_d;
+        s->max_d = c->max_d;
+        return FERRY_OK;
+    default:
+        if (!ferry_type_is_varwidth(t)) {
+            s->min_i = c->min_i;
+            s->max_i = c->max_i;
+            return FERRY_OK;
         }
-        case FERRY_TYPE_FLOAT32:
-        case FERRY_TYPE_FLOAT64: {
-            double v = ferry_col_float(b, col, r);
-            if (isnan(v)) {
-                s->nans++;
-                break;
-            }
-            if (!s->has_minmax) {
-                s->min_f = s->max_f = v;
-                s->has_minmax = true;
-            } else if (v < s->min_f) {
-                s->min_f = v;
-            } else if (v > s->max_f) {
-                s->max_f = v;
-            }
-            break;
-        }
-        case FERRY_TYPE_DECIMAL128: {
-            struct ferry_decimal128 v = ferry_col_dec128(b, col, r);
-            if (!s->has_minmax) {
-                s->min_d = s->max_d = v;
-                s->has_minmax = true;
-            } else if (dec_cmp(v, s->min_d) < 0) {
-                s->min_d = v;
-            } else if (dec_cmp(v, s->max_d) > 0) {
-                s->max_d = v;
-            }
-            break;
-        }
-        default: { /* var-width */
-            size_t n;
-            const uint8_t *p = ferry_col_bytes(b, col, r, &n);
-            int rc = FERRY_OK;
-            if (!s->has_minmax) {
-                size_t k = cut(p, n, is_text(t));
-                rc = set_buf(&s->min_b, p, k);
-                s->lower_cut = k < n;
-                s->no_upper = n > BOUND_MAX;
-                if (rc == FERRY_OK) rc = set_buf(&s->max_b, p, k);
-                s->has_minmax = true;
-            } else {
-                if (bytes_cmp(p, n, (const uint8_t *)s->min_b.data, s->min_b.len) < 0) {
-                    size_t k = cut(p, n, is_text(t));
-                    rc = set_buf(&s->min_b, p, k);
-                }
-                /* with no_upper, max_b holds a prefix of the true maximum: a value above
-                 * that prefix that does not start with it is above the maximum too */
-                const uint8_t *mp = (const uint8_t *)s->max_b.data;
-                size_t mn = s->max_b.len;
-                bool above = bytes_cmp(p, n, mp, mn) > 0 &&
-                             !(s->no_upper && n >= mn && memcmp(p, mp, mn) == 0);
-                if (rc == FERRY_OK && above) {
-                    s->no_upper = n > BOUND_MAX;
-                    rc = set_buf(&s->max_b, p, s->no_upper ? cut(p, n, is_text(t)) : n);
-                }
-            }
-            if (rc != FERRY_OK) return rc;
-            break;
-        }
-        }
+        break;
     }
-    return FERRY_OK;
+    /* var-width: the lower bound may be a prefix of the minimum (still a lower bound); a
+     * prefix of the maximum is not an upper bound, so a long maximum is left out */
+    size_t k = cut(c->min_b, c->min_n, is_text(t));
+    s->lower_cut = k < c->min_n;
+    s->no_upper = c->max_n > BOUND_MAX;
+    int rc = set_buf(&s->min_b, c->min_b, k);
+    if (rc == FERRY_OK && !s->no_upper) rc = set_buf(&s->max_b, c->max_b, c->max_n);
+    return rc;
 }
 
 static void le(uint8_t *out, uint64_t v, int n)

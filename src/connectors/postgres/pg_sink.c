@@ -81,6 +81,18 @@ struct sink {
     bool session; /* begin() done, neither committed nor aborted */
     bool in_tx;   /* the at_commit transaction is open */
     struct ferry_buf out;
+    /* at_commit append/replace: the target whose COPY stays open across batches (-1: none),
+     * and the checkpoints its batches carried, written at the commit (nothing else can run
+     * on the connection while a COPY is open). */
+    int streaming;
+    struct pending_checkpoint *pending;
+    int n_pending, cap_pending;
+};
+
+struct pending_checkpoint {
+    char *resource;
+    int shard;
+    char *position;
 };
 
 static int oom(struct ferry_error *err)
@@ -104,10 +116,21 @@ static void free_target(struct target *t)
     ferry_schema_unref(t->schema);
 }
 
+static void drop_pending(struct sink *s)
+{
+    for (int i = 0; i < s->n_pending; i++) {
+        ferry_free(s->pending[i].resource);
+        ferry_free(s->pending[i].position);
+    }
+    s->n_pending = 0;
+}
+
 static void sink_close(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
+    drop_pending(s);
+    ferry_free(s->pending);
     if (s->conn) PQfinish(s->conn);
     for (int i = 0; i < s->n_t; i++)
         free_target(&s->t[i]);
@@ -124,6 +147,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     struct sink *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return oom(err);
     ferry_buf_init(&s->out, 0);
+    s->streaming = -1;
     const char *schema = "public";
     int durability = 0;
     int rc = ferry__pg_read_conn_config(cfg, WHAT, &s->url, &s->opts, err);
@@ -799,6 +823,8 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     }
     if (rc != FERRY_OK) return rc;
     s->session = true;
+    s->streaming = -1;
+    drop_pending(s);
     return FERRY_OK;
 }
 
@@ -829,10 +855,50 @@ static int end_copy(struct sink *s, const char *why, const char *table, struct f
     return rc;
 }
 
-static int copy_batch(struct sink *s, struct target *t, const struct ferry_batch *b, uint32_t *crc,
-                      struct ferry_error *err)
+/* Ends the COPY kept open across batches: the trailer, then the server's verdict on every
+ * row streamed since it began (an error in any of those batches surfaces here). */
+static int close_stream(struct sink *s, struct ferry_error *err)
 {
+    if (s->streaming < 0) return FERRY_OK;
+    struct target *t = &s->t[s->streaming];
+    s->streaming = -1;
+    const char *into = t->staging ? t->staging : t->table;
+    uint32_t crc = 0;
+    ferry_buf_reset(&s->out);
+    int rc = ferry__pg_copy_trailer(&s->out) == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = send_chunk(s, &crc, err);
+    if (rc != FERRY_OK) {
+        end_copy(s, "ferry: the COPY could not be finished", into, NULL);
+        return rc;
+    }
+    return end_copy(s, NULL, into, err);
+}
+
+/* With `keep_open` (at_commit append/replace) the COPY is not ended after the batch: the
+ * next batch of the same target continues it, so the server neither sets a COPY up per
+ * batch (a few ms each) nor waits idle between batches; close_stream ends it. */
+static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
+                      uint32_t *crc, struct ferry_error *err)
+{
+    struct target *t = &s->t[ti];
     const char *into = t->temp ? t->temp : t->staging ? t->staging : t->table;
+    if (keep_open && s->streaming == ti) {
+        ferry_buf_reset(&s->out);
+        int rc = FERRY_OK;
+        int64_t row = 0;
+        while (rc == FERRY_OK && row < b->length) {
+            rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
+            if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
+        }
+        if (rc != FERRY_OK) {
+            s->streaming = -1;
+            ferry_error_prefix(err, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
+            end_copy(s, "ferry: the batch could not be sent", into, NULL);
+        }
+        return rc;
+    }
+    int crc_rc = close_stream(s, err);
+    if (crc_rc != FERRY_OK) return crc_rc;
     PGresult *r = PQexec(s->conn, t->copy_sql);
     if (PQresultStatus(r) != PGRES_COPY_IN) {
         int rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
@@ -847,6 +913,13 @@ static int copy_batch(struct sink *s, struct target *t, const struct ferry_batch
     while (rc == FERRY_OK && row < b->length) {
         rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
         if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
+    }
+    if (rc == FERRY_OK && keep_open) {
+        rc = send_chunk(s, crc, err);
+        if (rc == FERRY_OK) {
+            s->streaming = ti;
+            return FERRY_OK;
+        }
     }
     if (rc == FERRY_OK && ferry__pg_copy_trailer(&s->out) != FERRY_OK) rc = oom(err);
     if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
@@ -866,9 +939,10 @@ static int exec_step(struct sink *s, struct target *t, const char *sql, const ch
     return exec(s, sql, what, err);
 }
 
-static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b, uint32_t *crc,
-                      struct ferry_error *err)
+static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
+                      uint32_t *crc, struct ferry_error *err)
 {
+    struct target *t = &s->t[ti];
     int rc = FERRY_OK;
     if (t->temp) {
         struct ferry_buf q;
@@ -878,7 +952,7 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
         if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
         ferry_buf_release(&q);
     }
-    if (rc == FERRY_OK) rc = copy_batch(s, t, b, crc, err);
+    if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;
@@ -890,16 +964,17 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
     return rc;
 }
 
-static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct ferry_error *err)
+static int put_checkpoint(struct sink *s, const char *resource, int shard_no,
+                          const char *position, struct ferry_error *err)
 {
     char shard[16], run_id[24];
-    snprintf(shard, sizeof shard, "%d", b->shard);
+    snprintf(shard, sizeof shard, "%d", shard_no);
     snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
-    const char *p[5] = {s->pipeline, b->resource ? b->resource : "", shard, run_id, b->position};
+    const char *p[5] = {s->pipeline, resource ? resource : "", shard, run_id, position};
     PGresult *r = NULL;
     char what[200];
     snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %s",
-             b->resource ? b->resource : "");
+             resource ? resource : "");
     int rc = query(s,
                    "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, run_id, "
                    "position, updated_at) VALUES ($1, $2, $3::integer, $4::bigint, $5, now()) "
@@ -908,6 +983,51 @@ static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct fe
                    "updated_at = EXCLUDED.updated_at",
                    5, p, &r, what, err);
     if (rc == FERRY_OK) PQclear(r);
+    return rc;
+}
+
+/* The checkpoint of a batch streamed into an open COPY: the latest per (resource, shard),
+ * written by flush_pending in the commit's transaction, after the COPY ended. */
+static int hold_checkpoint(struct sink *s, const struct ferry_batch *b, struct ferry_error *err)
+{
+    const char *res = b->resource ? b->resource : "";
+    for (int i = 0; i < s->n_pending; i++) {
+        struct pending_checkpoint *c = &s->pending[i];
+        if (c->shard == b->shard && !strcmp(c->resource, res)) {
+            char *pos = ferry_strdup(b->position);
+            if (pos == NULL) return oom(err);
+            ferry_free(c->position);
+            c->position = pos;
+            return FERRY_OK;
+        }
+    }
+    if (s->n_pending == s->cap_pending) {
+        int cap = s->cap_pending ? 2 * s->cap_pending : 8;
+        void *m = ferry_realloc(s->pending, (size_t)cap * sizeof *s->pending);
+        if (m == NULL) return oom(err);
+        s->pending = m;
+        s->cap_pending = cap;
+    }
+    struct pending_checkpoint *c = &s->pending[s->n_pending];
+    c->resource = ferry_strdup(res);
+    c->position = ferry_strdup(b->position);
+    c->shard = b->shard;
+    if (c->resource == NULL || c->position == NULL) {
+        ferry_free(c->resource);
+        ferry_free(c->position);
+        return oom(err);
+    }
+    s->n_pending++;
+    return FERRY_OK;
+}
+
+static int flush_pending(struct sink *s, struct ferry_error *err)
+{
+    int rc = close_stream(s, err);
+    for (int i = 0; i < s->n_pending && rc == FERRY_OK; i++)
+        rc = put_checkpoint(s, s->pending[i].resource, s->pending[i].shard,
+                            s->pending[i].position, err);
+    drop_pending(s);
     return rc;
 }
 
@@ -932,8 +1052,12 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     int rc = FERRY_OK;
     if (!s->in_tx) rc = exec(s, "BEGIN", WHAT ": begin", err);
     if (rc != FERRY_OK) return rc;
-    if (b->length > 0) rc = write_rows(s, t, b, &crc, err);
-    if (rc == FERRY_OK && b->position != NULL) rc = put_checkpoint(s, b, err);
+    bool keep_open = s->in_tx && !t->temp && !t->upsert_sql && !t->delete_sql;
+    if (!keep_open) rc = close_stream(s, err);
+    if (rc == FERRY_OK && b->length > 0) rc = write_rows(s, target->index, b, keep_open, &crc, err);
+    if (rc == FERRY_OK && b->position != NULL)
+        rc = keep_open && s->streaming >= 0 ? hold_checkpoint(s, b, err)
+                                             : put_checkpoint(s, b->resource, b->shard, b->position, err);
     if (!s->in_tx) {
         if (rc == FERRY_OK) rc = exec_step(s, t, "COMMIT", "committing a batch into", err);
         if (rc != FERRY_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
@@ -1008,6 +1132,7 @@ static int sink_commit(void *ctx, struct ferry_error *err)
         if (rc != FERRY_OK) return rc;
         s->in_tx = true;
     }
+    rc = flush_pending(s, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
             rc = swap_staging(s, &s->t[i], err);
@@ -1024,6 +1149,8 @@ static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL || s->conn == NULL) return;
+    s->streaming = -1;
+    drop_pending(s);
     if (PQtransactionStatus(s->conn) == PQTRANS_ACTIVE) {
         /* A COPY may still be open after a failure mid-stream. */
         PQputCopyEnd(s->conn, "ferry: aborted");

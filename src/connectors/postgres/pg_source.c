@@ -9,10 +9,18 @@
  *
  * Reads (docs/connectors.md, "postgres source").
  *   full, single-column integer key: [min, max] at plan time split into
- *     ceil(count / shard_rows) ranges, each read `WHERE k >= lo AND k <= hi ORDER BY k` and
- *     resumed with `k > last`.
+ *     ceil(count / shard_rows) ranges (count: reltuples of an analyzed table, else
+ *     count(*)), each read `WHERE k >= lo AND k <= hi ORDER BY k` and resumed with
+ *     `k > last`.
  *   full, other keys: one shard ordered by the key, resumed with `(k1, k2) > (v1, v2)`.
  *   full, no key: one shard read whole, no resume point (a crash re-reads the table).
+ *   full, positions durable only at the run's end (spec->positions_at_end, an at_commit
+ *     sink): no key order at all ("ordered": false, "commit_once": true in the plan). One
+ *     reader: one unfiltered read, `COPY table (cols) TO` when the relation is a table whose
+ *     columns all have native decoders (the server's cheapest path). Several: heap page
+ *     ranges read by TID Range Scans (pg_source.h; PostgreSQL >= 14, tables and
+ *     materialized views), else key ranges without ORDER BY. Nothing is resumed mid-shard:
+ *     the runner never commits such a run before its end (connector.h).
  *   incremental: ORDER BY cursor..., key... with `(c..., k...) > saved` (minus `lookback` on
  *     a date/timestamp first cursor) and `<= newest at plan time`, frozen in the plan.
  *     Rows whose cursor is NULL are never read incrementally (a row comparison with NULL is
@@ -41,6 +49,7 @@
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_guard.h"
 #include "connectors/postgres/pg_repl.h"
+#include "connectors/postgres/pg_source.h"
 #include "ferry/connector.h"
 
 __extension__ typedef __int128 i128;
@@ -148,6 +157,7 @@ struct rel {
     char *schema_name;
     char *table;
     char *from; /* "schema"."table" */
+    char relkind; /* pg_class.relkind: 'r' table, 'v' view, 'm', 'p', 'f' */
     struct col *cols;
     int n_cols;
 };
@@ -172,7 +182,7 @@ static const char catalog_sql[] =
     "a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod), "
     "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, "
     "pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
-    "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0) "
+    "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0), c.relkind "
     "FROM pg_catalog.pg_class c "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
@@ -205,6 +215,7 @@ static int query_columns(struct src *s, struct rel *r, const char *schema_name,
         return nomem(err);
     }
     r->n_cols = n;
+    r->relkind = PQgetvalue(res, 0, 6)[0];
     for (int i = 0; i < n; i++) {
         struct col *c = &r->cols[i];
         c->name = ferry_strdup(PQgetvalue(res, i, 0));
@@ -530,28 +541,55 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
         json_array_append_new(shards, json_object());
         return FERRY_OK;
     }
+    /* min and max each from the key's index; the row count from the planner's estimate
+     * of an analyzed table (it only sizes the shards), else count(*), a whole scan that
+     * would cost the server as much as a good part of the copy. */
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
-    int rc = ferry_buf_printf(&sql, "SELECT pg_catalog.min(");
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, kf->name, err);
-    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, ")::pg_catalog.int8, pg_catalog.max(");
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, kf->name, err);
+    char *lit = PQescapeLiteral(s->c, r->from, strlen(r->from));
+    int rc = lit != NULL ? FERRY_OK : nomem(err);
+    for (int m = 0; m < 2 && rc == FERRY_OK; m++) {
+        rc = ferry_buf_printf(&sql, "%s(SELECT pg_catalog.%s(", m == 0 ? "SELECT " : ", ",
+                              m == 0 ? "min" : "max");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, kf->name, err);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, ") FROM %s)::pg_catalog.int8", r->from);
+    }
     if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&sql, ")::pg_catalog.int8, pg_catalog.count(*) FROM %s", r->from);
+        rc = ferry_buf_printf(&sql,
+                              ", (SELECT CASE WHEN c.relkind IN ('r', 'm') AND c.reltuples > 0 "
+                              "THEN c.reltuples::pg_catalog.int8 END FROM pg_catalog.pg_class c "
+                              "WHERE c.oid = %s::pg_catalog.regclass)",
+                              lit);
+    PQfreemem(lit);
     PGresult *res = NULL;
     if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
-    ferry_buf_release(&sql);
-    if (rc != FERRY_OK) return rc;
+    if (rc == FERRY_ENOMEM) rc = nomem(err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&sql);
+        return rc;
+    }
     json_object_set_new(plan, "keyset", json_string("range"));
     if (PQgetisnull(res, 0, 0)) { /* empty table: one shard, nothing to read */
+        ferry_buf_release(&sql);
         json_array_append_new(shards, json_pack("{s:n,s:n}", "lo", "hi"));
         PQclear(res);
         return FERRY_OK;
     }
     int64_t lo = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     int64_t hi = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    int64_t count = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    bool estimated = !PQgetisnull(res, 0, 2);
+    int64_t count = estimated ? strtoll(PQgetvalue(res, 0, 2), NULL, 10) : 0;
     PQclear(res);
+    if (!estimated) {
+        ferry_buf_reset(&sql);
+        rc = ferry_buf_printf(&sql, "SELECT pg_catalog.count(*) FROM %s", r->from);
+        if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
+        else rc = nomem(err);
+        if (rc == FERRY_OK) count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+    }
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) return rc;
     i128 span = (i128)hi - lo + 1;
     int64_t n = (count + s->shard_rows - 1) / s->shard_rows;
     if (n < 1) n = 1;
@@ -563,6 +601,92 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
         if (json_array_append_new(shards, json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi",
                                                     (json_int_t)b)) != 0)
             return nomem(err);
+    }
+    return FERRY_OK;
+}
+
+/* ---- unordered full reads (pg_source.h) ---------------------------------------------- */
+
+int ferry__pg_page_shards(int64_t pages, int64_t est_rows, int64_t shard_rows,
+                          int64_t parallelism)
+{
+    if (parallelism <= 1 || pages < 2) return 1;
+    int64_t per = 1; /* shards per reader */
+    if (est_rows > 0 && shard_rows > 0) {
+        int64_t k = est_rows / shard_rows + (est_rows % shard_rows != 0);
+        per = (k + parallelism - 1) / parallelism;
+        if (per < 1) per = 1;
+    }
+    int64_t n = per > 100000 / parallelism ? 100000 : per * parallelism;
+    if (n > pages) n = pages;
+    return (int)(n < 1 ? 1 : n);
+}
+
+int64_t ferry__pg_page_bound(int64_t pages, int i, int n)
+{
+    if (i <= 0 || n <= 1) return 0;
+    return (int64_t)((i128)pages * i / n);
+}
+
+int ferry__pg_page_range_sql(struct ferry_buf *sql, const char *where, int64_t lo, int64_t hi)
+{
+    /* '(p,0)' sorts before every tuple of page p (line pointers start at 1). */
+    int rc = FERRY_OK;
+    if (lo > 0) {
+        rc = ferry_buf_printf(sql, "%sctid >= '(%" PRId64 ",0)'::pg_catalog.tid", where, lo);
+        where = " AND ";
+    }
+    if (rc == FERRY_OK && hi >= 0)
+        rc = ferry_buf_printf(sql, "%sctid < '(%" PRId64 ",0)'::pg_catalog.tid", where, hi);
+    return rc == FERRY_OK ? FERRY_OK : FERRY_ENOMEM;
+}
+
+/* A full read for a run that commits once at its end: no key order (file comment). */
+static int plan_unordered(struct src *s, const struct ferry_schema *sc, const struct rel *r,
+                          json_t *plan, struct ferry_error *err)
+{
+    json_object_set_new(plan, "ordered", json_false());
+    json_object_set_new(plan, "commit_once", json_true());
+    bool heap = r->relkind == 'r' || r->relkind == 'm';
+    if (s->parallelism > 1 && !(heap && PQserverVersion(s->c) >= 140000)) {
+        /* No TID Range Scan here: key ranges, read without ORDER BY. */
+        return plan_full(s, sc, r, plan, err);
+    }
+    int64_t pages = 0, est = -1;
+    if (s->parallelism > 1) {
+        struct ferry_buf sql;
+        ferry_buf_init(&sql, 0);
+        char *lit = PQescapeLiteral(s->c, r->from, strlen(r->from));
+        int rc = lit == NULL ? nomem(err)
+                 : ferry_buf_printf(&sql,
+                                    "SELECT pg_catalog.pg_relation_size(c.oid) / "
+                                    "pg_catalog.current_setting('block_size')::pg_catalog.int8, "
+                                    "c.reltuples::pg_catalog.int8 FROM pg_catalog.pg_class c "
+                                    "WHERE c.oid = %s::pg_catalog.regclass",
+                                    lit) == FERRY_OK
+                     ? FERRY_OK
+                     : nomem(err);
+        PQfreemem(lit);
+        PGresult *res = NULL;
+        if (rc == FERRY_OK) rc = query_one(s, sql.data, &res, r->from, err);
+        ferry_buf_release(&sql);
+        if (rc != FERRY_OK) return rc;
+        if (PQntuples(res) == 1) {
+            pages = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+            est = strtoll(PQgetvalue(res, 0, 1), NULL, 10); /* -1: never analyzed */
+        }
+        PQclear(res);
+    }
+    int n = ferry__pg_page_shards(pages, est, s->shard_rows, s->parallelism);
+    json_t *shards = json_array();
+    if (shards == NULL || json_object_set_new(plan, "shards", shards) != 0) return nomem(err);
+    json_object_set_new(plan, "keyset", json_string("pages"));
+    for (int i = 0; i < n; i++) {
+        json_t *sh = json_pack("{s:I}", "page_lo", (json_int_t)ferry__pg_page_bound(pages, i, n));
+        /* The last range is open-ended: pages added after the plan are read too. */
+        if (sh != NULL && i + 1 < n)
+            json_object_set_new(sh, "page_hi", json_integer(ferry__pg_page_bound(pages, i + 1, n)));
+        if (sh == NULL || json_array_append_new(shards, sh) != 0) return nomem(err);
     }
     return FERRY_OK;
 }
@@ -769,6 +893,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
         rc = plan_cdc(s, spec, sc, &r, route_checkpoint, plan, err);
     else if (incremental)
         rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
+    else if (spec->positions_at_end)
+        rc = plan_unordered(s, sc, &r, plan, err);
     else
         rc = plan_full(s, sc, &r, plan, err);
     if (rc == FERRY_OK) {
@@ -891,8 +1017,10 @@ struct reader {
     int *rel_col;                   /* per schema field: index into r.cols */
     int ord[MAX_ORDER];
     int n_ord;
+    bool ordered; /* false: a commit_once plan, read in no particular order, no positions */
     struct ferry_buf sql;
     struct ferry_buf tmp;
+    char *piece; /* COPY data, PIECE bytes (run_copy) */
     char what[400];
     int n_real; /* fields read from the table; a cdc change log's own columns follow */
 };
@@ -901,6 +1029,7 @@ static void reader_free(struct reader *rd)
 {
     ferry_free(rd->cols);
     ferry_free(rd->rel_col);
+    ferry_free(rd->piece);
     ferry_buf_release(&rd->sql);
     ferry_buf_release(&rd->tmp);
     rel_free(&rd->r);
@@ -990,11 +1119,36 @@ static int tuple_cond(struct reader *rd, const char *op, json_t *vals, bool from
     return rc;
 }
 
+/* A whole table whose columns all arrive natively: `COPY table (cols) TO`, which scans
+ * the heap without the executor (what a plain COPY pipe costs the server). */
+static bool whole_table_copy(const struct reader *rd, json_t *sh)
+{
+    if (rd->r.relkind != 'r' || json_integer_value(json_object_get(sh, "page_lo")) > 0 ||
+        json_object_get(sh, "page_hi") != NULL)
+        return false;
+    enum ferry_pg_wire w;
+    for (int f = 0; f < rd->sc->n_fields; f++)
+        if (rd->rel_col[f] < 0 || !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w))
+            return false;
+    return true;
+}
+
 static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume_key,
                      bool *empty, struct ferry_error *err)
 {
     struct ferry_buf *sql = &rd->sql;
     *empty = false;
+    const char *keyset = json_string_value(json_object_get(plan, "keyset"));
+    bool pages = !rd->ordered && keyset != NULL && !strcmp(keyset, "pages");
+    if (pages && whole_table_copy(rd, sh)) {
+        int rc = ferry_buf_printf(sql, "COPY %s (", rd->r.from);
+        for (int f = 0; f < rd->sc->n_fields && rc == FERRY_OK; f++) {
+            if (f > 0) rc = ferry_buf_printf(sql, ", ");
+            if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
+        }
+        if (rc == FERRY_OK) rc = ferry_buf_printf(sql, ") TO STDOUT (FORMAT binary)");
+        return rc;
+    }
     int rc = ferry_buf_printf(sql, "COPY (SELECT ");
     for (int f = 0; f < rd->sc->n_fields && rc == FERRY_OK; f++) {
         if (f > 0) rc = ferry_buf_printf(sql, ", ");
@@ -1021,7 +1175,6 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, " FROM %s", rd->r.from);
     if (rc != FERRY_OK) return rc;
     const char *mode = json_string_value(json_object_get(plan, "mode"));
-    const char *keyset = json_string_value(json_object_get(plan, "keyset"));
     bool where = false;
 #define AND() (rc = ferry_buf_printf(sql, where ? " AND " : " WHERE "), where = true, rc)
     if (mode && !strcmp(mode, "incremental")) {
@@ -1068,9 +1221,14 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
     } else if (keyset && !strcmp(keyset, "tuple")) {
         if (resume_key != NULL && AND() == FERRY_OK)
             rc = tuple_cond(rd, ">", resume_key, true, err);
+    } else if (pages) {
+        json_t *hi = json_object_get(sh, "page_hi");
+        rc = ferry__pg_page_range_sql(sql, " WHERE ",
+                                      json_integer_value(json_object_get(sh, "page_lo")),
+                                      json_is_integer(hi) ? json_integer_value(hi) : -1);
     }
 #undef AND
-    if (rc == FERRY_OK && rd->n_ord > 0) {
+    if (rc == FERRY_OK && rd->ordered && rd->n_ord > 0) {
         rc = ferry_buf_printf(sql, " ORDER BY ");
         for (int i = 0; i < rd->n_ord && rc == FERRY_OK; i++) {
             if (i > 0) rc = ferry_buf_printf(sql, ", ");
@@ -1081,16 +1239,18 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
     return rc;
 }
 
+static int get_copy_piece(struct src *s, char *piece, int cap);
+
 /* After a failed or abandoned COPY: cancel it, drain what is left, end the transaction. */
 static void abandon(struct src *s, bool copying)
 {
     if (copying) {
-        char buf[256];
-        PQcancel(s->cancel, buf, sizeof buf);
-        char *row;
-        int n;
-        while ((n = PQgetCopyData(s->c, &row, 0)) > 0)
-            PQfreemem(row);
+        char buf[8192];
+        PQcancel(s->cancel, buf, 256);
+        /* Drained through the same call as the reads: a message half returned by
+         * PQgetlineAsync is finished by it, so the next COPY starts clean. */
+        while (get_copy_piece(s, buf, (int)sizeof buf) > 0)
+            ;
     }
     PGresult *res;
     while ((res = PQgetResult(s->c)) != NULL)
@@ -1099,14 +1259,26 @@ static void abandon(struct src *s, bool copying)
     PQclear(res);
 }
 
-/* PQgetCopyData that waits in its own poll(), at most io_timeout without a byte from the
- * server (a server or proxy that stops sending while its kernel still acknowledges would
- * otherwise block the reader forever). Returns as PQgetCopyData, or -3 past the deadline. */
-static int get_copy_data(struct src *s, char **buf)
+/* The next piece of the COPY stream, up to `cap` bytes: as many whole or partial CopyData
+ * messages as libpq holds, copied into `piece` by PQgetlineAsync (binary-safe: it returns
+ * byte counts and continues a message that did not fit on the next call), so no row gets
+ * an allocation of its own as with PQgetCopyData. Waits in its own poll(), at most
+ * io_timeout without a byte from the server (a server or proxy that stops sending while its
+ * kernel still acknowledges would otherwise block the reader forever). Returns the bytes
+ * stored (> 0), -1 at the end of the COPY (or an error PQgetResult then reports), -2 when
+ * the connection failed, -3 past the deadline. */
+static int get_copy_piece(struct src *s, char *piece, int cap)
 {
+    int used = 0;
     for (;;) {
-        int n = PQgetCopyData(s->c, buf, 1);
-        if (n != 0) return n;
+        int n = PQgetlineAsync(s->c, piece + used, cap - used);
+        if (n > 0) {
+            used += n;
+            if (used == cap) return used;
+            continue;
+        }
+        if (used > 0) return used; /* the end (or a wait) comes with the next call */
+        if (n < 0) return -1;
         struct pollfd pfd = {.fd = PQsocket(s->c), .events = POLLIN};
         int64_t ms = s->opts.io_timeout_ms;
         int pr = poll(&pfd, 1, ms <= 0 ? -1 : ms > 86400000 ? 86400000 : (int)ms);
@@ -1115,6 +1287,8 @@ static int get_copy_data(struct src *s, char **buf)
         if (pr > 0 && PQconsumeInput(s->c) == 0) return -2;
     }
 }
+
+#define PIECE (64 * 1024)
 
 static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)
 {
@@ -1143,11 +1317,14 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
     PQclear(res);
     struct ferry_pg_copy d;
     ferry__pg_copy_init(&d, rd->cols, rd->sc->n_fields, rd->what);
-    char *buf = NULL;
+    if (rd->piece == NULL && (rd->piece = ferry_malloc(PIECE)) == NULL) {
+        ferry__pg_copy_release(&d);
+        abandon(s, true);
+        return nomem(err);
+    }
     int n;
-    while ((n = get_copy_data(s, &buf)) > 0) {
-        rc = ferry__pg_copy_feed(&d, (const uint8_t *)buf, (size_t)n, rw, err);
-        PQfreemem(buf);
+    while ((n = get_copy_piece(s, rd->piece, PIECE)) > 0) {
+        rc = ferry__pg_copy_feed(&d, (const uint8_t *)rd->piece, (size_t)n, rw, err);
         if (rc != FERRY_OK) break;
     }
     if (rc != FERRY_OK) {
@@ -1324,8 +1501,11 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     if (rc == FERRY_OK) {
         rd.n_ord = order_fields(spec, sc, incremental, rd.ord, MAX_ORDER);
-        /* A table without a key has no resume point: a resumed shard starts over. */
-        if (rd.n_ord == 0 && resume_key != NULL) {
+        /* A commit_once plan reads in no order (its shards are resumed from their start
+         * only), and a table without a key has no resume point: a resumed shard starts
+         * over. */
+        rd.ordered = incremental || !json_is_false(json_object_get(plan, "ordered"));
+        if ((!rd.ordered || rd.n_ord == 0) && resume_key != NULL) {
             json_decref(resume_key);
             resume_key = NULL;
         }
@@ -1341,7 +1521,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     if (rc == FERRY_OK) {
         ferry_rw_set_shard(rw, shard);
-        if (rd.n_ord > 0) ferry_rw_set_position_columns(rw, rd.n_ord, rd.ord);
+        if (rd.ordered && rd.n_ord > 0) ferry_rw_set_position_columns(rw, rd.n_ord, rd.ord);
         if (!empty) {
             ferry_log(FERRY_LOG_DEBUG, "%s: %s", rd.what, rd.sql.data);
             rc = run_copy(&rd, rw, err);

@@ -19,14 +19,17 @@
  * list and the run manifests that list no live object.
  *
  * Owns the S3 client (s3_client.c: requests, signing, credentials), the part buffers and the
- * format writer states. Calls s3_client.c, the format writers (connectors/formats.h), crc32c,
- * digest, jansson. Registered in connectors/registry.c; driven by the runner on one thread. */
+ * format writer states. Calls s3_client.c, the format writers (connectors/formats.h),
+ * connectors/lake.c (what it shares with the files sink: format options, session state,
+ * manifest lists, the publish order), crc32c, digest, jansson. Registered in
+ * connectors/registry.c; driven by the runner on one thread. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "connectors/formats.h"
+#include "connectors/lake.h"
 #include "objstore/s3_client.h"
 #include "objstore/sigv4.h"
 #include "ferry/config.h"
@@ -39,7 +42,6 @@
 
 static const char *const sink_tuning_keys[] = {"part_rows", "part_bytes", "multipart_chunk",
                                                "max_attempts", NULL};
-static const char *const newline_words[] = {"crlf", "lf", NULL};
 
 struct object {
     char *key; /* full object key */
@@ -68,23 +70,13 @@ struct target {
 struct sink {
     char *bucket, *prefix;
     struct ferry__s3_client *cli;
-    const struct ferry__files_format *fmt;
-    struct ferry__files_format_opts opts;
-    char *null_marker;
-    int64_t part_rows, part_bytes, chunk;
+    struct ferry__lake lk; /* format, run, manifests (connectors/lake.h) */
+    int64_t chunk;
     struct target *t;
     int n_t;
     struct object *objs;
     int n_objs;
-    json_t *earlier; /* objects of earlier commits of this run, or NULL */
-    json_t *dataset; /* objects of the data set manifest <prefix>/_manifest.json, or NULL */
-    bool replace;    /* write: replace (every target: the pipeline has one write mode) */
-    bool published;  /* the data set manifest lists this session's objects: keep them */
-    char *pipeline, *version;
-    int64_t run_id;
-    int attempt;
     int next_n;
-    bool session;
 };
 
 static int nomem(struct ferry_error *err)
@@ -105,7 +97,7 @@ static void object_free(struct object *o)
 
 static void target_reset(struct sink *s, struct target *t)
 {
-    if (s->fmt && t->fw) s->fmt->free(t->fw);
+    if (s->lk.fmt && t->fw) s->lk.fmt->free(t->fw);
     t->fw = NULL;
     t->obj = -1;
     t->part_no = 0;
@@ -137,7 +129,7 @@ static void discard(struct sink *s, bool unpublish)
         memset(&e, 0, sizeof e);
         int rc = FERRY_OK;
         if (unpublish && o->upload_id) rc = abort_upload(s, o->key, o->upload_id, &e);
-        if (unpublish && !s->published && o->uploaded && rc == FERRY_OK)
+        if (unpublish && !s->lk.published && o->uploaded && rc == FERRY_OK)
             rc = delete_object(s, o->key, &e);
         if (rc != FERRY_OK)
             ferry_log(FERRY_LOG_WARN, "s3 sink: abort left s3://%s/%s behind: %s", s->bucket,
@@ -153,7 +145,7 @@ static void sink_close(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
-    if (s->cli) discard(s, s->session);
+    if (s->cli) discard(s, s->lk.session);
     for (int i = 0; i < s->n_t; i++) {
         ferry_free(s->t[i].table);
         ferry_schema_unref(s->t[i].schema);
@@ -161,48 +153,19 @@ static void sink_close(void *ctx)
         ferry_buf_release(&s->t[i].complete);
     }
     ferry_free(s->t);
-    if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
+    ferry__lake_release(&s->lk);
     ferry__s3_client_close(s->cli);
-    json_decref(s->earlier);
-    json_decref(s->dataset);
     ferry_free(s->bucket);
     ferry_free(s->prefix);
-    ferry_free(s->null_marker);
-    ferry_free(s->pipeline);
-    ferry_free(s->version);
     ferry_free(s);
-}
-
-static int one_char(struct ferry_cfg *cfg, const char *key, char *out, struct ferry_error *err)
-{
-    const char *v = NULL;
-    int rc = ferry_cfg_str(cfg, key, false, &v, err);
-    if (rc != FERRY_OK || v == NULL) return rc;
-    if (strcmp(v, "\\t") == 0) v = "\t";
-    if (strlen(v) != 1 || v[0] == '"' || v[0] == '\n' || v[0] == '\r')
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, key),
-                               "must be one character other than a quote or a line break");
-    *out = v[0];
-    return FERRY_OK;
 }
 
 static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
     const char *bucket = NULL, *prefix = "";
-    const char *format = "csv", *null_marker = "";
-    bool header = true;
-    int newline = 0;
-    int64_t part_rows = 0, part_bytes = 128 * MIB, chunk = 8 * MIB;
-    char delim = ',';
+    int64_t chunk = 8 * MIB;
     int rc = ferry_cfg_str(cfg, "bucket", true, &bucket, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "prefix", false, &prefix, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
-    if (rc == FERRY_OK) rc = one_char(cfg, "delimiter", &delim, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &null_marker, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "header", false, &header, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "newline", false, newline_words, &newline, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "part_rows", false, 0, INT64_MAX, &part_rows, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "part_bytes", false, &part_bytes, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &chunk, err);
     if (rc != FERRY_OK) return rc;
     /* S3 wants parts of 5 MiB at least; a chunk is held in memory, hence the upper bound. */
@@ -212,70 +175,27 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (strstr(prefix, "//") || prefix[0] == '/')
         return ferry_cfg_error(err, ferry_cfg_get(cfg, "prefix"),
                                "must not start with '/' or hold '//'");
-    const struct ferry__files_format *fmt = ferry__files_format_find(format);
-    if (fmt == NULL) {
-        struct ferry_buf names;
-        ferry_buf_init(&names, 0);
-        for (const char *const *n = ferry__files_format_names(); *n; n++)
-            ferry_buf_printf(&names, "%s%s", names.len ? ", " : "", *n);
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "format"),
-                             "unknown format \"%s\" (the s3 sink writes %s)", format,
-                             names.data ? names.data : "");
-        ferry_buf_release(&names);
-        return rc;
-    }
-    if (strchr(null_marker, delim) || strpbrk(null_marker, "\"\r\n"))
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "null"),
-                               "must not hold the delimiter, a quote or a line break");
     struct sink *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
-    rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 sink", &s->cli, err);
+    rc = ferry__lake_open(&s->lk, cfg, "s3 sink", "s3", "objects", "key", err);
+    if (rc == FERRY_OK)
+        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 sink", &s->cli,
+                                   err);
+    if (rc == FERRY_OK) {
+        s->bucket = ferry_strdup(bucket);
+        s->prefix = ferry_strdup(prefix);
+        if (!s->bucket || !s->prefix) rc = nomem(err);
+    }
     if (rc != FERRY_OK) {
         sink_close(s);
         return rc;
     }
-    s->bucket = ferry_strdup(bucket);
-    s->prefix = ferry_strdup(prefix);
-    s->null_marker = ferry_strdup(null_marker);
-    if (!s->bucket || !s->prefix || !s->null_marker) {
-        sink_close(s);
-        return nomem(err);
-    }
     size_t pl = strlen(s->prefix);
     while (pl > 0 && s->prefix[pl - 1] == '/')
         s->prefix[--pl] = '\0';
-    s->fmt = fmt;
-    s->opts.delimiter = delim;
-    s->opts.null_marker = s->null_marker;
-    s->opts.header = header;
-    s->opts.crlf = newline == 0;
-    s->part_rows = part_rows;
-    s->part_bytes = part_bytes > 0 ? part_bytes : INT64_MAX;
     s->chunk = chunk;
-    if (fmt->configure != NULL) {
-        rc = fmt->configure(cfg, &s->opts.conf, err);
-        if (rc != FERRY_OK) {
-            sink_close(s);
-            return rc;
-        }
-    }
     *ctx = s;
     return FERRY_OK;
-}
-
-static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
-{
-    (void)ctx;
-    (void)mode;
-    caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE);
-    caps->durability = FERRY_DURABLE_AT_COMMIT;
-    caps->encoded_integrity = true;
-    caps->transactional_checkpoint = false;
-    /* replace: the data set manifest (one PUT, atomic for readers) switches to the new
-     * objects after every one of them is stored; the old ones are deleted after that. */
-    caps->atomic_replace = true;
-    caps->replace_commits_once = true; /* a pause must not publish half a table */
-    caps->deletes = false;
 }
 
 /* ---- prepare / begin ---------------------------------------------------------------------- */
@@ -290,18 +210,10 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 {
     struct sink *s = ctx;
     const char *table = target->table;
-    if (table == NULL || table[0] == '\0' || table[0] == '.' || strchr(table, '/') ||
-        strcmp(table, "_runs") == 0)
-        return ferry_error_set(err, FERRY_ECONFIG, "s3",
-                               "s3 sink: \"%s\" cannot name a folder under s3://%s/%s (no '/', "
-                               "no leading '.', not _runs); set the resource's target",
-                               table ? table : "", s->bucket, s->prefix);
-    if (target->mode != FERRY_WRITE_APPEND && target->mode != FERRY_WRITE_REPLACE)
-        return ferry_error_set(err, FERRY_EPOLICY, "s3",
-                               "s3 sink: table %s: write: %s is not supported (append or "
-                               "replace)",
-                               table, ferry_write_mode_name(target->mode));
-    s->replace = target->mode == FERRY_WRITE_REPLACE;
+    char where[512];
+    snprintf(where, sizeof where, "s3://%s/%s", s->bucket, s->prefix);
+    int rc = ferry__lake_check_target(&s->lk, target, table, where, err);
+    if (rc != FERRY_OK) return rc;
     if (target->index >= s->n_t) {
         struct target *nt = ferry_realloc(s->t, sizeof *nt * (size_t)(target->index + 1));
         if (nt == NULL) return nomem(err);
@@ -326,7 +238,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 static char *manifest_key(const struct sink *s)
 {
     return ferry_asprintf("%s%s_runs/run=%" PRId64 "/_manifest.json", s->prefix, pfx_sep(s),
-                          s->run_id);
+                          s->lk.run_id);
 }
 
 static char *dataset_key(const struct sink *s)
@@ -366,30 +278,9 @@ static int get_manifest(struct sink *s, char *key, json_t **out, struct ferry_er
  * than once), and the data set manifest, if any. */
 static int load_earlier(struct sink *s, struct ferry_error *err)
 {
-    json_decref(s->earlier);
-    json_decref(s->dataset);
-    s->earlier = s->dataset = NULL;
-    int rc = get_manifest(s, manifest_key(s), &s->earlier, err);
-    if (rc == FERRY_OK) rc = get_manifest(s, dataset_key(s), &s->dataset, err);
+    int rc = get_manifest(s, manifest_key(s), &s->lk.earlier, err);
+    if (rc == FERRY_OK) rc = get_manifest(s, dataset_key(s), &s->lk.dataset, err);
     return rc;
-}
-
-static bool in_objects(const json_t *objs, const char *key)
-{
-    size_t i;
-    json_t *f;
-    json_array_foreach(objs, i, f)
-    {
-        const char *p = json_string_value(json_object_get(f, "key"));
-        if (p && key && strcmp(p, key) == 0) return true;
-    }
-    return false;
-}
-
-/* Listed by this run's manifest or by the data set manifest: published, never swept. */
-static bool listed(const struct sink *s, const char *key)
-{
-    return in_objects(s->earlier, key) || in_objects(s->dataset, key);
 }
 
 /* Every key under `prefix` (ListObjectsV2, all pages) appended to `out` as strings. */
@@ -423,7 +314,7 @@ static int other_run_manifests(struct sink *s, json_t *out, struct ferry_error *
 static int sweep_key(const char *key, void *arg, struct ferry_error *err)
 {
     struct sink *s = arg;
-    if (listed(s, key)) return FERRY_OK;
+    if (ferry__lake_listed(&s->lk, key)) return FERRY_OK;
     int rc = delete_object(s, key, err);
     if (rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, "s3 sink: removed s3://%s/%s, which no manifest lists", s->bucket,
@@ -436,7 +327,7 @@ static int sweep_key(const char *key, void *arg, struct ferry_error *err)
 static int sweep(struct sink *s, const struct target *t, struct ferry_error *err)
 {
     char *dir =
-        ferry_asprintf("%s%s%s/run=%" PRId64 "/", s->prefix, pfx_sep(s), t->table, s->run_id);
+        ferry_asprintf("%s%s%s/run=%" PRId64 "/", s->prefix, pfx_sep(s), t->table, s->lk.run_id);
     struct ferry_buf qs, resp, key, tok, upl;
     ferry_buf_init(&qs, 0);
     ferry_buf_init(&resp, 64 * MIB);
@@ -484,22 +375,15 @@ static int sweep(struct sink *s, const struct target *t, struct ferry_error *err
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    discard(s, s->session);
-    ferry_free(s->pipeline);
-    ferry_free(s->version);
-    s->pipeline = ferry_strdup(run->pipeline ? run->pipeline : "");
-    s->version = ferry_strdup(run->version ? run->version : "");
-    if (s->pipeline == NULL || s->version == NULL) return nomem(err);
-    s->run_id = run->run_id;
-    s->attempt = run->attempt;
-    s->published = false;
-    int rc = load_earlier(s, err);
+    discard(s, s->lk.session);
+    int rc = ferry__lake_begin(&s->lk, run, err);
+    if (rc == FERRY_OK) rc = load_earlier(s, err);
     /* Part numbers never repeat within a run attempt, even across its commits. */
-    s->next_n = (int)json_array_size(s->earlier);
+    s->next_n = (int)json_array_size(s->lk.earlier);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used) rc = sweep(s, &s->t[i], err);
     if (rc != FERRY_OK) return rc;
-    s->session = true;
+    s->lk.session = true;
     return FERRY_OK;
 }
 
@@ -560,7 +444,7 @@ static int open_part(struct sink *s, struct target *t, struct ferry_error *err)
     struct object *o = &s->objs[s->n_objs];
     memset(o, 0, sizeof *o);
     o->key = ferry_asprintf("%s%s%s/run=%" PRId64 "/attempt=%d/part-%d.%s", s->prefix, pfx_sep(s),
-                            t->table, s->run_id, s->attempt, s->next_n, s->fmt->ext);
+                            t->table, s->lk.run_id, s->lk.attempt, s->next_n, s->lk.fmt->ext);
     o->table = ferry_strdup(t->table);
     s->n_objs++;
     if (o->key == NULL || o->table == NULL) return nomem(err);
@@ -571,7 +455,7 @@ static int open_part(struct sink *s, struct target *t, struct ferry_error *err)
     ferry_buf_reset(&t->complete);
     t->s = s;
     struct ferry__files_out out = {out_write, t};
-    int rc = s->fmt->open_part(&s->opts, t->schema, out, &t->fw, err);
+    int rc = s->lk.fmt->open_part(&s->lk.opts, t->schema, out, &t->fw, err);
     if (rc != FERRY_OK) ferry_error_prefix(err, "s3://%s/%s", s->bucket, o->key);
     return rc;
 }
@@ -582,14 +466,14 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     if (t->obj < 0) return FERRY_OK;
     struct object *o = &s->objs[t->obj];
     int64_t bytes = 0;
-    int rc = s->fmt->finish_part(t->fw, &bytes, err);
-    s->fmt->free(t->fw);
+    int rc = s->lk.fmt->finish_part(t->fw, &bytes, err);
+    s->lk.fmt->free(t->fw);
     t->fw = NULL;
     if (rc == FERRY_OK && bytes != o->bytes)
         rc = ferry_error_set(err, FERRY_ESINK, "s3",
                              "s3 sink: s3://%s/%s: the %s writer reports %" PRId64
                              " bytes, %" PRId64 " were produced",
-                             s->bucket, o->key, s->fmt->name, bytes, o->bytes);
+                             s->bucket, o->key, s->lk.fmt->name, bytes, o->bytes);
     if (rc == FERRY_OK && o->upload_id == NULL && t->part_no == 0) {
         struct ferry_buf resp;
         ferry_buf_init(&resp, 0);
@@ -617,7 +501,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (!s->session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
+    if (!s->lk.session || target->index < 0 || target->index >= s->n_t || !s->t[target->index].used)
         return ferry_error_set(err, FERRY_EINVAL, "s3",
                                "s3 sink: apply outside a session or to an unprepared target");
     struct target *t = &s->t[target->index];
@@ -629,7 +513,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     struct object *o = &s->objs[t->obj];
     t->apply_crc = 0;
     t->apply_bytes = 0;
-    rc = s->fmt->write_batch(t->fw, b, err);
+    rc = s->lk.fmt->write_batch(t->fw, b, err);
     o = &s->objs[t->obj];
     if (rc != FERRY_OK) return ferry_error_prefix(err, "s3://%s/%s", s->bucket, o->key);
     o->rows += b->length;
@@ -637,7 +521,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     receipt->bytes = t->apply_bytes;
     receipt->encoded_crc = t->apply_crc;
     snprintf(receipt->uri, sizeof receipt->uri, "s3://%s/%s", s->bucket, o->key);
-    if ((s->part_rows > 0 && o->rows >= s->part_rows) || o->bytes >= s->part_bytes)
+    if (ferry__lake_part_full(&s->lk, o->rows, o->bytes))
         rc = close_part(s, t, err);
     return rc;
 }
@@ -648,19 +532,6 @@ static void manifest_item(const void *ctx, int i, struct ferry__manifest_item *o
 {
     const struct object *o = &((const struct sink *)ctx)->objs[i];
     *out = (struct ferry__manifest_item){o->table, o->key, o->rows, o->bytes, o->crc};
-}
-
-static struct ferry__manifest_head manifest_head(const struct sink *s)
-{
-    return (struct ferry__manifest_head){.pipeline = s->pipeline,
-                                         .version = s->version,
-                                         .extra_key = "bucket",
-                                         .extra_value = s->bucket,
-                                         .run_id = s->run_id,
-                                         .attempt = s->attempt,
-                                         .format = s->fmt->name,
-                                         .list_key = "objects",
-                                         .name_key = "key"};
 }
 
 static int put_json(struct sink *s, const char *key, const struct ferry_buf *b,
@@ -681,14 +552,15 @@ static int put_json(struct sink *s, const char *key, const struct ferry_buf *b,
 }
 
 /* The run's own manifest: every object of the run (replace: of this attempt only). */
-static int put_manifest(struct sink *s, struct ferry_error *err)
+static int put_manifest(void *ctx, struct ferry_error *err)
 {
+    struct sink *s = ctx;
     char *key = manifest_key(s);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     if (key == NULL) return nomem(err);
-    struct ferry__manifest_head h = manifest_head(s);
-    int brc = ferry__manifest_text(&b, &h, s->replace ? NULL : s->earlier, s->n_objs,
+    struct ferry__manifest_head h = ferry__lake_head(&s->lk, "bucket", s->bucket);
+    int brc = ferry__manifest_text(&b, &h, s->lk.replace ? NULL : s->lk.earlier, s->n_objs,
                                    manifest_item, s);
     int rc = brc == FERRY_OK ? put_json(s, key, &b, err) : nomem(err);
     ferry_buf_release(&b);
@@ -696,8 +568,9 @@ static int put_manifest(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
-static bool replaced_table(const struct sink *s, const char *table)
+static bool replaced_table(const void *ctx, const char *table)
 {
+    const struct sink *s = ctx;
     for (int i = 0; i < s->n_t; i++)
         if (s->t[i].used && table && strcmp(s->t[i].table, table) == 0) return true;
     return false;
@@ -707,12 +580,13 @@ static bool replaced_table(const struct sink *s, const char *table)
  * this run's objects replace those of its tables, the other tables' are kept; append, once
  * a replace made one: the run's objects are added). Before the first one the data set is
  * the union of the run manifests. *out: its "objects". */
-static int put_dataset(struct sink *s, json_t **out, struct ferry_error *err)
+static int put_dataset(void *ctx, json_t **out, struct ferry_error *err)
 {
+    struct sink *s = ctx;
     *out = NULL;
-    json_t *kept = json_array(), *old = NULL, *from = s->dataset;
-    int rc = kept ? FERRY_OK : nomem(err);
-    if (rc == FERRY_OK && from == NULL && s->replace) {
+    json_t *old = NULL;
+    int rc = FERRY_OK;
+    if (s->lk.dataset == NULL && s->lk.replace) {
         json_t *keys = json_array();
         old = json_array();
         rc = keys && old ? other_run_manifests(s, keys, err) : nomem(err);
@@ -726,33 +600,20 @@ static int put_dataset(struct sink *s, json_t **out, struct ferry_error *err)
             json_decref(objs);
         }
         json_decref(keys);
-        from = old;
     }
-    size_t i;
-    json_t *f;
-    json_array_foreach(from, i, f)
-    {
-        const char *key = json_string_value(json_object_get(f, "key"));
-        bool drop = s->replace ? replaced_table(s, json_string_value(json_object_get(f, "table")))
-                               : in_objects(s->earlier, key);
-        if (!drop) json_array_append(kept, f);
-    }
+    json_t *kept = ferry__lake_kept(&s->lk, old ? old : s->lk.dataset, replaced_table, s);
     json_decref(old);
-    if (!s->replace && s->earlier) json_array_extend(kept, s->earlier);
+    if (rc == FERRY_OK && kept == NULL) rc = nomem(err);
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    struct ferry__manifest_head h = manifest_head(s);
+    struct ferry__manifest_head h = ferry__lake_head(&s->lk, "bucket", s->bucket);
     char *key = dataset_key(s);
     if (rc == FERRY_OK && (key == NULL || ferry__manifest_text(&b, &h, kept, s->n_objs,
                                                                manifest_item, s) != FERRY_OK))
         rc = nomem(err);
     json_decref(kept);
     if (rc == FERRY_OK) rc = put_json(s, key, &b, err);
-    if (rc == FERRY_OK) {
-        json_t *root = json_loadb(b.data, b.len, 0, NULL);
-        *out = json_incref(json_object_get(root, "objects"));
-        json_decref(root);
-    }
+    if (rc == FERRY_OK) *out = ferry__lake_list_of(&s->lk, &b);
     ferry_buf_release(&b);
     ferry_free(key);
     return rc;
@@ -761,8 +622,9 @@ static int put_dataset(struct sink *s, json_t **out, struct ferry_error *err)
 /* After a replace switched the data set: deletes the objects of the replaced tables that it
  * does not list, and the run manifests none of whose objects it lists. Failures are logged:
  * the data set is already complete; the next replace deletes what is left. */
-static void remove_replaced(struct sink *s, const json_t *now)
+static void remove_replaced(void *ctx, const json_t *now)
 {
+    struct sink *s = ctx;
     json_t *keys = json_array();
     struct ferry_error e;
     memset(&e, 0, sizeof e);
@@ -779,7 +641,7 @@ static void remove_replaced(struct sink *s, const json_t *now)
     json_array_foreach(keys, i, k)
     {
         const char *key = json_string_value(k);
-        if (!in_objects(now, key) && delete_object(s, key, &e) != FERRY_OK)
+        if (!ferry__lake_in_list(now, "key", key) && delete_object(s, key, &e) != FERRY_OK)
             ferry_log(FERRY_LOG_WARN, "s3 sink: cannot delete replaced s3://%s/%s: %s",
                       s->bucket, key, e.message);
     }
@@ -793,8 +655,8 @@ static void remove_replaced(struct sink *s, const json_t *now)
         bool live = false;
         size_t j;
         json_t *o;
-        json_array_foreach(objs, j, o)
-            live = live || in_objects(now, json_string_value(json_object_get(o, "key")));
+        json_array_foreach(objs, j, o) live =
+            live || ferry__lake_in_list(now, "key", json_string_value(json_object_get(o, "key")));
         json_decref(objs);
         if (!live && delete_object(s, json_string_value(k), &e) != FERRY_OK)
             ferry_log(FERRY_LOG_WARN, "s3 sink: cannot delete s3://%s/%s: %s", s->bucket,
@@ -806,31 +668,20 @@ static void remove_replaced(struct sink *s, const json_t *now)
 static int sink_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (!s->session)
+    if (!s->lk.session)
         return ferry_error_set(err, FERRY_EINVAL, "s3",
                                "s3 sink: s3://%s: commit without a session", s->bucket);
     int rc = FERRY_OK;
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         rc = close_part(s, &s->t[i], err);
     if (rc == FERRY_OK) rc = ferry_failpoint_check("s3_before_manifest", err);
-    json_t *now = NULL;
-    if (rc == FERRY_OK && (s->replace || s->dataset != NULL)) {
-        /* The switch: one PUT of the data set manifest publishes the new complete set; from
-         * then on the objects stay whatever happens. The run manifest only records the run. */
-        rc = put_dataset(s, &now, err);
-        if (rc == FERRY_OK) {
-            s->published = true;
-            rc = ferry_failpoint_check("s3_after_switch", err);
-        }
-        if (rc == FERRY_OK) rc = put_manifest(s, err);
-        if (rc == FERRY_OK && s->replace) remove_replaced(s, now);
-    } else if (rc == FERRY_OK) {
-        rc = put_manifest(s, err);
-    }
-    json_decref(now);
+    /* The switch is one PUT of the data set manifest. */
+    static const struct ferry__lake_store store = {put_dataset, put_manifest, remove_replaced,
+                                                   "s3_after_switch"};
+    if (rc == FERRY_OK) rc = ferry__lake_publish(&s->lk, &store, s, err);
     if (rc != FERRY_OK) return rc; /* abort() deletes what this session uploaded */
     discard(s, false);
-    s->session = false;
+    s->lk.session = false;
     return FERRY_OK;
 }
 
@@ -838,8 +689,8 @@ static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
-    discard(s, s->session);
-    s->session = false;
+    discard(s, s->lk.session);
+    s->lk.session = false;
 }
 
 const struct ferry_sink_vtable ferry__s3_sink = {
@@ -847,7 +698,7 @@ const struct ferry_sink_vtable ferry__s3_sink = {
     .name = "s3",
     .tuning_keys = sink_tuning_keys,
     .open = sink_open,
-    .capabilities = sink_capabilities,
+    .capabilities = ferry__lake_capabilities,
     .prepare = sink_prepare,
     .begin = sink_begin,
     .apply = sink_apply,

@@ -882,51 +882,38 @@ static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool 
 {
     struct target *t = &s->t[ti];
     const char *into = t->temp ? t->temp : t->staging ? t->staging : t->table;
-    if (keep_open && s->streaming == ti) {
-        ferry_buf_reset(&s->out);
-        int rc = FERRY_OK;
-        int64_t row = 0;
-        while (rc == FERRY_OK && row < b->length) {
-            rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
-            if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
-        }
-        if (rc != FERRY_OK) {
-            s->streaming = -1;
-            ferry_error_prefix(err, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
-            end_copy(s, "ferry: the batch could not be sent", into, NULL);
-        }
-        return rc;
-    }
-    int crc_rc = close_stream(s, err);
-    if (crc_rc != FERRY_OK) return crc_rc;
-    PGresult *r = PQexec(s->conn, t->copy_sql);
-    if (PQresultStatus(r) != PGRES_COPY_IN) {
-        int rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
+    bool continuing = keep_open && s->streaming == ti;
+    int rc = FERRY_OK;
+    if (!continuing) {
+        rc = close_stream(s, err);
+        if (rc != FERRY_OK) return rc;
+        PGresult *r = PQexec(s->conn, t->copy_sql);
+        if (PQresultStatus(r) != PGRES_COPY_IN) {
+            rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
                                  t->temp ? "pg_temp" : s->schema, into);
+            PQclear(r);
+            return rc;
+        }
         PQclear(r);
-        return rc;
     }
-    PQclear(r);
     ferry_buf_reset(&s->out);
-    int rc = ferry__pg_copy_header(&s->out) == FERRY_OK ? FERRY_OK : oom(err);
+    if (!continuing && ferry__pg_copy_header(&s->out) != FERRY_OK) rc = oom(err);
     int64_t row = 0;
     while (rc == FERRY_OK && row < b->length) {
         rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
         if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
     }
-    if (rc == FERRY_OK && keep_open) {
-        rc = send_chunk(s, crc, err);
-        if (rc == FERRY_OK) {
-            s->streaming = ti;
-            return FERRY_OK;
-        }
-    }
-    if (rc == FERRY_OK && ferry__pg_copy_trailer(&s->out) != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK && !keep_open && ferry__pg_copy_trailer(&s->out) != FERRY_OK) rc = oom(err);
     if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
     if (rc != FERRY_OK) {
+        s->streaming = -1;
         ferry_error_prefix(err, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
-        end_copy(s, "ferry: the batch could not be encoded", into, NULL);
+        end_copy(s, "ferry: the batch could not be encoded or sent", into, NULL);
         return rc;
+    }
+    if (keep_open) {
+        s->streaming = ti;
+        return FERRY_OK;
     }
     return end_copy(s, NULL, into, err);
 }

@@ -1322,6 +1322,12 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         r.p->sink_vt->abort(r.sink_ctx);
         r.session_open = false;
     }
+    /* The destination is released before the run's final event: whoever sees the run
+     * completed (runs watch, the API) finds no ferry connection or lock left on it. */
+    if (r.sink_ctx) {
+        r.p->sink_vt->close(r.sink_ctx);
+        r.sink_ctx = NULL;
+    }
 
     /* verify: after_run - the data is committed; its events go on this run's bus. */
     if (rc == FERRY_OK && !r.shard_mode && r.p->verify != NULL &&

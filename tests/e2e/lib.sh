@@ -48,7 +48,7 @@ expect_exit() {
   [ "$got" = "$want" ] || fail "expected exit $want, got $got from: $* -- output: $OUT"
 }
 
-q() { sqlite3 -batch -noheader "$@"; }
+q() { sqlite3 -batch -noheader -cmd ".timeout 10000" "$@"; }
 
 # The columns of the sample tables, in order (for set comparisons with sqlite3).
 ORDERS_COLS='id, customer_id, status, quantity, amount, discount, express, note, created_at, updated_at'

@@ -88,10 +88,18 @@ for _ in $(seq 1 1200); do
   sleep 0.05
 done
 [ -n "$backend" ] || fail "SIGSTOP: no sink backend seen"
-kill -STOP "$backend"
+# Nothing reads the destination while its backend is stopped: a backend stopped mid-insert can
+# hold a page's buffer lock, and a count(*) would wait for it forever. The count is taken just
+# before the stop, and any exit of this script continues the backend first.
 stopped_at=$(dest_count)
+kill -STOP "$backend"
+# shellcheck disable=SC2064
+trap "__bp_rc=\$?; set +e; kill -CONT $backend 2>/dev/null; (exit \$__bp_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
 stall_watch $pid 8 "backend stopped"
 kill -CONT "$backend"
+# the run finishes the stream (bounded: a hang fails with the run's log instead of a timeout)
+for _ in $(seq 1 3000); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && fail "SIGSTOP: the run did not finish within 300 s of SIGCONT: $(cat bp.log)"
 set +e; wait $pid; rc=$?; set -e
 [ $rc = 0 ] || fail "SIGSTOP: the run failed after SIGCONT (exit $rc): $(cat bp.log)"
 [ "$(dest_count)" -gt "$stopped_at" ] || fail "SIGSTOP: no progress after SIGCONT"

@@ -48,15 +48,11 @@ if [ "$S3" = 1 ]; then
   export S3_KEY=S3RVER S3_SECRET=S3RVER
 fi
 
+. "$FERRY_SRC/tests/e2e/pipelines.bash" # sample_source (not lib.sh: its trap and work folder)
 pipeline() { # FILE NAME ROWS SINK_LINES...
   local file=$1 name=$2 rows=$3; shift 3
   {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
+    sample_source "$name" "$rows"
     echo "  resources:"
     echo "    - {table: orders, mode: full}"
     echo "sink:"

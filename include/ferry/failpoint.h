@@ -15,7 +15,8 @@
  * before_store_commit, before_slot_ack; by connectors: cdc_before_end (postgres cdc, before
  * the WAL position a run streams to is taken), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,
- * files_after_switch, s3_after_switch (write: replace, after the data set manifest); by the
+ * files_after_switch, s3_after_switch (write: replace, after the data set manifest),
+ * iceberg_upload_part (after each part of a multipart data file upload); by the
  * state store's SQLite VFS shim (store/fault_vfs.c, only registered when named here):
  * store_fsync (error: xSync fails, EIO; enospc: SQLITE_FULL), store_write (error: EIO;
  * enospc: SQLITE_FULL), hit by every state handle of the process; by

@@ -33,7 +33,9 @@ static const char *usage =
     "are older than DURATION (orphans of failed runs included). --catalog-uri selects the\n"
     "SQL catalog (SQLite file), else the filesystem catalog of the warehouse. --pipeline\n"
     "uses the catalog and storage of FILE's iceberg sink instead (S3 warehouses, SQL catalogs\n"
-    "on PostgreSQL, REST catalogs): the same keys and secrets the sink reads.\n";
+    "on PostgreSQL, REST catalogs): the same keys and secrets the sink reads. On S3 it also\n"
+    "aborts the unfinished multipart uploads under the table's data/ initiated before\n"
+    "DURATION (left by a writer that was killed mid-file).\n";
 
 /* The catalog of the iceberg sink of pipeline file `path`. */
 static int open_from_pipeline(const char *path, const char *ns_opt, struct ferry__iceberg_catalog **cat,
@@ -70,6 +72,12 @@ static void print_file(void *ctx, const char *path)
 {
     (void)ctx;
     fprintf(stderr, "  %s\n", path);
+}
+
+static void print_upload(void *ctx, const char *key, const char *upload_id)
+{
+    (void)ctx;
+    fprintf(stderr, "  unfinished upload %s (upload id %s)\n", key, upload_id);
 }
 
 static int duration_ms(const char *s, int64_t *out)
@@ -161,6 +169,7 @@ int ferry_cli_iceberg(int argc, char **argv)
     memset(&res, 0, sizeof res);
     if (!json) {
         res.on_file = print_file;
+        res.on_upload = print_upload;
         if (dry) fprintf(stderr, "would delete:\n");
     }
     if (rc == FERRY_OK)
@@ -175,22 +184,29 @@ int ferry_cli_iceberg(int argc, char **argv)
         fprintf(stderr, "ferry iceberg expire: %s.%s: files not deleted: %s\n", ns, table,
                 res.unreachable);
     if (json) {
-        json_t *o = json_pack("{s:s++,s:b,s:i,s:i,s:I,s:I}", "table", ns, ".", table, "dry_run", dry,
-                              "snapshots_expired", res.snapshots_expired, "snapshots_kept",
+        json_t *o = json_pack("{s:s++,s:b,s:i,s:i,s:I,s:I,s:I}", "table", ns, ".", table, "dry_run",
+                              dry, "snapshots_expired", res.snapshots_expired, "snapshots_kept",
                               res.snapshots_kept, "files_deleted", (json_int_t)res.files_deleted,
-                              "bytes_deleted", (json_int_t)res.bytes_deleted);
+                              "bytes_deleted", (json_int_t)res.bytes_deleted, "uploads_aborted",
+                              (json_int_t)res.uploads_aborted);
         if (o && res.unreachable[0])
             json_object_set_new(o, "files_not_deleted", json_string(res.unreachable));
         char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
         if (t) printf("%s\n", t);
         free(t);
         json_decref(o);
-    } else
+    } else {
         printf("%s.%s: %d snapshot%s expired, %d kept; %" PRId64 " file%s (%" PRId64
-               " bytes) %sdeleted\n",
+               " bytes) %sdeleted",
                ns, table, res.snapshots_expired, res.snapshots_expired == 1 ? "" : "s",
                res.snapshots_kept, res.files_deleted, res.files_deleted == 1 ? "" : "s",
                res.bytes_deleted, dry ? "would be " : "");
+        /* only where there are uploads to speak of: an S3 store that lists them */
+        if (res.uploads_listed)
+            printf("; %" PRId64 " unfinished upload%s %saborted", res.uploads_aborted,
+                   res.uploads_aborted == 1 ? "" : "s", dry ? "would be " : "");
+        printf("\n");
+    }
     ferry_free(nsbuf);
     return 0;
 }

@@ -1,8 +1,8 @@
 /* objstore/s3_client.c - the S3 client of the sinks that write to object storage (the
  * `s3` sink, the `iceberg` sink's s3:// warehouse): connection settings and credentials from
  * the sink config, SigV4-signed requests with retries, whole-object PUT / GET / DELETE,
- * ListObjectsV2, multipart uploads, conditional PUT (If-None-Match: *) and a probe of whether
- * the store honours it.
+ * ListObjectsV2, multipart uploads and their listing, conditional PUT (If-None-Match: *) and a
+ * probe of whether the store honours it.
  *
  * Owns the libcurl handle and the credentials (wiped on close). Calls libcurl, sigv4.c,
  * crc32c, the SHA-256 of ferry/digest.h. Called by s3_sink.c and iceberg/io.c on the thread
@@ -720,5 +720,120 @@ int ferry__s3_multipart_abort(struct ferry__s3_client *c, const char *key, const
     if (rc == FERRY_ENOTFOUND) rc = FERRY_OK;
     ferry_buf_release(&qs);
     ferry_buf_release(&resp);
+    return rc;
+}
+
+/* ISO 8601 as S3 writes Initiated: "2026-11-30T18:40:47.123Z" (fraction optional). */
+static int64_t iso_ms(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    int n = 0;
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    int64_t ms = 0;
+    const char *p = s + n;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            if (digits++ < 3) ms = ms * 10 + (*p - '0');
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    if (*p != 'Z' && strncmp(p, "+00:00", 6) != 0) return -1;
+    time_t t = timegm(&tm);
+    return t == (time_t)-1 ? -1 : (int64_t)t * 1000 + ms;
+}
+
+/* One page's query: the parameters in canonical (sorted) order. */
+static int uploads_query(struct ferry_buf *qs, const char *prefix, const struct ferry_buf *km,
+                         const struct ferry_buf *um)
+{
+    ferry_buf_reset(qs);
+    int rc = FERRY_OK;
+    if (km->len) {
+        rc = ferry_buf_printf(qs, "key-marker=");
+        if (rc == FERRY_OK) rc = ferry__s3_uri_encode(qs, km->data, false);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(qs, "&");
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(qs, "prefix=");
+    if (rc == FERRY_OK) rc = ferry__s3_uri_encode(qs, prefix, false);
+    if (rc == FERRY_OK && um->len) {
+        rc = ferry_buf_printf(qs, "&upload-id-marker=");
+        if (rc == FERRY_OK) rc = ferry__s3_uri_encode(qs, um->data, false);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(qs, "&uploads=");
+    return rc;
+}
+
+int ferry__s3_list_uploads_each(struct ferry__s3_client *c, const char *prefix,
+                                ferry__s3_upload_fn each, void *arg, struct ferry_error *err)
+{
+    struct ferry_buf qs, resp, upl, key, id, when, km, um, flag;
+    struct ferry_buf *all[] = {&qs, &resp, &upl, &key, &id, &when, &km, &um, &flag};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ferry_buf_init(all[i], 0);
+    ferry_buf_init(&resp, 64 << 20);
+    int rc = FERRY_OK;
+    bool more = true;
+    while (rc == FERRY_OK && more) {
+        if (uploads_query(&qs, prefix, &km, &um) != FERRY_OK) {
+            rc = nomem(err);
+            break;
+        }
+        struct ferry__s3_req q = {.method = "GET", .key = NULL, .query = qs.data};
+        rc = ferry__s3_call(c, &q, false, &resp, err);
+        long st = c->last_status;
+        if (rc != FERRY_OK) {
+            /* a refusal, not a failure: the store does not offer the listing */
+            if (st == 501 || (st >= 400 && st < 500 && st != 408 && st != 429)) {
+                rc = FERRY_EUNSUPPORTED;
+                if (err) err->code = rc;
+            }
+            break;
+        }
+        const char *from = NULL;
+        while (rc == FERRY_OK && resp.data &&
+               ferry__s3_xml_next(resp.data, "Upload", &from, &upl)) {
+            const char *f = NULL;
+            if (!ferry__s3_xml_next(upl.data, "Key", &f, &key)) continue;
+            f = NULL;
+            if (!ferry__s3_xml_next(upl.data, "UploadId", &f, &id)) continue;
+            f = NULL;
+            int64_t ms =
+                ferry__s3_xml_next(upl.data, "Initiated", &f, &when) ? iso_ms(when.data) : -1;
+            rc = each(key.data, id.data, ms, arg, err);
+        }
+        if (rc != FERRY_OK) break;
+        from = NULL;
+        more = resp.data && ferry__s3_xml_next(resp.data, "IsTruncated", &from, &flag) &&
+               strcmp(flag.data, "true") == 0;
+        if (!more) break;
+        /* the next page starts after these markers; a server that repeats them would be
+         * listed forever */
+        char *pk = ferry_strdup(km.len ? km.data : ""), *pu = ferry_strdup(um.len ? um.data : "");
+        ferry_buf_reset(&km);
+        ferry_buf_reset(&um);
+        from = NULL;
+        bool got = ferry__s3_xml_next(resp.data, "NextKeyMarker", &from, &km);
+        from = NULL;
+        if (!ferry__s3_xml_next(resp.data, "NextUploadIdMarker", &from, &um)) ferry_buf_reset(&um);
+        if (pk == NULL || pu == NULL)
+            rc = nomem(err);
+        else if (!got || km.len == 0)
+            more = false;
+        else if (strcmp(pk, km.data) == 0 && strcmp(pu, um.len ? um.data : "") == 0)
+            rc = ferry_error_set(err, FERRY_ESINK, "s3",
+                                 "%s: listing the multipart uploads under s3://%s/%s: the server "
+                                 "repeated the markers of the page before",
+                                 c->who, c->bucket, prefix);
+        ferry_free(pk);
+        ferry_free(pu);
+    }
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ferry_buf_release(all[i]);
     return rc;
 }

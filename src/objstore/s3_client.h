@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
@@ -85,6 +86,16 @@ int ferry__s3_multipart_complete(struct ferry__s3_client *c, const char *key,
                                  struct ferry_error *err);
 int ferry__s3_multipart_abort(struct ferry__s3_client *c, const char *key, const char *upload_id,
                               struct ferry_error *err);
+/* ListMultipartUploads under prefix, every page: each(key, upload_id, initiated_ms, arg, err)
+ * for every upload in progress, page by page (it may abort the upload). initiated_ms is the
+ * upload's Initiated time (ms since the epoch), -1 when the store gave none readable. The
+ * first code other than FERRY_OK each returns stops the listing and is returned. A store that
+ * refuses to list uploads (4xx or 501, as several S3-compatible stores answer): returns
+ * FERRY_EUNSUPPORTED with its reason in err, so the caller can log it and go on. */
+typedef int (*ferry__s3_upload_fn)(const char *key, const char *upload_id, int64_t initiated_ms,
+                                   void *arg, struct ferry_error *err);
+int ferry__s3_list_uploads_each(struct ferry__s3_client *c, const char *prefix,
+                                ferry__s3_upload_fn each, void *arg, struct ferry_error *err);
 
 /* The text between <tag> and </tag> of xml after *from (advanced past it), entities decoded,
  * into out; false when absent. */

@@ -113,11 +113,7 @@ snaps_before=$(jq '.snapshots | length' "$(latest_meta "$T/wr/db/orders")")
 pipeline prep2.yaml prep 20000 "type: iceberg" "warehouse: $T/wr" "namespace: db" "write: replace"
 FERRY_FAILPOINTS='after_sink_apply=sleep(60)' "$FERRY_BIN" run prep2.yaml > prep.log 2>&1 &
 pid=$!
-for _ in $(seq 1 400); do
-  r=$(ferry runs --pipeline prep --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
-  [ "${r:-0}" -gt 0 ] && break
-  sleep 0.05
-done
+wait_run_rows prep || true
 kill -INT "$pid"
 set +e; wait "$pid"; rc=$?; set -e
 [ $rc = 5 ] || fail "SIGINT should pause the replace run (exit 5), got $rc: $(cat prep.log)"

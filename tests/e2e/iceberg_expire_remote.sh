@@ -16,6 +16,9 @@
 #      removal goes through a commit-table request (remove-snapshots, guarded by the
 #      table-UUID / ref requirements the fixture checks), files deleted on the disk; icebird
 #      reads the replace's rows by the metadata file the catalog points at.
+#   5. the REST catalog fixture on an S3 warehouse (the fixture writes the metadata JSON into
+#      the bucket, signed with aws4): the checks of 1 (dry run, one commit-table, remaining
+#      objects exactly the live ones, icebird + DuckDB, second expire a no-op).
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 ROWS=${ROWS:-1500}
@@ -174,3 +177,32 @@ grep '\.parquet$' after.txt | cmp -s - live.txt || fail "REST: data files after 
 icebird_reads "$WH" "$(basename "$(rest_loc)")"
 ! grep -qF "$REST_TOKEN" <<< "$OUT" || fail "the token was printed"
 pass "REST catalog: snapshot removal committed through commit-table, unreferenced files deleted, icebird reads the current rows"
+
+# ---- 5. REST catalog, S3 warehouse ----------------------------------------------------------------------
+# The fixture writes the metadata JSON into the bucket itself (signed with aws4), next to the
+# objects ferry writes; a second instance, so that db.orders is a new table.
+REST_S3_ENDPOINT="$S3_ENDPOINT" node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$T/rest-s3" "$T/rest-s3.port" \
+  > "$T/rest-s3.log" 2>&1 &
+REST_S3_PID=$!
+prev_trap=$(trap -p EXIT)
+prev_trap=${prev_trap#trap -- \'}
+prev_trap=${prev_trap%\' EXIT}
+trap "__rest_rc=\$?; kill $REST_S3_PID 2>/dev/null; wait $REST_S3_PID 2>/dev/null; set +e; (exit \$__rest_rc); $prev_trap" EXIT
+for _ in $(seq 1 100); do [ -s "$T/rest-s3.port" ] && break; sleep 0.1; done
+[ -s "$T/rest-s3.port" ] || { cat "$T/rest-s3.log" >&2; fail "the REST catalog (S3) did not start"; }
+URI2="http://127.0.0.1:$(cat "$T/rest-s3.port")"
+rs3_loc() { jq -r --arg k "db"$'\x1f'"orders" '.tables[$k]' "$T/rest-s3/catalog.json"; }
+rs3_name() { basename "$(rs3_loc)"; }
+rs3_meta() { local l; l=$(rs3_loc); s3c lake get "${l#s3://lake/}"; }
+history p5 "type: iceberg" "warehouse: s3://lake/restwh" "namespace: db" "catalog: rest" \
+  "catalog_uri: \"$URI2\"" "catalog_token: env:REST_TOKEN" "${S3KEYS[@]}"
+[[ $(rs3_loc) == s3://lake/restwh/db/orders/metadata/*.metadata.json ]] || fail "REST on S3: the table's metadata is at $(rs3_loc)"
+before_loc=$(rs3_loc)
+commits=$(grep -c "^POST /v1/ferry-test/namespaces/db/tables/orders 200$" "$T/rest-s3/requests.log")
+WHNAME=restwh check_s3_expire lake restwh/db/orders rs3_name rs3_meta
+# the dry run commits nothing, each expire that removes snapshots commits once, the second none
+[ "$(grep -c "^POST /v1/ferry-test/namespaces/db/tables/orders 200$" "$T/rest-s3/requests.log")" = $((commits + 1)) ] \
+  || fail "REST on S3: expire should commit once through commit-table: $(grep POST "$T/rest-s3/requests.log" | tail -n 5)"
+[ "$(rs3_loc)" != "$before_loc" ] || fail "REST on S3: the catalog still points at the old metadata"
+! grep -qF "$REST_TOKEN" <<< "$OUT" || fail "the token was printed"
+pass "REST catalog on an S3 warehouse: snapshots removed by commit-table, unreferenced objects deleted, referenced ones kept; icebird and DuckDB read the current rows"

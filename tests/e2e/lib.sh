@@ -70,53 +70,9 @@ same_table() {
   fi
 }
 
-# write_pipeline FILE NAME ROWS SINKPATH WRITE [MODE] [EXTRA_SOURCE_YAML] [EXTRA_SINK_YAML] [BATCH_YAML]
-write_pipeline() {
-  local file=$1 name=$2 rows=$3 sinkpath=$4 write=$5 mode=${6:-full}
-  local extra_src=${7:-} extra_sink=${8:-} batch=${9:-}
-  local cursor=""
-  [ "$mode" = incremental ] && cursor="      cursor: [updated_at]"
-  {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
-    [ -n "$extra_src" ] && echo "$extra_src"
-    echo "  resources:"
-    echo "    - table: orders"
-    echo "      mode: $mode"
-    [ -n "$cursor" ] && echo "$cursor"
-    echo "sink:"
-    echo "  type: sqlite"
-    echo "  path: $sinkpath"
-    echo "  write: $write"
-    [ -n "$extra_sink" ] && echo "$extra_sink"
-    [ -n "$batch" ] && echo "$batch"
-    true
-  } > "$file"
-}
-
-# sample_pipeline FILE NAME ROWS SINK_LINE... : the sample source (orders and users, full,
-# seed 7, ROWS rows each) into the sink described by SINK_LINEs ("key: value"), batches of 700.
-sample_pipeline() {
-  local file=$1 name=$2 rows=$3; shift 3
-  {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
-    echo "  resources:"
-    echo "    - {table: orders, mode: full}"
-    echo "    - {table: users, mode: full}"
-    echo "sink:"
-    for l in "$@"; do echo "  $l"; done
-    echo "batch: {rows: 700}"
-  } > "$file"
-}
+# write_pipeline, sample_pipeline and sample_source: the pipeline-file writers (shared with
+# bench/iceberg.sh, which cannot source this file).
+. "$FERRY_SRC/tests/e2e/pipelines.bash"
 
 # check_manifest DIR [FORMAT] : the files sink's folder DIR is consistent with its run
 # manifests: every listed file exists with its size and CRC32-C, no part file is unlisted, no
@@ -161,6 +117,51 @@ files_enospc() {
 
 # run_json: the last JSON line of `ferry ... --json`
 json_field() { printf '%s\n' "$1" | tail -n 1 | jq -r "$2"; }
+
+# mount_small DIR SIZE [STOP] : a small tmpfs of SIZE (e.g. 12m) on DIR, made if missing, for
+# the disk_full tests (mount needs root, as CI runs: the test checks that first and fails,
+# never skips). The first call chains a lazy unmount of every such mount onto the EXIT trap,
+# ahead of what the trap did so far; STOP (first call only) is a command run before the
+# unmounts, to stop a server that keeps its files on the mount (s3_stop).
+MOUNTS=()
+umount_all() { local m; for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
+mount_small() {
+  mkdir -p "$1"
+  mount -t tmpfs -o "size=$2,mode=0755" tmpfs "$1" || fail "cannot mount a tmpfs on $1"
+  if [ ${#MOUNTS[@]} = 0 ]; then
+    # shellcheck disable=SC2064,SC2154 # the previous trap and STOP are expanded now, on purpose
+    trap "__mnt_rc=\$?; set +e; ${3:+$3;} umount_all; (exit \$__mnt_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+  fi
+  MOUNTS+=("$1")
+}
+
+# wait_run_rows PIPELINE [TRIES] : polls `ferry runs` every 0.05 s, at most TRIES times (400),
+# until the newest run of PIPELINE has written something; status 1 (no exit) when it never did
+wait_run_rows() {
+  local r _
+  for _ in $(seq 1 "${2:-400}"); do
+    r=$(ferry runs --pipeline "$1" --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
+    [ "${r:-0}" -gt 0 ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# vmhwm_kb PID : the process's peak resident set size (VmHWM, KiB) from /proc
+vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+
+# wait_for_log FILE PATTERN PID TRIES : polls FILE every 0.05 s until a line matches PATTERN
+# (grep), at most TRIES times, giving up early when PID has ended; fails (status 1, no exit)
+# when PATTERN never showed.
+wait_for_log() {
+  local _
+  for _ in $(seq 1 "$4"); do
+    grep -q "$2" "$1" && return 0
+    kill -0 "$3" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "$2" "$1"
+}
 
 crc32c() { # CRC32-C (Castagnoli, reflected) of a file, computed independently of ferry
   python3 - "$1" <<'EOF'

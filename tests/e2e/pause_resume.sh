@@ -8,21 +8,12 @@ ROWS=400000
 write_pipeline ref.yaml ref $ROWS ref.db append full "" "" "batch: {rows: 5000}"
 expect_exit 0 ferry run ref.yaml
 
-wait_rows() { # wait_rows PIPELINE: until its newest run has written something
-  for _ in $(seq 1 400); do
-    r=$(ferry runs --pipeline "$1" --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
-    [ "${r:-0}" -gt 0 ] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
 for durability in per_apply at_commit; do
   db="p-$durability.db"
   write_pipeline p.yaml "pause-$durability" $ROWS "$db" append full "" "  durability: $durability" "batch: {rows: 5000}"
   FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p.yaml > log 2>&1 &
   pid=$!
-  wait_rows "pause-$durability" || fail "the run never wrote"
+  wait_run_rows "pause-$durability" || fail "the run never wrote"
   kill -INT "$pid"
   set +e; wait "$pid"; rc=$?; set -e
   [ $rc = 5 ] || fail "first SIGINT should pause (exit 5), got $rc: $(cat log)"
@@ -41,7 +32,7 @@ done
 write_pipeline p2.yaml pause-cli $ROWS cli.db append full "" "" "batch: {rows: 5000}"
 FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p2.yaml > log 2>&1 &
 pid=$!
-wait_rows pause-cli || fail "the run never wrote"
+wait_run_rows pause-cli || fail "the run never wrote"
 run=$(ferry runs --pipeline pause-cli --json | jq -r '.[0].id')
 expect_exit 0 ferry pause "$run"
 set +e; wait "$pid"; rc=$?; set -e
@@ -55,7 +46,7 @@ pass "ferry pause RUN, ferry resume RUN"
 write_pipeline p3.yaml cancel $ROWS c.db upsert full "" "" "batch: {rows: 5000}"
 FERRY_FAILPOINTS=$SLOW "$FERRY_BIN" run p3.yaml > log 2>&1 &
 pid=$!
-wait_rows cancel || fail "the run never wrote"
+wait_run_rows cancel || fail "the run never wrote"
 kill -INT "$pid"; kill -INT "$pid"
 set +e; wait "$pid"; rc=$?; set -e
 [ $rc = 6 ] || [ $rc = 5 ] || fail "second SIGINT cancels (exit 6), got $rc: $(cat log)"

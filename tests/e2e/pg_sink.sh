@@ -15,13 +15,7 @@ pg_pipeline() {
   local file=$1 name=$2 rows=$3 schema=$4 write=$5 extra_src=${6:-} extra_sink=${7:-}
   local tables=${8:-orders users}
   {
-    echo "version: 1"
-    echo "name: $name"
-    echo "source:"
-    echo "  type: sample"
-    echo "  rows: $rows"
-    echo "  seed: 7"
-    [ -n "$extra_src" ] && echo "$extra_src"
+    sample_source "$name" "$rows" "$extra_src"
     echo "  resources:"
     for t in $tables; do echo "    - {table: $t, mode: full}"; done
     echo "sink:"

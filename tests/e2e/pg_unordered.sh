@@ -154,11 +154,7 @@ pass "crash after the sink's commit: the resume writes nothing again"
 pipeline pz.yaml pz at_commit 2 public.ord
 FERRY_FAILPOINTS="before_sink_apply=sleep(40)" "$FERRY_BIN" run pz.yaml > pz.log 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  r=$(ferry runs --pipeline pz --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
-  [ "${r:-0}" -gt 0 ] && break
-  sleep 0.05
-done
+wait_run_rows pz 600 || true
 kill -INT $pid
 set +e; wait $pid; prc=$?; set -e
 [ $prc = 5 ] || fail "SIGINT pauses (exit 5), got $prc: $(cat pz.log)"

@@ -14,7 +14,6 @@ s3_have || fail "tests/tools/node_modules (s3rver, aws4) is needed: run scripts/
 export S3_KEY=S3RVER S3_SECRET=S3RVER
 s3_start bp
 ROWS=1000000
-vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
 sink_yaml() { # KIND
   case $1 in
@@ -63,12 +62,7 @@ batch: {rows: 2000}
 EOF
   FERRY_FAILPOINTS="before_sink_apply=sleep(9000)@5" "$FERRY_BIN" run bp.yaml > bp.log 2>&1 &
   pid=$!
-  for _ in $(seq 1 600); do
-    grep -q "failpoint before_sink_apply fired: sleep (hit 5)" bp.log && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "failpoint before_sink_apply fired: sleep (hit 5)" bp.log || fail "$kind: the sink never stalled: $(cat bp.log)"
+  wait_for_log bp.log "failpoint before_sink_apply fired: sleep (hit 5)" $pid 600 || fail "$kind: the sink never stalled: $(cat bp.log)"
   h1=$(vmhwm_kb $pid)
   sleep 8
   kill -0 $pid 2>/dev/null || fail "$kind: ferry ended while its sink was stalled: $(cat bp.log)"

@@ -13,7 +13,6 @@
 # no further than the saved position.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$FERRY_SRC/tests/fault/cdc_lib.bash"
-vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 QUEUE=4 BYTES_MIB=1
 BOUND_KB=$(( ((QUEUE + 2) * BYTES_MIB + 16) * 1024 ))
 ROWS=${ROWS:-200000}
@@ -58,12 +57,7 @@ stall_watch() {
 heavy
 FERRY_FAILPOINTS="before_sink_apply=sleep(9000)@5" "$FERRY_BIN" run p.yaml > bp.log 2>&1 &
 pid=$!
-for _ in $(seq 1 1200); do
-  grep -q "failpoint before_sink_apply fired: sleep (hit 5)" bp.log && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.05
-done
-grep -q "failpoint before_sink_apply fired: sleep (hit 5)" bp.log || fail "failpoint: the sink never stalled: $(cat bp.log)"
+wait_for_log bp.log "failpoint before_sink_apply fired: sleep (hit 5)" $pid 1200 || fail "failpoint: the sink never stalled: $(cat bp.log)"
 stalled_at=$(dest_count)
 stall_watch $pid 8 "failpoint stall"
 set +e; wait $pid; rc=$?; set -e

@@ -28,8 +28,7 @@ fi
 . "$FERRY_SRC/tests/fault/cdc_lib.bash"
 . "$FERRY_SRC/tests/fault/cdc_lake.bash"
 
-pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL)" >/dev/null
-pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 2000) g" >/dev/null
+cdc_table_t 2000
 
 # workload ROUND: inserts, updates and deletes while ferry is down (each statement its own
 # transaction); adds the rows changed to CHANGES (what a change log must hold)
@@ -42,7 +41,7 @@ UPDATE t SET v = 'upd$r-' || id, n = $r WHERE id % 7 = $r % 7;
 DELETE FROM t WHERE id % 11 = $r % 11;
 SQL
 )
-  CHANGES=$((CHANGES + $(printf '%s\n' "$out" | awk '/^(INSERT 0|UPDATE|DELETE) [0-9]+$/ { s += $NF } END { print s + 0 }')))
+  cdc_count_changes "$out"
 }
 
 i=0 round=0

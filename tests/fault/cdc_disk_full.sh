@@ -16,19 +16,10 @@
 #      table equals the source.
 . "$(dirname "$0")/../e2e/lib.sh"
 [ "$(id -u)" = 0 ] || fail "cdc_disk_full needs root to mount a small tmpfs (CI runs as root)"
-MOUNTS=()
-mount_small() { # DIR SIZE
-  mkdir -p "$1"
-  mount -t tmpfs -o "size=$2,mode=0755" tmpfs "$1" || fail "cannot mount a tmpfs on $1"
-  MOUNTS+=("$1")
-}
-umount_all() { local m; for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
-trap "__cdf_rc=\$?; umount_all; set +e; (exit \$__cdf_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
 . "$FERRY_SRC/tests/fault/cdc_lib.bash"
 . "$FERRY_SRC/tests/fault/cdc_lake.bash"
 
-pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL)" >/dev/null
-pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 2000) g" >/dev/null
+cdc_table_t 2000
 NEXT=1000000
 # load N: one transaction of N inserts of about 200 bytes each, plus updates and deletes;
 # adds the rows changed to CHANGES
@@ -42,7 +33,7 @@ DELETE FROM t WHERE id % 17 = $((NEXT % 17));
 SQL
 )
   NEXT=$((NEXT + $1))
-  CHANGES=$((CHANGES + $(printf '%s\n' "$out" | awk '/^(INSERT 0|UPDATE|DELETE) [0-9]+$/ { s += $NF } END { print s + 0 }')))
+  cdc_count_changes "$out"
 }
 
 # one_error LOG PATH LABEL: the run failed with an error naming PATH and the full disk

@@ -64,3 +64,15 @@ cdc_never_ahead() {
   fi
   [ "$c" -le "$s" ] || fail "$3: the slot $2 is confirmed at $c, past the saved position $s"
 }
+
+# cdc_table_t ROWS: the captured table t (id, v, n) with ids 1..ROWS
+cdc_table_t() {
+  pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL)" >/dev/null
+  pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, $1) g" >/dev/null
+}
+
+# cdc_count_changes PSQL_OUTPUT: adds to CHANGES the rows that psql's command tags (INSERT 0 N,
+# UPDATE N, DELETE N) say were changed: what a change log must hold
+cdc_count_changes() {
+  CHANGES=$((CHANGES + $(printf '%s\n' "$1" | awk '/^(INSERT 0|UPDATE|DELETE) [0-9]+$/ { s += $NF } END { print s + 0 }')))
+}

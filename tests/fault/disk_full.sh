@@ -15,14 +15,6 @@
 # The state store's own fsync failing: fsync_fail.sh; the Iceberg warehouse: iceberg_disk_full.sh.
 . "$(dirname "$0")/../e2e/lib.sh"
 [ "$(id -u)" = 0 ] || fail "disk_full needs root to mount a small tmpfs (CI runs as root)"
-MOUNTS=()
-mount_small() { # DIR SIZE
-  mkdir -p "$1"
-  mount -t tmpfs -o "size=$2,mode=0755" tmpfs "$1" || fail "cannot mount a tmpfs on $1"
-  MOUNTS+=("$1")
-}
-umount_all() { local m; for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
-trap "__df_rc=\$?; umount_all; set +e; (exit \$__df_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
 
 ROWS=200000
 write_pipeline ref.yaml ref $ROWS ref.db append full "" "" "batch: {rows: 200}"

@@ -10,8 +10,7 @@
 # exactly once.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$FERRY_SRC/tests/fault/cdc_lib.bash"
-pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL)" >/dev/null
-pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 3000) g" >/dev/null
+cdc_table_t 3000
 
 pipeline() { cdc_pipeline "$1" "$2" t "$3"; } # FILE NAME SINK
 pipeline pg.yaml cc_pg "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
@@ -69,7 +68,7 @@ UPDATE t SET v = 'upd$r-' || id, n = $r WHERE id % 7 = $r;
 DELETE FROM t WHERE id % 11 = $r;
 SQL
 )
-  CHANGES=$((CHANGES + $(printf '%s\n' "$out" | awk '/^(INSERT 0|UPDATE|DELETE) [0-9]+$/ { s += $NF } END { print s + 0 }')))
+  cdc_count_changes "$out"
 }
 
 round=0

@@ -11,16 +11,11 @@
 ROWS=60000
 . "$FERRY_SRC/tests/tools/iceberg_lib.sh"
 [ "$(id -u)" = 0 ] || fail "iceberg_disk_full needs root to mount a small tmpfs (CI runs as root)"
-MOUNTS=()
-umount_all() { local m; for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
-trap "__if_rc=\$?; umount_all; set +e; (exit \$__if_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
 
 . "$FERRY_SRC/tests/fault/iceberg_faults.bash"
 
 # ---- 1. disk_full ----------------------------------------------------------------------------
-mkdir -p "$T/icefs"
-mount -t tmpfs -o size=4m,mode=0755 tmpfs "$T/icefs" || fail "cannot mount a tmpfs on $T/icefs"
-MOUNTS+=("$T/icefs")
+mount_small "$T/icefs" 4m
 WH="$T/icefs/wh"
 export FERRY_STATE="$T/state1.db"
 ice_pipeline full.yaml ice-full "$ROWS" "type: iceberg" "warehouse: $WH" "namespace: db"

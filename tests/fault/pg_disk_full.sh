@@ -12,9 +12,7 @@
 [ "$(id -u)" = 0 ] || fail "pg_disk_full needs root to mount a small tmpfs (CI runs as root)"
 pg_start
 chmod 755 "$T" # the server (user postgres) reaches its tablespace through it
-mkdir -p "$T/tsfs"
-mount -t tmpfs -o size=12m,mode=0755 tmpfs "$T/tsfs" || fail "cannot mount a tmpfs on $T/tsfs"
-trap "__pd_rc=\$?; umount -l '$T/tsfs' 2>/dev/null; set +e; (exit \$__pd_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+mount_small "$T/tsfs" 12m
 mkdir "$T/tsfs/ts"
 chown postgres "$T/tsfs/ts" 2>/dev/null || true
 pgq -c "CREATE TABLESPACE small LOCATION '$T/tsfs/ts'" >/dev/null

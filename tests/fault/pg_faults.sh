@@ -127,7 +127,6 @@ p -c "SELECT count(*) FROM (TABLE public.src EXCEPT ALL TABLE rp.src) a" | grep 
 pass "replace_is_atomic: source terminated halfway, previous table intact, re-run lands the new one"
 
 # ---- slow_sink_backpressure: the sink's backend stopped, memory bounded ------------------
-vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 BIG=3000000
 sample_to_pg bp.yaml bp $BIG bp append
 sed -i 's/{table: orders, mode: full}, {table: users, mode: full}/{table: orders, mode: full}/; s/batch: {rows: 1000}/batch: {rows: 5000, queue: 4}/' bp.yaml

@@ -19,10 +19,8 @@ ROWS=200000
 
 export S3_KEY=S3RVER S3_SECRET=S3RVER
 
-mkdir -p "$T/s3data"
-mount -t tmpfs -o size=3m,mode=0755 tmpfs "$T/s3data" || fail "cannot mount a tmpfs on $T/s3data"
-# the server must stop before the mount goes (traps run in reverse order of setting here)
-trap "__rc=\$?; s3_stop; umount -l '$T/s3data' 2>/dev/null; set +e; (exit \$__rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+# the server must stop before the mount goes
+mount_small "$T/s3data" 3m s3_stop
 s3_start bp
 
 export FERRY_STATE="$T/state.db"

@@ -9,9 +9,7 @@
 # rows, both ways, no duplicate key).
 . "$(dirname "$0")/../e2e/lib.sh"
 [ "$(id -u)" = 0 ] || fail "sqlite_dest_disk_full needs root to mount a small tmpfs (CI runs as root)"
-mkdir -p "$T/destfs"
-mount -t tmpfs -o size=6m,mode=0755 tmpfs "$T/destfs" || fail "cannot mount a tmpfs on $T/destfs"
-trap "__sd_rc=\$?; umount -l '$T/destfs' 2>/dev/null; set +e; (exit \$__sd_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+mount_small "$T/destfs" 6m
 ROWS=200000
 write_pipeline ref.yaml ref $ROWS ref.db append full "" "" "batch: {rows: 2000}"
 expect_exit 0 ferry run ref.yaml --quiet

@@ -4,6 +4,8 @@
 //        node client.mjs ENDPOINT BUCKET list PREFIX   -> one key per line (all pages)
 //        node client.mjs ENDPOINT BUCKET put KEY FILE
 //        node client.mjs ENDPOINT BUCKET etag KEY      -> the object's ETag ("...-N" when multipart)
+//        node client.mjs ENDPOINT BUCKET uploads PREFIX -> "KEY UPLOAD_ID INITIATED" per unfinished
+//                                                         multipart upload (ListMultipartUploads, all pages)
 // Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (s3rver: S3RVER / S3RVER).
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
@@ -54,6 +56,25 @@ if (cmd === 'get') {
     const t = xml.match(/<NextContinuationToken>([^<]*)</);
     if (!/<IsTruncated>true/.test(xml) || !t) break;
     token = t[1];
+  }
+} else if (cmd === 'uploads') {
+  let km = null, um = null;
+  for (;;) {
+    const q = new URLSearchParams({ prefix: arg, uploads: '' });
+    if (km) q.set('key-marker', km);
+    if (um) q.set('upload-id-marker', um);
+    q.sort();
+    const r = await request('GET', `/${bucket}?${q.toString()}`);
+    if (r.status !== 200) { process.stderr.write(`list uploads: HTTP ${r.status}\n`); process.exit(1); }
+    const xml = r.body.toString();
+    for (const m of xml.matchAll(/<Upload>(.*?)<\/Upload>/gs)) {
+      const f = (t) => unxml((m[1].match(new RegExp(`<${t}>([^<]*)</${t}>`)) || [])[1] || '');
+      process.stdout.write(`${f('Key')} ${f('UploadId')} ${f('Initiated')}\n`);
+    }
+    if (!/<IsTruncated>true/.test(xml)) break;
+    km = unxml((xml.match(/<NextKeyMarker>([^<]*)</) || [])[1] || '');
+    um = unxml((xml.match(/<NextUploadIdMarker>([^<]*)</) || [])[1] || '');
+    if (!km) break;
   }
 } else if (cmd === 'etag') {
   const opts = aws4.sign({ host: u.host, path: `/${bucket}/${enc(arg)}`, method: 'HEAD',

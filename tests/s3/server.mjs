@@ -14,8 +14,17 @@
 // PreconditionFailed when the key exists; such PUTs are serialised per key so that two writers
 // racing for one key cannot both succeed. Other buckets behave like s3rver (the condition is
 // ignored), which is what ferry must detect and refuse for the Iceberg filesystem catalog.
+//
+// s3rver answers ListMultipartUploads with 501 NotImplemented and AbortMultipartUpload with 405,
+// like the stores that leave unfinished uploads to a lifecycle rule. For the buckets named in
+// $S3_UPLOAD_BUCKETS the front answers both itself, from s3rver's own record of the uploads in
+// progress (DIR/BUCKET/._S3rver_uploads/ID/key, created by CreateMultipartUpload, removed by
+// CompleteMultipartUpload): Initiated is the mtime of that `key` file (a test may backdate it),
+// pages hold $S3_MAX_UPLOADS uploads (default 1000) with S3's key / upload-id markers; an abort
+// removes the record and its parts (204), an unknown one is 404 NoSuchUpload.
 import { createRequire } from 'node:module';
-import { writeFileSync, renameSync, statfsSync } from 'node:fs';
+import { writeFileSync, renameSync, statfsSync, readdirSync, readFileSync, statSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 const require = createRequire(new URL('../tools/package.json', import.meta.url));
@@ -78,6 +87,59 @@ function verify(req, body) {
   return null;
 }
 
+const uploadBuckets = new Set((process.env.S3_UPLOAD_BUCKETS || '').split(',').filter(Boolean));
+const MAX_UPLOADS = Number(process.env.S3_MAX_UPLOADS || 1000);
+const xml = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  .replace(/"/g, '&quot;').replace(/'/g, '&apos;');
+
+// s3rver's uploads in progress of a bucket, sorted as S3 lists them: by key, then initiation.
+function uploadsOf(bucket) {
+  const d = join(dir, bucket, '._S3rver_uploads');
+  let ids = [];
+  try { ids = readdirSync(d); } catch { return []; }
+  const out = [];
+  for (const id of ids) {
+    try {
+      const f = join(d, id, 'key');
+      out.push({ key: readFileSync(f, 'utf8'), id, initiated: statSync(f).mtime });
+    } catch { /* completed or aborted meanwhile */ }
+  }
+  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.initiated - b.initiated ||
+                                                  (a.id < b.id ? -1 : 1)));
+}
+
+function listUploads(res, bucket, q) {
+  const prefix = q.get('prefix') || '', km = q.get('key-marker') || '', um = q.get('upload-id-marker') || '';
+  const max = Math.min(Number(q.get('max-uploads') || 1000), MAX_UPLOADS);
+  let all = uploadsOf(bucket).filter((u) => u.key.startsWith(prefix));
+  if (km) {
+    const at = um ? all.findIndex((u) => u.key === km && u.id === um) : -1;
+    all = at >= 0 ? all.slice(at + 1) : all.filter((u) => u.key > km);
+  }
+  const page = all.slice(0, max), more = all.length > page.length, last = page[page.length - 1];
+  res.writeHead(200, { 'content-type': 'application/xml' });
+  res.end('<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult>' +
+    `<Bucket>${xml(bucket)}</Bucket><KeyMarker>${xml(km)}</KeyMarker>` +
+    `<UploadIdMarker>${xml(um)}</UploadIdMarker><Prefix>${xml(prefix)}</Prefix>` +
+    (more ? `<NextKeyMarker>${xml(last.key)}</NextKeyMarker><NextUploadIdMarker>${xml(last.id)}</NextUploadIdMarker>` : '') +
+    `<MaxUploads>${max}</MaxUploads><IsTruncated>${more}</IsTruncated>` +
+    page.map((u) => `<Upload><Key>${xml(u.key)}</Key><UploadId>${xml(u.id)}</UploadId>` +
+      '<Initiator><ID>S3RVER</ID></Initiator><Owner><ID>S3RVER</ID></Owner>' +
+      `<StorageClass>STANDARD</StorageClass><Initiated>${u.initiated.toISOString()}</Initiated></Upload>`).join('') +
+    '</ListMultipartUploadsResult>');
+}
+
+function abortUpload(res, bucket, key, id) {
+  const d = join(dir, bucket, '._S3rver_uploads', id);
+  let have = null;
+  try { have = readFileSync(join(d, 'key'), 'utf8'); } catch { /* none */ }
+  if (!/^[0-9a-f]+$/.test(id) || have !== key)
+    return fail(res, 404, 'NoSuchUpload', 'The specified upload does not exist.');
+  rmSync(d, { recursive: true, force: true });
+  res.writeHead(204);
+  res.end();
+}
+
 const conditional = new Set((process.env.S3_CONDITIONAL_BUCKETS || '').split(',').filter(Boolean));
 const keyLocks = new Map(); // path -> promise of the last conditional PUT on it
 
@@ -120,6 +182,13 @@ const front = http.createServer((req, res) => {
     }
     const path = req.url.split('?')[0];
     const bucket = decodeURIComponent(path.split('/')[1] || '');
+    if (uploadBuckets.has(bucket)) {
+      const q = new URLSearchParams(req.url.split('?')[1] || '');
+      const key = path.split('/').slice(2).map(decodeURIComponent).join('/');
+      if (req.method === 'GET' && key === '' && q.has('uploads')) return listUploads(res, bucket, q);
+      if (req.method === 'DELETE' && key !== '' && q.has('uploadId'))
+        return abortUpload(res, bucket, key, q.get('uploadId'));
+    }
     if (req.method !== 'PUT' || req.headers['if-none-match'] !== '*' || !conditional.has(bucket))
       return forward(req, res, body, () => {});
     const prev = keyLocks.get(path) || Promise.resolve();

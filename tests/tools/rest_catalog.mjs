@@ -12,14 +12,18 @@
 //        (add-schema, set-current-schema, add-spec, set-default-spec, add-snapshot,
 //        set-snapshot-ref, remove-snapshots, remove-snapshot-ref, set-properties,
 //        remove-properties), a new NNNNN-<uuid>.metadata.json written next to the table
-//        (file:// locations only) and the pointer swapped.
+//        (file:// locations, or s3://BUCKET/... ones when $REST_S3_ENDPOINT is set: a
+//        loopback S3 endpoint, path style, requests signed with the `aws4` package with
+//        $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY) and the pointer swapped.
 // Every request needs `Authorization: Bearer $REST_TOKEN` (401 otherwise). State (namespaces
 // and metadata locations) lives in STATE_DIR/catalog.json, rewritten by rename.
 //   node rest_catalog.mjs STATE_DIR PORTFILE        (prints nothing; the port goes to PORTFILE)
-// Request lines are appended to STATE_DIR/requests.log ("METHOD PATH STATUS").
+// Request lines are appended to STATE_DIR/requests.log ("METHOD PATH STATUS"). Requests are
+// handled one at a time (a commit reads, checks and writes without another in between).
 // When the file STATE_DIR/lose-next-answer exists, the next commit-table is applied and then
 // its connection is cut without an answer (the file is removed): a commit whose answer is lost.
 import http from 'node:http'
+import { createRequire } from 'node:module'
 import { randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -27,6 +31,8 @@ import { dirname, join } from 'node:path'
 const [stateDir, portFile] = process.argv.slice(2)
 const TOKEN = process.env.REST_TOKEN || ''
 const PREFIX = process.env.REST_PREFIX || 'ferry-test'
+const S3_ENDPOINT = process.env.REST_S3_ENDPOINT || ''
+const aws4 = createRequire(import.meta.url)('aws4')
 const statePath = join(stateDir, 'catalog.json')
 mkdirSync(stateDir, { recursive: true })
 let state = existsSync(statePath) ? JSON.parse(readFileSync(statePath, 'utf8')) : { namespaces: {}, tables: {} }
@@ -44,15 +50,65 @@ const ok = (res, body) => {
 // percent-encoded URIs: a name with `%` or `#` is that character in the path.
 const localPath = (loc) => loc.startsWith('file://') ? loc.slice('file://'.length) : null
 
-function writeMetadata(meta, version) {
-  const dir = localPath(meta.location + '/metadata')
-  if (!dir) throw new Error(`only file:// table locations: ${meta.location}`)
-  mkdirSync(dir, { recursive: true })
-  const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`
-  writeFileSync(join(dir, name), stringify(meta, null, 2))
-  return `${meta.location}/metadata/${name}`
+// s3://BUCKET/KEY -> [bucket, key] when an S3 endpoint is configured
+const s3Path = (loc) => {
+  const m = S3_ENDPOINT && loc.match(/^s3:\/\/([^/]+)\/(.+)$/)
+  return m ? [m[1], m[2]] : null
 }
-const readMetadata = (loc) => parse(readFileSync(localPath(loc), 'utf8'))
+// CRC32-C, which the tests' S3 front wants on every PUT (as ferry sends it)
+const crcTable = new Uint32Array(256).map((_, i) => {
+  let c = i
+  for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1
+  return c >>> 0
+})
+function crc32c(buf) {
+  let c = 0xffffffff
+  for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8)
+  const out = Buffer.alloc(4)
+  out.writeUInt32BE((c ^ 0xffffffff) >>> 0)
+  return out.toString('base64')
+}
+function s3Request(method, bucket, key, body) {
+  const u = new URL(S3_ENDPOINT)
+  const headers = body ? { 'x-amz-checksum-crc32c': crc32c(body), 'content-type': 'application/json' } : {}
+  const path = `/${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`
+  const opts = aws4.sign({ host: u.host, path, method, service: 's3', region: 'us-east-1', body, headers },
+    { accessKeyId: process.env.AWS_ACCESS_KEY_ID, secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY })
+  opts.hostname = u.hostname
+  opts.port = u.port
+  return new Promise((resolve, reject) => {
+    const r = http.request(opts, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        if (res.statusCode !== 200) reject(new Error(`${method} s3://${bucket}/${key}: HTTP ${res.statusCode} ${text}`))
+        else resolve(text)
+      })
+    })
+    r.on('error', reject)
+    r.end(body)
+  })
+}
+
+async function writeMetadata(meta, version) {
+  const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`
+  const loc = `${meta.location}/metadata/${name}`
+  const s3 = s3Path(loc)
+  if (s3) {
+    await s3Request('PUT', s3[0], s3[1], Buffer.from(stringify(meta, null, 2)))
+    return loc
+  }
+  const dir = localPath(meta.location + '/metadata')
+  if (!dir) throw new Error(`only file:// (or s3:// with REST_S3_ENDPOINT) table locations: ${meta.location}`)
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, name), stringify(meta, null, 2))
+  return loc
+}
+const readMetadata = async (loc) => {
+  const s3 = s3Path(loc)
+  return parse(s3 ? await s3Request('GET', s3[0], s3[1]) : readFileSync(localPath(loc), 'utf8'))
+}
 const versionOf = (loc) => parseInt(loc.split('/').pop(), 10) || 0
 
 function createTable(ns, req) {
@@ -156,7 +212,7 @@ const parse = (text) => JSON.parse(bigIds(text).replace(/("(?:snapshot-id|parent
 const stringify = (o, ...a) => JSON.stringify(o, (k, v) => typeof v === 'bigint' ? `__big${v}` : v, ...a)
   .replace(/"__big(-?\d+)"/g, '$1')
 
-function handle(req, res, body) {
+async function handle(req, res, body) {
   if (TOKEN && req.headers.authorization !== `Bearer ${TOKEN}`)
     return err(res, 401, 'NotAuthorizedException', 'Not authorized: a bearer token is required')
   const url = new URL(req.url, 'http://x')
@@ -182,14 +238,14 @@ function handle(req, res, body) {
   if (!table && req.method === 'POST') {
     if (state.tables[key]) return err(res, 409, 'AlreadyExistsException', `Table already exists: ${ns}.${body.name}`)
     const meta = createTable(ns, body)
-    const loc = writeMetadata(meta, 0)
+    const loc = await writeMetadata(meta, 0)
     state.tables[key] = loc
     save()
     return ok(res, { 'metadata-location': loc, metadata: meta, config: {} })
   }
   const loc = state.tables[key]
   if (!loc) return err(res, 404, 'NoSuchTableException', `Table does not exist: ${ns}.${table}`)
-  const meta = readMetadata(loc)
+  const meta = await readMetadata(loc)
   if (req.method === 'GET') return ok(res, { 'metadata-location': loc, metadata: meta, config: {} })
   for (const r of body.requirements || []) {
     const why = check(meta, r)
@@ -205,7 +261,7 @@ function handle(req, res, body) {
   delete next._lastSpec
   next['metadata-log'].push({ 'metadata-file': loc, 'timestamp-ms': meta['last-updated-ms'] })
   next['last-updated-ms'] = Date.now()
-  const nloc = writeMetadata(next, versionOf(loc) + 1)
+  const nloc = await writeMetadata(next, versionOf(loc) + 1)
   state.tables[key] = nloc
   save()
   const lose = join(stateDir, 'lose-next-answer')
@@ -218,6 +274,7 @@ function handle(req, res, body) {
   return ok(res, { 'metadata-location': nloc, metadata: next })
 }
 
+let queue = Promise.resolve()
 const server = http.createServer((req, res) => {
   const chunks = []
   req.on('data', (c) => chunks.push(c))
@@ -234,11 +291,7 @@ const server = http.createServer((req, res) => {
     } catch (e) {
       return err(res, 400, 'BadRequestException', `malformed JSON: ${e.message}`)
     }
-    try {
-      handle(req, res, body)
-    } catch (e) {
-      err(res, 500, 'ServerError', e.message)
-    }
+    queue = queue.then(() => handle(req, res, body)).catch((e) => err(res, 500, 'ServerError', e.message))
   })
 })
 // keep JSON.stringify of BigInt working through ok()/writeMetadata

@@ -12,7 +12,8 @@
  *
  * Files are found under the table's `location` (its data/ and metadata/ folders only): a
  * local folder is walked, an S3 prefix in the catalog's warehouse bucket is listed (and each
- * candidate's Last-Modified read).
+ * candidate's Last-Modified read). On S3 the unfinished multipart uploads under data/ (a
+ * writer killed mid-file) are aborted by the same age rule, by their Initiated time.
  * A location ferry cannot reach (a REST catalog whose tables live where this process has
  * no storage) still gets its snapshots expired; the files are left and the result says
  * why, so the caller can tell the user.
@@ -151,6 +152,52 @@ static int sweep_one(const char *uri, const char *loc, const char *name, void *a
     return FERRY_OK;
 }
 
+/* An unfinished multipart upload under data/: aborted when it is ours and was initiated
+ * before the cutoff. A writer still running started its upload after the cutoff; an upload
+ * whose time the store does not give is left alone. */
+static int abort_one(const char *key, const char *upload_id, int64_t initiated_ms, void *arg,
+                     struct ferry_error *err)
+{
+    struct sweep_ctx *c = arg;
+    const char *name = strrchr(key, '/');
+    if (!ours(name ? name + 1 : key) || initiated_ms < 0 || initiated_ms >= c->cutoff_ms)
+        return FERRY_OK;
+    if (!c->dry_run) {
+        int rc = ferry__s3_multipart_abort(ferry__iceberg_io_s3(c->io), key, upload_id, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    c->res->uploads_aborted++;
+    if (c->res->on_upload) c->res->on_upload(c->res->ctx, key, upload_id);
+    return FERRY_OK;
+}
+
+/* The unfinished multipart uploads of a killed writer cost storage until aborted; they are
+ * only under data/ (metadata files go up in one PUT). location is in the client's bucket
+ * (reachable() said so). */
+static int abort_uploads(struct ferry__iceberg_io *io, const char *location, struct sweep_ctx *c,
+                         struct ferry_error *err)
+{
+    struct ferry__s3_client *cli = ferry__iceberg_io_s3(io);
+    const char *key = location + 5 + strlen(ferry__s3_client_bucket(cli)) + 1;
+    char *prefix = ferry_asprintf("%s/data/", key);
+    if (prefix == NULL) return nomem(err);
+    int rc = ferry__s3_list_uploads_each(cli, prefix, abort_one, c, err);
+    c->res->uploads_listed = rc == FERRY_OK;
+    if (rc == FERRY_EUNSUPPORTED) {
+        ferry_log(FERRY_LOG_INFO,
+                  "iceberg expire: cannot list the multipart uploads under s3://%s/%s (%s); "
+                  "unfinished ones are left to the bucket's lifecycle rule",
+                  ferry__s3_client_bucket(cli), prefix, err ? err->message : "");
+        ferry_error_clear(err);
+        rc = FERRY_OK;
+    } else if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "iceberg expire: multipart uploads under s3://%s/%s",
+                           ferry__s3_client_bucket(cli), prefix);
+    }
+    ferry_free(prefix);
+    return rc;
+}
+
 /* Whether this process can reach the table's files; why not in res->unreachable. */
 static bool reachable(struct ferry__iceberg_io *io, const char *location,
                       struct ferry__iceberg_expire_result *res)
@@ -186,6 +233,8 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
     int64_t cutoff = ferry_now_wall_us() / 1000 - older_than_ms;
     res->snapshots_expired = res->snapshots_kept = 0;
     res->files_deleted = res->bytes_deleted = 0;
+    res->uploads_aborted = 0;
+    res->uploads_listed = false;
     res->unreachable[0] = '\0';
     struct ferry__iceberg_io *io = ferry__iceberg_catalog_io(cat);
     json_t *keep = NULL;
@@ -292,6 +341,7 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
         if (rc != FERRY_OK && dir) ferry_error_prefix(err, "iceberg expire: %s", dir);
         ferry_free(dir);
     }
+    if (rc == FERRY_OK && files && !is_local(location)) rc = abort_uploads(io, location, &c, err);
     json_decref(keep);
     ferry_free(location);
     return rc;

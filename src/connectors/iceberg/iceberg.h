@@ -271,7 +271,10 @@ int ferry__iceberg_rest_list(struct ferry__iceberg_rest *r, json_t *names, struc
 struct ferry__iceberg_expire_result {
     int snapshots_expired, snapshots_kept;
     int64_t files_deleted, bytes_deleted;
+    int64_t uploads_aborted; /* S3: unfinished multipart uploads under data/ older than the cutoff */
+    bool uploads_listed;     /* the store listed the table's uploads (S3 that supports it) */
     void (*on_file)(void *ctx, const char *path); /* optional: each deleted (or would-be) file */
+    void (*on_upload)(void *ctx, const char *key, const char *upload_id); /* optional: each aborted */
     void *ctx;
     char unreachable[512]; /* non-empty: the table's files were not looked at, and why */
 };
@@ -280,7 +283,9 @@ struct ferry__iceberg_expire_result {
  * delete, manifest and manifest list files under the table's location that no kept snapshot
  * reaches and that are older than the cutoff (a local folder, or an S3 prefix in the bucket
  * of the catalog's storage; elsewhere nothing is deleted and res->unreachable says why).
- * dry_run: commits and deletes nothing, counts the same. */
+ * On S3 it also aborts the unfinished multipart uploads under the table's data/ initiated
+ * before the cutoff (a store that cannot list them: one info line, no error).
+ * dry_run: commits, deletes and aborts nothing, counts the same. */
 int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table, int64_t older_than_ms,
                           int retain_last, bool dry_run, struct ferry__iceberg_expire_result *res,
                           struct ferry_error *err);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "connectors/iceberg/iceberg.h"
 #include "objstore/s3_client.h"
+#include "ferry/failpoint.h"
 
 struct ferry__iceberg_io {
     struct ferry__s3_client *s3;
@@ -350,6 +351,8 @@ static int upload_part(struct ferry__iceberg_wfile *w, struct ferry_error *err)
     if (rc == FERRY_OK) {
         w->part_no++;
         ferry_buf_reset(&w->pending);
+        /* tests: a crash here leaves an unfinished multipart upload for expire to abort */
+        rc = ferry_failpoint_check("iceberg_upload_part", err);
     }
     return rc;
 }

@@ -322,53 +322,33 @@ static int sweep_key(const char *key, void *arg, struct ferry_error *err)
     return rc;
 }
 
+static int sweep_upload(const char *key, const char *upload_id, int64_t initiated_ms, void *arg,
+                        struct ferry_error *err)
+{
+    (void)initiated_ms; /* the run prefix is this run's alone: every upload there is ours */
+    return abort_upload(arg, key, upload_id, err);
+}
+
 /* Leftovers of earlier attempts of this run under <prefix>/<table>/run=<run>/: objects no
  * manifest lists, and unfinished multipart uploads. */
 static int sweep(struct sink *s, const struct target *t, struct ferry_error *err)
 {
     char *dir =
         ferry_asprintf("%s%s%s/run=%" PRId64 "/", s->prefix, pfx_sep(s), t->table, s->lk.run_id);
-    struct ferry_buf qs, resp, key, tok, upl;
-    ferry_buf_init(&qs, 0);
-    ferry_buf_init(&resp, 64 * MIB);
-    ferry_buf_init(&key, 0);
-    ferry_buf_init(&tok, 0);
-    ferry_buf_init(&upl, 0);
     int rc = dir ? ferry__s3_list_each(s->cli, dir, sweep_key, s, err) : nomem(err);
     /* Unfinished multipart uploads: not every S3-compatible store lists them. */
     if (rc == FERRY_OK) {
-        ferry_buf_reset(&qs);
-        if (ferry_buf_printf(&qs, "prefix=") != FERRY_OK ||
-            ferry__s3_uri_encode(&qs, dir, false) != FERRY_OK ||
-            ferry_buf_printf(&qs, "&uploads=") != FERRY_OK) {
-            rc = nomem(err);
-        } else {
-            struct ferry__s3_req q = {.method = "GET", .key = NULL, .query = qs.data};
-            struct ferry_error e;
-            memset(&e, 0, sizeof e);
-            if (ferry__s3_call(s->cli, &q, true, &resp, &e) != FERRY_OK) {
-                ferry_log(FERRY_LOG_INFO,
-                          "s3 sink: cannot list multipart uploads under s3://%s/%s "
-                          "(%s); a lifecycle rule should expire them",
-                          s->bucket, dir, e.message);
-            } else {
-                const char *from = NULL;
-                while (rc == FERRY_OK && ferry__s3_xml_next(resp.data, "Upload", &from, &upl)) {
-                    const char *f2 = NULL;
-                    if (!ferry__s3_xml_next(upl.data, "Key", &f2, &key)) continue;
-                    f2 = NULL;
-                    if (!ferry__s3_xml_next(upl.data, "UploadId", &f2, &tok)) continue;
-                    rc = abort_upload(s, key.data, tok.data, err);
-                }
-            }
+        rc = ferry__s3_list_uploads_each(s->cli, dir, sweep_upload, s, err);
+        if (rc == FERRY_EUNSUPPORTED) {
+            ferry_log(FERRY_LOG_INFO,
+                      "s3 sink: cannot list multipart uploads under s3://%s/%s "
+                      "(%s); a lifecycle rule should expire them",
+                      s->bucket, dir, err ? err->message : "");
+            ferry_error_clear(err);
+            rc = FERRY_OK;
         }
     }
     ferry_free(dir);
-    ferry_buf_release(&qs);
-    ferry_buf_release(&resp);
-    ferry_buf_release(&key);
-    ferry_buf_release(&tok);
-    ferry_buf_release(&upl);
     return rc;
 }
 

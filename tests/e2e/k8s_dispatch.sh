@@ -280,7 +280,8 @@ pass "Job deleted under a running run: lost at once (worker.lost naming it), not
 for f in "$T/serve.err" "$T/serve.out" "$T/responses.log" "$T"/pod*.log; do
   grep -q "sa-token" "$f" && fail "a service account token appears in $f"
 done
-sqlite3 "$T/state.db" .dump | grep -q "sa-token" && fail "a token is in the state"
+sqlite3 -cmd ".timeout 10000" "$T/state.db" .dump > state-dump.sql || fail "cannot dump the state store"
+grep -q "sa-token" state-dump.sql && fail "a token is in the state"
 node "$TOOLS/validate_k8s.mjs" "$T"/k8s/ferry-run-*.json > validate.out || fail "invalid Job bodies: $(cat validate.out)"
 [ "$(ls "$T"/k8s/ferry-run-*.json | wc -l)" = 7 ] || fail "expected 7 Job bodies: $(ls "$T/k8s")"
 stop_serve

@@ -28,7 +28,7 @@ fired_at=$(api GET "/v1/schedules/$sid" | jq -r .last_us)
 [ "$fired_at" -ge "$next" ] || fail "fired at $fired_at, before its time $next"
 [ "$(api GET "/v1/schedules/$sid" | jq -r .last_run)" = "$run" ] || fail "the schedule does not name its run: $BODY"
 [ "$(api GET "/v1/schedules/$sid" | jq -r .next_us)" -gt "$next" ] || fail "next firing not moved on"
-[ "$(sqlite3 "$T/state.db" "SELECT \"trigger\" FROM runs WHERE id = $run")" = "schedule:$sid" ] || fail "trigger"
+[ "$(sqlite3 -cmd ".timeout 10000" "$T/state.db" "SELECT \"trigger\" FROM runs WHERE id = $run")" = "schedule:$sid" ] || fail "trigger"
 curl -sS -H "Authorization: Bearer $TOKEN" "$BASE/metrics" | grep -q '^ferry_schedules_fired_total 1$' || fail "metric"
 [ "$(api GET '/v1/runs?pipeline=cron' | jq '.runs | length')" = 1 ] || fail "one firing, one run"
 same_table ref.db cron.db orders || fail "the scheduled run's destination differs"

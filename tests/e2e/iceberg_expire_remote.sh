@@ -146,15 +146,8 @@ pass "S3 warehouse + SQL catalog on PostgreSQL: expired by the compare-and-swap 
 
 # ---- 4. REST catalog ----------------------------------------------------------------------------------
 export REST_TOKEN="rest-token-$RANDOM$RANDOM"
-node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$T/rest" "$T/rest.port" > "$T/rest.log" 2>&1 &
-REST_PID=$!
-prev_trap=$(trap -p EXIT)
-prev_trap=${prev_trap#trap -- \'}
-prev_trap=${prev_trap%\' EXIT}
-trap "__rest_rc=\$?; kill $REST_PID 2>/dev/null; wait $REST_PID 2>/dev/null; set +e; (exit \$__rest_rc); $prev_trap" EXIT
-for _ in $(seq 1 100); do [ -s "$T/rest.port" ] && break; sleep 0.1; done
-[ -s "$T/rest.port" ] || { cat "$T/rest.log" >&2; fail "the REST catalog did not start"; }
-URI="http://127.0.0.1:$(cat "$T/rest.port")"
+rest_start "$T/rest"
+URI=$REST_URI
 rest_loc() { jq -r --arg k "db"$'\x1f'"orders" '.tables[$k]' "$T/rest/catalog.json"; }
 rest_meta() { local l; l=$(rest_loc); cat "${l#file://}"; }
 history p3 "type: iceberg" "warehouse: $WH" "namespace: db" "catalog: rest" "catalog_uri: \"$URI\"" \
@@ -181,16 +174,8 @@ pass "REST catalog: snapshot removal committed through commit-table, unreference
 # ---- 5. REST catalog, S3 warehouse ----------------------------------------------------------------------
 # The fixture writes the metadata JSON into the bucket itself (signed with aws4), next to the
 # objects ferry writes; a second instance, so that db.orders is a new table.
-REST_S3_ENDPOINT="$S3_ENDPOINT" node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$T/rest-s3" "$T/rest-s3.port" \
-  > "$T/rest-s3.log" 2>&1 &
-REST_S3_PID=$!
-prev_trap=$(trap -p EXIT)
-prev_trap=${prev_trap#trap -- \'}
-prev_trap=${prev_trap%\' EXIT}
-trap "__rest_rc=\$?; kill $REST_S3_PID 2>/dev/null; wait $REST_S3_PID 2>/dev/null; set +e; (exit \$__rest_rc); $prev_trap" EXIT
-for _ in $(seq 1 100); do [ -s "$T/rest-s3.port" ] && break; sleep 0.1; done
-[ -s "$T/rest-s3.port" ] || { cat "$T/rest-s3.log" >&2; fail "the REST catalog (S3) did not start"; }
-URI2="http://127.0.0.1:$(cat "$T/rest-s3.port")"
+REST_S3_ENDPOINT="$S3_ENDPOINT" rest_start "$T/rest-s3"
+URI2=$REST_URI
 rs3_loc() { jq -r --arg k "db"$'\x1f'"orders" '.tables[$k]' "$T/rest-s3/catalog.json"; }
 rs3_name() { basename "$(rs3_loc)"; }
 rs3_meta() { local l; l=$(rs3_loc); s3c lake get "${l#s3://lake/}"; }

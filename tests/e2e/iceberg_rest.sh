@@ -18,12 +18,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/tools/iceberg_lib.sh"
 export REST_TOKEN="rest-token-$RANDOM$RANDOM"
-node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$T/rest" "$T/rest.port" > "$T/rest.log" 2>&1 &
-REST_PID=$!
-trap 'rc=$?; kill "$REST_PID" 2>/dev/null; wait "$REST_PID" 2>/dev/null; if [ $rc -ne 0 ]; then echo "FAILED (workdir kept: $T)"; else rm -rf "$T"; fi; exit $rc' EXIT
-for _ in $(seq 1 100); do [ -s "$T/rest.port" ] && break; sleep 0.1; done
-[ -s "$T/rest.port" ] || { cat "$T/rest.log" >&2; fail "the REST catalog did not start"; }
-URI="http://127.0.0.1:$(cat "$T/rest.port")"
+rest_start "$T/rest"
+URI=$REST_URI
 SINK=("type: iceberg" "warehouse: $WH" "namespace: db" "catalog: rest" "catalog_uri: \"$URI\""
       "catalog_token: env:REST_TOKEN")
 

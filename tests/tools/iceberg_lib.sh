@@ -10,6 +10,20 @@ command -v node >/dev/null || fail "node is required (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules/icebird" ] || fail "tests/tools/node_modules/icebird missing: npm ci --prefix tests/tools"
 WH="$T/wh"
 
+# rest_start DIR : the REST catalog fixture (tests/tools/rest_catalog.mjs) on loopback, its state
+# in DIR (port in DIR.port, log in DIR.log), stopped on exit (chained in front of the EXIT trap so
+# far); sets REST_URI. The environment reaches it (REST_TOKEN, REST_S3_ENDPOINT for s3://).
+rest_start() {
+  local dir=$1 pid _
+  node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$dir" "$dir.port" > "$dir.log" 2>&1 &
+  pid=$!
+  # shellcheck disable=SC2064 # the pid and the trap so far are expanded now, on purpose
+  trap "__rest_rc=\$?; set +e; kill $pid 2>/dev/null; wait $pid 2>/dev/null; (exit \$__rest_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+  for _ in $(seq 1 100); do [ -s "$dir.port" ] && break; sleep 0.1; done
+  [ -s "$dir.port" ] || { cat "$dir.log" >&2; fail "the REST catalog ($dir) did not start"; }
+  REST_URI="http://127.0.0.1:$(cat "$dir.port")"
+}
+
 # copies_after_kill PIPELINE EXIT: how many copies a plain re-run leaves after a kill -9 of
 # PIPELINE's run that ended with EXIT: 2 when that run had finished (exit 0, or killed on its
 # way out after the state recorded it completed: the re-run is a new run), else 1.

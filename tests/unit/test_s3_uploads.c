@@ -142,18 +142,25 @@ static const char *page2 =
     "<Initiated>yesterday</Initiated></Upload>"
     "</ListMultipartUploadsResult>";
 
+/* One listing of prefix wh/data/ against the canned answers: its code; err cleared first. */
+static int list(struct canned *c, struct seen *s, struct ferry_error *err)
+{
+    pthread_t th;
+    struct ferry_cfg *cfg = NULL;
+    struct ferry__s3_client *cli = client(c, &th, &cfg);
+    memset(err, 0, sizeof *err);
+    int rc = ferry__s3_list_uploads_each(cli, "wh/data/", each, s, err);
+    done(c, th, cli, cfg);
+    return rc;
+}
+
 static void test_pages(void **state)
 {
     (void)state;
     struct canned c = {.n = 2, .status = {"200 OK", "200 OK"}, .body = {page1, page2}};
-    pthread_t th;
-    struct ferry_cfg *cfg = NULL;
-    struct ferry__s3_client *cli = client(&c, &th, &cfg);
     struct seen s = {0};
     struct ferry_error err;
-    memset(&err, 0, sizeof err);
-    assert_int_equal(ferry__s3_list_uploads_each(cli, "wh/data/", each, &s, &err), FERRY_OK);
-    done(&c, th, cli, cfg);
+    assert_int_equal(list(&c, &s, &err), FERRY_OK);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.keys[0], "wh/data/a&b.parquet");
     assert_string_equal(s.ids[0], "id 1");
@@ -172,14 +179,9 @@ static void test_callback_error_stops(void **state)
 {
     (void)state;
     struct canned c = {.n = 1, .status = {"200 OK"}, .body = {page2}};
-    pthread_t th;
-    struct ferry_cfg *cfg = NULL;
-    struct ferry__s3_client *cli = client(&c, &th, &cfg);
     struct seen s = {.fail_at = 1};
     struct ferry_error err;
-    memset(&err, 0, sizeof err);
-    assert_int_equal(ferry__s3_list_uploads_each(cli, "wh/data/", each, &s, &err), FERRY_ESINK);
-    done(&c, th, cli, cfg);
+    assert_int_equal(list(&c, &s, &err), FERRY_ESINK);
     assert_int_equal(s.n, 1);
     assert_non_null(strstr(err.message, "stop at wh/data/c.parquet"));
 }
@@ -192,15 +194,9 @@ static void test_refused(void **state)
         "<Message>A parameter you provided implies functionality that is not "
         "implemented</Message></Error>";
     struct canned c = {.n = 1, .status = {"501 Not Implemented"}, .body = {body}};
-    pthread_t th;
-    struct ferry_cfg *cfg = NULL;
-    struct ferry__s3_client *cli = client(&c, &th, &cfg);
     struct seen s = {0};
     struct ferry_error err;
-    memset(&err, 0, sizeof err);
-    assert_int_equal(ferry__s3_list_uploads_each(cli, "wh/data/", each, &s, &err),
-                     FERRY_EUNSUPPORTED);
-    done(&c, th, cli, cfg);
+    assert_int_equal(list(&c, &s, &err), FERRY_EUNSUPPORTED);
     assert_int_equal(s.n, 0);
     assert_int_equal(err.code, FERRY_EUNSUPPORTED);
     assert_non_null(strstr(err.message, "NotImplemented"));
@@ -211,14 +207,9 @@ static void test_repeated_markers(void **state)
     (void)state;
     /* a server that hands back the markers it was given would be listed forever */
     struct canned c = {.n = 2, .status = {"200 OK", "200 OK"}, .body = {page1, page1}};
-    pthread_t th;
-    struct ferry_cfg *cfg = NULL;
-    struct ferry__s3_client *cli = client(&c, &th, &cfg);
     struct seen s = {0};
     struct ferry_error err;
-    memset(&err, 0, sizeof err);
-    assert_int_equal(ferry__s3_list_uploads_each(cli, "wh/data/", each, &s, &err), FERRY_ESINK);
-    done(&c, th, cli, cfg);
+    assert_int_equal(list(&c, &s, &err), FERRY_ESINK);
     assert_int_equal(s.n, 2);
     assert_non_null(strstr(err.message, "repeated the markers"));
 }

@@ -5,7 +5,9 @@
 #      ListMultipartUploads / AbortMultipartUpload for the bucket from s3rver's own record of
 #      the uploads in progress, one upload per page): a run writes the table, then two runs with
 #      a 5 MiB multipart_chunk are killed (failpoint iceberg_upload_part=crash, _exit right after
-#      a part went up) mid-file. The first upload is backdated 2 hours on the server.
+#      a part went up) mid-file; they are runs of two pipelines (a re-run of the first would
+#      resume its run, and the resumed attempt aborts its own dead upload: case 4). The first
+#      upload is backdated 2 hours on the server.
 #      `expire --older-than 1h` (dry run first: counts, aborts nothing) aborts exactly the old
 #      upload and keeps the young one (a writer still running); `--older-than 0s` then aborts
 #      the other; a second expire finds none. Uploads are listed with the independent signed
@@ -14,6 +16,12 @@
 #      says so in one info line; the upload is still there.
 #   3. the s3 sink's sweep (same listing code): a run killed mid-upload (s3_upload_part=crash on
 #      the 2nd part) is resumed; its begin() aborts the run's unfinished upload.
+#   4. the iceberg sink's resume sweep: a run killed mid-upload is re-run (it resumes) next to
+#      uploads it must not touch under the same data/ (another killed run of another pipeline,
+#      made-up uploads named as another run, as a run whose id starts with ours, and as a
+#      foreign writer's file); begin() aborts exactly the killed attempt's upload, the run
+#      completes, and icebird reads exactly the source's rows. The plain bucket (no listing):
+#      the resumed run completes, says so in one info line, and the upload is left.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 ROWS=${ROWS:-1000}
@@ -25,14 +33,15 @@ export S3_ENDPOINT
 S3KEYS=("endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
         "secret_access_key: env:S3_SECRET")
 
-# big FILE NAME BUCKET: one data file of the orders table well above a 5 MiB chunk
+# big FILE NAME BUCKET [WAREHOUSE]: one data file of the orders table well above a 5 MiB chunk
 big() {
+  local wh=${4:-wh}
   {
     echo "version: 1"; echo "name: $2"
     echo "source: {type: sample, rows: 150000, seed: 7, resources: [{table: orders, mode: full}]}"
     echo "sink:"
-    for l in "type: iceberg" "warehouse: s3://$3/wh" "namespace: db" "catalog: sql" \
-             "catalog_uri: $T/$3.db" "${S3KEYS[@]}" "multipart_chunk: 5MiB" "compression: none" \
+    for l in "type: iceberg" "warehouse: s3://$3/$wh" "namespace: db" "catalog: sql" \
+             "catalog_uri: $T/$3${4:+-$4}.db" "${S3KEYS[@]}" "multipart_chunk: 5MiB" "compression: none" \
              "dictionary: false"; do echo "  $l"; done
     echo "batch: {rows: 10000}"
   } > "$1"
@@ -62,7 +71,8 @@ old_key=$(cut -d' ' -f1 u1.txt) old_id=$(cut -d' ' -f2 u1.txt)
 [ "$(on_disk lake)" = "$old_id" ] || fail "s3rver holds [$(on_disk lake)], the listing said $old_id"
 ls "$T/s3data/lake/._S3rver_uploads/$old_id" | grep -qx 1 || fail "the killed upload has no part on the server"
 touch -d '2 hours ago' "$T/s3data/lake/._S3rver_uploads/$old_id/key"  # initiated 2 h ago
-crash_mid_upload big.yaml
+big big2.yaml lake-big2 lake # another run of the same table: a re-run of big.yaml would resume
+crash_mid_upload big2.yaml
 uploads lake > u2.txt
 [ "$(wc -l < u2.txt)" = 2 ] || fail "want two unfinished uploads, listed (one per page): $(cat u2.txt)"
 young_id=$(grep -v " $old_id " u2.txt | cut -d' ' -f2)
@@ -114,6 +124,18 @@ grep -q "^db.orders: 0 snapshots expired" <<< "$OUT" && ! grep -q "upload" <<< "
 [ "$(on_disk plain | wc -l)" = 1 ] || fail "the upload should be left alone"
 pass "a store that cannot list uploads: expire goes on, one info line, nothing aborted"
 
+plain_id=$(on_disk plain)
+expect_exit 0 env FERRY_LOG=info "$FERRY_BIN" run pbig.yaml
+grep -q "^resuming run " <<< "$OUT" || fail "the re-run of the killed plain-bucket run did not resume it: $OUT"
+[ "$(grep -c "iceberg sink: cannot list the multipart uploads under s3://plain/wh/db/orders/data/" <<< "$OUT")" = 1 ] \
+  || fail "want one info line from the sink's sweep: $OUT"
+grep -q "ferry info: iceberg sink: cannot list the multipart uploads" <<< "$OUT" || fail "the sink's line is not at info level: $OUT"
+! grep -q "ferry \(warning\|error\)" <<< "$OUT" || fail "a store that cannot list uploads is not an error for the sink: $OUT"
+[ "$(q "$FERRY_STATE" "SELECT state FROM runs WHERE pipeline = 'plain-big'")" = completed ] \
+  || fail "the resumed plain-bucket run: $(q "$FERRY_STATE" "SELECT id, state, error FROM runs WHERE pipeline = 'plain-big'")"
+[ "$(on_disk plain)" = "$plain_id" ] || fail "the unlistable upload $plain_id should be left, s3rver holds [$(on_disk plain)]"
+pass "a store that cannot list uploads: the resumed run completes, one info line, the upload is left"
+
 # ---- 3. the s3 sink's sweep of its run's uploads ------------------------------------------------------
 sample_pipeline s3.yaml s3mp 60000 "type: s3" "bucket: lake" "${S3KEYS[@]}" "prefix: mp" "format: csv" \
   "multipart_chunk: 5MiB"
@@ -126,3 +148,56 @@ json_field "$OUT" .state | grep -qx completed || fail "the resumed run: $OUT"
 [ -z "$(s3c lake uploads mp/)" ] || fail "the resumed run left uploads: $(s3c lake uploads mp/)"
 [ -z "$(on_disk lake)" ] || fail "s3rver still holds uploads: $(on_disk lake)"
 pass "the s3 sink's resumed run aborts its killed attempt's unfinished upload"
+
+# ---- 4. the iceberg sink's resume sweep of its run's uploads ------------------------------------------
+D=wr/db/orders/data/
+big other.yaml resume-other lake wr
+crash_mid_upload other.yaml
+big me.yaml resume-me lake wr
+crash_mid_upload me.yaml
+run_id=$(q "$FERRY_STATE" "SELECT id FROM runs WHERE pipeline = 'resume-me'")
+[[ $run_id =~ ^[0-9]+$ ]] || fail "no single run of resume-me: [$run_id]"
+s3c lake uploads "$D" > r1.txt
+[ "$(wc -l < r1.txt)" = 2 ] || fail "want the two killed runs' uploads, listed: $(cat r1.txt)"
+me_key=$(grep -E "^${D}[0-9]+-$run_id-1-[^/ ]*\.parquet " r1.txt | cut -d' ' -f1)
+me_id=$(grep -E "^${D}[0-9]+-$run_id-1-[^/ ]*\.parquet " r1.txt | cut -d' ' -f2)
+[ -n "$me_key" ] && [ -n "$me_id" ] || fail "no upload named as attempt 1 of run $run_id: $(cat r1.txt)"
+keep=$(grep -v " $me_id " r1.txt | cut -d' ' -f2)
+[ -n "$keep" ] || fail "no upload of the other run: $(cat r1.txt)"
+# uploads of other writers under the same data/, made with the independent client
+for k in "00000-$((run_id + 1000))-1-0000feed.parquet" "00000-${run_id}7-1-0000beef.parquet" \
+         "part-00000-foreign.parquet"; do
+  id=$(s3c lake mkupload "$D$k") && [ -n "$id" ] || fail "could not create an upload of $D$k"
+  keep+=$'\n'"$id"
+done
+# one named as a dead attempt of this run in a partition folder: the sweep covers sub-folders
+sub_id=$(s3c lake mkupload "${D}k=1/00001-$run_id-1-0000cafe.parquet") && [ -n "$sub_id" ] \
+  || fail "could not create the partition folder's upload"
+keep=$(sort <<< "$keep")
+[ "$(s3c lake uploads "$D" | wc -l)" = 6 ] || fail "want 6 uploads before the resume: $(s3c lake uploads "$D")"
+
+expect_exit 0 env FERRY_LOG=info "$FERRY_BIN" run me.yaml
+grep -q "^resuming run $run_id " <<< "$OUT" || fail "the re-run did not resume run $run_id: $OUT"
+grep -qF "iceberg sink: aborted the unfinished upload of s3://lake/$me_key (attempt 1 of run $run_id died mid-file)" <<< "$OUT" \
+  || fail "the killed attempt's upload is not named: $OUT"
+[ "$(grep -c "iceberg sink: aborted the unfinished upload" <<< "$OUT")" = 2 ] \
+  || fail "want exactly two uploads aborted (the killed attempt's and the partition folder's): $OUT"
+! grep -q "ferry \(warning\|error\)" <<< "$OUT" || fail "the resumed run warned: $OUT"
+[ "$(q "$FERRY_STATE" "SELECT state FROM runs WHERE pipeline = 'resume-me'")" = completed ] \
+  || fail "the resumed run: $(q "$FERRY_STATE" "SELECT id, state, error FROM runs WHERE pipeline = 'resume-me'")"
+left=$(s3c lake uploads "$D" | cut -d' ' -f2 | sort)
+[ "$left" = "$keep" ] || fail "after the resume want exactly [$keep] listed, got [$left]"
+[ "$(on_disk lake)" = "$keep" ] || fail "after the resume s3rver should hold exactly [$keep], holds [$(on_disk lake)]"
+for id in "$me_id" "$sub_id"; do
+  [ ! -e "$T/s3data/lake/._S3rver_uploads/$id" ] || fail "upload $id is still on s3rver's disk"
+done
+{
+  echo "version: 1"; echo "name: big-ref"
+  echo "source: {type: sample, rows: 150000, seed: 7, resources: [{table: orders, mode: full}]}"
+  echo "sink: {type: sqlite, path: $T/big-ref.db}"
+} > big-ref.yaml
+expect_exit 0 ferry run big-ref.yaml --quiet --state "$T/ref-state.db"
+loc=$(q "$T/lake-wr.db" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'orders'")
+node "$READ" "s3://lake/wr" db orders "$(basename "$loc")" > ib4.jsonl || fail "icebird could not read db.orders of s3://lake/wr"
+python3 compare.py "$T/big-ref.db" icebird ib4.jsonl 1 || fail "icebird rows of the resumed run differ from the source"
+pass "the iceberg sink's resumed run aborts exactly its killed attempt's upload; others stay; rows exact"

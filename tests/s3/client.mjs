@@ -6,6 +6,8 @@
 //        node client.mjs ENDPOINT BUCKET etag KEY      -> the object's ETag ("...-N" when multipart)
 //        node client.mjs ENDPOINT BUCKET uploads PREFIX -> "KEY UPLOAD_ID INITIATED" per unfinished
 //                                                         multipart upload (ListMultipartUploads, all pages)
+//        node client.mjs ENDPOINT BUCKET mkupload KEY   -> the UPLOAD_ID of a new multipart upload of KEY
+//                                                         (CreateMultipartUpload, no part: another writer's)
 // Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (s3rver: S3RVER / S3RVER).
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
@@ -87,10 +89,15 @@ if (cmd === 'get') {
   });
   if (!etag) { process.stderr.write(`HEAD ${arg}: not found\n`); process.exit(1); }
   process.stdout.write(etag.replace(/"/g, '') + '\n');
+} else if (cmd === 'mkupload') {
+  const r = await request('POST', `/${bucket}/${enc(arg)}?uploads`);
+  const id = (r.body.toString().match(/<UploadId>([^<]*)<\/UploadId>/) || [])[1];
+  if (r.status !== 200 || !id) { process.stderr.write(`create upload ${arg}: HTTP ${r.status}\n`); process.exit(1); }
+  process.stdout.write(unxml(id) + '\n');
 } else if (cmd === 'put') {
   const r = await request('PUT', `/${bucket}/${enc(arg)}`, readFileSync(file));
   if (r.status !== 200) { process.stderr.write(`PUT ${arg}: HTTP ${r.status}\n`); process.exit(1); }
 } else {
-  process.stderr.write('usage: client.mjs ENDPOINT BUCKET get|list|put ...\n');
+  process.stderr.write('usage: client.mjs ENDPOINT BUCKET get|list|put|etag|uploads|mkupload ...\n');
   process.exit(2);
 }

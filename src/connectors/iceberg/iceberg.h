@@ -175,6 +175,18 @@ int ferry__iceberg_io_walk(struct ferry__iceberg_io *io, const char *dir, ferry_
 /* S3 only: the locations of every object under dir/ appended to out. */
 int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t *out,
                            struct ferry_error *err);
+/* S3 only: every unfinished multipart upload of a file under dir/ (ListMultipartUploads, every
+ * page, through the shared S3 client): each() gets the file's location, its name and the upload
+ * id, and may abort it with abort_upload; a code other than FERRY_OK stops the listing and is
+ * returned. A store that cannot list uploads: FERRY_EUNSUPPORTED with its reason in err.
+ * Used by the sink's resume sweep (expire lists through the S3 client itself). */
+typedef int (*ferry__iceberg_upload_fn)(const char *loc, const char *name, const char *upload_id,
+                                        void *arg, struct ferry_error *err);
+int ferry__iceberg_io_uploads_each(struct ferry__iceberg_io *io, const char *dir,
+                                   ferry__iceberg_upload_fn each, void *arg,
+                                   struct ferry_error *err);
+int ferry__iceberg_io_abort_upload(struct ferry__iceberg_io *io, const char *loc,
+                                   const char *upload_id, struct ferry_error *err);
 /* A file written as a stream (data and delete files): local = an fd; S3 = one PUT, or a
  * multipart upload once a chunk is pending. finish makes it durable; free without finish abandons it
  * (aborts the upload; a local file stays for the caller to remove). */

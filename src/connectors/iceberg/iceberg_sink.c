@@ -970,7 +970,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
  * a snapshot names them, so an attempt that died leaves files no snapshot references.
  * Their names carry the run and the attempt (NNNNN-<run>-<attempt>-<uuid>.parquet), and
  * only snapshots of the same run can reference them: begin() of a later attempt removes
- * the files of earlier attempts of its run that none of the run's snapshots lists. */
+ * the files of earlier attempts of its run that none of the run's snapshots lists, and on S3
+ * aborts the unfinished multipart uploads of those attempts (same name test). */
 
 static int referenced_files(struct sink *s, json_t *meta, int64_t run_id, json_t *set,
                             struct ferry_error *err)
@@ -1020,16 +1021,24 @@ struct sweep_ctx {
     json_t *set; /* URIs the run's snapshots name */
 };
 
+/* Whether a data file's name (NNNNN-<run>-<attempt>-...) is one of another attempt of this
+ * run; its attempt and run in *att, *run. */
+static bool other_attempt(const struct sink *s, const char *name, int *att, long long *run)
+{
+    int n = 0;
+    return sscanf(name, "%d-%lld-%d-", &n, run, att) == 3 && *run == s->run_id &&
+           *att != s->attempt;
+}
+
 /* A data file of another attempt of this run that no snapshot names: it died before its
  * commit. Removal is best effort (the next sweep tries again). */
 static int sweep_one(const char *uri, const char *loc, const char *name, void *arg,
                      struct ferry_error *err)
 {
     const struct sweep_ctx *c = arg;
-    int n = 0, att = 0;
+    int att = 0;
     long long run = 0;
-    if (sscanf(name, "%d-%lld-%d-", &n, &run, &att) != 3 || run != c->s->run_id ||
-        att == c->s->attempt || json_object_get(c->set, uri) != NULL)
+    if (!other_attempt(c->s, name, &att, &run) || json_object_get(c->set, uri) != NULL)
         return FERRY_OK;
     struct ferry_error e;
     ferry_error_clear(&e);
@@ -1038,6 +1047,49 @@ static int sweep_one(const char *uri, const char *loc, const char *name, void *a
                   "before a snapshot named it)", loc, att, run);
     (void)err;
     return FERRY_OK;
+}
+
+/* An unfinished multipart upload of a data file of another attempt of this run: that attempt
+ * died mid-file (a completed upload is an object, which sweep_one handles). Ours by the same
+ * name test as sweep_one: uploads of other runs or other writers under data/ may be in
+ * progress right now and are never touched. Best effort like sweep_one. */
+static int sweep_upload(const char *loc, const char *name, const char *upload_id, void *arg,
+                        struct ferry_error *err)
+{
+    const struct sweep_ctx *c = arg;
+    int att = 0;
+    long long run = 0;
+    (void)err;
+    if (!other_attempt(c->s, name, &att, &run)) return FERRY_OK;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (ferry__iceberg_io_abort_upload(c->s->io, loc, upload_id, &e) == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO, "iceberg sink: aborted the unfinished upload of %s (attempt %d "
+                  "of run %lld died mid-file)", loc, att, run);
+    else
+        ferry_log(FERRY_LOG_WARN, "iceberg sink: unfinished upload of %s not aborted: %s", loc,
+                  e.message);
+    return FERRY_OK;
+}
+
+/* Unfinished multipart uploads of earlier attempts under the table's data/ (only data and
+ * delete files are uploaded in parts); not every S3-compatible store lists them. */
+static int sweep_uploads(struct sink *s, const struct target *t, struct sweep_ctx *c,
+                         struct ferry_error *err)
+{
+    if (!ferry__iceberg_io_remote(s->io)) return FERRY_OK;
+    int rc = ferry__iceberg_io_uploads_each(s->io, t->data_dir, sweep_upload, c, err);
+    if (rc == FERRY_EUNSUPPORTED) {
+        ferry_log(FERRY_LOG_INFO,
+                  "iceberg sink: cannot list the multipart uploads under %s/ (%s); unfinished "
+                  "ones are left to `ferry iceberg expire` or the bucket's lifecycle rule",
+                  t->data_dir, err ? err->message : "");
+        ferry_error_clear(err);
+        rc = FERRY_OK;
+    } else if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "multipart uploads under %s/", t->data_dir);
+    }
+    return rc;
 }
 
 static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
@@ -1050,6 +1102,7 @@ static int sweep(struct sink *s, struct target *t, struct ferry_error *err)
     if (rc == FERRY_OK && meta) rc = referenced_files(s, meta, s->run_id, set, err);
     struct sweep_ctx c = {s, set};
     if (rc == FERRY_OK) rc = ferry__iceberg_io_walk(s->io, t->data_dir, sweep_one, &c, err);
+    if (rc == FERRY_OK) rc = sweep_uploads(s, t, &c, err);
     json_decref(set);
     json_decref(meta);
     ferry_free(loc);
@@ -1069,7 +1122,8 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     int rc = FERRY_OK;
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used && run && run->resuming) rc = sweep(s, &s->t[i], err);
-    if (rc != FERRY_OK) return ferry_error_prefix(err, "iceberg sink: removing orphan files");
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, "iceberg sink: removing orphan files and uploads");
     s->session = true;
     return FERRY_OK;
 }

@@ -9,7 +9,8 @@
  * holds at most one chunk in memory. `io == NULL` means the local disk everywhere.
  *
  * Owns the S3 client of the warehouse. Calls catalog.c's local file helpers, s3_client.c
- * (requests, signing, retries), libc. Called by iceberg_sink.c and catalog.c. */
+ * (requests, signing, retries, the listing of unfinished multipart uploads), libc. Called by
+ * iceberg_sink.c and catalog.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -264,6 +265,52 @@ int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t
     json_decref(keys);
     ferry_free(prefix);
     return rc;
+}
+
+struct uploads_ctx {
+    const struct ferry__iceberg_io *io;
+    ferry__iceberg_upload_fn each;
+    void *arg;
+};
+
+static int upload_one(const char *key, const char *upload_id, int64_t initiated_ms, void *arg,
+                      struct ferry_error *err)
+{
+    const struct uploads_ctx *c = arg;
+    (void)initiated_ms; /* the caller decides by the file's name, not by age */
+    char *loc = ferry_asprintf("s3://%s/%s", c->io->bucket, key);
+    if (loc == NULL) return nomem(err);
+    const char *base = strrchr(key, '/');
+    int rc = c->each(loc, base ? base + 1 : key, upload_id, c->arg, err);
+    ferry_free(loc);
+    return rc;
+}
+
+int ferry__iceberg_io_uploads_each(struct ferry__iceberg_io *io, const char *dir,
+                                   ferry__iceberg_upload_fn each, void *arg,
+                                   struct ferry_error *err)
+{
+    if (io == NULL)
+        return ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg",
+                               "iceberg sink: %s: a local folder has no multipart uploads", dir);
+    const char *key = NULL;
+    int rc = s3_key(io, dir, &key, err);
+    char *prefix = rc == FERRY_OK ? ferry_asprintf("%s/", key) : NULL;
+    if (rc == FERRY_OK && prefix == NULL) rc = nomem(err);
+    struct uploads_ctx c = {io, each, arg};
+    if (rc == FERRY_OK) rc = ferry__s3_list_uploads_each(io->s3, prefix, upload_one, &c, err);
+    ferry_free(prefix);
+    return rc;
+}
+
+int ferry__iceberg_io_abort_upload(struct ferry__iceberg_io *io, const char *loc,
+                                   const char *upload_id, struct ferry_error *err)
+{
+    const char *key = NULL;
+    int rc = io ? s3_key(io, loc, &key, err)
+                : ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg",
+                                  "iceberg sink: %s: a local file has no multipart upload", loc);
+    return rc == FERRY_OK ? ferry__s3_multipart_abort(io->s3, key, upload_id, err) : rc;
 }
 
 static int walk_local(const char *dir, ferry__iceberg_walk_fn each, void *arg, int depth,

@@ -1083,13 +1083,20 @@ static int commit_session(struct run *r, struct ferry_error *err)
     return emit(r, NULL, FERRY_EV_SINK_COMMITTED, "{}", NULL, err);
 }
 
-static void cleanup(struct run *r)
+/* Stops the control thread: after this no heartbeat or lag event of the attempt is left to
+ * come, so the run's final event is its last one. */
+static void stop_control(struct run *r)
 {
     if (r->control_started) {
         atomic_store(&r->control_stop, 1);
         pthread_join(r->control, NULL);
         r->control_started = false;
     }
+}
+
+static void cleanup(struct run *r)
+{
+    stop_control(r);
     if (r->session_open) r->p->sink_vt->abort(r->sink_ctx);
     if (r->sink_ctx) r->p->sink_vt->close(r->sink_ctx);
     for (int i = 1; i < r->n_readers; i++)
@@ -1333,7 +1340,10 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     if (rc == FERRY_OK && !r.shard_mode && r.p->verify != NULL &&
         !strcmp(r.p->verify, "after_run"))
         ferry_verify_after_run(r.p, verify_event, &r);
-    /* The final event: the tracker folds it into the run's state. */
+    /* The final event: the tracker folds it into the run's state. It is the attempt's last
+     * event (an event stream that ends at it misses nothing), so the control thread, which
+     * emits heartbeats and lag, stops first. */
+    stop_control(&r);
     struct ferry_error fe;
     ferry_error_clear(&fe);
     if (r.shard_mode) {
@@ -1378,11 +1388,6 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
         emit(&r, NULL, FERRY_EV_RUN_FAILED, fb.data, &seq, &fe);
         ferry_buf_release(&fb);
         res->state = "failed";
-    }
-    if (r.control_started) {
-        atomic_store(&r.control_stop, 1);
-        pthread_join(r.control, NULL);
-        r.control_started = false;
     }
     if (seq > 0) {
         int wrc = tracking ? ferry_tracker_wait(r.tracker, seq, 60000, &fe)

@@ -74,10 +74,10 @@ static void print_file(void *ctx, const char *path)
     fprintf(stderr, "  %s\n", path);
 }
 
-static void print_upload(void *ctx, const char *key, const char *upload_id)
+static void print_upload(void *ctx, const char *loc, const char *upload_id)
 {
     (void)ctx;
-    fprintf(stderr, "  unfinished upload %s (upload id %s)\n", key, upload_id);
+    fprintf(stderr, "  unfinished upload %s (upload id %s)\n", loc, upload_id);
 }
 
 static int duration_ms(const char *s, int64_t *out)

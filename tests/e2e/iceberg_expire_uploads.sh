@@ -85,7 +85,7 @@ expect_exit 0 ferry iceberg expire orders --pipeline big.yaml --older-than 1h --
 uploads lake | cmp -s - u2.txt || fail "a dry run aborted uploads: $(uploads lake)"
 
 expect_exit 0 ferry iceberg expire orders --pipeline big.yaml --older-than 1h
-grep -q "unfinished upload $old_key (upload id $old_id)" <<< "$OUT" || fail "the aborted upload is not named: $OUT"
+grep -qF "unfinished upload s3://lake/$old_key (upload id $old_id)" <<< "$OUT" || fail "the aborted upload is not named: $OUT"
 grep -q "; 1 unfinished upload aborted" <<< "$OUT" || fail "expire's summary: $OUT"
 [ "$(uploads lake | cut -d' ' -f2)" = "$young_id" ] || fail "after --older-than 1h want only the young upload, listed: $(uploads lake)"
 [ "$(on_disk lake)" = "$young_id" ] || fail "s3rver still holds [$(on_disk lake)]"

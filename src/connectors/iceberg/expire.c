@@ -155,19 +155,17 @@ static int sweep_one(const char *uri, const char *loc, const char *name, void *a
 /* An unfinished multipart upload under data/: aborted when it is ours and was initiated
  * before the cutoff. A writer still running started its upload after the cutoff; an upload
  * whose time the store does not give is left alone. */
-static int abort_one(const char *key, const char *upload_id, int64_t initiated_ms, void *arg,
-                     struct ferry_error *err)
+static int abort_one(const char *loc, const char *name, const char *upload_id,
+                     int64_t initiated_ms, void *arg, struct ferry_error *err)
 {
     struct sweep_ctx *c = arg;
-    const char *name = strrchr(key, '/');
-    if (!ours(name ? name + 1 : key) || initiated_ms < 0 || initiated_ms >= c->cutoff_ms)
-        return FERRY_OK;
+    if (!ours(name) || initiated_ms < 0 || initiated_ms >= c->cutoff_ms) return FERRY_OK;
     if (!c->dry_run) {
-        int rc = ferry__s3_multipart_abort(ferry__iceberg_io_s3(c->io), key, upload_id, err);
+        int rc = ferry__iceberg_io_abort_upload(c->io, loc, upload_id, err);
         if (rc != FERRY_OK) return rc;
     }
     c->res->uploads_aborted++;
-    if (c->res->on_upload) c->res->on_upload(c->res->ctx, key, upload_id);
+    if (c->res->on_upload) c->res->on_upload(c->res->ctx, loc, upload_id);
     return FERRY_OK;
 }
 
@@ -177,24 +175,21 @@ static int abort_one(const char *key, const char *upload_id, int64_t initiated_m
 static int abort_uploads(struct ferry__iceberg_io *io, const char *location, struct sweep_ctx *c,
                          struct ferry_error *err)
 {
-    struct ferry__s3_client *cli = ferry__iceberg_io_s3(io);
-    const char *key = location + 5 + strlen(ferry__s3_client_bucket(cli)) + 1;
-    char *prefix = ferry_asprintf("%s/data/", key);
-    if (prefix == NULL) return nomem(err);
-    int rc = ferry__s3_list_uploads_each(cli, prefix, abort_one, c, err);
+    char *dir = ferry_asprintf("%s/data", location);
+    if (dir == NULL) return nomem(err);
+    int rc = ferry__iceberg_io_uploads_each(io, dir, abort_one, c, err);
     c->res->uploads_listed = rc == FERRY_OK;
     if (rc == FERRY_EUNSUPPORTED) {
         ferry_log(FERRY_LOG_INFO,
-                  "iceberg expire: cannot list the multipart uploads under s3://%s/%s (%s); "
+                  "iceberg expire: cannot list the multipart uploads under %s/ (%s); "
                   "unfinished ones are left to the bucket's lifecycle rule",
-                  ferry__s3_client_bucket(cli), prefix, err ? err->message : "");
+                  dir, err ? err->message : "");
         ferry_error_clear(err);
         rc = FERRY_OK;
     } else if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "iceberg expire: multipart uploads under s3://%s/%s",
-                           ferry__s3_client_bucket(cli), prefix);
+        ferry_error_prefix(err, "iceberg expire: multipart uploads under %s/", dir);
     }
-    ferry_free(prefix);
+    ferry_free(dir);
     return rc;
 }
 

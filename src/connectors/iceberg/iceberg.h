@@ -176,12 +176,13 @@ int ferry__iceberg_io_walk(struct ferry__iceberg_io *io, const char *dir, ferry_
 int ferry__iceberg_io_list(struct ferry__iceberg_io *io, const char *dir, json_t *out,
                            struct ferry_error *err);
 /* S3 only: every unfinished multipart upload of a file under dir/ (ListMultipartUploads, every
- * page, through the shared S3 client): each() gets the file's location, its name and the upload
- * id, and may abort it with abort_upload; a code other than FERRY_OK stops the listing and is
- * returned. A store that cannot list uploads: FERRY_EUNSUPPORTED with its reason in err.
- * Used by the sink's resume sweep (expire lists through the S3 client itself). */
+ * page, through the shared S3 client): each() gets the file's location, its name, the upload
+ * id and its Initiated time (ms since the epoch, -1 when the store gave none), and may abort
+ * it with abort_upload; a code other than FERRY_OK stops the listing and is returned. A store
+ * that cannot list uploads: FERRY_EUNSUPPORTED with its reason in err. Used by the sink's
+ * resume sweep (by name) and by expire (by age). */
 typedef int (*ferry__iceberg_upload_fn)(const char *loc, const char *name, const char *upload_id,
-                                        void *arg, struct ferry_error *err);
+                                        int64_t initiated_ms, void *arg, struct ferry_error *err);
 int ferry__iceberg_io_uploads_each(struct ferry__iceberg_io *io, const char *dir,
                                    ferry__iceberg_upload_fn each, void *arg,
                                    struct ferry_error *err);
@@ -286,7 +287,7 @@ struct ferry__iceberg_expire_result {
     int64_t uploads_aborted; /* S3: unfinished multipart uploads under data/ older than the cutoff */
     bool uploads_listed;     /* the store listed the table's uploads (S3 that supports it) */
     void (*on_file)(void *ctx, const char *path); /* optional: each deleted (or would-be) file */
-    void (*on_upload)(void *ctx, const char *key, const char *upload_id); /* optional: each aborted */
+    void (*on_upload)(void *ctx, const char *loc, const char *upload_id); /* optional: each aborted (s3:// location) */
     void *ctx;
     char unreachable[512]; /* non-empty: the table's files were not looked at, and why */
 };

@@ -1053,12 +1053,13 @@ static int sweep_one(const char *uri, const char *loc, const char *name, void *a
  * died mid-file (a completed upload is an object, which sweep_one handles). Ours by the same
  * name test as sweep_one: uploads of other runs or other writers under data/ may be in
  * progress right now and are never touched. Best effort like sweep_one. */
-static int sweep_upload(const char *loc, const char *name, const char *upload_id, void *arg,
-                        struct ferry_error *err)
+static int sweep_upload(const char *loc, const char *name, const char *upload_id,
+                        int64_t initiated_ms, void *arg, struct ferry_error *err)
 {
     const struct sweep_ctx *c = arg;
     int att = 0;
     long long run = 0;
+    (void)initiated_ms; /* ours by name, never by age */
     (void)err;
     if (!other_attempt(c->s, name, &att, &run)) return FERRY_OK;
     struct ferry_error e;

@@ -277,11 +277,10 @@ static int upload_one(const char *key, const char *upload_id, int64_t initiated_
                       struct ferry_error *err)
 {
     const struct uploads_ctx *c = arg;
-    (void)initiated_ms; /* the caller decides by the file's name, not by age */
     char *loc = ferry_asprintf("s3://%s/%s", c->io->bucket, key);
     if (loc == NULL) return nomem(err);
     const char *base = strrchr(key, '/');
-    int rc = c->each(loc, base ? base + 1 : key, upload_id, c->arg, err);
+    int rc = c->each(loc, base ? base + 1 : key, upload_id, initiated_ms, c->arg, err);
     ferry_free(loc);
     return rc;
 }

@@ -999,9 +999,53 @@ static void test_merge_partition_not_key(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The metadata log: appended, trimmed to write.metadata.previous-versions-max (oldest off
+ * first, reported in dropped), default 100; metadata file numbers by name. */
+static void test_metadata_log(void **state)
+{
+    (void)state;
+    json_t *m = json_pack("{s:{s:s},s:[]}", "properties", "write.metadata.previous-versions-max",
+                          "2", "metadata-log");
+    json_t *dropped = json_array();
+    assert_int_equal(ferry__iceberg_meta_log(m, "file:///w/metadata/v1.metadata.json", 10, dropped), FERRY_OK);
+    assert_int_equal(ferry__iceberg_meta_log(m, "file:///w/metadata/v2.metadata.json", 20, dropped), FERRY_OK);
+    assert_int_equal(json_array_size(dropped), 0);
+    assert_int_equal(ferry__iceberg_meta_log(m, "file:///w/metadata/v3.metadata.json", 30, dropped), FERRY_OK);
+    json_t *log = json_object_get(m, "metadata-log");
+    assert_int_equal(json_array_size(log), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(log, 0), "metadata-file")),
+                        "file:///w/metadata/v2.metadata.json");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(log, 1), "timestamp-ms")), 30);
+    assert_int_equal(json_array_size(dropped), 1);
+    assert_string_equal(json_string_value(json_array_get(dropped, 0)), "file:///w/metadata/v1.metadata.json");
+    assert_false(ferry__iceberg_meta_delete_after_commit(m));
+    json_object_set_new(json_object_get(m, "properties"), "write.metadata.delete-after-commit.enabled",
+                        json_string("TRUE"));
+    assert_true(ferry__iceberg_meta_delete_after_commit(m));
+    /* no properties, no log yet: created, default of 100 */
+    json_t *n = json_object();
+    for (int i = 0; i < 105; i++) assert_int_equal(ferry__iceberg_meta_log(n, "v.metadata.json", i, NULL), FERRY_OK);
+    assert_int_equal(json_array_size(json_object_get(n, "metadata-log")), 100);
+    /* a property that is no number: the default */
+    json_object_set_new(n, "properties", json_pack("{s:s}", "write.metadata.previous-versions-max", "x"));
+    assert_int_equal(ferry__iceberg_meta_log(n, "v.metadata.json", 0, NULL), FERRY_OK);
+    assert_int_equal(json_array_size(json_object_get(n, "metadata-log")), 100);
+    assert_int_equal(ferry__iceberg_meta_version("s3://b/t/metadata/v12.metadata.json"), 12);
+    assert_int_equal(ferry__iceberg_meta_version("00007-5b1e8c3a-1f2d-4e5f-8a9b-0c1d2e3f4a5b.metadata.json"), 7);
+    assert_int_equal(ferry__iceberg_meta_version("/w/metadata/version-hint.text"), -1);
+    assert_int_equal(ferry__iceberg_meta_version("snap-1-uuid.avro"), -1);
+    assert_int_equal(ferry__iceberg_meta_version("vx.metadata.json"), -1);
+    assert_int_equal(ferry__iceberg_meta_version("v3x.metadata.json"), -1);
+    assert_int_equal(ferry__iceberg_meta_version(".metadata.json"), -1);
+    json_decref(dropped);
+    json_decref(m);
+    json_decref(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metadata_log),
         cmocka_unit_test(test_murmur3_spec_vectors),
         cmocka_unit_test(test_decimal_minimal_bytes),
         cmocka_unit_test(test_single_value_bounds),

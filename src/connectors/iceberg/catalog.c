@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "connectors/iceberg/iceberg.h"
@@ -956,4 +957,61 @@ int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
         if (push(names, &n, (const char *)sqlite3_column_text(st, 0)) != FERRY_OK) rc = nomem(err);
     sqlite3_finalize(st);
     return rc;
+}
+
+/* ---- the metadata log ----------------------------------------------------------------- */
+
+/* A table property read as a whole number (properties are strings); dflt when absent or
+ * not a number. */
+static int64_t prop_int(const json_t *meta, const char *key, int64_t dflt)
+{
+    const char *v = json_string_value(json_object_get(json_object_get(meta, "properties"), key));
+    if (v == NULL || *v == '\0') return dflt;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return errno == 0 && end && *end == '\0' ? (int64_t)n : dflt;
+}
+
+int ferry__iceberg_meta_log(json_t *next, const char *prev_location, int64_t prev_updated_ms,
+                            json_t *dropped)
+{
+    json_t *mlog = json_object_get(next, "metadata-log");
+    if (!json_is_array(mlog)) {
+        mlog = json_array();
+        if (mlog == NULL || json_object_set_new(next, "metadata-log", mlog) != 0) return FERRY_ENOMEM;
+    }
+    if (json_array_append_new(mlog, json_pack("{s:s,s:I}", "metadata-file", prev_location,
+                                              "timestamp-ms", (json_int_t)prev_updated_ms)) != 0)
+        return FERRY_ENOMEM;
+    int64_t max = prop_int(next, "write.metadata.previous-versions-max", 100);
+    if (max < 1) max = 1;
+    while ((int64_t)json_array_size(mlog) > max) {
+        json_t *file = json_object_get(json_array_get(mlog, 0), "metadata-file");
+        if (dropped && json_is_string(file) && json_array_append(dropped, file) != 0)
+            return FERRY_ENOMEM;
+        json_array_remove(mlog, 0);
+    }
+    return FERRY_OK;
+}
+
+bool ferry__iceberg_meta_delete_after_commit(const json_t *meta)
+{
+    const char *v = json_string_value(json_object_get(json_object_get(meta, "properties"),
+                                                      "write.metadata.delete-after-commit.enabled"));
+    return v && !strcasecmp(v, "true");
+}
+
+int ferry__iceberg_meta_version(const char *location)
+{
+    const char *base = strrchr(location, '/');
+    base = base ? base + 1 : location;
+    size_t n = strlen(base);
+    if (n <= 14 || strcmp(base + n - 14, ".metadata.json") != 0) return -1;
+    if (base[0] == 'v') base++;
+    if (*base < '0' || *base > '9') return -1;
+    char *end = NULL;
+    long v = strtol(base, &end, 10);
+    if (v < 0 || v > INT32_MAX || end == NULL || (*end != '.' && *end != '-')) return -1;
+    return (int)v;
 }

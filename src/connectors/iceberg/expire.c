@@ -7,8 +7,9 @@
  * retries). Then the table's folder is walked: a manifest list, manifest, data or delete
  * file that no kept snapshot reaches and whose modification time is before the cutoff is
  * deleted. The age test keeps the files of a writer still running (written but not yet
- * committed), and covers the orphans of runs that died. Metadata JSON files stay (the
- * metadata log names them).
+ * committed), and covers the orphans of runs that died. A metadata JSON file goes by the
+ * same age rule when it is neither the current one nor in the current metadata log, and its
+ * number is below the current one (so a commit made meanwhile keeps its file).
  *
  * Files are found under the table's `location` (its data/ and metadata/ folders only): a
  * local folder is walked, an S3 prefix in the catalog's warehouse bucket is listed (and each
@@ -118,10 +119,42 @@ static bool ours(const char *name)
 struct sweep_ctx {
     struct ferry__iceberg_io *io;
     json_t *keep; /* URIs the kept snapshots reach */
+    json_t *keep_meta; /* names of the current metadata file and of those its log lists */
+    int version;       /* the current metadata file's number (-1: unknown, keep them all) */
     int64_t cutoff_ms;
     bool dry_run;
     struct ferry__iceberg_expire_result *res;
 };
+
+/* The metadata files the table needs, read after the expire's own commit: the current one
+ * and those its metadata log lists (Iceberg keeps write.metadata.previous-versions-max of
+ * them). Every other metadata file is an old version or the file of a lost commit race. */
+static int current_metadata(struct ferry__iceberg_catalog *cat, const char *table,
+                            struct sweep_ctx *c, struct ferry_error *err)
+{
+    json_t *meta = NULL;
+    char *loc = NULL;
+    int version = 0;
+    int rc = ferry__iceberg_catalog_load(cat, table, &meta, &loc, &version, err);
+    c->keep_meta = json_object();
+    if (rc == FERRY_OK && c->keep_meta == NULL) rc = nomem(err);
+    const char *base = loc ? strrchr(loc, '/') : NULL;
+    if (rc == FERRY_OK && base) {
+        c->version = ferry__iceberg_meta_version(base + 1);
+        json_object_set_new(c->keep_meta, base + 1, json_true());
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(meta, "metadata-log"), i, e)
+        {
+            const char *f = json_string_value(json_object_get(e, "metadata-file"));
+            const char *b = f ? strrchr(f, '/') : NULL;
+            if (b) json_object_set_new(c->keep_meta, b + 1, json_true());
+        }
+    }
+    json_decref(meta);
+    ferry_free(loc);
+    return rc;
+}
 
 /* One file under the table's data/ or metadata/: deleted when it is ours, no kept snapshot
  * reaches it and it is older than the cutoff. A local file that cannot be removed is
@@ -130,8 +163,16 @@ static int sweep_one(const char *uri, const char *loc, const char *name, void *a
                      struct ferry_error *err)
 {
     struct sweep_ctx *c = arg;
-    /* manifests name local files by file:// URI; a bare path counts the same */
-    if (!ours(name) || json_object_get(c->keep, uri) || json_object_get(c->keep, loc)) return FERRY_OK;
+    int v = ferry__iceberg_meta_version(name);
+    if (v >= 0) {
+        /* a metadata file: not the current one, not in its log, and older than the current
+         * one by its number, so a commit made since expire read the table is never touched */
+        if (c->version < 0 || v >= c->version || json_object_get(c->keep_meta, name))
+            return FERRY_OK;
+    } else if (!ours(name) || json_object_get(c->keep, uri) || json_object_get(c->keep, loc)) {
+        /* manifests name local files by file:// URI; a bare path counts the same */
+        return FERRY_OK;
+    }
     struct ferry__iceberg_io *io = is_local(loc) ? NULL : c->io;
     bool exists = false;
     int64_t size = 0, mtime = 0;
@@ -305,13 +346,13 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
                 if (json_object_get(ids, k)) json_array_append(log, s);
             }
             json_object_set_new(next, "snapshot-log", log);
-            json_t *mlog = json_object_get(next, "metadata-log");
-            if (json_is_array(mlog))
-                json_array_append_new(mlog, json_pack("{s:s,s:O}", "metadata-file", loc,
-                                                      "timestamp-ms",
-                                                      json_object_get(meta, "last-updated-ms")));
+            if (ferry__iceberg_meta_log(
+                    next, loc, json_integer_value(json_object_get(meta, "last-updated-ms")),
+                    NULL) != FERRY_OK)
+                rc = nomem(err);
             json_object_set_new(next, "last-updated-ms", json_integer(ferry_now_wall_us() / 1000));
-            rc = ferry__iceberg_catalog_commit(cat, table, loc, version + 1, next, NULL, err);
+            if (rc == FERRY_OK)
+                rc = ferry__iceberg_catalog_commit(cat, table, loc, version + 1, next, NULL, err);
             json_decref(next);
         }
         json_decref(kept);
@@ -324,7 +365,8 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
     /* only the table's own data/ and metadata/ folders: a location a catalog hands out
      * is never swept wider than the layout ferry writes */
     static const char *const sub[] = {"data", "metadata"};
-    struct sweep_ctx c = {io, keep, cutoff, dry_run, res};
+    struct sweep_ctx c = {io, keep, NULL, -1, cutoff, dry_run, res};
+    if (rc == FERRY_OK && files) rc = current_metadata(cat, table, &c, err);
     for (int k = 0; rc == FERRY_OK && files && k < 2; k++) {
         size_t ln = strlen(location);
         while (ln > 1 && location[ln - 1] == '/') location[--ln] = '\0';
@@ -337,6 +379,7 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
         ferry_free(dir);
     }
     if (rc == FERRY_OK && files && !is_local(location)) rc = abort_uploads(io, location, &c, err);
+    json_decref(c.keep_meta);
     json_decref(keep);
     ferry_free(location);
     return rc;

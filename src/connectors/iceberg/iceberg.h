@@ -245,6 +245,19 @@ int ferry__iceberg_catalog_load(struct ferry__iceberg_catalog *c, const char *ta
 int ferry__iceberg_catalog_commit(struct ferry__iceberg_catalog *c, const char *table,
                                   const char *old_location, int new_version, json_t *meta,
                                   char **new_location, struct ferry_error *err);
+/* The metadata log of a commit's new metadata `next`: appends the metadata file it replaces
+ * (prev_location, last updated at prev_updated_ms) and trims the log to the table's
+ * `write.metadata.previous-versions-max` newest entries (default 100, as Iceberg's own
+ * writers). The locations trimmed off are appended to dropped (may be NULL). FERRY_OK or
+ * FERRY_ENOMEM. */
+int ferry__iceberg_meta_log(json_t *next, const char *prev_location, int64_t prev_updated_ms,
+                            json_t *dropped);
+/* The table property `write.metadata.delete-after-commit.enabled` is true: a committer
+ * deletes the metadata files its commit trimmed off the log. */
+bool ferry__iceberg_meta_delete_after_commit(const json_t *meta);
+/* The version number of a metadata file's name (vN.metadata.json, NNNNN-<uuid>.metadata.json),
+ * -1 for any other name. */
+int ferry__iceberg_meta_version(const char *location);
 /* After a failed commit: true when it may have happened all the same (REST: the answer was
  * lost and the table could not be loaded); the caller must then keep the files it named. */
 bool ferry__iceberg_catalog_commit_unknown(const struct ferry__iceberg_catalog *c);

@@ -147,6 +147,7 @@ struct sink {
     char *rest_token; /* REST catalog bearer token (a secret) */
     bool sql_is_pg;
     json_t *partition_cfg; /* {table: [transform text...]} */
+    json_t *properties;    /* table properties the pipeline sets: {key: text} */
     struct ferry__iceberg_catalog *cat;
     struct ferry__s3_client *s3; /* S3 warehouse, until the catalog takes it */
     int64_t chunk;                /* S3: multipart part size */
@@ -277,6 +278,7 @@ static void sink_close(void *ctx)
     ferry__s3_client_close(s->s3);
     if (s->fmt && s->fmt->conf_free) s->fmt->conf_free(s->opts.conf);
     json_decref(s->partition_cfg);
+    json_decref(s->properties);
     ferry_free(s->warehouse);
     ferry_free(s->ns);
     ferry_secret_free(s->sql_path);
@@ -311,6 +313,30 @@ static int read_partition_cfg(struct ferry_cfg *cfg, json_t **out, struct ferry_
         for (int k = 0; k < n; k++) json_array_append_new(a, json_string(v[k]));
         json_object_set_new(*out, c->key, a);
         ferry_cfg_strv_free(v);
+    }
+    return FERRY_OK;
+}
+
+/* `properties: {write.metadata.previous-versions-max: 20, ...}`: Iceberg table properties
+ * (text; numbers and booleans as written) set on every table the sink writes. */
+static int read_properties(struct ferry_cfg *cfg, json_t **out, struct ferry_error *err)
+{
+    *out = json_object();
+    if (*out == NULL) return nomem(err);
+    struct ferry_cfg *p = ferry_cfg_get(cfg, "properties");
+    if (p == NULL || p->kind == FERRY_CFG_NULL) return FERRY_OK;
+    if (p->kind != FERRY_CFG_MAP)
+        return ferry_cfg_error(err, p,
+                               "must map Iceberg table property names to values, e.g. "
+                               "{write.metadata.previous-versions-max: 20}");
+    p->used = true;
+    for (int i = 0; i < p->n_children; i++) {
+        struct ferry_cfg *c = p->children[i];
+        if (c->kind != FERRY_CFG_SCALAR || c->scalar == NULL)
+            return ferry_cfg_error(err, c, "must be a text, number or boolean");
+        c->used = true;
+        if (json_object_set_new(*out, c->key, json_string(c->scalar)) != 0)
+            return ferry_cfg_error(err, c, "must be UTF-8 text");
     }
     return FERRY_OK;
 }
@@ -442,6 +468,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         goto out;
     }
     rc = read_partition_cfg(cfg, &s->partition_cfg, err);
+    if (rc == FERRY_OK) rc = read_properties(cfg, &s->properties, err);
     if (rc == FERRY_OK && fmt->configure) rc = fmt->configure(cfg, &s->opts.conf, err);
     if (rc != FERRY_OK) {
         sink_close(s);
@@ -605,6 +632,68 @@ static json_t *spec_json(const struct target *t)
                                         t->pf[i].text, "source-id", (int)t->field_ids[t->pf[i].col],
                                         "field-id", 1000 + i));
     return fields;
+}
+
+/* Sets the pipeline's table properties on meta; true when one was missing or different. */
+static bool set_properties(const struct sink *s, json_t *meta)
+{
+    json_t *props = json_object_get(meta, "properties");
+    if (!json_is_object(props)) {
+        props = json_object();
+        json_object_set_new(meta, "properties", props);
+    }
+    bool changed = false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s->properties, k, v)
+    {
+        if (!json_equal(json_object_get(props, k), v)) {
+            json_object_set(props, k, v);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+/* The metadata log of a commit that replaces prev (the file prev_loc) with next: see
+ * ferry__iceberg_meta_log. */
+static int log_metadata(json_t *next, const char *prev_loc, const json_t *prev, json_t *dropped,
+                        struct ferry_error *err)
+{
+    int64_t at = json_integer_value(json_object_get(prev, "last-updated-ms"));
+    return ferry__iceberg_meta_log(next, prev_loc, at, dropped) == FERRY_OK ? FERRY_OK : nomem(err);
+}
+
+/* After a commit of meta: the metadata files its log trimmed off (dropped) are deleted when
+ * the table's write.metadata.delete-after-commit.enabled is true, and only files in the
+ * table's own metadata/ folder. Never on a REST catalog: its server keeps the log and owns
+ * those files. Best effort: a file left is harmless and `ferry iceberg expire` removes it. */
+static void drop_old_metadata(const struct target *t, const json_t *meta, const json_t *dropped)
+{
+    struct sink *s = t->s;
+    if (s->kind == ICEBERG_CATALOG_REST || json_array_size(dropped) == 0 ||
+        !ferry__iceberg_meta_delete_after_commit(meta))
+        return;
+    char *mdir = ferry_asprintf("%s/metadata/", t->dir);
+    char *muri = mdir ? ferry__iceberg_io_uri(s->io, mdir) : NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(dropped, i, v)
+    {
+        const char *loc = json_string_value(v), *name = NULL;
+        if (muri && loc && strncmp(loc, muri, strlen(muri)) == 0)
+            name = loc + strlen(muri);
+        else if (mdir && loc && strncmp(loc, mdir, strlen(mdir)) == 0)
+            name = loc + strlen(mdir);
+        if (name == NULL || strchr(name, '/') || ferry__iceberg_meta_version(name) < 0) continue;
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        if (ferry__iceberg_io_remove(s->io, loc, &e) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "iceberg sink: old metadata file %s not deleted: %s", loc,
+                      e.message);
+    }
+    ferry_free(muri);
+    ferry_free(mdir);
 }
 
 static json_t *new_table_metadata(const struct target *t, const char *location,
@@ -917,12 +1006,14 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
         if (rc != FERRY_OK) return ferry_error_prefix(err, "iceberg sink: table %s", table);
         t->field_ids[i] = i + 1;
     }
+    json_t *dropped = json_array();
+    if (dropped == NULL) return nomem(err);
     for (int tries = 0; tries <= s->retries; tries++) {
         json_t *meta = NULL;
         char *loc = NULL;
         int version = 0;
         rc = ferry__iceberg_catalog_load(s->cat, table, &meta, &loc, &version, err);
-        if (rc != FERRY_OK) return rc;
+        if (rc != FERRY_OK) break;
         bool changed = false;
         for (int k = 0; k < t->n_pf; k++) ferry__iceberg_pfield_release(&t->pf[k]);
         t->n_pf = 0;
@@ -935,31 +1026,29 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                 meta = new_table_metadata(t, location, err);
                 if (meta == NULL) rc = err && err->code ? err->code : FERRY_ENOMEM;
             }
+            if (rc == FERRY_OK) set_properties(s, meta);
             ferry_free(location);
             changed = true;
         } else {
             rc = reconcile_schema(t, meta, &changed, err);
             if (rc == FERRY_OK) rc = resolve_partitioning(s, t, meta, err);
+            if (rc == FERRY_OK && set_properties(s, meta)) changed = true;
             if (rc == FERRY_OK && changed) {
-                json_t *mlog = json_object_get(meta, "metadata-log");
-                if (!json_is_array(mlog)) {
-                    json_object_set_new(meta, "metadata-log", json_array());
-                    mlog = json_object_get(meta, "metadata-log");
-                }
-                json_array_append_new(mlog, json_pack("{s:s,s:O}", "metadata-file", loc,
-                                                      "timestamp-ms",
-                                                      json_object_get(meta, "last-updated-ms")));
+                rc = log_metadata(meta, loc, meta, dropped, err);
                 json_object_set_new(meta, "last-updated-ms", json_integer(now_ms()));
             }
             if (rc == FERRY_OK) rc = ferry__iceberg_io_mkdirs(s->io, t->data_dir, err);
         }
         if (rc == FERRY_OK && changed)
             rc = ferry__iceberg_catalog_commit(s->cat, table, loc, version + 1, meta, NULL, err);
+        if (rc == FERRY_OK && changed) drop_old_metadata(t, meta, dropped);
+        json_array_clear(dropped);
         json_decref(meta);
         ferry_free(loc);
         if (rc != FERRY_ECONFLICT) break;
         ferry_error_clear(err);
     }
+    json_decref(dropped);
     if (rc == FERRY_OK && row_level) rc = prepare_row_level(t, err);
     return rc;
 }
@@ -2384,16 +2473,13 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
         }
         json_array_append_new(slog, json_pack("{s:I,s:I}", "snapshot-id", (json_int_t)snapshot_id,
                                               "timestamp-ms", (json_int_t)ts));
-        json_t *mlog = json_object_get(next, "metadata-log");
-        if (!json_is_array(mlog)) {
-            json_object_set_new(next, "metadata-log", json_array());
-            mlog = json_object_get(next, "metadata-log");
-        }
-        json_array_append_new(mlog, json_pack("{s:s,s:O}", "metadata-file", loc, "timestamp-ms",
-                                              json_object_get(meta, "last-updated-ms")));
-        rc = ferry_failpoint_check("iceberg_before_catalog_commit", err);
+        json_t *dropped = json_array();
+        rc = dropped ? log_metadata(next, loc, meta, dropped, err) : nomem(err);
+        if (rc == FERRY_OK) rc = ferry_failpoint_check("iceberg_before_catalog_commit", err);
         if (rc == FERRY_OK)
             rc = ferry__iceberg_catalog_commit(s->cat, t->table, loc, version + 1, next, NULL, err);
+        if (rc == FERRY_OK) drop_old_metadata(t, next, dropped);
+        json_decref(dropped);
         json_decref(next);
         if (rc == FERRY_OK) {
             for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;

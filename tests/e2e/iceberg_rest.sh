@@ -15,6 +15,7 @@
 #      no error, no duplicate on the next run;
 #   6. a wrong token: a clear error (HTTP 401, "check catalog_token"), exit non-zero, the token
 #      never printed.
+#   7. `properties` on an existing table: sent as set-properties, kept by the catalog.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/tools/iceberg_lib.sh"
 export REST_TOKEN="rest-token-$RANDOM$RANDOM"
@@ -119,3 +120,11 @@ set -e
 grep -q "401" <<< "$OUT" && grep -q "catalog_token" <<< "$OUT" || fail "wrong token: unclear error: $OUT"
 ! grep -q "wrong-token-canary-123" <<< "$OUT" || fail "the token was printed: $OUT"
 pass "wrong token: HTTP 401 named, exit $st, the token never printed"
+
+# ---- 7. table properties ---------------------------------------------------------------------------
+pipeline props.yaml app "$ROWS" "${SINK[@]}" "properties: {comment: set by ferry, write.metadata.previous-versions-max: 5}"
+expect_exit 0 ferry run props.yaml --quiet
+meta_json orders | jq -e '.properties.comment == "set by ferry" and .properties."write.metadata.previous-versions-max" == "5"' \
+  >/dev/null || fail "properties through set-properties: $(meta_json orders | jq -c .properties)"
+rest_orders 9
+pass "table properties reach a REST catalog's table (set-properties)"

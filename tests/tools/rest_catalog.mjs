@@ -15,7 +15,13 @@
 //        (file:// locations, or s3://BUCKET/... ones when $REST_S3_ENDPOINT is set: a
 //        loopback S3 endpoint, path style, requests signed with the `aws4` package with
 //        $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY) and the pointer swapped.
-// Every request needs `Authorization: Bearer $REST_TOKEN` (401 otherwise). State (namespaces
+// Every request needs `Authorization: Bearer $REST_TOKEN` (401 otherwise). With
+// $REST_CLIENT_ID / $REST_CLIENT_SECRET set, POST /v1/oauth/tokens implements the OAuth2 client
+// credentials grant (form-encoded grant_type, client_id, client_secret, scope; 401
+// invalid_client otherwise) and issues tokens valid $REST_TOKEN_TTL seconds (default 3600),
+// each appended to STATE_DIR/tokens.log; requests then need one of those tokens, unexpired.
+// When the file STATE_DIR/revoke-tokens exists, the next request revokes every token issued
+// so far (the file is removed) and is answered 401. State (namespaces
 // and metadata locations) lives in STATE_DIR/catalog.json, rewritten by rename.
 //   node rest_catalog.mjs STATE_DIR PORTFILE        (prints nothing; the port goes to PORTFILE)
 // Request lines are appended to STATE_DIR/requests.log ("METHOD PATH STATUS"). Requests are
@@ -30,6 +36,10 @@ import { dirname, join } from 'node:path'
 
 const [stateDir, portFile] = process.argv.slice(2)
 const TOKEN = process.env.REST_TOKEN || ''
+const CLIENT_ID = process.env.REST_CLIENT_ID || ''
+const CLIENT_SECRET = process.env.REST_CLIENT_SECRET || ''
+const TOKEN_TTL = Number(process.env.REST_TOKEN_TTL || 3600)
+const issued = new Map() // OAuth2 token -> expiry (ms)
 const PREFIX = process.env.REST_PREFIX || 'ferry-test'
 const S3_ENDPOINT = process.env.REST_S3_ENDPOINT || ''
 const aws4 = createRequire(import.meta.url)('aws4')
@@ -212,9 +222,41 @@ const parse = (text) => JSON.parse(bigIds(text).replace(/("(?:snapshot-id|parent
 const stringify = (o, ...a) => JSON.stringify(o, (k, v) => typeof v === 'bigint' ? `__big${v}` : v, ...a)
   .replace(/"__big(-?\d+)"/g, '$1')
 
+// POST /v1/oauth/tokens (RFC 6749 4.4): the form's client and secret must match.
+function oauthToken(req, res, text) {
+  const f = new URLSearchParams(text)
+  const oerr = (code, error, description) => {
+    res.writeHead(code, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({ error, error_description: description }))
+  }
+  if (!String(req.headers['content-type'] || '').startsWith('application/x-www-form-urlencoded'))
+    return oerr(400, 'invalid_request', 'the body must be form-encoded')
+  if (f.get('grant_type') !== 'client_credentials') return oerr(400, 'unsupported_grant_type', 'client_credentials only')
+  if (!f.get('scope')) return oerr(400, 'invalid_scope', 'a scope is required')
+  if (f.get('client_id') !== CLIENT_ID || f.get('client_secret') !== CLIENT_SECRET)
+    return oerr(401, 'invalid_client', 'unknown client or wrong secret')
+  const token = `tok-${issued.size + 1}-${randomUUID()}`
+  issued.set(token, Date.now() + TOKEN_TTL * 1000)
+  appendFileSync(join(stateDir, 'tokens.log'), `${token} ${f.get('scope')}\n`)
+  res.writeHead(200, { 'content-type': 'application/json' })
+  res.end(JSON.stringify({ access_token: token, token_type: 'bearer', expires_in: TOKEN_TTL,
+    issued_token_type: 'urn:ietf:params:oauth:token-type:access_token' }))
+}
+
+function authorized(req) {
+  const given = String(req.headers.authorization || '').replace(/^Bearer /, '')
+  const revoke = join(stateDir, 'revoke-tokens')
+  if (existsSync(revoke)) {
+    rmSync(revoke)
+    issued.clear()
+  }
+  if (CLIENT_ID) return issued.has(given) && issued.get(given) > Date.now()
+  return !TOKEN || given === TOKEN
+}
+
 async function handle(req, res, body) {
-  if (TOKEN && req.headers.authorization !== `Bearer ${TOKEN}`)
-    return err(res, 401, 'NotAuthorizedException', 'Not authorized: a bearer token is required')
+  if (!authorized(req))
+    return err(res, 401, 'NotAuthorizedException', 'Not authorized: a valid bearer token is required')
   const url = new URL(req.url, 'http://x')
   const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent)
   if (req.method === 'GET' && parts.join('/') === 'v1/config')
@@ -285,6 +327,7 @@ const server = http.createServer((req, res) => {
       appendFileSync(join(stateDir, 'requests.log'), `${req.method} ${req.url} ${res.statusCode}\n`)
       return end(typeof data === 'string' ? data.replace(/"__big(-?\d+)"/g, '$1') : data)
     }
+    if (CLIENT_ID && req.method === 'POST' && req.url === '/v1/oauth/tokens') return oauthToken(req, res, text)
     let body = null
     try {
       body = text ? parse(text) : null

@@ -283,7 +283,8 @@ static int probe_conditional(struct ferry__iceberg_catalog *c, struct ferry_erro
 }
 
 int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *warehouse,
-                                     const char *namespace_, const char *uri, const char *token,
+                                     const char *namespace_, const char *uri,
+                                     const struct ferry__iceberg_rest_auth *auth,
                                      struct ferry__iceberg_catalog **out, struct ferry_error *err)
 {
     *out = NULL;
@@ -304,7 +305,7 @@ int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *w
     }
     size_t wl = strlen(c->warehouse);
     while (wl > 1 && c->warehouse[wl - 1] == '/') c->warehouse[--wl] = '\0';
-    int rc = ferry__iceberg_rest_open(uri, token, namespace_, &c->rest, err);
+    int rc = ferry__iceberg_rest_open(uri, auth, namespace_, &c->rest, err);
     if (rc != FERRY_OK) {
         ferry__iceberg_catalog_close(c);
         return rc;

@@ -226,10 +226,12 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
                                    const char *namespace_, const char *sql_path,
                                    const char *catalog_name, struct ferry__iceberg_catalog **out,
                                    struct ferry_error *err);
-/* The REST catalog: sql_path is its base URI (http(s)://host[:port][/path]), token its bearer
- * token (NULL: none; copied, never shown). */
+/* The REST catalog at uri (http(s)://host[:port][/path]); auth as ferry__iceberg_rest_open
+ * (may be NULL: no authentication). */
+struct ferry__iceberg_rest_auth;
 int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *warehouse,
-                                     const char *namespace_, const char *uri, const char *token,
+                                     const char *namespace_, const char *uri,
+                                     const struct ferry__iceberg_rest_auth *auth,
                                      struct ferry__iceberg_catalog **out, struct ferry_error *err);
 /* The catalog's storage (NULL: local disk). */
 struct ferry__iceberg_io *ferry__iceberg_catalog_io(struct ferry__iceberg_catalog *c);
@@ -274,9 +276,18 @@ int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__i
 
 /* ---- REST catalog client (rest.c), used by catalog.c ---------------------------------------- */
 struct ferry__iceberg_rest;
-/* GET /v1/config (the prefix override); nothing else is sent. */
-int ferry__iceberg_rest_open(const char *uri, const char *token, const char *ns,
-                             struct ferry__iceberg_rest **out, struct ferry_error *err);
+/* How the REST client authenticates; every field may be NULL, strings are copied and the
+ * secrets never shown. token: a bearer token sent as is. credential: "client_id:client_secret"
+ * for the OAuth2 client credentials grant (RFC 6749 4.4) at oauth2_uri (default
+ * <uri>/v1/oauth/tokens) for scope (default "catalog"); the access token it returns is
+ * renewed before it expires and once when the catalog answers 401. */
+struct ferry__iceberg_rest_auth {
+    const char *token, *credential, *oauth2_uri, *scope;
+};
+/* GET /v1/config (the prefix override), after the token request with a credential. */
+int ferry__iceberg_rest_open(const char *uri, const struct ferry__iceberg_rest_auth *auth,
+                             const char *ns, struct ferry__iceberg_rest **out,
+                             struct ferry_error *err);
 void ferry__iceberg_rest_close(struct ferry__iceberg_rest *r);
 /* *meta NULL (FERRY_OK) when the table (or its namespace) does not exist. */
 int ferry__iceberg_rest_load(struct ferry__iceberg_rest *r, const char *table, json_t **meta,

@@ -145,6 +145,8 @@ struct sink {
     char *sql_path;  /* SQLite file, or a PostgreSQL URL (a secret: never in a message), or
                       * the REST catalog's URI */
     char *rest_token; /* REST catalog bearer token (a secret) */
+    char *rest_credential; /* REST catalog OAuth2 client_id:client_secret (a secret) */
+    char *rest_oauth2_uri, *rest_scope;
     bool sql_is_pg;
     json_t *partition_cfg; /* {table: [transform text...]} */
     json_t *properties;    /* table properties the pipeline sets: {key: text} */
@@ -283,6 +285,9 @@ static void sink_close(void *ctx)
     ferry_free(s->ns);
     ferry_secret_free(s->sql_path);
     ferry_secret_free(s->rest_token);
+    ferry_secret_free(s->rest_credential);
+    ferry_free(s->rest_oauth2_uri);
+    ferry_free(s->rest_scope);
     ferry_free(s->catalog_name);
     ferry_free(s->pipeline);
     ferry_free(s);
@@ -351,8 +356,13 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &ns, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &kind, err);
     if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &uri_secret, err);
-    char *token_secret = NULL;
+    char *token_secret = NULL, *cred_secret = NULL;
+    const char *oauth2_uri = NULL, *scope = NULL;
     if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &token_secret, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_secret(cfg, "catalog_credential", false, false, &cred_secret, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_oauth2_uri", false, &oauth2_uri, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_scope", false, &scope, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &catalog_name, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &file_bytes, err);
     if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &retries, err);
@@ -410,8 +420,28 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
                              "catalog: rest needs catalog_uri: the REST catalog's http(s)://HOST[:PORT][/PATH]");
         goto out;
     }
-    if (kind != ICEBERG_CATALOG_REST && token_secret != NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_token"), "only used with catalog: rest");
+    static const char *const rest_only[] = {"catalog_token", "catalog_credential",
+                                            "catalog_oauth2_uri", "catalog_scope", NULL};
+    for (int i = 0; kind != ICEBERG_CATALOG_REST && rest_only[i]; i++) {
+        if (ferry_cfg_get(cfg, rest_only[i]) != NULL) {
+            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, rest_only[i]), "only used with catalog: rest");
+            goto out;
+        }
+    }
+    if (token_secret != NULL && cred_secret != NULL) {
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_credential"),
+                             "give either catalog_token (a bearer token) or catalog_credential "
+                             "(OAuth2 client_id:client_secret), not both");
+        goto out;
+    }
+    if ((oauth2_uri || scope) && cred_secret == NULL) {
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, oauth2_uri ? "catalog_oauth2_uri" : "catalog_scope"),
+                             "only used with catalog_credential (OAuth2)");
+        goto out;
+    }
+    if (oauth2_uri && strncmp(oauth2_uri, "http://", 7) && strncmp(oauth2_uri, "https://", 8)) {
+        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                             "must be the token endpoint's http(s):// URL");
         goto out;
     }
     if (kind == ICEBERG_CATALOG_SQL && (catalog_uri == NULL || catalog_uri[0] == '\0')) {
@@ -455,6 +485,10 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     s->catalog_name = ferry_strdup(catalog_name);
     s->rest_token = token_secret;
     token_secret = NULL;
+    s->rest_credential = cred_secret;
+    cred_secret = NULL;
+    s->rest_oauth2_uri = oauth2_uri ? ferry_strdup(oauth2_uri) : NULL;
+    s->rest_scope = scope ? ferry_strdup(scope) : NULL;
     s->file_bytes = file_bytes;
     s->retries = retries;
     s->merge_count = merge_count;
@@ -462,7 +496,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         size_t wl = strlen(s->warehouse);
         while (wl > 1 && s->warehouse[wl - 1] == '/') s->warehouse[--wl] = '\0';
     }
-    if (!s->warehouse || !s->ns || !s->catalog_name || (catalog_uri && !s->sql_path)) {
+    if (!s->warehouse || !s->ns || !s->catalog_name || (catalog_uri && !s->sql_path) ||
+        (oauth2_uri && !s->rest_oauth2_uri) || (scope && !s->rest_scope)) {
         sink_close(s);
         rc = nomem(err);
         goto out;
@@ -477,6 +512,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     *ctx = s;
 out:
     ferry_secret_free(token_secret);
+    ferry_secret_free(cred_secret);
     ferry__s3_client_close(s3);
     ferry_secret_free(uri_secret);
     return rc;
@@ -524,9 +560,11 @@ static int catalog(struct sink *s, struct ferry_error *err)
                                "iceberg sink: warehouse %s: its catalog failed to open before",
                                s->warehouse);
     }
+    struct ferry__iceberg_rest_auth auth = {s->rest_token, s->rest_credential,
+                                            s->rest_oauth2_uri, s->rest_scope};
     int rc = s->kind == ICEBERG_CATALOG_REST
-                 ? ferry__iceberg_catalog_open_rest(io, s->warehouse, s->ns, s->sql_path,
-                                                    s->rest_token, &s->cat, err)
+                 ? ferry__iceberg_catalog_open_rest(io, s->warehouse, s->ns, s->sql_path, &auth,
+                                                    &s->cat, err)
                  : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns, s->sql_path,
                                                   s->catalog_name, &s->cat, err);
     if (rc == FERRY_OK) s->io = ferry__iceberg_catalog_io(s->cat);

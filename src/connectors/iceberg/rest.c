@@ -15,7 +15,11 @@
  * table again: committed when its `main` ref points at the snapshot the commit added.
  *
  * GET /v1/config first; its `overrides.prefix` goes between /v1 and /namespaces. The bearer
- * token (a secret reference) is sent on every request and never shown.
+ * token (a secret reference) is sent on every request and never shown. With a credential
+ * (client_id:client_secret) the token comes from the OAuth2 client credentials grant: a
+ * form-encoded POST to the token endpoint (the catalog's /v1/oauth/tokens unless configured)
+ * before the first request, again once 80 % of its expires_in has passed, and once more when
+ * the catalog answers 401 (a token revoked early), after which the request is sent again.
  *
  * Owns a libcurl handle and the token (wiped on close). Calls libcurl, jansson. Called by
  * catalog.c. */
@@ -33,7 +37,12 @@ struct ferry__iceberg_rest {
     char *base;   /* "http://host:port/path" without a trailing '/' */
     char *prefix; /* "v1" or "v1/<prefix>" */
     char *ns;
-    char *token;
+    char *token;       /* the bearer token sent: static, or the last OAuth2 access token */
+    char *credential;  /* OAuth2 "client_id:client_secret" (a secret); NULL: no OAuth2 */
+    char *oauth2_uri;  /* the token endpoint */
+    char *scope;
+    int64_t renew_at_us; /* OAuth2: renew the token from this time on (0: only on a 401) */
+    int tokens;          /* OAuth2 tokens obtained (for the debug log) */
     CURL *curl;
     json_t *seen; /* table -> {"location", "metadata"} of its last load */
     bool unknown; /* the last commit's outcome could not be learnt */
@@ -69,20 +78,17 @@ static int encode(struct ferry_buf *b, const char *s)
     return FERRY_OK;
 }
 
-/* One request. *status 0 on a transport error (*cc). resp gets the body (NUL-terminated). */
-static int perform(struct ferry__iceberg_rest *r, const char *method, const char *path,
-                   const char *body, long *status, CURLcode *cc, struct ferry_buf *resp,
+/* One request to url (a JSON body, the bearer token; form: a form-encoded body, no token).
+ * *status 0 on a transport error (*cc). resp gets the body (NUL-terminated). */
+static int perform(struct ferry__iceberg_rest *r, const char *method, const char *url,
+                   const char *body, bool form, long *status, CURLcode *cc, struct ferry_buf *resp,
                    struct ferry_error *err)
 {
-    char *url = ferry_asprintf("%s/%s", r->base, path);
-    char *auth = r->token ? ferry_asprintf("Authorization: Bearer %s", r->token) : NULL;
+    char *auth = r->token && !form ? ferry_asprintf("Authorization: Bearer %s", r->token) : NULL;
     struct curl_slist *hl = NULL, *n1 = NULL;
-    if (url == NULL || (r->token && auth == NULL)) {
-        ferry_free(url);
-        ferry_secret_free(auth);
-        return nomem(err);
-    }
-    n1 = curl_slist_append(hl, "Content-Type: application/json");
+    if (r->token && !form && auth == NULL) return nomem(err);
+    n1 = curl_slist_append(hl, form ? "Content-Type: application/x-www-form-urlencoded"
+                                    : "Content-Type: application/json");
     if (n1) hl = n1;
     n1 = hl ? curl_slist_append(hl, "Accept: application/json") : NULL;
     if (n1) hl = n1;
@@ -92,7 +98,6 @@ static int perform(struct ferry__iceberg_rest *r, const char *method, const char
     n1 = hl ? curl_slist_append(hl, "Expect:") : NULL;
     if (n1 == NULL) {
         curl_slist_free_all(hl);
-        ferry_free(url);
         return nomem(err);
     }
     hl = n1;
@@ -115,8 +120,8 @@ static int perform(struct ferry__iceberg_rest *r, const char *method, const char
     *status = 0;
     if (*cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL); /* a form body holds the secret */
     curl_slist_free_all(hl);
-    ferry_free(url);
     if (ferry_buf_reserve(resp, 1) != FERRY_OK) return nomem(err);
     resp->data[resp->len] = '\0';
     return FERRY_OK;
@@ -133,6 +138,81 @@ static void server_message(const struct ferry_buf *resp, char *out, size_t cap)
     json_decref(root);
 }
 
+/* Appends key=value, form-encoded (&-separated after the first). */
+static int form_field(struct ferry__iceberg_rest *r, struct ferry_buf *b, const char *key,
+                      const char *value, size_t n)
+{
+    char *v = curl_easy_escape(r->curl, value, (int)n);
+    if (v == NULL) return FERRY_ENOMEM;
+    int rc = ferry_buf_printf(b, "%s%s=%s", b->len ? "&" : "", key, v);
+    explicit_bzero(v, strlen(v));
+    curl_free(v);
+    return rc;
+}
+
+/* The OAuth2 client credentials grant: POST grant_type, client_id, client_secret and scope to
+ * the token endpoint; its access_token becomes the bearer token, renewed once 80 % of its
+ * expires_in (when given) has passed. Neither the secret nor a token is ever in a message. */
+static int fetch_token(struct ferry__iceberg_rest *r, struct ferry_error *err)
+{
+    const char *colon = strchr(r->credential, ':');
+    size_t idn = colon ? (size_t)(colon - r->credential) : 0;
+    const char *secret = colon ? colon + 1 : r->credential;
+    struct ferry_buf body, resp;
+    ferry_buf_init(&body, 0);
+    ferry_buf_init(&resp, 1 << 20);
+    int rc = form_field(r, &body, "grant_type", "client_credentials", 18);
+    if (rc == FERRY_OK && idn > 0) rc = form_field(r, &body, "client_id", r->credential, idn);
+    if (rc == FERRY_OK) rc = form_field(r, &body, "client_secret", secret, strlen(secret));
+    if (rc == FERRY_OK) rc = form_field(r, &body, "scope", r->scope, strlen(r->scope));
+    if (rc == FERRY_OK) rc = ferry_buf_append(&body, "", 1); /* NUL-terminated */
+    long status = 0;
+    CURLcode cc = CURLE_OK;
+    if (rc != FERRY_OK)
+        rc = nomem(err);
+    else
+        rc = perform(r, "POST", r->oauth2_uri, body.data, true, &status, &cc, &resp, err);
+    if (body.data) explicit_bzero(body.data, body.len);
+    ferry_buf_release(&body);
+    json_t *root = rc == FERRY_OK && cc == CURLE_OK && resp.len
+                       ? json_loadb(resp.data, resp.len, 0, NULL)
+                       : NULL;
+    const char *tok = json_string_value(json_object_get(root, "access_token"));
+    if (rc != FERRY_OK) {
+        /* err set */
+    } else if (cc != CURLE_OK) {
+        rc = ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
+                             "http", "iceberg sink: REST catalog OAuth2 token request to %s: %s",
+                             r->oauth2_uri, curl_easy_strerror(cc));
+    } else if (status < 200 || status >= 300 || tok == NULL || tok[0] == '\0') {
+        /* RFC 6749 5.2: {"error": "invalid_client", "error_description": "..."} */
+        const char *code = json_string_value(json_object_get(root, "error"));
+        const char *desc = json_string_value(json_object_get(root, "error_description"));
+        rc = ferry_error_set(err, status == 401 || status == 400 || status == 403 ? FERRY_ECONFIG : FERRY_ESINK,
+                             "http", "iceberg sink: REST catalog OAuth2 token request to %s: "
+                             "HTTP %ld%s%s%s%s%s (check catalog_credential)", r->oauth2_uri, status,
+                             code ? " " : "", code ? code : "", desc ? ": " : "", desc ? desc : "",
+                             tok == NULL && status >= 200 && status < 300 ? " no access_token in the answer" : "");
+    } else {
+        char *t = ferry_strdup(tok);
+        if (t == NULL) {
+            rc = nomem(err);
+        } else {
+            ferry_secret_free(r->token);
+            r->token = t;
+            r->tokens++;
+            json_int_t ttl = json_integer_value(json_object_get(root, "expires_in"));
+            r->renew_at_us = ttl > 0 ? ferry_now_mono_us() + (int64_t)ttl * 800000 : 0;
+            ferry_log(FERRY_LOG_DEBUG, "iceberg sink: REST catalog: OAuth2 token %d from %s%s",
+                      r->tokens, r->oauth2_uri, ttl > 0 ? " (renewed before it expires)" : "");
+        }
+    }
+    json_decref(root);
+    if (resp.data) explicit_bzero(resp.data, resp.len);
+    ferry_buf_release(&resp);
+    return rc;
+}
+
 /* A request; GETs are retried on transport errors and 5xx. FERRY_OK on 2xx with *out the
  * parsed body (may be NULL for an empty body); else *status says what the server answered and
  * the error names the method, the path and the server's message. Status 404 and 409 come back
@@ -147,15 +227,27 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
     ferry_buf_init(&resp, 256 << 20);
     CURLcode cc = CURLE_OK;
     int rc = FERRY_OK;
-    bool idempotent = strcmp(method, "GET") == 0;
-    for (int a = 1;; a++) {
-        rc = perform(r, method, path, text, status, &cc, &resp, err);
+    bool idempotent = strcmp(method, "GET") == 0, renewed = false;
+    char *url = ferry_asprintf("%s/%s", r->base, path);
+    if (url == NULL) rc = nomem(err);
+    if (rc == FERRY_OK && r->credential && r->renew_at_us && ferry_now_mono_us() >= r->renew_at_us)
+        rc = fetch_token(r, err);
+    for (int a = 1; rc == FERRY_OK; a++) {
+        rc = perform(r, method, url, text, false, status, &cc, &resp, err);
         if (rc != FERRY_OK) break;
+        if (cc == CURLE_OK && *status == 401 && r->credential && !renewed) {
+            /* the token was revoked or expired early: a new one, then the same request (the
+             * catalog applied nothing it refused) */
+            renewed = true;
+            rc = fetch_token(r, err);
+            continue;
+        }
         bool again = cc != CURLE_OK || *status >= 500;
         if (!again || !idempotent || a >= 4) break;
         struct timespec ts = {0, 200000000L * a};
         nanosleep(&ts, NULL);
     }
+    ferry_free(url);
     free(text);
     if (rc == FERRY_OK && cc != CURLE_OK) {
         rc = ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
@@ -169,7 +261,9 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
                                     : FERRY_ESINK;
         rc = ferry_error_set(err, code, "http", "iceberg sink: REST catalog %s %s/%s: HTTP %ld%s%s%s",
                              method, r->base, path, *status, msg[0] ? " " : "", msg,
-                             *status == 401 || *status == 403 ? " (check catalog_token)" : "");
+                             *status == 401 || *status == 403
+                                 ? (r->credential ? " (check catalog_credential)" : " (check catalog_token)")
+                                 : "");
     } else if (rc == FERRY_OK && resp.len > 0) {
         json_error_t je;
         *out = json_loadb(resp.data, resp.len, 0, &je);
@@ -182,9 +276,13 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
     return rc;
 }
 
-int ferry__iceberg_rest_open(const char *uri, const char *token, const char *ns,
-                             struct ferry__iceberg_rest **out, struct ferry_error *err)
+int ferry__iceberg_rest_open(const char *uri, const struct ferry__iceberg_rest_auth *auth,
+                             const char *ns, struct ferry__iceberg_rest **out,
+                             struct ferry_error *err)
 {
+    static const struct ferry__iceberg_rest_auth none = {0};
+    if (auth == NULL) auth = &none;
+    const char *token = auth->token;
     *out = NULL;
     if (strncmp(uri, "http://", 7) != 0 && strncmp(uri, "https://", 8) != 0)
         return ferry_error_set(err, FERRY_ECONFIG, "iceberg",
@@ -200,18 +298,28 @@ int ferry__iceberg_rest_open(const char *uri, const char *token, const char *ns,
     r->base = ferry_strdup(uri);
     r->ns = ferry_strdup(ns);
     r->token = token ? ferry_strdup(token) : NULL;
+    r->credential = auth->credential ? ferry_strdup(auth->credential) : NULL;
+    r->scope = ferry_strdup(auth->scope ? auth->scope : "catalog");
     pthread_once(&curl_once, curl_init_once);
     r->curl = curl_easy_init();
     r->seen = json_object();
-    if (!r->base || !r->ns || (token && !r->token) || !r->curl || !r->seen) {
+    if (!r->base || !r->ns || (token && !r->token) || (auth->credential && !r->credential) ||
+        !r->scope || !r->curl || !r->seen) {
         ferry__iceberg_rest_close(r);
         return nomem(err);
     }
     size_t bl = strlen(r->base);
     while (bl > 0 && r->base[bl - 1] == '/') r->base[--bl] = '\0';
+    r->oauth2_uri = auth->oauth2_uri ? ferry_strdup(auth->oauth2_uri)
+                                     : ferry_asprintf("%s/v1/oauth/tokens", r->base);
+    if (r->oauth2_uri == NULL) {
+        ferry__iceberg_rest_close(r);
+        return nomem(err);
+    }
+    int rc = r->credential ? fetch_token(r, err) : FERRY_OK;
     json_t *cfg = NULL;
     long st = 0;
-    int rc = call(r, "GET", "v1/config", NULL, &cfg, &st, err);
+    if (rc == FERRY_OK) rc = call(r, "GET", "v1/config", NULL, &cfg, &st, err);
     const char *prefix = json_string_value(json_object_get(json_object_get(cfg, "overrides"), "prefix"));
     if (prefix == NULL)
         prefix = json_string_value(json_object_get(json_object_get(cfg, "defaults"), "prefix"));
@@ -250,6 +358,9 @@ void ferry__iceberg_rest_close(struct ferry__iceberg_rest *r)
     ferry_free(r->prefix);
     ferry_free(r->ns);
     ferry_secret_free(r->token);
+    ferry_secret_free(r->credential);
+    ferry_free(r->oauth2_uri);
+    ferry_free(r->scope);
     ferry_free(r);
 }
 

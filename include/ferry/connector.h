@@ -102,7 +102,8 @@ struct ferry_source_vtable {
     /* Freezes how the resource will be read as a JSON object that has at least
      * {"shards": [ ... ]} (one element per shard, content connector-specific). For
      * incremental reads `route_checkpoint` is the saved position (or NULL) and the plan
-     * records the lower and the frozen upper bound. */
+     * records the lower and the frozen upper bound. Optional "rows_estimate": N, the rows
+     * the plan expects to read (a guess, e.g. the planner's), shown as progress and ETA. */
     int (*plan)(void *ctx, const struct ferry_resource_spec *spec,
                 const struct ferry_schema *schema, const char *route_checkpoint,
                 char **plan_json, struct ferry_error *err);

@@ -86,6 +86,12 @@ static int emit_batch(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     struct ferry_flow *f = fr->f;
     int64_t rows = b->length;
     size_t bytes = b->bytes;
+    /* a slow or failing source, batch by batch (the failpoint's sleep is a slow read) */
+    if (FERRY_FAILPOINT("before_queue_push") == FERRY_FP_ERROR) {
+        ferry_batch_unref(b);
+        return ferry_error_set(err, FERRY_EFAILPOINT, "failpoint",
+                               "resource %s: failpoint before_queue_push", f->spec->table);
+    }
     pthread_mutex_lock(&fr->emit_lock);
     uint64_t seq = (uint64_t)atomic_fetch_add(&fr->seq, 1) + 1;
     b->seq = seq;
@@ -366,6 +372,17 @@ static int readers_wanted(const struct ferry_flow *f)
     return want < 1 ? 1 : want;
 }
 
+/* The flow's waits so far (struct ferry_flow): readers blocked pushing into `ready`, the
+ * writer blocked popping from `write`. */
+static void note_waits(struct flow_run *fr)
+{
+    int64_t push = 0, pop = 0, unused = 0;
+    ferry_queue_waits(fr->ready, &push, &unused);
+    ferry_queue_waits(fr->write, &unused, &pop);
+    atomic_store(&fr->f->wait_sink_us, push);
+    atomic_store(&fr->f->wait_source_us, pop);
+}
+
 int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
 {
     struct flow_run fr;
@@ -448,6 +465,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         ferry_batch_unref(b);
         if (rc != FERRY_OK) break;
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
+        note_waits(&fr);
     }
     if (rc != FERRY_OK) {
         /* Stop the other stages: nothing after a failed write may be applied. The readers
@@ -473,6 +491,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         int expected = FERRY_ECANCELED;
         atomic_compare_exchange_strong(f->stop, &expected, 0);
     }
+    note_waits(&fr);
     ferry_queue_discard(fr.ready);
     ferry_queue_discard(fr.write);
     f->seq_base = atomic_load(&fr.seq);

@@ -62,6 +62,11 @@ struct ferry_flow {
     /* progress, readable from other threads */
     atomic_llong rows_read, rows_written, bytes_written, batches_written;
     atomic_int queue_depth;
+    /* Where the flow waits (µs so far): the writer on an empty queue (wait_source: the
+     * source, or the transforms, were slower) and the readers on a full one (wait_sink: the
+     * destination was slower; readers push one at a time, so this is wall time). */
+    atomic_llong wait_source_us, wait_sink_us;
+    int64_t rows_expected; /* the plan's estimate of the rows to read, -1 unknown (progress) */
 };
 
 int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err);

@@ -1,5 +1,6 @@
 /* pipeline/queue.c - bounded blocking batch queue (see queue.h). A ring of pointers under
- * one mutex and two condition variables; no allocation after creation. */
+ * one mutex and two condition variables; no allocation after creation. The time spent
+ * blocked is summed per side; the clock is read only when a call has to wait. */
 #include <pthread.h>
 #include "ferry/core.h"
 #include "pipeline/queue.h"
@@ -10,6 +11,7 @@ struct ferry_queue {
     pthread_cond_t not_empty;
     struct ferry_batch **ring;
     int capacity, head, count, high_water;
+    int64_t push_wait_us, pop_wait_us;
     bool closed;
     int close_code;
 };
@@ -45,7 +47,11 @@ void ferry_queue_free(struct ferry_queue *q)
 int ferry_queue_push(struct ferry_queue *q, struct ferry_batch *b)
 {
     pthread_mutex_lock(&q->lock);
-    while (q->count == q->capacity && !q->closed) pthread_cond_wait(&q->not_full, &q->lock);
+    if (q->count == q->capacity && !q->closed) {
+        int64_t t0 = ferry_now_mono_us();
+        while (q->count == q->capacity && !q->closed) pthread_cond_wait(&q->not_full, &q->lock);
+        q->push_wait_us += ferry_now_mono_us() - t0;
+    }
     if (q->closed) {
         int code = q->close_code ? q->close_code : FERRY_ECANCELED;
         pthread_mutex_unlock(&q->lock);
@@ -62,7 +68,11 @@ int ferry_queue_push(struct ferry_queue *q, struct ferry_batch *b)
 struct ferry_batch *ferry_queue_pop(struct ferry_queue *q)
 {
     pthread_mutex_lock(&q->lock);
-    while (q->count == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->lock);
+    if (q->count == 0 && !q->closed) {
+        int64_t t0 = ferry_now_mono_us();
+        while (q->count == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->lock);
+        q->pop_wait_us += ferry_now_mono_us() - t0;
+    }
     struct ferry_batch *b = NULL;
     if (q->count > 0) {
         b = q->ring[q->head];
@@ -114,4 +124,12 @@ int ferry_queue_high_water(struct ferry_queue *q)
     int n = q->high_water;
     pthread_mutex_unlock(&q->lock);
     return n;
+}
+
+void ferry_queue_waits(struct ferry_queue *q, int64_t *push_wait_us, int64_t *pop_wait_us)
+{
+    pthread_mutex_lock(&q->lock);
+    *push_wait_us = q->push_wait_us;
+    *pop_wait_us = q->pop_wait_us;
+    pthread_mutex_unlock(&q->lock);
 }

@@ -25,5 +25,8 @@ void ferry_queue_close(struct ferry_queue *q, int code);
 void ferry_queue_discard(struct ferry_queue *q);
 int ferry_queue_length(struct ferry_queue *q);
 int ferry_queue_high_water(struct ferry_queue *q);
+/* Time spent blocked so far: pushes waiting on a full queue (summed over the pushing
+ * threads), pops waiting on an empty one. */
+void ferry_queue_waits(struct ferry_queue *q, int64_t *push_wait_us, int64_t *pop_wait_us);
 
 #endif

@@ -54,6 +54,7 @@ struct resource_run {
     char **resume;
     bool resumed_any;
     bool commit_once;                 /* the frozen plan's "commit_once" (connector.h) */
+    int64_t rows_estimate;            /* the plan's "rows_estimate" (connector.h), -1: none */
     struct ferry_flow *flow;
     uint64_t seq_base;                /* distributed: batch seqs continue across tasks */
 };
@@ -152,18 +153,55 @@ static void human_rate(double v, char *buf, size_t len)
         snprintf(buf, len, "%.0f", v);
 }
 
+/* Which side held a resource back over elapsed_us: the readers waited on a full queue for
+ * at least half of it and longer than the writer waited (the destination, "sink"), the writer
+ * on an empty queue (the source or the transforms, "source"), or neither ("balanced"). */
+static const char *bound_of(int64_t wait_source_us, int64_t wait_sink_us, int64_t elapsed_us)
+{
+    if (elapsed_us > 0 && wait_sink_us * 2 >= elapsed_us && wait_sink_us > wait_source_us)
+        return "sink";
+    if (elapsed_us > 0 && wait_source_us * 2 >= elapsed_us && wait_source_us > wait_sink_us)
+        return "source";
+    return "balanced";
+}
+
+/* "1h02m", "3m05s", "42s" */
+static void human_secs(double s, char *buf, size_t len)
+{
+    long long n = s < 0 ? 0 : (long long)(s + 0.5);
+    if (n >= 3600)
+        snprintf(buf, len, "%lldh%02lldm", n / 3600, n % 3600 / 60);
+    else if (n >= 60)
+        snprintf(buf, len, "%lldm%02llds", n / 60, n % 60);
+    else
+        snprintf(buf, len, "%llds", n);
+}
+
 static void print_progress(struct run *r, struct ferry_flow *f, int64_t start_us, bool final)
 {
     if (r->o->quiet || !r->o->progress_tty || f == NULL) return;
-    double secs = (double)(ferry_now_mono_us() - start_us) / 1e6;
+    int64_t elapsed = ferry_now_mono_us() - start_us;
+    double secs = (double)elapsed / 1e6;
     if (secs <= 0) secs = 1e-6;
     long long rows = atomic_load(&f->rows_written);
     long long bytes = atomic_load(&f->bytes_written);
-    char rps[32];
+    char rps[32], eta[48] = "";
     human_rate((double)rows / secs, rps, sizeof rps);
-    fprintf(stderr, "\r\033[K  %-24s %12lld rows  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s",
-            f->spec->table, rows, rps, (double)bytes / secs / 1e6, atomic_load(&f->queue_depth),
-            r->p->batch.queue, final ? "\n" : "");
+    /* percent and time left from the plan's estimate (a row count the planner guessed:
+     * shown while the copy is below it) */
+    if (f->rows_expected > 0 && rows < f->rows_expected && rows > 0 && !final) {
+        char left[24];
+        human_secs((double)(f->rows_expected - rows) * secs / (double)rows, left, sizeof left);
+        snprintf(eta, sizeof eta, "  %3d%%  ETA %-6s", (int)(rows * 100 / f->rows_expected), left);
+    }
+    const char *bound = bound_of(atomic_load(&f->wait_source_us), atomic_load(&f->wait_sink_us),
+                                 elapsed);
+    fprintf(stderr,
+            "\r\033[K  %-24s %12lld rows%s  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s%s%s",
+            f->spec->table, rows, eta, rps, (double)bytes / secs / 1e6,
+            atomic_load(&f->queue_depth), r->p->batch.queue, strcmp(bound, "balanced") ? "  " : "",
+            !strcmp(bound, "sink") ? "sink-bound" : !strcmp(bound, "source") ? "source-bound" : "",
+            final ? "\n" : "");
     fflush(stderr);
 }
 
@@ -450,6 +488,8 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
     }
     rr->n_shards = (int)json_array_size(shards);
     rr->commit_once = json_is_true(json_object_get(pj, "commit_once"));
+    json_t *est = json_object_get(pj, "rows_estimate");
+    rr->rows_estimate = json_is_integer(est) && json_integer_value(est) >= 0 ? json_integer_value(est) : -1;
     json_decref(pj);
     /* Such a plan's unfinished shards have no resume point: only a run whose positions
      * become durable at its end may read it (durability is a tuning key: it may change
@@ -779,10 +819,13 @@ static int emit_started(struct run *r, struct resource_run *rr, bool distributed
 {
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,%s\"route\":",
+    ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,%s",
                      ferry_read_mode_name(rr->spec->mode), ferry_write_mode_name(r->p->write),
                      rr->n_shards, rr->resumed_any ? "true" : "false",
                      distributed ? "\"distributed\":true," : "");
+    if (rr->rows_estimate >= 0)
+        ferry_buf_printf(&b, "\"rows_estimate\":%" PRId64 ",", rr->rows_estimate);
+    ferry_buf_printf(&b, "\"route\":");
     ferry_buf_json_string(&b, rr->route, strlen(rr->route));
     ferry_buf_append(&b, "}", 1);
     int rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_STARTED, b.data, NULL, err);
@@ -816,6 +859,8 @@ static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow 
     f->attempt = r->attempt;
     f->opts = p->batch;
     f->stop = stop;
+    /* rows of earlier attempts are not counted again: no estimate for a resumed resource */
+    f->rows_expected = rr->resumed_any ? -1 : rr->rows_estimate;
 }
 
 static int run_resources(struct run *r, struct ferry_error *err)
@@ -845,14 +890,22 @@ static int run_resources(struct run *r, struct ferry_error *err)
         r->bytes += bytes;
         r->batches += atomic_load(&f->batches_written);
         if (rc == FERRY_OK) {
-            snprintf(payload, sizeof payload, "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 "}", rows,
-                     bytes);
+            int64_t elapsed = ferry_now_mono_us() - t_res;
+            int64_t wsrc = atomic_load(&f->wait_source_us), wsink = atomic_load(&f->wait_sink_us);
+            const char *bound = bound_of(wsrc, wsink, elapsed);
+            snprintf(payload, sizeof payload,
+                     "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
+                     ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64 ",\"bound\":\"%s\"}",
+                     rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
             rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
             if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
-                double secs = (double)(ferry_now_mono_us() - t_res) / 1e6;
-                fprintf(r->o->out, "%s: %" PRId64 " rows, %.1f MB in %.2f s (%.0f rows/s)\n",
+                double secs = (double)elapsed / 1e6;
+                fprintf(r->o->out, "%s: %" PRId64 " rows, %.1f MB in %.2f s (%.0f rows/s%s%s)\n",
                         rr->spec->table, rows, (double)bytes / 1e6, secs,
-                        secs > 0 ? (double)rows / secs : 0.0);
+                        secs > 0 ? (double)rows / secs : 0.0, strcmp(bound, "balanced") ? ", " : "",
+                        !strcmp(bound, "sink")     ? "sink-bound"
+                        : !strcmp(bound, "source") ? "source-bound"
+                                                   : "");
             }
         } else if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) {
             struct ferry_buf fb;

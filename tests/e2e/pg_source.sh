@@ -298,3 +298,23 @@ q kill.db "SELECT id || '|' || v || '|' || note FROM par ORDER BY id" > par2_dst
 cmp -s par2_src.txt par2_dst.txt || fail "parallel kill: set differs after resume: $(diff par2_src.txt par2_dst.txt | head -5)"
 [ "$(q kill.db 'SELECT count(*) - count(DISTINCT id) FROM par')" = 0 ] || fail "parallel kill: duplicates after resume"
 pass "parallelism 3 killed at $partial of 80000 rows and resumed: equal set, no duplicates"
+
+# The plan's rows_estimate (progress and ETA): the count of an analyzed table, in resource.started.
+pgq -c "CREATE TABLE prog_t (id bigint PRIMARY KEY, v text)" \
+  -c "INSERT INTO prog_t SELECT g, 'v' || g FROM generate_series(1, 5000) g" -c "ANALYZE prog_t" >/dev/null
+cat > est.yaml <<YAML
+version: 1
+name: pgest
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: prog_t
+sink:
+  type: sqlite
+  path: est.db
+YAML
+expect_exit 0 ferry run est.yaml --json
+est=$(ferry events "$(json_field "$OUT" .run_id)" --json | jq -c 'select(.type == "resource.started") | .payload.rows_estimate')
+[ "$est" = 5000 ] || fail "rows_estimate of an analyzed table: $est"
+pass "the plan's rows_estimate is the analyzed table's row count"

@@ -133,6 +133,10 @@ static void test_push_blocks_when_full_until_a_pop(void **state)
     assert_int_equal(p.rc, FERRY_OK);
     assert_int_equal(ferry_queue_length(q), 2);
     assert_int_equal(ferry_queue_high_water(q), 2); /* never more than the capacity */
+    int64_t push_wait = 0, pop_wait = 0;
+    ferry_queue_waits(q, &push_wait, &pop_wait);
+    assert_true(push_wait > 0); /* the blocked push, counted */
+    assert_int_equal(pop_wait, 0);     /* no pop had to wait */
 
     for (uint64_t want = 2; want <= 3; want++) {
         b = ferry_queue_pop(q);
@@ -156,6 +160,10 @@ static void test_pop_blocks_when_empty_until_a_push(void **state)
     pthread_join(t, NULL);
     assert_non_null(p.got);
     assert_int_equal(p.got->seq, 7);
+    int64_t push_wait = 0, pop_wait = 0;
+    ferry_queue_waits(q, &push_wait, &pop_wait);
+    assert_true(pop_wait > 0); /* the blocked pop, counted */
+    assert_int_equal(push_wait, 0);
     ferry_batch_unref(p.got);
     ferry_queue_free(q);
 }

@@ -571,6 +571,7 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
     json_object_set_new(plan, "keyset", json_string("range"));
     if (PQgetisnull(res, 0, 0)) { /* empty table: one shard, nothing to read */
         ferry_buf_release(&sql);
+        json_object_set_new(plan, "rows_estimate", json_integer(0));
         json_array_append_new(shards, json_pack("{s:n,s:n}", "lo", "hi"));
         PQclear(res);
         return FERRY_OK;
@@ -590,6 +591,7 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
     }
     ferry_buf_release(&sql);
     if (rc != FERRY_OK) return rc;
+    json_object_set_new(plan, "rows_estimate", json_integer(count < 0 ? 0 : count));
     i128 span = (i128)hi - lo + 1;
     int64_t n = (count + s->shard_rows - 1) / s->shard_rows;
     if (n < 1) n = 1;
@@ -681,6 +683,7 @@ static int plan_unordered(struct src *s, const struct ferry_schema *sc, const st
     json_t *shards = json_array();
     if (shards == NULL || json_object_set_new(plan, "shards", shards) != 0) return nomem(err);
     json_object_set_new(plan, "keyset", json_string("pages"));
+    if (est >= 0) json_object_set_new(plan, "rows_estimate", json_integer(est));
     for (int i = 0; i < n; i++) {
         json_t *sh = json_pack("{s:I}", "page_lo", (json_int_t)ferry__pg_page_bound(pages, i, n));
         /* The last range is open-ended: pages added after the plan are read too. */

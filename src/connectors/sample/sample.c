@@ -658,8 +658,10 @@ static int plan_full(const struct sample *s, struct ferry_buf *b)
     int64_t n_shards = s->shards;
     if (n_shards > s->rows) n_shards = s->rows > 0 ? s->rows : 1;
     int rc = ferry_buf_printf(
-        b, "{\"mode\":\"full\",\"rows\":%" PRId64 ",\"clock\":%" PRId64 ",\"shards\":[", s->rows,
-        s->clock);
+        b,
+        "{\"mode\":\"full\",\"rows\":%" PRId64 ",\"rows_estimate\":%" PRId64 ",\"clock\":%" PRId64
+        ",\"shards\":[",
+        s->rows, s->rows, s->clock);
     for (int64_t k = 0; k < n_shards && rc == FERRY_OK; k++) {
         int64_t lo = 1 + k * s->rows / n_shards, hi = (k + 1) * s->rows / n_shards;
         rc = ferry_buf_printf(b, "%s{\"lo\":%" PRId64 ",\"hi\":%" PRId64 "}", k ? "," : "", lo, hi);

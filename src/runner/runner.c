@@ -1011,6 +1011,7 @@ static int work_task(struct run *r, const struct ferry_shard_task *t, struct fer
         fflush(r->o->out);
     }
     flow_init(r, rr, f, resume, r->tbus, &r->flow_stop);
+    f->rows_expected = -1; /* the estimate is the resource's, not this shard's */
     f->seq_base = rr->seq_base;
     atomic_store(&r->current, f);
     rc = position_done(pos) ? FERRY_OK : ferry_flow_run(f, err);

@@ -3,7 +3,7 @@
 # (`catalog_credential: env:…` = client_id:client_secret): tests/tools/rest_catalog.mjs runs
 # the token endpoint (POST /v1/oauth/tokens, form-encoded client credentials grant) and only
 # takes the tokens it issued, unexpired. Tables are read back by icebird.
-#   1. tokens that live 2 s and a run that waits 2.5 s before its catalog commit: the client
+#   1. tokens that live 6 s and a run that waits 5.5 s before its catalog commit: the client
 #      renews the token before it expires (a second token request, no 401), rows equal the
 #      source; the scope sent is the configured one;
 #   2. every token revoked before a run: the catalog answers 401 once, the client asks for a
@@ -15,7 +15,7 @@
 #      credential, a token endpoint that is no URL: exit 2 naming the key, nothing sent.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/tools/iceberg_lib.sh"
-export REST_CLIENT_ID="ferry-client" REST_CLIENT_SECRET="secret-canary-$RANDOM$RANDOM" REST_TOKEN_TTL=2
+export REST_CLIENT_ID="ferry-client" REST_CLIENT_SECRET="secret-canary-$RANDOM$RANDOM" REST_TOKEN_TTL=6
 export REST_CRED="$REST_CLIENT_ID:$REST_CLIENT_SECRET"
 rest_start "$T/rest"
 SINK=("type: iceberg" "warehouse: $WH" "namespace: db" "catalog: rest" "catalog_uri: \"$REST_URI\""
@@ -29,7 +29,7 @@ tokens() { grep -c '^POST /v1/oauth/tokens 200$' "$T/rest/requests.log" || true;
 
 # ---- 1. renewal before expiry ---------------------------------------------------------------------
 pipeline app.yaml app "$ROWS" "${SINK[@]}"
-expect_exit 0 env FERRY_FAILPOINTS='iceberg_before_catalog_commit=sleep(2500)' FERRY_LOG=debug \
+expect_exit 0 env FERRY_FAILPOINTS='iceberg_before_catalog_commit=sleep(5500)@1' FERRY_LOG=debug \
   "$FERRY_BIN" run app.yaml --quiet
 echo "$OUT" > run1.log
 [ "$(tokens)" -ge 2 ] || fail "the token should have been renewed: $(cat "$T/rest/requests.log")"

@@ -9,20 +9,11 @@
 # (The PostgreSQL source's rows_estimate: tests/e2e/pg_source.sh.)
 . "$(dirname "$0")/lib.sh"
 
-cat > p.yaml <<YAML
-version: 1
-name: prog
-source:
-  type: sample
-  rows: 20000
-  seed: 7
-  resources:
-    - table: orders
-sink:
-  type: sqlite
-  path: d.db
-batch: {rows: 1000, queue: 2}
-YAML
+{
+  sample_source prog 20000
+  printf '%s\n' "  resources:" "    - table: orders" "sink:" "  type: sqlite" "  path: d.db" \
+    "batch: {rows: 1000, queue: 2}"
+} > p.yaml
 
 # completed_payload RUN : the resource.completed payload of orders in RUN
 completed_payload() { ferry events "$1" --json | jq -c 'select(.type == "resource.completed" and .resource == "orders") | .payload'; }

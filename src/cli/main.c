@@ -357,12 +357,25 @@ static int cmd_show(struct cli *c, int64_t id)
                                    "verified", (json_int_t)rs[i].verified, "diverged",
                                    (json_int_t)rs[i].diverged, "error", rs[i].error);
             json_t *jc = json_array();
+            /* progress against the plan's estimate while running; which side held it back
+             * once completed */
+            char extra[96] = "";
+            if (!strcmp(rs[i].state, "running") && rs[i].rows_estimate > 0 &&
+                rs[i].rows < rs[i].rows_estimate)
+                snprintf(extra, sizeof extra, "  %d%% of ~%" PRId64 " rows",
+                         (int)(rs[i].rows * 100 / rs[i].rows_estimate), rs[i].rows_estimate);
+            else if (!strcmp(rs[i].bound, "sink") || !strcmp(rs[i].bound, "source"))
+                snprintf(extra, sizeof extra, "  %s-bound", rs[i].bound);
             if (!c->json)
                 printf("  %-24s %-11s %-8s %-10s %12" PRId64 " rows  %" PRId64 " verified  %" PRId64
-                       " diverged%s%s\n", rs[i].resource, rs[i].mode, rs[i].write, rs[i].state,
-                       rs[i].rows, rs[i].verified, rs[i].diverged, rs[i].error[0] ? "  " : "",
+                       " diverged%s%s%s\n", rs[i].resource, rs[i].mode, rs[i].write, rs[i].state,
+                       rs[i].rows, rs[i].verified, rs[i].diverged, extra, rs[i].error[0] ? "  " : "",
                        rs[i].error);
             json_object_set_new(jr, "skipped", json_integer((json_int_t)rs[i].skipped));
+            json_object_set_new(jr, "rows_estimate", rs[i].rows_estimate > 0
+                                                         ? json_integer((json_int_t)rs[i].rows_estimate)
+                                                         : json_null());
+            json_object_set_new(jr, "bound", rs[i].bound[0] ? json_string(rs[i].bound) : json_null());
             if (rs[i].skipped > 0) show_skips(c, st, id, rs[i].resource, rs[i].skipped, jr);
             ferry_cli_verify_show(st, id, rs[i].resource, c->json, jr);
             if (!strcmp(rs[i].mode, "cdc")) ferry_cli_cdc_show(st, id, rs[i].resource, c->json, jr);

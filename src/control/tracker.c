@@ -246,11 +246,16 @@ static int fold_resource(struct fold_ctx *c, const char *type, struct ferry_erro
         snprintf(rs.write, sizeof rs.write, "%s", jstr(c->p, "write"));
         snprintf(rs.route, sizeof rs.route, "%s", jstr(c->p, "route"));
         snprintf(rs.state, sizeof rs.state, "running");
+        rs.rows_estimate = jint(c->p, "rows_estimate");
         return ferry_store_resource_upsert(c->tr->st, ev->run_id, &rs, err);
     }
     bool failed = strcmp(type, FERRY_EV_RESOURCE_FAILED) == 0;
     const char *msg = failed ? jstr(c->p, "message") : NULL;
     if (failed && msg[0] == '\0') msg = jstr(c->p, "code");
+    const char *bound = failed ? "" : jstr(c->p, "bound");
+    int rc = bound[0] ? ferry_store_resource_set_bound(c->tr->st, ev->run_id, ev->resource, bound, err)
+                      : FERRY_OK;
+    if (rc != FERRY_OK) return rc;
     return ferry_store_resource_set_state(c->tr->st, ev->run_id, ev->resource,
                                           failed ? "failed" : "completed", msg, err);
 }

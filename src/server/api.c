@@ -751,6 +751,10 @@ enum MHD_Result ferry__api_run_get(struct req *rq)
                           "bytes", (json_int_t)rs[i].bytes, "batches", (json_int_t)rs[i].batches,
                           "integrity", "verified", (json_int_t)rs[i].verified, "diverged",
                           (json_int_t)rs[i].diverged, "error", rs[i].error);
+            json_object_set_new(jr, "rows_estimate", rs[i].rows_estimate > 0
+                                                         ? json_integer((json_int_t)rs[i].rows_estimate)
+                                                         : json_null());
+            json_object_set_new(jr, "bound", rs[i].bound[0] ? json_string(rs[i].bound) : json_null());
             struct ferry_checkpoint *cps = NULL;
             int ncp = 0;
             json_t *ca = json_array();

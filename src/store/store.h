@@ -61,6 +61,9 @@ struct ferry_resource_state {
     char error[1024];
     char route[512];        /* route key (resource.started "route"), "" when unknown */
     int64_t skipped;        /* records the source skipped (on_error: skip), see skips_get */
+    int64_t rows_estimate;  /* the plan's estimate of the rows to read, 0: none (upsert keeps
+                             * the row's when this is 0: a resumed attempt has none) */
+    char bound[16];         /* "sink" | "source" | "balanced" once completed, else "" */
 };
 
 struct ferry_checkpoint {
@@ -160,6 +163,9 @@ int ferry_store_resource_add_counts(struct ferry_store *st, int64_t run_id, cons
 int ferry_store_resource_set_state(struct ferry_store *st, int64_t run_id, const char *resource,
                                    const char *state, const char *error_message,
                                    struct ferry_error *err);
+/* resource.completed's "bound" (creates a missing row). */
+int ferry_store_resource_set_bound(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   const char *bound, struct ferry_error *err);
 int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
                               struct ferry_resource_state **out, int *n,
                               struct ferry_error *err); /* free with ferry_free */

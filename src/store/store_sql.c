@@ -150,8 +150,14 @@ static const char migration_6[] =
     " \"name\" TEXT PRIMARY KEY, \"owner\" TEXT NOT NULL DEFAULT '',"
     " \"token\" INTEGER NOT NULL DEFAULT 0, \"until_us\" INTEGER NOT NULL DEFAULT 0);";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3,
-                                         migration_4, migration_5, migration_6};
+/* 7 (progress): per resource, the plan's row estimate (resource.started "rows_estimate",
+ * 0: none) and which side held the copy back (resource.completed "bound", "" unknown). */
+static const char migration_7[] =
+    "ALTER TABLE \"run_resources\" ADD COLUMN \"rows_estimate\" INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE \"run_resources\" ADD COLUMN \"bound\" TEXT NOT NULL DEFAULT '';";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                         migration_5, migration_6, migration_7};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -909,9 +915,11 @@ int ferry_store_resource_upsert(struct ferry_store *st, int64_t run_id,
         st,
         "INSERT INTO \"run_resources\" AS r (\"run_id\", \"resource\", \"mode\", \"write\","
         " \"route\", \"state\", \"rows\", \"bytes\", \"batches\", \"verified\", \"diverged\","
-        " \"error\", \"updated_us\") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-        "?13)"
+        " \"error\", \"updated_us\", \"rows_estimate\") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+        " ?10, ?11, ?12, ?13, ?14)"
         " ON CONFLICT (\"run_id\", \"resource\") DO UPDATE SET"
+        " \"rows_estimate\" = CASE WHEN excluded.\"rows_estimate\" > 0"
+        " THEN excluded.\"rows_estimate\" ELSE r.\"rows_estimate\" END,"
         " \"mode\" = CASE WHEN excluded.\"mode\" <> '' THEN excluded.\"mode\" ELSE r.\"mode\" END,"
         " \"write\" = CASE WHEN excluded.\"write\" <> '' THEN excluded.\"write\""
         " ELSE r.\"write\" END,"
@@ -920,9 +928,23 @@ int ferry_store_resource_upsert(struct ferry_store *st, int64_t run_id,
         " \"state\" = CASE WHEN excluded.\"state\" <> '' THEN excluded.\"state\""
         " ELSE r.\"state\" END,"
         " \"error\" = excluded.\"error\", \"updated_us\" = excluded.\"updated_us\"",
-        what, err, "itttttiiiiiti", run_id, rs->resource, rs->mode, rs->write, rs->route,
+        what, err, "itttttiiiiitii", run_id, rs->resource, rs->mode, rs->write, rs->route,
         rs->state[0] ? rs->state : "pending", rs->rows, rs->bytes, rs->batches, rs->verified,
-        rs->diverged, rs->error, ferry_now_wall_us());
+        rs->diverged, rs->error, ferry_now_wall_us(), rs->rows_estimate > 0 ? rs->rows_estimate : 0);
+    return child_fail(st, rc, run_id, what, err);
+}
+
+int ferry_store_resource_set_bound(struct ferry_store *st, int64_t run_id, const char *resource,
+                                   const char *bound, struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "recording the bound of resource %s", resource);
+    int rc = exec_q(st,
+                    "INSERT INTO \"run_resources\" AS r (\"run_id\", \"resource\", \"state\","
+                    " \"bound\", \"updated_us\") VALUES (?1, ?2, 'running', ?3, ?4)"
+                    " ON CONFLICT (\"run_id\", \"resource\") DO UPDATE SET"
+                    " \"bound\" = excluded.\"bound\", \"updated_us\" = excluded.\"updated_us\"",
+                    what, err, "itti", run_id, resource, bound ? bound : "", ferry_now_wall_us());
     return child_fail(st, rc, run_id, what, err);
 }
 
@@ -980,6 +1002,8 @@ static int resource_row(struct ferry_store *st, struct sdb_stmt *s, void *elem)
     snprintf(r->error, sizeof r->error, "%s", ct(st, s, 9));
     snprintf(r->route, sizeof r->route, "%s", ct(st, s, 10));
     r->skipped = ci(st, s, 11);
+    r->rows_estimate = ci(st, s, 12);
+    snprintf(r->bound, sizeof r->bound, "%s", ct(st, s, 13));
     return FERRY_OK;
 }
 
@@ -992,7 +1016,8 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
     struct sdb_stmt *s = bound(st,
                                "SELECT \"resource\", \"mode\", \"write\", \"state\", \"rows\","
                                " \"bytes\", \"batches\", \"verified\", \"diverged\", \"error\","
-                               " \"route\", \"skipped\" FROM \"run_resources\" WHERE"
+                               " \"route\", \"skipped\", \"rows_estimate\", \"bound\""
+                               " FROM \"run_resources\" WHERE"
                                " \"run_id\" = ?1 ORDER BY \"rowid\"",
                                err, "i", run_id);
     if (s == NULL) return errcode(err);

@@ -133,7 +133,8 @@ static int64_t script_run(struct fx *f, int64_t *last)
        "{\"mode\":\"incremental\",\"write\":\"upsert\",\"shards\":1,\"route\":\"" ORDERS_ROUTE
        "\"}");
     ev(f->st, r, a, "users", "resource.started",
-       "{\"mode\":\"full\",\"write\":\"append\",\"route\":\"users -> sqlite:users\"}");
+       "{\"mode\":\"full\",\"write\":\"append\",\"rows_estimate\":12,"
+       "\"route\":\"users -> sqlite:users\"}");
     ev(f->st, r, a, "orders", "batch.buffered", "{\"seq\":1,\"rows\":100,\"bytes\":1000}");
     ev(f->st, r, a, "orders", "batch.written",
        "{\"seq\":1,\"rows\":100,\"bytes\":1000,\"shard\":0,\"position\":{\"key\":[100]},"
@@ -149,7 +150,8 @@ static int64_t script_run(struct fx *f, int64_t *last)
        "true}");
     ev(f->st, r, a, "users", "batch.chunk_divergence", "{\"seq\":3,\"expected\":1,\"got\":2}");
     ev(f->st, r, a, NULL, "run.heartbeat", "{\"rss_bytes\":1}");
-    ev(f->st, r, a, "orders", "resource.completed", "{\"rows\":150}");
+    ev(f->st, r, a, "orders", "resource.completed",
+       "{\"rows\":150,\"ms\":9,\"wait_source_ms\":1,\"wait_sink_ms\":7,\"bound\":\"sink\"}");
     ev(f->st, r, a, "users", "resource.failed", "{\"code\":\"integrity\",\"message\":\"bad\"}");
     *last = ev(f->st, r, a, NULL, "run.completed", "{\"rows\":160,\"bytes\":1599,\"batches\":3}");
     return r;
@@ -182,7 +184,11 @@ static void check_script_run(struct fx *f, int64_t r)
     assert_int_equal(rs[0].bytes, 1500);
     assert_int_equal(rs[0].batches, 2);
     assert_int_equal(rs[0].verified, 2);
+    assert_string_equal(rs[0].bound, "sink");
+    assert_int_equal(rs[0].rows_estimate, 0); /* none in its resource.started */
     assert_string_equal(rs[1].resource, "users");
+    assert_int_equal(rs[1].rows_estimate, 12);
+    assert_string_equal(rs[1].bound, ""); /* failed: no verdict */
     assert_string_equal(rs[1].state, "failed");
     assert_string_equal(rs[1].error, "bad");
     assert_int_equal(rs[1].rows, 10);

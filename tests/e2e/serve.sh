@@ -159,6 +159,8 @@ written=$(grep -c '^event: batch.written$' sse.txt)
 [ "$(jq -r .integrity.verified run.json)" = "$written" ] || fail "verified count"
 [ "$(jq -r '.resources[0].rows' run.json)" = $ROWS ] || fail "resource rows"
 jq -e '.resources[0].checkpoints | length >= 1' run.json > /dev/null || fail "checkpoints: $(cat run.json)"
+jq -e --argjson n $ROWS '.resources[0] | .rows_estimate == $n and (.bound | IN("sink", "source", "balanced"))' \
+  run.json > /dev/null || fail "rows_estimate / bound: $(jq -c '.resources[0]' run.json)"
 worker_exited "$run"
 wait_worker_exit "$run" 0
 same_table ref.db out.db orders || fail "the served run's destination differs from the reference"

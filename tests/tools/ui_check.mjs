@@ -8,7 +8,7 @@
 // growing while running, the rows/s chart, verified batches, checkpoints, the event feed),
 // takes screenshots (wide and narrow) into OUT_DIR and prints their paths.
 import { chromium } from 'playwright-core';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -136,4 +136,5 @@ try {
   for (const p of [midShot, done, narrow]) if (p) console.log(`screenshot: ${p}`);
 } finally {
   await ctx.close();
+  rmSync(userDataDir, { recursive: true, force: true }); // the browser profile
 }

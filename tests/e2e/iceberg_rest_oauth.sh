@@ -12,7 +12,8 @@
 #      non-zero, no table; `expire --pipeline` authenticates the same way;
 #   4. neither the secret nor any issued token appears in output, debug log or state;
 #   5. bad config: catalog_token and catalog_credential together, catalog_scope without a
-#      credential, a token endpoint that is no URL: exit 2 naming the key, nothing sent.
+#      credential, a token endpoint that is no URL or holds a password: exit 2 naming the key
+#      (never the password), nothing sent.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/tools/iceberg_lib.sh"
 export REST_CLIENT_ID="ferry-client" REST_CLIENT_SECRET="secret-canary-$RANDOM$RANDOM" REST_TOKEN_TTL=6
@@ -89,5 +90,9 @@ grep -q "catalog_scope.*only used with catalog_credential" <<< "$OUT" || fail "s
 pipeline c3.yaml c3 10 "${SINK[@]}" "catalog_oauth2_uri: tokens"
 expect_exit 2 ferry run c3.yaml --quiet
 grep -q "catalog_oauth2_uri.*http(s)://" <<< "$OUT" || fail "endpoint not a URL: $OUT"
+pipeline c4.yaml c4 10 "${SINK[@]}" "catalog_oauth2_uri: \"http://u:pw-canary-789@127.0.0.1:1/t\""
+expect_exit 2 ferry run c4.yaml --quiet
+grep -q "catalog_oauth2_uri.*must not hold credentials" <<< "$OUT" && ! grep -q "pw-canary-789" <<< "$OUT" \
+  || fail "credentials in the endpoint: $OUT"
 [ ! -s "$T/rest/requests.log" ] || fail "a refused pipeline sent requests: $(cat "$T/rest/requests.log")"
 pass "bad OAuth2 config: exit 2 naming the key, nothing sent"

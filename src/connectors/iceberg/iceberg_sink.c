@@ -444,6 +444,14 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
                              "must be the token endpoint's http(s):// URL");
         goto out;
     }
+    if (oauth2_uri) {
+        const char *host = strstr(oauth2_uri, "://") + 3;
+        if (memchr(host, '@', strcspn(host, "/?#")) != NULL) { /* never echo a password */
+            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                                 "must not hold credentials: give them as catalog_credential");
+            goto out;
+        }
+    }
     if (kind == ICEBERG_CATALOG_SQL && (catalog_uri == NULL || catalog_uri[0] == '\0')) {
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog"),
                              "catalog: sql needs catalog_uri: the SQLite file of the catalog or "

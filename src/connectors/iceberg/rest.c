@@ -202,6 +202,7 @@ static int fetch_token(struct ferry__iceberg_rest *r, struct ferry_error *err)
             r->token = t;
             r->tokens++;
             json_int_t ttl = json_integer_value(json_object_get(root, "expires_in"));
+            if (ttl > INT64_C(315360000)) ttl = INT64_C(315360000); /* ten years is forever */
             r->renew_at_us = ttl > 0 ? ferry_now_mono_us() + (int64_t)ttl * 800000 : 0;
             ferry_log(FERRY_LOG_DEBUG, "iceberg sink: REST catalog: OAuth2 token %d from %s%s",
                       r->tokens, r->oauth2_uri, ttl > 0 ? " (renewed before it expires)" : "");

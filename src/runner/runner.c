@@ -165,6 +165,12 @@ static const char *bound_of(int64_t wait_source_us, int64_t wait_sink_us, int64_
     return "balanced";
 }
 
+/* How the progress and summary lines say it: "sink-bound", "source-bound", or nothing. */
+static const char *bound_label(const char *bound)
+{
+    return !strcmp(bound, "sink") ? "sink-bound" : !strcmp(bound, "source") ? "source-bound" : "";
+}
+
 /* "1h02m", "3m05s", "42s" */
 static void human_secs(double s, char *buf, size_t len)
 {
@@ -194,13 +200,12 @@ static void print_progress(struct run *r, struct ferry_flow *f, int64_t start_us
         human_secs((double)(f->rows_expected - rows) * secs / (double)rows, left, sizeof left);
         snprintf(eta, sizeof eta, "  %3d%%  ETA %-6s", (int)(rows * 100 / f->rows_expected), left);
     }
-    const char *bound = bound_of(atomic_load(&f->wait_source_us), atomic_load(&f->wait_sink_us),
-                                 elapsed);
+    const char *label = bound_label(
+        bound_of(atomic_load(&f->wait_source_us), atomic_load(&f->wait_sink_us), elapsed));
     fprintf(stderr,
             "\r\033[K  %-24s %12lld rows%s  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s%s%s",
             f->spec->table, rows, eta, rps, (double)bytes / secs / 1e6,
-            atomic_load(&f->queue_depth), r->p->batch.queue, strcmp(bound, "balanced") ? "  " : "",
-            !strcmp(bound, "sink") ? "sink-bound" : !strcmp(bound, "source") ? "source-bound" : "",
+            atomic_load(&f->queue_depth), r->p->batch.queue, label[0] ? "  " : "", label,
             final ? "\n" : "");
     fflush(stderr);
 }
@@ -900,12 +905,10 @@ static int run_resources(struct run *r, struct ferry_error *err)
             rc = emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
             if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
                 double secs = (double)elapsed / 1e6;
+                const char *label = bound_label(bound);
                 fprintf(r->o->out, "%s: %" PRId64 " rows, %.1f MB in %.2f s (%.0f rows/s%s%s)\n",
                         rr->spec->table, rows, (double)bytes / 1e6, secs,
-                        secs > 0 ? (double)rows / secs : 0.0, strcmp(bound, "balanced") ? ", " : "",
-                        !strcmp(bound, "sink")     ? "sink-bound"
-                        : !strcmp(bound, "source") ? "source-bound"
-                                                   : "");
+                        secs > 0 ? (double)rows / secs : 0.0, label[0] ? ", " : "", label);
             }
         } else if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED) {
             struct ferry_buf fb;

@@ -27,6 +27,29 @@ pg_stop() {
   PG_DIR=
 }
 
+# pg_initdb DIR PASSWORD : a new cluster in DIR/data, superuser ferry_admin with PASSWORD.
+pg_initdb() {
+  printf '%s\n' "$2" > "$1/pw"
+  [ "$(id -u)" = 0 ] && chown postgres "$1/pw"
+  pg_as "$PG_BIN/initdb" -N -D "$1/data" -U ferry_admin --pwfile="$1/pw" -A scram-sha-256 \
+    -E UTF8 --locale=C.UTF-8 >"$1/initdb.log" 2>&1 ||
+    pg_as "$PG_BIN/initdb" -N -D "$1/data" -U ferry_admin --pwfile="$1/pw" -A scram-sha-256 \
+      -E UTF8 --locale=C >"$1/initdb.log" 2>&1 ||
+    { cat "$1/initdb.log" >&2; echo "pg.sh: initdb failed" >&2; exit 1; }
+  rm -f "$1/pw"
+}
+
+# pg_template DIR : the suite's template cluster in DIR (run once by scripts/test.sh, which
+# exports FERRY_PG_TEMPLATE=DIR): DIR/data and DIR/pw, the template's admin password.
+pg_template() {
+  mkdir -p "$1"
+  chmod 755 "$1"
+  [ "$(id -u)" = 0 ] && chown postgres "$1"
+  local pw="template-pw-$RANDOM$RANDOM"
+  pg_initdb "$1" "$pw"
+  printf '%s' "$pw" > "$1/pw"
+}
+
 pg_start() {
   [ -x "$PG_BIN/initdb" ] || { echo "pg.sh: no PostgreSQL server binaries (install postgresql)" >&2; exit 1; }
   PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pg.XXXXXX")
@@ -39,14 +62,16 @@ pg_start() {
   # shellcheck disable=SC2064
   # Keep the exit status for the caller's trap (lib.sh reports failures from it).
   trap "__pg_rc=\$?; pg_stop; set +e; (exit \$__pg_rc); $prev_trap" EXIT
-  printf '%s\n' "$PG_ADMIN_PASSWORD" > "$PG_DIR/pw"
-  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR/pw"
-  pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U ferry_admin --pwfile="$PG_DIR/pw" -A scram-sha-256 \
-    -E UTF8 --locale=C.UTF-8 >"$PG_DIR/initdb.log" 2>&1 ||
-    pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U ferry_admin --pwfile="$PG_DIR/pw" -A scram-sha-256 \
-      -E UTF8 --locale=C >"$PG_DIR/initdb.log" 2>&1 ||
-    { cat "$PG_DIR/initdb.log" >&2; echo "pg.sh: initdb failed" >&2; exit 1; }
-  rm -f "$PG_DIR/pw"
+  local template_pw=
+  if [ -n "${FERRY_PG_TEMPLATE:-}" ] && [ -f "$FERRY_PG_TEMPLATE/data/PG_VERSION" ]; then
+    # The suite's template cluster (pg_template below): a copy costs a fraction of an initdb.
+    # Its admin password is replaced by this test's own once the server is up.
+    pg_as cp -a "$FERRY_PG_TEMPLATE/data" "$PG_DIR/data" ||
+      { echo "pg.sh: cannot copy the template cluster $FERRY_PG_TEMPLATE" >&2; exit 1; }
+    template_pw=$(cat "$FERRY_PG_TEMPLATE/pw")
+  else
+    pg_initdb "$PG_DIR" "$PG_ADMIN_PASSWORD"
+  fi
   local tries=0
   while :; do
     PGPORT=$((20000 + RANDOM % 20000))
@@ -72,6 +97,10 @@ CONF
     fi
   done
   export PGHOST=127.0.0.1 PGPORT PGUSER=ferry_admin PGPASSWORD=$PG_ADMIN_PASSWORD PGDATABASE=postgres
+  if [ -n "$template_pw" ]; then
+    PGPASSWORD=$template_pw psql -v ON_ERROR_STOP=1 -qX \
+      -c "ALTER ROLE ferry_admin PASSWORD '$PG_ADMIN_PASSWORD'" >/dev/null
+  fi
   psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE ferry" >/dev/null
   export PGDATABASE=ferry
   psql -v ON_ERROR_STOP=1 -qX >/dev/null <<SQL

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/run-test.sh SCRIPT - how CTest runs one end-to-end or fault test.
+#
+# The test runs with a private temporary folder as TMPDIR, so everything it starts there
+# (PostgreSQL, MariaDB, NATS and S3 servers, ferry processes, tmpfs mounts: the helpers all
+# make their folders with mktemp under $TMPDIR) can be found once it ends. A test must stop
+# what it started, pass or fail: anything still running or mounted under its folder a few
+# seconds after it ended is listed, stopped, and fails the test. The folder is removed when
+# the test passed and kept (for its logs) when it failed.
+#
+# Servers are started from templates when the suite made them (scripts/test.sh exports
+# FERRY_PG_TEMPLATE: one initdb for the whole suite, copied per test; see tests/pg/pg.sh).
+set -u
+script=$1
+base=${FERRY_TEST_TMP:-${TMPDIR:-/tmp}}
+root=$(mktemp -d "$base/ferry-t.XXXXXX") || { echo "run-test: cannot make a folder in $base" >&2; exit 1; }
+chmod 755 "$root" # servers running as other users (postgres, mysql) reach their folders through it
+export TMPDIR=$root
+
+bash "$script"
+rc=$?
+
+# Processes of this test: a command line naming the folder, or a working directory inside it
+# (PostgreSQL's children rename themselves but keep the data folder as their cwd).
+ours() {
+  local p pid cwd cmd
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = $$ ] && continue
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+    [ -n "$cmd" ] || continue # a zombie or kernel thread
+    if [[ $cwd == "$root"* || $cmd == *"$root"* ]]; then printf '%s %s\n' "$pid" "$cmd"; fi
+  done
+}
+mounts() { awk -v r="$root" 'index($2, r) == 1 {print $2}' /proc/mounts; }
+
+# A process on its way out (a SIGTERMed worker draining) gets a few seconds.
+left=
+for _ in $(seq 1 50); do
+  left=$(ours)
+  [ -z "$left" ] && break
+  sleep 0.1
+done
+leftover=0
+if [ -n "$left" ]; then
+  leftover=1
+  echo "run-test: $script left processes running:" >&2
+  printf '  %s\n' "$left" | cut -c1-300 >&2
+  # PostgreSQL servers: an immediate stop through their data folders, then anything else.
+  while IFS= read -r pidfile; do
+    data=$(dirname "$pidfile")
+    pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    if [ "$(id -u)" = 0 ]; then
+      runuser -u postgres -- "$pgbin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+    else
+      "$pgbin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+    fi
+  done < <(find "$root" -name postmaster.pid 2>/dev/null)
+  ours | awk '{print $1}' | xargs -r kill -9 2>/dev/null
+  sleep 0.2
+fi
+m=$(mounts)
+if [ -n "$m" ]; then
+  leftover=1
+  echo "run-test: $script left mounts: $m" >&2
+  printf '%s\n' "$m" | sort -r | xargs -r -n1 umount -l 2>/dev/null
+fi
+if [ $leftover = 1 ] && [ $rc = 0 ]; then
+  echo "FAIL: the test passed but left servers, processes or mounts behind (listed above)" >&2
+  rc=1
+fi
+if [ $rc = 0 ]; then rm -rf "$root"; else echo "run-test: folder kept: $root" >&2; fi
+exit $rc

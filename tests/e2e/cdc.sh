@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # PostgreSQL change data capture (mode: cdc) against a real server with wal_level=logical:
 # snapshot then stream into the PostgreSQL sink (merge) and the SQLite sink (merge) while a
 # concurrent workload inserts, updates (keys included) and deletes on three tables; after a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The files connector end to end, with readers ferry did not write:
 #   1. sample -> files (csv, jsonl); the CSV parts read by `sqlite3 .import`, the JSONL parts by
 #      `jq`, only the files the run's manifest lists, compared with the same sample copied into

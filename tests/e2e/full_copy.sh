@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # sample -> sqlite full copies: every row arrives once, batching does not change the data,
 # sqlite -> sqlite round-trips every type exactly, and the run's events tell the story.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # The iceberg sink (part 1 of 2, see iceberg_more.sh), read back by readers ferry did not
 # write: icebird (npm) reads each table over HTTP (tests/tools/read_iceberg.mjs serves the
 # warehouse on loopback: metadata, manifest list, manifests in Avro, Parquet data) and

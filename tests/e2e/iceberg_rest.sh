@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The iceberg sink through an Iceberg REST catalog (`catalog: rest`): tests/tools/rest_catalog.mjs
 # is a small REST catalog on loopback (a fixture written from the REST OpenAPI spec: it checks
 # the commit requirements, applies the updates and writes the metadata files); the tables are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # Incremental runs move only new and changed rows; upsert converges to the source; a tie
 # on the cursor value across batch boundaries skips and doubles nothing.
 . "$(dirname "$0")/lib.sh"

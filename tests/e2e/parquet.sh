@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # The files sink with `format: parquet`, read back by two readers ferry did not write:
 #   1. sample (orders and users: every type) -> parquet with each codec (zstd, snappy, gzip,
 #      none; small row groups, several parts, dictionary off in turn); every file the manifest

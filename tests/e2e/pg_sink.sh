@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # The postgres sink against a real PostgreSQL: append/upsert/merge/replace of the sample
 # tables compared value by value with the same sample written by the sqlite sink, atomic
 # replace, exactly-once after kill -9 (transactional checkpoint), hostile identifiers.

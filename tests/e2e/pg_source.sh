@@ -1,4 +1,5 @@
 # tests/e2e/pg_source.sh - the postgres source against a real PostgreSQL 15 (tests/pg/pg.sh):
+# labels: asan
 # every type with edge values to sqlite and to the null sink, compared column by column with
 # psql's text of the source; multi-shard full copy killed with SIGKILL and resumed (set
 # equality, zero duplicates); incremental runs with many rows sharing one cursor value

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # The s3 sink end to end against s3rver (a real S3-compatible HTTP server that checks SigV4
 # signatures) on loopback; the objects are read back with an independent signed client (the
 # `aws4` npm package), never with ferry:

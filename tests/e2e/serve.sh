@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan smoke
 # `ferry serve` over real HTTP (curl) on a free loopback port: pipelines (YAML and JSON
 # bodies, versions), idempotent run requests, a run watched to completion through
 # Server-Sent Events (and replayed from a sequence), pause + resume, cancel, schedules,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # Hostile request bodies and paths against `ferry serve`: a YAML alias bomb, JSON nested 100k
 # deep, random bytes, NUL bytes, a 100 kB idempotency key, odd names, numbers that overflow,
 # percent-encoded NULs. Every answer is a JSON error with a 4xx status, the server keeps

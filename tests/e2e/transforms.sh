@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # Transforms end to end: sample -> sqlite through a chain of every kind (drop, rename, hash,
 # mask, add run_id, filter, cast), checked against an untransformed copy of the same data
 # with an independent reader (sqlite3); then a bad transform config refuses to start and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # upsert converges when repeated; replace swaps whole tables; policy refusals are clear.
 . "$(dirname "$0")/lib.sh"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # bitflip_sinks: the catalog's bitflip row on every sink besides sqlite (failpoints.sh has
 # sqlite): one bit of batch 3 flipped between the pipeline's digest and the sink
 # (before_sink_apply=bitflip@3, src/pipeline/flow.c) for the postgres sink (per_apply), the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # cdc, one transaction of 200 000 inserts: `ferry run` is SIGKILLed while it streams that
 # transaction (the sink made part of it durable), then run again: every row is in the
 # destination exactly once (merge, PostgreSQL and SQLite sinks), equal to the source; a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # crash_before_sink_commit, crash_after_sink_commit and kill -9 at seeded random moments for
 # the two publishing sinks, files (local folder) and s3 (s3rver on loopback), JSON Lines:
 #   - before the commit: nothing is published (no manifest, no part a reader would trust);

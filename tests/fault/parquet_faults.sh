@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # parquet_faults: files_faults.sh's crash and kill rows for the files sink writing Parquet,
 # read back by DuckDB (not ferry's reader) from the parts the run manifests list, each part's
 # size and CRC32-C checked against its manifest entry (Python, independent of ferry):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # tests/fault/y_bad_config.sh - the bad_config row of the fault catalog for every connector
 # (tests/e2e/bad_config.sh covers the engine's own keys). For each connector type - sample,
 # null, sqlite (source and sink), postgres (source, cdc and sink), files (source and sink), s3,

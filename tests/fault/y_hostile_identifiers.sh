@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # tests/fault/y_hostile_identifiers.sh - hostile_identifiers for the publishing sinks (the
 # postgres and sqlite connectors are tests/e2e/pg_security.sh). A sqlite source table whose
 # table and column names hold quotes, spaces, semicolons, `--`, dots, unicode and 63/64/100

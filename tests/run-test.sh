@@ -28,7 +28,7 @@ ours() {
     pid=${p#/proc/}
     [ "$pid" = $$ ] && continue
     cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
-    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+    cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
     [ -n "$cmd" ] || continue # a zombie or kernel thread
     if [[ $cwd == "$root"* || $cmd == *"$root"* ]]; then printf '%s %s\n' "$pid" "$cmd"; fi
   done

@@ -22,6 +22,8 @@ extern "C" {
 
 #define FERRY_CONNECTOR_ABI 1
 
+struct ferry_table_info; /* ferry/tables.h */
+
 enum ferry_read_mode { FERRY_READ_FULL = 0, FERRY_READ_INCREMENTAL, FERRY_READ_CDC };
 enum ferry_write_mode {
     FERRY_WRITE_APPEND = 0,
@@ -44,6 +46,15 @@ struct ferry_resource_spec {
     int n_key;
     int64_t lookback_ms;  /* incremental: re-read this much before the saved cursor */
     struct ferry_cfg *node; /* the resource's map: connectors read their own extra keys */
+    /* `tables: [PATTERN...]` / `exclude: [PATTERN...]` (NULL-terminated) instead of `table:`:
+     * a pattern entry, replaced by one resource per matching table when the run is planned
+     * (ferry_tables_expand, ferry/tables.h); `table` then holds a display name. `expanded`:
+     * this resource came from such an entry. */
+    char **patterns;
+    int n_patterns;
+    char **exclude;
+    int n_exclude;
+    bool expanded;
     /* Set by the runner before discover (borrowed, may be NULL elsewhere): the pipeline's
      * name and this resource's route key, for names a source derives from them (cdc
      * replication slots); and whether a cdc resource is written as a change log (`write:
@@ -144,6 +155,15 @@ struct ferry_source_vtable {
     /* Any thread, no blocking: the stream running on this instance, if any (FERRY_OK; else
      * FERRY_ENOTFOUND): its position and its lag in log bytes and in microseconds. */
     int (*cdc_progress)(void *ctx, int64_t *position, int64_t *lag_bytes, int64_t *lag_us);
+
+    /* optional, database sources (appended to ABI 1): every table a `tables:` pattern may
+     * select (ferry/tables.h): tables and partitioned tables, never a partition (a
+     * partitioned table is read once, through its parent), a system table or ferry's own,
+     * each with a size estimate; and the schema a one-part pattern means
+     * (*default_schema, owned by the caller). Caller frees the list with
+     * ferry_table_list_free. */
+    int (*list_tables)(void *ctx, struct ferry_table_info **out, int *n, char **default_schema,
+                       struct ferry_error *err);
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */

@@ -63,6 +63,8 @@ int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
 int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
                                struct ferry_pipeline_spec **out, struct ferry_error *err);
 void ferry_pipeline_free(struct ferry_pipeline_spec *p);
+/* Frees what a resource owns and zeroes it. */
+void ferry_resource_spec_release(struct ferry_resource_spec *r);
 
 /* The route key of a resource: "<resource> -> <sink type>:<table>". */
 char *ferry_pipeline_route(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r);

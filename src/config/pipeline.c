@@ -23,6 +23,7 @@
 #include "ferry/core.h"
 #include "ferry/error.h"
 #include "ferry/pipeline.h"
+#include "ferry/tables.h"
 
 static const char *const read_modes[] = {"full", "incremental", "cdc", NULL};
 static const char *const write_modes[] = {"append", "replace", "upsert", "merge", NULL};
@@ -212,19 +213,69 @@ static int required_with(const struct ferry_cfg *map, const char *key, const cha
 
 static int unquoted_target(const char *table, char **out);
 
+/* A list of table patterns under `key`: at least one, each well-formed. */
+static int pattern_list(struct ferry_cfg *item, const char *key, char ***out, int *n,
+                        struct ferry_error *err)
+{
+    int rc = ferry_cfg_strv(item, key, false, out, n, err);
+    if (rc || *out == NULL) return rc;
+    struct ferry_cfg *node = ferry_cfg_get(item, key);
+    if (*n == 0) return ferry_cfg_error(err, node, "must give at least one table pattern");
+    for (int i = 0; i < *n; i++) {
+        struct ferry_error e = {0};
+        if (ferry_table_pattern_check((*out)[i], &e))
+            return ferry_cfg_error(err, node, "%s", e.message);
+    }
+    return FERRY_OK;
+}
+
+/* `table: NAME`, or `tables: [PATTERN...]` with an optional `exclude: [PATTERN...]`. */
+static int load_table_or_patterns(struct ferry_cfg *item, struct ferry_resource_spec *r,
+                                  struct ferry_error *err)
+{
+    int rc = pattern_list(item, "tables", &r->patterns, &r->n_patterns, err);
+    if (rc == FERRY_OK) rc = pattern_list(item, "exclude", &r->exclude, &r->n_exclude, err);
+    if (rc) return rc;
+    if (r->patterns) {
+        if (ferry_cfg_get(item, "table"))
+            return ferry_cfg_error(err, ferry_cfg_get(item, "table"),
+                                   "give either table: or tables:, not both");
+        if (ferry_cfg_get(item, "target"))
+            return ferry_cfg_error(err, ferry_cfg_get(item, "target"),
+                                   "target: names one table; a tables: entry writes each table "
+                                   "under its own name");
+        struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+        rc = ferry_buf_printf(&b, "tables[");
+        for (int i = 0; rc == FERRY_OK && i < r->n_patterns; i++)
+            rc = ferry_buf_printf(&b, "%s%s", i ? ", " : "", r->patterns[i]);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&b, "]");
+        if (rc) {
+            ferry_buf_release(&b);
+            return oom(err);
+        }
+        r->table = ferry_buf_take(&b);
+        return r->table ? FERRY_OK : oom(err);
+    }
+    if (r->exclude)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "exclude"), "exclude: goes with tables:");
+    const char *table = NULL;
+    if ((rc = ferry_cfg_str(item, "table", true, &table, err))) return rc;
+    if (table[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(item, "table"), "must not be empty");
+    if ((r->table = ferry_strdup(table)) == NULL) return oom(err);
+    if (unquoted_target(table, &r->target_default)) return oom(err);
+    return FERRY_OK;
+}
+
 static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
                          struct ferry_resource_spec *r, struct ferry_error *err)
 {
     if (item->kind != FERRY_CFG_MAP)
         return ferry_cfg_error(err, item, "expected a map like {table: orders, mode: full}");
     r->node = item;
-    const char *table = NULL;
-    int rc = ferry_cfg_str(item, "table", true, &table, err);
+    int rc = load_table_or_patterns(item, r, err);
     if (rc) return rc;
-    if (table[0] == '\0')
-        return ferry_cfg_error(err, ferry_cfg_get(item, "table"), "must not be empty");
-    if ((r->table = ferry_strdup(table)) == NULL) return oom(err);
-    if (unquoted_target(table, &r->target_default)) return oom(err);
 
     int mode = FERRY_READ_FULL;
     if ((rc = ferry_cfg_enum(item, "mode", false, read_modes, &mode, err))) return rc;
@@ -544,6 +595,10 @@ static int json_resources(struct ferry_buf *b, const struct ferry_pipeline_spec 
         if (rc == FERRY_OK) rc = json_strv(b, r->columns, r->n_columns);
         if (rc == FERRY_OK) rc = ferry_buf_append(b, ",\"cursor\":", 10);
         if (rc == FERRY_OK) rc = json_strv(b, r->cursor, r->n_cursor);
+        if (rc == FERRY_OK && r->exclude) { /* only when given: older hashes stay as they were */
+            rc = ferry_buf_append(b, ",\"exclude\":", 11);
+            if (rc == FERRY_OK) rc = json_strv(b, r->exclude, r->n_exclude);
+        }
         if (rc == FERRY_OK) rc = ferry_buf_append(b, ",\"key\":", 7);
         if (rc == FERRY_OK) rc = json_strv(b, r->key, r->n_key);
         if (rc == FERRY_OK) rc = json_key_str(b, "mode", ferry_read_mode_name(r->mode), true);
@@ -692,16 +747,24 @@ int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
     return rc ? rc : load(root, name, out, err);
 }
 
+void ferry_resource_spec_release(struct ferry_resource_spec *r)
+{
+    ferry_free(r->table);
+    ferry_free(r->target_default);
+    ferry_cfg_strv_free(r->cursor);
+    ferry_cfg_strv_free(r->columns);
+    ferry_cfg_strv_free(r->key);
+    ferry_cfg_strv_free(r->patterns);
+    ferry_cfg_strv_free(r->exclude);
+    *r = (struct ferry_resource_spec){0};
+}
+
 void ferry_pipeline_free(struct ferry_pipeline_spec *p)
 {
     if (p == NULL) return;
     for (int i = 0; i < p->n_resources; i++) {
         struct ferry_resource_spec *r = &p->resources[i];
-        ferry_free(r->table);
-        ferry_free(r->target_default);
-        ferry_cfg_strv_free(r->cursor);
-        ferry_cfg_strv_free(r->columns);
-        ferry_cfg_strv_free(r->key);
+        ferry_resource_spec_release(r);
     }
     ferry_free(p->resources);
     for (int i = 0; i < p->n_transforms; i++) {

@@ -26,6 +26,7 @@
 #include "control/tracker.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
+#include "ferry/tables.h"
 #include "pipeline/flow.h"
 #include "pipeline/transform.h"
 #include "runner/runner.h"
@@ -544,14 +545,33 @@ static int plan_resource(struct run *r, struct resource_run *rr, struct ferry_si
 
 /* Discover, transforms, capabilities, policy, unknown keys: everything that can refuse the
  * pipeline, done before a run exists. */
+/* `tables:` entries become one resource per table the source lists (ferry/tables.h). */
+static int expand_tables(struct ferry_pipeline_spec *p, void *src_ctx, struct ferry_error *err)
+{
+    if (!ferry_tables_pending(p)) return FERRY_OK;
+    if (p->source_vt->list_tables == NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               "%s: source %s cannot list its tables: name each with table:",
+                               p->file ? p->file : "pipeline", p->source_type);
+    struct ferry_table_info *tables = NULL;
+    char *def = NULL;
+    int n = 0;
+    int rc = p->source_vt->list_tables(src_ctx, &tables, &n, &def, err);
+    if (rc == FERRY_OK) rc = ferry_tables_expand(p, tables, n, def, err);
+    ferry_table_list_free(tables, n);
+    ferry_free(def);
+    return rc;
+}
+
 static int prepare_resources(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
+    int rc = p->source_vt->open(p->source, &r->src_ctx, err);
+    if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
+    if ((rc = expand_tables(p, r->src_ctx, err))) return rc;
     r->n_res = p->n_resources;
     r->res = ferry_calloc((size_t)r->n_res, sizeof *r->res);
     if (r->res == NULL) return ferry_error_set(err, FERRY_ENOMEM, "runner", "out of memory");
-    int rc = p->source_vt->open(p->source, &r->src_ctx, err);
-    if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
     /* An engine key of the source section (each connector lists it as tuning). */
     r->parallelism = 1;
     rc = ferry_cfg_int(p->source, "parallelism", false, 1, 64, &r->parallelism, err);

@@ -103,4 +103,9 @@ uint32_t ferry__pg_type_oid(const struct ferry_field *f);
 #define FERRY_PG_EPOCH_DAYS 10957
 #define FERRY_PG_EPOCH_US INT64_C(946684800000000)
 
+struct ferry_table_info;
+/* The tables a `tables:` pattern may select (pg_tables.c). */
+int ferry__pg_list_tables(PGconn *c, struct ferry_table_info **out, int *n, char **default_schema,
+                          struct ferry_error *err);
+
 #endif

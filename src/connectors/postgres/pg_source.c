@@ -1574,6 +1574,13 @@ static int src_cdc_drop(void *ctx, const struct ferry_resource_spec *spec, struc
     return ferry__pg_cdc_drop(s->c, s->peer, spec, err);
 }
 
+static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,
+                           struct ferry_error *err)
+{
+    struct src *s = ctx;
+    return ferry__pg_list_tables(s->c, out, n, def, err);
+}
+
 const struct ferry_source_vtable ferry__postgres_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "postgres",
@@ -1591,4 +1598,5 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_ack = src_cdc_ack,
     .cdc_drop = src_cdc_drop,
     .cdc_progress = src_cdc_progress,
+    .list_tables = src_list_tables,
 };

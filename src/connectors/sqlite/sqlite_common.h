@@ -44,4 +44,9 @@ int ferry__sqlite_error(struct ferry_error *err, int code, sqlite3 *db, const ch
 /* Runs a statement without results; on failure sets err naming `what`. */
 int ferry__sqlite_exec(sqlite3 *db, const char *sql, const char *what, struct ferry_error *err);
 
+struct ferry_table_info;
+/* The tables of the main database for `tables:` patterns (sqlite_tables.c). */
+int ferry__sqlite_list_tables(sqlite3 *db, const char *path, struct ferry_table_info **out, int *n,
+                              char **default_schema, struct ferry_error *err);
+
 #endif

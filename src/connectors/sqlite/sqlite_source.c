@@ -1622,6 +1622,13 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,
+                           struct ferry_error *err)
+{
+    struct src *s = ctx;
+    return ferry__sqlite_list_tables(s->db, s->path, out, n, def, err);
+}
+
 const struct ferry_source_vtable ferry__sqlite_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "sqlite",
@@ -1634,4 +1641,5 @@ const struct ferry_source_vtable ferry__sqlite_source = {
     .extract = src_extract,
     .close = src_close,
     .cancel = src_cancel,
+    .list_tables = src_list_tables,
 };

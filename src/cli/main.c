@@ -41,6 +41,7 @@ static const char *usage_main =
     "commands:\n"
     "  run FILE          run a pipeline (resumes its unfinished run unless --fresh)\n"
     "  check FILE        validate a pipeline file and print its plan; moves nothing\n"
+    "  copy SRC DEST     copy tables in one line (--tables P, --follow); writes the pipeline\n"
     "  resume RUN [FILE] continue a paused, failed or interrupted run\n"
     "  pause RUN         ask a running run to drain, commit and pause\n"
     "  cancel RUN        ask a running run to stop and abort\n"
@@ -557,6 +558,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "serve")) return ferry_cli_serve(argc, argv);
     if (!strcmp(cmd, "worker")) return ferry_cli_worker(argc, argv);
     if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
+    if (!strcmp(cmd, "copy")) return ferry_cli_copy(argc, argv);
     if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);
     if (!strcmp(cmd, "pipelines")) return ferry_cli_pipelines(argc, argv);
     if (!strcmp(cmd, "runs") && argc > 2 && (!strcmp(argv[2], "start") || !strcmp(argv[2], "watch")))

@@ -108,3 +108,32 @@ done
 [ "$(pgq -d dest -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy' AND tablename LIKE 'events\_%'")" = 0 ] \
   || fail "partitions were copied as tables of their own"
 pass "postgres: public.* and a quoted sales table, excluding audit_*, each equal; the partitioned events read once through its parent"
+
+# ---- ferry copy: the same in one line ----------------------------------------------------
+pgq -c "CREATE DATABASE dest2" >/dev/null
+export DEST2_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest2"
+expect_exit 0 ferry copy env:SRC_URL env:DEST2_URL --tables 'public.*' --exclude 'audit_*' \
+  --schema copy --save copy.yaml --quiet
+grep -q 'url: "env:SRC_URL"' copy.yaml || fail "the saved pipeline does not reference the source: $(cat copy.yaml)"
+grep -q "$PGPASSWORD" copy.yaml && fail "the saved pipeline holds the password"
+for t in orders users events; do
+  a=$(pgq -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM public.$t t")
+  b=$(pgq -d dest2 -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM copy.$t t")
+  [ "$a" = "$b" ] || fail "ferry copy: $t [$a] differs from [$b]"
+done
+[ "$(pgq -d dest2 -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy'")" = 3 ] \
+  || fail "ferry copy wrote other tables: $(pgq -d dest2 -c "SELECT tablename FROM pg_tables WHERE schemaname = 'copy'")"
+# the same command again replaces (write: replace), never doubles
+pgq -c "INSERT INTO public.users VALUES (1000, 'late')"
+expect_exit 0 ferry copy env:SRC_URL env:DEST2_URL --tables 'public.*' --exclude 'audit_*' \
+  --schema copy --save copy.yaml --quiet
+[ "$(pgq -d dest2 -c "SELECT count(*) FROM copy.users")" = 51 ] || fail "a second ferry copy did not replace users"
+[ "$(pgq -d dest2 -c "SELECT count(*) FROM copy.orders")" = 20000 ] || fail "a second ferry copy doubled orders"
+expect_exit 0 ferry run copy.yaml --quiet
+pass "ferry copy env:SRC env:DEST --tables --exclude: each table equal, the saved pipeline runs again, re-runs replace"
+expect_exit 2 ferry copy "postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/ferry" env:DEST2_URL
+printf '%s\n' "$OUT" | grep -q "password on the command line" || fail "a URL with a password: $OUT"
+printf '%s\n' "$OUT" | grep -q "$PGPASSWORD" && fail "the refusal echoes the password"
+expect_exit 2 ferry copy env:NOT_SET_ANYWHERE env:DEST2_URL
+printf '%s\n' "$OUT" | grep -q "NOT_SET_ANYWHERE is not set" || fail "an unset reference: $OUT"
+pass "ferry copy refuses a password on the command line (never echoed) and an unset reference"

@@ -106,8 +106,8 @@ int ferry_cli_cdc(int argc, char **argv)
             rc = ferry_error_set(&err, FERRY_ENOMEM, "cli", "out of memory");
             break;
         }
-        r->pipeline = p->name;
-        r->route = route;
+        struct ferry_read_context run = {.pipeline = p->name, .route = route};
+        r->run = &run;
         rc = p->source_vt->cdc_drop(ctx, r, &err);
         /* The saved position meant "continue the slot"; without the slot the next run starts
          * over (a position without "n" reads as no position). */
@@ -122,7 +122,7 @@ int ferry_cli_cdc(int argc, char **argv)
         } else {
             ferry_error_prefix(&err, "resource %s", r->table);
         }
-        r->route = NULL;
+        r->run = NULL;
         ferry_free(route);
     }
     /* An unfinished run of the pipeline froze a plan around the dropped slot: it must not

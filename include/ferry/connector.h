@@ -34,6 +34,39 @@ enum ferry_write_mode {
 const char *ferry_read_mode_name(enum ferry_read_mode m);
 const char *ferry_write_mode_name(enum ferry_write_mode m);
 
+/* What the engine decides about one resource for one run and hands to the source with
+ * its spec (spec->run). None of it comes from the resource's own map: the runner derives
+ * it from the pipeline, the sink's capabilities and the command line. */
+struct ferry_read_context {
+    /* The pipeline's name and this resource's route key, for names a source derives from
+     * them (cdc replication slots). */
+    const char *pipeline;
+    const char *route;
+    /* A cdc resource written as a change log (`write: append`): its schema then ends with
+     * _ferry_op, _ferry_lsn, _ferry_commit_time. */
+    bool change_log;
+    /* `soft_delete: COLUMN` of a cdc resource written with merge: the source appends
+     * COLUMN (timestamptz, NULL while the row lives) and a delete carries its commit time
+     * there; the sink then marks the row instead of deleting it (the target schema's
+     * soft_delete). NULL: deletes delete. */
+    const char *soft_delete;
+    /* `ferry run --follow --epoch-rows N`: a cdc stream may end its run after N changes,
+     * at a transaction's commit (the next run goes on at once). 0: it streams to the end
+     * frozen in its plan. */
+    int64_t cdc_epoch_rows;
+    /* `ferry run --follow`: more runs of this process follow, so a source may keep its log
+     * session open between them. */
+    bool cdc_follow;
+    /* The positions this run reads become durable only at the run's one sink commit, at
+     * its end (the sink is durable at_commit; a crash before that commit leaves every shard
+     * pending, so it is read again from its start). A source may then plan a full read
+     * that needs no key order and say so in the plan with "commit_once": true; the runner
+     * then never commits such a run early (a pause discards the session, as for
+     * replace_commits_once) and refuses to resume it into a sink durable per apply. false:
+     * positions may become durable mid-shard (per_apply, distributed runs). */
+    bool positions_at_end;
+};
+
 /* One resource of the pipeline file, as the source sees it. */
 struct ferry_resource_spec {
     char *table;          /* as written: "orders", "public.orders" */
@@ -55,39 +88,24 @@ struct ferry_resource_spec {
     char **exclude;
     int n_exclude;
     bool expanded;
-    /* Set by the runner before discover (borrowed, may be NULL elsewhere): the pipeline's
-     * name and this resource's route key, for names a source derives from them (cdc
-     * replication slots); and whether a cdc resource is written as a change log (`write:
-     * append`), whose schema then ends with _ferry_op, _ferry_lsn, _ferry_commit_time. */
-    const char *pipeline;
-    const char *route;
-    bool change_log;
-    /* `soft_delete: COLUMN` of a cdc resource written with merge (set by the runner, added
-     * for cdc): the source appends COLUMN (timestamptz, NULL while the row lives) and a
-     * delete carries its commit time there; the sink then marks the row instead of
-     * deleting it (the target schema's soft_delete). NULL: deletes delete. */
-    const char *soft_delete;
-    /* `ferry run --follow --epoch-rows N` (set by the runner, added for cdc): a cdc stream
-     * may end its run after N changes, at a transaction's commit (the next run goes on at
-     * once). 0: it streams to the end frozen in its plan. */
-    int64_t cdc_epoch_rows;
-    /* `ferry run --follow` (set by the runner, added for cdc): more runs of this process
-     * follow, so a source may keep its log session open between them. */
-    bool cdc_follow;
-    /* Set by the runner before plan (added for unordered full reads): the positions this
-     * run reads become durable only at the run's one sink commit, at its end (the sink is
-     * durable at_commit; a crash before that commit leaves every shard pending, so it is
-     * read again from its start). A source may then plan a full read that needs no key
-     * order and say so in the plan with "commit_once": true; the runner then never commits
-     * such a run early (a pause discards the session, as for replace_commits_once) and
-     * refuses to resume it into a sink durable per apply. false: positions may become
-     * durable mid-shard (per_apply, distributed runs). */
-    bool positions_at_end;
+    /* What the engine decided about this resource for the run being read (borrowed, set
+     * by the runner before discover; NULL outside a run, e.g. `ferry verify`): read it
+     * through ferry_read_context_of(), which gives the defaults for NULL. */
+    const struct ferry_read_context *run;
     /* Default destination name, owned, set by the pipeline loader when it differs from a
      * suffix of `table` (a quoted name: `public."My Tab"` -> My Tab). NULL elsewhere;
      * read through ferry_resource_target(). */
     char *target_default;
 };
+
+/* spec->run, or every field at its default (no names, no change log, no soft delete, no
+ * epochs, positions durable mid-shard) when the spec is read outside a run. */
+static inline const struct ferry_read_context *
+ferry_read_context_of(const struct ferry_resource_spec *spec)
+{
+    static const struct ferry_read_context none;
+    return spec->run ? spec->run : &none;
+}
 
 /* ---- Source ------------------------------------------------------------------------ */
 

@@ -42,6 +42,12 @@ bool ferry_tables_pending(const struct ferry_pipeline_spec *p);
 int ferry_tables_expand(struct ferry_pipeline_spec *p, const struct ferry_table_info *tables,
                         int n, const char *default_schema, struct ferry_error *err);
 
+/* The same with the tables the opened source `src_ctx` lists (its list_tables slot); a source
+ * without one is FERRY_ECONFIG. Nothing to do when no entry is a pattern. Callers: the runner's
+ * planning, verify, cdc drop. */
+int ferry_tables_expand_source(struct ferry_pipeline_spec *p, void *src_ctx,
+                               struct ferry_error *err);
+
 /* internal: parses a pattern into its parts (schema NULL when absent); FERRY_EINVAL when
  * malformed. */
 int ferry__table_pattern_parse(const char *text, char **schema, bool *schema_exact, char **name,

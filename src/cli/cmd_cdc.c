@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include "cli/commands.h"
+#include "ferry/tables.h"
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
 #include "ferry/event.h"
@@ -97,6 +98,7 @@ int ferry_cli_cdc(int argc, char **argv)
                              p->source_type);
     if (rc == FERRY_OK) rc = ferry_store_open(state, &st, &err);
     if (rc == FERRY_OK) rc = p->source_vt->open(p->source, &ctx, &err);
+    if (rc == FERRY_OK) rc = ferry_tables_expand_source(p, ctx, &err);
     int dropped = 0;
     for (int i = 0; rc == FERRY_OK && i < p->n_resources; i++) {
         struct ferry_resource_spec *r = &p->resources[i];
@@ -106,8 +108,8 @@ int ferry_cli_cdc(int argc, char **argv)
             rc = ferry_error_set(&err, FERRY_ENOMEM, "cli", "out of memory");
             break;
         }
-        r->pipeline = p->name;
-        r->route = route;
+        struct ferry_read_context run = {.pipeline = p->name, .route = route};
+        r->run = &run;
         rc = p->source_vt->cdc_drop(ctx, r, &err);
         /* The saved position meant "continue the slot"; without the slot the next run starts
          * over (a position without "n" reads as no position). */
@@ -122,7 +124,7 @@ int ferry_cli_cdc(int argc, char **argv)
         } else {
             ferry_error_prefix(&err, "resource %s", r->table);
         }
-        r->route = NULL;
+        r->run = NULL;
         ferry_free(route);
     }
     /* An unfinished run of the pipeline froze a plan around the dropped slot: it must not

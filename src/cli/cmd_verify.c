@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/commands.h"
+#include "ferry/tables.h"
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
 #include "ferry/event.h"
@@ -122,6 +123,12 @@ int ferry_cli_verify(int argc, char **argv)
     struct ferry_verify_report *rep = NULL;
     int rc = ferry_failpoints_init(&err);
     if (rc == FERRY_OK) rc = ferry_pipeline_load(argv[optind], &p, &err);
+    if (rc == FERRY_OK && ferry_tables_pending(p)) { /* tables: patterns, as a run plans them */
+        void *src = NULL;
+        rc = p->source_vt->open(p->source, &src, &err);
+        if (rc == FERRY_OK) rc = ferry_tables_expand_source(p, src, &err);
+        if (src) p->source_vt->close(src);
+    }
     if (rc == FERRY_OK) rc = ferry_verify_run(p, &o, NULL, NULL, &rep, &err);
     ferry_pipeline_free(p);
     if (rc != FERRY_OK) {

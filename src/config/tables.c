@@ -368,3 +368,20 @@ int ferry_tables_expand(struct ferry_pipeline_spec *p, const struct ferry_table_
     ferry_free(pick);
     return rc;
 }
+
+int ferry_tables_expand_source(struct ferry_pipeline_spec *p, void *src_ctx, struct ferry_error *err)
+{
+    if (!ferry_tables_pending(p)) return FERRY_OK;
+    if (p->source_vt == NULL || p->source_vt->list_tables == NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               "%s: source %s cannot list its tables: name each with table:",
+                               p->file ? p->file : "pipeline", p->source_type);
+    struct ferry_table_info *tables = NULL;
+    char *def = NULL;
+    int n = 0;
+    int rc = p->source_vt->list_tables(src_ctx, &tables, &n, &def, err);
+    if (rc == FERRY_OK) rc = ferry_tables_expand(p, tables, n, def, err);
+    ferry_table_list_free(tables, n);
+    ferry_free(def);
+    return rc;
+}

@@ -55,7 +55,7 @@ int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_r
                                "resource %s: `write: replace` needs `mode: full` (with mode %s the "
                                "table would be replaced by only the rows read this run)",
                                r->table, ferry_read_mode_name(r->mode));
-    if (r->soft_delete != NULL) {
+    if (ferry_read_context_of(r)->soft_delete != NULL) {
         /* Marking deleted rows is a merge of captured changes into a sink that can mark. */
         if (r->mode != FERRY_READ_CDC || p->write != FERRY_WRITE_MERGE)
             return ferry_error_set(err, FERRY_EPOLICY, "policy",
@@ -67,14 +67,14 @@ int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_r
                                    "resource %s: the %s sink cannot mark deleted rows "
                                    "(`soft_delete`); use `write: append` to keep the changes "
                                    "as a log", r->table, sink);
-        int f = ferry_schema_find(schema, r->soft_delete);
+        int f = ferry_schema_find(schema, ferry_read_context_of(r)->soft_delete);
         if (f < 0 || schema->fields[f].key_pos > 0 || !schema->fields[f].nullable)
             return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                    "resource %s: the `soft_delete` column \"%s\" must be a "
                                    "nullable column outside the key of what is written",
-                                   r->table, r->soft_delete);
+                                   r->table, ferry_read_context_of(r)->soft_delete);
     }
-    if (p->write == FERRY_WRITE_MERGE && !caps->deletes && r->soft_delete == NULL)
+    if (p->write == FERRY_WRITE_MERGE && !caps->deletes && ferry_read_context_of(r)->soft_delete == NULL)
         return ferry_error_set(err, FERRY_EPOLICY, "policy",
                                "resource %s: the %s sink cannot apply deletes, so `write: merge` "
                                "is not possible; use %s", r->table, sink,

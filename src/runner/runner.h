@@ -1,8 +1,11 @@
 /* runner/runner.h - one run of a pipeline, embedded: plan, prepare, extract, write,
  * commit or abort, with the tracker folding events on its own thread (DESIGN §1).
+ * The pieces are described in docs/internals/runner.md; run.h is their shared state.
  *
- * The runner owns the run's connectors and its sink session. It never moves a checkpoint
- * itself: it publishes events; the tracker folds them into the state store. */
+ * The runner owns the run's connectors and its sink session. Checkpoints move mostly
+ * through its events, which the tracker folds into the state store; the runner writes a
+ * run checkpoint itself only to record what a transactional destination committed beyond
+ * the store (plan.c), and a distributed run's exported snapshot id (readers.c). */
 #ifndef FERRY_RUNNER_H
 #define FERRY_RUNNER_H
 
@@ -75,7 +78,7 @@ int ferry__shard_bus_open(struct ferry_bus *inner, struct ferry_bus **out, struc
 void ferry__shard_bus_set_token(struct ferry_bus *b, int64_t token);
 int64_t ferry__shard_bus_last_seq(struct ferry_bus *b);
 
-/* Async-signal-safe: first call pauses cleanly, a second one cancels. */
+/* Async-signal-safe: first call pauses cleanly, a second one cancels (run.c). */
 void ferry_runner_signal(void);
 
 /* policy.c: refuses, before any data moves, what cannot be correct. */

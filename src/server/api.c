@@ -426,7 +426,8 @@ enum MHD_Result ferry__api_discover(struct req *rq)
     int rc = p->source_vt->open(p->source, &ctx, &e);
     for (int i = 0; rc == FERRY_OK && i < p->n_resources; i++) {
         struct ferry_schema *sc = NULL;
-        p->resources[i].pipeline = p->name;
+        struct ferry_read_context run = {.pipeline = p->name};
+        p->resources[i].run = &run;
         rc = p->source_vt->discover(ctx, &p->resources[i], &sc, &e);
         if (rc != FERRY_OK) break;
         json_t *cols = json_array();

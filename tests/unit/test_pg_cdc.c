@@ -20,8 +20,9 @@ static void test_derived_names(void **state)
     struct ferry_resource_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.table = "Sales.Orders-2024";
-    spec.pipeline = "My Pipeline";
-    spec.route = "Sales.Orders-2024 -> postgres:orders";
+    struct ferry_read_context run = {.pipeline = "My Pipeline",
+                                     .route = "Sales.Orders-2024 -> postgres:orders"};
+    spec.run = &run;
     struct ferry_pg_cdc_opts o;
     struct ferry_error err;
     assert_int_equal(ferry__pg_cdc_opts(&spec, &o, &err), FERRY_OK);
@@ -35,10 +36,10 @@ static void test_derived_names(void **state)
     memset(longt, 'a', 150);
     longt[150] = '\0';
     spec.table = longt;
-    spec.route = "r1";
+    run.route = "r1";
     struct ferry_pg_cdc_opts a, b;
     assert_int_equal(ferry__pg_cdc_opts(&spec, &a, &err), FERRY_OK);
-    spec.route = "r2";
+    run.route = "r2";
     assert_int_equal(ferry__pg_cdc_opts(&spec, &b, &err), FERRY_OK);
     assert_int_equal(strlen(a.slot), 63);
     assert_int_equal(strlen(b.slot), 63);

@@ -279,7 +279,8 @@ static int check_soft(enum ferry_read_mode mode, enum ferry_write_mode write,
     memset(&r, 0, sizeof r);
     r.table = (char *)"public.orders";
     r.mode = mode;
-    r.soft_delete = column;
+    struct ferry_read_context run = {.soft_delete = column};
+    r.run = &run;
     struct ferry_schema *s = schema_with_key(true);
     assert_int_equal(ferry_schema_add_field(s, "deleted_at", FERRY_TYPE_TIMESTAMPTZ_US, true, NULL),
                      FERRY_OK);

@@ -51,8 +51,9 @@ static bool valid_slot_name(const char *s)
 /* "ferry_<pipeline>_<table>" folded to [a-z0-9_], at most 63 bytes. */
 static void derive_name(const struct ferry_resource_spec *spec, char out[64])
 {
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
     char full[600];
-    snprintf(full, sizeof full, "ferry_%s_%s", spec->pipeline ? spec->pipeline : "pipeline",
+    snprintf(full, sizeof full, "ferry_%s_%s", run->pipeline ? run->pipeline : "pipeline",
              spec->table);
     size_t n = strlen(full);
     for (size_t i = 0; i < n; i++) {
@@ -67,10 +68,10 @@ static void derive_name(const struct ferry_resource_spec *spec, char out[64])
     }
     /* Too long: keep a readable head and make it unique with a hash of the route. */
     char hex[65];
-    const char *id = spec->route ? spec->route : spec->table;
+    const char *id = run->route ? run->route : spec->table;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    ferry_buf_printf(&b, "%s\n%s", spec->pipeline ? spec->pipeline : "", id);
+    ferry_buf_printf(&b, "%s\n%s", run->pipeline ? run->pipeline : "", id);
     ferry_sha256_hex(b.data ? b.data : "", b.len, hex);
     ferry_buf_release(&b);
     memcpy(out, full, 54);

@@ -31,7 +31,7 @@ struct ferry_pg_cdc_opts {
 int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
                        struct ferry_error *err);
 
-/* Names the change-log columns appended to the schema when spec->change_log. */
+/* Names the change-log columns appended to the schema when the read context says change_log. */
 #define FERRY_PG_CDC_OP_COL "_ferry_op"
 #define FERRY_PG_CDC_LSN_COL "_ferry_lsn"
 #define FERRY_PG_CDC_TIME_COL "_ferry_commit_time"
@@ -40,7 +40,8 @@ int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_c
  * `soft_delete` column (merge) 1. */
 static inline int ferry__pg_cdc_extra_cols(const struct ferry_resource_spec *spec)
 {
-    return spec->change_log ? 3 : spec->soft_delete != NULL ? 1 : 0;
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    return run->change_log ? 3 : run->soft_delete != NULL ? 1 : 0;
 }
 
 /* Plans a cdc read into `plan` (mode, slot, publication, start, end, snapshot). With a

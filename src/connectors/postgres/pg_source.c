@@ -14,7 +14,7 @@
  *     `k > last`.
  *   full, other keys: one shard ordered by the key, resumed with `(k1, k2) > (v1, v2)`.
  *   full, no key: one shard read whole, no resume point (a crash re-reads the table).
- *   full, positions durable only at the run's end (spec->positions_at_end, an at_commit
+ *   full, positions durable only at the run's end (read context positions_at_end, an at_commit
  *     sink): no key order at all ("ordered": false, "commit_once": true in the plan). One
  *     reader: one unfiltered read, `COPY table (cols) TO` when the relation is a table whose
  *     columns all have native decoders (the server's cheapest path). Several: heap page
@@ -329,16 +329,17 @@ static int cdc_schema(const struct ferry_resource_spec *spec, struct ferry_schem
     if (rc != FERRY_OK) return rc;
     for (int f = 0; f < sc->n_fields; f++)
         if (sc->fields[f].key_pos == 0) sc->fields[f].nullable = true;
-    if (!spec->change_log && spec->soft_delete != NULL) {
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    if (!run->change_log && run->soft_delete != NULL) {
         /* The deleted-at mark: NULL while the row lives, a delete's commit time after. */
-        if (ferry_schema_find(sc, spec->soft_delete) >= 0)
+        if (ferry_schema_find(sc, run->soft_delete) >= 0)
             return ferry_error_set(err, FERRY_ECONFIG, "config",
                                    WHAT ": table \"%s\" already has a column %s, which "
                                    "`soft_delete` would add",
-                                   spec->table, spec->soft_delete);
-        return ferry_schema_add_field(sc, spec->soft_delete, FERRY_TYPE_TIMESTAMPTZ_US, true, err);
+                                   spec->table, run->soft_delete);
+        return ferry_schema_add_field(sc, run->soft_delete, FERRY_TYPE_TIMESTAMPTZ_US, true, err);
     }
-    if (!spec->change_log) return FERRY_OK;
+    if (!run->change_log) return FERRY_OK;
     const char *names[3] = {FERRY_PG_CDC_OP_COL, FERRY_PG_CDC_LSN_COL, FERRY_PG_CDC_TIME_COL};
     enum ferry_type types[3] = {FERRY_TYPE_UTF8, FERRY_TYPE_INT64, FERRY_TYPE_TIMESTAMPTZ_US};
     for (int i = 0; i < 3 && rc == FERRY_OK; i++) {
@@ -896,7 +897,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
         rc = plan_cdc(s, spec, sc, &r, route_checkpoint, plan, err);
     else if (incremental)
         rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
-    else if (spec->positions_at_end)
+    else if (ferry_read_context_of(spec)->positions_at_end)
         rc = plan_unordered(s, sc, &r, plan, err);
     else
         rc = plan_full(s, sc, &r, plan, err);
@@ -1376,15 +1377,16 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
     struct rel r;
     int rc = resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
     struct ferry_pg_cdc_target t = {.schema_name = r.schema_name,
                                     .table = r.table,
                                     .from = r.from,
                                     .sc = sc,
-                                    .change_log = spec->change_log,
-                                    .soft_delete = !spec->change_log && spec->soft_delete != NULL,
+                                    .change_log = run->change_log,
+                                    .soft_delete = !run->change_log && run->soft_delete != NULL,
                                     .all_columns = spec->columns == NULL,
-                                    .epoch_rows = spec->cdc_epoch_rows,
-                                    .keep_session = spec->cdc_follow};
+                                    .epoch_rows = run->cdc_epoch_rows,
+                                    .keep_session = run->cdc_follow};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);

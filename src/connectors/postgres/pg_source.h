@@ -1,8 +1,8 @@
 /* connectors/postgres/pg_source.h - the pure parts of the postgres source's unordered full
  * reads (private to this folder; exposed for tests/unit/test_pg_source.c).
  *
- * A full read whose positions become durable only at the run's end (the runner's
- * spec->positions_at_end: an at_commit sink) needs no key order: a crash before the commit
+ * A full read whose positions become durable only at the run's end (the read context's
+ * positions_at_end: an at_commit sink) needs no key order: a crash before the commit
  * restarts every shard from its start. Such a read is split into heap page ranges instead of
  * key ranges, each read with a TID Range Scan (PostgreSQL 14 and later): the pages of one
  * table, as sequential as a plain `COPY table TO`. The ranges are [0, b1), [b1, b2), ...,

@@ -1,0 +1,319 @@
+/* runner/plan.c - planning, shared by `ferry run` and `ferry check`: open the connectors,
+ * discover every resource, compile its transforms, ask the sink's capabilities, apply the
+ * policy, refuse unknown keys (everything that can refuse the pipeline happens here, before
+ * a run is recorded); then freeze each resource's plan for the chosen run and find where
+ * each shard resumes. Calls: run.c, connectors (open, discover, plan, capabilities,
+ * checkpoints), transforms, policy, store. Called by runner.c. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include "ferry/core.h"
+#include "ferry/tables.h"
+#include "pipeline/transform.h"
+#include "runner/run.h"
+
+/* ---- before a run exists ---- */
+
+/* What the engine decides about rr for this run, handed to the source (connector.h). */
+static int read_context_init(struct run *r, struct resource_run *rr, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    struct ferry_read_context *rc = &rr->read;
+    rr->route = ferry_pipeline_route(p, rr->spec);
+    if (rr->route == NULL) return ferry__run_oom(err);
+    /* Names a source derives per route (cdc slots), and whether cdc keeps a change log. */
+    rc->pipeline = p->name;
+    rc->route = rr->route;
+    rc->change_log = rr->spec->mode == FERRY_READ_CDC && p->write == FERRY_WRITE_APPEND;
+    rc->soft_delete = NULL; /* a cdc resource's `soft_delete: COLUMN` (policy checks) */
+    rc->cdc_epoch_rows = r->o->cdc_epoch_rows;
+    rc->cdc_follow = r->o->cdc_follow;
+    rr->spec->run = rc;
+    if (rr->spec->node == NULL) return FERRY_OK;
+    return ferry_cfg_str(rr->spec->node, "soft_delete", false, &rc->soft_delete, err);
+}
+
+static int open_source_side(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc = p->source_vt->open(p->source, &r->src_ctx, err);
+    if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
+    if ((rc = ferry_tables_expand_source(p, r->src_ctx, err))) return rc;
+    r->n_res = p->n_resources;
+    r->res = ferry_calloc((size_t)r->n_res, sizeof *r->res);
+    if (r->res == NULL) return ferry__run_oom(err);
+    /* An engine key of the source section (each connector lists it as tuning). */
+    r->parallelism = 1;
+    rc = ferry_cfg_int(p->source, "parallelism", false, 1, 64, &r->parallelism, err);
+    for (int i = 0; rc == FERRY_OK && i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        rr->spec = &p->resources[i];
+        rc = read_context_init(r, rr, err);
+        if (rc == FERRY_OK) rc = p->source_vt->discover(r->src_ctx, rr->spec, &rr->schema, err);
+        if (rc == FERRY_OK)
+            rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain,
+                                          &rr->out_schema, err);
+    }
+    /* The source section and the transforms are fully read: refuse unknown keys there before
+     * the sink is even opened. */
+    if (rc == FERRY_OK) rc = ferry_cfg_check_unused(p->source, err);
+    for (int i = 0; rc == FERRY_OK && i < p->n_transforms; i++)
+        rc = ferry_cfg_check_unused(p->transforms[i].node, err);
+    return rc;
+}
+
+static int open_sink_side(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc = p->sink_vt->open(p->sink, &r->sink_ctx, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
+        rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
+        if (rc != FERRY_OK) return rc;
+        /* The one commit of a run is at its end, unless runs are spread over workers. */
+        rr->read.positions_at_end = rr->caps.durability == FERRY_DURABLE_AT_COMMIT &&
+                                    !r->distributed && !r->shard_mode;
+        rr->target.index = i;
+        rr->target.resource = rr->spec->table;
+        rr->target.table = ferry_resource_target(rr->spec);
+        rr->target.schema = rr->out_schema;
+        rr->target.mode = p->write;
+        rr->target.read_mode = rr->spec->mode;
+        if (rr->read.soft_delete != NULL) /* checked by the policy: a field outside the key */
+            rr->out_schema->soft_delete = 1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);
+    }
+    return FERRY_OK;
+}
+
+int ferry__plan_prepare(struct run *r, struct ferry_error *err)
+{
+    int rc = open_source_side(r, err);
+    if (rc == FERRY_OK) rc = open_sink_side(r, err);
+    if (rc != FERRY_OK) return rc;
+    /* Every key of the file must have been read by now: unknown keys are errors. */
+    return ferry_cfg_check_unused(r->p->root, err);
+}
+
+/* ---- freezing the chosen run's plans ---- */
+
+static struct ferry_sink_checkpoint *sink_checkpoint(struct ferry_sink_checkpoint *v, int n,
+                                                     const char *resource, int shard)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].shard == shard && !strcmp(v[i].resource, resource)) return &v[i];
+    return NULL;
+}
+
+/* Whether run_id ran this pipeline version: a destination checkpoint written by another
+ * version (another cursor, another mode) has another shape and must not be used. */
+static bool run_has_version(struct ferry_store *st, int64_t run_id, const char *version)
+{
+    struct ferry_run_info info;
+    memset(&info, 0, sizeof info);
+    bool same = ferry_store_run_get(st, run_id, &info, NULL) == FERRY_OK &&
+                strcmp(info.version, version) == 0;
+    ferry_run_info_clear(&info);
+    return same;
+}
+
+/* Where a new plan of rr starts: the route checkpoint for incremental reads, or the
+ * destination's own when it stored a later one in its commit. Owned, NULL: the start. */
+static int plan_lower(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
+                      int n_scp, char **lower, struct ferry_error *err)
+{
+    *lower = NULL;
+    if (rr->spec->mode == FERRY_READ_FULL) return FERRY_OK;
+    int64_t route_run = 0;
+    int rc = ferry__run_route_position(r, rr, lower, &route_run, err);
+    if (rc != FERRY_OK) return rc;
+    struct ferry_sink_checkpoint *s = sink_checkpoint(scp, n_scp, rr->spec->table, 0);
+    if (s && s->run_id > route_run && s->position && strstr(s->position, "\"key\"") &&
+        run_has_version(r->st, s->run_id, r->p->version)) {
+        ferry_free(*lower);
+        *lower = ferry_strdup(s->position);
+        if (r->o->out && !r->o->quiet)
+            fprintf(r->o->out, "%s: the destination holds rows of run %" PRId64
+                    " that were never recorded here; continuing after them\n", rr->spec->table,
+                    s->run_id);
+    }
+    return FERRY_OK;
+}
+
+/* The frozen plan of rr in this run, planned and frozen now when there is none. */
+static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
+                       int n_scp, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    const char *res = rr->spec->table;
+    int rc = ferry_store_plan_get(r->st, r->run_id, res, &rr->plan_json, err);
+    if (rc != FERRY_OK || rr->plan_json != NULL) return rc;
+    if (r->shard_mode)
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "run %" PRId64 " resource %s: no frozen plan: its coordinator "
+                               "plans before it hands out shards", r->run_id, res);
+    char *lower = NULL;
+    rc = plan_lower(r, rr, scp, n_scp, &lower, err);
+    if (rc != FERRY_OK) return rc;
+    rc = p->source_vt->plan(r->src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
+    ferry_free(lower);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s: plan", res);
+    return ferry_store_plan_put(r->st, r->run_id, res, rr->plan_json, err);
+}
+
+/* Shards, commit_once and rows_estimate of rr's plan. */
+static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error *err)
+{
+    const char *res = rr->spec->table;
+    json_t *pj = json_loads(rr->plan_json, 0, NULL);
+    json_t *shards = pj ? json_object_get(pj, "shards") : NULL;
+    if (!json_is_array(shards) || json_array_size(shards) == 0) {
+        json_decref(pj);
+        return ferry_error_set(err, FERRY_ESOURCE, "runner",
+                               "resource %s: the %s source produced a plan without shards", res,
+                               r->p->source_type);
+    }
+    rr->n_shards = (int)json_array_size(shards);
+    rr->commit_once = json_is_true(json_object_get(pj, "commit_once"));
+    json_t *est = json_object_get(pj, "rows_estimate");
+    rr->rows_estimate =
+        json_is_integer(est) && json_integer_value(est) >= 0 ? json_integer_value(est) : -1;
+    json_decref(pj);
+    /* Such a plan's unfinished shards have no resume point: only a run whose positions
+     * become durable at its end may read it (durability is a tuning key: it may change
+     * between attempts). */
+    if (rr->commit_once && !rr->read.positions_at_end)
+        return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                               "resource %s: run %" PRId64 " was planned for a sink durable at "
+                               "its commit (read without key order, resumable only from the "
+                               "start); this attempt would make batches durable one by one "
+                               "(durability per_apply, or distributed): resume it with "
+                               "`durability: at_commit`, or start over with --fresh",
+                               res, r->run_id);
+    return FERRY_OK;
+}
+
+/* Resume positions: what the store saved as durable for this run, overridden by what a
+ * transactional destination committed for this very run (never behind the store). */
+static int resume_positions(struct run *r, struct resource_run *rr,
+                            struct ferry_sink_checkpoint *scp, int n_scp, struct ferry_error *err)
+{
+    const char *res = rr->spec->table;
+    rr->resume = ferry_calloc((size_t)rr->n_shards, sizeof *rr->resume);
+    if (rr->resume == NULL) return ferry__run_oom(err);
+    struct ferry_checkpoint *cps = NULL;
+    int n = 0;
+    int rc = ferry_store_run_checkpoints(r->st, r->run_id, res, &cps, &n, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; i < n; i++)
+        if (cps[i].shard >= 0 && cps[i].shard < rr->n_shards && cps[i].position) {
+            ferry_free(rr->resume[cps[i].shard]);
+            rr->resume[cps[i].shard] = ferry_strdup(cps[i].position);
+        }
+    ferry_checkpoints_free(cps, n);
+    for (int s = 0; s < rr->n_shards && rc == FERRY_OK; s++) {
+        struct ferry_sink_checkpoint *c = sink_checkpoint(scp, n_scp, res, s);
+        if (c && c->run_id == r->run_id && c->position &&
+            (rr->resume[s] == NULL || strcmp(rr->resume[s], c->position) != 0)) {
+            ferry_free(rr->resume[s]);
+            rr->resume[s] = ferry_strdup(c->position);
+            /* The destination made it durable, the store never heard (a crash between the
+             * sink's commit and the fold of sink.committed): record it, else this attempt
+             * may read nothing more and complete without moving the route, and the next
+             * run would write those changes again (cdc). A pull worker leaves it to the
+             * task it leases (coordinator.c, task_resume). */
+            if (!r->shard_mode)
+                rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, res, s,
+                                                     c->position, err);
+        }
+        if (rr->resume[s]) rr->resumed_any = true;
+    }
+    return rc;
+}
+
+int ferry__plan_freeze(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc;
+    struct ferry_sink_checkpoint *scp = NULL;
+    int n_scp = 0;
+    if (r->n_res > 0 && r->res[0].caps.transactional_checkpoint && p->sink_vt->checkpoints) {
+        rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
+        if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
+    }
+    rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        struct resource_run *rr = &r->res[i];
+        rc = frozen_plan(r, rr, scp, n_scp, err);
+        if (rc == FERRY_OK) rc = plan_shape(r, rr, err);
+        if (rc == FERRY_OK) rc = resume_positions(r, rr, scp, n_scp, err);
+    }
+    ferry_sink_checkpoints_free(scp, n_scp);
+    return rc;
+}
+
+/* ---- ferry check ---- */
+
+static void print_columns(FILE *out, const struct ferry_schema *sc)
+{
+    fprintf(out, "    columns:");
+    for (int j = 0; j < sc->n_fields; j++) {
+        const struct ferry_field *f = &sc->fields[j];
+        char ty[48];
+        if (f->type == FERRY_TYPE_DECIMAL128)
+            snprintf(ty, sizeof ty, "decimal128(%d,%d)", f->precision, f->scale);
+        else
+            snprintf(ty, sizeof ty, "%s", ferry_type_name(f->type));
+        fprintf(out, " %s %s%s%s%s", f->name, ty, f->nullable ? "" : " not null",
+                f->key_pos ? " key" : "", j + 1 < sc->n_fields ? "," : "");
+    }
+}
+
+static void print_plan(struct run *r)
+{
+    FILE *out = r->o->out;
+    if (out == NULL) return;
+    fprintf(out, "pipeline %s (version %.12s)\n", r->p->name, r->p->version);
+    fprintf(out, "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
+            " bytes, queue %" PRId64 "\n", r->p->source_type, r->p->sink_type,
+            ferry_write_mode_name(r->p->write), r->p->batch.rows, r->p->batch.bytes,
+            r->p->batch.queue);
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        const struct ferry_sink_caps *c = &rr->caps;
+        fprintf(out, "  %s: mode %s, %d shard%s, durability %s%s, route \"%s\"\n", rr->spec->table,
+                ferry_read_mode_name(rr->spec->mode), rr->n_shards, rr->n_shards == 1 ? "" : "s",
+                c->durability == FERRY_DURABLE_PER_APPLY ? "per_apply" : "at_commit",
+                c->transactional_checkpoint ? " (checkpoint stored with the data: exactly-once)"
+                                            : "", rr->route);
+        print_columns(out, rr->out_schema);
+        fprintf(out, "\n    plan: %s\n", rr->plan_json);
+    }
+}
+
+int ferry__plan_check(struct run *r, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        struct resource_run *rr = &r->res[i];
+        if (rr->spec->mode == FERRY_READ_CDC) {
+            /* Planning cdc creates a publication and a slot: `check` only says so. */
+            rr->plan_json = ferry_strdup("{\"mode\":\"cdc\",\"shards\":[{\"stream\":true}],"
+                                         "\"note\":\"slot and snapshot are made by the run\"}");
+            rr->n_shards = 1;
+            continue;
+        }
+        char *lower = NULL;
+        if (rr->spec->mode != FERRY_READ_FULL) (void)ferry__run_route_position(r, rr, &lower, NULL, NULL);
+        rc = r->p->source_vt->plan(r->src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
+        ferry_free(lower);
+        if (rc != FERRY_OK) break;
+        json_t *pj = json_loads(rr->plan_json, 0, NULL);
+        rr->n_shards = (int)json_array_size(json_object_get(pj, "shards"));
+        json_decref(pj);
+    }
+    if (rc == FERRY_OK) print_plan(r);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* runner/schedule.c - runs the resources of a run in this process, each as one flow (a
+ * cdc resource with copy shards: two, copy first, then its stream), and reports each one's
+ * start and end. After the run's end is folded, cdc sources release their log.
+ *
+ * The loop (ferry__schedule_run) only decides which resource runs next; run_resource does
+ * everything one resource needs and touches the run through three things: the readers it
+ * is given, the run's totals (add_totals) and the emitter. Running several resources at
+ * once (issue 17, `concurrency: N`) is a change of the loop alone: start up to N
+ * run_resource calls on threads with a reader set each, guard add_totals, and go on past a
+ * failed resource. Calls: run.c, progress.c, flow, store, the source (cdc_ack). Called by
+ * runner.c and coordinator.c. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include "ferry/core.h"
+#include "pipeline/flow.h"
+#include "pipeline/transform.h"
+#include "runner/run.h"
+
+void ferry__schedule_flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                               char **resume, struct ferry_bus *bus, atomic_int *stop)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    f->src_vt = p->source_vt;
+    f->src_ctx = r->src_ctx;
+    f->readers = r->readers;
+    f->n_readers = r->n_readers;
+    f->spec = rr->spec;
+    f->schema = rr->schema;
+    f->plan_json = rr->plan_json;
+    f->n_shards = rr->n_shards;
+    f->resume = resume;
+    f->chain = rr->chain;
+    ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
+    f->sink_vt = p->sink_vt;
+    f->sink_ctx = r->sink_ctx;
+    f->caps = rr->caps;
+    f->target = &rr->target;
+    f->bus = bus;
+    f->run_id = r->run_id;
+    f->attempt = r->attempt;
+    f->opts = p->batch;
+    f->stop = stop;
+    /* rows of earlier attempts are not counted again: no estimate for a resumed resource */
+    f->rows_expected = rr->resumed_any ? -1 : rr->rows_estimate;
+}
+
+/* resource.started of rr; `distributed` marks the coordinator's (its shards become tasks). */
+int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool distributed,
+                                 struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    ferry_buf_printf(&b, "{\"mode\":\"%s\",\"write\":\"%s\",\"shards\":%d,\"resumed\":%s,%s",
+                     ferry_read_mode_name(rr->spec->mode), ferry_write_mode_name(r->p->write),
+                     rr->n_shards, rr->resumed_any ? "true" : "false",
+                     distributed ? "\"distributed\":true," : "");
+    if (rr->rows_estimate >= 0)
+        ferry_buf_printf(&b, "\"rows_estimate\":%" PRId64 ",", rr->rows_estimate);
+    ferry_buf_printf(&b, "\"route\":");
+    ferry_buf_json_string(&b, rr->route, strlen(rr->route));
+    ferry_buf_append(&b, "}", 1);
+    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_STARTED, b.data, NULL, err);
+    ferry_buf_release(&b);
+    return rc;
+}
+
+/* A cdc resource's shard 0 streams changes that must land after every row of its copy
+ * shards: the copy runs as one flow (any number of readers), then the stream as a second
+ * one. Other resources: one flow. */
+static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+{
+    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
+    static char done[] = "{\"done\":true}";
+    char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
+    if (phase == NULL) return ferry__run_oom(err);
+    for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? done : rr->resume[s];
+    f->resume = phase;
+    int rc = ferry_flow_run(f, err);
+    if (rc == FERRY_OK) {
+        for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? rr->resume[0] : done;
+        rc = ferry_flow_run(f, err);
+    }
+    f->resume = rr->resume;
+    ferry_free(phase);
+    return rc;
+}
+
+/* The run's totals. One resource at a time today; a concurrent loop guards this. */
+static void add_totals(struct run *r, struct ferry_flow *f)
+{
+    r->rows += atomic_load(&f->rows_written);
+    r->bytes += atomic_load(&f->bytes_written);
+    r->batches += atomic_load(&f->batches_written);
+}
+
+/* resource.completed of rr, and its summary line when there is no live progress line. */
+static int report_completed(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                            int64_t elapsed, struct ferry_error *err)
+{
+    char payload[1024];
+    int64_t rows = atomic_load(&f->rows_written), bytes = atomic_load(&f->bytes_written);
+    int64_t wsrc = atomic_load(&f->wait_source_us), wsink = atomic_load(&f->wait_sink_us);
+    const char *bound = ferry__run_bound(wsrc, wsink, elapsed);
+    snprintf(payload, sizeof payload,
+             "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
+             ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64 ",\"bound\":\"%s\"}",
+             rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
+    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
+    if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
+        double secs = (double)elapsed / 1e6;
+        const char *label = ferry__run_bound_label(bound);
+        fprintf(r->o->out, "%s: %" PRId64 " rows, %.1f MB in %.2f s (%.0f rows/s%s%s)\n",
+                rr->spec->table, rows, (double)bytes / 1e6, secs,
+                secs > 0 ? (double)rows / secs : 0.0, label[0] ? ", " : "", label);
+    }
+    return rc;
+}
+
+/* Everything one resource needs: started, its flow(s), completed or failed. */
+static int run_resource(struct run *r, struct resource_run *rr, struct ferry_error *err)
+{
+    int rc = ferry__schedule_emit_started(r, rr, false, err);
+    if (rc != FERRY_OK) return rc;
+    if (rr->resumed_any && r->o->out && !r->o->quiet)
+        fprintf(r->o->out, "%s: resuming from its last durable checkpoint\n", rr->spec->table);
+    struct ferry_flow *f = ferry_calloc(1, sizeof *f);
+    if (f == NULL) return ferry__run_oom(err);
+    rr->flow = f;
+    ferry__schedule_flow_init(r, rr, f, rr->resume, r->bus, &ferry__run_stop);
+    int64_t t_res = ferry_now_mono_us();
+    atomic_store(&rr->active, f);
+    rc = run_flow(rr, f, err);
+    atomic_store(&rr->active, NULL);
+    int64_t last_lag = -1;
+    ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
+    ferry__run_print_progress(r, f, t_res, true);
+    add_totals(r, f);
+    if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
+    if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
+        ferry__run_emit_failure(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, rc, err->message,
+                                NULL, NULL);
+    return rc;
+}
+
+int ferry__schedule_run(struct run *r, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) rc = run_resource(r, &r->res[i], err);
+    return rc;
+}
+
+/* After the route checkpoints of a completed (or paused and committed) run are saved:
+ * each cdc resource's source may release its log up to its saved position, never further.
+ * A failed acknowledgement only keeps the log longer (the next run acknowledges again). */
+void ferry__schedule_ack_cdc(struct run *r, struct ferry_run_result *res)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    if (p->source_vt->cdc_ack == NULL) return;
+    for (int i = 0; i < r->n_res; i++) {
+        struct resource_run *rr = &r->res[i];
+        if (rr->spec->mode != FERRY_READ_CDC || rr->plan_json == NULL) continue;
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        char *pos = NULL;
+        int64_t saved_by = 0;
+        int rc = ferry__run_route_position(r, rr, &pos, &saved_by, &e);
+        if (rc == FERRY_OK && saved_by != r->run_id) {
+            ferry_free(pos);
+            pos = NULL;
+        }
+        bool caught_up = true;
+        if (rc == FERRY_OK && pos != NULL)
+            rc = p->source_vt->cdc_ack(r->src_ctx, rr->spec, rr->plan_json, pos, &caught_up, &e);
+        if (rc != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "resource %s: the log was not released: %s", rr->spec->table,
+                      e.message);
+        if (rc == FERRY_OK && pos != NULL && !caught_up) res->cdc_more = true;
+        ferry_free(pos);
+    }
+}

@@ -430,7 +430,9 @@ static int position_literal(struct src *s, const json_t *v, enum ferry_type t,
         if (json_is_integer(v))
             return ferry_buf_printf(out, "%" PRId64 "e0", (int64_t)json_integer_value(v));
         if (!json_is_real(v)) return FERRY_EINVAL;
-        return ferry_buf_printf(out, "%.17ge0", json_real_value(v));
+        n = snprintf(tmp, sizeof tmp, "%.17g", json_real_value(v));
+        if (strchr(tmp, 'e') == NULL) n += snprintf(tmp + n, sizeof tmp - (size_t)n, "e0");
+        return ferry_buf_append(out, tmp, (size_t)n);
     case FERRY_TYPE_DECIMAL128:
     case FERRY_TYPE_DECIMAL_TEXT: {
         if (!json_is_string(v)) return FERRY_EINVAL;

@@ -22,7 +22,7 @@ static char *pct_decode(const char *s, size_t n)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%') {
-            int a = i + 2 < n + 1 && i + 2 <= n ? hexval(s[i + 1]) : -1;
+            int a = i + 2 < n ? hexval(s[i + 1]) : -1;
             int b = a >= 0 ? hexval(s[i + 2]) : -1;
             if (a < 0 || b < 0 || (a == 0 && b == 0)) {
                 ferry_secret_free(out);

@@ -25,6 +25,7 @@ static char *pct_decode(const char *s, size_t n)
             int a = i + 2 < n ? hexval(s[i + 1]) : -1;
             int b = a >= 0 ? hexval(s[i + 2]) : -1;
             if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+                out[o] = '\0'; /* ferry_secret_free wipes up to the terminator */
                 ferry_secret_free(out);
                 return NULL;
             }

@@ -9,6 +9,9 @@
 #   4. replace twice: the second run's table whole, no leftover staging table;
 #   5. hostile identifiers as destination names; a value MySQL cannot hold (NaN) stops the run
 #      naming table, column and row, with nothing of that batch written.
+# Every sink runs as the least-privilege `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE,
+# DROP, ALTER on the database); a user without DROP and ALTER fails `replace` with a clear
+# message and the previous table intact.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -74,7 +77,7 @@ source:
       target: every_back
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: append
 EOF
 expect_exit 0 ferry run there.yaml
@@ -140,7 +143,7 @@ source:
     - table: public.big
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: append
 batch: {rows: 1000}
 EOF
@@ -181,7 +184,7 @@ source:
     - {table: public.up, mode: incremental, cursor: [at]}
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: upsert
 batch: {rows: 300}
 EOF
@@ -203,7 +206,7 @@ source:
     - {table: ch, mode: cdc}
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: merge
 batch: {rows: 200, flush_after: 200ms}
 EOF
@@ -237,7 +240,7 @@ source:
     - table: public.rp
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: replace
 EOF
 expect_exit 0 ferry run rp.yaml
@@ -265,7 +268,7 @@ source:
     - table: 'public."we""ird `t`; drop é"'
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: upsert
 EOF
 expect_exit 0 ferry run hostile.yaml
@@ -282,7 +285,7 @@ source:
     - table: public.nan
 sink:
   type: mysql
-  url: env:FERRY_MY_URL
+  url: env:FERRY_MY_WRITER_URL
   write: append
 EOF
 expect_exit 1 ferry run nan.yaml
@@ -290,3 +293,16 @@ printf '%s' "$OUT" | grep -q 'column "f"' || fail "NaN: the message names the co
 printf '%s' "$OUT" | grep -q '`ferry`.`nan`' || fail "NaN: the message names the table: $OUT"
 [ "$(myq -e 'SELECT count(*) FROM nan')" = 0 ] || fail "NaN: rows of the failed batch were written"
 pass "hostile destination names exact; NaN refused naming table and column, nothing of its batch written"
+
+# ---- least privilege: replace needs DROP and ALTER ----------------------------------------
+myq <<SQL
+CREATE USER 'nodrop'@'127.0.0.1' IDENTIFIED BY 'nodrop-pw-$$';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON ferry.* TO 'nodrop'@'127.0.0.1';
+SQL
+export NODROP_URL="mysql://nodrop:nodrop-pw-$$@127.0.0.1:$MY_PORT/ferry"
+sed 's/FERRY_MY_WRITER_URL/NODROP_URL/; s/^name: myreplace/name: myreplace2/' rp.yaml > rp2.yaml
+pgq -c "UPDATE rp SET v = 'third'"
+expect_exit 1 ferry run rp2.yaml
+printf '%s' "$OUT" | grep -qi 'denied' || fail "replace without DROP: the message says access denied: $OUT"
+[ "$(myq -e "SELECT CONCAT(count(*), '/', MIN(v), '/', MAX(v)) FROM rp")" = "200/second/second" ] || fail "replace without DROP changed the table"
+pass "least privilege: a writer without DROP/ALTER fails replace clearly; the previous table is intact"

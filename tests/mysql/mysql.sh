@@ -7,14 +7,16 @@
 # the folder, the binary log on (ROW format, FULL row image, server-id 1), creates the
 # database `ferry`, an admin user `ferry_admin` (all privileges, password) and a
 # least-privilege reader `ferry_reader` (SELECT on ferry.*, REPLICATION SLAVE, REPLICATION
-# CLIENT), and exports MY_SOCK MY_PORT FERRY_MY_URL (admin) and FERRY_MY_READER_URL
-# (mysql://user:pass@127.0.0.1:port/ferry). myq runs SQL as root through the socket in
+# CLIENT) and writer `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER on
+# ferry.*), and exports MY_SOCK MY_PORT FERRY_MY_URL (admin), FERRY_MY_READER_URL and
+# FERRY_MY_WRITER_URL (mysql://user:pass@127.0.0.1:port/ferry). myq runs SQL as root through the socket in
 # database ferry. An EXIT trap stops the server and removes the folder; an earlier EXIT trap
 # of the caller still runs afterwards. If the server cannot start, my_start prints its log
 # and exits non-zero: never a skip.
 
 MY_ADMIN_PASSWORD=${MY_ADMIN_PASSWORD:-admin-pw-$RANDOM$RANDOM}
 MY_READER_PASSWORD=${MY_READER_PASSWORD:-reader-pw-$RANDOM$RANDOM}
+MY_WRITER_PASSWORD=${MY_WRITER_PASSWORD:-writer-pw-$RANDOM$RANDOM}
 
 my_as() {
   if [ "$(id -u)" = 0 ]; then runuser -u mysql -- "$@"; else "$@"; fi
@@ -85,8 +87,11 @@ GRANT ALL PRIVILEGES ON *.* TO 'ferry_admin'@'127.0.0.1';
 CREATE USER 'ferry_reader'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
 GRANT SELECT ON ferry.* TO 'ferry_reader'@'127.0.0.1';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'ferry_reader'@'127.0.0.1';
+CREATE USER 'ferry_writer'@'127.0.0.1' IDENTIFIED BY '$MY_WRITER_PASSWORD';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER ON ferry.* TO 'ferry_writer'@'127.0.0.1';
 SQL
   export MY_SOCK MY_PORT
   export FERRY_MY_URL="mysql://ferry_admin:$MY_ADMIN_PASSWORD@127.0.0.1:$MY_PORT/ferry"
   export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  export FERRY_MY_WRITER_URL="mysql://ferry_writer:$MY_WRITER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
 }

@@ -55,7 +55,7 @@ struct src {
     struct ferry_my_conn conn;
     int64_t shard_rows;
     enum zero_policy zero_dates;
-    unsigned long thread_id;
+    atomic_ulong thread_id; /* of s->c, for cancel's KILL QUERY */
     atomic_int canceled;
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
@@ -94,7 +94,7 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         return rc;
     }
     s->zero_dates = (enum zero_policy)zd;
-    s->thread_id = mysql_thread_id(s->c);
+    atomic_store(&s->thread_id, mysql_thread_id(s->c));
     *ctx = s;
     return FERRY_OK;
 }
@@ -109,7 +109,7 @@ static void src_cancel(void *ctx)
     struct ferry_error e;
     if (ferry__my_connect(&s->conn, WHAT, &k, &e) != FERRY_OK) return;
     char sql[64];
-    snprintf(sql, sizeof sql, "KILL QUERY %lu", s->thread_id);
+    snprintf(sql, sizeof sql, "KILL QUERY %lu", atomic_load(&s->thread_id));
     ferry__my_exec(k, sql, FERRY_ESOURCE, WHAT, &e);
     mysql_close(k);
 }
@@ -218,10 +218,28 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
     return rc;
 }
 
+/* A read left early (pause, cancel, error) drops its connection rather than draining the
+ * rest of the result off the socket; the next call connects again. */
+static int ensure_conn(struct src *s, struct ferry_error *err)
+{
+    if (s->c != NULL) return FERRY_OK;
+    int rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
+    if (rc == FERRY_OK) atomic_store(&s->thread_id, mysql_thread_id(s->c));
+    return rc;
+}
+
+static void drop_conn(struct src *s)
+{
+    mariadb_cancel(s->c); /* shuts the socket: mysql_free_result then reads nothing more */
+    s->in_snapshot = false;
+}
+
 static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_error *err)
 {
     memset(r, 0, sizeof *r);
-    int rc = ferry__my_split_name(name, &r->db, &r->table, err);
+    int rc = ensure_conn(s, err);
+    if (rc != FERRY_OK) return rc;
+    rc = ferry__my_split_name(name, &r->db, &r->table, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, WHAT);
     if (r->db == NULL && (r->db = ferry_strdup(s->conn.db)) == NULL) rc = nomem(err);
     struct ferry_buf b;
@@ -729,7 +747,7 @@ static int begin_snapshot(struct src *s, struct ferry_error *err)
 static void end_snapshot(struct src *s)
 {
     struct ferry_error e;
-    if (s->in_snapshot) ferry__my_exec(s->c, "ROLLBACK", FERRY_ESOURCE, WHAT, &e);
+    if (s->in_snapshot && s->c != NULL) ferry__my_exec(s->c, "ROLLBACK", FERRY_ESOURCE, WHAT, &e);
     s->in_snapshot = false;
 }
 
@@ -761,12 +779,16 @@ static int src_snapshot(void *ctx, char **snapshot_id, struct ferry_error *err)
 {
     struct src *s = ctx;
     *snapshot_id = NULL;
+    int rc = ensure_conn(s, err);
+    if (rc != FERRY_OK) return rc;
     end_snapshot(s);
-    int rc = begin_snapshot(s, err);
+    rc = begin_snapshot(s, err);
     if (rc != FERRY_OK) return rc;
     ferry_free(s->snapshot_id);
     s->snapshot_id = snapshot_coordinates(s);
-    char *id = s->snapshot_id ? ferry_asprintf("mysql:%lu:%s", s->thread_id, s->snapshot_id) : NULL;
+    char *id = s->snapshot_id
+                   ? ferry_asprintf("mysql:%lu:%s", atomic_load(&s->thread_id), s->snapshot_id)
+                   : NULL;
     if (id == NULL) {
         end_snapshot(s);
         return nomem(err);
@@ -781,7 +803,7 @@ static int src_use_snapshot(void *ctx, const char *snapshot_id, struct ferry_err
 {
     struct src *s = ctx;
     char mine[64];
-    snprintf(mine, sizeof mine, "mysql:%lu:", s->thread_id);
+    snprintf(mine, sizeof mine, "mysql:%lu:", atomic_load(&s->thread_id));
     if (s->in_snapshot && strncmp(snapshot_id, mine, strlen(mine)) == 0) return FERRY_OK;
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                            WHAT ": %s: MySQL and MariaDB cannot share one consistent snapshot "
@@ -1035,9 +1057,15 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                                    WHAT ": read of table %s canceled", r->from)
                  : ferry__my_error(err, FERRY_ESOURCE, s->c, WHAT ": %s: reading table %s",
                                    s->conn.peer, r->from);
-    /* Leaving early: the rest of the result must be drained (or the connection dropped)
-     * before the next statement; mysql_free_result reads it off the socket. */
+    /* Leaving a streamed result early: drop the connection instead of reading the rest of
+     * the shard off the socket (mysql_free_result would drain it). */
+    bool early = row != NULL && rw != NULL;
+    if (early) drop_conn(s);
     mysql_free_result(res);
+    if (early) {
+        mysql_close(s->c);
+        s->c = NULL;
+    }
     if (rw != NULL && d.zero_count > 0) {
         char samples[256];
         snprintf(samples, sizeof samples,
@@ -1178,7 +1206,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         if (n_ord > 0) ferry_rw_set_position_columns(rw, n_ord, ord);
         rc = read_rows(s, sql.data, sc, &r, rw, NULL, ord, n_ord, err);
     }
-    if (own_tx) end_snapshot(s);
+    if (s->c == NULL) s->in_snapshot = false; /* dropped after an early stop */
+    else if (own_tx) end_snapshot(s);
     else if (rc != FERRY_OK && mysql_errno(s->c) != 0) s->in_snapshot = false;
     ferry_buf_release(&sql);
     rel_free(&r);

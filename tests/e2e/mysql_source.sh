@@ -1,10 +1,9 @@
 # tests/e2e/mysql_source.sh - the mysql source against a real MariaDB 10.11 (tests/mysql/mysql.sh)
 # read by the least-privilege user: every type's edge values to PostgreSQL (compared column by
 # column, as MD5s of one canonical text on both sides) and to Parquet (read back by DuckDB);
-# hostile identifiers; zero dates (null: counted; error: named); a multi-shard copy killed
-# with SIGKILL and resumed (equal set, no duplicates); incremental runs with many rows sharing
-# one cursor value across batches; clear errors for a missing table, a bad URL and a wrong
-# password that never show the (canary) password.
+# `ferry verify` against the PostgreSQL copy; hostile identifiers; zero dates (null: counted;
+# error: named); incremental runs with many rows sharing one cursor value across batches.
+# Resumption: mysql_resume.sh; errors, secrets and TLS: mysql_security.sh.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -237,67 +236,6 @@ printf '%s' "$OUT" | grep -q 'zero or invalid date' || fail "zero_dates: error s
 [ "$(q myzero2.db 'SELECT count(*) FROM zd' 2>/dev/null || echo 0)" = 0 ] || fail "zero_dates: error wrote rows"
 pass "zero dates: NULL and counted by default; zero_dates: error stops naming table, column and row"
 
-# ---- multi-shard full copy, SIGKILL, resume ---------------------------------------------
-myq <<'SQL'
-CREATE TABLE big (id bigint PRIMARY KEY, v varchar(40), amount decimal(12,2), at datetime(6));
-INSERT INTO big SELECT seq, MD5(seq), (seq % 100000) / 100, '2024-01-01' + INTERVAL seq SECOND FROM seq_1_to_60000;
-ANALYZE TABLE big;
-SQL
-cat > big.yaml <<EOF
-version: 1
-name: mybig
-source:
-  type: mysql
-  url: env:FERRY_MY_READER_URL
-  shard_rows: 8000
-  resources:
-    - table: big
-      mode: full
-sink:
-  type: sqlite
-  path: $T/big.db
-  write: append
-batch: {rows: 2000}
-EOF
-FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run big.yaml --quiet > big1.log 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  got=$(q big.db "SELECT count(*) FROM big" 2>/dev/null || echo 0)
-  [ "${got:-0}" -ge 10000 ] && break
-  sleep 0.05
-done
-kill -9 $pid 2>/dev/null || true
-wait $pid 2>/dev/null || true
-partial=$(q big.db "SELECT count(*) FROM big" 2>/dev/null || echo 0)
-[ "$partial" -lt 60000 ] || fail "the kill came after the copy ended ($partial rows)"
-expect_exit 0 ferry run big.yaml --json
-[ "$(json_field "$OUT" .resumed)" = true ] || fail "the killed run is resumed: $OUT"
-myq -e "SELECT CONCAT(id, '|', v, '|', amount) FROM big ORDER BY id" > big_src.txt
-q big.db "SELECT id || '|' || v || '|' || printf('%.2f', amount) FROM big ORDER BY id" > big_dst.txt
-cmp -s big_src.txt big_dst.txt || fail "big: set differs after resume: $(diff big_src.txt big_dst.txt | head -5)"
-[ "$(q big.db 'SELECT count(*) - count(DISTINCT id) FROM big')" = 0 ] || fail "big: duplicates after resume"
-pass "multi-shard full copy killed at $partial rows and resumed: equal set, no duplicates"
-
-# SIGINT pauses mid-shard (the streamed result is abandoned, not drained); the next run resumes.
-sed 's/^name: mybig$/name: mypause/; s|big.db|pause.db|' big.yaml > pause.yaml
-FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run pause.yaml --quiet > pause1.log 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  got=$(q pause.db "SELECT count(*) FROM big" 2>/dev/null || echo 0)
-  [ "${got:-0}" -ge 4000 ] && break
-  sleep 0.05
-done
-kill -INT $pid
-rc=0; wait $pid || rc=$?
-[ $rc = 5 ] || fail "SIGINT should pause (exit 5), got $rc: $(cat pause1.log)"
-partial=$(q pause.db "SELECT count(*) FROM big")
-[ "$partial" -lt 60000 ] || fail "paused after the copy ended ($partial rows)"
-expect_exit 0 ferry run pause.yaml --json
-[ "$(json_field "$OUT" .resumed)" = true ] || fail "the paused run is resumed: $OUT"
-q pause.db "SELECT id || '|' || v || '|' || printf('%.2f', amount) FROM big ORDER BY id" > pause_dst.txt
-cmp -s big_src.txt pause_dst.txt || fail "pause: set differs after resume: $(diff big_src.txt pause_dst.txt | head -5)"
-pass "SIGINT paused the copy at $partial rows (exit 5); resumed: equal set, no duplicates"
-
 # ---- incremental: ties across batches ---------------------------------------------------
 myq <<'SQL'
 CREATE TABLE inc (k1 varchar(10), k2 int, up datetime(6) NULL, v int, PRIMARY KEY (k1, k2));
@@ -334,27 +272,3 @@ q inc.db "SELECT k1 || '|' || k2 || '|' || v FROM inc ORDER BY k1, k2" > inc_dst
 cmp -s inc_src.txt inc_dst.txt || fail "incremental: sets differ: $(diff inc_src.txt inc_dst.txt | head -5)"
 pass "incremental with 3000 rows on one cursor value across batches, later ties, updates: equal set"
 
-# ---- errors: missing table, bad URL, wrong password; the password never shown ----------
-sed 's/- table: every/- table: no_such_table/; s/^name: mytypes/name: mymissing/' types.yaml > missing.yaml
-expect_exit 7 ferry run missing.yaml
-printf '%s' "$OUT" | grep -q '`ferry`.`no_such_table` not found' || fail "missing table named: $OUT"
-canary="canary-S3cr3t-$RANDOM"
-export BAD_URL="postgres://ferry_reader:$canary@127.0.0.1:$MY_PORT/ferry"
-sed 's/FERRY_MY_READER_URL/BAD_URL/; s/^name: mytypes/name: mybadurl/' types.yaml > badurl.yaml
-expect_exit 2 ferry run badurl.yaml
-printf '%s' "$OUT" | grep -q 'source.url' || fail "bad url names the key: $OUT"
-printf '%s' "$OUT" | grep -q 'mysql://' || fail "bad url says the expected form: $OUT"
-case $OUT in *"$canary"*) fail "bad url: the password is shown: $OUT" ;; esac
-export BAD_URL="mysql://ferry_reader:$canary@127.0.0.1:$MY_PORT/ferry"
-expect_exit 1 ferry run badurl.yaml
-printf '%s' "$OUT" | grep -q "127.0.0.1:$MY_PORT/ferry" || fail "wrong password names host and port: $OUT"
-printf '%s' "$OUT" | grep -qi 'access denied' || fail "wrong password says access denied: $OUT"
-case $OUT in *"$canary"*) fail "wrong password: the password is shown: $OUT" ;; esac
-if [ -f "$FERRY_STATE" ] && sqlite3 "$FERRY_STATE" .dump | grep -q "$canary"; then
-  fail "the password is in the state db"
-fi
-sed "s|url: env:BAD_URL|url: mysql://ferry_reader:$canary@127.0.0.1:$MY_PORT/ferry|" badurl.yaml > plain.yaml
-expect_exit 2 ferry run plain.yaml
-printf '%s' "$OUT" | grep -q 'must not hold a password' || fail "a plain url with a password is refused: $OUT"
-case $OUT in *"$canary"*) fail "plain url: the password is shown: $OUT" ;; esac
-pass "missing table, bad URL, wrong password, plain URL with password: one clear message each, password never shown"

@@ -13,6 +13,9 @@
 # database ferry. An EXIT trap stops the server and removes the folder; an earlier EXIT trap
 # of the caller still runs afterwards. If the server cannot start, my_start prints its log
 # and exits non-zero: never a skip.
+# With MY_TLS=1 the server also speaks TLS with a certificate for 127.0.0.1 signed by a CA
+# made here (openssl): MY_TLS_CA is that CA's file, MY_TLS_OTHER_CA an unrelated CA's, and the
+# user `ferry_tls` (REQUIRE SSL) has the reader's grants: FERRY_MY_TLS_URL.
 
 MY_ADMIN_PASSWORD=${MY_ADMIN_PASSWORD:-admin-pw-$RANDOM$RANDOM}
 MY_READER_PASSWORD=${MY_READER_PASSWORD:-reader-pw-$RANDOM$RANDOM}
@@ -55,6 +58,24 @@ my_start() {
     --auth-root-authentication-method=normal --skip-test-db >"$MY_DIR/install.log" 2>&1 ||
     { cat "$MY_DIR/install.log" >&2; echo "mysql.sh: mariadb-install-db failed" >&2; exit 1; }
   MY_SOCK=$MY_DIR/sock
+  local tls_args=()
+  if [ "${MY_TLS:-0}" = 1 ]; then
+    local d=$MY_DIR/tls
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ferry test CA" \
+      -keyout "$d/ca.key" -out "$d/ca.pem" >/dev/null 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=other CA" \
+      -keyout "$d/other.key" -out "$d/other.pem" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$d/server.key" \
+      -out "$d/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1\n' > "$d/ext.cnf"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 2 -extfile "$d/ext.cnf" -out "$d/server.pem" >/dev/null 2>&1
+    [ "$(id -u)" = 0 ] && chown -R mysql "$d"
+    chmod 755 "$d"; chmod 644 "$d"/*.pem
+    tls_args=(--ssl-ca="$d/ca.pem" --ssl-cert="$d/server.pem" --ssl-key="$d/server.key")
+    export MY_TLS_CA=$d/ca.pem MY_TLS_OTHER_CA=$d/other.pem
+  fi
   local tries=0 up
   while :; do
     MY_PORT=$((20000 + RANDOM % 20000))
@@ -63,7 +84,7 @@ my_start() {
       --log-bin="$MY_DIR/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
       --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
       --sync-binlog=0 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
-      --skip-name-resolve --log-error="$MY_DIR/server.log" >/dev/null 2>&1 &
+      --skip-name-resolve --log-error="$MY_DIR/server.log" "${tls_args[@]}" >/dev/null 2>&1 &
     up=0
     for _ in $(seq 1 300); do
       if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1; then up=1; break; fi
@@ -94,4 +115,11 @@ SQL
   export FERRY_MY_URL="mysql://ferry_admin:$MY_ADMIN_PASSWORD@127.0.0.1:$MY_PORT/ferry"
   export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
   export FERRY_MY_WRITER_URL="mysql://ferry_writer:$MY_WRITER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  if [ "${MY_TLS:-0}" = 1 ]; then
+    mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
+CREATE USER 'ferry_tls'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD' REQUIRE SSL;
+GRANT SELECT ON ferry.* TO 'ferry_tls'@'127.0.0.1';
+SQL
+    export FERRY_MY_TLS_URL="mysql://ferry_tls:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  fi
 }

@@ -47,7 +47,11 @@ void ferry__my_conn_free(struct ferry_my_conn *c)
     ferry_secret_free(c->password);
     ferry_free(c->db);
     ferry_free(c->socket);
+    ferry_free(c->tls_ca);
+    ferry_free(c->tls_cert);
+    ferry_free(c->tls_key);
     c->host = c->user = c->password = c->db = c->socket = NULL;
+    c->tls_ca = c->tls_cert = c->tls_key = NULL;
 }
 
 static int bad_url(struct ferry_error *err, const char *why)
@@ -139,9 +143,28 @@ int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct f
     if (c->connect_timeout_ms < 1000 || c->io_timeout_ms < 1000)
         return ferry_error_set(err, FERRY_ECONFIG, "config",
                                "%s: connect_timeout and io_timeout must be at least 1s", what);
-    const char *sock = NULL;
+    const char *sock = NULL, *ca = NULL, *cert = NULL, *key = NULL;
+    static const char *const tls_words[] = {"disabled", "required", "verify_full", NULL};
+    int tls = FERRY_MY_TLS_DISABLED;
     rc = ferry_cfg_str(cfg, "socket", false, &sock, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "tls", false, tls_words, &tls, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "tls_ca", false, &ca, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "tls_cert", false, &cert, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "tls_key", false, &key, err);
     if (rc != FERRY_OK) return rc;
+    if (tls == FERRY_MY_TLS_VERIFY_FULL && ca == NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "tls"),
+                               "%s: tls: verify_full needs tls_ca (the CA file that signed the "
+                               "server's certificate)",
+                               what);
+    if ((cert == NULL) != (key == NULL))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, cert ? "tls_cert" : "tls_key"),
+                               "%s: tls_cert and tls_key go together", what);
+    if (tls == FERRY_MY_TLS_DISABLED && (ca || cert))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, ca ? "tls_ca" : "tls_cert"),
+                               "%s: TLS files given with tls: disabled (set tls: required or "
+                               "verify_full)",
+                               what);
     struct ferry_cfg *node = ferry_cfg_get(cfg, "url");
     bool plain = node != NULL && node->kind == FERRY_CFG_SCALAR && node->scalar != NULL &&
                  strncmp(node->scalar, "env:", 4) != 0 && strncmp(node->scalar, "file:", 5) != 0;
@@ -169,6 +192,13 @@ int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct f
             ferry__my_conn_free(c);
             return ferry_error_set(err, FERRY_ENOMEM, "mysql", "%s: out of memory", what);
         }
+    }
+    c->tls = tls;
+    if ((ca && (c->tls_ca = ferry_strdup(ca)) == NULL) ||
+        (cert && (c->tls_cert = ferry_strdup(cert)) == NULL) ||
+        (key && (c->tls_key = ferry_strdup(key)) == NULL)) {
+        ferry__my_conn_free(c);
+        return ferry_error_set(err, FERRY_ENOMEM, "mysql", "%s: out of memory", what);
     }
     if (c->socket != NULL)
         snprintf(c->peer, sizeof c->peer, "%.160s/%.64s", c->socket, c->db);
@@ -211,6 +241,14 @@ int ferry__my_connect(const struct ferry_my_conn *c, const char *what, MYSQL **o
     mysql_optionsv(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
     /* Never read option files: what the pipeline says is what connects. */
     mysql_optionsv(m, MYSQL_READ_DEFAULT_FILE, "/dev/null");
+    if (c->tls != FERRY_MY_TLS_DISABLED) {
+        my_bool on = 1, verify = c->tls == FERRY_MY_TLS_VERIFY_FULL;
+        mysql_optionsv(m, MYSQL_OPT_SSL_ENFORCE, &on);
+        mysql_optionsv(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+        if (c->tls_ca) mysql_optionsv(m, MYSQL_OPT_SSL_CA, c->tls_ca);
+        if (c->tls_cert) mysql_optionsv(m, MYSQL_OPT_SSL_CERT, c->tls_cert);
+        if (c->tls_key) mysql_optionsv(m, MYSQL_OPT_SSL_KEY, c->tls_key);
+    }
     unsigned proto = c->socket ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
     mysql_optionsv(m, MYSQL_OPT_PROTOCOL, &proto);
     if (mysql_real_connect(m, c->socket ? NULL : c->host, c->user, c->password, c->db, c->port,

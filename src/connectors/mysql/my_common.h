@@ -19,15 +19,22 @@
 #include "ferry/core.h"
 #include "ferry/error.h"
 
+/* `tls:` disabled (default; a socket connection needs none), required (encrypted, the server's
+ * certificate not checked), verify_full (encrypted, the certificate checked against
+ * `tls_ca` and the host name). `tls_cert`/`tls_key`: a client certificate. */
+enum ferry_my_tls { FERRY_MY_TLS_DISABLED = 0, FERRY_MY_TLS_REQUIRED, FERRY_MY_TLS_VERIFY_FULL };
+
 struct ferry_my_conn {
     char *host, *user, *password, *db, *socket; /* owned; password wiped on free */
     unsigned port;
     int64_t connect_timeout_ms;
     int64_t io_timeout_ms;
+    int tls; /* enum ferry_my_tls */
+    char *tls_ca, *tls_cert, *tls_key; /* file paths, owned */
     char peer[256]; /* "host:port/db" for messages */
 };
 
-/* Reads url, socket and the timeouts from cfg (`what`: "mysql source" / "mysql sink"). */
+/* Reads url, socket, the tls keys and the timeouts from cfg (`what`: "mysql source" / "mysql sink"). */
 int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct ferry_my_conn *c,
                                struct ferry_error *err);
 /* Parses a mysql:// URL into c (no config node: for tests). A message never shows it. */

@@ -17,13 +17,19 @@ static void parse_ok(const char *url, const char *host, unsigned port, const cha
     assert_int_equal(ferry__my_parse_url(url, &c, &err), FERRY_OK);
     assert_string_equal(c.host, host);
     assert_int_equal(c.port, port);
-    if (user) assert_string_equal(c.user, user);
-    else assert_null(c.user);
-    if (pw) assert_string_equal(c.password, pw);
-    else assert_null(c.password);
+    if (user)
+        assert_string_equal(c.user, user);
+    else
+        assert_null(c.user);
+    if (pw)
+        assert_string_equal(c.password, pw);
+    else
+        assert_null(c.password);
     assert_string_equal(c.db, db);
-    if (sock) assert_string_equal(c.socket, sock);
-    else assert_null(c.socket);
+    if (sock)
+        assert_string_equal(c.socket, sock);
+    else
+        assert_null(c.socket);
     ferry__my_conn_free(&c);
 }
 
@@ -88,7 +94,8 @@ static void test_quote(void **state)
     assert_non_null(strstr(err.message, "longer than 64"));
     /* 64 two-byte characters are 64 characters. */
     name[0] = '\0';
-    for (int i = 0; i < 64; i++) strcat(name, "\xc3\xa9");
+    for (int i = 0; i < 64; i++)
+        strcat(name, "\xc3\xa9");
     assert_int_equal(ferry__my_quote_ident(&b, name, &err), FERRY_OK);
     assert_int_equal(ferry__my_quote_ident(&b, "", &err), FERRY_ECONFIG);
     ferry_buf_release(&b);
@@ -99,8 +106,10 @@ static void split_ok(const char *in, const char *db, const char *table)
     char *d = NULL, *t = NULL;
     struct ferry_error err;
     assert_int_equal(ferry__my_split_name(in, &d, &t, &err), FERRY_OK);
-    if (db) assert_string_equal(d, db);
-    else assert_null(d);
+    if (db)
+        assert_string_equal(d, db);
+    else
+        assert_null(d);
     assert_string_equal(t, table);
     ferry_free(d);
     ferry_free(t);

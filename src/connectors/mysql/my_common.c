@@ -65,9 +65,12 @@ static int bad_url(struct ferry_error *err, const char *why)
 int ferry__my_parse_url(const char *url, struct ferry_my_conn *c, struct ferry_error *err)
 {
     const char *p;
-    if (strncmp(url, "mysql://", 8) == 0) p = url + 8;
-    else if (strncmp(url, "mariadb://", 10) == 0) p = url + 10;
-    else return bad_url(err, "the scheme must be mysql:// or mariadb://");
+    if (strncmp(url, "mysql://", 8) == 0)
+        p = url + 8;
+    else if (strncmp(url, "mariadb://", 10) == 0)
+        p = url + 10;
+    else
+        return bad_url(err, "the scheme must be mysql:// or mariadb://");
     const char *end = p + strcspn(p, "/?#");
     const char *at = NULL;
     for (const char *q = p; q < end; q++)
@@ -138,7 +141,8 @@ int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct f
     c->connect_timeout_ms = 10000;
     c->io_timeout_ms = 600000;
     int rc = ferry_cfg_duration_ms(cfg, "connect_timeout", false, &c->connect_timeout_ms, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_duration_ms(cfg, "io_timeout", false, &c->io_timeout_ms, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_duration_ms(cfg, "io_timeout", false, &c->io_timeout_ms, err);
     if (rc != FERRY_OK) return rc;
     if (c->connect_timeout_ms < 1000 || c->io_timeout_ms < 1000)
         return ferry_error_set(err, FERRY_ECONFIG, "config",
@@ -173,7 +177,8 @@ int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct f
     if (rc != FERRY_OK) return rc;
     rc = ferry__my_parse_url(url, c, err);
     ferry_secret_free(url);
-    if (rc == FERRY_ENOMEM) rc = ferry_error_set(err, FERRY_ENOMEM, "mysql", "%s: out of memory", what);
+    if (rc == FERRY_ENOMEM)
+        rc = ferry_error_set(err, FERRY_ENOMEM, "mysql", "%s: out of memory", what);
     if (rc != FERRY_OK) {
         ferry__my_conn_free(c);
         return ferry_cfg_error(err, node, "%s: %s", what, err->message);
@@ -200,8 +205,7 @@ int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct f
         ferry__my_conn_free(c);
         return ferry_error_set(err, FERRY_ENOMEM, "mysql", "%s: out of memory", what);
     }
-    if (c->socket != NULL)
-        snprintf(c->peer, sizeof c->peer, "%.160s/%.64s", c->socket, c->db);
+    if (c->socket != NULL) snprintf(c->peer, sizeof c->peer, "%.160s/%.64s", c->socket, c->db);
     return FERRY_OK;
 }
 
@@ -217,13 +221,15 @@ int ferry__my_error(struct ferry_error *err, int code, MYSQL *m, const char *fmt
                            mysql_error(m), mysql_errno(m), mysql_sqlstate(m));
 }
 
-int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what,
-                   struct ferry_error *err)
+int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what, struct ferry_error *err)
 {
-    if (mysql_real_query(m, sql, strlen(sql)) != 0) return ferry__my_error(err, code, m, "%s", what);
+    if (mysql_real_query(m, sql, strlen(sql)) != 0)
+        return ferry__my_error(err, code, m, "%s", what);
     MYSQL_RES *r = mysql_store_result(m);
-    if (r != NULL) mysql_free_result(r);
-    else if (mysql_field_count(m) != 0) return ferry__my_error(err, code, m, "%s", what);
+    if (r != NULL)
+        mysql_free_result(r);
+    else if (mysql_field_count(m) != 0)
+        return ferry__my_error(err, code, m, "%s", what);
     return FERRY_OK;
 }
 
@@ -253,10 +259,9 @@ int ferry__my_connect(const struct ferry_my_conn *c, const char *what, MYSQL **o
     mysql_optionsv(m, MYSQL_OPT_PROTOCOL, &proto);
     if (mysql_real_connect(m, c->socket ? NULL : c->host, c->user, c->password, c->db, c->port,
                            c->socket, CLIENT_FOUND_ROWS) == NULL) {
-        int rc = ferry__my_error(err, mysql_errno(m) == 1049 || mysql_errno(m) == 1044
-                                          ? FERRY_ENOTFOUND
-                                          : FERRY_EIO,
-                                 m, "%s: connecting to %s", what, c->peer);
+        int rc = ferry__my_error(
+            err, mysql_errno(m) == 1049 || mysql_errno(m) == 1044 ? FERRY_ENOTFOUND : FERRY_EIO, m,
+            "%s: connecting to %s", what, c->peer);
         mysql_close(m);
         return rc;
     }
@@ -282,9 +287,8 @@ int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_er
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)name[i] & 0xC0) != 0x80) chars++;
     if (n == 0 || chars > 64)
-        return ferry_error_set(err, FERRY_ECONFIG, "config",
-                               "MySQL identifier \"%.80s\" is %s", name,
-                               n == 0 ? "empty" : "longer than 64 characters");
+        return ferry_error_set(err, FERRY_ECONFIG, "config", "MySQL identifier \"%.80s\" is %s",
+                               name, n == 0 ? "empty" : "longer than 64 characters");
     if (ferry_buf_reserve(b, 2 * n + 2) != FERRY_OK)
         return ferry_error_set(err, FERRY_ENOMEM, "mysql", "out of memory");
     b->data[b->len++] = '`';
@@ -340,8 +344,7 @@ static char *take_part(const char **p)
     return out;
 }
 
-int ferry__my_split_name(const char *qualified, char **db, char **table,
-                         struct ferry_error *err)
+int ferry__my_split_name(const char *qualified, char **db, char **table, struct ferry_error *err)
 {
     *db = *table = NULL;
     const char *p = qualified;

@@ -29,12 +29,13 @@ struct ferry_my_conn {
     unsigned port;
     int64_t connect_timeout_ms;
     int64_t io_timeout_ms;
-    int tls; /* enum ferry_my_tls */
+    int tls;                           /* enum ferry_my_tls */
     char *tls_ca, *tls_cert, *tls_key; /* file paths, owned */
-    char peer[256]; /* "host:port/db" for messages */
+    char peer[256];                    /* "host:port/db" for messages */
 };
 
-/* Reads url, socket, the tls keys and the timeouts from cfg (`what`: "mysql source" / "mysql sink"). */
+/* Reads url, socket, the tls keys and the timeouts from cfg (`what`: "mysql source" / "mysql
+ * sink"). */
 int ferry__my_read_conn_config(struct ferry_cfg *cfg, const char *what, struct ferry_my_conn *c,
                                struct ferry_error *err);
 /* Parses a mysql:// URL into c (no config node: for tests). A message never shows it. */
@@ -47,8 +48,7 @@ int ferry__my_connect(const struct ferry_my_conn *c, const char *what, MYSQL **o
 int ferry__my_error(struct ferry_error *err, int code, MYSQL *m, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Runs a statement that returns no rows. */
-int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what,
-                   struct ferry_error *err);
+int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what, struct ferry_error *err);
 /* `name` backquoted (backquotes doubled) appended to b. Empty names, names over 64
  * characters and NUL are FERRY_ECONFIG. */
 int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_error *err);
@@ -56,7 +56,6 @@ int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_er
 int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n);
 /* Splits "db.table" (backquoted parts allowed: `my db`.`t.x`) into db (NULL when absent)
  * and table. */
-int ferry__my_split_name(const char *qualified, char **db, char **table,
-                         struct ferry_error *err);
+int ferry__my_split_name(const char *qualified, char **db, char **table, struct ferry_error *err);
 
 #endif

@@ -145,8 +145,8 @@ static int connect_db(struct sink *s, struct ferry_error *err)
         const char *v = mysql_get_server_info(s->c);
         unsigned long ver = mysql_get_server_version(s->c);
         s->collation = v && strstr(v, "MariaDB") ? "utf8mb4_nopad_bin"
-                       : ver >= 80000             ? "utf8mb4_0900_bin"
-                                                  : "utf8mb4_bin";
+                       : ver >= 80000            ? "utf8mb4_0900_bin"
+                                                 : "utf8mb4_bin";
     }
     return rc;
 }
@@ -180,24 +180,58 @@ static void column_type(const struct ferry_field *f, char *buf, size_t len)
 {
     bool key = f->key_pos > 0;
     switch (f->type) {
-    case FERRY_TYPE_BOOL: snprintf(buf, len, "BOOLEAN"); break;
-    case FERRY_TYPE_INT8: snprintf(buf, len, "TINYINT"); break;
-    case FERRY_TYPE_INT16: snprintf(buf, len, "SMALLINT"); break;
-    case FERRY_TYPE_INT32: snprintf(buf, len, "INT"); break;
-    case FERRY_TYPE_INT64: snprintf(buf, len, "BIGINT"); break;
-    case FERRY_TYPE_FLOAT32: snprintf(buf, len, "FLOAT"); break;
-    case FERRY_TYPE_FLOAT64: snprintf(buf, len, "DOUBLE"); break;
-    case FERRY_TYPE_DECIMAL128: snprintf(buf, len, "DECIMAL(%d,%d)", f->precision, f->scale); break;
-    case FERRY_TYPE_DECIMAL_TEXT: snprintf(buf, len, "DECIMAL(65,30)"); break;
-    case FERRY_TYPE_UTF8: snprintf(buf, len, key ? "VARCHAR(255)" : "LONGTEXT"); break;
-    case FERRY_TYPE_JSON: snprintf(buf, len, "JSON"); break;
-    case FERRY_TYPE_BINARY: snprintf(buf, len, key ? "VARBINARY(255)" : "LONGBLOB"); break;
-    case FERRY_TYPE_DATE32: snprintf(buf, len, "DATE"); break;
-    case FERRY_TYPE_TIME64_US: snprintf(buf, len, "TIME(6)"); break;
+    case FERRY_TYPE_BOOL:
+        snprintf(buf, len, "BOOLEAN");
+        break;
+    case FERRY_TYPE_INT8:
+        snprintf(buf, len, "TINYINT");
+        break;
+    case FERRY_TYPE_INT16:
+        snprintf(buf, len, "SMALLINT");
+        break;
+    case FERRY_TYPE_INT32:
+        snprintf(buf, len, "INT");
+        break;
+    case FERRY_TYPE_INT64:
+        snprintf(buf, len, "BIGINT");
+        break;
+    case FERRY_TYPE_FLOAT32:
+        snprintf(buf, len, "FLOAT");
+        break;
+    case FERRY_TYPE_FLOAT64:
+        snprintf(buf, len, "DOUBLE");
+        break;
+    case FERRY_TYPE_DECIMAL128:
+        snprintf(buf, len, "DECIMAL(%d,%d)", f->precision, f->scale);
+        break;
+    case FERRY_TYPE_DECIMAL_TEXT:
+        snprintf(buf, len, "DECIMAL(65,30)");
+        break;
+    case FERRY_TYPE_UTF8:
+        snprintf(buf, len, key ? "VARCHAR(255)" : "LONGTEXT");
+        break;
+    case FERRY_TYPE_JSON:
+        snprintf(buf, len, "JSON");
+        break;
+    case FERRY_TYPE_BINARY:
+        snprintf(buf, len, key ? "VARBINARY(255)" : "LONGBLOB");
+        break;
+    case FERRY_TYPE_DATE32:
+        snprintf(buf, len, "DATE");
+        break;
+    case FERRY_TYPE_TIME64_US:
+        snprintf(buf, len, "TIME(6)");
+        break;
     case FERRY_TYPE_TIMESTAMP_US:
-    case FERRY_TYPE_TIMESTAMPTZ_US: snprintf(buf, len, "DATETIME(6)"); break;
-    case FERRY_TYPE_UUID: snprintf(buf, len, "CHAR(36) CHARACTER SET ascii"); break;
-    default: snprintf(buf, len, "LONGBLOB"); break;
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        snprintf(buf, len, "DATETIME(6)");
+        break;
+    case FERRY_TYPE_UUID:
+        snprintf(buf, len, "CHAR(36) CHARACTER SET ascii");
+        break;
+    default:
+        snprintf(buf, len, "LONGBLOB");
+        break;
     }
 }
 
@@ -209,7 +243,7 @@ static int check_types(const struct ferry_schema *sc, const char *table, struct 
             (f->scale < 0 || f->scale > 30 || f->precision > 65 || f->scale > f->precision))
             return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                                    WHAT ": table %s, column \"%s\": decimal(%d,%d) does not fit "
-                                   "MySQL's DECIMAL (precision <= 65, scale 0..30)",
+                                        "MySQL's DECIMAL (precision <= 65, scale 0..30)",
                                    table, f->name, f->precision, f->scale);
     }
     return FERRY_OK;
@@ -260,7 +294,8 @@ static int create_table(struct sink *s, const char *qname, const struct ferry_sc
         if (rc == FERRY_OK) rc = ferry__my_quote_ident(&b, f->name, err);
         column_type(f, type, sizeof type);
         if (rc == FERRY_OK)
-            rc = ferry_buf_printf(&b, " %s%s", type, f->nullable && f->key_pos == 0 ? "" : " NOT NULL");
+            rc = ferry_buf_printf(&b, " %s%s", type,
+                                  f->nullable && f->key_pos == 0 ? "" : " NOT NULL");
     }
     if (rc == FERRY_OK && with_key && sc->n_key > 0) {
         rc = ferry_buf_printf(&b, ", PRIMARY KEY (");
@@ -268,7 +303,8 @@ static int create_table(struct sink *s, const char *qname, const struct ferry_sc
         if (rc == FERRY_OK) rc = ferry_buf_append(&b, ")", 1);
     }
     if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&b, ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=%s", s->collation);
+        rc = ferry_buf_printf(&b, ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=%s",
+                              s->collation);
     if (rc == FERRY_ENOMEM) rc = oom(err);
     char what[300];
     snprintf(what, sizeof what, WHAT ": creating table %s", qname);
@@ -364,7 +400,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (keyed && sc->n_key == 0)
         return ferry_error_set(err, FERRY_EPOLICY, "mysql",
                                WHAT ": table \"%s\": write %s needs a key and resource %s has none",
-                               target->table, ferry_write_mode_name(target->mode), target->resource);
+                               target->table, ferry_write_mode_name(target->mode),
+                               target->resource);
     int rc = check_types(sc, target->table, err);
     if (rc != FERRY_OK) return rc;
     t->used = true;
@@ -381,18 +418,21 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     }
     ferry_buf_release(&q);
     if (rc != FERRY_OK) return ferry_error_prefix(err, WHAT ": table \"%s\": column", t->table);
-    if ((t->qtable = qualify(s, t->table, err)) == NULL) return ferry_error_prefix(err, WHAT ": table");
+    if ((t->qtable = qualify(s, t->table, err)) == NULL)
+        return ferry_error_prefix(err, WHAT ": table");
     if (t->mode == FERRY_WRITE_REPLACE) {
         t->staging = ferry_asprintf("%s__ferry_staging", t->table);
         if (t->staging == NULL) return oom(err);
         if ((t->qstaging = qualify(s, t->staging, err)) == NULL)
-            return ferry_error_prefix(err, WHAT ": table \"%s\": its replace staging table", t->table);
+            return ferry_error_prefix(err, WHAT ": table \"%s\": its replace staging table",
+                                      t->table);
     }
     snprintf(t->uri, sizeof t->uri, "mysql:%s.%s", s->conn.db, t->table);
     rc = connect_db(s, err);
     if (rc == FERRY_OK && t->mode != FERRY_WRITE_REPLACE)
         rc = create_table(s, t->qtable, sc, true, err);
-    if (rc == FERRY_OK) rc = build_sql(t, t->mode == FERRY_WRITE_REPLACE ? t->qstaging : t->qtable, err);
+    if (rc == FERRY_OK)
+        rc = build_sql(t, t->mode == FERRY_WRITE_REPLACE ? t->qstaging : t->qtable, err);
     return rc;
 }
 
@@ -412,7 +452,8 @@ static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (s->session) return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": session already open");
+    if (s->session)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": session already open");
     ferry_free(s->pipeline);
     s->pipeline = ferry_strdup(run && run->pipeline ? run->pipeline : "");
     if (s->pipeline == NULL) return oom(err);
@@ -451,8 +492,10 @@ static bool decimal_fits(const char *p, size_t n)
 {
     size_t i = 0, ints = 0, frac = 0, zeros = 0;
     if (i < n && (p[i] == '-' || p[i] == '+')) i++;
-    while (i < n && p[i] == '0') i++;
-    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) ints++;
+    while (i < n && p[i] == '0')
+        i++;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+        ints++;
     if (i < n && p[i] == '.') {
         i++;
         for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
@@ -504,11 +547,13 @@ static int put_value(struct target *t, const struct ferry_batch *bt, int c, int6
     char tmp[96];
     int n;
     switch (f->type) {
-    case FERRY_TYPE_BOOL: return ferry_buf_append(b, ferry_col_bool(bt, c, r) ? "1" : "0", 1);
+    case FERRY_TYPE_BOOL:
+        return ferry_buf_append(b, ferry_col_bool(bt, c, r) ? "1" : "0", 1);
     case FERRY_TYPE_INT8:
     case FERRY_TYPE_INT16:
     case FERRY_TYPE_INT32:
-    case FERRY_TYPE_INT64: return ferry_buf_printf(b, "%" PRId64, ferry_col_int(bt, c, r));
+    case FERRY_TYPE_INT64:
+        return ferry_buf_printf(b, "%" PRId64, ferry_col_int(bt, c, r));
     case FERRY_TYPE_FLOAT32:
     case FERRY_TYPE_FLOAT64: {
         double v = ferry_col_float(bt, c, r);
@@ -611,7 +656,8 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
     while (start < b->length) {
         bool del = ferry_batch_op(b, start) == FERRY_OP_DELETE;
         int64_t end = start + 1;
-        while (end < b->length && (ferry_batch_op(b, end) == FERRY_OP_DELETE) == del) end++;
+        while (end < b->length && (ferry_batch_op(b, end) == FERRY_OP_DELETE) == del)
+            end++;
         int rc = write_run(s, t, b, start, end, del, err);
         if (rc != FERRY_OK) return rc;
         start = end;
@@ -702,7 +748,8 @@ static int swap_staging(struct sink *s, struct target *t, struct ferry_error *er
 static int sink_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
-    if (!s->session) return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": commit without a session");
+    if (!s->session)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": commit without a session");
     int rc = FERRY_OK;
     if (s->in_tx) {
         rc = exec(s, "COMMIT", WHAT ": commit", err);
@@ -710,7 +757,8 @@ static int sink_commit(void *ctx, struct ferry_error *err)
         s->in_tx = false;
     }
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
-        if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE) rc = swap_staging(s, &s->t[i], err);
+        if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
+            rc = swap_staging(s, &s->t[i], err);
     if (rc != FERRY_OK) return rc;
     s->session = false;
     return FERRY_OK;
@@ -756,12 +804,15 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     rc = ferry_buf_printf(&s->sql, "SELECT resource, shard, run_id, position FROM `" CKPT
                                    "` WHERE pipeline = ");
     if (rc == FERRY_OK)
-        rc = ferry__my_quote_text(s->c, &s->sql, pipeline ? pipeline : "", strlen(pipeline ? pipeline : ""));
+        rc = ferry__my_quote_text(s->c, &s->sql, pipeline ? pipeline : "",
+                                  strlen(pipeline ? pipeline : ""));
     if (rc == FERRY_OK) rc = ferry_buf_printf(&s->sql, " ORDER BY resource, shard");
     if (rc != FERRY_OK) return oom(err);
     MYSQL_RES *r = NULL;
-    if (mysql_real_query(s->c, s->sql.data, s->sql.len) != 0 || (r = mysql_store_result(s->c)) == NULL)
-        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: reading checkpoints", s->conn.peer);
+    if (mysql_real_query(s->c, s->sql.data, s->sql.len) != 0 ||
+        (r = mysql_store_result(s->c)) == NULL)
+        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: reading checkpoints",
+                               s->conn.peer);
     int rows = (int)mysql_num_rows(r);
     struct ferry_sink_checkpoint *v = ferry_calloc((size_t)(rows ? rows : 1), sizeof *v);
     if (v == NULL) {

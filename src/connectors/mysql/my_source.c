@@ -120,11 +120,11 @@ enum kind { K_PLAIN = 0, K_FLOAT, K_SPATIAL, K_BIT };
 
 struct col {
     char *name;
-    char *data_type;   /* information_schema DATA_TYPE, lower case */
+    char *data_type; /* information_schema DATA_TYPE, lower case */
     bool is_unsigned;
     bool notnull;
     bool is_json;
-    bool is_binary;    /* character set binary (BINARY, VARBINARY, BLOB) */
+    bool is_binary; /* character set binary (BINARY, VARBINARY, BLOB) */
     int precision, scale, bits;
     int key_pos;
     enum kind kind;
@@ -165,30 +165,32 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
     /* MariaDB's JSON is LONGTEXT with a json_valid() check named after the column. */
-    int rc = ferry_buf_printf(&sql,
-                              "SELECT c.COLUMN_NAME, LOWER(c.DATA_TYPE), c.COLUMN_TYPE LIKE "
-                              "'%% unsigned%%', c.IS_NULLABLE = 'NO', "
-                              "COALESCE(c.NUMERIC_PRECISION, 0), COALESCE(c.NUMERIC_SCALE, 0), "
-                              "COALESCE(c.CHARACTER_SET_NAME = 'binary' OR (c.CHARACTER_SET_NAME "
-                              "IS NULL AND c.DATA_TYPE IN ('binary','varbinary','tinyblob','blob',"
-                              "'mediumblob','longblob')), 0), "
-                              "COALESCE((SELECT k.SEQ_IN_INDEX FROM information_schema.STATISTICS "
-                              "k WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = "
-                              "c.TABLE_NAME AND k.INDEX_NAME = 'PRIMARY' AND k.COLUMN_NAME = "
-                              "c.COLUMN_NAME), 0), "
-                              "LOWER(c.DATA_TYPE) = 'json' OR EXISTS (SELECT 1 FROM "
-                              "information_schema.CHECK_CONSTRAINTS x WHERE "
-                              "x.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA AND x.TABLE_NAME = "
-                              "c.TABLE_NAME AND x.CHECK_CLAUSE = CONCAT('json_valid(`', "
-                              "REPLACE(c.COLUMN_NAME, '`', '``'), '`)')) "
-                              "FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = ");
+    int rc =
+        ferry_buf_printf(&sql, "SELECT c.COLUMN_NAME, LOWER(c.DATA_TYPE), c.COLUMN_TYPE LIKE "
+                               "'%% unsigned%%', c.IS_NULLABLE = 'NO', "
+                               "COALESCE(c.NUMERIC_PRECISION, 0), COALESCE(c.NUMERIC_SCALE, 0), "
+                               "COALESCE(c.CHARACTER_SET_NAME = 'binary' OR (c.CHARACTER_SET_NAME "
+                               "IS NULL AND c.DATA_TYPE IN ('binary','varbinary','tinyblob','blob',"
+                               "'mediumblob','longblob')), 0), "
+                               "COALESCE((SELECT k.SEQ_IN_INDEX FROM information_schema.STATISTICS "
+                               "k WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = "
+                               "c.TABLE_NAME AND k.INDEX_NAME = 'PRIMARY' AND k.COLUMN_NAME = "
+                               "c.COLUMN_NAME), 0), "
+                               "LOWER(c.DATA_TYPE) = 'json' OR EXISTS (SELECT 1 FROM "
+                               "information_schema.CHECK_CONSTRAINTS x WHERE "
+                               "x.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA AND x.TABLE_NAME = "
+                               "c.TABLE_NAME AND x.CHECK_CLAUSE = CONCAT('json_valid(`', "
+                               "REPLACE(c.COLUMN_NAME, '`', '``'), '`)')) "
+                               "FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = ");
     if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &sql, r->db, strlen(r->db));
     if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " AND c.TABLE_NAME = ");
     if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &sql, r->table, strlen(r->table));
     if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " ORDER BY c.ORDINAL_POSITION");
     MYSQL_RES *res = NULL;
-    if (rc != FERRY_OK) rc = nomem(err);
-    else rc = query(s, sql.data, &res, r->from, err);
+    if (rc != FERRY_OK)
+        rc = nomem(err);
+    else
+        rc = query(s, sql.data, &res, r->from, err);
     ferry_buf_release(&sql);
     if (rc != FERRY_OK) return rc;
     int n = (int)mysql_num_rows(res);
@@ -283,9 +285,12 @@ static void map_type(struct col *c, enum ferry_type *t, int *p, int *sc)
     const char *d = c->data_type;
     *p = *sc = 0;
     c->kind = K_PLAIN;
-    if (is(d, "tinyint")) *t = c->is_unsigned ? FERRY_TYPE_INT16 : FERRY_TYPE_INT8;
-    else if (is(d, "smallint")) *t = c->is_unsigned ? FERRY_TYPE_INT32 : FERRY_TYPE_INT16;
-    else if (is(d, "mediumint")) *t = FERRY_TYPE_INT32;
+    if (is(d, "tinyint"))
+        *t = c->is_unsigned ? FERRY_TYPE_INT16 : FERRY_TYPE_INT8;
+    else if (is(d, "smallint"))
+        *t = c->is_unsigned ? FERRY_TYPE_INT32 : FERRY_TYPE_INT16;
+    else if (is(d, "mediumint"))
+        *t = FERRY_TYPE_INT32;
     else if (is(d, "int") || is(d, "integer"))
         *t = c->is_unsigned ? FERRY_TYPE_INT64 : FERRY_TYPE_INT32;
     else if (is(d, "bigint")) {
@@ -336,8 +341,7 @@ static void map_type(struct col *c, enum ferry_type *t, int *p, int *sc)
     }
 }
 
-static int add_field(struct src *s, struct ferry_schema *sc, struct col *c,
-                     struct ferry_error *err)
+static int add_field(struct src *s, struct ferry_schema *sc, struct col *c, struct ferry_error *err)
 {
     enum ferry_type t;
     int p, scale;
@@ -371,8 +375,8 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     for (int f = 0; f < n && rc == FERRY_OK; f++) {
         int c = spec->columns ? col_index(&r, spec->columns[f]) : f;
         if (c < 0)
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "mysql", WHAT ": table %s has no column \"%s\"",
-                                 r.from, spec->columns[f]);
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
+                                 WHAT ": table %s has no column \"%s\"", r.from, spec->columns[f]);
         else
             rc = add_field(s, sc, &r.cols[c], err);
     }
@@ -382,7 +386,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
             if (f < 0)
                 rc = ferry_error_set(err, FERRY_ECONFIG, "config",
                                      WHAT ": table %s: key column \"%s\" is not among the "
-                                     "selected columns",
+                                          "selected columns",
                                      r.from, spec->key[k]);
             else
                 sc->fields[f].key_pos = k + 1;
@@ -394,7 +398,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
             if (f < 0)
                 rc = ferry_error_set(err, FERRY_ECONFIG, "config",
                                      WHAT ": table %s: primary key column \"%s\" must be among "
-                                     "the selected columns",
+                                          "the selected columns",
                                      r.from, r.cols[c].name);
             else
                 sc->fields[f].key_pos = r.cols[c].key_pos;
@@ -402,16 +406,15 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     }
     for (int k = 0; rc == FERRY_OK && k < spec->n_cursor; k++)
         if (ferry_schema_find(sc, spec->cursor[k]) < 0)
-            rc = ferry_error_set(err, FERRY_ECONFIG, "config",
-                                 WHAT ": table %s: cursor column \"%s\" %s", r.from,
-                                 spec->cursor[k],
-                                 col_index(&r, spec->cursor[k]) < 0
-                                     ? "does not exist"
-                                     : "must be among the selected columns");
+            rc = ferry_error_set(
+                err, FERRY_ECONFIG, "config", WHAT ": table %s: cursor column \"%s\" %s", r.from,
+                spec->cursor[k],
+                col_index(&r, spec->cursor[k]) < 0 ? "does not exist"
+                                                   : "must be among the selected columns");
     if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC)
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                              WHAT ": table %s: mode cdc (the binary log) is not implemented yet; "
-                             "use mode full or incremental",
+                                  "use mode full or incremental",
                              r.from);
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     rel_free(&r);
@@ -465,7 +468,8 @@ static int position_literal(struct src *s, const json_t *v, enum ferry_type t,
         break;
     case FERRY_TYPE_TIMESTAMP_US:
     case FERRY_TYPE_TIMESTAMPTZ_US:
-        if (json_is_integer(v)) n = ferry_timestamp_to_text(json_integer_value(v), false, tmp, sizeof tmp);
+        if (json_is_integer(v))
+            n = ferry_timestamp_to_text(json_integer_value(v), false, tmp, sizeof tmp);
         break;
     case FERRY_TYPE_BINARY: {
         if (!json_is_string(v)) return FERRY_EINVAL;
@@ -524,7 +528,7 @@ static int tuple_cond(struct src *s, struct ferry_buf *b, const struct ferry_sch
     if (!json_is_array(vals) || (int)json_array_size(vals) != n)
         return ferry_error_set(err, FERRY_EINVAL, "mysql",
                                WHAT ": table %s: a position has %zu values, the read needs %d "
-                               "(did the cursor or key change?)",
+                                    "(did the cursor or key change?)",
                                table, json_is_array(vals) ? json_array_size(vals) : 0, n);
     int rc = tuple_names(b, sc, ord, n, err);
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, " %s (", op) == FERRY_OK ? FERRY_OK : nomem(err);
@@ -535,7 +539,7 @@ static int tuple_cond(struct src *s, struct ferry_buf *b, const struct ferry_sch
         if (rc == FERRY_EINVAL)
             return ferry_error_set(err, FERRY_EINVAL, "mysql",
                                    WHAT ": table %s: a position's value for \"%s\" does not fit "
-                                   "its type %s",
+                                        "its type %s",
                                    table, f->name, ferry_type_name(f->type));
         if (rc != FERRY_OK) return nomem(err);
     }
@@ -605,8 +609,8 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
     for (int64_t i = 0; i < n; i++) {
         int64_t a = (int64_t)(lo + span * i / n);
         int64_t b = (int64_t)(lo + span * (i + 1) / n - 1);
-        if (json_array_append_new(shards, json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi",
-                                                    (json_int_t)b)) != 0)
+        if (json_array_append_new(
+                shards, json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi", (json_int_t)b)) != 0)
             return nomem(err);
     }
     return FERRY_OK;
@@ -627,7 +631,7 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     if (sc->n_key == 0)
         return ferry_error_set(err, FERRY_ECONFIG, "config",
                                WHAT ": table %s has no primary key: incremental reads need one "
-                               "as the cursor's tie-breaker (declare `key:`)",
+                                    "as the cursor's tie-breaker (declare `key:`)",
                                r->from);
     int ord[MAX_ORDER];
     int n = order_fields(spec, sc, true, ord, MAX_ORDER);
@@ -650,7 +654,8 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
             if ((int)json_array_size(key) != n) {
                 json_decref(root);
                 return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                                       WHAT ": table %s: the saved position has %zu values, the "
+                                       WHAT
+                                       ": table %s: the saved position has %zu values, the "
                                        "cursor and key have %d (did the cursor or key change?)",
                                        r->from, json_array_size(key), n);
             }
@@ -698,8 +703,8 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
 }
 
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
-                    const struct ferry_schema *sc, const char *route_checkpoint,
-                    char **plan_json, struct ferry_error *err)
+                    const struct ferry_schema *sc, const char *route_checkpoint, char **plan_json,
+                    struct ferry_error *err)
 {
     struct src *s = ctx;
     *plan_json = NULL;
@@ -716,8 +721,10 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     }
     bool incremental = spec->mode == FERRY_READ_INCREMENTAL;
     json_object_set_new(plan, "mode", json_string(incremental ? "incremental" : "full"));
-    if (incremental) rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
-    else rc = plan_full(s, sc, &r, plan, err);
+    if (incremental)
+        rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
+    else
+        rc = plan_full(s, sc, &r, plan, err);
     if (rc == FERRY_OK) {
         char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
         *plan_json = text ? ferry_strdup(text) : NULL;
@@ -733,8 +740,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 
 static int begin_snapshot(struct src *s, struct ferry_error *err)
 {
-    int rc = ferry__my_exec(s->c,
-                            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    int rc = ferry__my_exec(s->c, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
                             FERRY_ESOURCE, WHAT ": snapshot", err);
     if (rc == FERRY_OK)
         rc = ferry__my_exec(s->c, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
@@ -759,15 +765,18 @@ static char *snapshot_coordinates(struct src *s)
     MYSQL_RES *res = NULL;
     struct ferry_error e;
     char *id = NULL;
-    if (query(s, "SHOW STATUS WHERE Variable_name IN ('binlog_snapshot_file', "
-                 "'binlog_snapshot_position')",
+    if (query(s,
+              "SHOW STATUS WHERE Variable_name IN ('binlog_snapshot_file', "
+              "'binlog_snapshot_position')",
               &res, "(status)", &e) == FERRY_OK) {
         const char *file = "", *pos = "";
         MYSQL_ROW row;
         while ((row = mysql_fetch_row(res)) != NULL) {
             if (row[1] == NULL) continue;
-            if (strcasecmp(row[0], "binlog_snapshot_file") == 0) file = row[1];
-            else pos = row[1];
+            if (strcasecmp(row[0], "binlog_snapshot_file") == 0)
+                file = row[1];
+            else
+                pos = row[1];
         }
         id = file[0] ? ferry_asprintf("%s:%s", file, pos) : ferry_strdup("");
         mysql_free_result(res);
@@ -807,7 +816,7 @@ static int src_use_snapshot(void *ctx, const char *snapshot_id, struct ferry_err
     if (s->in_snapshot && strncmp(snapshot_id, mine, strlen(mine)) == 0) return FERRY_OK;
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                            WHAT ": %s: MySQL and MariaDB cannot share one consistent snapshot "
-                           "between connections; read with `parallelism: 1`",
+                                "between connections; read with `parallelism: 1`",
                            s->conn.peer);
 }
 
@@ -856,7 +865,8 @@ static int parse_datetime(const char *p, size_t n, bool with_time, int64_t *out)
         int fd = (int)n - 20, f = digits(p + 20, fd);
         if (f < 0) return -1;
         us = f;
-        for (int i = fd; i < 6; i++) us *= 10;
+        for (int i = fd; i < 6; i++)
+            us *= 10;
     }
     *out = ((days * 24 + h) * 60 + mi) * INT64_C(60000000) + se * INT64_C(1000000) + us;
     return 0;
@@ -1019,8 +1029,10 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                            f->type == FERRY_TYPE_TIMESTAMPTZ_US) {
                     int64_t x = 0;
                     if (parse_datetime(row[i], len[i], f->type != FERRY_TYPE_DATE32, &x) != 0) {
-                        rc = bad_value(&d, ord[i], row_no, "a cursor or key value that is no "
-                                                           "valid date", err);
+                        rc = bad_value(&d, ord[i], row_no,
+                                       "a cursor or key value that is no "
+                                       "valid date",
+                                       err);
                         break;
                     }
                     v = json_integer(x);
@@ -1029,7 +1041,7 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                 } else if (f->type == FERRY_TYPE_BINARY || f->type == FERRY_TYPE_BOOL) {
                     rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                                          WHAT ": table %s: column \"%s\" (%s) cannot be an "
-                                         "incremental cursor",
+                                              "incremental cursor",
                                          r->from, f->name, ferry_type_name(f->type));
                     break;
                 } else {
@@ -1037,8 +1049,10 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                 }
                 json_array_append_new(a, v);
             }
-            if (rc == FERRY_OK) *last_key = a;
-            else json_decref(a);
+            if (rc == FERRY_OK)
+                *last_key = a;
+            else
+                json_decref(a);
             break;
         }
         ferry_rw_begin(rw, FERRY_OP_INSERT);
@@ -1067,14 +1081,18 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
         s->c = NULL;
     }
     if (rw != NULL && d.zero_count > 0) {
-        char samples[256];
-        snprintf(samples, sizeof samples,
-                 "[{\"at\":\"%s\",\"reason\":\"zero or invalid dates read as NULL "
-                 "(zero_dates: null); the rows were kept\"}]",
-                 "mysql");
-        ferry_rw_report_skipped(rw, d.zero_count, samples);
-        ferry_log(FERRY_LOG_WARN, WHAT ": table %s: %" PRId64 " zero or invalid dates read as "
-                  "NULL (zero_dates: null)", r->from, d.zero_count);
+        struct ferry_buf j;
+        ferry_buf_init(&j, 0);
+        ferry_buf_printf(&j, "[{\"at\":");
+        ferry_buf_json_string(&j, r->from, strlen(r->from));
+        ferry_buf_printf(&j, ",\"reason\":\"zero or invalid dates read as NULL (zero_dates: "
+                             "null); the rows were kept\"}]");
+        ferry_rw_report_skipped(rw, d.zero_count, j.data ? j.data : "[]");
+        ferry_buf_release(&j);
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": table %s: %" PRId64
+                       " zero or invalid dates read as NULL (zero_dates: null)",
+                  r->from, d.zero_count);
     }
     return rc;
 }
@@ -1100,8 +1118,8 @@ static int resume_key_of(const char *resume, const char *table, json_t **key, bo
 
 /* WHERE + ORDER BY of one shard of a frozen plan. */
 static int build_where(struct src *s, const struct ferry_resource_spec *spec,
-                       const struct ferry_schema *sc, const struct rel *r, json_t *plan,
-                       json_t *sh, json_t *resume_key, struct ferry_buf *b, int *ord, int *n_ord,
+                       const struct ferry_schema *sc, const struct rel *r, json_t *plan, json_t *sh,
+                       json_t *resume_key, struct ferry_buf *b, int *ord, int *n_ord,
                        struct ferry_error *err)
 {
     const char *mode = json_string_value(json_object_get(plan, "mode"));
@@ -1111,12 +1129,14 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
     int rc = FERRY_OK;
     if (incremental) {
         json_t *lo = json_object_get(plan, "lo"), *hi = json_object_get(plan, "hi");
-        if (hi == NULL || json_is_null(hi)) return ferry_buf_printf(b, " WHERE 0") == FERRY_OK ? FERRY_OK : nomem(err);
+        if (hi == NULL || json_is_null(hi))
+            return ferry_buf_printf(b, " WHERE 0") == FERRY_OK ? FERRY_OK : nomem(err);
         *n_ord = n;
         rc = ferry_buf_printf(b, " WHERE ") == FERRY_OK ? FERRY_OK : nomem(err);
         for (int k = 0; k < spec->n_cursor && rc == FERRY_OK; k++) {
             rc = ferry__my_quote_ident(b, sc->fields[ord[k]].name, err);
-            if (rc == FERRY_OK && ferry_buf_printf(b, " IS NOT NULL AND ") != FERRY_OK) rc = nomem(err);
+            if (rc == FERRY_OK && ferry_buf_printf(b, " IS NOT NULL AND ") != FERRY_OK)
+                rc = nomem(err);
         }
         json_t *from = resume_key ? resume_key : (json_is_null(lo) ? NULL : lo);
         if (rc == FERRY_OK && from) {
@@ -1129,7 +1149,8 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
         if (keyset == NULL) keyset = "none";
         if (strcmp(keyset, "range") == 0) {
             json_t *lo = json_object_get(sh, "lo"), *hi = json_object_get(sh, "hi");
-            if (json_is_null(lo)) return ferry_buf_printf(b, " WHERE 0") == FERRY_OK ? FERRY_OK : nomem(err);
+            if (json_is_null(lo))
+                return ferry_buf_printf(b, " WHERE 0") == FERRY_OK ? FERRY_OK : nomem(err);
             if (!json_is_integer(lo) || !json_is_integer(hi) || sc->n_key != 1)
                 return ferry_error_set(err, FERRY_EINVAL, "mysql",
                                        WHAT ": table %s: bad shard in the frozen plan", r->from);
@@ -1137,14 +1158,14 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
             if (!json_is_integer(from))
                 return ferry_error_set(err, FERRY_EINVAL, "mysql",
                                        WHAT ": table %s: the resume position's key is not an "
-                                       "integer",
+                                            "integer",
                                        r->from);
             *n_ord = 1;
             rc = ferry_buf_printf(b, " WHERE ");
             if (rc == FERRY_OK) rc = ferry__my_quote_ident(b, sc->fields[ord[0]].name, err);
             if (rc == FERRY_OK)
-                rc = ferry_buf_printf(b, " %s %" PRId64 " AND ", resume_key ? ">" : ">=",
-                                      (int64_t)json_integer_value(from));
+                rc = ferry_buf_printf(b, " %s %" PRId64 " AND ",
+                                      resume_key ? ">" : ">=", (int64_t)json_integer_value(from));
             if (rc == FERRY_OK) rc = ferry__my_quote_ident(b, sc->fields[ord[0]].name, err);
             if (rc == FERRY_OK)
                 rc = ferry_buf_printf(b, " <= %" PRId64, (int64_t)json_integer_value(hi));
@@ -1152,7 +1173,8 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
             *n_ord = n;
             if (resume_key) {
                 rc = ferry_buf_printf(b, " WHERE ");
-                if (rc == FERRY_OK) rc = tuple_cond(s, b, sc, ord, n, ">", resume_key, r->from, err);
+                if (rc == FERRY_OK)
+                    rc = tuple_cond(s, b, sc, ord, n, ">", resume_key, r->from, err);
             }
         } else {
             return FERRY_OK; /* no key: no order, no resume point */
@@ -1198,7 +1220,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         return rc;
     }
     rc = select_list(&sql, sc, &r, err);
-    if (rc == FERRY_OK) rc = build_where(s, spec, sc, &r, plan, sh, resume_key, &sql, ord, &n_ord, err);
+    if (rc == FERRY_OK)
+        rc = build_where(s, spec, sc, &r, plan, sh, resume_key, &sql, ord, &n_ord, err);
     bool own_tx = !s->in_snapshot;
     if (rc == FERRY_OK && own_tx) rc = begin_snapshot(s, err);
     if (rc == FERRY_OK) {
@@ -1206,9 +1229,12 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         if (n_ord > 0) ferry_rw_set_position_columns(rw, n_ord, ord);
         rc = read_rows(s, sql.data, sc, &r, rw, NULL, ord, n_ord, err);
     }
-    if (s->c == NULL) s->in_snapshot = false; /* dropped after an early stop */
-    else if (own_tx) end_snapshot(s);
-    else if (rc != FERRY_OK && mysql_errno(s->c) != 0) s->in_snapshot = false;
+    if (s->c == NULL)
+        s->in_snapshot = false; /* dropped after an early stop */
+    else if (own_tx)
+        end_snapshot(s);
+    else if (rc != FERRY_OK && mysql_errno(s->c) != 0)
+        s->in_snapshot = false;
     ferry_buf_release(&sql);
     rel_free(&r);
     json_decref(plan);

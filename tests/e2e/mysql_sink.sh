@@ -306,3 +306,15 @@ expect_exit 1 ferry run rp2.yaml
 printf '%s' "$OUT" | grep -qi 'denied' || fail "replace without DROP: the message says access denied: $OUT"
 [ "$(myq -e "SELECT CONCAT(count(*), '/', MIN(v), '/', MAX(v)) FROM rp")" = "200/second/second" ] || fail "replace without DROP changed the table"
 pass "least privilege: a writer without DROP/ALTER fails replace clearly; the previous table is intact"
+
+# ---- upsert into an existing table without a unique key: refused, nothing written ---------
+myq -e "CREATE TABLE nokey (k1 varchar(10), k2 int, at datetime(6), v decimal(10,2), note text)"
+sed 's/^name: myup$/name: myup2/; s/- {table: public.up, mode: incremental, cursor: \[at\]}/- {table: public.up, mode: incremental, cursor: [at], target: nokey}/' up.yaml > nokey.yaml
+grep -q 'target: nokey' nokey.yaml || fail "nokey.yaml not made"
+expect_exit 3 ferry run nokey.yaml
+printf '%s' "$OUT" | grep -q 'without a primary key or unique index' || fail "upsert without a unique key: $OUT"
+[ "$(myq -e 'SELECT count(*) FROM nokey')" = 0 ] || fail "upsert without a unique key wrote rows"
+myq -e "ALTER TABLE nokey ADD UNIQUE KEY (k2, k1)"
+expect_exit 0 ferry run nokey.yaml
+[ "$(myq -e 'SELECT count(*) FROM nokey')" = "$(pgq -c 'SELECT count(*) FROM up')" ] || fail "upsert with a unique key (k2, k1)"
+pass "upsert into an existing table: refused without a unique key on the key columns, works with one"

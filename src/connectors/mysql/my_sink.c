@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "connectors/mysql/my_common.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -378,6 +379,56 @@ static int build_sql(struct target *t, const char *into, struct ferry_error *err
     return rc == FERRY_ENOMEM ? oom(err) : rc;
 }
 
+/* upsert and merge rely on ON DUPLICATE KEY: an existing table must have a unique index
+ * (or its primary key) on exactly the key columns, or rows would silently pile up. */
+static int check_unique_key(struct sink *s, const struct target *t, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc =
+        ferry_buf_printf(&b, "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+                             "WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0 AND "
+                             "TABLE_NAME = ");
+    if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &b, t->table, strlen(t->table));
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&b, " ORDER BY INDEX_NAME");
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return oom(err);
+    }
+    MYSQL_RES *r = NULL;
+    if (mysql_real_query(s->c, b.data, b.len) != 0 || (r = mysql_store_result(s->c)) == NULL)
+        rc =
+            ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: table %s", s->conn.peer, t->qtable);
+    ferry_buf_release(&b);
+    if (rc != FERRY_OK) return rc;
+    /* One index at a time: all its columns in the key, as many as the key has. */
+    bool found = false;
+    char index[200] = "";
+    int cols = 0, hits = 0;
+    MYSQL_ROW row;
+    while (!found) {
+        row = mysql_fetch_row(r);
+        if (row == NULL || strcmp(row[0], index) != 0) {
+            if (index[0] && cols == sc->n_key && hits == sc->n_key) found = true;
+            if (row == NULL) break;
+            snprintf(index, sizeof index, "%s", row[0]);
+            cols = hits = 0;
+        }
+        cols++;
+        for (int k = 0; k < sc->n_key; k++)
+            if (row[1] && strcasecmp(row[1], sc->fields[sc->key[k]].name) == 0) hits++;
+    }
+    mysql_free_result(r);
+    if (found) return FERRY_OK;
+    return ferry_error_set(err, FERRY_EPOLICY, "mysql",
+                           WHAT
+                           ": table %s exists without a primary key or unique index on the "
+                           "key columns; write %s needs one (ALTER TABLE ... ADD PRIMARY KEY, or "
+                           "let ferry create the table)",
+                           t->qtable, ferry_write_mode_name(t->mode));
+}
+
 static int sink_prepare(void *ctx, const struct ferry_target *target, struct ferry_error *err)
 {
     struct sink *s = ctx;
@@ -431,6 +482,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     rc = connect_db(s, err);
     if (rc == FERRY_OK && t->mode != FERRY_WRITE_REPLACE)
         rc = create_table(s, t->qtable, sc, true, err);
+    if (rc == FERRY_OK && keyed) rc = check_unique_key(s, t, err);
     if (rc == FERRY_OK)
         rc = build_sql(t, t->mode == FERRY_WRITE_REPLACE ? t->qstaging : t->qtable, err);
     return rc;

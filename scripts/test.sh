@@ -13,7 +13,7 @@
 #   (a developer's loop, a few minutes).
 # Tests run in parallel (one more job than cores: they wait on servers and disks), each in its
 # own temporary folder (tests/run-test.sh); PostgreSQL clusters are copied from one template
-# made here instead of an initdb per test. At the end the suite prints its slowest tests and
+# (and MariaDB data folders) made here instead of an initdb per test. At the end the suite prints its slowest tests and
 # its total time, and fails if any server or process it started is still running.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -80,6 +80,11 @@ phase() {
 . tests/pg/pg.sh
 pg_template "$suite_tmp/pg-template"
 export FERRY_PG_TEMPLATE="$suite_tmp/pg-template"
+# One mariadb-install-db likewise (tests/mysql/mysql.sh).
+# shellcheck source=../tests/mysql/mysql.sh
+. tests/mysql/mysql.sh
+my_template "$suite_tmp/my-template"
+export FERRY_MY_TEMPLATE="$suite_tmp/my-template"
 
 cmake --preset dev >/dev/null
 phase "build (dev)" build-dev cmake --build --preset dev -j"$jobs"

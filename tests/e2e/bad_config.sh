@@ -38,9 +38,9 @@ check 2 "sink.path" 'version: 1
 name: x
 source: {type: sample, rows: 10, resources: [{table: orders}]}
 sink: {type: sqlite}'
-check 2 "mysql" 'version: 1
+check 2 "nosuchdb" 'version: 1
 name: x
-source: {type: mysql, resources: [{table: orders}]}
+source: {type: nosuchdb, resources: [{table: orders}]}
 sink: {type: sqlite, path: out.db}'
 check 2 "FERRY_TEST_MISSING_SECRET" 'version: 1
 name: x

@@ -1,0 +1,320 @@
+# tests/e2e/mysql_sink.sh - the mysql sink against a real MariaDB 10.11 (tests/mysql/mysql.sh)
+# with a real PostgreSQL (tests/pg/pg.sh):
+#   1. every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB, each column compared
+#      with the original (MD5 of one canonical text per value);
+#   2. PostgreSQL -> MariaDB append killed with SIGKILL mid-run and resumed: equal set and not
+#      one duplicate (the checkpoint is written in the rows' transaction: exactly-once);
+#   3. upsert (incremental with updates) and merge from PostgreSQL CDC (inserts, updates, key
+#      moves, deletes): the destination equals the source;
+#   4. replace twice: the second run's table whole, no leftover staging table;
+#   5. hostile identifiers as destination names; a value MySQL cannot hold (NaN) stops the run
+#      naming table, column and row, with nothing of that batch written.
+# Every sink runs as the least-privilege `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE,
+# DROP, ALTER on the database); a user without DROP and ALTER fails `replace` with a clear
+# message and the previous table intact.
+. "$FERRY_SRC/tests/e2e/lib.sh"
+. "$FERRY_SRC/tests/mysql/mysql.sh"
+. "$FERRY_SRC/tests/pg/pg.sh"
+my_start
+pg_start
+pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+export PGTZ=UTC
+
+# ---- 1. round trip MariaDB -> PostgreSQL -> MariaDB ---------------------------------------
+myq <<'SQL'
+CREATE TABLE every (
+  id int PRIMARY KEY, ti tinyint, tu tinyint unsigned, si smallint, su smallint unsigned,
+  mi mediumint, mu mediumint unsigned, i int, iu int unsigned, bi bigint, bu bigint unsigned,
+  d65 decimal(65,30), d38 decimal(38,10), d52 decimal(5,2), f float, db double,
+  b1 bit(1), b13 bit(13), c4 char(4), vc varchar(50), tx mediumtext,
+  l1 varchar(30) CHARACTER SET latin1, bn binary(4), vb varbinary(10), bl mediumblob, dt date,
+  dtm datetime(6), ts timestamp(3) NULL, tm time(6), y year, e enum('a','b c','ü'),
+  st set('x','y','z'), j json, g geometry);
+INSERT INTO every VALUES
+ (1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
+  -9223372036854775808, 18446744073709551615,
+  '12345678901234567890123456789012345.123456789012345678901234567890',
+  '-1234567890123456789012345678.0123456789', -999.99, 3.40282e38, 1.7976931348623157e308,
+  b'1', b'1010101010101', 'ab', 'héllo "q" ''s'' `b` \\', 'line1\nline2 ☃ 😀', 'café ÿ',
+  X'00ff1000', X'', X'deadbeef', '1000-01-01', '9999-12-31 23:59:59.999999',
+  '2038-01-19 03:14:07.999', '-838:59:59.000000', 1901, 'ü', 'x,z',
+  '{"a": [1, 2.5, "é"]}', ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))')),
+ (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL),
+ (3, 127, 0, 32767, 0, 8388607, 0, 2147483647, 0, 9223372036854775807, 9223372036854775808,
+  '-0.000000000000000000000000000001', '0', 0, 1.17549e-38, -2.2250738585072014e-308,
+  b'0', b'0', '', '', '', '', X'00000000', X'00', X'', '2024-02-29',
+  '0001-01-01 00:00:00.000001', '1970-01-01 00:00:01', '838:59:59.999999', 2155, 'a', '', '[]',
+  POINT(0, 0)),
+ (4, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, '0.000000000000000000000000000001',
+  '99999999999999999999999999.9999999999', 999.99, -0.1, 0.1, b'1', b'1111111111111', 'abcd',
+  repeat('v', 50), repeat('long ', 20000), 'x', X'ffffffff', X'ffffffffffffffffffff',
+  repeat(X'00ff', 40000), '2000-02-29', '1969-12-31 23:59:59.999999', '2000-01-01 00:00:00',
+  '00:00:00.000001', 0, 'b c', 'x,y,z', '{"x": {"y": [true, null, {"z": "é"}]}}', POINT(3, 4));
+SQL
+cat > there.yaml <<EOF
+version: 1
+name: there
+source:
+  type: mysql
+  url: env:FERRY_MY_URL
+  resources:
+    - table: every
+sink:
+  type: postgres
+  url: env:FERRY_PG_URL
+  write: append
+EOF
+cat > back.yaml <<EOF
+version: 1
+name: back
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: public.every
+      target: every_back
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: append
+EOF
+expect_exit 0 ferry run there.yaml
+expect_exit 0 ferry run back.yaml --json
+[ "$(myq -e 'SELECT count(*) FROM every_back')" = 4 ] || fail "4 rows back: $OUT"
+# The same canonical text from the original column and from the one that came back.
+orig_expr() {
+  case $1 in
+    f) echo "CAST(f + 0e0 AS CHAR)" ;;
+    b1) echo "IF(b1 = b'1', 't', 'f')" ;;
+    b13) echo "LOWER(LPAD(HEX(b13), 4, '0'))" ;;
+    y) echo "CAST(y + 0 AS CHAR)" ;;
+    bn|vb|bl) echo "LOWER(HEX($1))" ;;
+    g) echo "LOWER(HEX(ST_AsBinary(g)))" ;;
+    dtm|ts) echo "DATE_FORMAT($1, '%Y-%m-%d %H:%i:%s.%f')" ;;
+    *) echo "CAST($1 AS CHAR)" ;;
+  esac
+}
+back_expr() {
+  case $1 in
+    f) echo "CAST(f + 0e0 AS CHAR)" ;;
+    b1) echo "IF(b1, 't', 'f')" ;;
+    b13|bn|vb|bl|g) echo "LOWER(HEX($1))" ;;
+    y) echo "CAST(y + 0 AS CHAR)" ;;
+    dtm|ts) echo "DATE_FORMAT($1, '%Y-%m-%d %H:%i:%s.%f')" ;;
+    *) echo "CAST($1 AS CHAR)" ;;
+  esac
+}
+cols=$(myq -e "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ' ')
+               FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'ferry' AND TABLE_NAME = 'every'")
+ol="id" bl="id"
+for c in $cols; do
+  ol="$ol, COALESCE(MD5(CONVERT($(orig_expr "$c") USING utf8mb4)), 'NULL')"
+  bl="$bl, COALESCE(MD5(CONVERT($(back_expr "$c") USING utf8mb4)), 'NULL')"
+done
+myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $ol) FROM every ORDER BY id" > orig.txt
+myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $bl) FROM every_back ORDER BY id" > back.txt
+if ! cmp -s orig.txt back.txt; then
+  set -- id $cols
+  bad=$(paste -d'\n' orig.txt back.txt | awk -F'|' 'NR%2==1 { for (i = 1; i <= NF; i++) a[i] = $i; next }
+        { for (i = 1; i <= NF; i++) if (a[i] != $i) print i }' | sort -un | head -1)
+  c=${!bad}
+  myq -e "SET time_zone = '+00:00'; SELECT id, LEFT($(orig_expr "$c"), 100) FROM every ORDER BY id" >&2
+  myq -e "SET time_zone = '+00:00'; SELECT id, LEFT($(back_expr "$c"), 100) FROM every_back ORDER BY id" >&2
+  fail "column $c changed on the way MariaDB -> PostgreSQL -> MariaDB"
+fi
+pass "every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB: each column equal"
+
+# ---- 2. append, SIGKILL, resume: exactly once ------------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE big (id bigint PRIMARY KEY, v text, amount numeric(12,2), at timestamptz);
+INSERT INTO big SELECT g, md5(g::text), (g % 100000) / 100.0, '2024-01-01'::timestamptz + g * interval '1 second'
+FROM generate_series(1, 100000) g;
+SQL
+cat > big.yaml <<EOF
+version: 1
+name: mybigsink
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  shard_rows: 20000
+  resources:
+    - table: public.big
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: append
+batch: {rows: 1000}
+EOF
+FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run big.yaml --quiet > big1.log 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  got=$(myq -e "SELECT count(*) FROM big" 2>/dev/null || echo 0)
+  [ "${got:-0}" -ge 15000 ] && break
+  sleep 0.05
+done
+kill -9 $pid 2>/dev/null || true
+wait $pid 2>/dev/null || true
+partial=$(myq -e "SELECT count(*) FROM big")
+[ "$partial" -lt 100000 ] || fail "the kill came after the copy ended ($partial rows)"
+expect_exit 0 ferry run big.yaml --json
+[ "$(json_field "$OUT" .resumed)" = true ] || fail "the killed run is resumed: $OUT"
+pgq -c "SELECT id || '|' || v || '|' || amount::text || '|' || to_char(at, 'YYYY-MM-DD HH24:MI:SS') FROM big ORDER BY id" > big_src.txt
+myq -e "SELECT CONCAT(id, '|', v, '|', amount, '|', DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s')) FROM big ORDER BY id" > big_dst.txt
+cmp -s big_src.txt big_dst.txt || fail "big: set differs after resume: $(diff big_src.txt big_dst.txt | head -5)"
+[ "$(myq -e 'SELECT count(*) - count(DISTINCT id) FROM big')" = 0 ] || fail "big: duplicates after resume"
+[ "$(myq -e "SELECT count(*) FROM _ferry_checkpoints WHERE resource = 'public.big'")" -ge 1 ] || fail "no checkpoint rows in MariaDB: $(myq -e 'SELECT * FROM _ferry_checkpoints')"
+pass "PostgreSQL -> MariaDB append killed at $partial rows and resumed: equal set, no duplicate (exactly-once)"
+
+# ---- 3. upsert and merge ----------------------------------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE up (k1 text, k2 int, at timestamptz NOT NULL, v numeric(10,2), note text, PRIMARY KEY (k1, k2));
+INSERT INTO up SELECT 'k' || (g % 9), g, '2024-01-01', g / 4.0, 'n' || g FROM generate_series(1, 2000) g;
+CREATE TABLE ch (id int PRIMARY KEY, name text, amount float8, tag varchar(10));
+INSERT INTO ch SELECT g, 'n' || g, g * 1.5, CASE WHEN g % 3 = 0 THEN 'x ' END FROM generate_series(1, 1500) g;
+SQL
+cat > up.yaml <<EOF
+version: 1
+name: myup
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - {table: public.up, mode: incremental, cursor: [at]}
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: upsert
+batch: {rows: 300}
+EOF
+expect_exit 0 ferry run up.yaml
+pgq -c "UPDATE up SET at = '2024-01-02', v = -v, note = NULL WHERE k2 % 5 = 0; INSERT INTO up VALUES ('k ', 1, '2024-01-03', 1, 'trailing space key')"
+expect_exit 0 ferry run up.yaml
+pgq -c "SELECT k1 || '|' || k2 || '|' || v || '|' || coalesce(note, 'NULL') FROM up ORDER BY 1" | LC_ALL=C sort > up_src.txt
+myq -e "SELECT CONCAT(k1, '|', k2, '|', v, '|', COALESCE(note, 'NULL')) FROM up" | LC_ALL=C sort > up_dst.txt
+cmp -s up_src.txt up_dst.txt || fail "upsert: sets differ: $(diff up_src.txt up_dst.txt | head -5)"
+pass "upsert: incremental with updates (and a key differing only by a trailing space) equals the source"
+
+cat > merge.yaml <<EOF
+version: 1
+name: mymerge
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - {table: ch, mode: cdc}
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: merge
+batch: {rows: 200, flush_after: 200ms}
+EOF
+expect_exit 0 ferry run merge.yaml
+pgq >/dev/null <<'SQL'
+BEGIN;
+INSERT INTO ch SELECT g, 'new' || g, g, 'y' FROM generate_series(2001, 2300) g;
+UPDATE ch SET name = name || '+', amount = amount * 2 WHERE id % 7 = 0;
+DELETE FROM ch WHERE id % 11 = 0;
+UPDATE ch SET id = id + 5000 WHERE id BETWEEN 100 AND 120;
+COMMIT;
+INSERT INTO ch VALUES (9999, 'gone', 0, 'z');
+DELETE FROM ch WHERE id = 9999;
+INSERT INTO ch VALUES (9999, 'back', 1, 'z');
+SQL
+expect_exit 0 ferry run merge.yaml
+pgq -c "SELECT id || '|' || name || '|' || amount::text || '|' || coalesce(tag, 'NULL') FROM ch ORDER BY id" > ch_src.txt
+myq -e "SELECT CONCAT(id, '|', name, '|', CAST(amount AS CHAR), '|', COALESCE(tag, 'NULL')) FROM ch ORDER BY id" > ch_dst.txt
+cmp -s ch_src.txt ch_dst.txt || fail "merge: sets differ: $(diff ch_src.txt ch_dst.txt | head -5)"
+pass "merge from PostgreSQL CDC (inserts, updates, key moves, deletes, delete+reinsert): equal set"
+
+# ---- 4. replace twice -------------------------------------------------------------------
+pgq -c "CREATE TABLE rp AS SELECT g AS id, 'first' AS v FROM generate_series(1, 500) g; ALTER TABLE rp ADD PRIMARY KEY (id)"
+cat > rp.yaml <<EOF
+version: 1
+name: myreplace
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: public.rp
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: replace
+EOF
+expect_exit 0 ferry run rp.yaml
+[ "$(myq -e "SELECT CONCAT(count(*), '/', MIN(v)) FROM rp")" = "500/first" ] || fail "replace run 1"
+pgq -c "DELETE FROM rp WHERE id > 200; UPDATE rp SET v = 'second'"
+expect_exit 0 ferry run rp.yaml
+[ "$(myq -e "SELECT CONCAT(count(*), '/', MIN(v), '/', MAX(v)) FROM rp")" = "200/second/second" ] || fail "replace run 2: $(myq -e 'SELECT count(*) FROM rp')"
+[ "$(myq -e "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'ferry' AND TABLE_NAME LIKE 'rp\_\_ferry%'")" = 0 ] || fail "a staging table is left"
+pass "replace twice: the destination holds exactly the second run's table; no staging table left"
+
+# ---- 5. hostile destination names; a value MySQL cannot hold ------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE "we""ird `t`; drop é" ("a b" int PRIMARY KEY, "c`d" text, "é'; --" float8);
+INSERT INTO "we""ird `t`; drop é" VALUES (1, 'x''); DROP TABLE every; --', 1.5), (2, NULL, -0.25);
+CREATE TABLE nan (id int PRIMARY KEY, f float8);
+INSERT INTO nan VALUES (1, 1), (2, 'NaN'), (3, 3);
+SQL
+cat > hostile.yaml <<'EOF'
+version: 1
+name: myhostile
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: 'public."we""ird `t`; drop é"'
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: upsert
+EOF
+expect_exit 0 ferry run hostile.yaml
+got=$(myq -e 'SELECT GROUP_CONCAT(CONCAT(`a b`, "=", COALESCE(`c``d`, "NULL"), "/", `é'"'"'; --`) ORDER BY `a b`) FROM `we"ird ``t``; drop é`')
+[ "$got" = "1=x'); DROP TABLE every; --/1.5,2=NULL/-0.25" ] || fail "hostile names: got $got"
+[ "$(myq -e 'SELECT count(*) FROM every')" = 4 ] || fail "every was touched"
+cat > nan.yaml <<EOF
+version: 1
+name: mynan
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: public.nan
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: append
+EOF
+expect_exit 1 ferry run nan.yaml
+printf '%s' "$OUT" | grep -q 'column "f"' || fail "NaN: the message names the column: $OUT"
+printf '%s' "$OUT" | grep -q '`ferry`.`nan`' || fail "NaN: the message names the table: $OUT"
+[ "$(myq -e 'SELECT count(*) FROM nan')" = 0 ] || fail "NaN: rows of the failed batch were written"
+pass "hostile destination names exact; NaN refused naming table and column, nothing of its batch written"
+
+# ---- least privilege: replace needs DROP and ALTER ----------------------------------------
+myq <<SQL
+CREATE USER 'nodrop'@'127.0.0.1' IDENTIFIED BY 'nodrop-pw-$$';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON ferry.* TO 'nodrop'@'127.0.0.1';
+SQL
+export NODROP_URL="mysql://nodrop:nodrop-pw-$$@127.0.0.1:$MY_PORT/ferry"
+sed 's/FERRY_MY_WRITER_URL/NODROP_URL/; s/^name: myreplace/name: myreplace2/' rp.yaml > rp2.yaml
+pgq -c "UPDATE rp SET v = 'third'"
+expect_exit 1 ferry run rp2.yaml
+printf '%s' "$OUT" | grep -qi 'denied' || fail "replace without DROP: the message says access denied: $OUT"
+[ "$(myq -e "SELECT CONCAT(count(*), '/', MIN(v), '/', MAX(v)) FROM rp")" = "200/second/second" ] || fail "replace without DROP changed the table"
+pass "least privilege: a writer without DROP/ALTER fails replace clearly; the previous table is intact"
+
+# ---- upsert into an existing table without a unique key: refused, nothing written ---------
+myq -e "CREATE TABLE nokey (k1 varchar(10), k2 int, at datetime(6), v decimal(10,2), note text)"
+sed 's/^name: myup$/name: myup2/; s/- {table: public.up, mode: incremental, cursor: \[at\]}/- {table: public.up, mode: incremental, cursor: [at], target: nokey}/' up.yaml > nokey.yaml
+grep -q 'target: nokey' nokey.yaml || fail "nokey.yaml not made"
+expect_exit 3 ferry run nokey.yaml
+printf '%s' "$OUT" | grep -q 'without a primary key or unique index' || fail "upsert without a unique key: $OUT"
+[ "$(myq -e 'SELECT count(*) FROM nokey')" = 0 ] || fail "upsert without a unique key wrote rows"
+myq -e "ALTER TABLE nokey ADD UNIQUE KEY (k2, k1)"
+expect_exit 0 ferry run nokey.yaml
+[ "$(myq -e 'SELECT count(*) FROM nokey')" = "$(pgq -c 'SELECT count(*) FROM up')" ] || fail "upsert with a unique key (k2, k1)"
+pass "upsert into an existing table: refused without a unique key on the key columns, works with one"

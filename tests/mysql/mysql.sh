@@ -1,0 +1,146 @@
+# tests/mysql/mysql.sh - a throw-away MariaDB 10.11 for one test (sourced, not run).
+#
+#   . "$FERRY_SRC/tests/mysql/mysql.sh"; my_start
+#
+# my_start runs mariadb-install-db in a fresh folder owned by `mysql` (when we are root),
+# starts mariadbd as that user on 127.0.0.1 with a free port of its own, its socket inside
+# the folder, the binary log on (ROW format, FULL row image, server-id 1), creates the
+# database `ferry`, an admin user `ferry_admin` (all privileges, password) and a
+# least-privilege reader `ferry_reader` (SELECT on ferry.*, REPLICATION SLAVE, REPLICATION
+# CLIENT) and writer `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER on
+# ferry.*), and exports MY_SOCK MY_PORT FERRY_MY_URL (admin), FERRY_MY_READER_URL and
+# FERRY_MY_WRITER_URL (mysql://user:pass@127.0.0.1:port/ferry). myq runs SQL as root through the socket in
+# database ferry. An EXIT trap stops the server and removes the folder; an earlier EXIT trap
+# of the caller still runs afterwards. If the server cannot start, my_start prints its log
+# and exits non-zero: never a skip.
+# With MY_TLS=1 the server also speaks TLS with a certificate for 127.0.0.1 signed by a CA
+# made here (openssl): MY_TLS_CA is that CA's file, MY_TLS_OTHER_CA an unrelated CA's, and the
+# user `ferry_tls` (REQUIRE SSL) has the reader's grants: FERRY_MY_TLS_URL.
+
+MY_ADMIN_PASSWORD=${MY_ADMIN_PASSWORD:-admin-pw-$RANDOM$RANDOM}
+MY_READER_PASSWORD=${MY_READER_PASSWORD:-reader-pw-$RANDOM$RANDOM}
+MY_WRITER_PASSWORD=${MY_WRITER_PASSWORD:-writer-pw-$RANDOM$RANDOM}
+
+my_as() {
+  if [ "$(id -u)" = 0 ]; then runuser -u mysql -- "$@"; else "$@"; fi
+}
+
+myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uroot -N -B ferry "$@"; }
+
+my_stop() {
+  if [ -n "${MY_DIR:-}" ]; then
+    if [ -f "$MY_DIR/pid" ]; then
+      local pid
+      pid=$(cat "$MY_DIR/pid" 2>/dev/null || true)
+      if [ -n "$pid" ]; then
+        kill -9 "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      fi
+    fi
+    rm -rf "$MY_DIR"
+  fi
+  MY_DIR=
+}
+
+# my_install DIR : a fresh data folder in DIR/data (mariadb-install-db), root without a password
+# through the socket.
+my_install() {
+  my_as mariadb-install-db --no-defaults --user=mysql --datadir="$1/data" \
+    --auth-root-authentication-method=normal --skip-test-db >"$1/install.log" 2>&1 ||
+    { cat "$1/install.log" >&2; echo "mysql.sh: mariadb-install-db failed" >&2; exit 1; }
+}
+
+# my_template DIR : the suite's template data folder in DIR (run once by scripts/test.sh, which
+# exports FERRY_MY_TEMPLATE=DIR); my_start copies it.
+my_template() {
+  mkdir -p "$1"
+  chmod 755 "$1"
+  [ "$(id -u)" = 0 ] && chown mysql "$1"
+  my_install "$1"
+}
+
+my_start() {
+  command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] ||
+    { echo "mysql.sh: no MariaDB server (install mariadb-server)" >&2; exit 1; }
+  MY_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-my.XXXXXX")
+  chmod 755 "$MY_DIR"
+  [ "$(id -u)" = 0 ] && chown mysql "$MY_DIR"
+  local prev_trap
+  prev_trap=$(trap -p EXIT)
+  prev_trap=${prev_trap#trap -- \'}
+  prev_trap=${prev_trap%\' EXIT}
+  # shellcheck disable=SC2064
+  trap "__my_rc=\$?; my_stop; set +e; (exit \$__my_rc); $prev_trap" EXIT
+  if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
+    # the suite's template (my_template below): a copy instead of an install per test
+    my_as cp -a "$FERRY_MY_TEMPLATE/data" "$MY_DIR/data" ||
+      { echo "mysql.sh: cannot copy the template $FERRY_MY_TEMPLATE" >&2; exit 1; }
+  else
+    my_install "$MY_DIR"
+  fi
+  MY_SOCK=$MY_DIR/sock
+  local tls_args=()
+  if [ "${MY_TLS:-0}" = 1 ]; then
+    local d=$MY_DIR/tls
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ferry test CA" \
+      -keyout "$d/ca.key" -out "$d/ca.pem" >/dev/null 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=other CA" \
+      -keyout "$d/other.key" -out "$d/other.pem" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$d/server.key" \
+      -out "$d/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1\n' > "$d/ext.cnf"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 2 -extfile "$d/ext.cnf" -out "$d/server.pem" >/dev/null 2>&1
+    [ "$(id -u)" = 0 ] && chown -R mysql "$d"
+    chmod 755 "$d"; chmod 644 "$d"/*.pem
+    tls_args=(--ssl-ca="$d/ca.pem" --ssl-cert="$d/server.pem" --ssl-key="$d/server.key")
+    export MY_TLS_CA=$d/ca.pem MY_TLS_OTHER_CA=$d/other.pem
+  fi
+  local tries=0 up
+  while :; do
+    MY_PORT=$((20000 + RANDOM % 20000))
+    my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MY_DIR/data" --socket="$MY_SOCK" \
+      --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$MY_DIR/pid" \
+      --log-bin="$MY_DIR/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
+      --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
+      --sync-binlog=0 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+      --skip-name-resolve --log-error="$MY_DIR/server.log" "${tls_args[@]}" >/dev/null 2>&1 &
+    up=0
+    for _ in $(seq 1 300); do
+      if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1; then up=1; break; fi
+      grep -q "Do you already have another server running" "$MY_DIR/server.log" 2>/dev/null && break
+      sleep 0.1
+    done
+    [ $up = 1 ] && break
+    [ -f "$MY_DIR/pid" ] && kill -9 "$(cat "$MY_DIR/pid")" 2>/dev/null || true
+    tries=$((tries + 1))
+    if [ $tries -ge 5 ]; then
+      cat "$MY_DIR/server.log" >&2 || true
+      echo "mysql.sh: MariaDB did not start" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
+CREATE DATABASE ferry CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+CREATE USER 'ferry_admin'@'127.0.0.1' IDENTIFIED BY '$MY_ADMIN_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO 'ferry_admin'@'127.0.0.1';
+CREATE USER 'ferry_reader'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
+GRANT SELECT ON ferry.* TO 'ferry_reader'@'127.0.0.1';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'ferry_reader'@'127.0.0.1';
+CREATE USER 'ferry_writer'@'127.0.0.1' IDENTIFIED BY '$MY_WRITER_PASSWORD';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER ON ferry.* TO 'ferry_writer'@'127.0.0.1';
+SQL
+  export MY_SOCK MY_PORT
+  export FERRY_MY_URL="mysql://ferry_admin:$MY_ADMIN_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  export FERRY_MY_WRITER_URL="mysql://ferry_writer:$MY_WRITER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  if [ "${MY_TLS:-0}" = 1 ]; then
+    mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
+CREATE USER 'ferry_tls'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD' REQUIRE SSL;
+GRANT SELECT ON ferry.* TO 'ferry_tls'@'127.0.0.1';
+SQL
+    export FERRY_MY_TLS_URL="mysql://ferry_tls:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  fi
+}

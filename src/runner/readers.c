@@ -4,8 +4,8 @@
  * coordinator saves that snapshot for its shard workers, which import it. Calls: run.c,
  * the source, store. Called by runner.c. */
 #include <inttypes.h>
-#include <jansson.h>
 #include <string.h>
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "runner/run.h"
 
@@ -31,10 +31,13 @@ static int open_shard_reader(struct run *r, struct ferry_error *err)
     char *id = NULL;
     if (ferry_store_run_checkpoints(r->st, r->run_id, SNAPSHOT_KEY, &cps, &n, NULL) == FERRY_OK &&
         n > 0 && cps[0].position) {
-        json_t *j = json_loads(cps[0].position, 0, NULL);
-        const char *v = json_string_value(json_object_get(j, "snapshot"));
-        if (v) id = ferry_strdup(v);
-        json_decref(j);
+        struct ferry_position pos;
+        if (ferry_position_decode(cps[0].position, strlen(cps[0].position), &pos, NULL) ==
+            FERRY_OK) {
+            id = pos.snapshot; /* taken */
+            pos.snapshot = NULL;
+        }
+        ferry_position_clear(&pos);
     }
     ferry_checkpoints_free(cps, n);
     if (id == NULL) return FERRY_OK;
@@ -42,7 +45,8 @@ static int open_shard_reader(struct run *r, struct ferry_error *err)
     if (p->source_vt->use_snapshot(r->own_reader, id, &e) != FERRY_OK) {
         ferry_log(FERRY_LOG_WARN,
                   "run %" PRId64 ": the coordinator's snapshot %s cannot be imported (%s); this "
-                  "shard reads a newer snapshot", r->run_id, id, e.message);
+                  "shard reads a newer snapshot",
+                  r->run_id, id, e.message);
         p->source_vt->close(r->own_reader);
         r->own_reader = NULL;
         r->readers[0] = NULL;
@@ -95,14 +99,16 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
     }
     /* Shard workers of other processes import it while this process keeps it open. */
     if (rc == FERRY_OK && r->distributed) {
-        struct ferry_buf b;
-        ferry_buf_init(&b, 0);
-        ferry_buf_printf(&b, "{\"attempt\":%d,\"snapshot\":", r->attempt);
-        ferry_buf_json_string(&b, id, strlen(id));
-        ferry_buf_append(&b, "}", 1);
-        rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, SNAPSHOT_KEY, 0,
-                                             b.data, err);
-        ferry_buf_release(&b);
+        struct ferry_position pos;
+        ferry_position_init(&pos);
+        pos.snapshot = id; /* borrowed: not cleared */
+        pos.attempt = r->attempt;
+        char *text = NULL;
+        rc = ferry_position_to_text(&pos, &text, err);
+        if (rc == FERRY_OK)
+            rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, SNAPSHOT_KEY, 0,
+                                                 text, err);
+        ferry_free(text);
     }
     ferry_free(id);
     return rc;
@@ -110,7 +116,8 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
 
 void ferry__readers_close(struct run *r)
 {
-    for (int i = 1; i < r->n_readers; i++) r->p->source_vt->close(r->readers[i]);
+    for (int i = 1; i < r->n_readers; i++)
+        r->p->source_vt->close(r->readers[i]);
     if (r->own_reader) r->p->source_vt->close(r->own_reader);
     r->own_reader = NULL;
     ferry_free(r->readers);

@@ -5,13 +5,8 @@
  * the source, store. Called by runner.c. */
 #include <inttypes.h>
 #include <string.h>
-#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "runner/run.h"
-
-/* The coordinator's exported snapshot, saved as a run checkpoint of this pseudo resource
- * (no resource has this name: resource names are table names). */
-#define SNAPSHOT_KEY "~snapshot"
 
 /* Shard mode: a reader instance of its own that imports the coordinator's snapshot; when
  * that fails (the coordinator is gone, and its snapshot with it) the shard reads a snapshot
@@ -26,20 +21,14 @@ static int open_shard_reader(struct run *r, struct ferry_error *err)
     r->readers[0] = r->own_reader;
     r->n_readers = 1;
     if (p->source_vt->use_snapshot == NULL) return FERRY_OK;
-    struct ferry_checkpoint *cps = NULL;
-    int n = 0;
+    /* Exported by this attempt's coordinator (an older attempt's died with its process). */
     char *id = NULL;
-    if (ferry_store_run_checkpoints(r->st, r->run_id, SNAPSHOT_KEY, &cps, &n, NULL) == FERRY_OK &&
-        n > 0 && cps[0].position) {
-        struct ferry_position pos;
-        if (ferry_position_decode(cps[0].position, strlen(cps[0].position), &pos, NULL) ==
-            FERRY_OK) {
-            id = pos.snapshot; /* taken */
-            pos.snapshot = NULL;
-        }
-        ferry_position_clear(&pos);
+    int saved_by = 0;
+    if (ferry_store_run_snapshot_get(r->st, r->run_id, &id, &saved_by, NULL) == FERRY_OK &&
+        id != NULL && saved_by != r->attempt) {
+        ferry_free(id);
+        id = NULL;
     }
-    ferry_checkpoints_free(cps, n);
     if (id == NULL) return FERRY_OK;
     struct ferry_error e;
     if (p->source_vt->use_snapshot(r->own_reader, id, &e) != FERRY_OK) {
@@ -99,16 +88,7 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
     }
     /* Shard workers of other processes import it while this process keeps it open. */
     if (rc == FERRY_OK && r->distributed) {
-        struct ferry_position pos;
-        ferry_position_init(&pos);
-        pos.snapshot = id; /* borrowed: not cleared */
-        pos.attempt = r->attempt;
-        char *text = NULL;
-        rc = ferry_position_to_text(&pos, &text, err);
-        if (rc == FERRY_OK)
-            rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, SNAPSHOT_KEY, 0,
-                                                 text, err);
-        ferry_free(text);
+        rc = ferry_store_run_snapshot_set(r->st, r->run_id, r->attempt, id, err);
     }
     ferry_free(id);
     return rc;

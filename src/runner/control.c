@@ -1,7 +1,8 @@
 /* runner/control.c - the control thread of a run: flush timer, heartbeat, pause/cancel
  * requests from the store, the progress line, a cdc stream's lag, the checkpoints saved
- * (saved.c) and the leases of a distributed run's tasks. It reads the resources' active flows (resource_run.active) and
- * never changes the run's plan. Calls: run.c, progress.c, saved.c, store. Called by runner.c. */
+ * (saved.c) and the leases of a distributed run's tasks. It reads the resources' active flows
+ * (resource_run.active) and never changes the run's plan. Calls: run.c, progress.c, saved.c, store.
+ * Called by runner.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,11 +20,11 @@ static void renew_task(struct run *r, struct ferry_store *st)
     t = r->task;
     pthread_mutex_unlock(&r->task_lock);
     struct ferry_error e;
-    if (t.token > 0 &&
-        ferry_store_shard_renew(st, t.run_id, t.resource, t.shard, t.token, r->lease_ms, &e) ==
-            FERRY_EFENCED) {
-        ferry_log(FERRY_LOG_WARN, "run %" PRId64 " resource %s shard %d: lease lost (token %" PRId64
-                  "): %s", t.run_id, t.resource, t.shard, t.token, e.message);
+    if (t.token > 0 && ferry_store_shard_renew(st, t.run_id, t.resource, t.shard, t.token,
+                                               r->lease_ms, &e) == FERRY_EFENCED) {
+        ferry_log(FERRY_LOG_WARN,
+                  "run %" PRId64 " resource %s shard %d: lease lost (token %" PRId64 "): %s",
+                  t.run_id, t.resource, t.shard, t.token, e.message);
         atomic_store(&r->task_fenced, 1);
         atomic_store(&r->flow_stop, FERRY_ECANCELED);
     }

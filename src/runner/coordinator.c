@@ -33,11 +33,12 @@ static int task_resume(struct run *r, struct resource_run *rr, int shard, char *
     struct ferry_sink_checkpoint *scp = NULL;
     int n_scp = 0;
     rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
-    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
     for (int i = 0; i < n_scp; i++) {
         struct ferry_sink_checkpoint *c = &scp[i];
-        if (c->shard == shard && !strcmp(c->resource, rr->spec->table) &&
-            c->run_id == r->run_id && c->position) {
+        if (c->shard == shard && !strcmp(c->resource, rr->spec->table) && c->run_id == r->run_id &&
+            c->position) {
             ferry_free(*pos);
             *pos = ferry_strdup(c->position);
             break;
@@ -79,7 +80,8 @@ static int run_task_flow(struct run *r, struct resource_run *rr, const struct fe
         ferry_free(f);
         return ferry__run_oom(err);
     }
-    for (int s = 0; s < rr->n_shards; s++) resume[s] = s == t->shard ? pos : done;
+    for (int s = 0; s < rr->n_shards; s++)
+        resume[s] = s == t->shard ? pos : done;
     ferry__schedule_flow_init(r, rr, f, resume, r->tbus, &r->flow_stop);
     f->rows_expected = -1; /* the estimate is the resource's, not this shard's */
     f->seq_base = rr->seq_base;
@@ -171,8 +173,8 @@ static int check_tasks(struct run *r, bool *all, int64_t *last_report, struct fe
     if (rc == FERRY_OK && (run.attempt != r->attempt || run.state != FERRY_RUN_RUNNING))
         rc = ferry_error_set(err, run.attempt != r->attempt ? FERRY_EFENCED : FERRY_ECONFLICT,
                              "runner", "run %" PRId64 " is %s (attempt %d)%s%s", r->run_id,
-                             ferry_run_state_name(run.state), run.attempt,
-                             run.error[0] ? ": " : "", run.error);
+                             ferry_run_state_name(run.state), run.attempt, run.error[0] ? ": " : "",
+                             run.error);
     ferry_run_info_clear(&run);
     int64_t now = ferry_now_mono_us();
     if (rc == FERRY_OK && r->o->out && !r->o->quiet && now - *last_report > 10000000) {

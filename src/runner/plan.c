@@ -74,8 +74,8 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
         if (rc != FERRY_OK) return rc;
         /* The one commit of a run is at its end, unless runs are spread over workers. */
-        rr->read.positions_at_end = rr->caps.durability == FERRY_DURABLE_AT_COMMIT &&
-                                    !r->distributed && !r->shard_mode;
+        rr->read.positions_at_end =
+            rr->caps.durability == FERRY_DURABLE_AT_COMMIT && !r->distributed && !r->shard_mode;
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);
@@ -83,7 +83,8 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rr->target.mode = p->write;
         rr->target.read_mode = rr->spec->mode;
         if (rr->read.soft_delete != NULL) /* checked by the policy: a field outside the key */
-            rr->out_schema->soft_delete = 1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);
+            rr->out_schema->soft_delete =
+                1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);
     }
     return FERRY_OK;
 }
@@ -135,9 +136,10 @@ static int plan_lower(struct run *r, struct resource_run *rr, struct ferry_sink_
         ferry_free(*lower);
         *lower = ferry_strdup(s->position);
         if (r->o->out && !r->o->quiet)
-            fprintf(r->o->out, "%s: the destination holds rows of run %" PRId64
-                    " that were never recorded here; continuing after them\n", rr->spec->table,
-                    s->run_id);
+            fprintf(r->o->out,
+                    "%s: the destination holds rows of run %" PRId64
+                    " that were never recorded here; continuing after them\n",
+                    rr->spec->table, s->run_id);
     }
     return FERRY_OK;
 }
@@ -153,7 +155,8 @@ static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink
     if (r->shard_mode)
         return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                "run %" PRId64 " resource %s: no frozen plan: its coordinator "
-                               "plans before it hands out shards", r->run_id, res);
+                               "plans before it hands out shards",
+                               r->run_id, res);
     char *lower = NULL;
     rc = plan_lower(r, rr, scp, n_scp, &lower, err);
     if (rc != FERRY_OK) return rc;
@@ -241,7 +244,8 @@ int ferry__plan_freeze(struct run *r, struct ferry_error *err)
     int n_scp = 0;
     if (r->n_res > 0 && r->res[0].caps.transactional_checkpoint && p->sink_vt->checkpoints) {
         rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
-        if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
+        if (rc != FERRY_OK)
+            return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
     }
     rc = FERRY_OK;
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
@@ -276,10 +280,11 @@ static void print_plan(struct run *r)
     FILE *out = r->o->out;
     if (out == NULL) return;
     fprintf(out, "pipeline %s (version %.12s)\n", r->p->name, r->p->version);
-    fprintf(out, "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
-            " bytes, queue %" PRId64 "\n", r->p->source_type, r->p->sink_type,
-            ferry_write_mode_name(r->p->write), r->p->batch.rows, r->p->batch.bytes,
-            r->p->batch.queue);
+    fprintf(out,
+            "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
+            " bytes, queue %" PRId64 "\n",
+            r->p->source_type, r->p->sink_type, ferry_write_mode_name(r->p->write),
+            r->p->batch.rows, r->p->batch.bytes, r->p->batch.queue);
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         const struct ferry_sink_caps *c = &rr->caps;
@@ -287,7 +292,8 @@ static void print_plan(struct run *r)
                 ferry_read_mode_name(rr->spec->mode), rr->n_shards, rr->n_shards == 1 ? "" : "s",
                 c->durability == FERRY_DURABLE_PER_APPLY ? "per_apply" : "at_commit",
                 c->transactional_checkpoint ? " (checkpoint stored with the data: exactly-once)"
-                                            : "", rr->route);
+                                            : "",
+                rr->route);
         print_columns(out, rr->out_schema);
         fprintf(out, "\n    plan: %s\n", rr->plan_json);
     }
@@ -306,7 +312,8 @@ int ferry__plan_check(struct run *r, struct ferry_error *err)
             continue;
         }
         char *lower = NULL;
-        if (rr->spec->mode != FERRY_READ_FULL) (void)ferry__run_route_position(r, rr, &lower, NULL, NULL);
+        if (rr->spec->mode != FERRY_READ_FULL)
+            (void)ferry__run_route_position(r, rr, &lower, NULL, NULL);
         rc = r->p->source_vt->plan(r->src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
         ferry_free(lower);
         if (rc != FERRY_OK) break;

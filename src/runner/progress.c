@@ -84,11 +84,10 @@ void ferry__run_print_progress(struct run *r, struct ferry_flow *f, int64_t star
     }
     const char *label = ferry__run_bound_label(
         ferry__run_bound(atomic_load(&f->wait_source_us), atomic_load(&f->wait_sink_us), elapsed));
-    fprintf(stderr,
-            "\r\033[K  %-24s %12lld rows%s  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s%s%s",
-            f->spec->table, rows, eta, rps, (double)bytes / secs / 1e6,
-            atomic_load(&f->queue_depth), r->p->batch.queue, label[0] ? "  " : "", label,
-            final ? "\n" : "");
+    fprintf(
+        stderr, "\r\033[K  %-24s %12lld rows%s  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s%s%s",
+        f->spec->table, rows, eta, rps, (double)bytes / secs / 1e6, atomic_load(&f->queue_depth),
+        r->p->batch.queue, label[0] ? "  " : "", label, final ? "\n" : "");
     fflush(stderr);
 }
 

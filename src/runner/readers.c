@@ -4,14 +4,9 @@
  * coordinator saves that snapshot for its shard workers, which import it. Calls: run.c,
  * the source, store. Called by runner.c. */
 #include <inttypes.h>
-#include <jansson.h>
 #include <string.h>
 #include "ferry/core.h"
 #include "runner/run.h"
-
-/* The coordinator's exported snapshot, saved as a run checkpoint of this pseudo resource
- * (no resource has this name: resource names are table names). */
-#define SNAPSHOT_KEY "~snapshot"
 
 /* Shard mode: a reader instance of its own that imports the coordinator's snapshot; when
  * that fails (the coordinator is gone, and its snapshot with it) the shard reads a snapshot
@@ -26,23 +21,21 @@ static int open_shard_reader(struct run *r, struct ferry_error *err)
     r->readers[0] = r->own_reader;
     r->n_readers = 1;
     if (p->source_vt->use_snapshot == NULL) return FERRY_OK;
-    struct ferry_checkpoint *cps = NULL;
-    int n = 0;
+    /* Exported by this attempt's coordinator (an older attempt's died with its process). */
     char *id = NULL;
-    if (ferry_store_run_checkpoints(r->st, r->run_id, SNAPSHOT_KEY, &cps, &n, NULL) == FERRY_OK &&
-        n > 0 && cps[0].position) {
-        json_t *j = json_loads(cps[0].position, 0, NULL);
-        const char *v = json_string_value(json_object_get(j, "snapshot"));
-        if (v) id = ferry_strdup(v);
-        json_decref(j);
+    int saved_by = 0;
+    if (ferry_store_run_snapshot_get(r->st, r->run_id, &id, &saved_by, NULL) == FERRY_OK &&
+        id != NULL && saved_by != r->attempt) {
+        ferry_free(id);
+        id = NULL;
     }
-    ferry_checkpoints_free(cps, n);
     if (id == NULL) return FERRY_OK;
     struct ferry_error e;
     if (p->source_vt->use_snapshot(r->own_reader, id, &e) != FERRY_OK) {
         ferry_log(FERRY_LOG_WARN,
                   "run %" PRId64 ": the coordinator's snapshot %s cannot be imported (%s); this "
-                  "shard reads a newer snapshot", r->run_id, id, e.message);
+                  "shard reads a newer snapshot",
+                  r->run_id, id, e.message);
         p->source_vt->close(r->own_reader);
         r->own_reader = NULL;
         r->readers[0] = NULL;
@@ -95,14 +88,7 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
     }
     /* Shard workers of other processes import it while this process keeps it open. */
     if (rc == FERRY_OK && r->distributed) {
-        struct ferry_buf b;
-        ferry_buf_init(&b, 0);
-        ferry_buf_printf(&b, "{\"attempt\":%d,\"snapshot\":", r->attempt);
-        ferry_buf_json_string(&b, id, strlen(id));
-        ferry_buf_append(&b, "}", 1);
-        rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, SNAPSHOT_KEY, 0,
-                                             b.data, err);
-        ferry_buf_release(&b);
+        rc = ferry_store_run_snapshot_set(r->st, r->run_id, r->attempt, id, err);
     }
     ferry_free(id);
     return rc;
@@ -110,7 +96,8 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
 
 void ferry__readers_close(struct run *r)
 {
-    for (int i = 1; i < r->n_readers; i++) r->p->source_vt->close(r->readers[i]);
+    for (int i = 1; i < r->n_readers; i++)
+        r->p->source_vt->close(r->readers[i]);
     if (r->own_reader) r->p->source_vt->close(r->own_reader);
     r->own_reader = NULL;
     ferry_free(r->readers);

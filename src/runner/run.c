@@ -1,8 +1,8 @@
 /* runner/run.c - the run's stop flag, its event emitter and small helpers every other file
  * of the runner shares (run.h). Calls: bus, store. Called by every file of src/runner. */
-#include <jansson.h>
 #include <string.h>
 #include "bus/bus.h"
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "runner/run.h"
 
@@ -51,11 +51,7 @@ int ferry__run_oom(struct ferry_error *err)
 
 bool ferry__run_position_done(const char *pos)
 {
-    if (pos == NULL) return false;
-    json_t *j = json_loads(pos, 0, NULL);
-    bool done = j && json_is_true(json_object_get(j, "done"));
-    json_decref(j);
-    return done;
+    return ferry_position_text_done(pos);
 }
 
 struct resource_run *ferry__run_find_resource(struct run *r, const char *name)
@@ -72,8 +68,8 @@ int ferry__run_route_position(struct run *r, const struct resource_run *rr, char
     if (run_id) *run_id = 0;
     struct ferry_checkpoint *cps = NULL;
     int n = 0;
-    int rc = ferry_store_route_checkpoints(r->st, r->p->name, r->p->version, rr->route, &cps, &n,
-                                           err);
+    int rc =
+        ferry_store_route_checkpoints(r->st, r->p->name, r->p->version, rr->route, &cps, &n, err);
     for (int i = 0; rc == FERRY_OK && i < n; i++)
         if (cps[i].shard == 0) {
             ferry_free(*pos);

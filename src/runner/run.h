@@ -31,9 +31,9 @@ struct ferry_tracker;
 /* One resource of the run: what planning decided, and its flow while it runs. */
 struct resource_run {
     struct ferry_resource_spec *spec;
-    struct ferry_read_context read;   /* handed to the source with spec (connector.h) */
-    struct ferry_schema *schema;      /* source schema */
-    struct ferry_schema *out_schema;  /* after transforms: what the sink writes */
+    struct ferry_read_context read;  /* handed to the source with spec (connector.h) */
+    struct ferry_schema *schema;     /* source schema */
+    struct ferry_schema *out_schema; /* after transforms: what the sink writes */
     struct ferry_transform_chain *chain;
     struct ferry_sink_caps caps;
     struct ferry_target target;
@@ -42,14 +42,14 @@ struct resource_run {
     int n_shards;
     char **resume;
     bool resumed_any;
-    bool commit_once;                 /* the frozen plan's "commit_once" (connector.h) */
-    int64_t rows_estimate;            /* the plan's "rows_estimate" (connector.h), -1: none */
-    struct ferry_flow *flow;          /* owned; the last flow that ran for this resource */
+    bool commit_once;        /* the frozen plan's "commit_once" (connector.h) */
+    int64_t rows_estimate;   /* the plan's "rows_estimate" (connector.h), -1: none */
+    struct ferry_flow *flow; /* owned; the last flow that ran for this resource */
     /* The flow while it runs (the control thread reads it: flush ticks, progress, lag);
      * NULL before and after. One per resource so that resources may run side by side. */
     _Atomic(struct ferry_flow *) active;
-    uint64_t seq_base;                /* distributed: batch seqs continue across tasks */
-    char **saved_seen;                /* per shard: the last position reported saved (saved.c) */
+    uint64_t seq_base; /* distributed: batch seqs continue across tasks */
+    char **saved_seen; /* per shard: the last position reported saved (saved.c) */
 };
 
 struct run {
@@ -88,14 +88,14 @@ struct run {
     bool distributed, shard_mode;
     char owner[160];
     int lease_ms;
-    struct ferry_bus *tbus;           /* tags batch.written with the task token */
+    struct ferry_bus *tbus; /* tags batch.written with the task token */
     atomic_int flow_stop;
     atomic_int task_fenced;
-    pthread_mutex_t task_lock;        /* guards task */
+    pthread_mutex_t task_lock; /* guards task */
     bool task_lock_init;
-    struct ferry_shard_task task;     /* token 0: none */
-    void *own_reader;                 /* shard mode: readers[0], not src_ctx */
-    int64_t committed_seq;            /* seq of this attempt's sink.committed (0: none) */
+    struct ferry_shard_task task; /* token 0: none */
+    void *own_reader;             /* shard mode: readers[0], not src_ctx */
+    int64_t committed_seq;        /* seq of this attempt's sink.committed (0: none) */
 };
 
 /* ---- run.c: the stop flag, the emitter, small shared helpers ---- */

@@ -83,10 +83,11 @@ static int check_pipeline(struct run *r, struct ferry_error *err)
 {
     int rc = ferry__plan_prepare(r, err);
     for (int i = 0; rc == FERRY_OK && r->distributed && i < r->n_res; i++)
-        rc = ferry__shard_distributable(
-            r->res[i].spec->table, ferry_read_mode_name(r->res[i].spec->mode),
-            ferry_write_mode_name(r->p->write), r->res[i].caps.durability == FERRY_DURABLE_PER_APPLY,
-            r->res[i].caps.replace_commits_once, err);
+        rc = ferry__shard_distributable(r->res[i].spec->table,
+                                        ferry_read_mode_name(r->res[i].spec->mode),
+                                        ferry_write_mode_name(r->p->write),
+                                        r->res[i].caps.durability == FERRY_DURABLE_PER_APPLY,
+                                        r->res[i].caps.replace_commits_once, err);
     /* Saved only once the connectors accepted it (a refused file may hold a plain secret),
      * and never by `ferry check`. */
     if (rc == FERRY_OK && !r->o->plan_only)
@@ -146,14 +147,14 @@ static int64_t end_shard(struct run *r, int rc, struct ferry_run_result *res,
 {
     int64_t seq = 0;
     struct ferry_error fe;
-    res->state = rc == FERRY_OK        ? "completed"
-                 : rc == FERRY_EPAUSED ? "paused"
+    res->state = rc == FERRY_OK                                 ? "completed"
+                 : rc == FERRY_EPAUSED                          ? "paused"
                  : rc == FERRY_EFENCED || rc == FERRY_ECANCELED ? "canceled"
-                                                                  : "failed";
+                                                                : "failed";
     if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED && rc != FERRY_EFENCED &&
         r->attempt > 0) {
-        ferry__run_emit_failure(r, r->o->shard_resource, FERRY_EV_RESOURCE_FAILED, rc,
-                                err->message, NULL, NULL);
+        ferry__run_emit_failure(r, r->o->shard_resource, FERRY_EV_RESOURCE_FAILED, rc, err->message,
+                                NULL, NULL);
         ferry__run_emit_failure(r, NULL, FERRY_EV_RUN_FAILED, rc, err->message, &seq, &fe);
     }
     return seq;
@@ -180,8 +181,10 @@ static int end_run(struct run *r, int rc, bool committed, struct ferry_run_resul
                         committed ? "{\"committed\":true}" : "{\"committed\":false}", seq, &fe);
         res->state = "paused";
         ferry_error_set(err, FERRY_EPAUSED, "runner",
-                        "run %" PRId64 " paused after draining; resume it with `ferry resume %"
-                        PRId64 "` or by running the same file again", r->run_id, r->run_id);
+                        "run %" PRId64
+                        " paused after draining; resume it with `ferry resume %" PRId64
+                        "` or by running the same file again",
+                        r->run_id, r->run_id);
     } else if (rc == FERRY_ECANCELED) {
         ferry__run_emit(r, NULL, FERRY_EV_RUN_CANCELED, "{}", seq, &fe);
         res->state = "canceled";
@@ -230,7 +233,8 @@ static void cleanup(struct run *r)
         ferry_transforms_free(rr->chain);
         ferry_free(rr->route);
         ferry_free(rr->plan_json);
-        for (int s = 0; rr->resume && s < rr->n_shards; s++) ferry_free(rr->resume[s]);
+        for (int s = 0; rr->resume && s < rr->n_shards; s++)
+            ferry_free(rr->resume[s]);
         ferry_free(rr->resume);
         ferry_free(rr->flow);
         ferry__run_saved_free(rr);
@@ -260,8 +264,10 @@ static int run_attempt(struct run *r, struct ferry_run_result *res, struct ferry
     if (rc == FERRY_OK) say_started(r);
     bool tracking = false, committed = false;
     if (rc == FERRY_OK) rc = start_threads(r, &tracking, err);
-    if (rc == FERRY_OK) rc = move_data(r, &committed, err);
-    else ferry__session_close(r);
+    if (rc == FERRY_OK)
+        rc = move_data(r, &committed, err);
+    else
+        ferry__session_close(r);
     /* verify: after_run - the data is committed; its events go on this run's bus. */
     if (rc == FERRY_OK && !r->shard_mode && r->p->verify != NULL &&
         !strcmp(r->p->verify, "after_run"))

@@ -62,12 +62,14 @@ static void report_resource(struct run *r, struct resource_run *rr, struct ferry
 void ferry__run_report_saved(struct run *r, struct ferry_store *st)
 {
     if (st == NULL || r->shard_mode || r->run_id <= 0) return;
-    for (int i = 0; i < r->n_res; i++) report_resource(r, &r->res[i], st);
+    for (int i = 0; i < r->n_res; i++)
+        report_resource(r, &r->res[i], st);
 }
 
 void ferry__run_saved_free(struct resource_run *rr)
 {
-    for (int s = 0; rr->saved_seen && s < rr->n_shards; s++) ferry_free(rr->saved_seen[s]);
+    for (int s = 0; rr->saved_seen && s < rr->n_shards; s++)
+        ferry_free(rr->saved_seen[s]);
     ferry_free(rr->saved_seen);
     rr->saved_seen = NULL;
 }

@@ -74,11 +74,13 @@ static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_
     static char done[] = "{\"done\":true}";
     char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
     if (phase == NULL) return ferry__run_oom(err);
-    for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? done : rr->resume[s];
+    for (int s = 0; s < rr->n_shards; s++)
+        phase[s] = s == 0 ? done : rr->resume[s];
     f->resume = phase;
     int rc = ferry_flow_run(f, err);
     if (rc == FERRY_OK) {
-        for (int s = 0; s < rr->n_shards; s++) phase[s] = s == 0 ? rr->resume[0] : done;
+        for (int s = 0; s < rr->n_shards; s++)
+            phase[s] = s == 0 ? rr->resume[0] : done;
         rc = ferry_flow_run(f, err);
     }
     f->resume = rr->resume;
@@ -146,7 +148,8 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
     int rc = FERRY_OK;
-    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) rc = run_resource(r, &r->res[i], err);
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++)
+        rc = run_resource(r, &r->res[i], err);
     return rc;
 }
 

@@ -137,6 +137,13 @@ int ferry_store_run_begin_attempt(struct ferry_store *st, int64_t run_id, int pi
 int ferry_store_run_set_state(struct ferry_store *st, int64_t run_id, int attempt,
                               enum ferry_run_state state, const char *error_message,
                               struct ferry_error *err);
+/* The source snapshot a run reads from: a distributed run's coordinator exports it
+ * (fenced by its attempt), its shard workers import it. get: *snapshot NULL when none
+ * (ferry_free), *attempt the attempt that saved it; FERRY_ENOTFOUND for an unknown run. */
+int ferry_store_run_snapshot_set(struct ferry_store *st, int64_t run_id, int attempt,
+                                 const char *snapshot, struct ferry_error *err);
+int ferry_store_run_snapshot_get(struct ferry_store *st, int64_t run_id, char **snapshot,
+                                 int *attempt, struct ferry_error *err);
 int ferry_store_run_heartbeat(struct ferry_store *st, int64_t run_id, int attempt,
                               struct ferry_error *err);
 /* Adds to the run's counters (tracker). */

@@ -156,8 +156,19 @@ static const char migration_7[] =
     "ALTER TABLE \"run_resources\" ADD COLUMN \"rows_estimate\" INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE \"run_resources\" ADD COLUMN \"bound\" TEXT NOT NULL DEFAULT '';";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5, migration_6, migration_7};
+/* 8 (checkpoint module): the source snapshot a run's attempt reads from (a distributed
+ * run's coordinator exports it, its shard workers import it), a field of the run instead of
+ * the run checkpoint of a pseudo resource "~snapshot". Such rows are dropped: a snapshot
+ * lives only while its exporting process does, and a shard worker that finds none reads a
+ * snapshot of its own (docs/internals/runner.md). */
+static const char migration_8[] =
+    "ALTER TABLE \"runs\" ADD COLUMN \"snapshot\" TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE \"runs\" ADD COLUMN \"snapshot_attempt\" INTEGER NOT NULL DEFAULT 0;"
+    "DELETE FROM \"run_checkpoints\" WHERE \"resource\" = '~snapshot';";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3,
+                                         migration_4, migration_5, migration_6,
+                                         migration_7, migration_8};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -856,6 +867,50 @@ int ferry_store_run_heartbeat(struct ferry_store *st, int64_t run_id, int attemp
         rc = exec_q(st, "UPDATE \"runs\" SET \"heartbeat_us\" = ?2 WHERE \"id\" = ?1",
                     "recording a heartbeat", err, "ii", run_id, ferry_now_wall_us());
     return op_end(st, rc, err);
+}
+
+int ferry_store_run_snapshot_set(struct ferry_store *st, int64_t run_id, int attempt,
+                                 const char *snapshot, struct ferry_error *err)
+{
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    rc = fence(st, run_id, attempt, "record the run's snapshot", err);
+    if (rc == FERRY_OK)
+        rc = exec_q(st,
+                    "UPDATE \"runs\" SET \"snapshot\" = ?2, \"snapshot_attempt\" = ?3"
+                    " WHERE \"id\" = ?1",
+                    "recording the run's snapshot", err, "iti", run_id, snapshot ? snapshot : "",
+                    (int64_t)attempt);
+    return op_end(st, rc, err);
+}
+
+int ferry_store_run_snapshot_get(struct ferry_store *st, int64_t run_id, char **snapshot,
+                                 int *attempt, struct ferry_error *err)
+{
+    *snapshot = NULL;
+    if (attempt) *attempt = 0;
+    const char *what = "reading the run's snapshot";
+    struct sdb_stmt *s = bound(st,
+                               "SELECT \"snapshot\", \"snapshot_attempt\" FROM \"runs\""
+                               " WHERE \"id\" = ?1",
+                               err, "i", run_id);
+    if (s == NULL) return errcode(err);
+    bool row = false;
+    int rc = first_row(st, s, &row, what, err);
+    if (rc != FERRY_OK) return rc;
+    if (!row) return fail(st, FERRY_ENOTFOUND, err, "run %lld not found", (long long)run_id);
+    const char *t = ct(st, s, 0);
+    if (attempt) *attempt = (int)ci(st, s, 1);
+    if (t[0] != '\0' && (*snapshot = ferry_strdup(t)) == NULL) {
+        DRV(st)->reset(s);
+        return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+    }
+    rc = done1(st, s, what, err);
+    if (rc != FERRY_OK) {
+        ferry_free(*snapshot);
+        *snapshot = NULL;
+    }
+    return rc;
 }
 
 int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t rows, int64_t bytes,

@@ -429,6 +429,41 @@ static void test_find_unfinished(void **state)
 
 /* ---- fencing ---- */
 
+/* The snapshot a run reads from: a field of the run, saved fenced by the attempt. */
+static void test_run_snapshot(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_store *st = f->st;
+    struct ferry_error err = {0};
+    int64_t id = new_run(st, "p", "v");
+    int a1 = 0, a2 = 0, saved_by = -1;
+    char *snap = (char *)"x";
+    assert_int_equal(ferry_store_run_snapshot_get(st, id, &snap, &saved_by, &err), FERRY_OK);
+    assert_null(snap);
+    assert_int_equal(saved_by, 0);
+    assert_int_equal(ferry_store_run_begin_attempt(st, id, 1, &a1, &err), FERRY_OK);
+    assert_int_equal(ferry_store_run_snapshot_set(st, id, a1, "00000003-0000001B-1", &err), FERRY_OK);
+    assert_int_equal(ferry_store_run_snapshot_get(st, id, &snap, &saved_by, &err), FERRY_OK);
+    assert_string_equal(snap, "00000003-0000001B-1");
+    assert_int_equal(saved_by, a1);
+    ferry_free(snap);
+    /* a fenced attempt cannot replace it */
+    assert_int_equal(ferry_store_run_begin_attempt(st, id, 2, &a2, &err), FERRY_OK);
+    assert_int_equal(ferry_store_run_snapshot_set(st, id, a1, "stale", &err), FERRY_EFENCED);
+    assert_int_equal(ferry_store_run_snapshot_get(st, id, &snap, &saved_by, &err), FERRY_OK);
+    assert_string_equal(snap, "00000003-0000001B-1");
+    ferry_free(snap);
+    /* it is no checkpoint of any resource */
+    struct ferry_checkpoint *cps = NULL;
+    int n = -1;
+    assert_int_equal(ferry_store_run_checkpoints(st, id, NULL, &cps, &n, &err), FERRY_OK);
+    assert_int_equal(n, 0);
+    ferry_checkpoints_free(cps, n);
+    assert_int_equal(ferry_store_run_snapshot_get(st, id + 1000, &snap, NULL, &err),
+                     FERRY_ENOTFOUND);
+    assert_null(snap);
+}
+
 static void test_fencing(void **state)
 {
     struct fx *f = *state;
@@ -1296,6 +1331,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_run_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_find_unfinished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plans_frozen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoints, setup, teardown),

@@ -1,0 +1,213 @@
+/* tests/unit/test_position.c - the checkpoint position codec (src/checkpoint/position.h):
+ * a round trip of every kind of member and key value, the stored forms earlier versions
+ * wrote, malformed input with a clear error each, and an allocation-failure loop over
+ * decode and encode (every allocation fails in turn). */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+#include "checkpoint/position.h"
+#include "ferry/core.h"
+
+static struct ferry_position decoded(const char *text)
+{
+    struct ferry_position p;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    int rc = ferry_position_decode(text, strlen(text), &p, &err);
+    if (rc != FERRY_OK) fail_msg("decode %s: %s", text, err.message);
+    return p;
+}
+
+static char *encoded(const struct ferry_position *p)
+{
+    char *t = NULL;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    if (ferry_position_to_text(p, &t, &err) != FERRY_OK) fail_msg("encode: %s", err.message);
+    return t;
+}
+
+/* text decodes and encodes back to exactly text */
+static void assert_round_trip(const char *text)
+{
+    struct ferry_position p = decoded(text);
+    char *t = encoded(&p);
+    assert_string_equal(t, text);
+    ferry_free(t);
+    ferry_position_clear(&p);
+}
+
+/* Forms the builder, the sources and the runner have stored: they read back unchanged. */
+static void test_stored_forms(void **state)
+{
+    (void)state;
+    assert_round_trip("{\"shard\":0,\"key\":[-42]}");
+    assert_round_trip("{\"shard\":0,\"key\":[\"O\\\"Brien\\\\\\u000a\",-42]}");
+    assert_round_trip("{\"shard\":1,\"n\":77,\"done\":true}");
+    assert_round_trip("{\"shard\":0,\"n\":123456789,\"k\":17}");
+    assert_round_trip("{\"shard\":0,\"reset\":true}");
+    assert_round_trip("{\"shard\":2,\"key\":[],\"done\":true}");
+    assert_round_trip("{\"shard\":0,\"done\":true}");
+    /* the coordinator's snapshot record has no shard: it decodes as shard 0 */
+    struct ferry_position p = decoded("{\"attempt\":3,\"snapshot\":\"00000003-00000002-1\"}");
+    assert_int_equal(p.shard, 0);
+    assert_int_equal(p.attempt, 3);
+    assert_string_equal(p.snapshot, "00000003-00000002-1");
+    ferry_position_clear(&p);
+}
+
+static void test_every_kind(void **state)
+{
+    (void)state;
+    struct ferry_key_value key[6] = {
+        {.kind = FERRY_KEY_NULL},
+        {.kind = FERRY_KEY_BOOL, .b = true},
+        {.kind = FERRY_KEY_INT, .i = INT64_MIN},
+        {.kind = FERRY_KEY_REAL, .real = 0.1},
+        {.kind = FERRY_KEY_TEXT, .text = (char *)"a\0b\xc3\xa9", .len = 5},
+        {.kind = FERRY_KEY_TEXT, .text = (char *)"NaN", .len = 3},
+    };
+    struct ferry_position p;
+    ferry_position_init(&p);
+    p.shard = 7;
+    p.has_key = true;
+    p.n_key = 6;
+    p.key = key;
+    p.has_n = true;
+    p.n = INT64_MAX;
+    p.k = 5;
+    p.done = true;
+    p.reset = true;
+    p.object = (char *)"dir/part-0001.parquet";
+    p.snapshot = (char *)"snap \"1\"";
+    p.attempt = 2;
+    char *t = encoded(&p);
+    struct ferry_position q = decoded(t);
+    assert_int_equal(q.shard, 7);
+    assert_true(q.has_key);
+    assert_int_equal(q.n_key, 6);
+    assert_int_equal(q.key[0].kind, FERRY_KEY_NULL);
+    assert_int_equal(q.key[1].kind, FERRY_KEY_BOOL);
+    assert_true(q.key[1].b);
+    assert_int_equal(q.key[2].kind, FERRY_KEY_INT);
+    assert_true(q.key[2].i == INT64_MIN);
+    assert_int_equal(q.key[3].kind, FERRY_KEY_REAL);
+    assert_true(q.key[3].real == 0.1);
+    assert_int_equal(q.key[4].kind, FERRY_KEY_TEXT);
+    assert_int_equal(q.key[4].len, 5);
+    assert_memory_equal(q.key[4].text, "a\0b\xc3\xa9", 5);
+    assert_string_equal(q.key[5].text, "NaN");
+    assert_true(q.has_n);
+    assert_true(q.n == INT64_MAX);
+    assert_int_equal(q.k, 5);
+    assert_true(q.done);
+    assert_true(q.reset);
+    assert_string_equal(q.object, "dir/part-0001.parquet");
+    assert_string_equal(q.snapshot, "snap \"1\"");
+    assert_int_equal(q.attempt, 2);
+    /* and its text is stable: encoding the decoded form gives the same text */
+    char *t2 = encoded(&q);
+    assert_string_equal(t, t2);
+    ferry_free(t);
+    ferry_free(t2);
+    ferry_position_clear(&q);
+    /* a real key value that is not finite is refused (the builder stores those as text) */
+    struct ferry_key_value inf = {.kind = FERRY_KEY_REAL, .real = INFINITY};
+    struct ferry_position r;
+    ferry_position_init(&r);
+    r.has_key = true;
+    r.n_key = 1;
+    r.key = &inf;
+    char *none = NULL;
+    struct ferry_error err;
+    assert_int_equal(ferry_position_to_text(&r, &none, &err), FERRY_EINVAL);
+    assert_null(none);
+    assert_non_null(strstr(err.message, "not finite"));
+}
+
+static void expect_refused(const char *text, const char *words)
+{
+    struct ferry_position p;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    assert_int_equal(ferry_position_decode(text, strlen(text), &p, &err), FERRY_EINVAL);
+    if (strstr(err.message, words) == NULL)
+        fail_msg("decode %s: message \"%s\" lacks \"%s\"", text, err.message, words);
+    assert_null(p.key);
+    assert_null(p.snapshot);
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    expect_refused("", "not JSON");
+    expect_refused("{\"shard\":0", "not JSON");
+    expect_refused("{\"shard\":0} trailing", "not JSON");
+    expect_refused("[1,2]", "not a JSON object");
+    expect_refused("\"done\"", "not a JSON object");
+    expect_refused("{\"shard\":-1}", "\"shard\" is not a non-negative integer");
+    expect_refused("{\"shard\":\"0\"}", "\"shard\"");
+    expect_refused("{\"shard\":4294967296}", "\"shard\"");
+    expect_refused("{\"n\":-5}", "\"n\"");
+    expect_refused("{\"n\":1.5}", "\"n\"");
+    expect_refused("{\"k\":true}", "\"k\"");
+    expect_refused("{\"done\":1}", "\"done\" is not true or false");
+    expect_refused("{\"key\":{\"a\":1}}", "\"key\" is not an array");
+    expect_refused("{\"key\":[1,[2]]}", "key value 1 is an array or an object");
+    expect_refused("{\"snapshot\":5}", "\"snapshot\" is not a string");
+    expect_refused("{\"shard\":0,\"shard\":1}", "\"shard\" appears twice");
+    expect_refused("{\"shard\":0,\"cursor\":5}", "unknown member \"cursor\"");
+    struct ferry_position p;
+    struct ferry_error err;
+    assert_int_equal(ferry_position_decode(NULL, 0, &p, &err), FERRY_EINVAL);
+    assert_false(ferry_position_text_done(NULL));
+    assert_false(ferry_position_text_done("{\"done\":\"yes\"}"));
+    assert_true(ferry_position_text_done("{\"shard\":3,\"done\":true}"));
+}
+
+/* Fail the Nth allocation, N = 0, 1, 2, ... until decode and encode succeed: each failure
+ * is a clean FERRY_ENOMEM with nothing left allocated (ASan). */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    const char *text = "{\"shard\":3,\"key\":[null,true,-9,2.5,\"text\",\"more text\"],\"n\":9,"
+                       "\"k\":2,\"done\":true,\"object\":\"o\",\"snapshot\":\"s\",\"attempt\":4}";
+    bool succeeded = false;
+    int failures = 0;
+    for (long n = 0; n < 10000 && !succeeded; n++) {
+        struct ferry_position p;
+        struct ferry_error err;
+        ferry_error_clear(&err);
+        char *t = NULL;
+        ferry_mem_fail_after(n);
+        int rc = ferry_position_decode(text, strlen(text), &p, &err);
+        if (rc == FERRY_OK) rc = ferry_position_to_text(&p, &t, &err);
+        ferry_mem_fail_after(-1);
+        if (rc == FERRY_OK) {
+            assert_string_equal(t, text);
+            succeeded = true;
+        } else {
+            if (rc != FERRY_ENOMEM) fail_msg("allocation %ld failed: %s", n, err.message);
+            assert_non_null(strstr(err.message, "out of memory"));
+            assert_null(t);
+            failures++;
+        }
+        ferry_free(t);
+        ferry_position_clear(&p);
+    }
+    assert_true(succeeded);
+    assert_true(failures > 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stored_forms),
+        cmocka_unit_test(test_every_kind),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

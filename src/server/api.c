@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bus/bus.h"
+#include "control/attempts.h"
 #include "control/control.h"
 #include "ferry/batch.h"
 #include "ferry/connector.h"
@@ -742,6 +743,8 @@ enum MHD_Result ferry__api_run_get(struct req *rq)
         int wstatus = 0;
         ferry_store_run_worker_status(st, id, &exited, &wstatus, NULL);
         json_object_set_new(j, "worker_exit", exited ? json_integer(wstatus) : json_null());
+        json_t *att = ferry_control_attempts(st, rq->srv->o.bus, id, NULL); /* issue 21 */
+        json_object_set_new(j, "attempts", att ? att : json_array());
         json_t *ra = json_array();
         for (int i = 0; i < nrs; i++) {
             json_t *jr =

@@ -205,7 +205,7 @@ static void test_top_level_rules(void **state)
     load_fails("version: 1\nname: demo\nsorce: {}\n",
                "demo.yaml: sorce (line 3): unknown key; did you mean source? (the top level "
                "takes version, name, source, sink, transforms, batch, verify, worker, "
-               "distribute)");
+               "distribute, retries)");
     load_fails("version: 1\nname: demo\nwhatever: 1\n",
                "demo.yaml: whatever (line 3): unknown key (the top level takes version, name, "
                "source, sink, transforms, batch, verify, worker, distribute, retries)");

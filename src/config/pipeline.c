@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "notify/notify.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/core.h"
@@ -30,7 +31,7 @@ static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", 
                                               "add",  "filter", "cast", NULL};
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
                                        "batch",   "verify", "worker", "distribute",
-                                       "retries", NULL};
+                                       "retries", "notify", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
@@ -679,6 +680,7 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
     if ((rc = load_batch(p, err))) return rc;
     if ((rc = load_worker(p, err))) return rc;
     if ((rc = load_retries(p, err))) return rc;
+    if ((rc = ferry_notify_check(ferry_cfg_get(root, "notify"), err))) return rc;
 
     int verify = -1;
     if ((rc = ferry_cfg_enum(root, "verify", false, verify_words, &verify, err))) return rc;

@@ -8,11 +8,13 @@
  * run's events as `run.retry_scheduled` {attempt, retry, max, delay_ms, code, message}.
  * Calls the runner, the pipeline loader, the store and the bus. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
+#include "notify/notify.h"
 #include "runner/retry.h"
 #include "store/store.h"
 
@@ -25,13 +27,10 @@ int64_t ferry_retry_delay_ms(const struct ferry_retry_policy *p, int retry, uint
     return half + (int64_t)(rnd % (uint64_t)(d - half + 1));
 }
 
-/* The pipeline's policy: from the file, else from the request saved with the run. */
-static void load_policy(const struct ferry_run_options *o, int64_t run_id,
-                        struct ferry_retry_policy *out)
+/* The pipeline: from the file, else from the request saved with the run; NULL when it
+ * cannot be loaded (the runner then says why). */
+static struct ferry_pipeline_spec *load_spec(const struct ferry_run_options *o, int64_t run_id)
 {
-    out->max = -1;
-    out->backoff_ms = 10000;
-    out->max_backoff_ms = 600000;
     struct ferry_pipeline_spec *p = NULL;
     if (o->pipeline_path) {
         ferry_pipeline_load(o->pipeline_path, &p, NULL);
@@ -45,8 +44,25 @@ static void load_policy(const struct ferry_run_options *o, int64_t run_id,
         ferry_run_info_clear(&info);
         ferry_store_close(st);
     }
-    if (p) *out = p->retries;
-    ferry_pipeline_free(p);
+    return p;
+}
+
+static int grace_ms(void)
+{
+    const char *v = getenv("FERRY_NOTIFY_GRACE_MS");
+    int g = v ? atoi(v) : 5000;
+    return g >= 0 && g <= 600000 ? g : 5000;
+}
+
+/* A cdc stream that stopped at a source schema change: said on the run's events. */
+static void schema_changed(const struct ferry_run_options *o, const struct ferry_run_result *res)
+{
+    struct ferry_bus *bus = NULL;
+    if (ferry_bus_open(o->bus_url, o->state_path, &bus, NULL) != FERRY_OK) return;
+    ferry_bus_emit(bus, res->run_id, res->attempt, "", FERRY_EV_SCHEMA_CHANGED,
+                   "{\"reason\":\"a cdc stream stopped at a source schema change; the next run "
+                   "continues it\"}", NULL);
+    ferry_bus_close(bus);
 }
 
 static void announce(const struct ferry_run_options *o, int64_t run_id, int attempt, int retry,
@@ -89,25 +105,50 @@ static bool wait_ms(int64_t ms, volatile sig_atomic_t *stop)
     return false;
 }
 
+static int run_attempts(struct ferry_run_options *o, const struct ferry_retry_options *ro,
+                        const struct ferry_retry_policy *policy, struct ferry_notifier *nt,
+                        struct ferry_run_result *res, struct ferry_error *err);
+
 int ferry_runner_run_retrying(struct ferry_run_options *o, const struct ferry_retry_options *ro,
                               struct ferry_run_result *res, struct ferry_error *err)
 {
+    struct ferry_retry_policy policy = {.max = -1, .backoff_ms = 10000, .max_backoff_ms = 600000};
+    struct ferry_pipeline_spec *p = load_spec(o, o->resume_run_id);
+    struct ferry_notifier *nt = NULL;
+    if (p) {
+        policy = p->retries;
+        /* notify: targets follow the run's events from this process (notify/notify.h) */
+        struct ferry_error ne;
+        if (ferry_notifier_start(p, o->state_path, o->bus_url, o->resume_run_id, &nt, &ne) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "notify: %s", ne.message);
+    }
+    ferry_pipeline_free(p);
+    int rc = run_attempts(o, ro, &policy, nt, res, err);
+    if (rc == FERRY_OK && res->cdc_more) schema_changed(o, res);
+    ferry_notifier_set_run(nt, res->run_id);
+    ferry_notifier_finish(nt, grace_ms());
+    return rc;
+}
+
+static int run_attempts(struct ferry_run_options *o, const struct ferry_retry_options *ro,
+                        const struct ferry_retry_policy *policy, struct ferry_notifier *nt,
+                        struct ferry_run_result *res, struct ferry_error *err)
+{
     uint64_t rnd = (uint64_t)ferry_now_mono_us() * 6364136223846793005ULL + (uint64_t)getpid();
-    struct ferry_retry_policy policy = {.max = -2};
     int64_t run_id = o->resume_run_id;
     for (int retry = 1;; retry++) {
         ferry_error_clear(err);
         int rc = ferry_runner_run(o, res, err);
         if (res->run_id > 0) run_id = res->run_id;
+        ferry_notifier_set_run(nt, run_id);
         if (rc == FERRY_OK || rc == FERRY_EPAUSED || !ferry_error_is_transient(err)) return rc;
         if (ro->on_failed_attempt) ro->on_failed_attempt(ro->ctx, res, err);
-        if (policy.max == -2) load_policy(o, run_id, &policy);
         int max = ro->override_max >= 0 ? ro->override_max
-                  : policy.max >= 0     ? policy.max
+                  : policy->max >= 0    ? policy->max
                                         : ro->default_max;
         if (retry > max || (ro->stop && *ro->stop)) return rc;
         rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
-        int64_t delay = ferry_retry_delay_ms(&policy, retry, rnd);
+        int64_t delay = ferry_retry_delay_ms(policy, retry, rnd);
         int attempt = res->attempt;
         announce(o, run_id, attempt, retry, max, delay, err);
         ferry_log(FERRY_LOG_WARN, "run %" PRId64 " attempt %d failed on a transient error; retry %d "

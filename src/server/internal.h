@@ -123,5 +123,7 @@ enum MHD_Result ferry__api_schedule_get(struct req *rq);
 enum MHD_Result ferry__api_schedule_delete(struct req *rq);
 enum MHD_Result ferry__api_schedule_update(struct req *rq);
 enum MHD_Result ferry__api_ui(struct req *rq);
+enum MHD_Result ferry__api_run_retry(struct req *rq);     /* api_ops.c */
+enum MHD_Result ferry__api_notifications(struct req *rq); /* api_ops.c */
 
 #endif

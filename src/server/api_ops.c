@@ -1,0 +1,74 @@
+/* server/api_ops.c - routes for running in production (issue 21): the notification
+ * deliveries and their dead letters, and the manual retry of a failed run. Kept apart from
+ * api.c; same conventions (ferry__srv_* replies, a store handle per request). */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bus/bus.h"
+#include "ferry/core.h"
+#include "server/internal.h"
+#include "store/store.h"
+
+/* GET /v1/notifications?state=pending|delivered|dead&limit=N: oldest first. The target is
+ * shown as written in the pipeline (a reference stays a reference); bodies are not shown. */
+enum MHD_Result ferry__api_notifications(struct req *rq)
+{
+    const char *state = ferry__srv_query(rq, "state"), *ls = ferry__srv_query(rq, "limit");
+    if (state && strcmp(state, "pending") && strcmp(state, "delivered") && strcmp(state, "dead"))
+        return ferry__srv_error(rq, 400, "invalid_parameter",
+                                "state: must be pending, delivered or dead");
+    char *end = NULL;
+    long limit = ls ? strtol(ls, &end, 10) : 100;
+    if (ls && (*ls == '\0' || *end != '\0' || limit < 1 || limit > 1000))
+        return ferry__srv_error(rq, 400, "invalid_parameter",
+                                "limit: must be an integer from 1 to 1000");
+    struct ferry_store *st = ferry__srv_store(rq->srv);
+    struct ferry_notification *v = NULL;
+    int n = 0;
+    struct ferry_error e;
+    int rc = ferry_store_notification_list(st, state, 0, (int)limit, &v, &n, &e);
+    ferry__srv_store_put(rq->srv, st);
+    if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(
+            arr, json_pack("{s:I,s:I,s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:I}", "id",
+                           (json_int_t)v[i].id, "run_id", (json_int_t)v[i].run_id, "event_seq",
+                           (json_int_t)v[i].event_seq, "event", v[i].event, "pipeline",
+                           v[i].pipeline, "target", v[i].target, "format", v[i].format, "state",
+                           v[i].state, "attempts", v[i].attempts, "next_us",
+                           (json_int_t)v[i].next_us, "last_error", v[i].last_error,
+                           "created_us", (json_int_t)v[i].created_us, "delivered_us",
+                           (json_int_t)v[i].delivered_us));
+    ferry_notifications_free(v, n);
+    return ferry__srv_json(rq, 200, json_pack("{s:o}", "notifications", arr));
+}
+
+/* POST /v1/runs/{id}/retry: a failed run is requested again (a new attempt resumes from its
+ * checkpoints; it counts as a retry). 409 naming the state otherwise. */
+enum MHD_Result ferry__api_run_retry(struct req *rq)
+{
+    char *end = NULL;
+    long long id = strtoll(rq->params[0], &end, 10);
+    if (*rq->params[0] == '\0' || *end != '\0' || id <= 0)
+        return ferry__srv_error(rq, 404, "not_found", "run \"%s\" not found (run ids are numbers)",
+                                rq->params[0]);
+    struct ferry_store *st = ferry__srv_store(rq->srv);
+    struct ferry_run_info run;
+    memset(&run, 0, sizeof run);
+    struct ferry_error e;
+    int rc = ferry_store_run_get(st, id, &run, &e);
+    if (rc == FERRY_OK && run.state != FERRY_RUN_FAILED)
+        rc = ferry_error_set(&e, FERRY_ECONFLICT, "server",
+                             "run %lld is %s; only a failed run can be retried", id,
+                             ferry_run_state_name(run.state));
+    if (rc == FERRY_OK) rc = ferry_store_run_requeue(st, id, true, &e);
+    if (rc == FERRY_OK)
+        ferry_bus_emit(rq->srv->o.bus, id, run.attempt, "", FERRY_EV_RUN_REQUESTED,
+                       "{\"retry\":\"api\"}", NULL);
+    ferry_run_info_clear(&run);
+    ferry__srv_store_put(rq->srv, st);
+    if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
+    return ferry__srv_json(rq, 202, json_pack("{s:I,s:s}", "id", (json_int_t)id, "state", "requested"));
+}

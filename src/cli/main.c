@@ -60,6 +60,8 @@ static const char *usage_main =
     "  pipelines apply FILE   register a pipeline (with a server: --server URL or $FERRY_SERVER)\n"
     "  runs start PIPELINE    request a run of a registered pipeline\n"
     "  runs watch RUN         follow a run's events until it ends\n"
+    "  runs retry RUN         a failed run again, from its checkpoints\n"
+    "  schedules add|list|rm  cron schedules of registered pipelines (with a server)\n"
     "  version           print the version\n"
     "\n"
     "common options:\n"
@@ -596,6 +598,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
     if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);
     if (!strcmp(cmd, "pipelines")) return ferry_cli_pipelines(argc, argv);
+    if (!strcmp(cmd, "schedules")) return ferry_cli_schedules(argc, argv);
+    if (!strcmp(cmd, "runs") && argc > 2 && !strcmp(argv[2], "retry")) return ferry_cli_runs_retry(argc, argv);
     if (!strcmp(cmd, "runs") && argc > 2 && (!strcmp(argv[2], "start") || !strcmp(argv[2], "watch")))
         return ferry_cli_runs_remote(argc, argv);
     static const struct option opts[] = {

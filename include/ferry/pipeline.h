@@ -64,6 +64,7 @@ struct ferry_pipeline_spec {
     char *verify;                  /* "after_run" | "none" as written, NULL when absent;
                                     * read and stored, not acted on yet */
     struct ferry_retry_policy retries;
+    bool on_resource_error_continue; /* on_resource_error: continue (default fail) */
     char version[65];              /* hex SHA-256 of the route definition */
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };

@@ -232,7 +232,9 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
         free(s);
         json_decref(j);
         if (rc != FERRY_OK) fprintf(stderr, "ferry: %s: %s\n", rc == FERRY_EPAUSED ? "paused" : "error", err.message);
-        return ferry_code_exit_status(rc);
+        if (rc == FERRY_OK && res.partial)
+            fprintf(stderr, "ferry: run %" PRId64 " partial: %s\n", res.run_id, res.partial_message);
+        return rc == FERRY_OK && res.partial ? 1 : ferry_code_exit_status(rc);
     }
     if (res.run_id > 0 && !c->quiet) {
         double secs = res.seconds > 0 ? res.seconds : 1e-9;
@@ -247,6 +249,11 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
         return ferry_code_exit_status(rc);
     }
     if (rc != FERRY_OK) return fail(c, &err);
+    /* on_resource_error: continue - committed, but not everything moved: exit 1 */
+    if (res.partial) {
+        fprintf(stderr, "ferry: run %" PRId64 " partial: %s\n", res.run_id, res.partial_message);
+        return 1;
+    }
     return 0;
 }
 

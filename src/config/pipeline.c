@@ -31,7 +31,7 @@ static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", 
                                               "add",  "filter", "cast", NULL};
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
                                        "batch",   "verify", "worker", "distribute",
-                                       "retries", "notify", NULL};
+                                       "retries", "notify", "on_resource_error", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
@@ -681,6 +681,11 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
     if ((rc = load_worker(p, err))) return rc;
     if ((rc = load_retries(p, err))) return rc;
     if ((rc = ferry_notify_check(ferry_cfg_get(root, "notify"), err))) return rc;
+    static const char *const on_res_words[] = {"fail", "continue", NULL};
+    int on_res = 0;
+    if ((rc = ferry_cfg_enum(root, "on_resource_error", false, on_res_words, &on_res, err)))
+        return rc;
+    p->on_resource_error_continue = on_res == 1;
 
     int verify = -1;
     if ((rc = ferry_cfg_enum(root, "verify", false, verify_words, &verify, err))) return rc;

@@ -89,6 +89,8 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources */
     int64_t rows, bytes, batches;
+    struct ferry_buf failed_res; /* on_resource_error: continue - "a: why; b: why" */
+    int n_failed_res;
     /* Distributed runs (docs/internals/server.md): the coordinator (distribute: true) and
      * shard mode (one leased task of another process's run). Flows stop on flow_stop, which
      * the control thread keeps equal to g_stop unless the task's lease is lost (fenced). */
@@ -367,7 +369,8 @@ static int pick_run(struct run *r, struct ferry_error *err)
                                    "(version %.12s, now %.12s): its checkpoints do not apply; "
                                    "start a new run with `ferry run --fresh`",
                                    o->resume_run_id, r->info.version, p->version);
-        if (r->info.state == FERRY_RUN_COMPLETED || r->info.state == FERRY_RUN_CANCELED)
+        if (r->info.state == FERRY_RUN_COMPLETED || r->info.state == FERRY_RUN_CANCELED ||
+            r->info.state == FERRY_RUN_PARTIAL)
             return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                    "run %" PRId64 " is %s and cannot be resumed", r->info.id,
                                    ferry_run_state_name(r->info.state));
@@ -386,7 +389,8 @@ static int pick_run(struct run *r, struct ferry_error *err)
     rc = ferry_store_run_list(r->st, p->name, 1, &newest, &n, err);
     if (rc != FERRY_OK) return rc;
     bool found = n == 1 && !strcmp(newest[0].version, p->version) &&
-                 newest[0].state != FERRY_RUN_COMPLETED && newest[0].state != FERRY_RUN_CANCELED;
+                 newest[0].state != FERRY_RUN_COMPLETED && newest[0].state != FERRY_RUN_CANCELED &&
+                 newest[0].state != FERRY_RUN_PARTIAL;
     if (found) {
         r->info = newest[0];
         memset(&newest[0], 0, sizeof newest[0]);
@@ -918,6 +922,15 @@ static int run_resources(struct run *r, struct ferry_error *err)
             ferry_buf_append(&fb, "}", 1);
             emit(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, fb.data, NULL, NULL);
             ferry_buf_release(&fb);
+            /* on_resource_error: continue - the other resources go on; the run ends
+             * partial (a store or fencing failure concerns the whole run: it stops). */
+            if (r->p->on_resource_error_continue && rc != FERRY_ESTORE && rc != FERRY_EFENCED) {
+                ferry_buf_printf(&r->failed_res, "%s%s: %s", r->n_failed_res ? "; " : "",
+                                 rr->spec->table, err->message);
+                r->n_failed_res++;
+                ferry_error_clear(err);
+                rc = FERRY_OK;
+            }
         }
     }
     return rc;
@@ -1191,6 +1204,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     struct run r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    ferry_buf_init(&r.failed_res, 16384);
     memset(res, 0, sizeof *res);
     res->state = "failed";
     atomic_store(&g_stop, 0);
@@ -1420,6 +1434,24 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
             emit(&r, NULL, FERRY_EV_RUN_FAILED, fb.data, &seq, &fe);
             ferry_buf_release(&fb);
         }
+    } else if (rc == FERRY_OK && r.n_failed_res > 0) {
+        struct ferry_buf fb;
+        ferry_buf_init(&fb, 0);
+        ferry_buf_printf(&fb, "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"batches\":%" PRId64
+                         ",\"partial\":true,\"failed_resources\":%d,\"message\":", r.rows, r.bytes,
+                         r.batches, r.n_failed_res);
+        char msg[900];
+        snprintf(msg, sizeof msg, "%d resource(s) failed: %s", r.n_failed_res,
+                 r.failed_res.data ? r.failed_res.data : "");
+        ferry_buf_json_string(&fb, msg, strlen(msg));
+        ferry_buf_append(&fb, "}", 1);
+        rc = emit(&r, NULL, FERRY_EV_RUN_COMPLETED, fb.data, &seq, err);
+        ferry_buf_release(&fb);
+        if (rc == FERRY_OK) {
+            res->state = "partial";
+            res->partial = true;
+            snprintf(res->partial_message, sizeof res->partial_message, "%s", msg);
+        }
     } else if (rc == FERRY_OK) {
         snprintf(payload, sizeof payload,
                  "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"batches\":%" PRId64 "}", r.rows,
@@ -1459,6 +1491,7 @@ out:
     res->batches = r.batches;
     res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
     res->peak_rss = peak_rss_bytes();
+    ferry_buf_release(&r.failed_res);
     cleanup(&r);
     return rc;
 }

@@ -699,7 +699,7 @@ enum MHD_Result ferry__api_runs_list(struct req *rq)
     if (state_s && state_s[0] && ferry_run_state_from_name(state_s, &state) != FERRY_OK)
         return ferry__srv_error(
             rq, 400, "invalid_parameter",
-            "state: must be requested, running, paused, completed, failed or canceled");
+            "state: must be requested, running, paused, completed, partial, failed or canceled");
     const char *ls = ferry__srv_query(rq, "limit"), *bs = ferry__srv_query(rq, "before");
     if (ls && !parse_i64(ls, 1, 1000, &limit))
         return ferry__srv_error(rq, 400, "invalid_parameter",

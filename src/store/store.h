@@ -28,13 +28,15 @@ enum ferry_run_state {
     FERRY_RUN_COMPLETED,
     FERRY_RUN_FAILED,
     FERRY_RUN_CANCELED,
+    FERRY_RUN_PARTIAL, /* on_resource_error: continue - committed, some resources failed */
     FERRY_RUN_STATE_MAX
 };
 const char *ferry_run_state_name(enum ferry_run_state s);
 int ferry_run_state_from_name(const char *s, enum ferry_run_state *out);
 static inline int ferry_run_state_is_final(enum ferry_run_state s)
 {
-    return s == FERRY_RUN_COMPLETED || s == FERRY_RUN_FAILED || s == FERRY_RUN_CANCELED;
+    return s == FERRY_RUN_COMPLETED || s == FERRY_RUN_FAILED || s == FERRY_RUN_CANCELED ||
+           s == FERRY_RUN_PARTIAL;
 }
 
 struct ferry_run_info {

@@ -12,7 +12,7 @@ const fmtInt = (n) => Number(n || 0).toLocaleString('en-US');
 const fmtBytes = (n) => { n = Number(n || 0); const u = ['B', 'kB', 'MB', 'GB', 'TB']; let i = 0; while (n >= 1000 && i < u.length - 1) { n /= 1000; i++; } return `${n.toFixed(i ? 1 : 0)} ${u[i]}`; };
 const fmtTime = (us) => us ? new Date(us / 1000).toISOString().replace('T', ' ').slice(0, 19) + 'Z' : '—';
 const badge = (s) => `<span class="badge ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
-const FINAL = new Set(['completed', 'failed', 'canceled']);
+const FINAL = new Set(['completed', 'partial', 'failed', 'canceled']);
 
 let token = sessionStorage.getItem('ferry-token') || '';
 let current = null; // the active view's cleanup
@@ -134,7 +134,7 @@ function runsTable(runs) {
 async function runsView(params) {
   setNav('runs');
   const pipes = await api('GET', '/v1/pipelines');
-  const states = ['', 'requested', 'running', 'paused', 'completed', 'failed', 'canceled'];
+  const states = ['', 'requested', 'running', 'paused', 'completed', 'partial', 'failed', 'canceled'];
   $('#view').innerHTML = `<h1>Runs</h1>
     <div class="filters">
       <label>Pipeline <select id="f-pipeline"><option value="">all</option>${pipes.pipelines.map((p) => `<option${params.get('pipeline') === p.name ? ' selected' : ''}>${esc(p.name)}</option>`).join('')}</select></label>
@@ -171,6 +171,7 @@ async function runView(id) {
     </div>
     <div class="stats" id="r-stats"></div>
     <h2>Resources</h2><div class="card" id="r-resources"></div>
+    <h2>Attempts</h2><div class="card" id="r-attempts"></div>
     <h2>Rows per second</h2><div class="card"><canvas id="r-chart" width="1000" height="140"></canvas><div class="muted" id="r-rate"></div></div>
     <h2>Checkpoints</h2><div class="card" id="r-checkpoints"></div>
     <h2>Events <span class="muted" id="r-evcount"></span></h2><div class="card"><div id="feed"></div></div>`;
@@ -198,6 +199,9 @@ async function runView(id) {
           <td class="hide-narrow">${esc(r.mode)} → ${esc(r.write)}</td><td>${badge(r.state)}</td><td class="num">${fmtInt(r.rows)}</td>
           <td class="num hide-narrow">${fmtInt(r.integrity.verified)}</td><td class="num hide-narrow${r.integrity.diverged ? ' error' : ''}">${fmtInt(r.integrity.diverged)}</td></tr>`;
       }).join('')}</tbody></table>` : '<span class="muted">not started yet</span>';
+    const att = run.attempts || [];
+    $('#r-attempts').innerHTML = att.length ? `<table><thead><tr><th>Attempt</th><th>State</th><th class="hide-narrow">Started</th><th>Error, retry</th></tr></thead><tbody>${
+      att.map((a) => `<tr data-attempt="${a.attempt}"><td>#${a.attempt}</td><td>${badge(a.state)}</td><td class="hide-narrow">${a.started_us ? fmtTime(a.started_us) : '—'}</td><td>${a.error ? `<div class="resource-error">${esc(a.error)}</div>` : ''}${a.retry_scheduled ? `<span class="muted">retry scheduled${a.retry_at_us ? ' for ' + fmtTime(a.retry_at_us) : ''}</span>` : ''}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none yet</span>';
     const cps = run.resources.flatMap((r) => r.checkpoints.map((c) => ({ r: r.resource, ...c })));
     $('#r-checkpoints').innerHTML = cps.length ? `<table><thead><tr><th>Resource</th><th>Shard</th><th>Position</th><th class="hide-narrow">Saved</th></tr></thead><tbody>${
       cps.map((c) => `<tr><td>${esc(c.r)}</td><td>${c.shard}</td><td class="mono">${esc(JSON.stringify(c.position))}</td><td class="hide-narrow">${fmtTime(c.updated_us)}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none yet</span>';

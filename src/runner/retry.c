@@ -15,6 +15,7 @@
 #include "bus/bus.h"
 #include "ferry/core.h"
 #include "notify/notify.h"
+#include "notify/otel.h"
 #include "runner/retry.h"
 #include "store/store.h"
 
@@ -140,6 +141,10 @@ static int run_attempts(struct ferry_run_options *o, const struct ferry_retry_op
         ferry_error_clear(err);
         int rc = ferry_runner_run(o, res, err);
         if (res->run_id > 0) run_id = res->run_id;
+        /* traces of this attempt, when an OTLP endpoint is configured (notify/otel.h) */
+        struct ferry_error te;
+        if (ferry_otel_export_attempt(o->state_path, o->bus_url, res->run_id, res->attempt, &te) != FERRY_OK)
+            ferry_log(FERRY_LOG_WARN, "run %" PRId64 ": traces not exported: %s", run_id, te.message);
         ferry_notifier_set_run(nt, run_id);
         if (rc == FERRY_OK || rc == FERRY_EPAUSED || !ferry_error_is_transient(err)) return rc;
         if (ro->on_failed_attempt) ro->on_failed_attempt(ro->ctx, res, err);

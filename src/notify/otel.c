@@ -137,7 +137,7 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
     struct ferry_run_info run;
     memset(&run, 0, sizeof run);
     if (rc == FERRY_OK) rc = ferry_store_run_get(st, run_id, &run, err);
-    char trace[33], run_span[17];
+    char trace[33], run_span[17], parent[17] = "";
     random_hex(trace, 16);
     random_hex(run_span, 8);
     struct res_span *res = ferry_calloc(MAX_RES, sizeof *res);
@@ -155,10 +155,18 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
         for (int i = 0; rc == FERRY_OK && i < n; i++) {
             const struct ferry_event *e = &evs[i];
             after = e->seq;
-            if (e->attempt != attempt) continue;
             json_t *p = json_loads(e->payload ? e->payload : "{}", 0, NULL);
             const char *t = e->type;
-            if (!strcmp(t, FERRY_EV_RUN_STARTED)) {
+            if (!strcmp(t, FERRY_EV_RUN_TRACE_CONTEXT)) {
+                /* the API request that created the run is the run span's parent */
+                const char *tp = json_string_value(json_object_get(p, "traceparent"));
+                if (tp && strlen(tp) == 55) {
+                    snprintf(trace, sizeof trace, "%.32s", tp + 3);
+                    snprintf(parent, sizeof parent, "%.16s", tp + 36);
+                }
+            } else if (e->attempt != attempt) {
+                /* another attempt's */
+            } else if (!strcmp(t, FERRY_EV_RUN_STARTED)) {
                 run_start = e->time_us;
             } else if (!strcmp(t, FERRY_EV_RUN_COMPLETED) || !strcmp(t, FERRY_EV_RUN_FAILED) ||
                        !strcmp(t, FERRY_EV_RUN_PAUSED) || !strcmp(t, FERRY_EV_RUN_CANCELED)) {
@@ -223,7 +231,7 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
         }
         char name[300];
         snprintf(name, sizeof name, "run %s", run.pipeline);
-        json_t *s = span(trace, run_span, NULL, name, run_start, run_end, run_failed, run_error);
+        json_t *s = span(trace, run_span, parent, name, run_start, run_end, run_failed, run_error);
         json_t *a = json_object_get(s, "attributes");
         json_array_append_new(a, attr_str("ferry.pipeline", run.pipeline));
         json_array_append_new(a, attr_int("ferry.run_id", run_id));
@@ -231,6 +239,10 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
         json_array_append_new(a, attr_int("ferry.rows", rows));
         json_array_append_new(a, attr_int("ferry.bytes", bytes));
         json_array_append_new(spans, s);
+        /* the trace id may have come from a trace_context event read after some spans */
+        size_t k;
+        json_t *sp;
+        json_array_foreach(spans, k, sp) json_object_set_new(sp, "traceId", json_string(trace));
         const char *svc = getenv("OTEL_SERVICE_NAME");
         json_t *doc = json_pack(
             "{s:[{s:{s:[o]},s:[{s:{s:s,s:s},s:o}]}]}", "resourceSpans", "resource", "attributes",

@@ -681,6 +681,7 @@ enum MHD_Result ferry__api_runs_create(struct req *rq)
     int rc =
         ferry_control_request_run(st, rq->srv->o.bus, rq->params[0], "api", key, &id, &existed, &e);
     if (rc == FERRY_OK) rc = ferry_store_run_get(st, id, &run, &e);
+    if (rc == FERRY_OK && !existed) ferry__api_trace_context(rq, id); /* api_ops.c */
     ferry__srv_store_put(rq->srv, st);
     json_decref(b);
     if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);

@@ -72,3 +72,26 @@ enum MHD_Result ferry__api_run_retry(struct req *rq)
     if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
     return ferry__srv_json(rq, 202, json_pack("{s:I,s:s}", "id", (json_int_t)id, "state", "requested"));
 }
+
+static bool lower_hex(const char *s, size_t n)
+{
+    bool nonzero = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+        nonzero |= s[i] != '0';
+    }
+    return nonzero;
+}
+
+void ferry__api_trace_context(struct req *rq, int64_t run_id)
+{
+    const char *tp = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, "traceparent");
+    /* version 00: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>; anything else is
+     * ignored, as the W3C Trace Context spec asks */
+    if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) || tp[35] != '-' || tp[52] != '-' ||
+        !lower_hex(tp + 3, 32) || !lower_hex(tp + 36, 16))
+        return;
+    char payload[128];
+    snprintf(payload, sizeof payload, "{\"traceparent\":\"%.55s\"}", tp);
+    ferry_bus_emit(rq->srv->o.bus, run_id, 0, "", FERRY_EV_RUN_TRACE_CONTEXT, payload, NULL);
+}

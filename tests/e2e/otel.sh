@@ -15,9 +15,10 @@ for _ in $(seq 1 100); do [ -s port ] && break; sleep 0.05; done
 [ -s port ] || fail "the OTLP receiver did not start"
 export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat port)" OTEL_SERVICE_NAME=ferry-test
 
-# check_trace RUN STATE: the spans of the run's trace against its events.
+# check_trace RUN STATE [PARENT]: the spans of the run's trace against its events; the run
+# span's parent is PARENT (none by default).
 check_trace() {
-  local run=$1 state=$2
+  local run=$1 state=$2 parent=${3:-}
   for _ in $(seq 1 200); do
     jq -e -s "[.[] | select(.attrs[\"ferry.run_id\"] == $run)] | length == 1" spans.log > /dev/null 2>&1 && break
     sleep 0.05
@@ -27,7 +28,7 @@ check_trace() {
   [ "$(wc -l < root.json)" = 1 ] || fail "run $run: $(wc -l < root.json) run spans"
   local trace root
   trace=$(jq -r .traceId root.json); root=$(jq -r .spanId root.json)
-  jq -e '.parentSpanId == "" and .service == "ferry-test" and (.name | startswith("run "))' root.json > /dev/null \
+  jq -e --arg p "$parent" '.parentSpanId == $p and .service == "ferry-test" and (.name | startswith("run "))' root.json > /dev/null \
     || fail "root span: $(cat root.json)"
   jq -s -c "[.[] | select(.traceId == \"$trace\")]" spans.log > trace.json
   "$FERRY_BIN" show "$run" --json > show.json
@@ -63,8 +64,11 @@ sample_yaml served "$T/served.db" > served.yaml
 start_serve
 api POST /v1/pipelines --data-binary @served.yaml > /dev/null
 [ "$CODE" = 201 ] || fail "register: $CODE $BODY"
-run=$(api POST /v1/pipelines/served/runs | jq -r .id)
+TP_TRACE=4bf92f3577b34da6a3ce929d0e0e4736 TP_PARENT=00f067aa0ba902b7
+run=$(api POST /v1/pipelines/served/runs -H "traceparent: 00-$TP_TRACE-$TP_PARENT-01" | jq -r .id)
 wait_done "$run" completed
-FERRY_STATE="$T/state.db" check_trace "$run" completed
+FERRY_STATE="$T/state.db" check_trace "$run" completed "$TP_PARENT"
+jq -e ".traceId == \"$TP_TRACE\" and .parentSpanId == \"$TP_PARENT\"" root.json > /dev/null \
+  || fail "the API request's traceparent is not the run span's parent: $(cat root.json)"
 stop_serve
-pass "served run: its worker exported the trace"
+pass "served run: its worker exported the trace, under the API request's traceparent"

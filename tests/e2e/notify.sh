@@ -60,6 +60,14 @@ wait_log hooks1.log "[.[] | select(.valid and .event == \"run.failed\" and (.bod
 ! grep -q "$HOOK_SECRET" hooks1.log "$T/cli.db" || fail "the secret leaked into a body or the state"
 pass "ferry run: run.completed and run.failed signed and verified, slack body, refused signature is a dead letter"
 
+# ---- the server-wide default (environment) for a pipeline without notify: ----------------
+sample_yaml plain "$T/plain.db" > plain.yaml
+FERRY_NOTIFY_WEBHOOK="http://127.0.0.1:$P1/default" FERRY_NOTIFY_SECRET=env:HOOK_SECRET \
+  FERRY_NOTIFY_ON=run.completed "$FERRY_BIN" run plain.yaml --state "$T/cli.db" --json > plain.json || fail "plain run"
+run5=$(jq -r .run_id plain.json)
+wait_log hooks1.log "[.[] | select(.valid and .event == \"run.completed\" and .body.run_id == $run5 and .body.pipeline == \"plain\")] | length == 1"
+pass "FERRY_NOTIFY_WEBHOOK: a pipeline without notify: is notified by the default target"
+
 # ---- ferry serve: the receiver is down when the run ends, and gets it once back ------------
 P2=$(free_port)
 sample_yaml served "$T/served.db" \

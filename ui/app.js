@@ -233,6 +233,7 @@ async function runView(id) {
     <h2>Attempts</h2><div class="card" id="r-attempts"></div>
     <h2>Rows per second</h2><div class="card"><canvas id="r-chart" width="1000" height="140"></canvas><div class="muted" id="r-rate"></div></div>
     <h2>Checkpoints</h2><div class="card" id="r-checkpoints"></div>
+    <h2>Worker log <span class="muted">(last 50 lines)</span></h2><div class="card"><pre id="r-log" class="mono">…</pre></div>
     <h2>Events <span class="muted" id="r-evcount"></span></h2><div class="card"><div id="feed"></div></div>`;
   let run = null;
   const render = () => {
@@ -265,7 +266,13 @@ async function runView(id) {
     $('#r-checkpoints').innerHTML = cps.length ? `<table><thead><tr><th>Resource</th><th>Shard</th><th>Position</th><th class="hide-narrow">Saved</th></tr></thead><tbody>${
       cps.map((c) => `<tr><td>${esc(c.r)}</td><td>${c.shard}</td><td class="mono">${esc(JSON.stringify(c.position))}</td><td class="hide-narrow">${fmtTime(c.updated_us)}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none yet</span>';
   };
-  const refresh = async () => { run = await api('GET', `/v1/runs/${id}`); render(); };
+  const loadLog = async () => {
+    try {
+      const l = await api('GET', `/v1/runs/${id}/log?lines=50`);
+      $('#r-log').textContent = l.lines.join('\n') || '(empty)';
+    } catch (err) { if ($('#r-log')) $('#r-log').textContent = err.status === 404 ? 'no worker log on this server' : err.message; }
+  };
+  const refresh = async () => { run = await api('GET', `/v1/runs/${id}`); render(); loadLog(); };
   await refresh();
 
   // rows/s: batch.written rows per wall-clock second, drawn as bars.

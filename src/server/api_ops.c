@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bus/bus.h"
+#include "control/control.h"
 #include "ferry/core.h"
 #include "server/internal.h"
 #include "store/store.h"
@@ -94,4 +95,60 @@ void ferry__api_trace_context(struct req *rq, int64_t run_id)
     char payload[128];
     snprintf(payload, sizeof payload, "{\"traceparent\":\"%.55s\"}", tp);
     ferry_bus_emit(rq->srv->o.bus, run_id, 0, "", FERRY_EV_RUN_TRACE_CONTEXT, payload, NULL);
+}
+
+/* GET /v1/runs/{id}/log?lines=N (default 200, at most 2000): the last lines of the run's
+ * worker output (logs/run-ID.log of a local worker; ferry never logs a secret). 404 when
+ * there is none (a run never dispatched here, a Kubernetes pod's log). */
+enum MHD_Result ferry__api_run_log(struct req *rq)
+{
+    char *end = NULL;
+    long long id = strtoll(rq->params[0], &end, 10);
+    if (*rq->params[0] == '\0' || *end != '\0' || id <= 0)
+        return ferry__srv_error(rq, 404, "not_found", "run \"%s\" not found (run ids are numbers)",
+                                rq->params[0]);
+    const char *ls = ferry__srv_query(rq, "lines");
+    long want = ls ? strtol(ls, &end, 10) : 200;
+    if (ls && (*ls == '\0' || *end != '\0' || want < 1 || want > 2000))
+        return ferry__srv_error(rq, 400, "invalid_parameter",
+                                "lines: must be an integer from 1 to 2000");
+    const char *dir = ferry_control_log_dir(rq->srv->o.control);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run-%lld.log", dir ? dir : "", id);
+    FILE *f = dir ? fopen(path, "rb") : NULL;
+    if (f == NULL)
+        return ferry__srv_error(rq, 404, "not_found", "run %lld has no worker log here", id);
+    /* the tail: at most the last 256 KiB, then the last `want` lines of it */
+    enum { TAIL_MAX = 256 * 1024 };
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long from = size > TAIL_MAX ? size - TAIL_MAX : 0;
+    fseek(f, from, SEEK_SET);
+    char *buf = ferry_malloc(TAIL_MAX + 1);
+    size_t n = buf ? fread(buf, 1, TAIL_MAX, f) : 0;
+    fclose(f);
+    if (buf == NULL) return ferry__srv_error(rq, 500, "internal", "out of memory");
+    buf[n] = '\0';
+    /* split into lines; a partial first line of a cut tail is dropped */
+    char *p = buf;
+    if (from > 0) {
+        char *nl = strchr(p, '\n');
+        p = nl ? nl + 1 : buf + n;
+    }
+    json_t *all = json_array();
+    char *save = NULL;
+    for (char *l = strtok_r(p, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    {
+        json_t *v = json_string(l);
+        json_array_append_new(all, v ? v : json_string("(a line that is not UTF-8)"));
+    }
+    size_t total = json_array_size(all);
+    size_t skip = total > (size_t)want ? total - (size_t)want : 0;
+    bool truncated = skip > 0 || from > 0;
+    json_t *arr = json_array();
+    for (size_t i = skip; i < total; i++) json_array_append(arr, json_array_get(all, i));
+    json_decref(all);
+    ferry_free(buf);
+    return ferry__srv_json(rq, 200, json_pack("{s:I,s:o,s:b}", "id", (json_int_t)id, "lines", arr,
+                                              "truncated", truncated));
 }

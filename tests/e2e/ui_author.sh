@@ -25,6 +25,11 @@ api GET "/v1/schedules/$sid" > /dev/null
 run=$(sed -n 's/^run \([0-9]*\) completed$/\1/p' ui.log)
 [ "$(run_state "$run")" = completed ] || fail "run $run: $BODY"
 worker_exited "$run"
+api GET "/v1/runs/$run/log?lines=1" > log.json
+[ "$CODE" = 200 ] && [ "$(jq '.lines | length' log.json)" = 1 ] && jq -e '.truncated and (.lines[0] | test("completed"))' log.json > /dev/null \
+  || fail "log tail: $CODE $(cat log.json)"
+api GET "/v1/runs/$run/log?lines=0" > /dev/null; [ "$CODE" = 400 ] || fail "lines=0: $CODE"
+api GET "/v1/runs/999/log" > /dev/null; [ "$CODE" = 404 ] || fail "log of an unknown run: $CODE"
 same_table ref.db authored.db orders || fail "the authored pipeline's destination differs from the reference"
 for f in $(sed -n 's/^screenshot: //p' ui.log); do [ -s "$f" ] || fail "empty screenshot $f"; done
 stop_serve

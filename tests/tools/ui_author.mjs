@@ -62,6 +62,7 @@ try {
   const runId = page.url().match(/#\/runs\/(\d+)/)[1];
   await page.waitForSelector('#r-state .badge[data-state="completed"]', { timeout: 60000 });
   await page.waitForSelector('tr[data-attempt="1"] .badge[data-state="completed"]', { timeout: 15000 });
+  await page.waitForFunction(() => /worker pid \d+: run \d+/.test(document.querySelector('#r-log')?.textContent ?? ''), null, { timeout: 15000 });
   await shot('run');
   console.log(`run ${runId} completed`);
   if (errors.length) fail(`page errors: ${errors.join('; ')}`);

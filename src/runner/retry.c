@@ -147,6 +147,7 @@ static int run_attempts(struct ferry_run_options *o, const struct ferry_retry_op
             ferry_log(FERRY_LOG_WARN, "run %" PRId64 ": traces not exported: %s", run_id, te.message);
         ferry_notifier_set_run(nt, run_id);
         if (rc == FERRY_OK || rc == FERRY_EPAUSED || !ferry_error_is_transient(err)) return rc;
+        if (o->shard_resource) return rc; /* a shard task: the coordinator's run decides */
         if (ro->on_failed_attempt) ro->on_failed_attempt(ro->ctx, res, err);
         int max = ro->override_max >= 0 ? ro->override_max
                   : policy->max >= 0    ? policy->max
@@ -160,8 +161,10 @@ static int run_attempts(struct ferry_run_options *o, const struct ferry_retry_op
                   "of %d in %.1f s: %s", run_id, attempt, retry, max, (double)delay / 1000.0,
                   err->message);
         if (!wait_ms(delay, ro->stop)) return rc;
-        /* the same logical run, from its durable checkpoints */
+        /* the same logical run, from its durable checkpoints, in a new attempt of its own
+         * (a pull worker's claim covered the first one only) */
         if (run_id > 0) o->resume_run_id = run_id;
         o->fresh = false;
+        o->claimed_attempt = 0;
     }
 }

@@ -15,6 +15,12 @@ pgq -c "CREATE TABLE src (id bigint PRIMARY KEY, name text NOT NULL, amount nume
 pgq -c "INSERT INTO src SELECT g, md5(g::text), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 minute'
         FROM generate_series(1, 12000) g"
 
+# A webhook receiver (tests/tools/webhook_receiver.py) for the retry notifications.
+export HOOK_SECRET="hook-$RANDOM$RANDOM"
+HOOK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 "$FERRY_SRC/tests/tools/webhook_receiver.py" "$HOOK_PORT" "$HOOK_SECRET" "$T/hooks.log" &
+EXTRA_PIDS="$EXTRA_PIDS $!"
+
 # pipeline FILE NAME SCHEMA URLVAR
 pipeline() {
   cat > "$1" <<YAML
@@ -32,6 +38,7 @@ sink:
   write: upsert
 batch: {rows: 500}
 retries: {max: 6, backoff: 500ms, max_backoff: 4s}
+notify: [{webhook: "http://127.0.0.1:$HOOK_PORT/hook", secret: env:HOOK_SECRET, on: [run.retry_scheduled, run.completed]}]
 YAML
 }
 
@@ -82,7 +89,15 @@ jq -e '(.attempts | length) >= 2 and .attempts[0].state == "failed" and (.attemp
        and .attempts[0].retry_scheduled == true and (.attempts | last).state == "completed"' cli-show.json > /dev/null \
   || fail "attempt history in ferry show: $(jq -c .attempts cli-show.json)"
 same_copy cli
-pass "ferry run --retries: PostgreSQL restarted mid-copy, $attempt attempts, exact copy"
+for _ in $(seq 1 100); do
+  jq -e -s "[.[] | select(.valid and .body.run_id == $run and .event == \"run.completed\")] | length == 1" "$T/hooks.log" > /dev/null 2>&1 && break
+  sleep 0.05
+done
+jq -e -s "[.[] | select(.body.run_id == $run)] | all(.valid) and
+          ([.[] | select(.body.run_id == $run and .event == \"run.retry_scheduled\" and (.body.data.reason | length > 0))] | length) == $retries and
+          ([.[] | select(.body.run_id == $run and .event == \"run.completed\")] | length) == 1" "$T/hooks.log" > /dev/null \
+  || fail "notifications of the retried run: $(cat "$T/hooks.log")"
+pass "ferry run --retries: PostgreSQL restarted mid-copy, $attempt attempts, exact copy, retries notified (signed)"
 
 # ---- a wrong password: permanent, one attempt -----------------------------------------------
 pipeline bad.yaml bad bad BAD_URL

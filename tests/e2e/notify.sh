@@ -3,7 +3,8 @@
 # ferry (tests/tools/webhook_receiver.py, Python's hmac) verifies the HMAC-SHA256 signature
 # and the timestamp of every delivery. `ferry run`: run.completed and run.failed arrive,
 # signed, with run id and pipeline; the Slack body; a receiver refusing the signature (a
-# target with another secret) makes a dead letter. `ferry serve`: the receiver is down when
+# target with another secret) makes a dead letter; the server-wide default target from the
+# environment; run.paused on Ctrl-C. `ferry serve`: the receiver is down when
 # the run ends; each notification still arrives, once, when it is back; dead letters are
 # listed by GET /v1/notifications?state=dead; the secret appears in no response.
 . "$(dirname "$0")/lib.sh"
@@ -67,6 +68,22 @@ FERRY_NOTIFY_WEBHOOK="http://127.0.0.1:$P1/default" FERRY_NOTIFY_SECRET=env:HOOK
 run5=$(jq -r .run_id plain.json)
 wait_log hooks1.log "[.[] | select(.valid and .event == \"run.completed\" and .body.run_id == $run5 and .body.pipeline == \"plain\")] | length == 1"
 pass "FERRY_NOTIFY_WEBHOOK: a pipeline without notify: is notified by the default target"
+
+# ---- run.paused: Ctrl-C (SIGINT) pauses a run; the pause is notified ----------------------
+ROWS=60000 sample_yaml pausing "$T/pausing.db" \
+  "notify: [{webhook: \"http://127.0.0.1:$P1/pause\", secret: env:HOOK_SECRET, on: [run.paused]}]" > pausing.yaml
+FERRY_FAILPOINTS="after_sink_apply=sleep(300)" "$FERRY_BIN" run pausing.yaml --state "$T/pause-state.db" --json > paused.json &
+ppid=$!
+for _ in $(seq 1 400); do
+  [ "$(q "$T/pause-state.db" "SELECT count(*) FROM runs WHERE state = 'running' AND rows > 0" 2>/dev/null)" = 1 ] && break
+  sleep 0.05
+done
+kill -INT $ppid
+rc=0; wait $ppid || rc=$?
+[ $rc = 5 ] || fail "a paused run exits 5, got $rc: $(cat paused.json)"
+run6=$(jq -r .run_id paused.json)
+wait_log hooks1.log "[.[] | select(.valid and .event == \"run.paused\" and .body.run_id == $run6)] | length == 1"
+pass "run.paused notified when Ctrl-C pauses a run"
 
 # ---- ferry serve: the receiver is down when the run ends, and gets it once back ------------
 P2=$(free_port)

@@ -12,7 +12,7 @@ const fmtInt = (n) => Number(n || 0).toLocaleString('en-US');
 const fmtBytes = (n) => { n = Number(n || 0); const u = ['B', 'kB', 'MB', 'GB', 'TB']; let i = 0; while (n >= 1000 && i < u.length - 1) { n /= 1000; i++; } return `${n.toFixed(i ? 1 : 0)} ${u[i]}`; };
 const fmtTime = (us) => us ? new Date(us / 1000).toISOString().replace('T', ' ').slice(0, 19) + 'Z' : '—';
 const badge = (s) => `<span class="badge ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
-const FINAL = new Set(['completed', 'failed', 'canceled']);
+const FINAL = new Set(['completed', 'partial', 'failed', 'canceled']);
 
 let token = sessionStorage.getItem('ferry-token') || '';
 let current = null; // the active view's cleanup
@@ -75,10 +75,10 @@ async function pipelinesView() {
   const load = async () => {
     const j = await api('GET', '/v1/pipelines');
     if (!j.pipelines.length) {
-      $('#pipes').innerHTML = '<p class="muted">No pipeline yet. Register one: <code>curl -X POST --data-binary @pipeline.yaml -H "Authorization: Bearer …" /v1/pipelines</code> or <code>ferry pipelines apply FILE --server URL</code>.</p>';
+      $('#pipes').innerHTML = '<p><a href="#/edit" id="new-pipeline">New pipeline</a></p><p class="muted">No pipeline yet. Register one: <code>curl -X POST --data-binary @pipeline.yaml -H "Authorization: Bearer …" /v1/pipelines</code> or <code>ferry pipelines apply FILE --server URL</code>.</p>';
       return;
     }
-    $('#pipes').innerHTML = `<table><thead><tr><th>Pipeline</th><th class="hide-narrow">Version</th><th class="hide-narrow">Schedules</th><th>Last run</th><th></th></tr></thead><tbody>${
+    $('#pipes').innerHTML = `<p><a href="#/edit" id="new-pipeline">New pipeline</a></p><table><thead><tr><th>Pipeline</th><th class="hide-narrow">Version</th><th class="hide-narrow">Schedules</th><th>Last run</th><th></th></tr></thead><tbody>${
       j.pipelines.map((p) => `<tr data-pipeline="${esc(p.name)}">
         <td><a href="#/pipelines/${encodeURIComponent(p.name)}">${esc(p.name)}</a></td>
         <td class="hide-narrow mono" title="${esc(p.version)}">${esc(p.version.slice(0, 12))} <span class="muted">(${p.versions})</span></td>
@@ -111,8 +111,10 @@ async function pipelineView(name) {
       <div class="stat"><b>${p.versions}</b><span>versions</span></div>
       <div class="stat"><b>${p.retries}</b><span>retries when a worker is lost</span></div>
     </div>
-    <h2>Schedules</h2><div class="card">${p.schedules.length ? `<table><thead><tr><th>Cron</th><th>Zone</th><th>Overlap</th><th>Next</th><th class="hide-narrow">Last run</th></tr></thead><tbody>${
-      p.schedules.map((s) => `<tr><td><code>${esc(s.cron)}</code>${s.enabled ? '' : ' <span class="muted">(off)</span>'}</td><td>${esc(s.timezone)}</td><td>${esc(s.overlap)}</td><td>${fmtTime(s.next_us)}</td><td class="hide-narrow">${s.last_run ? `<a href="#/runs/${s.last_run}">#${s.last_run}</a>` : '—'}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none</span>'}</div>
+    <p><a href="#/edit/${encodeURIComponent(p.name)}" id="edit">Edit the pipeline</a></p>
+    <h2>Schedules</h2><div class="card">${p.schedules.length ? `<table><thead><tr><th>Cron</th><th>Zone</th><th>Overlap</th><th>Next</th><th class="hide-narrow">Last run</th><th></th></tr></thead><tbody>${
+      p.schedules.map((s) => `<tr data-schedule="${s.id}"><td><code>${esc(s.cron)}</code>${s.enabled ? '' : ' <span class="muted">(off)</span>'}</td><td>${esc(s.timezone)}</td><td>${esc(s.overlap)}</td><td>${fmtTime(s.next_us)}</td><td class="hide-narrow">${s.last_run ? `<a href="#/runs/${s.last_run}">#${s.last_run}</a>` : '—'}</td><td><button class="s-toggle" data-id="${s.id}" data-enabled="${s.enabled}">${s.enabled ? 'Switch off' : 'Switch on'}</button> <button class="s-rm danger" data-id="${s.id}">Remove</button></td></tr>`).join('')}</tbody></table>` : '<span class="muted">none</span>'}
+      <form id="s-add" class="inline"><input id="s-cron" placeholder="cron: 0 3 * * *" required> <input id="s-tz" placeholder="UTC"> <select id="s-overlap"><option>skip</option><option>queue</option><option>allow</option></select> <button type="submit">Add schedule</button> <span id="s-error" class="error"></span></form></div>
     <h2>Versions</h2><div class="card"><table><thead><tr><th>Version</th><th>Recorded</th></tr></thead><tbody>${
       vs.versions.map((v) => `<tr><td class="mono">${esc(v.version.slice(0, 16))}${v.current ? ' <span class="badge completed">current</span>' : ''}</td><td>${fmtTime(v.created_us)}</td></tr>`).join('')}</tbody></table></div>
     <h2>Recent runs</h2><div class="card">${runsTable(runs.runs)}</div>
@@ -121,6 +123,63 @@ async function pipelineView(name) {
     const r = await api('POST', `/v1/pipelines/${encodeURIComponent(name)}/runs`, {});
     location.hash = `#/runs/${r.id}`;
   });
+  scheduleForm(name, () => pipelineView(name));
+}
+
+// ---- authoring: the pipeline editor (#/edit, #/edit/NAME) ----
+// The server validates (POST /v1/pipelines); a refusal names the key and its line, which the
+// gutter marks. An existing pipeline is edited from its saved request (JSON is YAML).
+
+async function editView(name) {
+  setNav('pipelines');
+  let text = 'version: 1\nname: \nsource:\n  type: sample\n  rows: 1000\n  resources:\n    - {table: orders, mode: full}\nsink:\n  type: sqlite\n  path: /tmp/out.db\n';
+  if (name) text = JSON.stringify((await api('GET', `/v1/pipelines/${encodeURIComponent(name)}`)).spec, null, 2) + '\n';
+  $('#view').innerHTML = `<h1>${name ? `Edit ${esc(name)}` : 'New pipeline'}</h1>
+    <div id="e-error"></div>
+    <div class="card editor"><pre id="e-gutter" class="gutter"></pre><textarea id="e-text" spellcheck="false" wrap="off"></textarea></div>
+    <p><button id="e-save">Validate and save</button> <span class="muted">secrets only as env:NAME or file:PATH references</span></p>`;
+  const ta = $('#e-text');
+  ta.value = text;
+  let bad = 0;
+  const gutter = () => {
+    const n = ta.value.split('\n').length;
+    $('#e-gutter').innerHTML = Array.from({ length: n }, (_, i) => `<span data-line="${i + 1}"${i + 1 === bad ? ' class="error-line"' : ''}>${i + 1}</span>`).join('\n');
+    $('#e-gutter').scrollTop = ta.scrollTop;
+  };
+  ta.addEventListener('input', () => { bad = 0; gutter(); });
+  ta.addEventListener('scroll', () => { $('#e-gutter').scrollTop = ta.scrollTop; });
+  gutter();
+  $('#e-save').addEventListener('click', async () => {
+    const r = await fetch('/v1/pipelines', { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/yaml' }, body: ta.value });
+    const j = await r.json().catch(() => null);
+    if (r.ok) { location.hash = `#/pipelines/${encodeURIComponent(j.name)}`; return; }
+    const msg = j?.error?.message || `HTTP ${r.status}`;
+    const m = msg.match(/\(line (\d+)\)|line (\d+)/);
+    bad = m ? Number(m[1] || m[2]) : 0;
+    $('#e-error').innerHTML = `<div class="errorbox" id="edit-error"${bad ? ` data-line="${bad}"` : ''}>${bad ? `line ${bad}: ` : ''}${esc(msg)}</div>`;
+    gutter();
+    if (bad) {
+      const lines = ta.value.split('\n');
+      const start = lines.slice(0, bad - 1).join('\n').length + (bad > 1 ? 1 : 0);
+      ta.focus();
+      ta.setSelectionRange(start, start + (lines[bad - 1] || '').length);
+    }
+  });
+}
+
+// Schedules of a pipeline: create, switch on/off, remove (POST/PATCH/DELETE /v1/schedules).
+function scheduleForm(name, reload) {
+  $('#s-add').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    try {
+      await api('POST', '/v1/schedules', { pipeline: name, cron: $('#s-cron').value.trim(), timezone: $('#s-tz').value.trim() || 'UTC', overlap: $('#s-overlap').value });
+      reload();
+    } catch (err) { $('#s-error').textContent = err.message; }
+  });
+  for (const b of document.querySelectorAll('button.s-rm'))
+    b.addEventListener('click', async () => { await api('DELETE', `/v1/schedules/${b.dataset.id}`); reload(); });
+  for (const b of document.querySelectorAll('button.s-toggle'))
+    b.addEventListener('click', async () => { await api('PATCH', `/v1/schedules/${b.dataset.id}`, { enabled: b.dataset.enabled !== 'true' }); reload(); });
 }
 
 // ---- runs ----
@@ -134,7 +193,7 @@ function runsTable(runs) {
 async function runsView(params) {
   setNav('runs');
   const pipes = await api('GET', '/v1/pipelines');
-  const states = ['', 'requested', 'running', 'paused', 'completed', 'failed', 'canceled'];
+  const states = ['', 'requested', 'running', 'paused', 'completed', 'partial', 'failed', 'canceled'];
   $('#view').innerHTML = `<h1>Runs</h1>
     <div class="filters">
       <label>Pipeline <select id="f-pipeline"><option value="">all</option>${pipes.pipelines.map((p) => `<option${params.get('pipeline') === p.name ? ' selected' : ''}>${esc(p.name)}</option>`).join('')}</select></label>
@@ -171,8 +230,10 @@ async function runView(id) {
     </div>
     <div class="stats" id="r-stats"></div>
     <h2>Resources</h2><div class="card" id="r-resources"></div>
+    <h2>Attempts</h2><div class="card" id="r-attempts"></div>
     <h2>Rows per second</h2><div class="card"><canvas id="r-chart" width="1000" height="140"></canvas><div class="muted" id="r-rate"></div></div>
     <h2>Checkpoints</h2><div class="card" id="r-checkpoints"></div>
+    <h2>Worker log <span class="muted">(last 50 lines)</span></h2><div class="card"><pre id="r-log" class="mono">…</pre></div>
     <h2>Events <span class="muted" id="r-evcount"></span></h2><div class="card"><div id="feed"></div></div>`;
   let run = null;
   const render = () => {
@@ -198,11 +259,20 @@ async function runView(id) {
           <td class="hide-narrow">${esc(r.mode)} → ${esc(r.write)}</td><td>${badge(r.state)}</td><td class="num">${fmtInt(r.rows)}</td>
           <td class="num hide-narrow">${fmtInt(r.integrity.verified)}</td><td class="num hide-narrow${r.integrity.diverged ? ' error' : ''}">${fmtInt(r.integrity.diverged)}</td></tr>`;
       }).join('')}</tbody></table>` : '<span class="muted">not started yet</span>';
+    const att = run.attempts || [];
+    $('#r-attempts').innerHTML = att.length ? `<table><thead><tr><th>Attempt</th><th>State</th><th class="hide-narrow">Started</th><th>Error, retry</th></tr></thead><tbody>${
+      att.map((a) => `<tr data-attempt="${a.attempt}"><td>#${a.attempt}</td><td>${badge(a.state)}</td><td class="hide-narrow">${a.started_us ? fmtTime(a.started_us) : '—'}</td><td>${a.error ? `<div class="resource-error">${esc(a.error)}</div>` : ''}${a.retry_scheduled ? `<span class="muted">retry scheduled${a.retry_at_us ? ' for ' + fmtTime(a.retry_at_us) : ''}</span>` : ''}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none yet</span>';
     const cps = run.resources.flatMap((r) => r.checkpoints.map((c) => ({ r: r.resource, ...c })));
     $('#r-checkpoints').innerHTML = cps.length ? `<table><thead><tr><th>Resource</th><th>Shard</th><th>Position</th><th class="hide-narrow">Saved</th></tr></thead><tbody>${
       cps.map((c) => `<tr><td>${esc(c.r)}</td><td>${c.shard}</td><td class="mono">${esc(JSON.stringify(c.position))}</td><td class="hide-narrow">${fmtTime(c.updated_us)}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none yet</span>';
   };
-  const refresh = async () => { run = await api('GET', `/v1/runs/${id}`); render(); };
+  const loadLog = async () => {
+    try {
+      const l = await api('GET', `/v1/runs/${id}/log?lines=50`);
+      $('#r-log').textContent = l.lines.join('\n') || '(empty)';
+    } catch (err) { if ($('#r-log')) $('#r-log').textContent = err.status === 404 ? 'no worker log on this server' : err.message; }
+  };
+  const refresh = async () => { run = await api('GET', `/v1/runs/${id}`); render(); loadLog(); };
   await refresh();
 
   // rows/s: batch.written rows per wall-clock second, drawn as bars.
@@ -317,6 +387,7 @@ async function route() {
     if (parts[0] === 'runs' && parts[1]) current = await runView(parts[1]);
     else if (parts[0] === 'runs') current = await runsView(params);
     else if (parts[0] === 'pipelines' && parts[1]) current = await pipelineView(parts[1]);
+    else if (parts[0] === 'edit') current = await editView(parts[1]);
     else current = await pipelinesView();
   } catch (err) {
     if (err.status !== 401) viewError(err);

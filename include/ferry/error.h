@@ -9,6 +9,7 @@
 #ifndef FERRY_ERROR_H
 #define FERRY_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -44,6 +45,8 @@ struct ferry_error {
     int code;                               /* enum ferry_code */
     char origin[24];                        /* "sqlite", "libpq", "http 503", "config"... */
     char message[FERRY_ERROR_MESSAGE_MAX];
+    bool transient;                         /* set where the error is made: retrying the
+                                             * same work may succeed (ferry_error_is_transient) */
 };
 
 /* Sets *err (when err is not NULL) and returns code. printf-style message. */
@@ -56,6 +59,18 @@ int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void ferry_error_clear(struct ferry_error *err);
+
+/* Classification for retries (docs/operations.md, retries). The layer that makes an error
+ * knows whether trying again may help: a refused or reset connection, a server restarting,
+ * a timeout, a serialization failure, HTTP 5xx or 429. It says so with
+ * ferry_error_set_transient() right after ferry_error_set() (which clears the mark).
+ * Returns err->code (FERRY_OK when err is NULL). */
+int ferry_error_set_transient(struct ferry_error *err);
+
+/* Whether a failed attempt may be retried: marked transient, or a timeout, or an HTTP
+ * origin with status 5xx or 429 - and never a permanent code (config, policy, integrity,
+ * not found, unsupported, paused, canceled, fenced), whatever the mark says. */
+bool ferry_error_is_transient(const struct ferry_error *err);
 
 /* Stable lower-case name of a code ("config", "integrity"...), used in JSON and exit. */
 const char *ferry_code_name(int code);

@@ -23,6 +23,15 @@
 extern "C" {
 #endif
 
+/* retries: (docs/pipeline-file.md): failed attempts whose error is transient are run again
+ * from the run's durable checkpoints after backoff * 2^(n-1), capped at max_backoff and
+ * jittered. */
+struct ferry_retry_policy {
+    int max;                /* -1: not written (the caller's default) */
+    int64_t backoff_ms;     /* default 10 s */
+    int64_t max_backoff_ms; /* default 10 min */
+};
+
 struct ferry_batch_opts {
     int64_t rows;           /* default 50000 */
     int64_t bytes;          /* default 4 MiB */
@@ -54,6 +63,8 @@ struct ferry_pipeline_spec {
     struct ferry_batch_opts batch;
     char *verify;                  /* "after_run" | "none" as written, NULL when absent;
                                     * read and stored, not acted on yet */
+    struct ferry_retry_policy retries;
+    bool on_resource_error_continue; /* on_resource_error: continue (default fail) */
     char version[65];              /* hex SHA-256 of the route definition */
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };

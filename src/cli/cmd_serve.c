@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "notify/notify.h"
 #include "bus/bus.h"
 #include "cli/commands.h"
 #include "control/control.h"
@@ -298,8 +299,15 @@ int ferry_cli_serve(int argc, char **argv)
                    ferry_store_path(st));
         }
         fflush(stdout);
-        while (!g_quit)
+        /* Notifications left pending by the processes that ran the runs (a receiver down,
+         * a worker gone) are delivered from here, with their backoff (notify/notify.c). */
+        struct ferry_store *nst = NULL;
+        if (control && ferry_store_open(state, &nst, NULL) != FERRY_OK) nst = NULL;
+        for (int tick = 0; !g_quit; tick++) {
             usleep(100000);
+            if (nst && tick % 10 == 0) ferry_notify_deliver_due(nst, 10, NULL, NULL);
+        }
+        ferry_store_close(nst);
         fprintf(stderr, "ferry serve: stopping\n");
     }
     ferry_server_stop(srv);

@@ -21,6 +21,7 @@
 #include "bus/bus.h"
 #include "cli/commands.h"
 #include "ferry/core.h"
+#include "runner/retry.h"
 #include "runner/runner.h"
 #include "store/store.h"
 
@@ -61,6 +62,20 @@ static void record_early_failure(const char *state, const char *bus_url, int64_t
     }
     ferry_run_info_clear(&run);
     ferry_store_close(st);
+}
+
+/* A retried run that could not start is failed meanwhile, not left `requested` (where a
+ * dispatcher could start it a second time). */
+struct early_ctx {
+    const char *state, *bus;
+    int64_t run_id;
+    int claimed; /* a pull worker's claimed attempt of the first try */
+};
+
+static void early_failed(void *ctx, const struct ferry_run_result *res, const struct ferry_error *e)
+{
+    const struct early_ctx *ec = ctx;
+    if (res->attempt == 0) record_early_failure(ec->state, ec->bus, ec->run_id, ec->claimed, e);
 }
 
 /* ---- ferry worker --pull ---- */
@@ -154,7 +169,11 @@ static int pull_once(const struct pull_opts *po, struct ferry_store *st, bool *w
     fflush(stdout);
     o.resume_run_id = run_id;
     o.claimed_attempt = attempt;
-    rc = ferry_runner_run(&o, &res, &e);
+    /* a run this worker claimed is server-managed: retried on transient errors (retry.h) */
+    struct early_ctx ec = {po->state, po->bus, run_id, attempt};
+    struct ferry_retry_options ro = {.default_max = 3, .override_max = -1, .stop = &g_quit,
+                                     .on_failed_attempt = early_failed, .ctx = &ec};
+    rc = ferry_runner_run_retrying(&o, &ro, &res, &e);
     if (rc != FERRY_OK && rc != FERRY_EPAUSED && res.attempt == 0)
         record_early_failure(po->state, po->bus, run_id, attempt, &e);
     print_result(run_id, "as its worker", &res, rc, &e);
@@ -301,7 +320,13 @@ int ferry_cli_worker(int argc, char **argv)
     ferry_error_clear(&err);
     fprintf(stdout, "worker pid %d: run %" PRId64 "\n", (int)getpid(), run_id);
     fflush(stdout);
-    int rc = ferry_runner_run(&o, &res, &err);
+    /* Runs the server manages are retried on transient errors: 3 times unless the pipeline
+     * says otherwise (retries:), in this process, from the run's checkpoints. */
+    struct early_ctx ec = {state, bus, run_id, 0};
+    struct ferry_retry_options ro = {.default_max = 3, .override_max = -1,
+                                     .stop = &g_quit, .on_failed_attempt = early_failed,
+                                     .ctx = &ec};
+    int rc = ferry_runner_run_retrying(&o, &ro, &res, &err);
     if (rc != FERRY_OK && rc != FERRY_EPAUSED && res.attempt == 0)
         record_early_failure(state, bus, run_id, 0, &err);
     fprintf(stdout, "run %" PRId64 " %s: %" PRId64 " rows, %" PRId64 " batches, %.2f s\n", run_id,

@@ -17,6 +17,9 @@ int ferry_cli_pipelines(int argc, char **argv); /* cmd_pipelines.c: pipelines ap
 /* cmd_runs_remote.c: `runs start|watch` (a server with --server/FERRY_SERVER, else the
  * local state); main.c keeps plain `runs`, the local listing. */
 int ferry_cli_runs_remote(int argc, char **argv);
+/* cmd_ops.c: `schedules add|list|rm` (through a server), `runs retry RUN`. */
+int ferry_cli_schedules(int argc, char **argv);
+int ferry_cli_runs_retry(int argc, char **argv);
 /* cmd_cdc.c: `cdc drop FILE`; the --follow epoch wait (false when a signal arrived: stop);
  * duration text ("10s", "500ms") -> ms, 0 or -1. ferry_cli_signaled is set by main.c's
  * signal handler. */

@@ -12,8 +12,10 @@
 #include <unistd.h>
 #include "bus/bus.h"
 #include "cli/commands.h"
+#include "control/attempts.h"
 #include "ferry/core.h"
 #include "ferry/connector.h"
+#include "runner/retry.h"
 #include "runner/runner.h"
 #include "store/store.h"
 
@@ -31,6 +33,7 @@ struct cli {
     const char *pipeline;
     int limit;
     int64_t after;
+    int retries; /* run --retries N (-1: the pipeline's retries.max, else 0) */
 };
 
 static const char *usage_main =
@@ -58,6 +61,8 @@ static const char *usage_main =
     "  pipelines apply FILE   register a pipeline (with a server: --server URL or $FERRY_SERVER)\n"
     "  runs start PIPELINE    request a run of a registered pipeline\n"
     "  runs watch RUN         follow a run's events until it ends\n"
+    "  runs retry RUN         a failed run again, from its checkpoints\n"
+    "  schedules add|list|rm  cron schedules of registered pipelines (with a server)\n"
     "  version           print the version\n"
     "\n"
     "common options:\n"
@@ -76,7 +81,7 @@ static void command_help(const char *cmd)
 {
     if (!strcmp(cmd, "run"))
         printf("usage: ferry run FILE [--state PATH] [--bus URL] [--fresh] [--json] [--quiet]\n"
-               "                      [--follow [--epoch 10s] [--epoch-rows N]]\n\n"
+               "                      [--follow [--epoch 10s] [--epoch-rows N]] [--retries N]\n\n"
                "Runs the pipeline FILE. When the newest run of the same pipeline version did not\n"
                "complete (crash, kill, pause, failure), it is resumed from its last durable\n"
                "checkpoint; --fresh starts a new run instead. Ctrl-C (SIGINT) or SIGTERM once: drain what was\n"
@@ -86,7 +91,10 @@ static void command_help(const char *cmd)
                "each committing and acknowledging the replication slot, until a signal;\n"
                "--epoch-rows N also ends an epoch after N changes (the next starts at once).\n"
                "--bus URL (or $FERRY_BUS): where the run's events go: inproc (default, the state\n"
-               "file), postgres://... or nats://... (docs/operations.md, choosing a bus).\n");
+               "file), postgres://... or nats://... (docs/operations.md, choosing a bus).\n"
+               "--retries N: an attempt failing on a transient error (connection refused or\n"
+               "reset, server restart, timeout, HTTP 5xx/429) is retried up to N times from the\n"
+               "run's checkpoints, with the pipeline's retries: backoff (default 0 retries).\n");
     else if (!strcmp(cmd, "check"))
         printf("usage: ferry check FILE [--state PATH]\n\n"
                "Loads FILE, connects to source and sink, discovers the resources, applies the\n"
@@ -180,7 +188,10 @@ static int cmd_run(struct cli *c, const char *file, int64_t resume_id, bool chec
     struct ferry_error err;
     ferry_error_clear(&err);
     int64_t started = ferry_now_mono_us();
-    int rc = ferry_runner_run(&o, &res, &err);
+    /* failed attempts with a transient error: again, from the run's checkpoints */
+    struct ferry_retry_options ro = {.default_max = 0, .override_max = c->retries,
+                                     .stop = &ferry_cli_signaled};
+    int rc = check ? ferry_runner_run(&o, &res, &err) : ferry_runner_run_retrying(&o, &ro, &res, &err);
     if (check) return rc == FERRY_OK ? (printf("ok: %s\n", file), 0) : fail(c, &err);
     int status = report_run(c, rc, &res, &err);
     /* cdc: a stream that stopped at a schema change goes on at once in a new run; --follow
@@ -222,7 +233,9 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
         free(s);
         json_decref(j);
         if (rc != FERRY_OK) fprintf(stderr, "ferry: %s: %s\n", rc == FERRY_EPAUSED ? "paused" : "error", err.message);
-        return ferry_code_exit_status(rc);
+        if (rc == FERRY_OK && res.partial)
+            fprintf(stderr, "ferry: run %" PRId64 " partial: %s\n", res.run_id, res.partial_message);
+        return rc == FERRY_OK && res.partial ? 1 : ferry_code_exit_status(rc);
     }
     if (res.run_id > 0 && !c->quiet) {
         double secs = res.seconds > 0 ? res.seconds : 1e-9;
@@ -237,6 +250,11 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
         return ferry_code_exit_status(rc);
     }
     if (rc != FERRY_OK) return fail(c, &err);
+    /* on_resource_error: continue - committed, but not everything moved: exit 1 */
+    if (res.partial) {
+        fprintf(stderr, "ferry: run %" PRId64 " partial: %s\n", res.run_id, res.partial_message);
+        return 1;
+    }
     return 0;
 }
 
@@ -318,6 +336,33 @@ static void show_skips(const struct cli *c, struct ferry_store *st, int64_t id,
     json_decref(sk);
 }
 
+/* The attempt history (control/attempts.c) into j.attempts, and printed. */
+static void show_attempts(struct cli *c, struct ferry_store *st, int64_t id, json_t *j)
+{
+    struct ferry_bus *bus = NULL;
+    if (c->bus && c->bus[0] && strcmp(c->bus, "inproc") != 0 &&
+        ferry_bus_open(c->bus, c->state, &bus, NULL) != FERRY_OK)
+        return;
+    json_t *att = ferry_control_attempts(st, bus, id, NULL);
+    ferry_bus_close(bus);
+    if (att == NULL) return;
+    size_t i;
+    json_t *a;
+    if (!c->json && json_array_size(att) > 0) printf("attempts:\n");
+    json_array_foreach(att, i, a) {
+        if (c->json) break;
+        char t[40] = "-";
+        json_t *started = json_object_get(a, "started_us");
+        if (json_is_integer(started)) ferry_format_time_us(json_integer_value(started), t, sizeof t);
+        const char *e = json_string_value(json_object_get(a, "error"));
+        printf("  #%-3d %-10s started %s%s%s%s\n", (int)json_integer_value(json_object_get(a, "attempt")),
+               json_string_value(json_object_get(a, "state")), t,
+               json_is_true(json_object_get(a, "retry_scheduled")) ? "  retried" : "",
+               e ? "  " : "", e ? e : "");
+    }
+    json_object_set_new(j, "attempts", att);
+}
+
 static int cmd_show(struct cli *c, int64_t id)
 {
     struct ferry_store *st;
@@ -390,6 +435,7 @@ static int cmd_show(struct cli *c, int64_t id)
             ferry_checkpoints_free(cps, ncp);
         }
         json_object_set_new(j, "resources", ja);
+        show_attempts(c, st, id, j);
         if (c->json)
             print_json(j);
         else
@@ -543,7 +589,7 @@ static int cmd_connectors(struct cli *c)
 
 int main(int argc, char **argv)
 {
-    struct cli c = {.state = ferry_store_default_url(), .limit = 50};
+    struct cli c = {.state = ferry_store_default_url(), .limit = 50, .retries = -1};
     c.bus = getenv("FERRY_BUS");
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         if (argc >= 3 && !strcmp(argv[1], "help")) {
@@ -561,6 +607,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "copy")) return ferry_cli_copy(argc, argv);
     if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);
     if (!strcmp(cmd, "pipelines")) return ferry_cli_pipelines(argc, argv);
+    if (!strcmp(cmd, "schedules")) return ferry_cli_schedules(argc, argv);
+    if (!strcmp(cmd, "runs") && argc > 2 && !strcmp(argv[2], "retry")) return ferry_cli_runs_retry(argc, argv);
     if (!strcmp(cmd, "runs") && argc > 2 && (!strcmp(argv[2], "start") || !strcmp(argv[2], "watch")))
         return ferry_cli_runs_remote(argc, argv);
     static const struct option opts[] = {
@@ -571,6 +619,7 @@ int main(int argc, char **argv)
         {"limit", required_argument, NULL, 'l'}, {"after", required_argument, NULL, 'a'},
         {"epoch", required_argument, NULL, 'E'}, {"epoch-rows", required_argument, NULL, 'R'},
         {"bus", required_argument, NULL, 'B'},   {"help", no_argument, NULL, 'h'},
+        {"retries", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -594,6 +643,16 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'r': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 0 || v > 100) {
+                fprintf(stderr, "ferry: --retries takes a number from 0 to 100\n");
+                return 2;
+            }
+            c.retries = (int)v;
+            break;
+        }
         case 'q': c.quiet = true; break;
         case 'p': c.pipeline = optarg; break;
         case 'l': c.limit = atoi(optarg) > 0 ? atoi(optarg) : 50; break;

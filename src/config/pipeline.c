@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "notify/notify.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/core.h"
@@ -30,7 +31,8 @@ static const char *const write_modes[] = {"append", "replace", "upsert", "merge"
 static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", "select",
                                               "add",  "filter", "cast", NULL};
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
-                                       "batch",   "verify", "worker", "distribute", NULL};
+                                       "batch",   "verify", "worker", "distribute",
+                                       "retries", "notify", "on_resource_error", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
@@ -533,6 +535,40 @@ static int load_worker(struct ferry_pipeline_spec *p, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* retries: {max: N, backoff: 10s, max_backoff: 10m}, or `retries: N`. Absent: max -1 (the
+ * caller's default: 3 under ferry serve, --retries for ferry run). */
+static int load_retries(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    static const char *const keys[] = {"max", "backoff", "max_backoff", NULL};
+    struct ferry_retry_policy *rp = &p->retries;
+    rp->max = -1;
+    rp->backoff_ms = 10000;
+    rp->max_backoff_ms = 600000;
+    struct ferry_cfg *n = ferry_cfg_get(p->root, "retries");
+    if (n == NULL) return FERRY_OK;
+    int64_t max = 0;
+    int rc;
+    if (n->kind == FERRY_CFG_SCALAR) {
+        if ((rc = ferry_cfg_int(p->root, "retries", false, 0, 100, &max, err))) return rc;
+        rp->max = (int)max;
+        return FERRY_OK;
+    }
+    if (n->kind != FERRY_CFG_MAP)
+        return ferry_cfg_error(err, n, "expected a number or a map (max, backoff, max_backoff)");
+    if ((rc = check_keys(n, keys, "retries", err))) return rc;
+    if ((rc = ferry_cfg_int(n, "max", true, 0, 100, &max, err))) return rc;
+    rp->max = (int)max;
+    if ((rc = ferry_cfg_duration_ms(n, "backoff", false, &rp->backoff_ms, err))) return rc;
+    if ((rc = in_range(n, "backoff", rp->backoff_ms, 100, 3600 * 1000, "100ms", "1h", err)))
+        return rc;
+    rp->max_backoff_ms = rp->backoff_ms > rp->max_backoff_ms ? rp->backoff_ms : rp->max_backoff_ms;
+    if ((rc = ferry_cfg_duration_ms(n, "max_backoff", false, &rp->max_backoff_ms, err))) return rc;
+    if ((rc = in_range(n, "max_backoff", rp->max_backoff_ms, rp->backoff_ms, 24 * 3600 * 1000,
+                       "backoff", "24h", err)))
+        return rc;
+    return FERRY_OK;
+}
+
 /* ---- version ------------------------------------------------------------------------- */
 
 static int json_strv(struct ferry_buf *b, char **v, int n)
@@ -698,6 +734,13 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
     if ((rc = load_transforms(p, err))) return rc;
     if ((rc = load_batch(p, err))) return rc;
     if ((rc = load_worker(p, err))) return rc;
+    if ((rc = load_retries(p, err))) return rc;
+    if ((rc = ferry_notify_check(ferry_cfg_get(root, "notify"), err))) return rc;
+    static const char *const on_res_words[] = {"fail", "continue", NULL};
+    int on_res = 0;
+    if ((rc = ferry_cfg_enum(root, "on_resource_error", false, on_res_words, &on_res, err)))
+        return rc;
+    p->on_resource_error_continue = on_res == 1;
 
     int verify = -1;
     if ((rc = ferry_cfg_enum(root, "verify", false, verify_words, &verify, err))) return rc;

@@ -57,6 +57,8 @@ int ferry_control_start(const struct ferry_control_options *o, struct ferry_bus 
  * pause) and waited for up to wait_ms, then left alone. */
 void ferry_control_stop(struct ferry_control *c, int wait_ms);
 void ferry_control_stats(struct ferry_control *c, struct ferry_control_stats *out);
+/* Where the local workers' output goes (run-ID.log in it); NULL when c is NULL. */
+const char *ferry_control_log_dir(const struct ferry_control *c);
 
 /* reaper.c: the worker of (run_id, attempt) is lost. Fences the attempt, publishes
  * worker.lost and run.failed, and requests the run again when the pipeline's retries allow.

@@ -644,3 +644,8 @@ void ferry_control_stats(struct ferry_control *c, struct ferry_control_stats *ou
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);
 }
+
+const char *ferry_control_log_dir(const struct ferry_control *c)
+{
+    return c ? c->log_dir : NULL;
+}

@@ -213,6 +213,13 @@ static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error
     if (c->run->state == FERRY_RUN_REQUESTED) return FERRY_OK;
     if (strcmp(type, FERRY_EV_RUN_COMPLETED) == 0) {
         int rc = advance_routes(c, err);
+        /* on_resource_error: continue - committed, with failed resources (their errors are
+         * on the resources; the run's message names them) */
+        if (json_is_true(json_object_get(c->p, "partial"))) {
+            const char *msg = jstr(c->p, "message");
+            return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_PARTIAL, msg[0] ? msg : "partial", err)
+                                  : rc;
+        }
         return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_COMPLETED, NULL, err) : rc;
     }
     if (strcmp(type, FERRY_EV_RUN_PAUSED) == 0) {

@@ -1,6 +1,7 @@
 /* core/error.c - the one error type: set, prefix with context, map to exit statuses. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ferry/error.h"
 
@@ -8,6 +9,7 @@ int ferry_error_set(struct ferry_error *err, int code, const char *origin, const
 {
     if (err == NULL) return code;
     err->code = code;
+    err->transient = false;
     snprintf(err->origin, sizeof err->origin, "%s", origin ? origin : "");
     va_list ap;
     va_start(ap, fmt);
@@ -36,6 +38,45 @@ void ferry_error_clear(struct ferry_error *err)
     err->code = FERRY_OK;
     err->origin[0] = '\0';
     err->message[0] = '\0';
+    err->transient = false;
+}
+
+int ferry_error_set_transient(struct ferry_error *err)
+{
+    if (err == NULL) return FERRY_OK;
+    err->transient = true;
+    return err->code;
+}
+
+static bool permanent_code(int code)
+{
+    switch (code) {
+    case FERRY_OK:
+    case FERRY_EINVAL:
+    case FERRY_ECONFIG:
+    case FERRY_ENOTFOUND:
+    case FERRY_EPOLICY:
+    case FERRY_EINTEGRITY:
+    case FERRY_ECANCELED:
+    case FERRY_EPAUSED:
+    case FERRY_EFENCED:
+    case FERRY_EUNSUPPORTED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool ferry_error_is_transient(const struct ferry_error *err)
+{
+    if (err == NULL || permanent_code(err->code)) return false;
+    if (err->transient || err->code == FERRY_ETIMEOUT) return true;
+    /* "http 503", "http 429": origins that carry a status */
+    if (strncmp(err->origin, "http ", 5) == 0) {
+        long st = strtol(err->origin + 5, NULL, 10);
+        return st == 429 || (st >= 500 && st <= 599);
+    }
+    return false;
 }
 
 static const char *const code_names[FERRY_CODE_MAX] = {

@@ -288,10 +288,13 @@ int ferry__s3_call(struct ferry__s3_client *s, const struct ferry__s3_req *q, bo
         delay = delay * 2 > 10000 ? 10000 : delay * 2;
     }
     const char *what = q->key ? q->key : "";
-    if (cc != CURLE_OK)
-        return ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
-                               "s3", "%s: %s s3://%s/%s (%s): %s", s->who, q->method, s->bucket, what,
-                               s->endpoint, curl_easy_strerror(cc));
+    if (cc != CURLE_OK) {
+        ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO, "s3",
+                        "%s: %s s3://%s/%s (%s): %s", s->who, q->method, s->bucket, what,
+                        s->endpoint, curl_easy_strerror(cc));
+        /* the run may be retried later (docs/operations.md, retries) */
+        return retryable_curl(cc) ? ferry_error_set_transient(err) : err ? err->code : FERRY_EIO;
+    }
     if (st == 404 && quiet_404) return FERRY_ENOTFOUND;
     if (q->if_none_match && (st == 412 || st == 409))
         return ferry_error_set(err, FERRY_ECONFLICT, "s3", "%s: s3://%s/%s exists already",
@@ -310,6 +313,7 @@ int ferry__s3_call(struct ferry__s3_client *s, const struct ferry__s3_req *q, bo
         st == 403 ? " (check access_key_id and secret_access_key, region and bucket)" : "");
     ferry_buf_release(&code);
     ferry_buf_release(&msg);
+    if (retryable_status(st)) ferry_error_set_transient(err);
     return rc;
 }
 

@@ -39,7 +39,8 @@ static int pick_run(struct run *r, struct ferry_error *err)
                                    "(version %.12s, now %.12s): its checkpoints do not apply; "
                                    "start a new run with `ferry run --fresh`",
                                    o->resume_run_id, r->info.version, p->version);
-        if (r->info.state == FERRY_RUN_COMPLETED || r->info.state == FERRY_RUN_CANCELED)
+        if (r->info.state == FERRY_RUN_COMPLETED || r->info.state == FERRY_RUN_CANCELED ||
+            r->info.state == FERRY_RUN_PARTIAL)
             return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                    "run %" PRId64 " is %s and cannot be resumed", r->info.id,
                                    ferry_run_state_name(r->info.state));
@@ -58,7 +59,8 @@ static int pick_run(struct run *r, struct ferry_error *err)
     rc = ferry_store_run_list(r->st, p->name, 1, &newest, &n, err);
     if (rc != FERRY_OK) return rc;
     bool found = n == 1 && !strcmp(newest[0].version, p->version) &&
-                 newest[0].state != FERRY_RUN_COMPLETED && newest[0].state != FERRY_RUN_CANCELED;
+                 newest[0].state != FERRY_RUN_COMPLETED && newest[0].state != FERRY_RUN_CANCELED &&
+                 newest[0].state != FERRY_RUN_PARTIAL;
     if (found) {
         r->info = newest[0];
         memset(&newest[0], 0, sizeof newest[0]);

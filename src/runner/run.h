@@ -81,6 +81,8 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources (and tasks) */
     int64_t rows, bytes, batches;
+    struct ferry_buf failed_res; /* on_resource_error: continue - "a: why; b: why" */
+    int n_failed_res;
     /* Distributed runs (docs/internals/server.md): the coordinator (distribute: true) and
      * shard mode (one leased task of another process's run). Flows stop on flow_stop, which
      * the control thread keeps equal to the run's stop flag unless the task's lease is lost

@@ -160,6 +160,31 @@ static int64_t end_shard(struct run *r, int rc, struct ferry_run_result *res,
     return seq;
 }
 
+/* on_resource_error: continue and some resources failed: run.completed with "partial". */
+static int end_partial(struct run *r, struct ferry_run_result *res, int64_t *seq,
+                       struct ferry_error *err)
+{
+    struct ferry_buf fb;
+    ferry_buf_init(&fb, 0);
+    ferry_buf_printf(&fb, "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"batches\":%" PRId64
+                     ",\"partial\":true,\"failed_resources\":%d,\"message\":", r->rows, r->bytes,
+                     r->batches, r->n_failed_res);
+    char msg[900];
+    snprintf(msg, sizeof msg, "%d resource(s) failed: %s", r->n_failed_res,
+             r->failed_res.data ? r->failed_res.data : "");
+    ferry_buf_json_string(&fb, msg, strlen(msg));
+    ferry_buf_append(&fb, "}", 1);
+    int rc = fb.data ? ferry__run_emit(r, NULL, FERRY_EV_RUN_COMPLETED, fb.data, seq, err)
+                     : ferry__run_oom(err);
+    ferry_buf_release(&fb);
+    if (rc == FERRY_OK) {
+        res->state = "partial";
+        res->partial = true;
+        snprintf(res->partial_message, sizeof res->partial_message, "%s", msg);
+    }
+    return rc;
+}
+
 /* The run's final event (completed, paused, canceled or failed) and res->state; the event's
  * seq through *seq. Returns rc, or the emitter's failure for a completion. */
 static int end_run(struct run *r, int rc, bool committed, struct ferry_run_result *res,
@@ -169,6 +194,8 @@ static int end_run(struct run *r, int rc, bool committed, struct ferry_run_resul
     ferry_error_clear(&fe);
     if (r->shard_mode) {
         *seq = end_shard(r, rc, res, err);
+    } else if (rc == FERRY_OK && r->n_failed_res > 0) {
+        rc = end_partial(r, res, seq, err);
     } else if (rc == FERRY_OK) {
         char payload[256];
         snprintf(payload, sizeof payload,
@@ -289,6 +316,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     struct run r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    ferry_buf_init(&r.failed_res, 16384);
     memset(res, 0, sizeof *res);
     res->state = "failed";
     atomic_store(&ferry__run_stop, 0);
@@ -310,6 +338,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     res->batches = r.batches;
     res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
     res->peak_rss = ferry__run_peak_rss();
+    ferry_buf_release(&r.failed_res);
     cleanup(&r);
     return rc;
 }

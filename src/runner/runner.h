@@ -44,7 +44,9 @@ struct ferry_run_result {
     int64_t run_id;
     int attempt;
     bool resumed;
-    const char *state;       /* completed | paused | failed | canceled */
+    const char *state;       /* completed | partial | paused | failed | canceled */
+    bool partial;            /* on_resource_error: continue and resources failed */
+    char partial_message[900];
     int64_t rows, bytes, batches;
     double seconds;
     int64_t peak_rss;

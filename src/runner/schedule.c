@@ -148,8 +148,19 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
     int rc = FERRY_OK;
-    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++)
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         rc = run_resource(r, &r->res[i], err);
+        /* on_resource_error: continue - the other resources go on; the run ends partial (a
+         * pause, a cancel, a store or fencing failure concerns the whole run: it stops). */
+        if (rc != FERRY_OK && r->p->on_resource_error_continue && rc != FERRY_EPAUSED &&
+            rc != FERRY_ECANCELED && rc != FERRY_ESTORE && rc != FERRY_EFENCED) {
+            ferry_buf_printf(&r->failed_res, "%s%s: %s", r->n_failed_res ? "; " : "",
+                             r->res[i].spec->table, err->message);
+            r->n_failed_res++;
+            ferry_error_clear(err);
+            rc = FERRY_OK;
+        }
+    }
     return rc;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bus/bus.h"
+#include "control/attempts.h"
 #include "control/control.h"
 #include "ferry/batch.h"
 #include "ferry/connector.h"
@@ -681,6 +682,7 @@ enum MHD_Result ferry__api_runs_create(struct req *rq)
     int rc =
         ferry_control_request_run(st, rq->srv->o.bus, rq->params[0], "api", key, &id, &existed, &e);
     if (rc == FERRY_OK) rc = ferry_store_run_get(st, id, &run, &e);
+    if (rc == FERRY_OK && !existed) ferry__api_trace_context(rq, id); /* api_ops.c */
     ferry__srv_store_put(rq->srv, st);
     json_decref(b);
     if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
@@ -699,7 +701,7 @@ enum MHD_Result ferry__api_runs_list(struct req *rq)
     if (state_s && state_s[0] && ferry_run_state_from_name(state_s, &state) != FERRY_OK)
         return ferry__srv_error(
             rq, 400, "invalid_parameter",
-            "state: must be requested, running, paused, completed, failed or canceled");
+            "state: must be requested, running, paused, completed, partial, failed or canceled");
     const char *ls = ferry__srv_query(rq, "limit"), *bs = ferry__srv_query(rq, "before");
     if (ls && !parse_i64(ls, 1, 1000, &limit))
         return ferry__srv_error(rq, 400, "invalid_parameter",
@@ -743,6 +745,8 @@ enum MHD_Result ferry__api_run_get(struct req *rq)
         int wstatus = 0;
         ferry_store_run_worker_status(st, id, &exited, &wstatus, NULL);
         json_object_set_new(j, "worker_exit", exited ? json_integer(wstatus) : json_null());
+        json_t *att = ferry_control_attempts(st, rq->srv->o.bus, id, NULL); /* issue 21 */
+        json_object_set_new(j, "attempts", att ? att : json_array());
         json_t *ra = json_array();
         for (int i = 0; i < nrs; i++) {
             json_t *jr =

@@ -61,6 +61,9 @@ static const struct route routes[] = {
     {"GET", "/v1/schedules/{id}", ferry__api_schedule_get, false},
     {"DELETE", "/v1/schedules/{id}", ferry__api_schedule_delete, false},
     {"PATCH", "/v1/schedules/{id}", ferry__api_schedule_update, false},
+    {"POST", "/v1/runs/{id}/retry", ferry__api_run_retry, false},     /* api_ops.c */
+    {"GET", "/v1/notifications", ferry__api_notifications, false},     /* api_ops.c */
+    {"GET", "/v1/runs/{id}/log", ferry__api_run_log, false},          /* api_ops.c */
     /* The UI shell: static files with no data in them; the page asks for a token and sends
      * it with every API call. */
     {"GET", "/", ferry__api_ui, true},

@@ -123,5 +123,11 @@ enum MHD_Result ferry__api_schedule_get(struct req *rq);
 enum MHD_Result ferry__api_schedule_delete(struct req *rq);
 enum MHD_Result ferry__api_schedule_update(struct req *rq);
 enum MHD_Result ferry__api_ui(struct req *rq);
+enum MHD_Result ferry__api_run_retry(struct req *rq);     /* api_ops.c */
+enum MHD_Result ferry__api_notifications(struct req *rq); /* api_ops.c */
+enum MHD_Result ferry__api_run_log(struct req *rq);       /* api_ops.c */
+/* A W3C `traceparent` header on the request that created run_id: recorded as the run's
+ * `run.trace_context` event, so its spans become children of the caller's (api_ops.c). */
+void ferry__api_trace_context(struct req *rq, int64_t run_id);
 
 #endif

@@ -11,6 +11,7 @@ static const char *const run_state_names[FERRY_RUN_STATE_MAX] = {
     [FERRY_RUN_REQUESTED] = "requested", [FERRY_RUN_RUNNING] = "running",
     [FERRY_RUN_PAUSED] = "paused",       [FERRY_RUN_COMPLETED] = "completed",
     [FERRY_RUN_FAILED] = "failed",       [FERRY_RUN_CANCELED] = "canceled",
+    [FERRY_RUN_PARTIAL] = "partial",
 };
 
 const char *ferry_run_state_name(enum ferry_run_state s)

@@ -28,13 +28,15 @@ enum ferry_run_state {
     FERRY_RUN_COMPLETED,
     FERRY_RUN_FAILED,
     FERRY_RUN_CANCELED,
+    FERRY_RUN_PARTIAL, /* on_resource_error: continue - committed, some resources failed */
     FERRY_RUN_STATE_MAX
 };
 const char *ferry_run_state_name(enum ferry_run_state s);
 int ferry_run_state_from_name(const char *s, enum ferry_run_state *out);
 static inline int ferry_run_state_is_final(enum ferry_run_state s)
 {
-    return s == FERRY_RUN_COMPLETED || s == FERRY_RUN_FAILED || s == FERRY_RUN_CANCELED;
+    return s == FERRY_RUN_COMPLETED || s == FERRY_RUN_FAILED || s == FERRY_RUN_CANCELED ||
+           s == FERRY_RUN_PARTIAL;
 }
 
 struct ferry_run_info {
@@ -411,5 +413,37 @@ int ferry_store_lease_release(struct ferry_store *st, const char *name, const ch
 /* The current holder ("" when none or expired). */
 int ferry_store_lease_holder(struct ferry_store *st, const char *name, char *owner, size_t len,
                              int64_t *token, struct ferry_error *err);
+
+/* ---- notifications (notify/notify.c, migration 8) ----
+ * One row per (run, event, webhook target): pending until delivered, or dead after the
+ * last attempt. secret_ref is the reference (env:NAME, file:PATH), never the secret. */
+struct ferry_notification {
+    int64_t id, run_id, event_seq;
+    char event[48];
+    char pipeline[256];
+    char target[512];
+    char secret_ref[256];
+    char format[16];   /* json | slack */
+    char *body;        /* owned */
+    char state[16];    /* pending | delivered | dead */
+    int attempts;
+    int64_t next_us, created_us, delivered_us;
+    char last_error[512];
+};
+void ferry_notifications_free(struct ferry_notification *v, int n);
+/* Records a pending one (next_us: when first due); a duplicate (run, event_seq, target) is
+ * ignored (*added false). */
+int ferry_store_notification_add(struct ferry_store *st, const struct ferry_notification *n,
+                                 bool *added, struct ferry_error *err);
+/* state NULL: any; due_before_us 0: any time. Oldest first, at most limit. */
+int ferry_store_notification_list(struct ferry_store *st, const char *state, int64_t due_before_us,
+                                  int limit, struct ferry_notification **out, int *n,
+                                  struct ferry_error *err);
+/* Moves next_us from seen_next_us to until_us when still pending: one deliverer at a time. */
+int ferry_store_notification_claim(struct ferry_store *st, int64_t id, int64_t seen_next_us,
+                                   int64_t until_us, bool *claimed, struct ferry_error *err);
+int ferry_store_notification_result(struct ferry_store *st, int64_t id, const char *state,
+                                    int attempts, int64_t next_us, const char *last_error,
+                                    struct ferry_error *err);
 
 #endif

@@ -166,9 +166,23 @@ static const char migration_8[] =
     "ALTER TABLE \"runs\" ADD COLUMN \"snapshot_attempt\" INTEGER NOT NULL DEFAULT 0;"
     "DELETE FROM \"run_checkpoints\" WHERE \"resource\" = '~snapshot';";
 
+/* 9 (notifications, issue 21): webhook deliveries, one per (run, event, target), retried
+ * with backoff until delivered or dead. The secret is kept as its reference only. */
+static const char migration_9[] =
+    "CREATE TABLE \"notifications\" ("
+    " \"id\" INTEGER PRIMARY KEY AUTOINCREMENT, \"run_id\" INTEGER NOT NULL,"
+    " \"event_seq\" INTEGER NOT NULL, \"event\" TEXT NOT NULL, \"pipeline\" TEXT NOT NULL,"
+    " \"target\" TEXT NOT NULL, \"secret_ref\" TEXT NOT NULL DEFAULT '',"
+    " \"format\" TEXT NOT NULL DEFAULT 'json', \"body\" TEXT NOT NULL,"
+    " \"state\" TEXT NOT NULL DEFAULT 'pending', \"attempts\" INTEGER NOT NULL DEFAULT 0,"
+    " \"next_us\" INTEGER NOT NULL DEFAULT 0, \"last_error\" TEXT NOT NULL DEFAULT '',"
+    " \"created_us\" INTEGER NOT NULL, \"delivered_us\" INTEGER NOT NULL DEFAULT 0,"
+    " UNIQUE (\"run_id\", \"event_seq\", \"target\"));"
+    "CREATE INDEX \"notifications_due\" ON \"notifications\" (\"state\", \"next_us\");";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
-                                         migration_7, migration_8};
+                                         migration_7, migration_8, migration_9};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -2263,4 +2277,97 @@ int ferry_store_lease_holder(struct ferry_store *st, const char *name, char *own
     if (len > 0) snprintf(owner, len, "%s", ct(st, s, 0));
     *token = ci(st, s, 1);
     return done1(st, s, what, err);
+}
+
+/* ---- notifications (notify/notify.c) ---- */
+
+#define NOTIFICATION_COLUMNS                                                                       \
+    "\"id\", \"run_id\", \"event_seq\", \"event\", \"pipeline\", \"target\", \"secret_ref\","          \
+    " \"format\", \"body\", \"state\", \"attempts\", \"next_us\", \"last_error\", \"created_us\","      \
+    " \"delivered_us\""
+
+static int read_notification(struct ferry_store *st, struct sdb_stmt *s, void *elem)
+{
+    struct ferry_notification *o = elem;
+    o->id = ci(st, s, 0);
+    o->run_id = ci(st, s, 1);
+    o->event_seq = ci(st, s, 2);
+    snprintf(o->event, sizeof o->event, "%s", ct(st, s, 3));
+    snprintf(o->pipeline, sizeof o->pipeline, "%s", ct(st, s, 4));
+    snprintf(o->target, sizeof o->target, "%s", ct(st, s, 5));
+    snprintf(o->secret_ref, sizeof o->secret_ref, "%s", ct(st, s, 6));
+    snprintf(o->format, sizeof o->format, "%s", ct(st, s, 7));
+    o->body = ferry_strdup(ct(st, s, 8) ? ct(st, s, 8) : "");
+    snprintf(o->state, sizeof o->state, "%s", ct(st, s, 9));
+    o->attempts = (int)ci(st, s, 10);
+    o->next_us = ci(st, s, 11);
+    snprintf(o->last_error, sizeof o->last_error, "%s", ct(st, s, 12));
+    o->created_us = ci(st, s, 13);
+    o->delivered_us = ci(st, s, 14);
+    return o->body ? FERRY_OK : FERRY_ENOMEM;
+}
+
+void ferry_notifications_free(struct ferry_notification *v, int n)
+{
+    for (int i = 0; v && i < n; i++) ferry_free(v[i].body);
+    ferry_free(v);
+}
+
+static void notifications_release(void *v, int n)
+{
+    ferry_notifications_free(v, n);
+}
+
+int ferry_store_notification_add(struct ferry_store *st, const struct ferry_notification *n,
+                                 bool *added, struct ferry_error *err)
+{
+    int rc = exec_q(st,
+                    "INSERT INTO \"notifications\" (\"run_id\", \"event_seq\", \"event\", \"pipeline\","
+                    " \"target\", \"secret_ref\", \"format\", \"body\", \"next_us\", \"created_us\")"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                    " ON CONFLICT (\"run_id\", \"event_seq\", \"target\") DO NOTHING",
+                    "recording a notification", err, "iittttttii", n->run_id, n->event_seq, n->event,
+                    n->pipeline, n->target, n->secret_ref, n->format, n->body, n->next_us,
+                    ferry_now_wall_us());
+    if (added) *added = rc == FERRY_OK && DRV(st)->changes(st->db) > 0;
+    return rc;
+}
+
+int ferry_store_notification_list(struct ferry_store *st, const char *state, int64_t due_before_us,
+                                  int limit, struct ferry_notification **out, int *n,
+                                  struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    struct sdb_stmt *s = bound(st,
+                               "SELECT " NOTIFICATION_COLUMNS " FROM \"notifications\""
+                               " WHERE (?1 IS NULL OR \"state\" = ?1) AND (?2 = 0 OR \"next_us\" <= ?2)"
+                               " ORDER BY \"id\" LIMIT ?3",
+                               err, "tii", state, due_before_us, (int64_t)limit);
+    if (s == NULL) return errcode(err);
+    return collect(st, s, sizeof **out, 8, read_notification, notifications_release,
+                   "listing notifications", (void **)out, n, err);
+}
+
+int ferry_store_notification_claim(struct ferry_store *st, int64_t id, int64_t seen_next_us,
+                                   int64_t until_us, bool *claimed, struct ferry_error *err)
+{
+    int rc = exec_q(st,
+                    "UPDATE \"notifications\" SET \"next_us\" = ?3 WHERE \"id\" = ?1"
+                    " AND \"next_us\" = ?2 AND \"state\" = 'pending'",
+                    "claiming a notification", err, "iii", id, seen_next_us, until_us);
+    *claimed = rc == FERRY_OK && DRV(st)->changes(st->db) > 0;
+    return rc;
+}
+
+int ferry_store_notification_result(struct ferry_store *st, int64_t id, const char *state,
+                                    int attempts, int64_t next_us, const char *last_error,
+                                    struct ferry_error *err)
+{
+    return exec_q(st,
+                  "UPDATE \"notifications\" SET \"state\" = ?2, \"attempts\" = ?3, \"next_us\" = ?4,"
+                  " \"last_error\" = ?5, \"delivered_us\" = CASE WHEN ?2 = 'delivered' THEN ?6 ELSE 0 END"
+                  " WHERE \"id\" = ?1",
+                  "recording a notification delivery", err, "itiiti", id, state, (int64_t)attempts,
+                  next_us, last_error ? last_error : "", ferry_now_wall_us());
 }

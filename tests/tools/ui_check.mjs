@@ -72,6 +72,8 @@ try {
     null, { timeout: 10000 }).catch(() => {});
   const feed = await page.locator('#feed').textContent();
   if (!feed.includes('run.completed') || !feed.includes('batch.written')) fail(`event feed: ${feed.slice(0, 300)}`);
+  // The attempt history (GET /v1/runs/{id} attempts): one attempt, completed.
+  await page.waitForSelector('tr[data-attempt="1"] .badge[data-state="completed"]', { timeout: 10000 });
   const cps = await page.locator('#r-checkpoints').textContent();
   if (!cps.includes('"key"')) fail(`checkpoints not shown: ${cps}`);
   const verified = await page.locator('tr[data-resource] td.num').nth(1).textContent();

@@ -254,6 +254,7 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
         rc = ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
                              "http", "iceberg sink: REST catalog %s %s/%s: %s", method, r->base,
                              path, curl_easy_strerror(cc));
+        ferry_error_set_transient(err); /* the run may be retried (docs/operations.md) */
     } else if (rc == FERRY_OK && (*status < 200 || *status >= 300)) {
         char msg[512];
         server_message(&resp, msg, sizeof msg);
@@ -265,6 +266,8 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
                              *status == 401 || *status == 403
                                  ? (r->credential ? " (check catalog_credential)" : " (check catalog_token)")
                                  : "");
+        if (*status == 429 || *status == 502 || *status == 503 || *status == 504)
+            ferry_error_set_transient(err);
     } else if (rc == FERRY_OK && resp.len > 0) {
         json_error_t je;
         *out = json_loadb(resp.data, resp.len, 0, &je);

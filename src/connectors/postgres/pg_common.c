@@ -129,6 +129,36 @@ static void ms_to_secs(int64_t ms, char *buf, size_t len)
     snprintf(buf, len, "%" PRId64, (ms + 999) / 1000);
 }
 
+/* A connection refused, reset or cut, or a server starting up, shutting down or full:
+ * trying again later may succeed. Authentication, a missing database or role, TLS and
+ * pg_hba refusals are permanent (retrying a wrong password only locks the account). */
+static bool connect_transient(const char *msg)
+{
+    static const char *const permanent[] = {"authentication", "password", "does not exist",
+                                            "pg_hba.conf", "SSL", "permission denied",
+                                            "could not translate host name", NULL};
+    static const char *const transient[] = {"Connection refused", "Connection reset",
+                                            "could not connect", "server closed the connection",
+                                            "starting up", "shutting down", "in recovery",
+                                            "too many clients", "timeout", "timed out",
+                                            "No such file or directory", NULL};
+    for (int i = 0; permanent[i]; i++)
+        if (strstr(msg, permanent[i])) return false;
+    for (int i = 0; transient[i]; i++)
+        if (strstr(msg, transient[i])) return true;
+    return false;
+}
+
+/* SQLSTATEs of work that may succeed when tried again: connection exceptions (class 08),
+ * serialization failures and deadlocks (40001, 40P01), a server shutting down or starting
+ * (57P01..57P03), too many connections (53300). */
+static bool sqlstate_transient(const char *state)
+{
+    return strncmp(state, "08", 2) == 0 || !strcmp(state, "40001") || !strcmp(state, "40P01") ||
+           !strcmp(state, "57P01") || !strcmp(state, "57P02") || !strcmp(state, "57P03") ||
+           !strcmp(state, "53300");
+}
+
 int ferry__pg_connect(const char *url, const struct ferry_pg_conn_opts *opts, const char *what,
                       PGconn **out, struct ferry_error *err)
 {
@@ -170,8 +200,8 @@ int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
         redact(msg, url);
         int code = strstr(msg, "timeout") || strstr(msg, "timed out") ? FERRY_ETIMEOUT : FERRY_EIO;
         PQfinish(c);
-        return ferry_error_set(err, code, "libpq", "%s: cannot connect to %s: %s", what, peer,
-                               msg);
+        ferry_error_set(err, code, "libpq", "%s: cannot connect to %s: %s", what, peer, msg);
+        return connect_transient(msg) ? ferry_error_set_transient(err) : code;
     }
     char sql[256];
     snprintf(sql, sizeof sql,
@@ -222,10 +252,14 @@ int ferry__pg_error(struct ferry_error *err, int code, PGconn *c, PGresult *r, c
     /* Timeouts and cancellations keep their own codes so that callers can tell them. */
     if (state && strcmp(state, "57014") == 0 && strstr(primary, "statement timeout"))
         code = FERRY_ETIMEOUT;
-    if (state)
-        return ferry_error_set(err, code, "libpq", "%s: %s%s [SQLSTATE %s]", what, primary, extra,
-                               state);
-    return ferry_error_set(err, code, "libpq", "%s: %s%s", what, primary, extra);
+    if (state) {
+        ferry_error_set(err, code, "libpq", "%s: %s%s [SQLSTATE %s]", what, primary, extra, state);
+        return sqlstate_transient(state) ? ferry_error_set_transient(err) : code;
+    }
+    ferry_error_set(err, code, "libpq", "%s: %s%s", what, primary, extra);
+    /* no SQLSTATE: the connection itself failed (cut, reset, server gone) */
+    bool lost = c != NULL && PQstatus(c) == CONNECTION_BAD;
+    return lost || code == FERRY_ETIMEOUT ? ferry_error_set_transient(err) : code;
 }
 
 int ferry__pg_exec(PGconn *c, const char *sql, int code, const char *what,

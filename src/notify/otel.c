@@ -1,0 +1,263 @@
+/* notify/otel.c - OTLP/HTTP JSON export of a run attempt's spans (notify/otel.h).
+ *
+ * Spans are built after the attempt from its events (the runner is not instrumented):
+ * run.started .. the run's end event is the run span; resource.started .. resource.completed
+ * or resource.failed a resource span; each batch.written a batch span from the resource's
+ * previous event to it. Ids are random (/dev/urandom); one trace per attempt. Times are
+ * the events' wall clock. Calls the bus, the store, libcurl, jansson. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bus/bus.h"
+#include "ferry/core.h"
+#include "notify/otel.h"
+#include "store/store.h"
+
+#define MAX_RES 256
+
+struct res_span {
+    char name[256];
+    char id[17];
+    int64_t start_us, end_us, last_us;
+    int64_t rows, bytes, batches;
+    bool failed;
+    char error[300];
+};
+
+static void random_hex(char *out, int bytes)
+{
+    unsigned char b[16] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, (size_t)bytes, f) : 0;
+    if (f) fclose(f);
+    if (got != (size_t)bytes) /* never all zero: an invalid id */
+        for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(rand() | 1);
+    for (int i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static json_t *attr_str(const char *k, const char *v)
+{
+    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v);
+}
+
+static json_t *attr_int(const char *k, int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%" PRId64, v);
+    return json_pack("{s:s,s:{s:s}}", "key", k, "value", "intValue", s);
+}
+
+static json_t *span(const char *trace, const char *id, const char *parent, const char *name,
+                    int64_t start_us, int64_t end_us, bool error, const char *msg)
+{
+    char st[32], en[32];
+    snprintf(st, sizeof st, "%" PRId64 "000", start_us);
+    snprintf(en, sizeof en, "%" PRId64 "000", end_us > start_us ? end_us : start_us);
+    json_t *s = json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:[],s:{s:i}}", "traceId", trace, "spanId",
+                          id, "parentSpanId", parent ? parent : "", "name", name, "kind", 1,
+                          "startTimeUnixNano", st, "endTimeUnixNano", en, "attributes", "status",
+                          "code", error ? 2 : 1);
+    if (error && msg) json_object_set_new(json_object_get(s, "status"), "message", json_string(msg));
+    return s;
+}
+
+static int64_t jint(json_t *p, const char *k)
+{
+    return (int64_t)json_integer_value(json_object_get(p, k));
+}
+
+static struct res_span *find_res(struct res_span *v, int *n, const char *name)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(v[i].name, name)) return &v[i];
+    if (*n >= MAX_RES) return NULL;
+    struct res_span *r = &v[(*n)++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    random_hex(r->id, 8);
+    return r;
+}
+
+static const char *endpoint(char *buf, size_t len)
+{
+    const char *t = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    if (t && t[0]) return t;
+    const char *b = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    if (b == NULL || b[0] == '\0') return NULL;
+    size_t n = strlen(b);
+    snprintf(buf, len, "%.*s/v1/traces", (int)(n && b[n - 1] == '/' ? n - 1 : n), b);
+    return buf;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p, (void)ud;
+    return size * n;
+}
+
+static int post(const char *url, const char *body, struct ferry_error *err)
+{
+    CURL *c = curl_easy_init();
+    if (c == NULL) return ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    CURLcode cc = curl_easy_perform(c);
+    long st = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (cc != CURLE_OK)
+        return ferry_error_set(err, FERRY_EIO, "otel", "OTLP export: %s", curl_easy_strerror(cc));
+    if (st < 200 || st > 299)
+        return ferry_error_set(err, FERRY_EIO, "otel", "OTLP export: HTTP %ld", st);
+    return FERRY_OK;
+}
+
+int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64_t run_id,
+                              int attempt, struct ferry_error *err)
+{
+    char buf[1024];
+    const char *url = endpoint(buf, sizeof buf);
+    if (url == NULL || run_id <= 0 || attempt <= 0) return FERRY_OK;
+    struct ferry_store *st = NULL;
+    struct ferry_bus *bus = NULL;
+    int rc = ferry_store_open(state_path, &st, err);
+    if (rc == FERRY_OK) rc = ferry_bus_open(bus_url, state_path, &bus, err);
+    struct ferry_run_info run;
+    memset(&run, 0, sizeof run);
+    if (rc == FERRY_OK) rc = ferry_store_run_get(st, run_id, &run, err);
+    char trace[33], run_span[17], parent[17] = "";
+    random_hex(trace, 16);
+    random_hex(run_span, 8);
+    struct res_span *res = ferry_calloc(MAX_RES, sizeof *res);
+    int n_res = 0;
+    json_t *spans = json_array();
+    int64_t run_start = 0, run_end = 0, rows = 0, bytes = 0;
+    bool run_failed = false;
+    char run_error[300] = "";
+    if (res == NULL && rc == FERRY_OK) rc = ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
+    int64_t after = 0;
+    while (rc == FERRY_OK) {
+        struct ferry_event *evs = NULL;
+        int n = 0;
+        rc = ferry_bus_fetch(bus, after, run_id, 1000, 0, &evs, &n, err);
+        for (int i = 0; rc == FERRY_OK && i < n; i++) {
+            const struct ferry_event *e = &evs[i];
+            after = e->seq;
+            json_t *p = json_loads(e->payload ? e->payload : "{}", 0, NULL);
+            const char *t = e->type;
+            if (!strcmp(t, FERRY_EV_RUN_TRACE_CONTEXT)) {
+                /* the API request that created the run is the run span's parent */
+                const char *tp = json_string_value(json_object_get(p, "traceparent"));
+                if (tp && strlen(tp) == 55) {
+                    snprintf(trace, sizeof trace, "%.32s", tp + 3);
+                    snprintf(parent, sizeof parent, "%.16s", tp + 36);
+                }
+            } else if (e->attempt != attempt) {
+                /* another attempt's */
+            } else if (!strcmp(t, FERRY_EV_RUN_STARTED)) {
+                run_start = e->time_us;
+            } else if (!strcmp(t, FERRY_EV_RUN_COMPLETED) || !strcmp(t, FERRY_EV_RUN_FAILED) ||
+                       !strcmp(t, FERRY_EV_RUN_PAUSED) || !strcmp(t, FERRY_EV_RUN_CANCELED)) {
+                run_end = e->time_us;
+                run_failed = strcmp(t, FERRY_EV_RUN_FAILED) == 0;
+                const char *m = json_string_value(json_object_get(p, "message"));
+                if (m) snprintf(run_error, sizeof run_error, "%s", m);
+            } else if (e->resource[0] && (!strcmp(t, FERRY_EV_RESOURCE_STARTED) ||
+                                          !strcmp(t, FERRY_EV_RESOURCE_COMPLETED) ||
+                                          !strcmp(t, FERRY_EV_RESOURCE_FAILED) ||
+                                          !strcmp(t, FERRY_EV_BATCH_WRITTEN))) {
+                struct res_span *r = find_res(res, &n_res, e->resource);
+                if (r && !strcmp(t, FERRY_EV_RESOURCE_STARTED)) {
+                    r->start_us = r->last_us = e->time_us;
+                } else if (r && !strcmp(t, FERRY_EV_BATCH_WRITTEN)) {
+                    char id[17], name[300];
+                    random_hex(id, 8);
+                    snprintf(name, sizeof name, "batch %" PRId64, jint(p, "seq"));
+                    json_t *s = span(trace, id, r->id, name, r->last_us ? r->last_us : e->time_us,
+                                     e->time_us, false, NULL);
+                    json_t *a = json_object_get(s, "attributes");
+                    json_array_append_new(a, attr_str("ferry.resource", e->resource));
+                    json_array_append_new(a, attr_int("ferry.batch.seq", jint(p, "seq")));
+                    json_array_append_new(a, attr_int("ferry.batch.rows", jint(p, "rows")));
+                    json_array_append_new(a, attr_int("ferry.batch.bytes", jint(p, "bytes")));
+                    json_array_append_new(a, attr_int("ferry.batch.crc32c", jint(p, "crc")));
+                    json_array_append_new(a, attr_int("ferry.batch.shard", jint(p, "shard")));
+                    json_array_append_new(spans, s);
+                    r->rows += jint(p, "rows");
+                    r->bytes += jint(p, "bytes");
+                    r->batches++;
+                    r->last_us = e->time_us;
+                    if (!r->start_us) r->start_us = e->time_us;
+                } else if (r) {
+                    r->end_us = e->time_us;
+                    r->failed = !strcmp(t, FERRY_EV_RESOURCE_FAILED);
+                    const char *m = json_string_value(json_object_get(p, "message"));
+                    if (m) snprintf(r->error, sizeof r->error, "%s", m);
+                }
+            }
+            json_decref(p);
+        }
+        ferry_events_free(evs, n);
+        if (n < 1000) break;
+    }
+    if (rc == FERRY_OK && run_start > 0) {
+        if (run_end == 0) run_end = ferry_now_wall_us();
+        for (int i = 0; i < n_res; i++) {
+            struct res_span *r = &res[i];
+            char name[300];
+            snprintf(name, sizeof name, "resource %s", r->name);
+            json_t *s = span(trace, r->id, run_span, name, r->start_us ? r->start_us : run_start,
+                             r->end_us ? r->end_us : r->last_us, r->failed, r->error);
+            json_t *a = json_object_get(s, "attributes");
+            json_array_append_new(a, attr_str("ferry.resource", r->name));
+            json_array_append_new(a, attr_int("ferry.rows", r->rows));
+            json_array_append_new(a, attr_int("ferry.bytes", r->bytes));
+            json_array_append_new(a, attr_int("ferry.batches", r->batches));
+            json_array_append_new(spans, s);
+            rows += r->rows;
+            bytes += r->bytes;
+        }
+        char name[300];
+        snprintf(name, sizeof name, "run %s", run.pipeline);
+        json_t *s = span(trace, run_span, parent, name, run_start, run_end, run_failed, run_error);
+        json_t *a = json_object_get(s, "attributes");
+        json_array_append_new(a, attr_str("ferry.pipeline", run.pipeline));
+        json_array_append_new(a, attr_int("ferry.run_id", run_id));
+        json_array_append_new(a, attr_int("ferry.attempt", attempt));
+        json_array_append_new(a, attr_int("ferry.rows", rows));
+        json_array_append_new(a, attr_int("ferry.bytes", bytes));
+        json_array_append_new(spans, s);
+        /* the trace id may have come from a trace_context event read after some spans */
+        size_t k;
+        json_t *sp;
+        json_array_foreach(spans, k, sp) json_object_set_new(sp, "traceId", json_string(trace));
+        const char *svc = getenv("OTEL_SERVICE_NAME");
+        json_t *doc = json_pack(
+            "{s:[{s:{s:[o]},s:[{s:{s:s,s:s},s:o}]}]}", "resourceSpans", "resource", "attributes",
+            attr_str("service.name", svc && svc[0] ? svc : "ferry"), "scopeSpans", "scope", "name",
+            "ferry", "version", "0.1.0", "spans", spans);
+        spans = NULL;
+        char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        rc = body ? post(url, body, err) : ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
+        free(body);
+    }
+    json_decref(spans);
+    ferry_free(res);
+    ferry_run_info_clear(&run);
+    ferry_bus_close(bus);
+    ferry_store_close(st);
+    return rc;
+}

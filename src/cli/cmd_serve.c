@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bus/bus.h"
+#include "config/access.h"
 #include "cli/commands.h"
 #include "control/control.h"
 #include "control/tracker.h"
@@ -35,6 +36,7 @@ static const char *usage =
     "                   [--role all|api|control] [--workers N] [--lease DURATION]\n"
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
     "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
+    "                   [--policy FILE|allow-all]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
@@ -46,7 +48,10 @@ static const char *usage =
     "--store URL (FERRY_STORE) is --state: a SQLite path or postgres://USER@HOST/DB[?schema=S]\n"
     "--bus URL (FERRY_BUS): inproc (default: the state store's event log), postgres://... or\n"
     "nats://HOST:PORT (JetStream); workers get the same bus.\n"
-    "(env:NAME or file:PATH keep a password off the command line).\n";
+    "(env:NAME or file:PATH keep a password off the command line).\n"
+    "--policy FILE: what pipelines registered over the API may touch (local folders, env:\n"
+    "and file: references, hosts, connectors; docs/security.md). Without it the safe\n"
+    "defaults hold; --policy allow-all is for a single-user host only.\n";
 
 /* "250ms", "5s", "2m", or a number of milliseconds. */
 static int parse_ms(const char *s, int *out)
@@ -81,6 +86,54 @@ static int split_listen(const char *s, char *host, size_t hl, int *port)
     return 0;
 }
 
+/* Variables a worker may see whatever the policy: the platform's, and ferry's own settings
+ * (FERRY_API_TOKEN is never one of them). */
+static bool base_variable(const char *e)
+{
+    static const char *const keep[] = {"PATH=", "HOME=", "LANG=", "LC_", "TZ=", "TMPDIR=",
+                                       "USER=", "LOGNAME=", "SHELL=", "PWD=", "TERM=",
+                                       "SSL_CERT_", "CURL_CA_BUNDLE=", "ASAN_", "UBSAN_",
+                                       "TSAN_", "LSAN_", "LLVM_", NULL};
+    for (int i = 0; keep[i]; i++)
+        if (!strncmp(e, keep[i], strlen(keep[i]))) return true;
+    return !strncmp(e, "FERRY_", 6) && strncmp(e, "FERRY_API_TOKEN=", 16) != 0;
+}
+
+/* The workers inherit this process's environment: the API token never, and under a policy
+ * only the base variables and the names the policy's env: rules allow. The policy itself
+ * goes along (FERRY_POLICY, FERRY_POLICY_PROTECT) so workers check again after DNS. */
+static int worker_environment(const struct ferry_access *policy, const char *spec,
+                              const char *state, const char *bus, struct ferry_error *err)
+{
+    if (unsetenv("FERRY_API_TOKEN") != 0)
+        return ferry_error_set(err, FERRY_EIO, "serve", "cannot clear FERRY_API_TOKEN");
+    if (!ferry_access_allow_all(policy)) {
+        for (bool again = true; again;) {
+            again = false;
+            for (char **e = environ; *e; e++) {
+                const char *eq = strchr(*e, '=');
+                if (eq == NULL || base_variable(*e)) continue;
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+                if (ferry_access_env_allowed(policy, name)) continue;
+                /* the store and bus URLs may be env: references the workers resolve */
+                if ((state && !strncmp(state, "env:", 4) && !strcmp(state + 4, name)) ||
+                    (bus && !strncmp(bus, "env:", 4) && !strcmp(bus + 4, name)))
+                    continue;
+                unsetenv(name);
+                again = true;
+                break;
+            }
+        }
+    }
+    char *prot = ferry_access_protected_list(policy);
+    int bad = prot == NULL || setenv("FERRY_POLICY", spec && spec[0] ? spec : "default", 1) != 0 ||
+              setenv("FERRY_POLICY_PROTECT", prot, 1) != 0;
+    ferry_free(prot);
+    return bad ? ferry_error_set(err, FERRY_EIO, "serve", "cannot set the workers' environment")
+               : FERRY_OK;
+}
+
 int ferry_cli_serve(int argc, char **argv)
 {
     const char *state = getenv("FERRY_STATE");
@@ -89,6 +142,7 @@ int ferry_cli_serve(int argc, char **argv)
     const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
     const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
     const char *bus_url = getenv("FERRY_BUS");
+    const char *policy_spec = NULL;
     if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
     int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
@@ -101,7 +155,7 @@ int ferry_cli_serve(int argc, char **argv)
         {"sweep", required_argument, NULL, 'S'},   {"max-body", required_argument, NULL, 'b'},
         {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
         {"dispatch", required_argument, NULL, 'D'}, {"image", required_argument, NULL, 'I'},
-        {"bus", required_argument, NULL, 'B'},
+        {"bus", required_argument, NULL, 'B'},      {"policy", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -155,6 +209,9 @@ int ferry_cli_serve(int argc, char **argv)
             break;
         case 'I':
             image = optarg;
+            break;
+        case 'P':
+            policy_spec = optarg;
             break;
         case 'R':
             ferry_server_print_routes();
@@ -242,6 +299,16 @@ int ferry_cli_serve(int argc, char **argv)
         log_dir = logs;
     }
 
+    /* The policy, the files no pipeline may touch, and the workers' environment: set
+     * before any thread starts (nothing edits the environment afterwards). */
+    struct ferry_access *policy = NULL;
+    if (rc == FERRY_OK) rc = ferry_access_load(policy_spec, &policy, &err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(policy, state, &err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(policy, log_dir, &err);
+    for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
+        if (!strncmp(token_refs[i], "file:", 5))
+            rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
+
     struct ferry_store *st = NULL;
     struct ferry_bus *bus = NULL;
     struct ferry_tracker *tracker = NULL;
@@ -255,6 +322,7 @@ int ferry_cli_serve(int argc, char **argv)
         rc = ferry_error_set(&err, FERRY_EIO, "serve",
                              "setting FERRY_BUS for the workers failed");
     if (rc == FERRY_OK) rc = ferry_bus_open(bus_url, state, &bus, &err);
+    if (rc == FERRY_OK) rc = worker_environment(policy, policy_spec, state, bus_url, &err);
     if (rc == FERRY_OK && control) {
         rc = ferry_tracker_open(state, bus, &tracker, &err);
         if (rc == FERRY_OK) rc = ferry_tracker_start(tracker, &err);
@@ -277,7 +345,8 @@ int ferry_cli_serve(int argc, char **argv)
                                           .n_tokens = n_tokens,
                                           .max_body = max_body,
                                           .bus = bus,
-                                          .control = ctl};
+                                          .control = ctl,
+                                          .policy = policy};
         rc = ferry_server_start(&so, &srv, &err);
     }
     if (rc == FERRY_OK) {
@@ -312,6 +381,7 @@ int ferry_cli_serve(int argc, char **argv)
     ferry_store_close(st);
     for (int i = 0; i < n_tokens; i++)
         ferry_secret_free(tokens[i]);
+    ferry_access_free(policy);
     if (rc != FERRY_OK) {
         fprintf(stderr, "ferry: serve: %s\n", err.message);
         return ferry_code_exit_status(rc);

@@ -28,6 +28,7 @@
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/transform.h"
+#include "config/access.h"
 #include "runner/runner.h"
 #include "verify/verify.h"
 #include "store/store.h"
@@ -1210,6 +1211,8 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
             char name[64];
             snprintf(name, sizeof name, "run %" PRId64, o->resume_run_id);
             rc = ferry_pipeline_load_string(r.info.request, strlen(r.info.request), name, &r.p, err);
+            /* A worker of `ferry serve`: the server's policy again, after name resolution. */
+            if (rc == FERRY_OK) rc = ferry_access_check_from_env(r.p, err);
         }
         ferry_run_info_clear(&r.info);
         memset(&r.info, 0, sizeof r.info);

@@ -194,13 +194,42 @@ enum MHD_Result ferry__srv_json(struct req *rq, unsigned status, json_t *json)
     return r;
 }
 
+/* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+bool ferry__srv_utf8_ok(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (len == 0 || end - p < len) return false;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xc0) != 0x80) return false;
+        if (c == 0xe0 && p[1] < 0xa0) return false; /* overlong */
+        if (c == 0xed && p[1] >= 0xa0) return false; /* surrogate */
+        if (c == 0xf0 && p[1] < 0x90) return false;  /* overlong */
+        if (c == 0xf4 && p[1] >= 0x90) return false; /* > U+10FFFF */
+        p += len;
+    }
+    return true;
+}
+
 static enum MHD_Result error_reply(struct MHD_Connection *conn, unsigned status, const char *code,
                                    const char *msg, const char *hdr, const char *val)
 {
     json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (s == NULL) return MHD_NO;
+    if (s == NULL) {
+        /* A message that is not valid UTF-8 (it quoted the client): answer without it. */
+        static const char fallback[] =
+            "{\"error\":{\"code\":\"invalid_request\",\"message\":\"the request could not be "
+            "answered with its own text (not UTF-8)\"}}";
+        return queue(conn, status, "application/json", fallback, sizeof fallback - 1, hdr, val);
+    }
     enum MHD_Result r = queue(conn, status, "application/json", s, strlen(s), hdr, val);
     free(s);
     return r;
@@ -434,6 +463,7 @@ struct stream {
     int64_t scanned; /* every event <= scanned was looked at (primed streams) */
     bool follow, ended, primed;
     bool saw_final;  /* a final event went out while the run's state was not final yet */
+    int token;       /* the stream slot it holds (stream_slot_take) */
     struct ferry_buf out;
     size_t off;
 };
@@ -543,6 +573,8 @@ static bool stream_fill(struct stream *st)
     return false;
 }
 
+static void stream_slot_give(struct ferry_server *s, int token);
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -563,14 +595,45 @@ static void stream_free(void *cls)
 {
     struct stream *st = cls;
     atomic_fetch_sub(&st->srv->streams_open, 1);
+    stream_slot_give(st->srv, st->token);
     ferry_buf_release(&st->out);
     ferry_free(st);
 }
 
+/* Takes a stream slot for the caller's token; false when its cap or the total is reached. */
+static bool stream_slot_take(struct ferry_server *s, int token)
+{
+    int per = s->o.max_streams > 0 ? s->o.max_streams : 16;
+    pthread_mutex_lock(&s->stats_lock);
+    bool ok = s->streams_total_open < per * 4 && (token < 0 || s->streams_by_token[token] < per);
+    if (ok) {
+        s->streams_total_open++;
+        if (token >= 0) s->streams_by_token[token]++;
+    }
+    pthread_mutex_unlock(&s->stats_lock);
+    return ok;
+}
+
+static void stream_slot_give(struct ferry_server *s, int token)
+{
+    pthread_mutex_lock(&s->stats_lock);
+    s->streams_total_open--;
+    if (token >= 0) s->streams_by_token[token]--;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
 enum MHD_Result ferry__srv_stream_events(struct req *rq, int64_t run_id, int64_t after, bool follow)
 {
+    if (!stream_slot_take(rq->srv, rq->token))
+        return error_reply(rq->conn, 503, "too_many_streams",
+                           "too many open event streams for this token or this server; retry later",
+                           "Retry-After", "5");
     struct stream *st = ferry_calloc(1, sizeof *st);
-    if (st == NULL) return ferry__srv_error(rq, 500, "internal", "out of memory");
+    if (st == NULL) {
+        stream_slot_give(rq->srv, rq->token);
+        return ferry__srv_error(rq, 500, "internal", "out of memory");
+    }
+    st->token = rq->token;
     st->srv = rq->srv;
     st->run_id = run_id;
     st->after = after;
@@ -599,15 +662,18 @@ struct conn_state {
     char *params[MAX_PARAMS];
     struct ferry_buf body;
     bool too_big, answered;
+    int token;          /* index of the caller's token, -1: none */
+    int64_t started_us; /* headers complete: the body's deadline counts from here */
 };
 
-static bool token_ok(struct ferry_server *s, struct MHD_Connection *conn)
+/* The index of the request's token, or -1. */
+static int token_index(struct ferry_server *s, struct MHD_Connection *conn)
 {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return -1;
     const char *t = h + 7;
     size_t tl = strlen(t);
-    bool ok = false;
+    int found = -1;
     for (int i = 0; i < s->o.n_tokens; i++) {
         const char *k = s->tokens[i];
         size_t kl = strlen(k);
@@ -615,9 +681,28 @@ static bool token_ok(struct ferry_server *s, struct MHD_Connection *conn)
         unsigned char diff = (unsigned char)(kl != tl);
         for (size_t j = 0; j < kl; j++)
             diff |= (unsigned char)(k[j] ^ (j < tl ? t[j] : 0));
-        ok |= diff == 0;
+        if (diff == 0 && found < 0) found = i;
     }
-    return ok;
+    return found;
+}
+
+static enum MHD_Result utf8_kv(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value)
+{
+    (void)kind;
+    bool *bad = cls;
+    if (!ferry__srv_utf8_ok(key, strlen(key)) || (value && !ferry__srv_utf8_ok(value, strlen(value))))
+        *bad = true;
+    return *bad ? MHD_NO : MHD_YES;
+}
+
+/* Every byte the handlers may echo must be UTF-8: the path, the query and the headers. */
+static bool request_utf8_ok(struct MHD_Connection *conn, const char *url)
+{
+    if (!ferry__srv_utf8_ok(url, strlen(url))) return false;
+    bool bad = false;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, utf8_kv, &bad);
+    return !bad;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -631,8 +716,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs = ferry_calloc(1, sizeof *cs);
         if (cs == NULL) return MHD_NO;
         ferry_buf_init(&cs->body, s->o.max_body + 1);
+        cs->token = -1;
+        cs->started_us = ferry_now_mono_us();
         *con_cls = cs;
         atomic_fetch_add(&s->requests, 1);
+        if (!request_utf8_ok(conn, url)) {
+            cs->answered = true;
+            return error_reply(conn, 400, "invalid_utf8",
+                               "the request's path, query or headers are not valid UTF-8", NULL,
+                               NULL);
+        }
         bool path_known = false;
         for (size_t i = 0; i < N_ROUTES && cs->route == NULL; i++) {
             char *params[MAX_PARAMS] = {0};
@@ -649,7 +742,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Unknown paths answer 401 too without a token: nothing about the API is told to a
          * client that cannot prove who it is. */
         bool public_route = cs->route && cs->route->public_route;
-        if (!public_route && !token_ok(s, conn)) {
+        cs->token = token_index(s, conn);
+        if (!public_route && cs->token < 0) {
             atomic_fetch_add(&s->unauthorized, 1);
             cs->answered = true;
             return error_reply(conn, 401, "unauthorized",
@@ -674,6 +768,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        /* A body trickled in slower than the deadline: the connection is dropped. */
+        if (ferry_now_mono_us() - cs->started_us > (int64_t)BODY_DEADLINE_S * 1000000) return MHD_NO;
         if (!cs->answered && !cs->too_big &&
             ferry_buf_append(&cs->body, upload_data, *upload_data_size) != FERRY_OK)
             cs->too_big = true;
@@ -689,12 +785,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  s->o.max_body);
         return error_reply(conn, 413, "too_large", msg, "Connection", "close");
     }
+    if (!ferry__srv_utf8_ok(cs->body.data ? cs->body.data : "", cs->body.len))
+        return error_reply(conn, 400, "invalid_utf8", "body: not valid UTF-8", NULL, NULL);
     struct req rq = {.srv = s,
                      .conn = conn,
                      .method = method,
                      .url = url,
                      .body = cs->body.data ? cs->body.data : "",
-                     .body_len = cs->body.len};
+                     .body_len = cs->body.len,
+                     .token = cs->token};
     memcpy(rq.params, cs->params, sizeof rq.params);
     return cs->route->fn(&rq);
 }
@@ -726,6 +825,8 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return ferry_error_set(err, FERRY_ECONFIG, "server",
                                "--listen: \"%s\" is not a numeric IPv4 address", host);
+    if (o->n_tokens > MAX_TOKENS)
+        return ferry_error_set(err, FERRY_ECONFIG, "server", "at most %d API tokens", MAX_TOKENS);
     if (o->n_tokens < 1)
         return ferry_error_set(
             err, FERRY_ECONFIG, "server",
@@ -759,7 +860,9 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
         s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                   (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                                   s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                  (unsigned)(o->max_per_address ? o->max_per_address : 32),
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
         if (s->mhd == NULL)
             rc = ferry_error_set(err, FERRY_EIO, "server", "cannot listen on %s:%d: %s", host,

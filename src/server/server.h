@@ -15,6 +15,7 @@
 
 struct ferry_bus;
 struct ferry_control;
+struct ferry_access;
 
 struct ferry_server_options {
     const char *host; /* numeric IPv4 address, "127.0.0.1" by default */
@@ -25,6 +26,9 @@ struct ferry_server_options {
     size_t max_body; /* bytes; larger bodies get 413 */
     struct ferry_bus *bus;
     struct ferry_control *control; /* NULL with --role api (no control stats) */
+    const struct ferry_access *policy; /* what API pipelines may touch (config/access.h) */
+    int max_per_address; /* connections at once from one client address (0: 32) */
+    int max_streams;     /* event streams per token (0: 16); four times that in total */
 };
 
 struct ferry_server;

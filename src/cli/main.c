@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "bus/bus.h"
 #include "cli/commands.h"
+#include "server/server.h"
 #include "ferry/core.h"
 #include "ferry/connector.h"
 #include "runner/runner.h"
@@ -555,6 +556,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "verify")) return ferry_cli_verify(argc, argv);
     if (!strcmp(cmd, "serve")) return ferry_cli_serve(argc, argv);
+    if (!strcmp(cmd, "__discover")) return ferry_server_discover_child(); /* serve's child */
     if (!strcmp(cmd, "worker")) return ferry_cli_worker(argc, argv);
     if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
     if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "ferry/config.h"
 #include "ferry/core.h"
@@ -195,6 +196,11 @@ static int check_path(const struct ferry_access *a, const char *what, const char
                           "%s is or holds a file of the server itself (state store, logs, policy, "
                           "keys)",
                           path);
+    /* A FIFO blocks whoever opens it, a device never ends: regular files and folders only. */
+    struct stat sb;
+    if (stat(c, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return refuse(err, what, "regular-files",
+                      "%s is not a regular file or folder (a FIFO, socket or device)", path);
     if (a->allow_all) return FERRY_OK;
     for (int i = 0; i < allowed->n; i++)
         if (under(c, allowed->v[i])) return FERRY_OK;

@@ -517,36 +517,13 @@ enum MHD_Result ferry__api_discover(struct req *rq)
     struct ferry_pipeline_spec *p;
     enum MHD_Result reply;
     if (load_body_pipeline(rq, &p, &reply) != 0) return reply;
-    void *ctx = NULL;
-    struct ferry_error e;
-    ferry_error_clear(&e);
-    json_t *out = json_array();
-    int rc = p->source_vt->open(p->source, &ctx, &e);
-    for (int i = 0; rc == FERRY_OK && i < p->n_resources; i++) {
-        struct ferry_schema *sc = NULL;
-        p->resources[i].pipeline = p->name;
-        rc = p->source_vt->discover(ctx, &p->resources[i], &sc, &e);
-        if (rc != FERRY_OK) break;
-        json_t *cols = json_array();
-        for (int k = 0; k < sc->n_fields; k++) {
-            const struct ferry_field *f = &sc->fields[k];
-            json_array_append_new(cols, json_pack("{s:s,s:s,s:b,s:i}", "name", f->name, "type",
-                                                  ferry_type_name(f->type), "nullable", f->nullable,
-                                                  "key_position", f->key_pos));
-        }
-        json_array_append_new(
-            out, json_pack("{s:s,s:o}", "resource", p->resources[i].table, "columns", cols));
-        ferry_schema_unref(sc);
-    }
-    if (ctx) p->source_vt->close(ctx);
+    /* Checked here (policy, plain secrets); opened in a child with limits (discover.c). */
+    char *text = ferry_strdup(p->request_json ? p->request_json : "");
     ferry_pipeline_free(p);
-    if (rc != FERRY_OK) {
-        json_decref(out);
-        if (rc == FERRY_ENOMEM || rc == FERRY_ESTORE) return ferry__srv_ferror(rq, &e);
-        /* Connectors redact credentials from their messages; the user needs the reason. */
-        return ferry__srv_error(rq, 422, ferry_code_name(rc), "%s", e.message);
-    }
-    return ferry__srv_json(rq, 200, json_pack("{s:o}", "resources", out));
+    if (text == NULL) return ferry__srv_error(rq, 500, "internal", "out of memory");
+    reply = ferry__srv_discover(rq, text, strlen(text));
+    ferry_free(text);
+    return reply;
 }
 
 static void collect_refs(json_t *v, const char *pipeline, json_t *acc)

@@ -85,6 +85,8 @@ struct req {
 };
 
 bool ferry__srv_utf8_ok(const char *s, size_t n);
+/* discover.c: answers a discover of the pipeline text from a child process with limits. */
+enum MHD_Result ferry__srv_discover(struct req *rq, const char *text, size_t len);
 
 /* Replies; each returns what the access handler returns. json is consumed. */
 enum MHD_Result ferry__srv_json(struct req *rq, unsigned status, json_t *json);

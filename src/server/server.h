@@ -42,6 +42,10 @@ void ferry_server_stop(struct ferry_server *s);
 /* The route table, "METHOD PATH" per line, for `ferry serve --routes` and the OpenAPI test. */
 void ferry_server_print_routes(void);
 
+/* `ferry __discover`: the child side of POST /v1/connectors/discover (server/discover.c):
+ * a pipeline on stdin, {"status", "body"} on stdout. */
+int ferry_server_discover_child(void);
+
 /* Embedded UI files (generated at build time from ui/ by cmake/embed_ui.cmake). */
 struct ferry_ui_asset {
     const char *path; /* "index.html", "app.js"... */

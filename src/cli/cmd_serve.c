@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "bus/bus.h"
 #include "config/access.h"
@@ -36,7 +37,7 @@ static const char *usage =
     "                   [--role all|api|control] [--workers N] [--lease DURATION]\n"
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
     "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
-    "                   [--policy FILE|allow-all]\n"
+    "                   [--policy FILE|allow-all] [--max-streams N] [--max-per-address N]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
@@ -51,7 +52,9 @@ static const char *usage =
     "(env:NAME or file:PATH keep a password off the command line).\n"
     "--policy FILE: what pipelines registered over the API may touch (local folders, env:\n"
     "and file: references, hosts, connectors; docs/security.md). Without it the safe\n"
-    "defaults hold; --policy allow-all is for a single-user host only.\n";
+    "defaults hold; --policy allow-all is for a single-user host only.\n"
+    "--max-per-address N: connections at once from one client address (default 32);\n"
+    "--max-streams N: event streams per token (default 16, four times that in total).\n";
 
 /* "250ms", "5s", "2m", or a number of milliseconds. */
 static int parse_ms(const char *s, int *out)
@@ -136,6 +139,8 @@ static int worker_environment(const struct ferry_access *policy, const char *spe
 
 int ferry_cli_serve(int argc, char **argv)
 {
+    /* The state file, its logs and spools, and the workers' files: the owner's only. */
+    umask(077);
     const char *state = getenv("FERRY_STATE");
     if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
     if (getenv("FERRY_STORE") && getenv("FERRY_STORE")[0]) state = getenv("FERRY_STORE");
@@ -143,6 +148,7 @@ int ferry_cli_serve(int argc, char **argv)
     const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
     const char *bus_url = getenv("FERRY_BUS");
     const char *policy_spec = NULL;
+    int max_streams = 16, max_per_address = 32;
     if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
     int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
@@ -156,6 +162,8 @@ int ferry_cli_serve(int argc, char **argv)
         {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
         {"dispatch", required_argument, NULL, 'D'}, {"image", required_argument, NULL, 'I'},
         {"bus", required_argument, NULL, 'B'},      {"policy", required_argument, NULL, 'P'},
+        {"max-streams", required_argument, NULL, 'M'},
+        {"max-per-address", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -212,6 +220,20 @@ int ferry_cli_serve(int argc, char **argv)
             break;
         case 'P':
             policy_spec = optarg;
+            break;
+        case 'M':
+            max_streams = atoi(optarg);
+            if (max_streams < 1 || max_streams > 4096) {
+                fprintf(stderr, "ferry: serve: --max-streams must be from 1 to 4096\n");
+                return 2;
+            }
+            break;
+        case 'A':
+            max_per_address = atoi(optarg);
+            if (max_per_address < 1 || max_per_address > 2000) {
+                fprintf(stderr, "ferry: serve: --max-per-address must be from 1 to 2000\n");
+                return 2;
+            }
             break;
         case 'R':
             ferry_server_print_routes();
@@ -346,7 +368,9 @@ int ferry_cli_serve(int argc, char **argv)
                                           .max_body = max_body,
                                           .bus = bus,
                                           .control = ctl,
-                                          .policy = policy};
+                                          .policy = policy,
+                                          .max_per_address = max_per_address,
+                                          .max_streams = max_streams};
         rc = ferry_server_start(&so, &srv, &err);
     }
     if (rc == FERRY_OK) {

@@ -750,6 +750,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                "a valid bearer token is required (Authorization: Bearer TOKEN)",
                                "WWW-Authenticate", "Bearer");
         }
+        for (int k = 0; cs->route && k < MAX_PARAMS; k++)
+            if (cs->params[k] && !ferry__srv_utf8_ok(cs->params[k], strlen(cs->params[k]))) {
+                cs->answered = true;
+                return error_reply(conn, 400, "invalid_utf8",
+                                   "the request's path is not valid UTF-8", NULL, NULL);
+            }
         if (cs->route == NULL) {
             cs->answered = true;
             return error_reply(conn, path_known ? 405 : 404, path_known ? "method" : "not_found",

@@ -38,6 +38,7 @@ static const char *usage =
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
     "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
     "                   [--policy FILE|allow-all] [--max-streams N] [--max-per-address N]\n"
+    "                   [--tokens FILE]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
@@ -54,7 +55,9 @@ static const char *usage =
     "and file: references, hosts, connectors; docs/security.md). Without it the safe\n"
     "defaults hold; --policy allow-all is for a single-user host only.\n"
     "--max-per-address N: connections at once from one client address (default 32);\n"
-    "--max-streams N: event streams per token (default 16, four times that in total).\n";
+    "--max-streams N: event streams per token (default 16, four times that in total).\n"
+    "--tokens FILE: \"ID viewer|operator|admin sha256:HEX\" per line (token hashes only);\n"
+    "FERRY_API_TOKEN and --token tokens are admins.\n";
 
 /* "250ms", "5s", "2m", or a number of milliseconds. */
 static int parse_ms(const char *s, int *out)
@@ -147,7 +150,7 @@ int ferry_cli_serve(int argc, char **argv)
     const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
     const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
     const char *bus_url = getenv("FERRY_BUS");
-    const char *policy_spec = NULL;
+    const char *policy_spec = NULL, *tokens_file = NULL;
     int max_streams = 16, max_per_address = 32;
     if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
@@ -162,7 +165,7 @@ int ferry_cli_serve(int argc, char **argv)
         {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
         {"dispatch", required_argument, NULL, 'D'}, {"image", required_argument, NULL, 'I'},
         {"bus", required_argument, NULL, 'B'},      {"policy", required_argument, NULL, 'P'},
-        {"max-streams", required_argument, NULL, 'M'},
+        {"max-streams", required_argument, NULL, 'M'},  {"tokens", required_argument, NULL, 'T'},
         {"max-per-address", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
@@ -220,6 +223,9 @@ int ferry_cli_serve(int argc, char **argv)
             break;
         case 'P':
             policy_spec = optarg;
+            break;
+        case 'T':
+            tokens_file = optarg;
             break;
         case 'M':
             max_streams = atoi(optarg);
@@ -298,10 +304,15 @@ int ferry_cli_serve(int argc, char **argv)
             tokens[n_tokens++] = t;
         }
     }
-    if (rc == FERRY_OK && api && n_tokens == 0)
+    struct ferry_token_hash *hashed = NULL;
+    int n_hashed = 0;
+    if (rc == FERRY_OK && tokens_file)
+        rc = ferry_server_tokens_load(tokens_file, &hashed, &n_hashed, &err);
+    if (rc == FERRY_OK && api && n_tokens == 0 && n_hashed == 0)
         rc =
             ferry_error_set(&err, FERRY_ECONFIG, "serve",
-                            "no API token: set FERRY_API_TOKEN or pass --token env:NAME|file:PATH");
+                            "no API token: set FERRY_API_TOKEN, pass --token env:NAME|file:PATH or "
+                            "--tokens FILE");
     char exe[PATH_MAX], logs[PATH_MAX];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0)
@@ -327,6 +338,7 @@ int ferry_cli_serve(int argc, char **argv)
     if (rc == FERRY_OK) rc = ferry_access_load(policy_spec, &policy, &err);
     if (rc == FERRY_OK) rc = ferry_access_protect(policy, state, &err);
     if (rc == FERRY_OK) rc = ferry_access_protect(policy, log_dir, &err);
+    if (rc == FERRY_OK && tokens_file) rc = ferry_access_protect(policy, tokens_file, &err);
     for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
         if (!strncmp(token_refs[i], "file:", 5))
             rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
@@ -365,6 +377,8 @@ int ferry_cli_serve(int argc, char **argv)
                                           .state_path = state,
                                           .tokens = tokens,
                                           .n_tokens = n_tokens,
+                                          .hashed = hashed,
+                                          .n_hashed = n_hashed,
                                           .max_body = max_body,
                                           .bus = bus,
                                           .control = ctl,
@@ -406,6 +420,7 @@ int ferry_cli_serve(int argc, char **argv)
     for (int i = 0; i < n_tokens; i++)
         ferry_secret_free(tokens[i]);
     ferry_access_free(policy);
+    ferry_free(hashed);
     if (rc != FERRY_OK) {
         fprintf(stderr, "ferry: serve: %s\n", err.message);
         return ferry_code_exit_status(rc);

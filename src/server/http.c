@@ -33,46 +33,62 @@ struct route {
     const char *path; /* {x} matches one segment */
     ferry__handler fn;
     bool public_route;
+    int role; /* the least role allowed: VIEWER, OPERATOR or ADMIN (0 on public routes) */
 };
 
+#define VIEWER FERRY_ROLE_VIEWER
+#define OPERATOR FERRY_ROLE_OPERATOR
+#define ADMIN FERRY_ROLE_ADMIN
+
 static const struct route routes[] = {
-    {"GET", "/livez", ferry__api_livez, true},
-    {"GET", "/readyz", ferry__api_readyz, true},
-    {"GET", "/metrics", ferry__api_metrics, false},
-    {"GET", "/v1/connectors", ferry__api_connectors, false},
-    {"POST", "/v1/connectors/validate", ferry__api_validate, false},
-    {"POST", "/v1/connectors/discover", ferry__api_discover, false},
-    {"GET", "/v1/secrets", ferry__api_secrets, false},
-    {"GET", "/v1/pipelines", ferry__api_pipelines_list, false},
-    {"POST", "/v1/pipelines", ferry__api_pipelines_apply, false},
-    {"GET", "/v1/pipelines/{name}", ferry__api_pipeline_get, false},
-    {"DELETE", "/v1/pipelines/{name}", ferry__api_pipeline_delete, false},
-    {"GET", "/v1/pipelines/{name}/versions", ferry__api_pipeline_versions, false},
-    {"GET", "/v1/pipelines/{name}/versions/{version}", ferry__api_pipeline_version, false},
-    {"POST", "/v1/pipelines/{name}/runs", ferry__api_runs_create, false},
-    {"GET", "/v1/runs", ferry__api_runs_list, false},
-    {"GET", "/v1/runs/{id}", ferry__api_run_get, false},
-    {"GET", "/v1/runs/{id}/events", ferry__api_run_events, false},
-    {"POST", "/v1/runs/{id}/pause", ferry__api_run_pause, false},
-    {"POST", "/v1/runs/{id}/resume", ferry__api_run_resume, false},
-    {"POST", "/v1/runs/{id}/cancel", ferry__api_run_cancel, false},
-    {"GET", "/v1/schedules", ferry__api_schedules_list, false},
-    {"POST", "/v1/schedules", ferry__api_schedules_create, false},
-    {"GET", "/v1/schedules/{id}", ferry__api_schedule_get, false},
-    {"DELETE", "/v1/schedules/{id}", ferry__api_schedule_delete, false},
-    {"PATCH", "/v1/schedules/{id}", ferry__api_schedule_update, false},
+    {"GET", "/livez", ferry__api_livez, true, 0},
+    {"GET", "/readyz", ferry__api_readyz, true, 0},
+    {"GET", "/metrics", ferry__api_metrics, false, VIEWER},
+    {"GET", "/v1/connectors", ferry__api_connectors, false, VIEWER},
+    {"POST", "/v1/connectors/validate", ferry__api_validate, false, VIEWER},
+    {"POST", "/v1/connectors/discover", ferry__api_discover, false, ADMIN},
+    {"GET", "/v1/secrets", ferry__api_secrets, false, VIEWER},
+    {"GET", "/v1/pipelines", ferry__api_pipelines_list, false, VIEWER},
+    {"POST", "/v1/pipelines", ferry__api_pipelines_apply, false, ADMIN},
+    {"GET", "/v1/pipelines/{name}", ferry__api_pipeline_get, false, VIEWER},
+    {"DELETE", "/v1/pipelines/{name}", ferry__api_pipeline_delete, false, ADMIN},
+    {"GET", "/v1/pipelines/{name}/versions", ferry__api_pipeline_versions, false, VIEWER},
+    {"GET", "/v1/pipelines/{name}/versions/{version}", ferry__api_pipeline_version, false, VIEWER},
+    {"POST", "/v1/pipelines/{name}/runs", ferry__api_runs_create, false, OPERATOR},
+    {"GET", "/v1/runs", ferry__api_runs_list, false, VIEWER},
+    {"GET", "/v1/runs/{id}", ferry__api_run_get, false, VIEWER},
+    {"GET", "/v1/runs/{id}/events", ferry__api_run_events, false, VIEWER},
+    {"POST", "/v1/runs/{id}/pause", ferry__api_run_pause, false, OPERATOR},
+    {"POST", "/v1/runs/{id}/resume", ferry__api_run_resume, false, OPERATOR},
+    {"POST", "/v1/runs/{id}/cancel", ferry__api_run_cancel, false, OPERATOR},
+    {"GET", "/v1/schedules", ferry__api_schedules_list, false, VIEWER},
+    {"POST", "/v1/schedules", ferry__api_schedules_create, false, ADMIN},
+    {"GET", "/v1/schedules/{id}", ferry__api_schedule_get, false, VIEWER},
+    {"DELETE", "/v1/schedules/{id}", ferry__api_schedule_delete, false, ADMIN},
+    {"PATCH", "/v1/schedules/{id}", ferry__api_schedule_update, false, ADMIN},
     /* The UI shell: static files with no data in them; the page asks for a token and sends
      * it with every API call. */
-    {"GET", "/", ferry__api_ui, true},
-    {"GET", "/ui/{file}", ferry__api_ui, true},
+    {"GET", "/", ferry__api_ui, true, 0},
+    {"GET", "/ui/{file}", ferry__api_ui, true, 0},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
+
+static const char *role_name(int role)
+{
+    return role == VIEWER ? "viewer" : role == OPERATOR ? "operator" : "admin";
+}
+
+/* A route's least role (a 0 on a protected route counts as admin). */
+static int route_role(const struct route *r)
+{
+    return r->role ? r->role : FERRY_ROLE_ADMIN;
+}
 
 void ferry_server_print_routes(void)
 {
     for (size_t i = 0; i < N_ROUTES; i++)
-        printf("%s %s%s\n", routes[i].method, routes[i].path,
-               routes[i].public_route ? " public" : "");
+        printf("%s %s %s\n", routes[i].method, routes[i].path,
+               routes[i].public_route ? "public" : role_name(route_role(&routes[i])));
 }
 
 static int hexval(int c)
@@ -674,6 +690,17 @@ static int token_index(struct ferry_server *s, struct MHD_Connection *conn)
     const char *t = h + 7;
     size_t tl = strlen(t);
     int found = -1;
+    unsigned char digest[32];
+    struct ferry_sha256 sh;
+    ferry_sha256_init(&sh);
+    ferry_sha256_update(&sh, t, tl);
+    ferry_sha256_final(&sh, digest);
+    for (int i = 0; i < s->o.n_hashed; i++) {
+        unsigned char diff = 0;
+        for (int j = 0; j < 32; j++)
+            diff |= (unsigned char)(digest[j] ^ s->o.hashed[i].sha256[j]);
+        if (diff == 0 && found < 0) found = s->o.n_tokens + i;
+    }
     for (int i = 0; i < s->o.n_tokens; i++) {
         const char *k = s->tokens[i];
         size_t kl = strlen(k);
@@ -684,6 +711,35 @@ static int token_index(struct ferry_server *s, struct MHD_Connection *conn)
         if (diff == 0 && found < 0) found = i;
     }
     return found;
+}
+
+/* The role and id of token index t (plain tokens are admins "token-N"). */
+static int token_role(const struct ferry_server *s, int t)
+{
+    return t < s->o.n_tokens ? FERRY_ROLE_ADMIN : (int)s->o.hashed[t - s->o.n_tokens].role;
+}
+
+void ferry__srv_token_id(const struct ferry_server *s, int t, char *out, size_t len)
+{
+    if (t < 0)
+        snprintf(out, len, "-");
+    else if (t < s->o.n_tokens)
+        snprintf(out, len, "token-%d", t + 1);
+    else
+        snprintf(out, len, "%s", s->o.hashed[t - s->o.n_tokens].id);
+}
+
+/* audit.request (or audit.denied): who called which mutating route; never the token. */
+static void audit(struct ferry_server *s, int t, const char *type, const char *method,
+                  const char *url)
+{
+    char id[64];
+    ferry__srv_token_id(s, t, id, sizeof id);
+    json_t *j = json_pack("{s:s,s:s,s:s}", "token", id, "method", method, "path", url);
+    char *p = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (p && s->o.bus) ferry_bus_emit(s->o.bus, 0, 0, "", type, p, NULL);
+    free(p);
 }
 
 static enum MHD_Result utf8_kv(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -756,6 +812,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return error_reply(conn, 400, "invalid_utf8",
                                    "the request's path is not valid UTF-8", NULL, NULL);
             }
+        if (cs->route && !public_route && token_role(s, cs->token) < route_role(cs->route)) {
+            cs->answered = true;
+            char id[64], msg[256];
+            ferry__srv_token_id(s, cs->token, id, sizeof id);
+            snprintf(msg, sizeof msg, "token %s (role %s) may not call %s %s: it needs %s", id,
+                     role_name(token_role(s, cs->token)), method, cs->route->path,
+                     role_name(route_role(cs->route)));
+            audit(s, cs->token, "audit.denied", method, cs->route->path);
+            return error_reply(conn, 403, "forbidden", msg, NULL, NULL);
+        }
         if (cs->route == NULL) {
             cs->answered = true;
             return error_reply(conn, path_known ? 405 : 404, path_known ? "method" : "not_found",
@@ -801,6 +867,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                      .body_len = cs->body.len,
                      .token = cs->token};
     memcpy(rq.params, cs->params, sizeof rq.params);
+    if (strcmp(method, "GET") != 0 && !cs->route->public_route)
+        audit(s, cs->token, "audit.request", method, cs->route->path);
     return cs->route->fn(&rq);
 }
 
@@ -831,9 +899,9 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return ferry_error_set(err, FERRY_ECONFIG, "server",
                                "--listen: \"%s\" is not a numeric IPv4 address", host);
-    if (o->n_tokens > MAX_TOKENS)
+    if (o->n_tokens + o->n_hashed > MAX_TOKENS)
         return ferry_error_set(err, FERRY_ECONFIG, "server", "at most %d API tokens", MAX_TOKENS);
-    if (o->n_tokens < 1)
+    if (o->n_tokens + o->n_hashed < 1)
         return ferry_error_set(
             err, FERRY_ECONFIG, "server",
             "no API token: set FERRY_API_TOKEN or pass --token env:NAME|file:PATH");
@@ -910,4 +978,63 @@ void ferry_server_stop(struct ferry_server *s)
     pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->pool_lock);
     ferry_free(s);
+}
+
+/* ---- the tokens file ---- */
+
+int ferry_server_tokens_load(const char *path, struct ferry_token_hash **out, int *n,
+                             struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "server", "--tokens %s: %s", path,
+                               strerror(errno));
+    struct ferry_token_hash *v = ferry_calloc(MAX_TOKENS, sizeof *v);
+    if (v == NULL) {
+        fclose(f);
+        return ferry_error_set(err, FERRY_ENOMEM, "server", "out of memory");
+    }
+    char line[512];
+    int ln = 0, rc = FERRY_OK;
+    while (rc == FERRY_OK && fgets(line, sizeof line, f)) {
+        ln++;
+        char id[128], role[32], hash[128], extra[8];
+        char *hashp = strchr(line, '#');
+        if (hashp) *hashp = '\0';
+        int k = sscanf(line, "%127s %31s %127s %7s", id, role, hash, extra);
+        if (k <= 0) continue;
+        enum ferry_role r = !strcmp(role, "viewer") ? FERRY_ROLE_VIEWER
+                            : !strcmp(role, "operator") ? FERRY_ROLE_OPERATOR
+                            : !strcmp(role, "admin") ? FERRY_ROLE_ADMIN : 0;
+        bool hex_ok = k == 3 && strncmp(hash, "sha256:", 7) == 0 && strlen(hash) == 71;
+        for (int i = 7; hex_ok && i < 71; i++)
+            hex_ok = hexval(hash[i]) >= 0;
+        if (k != 3 || r == 0 || !hex_ok || strlen(id) >= sizeof v[0].id) {
+            rc = ferry_error_set(err, FERRY_ECONFIG, "server",
+                                 "--tokens %s: line %d: expected ID viewer|operator|admin "
+                                 "sha256:HEX (64 hex digits)",
+                                 path, ln);
+            break;
+        }
+        if (*n == MAX_TOKENS) {
+            rc = ferry_error_set(err, FERRY_ECONFIG, "server", "--tokens %s: more than %d tokens",
+                                 path, MAX_TOKENS);
+            break;
+        }
+        snprintf(v[*n].id, sizeof v[*n].id, "%s", id);
+        v[*n].role = r;
+        for (int i = 0; i < 32; i++)
+            v[*n].sha256[i] = (unsigned char)(hexval(hash[7 + 2 * i]) * 16 + hexval(hash[8 + 2 * i]));
+        (*n)++;
+    }
+    fclose(f);
+    if (rc != FERRY_OK) {
+        ferry_free(v);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return FERRY_OK;
 }

@@ -85,6 +85,8 @@ struct req {
 };
 
 bool ferry__srv_utf8_ok(const char *s, size_t n);
+/* The id of token index t for messages and audit events ("token-N" or its --tokens id). */
+void ferry__srv_token_id(const struct ferry_server *s, int t, char *out, size_t len);
 /* discover.c: answers a discover of the pipeline text from a child process with limits. */
 enum MHD_Result ferry__srv_discover(struct req *rq, const char *text, size_t len);
 

@@ -152,7 +152,10 @@ static int plain_secrets_walk(const struct ferry_cfg *n, const char *key, struct
         const char *v = n->scalar;
         if (is_ref(v) || !strncmp(v, "secret:", 7) || v[0] == '\0') return FERRY_OK;
         const char *why = NULL;
-        if (credential_key(key))
+        /* A transform's `key` is an HMAC key (a resource's `key` lists columns). */
+        bool transform_key = key && !strcmp(key, "key") && n->path &&
+                             !strncmp(n->path, "transforms[", 11) && n->key != NULL;
+        if (credential_key(key) || transform_key)
             why = "a credential must be a reference (env:NAME, file:PATH or secret:NAME), not a "
                   "plain value";
         else if (url_password(v))

@@ -19,7 +19,7 @@ struct ferry_store;
 #define DEPTH_SLOTS 256
 #define RING_SIZE 8192
 #define MAX_TOKENS 64
-#define IDLE_TIMEOUT_S 15  /* a connection silent this long (headers, body) is closed */
+#define IDLE_TIMEOUT_S 60  /* a connection silent this long (headers, body, a stalled reader) is closed */
 #define BODY_DEADLINE_S 30 /* a request body must arrive within this many seconds */
 
 struct ferry_server {

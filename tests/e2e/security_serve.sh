@@ -139,6 +139,7 @@ pass "state and worker log files are created 0600"
 # DNS rebinding: a name that resolved to a public address at registration points at loopback
 # when the worker connects; the worker checks again and refuses.
 REBIND="ferry-rebind-$RANDOM$RANDOM.test"
+[ -w /etc/hosts ] || fail "the DNS rebinding case edits /etc/hosts (put back at exit): run as root"
 cp /etc/hosts "$T/hosts.orig"
 echo "192.0.2.10 $REBIND" >> /etc/hosts
 sed "s|endpoint: .*|endpoint: \"http://$REBIND:$LPORT\"|; s|access_key_id: .*|access_key_id: env:FERRY_SECRET_K|; /session_token/d; s|^name: exfil|name: rebind|" exfil.yaml > rebind.yaml

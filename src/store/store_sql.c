@@ -633,7 +633,11 @@ static int redact_rows(struct ferry_store *st, const char *select, const char *u
 
 static int redact_stored_secrets(struct ferry_store *st, struct ferry_error *err)
 {
-    int rc = redact_rows(st, "SELECT \"name\", \"version\", \"spec\" FROM \"pipelines\"",
+    /* SQLite: the old text must not stay behind in freed space of the pages. */
+    int rc = IS_PG(st) ? FERRY_OK
+                       : DRV(st)->exec(st->db, "PRAGMA secure_delete = ON", "migration 8", err);
+    if (rc == FERRY_OK)
+        rc = redact_rows(st, "SELECT \"name\", \"version\", \"spec\" FROM \"pipelines\"",
                          "UPDATE \"pipelines\" SET \"spec\" = ?1 WHERE \"name\" = ?2 AND"
                          " \"version\" = ?3",
                          false, err);

@@ -71,9 +71,9 @@ static void redacts_older_state(void **state)
     assert_non_null(strstr(ri.request, "\"secret_access_key\":\"(redacted)\""));
     ferry_run_info_clear(&ri);
     ferry_store_close(st);
-    /* Checkpoint the WAL away, then no byte of the files holds a plaintext. */
+    /* Checkpoint the WAL into the file (no VACUUM): no byte of the files holds a plaintext. */
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); VACUUM", NULL, NULL, NULL),
+    assert_int_equal(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
     static const char *const plain[] = {"plainS3cret1", "urlPw2", "qPw3", "cPw4", NULL};

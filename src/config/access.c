@@ -624,6 +624,14 @@ int ferry_access_load(const char *spec, struct ferry_access **out, struct ferry_
         *out = a;
         return FERRY_OK;
     }
+    if (access(spec, R_OK) != 0) {
+        int e = errno;
+        ferry_access_free(a);
+        return ferry_error_set(err, FERRY_ECONFIG, "policy",
+                               "--policy %s: cannot read the policy file: %s (or use "
+                               "\"allow-all\" or \"default\")",
+                               spec, strerror(e));
+    }
     struct ferry_cfg *root = NULL;
     int rc = ferry_cfg_parse_file(spec, &root, err);
     if (rc == FERRY_OK && root->kind != FERRY_CFG_MAP)

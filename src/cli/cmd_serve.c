@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "notify/notify.h"
 #include "bus/bus.h"
+#include "config/access.h"
 #include "cli/commands.h"
 #include "control/control.h"
 #include "control/tracker.h"
@@ -36,6 +38,8 @@ static const char *usage =
     "                   [--role all|api|control] [--workers N] [--lease DURATION]\n"
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
     "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
+    "                   [--policy FILE|allow-all] [--max-streams N] [--max-per-address N]\n"
+    "                   [--tokens FILE]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
@@ -47,7 +51,14 @@ static const char *usage =
     "--store URL (FERRY_STORE) is --state: a SQLite path or postgres://USER@HOST/DB[?schema=S]\n"
     "--bus URL (FERRY_BUS): inproc (default: the state store's event log), postgres://... or\n"
     "nats://HOST:PORT (JetStream); workers get the same bus.\n"
-    "(env:NAME or file:PATH keep a password off the command line).\n";
+    "(env:NAME or file:PATH keep a password off the command line).\n"
+    "--policy FILE: what pipelines registered over the API may touch (local folders, env:\n"
+    "and file: references, hosts, connectors; docs/security.md). Without it the safe\n"
+    "defaults hold; --policy allow-all is for a single-user host only.\n"
+    "--max-per-address N: connections at once from one client address (default 32);\n"
+    "--max-streams N: event streams per token (default 16, four times that in total).\n"
+    "--tokens FILE: \"ID viewer|operator|admin sha256:HEX\" per line (token hashes only);\n"
+    "FERRY_API_TOKEN and --token tokens are admins.\n";
 
 /* "250ms", "5s", "2m", or a number of milliseconds. */
 static int parse_ms(const char *s, int *out)
@@ -82,14 +93,66 @@ static int split_listen(const char *s, char *host, size_t hl, int *port)
     return 0;
 }
 
+/* Variables a worker may see whatever the policy: the platform's, and ferry's own settings
+ * (FERRY_API_TOKEN is never one of them). */
+static bool base_variable(const char *e)
+{
+    static const char *const keep[] = {"PATH=", "HOME=", "LANG=", "LC_", "TZ=", "TMPDIR=",
+                                       "USER=", "LOGNAME=", "SHELL=", "PWD=", "TERM=",
+                                       "SSL_CERT_", "CURL_CA_BUNDLE=", "ASAN_", "UBSAN_",
+                                       "TSAN_", "LSAN_", "LLVM_", NULL};
+    for (int i = 0; keep[i]; i++)
+        if (!strncmp(e, keep[i], strlen(keep[i]))) return true;
+    return !strncmp(e, "FERRY_", 6) && strncmp(e, "FERRY_API_TOKEN=", 16) != 0;
+}
+
+/* The workers inherit this process's environment: the API token never, and under a policy
+ * only the base variables and the names the policy's env: rules allow. The policy itself
+ * goes along (FERRY_POLICY, FERRY_POLICY_PROTECT) so workers check again after DNS. */
+static int worker_environment(const struct ferry_access *policy, const char *spec,
+                              const char *state, const char *bus, struct ferry_error *err)
+{
+    if (unsetenv("FERRY_API_TOKEN") != 0)
+        return ferry_error_set(err, FERRY_EIO, "serve", "cannot clear FERRY_API_TOKEN");
+    if (!ferry_access_allow_all(policy)) {
+        for (bool again = true; again;) {
+            again = false;
+            for (char **e = environ; *e; e++) {
+                const char *eq = strchr(*e, '=');
+                if (eq == NULL || base_variable(*e)) continue;
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+                if (ferry_access_env_allowed(policy, name)) continue;
+                /* the store and bus URLs may be env: references the workers resolve */
+                if ((state && !strncmp(state, "env:", 4) && !strcmp(state + 4, name)) ||
+                    (bus && !strncmp(bus, "env:", 4) && !strcmp(bus + 4, name)))
+                    continue;
+                unsetenv(name);
+                again = true;
+                break;
+            }
+        }
+    }
+    char *prot = ferry_access_protected_list(policy);
+    int bad = prot == NULL || setenv("FERRY_POLICY", spec && spec[0] ? spec : "default", 1) != 0 ||
+              setenv("FERRY_POLICY_PROTECT", prot, 1) != 0;
+    ferry_free(prot);
+    return bad ? ferry_error_set(err, FERRY_EIO, "serve", "cannot set the workers' environment")
+               : FERRY_OK;
+}
+
 int ferry_cli_serve(int argc, char **argv)
 {
+    /* The state file, its logs and spools, and the workers' files: the owner's only. */
+    umask(077);
     const char *state = getenv("FERRY_STATE");
     if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
     if (getenv("FERRY_STORE") && getenv("FERRY_STORE")[0]) state = getenv("FERRY_STORE");
     const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
     const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
     const char *bus_url = getenv("FERRY_BUS");
+    const char *policy_spec = NULL, *tokens_file = NULL;
+    int max_streams = 16, max_per_address = 32;
     if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
     int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
@@ -102,7 +165,9 @@ int ferry_cli_serve(int argc, char **argv)
         {"sweep", required_argument, NULL, 'S'},   {"max-body", required_argument, NULL, 'b'},
         {"log-dir", required_argument, NULL, 'd'}, {"routes", no_argument, NULL, 'R'},
         {"dispatch", required_argument, NULL, 'D'}, {"image", required_argument, NULL, 'I'},
-        {"bus", required_argument, NULL, 'B'},
+        {"bus", required_argument, NULL, 'B'},      {"policy", required_argument, NULL, 'P'},
+        {"max-streams", required_argument, NULL, 'M'},  {"tokens", required_argument, NULL, 'T'},
+        {"max-per-address", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -156,6 +221,26 @@ int ferry_cli_serve(int argc, char **argv)
             break;
         case 'I':
             image = optarg;
+            break;
+        case 'P':
+            policy_spec = optarg;
+            break;
+        case 'T':
+            tokens_file = optarg;
+            break;
+        case 'M':
+            max_streams = atoi(optarg);
+            if (max_streams < 1 || max_streams > 4096) {
+                fprintf(stderr, "ferry: serve: --max-streams must be from 1 to 4096\n");
+                return 2;
+            }
+            break;
+        case 'A':
+            max_per_address = atoi(optarg);
+            if (max_per_address < 1 || max_per_address > 2000) {
+                fprintf(stderr, "ferry: serve: --max-per-address must be from 1 to 2000\n");
+                return 2;
+            }
             break;
         case 'R':
             ferry_server_print_routes();
@@ -220,10 +305,15 @@ int ferry_cli_serve(int argc, char **argv)
             tokens[n_tokens++] = t;
         }
     }
-    if (rc == FERRY_OK && api && n_tokens == 0)
+    struct ferry_token_hash *hashed = NULL;
+    int n_hashed = 0;
+    if (rc == FERRY_OK && tokens_file)
+        rc = ferry_server_tokens_load(tokens_file, &hashed, &n_hashed, &err);
+    if (rc == FERRY_OK && api && n_tokens == 0 && n_hashed == 0)
         rc =
             ferry_error_set(&err, FERRY_ECONFIG, "serve",
-                            "no API token: set FERRY_API_TOKEN or pass --token env:NAME|file:PATH");
+                            "no API token: set FERRY_API_TOKEN, pass --token env:NAME|file:PATH or "
+                            "--tokens FILE");
     char exe[PATH_MAX], logs[PATH_MAX];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0)
@@ -243,6 +333,17 @@ int ferry_cli_serve(int argc, char **argv)
         log_dir = logs;
     }
 
+    /* The policy, the files no pipeline may touch, and the workers' environment: set
+     * before any thread starts (nothing edits the environment afterwards). */
+    struct ferry_access *policy = NULL;
+    if (rc == FERRY_OK) rc = ferry_access_load(policy_spec, &policy, &err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(policy, state, &err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(policy, log_dir, &err);
+    if (rc == FERRY_OK && tokens_file) rc = ferry_access_protect(policy, tokens_file, &err);
+    for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
+        if (!strncmp(token_refs[i], "file:", 5))
+            rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
+
     struct ferry_store *st = NULL;
     struct ferry_bus *bus = NULL;
     struct ferry_tracker *tracker = NULL;
@@ -256,6 +357,7 @@ int ferry_cli_serve(int argc, char **argv)
         rc = ferry_error_set(&err, FERRY_EIO, "serve",
                              "setting FERRY_BUS for the workers failed");
     if (rc == FERRY_OK) rc = ferry_bus_open(bus_url, state, &bus, &err);
+    if (rc == FERRY_OK) rc = worker_environment(policy, policy_spec, state, bus_url, &err);
     if (rc == FERRY_OK && control) {
         rc = ferry_tracker_open(state, bus, &tracker, &err);
         if (rc == FERRY_OK) rc = ferry_tracker_start(tracker, &err);
@@ -276,9 +378,14 @@ int ferry_cli_serve(int argc, char **argv)
                                           .state_path = state,
                                           .tokens = tokens,
                                           .n_tokens = n_tokens,
+                                          .hashed = hashed,
+                                          .n_hashed = n_hashed,
                                           .max_body = max_body,
                                           .bus = bus,
-                                          .control = ctl};
+                                          .control = ctl,
+                                          .policy = policy,
+                                          .max_per_address = max_per_address,
+                                          .max_streams = max_streams};
         rc = ferry_server_start(&so, &srv, &err);
     }
     if (rc == FERRY_OK) {
@@ -320,6 +427,8 @@ int ferry_cli_serve(int argc, char **argv)
     ferry_store_close(st);
     for (int i = 0; i < n_tokens; i++)
         ferry_secret_free(tokens[i]);
+    ferry_access_free(policy);
+    ferry_free(hashed);
     if (rc != FERRY_OK) {
         fprintf(stderr, "ferry: serve: %s\n", err.message);
         return ferry_code_exit_status(rc);

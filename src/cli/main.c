@@ -13,6 +13,7 @@
 #include "bus/bus.h"
 #include "cli/commands.h"
 #include "control/attempts.h"
+#include "server/server.h"
 #include "ferry/core.h"
 #include "ferry/connector.h"
 #include "runner/retry.h"
@@ -602,6 +603,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "verify")) return ferry_cli_verify(argc, argv);
     if (!strcmp(cmd, "serve")) return ferry_cli_serve(argc, argv);
+    if (!strcmp(cmd, "__discover")) return ferry_server_discover_child(); /* serve's child */
     if (!strcmp(cmd, "worker")) return ferry_cli_worker(argc, argv);
     if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
     if (!strcmp(cmd, "copy")) return ferry_cli_copy(argc, argv);

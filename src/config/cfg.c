@@ -35,6 +35,12 @@
 #define MAX_FILE_BYTES ((size_t)16 << 20)  /* a pipeline file is small */
 #define MAX_SECRET_BYTES ((size_t)1 << 20) /* certificates fit, accidents do not */
 #define VALUE_SHOWN_MAX 60                 /* bytes of a bad value echoed in an error */
+/* What one document may cost, whatever its size in bytes (a request body is parsed with
+ * the same code): nodes, the length of one key, the bytes of all key paths together. With
+ * these a 1 MiB body stays in linear time and a few tens of MiB. */
+#define MAX_NODES 100000
+#define MAX_KEY_BYTES 1024
+#define MAX_PATH_BYTES ((size_t)8 << 20)
 
 static const char yaml_str_tag[] = "tag:yaml.org,2002:str";
 
@@ -45,6 +51,7 @@ struct parse {
     const char *file; /* node->file: points into the root node's allocation */
     const char *name; /* the caller's name, for messages */
     struct ferry_error *err;
+    size_t nodes, path_bytes; /* spent so far (MAX_NODES, MAX_PATH_BYTES) */
 };
 
 static int oom(struct parse *ps)
@@ -232,8 +239,57 @@ static int parse_list(struct parse *ps, yaml_event_t *start, const char *key, co
     return rc;
 }
 
+/* The keys of one map, for the duplicate check in linear time: an open-addressing table of
+ * child indexes (+1; 0 is empty), grown to keep it at most half full. */
+struct keyset {
+    uint32_t *slot;
+    size_t cap;
+};
+
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * 1099511628211u;
+    return h;
+}
+
+/* The child with key k, or NULL. */
+static const struct ferry_cfg *keyset_find(const struct keyset *ks, const struct ferry_cfg *map,
+                                           const char *k)
+{
+    if (ks->cap == 0) return NULL;
+    for (size_t i = key_hash(k) & (ks->cap - 1);; i = (i + 1) & (ks->cap - 1)) {
+        if (ks->slot[i] == 0) return NULL;
+        const struct ferry_cfg *c = map->children[ks->slot[i] - 1];
+        if (strcmp(c->key, k) == 0) return c;
+    }
+}
+
+/* Adds child number idx of map (its key is new). */
+static int keyset_add(struct keyset *ks, const struct ferry_cfg *map, size_t idx)
+{
+    if ((idx + 1) * 2 > ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        uint32_t *s = ferry_calloc(cap, sizeof *s);
+        if (s == NULL) return FERRY_ENOMEM;
+        ferry_free(ks->slot);
+        ks->slot = s;
+        ks->cap = cap;
+        for (size_t j = 0; j < idx; j++) {
+            size_t i = key_hash(map->children[j]->key) & (cap - 1);
+            while (s[i]) i = (i + 1) & (cap - 1);
+            s[i] = (uint32_t)j + 1;
+        }
+    }
+    size_t i = key_hash(map->children[idx]->key) & (ks->cap - 1);
+    while (ks->slot[i]) i = (i + 1) & (ks->cap - 1);
+    ks->slot[i] = (uint32_t)idx + 1;
+    return FERRY_OK;
+}
+
 static int parse_key(struct parse *ps, yaml_event_t *ev, const struct ferry_cfg *map,
-                     const char *path)
+                     const struct keyset *ks, const char *path)
 {
     if (ev->type == YAML_ALIAS_EVENT)
         return at_mark(ps, &ev->start_mark, path, "aliases (*%s) are not supported",
@@ -248,16 +304,16 @@ static int parse_key(struct parse *ps, yaml_event_t *ev, const struct ferry_cfg 
         return at_mark(ps, &ev->start_mark, path, "keys must be strings, got an empty key");
     if (memchr(ev->data.scalar.value, '\0', ev->data.scalar.length))
         return at_mark(ps, &ev->start_mark, path, "a key contains a NUL character");
+    if (ev->data.scalar.length > MAX_KEY_BYTES)
+        return at_mark(ps, &ev->start_mark, path, "a key is longer than %d bytes", MAX_KEY_BYTES);
     const char *k = (const char *)ev->data.scalar.value;
-    for (int i = 0; i < map->n_children; i++) {
-        if (strcmp(map->children[i]->key, k) == 0) {
-            char *kp = *path ? ferry_asprintf("%s.%s", path, k) : ferry_strdup(k);
-            if (kp == NULL) return oom(ps);
-            rc = at_mark(ps, &ev->start_mark, kp, "duplicate key (first at line %d)",
-                         map->children[i]->line);
-            ferry_free(kp);
-            return rc;
-        }
+    const struct ferry_cfg *first = keyset_find(ks, map, k);
+    if (first) {
+        char *kp = *path ? ferry_asprintf("%s.%s", path, k) : ferry_strdup(k);
+        if (kp == NULL) return oom(ps);
+        rc = at_mark(ps, &ev->start_mark, kp, "duplicate key (first at line %d)", first->line);
+        ferry_free(kp);
+        return rc;
     }
     return FERRY_OK;
 }
@@ -270,16 +326,18 @@ static int parse_map(struct parse *ps, yaml_event_t *start, const char *key, con
     if (rc) return rc;
     struct ferry_cfg *n = node_new(ps, FERRY_CFG_MAP, key, path, &start->start_mark);
     if (n == NULL) return oom(ps);
+    struct keyset ks = {0};
     for (;;) {
         yaml_event_t kev, vev;
         rc = next_event(ps, &kev);
         if (rc) break;
         if (kev.type == YAML_MAPPING_END_EVENT) {
             yaml_event_delete(&kev);
+            ferry_free(ks.slot);
             *out = n;
             return FERRY_OK;
         }
-        rc = parse_key(ps, &kev, n, path);
+        rc = parse_key(ps, &kev, n, &ks, path);
         if (rc) {
             yaml_event_delete(&kev);
             break;
@@ -300,8 +358,11 @@ static int parse_map(struct parse *ps, yaml_event_t *start, const char *key, con
             ferry_cfg_free(child);
             rc = oom(ps);
         }
+        if (rc == FERRY_OK && keyset_add(&ks, n, (size_t)n->n_children - 1) != FERRY_OK)
+            rc = oom(ps);
         if (rc) break;
     }
+    ferry_free(ks.slot);
     ferry_cfg_free(n);
     return rc;
 }
@@ -311,8 +372,18 @@ static int parse_node(struct parse *ps, yaml_event_t *ev, const char *key, const
                       int depth, struct ferry_cfg **out)
 {
     int rc;
+    ps->nodes++;
+    ps->path_bytes += strlen(path) + 1;
     if (depth > MAX_DEPTH) {
         rc = at_mark(ps, &ev->start_mark, path, "nested more than %d levels deep", MAX_DEPTH);
+    } else if (ps->nodes > MAX_NODES) {
+        rc = at_mark(ps, &ev->start_mark, NULL, "more than %d values; a pipeline is smaller",
+                     MAX_NODES);
+    } else if (ps->path_bytes > MAX_PATH_BYTES) {
+        rc = at_mark(ps, &ev->start_mark, NULL,
+                     "the key paths of this document add up to more than %zu MiB; a pipeline "
+                     "is smaller",
+                     MAX_PATH_BYTES >> 20);
     } else {
         switch (ev->type) {
         case YAML_SCALAR_EVENT: rc = parse_scalar(ps, ev, key, path, out); break;

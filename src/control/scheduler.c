@@ -150,7 +150,115 @@ bool ferry_timezone_valid(const char *tz)
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-static pthread_mutex_t tz_lock = PTHREAD_MUTEX_INITIALIZER;
+/* ---- time zones without TZ ----
+ * The process's environment is never edited after start (other threads read it): a zone's
+ * offsets come from its TZif file (RFC 8536, the 64-bit part of version 2+), read per call.
+ * Debian's files are "fat" (transitions written out to 2037); past the last transition the
+ * last offset holds. */
+
+struct zone {
+    int64_t *at;      /* transition times (UTC seconds) */
+    unsigned char *type;
+    int32_t *utoff;   /* per local time type */
+    uint32_t n_at, n_types;
+};
+
+static void zone_free(struct zone *z)
+{
+    ferry_free(z->at);
+    ferry_free(z->type);
+    ferry_free(z->utoff);
+    memset(z, 0, sizeof *z);
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* UTC (tz "" or "UTC") is a zone with no transitions and offset 0. */
+static int zone_load(const char *tz, struct zone *z)
+{
+    memset(z, 0, sizeof *z);
+    if (tz == NULL || tz[0] == '\0' || !strcmp(tz, "UTC")) {
+        z->utoff = ferry_calloc(1, sizeof *z->utoff);
+        z->n_types = 1;
+        return z->utoff ? 0 : -1;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/usr/share/zoneinfo/%s", tz);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return -1;
+    unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    /* header: "TZif", version, 15 reserved, six counts */
+    if (len < 44 || memcmp(buf, "TZif", 4) != 0) return -1;
+    size_t off = 0;
+    int tsize = 4;
+    for (int pass = 0; pass < 2; pass++) {
+        if (off + 44 > len) return -1;
+        const unsigned char *h = buf + off;
+        uint32_t isut = be32(h + 20), isstd = be32(h + 24), leap = be32(h + 28),
+                 timecnt = be32(h + 32), typecnt = be32(h + 36), charcnt = be32(h + 40);
+        size_t body = (size_t)timecnt * (size_t)tsize + timecnt + (size_t)typecnt * 6 + charcnt +
+                      (size_t)leap * (size_t)(tsize + 4) + isstd + isut;
+        if (typecnt == 0 || off + 44 + body > len) return -1;
+        if (pass == 0 && h[4] >= '2') { /* skip the 32-bit part: read the 64-bit one */
+            off += 44 + body;
+            tsize = 8;
+            continue;
+        }
+        const unsigned char *p = h + 44;
+        z->at = ferry_calloc(timecnt ? timecnt : 1, sizeof *z->at);
+        z->type = ferry_calloc(timecnt ? timecnt : 1, 1);
+        z->utoff = ferry_calloc(typecnt, sizeof *z->utoff);
+        if (!z->at || !z->type || !z->utoff) {
+            zone_free(z);
+            return -1;
+        }
+        for (uint32_t i = 0; i < timecnt; i++, p += tsize)
+            z->at[i] = tsize == 8 ? (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4))
+                                  : (int64_t)(int32_t)be32(p);
+        for (uint32_t i = 0; i < timecnt; i++, p++)
+            z->type[i] = *p < typecnt ? *p : 0;
+        for (uint32_t i = 0; i < typecnt; i++, p += 6)
+            z->utoff[i] = (int32_t)be32(p);
+        z->n_at = timecnt;
+        z->n_types = typecnt;
+        return 0;
+    }
+    return -1;
+}
+
+/* The UTC offset in force at UTC time t. */
+static int32_t zone_offset(const struct zone *z, int64_t t)
+{
+    if (z->n_at == 0 || t < z->at[0]) return z->utoff[0];
+    uint32_t lo = 0, hi = z->n_at; /* last transition <= t */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (z->at[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return z->utoff[z->type[lo]];
+}
+
+static void zone_localtime(const struct zone *z, time_t t, struct tm *tm)
+{
+    time_t l = t + zone_offset(z, t);
+    gmtime_r(&l, tm);
+}
+
+/* mktime in the zone: normalizes tm's fields, returns the UTC time of that local time (in a
+ * DST gap, a time near it; the caller only moves forward). */
+static time_t zone_mktime(const struct zone *z, struct tm *tm)
+{
+    time_t l = timegm(tm);
+    time_t t = l - zone_offset(z, l);
+    if (t + zone_offset(z, t) != l) t = l - zone_offset(z, t);
+    return t;
+}
 
 static bool day_matches(const struct ferry_cron *c, const struct tm *tm)
 {
@@ -162,21 +270,17 @@ static bool day_matches(const struct ferry_cron *c, const struct tm *tm)
 int ferry_cron_next(const struct ferry_cron *c, const char *tz, int64_t after_us, int64_t *next_us,
                     struct ferry_error *err)
 {
-    if (!ferry_timezone_valid(tz))
+    struct zone z;
+    if (!ferry_timezone_valid(tz) || zone_load(tz, &z) != 0)
         return ferry_error_set(err, FERRY_EINVAL, "cron", "time zone \"%s\" is not known here",
                                tz ? tz : "");
-    pthread_mutex_lock(&tz_lock);
-    char *old = getenv("TZ") ? ferry_strdup(getenv("TZ")) : NULL;
-    setenv("TZ", tz && tz[0] ? tz : "UTC", 1);
-    tzset();
     time_t t = (time_t)(after_us / 1000000);
     t = t - t % 60 + 60; /* strictly after, on a minute */
     time_t limit = t + (time_t)5 * 366 * 86400;
     bool found = false;
     while (t < limit) {
         struct tm tm;
-        localtime_r(&t, &tm);
-        tm.tm_isdst = -1;
+        zone_localtime(&z, t, &tm);
         if (!((c->month >> (tm.tm_mon + 1)) & 1)) {
             tm.tm_mon++, tm.tm_mday = 1, tm.tm_hour = 0, tm.tm_min = 0, tm.tm_sec = 0;
         } else if (!day_matches(c, &tm)) {
@@ -189,18 +293,11 @@ int ferry_cron_next(const struct ferry_cron *c, const char *tz, int64_t after_us
             found = true;
             break;
         }
-        time_t nt = mktime(&tm);
+        time_t nt = zone_mktime(&z, &tm);
         /* A DST gap can map a local time back onto the past: always move forward. */
         t = nt > t ? nt : t + 60;
     }
-    if (old) {
-        setenv("TZ", old, 1);
-        ferry_free(old);
-    } else {
-        unsetenv("TZ");
-    }
-    tzset();
-    pthread_mutex_unlock(&tz_lock);
+    zone_free(&z);
     if (!found)
         return ferry_error_set(err, FERRY_ENOTFOUND, "cron",
                                "cron: no matching time within five years");

@@ -19,6 +19,7 @@
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/transform.h"
+#include "config/access.h"
 #include "runner/run.h"
 #include "verify/verify.h"
 
@@ -46,6 +47,8 @@ static int load_pipeline(struct run *r, struct ferry_error *err)
         char name[64];
         snprintf(name, sizeof name, "run %" PRId64, o->resume_run_id);
         rc = ferry_pipeline_load_string(info.request, strlen(info.request), name, &r->p, err);
+        /* A worker of `ferry serve`: the server's policy again, after name resolution. */
+        if (rc == FERRY_OK) rc = ferry_access_check_from_env(r->p, err);
     }
     ferry_run_info_clear(&info);
     return rc;

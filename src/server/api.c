@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include "bus/bus.h"
 #include "control/attempts.h"
+#include "config/access.h"
 #include "control/control.h"
 #include "ferry/batch.h"
 #include "ferry/connector.h"
@@ -87,6 +89,100 @@ static const char *unknown_key(json_t *obj, const char *const *allowed)
     return NULL;
 }
 
+/* ---- plain secrets: refused at registration ---- */
+
+static bool is_ref(const char *s)
+{
+    return strncmp(s, "env:", 4) == 0 || strncmp(s, "file:", 5) == 0;
+}
+
+
+static bool has_word_ci(const char *s, const char *w)
+{
+    size_t wl = strlen(w);
+    for (; *s; s++)
+        if (strncasecmp(s, w, wl) == 0) return true;
+    return false;
+}
+
+/* Keys that hold credentials (a resource's `key` lists key columns and is not one). */
+static bool credential_key(const char *k)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token",
+                                        "credential", "access_key", "private_key", NULL};
+    if (k == NULL) return false;
+    size_t l = strlen(k);
+    static const char *const not_sfx[] = {"_url", "_uri", "_endpoint", "_scope", "_name", NULL};
+    for (int i = 0; not_sfx[i]; i++) {
+        size_t sl = strlen(not_sfx[i]);
+        if (l > sl && strcasecmp(k + l - sl, not_sfx[i]) == 0) return false;
+    }
+    for (int w = 0; words[w]; w++)
+        if (has_word_ci(k, words[w])) return true;
+    return false;
+}
+
+/* password= in a conninfo or a URL query ("password =" too). */
+static bool password_param(const char *v)
+{
+    for (const char *s = v; (s = strcasestr(s, "password")) != NULL; s += 8) {
+        const char *t = s + 8;
+        while (*t == ' ')
+            t++;
+        if (*t == '=') return true;
+    }
+    return false;
+}
+
+/* scheme://user:PASSWORD@host */
+static bool url_password(const char *v)
+{
+    const char *sep = strstr(v, "://");
+    if (sep == NULL) return false;
+    const char *auth = sep + 3;
+    size_t al = strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < al; i++)
+        if (auth[i] == '@') at = auth + i;
+    return at && memchr(auth, ':', (size_t)(at - auth)) != NULL;
+}
+
+static int plain_secrets_walk(const struct ferry_cfg *n, const char *key, struct ferry_error *e)
+{
+    if (n->kind == FERRY_CFG_SCALAR && n->scalar) {
+        const char *v = n->scalar;
+        if (is_ref(v) || !strncmp(v, "secret:", 7) || v[0] == '\0') return FERRY_OK;
+        const char *why = NULL;
+        /* A transform's `key` is an HMAC key (a resource's `key` lists columns). */
+        bool transform_key = key && !strcmp(key, "key") && n->path &&
+                             !strncmp(n->path, "transforms[", 11) && n->key != NULL;
+        if (credential_key(key) || transform_key)
+            why = "a credential must be a reference (env:NAME, file:PATH or secret:NAME), not a "
+                  "plain value";
+        else if (url_password(v))
+            why = "a password in a URL (user:PASSWORD@host) is not allowed; put the whole URL "
+                  "in a secret and reference it (env:NAME, file:PATH or secret:NAME)";
+        else if (password_param(v))
+            why = "password= is not allowed in a connection string; reference the whole value "
+                  "(env:NAME, file:PATH or secret:NAME)";
+        if (why)
+            return ferry_error_set(e, FERRY_EINVAL, "server", "%s: %s",
+                                   n->path && n->path[0] ? n->path : "(root)", why);
+        return FERRY_OK;
+    }
+    for (int i = 0; i < n->n_children; i++) {
+        const struct ferry_cfg *c = n->children[i];
+        int rc = plain_secrets_walk(c, c->key ? c->key : key, e);
+        if (rc) return rc;
+    }
+    return FERRY_OK;
+}
+
+int ferry__api_plain_secrets(const struct ferry_pipeline_spec *p, struct ferry_error *e)
+{
+    return p->root ? plain_secrets_walk(p->root, NULL, e) : FERRY_OK;
+}
+
 /* Loads a pipeline from the body: YAML as the CLI reads it, or JSON (same keys). */
 static int load_body_pipeline(struct req *rq, struct ferry_pipeline_spec **p,
                               enum MHD_Result *reply)
@@ -135,6 +231,16 @@ static int load_body_pipeline(struct req *rq, struct ferry_pipeline_spec **p,
                                   e.message);
         return -1;
     }
+    /* What the pipeline may touch: checked before anything opens, stores or answers. */
+    rc = rq->srv->o.policy ? ferry_access_check(rq->srv->o.policy, *p, &e) : FERRY_OK;
+    if (rc == FERRY_OK) rc = ferry__api_plain_secrets(*p, &e);
+    if (rc != FERRY_OK) {
+        ferry_pipeline_free(*p);
+        *p = NULL;
+        *reply = ferry__srv_error(rq, rc == FERRY_ENOMEM ? 500 : 400,
+                                  rc == FERRY_EPOLICY ? "policy" : "plain_secret", "%s", e.message);
+        return -1;
+    }
     return 0;
 }
 
@@ -149,11 +255,6 @@ static json_t *run_json(const struct ferry_run_info *r)
                      (json_int_t)r->bytes, "batches", (json_int_t)r->batches, "integrity",
                      "verified", (json_int_t)r->verified, "diverged", (json_int_t)r->diverged,
                      "error", r->error);
-}
-
-static bool is_ref(const char *s)
-{
-    return strncmp(s, "env:", 4) == 0 || strncmp(s, "file:", 5) == 0;
 }
 
 static bool secret_key_name(const char *k)
@@ -420,37 +521,13 @@ enum MHD_Result ferry__api_discover(struct req *rq)
     struct ferry_pipeline_spec *p;
     enum MHD_Result reply;
     if (load_body_pipeline(rq, &p, &reply) != 0) return reply;
-    void *ctx = NULL;
-    struct ferry_error e;
-    ferry_error_clear(&e);
-    json_t *out = json_array();
-    int rc = p->source_vt->open(p->source, &ctx, &e);
-    for (int i = 0; rc == FERRY_OK && i < p->n_resources; i++) {
-        struct ferry_schema *sc = NULL;
-        struct ferry_read_context run = {.pipeline = p->name};
-        p->resources[i].run = &run;
-        rc = p->source_vt->discover(ctx, &p->resources[i], &sc, &e);
-        if (rc != FERRY_OK) break;
-        json_t *cols = json_array();
-        for (int k = 0; k < sc->n_fields; k++) {
-            const struct ferry_field *f = &sc->fields[k];
-            json_array_append_new(cols, json_pack("{s:s,s:s,s:b,s:i}", "name", f->name, "type",
-                                                  ferry_type_name(f->type), "nullable", f->nullable,
-                                                  "key_position", f->key_pos));
-        }
-        json_array_append_new(
-            out, json_pack("{s:s,s:o}", "resource", p->resources[i].table, "columns", cols));
-        ferry_schema_unref(sc);
-    }
-    if (ctx) p->source_vt->close(ctx);
+    /* Checked here (policy, plain secrets); opened in a child with limits (discover.c). */
+    char *text = ferry_strdup(p->request_json ? p->request_json : "");
     ferry_pipeline_free(p);
-    if (rc != FERRY_OK) {
-        json_decref(out);
-        if (rc == FERRY_ENOMEM || rc == FERRY_ESTORE) return ferry__srv_ferror(rq, &e);
-        /* Connectors redact credentials from their messages; the user needs the reason. */
-        return ferry__srv_error(rq, 422, ferry_code_name(rc), "%s", e.message);
-    }
-    return ferry__srv_json(rq, 200, json_pack("{s:o}", "resources", out));
+    if (text == NULL) return ferry__srv_error(rq, 500, "internal", "out of memory");
+    reply = ferry__srv_discover(rq, text, strlen(text));
+    ferry_free(text);
+    return reply;
 }
 
 static void collect_refs(json_t *v, const char *pipeline, json_t *acc)
@@ -460,9 +537,9 @@ static void collect_refs(json_t *v, const char *pipeline, json_t *acc)
         if (strncmp(s, "env:", 4) != 0 && strncmp(s, "file:", 5) != 0) return;
         json_t *e = json_object_get(acc, s);
         if (e == NULL) {
-            bool avail = s[0] == 'e' ? getenv(s + 4) != NULL : access(s + 5, R_OK) == 0;
-            e = json_pack("{s:s,s:s,s:b,s:[]}", "ref", s, "kind", s[0] == 'e' ? "env" : "file",
-                          "available", avail, "pipelines");
+            /* Never probed: whether a file or variable exists is not the caller's to learn. */
+            e = json_pack("{s:s,s:s,s:[]}", "ref", s, "kind", s[0] == 'e' ? "env" : "file",
+                          "pipelines");
             json_object_set_new(acc, s, e);
         }
         json_t *ps = json_object_get(e, "pipelines");

@@ -33,49 +33,65 @@ struct route {
     const char *path; /* {x} matches one segment */
     ferry__handler fn;
     bool public_route;
+    int role; /* the least role allowed: VIEWER, OPERATOR or ADMIN (0 on public routes) */
 };
 
+#define VIEWER FERRY_ROLE_VIEWER
+#define OPERATOR FERRY_ROLE_OPERATOR
+#define ADMIN FERRY_ROLE_ADMIN
+
 static const struct route routes[] = {
-    {"GET", "/livez", ferry__api_livez, true},
-    {"GET", "/readyz", ferry__api_readyz, true},
-    {"GET", "/metrics", ferry__api_metrics, false},
-    {"GET", "/v1/connectors", ferry__api_connectors, false},
-    {"POST", "/v1/connectors/validate", ferry__api_validate, false},
-    {"POST", "/v1/connectors/discover", ferry__api_discover, false},
-    {"GET", "/v1/secrets", ferry__api_secrets, false},
-    {"GET", "/v1/pipelines", ferry__api_pipelines_list, false},
-    {"POST", "/v1/pipelines", ferry__api_pipelines_apply, false},
-    {"GET", "/v1/pipelines/{name}", ferry__api_pipeline_get, false},
-    {"DELETE", "/v1/pipelines/{name}", ferry__api_pipeline_delete, false},
-    {"GET", "/v1/pipelines/{name}/versions", ferry__api_pipeline_versions, false},
-    {"GET", "/v1/pipelines/{name}/versions/{version}", ferry__api_pipeline_version, false},
-    {"POST", "/v1/pipelines/{name}/runs", ferry__api_runs_create, false},
-    {"GET", "/v1/runs", ferry__api_runs_list, false},
-    {"GET", "/v1/runs/{id}", ferry__api_run_get, false},
-    {"GET", "/v1/runs/{id}/events", ferry__api_run_events, false},
-    {"POST", "/v1/runs/{id}/pause", ferry__api_run_pause, false},
-    {"POST", "/v1/runs/{id}/resume", ferry__api_run_resume, false},
-    {"POST", "/v1/runs/{id}/cancel", ferry__api_run_cancel, false},
-    {"GET", "/v1/schedules", ferry__api_schedules_list, false},
-    {"POST", "/v1/schedules", ferry__api_schedules_create, false},
-    {"GET", "/v1/schedules/{id}", ferry__api_schedule_get, false},
-    {"DELETE", "/v1/schedules/{id}", ferry__api_schedule_delete, false},
-    {"PATCH", "/v1/schedules/{id}", ferry__api_schedule_update, false},
-    {"POST", "/v1/runs/{id}/retry", ferry__api_run_retry, false},     /* api_ops.c */
-    {"GET", "/v1/notifications", ferry__api_notifications, false},     /* api_ops.c */
-    {"GET", "/v1/runs/{id}/log", ferry__api_run_log, false},          /* api_ops.c */
+    {"GET", "/livez", ferry__api_livez, true, 0},
+    {"GET", "/readyz", ferry__api_readyz, true, 0},
+    {"GET", "/metrics", ferry__api_metrics, false, VIEWER},
+    {"GET", "/v1/connectors", ferry__api_connectors, false, VIEWER},
+    {"POST", "/v1/connectors/validate", ferry__api_validate, false, VIEWER},
+    {"POST", "/v1/connectors/discover", ferry__api_discover, false, ADMIN},
+    {"GET", "/v1/secrets", ferry__api_secrets, false, VIEWER},
+    {"GET", "/v1/pipelines", ferry__api_pipelines_list, false, VIEWER},
+    {"POST", "/v1/pipelines", ferry__api_pipelines_apply, false, ADMIN},
+    {"GET", "/v1/pipelines/{name}", ferry__api_pipeline_get, false, VIEWER},
+    {"DELETE", "/v1/pipelines/{name}", ferry__api_pipeline_delete, false, ADMIN},
+    {"GET", "/v1/pipelines/{name}/versions", ferry__api_pipeline_versions, false, VIEWER},
+    {"GET", "/v1/pipelines/{name}/versions/{version}", ferry__api_pipeline_version, false, VIEWER},
+    {"POST", "/v1/pipelines/{name}/runs", ferry__api_runs_create, false, OPERATOR},
+    {"GET", "/v1/runs", ferry__api_runs_list, false, VIEWER},
+    {"GET", "/v1/runs/{id}", ferry__api_run_get, false, VIEWER},
+    {"GET", "/v1/runs/{id}/events", ferry__api_run_events, false, VIEWER},
+    {"POST", "/v1/runs/{id}/pause", ferry__api_run_pause, false, OPERATOR},
+    {"POST", "/v1/runs/{id}/resume", ferry__api_run_resume, false, OPERATOR},
+    {"POST", "/v1/runs/{id}/cancel", ferry__api_run_cancel, false, OPERATOR},
+    {"GET", "/v1/schedules", ferry__api_schedules_list, false, VIEWER},
+    {"POST", "/v1/schedules", ferry__api_schedules_create, false, ADMIN},
+    {"GET", "/v1/schedules/{id}", ferry__api_schedule_get, false, VIEWER},
+    {"DELETE", "/v1/schedules/{id}", ferry__api_schedule_delete, false, ADMIN},
+    {"PATCH", "/v1/schedules/{id}", ferry__api_schedule_update, false, ADMIN},
+    {"POST", "/v1/runs/{id}/retry", ferry__api_run_retry, false, OPERATOR},  /* api_ops.c */
+    {"GET", "/v1/notifications", ferry__api_notifications, false, VIEWER}, /* api_ops.c */
+    {"GET", "/v1/runs/{id}/log", ferry__api_run_log, false, VIEWER},       /* api_ops.c */
     /* The UI shell: static files with no data in them; the page asks for a token and sends
      * it with every API call. */
-    {"GET", "/", ferry__api_ui, true},
-    {"GET", "/ui/{file}", ferry__api_ui, true},
+    {"GET", "/", ferry__api_ui, true, 0},
+    {"GET", "/ui/{file}", ferry__api_ui, true, 0},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
+
+static const char *role_name(int role)
+{
+    return role == VIEWER ? "viewer" : role == OPERATOR ? "operator" : "admin";
+}
+
+/* A route's least role (a 0 on a protected route counts as admin). */
+static int route_role(const struct route *r)
+{
+    return r->role ? r->role : FERRY_ROLE_ADMIN;
+}
 
 void ferry_server_print_routes(void)
 {
     for (size_t i = 0; i < N_ROUTES; i++)
-        printf("%s %s%s\n", routes[i].method, routes[i].path,
-               routes[i].public_route ? " public" : "");
+        printf("%s %s %s\n", routes[i].method, routes[i].path,
+               routes[i].public_route ? "public" : role_name(route_role(&routes[i])));
 }
 
 static int hexval(int c)
@@ -197,13 +213,42 @@ enum MHD_Result ferry__srv_json(struct req *rq, unsigned status, json_t *json)
     return r;
 }
 
+/* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+bool ferry__srv_utf8_ok(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (len == 0 || end - p < len) return false;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xc0) != 0x80) return false;
+        if (c == 0xe0 && p[1] < 0xa0) return false; /* overlong */
+        if (c == 0xed && p[1] >= 0xa0) return false; /* surrogate */
+        if (c == 0xf0 && p[1] < 0x90) return false;  /* overlong */
+        if (c == 0xf4 && p[1] >= 0x90) return false; /* > U+10FFFF */
+        p += len;
+    }
+    return true;
+}
+
 static enum MHD_Result error_reply(struct MHD_Connection *conn, unsigned status, const char *code,
                                    const char *msg, const char *hdr, const char *val)
 {
     json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (s == NULL) return MHD_NO;
+    if (s == NULL) {
+        /* A message that is not valid UTF-8 (it quoted the client): answer without it. */
+        static const char fallback[] =
+            "{\"error\":{\"code\":\"invalid_request\",\"message\":\"the request could not be "
+            "answered with its own text (not UTF-8)\"}}";
+        return queue(conn, status, "application/json", fallback, sizeof fallback - 1, hdr, val);
+    }
     enum MHD_Result r = queue(conn, status, "application/json", s, strlen(s), hdr, val);
     free(s);
     return r;
@@ -437,6 +482,7 @@ struct stream {
     int64_t scanned; /* every event <= scanned was looked at (primed streams) */
     bool follow, ended, primed;
     bool saw_final;  /* a final event went out while the run's state was not final yet */
+    int token;       /* the stream slot it holds (stream_slot_take) */
     struct ferry_buf out;
     size_t off;
 };
@@ -546,6 +592,8 @@ static bool stream_fill(struct stream *st)
     return false;
 }
 
+static void stream_slot_give(struct ferry_server *s, int token);
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -566,14 +614,45 @@ static void stream_free(void *cls)
 {
     struct stream *st = cls;
     atomic_fetch_sub(&st->srv->streams_open, 1);
+    stream_slot_give(st->srv, st->token);
     ferry_buf_release(&st->out);
     ferry_free(st);
 }
 
+/* Takes a stream slot for the caller's token; false when its cap or the total is reached. */
+static bool stream_slot_take(struct ferry_server *s, int token)
+{
+    int per = s->o.max_streams > 0 ? s->o.max_streams : 16;
+    pthread_mutex_lock(&s->stats_lock);
+    bool ok = s->streams_total_open < per * 4 && (token < 0 || s->streams_by_token[token] < per);
+    if (ok) {
+        s->streams_total_open++;
+        if (token >= 0) s->streams_by_token[token]++;
+    }
+    pthread_mutex_unlock(&s->stats_lock);
+    return ok;
+}
+
+static void stream_slot_give(struct ferry_server *s, int token)
+{
+    pthread_mutex_lock(&s->stats_lock);
+    s->streams_total_open--;
+    if (token >= 0) s->streams_by_token[token]--;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
 enum MHD_Result ferry__srv_stream_events(struct req *rq, int64_t run_id, int64_t after, bool follow)
 {
+    if (!stream_slot_take(rq->srv, rq->token))
+        return error_reply(rq->conn, 503, "too_many_streams",
+                           "too many open event streams for this token or this server; retry later",
+                           "Retry-After", "5");
     struct stream *st = ferry_calloc(1, sizeof *st);
-    if (st == NULL) return ferry__srv_error(rq, 500, "internal", "out of memory");
+    if (st == NULL) {
+        stream_slot_give(rq->srv, rq->token);
+        return ferry__srv_error(rq, 500, "internal", "out of memory");
+    }
+    st->token = rq->token;
     st->srv = rq->srv;
     st->run_id = run_id;
     st->after = after;
@@ -602,15 +681,29 @@ struct conn_state {
     char *params[MAX_PARAMS];
     struct ferry_buf body;
     bool too_big, answered;
+    int token;          /* index of the caller's token, -1: none */
+    int64_t started_us; /* headers complete: the body's deadline counts from here */
 };
 
-static bool token_ok(struct ferry_server *s, struct MHD_Connection *conn)
+/* The index of the request's token, or -1. */
+static int token_index(struct ferry_server *s, struct MHD_Connection *conn)
 {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return -1;
     const char *t = h + 7;
     size_t tl = strlen(t);
-    bool ok = false;
+    int found = -1;
+    unsigned char digest[32];
+    struct ferry_sha256 sh;
+    ferry_sha256_init(&sh);
+    ferry_sha256_update(&sh, t, tl);
+    ferry_sha256_final(&sh, digest);
+    for (int i = 0; i < s->o.n_hashed; i++) {
+        unsigned char diff = 0;
+        for (int j = 0; j < 32; j++)
+            diff |= (unsigned char)(digest[j] ^ s->o.hashed[i].sha256[j]);
+        if (diff == 0 && found < 0) found = s->o.n_tokens + i;
+    }
     for (int i = 0; i < s->o.n_tokens; i++) {
         const char *k = s->tokens[i];
         size_t kl = strlen(k);
@@ -618,9 +711,57 @@ static bool token_ok(struct ferry_server *s, struct MHD_Connection *conn)
         unsigned char diff = (unsigned char)(kl != tl);
         for (size_t j = 0; j < kl; j++)
             diff |= (unsigned char)(k[j] ^ (j < tl ? t[j] : 0));
-        ok |= diff == 0;
+        if (diff == 0 && found < 0) found = i;
     }
-    return ok;
+    return found;
+}
+
+/* The role and id of token index t (plain tokens are admins "token-N"). */
+static int token_role(const struct ferry_server *s, int t)
+{
+    return t < s->o.n_tokens ? FERRY_ROLE_ADMIN : (int)s->o.hashed[t - s->o.n_tokens].role;
+}
+
+void ferry__srv_token_id(const struct ferry_server *s, int t, char *out, size_t len)
+{
+    if (t < 0)
+        snprintf(out, len, "-");
+    else if (t < s->o.n_tokens)
+        snprintf(out, len, "token-%d", t + 1);
+    else
+        snprintf(out, len, "%s", s->o.hashed[t - s->o.n_tokens].id);
+}
+
+/* audit.request (or audit.denied): who called which mutating route; never the token. */
+static void audit(struct ferry_server *s, int t, const char *type, const char *method,
+                  const char *url)
+{
+    char id[64];
+    ferry__srv_token_id(s, t, id, sizeof id);
+    json_t *j = json_pack("{s:s,s:s,s:s}", "token", id, "method", method, "path", url);
+    char *p = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (p && s->o.bus) ferry_bus_emit(s->o.bus, 0, 0, "", type, p, NULL);
+    free(p);
+}
+
+static enum MHD_Result utf8_kv(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value)
+{
+    (void)kind;
+    bool *bad = cls;
+    if (!ferry__srv_utf8_ok(key, strlen(key)) || (value && !ferry__srv_utf8_ok(value, strlen(value))))
+        *bad = true;
+    return *bad ? MHD_NO : MHD_YES;
+}
+
+/* Every byte the handlers may echo must be UTF-8: the path, the query and the headers. */
+static bool request_utf8_ok(struct MHD_Connection *conn, const char *url)
+{
+    if (!ferry__srv_utf8_ok(url, strlen(url))) return false;
+    bool bad = false;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, utf8_kv, &bad);
+    return !bad;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -634,8 +775,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs = ferry_calloc(1, sizeof *cs);
         if (cs == NULL) return MHD_NO;
         ferry_buf_init(&cs->body, s->o.max_body + 1);
+        cs->token = -1;
+        cs->started_us = ferry_now_mono_us();
         *con_cls = cs;
         atomic_fetch_add(&s->requests, 1);
+        if (!request_utf8_ok(conn, url)) {
+            cs->answered = true;
+            return error_reply(conn, 400, "invalid_utf8",
+                               "the request's path, query or headers are not valid UTF-8", NULL,
+                               NULL);
+        }
         bool path_known = false;
         for (size_t i = 0; i < N_ROUTES && cs->route == NULL; i++) {
             char *params[MAX_PARAMS] = {0};
@@ -652,12 +801,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Unknown paths answer 401 too without a token: nothing about the API is told to a
          * client that cannot prove who it is. */
         bool public_route = cs->route && cs->route->public_route;
-        if (!public_route && !token_ok(s, conn)) {
+        cs->token = token_index(s, conn);
+        if (!public_route && cs->token < 0) {
             atomic_fetch_add(&s->unauthorized, 1);
             cs->answered = true;
             return error_reply(conn, 401, "unauthorized",
                                "a valid bearer token is required (Authorization: Bearer TOKEN)",
                                "WWW-Authenticate", "Bearer");
+        }
+        for (int k = 0; cs->route && k < MAX_PARAMS; k++)
+            if (cs->params[k] && !ferry__srv_utf8_ok(cs->params[k], strlen(cs->params[k]))) {
+                cs->answered = true;
+                return error_reply(conn, 400, "invalid_utf8",
+                                   "the request's path is not valid UTF-8", NULL, NULL);
+            }
+        if (cs->route && !public_route && token_role(s, cs->token) < route_role(cs->route)) {
+            cs->answered = true;
+            char id[64], msg[256];
+            ferry__srv_token_id(s, cs->token, id, sizeof id);
+            snprintf(msg, sizeof msg, "token %s (role %s) may not call %s %s: it needs %s", id,
+                     role_name(token_role(s, cs->token)), method, cs->route->path,
+                     role_name(route_role(cs->route)));
+            audit(s, cs->token, "audit.denied", method, cs->route->path);
+            return error_reply(conn, 403, "forbidden", msg, NULL, NULL);
         }
         if (cs->route == NULL) {
             cs->answered = true;
@@ -677,6 +843,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        /* A body trickled in slower than the deadline: the connection is dropped. */
+        if (ferry_now_mono_us() - cs->started_us > (int64_t)BODY_DEADLINE_S * 1000000) return MHD_NO;
         if (!cs->answered && !cs->too_big &&
             ferry_buf_append(&cs->body, upload_data, *upload_data_size) != FERRY_OK)
             cs->too_big = true;
@@ -692,13 +860,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  s->o.max_body);
         return error_reply(conn, 413, "too_large", msg, "Connection", "close");
     }
+    if (!ferry__srv_utf8_ok(cs->body.data ? cs->body.data : "", cs->body.len))
+        return error_reply(conn, 400, "invalid_utf8", "body: not valid UTF-8", NULL, NULL);
     struct req rq = {.srv = s,
                      .conn = conn,
                      .method = method,
                      .url = url,
                      .body = cs->body.data ? cs->body.data : "",
-                     .body_len = cs->body.len};
+                     .body_len = cs->body.len,
+                     .token = cs->token};
     memcpy(rq.params, cs->params, sizeof rq.params);
+    if (strcmp(method, "GET") != 0 && !cs->route->public_route)
+        audit(s, cs->token, "audit.request", method, cs->route->path);
     return cs->route->fn(&rq);
 }
 
@@ -729,7 +902,9 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return ferry_error_set(err, FERRY_ECONFIG, "server",
                                "--listen: \"%s\" is not a numeric IPv4 address", host);
-    if (o->n_tokens < 1)
+    if (o->n_tokens + o->n_hashed > MAX_TOKENS)
+        return ferry_error_set(err, FERRY_ECONFIG, "server", "at most %d API tokens", MAX_TOKENS);
+    if (o->n_tokens + o->n_hashed < 1)
         return ferry_error_set(
             err, FERRY_ECONFIG, "server",
             "no API token: set FERRY_API_TOKEN or pass --token env:NAME|file:PATH");
@@ -762,7 +937,9 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
         s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                   (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                                   s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                  (unsigned)(o->max_per_address ? o->max_per_address : 32),
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
         if (s->mhd == NULL)
             rc = ferry_error_set(err, FERRY_EIO, "server", "cannot listen on %s:%d: %s", host,
@@ -804,4 +981,63 @@ void ferry_server_stop(struct ferry_server *s)
     pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->pool_lock);
     ferry_free(s);
+}
+
+/* ---- the tokens file ---- */
+
+int ferry_server_tokens_load(const char *path, struct ferry_token_hash **out, int *n,
+                             struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "server", "--tokens %s: %s", path,
+                               strerror(errno));
+    struct ferry_token_hash *v = ferry_calloc(MAX_TOKENS, sizeof *v);
+    if (v == NULL) {
+        fclose(f);
+        return ferry_error_set(err, FERRY_ENOMEM, "server", "out of memory");
+    }
+    char line[512];
+    int ln = 0, rc = FERRY_OK;
+    while (rc == FERRY_OK && fgets(line, sizeof line, f)) {
+        ln++;
+        char id[128], role[32], hash[128], extra[8];
+        char *hashp = strchr(line, '#');
+        if (hashp) *hashp = '\0';
+        int k = sscanf(line, "%127s %31s %127s %7s", id, role, hash, extra);
+        if (k <= 0) continue;
+        enum ferry_role r = !strcmp(role, "viewer") ? FERRY_ROLE_VIEWER
+                            : !strcmp(role, "operator") ? FERRY_ROLE_OPERATOR
+                            : !strcmp(role, "admin") ? FERRY_ROLE_ADMIN : 0;
+        bool hex_ok = k == 3 && strncmp(hash, "sha256:", 7) == 0 && strlen(hash) == 71;
+        for (int i = 7; hex_ok && i < 71; i++)
+            hex_ok = hexval(hash[i]) >= 0;
+        if (k != 3 || r == 0 || !hex_ok || strlen(id) >= sizeof v[0].id) {
+            rc = ferry_error_set(err, FERRY_ECONFIG, "server",
+                                 "--tokens %s: line %d: expected ID viewer|operator|admin "
+                                 "sha256:HEX (64 hex digits)",
+                                 path, ln);
+            break;
+        }
+        if (*n == MAX_TOKENS) {
+            rc = ferry_error_set(err, FERRY_ECONFIG, "server", "--tokens %s: more than %d tokens",
+                                 path, MAX_TOKENS);
+            break;
+        }
+        snprintf(v[*n].id, sizeof v[*n].id, "%s", id);
+        v[*n].role = r;
+        for (int i = 0; i < 32; i++)
+            v[*n].sha256[i] = (unsigned char)(hexval(hash[7 + 2 * i]) * 16 + hexval(hash[8 + 2 * i]));
+        (*n)++;
+    }
+    fclose(f);
+    if (rc != FERRY_OK) {
+        ferry_free(v);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return FERRY_OK;
 }

@@ -18,6 +18,9 @@ struct ferry_store;
 #define LAT_BUCKETS 12
 #define DEPTH_SLOTS 256
 #define RING_SIZE 8192
+#define MAX_TOKENS 64
+#define IDLE_TIMEOUT_S 60  /* a connection silent this long (headers, body, a stalled reader) is closed */
+#define BODY_DEADLINE_S 30 /* a request body must arrive within this many seconds */
 
 struct ferry_server {
     struct ferry_server_options o;
@@ -64,6 +67,9 @@ struct ferry_server {
         char resource[128];
     } lag[DEPTH_SLOTS];
     int n_lag;
+    /* open event streams, in total and per token (under stats_lock) */
+    int streams_total_open;
+    int streams_by_token[MAX_TOKENS];
 };
 
 extern const double ferry__srv_lat_bounds[LAT_BUCKETS];
@@ -75,7 +81,14 @@ struct req {
     char *params[MAX_PARAMS];
     const char *body;
     size_t body_len;
+    int token; /* index of the caller's token (-1 on public routes without one) */
 };
+
+bool ferry__srv_utf8_ok(const char *s, size_t n);
+/* The id of token index t for messages and audit events ("token-N" or its --tokens id). */
+void ferry__srv_token_id(const struct ferry_server *s, int t, char *out, size_t len);
+/* discover.c: answers a discover of the pipeline text from a child process with limits. */
+enum MHD_Result ferry__srv_discover(struct req *rq, const char *text, size_t len);
 
 /* Replies; each returns what the access handler returns. json is consumed. */
 enum MHD_Result ferry__srv_json(struct req *rq, unsigned status, json_t *json);
@@ -94,6 +107,10 @@ const char *ferry__srv_query(struct req *rq, const char *name);
 
 struct ferry_store *ferry__srv_store(struct ferry_server *s);
 void ferry__srv_store_put(struct ferry_server *s, struct ferry_store *st);
+
+struct ferry_pipeline_spec;
+/* A credential written in clear anywhere in the pipeline: FERRY_EINVAL naming the key. */
+int ferry__api_plain_secrets(const struct ferry_pipeline_spec *p, struct ferry_error *e);
 
 /* api.c: handlers, each for one route of the table in http.c */
 typedef enum MHD_Result (*ferry__handler)(struct req *rq);

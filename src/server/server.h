@@ -15,16 +15,37 @@
 
 struct ferry_bus;
 struct ferry_control;
+struct ferry_access;
+
+/* Roles (docs/security.md): viewer reads; operator also starts, pauses, resumes and cancels
+ * runs; admin also manages pipelines, schedules, secrets and discovers sources. */
+enum ferry_role { FERRY_ROLE_VIEWER = 1, FERRY_ROLE_OPERATOR = 2, FERRY_ROLE_ADMIN = 3 };
+
+/* A token known by its SHA-256 only (--tokens FILE). */
+struct ferry_token_hash {
+    char id[64];
+    enum ferry_role role;
+    unsigned char sha256[32];
+};
+
+/* Parses a tokens file: one "ID ROLE sha256:HEX" per line, # comments. */
+int ferry_server_tokens_load(const char *path, struct ferry_token_hash **out, int *n,
+                             struct ferry_error *err);
 
 struct ferry_server_options {
     const char *host; /* numeric IPv4 address, "127.0.0.1" by default */
     int port;         /* 0: any free port (see ferry_server_port) */
     const char *state_path;
-    char **tokens; /* accepted bearer tokens */
+    char **tokens; /* accepted bearer tokens (FERRY_API_TOKEN, --token): role admin */
     int n_tokens;
+    const struct ferry_token_hash *hashed; /* --tokens FILE */
+    int n_hashed;
     size_t max_body; /* bytes; larger bodies get 413 */
     struct ferry_bus *bus;
     struct ferry_control *control; /* NULL with --role api (no control stats) */
+    const struct ferry_access *policy; /* what API pipelines may touch (config/access.h) */
+    int max_per_address; /* connections at once from one client address (0: 32) */
+    int max_streams;     /* event streams per token (0: 16); four times that in total */
 };
 
 struct ferry_server;
@@ -37,6 +58,10 @@ void ferry_server_stop(struct ferry_server *s);
 
 /* The route table, "METHOD PATH" per line, for `ferry serve --routes` and the OpenAPI test. */
 void ferry_server_print_routes(void);
+
+/* `ferry __discover`: the child side of POST /v1/connectors/discover (server/discover.c):
+ * a pipeline on stdin, {"status", "body"} on stdout. */
+int ferry_server_discover_child(void);
 
 /* Embedded UI files (generated at build time from ui/ by cmake/embed_ui.cmake). */
 struct ferry_ui_asset {

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
@@ -180,9 +181,14 @@ static const char migration_9[] =
     " UNIQUE (\"run_id\", \"event_seq\", \"target\"));"
     "CREATE INDEX \"notifications_due\" ON \"notifications\" (\"state\", \"next_us\");";
 
+/* 10 (issue 19): no DDL; apply_migration() redacts credentials written in clear in stored
+ * pipeline specs and run requests (redact_stored_secrets). Numbered so it runs once. */
+static const char migration_10[] = "";
+#define MIGRATION_REDACT 10
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
-                                         migration_7, migration_8, migration_9};
+                                         migration_7, migration_8, migration_9, migration_10};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -479,17 +485,208 @@ static char *ddl_pg(const char *sql)
     return cur;
 }
 
+/* ---- migration 8: credentials in clear out of stored specs ---- */
+
+static bool is_secret_ref(const char *v)
+{
+    return !strncmp(v, "env:", 4) || !strncmp(v, "file:", 5) || !strncmp(v, "secret:", 7);
+}
+
+static bool credential_key(const char *k)
+{
+    static const char *const words[] = {"password", "passwd", "secret", "token",
+                                        "credential", "access_key", "private_key", NULL};
+    static const char *const not_sfx[] = {"_url", "_uri", "_endpoint", "_scope", "_name", NULL};
+    size_t l = strlen(k);
+    for (int i = 0; not_sfx[i]; i++) {
+        size_t sl = strlen(not_sfx[i]);
+        if (l > sl && strcasecmp(k + l - sl, not_sfx[i]) == 0) return false;
+    }
+    for (int w = 0; words[w]; w++)
+        if (strcasestr(k, words[w])) return true;
+    return false;
+}
+
+/* The string with a URL's userinfo password and every password=VALUE replaced by
+ * "(redacted)"; NULL when nothing changed (or out of memory). */
+static char *redact_text(const char *v)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    bool changed = false;
+    const char *p = v;
+    const char *sep = strstr(v, "://");
+    if (sep) {
+        const char *auth = sep + 3;
+        size_t al = strcspn(auth, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < al; i++)
+            if (auth[i] == '@') at = auth + i;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon) {
+            ferry_buf_append(&b, v, (size_t)(colon + 1 - v));
+            ferry_buf_printf(&b, "(redacted)");
+            p = at;
+            changed = true;
+        }
+    }
+    for (const char *q; (q = strcasestr(p, "password")) != NULL;) {
+        const char *t = q + 8;
+        while (*t == ' ')
+            t++;
+        if (*t != '=') {
+            ferry_buf_append(&b, p, (size_t)(q + 8 - p));
+            p = q + 8;
+            continue;
+        }
+        t++;
+        ferry_buf_append(&b, p, (size_t)(t - p));
+        ferry_buf_printf(&b, "(redacted)");
+        while (*t == ' ')
+            t++;
+        if (*t == '\'') {
+            t++;
+            while (*t && *t != '\'') t++;
+            if (*t) t++;
+        } else {
+            while (*t && *t != ' ' && *t != '&') t++;
+        }
+        p = t;
+        changed = true;
+    }
+    ferry_buf_append(&b, p, strlen(p));
+    char *out = changed ? ferry_strndup(b.data ? b.data : "", b.len) : NULL;
+    ferry_buf_release(&b);
+    return out;
+}
+
+static void redact_value(json_t *v, const char *key, bool *changed)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, x)
+        {
+            if (json_is_string(x)) {
+                const char *s = json_string_value(x);
+                if (is_secret_ref(s) || s[0] == '\0') continue;
+                if (credential_key(k)) {
+                    json_object_set_new(v, k, json_string("(redacted)"));
+                    *changed = true;
+                    continue;
+                }
+                char *r = redact_text(s);
+                if (r) {
+                    json_object_set_new(v, k, json_string(r));
+                    ferry_free(r);
+                    *changed = true;
+                }
+            } else {
+                redact_value(x, k, changed);
+            }
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, x)
+        {
+            if (json_is_string(x)) {
+                char *r = is_secret_ref(json_string_value(x)) ? NULL : redact_text(json_string_value(x));
+                if (r) {
+                    json_array_set_new(v, i, json_string(r));
+                    ferry_free(r);
+                    *changed = true;
+                }
+            } else {
+                redact_value(x, key, changed);
+            }
+        }
+    }
+}
+
+/* The JSON text redacted, or NULL when it holds nothing to redact. */
+static char *redact_json_text(const char *text)
+{
+    json_t *j = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    bool changed = false;
+    if (j) redact_value(j, NULL, &changed);
+    char *out = changed ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    return out;
+}
+
+struct redact_row {
+    char *k1, *k2, *text;
+    int64_t id;
+};
+
+static int redact_rows(struct ferry_store *st, const char *select, const char *update, bool by_id,
+                       struct ferry_error *err)
+{
+    struct sdb_stmt *s = bound(st, select, err, "");
+    if (s == NULL) return errcode(err);
+    struct redact_row *v = NULL;
+    int n = 0, cap = 0, rc;
+    bool row = false;
+    while ((rc = next(st, s, &row, "migration 8: reading specs", err)) == FERRY_OK && row) {
+        char *red = redact_json_text(ct(st, s, by_id ? 1 : 2));
+        if (red == NULL) continue;
+        if (!grow((void **)&v, &cap, n, sizeof *v, 16)) {
+            free(red);
+            DRV(st)->reset(s);
+            rc = fail(st, FERRY_ENOMEM, err, "migration 8: out of memory");
+            break;
+        }
+        v[n] = (struct redact_row){.text = red};
+        if (by_id)
+            v[n].id = ci(st, s, 0);
+        else
+            v[n].k1 = ferry_strdup(ct(st, s, 0)), v[n].k2 = ferry_strdup(ct(st, s, 1));
+        n++;
+    }
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        rc = by_id ? exec_q(st, update, "migration 8: redacting", err, "ti", v[i].text, v[i].id)
+                   : exec_q(st, update, "migration 8: redacting", err, "ttt", v[i].text, v[i].k1,
+                            v[i].k2);
+    for (int i = 0; i < n; i++) {
+        free(v[i].text);
+        ferry_free(v[i].k1);
+        ferry_free(v[i].k2);
+    }
+    ferry_free(v);
+    return rc;
+}
+
+static int redact_stored_secrets(struct ferry_store *st, struct ferry_error *err)
+{
+    /* SQLite: the old text must not stay behind in freed space of the pages. */
+    int rc = IS_PG(st) ? FERRY_OK
+                       : DRV(st)->exec(st->db, "PRAGMA secure_delete = ON", "migration 8", err);
+    if (rc == FERRY_OK)
+        rc = redact_rows(st, "SELECT \"name\", \"version\", \"spec\" FROM \"pipelines\"",
+                         "UPDATE \"pipelines\" SET \"spec\" = ?1 WHERE \"name\" = ?2 AND"
+                         " \"version\" = ?3",
+                         false, err);
+    if (rc == FERRY_OK)
+        rc = redact_rows(st, "SELECT \"id\", \"request\" FROM \"runs\" WHERE \"request\" IS NOT NULL",
+                         "UPDATE \"runs\" SET \"request\" = ?1 WHERE \"id\" = ?2", true, err);
+    return rc;
+}
+
 static int apply_migration(struct ferry_store *st, int version, struct ferry_error *err)
 {
     char what[64];
     snprintf(what, sizeof what, "applying migration %d", version);
     const char *text = migrations[version - 1];
-    char *pg = IS_PG(st) ? ddl_pg(text) : NULL;
-    char *sql = ferry__sdb_expand(pg ? pg : text, DRV(st)->dialect, NULL);
-    ferry_free(pg);
-    if (sql == NULL) return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
-    int rc = DRV(st)->exec(st->db, sql, what, err);
-    ferry_free(sql);
+    int rc = FERRY_OK;
+    if (text[0]) {
+        char *pg = IS_PG(st) ? ddl_pg(text) : NULL;
+        char *sql = ferry__sdb_expand(pg ? pg : text, DRV(st)->dialect, NULL);
+        ferry_free(pg);
+        if (sql == NULL) return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+        rc = DRV(st)->exec(st->db, sql, what, err);
+        ferry_free(sql);
+    }
+    if (rc == FERRY_OK && version == MIGRATION_REDACT) rc = redact_stored_secrets(st, err);
     if (rc != FERRY_OK) return rc;
     return exec_q(st,
                   "INSERT INTO \"schema_migrations\" (\"version\", \"applied_at\") VALUES (?1, ?2)",

@@ -28,7 +28,7 @@ export FERRY_FAILPOINTS="after_sink_apply=sleep(150)"
 start_serve --role api --store "$STATE"
 CTL_PIDS=""
 for r in a b; do
-  "$FERRY_BIN" serve --role control --store "$STATE" --workers 2 --sweep 300ms --lease 5s \
+  "$FERRY_BIN" serve --policy allow-all --role control --store "$STATE" --workers 2 --sweep 300ms --lease 5s \
     --log-dir "$T/logs-$r" > "$T/ctl-$r.out" 2> "$T/ctl-$r.err" &
   CTL_PIDS="$CTL_PIDS $!"
   EXTRA_PIDS="$EXTRA_PIDS $!"

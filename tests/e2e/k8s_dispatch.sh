@@ -54,7 +54,7 @@ phase() { curl -sf -X POST "$CTL/phase/$1" > /dev/null || fail "fixture phase $1
 # start_serve (tests/serve/lib.sh) with a longer start-up wait on this shared machine, and a
 # message naming what the process was doing when it did not come up.
 start_k8s_serve() {
-  echo "---- start $(date +%T.%N)" >> "$T/serve.all"; "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$T/state.db" "${SERVE_ARGS[@]}" > "$T/serve.out" 2> >(tee -a "$T/serve.all" > "$T/serve.err") &
+  echo "---- start $(date +%T.%N)" >> "$T/serve.all"; "$FERRY_BIN" serve --policy allow-all --listen 127.0.0.1:0 --state "$T/state.db" "${SERVE_ARGS[@]}" > "$T/serve.out" 2> >(tee -a "$T/serve.all" > "$T/serve.err") &
   SERVE_PID=$!
   for _ in $(seq 1 600); do
     grep -q 'listening on' "$T/serve.out" 2>/dev/null && break

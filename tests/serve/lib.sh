@@ -1,6 +1,7 @@
 # tests/serve/lib.sh - helpers for the tests that drive `ferry serve` over real HTTP
 # (sourced after lib.sh; not a test itself, see tests/e2e/serve.sh).
-# start_serve ARGS...: starts `ferry serve` on a free loopback port, sets SERVE_PID, BASE.
+# start_serve ARGS...: starts `ferry serve` on a free loopback port (--policy allow-all unless
+# ARGS name a --policy), sets SERVE_PID, BASE.
 # api METHOD PATH [curl args]: authenticated request; body to stdout, status in $CODE; every
 # response body is also appended to $T/responses.log (the secrets check reads it).
 
@@ -48,7 +49,11 @@ EOF
 
 start_serve() {
   rm -f "$T/serve.out" # a second start must not read the previous server's address
-  "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$T/state.db" "$@" > "$T/serve.out" 2> "$T/serve.err" &
+  # Most tests register pipelines on this host's files and loopback servers: a single-user
+  # host's --policy allow-all unless the test names its own policy (docs/security.md).
+  local policy=(--policy allow-all) a
+  for a in "$@"; do [ "$a" = --policy ] && policy=(); done
+  "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$T/state.db" "${policy[@]}" "$@" > "$T/serve.out" 2> "$T/serve.err" &
   SERVE_PID=$!
   for _ in $(seq 1 200); do
     grep -q 'listening on' "$T/serve.out" 2>/dev/null && break

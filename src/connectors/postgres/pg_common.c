@@ -205,7 +205,17 @@ int ferry__pg_error(struct ferry_error *err, int code, PGconn *c, PGresult *r, c
         size_t n = 0;
         if (detail) n += (size_t)snprintf(extra + n, sizeof extra - n, " (detail: %s)", detail);
         if (hint && n < sizeof extra)
-            snprintf(extra + n, sizeof extra - n, " (hint: %s)", hint);
+            n += (size_t)snprintf(extra + n, sizeof extra - n, " (hint: %s)", hint);
+        /* Where a value was refused: COPY's context names the row and the column ("COPY t,
+         * line 3, column j"); its first line only, without the value's text (data stays out
+         * of errors). */
+        const char *ctx = PQresultErrorField(r, PG_DIAG_CONTEXT);
+        if (ctx && strncmp(ctx, "COPY ", 5) == 0 && n < sizeof extra) {
+            size_t k = strcspn(ctx, "\n");
+            const char *q = memchr(ctx, ':', k);
+            if (q != NULL) k = (size_t)(q - ctx);
+            snprintf(extra + n, sizeof extra - n, " (at %.*s)", (int)k, ctx);
+        }
     } else if (c != NULL) {
         snprintf(primary, sizeof primary, "%s", PQerrorMessage(c));
     }

@@ -210,7 +210,11 @@ int ferry__pg_error(struct ferry_error *err, int code, PGconn *c, PGresult *r, c
          * line 3, column j"); its first line only, without the value's text (data stays out
          * of errors). */
         const char *ctx = PQresultErrorField(r, PG_DIAG_CONTEXT);
-        if (ctx && strncmp(ctx, "COPY ", 5) == 0 && n < sizeof extra) {
+        while (ctx && strncmp(ctx, "COPY ", 5) != 0) {
+            ctx = strchr(ctx, '\n');
+            if (ctx) ctx++;
+        }
+        if (ctx && n < sizeof extra) {
             size_t k = strcspn(ctx, "\n");
             const char *q = memchr(ctx, ':', k);
             if (q != NULL) k = (size_t)(q - ctx);

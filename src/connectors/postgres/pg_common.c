@@ -433,9 +433,13 @@ int ferry__pg_map_type(uint32_t type_oid, int32_t typmod, enum ferry_type *type,
     case FERRY_PG_OID_UUID:
         *type = FERRY_TYPE_UUID;
         break;
-    case FERRY_PG_OID_JSON:
     case FERRY_PG_OID_JSONB:
         *type = FERRY_TYPE_JSON;
+        break;
+    case FERRY_PG_OID_JSON:
+        /* json keeps its text as written (key order, duplicate keys, spaces); ferry's json
+         * type lands in jsonb, which would normalise it: carried as text (issue 23). */
+        *type = FERRY_TYPE_UTF8;
         break;
     default:
         /* text, varchar, bpchar, name, and every type without a ferry twin (arrays, enums,

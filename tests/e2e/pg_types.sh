@@ -149,8 +149,9 @@ judge() { # NAME SCHEMA
   [ "$n" = 0 ] || { echo "PARTLY WRITTEN ($n rows)"; return; }
   grep -q -e '"v"' -e 'column v' "$name.$schema.log" \
     || { echo "ERROR WITHOUT COLUMN: $(head -c 300 "$name.$schema.log")"; return; }
-  why=$(grep -m1 -i 'error' "$name.$schema.log" | sed -e 's/.*column "v"[^:]*: //' \
-    -e 's/ \[SQLSTATE.*//' -e 's/|/\\|/g' | cut -c1-110)
+  why=$(grep -m1 -i 'error' "$name.$schema.log" | sed \
+    -e 's/.*column "v" is \(.*\) but the data is \([^,]*\), which.*/before any row: the column is \1, the data \2/' \
+    -e 's/.*column "v"[^:]*: //' -e 's/ \[SQLSTATE.*//' -e 's/|/\\|/g' | cut -c1-110)
   echo "refused: $why"
 }
 

@@ -84,7 +84,8 @@ pair|src.pair|'(1,"x,y")', '(,)'
 EOF
 
 MUST_CARRY="bool int2 int4 int8 float4 float8 numeric numeric_20_2 numeric_38_0 text varchar
-varchar_5 char_4 name bytea date time timestamp timestamptz uuid json jsonb xml mood posint short"
+varchar_5 char_4 name bytea date time timestamp timestamptz uuid json json_nul jsonb xml oid mood posint
+short"
 
 p -c "CREATE SCHEMA src; CREATE SCHEMA made;
   CREATE TYPE src.mood AS ENUM ('sad', 'ok', 'happy');
@@ -103,7 +104,7 @@ pg_dump "$FERRY_PG_URL" --schema-only --schema=src --no-owner > dump.sql
 sed -e 's/\bsrc\./pre./g' -e 's/SCHEMA src/SCHEMA pre/' dump.sql | p -f - > /dev/null \
   || fail "the pg_dump --schema-only of src did not load as pre"
 
-run_case() { # NAME SCHEMA -> exit code; log in NAME.SCHEMA.log
+run_case() { # NAME SCHEMA [TABLE] -> exit code; log in NAME.SCHEMA.log
   cat > "$1.$2.yaml" <<EOF
 version: 1
 name: types-$1-$2
@@ -111,7 +112,7 @@ source:
   type: postgres
   url: env:FERRY_PG_URL
   resources:
-    - table: src.t_$1
+    - table: src.${3:-t_$1}
       mode: full
 sink:
   type: postgres
@@ -175,6 +176,25 @@ BAD=""
 cat matrix.md
 [ -z "$BAD" ] || fail "values changed silently or refused badly:$BAD"
 pass "every type: exact or refused naming the column, nothing half-written; MUST_CARRY exact"
+
+# Text that a varchar(n)/char(n) would cut or pad, a domain's check, an integer outside oid:
+# refused naming the column and the row, nothing written.
+p -c "CREATE TABLE src.narrow (id integer PRIMARY KEY, v text);
+      INSERT INTO src.narrow VALUES (1, 'ab'), (2, 'abc  ');
+      CREATE TABLE src.negative (id integer PRIMARY KEY, v bigint);
+      INSERT INTO src.negative VALUES (1, 5), (2, -1);
+      CREATE SCHEMA vc; CREATE TABLE vc.narrow (id integer, v varchar(2));
+      CREATE TABLE vc.negative (id integer, v oid);
+      CREATE SCHEMA ch; CREATE TABLE ch.narrow (id integer, v char(4));
+      CREATE SCHEMA dm; CREATE TABLE dm.negative (id integer, v src.posint);"
+for c in "narrow vc at most 2" "narrow ch exactly 4" "negative vc outside oid" "negative dm posint_check"; do
+  set -- $c
+  if run_case "$1" "$2" "$1"; then fail "$1 into $2: accepted"; fi
+  grep -q 'column "v"' "$1.$2.log" || grep -q 'column v' "$1.$2.log" || fail "$1 into $2: no column named: $(cat "$1.$2.log")"
+  [ "$(p -c "SELECT count(*) FROM $2.$1")" = 0 ] || fail "$1 into $2: rows written"
+done
+grep -q 'row 1' narrow.vc.log || fail "varchar(2): the row is not named: $(cat narrow.vc.log)"
+pass "too long for varchar(n), not char(n)'s length, a domain check, outside oid: refused naming column and row"
 
 # The matrix in docs/types.md is this output.
 DOC="$FERRY_SRC/docs/types.md"

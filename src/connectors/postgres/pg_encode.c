@@ -575,6 +575,14 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
         }
         if (n == FERRY_EINVAL) return value_error(err, b, col, r, "not a number numeric can hold");
         return n;
+    case FERRY_PG_WIRE_OID:
+        v = ferry_col_int(b, col, r);
+        if (v < 0 || v > INT64_C(4294967295))
+            return value_error(err, b, col, r, "integer outside oid's 0..4294967295");
+        if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 4);
+        put32(out, (uint32_t)v);
+        return FERRY_OK;
     case FERRY_PG_WIRE_TEXT_CHARS: {
         bytes = ferry_col_bytes(b, col, r, &len);
         int64_t chars = 0;

@@ -36,6 +36,7 @@ enum ferry_pg_wire {
     FERRY_PG_WIRE_TIMESTAMP, /* timestamp and timestamptz: microseconds since 2000-01-01 */
     FERRY_PG_WIRE_UUID,
     FERRY_PG_WIRE_TEXT_CHARS, /* varchar(n) / char(n): the bytes, length checked (chars) */
+    FERRY_PG_WIRE_OID,        /* oid: 4 bytes unsigned, from integers in 0..4294967295 */
 };
 
 /* Pseudo source columns for the staging tables of upsert/merge. */

@@ -448,12 +448,19 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
 /* How data of f goes into destination column d: by d's type, or by its domain's base type
  * (a domain's binary input is its base type's, then its constraints are checked); text into
  * a type whose binary input is its text (enum labels, json, xml, name, varchar(n), char(n): their
- * lengths are checked so nothing is cut or padded). */
+ * lengths are checked so nothing is cut or padded); integers into oid (range checked). */
 static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int col,
                                               const struct dest_col *d)
 {
     struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0};
-    if (w.wire != FERRY_PG_WIRE_NONE || f->type != FERRY_TYPE_UTF8) return w;
+    if (w.wire != FERRY_PG_WIRE_NONE) return w;
+    if (d->base_oid == 26 /* oid */ &&
+        (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 ||
+         f->type == FERRY_TYPE_INT32 || f->type == FERRY_TYPE_INT64)) {
+        w.wire = FERRY_PG_WIRE_OID; /* range checked per value */
+        return w;
+    }
+    if (f->type != FERRY_TYPE_UTF8) return w;
     if (!strcmp(d->recv, "enum_recv") || !strcmp(d->recv, "xml_recv") || !strcmp(d->recv, "json_recv") ||
         !strcmp(d->recv, "namerecv") || !strcmp(d->recv, "textrecv")) {
         w.wire = FERRY_PG_WIRE_TEXT;

@@ -869,7 +869,7 @@ static void test_source_jsonl_compressed(void **state)
 /* Reads every record of `glob` (with `extra` keys) into *c after discovering the schema into
  * *s; returns the extract's code (err filled). */
 static int read_glob(const char *glob, const char *extra, struct ferry_schema **s,
-                    struct collect *c, struct ferry_error *err)
+                     struct collect *c, struct ferry_error *err)
 {
     char yaml[900];
     snprintf(yaml, sizeof yaml, "path: %s/%s\n%s", dir, glob, extra);
@@ -946,8 +946,8 @@ static void test_source_fidelity(void **state)
     assert_types(s,
                  (const enum ferry_type[]){FERRY_TYPE_UTF8, FERRY_TYPE_UTF8,
                                            FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_UTF8,
-                                           FERRY_TYPE_FLOAT64, FERRY_TYPE_FLOAT64,
-                                           FERRY_TYPE_INT64, FERRY_TYPE_FLOAT64, FERRY_TYPE_UTF8},
+                                           FERRY_TYPE_FLOAT64, FERRY_TYPE_FLOAT64, FERRY_TYPE_INT64,
+                                           FERRY_TYPE_FLOAT64, FERRY_TYPE_UTF8},
                  9);
     assert_text(&c, 0, 0, "08123", 5);
     assert_text(&c, 1, 0, "+5", 2);
@@ -962,12 +962,12 @@ static void test_source_fidelity(void **state)
     unlink(path_of("fi/n.csv"));
 
     /* JSON Lines: numbers beyond a double or int64 keep their text; NUL in a string is kept. */
-    put_text("fi/a.jsonl", "{\"big\": 123456789012345678901234, \"huge\": 1e400, \"s\": \"a\\u0000b\"}\n"
-                           "{\"big\": 1, \"huge\": 1, \"s\": \"\\udbff\\udfff\"}\n");
+    put_text("fi/a.jsonl",
+             "{\"big\": 123456789012345678901234, \"huge\": 1e400, \"s\": \"a\\u0000b\"}\n"
+             "{\"big\": 1, \"huge\": 1, \"s\": \"\\udbff\\udfff\"}\n");
     ASSERT_OK(read_glob("fi/a.jsonl", "", &s, &c, &err), err);
-    assert_types(s,
-                 (const enum ferry_type[]){FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_UTF8, FERRY_TYPE_UTF8},
-                 3);
+    assert_types(
+        s, (const enum ferry_type[]){FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_UTF8, FERRY_TYPE_UTF8}, 3);
     assert_text(&c, 0, 0, "123456789012345678901234", 24);
     assert_text(&c, 1, 0, "1e400", 5);
     assert_text(&c, 2, 0, "a\0b", 3);

@@ -356,8 +356,8 @@ static void test_sink_float_edges(void **state)
                                    "(SELECT x FROM fl ORDER BY id)"),
                         "text:'NaN' real:Inf real:-Inf real:4.94065645841247e-324 real:0.0 "
                         "real:-1.5");
-    assert_int_equal(q_int(db, "SELECT count(*) FROM fl WHERE id = 3 AND x = 4.9406564584124654e-324"),
-                     1);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM fl WHERE id = 3 AND x = 4.9406564584124654e-324"), 1);
     sqlite3_close(db);
 
     /* -0 in the second row of a batch: refused, nothing of the batch kept. */

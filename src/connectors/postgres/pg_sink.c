@@ -455,14 +455,15 @@ static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int c
     struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0};
     if (w.wire != FERRY_PG_WIRE_NONE) return w;
     if (d->base_oid == 26 /* oid */ &&
-        (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 ||
-         f->type == FERRY_TYPE_INT32 || f->type == FERRY_TYPE_INT64)) {
+        (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 || f->type == FERRY_TYPE_INT32 ||
+         f->type == FERRY_TYPE_INT64)) {
         w.wire = FERRY_PG_WIRE_OID; /* range checked per value */
         return w;
     }
     if (f->type != FERRY_TYPE_UTF8) return w;
-    if (!strcmp(d->recv, "enum_recv") || !strcmp(d->recv, "xml_recv") || !strcmp(d->recv, "json_recv") ||
-        !strcmp(d->recv, "namerecv") || !strcmp(d->recv, "textrecv")) {
+    if (!strcmp(d->recv, "enum_recv") || !strcmp(d->recv, "xml_recv") ||
+        !strcmp(d->recv, "json_recv") || !strcmp(d->recv, "namerecv") ||
+        !strcmp(d->recv, "textrecv")) {
         w.wire = FERRY_PG_WIRE_TEXT;
     } else if (!strcmp(d->recv, "varcharrecv") || !strcmp(d->recv, "bpcharrecv")) {
         /* typmod: characters + 4; -1 without a length */
@@ -781,8 +782,10 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     snprintf(t->uri, sizeof t->uri, "postgres:%s.%s", s->schema, t->table);
     t->n_wire = sc->n_fields;
     if (keyed) {
-        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
-        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
+        t->wire[sc->n_fields] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
+        t->wire[sc->n_fields + 1] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
         t->n_wire += 2;
     }
     rc = connect_db(s, err);

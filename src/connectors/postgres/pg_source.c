@@ -1176,7 +1176,8 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
         bool as_text = !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w);
         if (as_text) rc = ferry_buf_printf(sql, "CASE WHEN pg_catalog.num_nulls(");
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
-        if (rc == FERRY_OK && as_text) rc = ferry_buf_printf(sql, ") = 0 THEN pg_catalog.format('%%s', ");
+        if (rc == FERRY_OK && as_text)
+            rc = ferry_buf_printf(sql, ") = 0 THEN pg_catalog.format('%%s', ");
         if (rc == FERRY_OK && as_text) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
         if (rc == FERRY_OK && as_text)
             rc = ferry_buf_printf(sql, ") END AS _ferry_%d", f); /* ORDER BY stays on the column */

@@ -300,7 +300,11 @@ static int parse_key(struct parse *ps, yaml_event_t *ev, const struct ferry_cfg 
     bool str_tag = false;
     int rc = refuse_extras(ps, ev, path, ev->data.scalar.anchor, ev->data.scalar.tag, &str_tag);
     if (rc) return rc;
-    if (!str_tag && plain_null(ev))
+    /* A plain `null: ...` key is the word null (connector keys use it); only an empty or `~`
+     * key is refused. */
+    const char *kv = (const char *)ev->data.scalar.value;
+    if (!str_tag && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        (kv[0] == '\0' || strcmp(kv, "~") == 0))
         return at_mark(ps, &ev->start_mark, path, "keys must be strings, got an empty key");
     if (memchr(ev->data.scalar.value, '\0', ev->data.scalar.length))
         return at_mark(ps, &ev->start_mark, path, "a key contains a NUL character");

@@ -169,6 +169,22 @@ static void test_non_string_keys_refused(void **state)
     parse_fails("source:\n  : x\n", "demo.yaml: line 2, column 3: YAML syntax");
 }
 
+/* `null: ""` as docs/connectors.md writes it for the files source: the plain key null is the
+ * word null, its empty quoted value a string. */
+static void test_null_word_is_a_key(void **state)
+{
+    (void)state;
+    struct ferry_cfg *root = parse("source:\n  null: \"\"\n  NULL: x\n");
+    struct ferry_cfg *src = ferry_cfg_get(root, "source");
+    assert_non_null(src);
+    struct ferry_cfg *n = ferry_cfg_get(src, "null");
+    assert_non_null(n);
+    assert_int_equal(n->kind, FERRY_CFG_SCALAR);
+    assert_string_equal(n->scalar, "");
+    assert_non_null(ferry_cfg_get(src, "NULL"));
+    ferry_cfg_free(root);
+}
+
 static void test_syntax_errors_name_line(void **state)
 {
     (void)state;
@@ -848,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_anchors_aliases_tags_refused),
         cmocka_unit_test(test_several_documents_refused),
         cmocka_unit_test(test_non_string_keys_refused),
+        cmocka_unit_test(test_null_word_is_a_key),
         cmocka_unit_test(test_syntax_errors_name_line),
         cmocka_unit_test(test_depth_limited),
         cmocka_unit_test(test_parse_file),

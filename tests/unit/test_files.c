@@ -866,6 +866,127 @@ static void test_source_jsonl_compressed(void **state)
     ferry_cfg_free(cfg);
 }
 
+/* Reads every record of `glob` (with `extra` keys) into *c after discovering the schema into
+ * *s; returns the extract's code (err filled). */
+static int read_glob(const char *glob, const char *extra, struct ferry_schema **s,
+                     struct collect *c, struct ferry_error *err)
+{
+    char yaml[900];
+    snprintf(yaml, sizeof yaml, "path: %s/%s\n%s", dir, glob, extra);
+    struct ferry_cfg *cfg = cfg_of(yaml);
+    const struct ferry_source_vtable *vt = ferry_source_find("files");
+    void *ctx = NULL;
+    ASSERT_OK(vt->open(cfg, &ctx, err), *err);
+    struct ferry_resource_spec spec = spec_of("t", FERRY_READ_FULL);
+    int rc = vt->discover(ctx, &spec, s, err);
+    if (rc == FERRY_OK) {
+        char *plan = NULL;
+        ASSERT_OK(vt->plan(ctx, &spec, *s, NULL, &plan, err), *err);
+        rc = read_shard(vt, ctx, &spec, *s, plan, 0, NULL, 100, c, err);
+        ferry_free(plan);
+    }
+    vt->close(ctx);
+    ferry_cfg_free(cfg);
+    return rc;
+}
+
+static void assert_text(const struct collect *c, int col, int64_t row, const char *want, size_t n)
+{
+    size_t len;
+    const uint8_t *t = ferry_col_bytes(c->b[0], col, row, &len);
+    assert_int_equal(len, n);
+    assert_memory_equal(t, want, n);
+}
+
+/* Issue 23: blank lines are CSV records; inference never changes a value's text; a NUL in a
+ * JSON key is refused naming file:line:column, in a string carried exactly. */
+static void test_source_fidelity(void **state)
+{
+    (void)state;
+    char d[600];
+    snprintf(d, sizeof d, "%s/fi", dir);
+    mkdir(d, 0777);
+    struct ferry_error err;
+    struct ferry_schema *s = NULL;
+    struct collect c = {0};
+
+    /* One column: 7 records, the two blank lines NULL (the default null marker is ""). */
+    put_text("fi/one.csv", "v\na\nb\n\n\nc\nd\ne\n");
+    ASSERT_OK(read_glob("fi/one.csv", "", &s, &c, &err), err);
+    assert_int_equal(collect_rows(&c), 7);
+    assert_true(ferry_col_is_null(c.b[0], 0, 2) && ferry_col_is_null(c.b[0], 0, 3));
+    assert_text(&c, 0, 4, "c", 1);
+    collect_free(&c);
+    ferry_schema_unref(s);
+    ASSERT_OK(read_glob("fi/one.csv", "skip_blank_lines: true\n", &s, &c, &err), err);
+    assert_int_equal(collect_rows(&c), 5);
+    collect_free(&c);
+    ferry_schema_unref(s);
+    unlink(path_of("fi/one.csv"));
+    /* Several columns: a blank line is a record with too few fields, refused naming it. */
+    put_text("fi/two.csv", "a,b\n1,2\n\n3,4\n");
+    s = NULL;
+    assert_int_equal(read_glob("fi/two.csv", "", &s, &c, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "two.csv:3:1: 1 fields where the file has 2 columns (a "
+                                        "blank line; skip_blank_lines: true skips them)"));
+    collect_free(&c);
+    ferry_schema_unref(s);
+    ASSERT_OK(read_glob("fi/two.csv", "skip_blank_lines: true\n", &s, &c, &err), err);
+    assert_int_equal(collect_rows(&c), 2);
+    collect_free(&c);
+    ferry_schema_unref(s);
+    unlink(path_of("fi/two.csv"));
+
+    /* Inference: leading zeros, a leading '+' and exponents beyond a double stay text; big
+     * integers are exact decimals; floats only where a double gives the same value back. */
+    put_text("fi/n.csv", "zip,plus,big,huge,expo,f,i,neg0,sub\n"
+                         "08123,+5,123456789012345678901234,1e400,1.5e3,2.5,7,-0,4e-320\n"
+                         "00001,+6,-1.0000000000000000000001,2,2e1,-0.0,-8,1,1\n");
+    ASSERT_OK(read_glob("fi/n.csv", "", &s, &c, &err), err);
+    assert_types(s,
+                 (const enum ferry_type[]){FERRY_TYPE_UTF8, FERRY_TYPE_UTF8,
+                                           FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_UTF8,
+                                           FERRY_TYPE_FLOAT64, FERRY_TYPE_FLOAT64, FERRY_TYPE_INT64,
+                                           FERRY_TYPE_FLOAT64, FERRY_TYPE_UTF8},
+                 9);
+    assert_text(&c, 0, 0, "08123", 5);
+    assert_text(&c, 1, 0, "+5", 2);
+    assert_text(&c, 2, 0, "123456789012345678901234", 24);
+    assert_text(&c, 2, 1, "-1.0000000000000000000001", 25);
+    assert_text(&c, 3, 0, "1e400", 5);
+    assert_true(ferry_col_float(c.b[0], 4, 0) == 1500.0);
+    assert_true(signbit(ferry_col_float(c.b[0], 5, 1)));
+    assert_true(signbit(ferry_col_float(c.b[0], 7, 0)));
+    collect_free(&c);
+    ferry_schema_unref(s);
+    unlink(path_of("fi/n.csv"));
+
+    /* JSON Lines: numbers beyond a double or int64 keep their text; NUL in a string is kept. */
+    put_text("fi/a.jsonl",
+             "{\"big\": 123456789012345678901234, \"huge\": 1e400, \"s\": \"a\\u0000b\"}\n"
+             "{\"big\": 1, \"huge\": 1, \"s\": \"\\udbff\\udfff\"}\n");
+    ASSERT_OK(read_glob("fi/a.jsonl", "", &s, &c, &err), err);
+    assert_types(
+        s, (const enum ferry_type[]){FERRY_TYPE_DECIMAL_TEXT, FERRY_TYPE_UTF8, FERRY_TYPE_UTF8}, 3);
+    assert_text(&c, 0, 0, "123456789012345678901234", 24);
+    assert_text(&c, 1, 0, "1e400", 5);
+    assert_text(&c, 2, 0, "a\0b", 3);
+    assert_text(&c, 2, 1, "\xf4\x8f\xbf\xbf", 4);
+    collect_free(&c);
+    ferry_schema_unref(s);
+    unlink(path_of("fi/a.jsonl"));
+    /* A NUL in a key cannot name a column: refused at its place, never cut to "foo". */
+    put_text("fi/k.jsonl", "{\"ok\": 1}\n{\"ok\": 2, \"foo\\u0000bar\": 42}\n");
+    s = NULL;
+    int rc = read_glob("fi/k.jsonl", "", &s, &c, &err);
+    assert_int_equal(rc, FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "k.jsonl:2:11"));
+    assert_non_null(strstr(err.message, "\\u0000"));
+    collect_free(&c);
+    ferry_schema_unref(s);
+    unlink(path_of("fi/k.jsonl"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -879,6 +1000,7 @@ int main(void)
         cmocka_unit_test(test_source_infer_resume_skip),
         cmocka_unit_test(test_source_headerless),
         cmocka_unit_test(test_source_jsonl_compressed),
+        cmocka_unit_test(test_source_fidelity),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -23,7 +23,7 @@ __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
 
 enum { C_ID, C_FLAG, C_TINY, C_SMALL, C_MEDIUM, C_BIG, C_F32, C_F64, C_DEC38, C_DEC9, C_DEC18,
-       C_EXACT, C_NAME, C_BLOB, C_DAY, C_CLOCK, C_AT, C_ATZ, C_UID, C_DOC, NCOLS };
+       C_EXACT, C_NAME, C_BLOB, C_DAY, C_CLOCK, C_AT, C_ATZ, C_UID, C_DOC, C_DEC20, C_DEC28, NCOLS };
 
 static const struct {
     const char *name;
@@ -52,6 +52,9 @@ static const struct {
     {"atz", FERRY_TYPE_TIMESTAMPTZ_US, 0, 0, "TIMESTAMP WITH TIME ZONE", "INT64/TIMESTAMP(MICROS,true)"},
     {"uid", FERRY_TYPE_UUID, 0, 0, "UUID", "FIXED_LEN_BYTE_ARRAY(16)/UUID"},
     {"doc", FERRY_TYPE_JSON, 0, 0, "VARCHAR", "BYTE_ARRAY/JSON"},
+    /* the minimum width for the precision (Iceberg spec; issue 23): 9 and 12 bytes, not 16 */
+    {"dec20", FERRY_TYPE_DECIMAL128, 20, 2, "DECIMAL(20,2)", "FIXED_LEN_BYTE_ARRAY(9)/DECIMAL(20,2)"},
+    {"dec28", FERRY_TYPE_DECIMAL128, 28, 6, "DECIMAL(28,6)", "FIXED_LEN_BYTE_ARRAY(12)/DECIMAL(28,6)"},
 };
 
 struct cell {
@@ -99,6 +102,14 @@ static void cell_of(int64_t r, int c, struct cell *o)
         break;
     case C_DEC38:
         o->d = r == 1 ? -(pow10_128(38) - 1) : r == 2 ? pow10_128(38) - 1
+                                                      : (i128)sign * (r * 12345 + 1) * pow10_128(r % 20);
+        break;
+    case C_DEC20:
+        o->d = r == 1 ? -(pow10_128(20) - 1) : r == 2 ? pow10_128(20) - 1
+                                                      : (i128)sign * (r * 12345 + 1) * pow10_128(r % 12);
+        break;
+    case C_DEC28:
+        o->d = r == 1 ? -(pow10_128(28) - 1) : r == 2 ? pow10_128(28) - 1
                                                       : (i128)sign * (r * 12345 + 1) * pow10_128(r % 20);
         break;
     case C_DEC9: o->d = r == 1 ? -999999999 : r == 2 ? 999999999 : sign * ((r * 12345 + 1) % 1000000000); break;
@@ -506,6 +517,8 @@ static void test_statistics(void **state)
         [C_BIG] = {"-9223372036854775808", "9223372036854775807"},
         [C_DEC38] = {"-9999999999999999999999999999.9999999999", "9999999999999999999999999999.9999999999"},
         [C_DEC9] = {"-9999999.99", "9999999.99"},
+        [C_DEC20] = {"-999999999999999999.99", "999999999999999999.99"},
+        [C_DEC28] = {"-9999999999999999999999.999999", "9999999999999999999999.999999"},
         [C_NAME] = {"", "\xf4\x8f\xbf\xbf"},
         [C_DAY] = {"0001-01-01", "9999-12-31"},
         [C_AT] = {"0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"},

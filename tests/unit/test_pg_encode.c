@@ -292,7 +292,7 @@ static void test_rows(void **state)
     struct ferry_batch *b = make_batch();
     struct ferry_pg_wire_col wc[NC];
     for (int c = 0; c < NC; c++)
-        wc[c] = (struct ferry_pg_wire_col){c, wires[c]};
+        wc[c] = (struct ferry_pg_wire_col){c, wires[c], 0};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     encode_all(b, wc, NC, SIZE_MAX, &out);
@@ -311,10 +311,10 @@ static void test_staging_columns(void **state)
     (void)state;
     struct ferry_batch *b = make_batch();
     struct ferry_batch *s = ferry_batch_slice(b, 1, 2); /* rows 2 and 3 */
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_INT8},
-                                     {13, FERRY_PG_WIRE_TEXT},
-                                     {FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8},
-                                     {FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_INT8, 0},
+                                     {13, FERRY_PG_WIRE_TEXT, 0},
+                                     {FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0},
+                                     {FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0}};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     encode_all(s, wc, 4, SIZE_MAX, &out);
@@ -324,7 +324,7 @@ static void test_staging_columns(void **state)
                        "0004 00000008 0000000000000003 ffffffff 00000008 0000000000000001 "
                        "00000002 0001 ffff");
     /* json as text: no version byte. */
-    struct ferry_pg_wire_col doc[] = {{13, FERRY_PG_WIRE_TEXT}};
+    struct ferry_pg_wire_col doc[] = {{13, FERRY_PG_WIRE_TEXT, 0}};
     ferry_buf_reset(&out);
     int64_t row = 0;
     struct ferry_batch *first = ferry_batch_slice(b, 0, 1);
@@ -357,7 +357,7 @@ static void test_bad_value(void **state)
     assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
     assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
     ferry__rw_free(rw);
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0}};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     int64_t row = 0;
@@ -579,7 +579,7 @@ static void test_numeric_rows(void **state)
     struct ferry_buf got, want;
     ferry_buf_init(&got, 0);
     ferry_buf_init(&want, 0);
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC}, {1, FERRY_PG_WIRE_NUMERIC}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0}, {1, FERRY_PG_WIRE_NUMERIC, 0}};
     int64_t row = 0;
     assert_int_equal(ferry__pg_copy_rows(&got, b, wc, 2, &row, SIZE_MAX, &err), FERRY_OK);
     assert_int_equal(row, nr);
@@ -753,9 +753,9 @@ static void test_fast_mixed(void **state)
     assert_int_equal(ferry__pg_copy_trailer(&want), FERRY_OK);
 
     struct ferry_pg_wire_col wc[] = {
-        {0, FERRY_PG_WIRE_INT8},    {1, FERRY_PG_WIRE_TEXT}, {2, FERRY_PG_WIRE_NUMERIC},
-        {3, FERRY_PG_WIRE_FLOAT8},  {4, FERRY_PG_WIRE_DATE}, {5, FERRY_PG_WIRE_BOOL},
-        {6, FERRY_PG_WIRE_NUMERIC},
+        {0, FERRY_PG_WIRE_INT8, 0},    {1, FERRY_PG_WIRE_TEXT, 0}, {2, FERRY_PG_WIRE_NUMERIC, 0},
+        {3, FERRY_PG_WIRE_FLOAT8, 0},  {4, FERRY_PG_WIRE_DATE, 0}, {5, FERRY_PG_WIRE_BOOL, 0},
+        {6, FERRY_PG_WIRE_NUMERIC, 0},
     };
     size_t flushes[] = {SIZE_MAX, 1, 100, 65536};
     for (size_t k = 0; k < sizeof flushes / sizeof flushes[0]; k++) {

@@ -1,6 +1,7 @@
 /* tests/unit/test_sqlite_connector.c - the sqlite sink and source through their vtables,
  * on real SQLite files in mkdtemp folders, checked with a second, independent connection. */
 #include <ftw.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <unistd.h>
 #include "unit.h"
@@ -323,6 +324,63 @@ static void test_sink_append_types(void **state)
     ferry_schema_unref(sc);
     sample_vt->close(sctx);
     ferry_cfg_free(scfg);
+}
+
+/* Issue 23: NaN and ±Infinity kept (NaN as the text 'NaN' in the REAL column, read back as
+ * NaN), subnormals exact, -0 refused naming table, column and row (never stored as 0). */
+static void test_sink_float_edges(void **state)
+{
+    (void)state;
+    struct ferry_error err;
+    static const struct fdef fl[] = {{"id", FERRY_TYPE_INT64, false, 1},
+                                     {"x", FERRY_TYPE_FLOAT64, true, 0}};
+    struct ferry_schema *sc = mk_schema(fl, 2);
+    struct collect c = {0};
+    const double v[] = {NAN, INFINITY, -INFINITY, 4.9406564584124654e-324, 0.0, -1.5};
+    struct sinkh h;
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "fl", "fl", sc, FERRY_WRITE_APPEND, &err), err);
+    sink_begin(&h, 1, false);
+    struct ferry_row_writer *rw = mk_rw(sc, "fl", &c);
+    for (int i = 0; i < 6; i++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        ferry_rw_int(rw, i);
+        ferry_rw_float(rw, v[i]);
+        end_row(rw);
+    }
+    ASSERT_OK(sink_apply(&h, 0, flush(rw, &c), &err), err);
+    ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    sink_close(&h);
+    sqlite3 *db = reader();
+    assert_string_equal(q_text(db, "SELECT group_concat(typeof(x) || ':' || quote(x), ' ') FROM "
+                                   "(SELECT x FROM fl ORDER BY id)"),
+                        "text:'NaN' real:Inf real:-Inf real:4.94065645841247e-324 real:0.0 "
+                        "real:-1.5");
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM fl WHERE id = 3 AND x = 4.9406564584124654e-324"), 1);
+    sqlite3_close(db);
+
+    /* -0 in the second row of a batch: refused, nothing of the batch kept. */
+    sink_open(&h, NULL);
+    ASSERT_OK(sink_target(&h, "fl", "fl", sc, FERRY_WRITE_APPEND, &err), err);
+    sink_begin(&h, 2, false);
+    for (int i = 0; i < 2; i++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        ferry_rw_int(rw, 10 + i);
+        ferry_rw_float(rw, i ? -0.0 : 2.0);
+        end_row(rw);
+    }
+    assert_int_equal(sink_apply(&h, 0, flush(rw, &c), &err), FERRY_ESINK);
+    assert_non_null(strstr(err.message, "table \"fl\" column \"x\""));
+    assert_non_null(strstr(err.message, "row 1: float -0"));
+    sink_vt->abort(h.ctx);
+    sink_close(&h);
+    db = reader();
+    assert_int_equal(q_int(db, "SELECT count(*) FROM fl WHERE id >= 10"), 0);
+    sqlite3_close(db);
+    ferry__rw_free(rw);
+    collect_free(&c);
+    ferry_schema_unref(sc);
 }
 
 static void test_sink_upsert_merge(void **state)
@@ -1452,6 +1510,7 @@ int main(void)
     sample_vt = ferry_source_find("sample");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sink_append_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sink_float_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_append_is_a_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_upsert_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sink_replace_atomic, setup, teardown),

@@ -686,9 +686,14 @@ static int jsonl_object(struct ferry__files_reader *r, size_t eol, struct ferry_
                 return jerr(&j, "an object key must be a string");
             size_t key_off = r->text.len;
             int64_t key_col = jcol(&j, j.i);
+            size_t key_start = j.i;
             int rc = jstring(&j);
             if (rc != P_OK) return rc;
             size_t key_len = r->text.len - key_off;
+            if (memchr(r->text.data + key_off, '\0', key_len) != NULL) {
+                j.i = key_start;
+                return jerr(&j, "a key holds \\u0000, which no column name can hold");
+            }
             jws(&j);
             if (j.i == j.end || r->buf[j.i] != ':') return jerr(&j, "a ':' is missing after a key");
             j.i++;

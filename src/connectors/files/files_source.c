@@ -30,6 +30,7 @@
  * Registered in connectors/registry.c; driven by the runner, one instance per thread. */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -52,6 +53,7 @@ struct src {
     struct ferry__files_csv_opts csv;
     char *null_marker;
     bool skip;
+    bool skip_blank; /* skip_blank_lines: true; else a blank line is a record (RFC 4180) */
     int64_t sample_rows;
 };
 
@@ -105,6 +107,7 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = char_key(cfg, "quote", true, &s.csv.quote, err);
     if (rc == FERRY_OK) rc = char_key(cfg, "escape", true, &s.csv.escape, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &null_marker, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "skip_blank_lines", false, &s.skip_blank, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "on_error", false, on_error_words, &on_error, err);
     if (rc == FERRY_OK)
         rc = ferry_cfg_int(cfg, "sample_rows", false, 1, 100000000, &s.sample_rows, err);
@@ -202,6 +205,60 @@ static bool parse_i64(const char *t, size_t n, int64_t *out)
     return true;
 }
 
+/* How a number's text maps without changing it (inference only picks a type every sampled
+ * value maps to exactly):
+ *   NUM_INT   -?(0|[1-9][0-9]*) within int64, not "-0";
+ *   NUM_FLOAT the RFC 8259 number grammar with at most 15 significant digits, finite and
+ *             not subnormal in a double (so the double gives back the same decimal value);
+ *   NUM_DEC   -?(0|[1-9][0-9]*)(.[0-9]+)? of any length (carried as exact decimal text);
+ *   NUM_NONE  anything else: leading zeros ("08123"), a leading '+', an exponent beyond a
+ *             double, words. Flags: bit per class, a value can be several. */
+enum { NUM_INT = 1, NUM_FLOAT = 2, NUM_DEC = 4 };
+
+static int num_class(const char *t, size_t n)
+{
+    size_t i = 0, sig = 0;
+    bool seen_nonzero = false, frac = false, expo = false;
+    if (i < n && t[i] == '-') i++;
+    if (i == n || t[i] < '0' || t[i] > '9') return 0;
+    if (t[i] == '0' && i + 1 < n && t[i + 1] >= '0' && t[i + 1] <= '9') return 0;
+    for (; i < n && t[i] >= '0' && t[i] <= '9'; i++) {
+        if (t[i] != '0') seen_nonzero = true;
+        if (seen_nonzero) sig++;
+    }
+    if (i < n && t[i] == '.') {
+        frac = true;
+        size_t s0 = ++i;
+        for (; i < n && t[i] >= '0' && t[i] <= '9'; i++) {
+            if (t[i] != '0') seen_nonzero = true;
+            if (seen_nonzero) sig++;
+        }
+        if (i == s0) return 0;
+    }
+    if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+        expo = true;
+        i++;
+        if (i < n && (t[i] == '+' || t[i] == '-')) i++;
+        size_t s0 = i;
+        for (; i < n && t[i] >= '0' && t[i] <= '9'; i++)
+            ;
+        if (i == s0) return 0;
+    }
+    if (i != n) return 0;
+    int c = 0;
+    int64_t v;
+    bool minus_zero = n == 2 && t[0] == '-' && t[1] == '0';
+    if (!frac && !expo && !minus_zero && parse_i64(t, n, &v)) c |= NUM_INT;
+    if (!expo) c |= NUM_DEC;
+    if (sig <= 15) {
+        errno = 0;
+        double d = strtod(t, NULL);
+        if (errno == 0 && isfinite(d) && (d == 0 ? !seen_nonzero : fabs(d) >= DBL_MIN))
+            c |= NUM_FLOAT;
+    }
+    return c;
+}
+
 /* t is NUL-terminated at t[n]. */
 static bool parse_f64(const char *t, size_t n, bool words, double *out)
 {
@@ -216,6 +273,7 @@ static bool parse_f64(const char *t, size_t n, bool words, double *out)
     errno = 0;
     double v = strtod(t, &end);
     if (end != t + n) return false;
+    if (errno == ERANGE && isinf(v)) return false; /* beyond a double: never Infinity */
     *out = v;
     return true;
 }
@@ -331,7 +389,8 @@ static bool put_value(struct conv *c, struct ferry_row_writer *rw, const struct 
         return true;
     }
     case FERRY_TYPE_DECIMAL_TEXT:
-        if (!parse_f64(t, n, false, &d) && strcmp(t, "NaN") != 0) return false;
+        /* exact decimal text only: an exponent or leading zeros would change the text */
+        if (!(num_class(t, n) & NUM_DEC) && strcmp(t, "NaN") != 0) return false;
         ferry_rw_text(rw, t, n);
         return true;
     case FERRY_TYPE_UTF8:
@@ -402,6 +461,8 @@ static void fr_close(struct file_reader *f)
     memset(f, 0, sizeof *f);
 }
 
+/* A blank line (one empty unquoted field). Before a header it is always skipped; among the
+ * records only with skip_blank_lines: true (RFC 4180 makes it a record of one empty field). */
 static bool blank_record(const struct ferry__files_reader *r)
 {
     if (ferry__files_reader_nfields(r) != 1) return false;
@@ -470,7 +531,7 @@ static int fr_open(const struct src *s, const char *path, struct file_reader *f,
 
 struct guess {
     char *name;
-    bool any, can_bool, can_int, can_float, can_date, can_ts, tz, can_json;
+    bool any, can_bool, can_int, can_float, can_dec, can_date, can_ts, tz, can_json;
 };
 
 static void guess_value(struct guess *g, const char *t, size_t n, enum ferry__files_kind kind,
@@ -478,19 +539,17 @@ static void guess_value(struct guess *g, const char *t, size_t n, enum ferry__fi
 {
     if (kind == FILES_KIND_NULL) return;
     g->any = true;
-    int64_t i;
-    double d;
+    int num = jsonl && kind != FILES_KIND_NUMBER ? 0 : num_class(t, n);
+    g->can_int &= (num & NUM_INT) != 0;
+    g->can_float &= (num & NUM_FLOAT) != 0;
+    g->can_dec &= (num & NUM_DEC) != 0;
     if (jsonl) {
         g->can_bool &= kind == FILES_KIND_BOOL;
-        g->can_int &= kind == FILES_KIND_NUMBER && parse_i64(t, n, &i);
-        g->can_float &= kind == FILES_KIND_NUMBER;
         g->can_json &= kind == FILES_KIND_NESTED;
         if (kind != FILES_KIND_STRING) g->can_date = g->can_ts = false;
     } else {
         g->can_bool &= (n == 4 && strncasecmp(t, "true", 4) == 0) ||
                        (n == 5 && strncasecmp(t, "false", 5) == 0);
-        g->can_int &= parse_i64(t, n, &i);
-        g->can_float &= parse_f64(t, n, false, &d);
         g->can_json = false;
     }
     if (g->can_date) {
@@ -514,6 +573,7 @@ static enum ferry_type guess_type(const struct guess *g)
     if (g->can_bool) return FERRY_TYPE_BOOL;
     if (g->can_int) return FERRY_TYPE_INT64;
     if (g->can_float) return FERRY_TYPE_FLOAT64;
+    if (g->can_dec) return FERRY_TYPE_DECIMAL_TEXT;
     if (g->can_date) return FERRY_TYPE_DATE32;
     if (g->can_ts) return g->tz ? FERRY_TYPE_TIMESTAMPTZ_US : FERRY_TYPE_TIMESTAMP_US;
     if (g->can_json) return FERRY_TYPE_JSON;
@@ -529,7 +589,8 @@ static struct guess *guess_add(struct guess **gs, int *n, const char *name)
     memset(g, 0, sizeof *g);
     g->name = ferry_strdup(name);
     if (g->name == NULL) return NULL;
-    g->can_bool = g->can_int = g->can_float = g->can_date = g->can_ts = g->can_json = true;
+    g->can_bool = g->can_int = g->can_float = g->can_dec = g->can_date = g->can_ts = g->can_json =
+        true;
     (*n)++;
     return g;
 }
@@ -557,7 +618,7 @@ static int infer(const struct src *s, const char *path, struct guess **out, int 
         const struct ferry__files_reader *r = f.r;
         int nf = ferry__files_reader_nfields(r);
         if (!jsonl) {
-            if (blank_record(r)) continue;
+            if (s->skip_blank && blank_record(r)) continue;
             if (!s->header && n == 0) {
                 for (int i = 0; i < nf && rc == FERRY_OK; i++) {
                     char name[24];
@@ -992,13 +1053,16 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         const struct ferry__files_reader *r = f.r;
         bool delivered = start > 0 && ferry__files_reader_offset(r) <= start;
         if (f.fmt == FILES_FMT_CSV) {
-            if (blank_record(r)) continue;
+            if (s->skip_blank && blank_record(r)) continue;
             int got = ferry__files_reader_nfields(r);
             if (expect < 0) expect = got;
             if (got != expect) {
                 const struct ferry__files_field *last = ferry__files_reader_field(r, got - 1);
-                char why[96];
-                snprintf(why, sizeof why, "%d fields where the file has %d columns", got, expect);
+                char why[160];
+                snprintf(why, sizeof why, "%d fields where the file has %d columns%s", got, expect,
+                         got == 1 && blank_record(r)
+                             ? " (a blank line; skip_blank_lines: true skips them)"
+                             : "");
                 ferry_error_set(err, FERRY_EINVAL, "files", "%s:%" PRId64 ":%" PRId64 ": %s",
                                 si.file, last->line, last->column, why);
                 rc = bad_record(s, &sk, si.file, last->line, last->column, why, err);

@@ -199,6 +199,26 @@ static void dec_to_be(struct ferry_decimal128 d, uint8_t out[16])
     }
 }
 
+/* The fewest bytes whose two's complement holds every unscaled value of `precision` digits:
+ * what the Iceberg spec requires for decimal(P,S) and the Parquet spec recommends
+ * (decimal(20,2): 9 bytes, decimal(28,6): 12, decimal(38,x): 16). */
+static int dec_flba_width(int precision)
+{
+    static const int digits[17] = {0, 2, 4, 6, 9, 11, 14, 16, 18, 21, 23, 26, 28, 31, 33, 35, 38};
+    int n = 1;
+    while (n < 16 && digits[n] < precision)
+        n++;
+    return n;
+}
+
+/* The last `len` of the 16 big-endian bytes of d (the dropped ones only repeat the sign). */
+static void dec_to_be_n(struct ferry_decimal128 d, uint8_t *out, int len)
+{
+    uint8_t be[16];
+    dec_to_be(d, be);
+    memcpy(out, be + 16 - len, (size_t)len);
+}
+
 static int dec_cmp(struct ferry_decimal128 a, struct ferry_decimal128 b)
 {
     if (a.hi != b.hi)
@@ -743,9 +763,9 @@ static void write_stats(struct ferry_thrift *t, const struct column *c)
             break;
         }
         case ORD_DEC128:
-            dec_to_be(c->min_d, mn);
-            dec_to_be(c->max_d, mx);
-            n = nmax = 16;
+            dec_to_be_n(c->min_d, mn, c->type_length);
+            dec_to_be_n(c->max_d, mx, c->type_length);
+            n = nmax = (size_t)c->type_length;
             break;
         case ORD_BYTES:
             pmin = c->min_b.data;
@@ -989,8 +1009,8 @@ static int append_column(struct ferry_parquet_writer *w, struct column *c, const
             }
             d.hi = (int64_t)hi;
             if (c->ptype == PT_FLBA) {
-                dec_to_be(d, out);
-                c->values.len += 16;
+                dec_to_be_n(d, out, c->type_length);
+                c->values.len += (size_t)c->type_length;
                 stat_dec(c, d);
             } else if (c->ptype == PT_INT64) {
                 put_le64(out, d.lo);
@@ -1230,7 +1250,7 @@ static int map_column(struct column *c, const struct ferry_field *f, bool dictio
             c->ptype = PT_INT64;
         } else {
             c->ptype = PT_FLBA;
-            c->type_length = 16;
+            c->type_length = dec_flba_width(f->precision);
             c->order = ORD_DEC128;
         }
         break;

@@ -235,7 +235,21 @@ int ferry__pg_error(struct ferry_error *err, int code, PGconn *c, PGresult *r, c
         size_t n = 0;
         if (detail) n += (size_t)snprintf(extra + n, sizeof extra - n, " (detail: %s)", detail);
         if (hint && n < sizeof extra)
-            snprintf(extra + n, sizeof extra - n, " (hint: %s)", hint);
+            n += (size_t)snprintf(extra + n, sizeof extra - n, " (hint: %s)", hint);
+        /* Where a value was refused: COPY's context names the row and the column ("COPY t,
+         * line 3, column j"); its first line only, without the value's text (data stays out
+         * of errors). */
+        const char *ctx = PQresultErrorField(r, PG_DIAG_CONTEXT);
+        while (ctx && strncmp(ctx, "COPY ", 5) != 0) {
+            ctx = strchr(ctx, '\n');
+            if (ctx) ctx++;
+        }
+        if (ctx && n < sizeof extra) {
+            size_t k = strcspn(ctx, "\n");
+            const char *q = memchr(ctx, ':', k);
+            if (q != NULL) k = (size_t)(q - ctx);
+            snprintf(extra + n, sizeof extra - n, " (at %.*s)", (int)k, ctx);
+        }
     } else if (c != NULL) {
         snprintf(primary, sizeof primary, "%s", PQerrorMessage(c));
     }
@@ -453,9 +467,13 @@ int ferry__pg_map_type(uint32_t type_oid, int32_t typmod, enum ferry_type *type,
     case FERRY_PG_OID_UUID:
         *type = FERRY_TYPE_UUID;
         break;
-    case FERRY_PG_OID_JSON:
     case FERRY_PG_OID_JSONB:
         *type = FERRY_TYPE_JSON;
+        break;
+    case FERRY_PG_OID_JSON:
+        /* json keeps its text as written (key order, duplicate keys, spaces); ferry's json
+         * type lands in jsonb, which would normalise it: carried as text (issue 23). */
+        *type = FERRY_TYPE_UTF8;
         break;
     default:
         /* text, varchar, bpchar, name, and every type without a ferry twin (arrays, enums,

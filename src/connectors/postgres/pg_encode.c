@@ -13,6 +13,7 @@
  * arithmetically; only decimal text goes through ferry__pg_numeric_from_text. */
 #include "connectors/postgres/pg_encode.h"
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 /* pg_type OIDs of the built-in types (fixed since PostgreSQL 7.x, listed in pg_type.dat). */
@@ -497,9 +498,11 @@ static inline int put_numeric_dec128(struct ferry_buf *out, struct ferry_decimal
     return FERRY_OK;
 }
 
-static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int col,
-                        enum ferry_pg_wire wire, int64_t r, struct ferry_error *err)
+static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
+                        const struct ferry_pg_wire_col *c, int64_t r, struct ferry_error *err)
 {
+    const int col = c->col;
+    enum ferry_pg_wire wire = c->wire;
     const struct ferry_field *f = &b->schema->fields[col];
     size_t len;
     const uint8_t *bytes;
@@ -572,6 +575,31 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b, int 
         }
         if (n == FERRY_EINVAL) return value_error(err, b, col, r, "not a number numeric can hold");
         return n;
+    case FERRY_PG_WIRE_OID:
+        v = ferry_col_int(b, col, r);
+        if (v < 0 || v > INT64_C(4294967295))
+            return value_error(err, b, col, r, "integer outside oid's 0..4294967295");
+        if (ferry_buf_reserve(out, 8) != FERRY_OK) return FERRY_ENOMEM;
+        put32(out, 4);
+        put32(out, (uint32_t)v);
+        return FERRY_OK;
+    case FERRY_PG_WIRE_TEXT_CHARS: {
+        bytes = ferry_col_bytes(b, col, r, &len);
+        int64_t chars = 0;
+        for (size_t k = 0; k < len; k++)
+            chars += (bytes[k] & 0xC0) != 0x80;
+        if (c->chars > 0 ? chars > c->chars : chars != -(int64_t)c->chars) {
+            char why[120];
+            snprintf(why, sizeof why,
+                     "text of %" PRId64 " characters where the column holds %s %d (it would be "
+                     "cut or padded)",
+                     chars, c->chars > 0 ? "at most" : "exactly",
+                     c->chars > 0 ? c->chars : -c->chars);
+            return value_error(err, b, col, r, why);
+        }
+        wire = FERRY_PG_WIRE_TEXT;
+    }
+        /* fall through */
     case FERRY_PG_WIRE_TEXT:
     case FERRY_PG_WIRE_JSONB:
     case FERRY_PG_WIRE_BYTEA: {
@@ -621,7 +649,7 @@ static int copy_row_slow(struct ferry_buf *out, const struct ferry_batch *b,
             put32(out, 0xFFFFFFFFu);
             continue;
         }
-        int rc = encode_value(out, b, c->col, c->wire, r, err);
+        int rc = encode_value(out, b, c, r, err);
         if (rc != FERRY_OK) return rc;
     }
     return FERRY_OK;
@@ -844,7 +872,7 @@ static inline uint8_t *fast_row(struct ferry_buf *out, uint8_t *p, const struct 
             break;
         default: {
             out->len = (size_t)(p - (uint8_t *)out->data);
-            *rc = encode_value(out, b, cols[k].col, cols[k].wire, r, err);
+            *rc = encode_value(out, b, &cols[k], r, err);
             /* The row's room was reserved without this value: reserve it again after it. */
             if (*rc == FERRY_OK && ferry_buf_reserve(out, need) != FERRY_OK) *rc = FERRY_ENOMEM;
             if (*rc != FERRY_OK) return NULL;

@@ -35,6 +35,8 @@ enum ferry_pg_wire {
     FERRY_PG_WIRE_TIME,
     FERRY_PG_WIRE_TIMESTAMP, /* timestamp and timestamptz: microseconds since 2000-01-01 */
     FERRY_PG_WIRE_UUID,
+    FERRY_PG_WIRE_TEXT_CHARS, /* varchar(n) / char(n): the bytes, length checked (chars) */
+    FERRY_PG_WIRE_OID,        /* oid: 4 bytes unsigned, from integers in 0..4294967295 */
 };
 
 /* Pseudo source columns for the staging tables of upsert/merge. */
@@ -44,6 +46,9 @@ enum ferry_pg_wire {
 struct ferry_pg_wire_col {
     int col; /* batch column, or FERRY_PG_COL_ROWNUM / FERRY_PG_COL_OP */
     enum ferry_pg_wire wire;
+    int32_t chars; /* FERRY_PG_WIRE_TEXT_CHARS: at most this many characters (varchar(n)), or
+                    * exactly -chars (char(n), whose text form is padded): PostgreSQL would
+                    * cut trailing spaces or pad silently */
 };
 
 /* The wire kind that writes data of field f into a destination column of type `type_oid`

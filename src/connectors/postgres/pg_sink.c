@@ -282,6 +282,11 @@ struct dest_col {
     int32_t typmod;
     char *type; /* format_type() */
     bool pk;
+    /* The type values are written in: a domain's base type (domains over domains followed
+     * down), else the column's own; and how that type receives binary values. */
+    uint32_t base_oid;
+    int32_t base_typmod;
+    char recv[32]; /* pg_type.typreceive, e.g. "enum_recv" */
 };
 
 static void dest_cols_free(struct dest_col *c, int n)
@@ -305,14 +310,26 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
     const char *p[2] = {s->schema, table};
     PGresult *r = NULL;
     int rc = query(s,
+                   "WITH RECURSIVE d(col, oid, typmod, depth) AS ("
+                   "SELECT a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a "
+                   "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                   "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+                   "WHERE ns.nspname = $1 AND c.relname = $2 AND a.attnum > 0 "
+                   "UNION ALL SELECT d.col, t.typbasetype, t.typtypmod, d.depth + 1 "
+                   "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid "
+                   "WHERE t.typtype = 'd' AND d.depth < 32) "
                    "SELECT a.attname, a.atttypid, a.atttypmod, "
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
-                   "AND i.indisprimary AND a.attnum = ANY (i.indkey)) "
+                   "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
+                   "b.oid, b.typmod, bt.typreceive::text "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
                    "AND NOT a.attisdropped "
+                   "LEFT JOIN LATERAL (SELECT d.oid, d.typmod FROM d WHERE d.col = a.attnum "
+                   "ORDER BY d.depth DESC LIMIT 1) b ON true "
+                   "LEFT JOIN pg_catalog.pg_type bt ON bt.oid = b.oid "
                    "WHERE ns.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') "
                    "ORDER BY a.attnum",
                    2, p, &r, what, err);
@@ -332,6 +349,13 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
         c[k].typmod = (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10);
         c[k].type = ferry_strdup(PQgetvalue(r, i, 3));
         c[k].pk = PQgetvalue(r, i, 4)[0] == 't';
+        c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
+        c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
+        snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
+        if (c[k].base_oid == 0) {
+            c[k].base_oid = c[k].oid;
+            c[k].base_typmod = c[k].typmod;
+        }
         k++;
         if (c[k - 1].name == NULL || c[k - 1].type == NULL) {
             PQclear(r);
@@ -421,6 +445,35 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     return exec_buf(s, &b, rc, what, err);
 }
 
+/* How data of f goes into destination column d: by d's type, or by its domain's base type
+ * (a domain's binary input is its base type's, then its constraints are checked); text into
+ * a type whose binary input is its text (enum labels, json, xml, name, varchar(n), char(n): their
+ * lengths are checked so nothing is cut or padded); integers into oid (range checked). */
+static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int col,
+                                              const struct dest_col *d)
+{
+    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0};
+    if (w.wire != FERRY_PG_WIRE_NONE) return w;
+    if (d->base_oid == 26 /* oid */ &&
+        (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 || f->type == FERRY_TYPE_INT32 ||
+         f->type == FERRY_TYPE_INT64)) {
+        w.wire = FERRY_PG_WIRE_OID; /* range checked per value */
+        return w;
+    }
+    if (f->type != FERRY_TYPE_UTF8) return w;
+    if (!strcmp(d->recv, "enum_recv") || !strcmp(d->recv, "xml_recv") ||
+        !strcmp(d->recv, "json_recv") || !strcmp(d->recv, "namerecv") ||
+        !strcmp(d->recv, "textrecv")) {
+        w.wire = FERRY_PG_WIRE_TEXT;
+    } else if (!strcmp(d->recv, "varcharrecv") || !strcmp(d->recv, "bpcharrecv")) {
+        /* typmod: characters + 4; -1 without a length */
+        int32_t n = d->base_typmod >= 4 ? d->base_typmod - 4 : 0;
+        w.wire = n > 0 ? FERRY_PG_WIRE_TEXT_CHARS : FERRY_PG_WIRE_TEXT;
+        w.chars = !strcmp(d->recv, "bpcharrecv") ? -n : n;
+    }
+    return w;
+}
+
 /* Creates the table or checks it (adding missing columns), then chooses each column's
  * binary format from the destination's actual column types. */
 static int ensure_table(struct sink *s, struct target *t, const char *table, bool need_key,
@@ -462,8 +515,7 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                                  s->schema, table, f->name);
             break;
         }
-        t->wire[i].col = i;
-        t->wire[i].wire = ferry__pg_wire_for(f, dc[j].oid, dc[j].typmod);
+        t->wire[i] = wire_for_dest(f, i, &dc[j]);
         if (t->wire[i].wire == FERRY_PG_WIRE_NONE) {
             char want[64];
             field_type_text(f, want, sizeof want);
@@ -730,8 +782,10 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     snprintf(t->uri, sizeof t->uri, "postgres:%s.%s", s->schema, t->table);
     t->n_wire = sc->n_fields;
     if (keyed) {
-        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8};
-        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2};
+        t->wire[sc->n_fields] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
+        t->wire[sc->n_fields + 1] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
         t->n_wire += 2;
     }
     rc = connect_db(s, err);

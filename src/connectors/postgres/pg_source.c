@@ -1170,11 +1170,18 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
                 rc = ferry_buf_printf(sql, "NULL::pg_catalog.timestamptz");
             continue;
         }
-        rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
-        /* Types without a native decoder arrive as their text output. */
+        /* Types without a native decoder arrive as their text output: the type's output
+         * function (format's %s), not a cast to text, which differs for some (inet '::1'
+         * casts to '::1/128'); num_nulls keeps NULL apart from a composite of NULLs. */
         enum ferry_pg_wire w;
-        if (rc == FERRY_OK && !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w))
-            rc = ferry_buf_printf(sql, "::pg_catalog.text AS _ferry_%d", f); /* ORDER BY stays on the column */
+        bool as_text = !ferry__pg_wire_of(rd->r.cols[rd->rel_col[f]].oid, &w);
+        if (as_text) rc = ferry_buf_printf(sql, "CASE WHEN pg_catalog.num_nulls(");
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
+        if (rc == FERRY_OK && as_text)
+            rc = ferry_buf_printf(sql, ") = 0 THEN pg_catalog.format('%%s', ");
+        if (rc == FERRY_OK && as_text) rc = ferry__pg_quote_ident(sql, rd->sc->fields[f].name, err);
+        if (rc == FERRY_OK && as_text)
+            rc = ferry_buf_printf(sql, ") END AS _ferry_%d", f); /* ORDER BY stays on the column */
     }
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, " FROM %s", rd->r.from);
     if (rc != FERRY_OK) return rc;

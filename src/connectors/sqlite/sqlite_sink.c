@@ -20,6 +20,7 @@
  * in append mode. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -665,8 +666,16 @@ static inline int bind_value(sqlite3_stmt *st, int p, const struct ferry_batch *
     case FERRY_TYPE_INT64:
         return sqlite3_bind_int64(st, p, ferry_col_int(b, f, r));
     case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64:
-        return sqlite3_bind_double(st, p, ferry_col_float(b, f, r));
+    case FERRY_TYPE_FLOAT64: {
+        /* SQLite turns a bound NaN into NULL and stores -0 as 0: NaN goes in as the text
+         * 'NaN' (REAL affinity leaves it text; the sqlite source reads it back as NaN), -0 is
+         * refused (SQLITE_MISMATCH: no form of it survives a REAL column). ±Infinity is a
+         * REAL SQLite keeps. */
+        double d = ferry_col_float(b, f, r);
+        if (isnan(d)) return sqlite3_bind_text(st, p, "NaN", 3, SQLITE_STATIC);
+        if (d == 0 && signbit(d)) return SQLITE_MISMATCH;
+        return sqlite3_bind_double(st, p, d);
+    }
     case FERRY_TYPE_DECIMAL128:
         n = ferry_decimal128_to_text(ferry_col_dec128(b, f, r), fd->scale, scratch, SCRATCH);
         break;
@@ -708,6 +717,12 @@ static int row_error(struct sink *s, const struct target *t, const struct ferry_
                                "sqlite sink: table \"%s\" column \"%s\", batch %" PRIu64
                                " row %" PRId64 ": value outside what the text form covers "
                                "(years 0001..9999)",
+                               t->table, b->schema->fields[f].name, b->seq, r);
+    if (brc == SQLITE_MISMATCH && f >= 0)
+        return ferry_error_set(err, FERRY_ESINK, "sqlite",
+                               "sqlite sink: table \"%s\" column \"%s\", batch %" PRIu64
+                               " row %" PRId64 ": float -0 cannot be stored exactly (SQLite keeps "
+                               "it as 0); refused",
                                t->table, b->schema->fields[f].name, b->seq, r);
     return ferry__sqlite_error(err, FERRY_ESINK, s->db,
                                "sqlite sink: %s: table \"%s\", batch %" PRIu64 " row %" PRId64,

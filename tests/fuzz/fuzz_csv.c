@@ -2,7 +2,7 @@
  * on arbitrary bytes, through its input layer (plain, gzip and zstd are recognised by magic
  * bytes, so compressed inputs are fuzzed too). The first byte picks the dialect: delimiter,
  * quote, escape and null marker. Every record's fields are read back. */
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "fuzz.h"
 
 #define MAX_RECORDS 100000

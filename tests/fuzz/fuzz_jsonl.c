@@ -2,7 +2,7 @@
  * (src/connectors/files/files_parse.c) on arbitrary bytes, through its input layer. The first
  * byte picks the mode: inference (every key collected, as schema discovery does) or
  * extraction of a fixed key list (as the source reads rows). */
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "fuzz.h"
 
 #define MAX_RECORDS 100000

@@ -4,7 +4,7 @@
  * dropped, so the builders see whatever the reader decodes. */
 #include <stdint.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_reader.h"
+#include "formats/parquet_reader.h"
 #include "fuzz.h"
 
 static int drop(void *ctx, struct ferry_batch *b, struct ferry_error *err)

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/parquet_writer.h"
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_reader.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/parquet_reader.h"
+#include "formats/parquet_writer.h"
 #include "ferry/core.h"
 
 enum {

@@ -37,8 +37,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "connectors/files/files.h"
-#include "connectors/lake.h"
+#include "formats/text.h"
+#include "formats/lake.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"

@@ -33,11 +33,12 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 

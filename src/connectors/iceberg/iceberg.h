@@ -21,7 +21,7 @@
 #include "ferry/batch.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 /* ---- Avro (avro.c) --------------------------------------------------------------------
  *

@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "batch/builder.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 #include "connectors/iceberg/iceberg.h"
 #include "objstore/s3_client.h"
 #include "ferry/config.h"

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "connectors/formats.h"
-#include "connectors/lake.h"
+#include "formats/formats.h"
+#include "formats/lake.h"
 #include "objstore/s3_client.h"
 #include "objstore/sigv4.h"
 #include "ferry/config.h"

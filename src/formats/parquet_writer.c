@@ -18,8 +18,8 @@
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
-#include "connectors/files/parquet_writer.h"
-#include "connectors/files/thrift_compact.h"
+#include "formats/parquet_writer.h"
+#include "formats/thrift_compact.h"
 #include "ferry/core.h"
 
 #define MIB ((size_t)1 << 20)

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define IN_CHUNK (64 * 1024)
 

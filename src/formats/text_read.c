@@ -13,7 +13,7 @@
  * UTF-8 byte order mark at the start of a file is skipped (it counts in byte offsets). */
 #include <inttypes.h>
 #include <string.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define WINDOW_MIN (64 * 1024)
 #define WINDOW_MAX ((size_t)1 << 30) /* a record longer than this is refused */

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include "ferry/batch.h"
 #include "ferry/error.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 enum ferry_parquet_codec {
     FERRY_PARQUET_ZSTD = 0, /* default */

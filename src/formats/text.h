@@ -14,7 +14,7 @@
 
 /* The format writers (struct ferry__files_format, csv, jsonl, the table) live in
  * connectors/formats.h, shared with the s3 sink. */
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 /* Shortest text that reads back to the same float64 / float32 ("NaN", "Infinity",
  * "-Infinity" for the specials). buf >= 32 bytes. Returns the length. */

@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define FLUSH_AT (256 * 1024)
 

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 int ferry__manifest_text(struct ferry_buf *b, const struct ferry__manifest_head *h, json_t *earlier,
                          int n, void (*item)(const void *ctx, int i, struct ferry__manifest_item *out),

@@ -6,7 +6,7 @@
  * format table (connectors/formats.h), jansson and core. Called by files/files_sink.c and
  * s3/s3_sink.c. */
 #include <string.h>
-#include "connectors/lake.h"
+#include "formats/lake.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 

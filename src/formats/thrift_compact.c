@@ -7,7 +7,7 @@
  * (delta << 4 | type) when the id grows by 1..15 and otherwise the type byte followed
  * by the zigzag i16 id; bool fields carry their value in the type nibble. */
 #include <string.h>
-#include "connectors/files/thrift_compact.h"
+#include "formats/thrift_compact.h"
 #include "ferry/error.h"
 
 void ferry__thrift_init(struct ferry_thrift *t, struct ferry_buf *out)

@@ -11,8 +11,8 @@
  * Calls parquet_writer.c and the config accessors; called by files_sink.c through
  * ferry__files_formats (files_write.c). */
 #include <string.h>
-#include "connectors/files/files.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/text.h"
+#include "formats/parquet_writer.h"
 
 /* Same order as enum ferry_parquet_codec. */
 static const char *const codec_words[] = {"zstd", "snappy", "gzip", "none", NULL};

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "connectors/formats.h"
+#include "formats/formats.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/error.h"

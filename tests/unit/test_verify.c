@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
+#include "connectors/sqlite/sqlite_common.h"
 #include "verify/verify.h"
 
 /* Values PostgreSQL 15 returned for hashtextextended, hashint8extended,

@@ -18,6 +18,7 @@
 #include "ferry/batch.h"
 #include "ferry/config.h"
 #include "ferry/core.h"
+#include "ferry/connector.h"
 #include "ferry/error.h"
 
 struct ferry_pg_conn_opts {
@@ -102,5 +103,14 @@ uint32_t ferry__pg_type_oid(const struct ferry_field *f);
 /* PostgreSQL epoch (2000-01-01) offsets. */
 #define FERRY_PG_EPOCH_DAYS 10957
 #define FERRY_PG_EPOCH_US INT64_C(946684800000000)
+
+/* The verify_open slot of the postgres source and sink (pg_verify.c); the side itself, for
+ * a schema and a table. */
+int ferry__pg_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry_resource_spec *r,
+                          const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                          char **table_out, struct ferry_error *err);
+int ferry__vside_pg_open(struct ferry_cfg *cfg, const char *schema, const char *table,
+                         const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                         struct ferry_error *err);
 
 #endif

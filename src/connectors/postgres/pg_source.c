@@ -1591,4 +1591,5 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_ack = src_cdc_ack,
     .cdc_drop = src_cdc_drop,
     .cdc_progress = src_cdc_progress,
+    .verify_open = ferry__pg_verify_open,
 };

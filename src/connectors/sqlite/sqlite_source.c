@@ -1634,4 +1634,5 @@ const struct ferry_source_vtable ferry__sqlite_source = {
     .extract = src_extract,
     .close = src_close,
     .cancel = src_cancel,
+    .verify_open = ferry__sqlite_verify_open,
 };

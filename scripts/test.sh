@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
+echo "== static checks (scripts/check-source.sh: banned functions, long functions)"
+bash scripts/check-source.sh
 echo "== build (dev)"
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j"$jobs"

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,7 +457,8 @@ static int fs_current_remote(struct ferry__iceberg_catalog *c, const char *mdir,
     ferry_buf_init(&b, 0);
     int rc = ferry__iceberg_io_read(c->io, hint, &b, err);
     ferry_free(hint);
-    if (rc == FERRY_OK && b.data && atoi(b.data) > 0) *version = atoi(b.data);
+    long hinted = rc == FERRY_OK && b.data ? strtol(b.data, NULL, 10) : 0;
+    if (hinted > 0 && hinted < INT_MAX) *version = (int)hinted;
     ferry_buf_release(&b);
     if (rc == FERRY_ENOTFOUND) {
         ferry_error_clear(err);

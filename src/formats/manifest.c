@@ -1,4 +1,4 @@
-/* connectors/manifest.c - the text of a run's _manifest.json, written last at commit by
+/* formats/manifest.c - the text of a run's _manifest.json, written last at commit by
  * the files and s3 sinks (the one thing that publishes a run). Format in formats.h. */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* connectors/files/parquet_reader.c - decodes Parquet files with flat schemas into rows
+/* formats/parquet_reader.c - decodes Parquet files with flat schemas into rows
  * (parquet_reader.h). Written from the Apache Parquet specification (parquet.thrift,
  * Encodings.md) and the Thrift compact protocol specification.
  *

@@ -1,4 +1,4 @@
-/* connectors/files/parquet_writer.c - Parquet encoder: pages, row groups, footer.
+/* formats/parquet_writer.c - Parquet encoder: pages, row groups, footer.
  *
  * Owns one file's encoding state: per column the page being filled, the finished
  * (compressed) pages of the current row group, a dictionary and the chunk statistics;

@@ -1,4 +1,4 @@
-/* connectors/files/files_parse.c - the CSV (RFC 4180) and JSON Lines (RFC 8259 values, one
+/* formats/text_read.c - the CSV (RFC 4180) and JSON Lines (RFC 8259 values, one
  * object per line) record readers of the files source.
  *
  * Owns a window on the decompressed input (grown to the longest record, never per record),

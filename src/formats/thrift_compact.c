@@ -1,4 +1,4 @@
-/* connectors/files/thrift_compact.c - Thrift compact protocol encoder (write side only).
+/* formats/thrift_compact.c - Thrift compact protocol encoder (write side only).
  *
  * Owns nothing but the encoder state; appends to a caller's ferry_buf. Calls core only.
  * Called by parquet_writer.c for the footer (FileMetaData) and every page header.

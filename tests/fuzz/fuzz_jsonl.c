@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_jsonl.c - the files connector's JSON Lines reader
- * (src/connectors/files/files_parse.c) on arbitrary bytes, through its input layer. The first
+ * (src/formats/text_read.c) on arbitrary bytes, through its input layer. The first
  * byte picks the mode: inference (every key collected, as schema discovery does) or
  * extraction of a fixed key list (as the source reads rows). */
 #include "formats/text.h"

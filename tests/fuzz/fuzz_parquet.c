@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_parquet.c - the Parquet reader (src/connectors/files/parquet_reader.c, what
+/* tests/fuzz/fuzz_parquet.c - the Parquet reader (src/formats/parquet_reader.c, what
  * `ferry verify` reads Parquet destinations with) on arbitrary bytes: footer, Thrift metadata,
  * page headers, levels, dictionaries, every codec. Rows go to a row writer whose batches are
  * dropped, so the builders see whatever the reader decodes. */

@@ -104,6 +104,12 @@ static int send_one(struct ferry_client *c, const char *method, const char *path
         q->body = body;
         q->len = body ? len : 0;
         rc = ferry__http_do(h, q, out, status, err);
+        /* the CLI's contract: any transport failure, a timeout included, is FERRY_EIO (its
+         * exit status, and what ferry_client_post_keyed resends) */
+        if (rc == FERRY_ETIMEOUT) {
+            rc = FERRY_EIO;
+            if (err) err->code = FERRY_EIO;
+        }
     }
     if (auth) memset(auth, 0, strlen(auth));
     ferry_free(auth);
@@ -146,7 +152,7 @@ int ferry_client_post_keyed(struct ferry_client *c, const char *path, const char
         /* Only a transport failure is retried: whether the server acted on the request is
          * unknown then, and the key makes a second request find the first one's outcome. An
          * HTTP answer is the server's word and is returned as it is. */
-        if ((rc != FERRY_EIO && rc != FERRY_ETIMEOUT) || *attempts > retries) break;
+        if (rc != FERRY_EIO || *attempts > retries) break;
         usleep(200000u * (unsigned)*attempts);
     }
     c->idem_key = NULL;

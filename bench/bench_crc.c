@@ -306,10 +306,11 @@ int main(int argc, char **argv)
 
     struct ferry_schema *s = ferry_schema_new();
     for (int c = 0; c < N_ORDER_COLS; c++)
-        ferry_schema_add_field(s, order_cols[c].name, order_cols[c].type, c > 0, NULL);
+        if (ferry_schema_add_field(s, order_cols[c].name, order_cols[c].type, c > 0, NULL) != FERRY_OK)
+            abort();
     s->fields[3].precision = 18;
     s->fields[3].scale = 2;
-    ferry_schema_finish(s, NULL);
+    if (ferry_schema_finish(s, NULL) != FERRY_OK) abort();
     struct ferry_batch *clean = orders_batch(s, batch_rows, 0);
     struct ferry_batch *nulls = orders_batch(s, batch_rows, 10);
     if (clean != NULL && nulls != NULL) {

@@ -86,6 +86,7 @@ export FERRY_PG_TEMPLATE="$suite_tmp/pg-template"
 my_template "$suite_tmp/my-template"
 export FERRY_MY_TEMPLATE="$suite_tmp/my-template"
 
+phase "static checks" static bash scripts/check-source.sh
 cmake --preset dev >/dev/null
 phase "build (dev)" build-dev cmake --build --preset dev -j"$jobs"
 if [ $quick = 1 ]; then

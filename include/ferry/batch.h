@@ -72,7 +72,7 @@ enum ferry_op { FERRY_OP_INSERT = 0, FERRY_OP_UPDATE = 1, FERRY_OP_DELETE = 2 };
 
 /* Stable names ("int64", "decimal128", "timestamptz"...) used in config, JSON, docs. */
 const char *ferry_type_name(enum ferry_type t);
-int ferry_type_from_name(const char *name, enum ferry_type *out);
+FERRY_MUST_CHECK int ferry_type_from_name(const char *name, enum ferry_type *out);
 /* Bytes per value for fixed-width types, 0 for bool (bits) and variable-width types. */
 int ferry_type_width(enum ferry_type t);
 bool ferry_type_is_varwidth(enum ferry_type t);
@@ -101,9 +101,9 @@ struct ferry_schema {
 /* Ownership: new returns refcount 1. add_field copies name. finish computes `key` from the
  * fields' key_pos and must be called once all fields are added. */
 struct ferry_schema *ferry_schema_new(void);
-int ferry_schema_add_field(struct ferry_schema *s, const char *name, enum ferry_type type,
+FERRY_MUST_CHECK int ferry_schema_add_field(struct ferry_schema *s, const char *name, enum ferry_type type,
                            bool nullable, struct ferry_error *err);
-int ferry_schema_finish(struct ferry_schema *s, struct ferry_error *err);
+FERRY_MUST_CHECK int ferry_schema_finish(struct ferry_schema *s, struct ferry_error *err);
 struct ferry_schema *ferry_schema_ref(struct ferry_schema *s);
 void ferry_schema_unref(struct ferry_schema *s);
 int ferry_schema_find(const struct ferry_schema *s, const char *name); /* index or -1 */
@@ -172,16 +172,16 @@ static inline enum ferry_op ferry_batch_op(const struct ferry_batch *b, int64_t 
 /* Value text forms shared by sinks, verify and the CLI (no allocation; buf >= 64 bytes,
  * or the decimal's digits + 3). Return the length written. */
 int ferry_decimal128_to_text(struct ferry_decimal128 v, int scale, char *buf, size_t len);
-int ferry_decimal128_from_text(const char *s, size_t n, int precision, int scale,
+FERRY_MUST_CHECK int ferry_decimal128_from_text(const char *s, size_t n, int precision, int scale,
                                struct ferry_decimal128 *out);
 int ferry_date32_to_text(int32_t days, char *buf, size_t len);            /* 2024-01-31 */
 int ferry_time64_to_text(int64_t us, char *buf, size_t len);              /* 13:45:00.123456 */
 int ferry_timestamp_to_text(int64_t us, bool tz, char *buf, size_t len);  /* ...+00 when tz */
 int ferry_uuid_to_text(const uint8_t b[16], char *buf, size_t len);
-int ferry_date32_from_text(const char *s, size_t n, int32_t *out);
-int ferry_time64_from_text(const char *s, size_t n, int64_t *out);
-int ferry_timestamp_from_text(const char *s, size_t n, int64_t *out); /* accepts offsets */
-int ferry_uuid_from_text(const char *s, size_t n, uint8_t out[16]);
+FERRY_MUST_CHECK int ferry_date32_from_text(const char *s, size_t n, int32_t *out);
+FERRY_MUST_CHECK int ferry_time64_from_text(const char *s, size_t n, int64_t *out);
+FERRY_MUST_CHECK int ferry_timestamp_from_text(const char *s, size_t n, int64_t *out); /* accepts offsets */
+FERRY_MUST_CHECK int ferry_uuid_from_text(const char *s, size_t n, uint8_t out[16]);
 
 /* ---- Builders: the row writer a source writes into --------------------------------- */
 
@@ -211,7 +211,7 @@ void ferry_rw_float(struct ferry_row_writer *rw, double v);
 void ferry_rw_dec128(struct ferry_row_writer *rw, struct ferry_decimal128 v);
 void ferry_rw_text(struct ferry_row_writer *rw, const void *p, size_t n);
 void ferry_rw_fixed(struct ferry_row_writer *rw, const uint8_t *p, size_t n);
-int ferry_rw_end(struct ferry_row_writer *rw, struct ferry_error *err);
+FERRY_MUST_CHECK int ferry_rw_end(struct ferry_row_writer *rw, struct ferry_error *err);
 /* Discards the row begun with ferry_rw_begin() (a source that met bad data mid-row). */
 void ferry_rw_cancel_row(struct ferry_row_writer *rw);
 
@@ -224,7 +224,7 @@ void ferry_rw_set_suboffset(struct ferry_row_writer *rw, int64_t k);
 void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols);
 /* Closes the current batch now (end of shard, end of transaction). With `done`, the
  * position says the shard is complete, and a batch is emitted even when empty. */
-int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_error *err);
+FERRY_MUST_CHECK int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_error *err);
 /* The schema rows must follow. */
 const struct ferry_schema *ferry_rw_schema(const struct ferry_row_writer *rw);
 /* Non-zero once the run was asked to stop (pause or cancel): the source should return. */

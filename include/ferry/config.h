@@ -57,6 +57,9 @@ int ferry_cfg_bool(struct ferry_cfg *map, const char *key, bool required, bool *
 int ferry_cfg_size(struct ferry_cfg *map, const char *key, bool required, int64_t *out,
                    struct ferry_error *err);
 /* "1s", "250ms", "5m", "2h" -> milliseconds */
+/* The one duration syntax of config keys and command-line flags: "250ms", "1s", "1.5s",
+ * "1h30m", "2d" or "0" into milliseconds. false when it does not parse or overflows. */
+bool ferry_duration_parse_ms(const char *text, int64_t *ms);
 int ferry_cfg_duration_ms(struct ferry_cfg *map, const char *key, bool required, int64_t *out,
                           struct ferry_error *err);
 /* One of a NULL-terminated list of words; returns its index in *out. */

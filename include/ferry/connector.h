@@ -109,6 +109,24 @@ ferry_read_context_of(const struct ferry_resource_spec *spec)
 
 /* ---- Source ------------------------------------------------------------------------ */
 
+/* ---- Verify (an optional slot of sources and sinks) ---------------------------------- */
+
+struct ferry_vtable; /* what `ferry verify` compares (engine-internal: src/verify/verify.h) */
+struct ferry_vside;  /* one side of a comparison (engine-internal) */
+
+/* Opens one side of a `ferry verify` comparison on the database the connector reaches: the
+ * database computes the digests of key-range chunks (a chunk-digest query) and hands out a
+ * chunk's rows. cfg: the connector's section; source: the pipeline's source side (r->table
+ * as the source reads it), else the destination (ferry_resource_target(r)); what: "source"
+ * or "destination"; *table_out: the table's name for the report (caller frees). A
+ * connector without it is read through ferry when it is the source and cannot be verified
+ * as a destination. */
+typedef int (*ferry_verify_open_fn)(struct ferry_cfg *cfg, bool source,
+                                    const struct ferry_resource_spec *r,
+                                    const struct ferry_vtable *t, const char *what,
+                                    struct ferry_vside **out, char **table_out,
+                                    struct ferry_error *err);
+
 struct ferry_source_vtable {
     int abi;              /* FERRY_CONNECTOR_ABI */
     const char *name;     /* "sample", "sqlite"... the pipeline file's source.type */
@@ -182,6 +200,8 @@ struct ferry_source_vtable {
      * ferry_table_list_free. */
     int (*list_tables)(void *ctx, struct ferry_table_info **out, int *n, char **default_schema,
                        struct ferry_error *err);
+    /* optional (`ferry verify`), appended to ABI 1 */
+    ferry_verify_open_fn verify_open;
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */
@@ -273,6 +293,9 @@ struct ferry_sink_vtable {
      * ferry_sink_checkpoints_free. */
     int (*checkpoints)(void *ctx, const char *pipeline, struct ferry_sink_checkpoint **out,
                        int *n, struct ferry_error *err);
+
+    /* optional (`ferry verify`), appended to ABI 1 */
+    ferry_verify_open_fn verify_open;
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "ferry/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,23 +43,33 @@ void ferry_log(enum ferry_log_level level, const char *fmt, ...)
 void ferry_log_set_level(enum ferry_log_level level);
 bool ferry_log_enabled(enum ferry_log_level level);
 
-/* Growable byte buffer with a hard cap (0 = 1 GiB). */
+/* Growable byte buffer with a hard cap (0 = 1 GiB).
+ *
+ * A failed append (out of memory, or the cap reached) is sticky, as curl's dynbuf: the
+ * buffer keeps the code and every later reserve/append/printf/json_string returns it
+ * without writing, so a caller that checks only the last call of a sequence still learns
+ * that a piece is missing. ferry_buf_reset, ferry_buf_release and ferry_buf_init start
+ * over; ferry_buf_take of a failed buffer returns NULL. */
 struct ferry_buf {
     char *data;
     size_t len;
     size_t cap;
     size_t max;
+    int failed; /* FERRY_OK, or the code of the first failed call */
 };
 void ferry_buf_init(struct ferry_buf *b, size_t max);
-int ferry_buf_reserve(struct ferry_buf *b, size_t extra);   /* FERRY_OK or FERRY_ENOMEM */
+FERRY_MUST_CHECK int ferry_buf_reserve(struct ferry_buf *b, size_t extra); /* FERRY_OK or FERRY_ENOMEM */
 int ferry_buf_append(struct ferry_buf *b, const void *p, size_t n);
 int ferry_buf_printf(struct ferry_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included. */
 int ferry_buf_json_string(struct ferry_buf *b, const char *s, size_t n);
-void ferry_buf_reset(struct ferry_buf *b);   /* len = 0, keeps memory */
+/* FERRY_OK, or the code of the call that failed since the last init/reset/release. */
+int ferry_buf_failed(const struct ferry_buf *b);
+void ferry_buf_reset(struct ferry_buf *b);   /* len = 0, keeps memory, clears a failure */
 void ferry_buf_release(struct ferry_buf *b); /* frees; b may be reused after init */
-/* Hands the NUL-terminated contents over to the caller; the buffer is left empty. */
+/* Hands the NUL-terminated contents over to the caller; the buffer is left empty. NULL when
+ * out of memory or when the buffer failed. */
 char *ferry_buf_take(struct ferry_buf *b);
 
 /* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), used by version hashes and transforms. */

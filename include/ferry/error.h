@@ -12,6 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* On a fallible function: the compiler warns when its result is ignored. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FERRY_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define FERRY_MUST_CHECK
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,7 +61,9 @@ int ferry_error_set(struct ferry_error *err, int code, const char *origin, const
     __attribute__((format(printf, 4, 5)));
 
 /* Adds context in front of the current message: "resource orders: <old message>".
- * Returns err->code (or FERRY_OK when err is NULL). */
+ * Called on a failure path only, and never returns FERRY_OK: it returns err->code, or
+ * FERRY_EINVAL when err is NULL or holds no failure (which it then records). Callers that
+ * know the code should return it rather than this value. */
 int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -1,8 +1,8 @@
-/* bus/bus.c - what every bus implementation shares: the event free functions
- * (ferry/event.h), ferry_bus_emit, which builds an event from parts and publishes it, and
- * ferry_bus_open, which picks an implementation from a URL (and, for fault tests only, wraps
+/* bus/bus.c - what every bus implementation shares: ferry_bus_emit, which builds an event
+ * from parts and publishes it, and ferry_bus_open, which picks an implementation from a URL (and, for fault tests only, wraps
  * an external bus in chaos delivery when FERRY_CHAOS_BUS is set, bus/chaos.c), and the
- * fetch wait loop of the in-process and NATS buses (ferry__bus_fetch_wait).
+ * fetch wait loop of the in-process and NATS buses (ferry__bus_fetch_wait). The event free
+ * functions live below the store, in core/event.c.
  *
  * Calls core, config (secret references), the store (instance id) and the bus
  * implementations. Called by the runner, the CLI, the control plane and the tests. */
@@ -14,21 +14,6 @@
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "store/store.h"
-
-void ferry_event_clear(struct ferry_event *ev)
-{
-    if (ev == NULL) return;
-    ferry_free(ev->payload);
-    ev->payload = NULL;
-}
-
-void ferry_events_free(struct ferry_event *evs, int n)
-{
-    if (evs == NULL) return;
-    for (int i = 0; i < n; i++)
-        ferry_free(evs[i].payload);
-    ferry_free(evs);
-}
 
 int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char *resource,
                    const char *type, const char *payload_json, struct ferry_error *err)

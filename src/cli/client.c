@@ -1,5 +1,4 @@
 /* cli/client.c - see cli/client.h. */
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,7 @@
 #include <unistd.h>
 #include "cli/client.h"
 #include "ferry/config.h"
+#include "net/http.h"
 #include "store/store.h"
 
 void ferry_client_opts_init(struct ferry_client_opts *o)
@@ -68,40 +68,6 @@ void ferry_client_release(struct ferry_client *c)
     memset(c, 0, sizeof *c);
 }
 
-static size_t collect(char *p, size_t size, size_t n, void *arg)
-{
-    struct ferry_buf *b = arg;
-    return ferry_buf_append(b, p, size * n) == FERRY_OK ? size * n : 0;
-}
-
-static CURL *prepare(struct ferry_client *c, const char *path, struct curl_slist **hdrs,
-                     const char *content_type, struct ferry_error *err)
-{
-    CURL *h = curl_easy_init();
-    if (h == NULL) {
-        ferry_error_set(err, FERRY_ENOMEM, "curl", "cannot start an HTTP client");
-        return NULL;
-    }
-    char *url = ferry_asprintf("%s%s", c->base, path);
-    char *auth = ferry_asprintf("Authorization: Bearer %s", c->token ? c->token : "");
-    *hdrs = curl_slist_append(NULL, auth);
-    if (content_type) {
-        char ct[128];
-        snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
-        *hdrs = curl_slist_append(*hdrs, ct);
-    }
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (auth) {
-        memset(auth, 0, strlen(auth));
-        ferry_free(auth);
-    }
-    ferry_free(url); /* libcurl copies the URL */
-    return h;
-}
-
 /* A whole number from the environment, or def when unset or out of [lo, hi]. */
 static long env_long(const char *name, long def, long lo, long hi)
 {
@@ -111,36 +77,64 @@ static long env_long(const char *name, long def, long lo, long hi)
     return end && *end == '\0' && n >= lo && n <= hi ? n : def;
 }
 
+/* One request through the engine's HTTP client (net/http.h), with the bearer token and
+ * the content type as headers. The token line is wiped before it is freed. */
+static int send_one(struct ferry_client *c, const char *method, const char *path,
+                    const char *content_type, const char *body, size_t len,
+                    const struct ferry__http_opts *o, struct ferry__http_req *q, long *status,
+                    struct ferry_buf *out, struct ferry_error *err)
+{
+    struct ferry__http *h = NULL;
+    int rc = ferry__http_open(o, &h, err);
+    if (rc != FERRY_OK) return rc;
+    char *url = ferry_asprintf("%s%s", c->base, path);
+    char *auth = ferry_asprintf("Authorization: Bearer %s", c->token ? c->token : "");
+    char *ct = content_type ? ferry_asprintf("Content-Type: %s", content_type) : NULL;
+    char *kh = c->idem_key ? ferry_asprintf("Idempotency-Key: %s", c->idem_key) : NULL;
+    const char *hdrs[4] = {auth, NULL, NULL, NULL};
+    int n = 1;
+    if (ct) hdrs[n++] = ct;
+    if (kh) hdrs[n++] = kh;
+    if (url == NULL || auth == NULL || (content_type && ct == NULL) || (c->idem_key && kh == NULL)) {
+        rc = ferry_error_set(err, FERRY_ENOMEM, "cli", "out of memory");
+    } else {
+        q->method = method;
+        q->url = url;
+        q->headers = hdrs;
+        q->body = body;
+        q->len = body ? len : 0;
+        rc = ferry__http_do(h, q, out, status, err);
+        /* the CLI's contract: any transport failure, a timeout included, is FERRY_EIO (its
+         * exit status, and what ferry_client_post_keyed resends) */
+        if (rc == FERRY_ETIMEOUT) {
+            rc = FERRY_EIO;
+            if (err) err->code = FERRY_EIO;
+        }
+    }
+    if (auth) memset(auth, 0, strlen(auth));
+    ferry_free(auth);
+    ferry_free(url);
+    ferry_free(ct);
+    ferry_free(kh);
+    ferry__http_close(h);
+    return rc;
+}
+
 int ferry_client_request(struct ferry_client *c, const char *method, const char *path,
                          const char *content_type, const char *body, size_t len, long *status,
                          struct ferry_buf *out, struct ferry_error *err)
 {
-    struct curl_slist *hdrs = NULL;
-    CURL *h = prepare(c, path, &hdrs, content_type, err);
-    if (h == NULL) return err ? err->code : FERRY_ENOMEM;
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, env_long("FERRY_CLIENT_TIMEOUT", 60, 1, 3600));
-    if (c->idem_key) {
-        /* appended in place: the list set as CURLOPT_HTTPHEADER keeps its head */
-        char *kh = ferry_asprintf("Idempotency-Key: %s", c->idem_key);
-        if (kh) curl_slist_append(hdrs, kh);
-        ferry_free(kh);
-    }
-    CURLcode cc = curl_easy_perform(h);
+    struct ferry__http_opts o = {
+        .what = "ferry server",
+        .origin = "http",
+        .total_timeout_ms = env_long("FERRY_CLIENT_TIMEOUT", 60, 1, 3600) * 1000L,
+    };
+    struct ferry__http_req q = {0};
     *status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    if (cc != CURLE_OK)
-        return ferry_error_set(err, FERRY_EIO, "curl", "%s %s%s: %s", method, c->base, path,
-                               curl_easy_strerror(cc));
-    ferry_buf_append(out, "", 1); /* NUL-terminated */
+    int rc = send_one(c, method, path, content_type, body, len, &o, &q, status, out, err);
+    if (rc != FERRY_OK) return rc;
+    rc = ferry_buf_append(out, "", 1); /* NUL-terminated */
+    if (rc != FERRY_OK) return ferry_error_set(err, rc, "cli", "out of memory");
     out->len--;
     return FERRY_OK;
 }
@@ -170,16 +164,13 @@ struct stream {
     bool (*on_event)(void *, const char *);
     void *arg;
     bool stop;
-    long status;
-    CURL *h;
 };
 
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
+static bool on_data(void *arg, long status, const char *p, size_t n)
 {
     struct stream *s = arg;
-    if (s->status == 0) curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
-    if (ferry_buf_append(&s->buf, p, size * n) != FERRY_OK) return 0;
-    if (s->status != 200) return size * n; /* an error body: kept whole */
+    if (ferry_buf_append(&s->buf, p, n) != FERRY_OK) return false;
+    if (status != 200) return true; /* an error body: kept whole */
     for (;;) {
         char *end = s->buf.len ? memmem(s->buf.data, s->buf.len, "\n\n", 2) : NULL;
         if (end == NULL) break;
@@ -195,39 +186,32 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
         memmove(s->buf.data, s->buf.data + used, s->buf.len - used);
         s->buf.len -= used;
     }
-    return s->stop ? 0 : size * n;
+    return !s->stop;
 }
 
 int ferry_client_events(struct ferry_client *c, const char *path,
                         bool (*on_event)(void *arg, const char *json), void *arg, long *status,
                         struct ferry_error *err)
 {
-    struct curl_slist *hdrs = NULL;
-    CURL *h = prepare(c, path, &hdrs, NULL, err);
-    if (h == NULL) return err ? err->code : FERRY_ENOMEM;
-    struct stream s = {.on_event = on_event, .arg = arg, .h = h};
+    struct stream s = {.on_event = on_event, .arg = arg};
     ferry_buf_init(&s.buf, 64u << 20);
     /* A stream has no end to wait for, but the server writes a keep-alive every 15 s: a
      * stream silent for twice that long (or $FERRY_CLIENT_TIMEOUT, when longer) is a server
      * that stopped answering, not an idle run. */
     long stall = env_long("FERRY_CLIENT_TIMEOUT", 60, 1, 3600);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall > 30 ? stall : 30L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
-    CURLcode cc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    int rc = FERRY_OK;
-    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && s.stop))
-        rc = ferry_error_set(err, FERRY_EIO, "curl", "GET %s%s: %s", c->base, path,
-                             curl_easy_strerror(cc));
-    else if (*status != 200) {
-        ferry_buf_append(&s.buf, "", 1);
-        s.buf.len--;
+    struct ferry__http_opts o = {
+        .what = "ferry server", .origin = "http", .low_speed_time_s = stall > 30 ? stall : 30L};
+    struct ferry__http_req q = {.on_data = on_data, .arg = &s};
+    *status = 0;
+    int rc = send_one(c, "GET", path, NULL, NULL, 0, &o, &q, status, NULL, err);
+    if (rc == FERRY_OK && *status != 200) {
         char msg[512];
-        ferry_client_error_message(*status, &s.buf, msg, sizeof msg);
+        if (ferry_buf_append(&s.buf, "", 1) == FERRY_OK) {
+            s.buf.len--;
+            ferry_client_error_message(*status, &s.buf, msg, sizeof msg);
+        } else {
+            snprintf(msg, sizeof msg, "HTTP %ld", *status);
+        }
         rc = ferry_error_set(err, *status == 404 ? FERRY_ENOTFOUND : FERRY_EIO, "http",
                              "GET %s: %s", path, msg);
     }

@@ -66,7 +66,7 @@ int ferry_cli_pipelines(int argc, char **argv)
         if (ferry_client_opts_take(&co, ch, optarg)) continue;
         switch (ch) {
         case 'r':
-            retries = atoi(optarg);
+            retries = (int)strtol(optarg, NULL, 10);
             break;
         case 'h':
             fputs(usage, stdout);

@@ -60,21 +60,18 @@ static const char *usage =
     "--tokens FILE: \"ID viewer|operator|admin sha256:HEX\" per line (token hashes only);\n"
     "FERRY_API_TOKEN and --token tokens are admins.\n";
 
-/* "250ms", "5s", "2m", or a number of milliseconds. */
+/* A duration flag: the config's syntax (ferry_duration_parse_ms: "250ms", "5s", "2m") or,
+ * as these flags always took, a bare number of milliseconds. */
 static int parse_ms(const char *s, int *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0) return -1;
-    if (!strcmp(end, "ms") || *end == '\0')
-        ;
-    else if (!strcmp(end, "s"))
-        v *= 1000;
-    else if (!strcmp(end, "m"))
-        v *= 60000;
-    else
+    int64_t v = 0;
+    char *end = NULL;
+    long bare = strtol(s, &end, 10);
+    if (end != s && *end == '\0' && bare >= 0)
+        v = bare;
+    else if (!ferry_duration_parse_ms(s, &v))
         return -1;
-    if (v > INT_MAX) return -1;
+    if (v < 0 || v > INT_MAX) return -1;
     *out = (int)v;
     return 0;
 }
@@ -190,7 +187,7 @@ int ferry_cli_serve(int argc, char **argv)
             role = optarg;
             break;
         case 'w':
-            workers = atoi(optarg);
+            workers = (int)strtol(optarg, NULL, 10);
             break;
         case 'l':
             if (parse_ms(optarg, &lease_ms) != 0 || lease_ms < 1000) {

@@ -258,7 +258,7 @@ int ferry_cli_worker(int argc, char **argv)
             owner = optarg;
             break;
         case 'l':
-            lease_ms = atoi(optarg);
+            lease_ms = (int)strtol(optarg, NULL, 10);
             if (lease_ms < 500) {
                 fprintf(stderr, "ferry: worker: --lease-ms must be at least 500\n");
                 return 2;

@@ -657,7 +657,7 @@ int main(int argc, char **argv)
         }
         case 'q': c.quiet = true; break;
         case 'p': c.pipeline = optarg; break;
-        case 'l': c.limit = atoi(optarg) > 0 ? atoi(optarg) : 50; break;
+        case 'l': c.limit = (int)strtol(optarg, NULL, 10) > 0 ? (int)strtol(optarg, NULL, 10) : 50; break;
         case 'a': c.after = atoll(optarg); break;
         case 'h': command_help(cmd); return 0;
         default: fprintf(stderr, "ferry: see `ferry %s --help`\n", cmd); return 2;

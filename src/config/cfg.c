@@ -760,6 +760,13 @@ static const struct unit duration_units[] = {
 
 /* "250ms", "1s", "1.5s", "1h30m", or "0". A bare number is refused: seconds or
  * milliseconds would be a guess. */
+static bool parse_duration(const char *s, int64_t *out);
+
+bool ferry_duration_parse_ms(const char *text, int64_t *ms)
+{
+    return text != NULL && parse_duration(text, ms);
+}
+
 static bool parse_duration(const char *s, int64_t *out)
 {
     if (!strcmp(s, "0")) return *out = 0, true;

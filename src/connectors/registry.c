@@ -2,11 +2,15 @@
  *
  * Owns the list of built-in connectors, their lookup by the pipeline file's `type`, the
  * check of a vtable's ABI version and required slots, and the names of read and write
- * modes. Calls nothing but libc. Called by the pipeline loader (find + check), the CLI
- * (`ferry connectors`) and the runner.
+ * modes. The check runs once, when the table is first used (pthread_once): a connector
+ * missing a required slot is logged, naming the slot, and is never handed out by find.
+ * Calls core (log) and libc. Called by the pipeline loader (find), the CLI (`ferry
+ * connectors`), the runner and verify (the optional verify_open slot).
  *
  * Adding a connector: write src/connectors/<name>/, define `ferry__<name>_source` and/or
  * `ferry__<name>_sink`, and add the name to FERRY_SOURCES or FERRY_SINKS below. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include "ferry/connector.h"
 #include "ferry/core.h"
@@ -25,6 +29,25 @@ FERRY_SINKS(DECLARE_SINK)
 
 static const struct ferry_source_vtable *const sources[] = {FERRY_SOURCES(LIST_SOURCE) NULL};
 static const struct ferry_sink_vtable *const sinks[] = {FERRY_SINKS(LIST_SINK) NULL};
+
+#define N_SOURCES (sizeof sources / sizeof sources[0] - 1)
+#define N_SINKS (sizeof sinks / sizeof sinks[0] - 1)
+static bool source_ok[N_SOURCES], sink_ok[N_SINKS];
+static pthread_once_t checked = PTHREAD_ONCE_INIT;
+
+/* The required-slot check of every registered connector, once per process. */
+static void check_all(void)
+{
+    struct ferry_error e;
+    for (size_t i = 0; i < N_SOURCES; i++) {
+        source_ok[i] = ferry_source_vtable_check(sources[i], &e) == FERRY_OK;
+        if (!source_ok[i]) ferry_log(FERRY_LOG_ERROR, "connector registry: %s", e.message);
+    }
+    for (size_t i = 0; i < N_SINKS; i++) {
+        sink_ok[i] = ferry_sink_vtable_check(sinks[i], &e) == FERRY_OK;
+        if (!sink_ok[i]) ferry_log(FERRY_LOG_ERROR, "connector registry: %s", e.message);
+    }
+}
 
 const char *ferry_read_mode_name(enum ferry_read_mode m)
 {
@@ -57,16 +80,18 @@ const char *ferry_write_mode_name(enum ferry_write_mode m)
 const struct ferry_source_vtable *ferry_source_find(const char *name)
 {
     if (name == NULL) return NULL;
-    for (int i = 0; sources[i] != NULL; i++)
-        if (strcmp(sources[i]->name, name) == 0) return sources[i];
+    pthread_once(&checked, check_all);
+    for (size_t i = 0; i < N_SOURCES; i++)
+        if (strcmp(sources[i]->name, name) == 0) return source_ok[i] ? sources[i] : NULL;
     return NULL;
 }
 
 const struct ferry_sink_vtable *ferry_sink_find(const char *name)
 {
     if (name == NULL) return NULL;
-    for (int i = 0; sinks[i] != NULL; i++)
-        if (strcmp(sinks[i]->name, name) == 0) return sinks[i];
+    pthread_once(&checked, check_all);
+    for (size_t i = 0; i < N_SINKS; i++)
+        if (strcmp(sinks[i]->name, name) == 0) return sink_ok[i] ? sinks[i] : NULL;
     return NULL;
 }
 

@@ -61,32 +61,6 @@ struct ferry_control {
     int64_t k8s_watched_us;
 };
 
-/* ---- requests ---- */
-
-int ferry_control_request_run(struct ferry_store *st, struct ferry_bus *bus, const char *pipeline,
-                              const char *trigger, const char *key, int64_t *run_id, bool *existed,
-                              struct ferry_error *err)
-{
-    struct ferry_pipeline_info pi;
-    int rc = ferry_store_pipeline_get(st, pipeline, &pi, err);
-    if (rc != FERRY_OK) return rc;
-    rc = ferry_store_run_create_keyed(st, pi.name, pi.version, pi.spec, trigger, key, run_id,
-                                      existed, err);
-    if (rc == FERRY_OK && !*existed) {
-        struct ferry_buf b;
-        ferry_buf_init(&b, 0);
-        ferry_buf_printf(&b, "{\"pipeline\":");
-        ferry_buf_json_string(&b, pi.name, strlen(pi.name));
-        ferry_buf_printf(&b, ",\"version\":\"%s\",\"trigger\":", pi.version);
-        ferry_buf_json_string(&b, trigger ? trigger : "", trigger ? strlen(trigger) : 0);
-        ferry_buf_append(&b, "}", 1);
-        rc = ferry_bus_emit(bus, *run_id, 0, "", FERRY_EV_RUN_REQUESTED, b.data, err);
-        ferry_buf_release(&b);
-    }
-    ferry_pipeline_info_clear(&pi);
-    return rc;
-}
-
 /* ---- queue and children (under c->lock) ---- */
 
 static bool queued(struct ferry_control *c, int64_t run_id)

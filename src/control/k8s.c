@@ -2,9 +2,9 @@
  *
  * Owns: the settings read from the environment, the Job spec (ferry_k8s_job_body), the
  * table of Jobs this dispatcher created or adopted, and the HTTP exchanges with the API
- * server (libcurl, bearer token re-read from its file for every request, the cluster CA).
+ * server (net/http.h, bearer token re-read from its file for every request, the cluster CA).
  * May call: the store (run rows), the reaper's lose path (ferry_control_lose), the bus,
- * libcurl, jansson (reading API answers). Called by the dispatcher thread (dispatcher.c).
+ * net/http.h, jansson (reading API answers). Called by the dispatcher thread (dispatcher.c).
  *
  * A Job is named after the attempt its worker is going to begin (the run's attempt + 1), so
  * a dispatcher that restarts, or a run.requested delivered twice, asks for the same name
@@ -15,10 +15,10 @@
  * when all N failed does the Job fail (needs Kubernetes 1.29 or later).
  * Watching is a GET per watched Job at each pass (no watch stream to keep open); a list
  * by label would be cheaper with thousands of Jobs, and is left for then. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include "ferry/config.h"
 #include "control/control.h"
 #include "control/k8s.h"
+#include "net/http.h"
 #include "store/store.h"
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -42,6 +43,7 @@ struct ferry_k8s {
     struct job *jobs;
     int n_jobs;
     bool listed; /* the Jobs a previous control plane left were adopted */
+    struct ferry__http *http;
 };
 
 /* ---- settings ---- */
@@ -315,13 +317,6 @@ int ferry_k8s_job_body(const struct ferry_k8s_settings *s, int64_t run_id, int a
 
 /* ---- the API ---- */
 
-static size_t collect(char *p, size_t size, size_t n, void *arg)
-{
-    struct ferry_buf *b = arg;
-    if (b->len + size * n > MAX_ANSWER) return 0;
-    return ferry_buf_append(b, p, size * n) == FERRY_OK ? size * n : 0;
-}
-
 /* "https://host:port" -> "host:port", for messages. */
 static const char *api_host(const struct ferry_k8s *k)
 {
@@ -342,46 +337,21 @@ static int request(struct ferry_k8s *k, const char *method, const char *path, co
                                "Kubernetes API %s: no service account token in %s", api_host(k),
                                k->s.token_file);
     }
-    CURL *h = curl_easy_init();
     char *auth = ferry_asprintf("Authorization: Bearer %s", token);
     ferry_secret_free(token);
     char *url = ferry_asprintf("%s%s", k->s.api, path);
-    struct curl_slist *hdrs = NULL;
     int rc = FERRY_OK;
-    if (h == NULL || auth == NULL || url == NULL) {
+    if (auth == NULL || url == NULL) {
         rc = ferry_error_set(err, FERRY_ENOMEM, "kubernetes", "out of memory");
-        goto done;
+    } else {
+        const char *hdrs[] = {auth, "Accept: application/json",
+                              body ? "Content-Type: application/json" : NULL, NULL};
+        struct ferry__http_req q = {.method = method, .url = url, .headers = hdrs,
+                                    .body = body, .len = body ? strlen(body) : 0};
+        rc = ferry__http_do(k->http, &q, out, status, err);
+        if (rc == FERRY_OK && ferry_buf_append(out, "", 1) == FERRY_OK)
+            out->len--; /* NUL-terminated */
     }
-    hdrs = curl_slist_append(hdrs, auth);
-    hdrs = curl_slist_append(hdrs, "Accept: application/json");
-    if (body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_CAINFO, k->s.ca_file);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "ferry-dispatcher");
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    CURLcode cc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    if (cc != CURLE_OK)
-        rc = ferry_error_set(err, FERRY_EIO, "kubernetes", "Kubernetes API %s: %s %s: %s",
-                             api_host(k), method, path, curl_easy_strerror(cc));
-    else if (ferry_buf_append(out, "", 1) == FERRY_OK)
-        out->len--; /* NUL-terminated */
-done:
-    curl_slist_free_all(hdrs);
-    if (h) curl_easy_cleanup(h);
     ferry_secret_free(auth);
     ferry_free(url);
     return rc;
@@ -419,10 +389,11 @@ static bool transient(long status)
 
 static char *jobs_path(const struct ferry_k8s *k, const char *name)
 {
-    char *esc = curl_easy_escape(NULL, k->s.namespace_name, 0);
+    const char *ns = k->s.namespace_name;
+    char *esc = ferry__http_escape(ns, strlen(ns));
     char *p = ferry_asprintf("/apis/batch/v1/namespaces/%s/jobs%s%s", esc ? esc : "",
                              name ? "/" : "", name ? name : "");
-    curl_free(esc);
+    ferry_free(esc);
     return p;
 }
 
@@ -436,7 +407,19 @@ int ferry_k8s_open(struct ferry_k8s_settings *s, struct ferry_k8s **out, struct 
     }
     k->s = *s;
     memset(s, 0, sizeof *s);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct ferry__http_opts o = {.what = "Kubernetes API",
+                                 .origin = "kubernetes",
+                                 .connect_timeout_ms = 10000,
+                                 .total_timeout_ms = 30000,
+                                 .body_cap = MAX_ANSWER,
+                                 .ca_file = k->s.ca_file,
+                                 .https_only = true,
+                                 .user_agent = "ferry-dispatcher"};
+    int rc = ferry__http_open(&o, &k->http, err);
+    if (rc != FERRY_OK) {
+        ferry_k8s_close(k);
+        return rc;
+    }
     ferry_log(FERRY_LOG_INFO, "dispatcher: Kubernetes Jobs in namespace %s through %s, image %s",
               k->s.namespace_name, api_host(k), k->s.image);
     *out = k;
@@ -446,6 +429,7 @@ int ferry_k8s_open(struct ferry_k8s_settings *s, struct ferry_k8s **out, struct 
 void ferry_k8s_close(struct ferry_k8s *k)
 {
     if (k == NULL) return;
+    ferry__http_close(k->http);
     ferry_k8s_settings_clear(&k->s);
     ferry_free(k->jobs);
     ferry_free(k);
@@ -733,9 +717,10 @@ static void adopt_existing(struct ferry_k8s *k)
         if (name == NULL || run == NULL || att == NULL || strlen(name) >= sizeof k->jobs[0].name)
             continue;
         int64_t run_id = strtoll(run, NULL, 10);
-        int attempt = atoi(att);
-        if (run_id <= 0 || attempt <= 0) continue;
-        if (track(k, run_id, attempt, name) == FERRY_OK)
+        char *end = NULL;
+        long attempt = strtol(att, &end, 10);
+        if (run_id <= 0 || attempt <= 0 || attempt > INT_MAX || *end != '\0') continue;
+        if (track(k, run_id, (int)attempt, name) == FERRY_OK)
             ferry_log(FERRY_LOG_INFO, "dispatcher: run %" PRId64 ": watching Kubernetes Job %s",
                       run_id, name);
     }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/check.h"
 #include "ferry/error.h"
 
 int ferry_error_set(struct ferry_error *err, int code, const char *origin, const char *fmt, ...)
@@ -20,7 +21,10 @@ int ferry_error_set(struct ferry_error *err, int code, const char *origin, const
 
 int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
 {
-    if (err == NULL) return FERRY_OK;
+    /* Called on a failure path: never turn it into a success, even without an error
+     * struct to read the code from. */
+    if (err == NULL) return FERRY_EINVAL;
+    if (err->code == FERRY_OK) err->code = FERRY_EINVAL;
     char prefix[512];
     va_list ap;
     va_start(ap, fmt);
@@ -30,6 +34,13 @@ int ferry_error_prefix(struct ferry_error *err, const char *fmt, ...)
     memcpy(old, err->message, sizeof old);
     snprintf(err->message, sizeof err->message, "%s: %s", prefix, old);
     return err->code;
+}
+
+_Noreturn void ferry__assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+    fprintf(stderr, "ferry: internal invariant broken: %s (%s:%d, %s)\n", expr, file, line, func);
+    fflush(stderr);
+    abort();
 }
 
 void ferry_error_clear(struct ferry_error *err)

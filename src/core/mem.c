@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "core/check.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
 
@@ -86,18 +87,31 @@ void ferry_buf_init(struct ferry_buf *b, size_t max)
     b->len = 0;
     b->cap = 0;
     b->max = max ? max : ((size_t)1 << 30);
+    b->failed = FERRY_OK;
+}
+
+static int buf_fail(struct ferry_buf *b)
+{
+    b->failed = FERRY_ENOMEM;
+    return FERRY_ENOMEM;
+}
+
+int ferry_buf_failed(const struct ferry_buf *b)
+{
+    return b->failed;
 }
 
 int ferry_buf_reserve(struct ferry_buf *b, size_t extra)
 {
+    if (b->failed != FERRY_OK) return b->failed;
     if (b->len + extra + 1 <= b->cap) return FERRY_OK;
     size_t need = b->len + extra + 1;
-    if (need > b->max) return FERRY_ENOMEM;
+    if (need < b->len || need > b->max) return buf_fail(b);
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
     if (cap > b->max) cap = b->max;
     char *d = ferry_realloc(b->data, cap);
-    if (d == NULL) return FERRY_ENOMEM;
+    if (d == NULL) return buf_fail(b);
     b->data = d;
     b->cap = cap;
     return FERRY_OK;
@@ -106,6 +120,7 @@ int ferry_buf_reserve(struct ferry_buf *b, size_t extra)
 int ferry_buf_append(struct ferry_buf *b, const void *p, size_t n)
 {
     if (ferry_buf_reserve(b, n) != FERRY_OK) return FERRY_ENOMEM;
+    FERRY_ASSERT(b->data != NULL && b->len + n < b->cap);
     if (n) memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = '\0';
@@ -118,7 +133,9 @@ int ferry_buf_printf(struct ferry_buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || ferry_buf_reserve(b, (size_t)n) != FERRY_OK) return FERRY_ENOMEM;
+    if (b->failed != FERRY_OK) return b->failed;
+    if (n < 0) return buf_fail(b);
+    if (ferry_buf_reserve(b, (size_t)n) != FERRY_OK) return FERRY_ENOMEM;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -152,6 +169,7 @@ int ferry_buf_json_string(struct ferry_buf *b, const char *s, size_t n)
 void ferry_buf_reset(struct ferry_buf *b)
 {
     b->len = 0;
+    b->failed = FERRY_OK;
     if (b->data) b->data[0] = '\0';
 }
 
@@ -160,14 +178,21 @@ void ferry_buf_release(struct ferry_buf *b)
     ferry_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = FERRY_OK;
 }
 
 char *ferry_buf_take(struct ferry_buf *b)
 {
     char *d = b->data;
-    if (d == NULL) d = ferry_strdup("");
+    if (b->failed != FERRY_OK) {
+        ferry_free(d);
+        d = NULL;
+    } else if (d == NULL) {
+        d = ferry_strdup("");
+    }
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = FERRY_OK;
     return d;
 }
 

@@ -4,17 +4,16 @@
  * ListObjectsV2, multipart uploads and their listing, conditional PUT (If-None-Match: *) and a
  * probe of whether the store honours it.
  *
- * Owns the libcurl handle and the credentials (wiped on close). Calls libcurl, sigv4.c,
+ * Owns an HTTP client (net/http.h) and the credentials (wiped on close). Calls net, sigv4.c,
  * crc32c, the SHA-256 of ferry/digest.h. Called by s3_sink.c and iceberg/io.c on the thread
  * that owns the sink. */
 #include "objstore/s3_client.h"
-#include <curl/curl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "net/http.h"
 #include "objstore/sigv4.h"
 #include "ferry/crc32c.h"
 #include "ferry/digest.h"
@@ -26,7 +25,7 @@ struct ferry__s3_client {
     char *access_key, *secret_key, *token;
     int max_attempts;
     long last_status;
-    CURL *curl;
+    struct ferry__http *http;
 };
 
 static int nomem(struct ferry_error *err)
@@ -34,47 +33,6 @@ static int nomem(struct ferry_error *err)
     return ferry_error_set(err, FERRY_ENOMEM, "s3", "s3 client: out of memory");
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-struct body {
-    const char *p;
-    size_t len, off;
-};
-
-static size_t read_body(char *dst, size_t size, size_t n, void *ctx)
-{
-    struct body *b = ctx;
-    size_t want = size * n, left = b->len - b->off;
-    if (want > left) want = left;
-    memcpy(dst, b->p + b->off, want);
-    b->off += want;
-    return want;
-}
-
-/* curl rewinds the body when it sends the request again on a fresh connection (the reused one
- * was reset after the body went out): without this the retry fails with "rewinding of the
- * data stream failed" instead of resending. */
-static int seek_body(void *ctx, curl_off_t offset, int origin)
-{
-    struct body *b = ctx;
-    if (origin != SEEK_SET || offset < 0 || (size_t)offset > b->len) return CURL_SEEKFUNC_FAIL;
-    b->off = (size_t)offset;
-    return CURL_SEEKFUNC_OK;
-}
-
-static size_t write_resp(char *src, size_t size, size_t n, void *ctx)
-{
-    struct ferry_buf *b = ctx;
-    if (ferry_buf_append(b, src, size * n) != FERRY_OK) return 0;
-    return size * n;
-}
-
-/* The text between <tag> and </tag> of xml after *from (advanced past it), entities decoded,
- * into out; false when absent. */
 bool ferry__s3_xml_next(const char *xml, const char *tag, const char **from, struct ferry_buf *out)
 {
     if (xml == NULL) return false; /* an empty answer body */
@@ -122,35 +80,20 @@ static void crc_base64(uint32_t crc, char out[9])
     out[8] = '\0';
 }
 
-static bool retryable_status(long st)
-{
-    return st == 429 || st == 500 || st == 502 || st == 503 || st == 504;
-}
-
-static bool retryable_curl(CURLcode c)
-{
-    return c == CURLE_COULDNT_CONNECT || c == CURLE_OPERATION_TIMEDOUT || c == CURLE_SEND_ERROR ||
-           c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING || c == CURLE_PARTIAL_FILE ||
-           c == CURLE_COULDNT_RESOLVE_HOST;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-/* One try of the request: builds the URL, signs, performs. *status 0 on a transport error
- * (*cc says which). */
-static int perform(struct ferry__s3_client *s, const struct ferry__s3_req *q, long *status, CURLcode *cc,
-                   struct ferry_buf *resp, struct ferry_error *err)
+/* Signs the request and sends it through the HTTP client (net/http.h), which retries it on
+ * transport errors, 5xx and throttling with a jittered exponential backoff, at most
+ * max_attempts tries (every S3 request ferry sends is safe to repeat: PUT, GET, DELETE and
+ * HEAD are idempotent, a repeated multipart create leaves an upload the uploads listing
+ * finds, a repeated complete answers NoSuchUpload). A signature holds for 15 minutes, longer
+ * than every retry. FERRY_OK with *status once an answer came. */
+static int send_signed(struct ferry__s3_client *s, const struct ferry__s3_req *q, long *status,
+                       struct ferry_buf *resp, struct ferry_error *err)
 {
     struct ferry_buf path, url, auth;
     ferry_buf_init(&path, 0);
     ferry_buf_init(&url, 0);
     ferry_buf_init(&auth, 0);
-    struct curl_slist *hl = NULL;
+    char *lines[12] = {0};
     int rc = ferry_buf_append(&path, "/", 1);
     if (rc == FERRY_OK && s->path_style) {
         rc = ferry__s3_uri_encode(&path, s->bucket, false);
@@ -193,108 +136,49 @@ static int perform(struct ferry__s3_client *s, const struct ferry__s3_req *q, lo
     if (rc == FERRY_OK)
         rc = ferry__s3_sigv4(&sg, &auth, NULL, err) == FERRY_OK ? FERRY_OK : FERRY_ENOMEM;
     for (int i = 0; i < n && rc == FERRY_OK; i++) {
-        char *line = ferry_asprintf("%s: %s", h[i].name, h[i].value);
-        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
-        ferry_free(line);
-        if (nl == NULL)
-            rc = FERRY_ENOMEM;
-        else
-            hl = nl;
+        lines[i] = ferry_asprintf("%s: %s", h[i].name, h[i].value);
+        if (lines[i] == NULL) rc = FERRY_ENOMEM;
     }
     if (rc == FERRY_OK) {
-        char *line = ferry_asprintf("authorization: %s", auth.data);
-        struct curl_slist *nl = line ? curl_slist_append(hl, line) : NULL;
-        if (line) {
-            memset(line, 0, strlen(line));
-            ferry_free(line);
-        }
-        struct curl_slist *nl2 = nl ? curl_slist_append(nl, "Expect:") : NULL;
-        if (nl2 == NULL)
-            rc = FERRY_ENOMEM;
-        else
-            hl = nl2;
+        lines[n] = ferry_asprintf("authorization: %s", auth.data);
+        if (lines[n] == NULL) rc = FERRY_ENOMEM;
     }
     if (rc != FERRY_OK) {
-        curl_slist_free_all(hl);
-        ferry_buf_release(&path);
-        ferry_buf_release(&url);
-        ferry_buf_release(&auth);
-        return nomem(err);
+        rc = nomem(err);
+    } else {
+        char name[600];
+        snprintf(name, sizeof name, "s3://%s/%s (%s)", s->bucket, q->key ? q->key : "",
+                 s->endpoint);
+        struct ferry__http_req hq = {.method = q->method,
+                                     .url = url.data,
+                                     .headers = (const char *const *)lines,
+                                     .body = q->body,
+                                     .len = q->len,
+                                     .idempotent = true,
+                                     .name = name};
+        rc = ferry__http_do(s->http, &hq, resp, status, err);
     }
-    CURL *c = s->curl;
-    curl_easy_reset(c);
-    struct body bd = {q->body, q->len, 0};
-    ferry_buf_reset(resp);
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_resp);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    if (strcmp(q->method, "PUT") == 0) {
-        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, read_body);
-        curl_easy_setopt(c, CURLOPT_READDATA, &bd);
-        curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, seek_body);
-        curl_easy_setopt(c, CURLOPT_SEEKDATA, &bd);
-        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->len);
-    } else if (strcmp(q->method, "POST") == 0) {
-        curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
-    } else if (strcmp(q->method, "HEAD") == 0) {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(q->method, "GET") != 0) {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
-    }
-    *cc = curl_easy_perform(c);
-    *status = 0;
-    if (*cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    s->last_status = *status;
-    /* The handle keeps a pointer to the header list and the body: drop them now. */
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hl);
-    memset(auth.data, 0, auth.len);
+    for (int i = 0; i <= n && i < 12; i++) ferry_secret_free(lines[i]);
+    if (auth.data) memset(auth.data, 0, auth.len);
     ferry_buf_release(&path);
     ferry_buf_release(&url);
     ferry_buf_release(&auth);
-    return FERRY_OK;
+    return rc;
 }
 
-/* A request with retries on transport errors, 5xx and throttling (exponential backoff with
- * jitter, at most max_attempts tries). FERRY_OK on 2xx; FERRY_ENOTFOUND on 404 (no message
+/* A request with retries (send_signed). FERRY_OK on 2xx; FERRY_ENOTFOUND on 404 (no message
  * when quiet_404); else an error naming the method, the object and S3's code and message
  * (never a header value). */
 int ferry__s3_call(struct ferry__s3_client *s, const struct ferry__s3_req *q, bool quiet_404, struct ferry_buf *resp,
                    struct ferry_error *err)
 {
-    int64_t delay = 200;
     long st = 0;
-    CURLcode cc = CURLE_OK;
-    for (int a = 1;; a++) {
-        int rc = perform(s, q, &st, &cc, resp, err);
-        if (rc != FERRY_OK) return rc;
-        if (cc == CURLE_OK && st >= 200 && st < 300) return FERRY_OK;
-        bool again = cc != CURLE_OK ? retryable_curl(cc) : retryable_status(st);
-        if (!again || a >= s->max_attempts) break;
-        int64_t d = delay + (int64_t)(rand() % (int)(delay / 2 + 1));
-        ferry_log(FERRY_LOG_INFO, "%s: %s s3://%s/%s: %s%ld, retry %d in %" PRId64 " ms",
-                  s->who, q->method, s->bucket, q->key ? q->key : "",
-                  cc != CURLE_OK ? curl_easy_strerror(cc) : "HTTP ", cc != CURLE_OK ? 0L : st, a,
-                  d);
-        sleep_ms(d);
-        delay = delay * 2 > 10000 ? 10000 : delay * 2;
-    }
+    s->last_status = 0;
+    int rc = send_signed(s, q, &st, resp, err);
+    s->last_status = st;
+    if (rc != FERRY_OK) return rc;
+    if (st >= 200 && st < 300) return FERRY_OK;
     const char *what = q->key ? q->key : "";
-    if (cc != CURLE_OK) {
-        ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO, "s3",
-                        "%s: %s s3://%s/%s (%s): %s", s->who, q->method, s->bucket, what,
-                        s->endpoint, curl_easy_strerror(cc));
-        /* the run may be retried later (docs/operations.md, retries) */
-        return retryable_curl(cc) ? ferry_error_set_transient(err) : err ? err->code : FERRY_EIO;
-    }
     if (st == 404 && quiet_404) return FERRY_ENOTFOUND;
     if (q->if_none_match && (st == 412 || st == 409))
         return ferry_error_set(err, FERRY_ECONFLICT, "s3", "%s: s3://%s/%s exists already",
@@ -306,14 +190,14 @@ int ferry__s3_call(struct ferry__s3_client *s, const struct ferry__s3_req *q, bo
     bool has_code = resp->data && ferry__s3_xml_next(resp->data, "Code", &from, &code);
     from = NULL;
     bool has_msg = resp->data && ferry__s3_xml_next(resp->data, "Message", &from, &msg);
-    int rc = ferry_error_set(
+    rc = ferry_error_set(
         err, st == 404 ? FERRY_ENOTFOUND : FERRY_ESINK, "s3",
         "%s: %s s3://%s/%s: HTTP %ld %s%s%s%s", s->who, q->method, s->bucket, what, st,
         has_code ? code.data : "", has_msg ? ": " : "", has_msg ? msg.data : "",
         st == 403 ? " (check access_key_id and secret_access_key, region and bucket)" : "");
     ferry_buf_release(&code);
     ferry_buf_release(&msg);
-    if (retryable_status(st)) ferry_error_set_transient(err);
+    if (st == 429 || st >= 500) ferry_error_set_transient(err); /* a run may be retried */
     return rc;
 }
 
@@ -324,11 +208,7 @@ long ferry__s3_last_status(const struct ferry__s3_client *c)
 
 bool ferry__s3_last_header(struct ferry__s3_client *c, const char *name, char *out, size_t cap)
 {
-    struct curl_header *h = NULL;
-    if (cap == 0 || curl_easy_header(c->curl, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
-        return false;
-    snprintf(out, cap, "%s", h->value);
-    return true;
+    return ferry__http_header(c->http, name, out, cap);
 }
 
 const char *ferry__s3_client_bucket(const struct ferry__s3_client *c)
@@ -346,7 +226,7 @@ const char *ferry__s3_client_endpoint(const struct ferry__s3_client *c)
 void ferry__s3_client_close(struct ferry__s3_client *c)
 {
     if (c == NULL) return;
-    if (c->curl) curl_easy_cleanup(c->curl);
+    ferry__http_close(c->http);
     ferry_free(c->who);
     ferry_free(c->bucket);
     ferry_free(c->region);
@@ -446,11 +326,20 @@ int ferry__s3_client_open(struct ferry_cfg *cfg, const char *bucket, struct ferr
     s->authority = ferry_strdup(sep + 3);
     s->path_style = path_style;
     s->max_attempts = (int)attempts;
-    pthread_once(&curl_once, curl_init_once);
-    s->curl = curl_easy_init();
-    if (s->scheme == NULL || s->authority == NULL || s->curl == NULL) {
+    if (s->scheme == NULL || s->authority == NULL) {
         ferry__s3_client_close(s);
         return nomem(err);
+    }
+    struct ferry__http_opts ho = {.what = s->who,
+                                  .origin = "s3",
+                                  .connect_timeout_ms = 10000,
+                                  .low_speed_time_s = 30,
+                                  .max_attempts = s->max_attempts,
+                                  .body_cap = (size_t)1 << 30};
+    rc = ferry__http_open(&ho, &s->http, err);
+    if (rc != FERRY_OK) {
+        ferry__s3_client_close(s);
+        return rc;
     }
     *out = s;
     return FERRY_OK;

@@ -2,6 +2,7 @@
  * one mutex and two condition variables; no allocation after creation. The time spent
  * blocked is summed per side; the clock is read only when a call has to wait. */
 #include <pthread.h>
+#include "core/check.h"
 #include "ferry/core.h"
 #include "pipeline/queue.h"
 
@@ -57,6 +58,7 @@ int ferry_queue_push(struct ferry_queue *q, struct ferry_batch *b)
         pthread_mutex_unlock(&q->lock);
         return code;
     }
+    FERRY_ASSERT(q->count < q->capacity);
     q->ring[(q->head + q->count) % q->capacity] = b;
     q->count++;
     if (q->count > q->high_water) q->high_water = q->count;

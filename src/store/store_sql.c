@@ -469,8 +469,9 @@ static char *ddl_pg(const char *sql)
         for (const char *p = cur, *hit; *p; p = hit + fl) {
             hit = strstr(p, from[k]);
             if (hit == NULL) {
-                strcpy(w, p);
-                w += strlen(p);
+                size_t pl = strlen(p);
+                memcpy(w, p, pl + 1);
+                w += pl;
                 break;
             }
             memcpy(w, p, (size_t)(hit - p));

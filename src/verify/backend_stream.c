@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_reader.h"
+#include "formats/parquet_reader.h"
 #include "pipeline/transform.h"
 #include "verify/verify.h"
 

@@ -1,5 +1,5 @@
 /* verify/canon.c - value and row hashes, the C side of what PostgreSQL computes in SQL
- * with its own hash functions (backend_pg.c: hashint8extended, hashtextextended,
+ * with its own hash functions (connectors/postgres/pg_verify.c: hashint8extended, hashtextextended,
  * uuid_hash_extended, timestamp_hash_extended...).
  *
  * Owns lookup3 as PostgreSQL runs it, the per-type value hash, the row hash, the mod-2^64

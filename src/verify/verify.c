@@ -6,8 +6,9 @@
  * larger side returns, `fanout` ways, until a chunk holds at most `chunk_rows` rows, then
  * compare row hashes key by key), the second pass that re-reads differing keys in a fresh
  * snapshot ("changed during check"), the report and its events. Calls the source
- * connector (discover), the transform compiler (the destination schema), the backends
- * (backend_pg.c, backend_sqlite.c) and repair.c. Called by cli/cmd_verify.c and the
+ * connector (discover), the transform compiler (the destination schema), the database
+ * sides through the connectors' verify_open slot (connectors/postgres/pg_verify.c,
+ * connectors/sqlite/sqlite_verify.c) and repair.c. Called by cli/cmd_verify.c and the
  * runner (verify: after_run). docs/internals/verify.md explains the design. */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ferry/connector.h"
 #include "ferry/event.h"
 #include "ferry/failpoint.h"
 #include "pipeline/transform.h"
@@ -738,41 +740,11 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
     int rc;
     if (!source && !strcmp(type, "files"))
         return open_files_dest(cfg, r, outs, t, out, table_out, err);
-    if (!strcmp(type, "postgres")) {
-        char *schema = NULL, *name = NULL;
-        if (source) {
-            rc = ferry__vside_pg_split(r->table, &schema, &name, err);
-        } else {
-            const char *sch = "public";
-            rc = ferry_cfg_str(cfg, "schema", false, &sch, err);
-            if (rc == FERRY_OK) {
-                schema = ferry_strdup(sch);
-                name = ferry_strdup(ferry_resource_target(r));
-                if (!schema || !name) rc = oom(err);
-            }
-        }
-        if (rc == FERRY_OK) rc = ferry__vside_pg_open(cfg, schema, name, t, what, out, err);
-        if (rc == FERRY_OK) *table_out = ferry_asprintf("%s.%s", schema, name);
-        ferry_free(schema);
-        ferry_free(name);
-        return rc;
-    }
-    if (!strcmp(type, "sqlite")) {
-        const char *path = NULL, *prefix = "";
-        rc = ferry_cfg_str(cfg, "path", true, &path, err);
-        if (rc == FERRY_OK && !source) rc = ferry_cfg_str(cfg, "table_prefix", false, &prefix, err);
-        if (rc != FERRY_OK) return rc;
-        char *table = source
-                          ? ferry_strdup(r->table)
-                          : ferry_asprintf("%s%s", prefix ? prefix : "", ferry_resource_target(r));
-        if (table == NULL) return oom(err);
-        rc = ferry__vside_sqlite_open(path, table, t, what, out, err);
-        if (rc == FERRY_OK)
-            *table_out = table;
-        else
-            ferry_free(table);
-        return rc;
-    }
+    /* a database side: the connector's chunk-digest slot */
+    const struct ferry_source_vtable *sv = source ? ferry_source_find(type) : NULL;
+    const struct ferry_sink_vtable *kv = source ? NULL : ferry_sink_find(type);
+    ferry_verify_open_fn vopen = sv ? sv->verify_open : kv ? kv->verify_open : NULL;
+    if (vopen) return vopen(cfg, source, r, t, what, out, table_out, err);
     if (source) { /* any other source: read through ferry, hashed in C */
         rc = ferry__vside_stream_open(p, r, t, what, out, err);
         if (rc == FERRY_OK && (*table_out = ferry_asprintf("%s %s", type, r->table)) == NULL)

@@ -34,7 +34,7 @@ struct ferry_vvalue {
 
 /* The hash of one value of type t in compared column `pos` (1, 2, ... in destination
  * order; the column's hash seed), equal to what PostgreSQL's hash functions return for it
- * (backend_pg.c): hashint8extended for ints, bools (0/1), dates (days since 2000-01-01),
+ * (connectors/postgres/pg_verify.c): hashint8extended for ints, bools (0/1), dates (days since 2000-01-01),
  * times and timestamps (microseconds, since 2000-01-01 UTC); hashfloat8extended /
  * hashfloat4extended for floats, except that -0 hashes to seed ^ 1 (PostgreSQL hashes
  * both zeros to the seed); uuid_hash_extended; hashtextextended of the UTF-8 text for text,
@@ -163,10 +163,6 @@ struct ferry_vside {
     bool whole_only; /* answers only the whole range and single keys */
 };
 
-/* `cfg` is the connector section (url and timeouts are read from it). */
-int ferry__vside_pg_open(struct ferry_cfg *cfg, const char *schema, const char *table,
-                         const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
-                         struct ferry_error *err);
 /* A side read through the pipeline's source connector and transforms (backend_stream.c). */
 int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
                              const struct ferry_resource_spec *r, const struct ferry_vtable *t,
@@ -175,11 +171,8 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
 int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
                               const struct ferry_vtable *t, const char *what,
                               struct ferry_vside **out, struct ferry_error *err);
-/* "schema.table" (quoted parts allowed) as PostgreSQL names it, schema default public. */
-int ferry__vside_pg_split(const char *qualified, char **schema, char **table,
-                          struct ferry_error *err);
-int ferry__vside_sqlite_open(const char *path, const char *table, const struct ferry_vtable *t,
-                             const char *what, struct ferry_vside **out, struct ferry_error *err);
+/* The database sides (chunk digests computed by the database) are the connectors':
+ * their verify_open slot (ferry/connector.h); postgres and sqlite have one. */
 
 /* Writes one canonical value (as canon takes it; decimal128 as its text) of field f into
  * rw, converting to the field's type. */

@@ -1,8 +1,8 @@
-/* tests/fuzz/fuzz_csv.c - the files connector's CSV reader (src/connectors/files/files_parse.c)
+/* tests/fuzz/fuzz_csv.c - the files connector's CSV reader (src/formats/text_read.c)
  * on arbitrary bytes, through its input layer (plain, gzip and zstd are recognised by magic
  * bytes, so compressed inputs are fuzzed too). The first byte picks the dialect: delimiter,
  * quote, escape and null marker. Every record's fields are read back. */
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "fuzz.h"
 
 #define MAX_RECORDS 100000

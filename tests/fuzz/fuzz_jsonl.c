@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz_jsonl.c - the files connector's JSON Lines reader
- * (src/connectors/files/files_parse.c) on arbitrary bytes, through its input layer. The first
+ * (src/formats/text_read.c) on arbitrary bytes, through its input layer. The first
  * byte picks the mode: inference (every key collected, as schema discovery does) or
  * extraction of a fixed key list (as the source reads rows). */
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "fuzz.h"
 
 #define MAX_RECORDS 100000

@@ -303,9 +303,9 @@ static void test_no_null_no_bitmap(void **state)
 {
     (void)state;
     struct ferry_schema *s = ferry_schema_new();
-    ferry_schema_add_field(s, "a", FERRY_TYPE_INT32, true, NULL);
-    ferry_schema_add_field(s, "b", FERRY_TYPE_UTF8, true, NULL);
-    ferry_schema_finish(s, NULL);
+    assert_int_equal(ferry_schema_add_field(s, "a", FERRY_TYPE_INT32, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "b", FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
     struct sink sk = {0};
     struct ferry_rw_limits lim = {.rows = 10};
     struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, capture, &sk);

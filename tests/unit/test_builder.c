@@ -364,10 +364,10 @@ static void test_positions(void **state)
 
     /* a decimal with a negative scale prints its zeros */
     s = ferry_schema_new();
-    ferry_schema_add_field(s, "big", FERRY_TYPE_DECIMAL128, false, NULL);
+    assert_int_equal(ferry_schema_add_field(s, "big", FERRY_TYPE_DECIMAL128, false, NULL), FERRY_OK);
     s->fields[0].precision = 5;
     s->fields[0].scale = -3;
-    ferry_schema_finish(s, NULL);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
     struct ferry_row_writer *rw = writer(s, "t", 10, 0, &sk);
     const int k0[] = {0};
     ferry_rw_set_position_columns(rw, 1, k0);

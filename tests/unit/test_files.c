@@ -9,7 +9,7 @@
 #include <zstd.h>
 #include "unit.h"
 #include "connector_harness.h"
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "ferry/crc32c.h"
 
 static char dir[256];

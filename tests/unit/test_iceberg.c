@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/parquet_writer.h"
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
@@ -106,11 +106,11 @@ static void fill_longs(struct ferry_row_writer *rw)
     for (int i = 0; i < 4; i++) {
         ferry_rw_begin(rw, FERRY_OP_INSERT);
         ferry_rw_int(rw, v[i]);
-        ferry_rw_end(rw, NULL);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     }
     ferry_rw_begin(rw, FERRY_OP_INSERT);
     ferry_rw_null(rw);
-    ferry_rw_end(rw, NULL);
+    assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
 }
 
 static void fill_strings(struct ferry_row_writer *rw)
@@ -119,7 +119,7 @@ static void fill_strings(struct ferry_row_writer *rw)
     for (int i = 0; i < 4; i++) {
         ferry_rw_begin(rw, FERRY_OP_INSERT);
         ferry_rw_text(rw, v[i], strlen(v[i]));
-        ferry_rw_end(rw, NULL);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     }
 }
 
@@ -129,10 +129,10 @@ static void fill_long_strings(struct ferry_row_writer *rw)
     memset(big, 'b', sizeof big);
     ferry_rw_begin(rw, FERRY_OP_INSERT);
     ferry_rw_text(rw, big, sizeof big);
-    ferry_rw_end(rw, NULL);
+    assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     ferry_rw_begin(rw, FERRY_OP_INSERT);
     ferry_rw_text(rw, "c", 1);
-    ferry_rw_end(rw, NULL);
+    assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
 }
 
 static void fill_doubles(struct ferry_row_writer *rw)
@@ -141,7 +141,7 @@ static void fill_doubles(struct ferry_row_writer *rw)
     for (int i = 0; i < 3; i++) {
         ferry_rw_begin(rw, FERRY_OP_INSERT);
         ferry_rw_float(rw, v[i]);
-        ferry_rw_end(rw, NULL);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     }
 }
 
@@ -370,7 +370,7 @@ static void fill_mixed(struct ferry_row_writer *rw, int kind)
         uint8_t u[16];
         memset(u, (uint8_t)k, sizeof u);
         ferry_rw_fixed(rw, u, 16); /* uuid: no bounds either way */
-        ferry_rw_end(rw, NULL);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     }
 }
 
@@ -618,7 +618,7 @@ static void fill_times(struct ferry_row_writer *rw)
     for (int i = 0; i < 2; i++) {
         ferry_rw_begin(rw, FERRY_OP_INSERT);
         ferry_rw_int(rw, v[i]);
-        ferry_rw_end(rw, NULL);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
     }
 }
 

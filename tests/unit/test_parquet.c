@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/parquet_writer.h"
 #include "ferry/core.h"
 
 __extension__ typedef __int128 i128;

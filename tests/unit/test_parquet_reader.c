@@ -1,4 +1,4 @@
-/* tests/unit/test_parquet_reader.c - the Parquet reader (connectors/files/parquet_reader.c)
+/* tests/unit/test_parquet_reader.c - the Parquet reader (formats/parquet_reader.c)
  * on files ferry's writer produces: every ferry type, nulls in every column, extremes,
  * dictionary pages on and off, each codec, several pages and row groups, an empty file;
  * then on hostile input: every truncation of a file and a flipped byte at every offset
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "batch/builder.h"
-#include "connectors/files/parquet_reader.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/parquet_reader.h"
+#include "formats/parquet_writer.h"
 #include "ferry/core.h"
 
 enum {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
+#include "connectors/sqlite/sqlite_common.h"
 #include "verify/verify.h"
 
 /* Values PostgreSQL 15 returned for hashtextextended, hashint8extended,
@@ -246,7 +247,7 @@ static void test_sqlite_side(void **state)
         x ^= ferry__vcanon_value_hash(FERRY_TYPE_UTF8, 2, &v, &scratch);
         memset(&v, 0, sizeof v);
         v.null = tss[i] == NULL;
-        if (tss[i]) ferry_timestamp_from_text(tss[i], strlen(tss[i]), &v.i);
+        if (tss[i]) assert_int_equal(ferry_timestamp_from_text(tss[i], strlen(tss[i]), &v.i), FERRY_OK);
         x ^= ferry__vcanon_value_hash(FERRY_TYPE_TIMESTAMP_US, 3, &v, &scratch);
         memset(&v, 0, sizeof v);
         v.null = fnull[i];

@@ -24,7 +24,7 @@
  * files to the data set manifest when one exists.
  *
  * Owns the part files and their descriptors, the format writer states, the manifest. Calls
- * libc, the format writers (files_write.c, files_parquet.c), connectors/lake.c (format
+ * libc, the format writers (text_write.c, parquet_format.c), formats/lake.c (format
  * options, session state, manifest lists and the publish order it shares with the s3 sink),
  * crc32c, digest, jansson (reading an earlier manifest of the same run). Registered in
  * connectors/registry.c; driven by the runner on one thread. */
@@ -37,8 +37,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "connectors/files/files.h"
-#include "connectors/lake.h"
+#include "formats/text.h"
+#include "formats/lake.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -72,7 +72,7 @@ struct target {
 
 struct sink {
     char *path;
-    struct ferry__lake lk; /* format, run, manifests (connectors/lake.h) */
+    struct ferry__lake lk; /* format, run, manifests (formats/lake.h) */
     struct target *t;
     int n_t;
     struct part *parts;
@@ -398,6 +398,15 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     return rc;
 }
 
+/* The lake's capabilities; encoded integrity only for formats that encode each batch on
+ * its own (formats.h, per_batch_bytes). */
+static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
+{
+    struct sink *s = ctx;
+    ferry__lake_capabilities(ctx, mode, caps);
+    caps->encoded_integrity = s->lk.fmt != NULL && s->lk.fmt->per_batch_bytes;
+}
+
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
@@ -408,6 +417,9 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     struct target *t = &s->t[target->index];
     /* The digest of exactly the batch encoded below. */
     if (!ferry_receipt_start(receipt, b)) return FERRY_OK; /* the pipeline reports divergence */
+    /* Parquet: the rows are encoded later with their row group, so no encoded CRC of this
+     * batch exists; none is claimed (docs/connectors.md, "Integrity"). */
+    receipt->has_encoded_crc = s->lk.fmt->per_batch_bytes;
     if (b->length == 0) return FERRY_OK;
     int rc = FERRY_OK;
     if (t->part < 0) rc = open_part(s, t, err);
@@ -655,7 +667,7 @@ const struct ferry_sink_vtable ferry__files_sink = {
     .name = "files",
     .tuning_keys = sink_tuning_keys,
     .open = sink_open,
-    .capabilities = ferry__lake_capabilities,
+    .capabilities = sink_capabilities,
     .prepare = sink_prepare,
     .begin = sink_begin,
     .apply = sink_apply,

@@ -26,7 +26,7 @@
  *
  * Owns the configuration and, during extract, one input stream and one reader (their
  * buffers are reused for every record: nothing is allocated per row). Calls the reader
- * (files_parse.c), the row writer, the text forms of ferry/batch.h, jansson for the plan.
+ * (text_read.c), the row writer, the text forms of ferry/batch.h, jansson for the plan.
  * Registered in connectors/registry.c; driven by the runner, one instance per thread. */
 #include <ctype.h>
 #include <errno.h>
@@ -34,11 +34,12 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 
@@ -972,7 +973,8 @@ static int headerless_column(const struct ferry_resource_spec *spec, const char 
     if (name[0] != 'c' || name[1] < '1' || name[1] > '9') return -1;
     for (const char *p = name + 1; *p; p++)
         if (*p < '0' || *p > '9') return -1;
-    return atoi(name + 1) - 1;
+    long n = strtol(name + 1, NULL, 10);
+    return n > INT_MAX ? -1 : (int)n - 1;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,

@@ -21,7 +21,7 @@
 #include "ferry/batch.h"
 #include "ferry/core.h"
 #include "ferry/error.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 /* ---- Avro (avro.c) --------------------------------------------------------------------
  *
@@ -327,12 +327,19 @@ int ferry__iceberg_expire(struct ferry__iceberg_catalog *cat, const char *table,
                           int retain_last, bool dry_run, struct ferry__iceberg_expire_result *res,
                           struct ferry_error *err);
 
+/* ---- local files (localfs.c) ---- */
+
 /* Writes a whole file durably: temporary name, fsync, rename, fsync of the folder. */
 int ferry__iceberg_write_file(const char *path, const void *p, size_t n, struct ferry_error *err);
 /* Reads a whole local file (path or file:// URI) into a fresh buffer. */
 int ferry__iceberg_read_file(const char *path_or_uri, struct ferry_buf *out, struct ferry_error *err);
 /* mkdir -p */
 int ferry__iceberg_mkdirs(const char *path, struct ferry_error *err);
+/* localfs.c: fsync of a folder; a file written under a temporary name beside path and
+ * fsynced (*tmp: that name, caller frees; removed again on failure). */
+int ferry__iceberg_fsync_dir(const char *path, struct ferry_error *err);
+int ferry__iceberg_write_tmp(const char *path, const void *p, size_t n, char **tmp,
+                             struct ferry_error *err);
 
 /* Random bytes from the kernel (ids and names). */
 void ferry__iceberg_random(void *p, size_t n);

@@ -27,7 +27,7 @@
  * is the filesystem, SQL or REST one (catalog.c, rest.c).
  *
  * Owns the open data files, their statistics, the manifests of the session. Calls the
- * Parquet format writer (connectors/formats.h), avro.c, values.c, catalog.c, io.c, jansson,
+ * Parquet format writer (formats/formats.h), avro.c, values.c, catalog.c, io.c, jansson,
  * crc32c, digest, the row writer (partition routing copies rows into per-partition
  * batches). Registered in connectors/registry.c; driven by the runner on one thread. */
 #include <errno.h>
@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "batch/builder.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 #include "connectors/iceberg/iceberg.h"
 #include "objstore/s3_client.h"
 #include "ferry/config.h"
@@ -533,7 +533,9 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE) |
                         (1u << FERRY_WRITE_UPSERT) | (1u << FERRY_WRITE_MERGE);
     caps->durability = FERRY_DURABLE_AT_COMMIT;
-    caps->encoded_integrity = true;
+    /* Parquet data files: a batch's rows are encoded with their row group, later; no
+     * per-batch encoded CRC exists and none is claimed (docs/connectors.md, "Integrity"). */
+    caps->encoded_integrity = false;
     caps->transactional_checkpoint = true;
     caps->atomic_replace = true;
     /* A paused replace must not publish half a table: the runner aborts it instead. */
@@ -1845,6 +1847,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
                                "iceberg sink: apply outside a session or to an unprepared target");
     struct target *t = &s->t[target->index];
     if (!ferry_receipt_start(receipt, b)) return FERRY_OK; /* the pipeline reports divergence */
+    receipt->has_encoded_crc = false; /* see capabilities */
     t->apply_crc = 0;
     t->apply_bytes = 0;
     int rc = FERRY_OK;
@@ -1872,7 +1875,6 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     }
     receipt->rows = b->length;
     receipt->bytes = t->apply_bytes;
-    receipt->encoded_crc = t->apply_crc;
     return FERRY_OK;
 }
 
@@ -2653,7 +2655,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
             }
             v = nv;
             v[k].resource = ferry_strdup(res);
-            v[k].shard = atoi(key);
+            v[k].shard = (int)strtol(key, NULL, 10);
             v[k].run_id = strtoll(run, NULL, 10);
             v[k].position = ferry_strdup(json_string_value(pos));
             k++;

@@ -21,17 +21,16 @@
  * before the first request, again once 80 % of its expires_in has passed, and once more when
  * the catalog answers 401 (a token revoked early), after which the request is sent again.
  *
- * Owns a libcurl handle and the token (wiped on close). Calls libcurl, jansson. Called by
+ * Owns an HTTP client (net/http.h) and the token (wiped on close). Calls net, jansson. Called by
  * catalog.c. */
-#include <curl/curl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
+#include "net/http.h"
 
 struct ferry__iceberg_rest {
     char *base;   /* "http://host:port/path" without a trailing '/' */
@@ -43,7 +42,7 @@ struct ferry__iceberg_rest {
     char *scope;
     int64_t renew_at_us; /* OAuth2: renew the token from this time on (0: only on a 401) */
     int tokens;          /* OAuth2 tokens obtained (for the debug log) */
-    CURL *curl;
+    struct ferry__http *http;
     json_t *seen; /* table -> {"location", "metadata"} of its last load */
     bool unknown; /* the last commit's outcome could not be learnt */
 };
@@ -51,17 +50,6 @@ struct ferry__iceberg_rest {
 static int nomem(struct ferry_error *err)
 {
     return ferry_error_set(err, FERRY_ENOMEM, "iceberg", "iceberg sink: out of memory");
-}
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static size_t write_resp(char *src, size_t size, size_t n, void *ctx)
-{
-    return ferry_buf_append(ctx, src, size * n) == FERRY_OK ? size * n : 0;
 }
 
 /* Percent-encodes a path segment (RFC 3986 unreserved characters kept). */
@@ -78,50 +66,28 @@ static int encode(struct ferry_buf *b, const char *s)
     return FERRY_OK;
 }
 
-/* One request to url (a JSON body, the bearer token; form: a form-encoded body, no token).
- * *status 0 on a transport error (*cc). resp gets the body (NUL-terminated). */
+/* One request to url (a JSON body, the bearer token; form: a form-encoded body, no token)
+ * through the client's HTTP handle (GETs retried there on transport errors and 5xx).
+ * FERRY_OK when an answer came (*status); resp gets the body (NUL-terminated). */
 static int perform(struct ferry__iceberg_rest *r, const char *method, const char *url,
-                   const char *body, bool form, long *status, CURLcode *cc, struct ferry_buf *resp,
+                   const char *body, bool form, long *status, struct ferry_buf *resp,
                    struct ferry_error *err)
 {
     char *auth = r->token && !form ? ferry_asprintf("Authorization: Bearer %s", r->token) : NULL;
-    struct curl_slist *hl = NULL, *n1 = NULL;
     if (r->token && !form && auth == NULL) return nomem(err);
-    n1 = curl_slist_append(hl, form ? "Content-Type: application/x-www-form-urlencoded"
-                                    : "Content-Type: application/json");
-    if (n1) hl = n1;
-    n1 = hl ? curl_slist_append(hl, "Accept: application/json") : NULL;
-    if (n1) hl = n1;
-    n1 = hl && auth ? curl_slist_append(hl, auth) : hl;
-    if (n1) hl = n1;
+    const char *hdrs[] = {form ? "Content-Type: application/x-www-form-urlencoded"
+                               : "Content-Type: application/json",
+                          "Accept: application/json", auth, NULL};
+    const char *b = strcmp(method, "POST") == 0 ? (body ? body : "{}") : NULL;
+    struct ferry__http_req q = {.method = method,
+                                .url = url,
+                                .headers = hdrs,
+                                .body = b,
+                                .len = b ? strlen(b) : 0,
+                                .idempotent = strcmp(method, "GET") == 0};
+    int rc = ferry__http_do(r->http, &q, resp, status, err);
     ferry_secret_free(auth);
-    n1 = hl ? curl_slist_append(hl, "Expect:") : NULL;
-    if (n1 == NULL) {
-        curl_slist_free_all(hl);
-        return nomem(err);
-    }
-    hl = n1;
-    CURL *c = r->curl;
-    curl_easy_reset(c);
-    ferry_buf_reset(resp);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_resp);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    if (strcmp(method, "POST") == 0) {
-        curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "{}");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body ? body : "{}"));
-    }
-    *cc = curl_easy_perform(c);
-    *status = 0;
-    if (*cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL); /* a form body holds the secret */
-    curl_slist_free_all(hl);
+    if (rc != FERRY_OK) return rc;
     if (ferry_buf_reserve(resp, 1) != FERRY_OK) return nomem(err);
     resp->data[resp->len] = '\0';
     return FERRY_OK;
@@ -142,11 +108,11 @@ static void server_message(const struct ferry_buf *resp, char *out, size_t cap)
 static int form_field(struct ferry__iceberg_rest *r, struct ferry_buf *b, const char *key,
                       const char *value, size_t n)
 {
-    char *v = curl_easy_escape(r->curl, value, (int)n);
+    char *v = ferry__http_escape(value, n);
     if (v == NULL) return FERRY_ENOMEM;
     int rc = ferry_buf_printf(b, "%s%s=%s", b->len ? "&" : "", key, v);
     explicit_bzero(v, strlen(v));
-    curl_free(v);
+    ferry_free(v);
     return rc;
 }
 
@@ -167,23 +133,18 @@ static int fetch_token(struct ferry__iceberg_rest *r, struct ferry_error *err)
     if (rc == FERRY_OK) rc = form_field(r, &body, "scope", r->scope, strlen(r->scope));
     if (rc == FERRY_OK) rc = ferry_buf_append(&body, "", 1); /* NUL-terminated */
     long status = 0;
-    CURLcode cc = CURLE_OK;
     if (rc != FERRY_OK)
         rc = nomem(err);
     else
-        rc = perform(r, "POST", r->oauth2_uri, body.data, true, &status, &cc, &resp, err);
+        rc = perform(r, "POST", r->oauth2_uri, body.data, true, &status, &resp, err);
     if (body.data) explicit_bzero(body.data, body.len);
     ferry_buf_release(&body);
-    json_t *root = rc == FERRY_OK && cc == CURLE_OK && resp.len
+    json_t *root = rc == FERRY_OK && resp.len
                        ? json_loadb(resp.data, resp.len, 0, NULL)
                        : NULL;
     const char *tok = json_string_value(json_object_get(root, "access_token"));
     if (rc != FERRY_OK) {
-        /* err set */
-    } else if (cc != CURLE_OK) {
-        rc = ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
-                             "http", "iceberg sink: REST catalog OAuth2 token request to %s: %s",
-                             r->oauth2_uri, curl_easy_strerror(cc));
+        /* err set (a transport error names the token endpoint, without its query) */
     } else if (status < 200 || status >= 300 || tok == NULL || tok[0] == '\0') {
         /* RFC 6749 5.2: {"error": "invalid_client", "error_description": "..."} */
         const char *code = json_string_value(json_object_get(root, "error"));
@@ -226,35 +187,25 @@ static int call(struct ferry__iceberg_rest *r, const char *method, const char *p
     if (body && text == NULL) return nomem(err);
     struct ferry_buf resp;
     ferry_buf_init(&resp, 256 << 20);
-    CURLcode cc = CURLE_OK;
     int rc = FERRY_OK;
-    bool idempotent = strcmp(method, "GET") == 0, renewed = false;
+    bool renewed = false;
+    *status = 0;
     char *url = ferry_asprintf("%s/%s", r->base, path);
     if (url == NULL) rc = nomem(err);
     if (rc == FERRY_OK && r->credential && r->renew_at_us && ferry_now_mono_us() >= r->renew_at_us)
         rc = fetch_token(r, err);
-    for (int a = 1; rc == FERRY_OK; a++) {
-        rc = perform(r, method, url, text, false, status, &cc, &resp, err);
-        if (rc != FERRY_OK) break;
-        if (cc == CURLE_OK && *status == 401 && r->credential && !renewed) {
-            /* the token was revoked or expired early: a new one, then the same request (the
-             * catalog applied nothing it refused) */
-            renewed = true;
-            rc = fetch_token(r, err);
-            continue;
-        }
-        bool again = cc != CURLE_OK || *status >= 500;
-        if (!again || !idempotent || a >= 4) break;
-        struct timespec ts = {0, 200000000L * a};
-        nanosleep(&ts, NULL);
+    while (rc == FERRY_OK) {
+        rc = perform(r, method, url, text, false, status, &resp, err);
+        if (rc != FERRY_OK || *status != 401 || r->credential == NULL || renewed) break;
+        /* the token was revoked or expired early: a new one, then the same request (the
+         * catalog applied nothing it refused) */
+        renewed = true;
+        rc = fetch_token(r, err);
     }
     ferry_free(url);
     free(text);
-    if (rc == FERRY_OK && cc != CURLE_OK) {
-        rc = ferry_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? FERRY_ETIMEOUT : FERRY_EIO,
-                             "http", "iceberg sink: REST catalog %s %s/%s: %s", method, r->base,
-                             path, curl_easy_strerror(cc));
-        ferry_error_set_transient(err); /* the run may be retried (docs/operations.md) */
+    if (rc != FERRY_OK) {
+        /* err set: a transport error names the method and the URL */
     } else if (rc == FERRY_OK && (*status < 200 || *status >= 300)) {
         char msg[512];
         server_message(&resp, msg, sizeof msg);
@@ -304,13 +255,22 @@ int ferry__iceberg_rest_open(const char *uri, const struct ferry__iceberg_rest_a
     r->token = token ? ferry_strdup(token) : NULL;
     r->credential = auth->credential ? ferry_strdup(auth->credential) : NULL;
     r->scope = ferry_strdup(auth->scope ? auth->scope : "catalog");
-    pthread_once(&curl_once, curl_init_once);
-    r->curl = curl_easy_init();
     r->seen = json_object();
     if (!r->base || !r->ns || (token && !r->token) || (auth->credential && !r->credential) ||
-        !r->scope || !r->curl || !r->seen) {
+        !r->scope || !r->seen) {
         ferry__iceberg_rest_close(r);
         return nomem(err);
+    }
+    struct ferry__http_opts ho = {.what = "iceberg sink: REST catalog",
+                                  .origin = "http",
+                                  .connect_timeout_ms = 10000,
+                                  .total_timeout_ms = 120000,
+                                  .max_attempts = 4,
+                                  .body_cap = (size_t)256 << 20};
+    int hrc = ferry__http_open(&ho, &r->http, err);
+    if (hrc != FERRY_OK) {
+        ferry__iceberg_rest_close(r);
+        return hrc;
     }
     size_t bl = strlen(r->base);
     while (bl > 0 && r->base[bl - 1] == '/') r->base[--bl] = '\0';
@@ -356,7 +316,7 @@ bool ferry__iceberg_rest_unknown(const struct ferry__iceberg_rest *r)
 void ferry__iceberg_rest_close(struct ferry__iceberg_rest *r)
 {
     if (r == NULL) return;
-    if (r->curl) curl_easy_cleanup(r->curl);
+    ferry__http_close(r->http);
     json_decref(r->seen);
     ferry_free(r->base);
     ferry_free(r->prefix);

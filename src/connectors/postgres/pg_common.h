@@ -18,6 +18,7 @@
 #include "ferry/batch.h"
 #include "ferry/config.h"
 #include "ferry/core.h"
+#include "ferry/connector.h"
 #include "ferry/error.h"
 
 struct ferry_pg_conn_opts {
@@ -107,5 +108,13 @@ struct ferry_table_info;
 /* The tables a `tables:` pattern may select (pg_tables.c). */
 int ferry__pg_list_tables(PGconn *c, struct ferry_table_info **out, int *n, char **default_schema,
                           struct ferry_error *err);
+/* The verify_open slot of the postgres source and sink (pg_verify.c); the side itself, for
+ * a schema and a table. */
+int ferry__pg_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry_resource_spec *r,
+                          const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                          char **table_out, struct ferry_error *err);
+int ferry__vside_pg_open(struct ferry_cfg *cfg, const char *schema, const char *table,
+                         const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                         struct ferry_error *err);
 
 #endif

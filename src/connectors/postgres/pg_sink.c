@@ -1331,4 +1331,5 @@ const struct ferry_sink_vtable ferry__postgres_sink = {
     .abort = guarded_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
+    .verify_open = ferry__pg_verify_open,
 };

@@ -1608,4 +1608,5 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_drop = src_cdc_drop,
     .cdc_progress = src_cdc_progress,
     .list_tables = src_list_tables,
+    .verify_open = ferry__pg_verify_open,
 };

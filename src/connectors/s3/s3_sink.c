@@ -19,8 +19,8 @@
  * list and the run manifests that list no live object.
  *
  * Owns the S3 client (s3_client.c: requests, signing, credentials), the part buffers and the
- * format writer states. Calls s3_client.c, the format writers (connectors/formats.h),
- * connectors/lake.c (what it shares with the files sink: format options, session state,
+ * format writer states. Calls s3_client.c, the format writers (formats/formats.h),
+ * formats/lake.c (what it shares with the files sink: format options, session state,
  * manifest lists, the publish order), crc32c, digest, jansson. Registered in
  * connectors/registry.c; driven by the runner on one thread. */
 #include <inttypes.h>
@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "connectors/formats.h"
-#include "connectors/lake.h"
+#include "formats/formats.h"
+#include "formats/lake.h"
 #include "objstore/s3_client.h"
 #include "objstore/sigv4.h"
 #include "ferry/config.h"
@@ -70,7 +70,7 @@ struct target {
 struct sink {
     char *bucket, *prefix;
     struct ferry__s3_client *cli;
-    struct ferry__lake lk; /* format, run, manifests (connectors/lake.h) */
+    struct ferry__lake lk; /* format, run, manifests (formats/lake.h) */
     int64_t chunk;
     struct target *t;
     int n_t;
@@ -477,6 +477,15 @@ static int close_part(struct sink *s, struct target *t, struct ferry_error *err)
     return rc;
 }
 
+/* The lake's capabilities; encoded integrity only for formats that encode each batch on
+ * its own (formats.h, per_batch_bytes). */
+static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
+{
+    struct sink *s = ctx;
+    ferry__lake_capabilities(ctx, mode, caps);
+    caps->encoded_integrity = s->lk.fmt != NULL && s->lk.fmt->per_batch_bytes;
+}
+
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
@@ -486,6 +495,9 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
                                "s3 sink: apply outside a session or to an unprepared target");
     struct target *t = &s->t[target->index];
     if (!ferry_receipt_start(receipt, b)) return FERRY_OK; /* the pipeline reports divergence */
+    /* Parquet: the rows are encoded later with their row group, so no encoded CRC of this
+     * batch exists; none is claimed (docs/connectors.md, "Integrity"). */
+    receipt->has_encoded_crc = s->lk.fmt->per_batch_bytes;
     if (b->length == 0) return FERRY_OK;
     int rc = FERRY_OK;
     if (t->obj < 0) rc = open_part(s, t, err);
@@ -678,7 +690,7 @@ const struct ferry_sink_vtable ferry__s3_sink = {
     .name = "s3",
     .tuning_keys = sink_tuning_keys,
     .open = sink_open,
-    .capabilities = ferry__lake_capabilities,
+    .capabilities = sink_capabilities,
     .prepare = sink_prepare,
     .begin = sink_begin,
     .apply = sink_apply,

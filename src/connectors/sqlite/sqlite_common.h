@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include "ferry/batch.h"
 #include "ferry/core.h"
+#include "ferry/config.h"
+#include "ferry/connector.h"
 #include "ferry/error.h"
 
 /* A declared type ("DECIMAL(12,2)", "varchar(20)", "", "TIMESTAMPTZ") as a ferry type.
@@ -48,5 +50,13 @@ struct ferry_table_info;
 /* The tables of the main database for `tables:` patterns (sqlite_tables.c). */
 int ferry__sqlite_list_tables(sqlite3 *db, const char *path, struct ferry_table_info **out, int *n,
                               char **default_schema, struct ferry_error *err);
+/* The verify_open slot of the sqlite source and sink (sqlite_verify.c); the side itself,
+ * for a database file and a table. */
+int ferry__sqlite_verify_open(struct ferry_cfg *cfg, bool source,
+                              const struct ferry_resource_spec *r, const struct ferry_vtable *t,
+                              const char *what, struct ferry_vside **out, char **table_out,
+                              struct ferry_error *err);
+int ferry__vside_sqlite_open(const char *path, const char *table, const struct ferry_vtable *t,
+                             const char *what, struct ferry_vside **out, struct ferry_error *err);
 
 #endif

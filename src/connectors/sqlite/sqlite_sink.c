@@ -997,4 +997,5 @@ const struct ferry_sink_vtable ferry__sqlite_sink = {
     .abort = sink_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
+    .verify_open = ferry__sqlite_verify_open,
 };

@@ -1642,4 +1642,5 @@ const struct ferry_source_vtable ferry__sqlite_source = {
     .close = src_close,
     .cancel = src_cancel,
     .list_tables = src_list_tables,
+    .verify_open = ferry__sqlite_verify_open,
 };

@@ -1,4 +1,4 @@
-/* connectors/files/parquet_writer.c - Parquet encoder: pages, row groups, footer.
+/* formats/parquet_writer.c - Parquet encoder: pages, row groups, footer.
  *
  * Owns one file's encoding state: per column the page being filled, the finished
  * (compressed) pages of the current row group, a dictionary and the chunk statistics;
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
-#include "connectors/files/parquet_writer.h"
-#include "connectors/files/thrift_compact.h"
+#include "formats/parquet_writer.h"
+#include "formats/thrift_compact.h"
 #include "ferry/core.h"
 
 #define MIB ((size_t)1 << 20)

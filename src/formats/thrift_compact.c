@@ -1,4 +1,4 @@
-/* connectors/files/thrift_compact.c - Thrift compact protocol encoder (write side only).
+/* formats/thrift_compact.c - Thrift compact protocol encoder (write side only).
  *
  * Owns nothing but the encoder state; appends to a caller's ferry_buf. Calls core only.
  * Called by parquet_writer.c for the footer (FileMetaData) and every page header.
@@ -7,7 +7,7 @@
  * (delta << 4 | type) when the id grows by 1..15 and otherwise the type byte followed
  * by the zigzag i16 id; bool fields carry their value in the type nibble. */
 #include <string.h>
-#include "connectors/files/thrift_compact.h"
+#include "formats/thrift_compact.h"
 #include "ferry/error.h"
 
 void ferry__thrift_init(struct ferry_thrift *t, struct ferry_buf *out)

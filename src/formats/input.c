@@ -1,17 +1,17 @@
-/* connectors/files/files_input.c - one input file as a stream of decompressed bytes.
+/* formats/input.c - one input file as a stream of decompressed bytes.
  *
  * Owns the file descriptor and the zlib / zstd stream state. The compression is chosen from
  * the first bytes (gzip 1f 8b, zstd 28 b5 2f fd), so a misnamed file still reads right.
  * Gzip files made of several members (cat a.gz b.gz) read as their concatenation, as gzip
  * does; so do several zstd frames. Calls libc, zlib and libzstd; called by the files source
- * through the reader (files_parse.c). Memory: two fixed 64 KiB buffers at most. */
+ * through the reader (text_read.c). Memory: two fixed 64 KiB buffers at most. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define IN_CHUNK (64 * 1024)
 

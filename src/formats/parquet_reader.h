@@ -1,4 +1,4 @@
-/* connectors/files/parquet_reader.h - a Parquet file decoder for flat schemas
+/* formats/parquet_reader.h - a Parquet file decoder for flat schemas
  * (engine-internal).
  *
  * Written from the Apache Parquet format specification. Reads the footer (Thrift compact
@@ -11,8 +11,8 @@
  * input is FERRY_EINVAL naming the file and the byte offset, never a crash, so the memory
  * entry point can be fuzzed. Memory: the file (or buffer) plus one decoded row group.
  * Used by `ferry verify` to read the files sink's Parquet datasets. Not thread-safe. */
-#ifndef FERRY_CONNECTORS_FILES_PARQUET_READER_H
-#define FERRY_CONNECTORS_FILES_PARQUET_READER_H
+#ifndef FERRY_FORMATS_PARQUET_READER_H
+#define FERRY_FORMATS_PARQUET_READER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,9 @@
-/* connectors/files/files.h - private to the `files` connector: format writers (the sink's
- * encoders), the input stream (plain, gzip, zstd) and the CSV / JSON Lines parsers (the
- * source's decoders). Nothing outside src/connectors/files/ includes it. */
-#ifndef FERRY_CONNECTORS_FILES_H
-#define FERRY_CONNECTORS_FILES_H
+/* formats/text.h - the text formats' read side and helpers: the input stream (plain, gzip,
+ * zstd; input.c), the CSV / JSON Lines record readers (text_read.c) and the shortest float
+ * text (text_write.c). Used by the files source, verify's file side, the unit tests and the
+ * fuzz targets (docs/internals/formats.md). */
+#ifndef FERRY_FORMATS_TEXT_H
+#define FERRY_FORMATS_TEXT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,8 +14,8 @@
 #include "ferry/error.h"
 
 /* The format writers (struct ferry__files_format, csv, jsonl, the table) live in
- * connectors/formats.h, shared with the s3 sink. */
-#include "connectors/formats.h"
+ * formats/formats.h, shared with the s3 sink. */
+#include "formats/formats.h"
 
 /* Shortest text that reads back to the same float64 / float32 ("NaN", "Infinity",
  * "-Infinity" for the specials). buf >= 32 bytes. Returns the length. */

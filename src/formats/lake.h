@@ -1,16 +1,16 @@
-/* connectors/lake.h - what the `files` and `s3` sinks share: parts in a format
- * (connectors/formats.h) published by a run manifest and, once a replace made one, a data
+/* formats/lake.h - what the `files` and `s3` sinks share: parts in a format
+ * (formats/formats.h) published by a run manifest and, once a replace made one, a data
  * set manifest (docs/internals/connectors.md, "files and s3 sinks"). The sink keeps where the
  * bytes go (a folder, a bucket); this keeps the format options read from the sink section,
- * the run's session state, the manifest lists and the commit's publish step. Engine-internal;
- * like formats.h, the one part of another connector's code a sink may include. */
-#ifndef FERRY_CONNECTORS_LAKE_H
-#define FERRY_CONNECTORS_LAKE_H
+ * the run's session state, the manifest lists and the commit's publish step. Engine-internal
+ * (src/formats/, docs/internals/formats.md); calls no connector. */
+#ifndef FERRY_FORMATS_LAKE_H
+#define FERRY_FORMATS_LAKE_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "connectors/formats.h"
+#include "formats/formats.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/error.h"

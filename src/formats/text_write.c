@@ -1,4 +1,4 @@
-/* connectors/files/files_write.c - the CSV and JSON Lines format writers of the files sink.
+/* formats/text_write.c - the CSV and JSON Lines format writers of the files sink.
  *
  * Owns each part's staging buffer (reused from batch to batch; flushed to `out` every
  * 256 KiB and at the end of each batch, so a batch costs no allocation once the buffer has
@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define FLUSH_AT (256 * 1024)
 
@@ -271,6 +271,7 @@ static int csv_write(void *state, const struct ferry_batch *b, struct ferry_erro
 const struct ferry__files_format ferry__files_csv = {
     .name = "csv",
     .ext = "csv",
+    .per_batch_bytes = true,
     .open_part = csv_open,
     .write_batch = csv_write,
     .finish_part = wbase_finish,
@@ -470,6 +471,7 @@ static int jsonl_write(void *state, const struct ferry_batch *b, struct ferry_er
 const struct ferry__files_format ferry__files_jsonl = {
     .name = "jsonl",
     .ext = "jsonl",
+    .per_batch_bytes = true,
     .open_part = jsonl_open,
     .write_batch = jsonl_write,
     .finish_part = wbase_finish,
@@ -478,7 +480,7 @@ const struct ferry__files_format ferry__files_jsonl = {
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-/* Parquet is defined in files_parquet.c (an adapter over parquet_writer.c). */
+/* Parquet is defined in parquet_format.c (an adapter over parquet_writer.c). */
 static const struct ferry__files_format *const formats[] = {&ferry__files_csv, &ferry__files_jsonl,
                                                             &ferry__files_parquet, NULL};
 static const char *const format_names[] = {"csv", "jsonl", "parquet", NULL};

@@ -1,4 +1,4 @@
-/* verify/backend_sqlite.c - one side of a verification on a SQLite file: chunk digests
+/* connectors/sqlite/sqlite_verify.c - the sqlite connector's verify_open slot: one side of a verification on a SQLite file: chunk digests
  * computed inside SQLite by two C functions registered on the connection.
  *
  * ferry_vhash(c1, ..., cn) computes verify's row hash (canon.c) from the stored values;
@@ -6,7 +6,8 @@
  * (docs/connectors.md): booleans as 0/1, dates, times, timestamps and uuids as text, decimals as
  * text; text that does not parse is hashed as text, so it differs from the other side instead of
  * failing the check. Reads inside one read transaction (one snapshot in WAL mode) until refresh().
- * Calls SQLite, canon.c and the sqlite connector's text forms. Called by verify.c. */
+ * Calls SQLite, canon.c and the sqlite connector's text forms. Called by verify.c through
+ * the verify_open slot of the sqlite source and sink. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,4 +578,24 @@ int ferry__vside_sqlite_open(const char *path, const char *table, const struct f
     }
     *out = &s->base;
     return FERRY_OK;
+}
+
+int ferry__sqlite_verify_open(struct ferry_cfg *cfg, bool source,
+                              const struct ferry_resource_spec *r, const struct ferry_vtable *t,
+                              const char *what, struct ferry_vside **out, char **table_out,
+                              struct ferry_error *err)
+{
+    const char *path = NULL, *prefix = "";
+    int rc = ferry_cfg_str(cfg, "path", true, &path, err);
+    if (rc == FERRY_OK && !source) rc = ferry_cfg_str(cfg, "table_prefix", false, &prefix, err);
+    if (rc != FERRY_OK) return rc;
+    char *table = source ? ferry_strdup(r->table)
+                         : ferry_asprintf("%s%s", prefix ? prefix : "", ferry_resource_target(r));
+    if (table == NULL) return ferry_error_set(err, FERRY_ENOMEM, "verify", "verify: out of memory");
+    rc = ferry__vside_sqlite_open(path, table, t, what, out, err);
+    if (rc == FERRY_OK)
+        *table_out = table;
+    else
+        ferry_free(table);
+    return rc;
 }

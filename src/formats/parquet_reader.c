@@ -1,4 +1,4 @@
-/* connectors/files/parquet_reader.c - decodes Parquet files with flat schemas into rows
+/* formats/parquet_reader.c - decodes Parquet files with flat schemas into rows
  * (parquet_reader.h). Written from the Apache Parquet specification (parquet.thrift,
  * Encodings.md) and the Thrift compact protocol specification.
  *
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
-#include "connectors/files/parquet_reader.h"
+#include "formats/parquet_reader.h"
 #include "ferry/core.h"
 
 enum { PT_BOOLEAN = 0, PT_INT32, PT_INT64, PT_INT96, PT_FLOAT, PT_DOUBLE, PT_BYTE_ARRAY, PT_FLBA };

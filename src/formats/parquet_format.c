@@ -1,4 +1,4 @@
-/* connectors/files/files_parquet.c - `format: parquet` of the files sink: the glue between
+/* formats/parquet_format.c - `format: parquet` of the files sink: the glue between
  * the sink's format interface (files.h) and the Parquet encoder (parquet_writer.h).
  *
  * Owns the format's configuration (compression, row_group_bytes, dictionary) and, per part,
@@ -9,10 +9,10 @@
  * through out.write, so the part CRC32-C and the manifest cover exactly the file. A part is
  * one complete Parquet file: finish_part writes the last row group and the footer.
  * Calls parquet_writer.c and the config accessors; called by files_sink.c through
- * ferry__files_formats (files_write.c). */
+ * ferry__files_formats (text_write.c). */
 #include <string.h>
-#include "connectors/files/files.h"
-#include "connectors/files/parquet_writer.h"
+#include "formats/text.h"
+#include "formats/parquet_writer.h"
 
 /* Same order as enum ferry_parquet_codec. */
 static const char *const codec_words[] = {"zstd", "snappy", "gzip", "none", NULL};
@@ -129,6 +129,7 @@ static int pq_column_stats(void *state, int col, struct ferry__files_column_stat
 const struct ferry__files_format ferry__files_parquet = {
     .name = "parquet",
     .ext = "parquet",
+    .per_batch_bytes = false, /* rows become bytes when their row group is written */
     .configure = pq_configure,
     .conf_free = pq_conf_free,
     .open_part = pq_open,

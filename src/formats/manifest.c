@@ -1,9 +1,9 @@
-/* connectors/manifest.c - the text of a run's _manifest.json, written last at commit by
+/* formats/manifest.c - the text of a run's _manifest.json, written last at commit by
  * the files and s3 sinks (the one thing that publishes a run). Format in formats.h. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 int ferry__manifest_text(struct ferry_buf *b, const struct ferry__manifest_head *h, json_t *earlier,
                          int n, void (*item)(const void *ctx, int i, struct ferry__manifest_item *out),

@@ -1,4 +1,4 @@
-/* connectors/files/parquet_writer.h - a streaming Parquet file encoder (engine-internal).
+/* formats/parquet_writer.h - a streaming Parquet file encoder (engine-internal).
  *
  * Written from the Apache Parquet format specification. One writer produces one file:
  * open() writes the "PAR1" magic, write_batch() buffers rows into the current row group
@@ -15,15 +15,15 @@
  * Every row of a batch is written whatever its operation byte (insert, update, delete):
  * the sink decides what a row means. Not thread-safe: one thread owns a writer.
  * Ownership: the writer takes a reference on the schema; batches are borrowed. */
-#ifndef FERRY_CONNECTORS_FILES_PARQUET_WRITER_H
-#define FERRY_CONNECTORS_FILES_PARQUET_WRITER_H
+#ifndef FERRY_FORMATS_PARQUET_WRITER_H
+#define FERRY_FORMATS_PARQUET_WRITER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "ferry/batch.h"
 #include "ferry/error.h"
-#include "connectors/formats.h"
+#include "formats/formats.h"
 
 enum ferry_parquet_codec {
     FERRY_PARQUET_ZSTD = 0, /* default */

@@ -1,10 +1,11 @@
-/* connectors/formats.h - the format writers (CSV, JSON Lines, Parquet) as an engine-internal
- * interface shared by the sinks that write files: `files` (local folder) and `s3` (object
- * storage). The writers are implemented in src/connectors/files/ (files_write.c,
- * parquet_writer.c); this header is the only part of them another connector may include.
- * Names keep the ferry__files_ prefix of the module that implements them. */
-#ifndef FERRY_CONNECTORS_FORMATS_H
-#define FERRY_CONNECTORS_FORMATS_H
+/* formats/formats.h - the format writers (CSV, JSON Lines, Parquet) as an engine-internal
+ * interface shared by the sinks that write files: `files` (local folder), `s3` (object
+ * storage) and `iceberg` (Parquet data files). Implemented in src/formats/ (text_write.c,
+ * parquet_format.c, parquet_writer.c), which calls nothing above core/ and batch/
+ * (docs/internals/formats.md). Names keep the ferry__files_ prefix they had when the
+ * writers lived in the files connector. */
+#ifndef FERRY_FORMATS_FORMATS_H
+#define FERRY_FORMATS_FORMATS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,6 +55,12 @@ struct ferry__files_column_stats {
 struct ferry__files_format {
     const char *name; /* the pipeline file's `format:` */
     const char *ext;  /* file name extension without the dot */
+    /* true: write_batch hands `out` exactly the bytes of that batch's rows (CSV, JSON Lines),
+     * so a sink reports their CRC32-C as the batch's encoded CRC; false: rows wait in the
+     * writer for a later unit (a Parquet row group holds many batches), no per-batch encoded
+     * CRC exists and the sink claims none (the part's CRC32-C in the manifest covers the
+     * file's bytes). */
+    bool per_batch_bytes;
     /* optional: reads the format's own keys of the sink section (compression, row group
      * size...) at sink open, before unknown keys are refused; *conf reaches open_part as
      * opts->conf and is freed with conf_free. */
@@ -74,12 +81,12 @@ struct ferry__files_format {
 
 extern const struct ferry__files_format ferry__files_csv;
 extern const struct ferry__files_format ferry__files_jsonl;
-extern const struct ferry__files_format ferry__files_parquet; /* files_parquet.c */
+extern const struct ferry__files_format ferry__files_parquet; /* parquet_format.c */
 /* NULL-terminated, looked up by name. */
 const struct ferry__files_format *ferry__files_format_find(const char *name);
 const char *const *ferry__files_format_names(void);
 
-/* ---- the run manifest (connectors/manifest.c), shared by the files and s3 sinks ----
+/* ---- the run manifest (formats/manifest.c), shared by the files and s3 sinks ----
  * {"manifest_version":1,"pipeline":…,"pipeline_version":…[,EXTRA_KEY:…],"run_id":…,
  *  "attempt":…,"format":…,"committed_at":…,LIST_KEY:[earlier entries…, new items…],"rows":N}
  * `earlier` (may be NULL) holds entries of earlier commits of the run, copied as they are. */

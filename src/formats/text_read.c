@@ -1,4 +1,4 @@
-/* connectors/files/files_parse.c - the CSV (RFC 4180) and JSON Lines (RFC 8259 values, one
+/* formats/text_read.c - the CSV (RFC 4180) and JSON Lines (RFC 8259 values, one
  * object per line) record readers of the files source.
  *
  * Owns a window on the decompressed input (grown to the longest record, never per record),
@@ -13,7 +13,7 @@
  * UTF-8 byte order mark at the start of a file is skipped (it counts in byte offsets). */
 #include <inttypes.h>
 #include <string.h>
-#include "connectors/files/files.h"
+#include "formats/text.h"
 
 #define WINDOW_MIN (64 * 1024)
 #define WINDOW_MAX ((size_t)1 << 30) /* a record longer than this is refused */

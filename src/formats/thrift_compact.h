@@ -1,4 +1,4 @@
-/* connectors/files/thrift_compact.h - a write-only Thrift compact protocol encoder.
+/* formats/thrift_compact.h - a write-only Thrift compact protocol encoder.
  *
  * Enough of the compact protocol (Apache Thrift, "compact protocol" spec) to write the
  * Parquet footer and page headers: structs, lists, bool, i8, i16/i32/i64 (zigzag
@@ -7,8 +7,8 @@
  *
  * Errors are sticky: every call after a failed append does nothing and
  * ferry__thrift_status() reports the first failure (FERRY_ENOMEM). Not thread-safe. */
-#ifndef FERRY_CONNECTORS_FILES_THRIFT_COMPACT_H
-#define FERRY_CONNECTORS_FILES_THRIFT_COMPACT_H
+#ifndef FERRY_FORMATS_THRIFT_COMPACT_H
+#define FERRY_FORMATS_THRIFT_COMPACT_H
 
 #include <stdbool.h>
 #include <stddef.h>

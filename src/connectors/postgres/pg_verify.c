@@ -1,4 +1,4 @@
-/* verify/backend_pg.c - one side of a verification on PostgreSQL: chunk digests computed
+/* connectors/postgres/pg_verify.c - the postgres connector's verify_open slot: one side of a verification on PostgreSQL: chunk digests computed
  * by the server in SQL, so that only counts and sums cross the network.
  *
  * Owns the SQL that computes verify's row hash (canon.c) from the columns with the
@@ -8,7 +8,8 @@
  * count(*), sum(hash) (numeric, reduced mod 2^64 in C). Few function calls per value and
  * no text or bytea built per row: that is what makes it cheaper than hashing row text. Reads inside
  * one REPEATABLE READ READ ONLY transaction until refresh(). Calls libpq through
- * connectors/postgres/pg_common (connect, quoting, errors). Called by verify.c. */
+ * connectors/postgres/pg_common (connect, quoting, errors). Called by verify.c through the
+ * verify_open slot of the postgres source and sink. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -698,8 +699,31 @@ int ferry__vside_pg_open(struct ferry_cfg *cfg, const char *schema, const char *
     return FERRY_OK;
 }
 
-int ferry__vside_pg_split(const char *qualified, char **schema, char **table,
-                          struct ferry_error *err)
+int ferry__pg_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry_resource_spec *r,
+                          const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                          char **table_out, struct ferry_error *err)
 {
-    return ferry__pg_split_name(qualified, schema, table, err);
+    char *schema = NULL, *name = NULL;
+    int rc;
+    if (source) {
+        rc = ferry__pg_split_name(r->table, &schema, &name, err);
+    } else {
+        const char *sch = "public";
+        rc = ferry_cfg_str(cfg, "schema", false, &sch, err);
+        if (rc == FERRY_OK) {
+            schema = ferry_strdup(sch);
+            name = ferry_strdup(ferry_resource_target(r));
+            if (!schema || !name)
+                rc = ferry_error_set(err, FERRY_ENOMEM, "verify", "verify: out of memory");
+        }
+    }
+    if (rc == FERRY_OK) rc = ferry__vside_pg_open(cfg, schema, name, t, what, out, err);
+    if (rc == FERRY_OK && (*table_out = ferry_asprintf("%s.%s", schema, name)) == NULL) {
+        (*out)->ops->close(*out);
+        *out = NULL;
+        rc = ferry_error_set(err, FERRY_ENOMEM, "verify", "verify: out of memory");
+    }
+    ferry_free(schema);
+    ferry_free(name);
+    return rc;
 }

@@ -1,12 +1,12 @@
-/* connectors/lake.c - the part of the `files` and `s3` sinks that does not depend on where
+/* formats/lake.c - the part of the `files` and `s3` sinks that does not depend on where
  * the bytes go: the format options of the sink section, the run's session state, manifest
- * lists and the order of a commit's publish step (contract in connectors/lake.h).
+ * lists and the order of a commit's publish step (contract in formats/lake.h).
  *
  * Owns nothing beyond struct ferry__lake's strings and JSON references. Calls config, the
- * format table (connectors/formats.h), jansson and core. Called by files/files_sink.c and
- * s3/s3_sink.c. */
+ * format table (formats/formats.h), jansson and core. Called by the files and s3 sinks
+ * (connectors/files/files_sink.c, connectors/s3/s3_sink.c). */
 #include <string.h>
-#include "connectors/lake.h"
+#include "formats/lake.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 

@@ -65,7 +65,16 @@ struct ferry__files_csv_opts {
     const char *null_marker; /* an unquoted field equal to this is NULL ("" by default) */
 };
 
-enum ferry__files_fmt { FILES_FMT_CSV = 0, FILES_FMT_JSONL = 1 };
+enum ferry__files_fmt { FILES_FMT_CSV = 0, FILES_FMT_JSONL = 1, FILES_FMT_PARQUET = 2 };
+
+/* ---- parquet (files_pq_source.c) ---------------------------------------------------------
+ * The schema of a Parquet file's footer (every field nullable, not finished); its row
+ * group count (a shard each); one row group's rows from `skip` on, the columns of `schema`
+ * (checked by name and type against the file). Errors name the file. */
+int ferry__files_pq_schema(const char *path, struct ferry_schema **out, struct ferry_error *err);
+int ferry__files_pq_groups(const char *path, int *n, struct ferry_error *err);
+int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
+                            int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err);
 
 struct ferry__files_reader;
 

@@ -692,6 +692,16 @@ static int parse_footer(struct ferry_parquet_reader *r)
     for (int i = 0; i < r->nrg; i++)
         total += r->rgs[i].num_rows;
     if (total != r->num_rows) return bad(r, foff, "row groups do not add up to num_rows");
+    /* a footer that lies about where its chunks are fails here, before any row is read */
+    for (int g = 0; g < r->nrg; g++)
+        for (int i = 0; i < r->ncols; i++) {
+            const struct pchunk *k = &r->rgs[g].cols[i];
+            int64_t start =
+                k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off : k->data_off;
+            if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
+                (uint64_t)k->size > r->n - 8 - (uint64_t)start || (uint64_t)start + (uint64_t)k->size > foff)
+                return bad(r, foff, "a column chunk lies outside the file's data");
+        }
     r->schema = ferry_schema_new();
     if (r->schema == NULL) return oom(r);
     for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {

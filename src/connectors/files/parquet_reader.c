@@ -947,6 +947,9 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
             const uint8_t *q = p + 12 * i;
             uint64_t ns = le64(q);
             int64_t jd = (int32_t)le32(q + 8);
+            /* julian days beyond +-100000 years would overflow microseconds */
+            if (jd < -34000000 || jd > 39000000 || ns >= UINT64_C(86400000000000))
+                return bad(r, off, "INT96 timestamp beyond +-100000 years");
             int64_t v = (jd - 2440588) * INT64_C(86400000000) + (int64_t)(ns / 1000);
             memcpy(slots + i * w, &v, 8);
         }
@@ -1011,12 +1014,9 @@ static int delta_to_plain(struct ferry_parquet_reader *r, int width, const uint8
     uint64_t per = block / minis;
     int64_t got = 0;
     uint8_t *o = (uint8_t *)out->data;
-    for (;;) {
-        if (got < n) {
-            put_le(o + got * width, cur, width);
-            got++;
-        }
-        if (got >= n) break;
+    if (n > 0) put_le(o, cur, width); /* the header's first value, once */
+    got = n > 0;
+    while (got < n) {
         uint64_t min = (uint64_t)tc_zz(&t);
         if (t.bad || (uint64_t)(t.end - t.p) < minis)
             return bad(r, tc_off(&t), "truncated delta block");

@@ -209,6 +209,11 @@ static int perform(struct ferry__s3_client *s, const struct ferry__s3_req *q, lo
             ferry_free(line);
         }
         struct curl_slist *nl2 = nl ? curl_slist_append(nl, "Expect:") : NULL;
+        if (nl2 != NULL && q->range != NULL) {
+            char rl[96];
+            snprintf(rl, sizeof rl, "Range: %.80s", q->range);
+            nl2 = curl_slist_append(nl2, rl);
+        }
         if (nl2 == NULL)
             rc = FERRY_ENOMEM;
         else

@@ -519,9 +519,9 @@ static void test_ranged_selected_groups(void **state)
     struct ranged obj = {&f, 0, 0};
     struct ferry_parquet_reader *r = NULL;
     struct ferry_error err = {0};
-    assert_int_equal(ferry__parquet_reader_open_ranged(f.len, ranged_read, &obj, "obj.parquet",
-                                                       &r, &err),
-                     FERRY_OK);
+    assert_int_equal(
+        ferry__parquet_reader_open_ranged(f.len, ranged_read, &obj, "obj.parquet", &r, &err),
+        FERRY_OK);
     assert_int_equal(obj.calls, 3); /* magic, tail, footer */
     int ng = ferry__parquet_reader_num_groups(r);
     assert_true(ng >= 2);
@@ -552,8 +552,9 @@ static void test_ranged_selected_groups(void **state)
         for (int64_t i = 0; i < g.b[bi]->length; i++, got_rows++) {
             int64_t id = ferry_col_int(g.b[bi], 1, i);
             int64_t want = got_rows < g0 ? got_rows : got_rows + 10;
-            if (id != want) fail_msg("row %lld: id %lld, want %lld", (long long)got_rows,
-                                     (long long)id, (long long)want);
+            if (id != want)
+                fail_msg("row %lld: id %lld, want %lld", (long long)got_rows, (long long)id,
+                         (long long)want);
             struct cell v;
             cell_of(id, C_TXT, &v);
             assert_int_equal(ferry_col_is_null(g.b[bi], 0, i), v.null);

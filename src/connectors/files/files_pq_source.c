@@ -85,13 +85,14 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
     int rc = ferry__parquet_reader_open_file(path, &r, err);
     if (rc != FERRY_OK) return rc;
     const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
-    if (names == NULL) rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    if (names == NULL)
+        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
     if (rc == FERRY_OK) rc = check_columns(r, path, schema, names, err);
     if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, names, schema->n_fields, err);
     if (rc == FERRY_OK && group >= ferry__parquet_reader_num_groups(r))
         rc = ferry_error_set(err, FERRY_ESOURCE, "files",
-                             "files source: %s has no row group %d any more (it was planned)",
-                             path, group);
+                             "files source: %s has no row group %d any more (it was planned)", path,
+                             group);
     if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, group, skip, rw, err);
     ferry_free(names);
     ferry__parquet_reader_free(r);

@@ -103,7 +103,7 @@ struct ferry_parquet_reader {
     uint8_t *owned;
     ferry_parquet_read_at read_at;
     void *read_ctx;
-    int fd; /* open_file: the file, read by ranges; else -1 */
+    int fd;                 /* open_file: the file, read by ranges; else -1 */
     struct ferry_buf chunk; /* ranged: the column chunk being decoded */
     int *sel;               /* the columns read, in the row writer's order */
     int nsel;
@@ -588,7 +588,8 @@ static int parse_footer(struct ferry_parquet_reader *r)
     if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
     const uint8_t *head = range(r, 0, 4, &r->chunk);
     if (head == NULL) return r->err->code;
-    if (memcmp(head, "PAR1", 4)) return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
+    if (memcmp(head, "PAR1", 4))
+        return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
     const uint8_t *tail = range(r, r->n - 8, 8, &r->chunk);
     if (tail == NULL) return r->err->code;
     if (memcmp(tail + 4, "PAR1", 4))
@@ -699,7 +700,8 @@ static int parse_footer(struct ferry_parquet_reader *r)
             int64_t start =
                 k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off : k->data_off;
             if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
-                (uint64_t)k->size > r->n - 8 - (uint64_t)start || (uint64_t)start + (uint64_t)k->size > foff)
+                (uint64_t)k->size > r->n - 8 - (uint64_t)start ||
+                (uint64_t)start + (uint64_t)k->size > foff)
                 return bad(r, foff, "a column chunk lies outside the file's data");
         }
     r->schema = ferry_schema_new();
@@ -927,11 +929,12 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
                     v *= 1000;
                 } else if (unit == 3) {
                     if (v % 1000 != 0)
-                        return ferry_error_set(r->err, FERRY_EINVAL, "parquet",
-                                               "parquet: %s: column %s: the nanosecond value %" PRId64
-                                               " is not a whole microsecond (ferry carries "
-                                               "microseconds)",
-                                               r->name, c->name, v);
+                        return ferry_error_set(
+                            r->err, FERRY_EINVAL, "parquet",
+                            "parquet: %s: column %s: the nanosecond value %" PRId64
+                            " is not a whole microsecond (ferry carries "
+                            "microseconds)",
+                            r->name, c->name, v);
                     v /= 1000;
                 }
             }
@@ -1653,8 +1656,8 @@ int ferry__parquet_reader_open_file(const char *path, struct ferry_parquet_reade
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;
         if (fd >= 0) close(fd);
-        return ferry_error_set(err, FERRY_EIO, "parquet",
-                               "parquet: cannot open %s: %s", path, strerror(e));
+        return ferry_error_set(err, FERRY_EIO, "parquet", "parquet: cannot open %s: %s", path,
+                               strerror(e));
     }
     struct ferry_parquet_reader *r = ferry_calloc(1, sizeof *r);
     if (r == NULL) {

@@ -76,8 +76,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         src_close(s);
         return nomem(err);
     }
-    rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source", &s->cli,
-                               err);
+    rc =
+        ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source", &s->cli, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
@@ -89,8 +89,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 /* ---- listing ------------------------------------------------------------------------------ */
 
 /* The resource's prefix and glob: its own, else the source's. */
-static int where(const struct s3src *s, const struct ferry_resource_spec *spec,
-                 const char **prefix, const char **glob, struct ferry_error *err)
+static int where(const struct s3src *s, const struct ferry_resource_spec *spec, const char **prefix,
+                 const char **glob, struct ferry_error *err)
 {
     *prefix = s->prefix;
     *glob = s->glob;
@@ -144,7 +144,8 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
             break;
         }
         const char *from = NULL;
-        while (rc == FERRY_OK && resp.data && ferry__s3_xml_next(resp.data, "Contents", &from, &item)) {
+        while (rc == FERRY_OK && resp.data &&
+               ferry__s3_xml_next(resp.data, "Contents", &from, &item)) {
             const char *f2 = NULL, *f3 = NULL, *f4 = NULL;
             if (!ferry__s3_xml_next(item.data, "Key", &f2, &key) ||
                 !ferry__s3_xml_next(item.data, "Size", &f3, &size)) {
@@ -164,10 +165,12 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
         }
         from = NULL;
         more = false;
-        if (rc == FERRY_OK && resp.data && ferry__s3_xml_next(resp.data, "IsTruncated", &from, &item))
+        if (rc == FERRY_OK && resp.data &&
+            ferry__s3_xml_next(resp.data, "IsTruncated", &from, &item))
             more = strcmp(item.data, "true") == 0;
         from = NULL;
-        if (more && !ferry__s3_xml_next(resp.data, "NextContinuationToken", &from, &tok)) more = false;
+        if (more && !ferry__s3_xml_next(resp.data, "NextContinuationToken", &from, &tok))
+            more = false;
     }
     ferry_buf_release(&qs);
     ferry_buf_release(&resp);
@@ -228,7 +231,8 @@ static int open_object(struct s3src *s, const char *key, int64_t size, struct ob
     return ferry__parquet_reader_open_ranged((uint64_t)size, obj_read_at, o, name, r, err);
 }
 
-/* ---- discover / plan / extract ---------------------------------------------------------------- */
+/* ---- discover / plan / extract ----------------------------------------------------------------
+ */
 
 static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                         struct ferry_schema **out, struct ferry_error *err)

@@ -65,8 +65,9 @@ q -c "TRUNCATE orders; CHECKPOINT"
 
 echo "b. DuckDB -> CSV -> psql \\copy" >&2
 t0=$(now)
+# duckdb_exec.mjs prints the row COPY returns (its count) after the CSV: head drops it
 /usr/bin/time -f '%M' -o duck.rss node "$DUCK" "COPY (SELECT * FROM '$W/orders.parquet') TO '/dev/stdout' (FORMAT csv, HEADER false)" \
-  | /usr/bin/time -f '%M' -o psql.rss psql -v ON_ERROR_STOP=1 -qX -c "\\copy orders FROM STDIN WITH (FORMAT csv)"
+  | head -n -1 | /usr/bin/time -f '%M' -o psql.rss psql -v ON_ERROR_STOP=1 -qX -c "\\copy orders FROM STDIN WITH (FORMAT csv)"
 T_duck=$(echo "$(now) - $t0" | bc)
 M_duck=$(tail -n1 duck.rss); M_psql=$(tail -n1 psql.rss)
 [ "$(q -c 'SELECT count(*) FROM orders')" = "$ROWS" ] || { echo "duckdb|copy: row count" >&2; exit 1; }

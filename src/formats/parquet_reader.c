@@ -11,9 +11,13 @@
  * value, 16 for 16-byte types; var-width values as offset+length into a per-column byte
  * store), then written row by row: memory is one row group, not the file. */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <snappy-c.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 #include "formats/parquet_reader.h"
@@ -25,6 +29,8 @@ enum {
     ENC_PLAIN_DICT = 2,
     ENC_RLE = 3,
     ENC_DELTA_BP = 5,
+    ENC_DELTA_LBA = 6,
+    ENC_DELTA_BA = 7,
     ENC_RLE_DICT = 8,
     ENC_BSS = 9
 };
@@ -48,7 +54,8 @@ enum {
     CT_INT_16 = 16,
     CT_INT_32 = 17,
     CT_INT_64 = 18,
-    CT_JSON = 19
+    CT_JSON = 19,
+    CT_INTERVAL = 21
 };
 
 #define MAX_PAGE (INT64_C(1) << 31) /* larger pages are refused, not allocated */
@@ -64,6 +71,7 @@ struct pcol {
     bool lt_utc;    /* TIME/TIMESTAMP isAdjustedToUTC */
     int lt_unit;    /* TIME/TIMESTAMP: 1 millis, 2 micros, 3 nanos */
     int precision, scale;
+    bool u64; /* an unsigned 64-bit integer, carried as decimal128(20,0) */
     enum ferry_type ft;
 };
 
@@ -90,9 +98,16 @@ struct pvals {
 
 struct ferry_parquet_reader {
     char *name;
-    const uint8_t *p;
-    size_t n;
+    const uint8_t *p; /* the whole file, or NULL: read by ranges through read_at */
+    size_t n;         /* the file's size */
     uint8_t *owned;
+    ferry_parquet_read_at read_at;
+    void *read_ctx;
+    int fd;                 /* open_file: the file, read by ranges; else -1 */
+    struct ferry_buf chunk; /* ranged: the column chunk being decoded */
+    int *sel;               /* the columns read, in the row writer's order */
+    int nsel;
+    struct pvals *vals; /* per file column, allocated at the first group read */
     int ncols;
     struct pcol *cols;
     int nrg;
@@ -100,6 +115,7 @@ struct ferry_parquet_reader {
     int64_t num_rows;
     struct ferry_schema *schema;
     struct ferry_buf page, page2; /* decompressed page, scratch */
+    struct ferry_buf lens, lens2; /* delta byte arrays: lengths, prefix lengths */
     struct ferry_error *err;
 };
 
@@ -522,7 +538,10 @@ static enum ferry_type map_type(const struct pcol *c)
         if (c->lt == 7 || ct == CT_TIME_MICROS) return FERRY_TYPE_TIME64_US;
         if (c->lt == 8) return c->lt_utc ? FERRY_TYPE_TIMESTAMPTZ_US : FERRY_TYPE_TIMESTAMP_US;
         if (ct == CT_TS_MICROS || ct == CT_TS_MILLIS) return FERRY_TYPE_TIMESTAMPTZ_US;
-        return FERRY_TYPE_INT64; /* UINT_64 above 2^63 reads as negative: no wider type */
+        /* unsigned 64-bit: above 2^63 it fits no int64, so decimal128(20,0) */
+        if ((c->lt == 10 && !c->lt_signed) || (c->lt == 0 && ct == CT_UINT_64))
+            return FERRY_TYPE_DECIMAL128;
+        return FERRY_TYPE_INT64;
     case PT_INT96:
         return FERRY_TYPE_TIMESTAMPTZ_US;
     case PT_FLOAT:
@@ -544,14 +563,43 @@ static enum ferry_type map_type(const struct pcol *c)
     }
 }
 
+/* n bytes at off: a pointer into the file, or (ranged) read into buf. NULL on error. */
+static const uint8_t *range(struct ferry_parquet_reader *r, size_t off, size_t n,
+                            struct ferry_buf *buf)
+{
+    if (off > r->n || n > r->n - off) {
+        bad(r, off, "range outside the file");
+        return NULL;
+    }
+    if (r->p != NULL) return r->p + off;
+    ferry_buf_reset(buf);
+    if (ferry_buf_reserve(buf, n + 1)) {
+        oom(r);
+        return NULL;
+    }
+    if (n > 0 && r->read_at(r->read_ctx, (uint64_t)off, n, buf->data, r->err) != FERRY_OK)
+        return NULL;
+    buf->len = n;
+    return (const uint8_t *)buf->data;
+}
+
 static int parse_footer(struct ferry_parquet_reader *r)
 {
-    if (r->n < 12 || memcmp(r->p, "PAR1", 4) || memcmp(r->p + r->n - 4, "PAR1", 4))
-        return bad(r, 0, "not a Parquet file (no PAR1 magic at both ends)");
-    uint32_t flen = le32(r->p + r->n - 8);
+    if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
+    const uint8_t *head = range(r, 0, 4, &r->chunk);
+    if (head == NULL) return r->err->code;
+    if (memcmp(head, "PAR1", 4))
+        return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
+    const uint8_t *tail = range(r, r->n - 8, 8, &r->chunk);
+    if (tail == NULL) return r->err->code;
+    if (memcmp(tail + 4, "PAR1", 4))
+        return bad(r, r->n - 4, "not a Parquet file (no PAR1 magic at its end: truncated?)");
+    uint32_t flen = le32(tail);
     if (flen > r->n - 12) return bad(r, r->n - 8, "footer length larger than the file");
     size_t foff = r->n - 8 - flen;
-    struct tc t = {r->p + foff, r->p + r->n - 8, r->p + foff, foff, false, NULL};
+    const uint8_t *fp = range(r, foff, flen, &r->chunk);
+    if (fp == NULL) return r->err->code;
+    struct tc t = {fp, fp + flen, fp, foff, false, NULL};
     struct ferry_buf nm;
     ferry_buf_init(&nm, 0);
     int16_t last = 0, id;
@@ -593,8 +641,17 @@ static int parse_footer(struct ferry_parquet_reader *r)
                     break;
                 }
                 r->ncols++;
-                if ((c->ft = map_type(c)) == 0)
+                c->ft = map_type(c);
+                if (c->ptype == PT_INT64 && c->ft == FERRY_TYPE_DECIMAL128 && c->lt != 5 &&
+                    !(c->lt == 0 && c->converted == CT_DECIMAL)) {
+                    c->u64 = true;
+                    c->precision = 20;
+                    c->scale = 0;
+                }
+                if (c->ft == 0)
                     tc_fail(&t, "unknown physical type");
+                else if (c->converted == CT_INTERVAL || c->lt == 15)
+                    tc_fail(&t, "INTERVAL and FLOAT16 columns are not supported");
                 else if (c->ft == FERRY_TYPE_DECIMAL128 &&
                          (c->precision < 1 || c->precision > 38 || c->scale < 0 ||
                           c->scale > c->precision))
@@ -636,6 +693,17 @@ static int parse_footer(struct ferry_parquet_reader *r)
     for (int i = 0; i < r->nrg; i++)
         total += r->rgs[i].num_rows;
     if (total != r->num_rows) return bad(r, foff, "row groups do not add up to num_rows");
+    /* a footer that lies about where its chunks are fails here, before any row is read */
+    for (int g = 0; g < r->nrg; g++)
+        for (int i = 0; i < r->ncols; i++) {
+            const struct pchunk *k = &r->rgs[g].cols[i];
+            int64_t start =
+                k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off : k->data_off;
+            if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
+                (uint64_t)k->size > r->n - 8 - (uint64_t)start ||
+                (uint64_t)start + (uint64_t)k->size > foff)
+                return bad(r, foff, "a column chunk lies outside the file's data");
+        }
     r->schema = ferry_schema_new();
     if (r->schema == NULL) return oom(r);
     for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {
@@ -845,17 +913,30 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
             uint64_t u = le64(p + 8 * i);
             uint8_t *s = slots + i * w;
             if (c->ft == FERRY_TYPE_DECIMAL128) {
-                put_dec(s, (int64_t)u);
+                if (c->u64) {
+                    struct ferry_decimal128 d = {u, 0};
+                    memcpy(s, &d, 16);
+                } else {
+                    put_dec(s, (int64_t)u);
+                }
                 continue;
             }
             int64_t v = (int64_t)u;
             int unit = c->lt ? c->lt_unit : (c->converted == CT_TS_MILLIS ? 1 : 2);
             if ((c->ft == FERRY_TYPE_TIME64_US || c->ft == FERRY_TYPE_TIMESTAMP_US ||
                  c->ft == FERRY_TYPE_TIMESTAMPTZ_US)) {
-                if (unit == 1)
+                if (unit == 1) {
                     v *= 1000;
-                else if (unit == 3)
+                } else if (unit == 3) {
+                    if (v % 1000 != 0)
+                        return ferry_error_set(
+                            r->err, FERRY_EINVAL, "parquet",
+                            "parquet: %s: column %s: the nanosecond value %" PRId64
+                            " is not a whole microsecond (ferry carries "
+                            "microseconds)",
+                            r->name, c->name, v);
                     v /= 1000;
+                }
             }
             if (c->ptype == PT_DOUBLE)
                 memcpy(s, &u, 8);
@@ -869,6 +950,9 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
             const uint8_t *q = p + 12 * i;
             uint64_t ns = le64(q);
             int64_t jd = (int32_t)le32(q + 8);
+            /* julian days beyond +-100000 years would overflow microseconds */
+            if (jd < -34000000 || jd > 39000000 || ns >= UINT64_C(86400000000000))
+                return bad(r, off, "INT96 timestamp beyond +-100000 years");
             int64_t v = (jd - 2440588) * INT64_C(86400000000) + (int64_t)(ns / 1000);
             memcpy(slots + i * w, &v, 8);
         }
@@ -916,10 +1000,10 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
 /* DELTA_BINARY_PACKED (INT32/INT64 columns): decodes n values from [p, end) and writes
  * them PLAIN (4 or 8 bytes little-endian, by the physical type) into out, so that the
  * PLAIN decoder applies the column's conversions. Arithmetic wraps as the spec says. */
-static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *p,
-                          const uint8_t *end, int64_t n, struct ferry_buf *out, size_t off)
+static int delta_to_plain(struct ferry_parquet_reader *r, int width, const uint8_t *p,
+                          const uint8_t *end, int64_t n, struct ferry_buf *out, size_t *used,
+                          size_t off)
 {
-    int width = c->ptype == PT_INT32 ? 4 : 8;
     ferry_buf_reset(out);
     if (n < 0 || (uint64_t)n > MAX_GROUP_ROWS) return bad(r, off, "delta value count out of range");
     if (ferry_buf_reserve(out, (size_t)n * (size_t)width + 1)) return oom(r);
@@ -933,12 +1017,9 @@ static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, 
     uint64_t per = block / minis;
     int64_t got = 0;
     uint8_t *o = (uint8_t *)out->data;
-    for (;;) {
-        if (got < n) {
-            put_le(o + got * width, cur, width);
-            got++;
-        }
-        if (got >= n) break;
+    if (n > 0) put_le(o, cur, width); /* the header's first value, once */
+    got = n > 0;
+    while (got < n) {
         uint64_t min = (uint64_t)tc_zz(&t);
         if (t.bad || (uint64_t)(t.end - t.p) < minis)
             return bad(r, tc_off(&t), "truncated delta block");
@@ -964,6 +1045,54 @@ static int delta_to_plain(struct ferry_parquet_reader *r, const struct pcol *c, 
         }
     }
     out->len = (size_t)n * (size_t)width;
+    if (used) *used = (size_t)(t.p - p);
+    return FERRY_OK;
+}
+
+/* DELTA_LENGTH_BYTE_ARRAY (prefixed false) and DELTA_BYTE_ARRAY (true: prefix lengths,
+ * then suffixes as DELTA_LENGTH_BYTE_ARRAY; each value is the previous value's prefix plus
+ * its suffix): n values from [p, end), written PLAIN into r->page2 (4-byte lengths for
+ * BYTE_ARRAY, bare for FIXED_LEN_BYTE_ARRAY) for the PLAIN decoder. */
+static int delta_strings(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *p,
+                         const uint8_t *end, int64_t n, bool prefixed, size_t off)
+{
+    size_t used = 0;
+    int rc;
+    if (prefixed) {
+        if ((rc = delta_to_plain(r, 4, p, end, n, &r->lens2, &used, off))) return rc;
+        p += used;
+        off += used;
+    }
+    if ((rc = delta_to_plain(r, 4, p, end, n, &r->lens, &used, off))) return rc;
+    p += used;
+    off += used;
+    bool fixed = c->ptype == PT_FLBA;
+    ferry_buf_reset(&r->page2);
+    size_t prev_off = 0, prev_len = 0;
+    const uint8_t *q = p;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t pl = prefixed ? (int32_t)le32((const uint8_t *)r->lens2.data + 4 * i) : 0;
+        int32_t sl = (int32_t)le32((const uint8_t *)r->lens.data + 4 * i);
+        if (pl < 0 || sl < 0 || (size_t)pl > prev_len)
+            return bad(r, off, "delta byte array prefix or length out of range");
+        if ((size_t)sl > (size_t)(end - q)) return bad(r, off, "delta byte array past the page");
+        size_t total = (size_t)pl + (size_t)sl;
+        if (fixed && total != (size_t)c->type_length)
+            return bad(r, off, "delta byte array value of the wrong fixed length");
+        if (ferry_buf_reserve(&r->page2, total + 4)) return oom(r);
+        uint8_t *o = (uint8_t *)r->page2.data;
+        if (!fixed) {
+            put_le(o + r->page2.len, total, 4);
+            r->page2.len += 4;
+        }
+        size_t cur = r->page2.len;
+        if (pl) memcpy(o + cur, o + prev_off, (size_t)pl);
+        if (sl) memcpy(o + cur + (size_t)pl, q, (size_t)sl);
+        q += sl;
+        r->page2.len = cur + total;
+        prev_off = cur;
+        prev_len = total;
+    }
     return FERRY_OK;
 }
 
@@ -978,10 +1107,10 @@ struct phdr {
     bool v2_compressed;
 };
 
-static int page_header(struct ferry_parquet_reader *r, size_t pos, size_t end, struct phdr *h,
-                       size_t *body)
+static int page_header(struct ferry_parquet_reader *r, const uint8_t *at, size_t pos, size_t end,
+                       struct phdr *h, size_t *body)
 {
-    struct tc t = {r->p + pos, r->p + end, r->p + pos, pos, false, NULL};
+    struct tc t = {at, at + (end - pos), at, pos, false, NULL};
     int16_t last = 0, id;
     int type;
     memset(h, 0, sizeof *h);
@@ -1065,6 +1194,8 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
     if (k->num_values != nrows)
         return bad(r, (size_t)start, "column chunk value count differs from the row group");
     size_t pos = (size_t)start, end = (size_t)(start + k->size);
+    const uint8_t *cp = range(r, pos, (size_t)k->size, &r->chunk); /* cp[0] is byte `start` */
+    if (cp == NULL) return r->err->code;
     int64_t row = 0;
     v->dict_n = -1;
     uint32_t *idx = NULL;
@@ -1076,13 +1207,13 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
         }
         struct phdr h;
         size_t body = 0;
-        if ((rc = page_header(r, pos, end, &h, &body))) break;
+        if ((rc = page_header(r, cp + (pos - (size_t)start), pos, end, &h, &body))) break;
         size_t next = body + (size_t)h.csize;
         if (h.type == PAGE_INDEX) {
             pos = next;
             continue;
         }
-        const uint8_t *in = r->p + body;
+        const uint8_t *in = cp + (body - (size_t)start);
         if (h.type == PAGE_DICT) {
             if (v->dict_n >= 0 || row > 0) {
                 rc = bad(r, pos, "dictionary page after data");
@@ -1197,7 +1328,14 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
         if (h.encoding == ENC_PLAIN) {
             rc = plain(r, c, vp, ve, nn, dst, &v->data, body);
         } else if (h.encoding == ENC_DELTA_BP && (c->ptype == PT_INT32 || c->ptype == PT_INT64)) {
-            rc = delta_to_plain(r, c, vp, ve, nn, &r->page2, body);
+            rc = delta_to_plain(r, c->ptype == PT_INT32 ? 4 : 8, vp, ve, nn, &r->page2, NULL, body);
+            if (rc == FERRY_OK)
+                rc = plain(r, c, (const uint8_t *)r->page2.data,
+                           (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
+        } else if ((h.encoding == ENC_DELTA_LBA && c->ptype == PT_BYTE_ARRAY) ||
+                   (h.encoding == ENC_DELTA_BA &&
+                    (c->ptype == PT_BYTE_ARRAY || c->ptype == PT_FLBA))) {
+            rc = delta_strings(r, c, vp, ve, nn, h.encoding == ENC_DELTA_BA, body);
             if (rc == FERRY_OK)
                 rc = plain(r, c, (const uint8_t *)r->page2.data,
                            (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
@@ -1315,19 +1453,42 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
 
 /* ---- rows ------------------------------------------------------------------------------- */
 
-static int read_group(struct ferry_parquet_reader *r, const struct prg *g, struct pvals *vals,
+/* Decodes the selected columns of group g, then writes its rows from `skip` on. With
+ * offsets, each row's position is its 1-based index in the group. */
+static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool offsets,
                       struct ferry_row_writer *rw, struct ferry_error *err)
 {
-    int rc = FERRY_OK;
-    for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {
-        ferry_buf_reset(&vals[i].data);
-        rc = read_chunk(r, i, &g->cols[i], g->num_rows, &vals[i]);
-    }
-    for (int64_t row = 0; row < g->num_rows && rc == FERRY_OK; row++) {
-        ferry_rw_begin(rw, FERRY_OP_INSERT);
+    r->err = err;
+    const struct ferry_schema *ws = ferry_rw_schema(rw);
+    if (ws == NULL || ws->n_fields != r->nsel)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet",
+                               "parquet: %s: the row writer's schema does not match the file",
+                               r->name);
+    if (g < 0 || g >= r->nrg)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet", "parquet: %s: no row group %d",
+                               r->name, g);
+    if (r->vals == NULL) {
+        r->vals = ferry_calloc((size_t)r->ncols, sizeof *r->vals);
+        if (r->vals == NULL) return oom(r);
         for (int i = 0; i < r->ncols; i++) {
-            const struct pcol *c = &r->cols[i];
-            const struct pvals *v = &vals[i];
+            ferry_buf_init(&r->vals[i].data, 0);
+            ferry_buf_init(&r->vals[i].dict, 0);
+            ferry_buf_init(&r->vals[i].dict_data, 0);
+        }
+    }
+    const struct prg *pg = &r->rgs[g];
+    struct pvals *vals = r->vals;
+    int rc = FERRY_OK;
+    for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
+        int i = r->sel[j];
+        ferry_buf_reset(&vals[i].data);
+        rc = read_chunk(r, i, &pg->cols[i], pg->num_rows, &vals[i]);
+    }
+    for (int64_t row = skip < 0 ? 0 : skip; row < pg->num_rows && rc == FERRY_OK; row++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        for (int j = 0; j < r->nsel; j++) {
+            const struct pcol *c = &r->cols[r->sel[j]];
+            const struct pvals *v = &vals[r->sel[j]];
             const uint8_t *s = v->slot + row * slot_width(c->ft);
             if (v->isnull[row]) {
                 ferry_rw_null(rw);
@@ -1367,9 +1528,11 @@ static int read_group(struct ferry_parquet_reader *r, const struct prg *g, struc
                 break;
             }
         }
+        if (offsets) ferry_rw_set_offset(rw, row + 1);
         rc = ferry_rw_end(rw, err);
         /* a value the row writer refuses (an INT32 out of an INTEGER(8)'s range) */
-        if (rc == FERRY_EINVAL) ferry_error_prefix(err, "parquet: %s: row group value", r->name);
+        if (rc == FERRY_EINVAL)
+            ferry_error_prefix(err, "parquet: %s: row group %d row %" PRId64, r->name, g, row);
     }
     return rc;
 }
@@ -1377,35 +1540,70 @@ static int read_group(struct ferry_parquet_reader *r, const struct prg *g, struc
 int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_writer *rw,
                                struct ferry_error *err)
 {
-    r->err = err;
-    const struct ferry_schema *ws = ferry_rw_schema(rw);
-    if (ws == NULL || ws->n_fields != r->ncols)
-        return ferry_error_set(err, FERRY_EINVAL, "parquet",
-                               "parquet: %s: the row writer's schema does not match the file",
-                               r->name);
-    struct pvals *vals = ferry_calloc((size_t)r->ncols, sizeof *vals);
-    if (vals == NULL) return oom(r);
-    for (int i = 0; i < r->ncols; i++) {
-        ferry_buf_init(&vals[i].data, 0);
-        ferry_buf_init(&vals[i].dict, 0);
-        ferry_buf_init(&vals[i].dict_data, 0);
-    }
     int rc = FERRY_OK;
     for (int g = 0; g < r->nrg && rc == FERRY_OK; g++)
-        rc = read_group(r, &r->rgs[g], vals, rw, err);
-    for (int i = 0; i < r->ncols; i++) {
-        ferry_free(vals[i].slot);
-        ferry_free(vals[i].isnull);
-        ferry_buf_release(&vals[i].data);
-        ferry_buf_release(&vals[i].dict);
-        ferry_buf_release(&vals[i].dict_data);
-    }
-    ferry_free(vals);
-    ferry_buf_release(&r->page);
+        rc = read_group(r, g, 0, false, rw, err);
     return rc;
 }
 
+int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int64_t skip,
+                                     struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    return read_group(r, g, skip, true, rw, err);
+}
+
+int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r)
+{
+    return r ? r->nrg : 0;
+}
+
+int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, int g)
+{
+    return r && g >= 0 && g < r->nrg ? r->rgs[g].num_rows : 0;
+}
+
+int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *const *names, int n,
+                                 struct ferry_error *err)
+{
+    for (int j = 0; j < n; j++) {
+        int f = ferry_schema_find(r->schema, names[j]);
+        if (f < 0)
+            return ferry_error_set(err, FERRY_ENOTFOUND, "parquet",
+                                   "parquet: %s has no column \"%s\"", r->name, names[j]);
+        r->sel[j] = f;
+    }
+    r->nsel = n;
+    return FERRY_OK;
+}
+
 /* ---- open / free ------------------------------------------------------------------------ */
+
+static int open_common(struct ferry_parquet_reader *r, const char *name,
+                       struct ferry_parquet_reader **out, struct ferry_error *err)
+{
+    r->err = err;
+    ferry_buf_init(&r->page, 0);
+    ferry_buf_init(&r->page2, 0);
+    ferry_buf_init(&r->lens, 0);
+    ferry_buf_init(&r->lens2, 0);
+    ferry_buf_init(&r->chunk, 0);
+    if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
+        ferry__parquet_reader_free(r);
+        return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
+    }
+    int rc = parse_footer(r);
+    if (rc == FERRY_OK && (r->sel = ferry_calloc((size_t)r->ncols, sizeof *r->sel)) == NULL)
+        rc = oom(r);
+    if (rc != FERRY_OK) {
+        ferry__parquet_reader_free(r);
+        return rc;
+    }
+    for (int i = 0; i < r->ncols; i++)
+        r->sel[i] = i;
+    r->nsel = r->ncols;
+    *out = r;
+    return FERRY_OK;
+}
 
 int ferry__parquet_reader_open_mem(const uint8_t *p, size_t n, const char *name,
                                    struct ferry_parquet_reader **out, struct ferry_error *err)
@@ -1413,21 +1611,39 @@ int ferry__parquet_reader_open_mem(const uint8_t *p, size_t n, const char *name,
     *out = NULL;
     struct ferry_parquet_reader *r = ferry_calloc(1, sizeof *r);
     if (r == NULL) return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
-    r->err = err;
+    r->fd = -1;
     r->p = p;
     r->n = n;
-    ferry_buf_init(&r->page, 0);
-    ferry_buf_init(&r->page2, 0);
-    if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
-        ferry_free(r);
-        return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
+    return open_common(r, name, out, err);
+}
+
+int ferry__parquet_reader_open_ranged(uint64_t size, ferry_parquet_read_at read_at, void *ctx,
+                                      const char *name, struct ferry_parquet_reader **out,
+                                      struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry_parquet_reader *r = ferry_calloc(1, sizeof *r);
+    if (r == NULL) return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
+    r->fd = -1;
+    r->n = (size_t)size;
+    r->read_at = read_at;
+    r->read_ctx = ctx;
+    return open_common(r, name, out, err);
+}
+
+static int file_read_at(void *ctx, uint64_t off, size_t n, void *p, struct ferry_error *err)
+{
+    struct ferry_parquet_reader *r = ctx;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(r->fd, (char *)p + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return ferry_error_set(err, FERRY_EIO, "parquet",
+                                   "parquet: reading %s at byte %" PRIu64 ": %s", r->name,
+                                   off + got, k < 0 ? strerror(errno) : "file shorter than before");
+        got += (size_t)k;
     }
-    int rc = parse_footer(r);
-    if (rc != FERRY_OK) {
-        ferry__parquet_reader_free(r);
-        return rc;
-    }
-    *out = r;
     return FERRY_OK;
 }
 
@@ -1435,36 +1651,24 @@ int ferry__parquet_reader_open_file(const char *path, struct ferry_parquet_reade
                                     struct ferry_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
         return ferry_error_set(err, FERRY_EIO, "parquet", "parquet: cannot open %s: %s", path,
-                               strerror(errno));
-    struct ferry_buf b;
-    ferry_buf_init(&b, 0);
-    int rc = FERRY_OK;
-    for (;;) {
-        if (ferry_buf_reserve(&b, 1 << 20)) {
-            rc = ferry_error_set(err, FERRY_ENOMEM, "parquet", "parquet: %s: out of memory", path);
-            break;
-        }
-        size_t got = fread(b.data + b.len, 1, b.cap - b.len, f);
-        b.len += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = ferry_error_set(err, FERRY_EIO, "parquet", "parquet: reading %s: %s", path,
-                                     strerror(errno));
-            break;
-        }
+                               strerror(e));
     }
-    fclose(f);
-    if (rc == FERRY_OK)
-        rc = ferry__parquet_reader_open_mem((const uint8_t *)b.data, b.len, path, out, err);
-    if (rc != FERRY_OK) {
-        ferry_buf_release(&b);
-        return rc;
+    struct ferry_parquet_reader *r = ferry_calloc(1, sizeof *r);
+    if (r == NULL) {
+        close(fd);
+        return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
     }
-    (*out)->owned = (uint8_t *)b.data;
-    return FERRY_OK;
+    r->fd = fd;
+    r->n = (size_t)st.st_size;
+    r->read_at = file_read_at;
+    r->read_ctx = r;
+    return open_common(r, path, out, err);
 }
 
 const struct ferry_schema *ferry__parquet_reader_schema(const struct ferry_parquet_reader *r)
@@ -1489,6 +1693,19 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     ferry_schema_unref(r->schema);
     ferry_buf_release(&r->page);
     ferry_buf_release(&r->page2);
+    ferry_buf_release(&r->lens);
+    ferry_buf_release(&r->lens2);
+    ferry_buf_release(&r->chunk);
+    for (int i = 0; r->vals && i < r->ncols; i++) {
+        ferry_free(r->vals[i].slot);
+        ferry_free(r->vals[i].isnull);
+        ferry_buf_release(&r->vals[i].data);
+        ferry_buf_release(&r->vals[i].dict);
+        ferry_buf_release(&r->vals[i].dict_data);
+    }
+    ferry_free(r->vals);
+    ferry_free(r->sel);
+    if (r->fd >= 0) close(r->fd);
     ferry_free(r->owned);
     ferry_free(r->name);
     ferry_free(r);

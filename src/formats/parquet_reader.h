@@ -3,14 +3,20 @@
  *
  * Written from the Apache Parquet format specification. Reads the footer (Thrift compact
  * FileMetaData), maps each leaf column to a ferry type from its physical and logical
- * (or converted) type, and decodes row groups: data pages v1 and v2, PLAIN and
- * PLAIN_DICTIONARY/RLE_DICTIONARY values, RLE/bit-packed definition levels, codecs none,
- * snappy, gzip and zstd. Nested schemas (groups, repeated fields) are refused.
+ * (or converted) type, and decodes row groups: data pages v1 and v2, PLAIN,
+ * PLAIN_DICTIONARY/RLE_DICTIONARY, DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY,
+ * DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT values, RLE/bit-packed definition levels, codecs
+ * none, snappy, gzip and zstd. Nested schemas (groups, repeated fields) are refused.
+ * Unsigned 64-bit integers read as decimal128(20,0); nanosecond times and timestamps must
+ * be whole microseconds (else an error naming the column); INTERVAL is refused.
  *
  * Every offset and length read from the file is checked against the buffer: malformed
  * input is FERRY_EINVAL naming the file and the byte offset, never a crash, so the memory
- * entry point can be fuzzed. Memory: the file (or buffer) plus one decoded row group.
- * Used by `ferry verify` to read the files sink's Parquet datasets. Not thread-safe. */
+ * entry point can be fuzzed. Memory: the footer, one column chunk and one decoded row group
+ * of the selected columns (plus the buffer itself for open_mem): files and objects are read
+ * by ranges, footer first, then only the column chunks of the selected columns.
+ * Used by `ferry verify` to read the files sink's Parquet datasets and by the files and s3
+ * sources (shard = one row group). Not thread-safe. */
 #ifndef FERRY_FORMATS_PARQUET_READER_H
 #define FERRY_FORMATS_PARQUET_READER_H
 
@@ -25,16 +31,34 @@ struct ferry_parquet_reader;
  * (copied) is used in messages. On failure *out is NULL. */
 int ferry__parquet_reader_open_mem(const uint8_t *p, size_t n, const char *name,
                                    struct ferry_parquet_reader **out, struct ferry_error *err);
-/* Reads the whole file at path into memory, then as open_mem. */
+/* Reads the file at path by ranges (pread), as open_ranged. */
 int ferry__parquet_reader_open_file(const char *path, struct ferry_parquet_reader **out,
                                     struct ferry_error *err);
+/* Reads n bytes at off into p, or fails naming the object. */
+typedef int (*ferry_parquet_read_at)(void *ctx, uint64_t off, size_t n, void *p,
+                                     struct ferry_error *err);
+/* An object of `size` bytes read through read_at (ctx borrowed): footer first, then column
+ * chunks as they are decoded. */
+int ferry__parquet_reader_open_ranged(uint64_t size, ferry_parquet_read_at read_at, void *ctx,
+                                      const char *name, struct ferry_parquet_reader **out,
+                                      struct ferry_error *err);
 /* One field per leaf column, named as the file names it, nullable unless REQUIRED. */
 const struct ferry_schema *ferry__parquet_reader_schema(const struct ferry_parquet_reader *r);
 int64_t ferry__parquet_reader_num_rows(const struct ferry_parquet_reader *r);
 /* Writes every row, in file order, as inserts into rw, whose schema must have the
- * reader's fields in order (same types). Returns rw's codes (pause/cancel) too. */
+ * selected fields in order (same types). Returns rw's codes (pause/cancel) too. */
 int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_writer *rw,
                                struct ferry_error *err);
+/* Reads (and writes to rw) only these columns, in this order (names borrowed only for the
+ * call); by default every column. FERRY_ENOTFOUND naming a missing column. */
+int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *const *names, int n,
+                                 struct ferry_error *err);
+int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r);
+int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, int g);
+/* Writes the rows of row group g from row `skip` (0-based) on, the selected columns; each
+ * row's offset (ferry_rw_set_offset) is its 1-based index in the group. */
+int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int64_t skip,
+                                     struct ferry_row_writer *rw, struct ferry_error *err);
 /* Accepts NULL. */
 void ferry__parquet_reader_free(struct ferry_parquet_reader *r);
 

@@ -66,7 +66,8 @@ struct ferry__files_csv_opts {
     const char *null_marker; /* an unquoted field equal to this is NULL ("" by default) */
 };
 
-enum ferry__files_fmt { FILES_FMT_CSV = 0, FILES_FMT_JSONL = 1 };
+enum ferry__files_fmt { FILES_FMT_CSV = 0, FILES_FMT_JSONL = 1, FILES_FMT_PARQUET = 2 };
+
 
 struct ferry__files_reader;
 

@@ -37,6 +37,7 @@ struct ferry__s3_req {
     bool declare_crc32c; /* CreateMultipartUpload: x-amz-checksum-algorithm */
     bool if_none_match;  /* PUT only if the key does not exist (If-None-Match: *) */
     const char *content_type;
+    const char *range; /* GET of a byte range: "bytes=A-B" (sent unsigned), or NULL */
 };
 
 /* One request with retries. FERRY_OK on 2xx; FERRY_ENOTFOUND on 404 (no message when

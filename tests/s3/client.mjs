@@ -12,6 +12,7 @@
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import { createHash } from 'node:crypto';
 const require = createRequire(new URL('../tools/package.json', import.meta.url));
 const aws4 = require('aws4');
 const [endpoint, bucket, cmd, arg, file] = process.argv.slice(2);
@@ -25,9 +26,25 @@ const unxml = (t) => t.replace(/&(quot|apos|lt|gt|#x[0-9a-fA-F]+|#[0-9]+);/g, (_
   String.fromCodePoint(e[1] === 'x' ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10)))
   .replace(/&amp;/g, '&');
 
+const CRC_TABLE = new Uint32Array(256).map((_, i) => {
+  let c = i;
+  for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+  return c >>> 0;
+});
+function crc32c(buf) { // base64 of the big-endian CRC32-C, as S3 sends it
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  const out = Buffer.alloc(4);
+  out.writeUInt32BE((c ^ 0xffffffff) >>> 0);
+  return out.toString('base64');
+}
+
 function request(method, path, body) {
+  // a body's SHA-256 and CRC32-C, as the test front wants them on every PUT
+  const headers = body ? { 'X-Amz-Content-Sha256': createHash('sha256').update(body).digest('hex'),
+                           'x-amz-checksum-crc32c': crc32c(body) } : {};
   const opts = aws4.sign({ host: u.host, path, method, service: 's3', region: 'us-east-1',
-                           body, headers: {} }, creds);
+                           body, headers }, creds);
   opts.hostname = u.hostname; opts.port = u.port;
   return new Promise((resolve, reject) => {
     const req = http.request(opts, (res) => {
@@ -96,7 +113,7 @@ if (cmd === 'get') {
   process.stdout.write(unxml(id) + '\n');
 } else if (cmd === 'put') {
   const r = await request('PUT', `/${bucket}/${enc(arg)}`, readFileSync(file));
-  if (r.status !== 200) { process.stderr.write(`PUT ${arg}: HTTP ${r.status}\n`); process.exit(1); }
+  if (r.status !== 200) { process.stderr.write(`PUT ${arg}: HTTP ${r.status} ${r.body}\n`); process.exit(1); }
 } else {
   process.stderr.write('usage: client.mjs ENDPOINT BUCKET get|list|put|etag|uploads|mkupload ...\n');
   process.exit(2);

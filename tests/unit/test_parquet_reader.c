@@ -488,6 +488,87 @@ static void test_errors_name_file_and_offset(void **state)
 
 /* Files written by DuckDB (tests/tools, @duckdb/node-api): another writer's choices of
  * page versions, encodings and statistics. Values are computed from the row number. */
+/* An object read by ranges: counts what was asked for. */
+struct ranged {
+    const struct ferry_buf *f;
+    int64_t bytes, calls;
+};
+
+static int ranged_read(void *ctx, uint64_t off, size_t n, void *p, struct ferry_error *err)
+{
+    struct ranged *o = ctx;
+    if (off > o->f->len || n > o->f->len - off)
+        return ferry_error_set(err, FERRY_EIO, "test", "range %llu+%zu past the object",
+                               (unsigned long long)off, n);
+    memcpy(p, o->f->data + off, n);
+    o->bytes += (int64_t)n;
+    o->calls++;
+    return FERRY_OK;
+}
+
+/* open_ranged + select + read_group: only the selected columns' chunks are fetched (far
+ * fewer bytes than the file), groups read one by one with a skip, values in place. */
+static void test_ranged_selected_groups(void **state)
+{
+    (void)state;
+    struct ferry_parquet_options o;
+    ferry__parquet_options_default(&o);
+    o.row_group_bytes = 65536;
+    struct ferry_buf f;
+    make_file(&f, &o, 6000, 1500);
+    struct ranged obj = {&f, 0, 0};
+    struct ferry_parquet_reader *r = NULL;
+    struct ferry_error err = {0};
+    assert_int_equal(
+        ferry__parquet_reader_open_ranged(f.len, ranged_read, &obj, "obj.parquet", &r, &err),
+        FERRY_OK);
+    assert_int_equal(obj.calls, 3); /* magic, tail, footer */
+    int ng = ferry__parquet_reader_num_groups(r);
+    assert_true(ng >= 2);
+    const char *names[] = {cols[C_TXT].name, cols[C_ID].name};
+    assert_int_equal(ferry__parquet_reader_select(r, names, 2, &err), FERRY_OK);
+    const char *missing[] = {"nope"};
+    assert_int_equal(ferry__parquet_reader_select(r, missing, 1, &err), FERRY_ENOTFOUND);
+    assert_non_null(strstr(err.message, "nope"));
+    assert_int_equal(ferry__parquet_reader_select(r, names, 2, &err), FERRY_OK);
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, names[0], FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, names[1], FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct got g = {0};
+    struct ferry_rw_limits lim = {.rows = 1000, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, collect, &g);
+    int64_t want_rows = 0;
+    for (int k = 0; k < ng; k++) {
+        int64_t skip = k == 1 ? 10 : 0;
+        assert_int_equal(ferry__parquet_reader_read_group(r, k, skip, rw, &err), FERRY_OK);
+        want_rows += ferry__parquet_reader_group_rows(r, k) - skip;
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, NULL), FERRY_OK);
+    assert_int_not_equal(ferry__parquet_reader_read_group(r, ng, 0, rw, &err), FERRY_OK);
+    /* ids in order, group 1's first 10 rows skipped */
+    int64_t got_rows = 0, g0 = ferry__parquet_reader_group_rows(r, 0);
+    for (int bi = 0; bi < g.n; bi++)
+        for (int64_t i = 0; i < g.b[bi]->length; i++, got_rows++) {
+            int64_t id = ferry_col_int(g.b[bi], 1, i);
+            int64_t want = got_rows < g0 ? got_rows : got_rows + 10;
+            if (id != want)
+                fail_msg("row %lld: id %lld, want %lld", (long long)got_rows, (long long)id,
+                         (long long)want);
+            struct cell v;
+            cell_of(id, C_TXT, &v);
+            assert_int_equal(ferry_col_is_null(g.b[bi], 0, i), v.null);
+        }
+    assert_int_equal(got_rows, want_rows);
+    /* two of NCOLS columns: far less than the file was fetched */
+    assert_true(obj.bytes < (int64_t)f.len / 3);
+    ferry__rw_free(rw);
+    got_free(&g);
+    ferry_schema_unref(s);
+    ferry__parquet_reader_free(r);
+    ferry_buf_release(&f);
+}
+
 static void test_duckdb_files(void **state)
 {
     (void)state;
@@ -590,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_truncated_and_garbage),
         cmocka_unit_test(test_errors_name_file_and_offset),
         cmocka_unit_test(test_duckdb_files),
+        cmocka_unit_test(test_ranged_selected_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* connectors/files/files_source.c - the `files` source: CSV and JSON Lines files matched by
- * a glob, plain or gzip/zstd compressed.
+ * a glob, plain or gzip/zstd compressed, and Parquet files (files_pq_source.c: a shard per
+ * row group, the schema from the footer).
  *
  * Each file is one shard of the plan (names sorted; size and modification time frozen, so
  * a file changed between attempts is refused instead of resumed at a wrong offset). A
@@ -39,12 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "connectors/files/files_pq.h"
 #include "formats/text.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 
 static const char *const tuning_keys[] = {"sample_rows", "parallelism", NULL};
-static const char *const format_words[] = {"csv", "jsonl", NULL};
+static const char *const format_words[] = {"csv", "jsonl", "parquet", NULL};
 static const char *const on_error_words[] = {"fail", "skip", NULL};
 
 struct src {
@@ -173,10 +175,12 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* csv or jsonl: the configured one, else from the name (a .gz / .zst suffix aside). */
+/* csv, jsonl or parquet: the configured one, else from the name (a .gz / .zst suffix
+ * aside; .parquet is never compressed as a whole). */
 static enum ferry__files_fmt format_of(const struct src *s, const char *file)
 {
     if (s->format >= 0) return (enum ferry__files_fmt)s->format;
+    if (ends_with(file, ".parquet")) return FILES_FMT_PARQUET;
     char name[512];
     snprintf(name, sizeof name, "%s", file);
     if (ends_with(name, ".gz")) name[strlen(name) - 3] = '\0';
@@ -735,8 +739,17 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     if (rc != FERRY_OK) return rc;
     struct ferry_schema *all = ferry_schema_new();
     struct ferry_cfg *decl = spec->node ? ferry_cfg_get(spec->node, "schema") : NULL;
+    bool parquet = format_of(s, g.gl_pathv[0]) == FILES_FMT_PARQUET;
     if (all == NULL) {
         rc = nomem(err);
+    } else if (parquet && decl != NULL) {
+        rc = ferry_cfg_error(err, decl,
+                             "resource %s: Parquet files carry their schema; remove `schema`",
+                             spec->table);
+    } else if (parquet) {
+        ferry_schema_unref(all);
+        all = NULL;
+        rc = ferry__files_pq_schema(g.gl_pathv[0], &all, err);
     } else if (decl != NULL) {
         rc = declared_schema(decl, spec->table, all, err);
     } else {
@@ -811,6 +824,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int brc = ferry_buf_printf(&b, "{\"mode\":\"full\",\"shards\":[");
+    int nshards = 0;
     for (size_t i = 0; i < g.gl_pathc && rc == FERRY_OK && brc == FERRY_OK; i++) {
         struct stat st;
         if (stat(g.gl_pathv[i], &st) != 0) {
@@ -818,13 +832,24 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                  strerror(errno));
             break;
         }
-        brc = ferry_buf_printf(&b, "%s{\"file\":", i ? "," : "");
-        if (brc == FERRY_OK) brc = ferry_buf_json_string(&b, g.gl_pathv[i], strlen(g.gl_pathv[i]));
-        if (brc == FERRY_OK)
-            brc = ferry_buf_printf(
-                &b, ",\"format\":\"%s\",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64 "}",
-                format_words[format_of(s, g.gl_pathv[i])], (int64_t)st.st_size,
-                (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+        /* Parquet: a shard per row group (its footer read here, so a corrupt or lying
+         * footer stops the run before anything is written); else one per file. */
+        int groups = -1;
+        if (format_of(s, g.gl_pathv[i]) == FILES_FMT_PARQUET &&
+            (rc = ferry__files_pq_groups(g.gl_pathv[i], &groups, err)) != FERRY_OK)
+            break;
+        for (int k = 0; k < (groups < 0 ? 1 : groups) && brc == FERRY_OK; k++) {
+            brc = ferry_buf_printf(&b, "%s{\"file\":", nshards++ ? "," : "");
+            if (brc == FERRY_OK)
+                brc = ferry_buf_json_string(&b, g.gl_pathv[i], strlen(g.gl_pathv[i]));
+            if (brc == FERRY_OK)
+                brc = ferry_buf_printf(
+                    &b, ",\"format\":\"%s\",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64,
+                    format_words[format_of(s, g.gl_pathv[i])], (int64_t)st.st_size,
+                    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+            if (brc == FERRY_OK && groups >= 0) brc = ferry_buf_printf(&b, ",\"group\":%d", k);
+            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "}");
+        }
     }
     if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "]}");
     globfree(&g);
@@ -842,6 +867,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 struct shard_info {
     char *file;
     int64_t size, mtime_ns;
+    int group; /* parquet: the row group; else -1 */
 };
 
 static int load_shard(const char *table, const char *plan_json, int shard, struct shard_info *si,
@@ -860,6 +886,8 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
         si->file = ferry_strdup(json_string_value(file));
         si->size = (int64_t)json_integer_value(size);
         si->mtime_ns = (int64_t)json_integer_value(mt);
+        json_t *grp = json_object_get(sh, "group");
+        si->group = json_is_integer(grp) ? (int)json_integer_value(grp) : -1;
         if (si->file == NULL) rc = nomem(err);
     }
     json_decref(root);
@@ -1002,6 +1030,12 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                              "files source: %s changed since the run was planned (size or "
                              "modification time); start a new run",
                              si.file);
+    }
+    if (rc == FERRY_OK && si.group >= 0) {
+        ferry_rw_set_shard(rw, shard);
+        rc = ferry__files_pq_extract(si.file, si.group, schema, start, rw, err);
+        ferry_free(si.file);
+        return rc;
     }
     struct file_reader f = {0};
     if (rc == FERRY_OK) rc = fr_open(s, si.file, &f, err);

@@ -1,0 +1,101 @@
+/* connectors/files/files_pq_source.c - `format: parquet` of the files source: the glue
+ * between files_source.c (glob, plan, resume) and the Parquet decoder (parquet_reader.h).
+ *
+ * The schema is the first file's footer (every column nullable; a declared `schema:` is
+ * refused, the footer already says). Each row group of each file is one shard; a batch
+ * position is the number of the group's rows delivered, so a resumed shard decodes its
+ * group again and skips them. Only the selected columns' chunks are read, by ranges
+ * (pread): memory is one column chunk plus one decoded row group of the selected columns.
+ * Every other file of the glob must have each selected column with the same type, else the
+ * run stops naming the file and the column before writing anything of that file.
+ * Calls parquet_reader.c; called by files_source.c. */
+#include <inttypes.h>
+#include <string.h>
+#include "connectors/files/files_pq.h"
+#include "formats/text.h"
+#include "formats/parquet_reader.h"
+
+int ferry__files_pq_schema(const char *path, struct ferry_schema **out, struct ferry_error *err)
+{
+    *out = NULL;
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    if (rc != FERRY_OK) return rc;
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    struct ferry_schema *s = ferry_schema_new();
+    if (s == NULL) rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    for (int i = 0; s != NULL && i < fs->n_fields && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &fs->fields[i];
+        rc = ferry_schema_add_field(s, f->name, f->type, true, err);
+        if (rc == FERRY_OK) {
+            s->fields[i].precision = f->precision;
+            s->fields[i].scale = f->scale;
+        }
+    }
+    ferry__parquet_reader_free(r);
+    if (rc != FERRY_OK) {
+        ferry_schema_unref(s);
+        return rc;
+    }
+    *out = s; /* not finished: the caller picks the selected columns from it */
+    return FERRY_OK;
+}
+
+int ferry__files_pq_groups(const char *path, int *n, struct ferry_error *err)
+{
+    *n = 0;
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    if (rc != FERRY_OK) return rc;
+    *n = ferry__parquet_reader_num_groups(r);
+    ferry__parquet_reader_free(r);
+    return FERRY_OK;
+}
+
+/* The file's column of each schema field, with the same type. */
+static int check_columns(struct ferry_parquet_reader *r, const char *path,
+                         const struct ferry_schema *schema, const char **names,
+                         struct ferry_error *err)
+{
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    for (int i = 0; i < schema->n_fields; i++) {
+        const struct ferry_field *want = &schema->fields[i];
+        names[i] = want->name;
+        int k = ferry_schema_find(fs, want->name);
+        if (k < 0)
+            return ferry_error_set(err, FERRY_EINVAL, "files",
+                                   "files source: %s has no column \"%s\" (the first file of the "
+                                   "glob has it)",
+                                   path, want->name);
+        const struct ferry_field *got = &fs->fields[k];
+        if (got->type != want->type || got->precision != want->precision ||
+            got->scale != want->scale)
+            return ferry_error_set(err, FERRY_EINVAL, "files",
+                                   "files source: %s: column \"%s\" is %s, the first file of the "
+                                   "glob has %s",
+                                   path, want->name, ferry_type_name(got->type),
+                                   ferry_type_name(want->type));
+    }
+    return FERRY_OK;
+}
+
+int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
+                            int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    if (rc != FERRY_OK) return rc;
+    const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
+    if (names == NULL)
+        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    if (rc == FERRY_OK) rc = check_columns(r, path, schema, names, err);
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, names, schema->n_fields, err);
+    if (rc == FERRY_OK && group >= ferry__parquet_reader_num_groups(r))
+        rc = ferry_error_set(err, FERRY_ESOURCE, "files",
+                             "files source: %s has no row group %d any more (it was planned)", path,
+                             group);
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, group, skip, rw, err);
+    ferry_free(names);
+    ferry__parquet_reader_free(r);
+    return rc;
+}

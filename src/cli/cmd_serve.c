@@ -226,14 +226,14 @@ int ferry_cli_serve(int argc, char **argv)
             tokens_file = optarg;
             break;
         case 'M':
-            max_streams = atoi(optarg);
+            max_streams = (int)strtol(optarg, NULL, 10);
             if (max_streams < 1 || max_streams > 4096) {
                 fprintf(stderr, "ferry: serve: --max-streams must be from 1 to 4096\n");
                 return 2;
             }
             break;
         case 'A':
-            max_per_address = atoi(optarg);
+            max_per_address = (int)strtol(optarg, NULL, 10);
             if (max_per_address < 1 || max_per_address > 2000) {
                 fprintf(stderr, "ferry: serve: --max-per-address must be from 1 to 2000\n");
                 return 2;

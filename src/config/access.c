@@ -401,7 +401,7 @@ static void split_host_port(const char *s, size_t n, char *host, size_t hl, int 
     }
     size_t l = colon ? (size_t)(colon - s) : n;
     snprintf(host, hl, "%.*s", (int)l, s);
-    if (colon) *port = atoi(colon + 1);
+    if (colon) *port = (int)strtol(colon + 1, NULL, 10);
 }
 
 /* libpq conninfo "host=a,b port=5432 dbname=x": every host. */
@@ -431,7 +431,7 @@ static int check_conninfo(const struct ferry_access *a, const char *what, const 
         if (kl == 4 && !strncmp(p, "port", 4)) snprintf(ports, sizeof ports, "%.*s", (int)vl, val);
         p = val + vl + (q && val[vl] ? 1 : 0);
     }
-    int port = ports[0] ? atoi(ports) : 5432;
+    int port = ports[0] ? (int)strtol(ports, NULL, 10) : 5432;
     if (hosts[0] == '\0') return ferry_access_check_host(a, what, "", port, err);
     char *save = NULL;
     for (char *h = strtok_r(hosts, ",", &save); h; h = strtok_r(NULL, ",", &save)) {

@@ -175,7 +175,7 @@ void ferry_notify_signature(const char *secret, const char *body, size_t len, ch
 static int max_attempts(void)
 {
     const char *v = getenv("FERRY_NOTIFY_MAX_ATTEMPTS");
-    int n = v ? atoi(v) : 12;
+    int n = v ? (int)strtol(v, NULL, 10) : 12;
     return n >= 1 && n <= 100 ? n : 12;
 }
 

@@ -35,7 +35,7 @@ static void random_hex(char *out, int bytes)
     if (f) fclose(f);
     if (got != (size_t)bytes) /* never all zero: an invalid id */
         for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(rand() | 1);
-    for (int i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
+    for (int i = 0; i < bytes; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
 static json_t *attr_str(const char *k, const char *v)

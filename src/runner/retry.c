@@ -51,7 +51,7 @@ static struct ferry_pipeline_spec *load_spec(const struct ferry_run_options *o, 
 static int grace_ms(void)
 {
     const char *v = getenv("FERRY_NOTIFY_GRACE_MS");
-    int g = v ? atoi(v) : 5000;
+    int g = v ? (int)strtol(v, NULL, 10) : 5000;
     return g >= 0 && g <= 600000 ? g : 5000;
 }
 

@@ -277,7 +277,7 @@ static int table_exists(struct sink *s, const char *table, bool *exists, struct 
     ferry_buf_release(&b);
     if (rc != FERRY_OK) return rc;
     MYSQL_ROW row = mysql_fetch_row(r);
-    *exists = row && row[0] && atoi(row[0]) > 0;
+    *exists = row && row[0] && (int)strtol(row[0], NULL, 10) > 0;
     mysql_free_result(r);
     return FERRY_OK;
 }
@@ -874,7 +874,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     for (int i = 0; i < rows; i++) {
         MYSQL_ROW row = mysql_fetch_row(r);
         v[i].resource = ferry_strdup(row[0]);
-        v[i].shard = atoi(row[1]);
+        v[i].shard = (int)strtol(row[1], NULL, 10);
         v[i].run_id = strtoll(row[2], NULL, 10);
         v[i].position = row[3] ? ferry_strdup(row[3]) : NULL;
         if (v[i].resource == NULL || (row[3] && v[i].position == NULL)) {

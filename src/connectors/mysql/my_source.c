@@ -210,10 +210,10 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
         }
         c->is_unsigned = row[2][0] == '1';
         c->notnull = row[3][0] == '1';
-        c->precision = atoi(row[4]);
-        c->scale = atoi(row[5]);
+        c->precision = (int)strtol(row[4], NULL, 10);
+        c->scale = (int)strtol(row[5], NULL, 10);
         c->is_binary = row[6] != NULL && row[6][0] == '1';
-        c->key_pos = atoi(row[7]);
+        c->key_pos = (int)strtol(row[7], NULL, 10);
         c->is_json = row[8] != NULL && row[8][0] == '1';
     }
     mysql_free_result(res);

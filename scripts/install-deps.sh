@@ -7,7 +7,7 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       jq bc procps psmisc util-linux python3 curl zstd
       postgresql postgresql-contrib libpq-dev
       libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
-      libmicrohttpd-dev chromium libnats-dev nats-server openssl)
+      libmicrohttpd-dev chromium libnats-dev nats-server openssl libsodium-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,5 +35,6 @@ void ferry_cli_cdc_show(struct ferry_store *st, int64_t run_id, const char *reso
                         json_t *jr);
 
 int ferry_cli_iceberg(int argc, char **argv); /* cmd_iceberg.c: iceberg expire TABLE ... */
+int ferry_cli_secrets(int argc, char **argv); /* cmd_secrets.c: secrets put|list|rm|rotate-key */
 
 #endif

@@ -36,6 +36,9 @@ bool ferry_access_allow_all(const struct ferry_access *a);
 char *ferry_access_protected_list(const struct ferry_access *a);
 /* May a pipeline reference env:NAME? */
 bool ferry_access_env_allowed(const struct ferry_access *a, const char *name);
+/* May a pipeline reference secret:NAME? Every name unless the policy has a `secrets:`
+ * list (names or PREFIX*), then only those. */
+bool ferry_access_secret_allowed(const struct ferry_access *a, const char *name);
 
 /* Checks every value of the pipeline; FERRY_EPOLICY naming the key and the rule. */
 int ferry_access_check(const struct ferry_access *a, const struct ferry_pipeline_spec *p,

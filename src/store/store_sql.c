@@ -162,8 +162,15 @@ static const char migration_7[] =
 static const char migration_8[] = "";
 #define MIGRATION_REDACT 8
 
+/* 9 (issue 19, secrets store): secret values sealed by store/secretbox.c (never plain). */
+static const char migration_9[] =
+    "CREATE TABLE \"secrets\" ("
+    " \"name\" TEXT PRIMARY KEY, \"sealed\" TEXT NOT NULL,"
+    " \"created_us\" INTEGER NOT NULL, \"updated_us\" INTEGER NOT NULL);";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5, migration_6, migration_7, migration_8};
+                                         migration_5, migration_6, migration_7, migration_8,
+                                         migration_9};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -876,6 +883,73 @@ int ferry_store_pipeline_put(struct ferry_store *st, const char *name, const cha
                   " VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                   what, err, "ttti", name, version, spec_json ? spec_json : "{}",
                   ferry_now_wall_us());
+}
+
+/* ---- secrets (sealed values; see secretbox.h) ---- */
+
+int ferry_store_secret_put(struct ferry_store *st, const char *name, const char *sealed,
+                           struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "recording secret %s", name);
+    int64_t now = ferry_now_wall_us();
+    return exec_q(st,
+                  "INSERT INTO \"secrets\" (\"name\", \"sealed\", \"created_us\", \"updated_us\")"
+                  " VALUES (?1, ?2, ?3, ?3) ON CONFLICT (\"name\") DO UPDATE SET"
+                  " \"sealed\" = excluded.\"sealed\", \"updated_us\" = excluded.\"updated_us\"",
+                  what, err, "tti", name, sealed, now);
+}
+
+int ferry_store_secret_get(struct ferry_store *st, const char *name, char **sealed,
+                           bool *found, struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "reading secret %s", name);
+    *sealed = NULL;
+    struct sdb_stmt *s =
+        bound(st, "SELECT \"sealed\" FROM \"secrets\" WHERE \"name\" = ?1", err, "t", name);
+    if (s == NULL) return errcode(err);
+    int rc = first_row(st, s, found, what, err);
+    if (rc != FERRY_OK || !*found) return rc;
+    *sealed = ferry_strdup(ct(st, s, 0));
+    if (*sealed == NULL) {
+        DRV(st)->reset(s);
+        return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+    }
+    return done1(st, s, what, err);
+}
+
+static int secret_row(struct ferry_store *st, struct sdb_stmt *s, void *elem)
+{
+    struct ferry_secret_info *i = elem;
+    snprintf(i->name, sizeof i->name, "%s", ct(st, s, 0));
+    i->created_us = ci(st, s, 1);
+    i->updated_us = ci(st, s, 2);
+    return FERRY_OK;
+}
+
+int ferry_store_secret_list(struct ferry_store *st, struct ferry_secret_info **out, int *n,
+                            struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    struct sdb_stmt *s = bound(st,
+                               "SELECT \"name\", \"created_us\", \"updated_us\" FROM \"secrets\""
+                               " ORDER BY \"name\"",
+                               err, "");
+    if (s == NULL) return errcode(err);
+    return collect(st, s, sizeof **out, 8, secret_row, NULL, "listing secrets", (void **)out, n,
+                   err);
+}
+
+int ferry_store_secret_delete(struct ferry_store *st, const char *name, struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "deleting secret %s", name);
+    int rc = exec_q(st, "DELETE FROM \"secrets\" WHERE \"name\" = ?1", what, err, "t", name);
+    if (rc == FERRY_OK && DRV(st)->changes(st->db) == 0)
+        return fail(st, FERRY_ENOTFOUND, err, "secret %s not found", name);
+    return rc;
 }
 
 /* ---- runs ---- */

@@ -540,10 +540,12 @@ static int check_value(const struct walk *w, const char *key, const char *what, 
     } else if (!strncmp(v, "secret:", 7)) {
         if (!ferry_access_secret_allowed(a, v + 7))
             return refuse(err, what, "secrets", "%s is not an allowed secret name", v);
-        return FERRY_OK;
+        /* the worker checks the hosts inside a stored URL, like those behind env:/file: */
+        if (!w->resolve_refs || !(key_is(key, conn_keys) || key_is(key, host_keys)))
+            return FERRY_OK;
     }
     char *resolved = NULL;
-    if (!strncmp(v, "env:", 4) || !strncmp(v, "file:", 5)) {
+    if (!strncmp(v, "env:", 4) || !strncmp(v, "file:", 5) || !strncmp(v, "secret:", 7)) {
         struct ferry_error ig;
         if (ferry_secret_resolve(v, what, &resolved, &ig) != FERRY_OK) return FERRY_OK;
         v = resolved; /* the connector will report it unset */

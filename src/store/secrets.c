@@ -99,10 +99,15 @@ int ferry_secrets_rotate(struct ferry_store *st, const uint8_t old_key[FERRY_SEC
 static char *g_state_url;
 static uint8_t g_key[FERRY_SECRETBOX_KEY_BYTES];
 static bool g_have_key;
+static struct ferry_error g_key_err; /* a malformed FERRY_STORE_KEY, told at first use */
 
 static int resolve_from_store(const char *name, const char *what, char **out,
                               struct ferry_error *err)
 {
+    if (g_key_err.code != FERRY_OK) {
+        if (err) *err = g_key_err;
+        return g_key_err.code;
+    }
     if (!g_have_key)
         return ferry_error_set(err, FERRY_ECONFIG, "secrets",
                                "%s: secret:%s needs the secret key in " FERRY_SECRETBOX_KEY_ENV
@@ -128,11 +133,11 @@ int ferry_secrets_hook_install(const char *state_url, struct ferry_error *err)
     if (g_state_url == NULL) return ferry_error_set(err, FERRY_ENOMEM, "secrets", "out of memory");
     const char *k = getenv(FERRY_SECRETBOX_KEY_ENV);
     g_have_key = false;
-    if (k && k[0]) {
-        int rc = ferry_secretbox_key_parse(k, FERRY_SECRETBOX_KEY_ENV, g_key, err);
-        if (rc) return rc;
-        g_have_key = true;
-    }
+    ferry_error_clear(&g_key_err);
+    /* A malformed key fails the first secret: lookup, not every command. */
+    if (k && k[0])
+        g_have_key = ferry_secretbox_key_parse(k, FERRY_SECRETBOX_KEY_ENV, g_key, &g_key_err) ==
+                     FERRY_OK;
     ferry_secret_store_hook(resolve_from_store);
     return FERRY_OK;
 }

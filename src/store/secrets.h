@@ -9,7 +9,8 @@
  * ferry_secrets_hook_install() makes ferry_secret_resolve() answer `secret:NAME` from the
  * store at state_url, with the key read once, now, from FERRY_STORE_KEY (hex or base64
  * of 32 bytes; how ferry serve hands its --secret-key to workers). Call it before any
- * thread starts. Without the variable, secret: references fail naming the variable. */
+ * thread starts. Without the variable, or with a malformed one, secret: references fail
+ * naming the variable (other work goes on). */
 #ifndef FERRY_STORE_SECRETS_H
 #define FERRY_STORE_SECRETS_H
 

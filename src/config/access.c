@@ -230,7 +230,8 @@ bool ferry_access_secret_allowed(const struct ferry_access *a, const char *name)
 
 bool ferry_access_env_allowed(const struct ferry_access *a, const char *name)
 {
-    if (!strcmp(name, "FERRY_API_TOKEN")) return false;
+    /* the server's token and the secrets store's key: never, whatever the policy */
+    if (!strcmp(name, "FERRY_API_TOKEN") || !strcmp(name, "FERRY_STORE_KEY")) return false;
     if (a->allow_all) return true;
     if (a->env.n == 0)
         return !strncmp(name, FERRY_ACCESS_ENV_PREFIX, strlen(FERRY_ACCESS_ENV_PREFIX));

@@ -156,3 +156,12 @@ for f in $(find "$T" -type f ! -name k1 ! -name k2); do
 done
 [ -f "$T/state.db" ] && ls "$T"/state.db* > /dev/null || fail "no state files"
 pass "the password and the keys are in no byte of the state db, its -wal, the logs or any response"
+
+# env:FERRY_STORE_KEY is no reference, even under allow-all
+start_serve --policy allow-all --secret-key "file:$T/k2"
+printf 'version: 1\nname: keyleak\nsource: {type: sample, rows: 1, resources: [{table: orders, mode: full}]}\nsink: {type: s3, bucket: b, endpoint: "http://192.0.2.1:9", access_key_id: env:FERRY_STORE_KEY, secret_access_key: env:FERRY_STORE_KEY}\n' > keyleak.yaml
+api POST /v1/pipelines --data-binary @keyleak.yaml > /dev/null
+[ "$CODE" = 400 ] && printf '%s' "$BODY" | jq -e '.error.message | contains("FERRY_STORE_KEY")' > /dev/null \
+  || fail "env:FERRY_STORE_KEY accepted under allow-all: $CODE $BODY"
+stop_serve
+pass "env:FERRY_STORE_KEY is refused under allow-all"

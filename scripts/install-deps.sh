@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config git ca-certificates
       postgresql postgresql-contrib libpq-dev
       libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
       libmicrohttpd-dev chromium libnats-dev nats-server openssl
-      mariadb-server mariadb-client libmariadb-dev)
+      mariadb-server mariadb-client libmariadb-dev libsodium-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,8 @@
 # Full (no option): installs the dependencies, then
 #   dev build       every test: unit, fuzz corpus replay, end-to-end and fault;
 #   release build   the demo's binary must stay warning-free too;
-#   TSan build      the threaded modules' unit tests (queue, flow, bus, tracker, pipeline, store);
+#   TSan build      the threaded modules' unit tests (queue, flow, bus, tracker, pipeline, store)
+#                   and `ferry serve` under concurrent API requests (tests/tsan/);
 #   ASan+UBSan      the unit tests, the fuzz corpora and the end-to-end/fault tests labelled
 #                   `asan` (the memory-heavy paths: decoders, encoders, file formats, HTTP
 #                   bodies, every sink once); the rest of the end-to-end tests drive the same
@@ -100,7 +101,7 @@ phase "build (release)" build-release cmake --build --preset release -j"$jobs" -
 
 cmake --preset tsan >/dev/null
 phase "build (tsan)" build-tsan cmake --build --preset tsan -j"$jobs" \
-  --target test_queue test_flow test_bus test_tracker test_pipeline test_store
+  --target test_queue test_flow test_bus test_tracker test_pipeline test_store ferry
 phase "tests (tsan)" tsan ctest --preset tsan -j"$test_jobs"
 
 cmake --preset asan >/dev/null

@@ -75,6 +75,11 @@ int ferry_cfg_secret(struct ferry_cfg *map, const char *key, bool required, bool
                      char **out, struct ferry_error *err);
 int ferry_secret_resolve(const char *ref, const char *what, char **out, struct ferry_error *err);
 void ferry_secret_free(char *s);
+/* `secret:NAME` references are answered by this function (store/secrets.c installs one
+ * once, before threads start); without one they fail naming the reference. */
+typedef int (*ferry_secret_store_fn)(const char *name, const char *what, char **out,
+                                     struct ferry_error *err);
+void ferry_secret_store_hook(ferry_secret_store_fn fn);
 
 /* Errors about a node: "<file>: <path> (line N): <message>", code FERRY_ECONFIG. */
 int ferry_cfg_error(struct ferry_error *err, const struct ferry_cfg *node, const char *fmt, ...)

@@ -24,6 +24,7 @@
 #include "ferry/core.h"
 #include "server/server.h"
 #include "store/store.h"
+#include "store/secretbox.h"
 
 static volatile sig_atomic_t g_quit;
 
@@ -39,7 +40,7 @@ static const char *usage =
     "                   [--sweep DURATION] [--max-body BYTES] [--log-dir DIR] [--routes]\n"
     "                   [--dispatch local|pull|kubernetes] [--image IMAGE]\n"
     "                   [--policy FILE|allow-all] [--max-streams N] [--max-per-address N]\n"
-    "                   [--tokens FILE]\n"
+    "                   [--tokens FILE] [--secret-key env:NAME|file:PATH]\n"
     "\n"
     "Serves the HTTP API and web UI and runs the control plane: requested runs are started\n"
     "as `ferry worker` child processes (at most --workers at a time, default 4); a worker\n"
@@ -58,7 +59,10 @@ static const char *usage =
     "--max-per-address N: connections at once from one client address (default 32);\n"
     "--max-streams N: event streams per token (default 16, four times that in total).\n"
     "--tokens FILE: \"ID viewer|operator|admin sha256:HEX\" per line (token hashes only);\n"
-    "FERRY_API_TOKEN and --token tokens are admins.\n";
+    "FERRY_API_TOKEN and --token tokens are admins.\n"
+    "--secret-key env:NAME|file:PATH: the 32-byte key (64 hex digits or 44 base64\n"
+    "characters) of the secrets store (PUT /v1/secrets/NAME, secret:NAME references);\n"
+    "workers receive it in their environment (" FERRY_SECRETBOX_KEY_ENV "), never argv.\n";
 
 /* A duration flag: the config's syntax (ferry_duration_parse_ms: "250ms", "5s", "2m") or,
  * as these flags always took, a bare number of milliseconds. */
@@ -148,7 +152,7 @@ int ferry_cli_serve(int argc, char **argv)
     const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
     const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
     const char *bus_url = getenv("FERRY_BUS");
-    const char *policy_spec = NULL, *tokens_file = NULL;
+    const char *policy_spec = NULL, *tokens_file = NULL, *secret_key_ref = NULL;
     int max_streams = 16, max_per_address = 32;
     if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
     const char *token_refs[16];
@@ -165,6 +169,7 @@ int ferry_cli_serve(int argc, char **argv)
         {"bus", required_argument, NULL, 'B'},      {"policy", required_argument, NULL, 'P'},
         {"max-streams", required_argument, NULL, 'M'},  {"tokens", required_argument, NULL, 'T'},
         {"max-per-address", required_argument, NULL, 'A'},
+        {"secret-key", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     optind = 2;
     int ch;
@@ -224,6 +229,9 @@ int ferry_cli_serve(int argc, char **argv)
             break;
         case 'T':
             tokens_file = optarg;
+            break;
+        case 'K':
+            secret_key_ref = optarg;
             break;
         case 'M':
             max_streams = (int)strtol(optarg, NULL, 10);
@@ -340,6 +348,25 @@ int ferry_cli_serve(int argc, char **argv)
     for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
         if (!strncmp(token_refs[i], "file:", 5))
             rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
+    /* The secrets store's key: workers get its hex in FERRY_STORE_KEY (set before any
+     * thread starts); this process keeps the bytes for PUT /v1/secrets. */
+    uint8_t secret_key[FERRY_SECRETBOX_KEY_BYTES];
+    bool have_secret_key = false;
+    if (rc == FERRY_OK && secret_key_ref) {
+        rc = ferry_secretbox_key_load(secret_key_ref, "--secret-key", secret_key, &err);
+        if (rc == FERRY_OK && !strncmp(secret_key_ref, "file:", 5))
+            rc = ferry_access_protect(policy, secret_key_ref + 5, &err);
+        char hex[65];
+        if (rc == FERRY_OK) {
+            ferry_secretbox_key_hex(secret_key, hex);
+            if (setenv(FERRY_SECRETBOX_KEY_ENV, hex, 1) != 0)
+                rc = ferry_error_set(&err, FERRY_EIO, "serve", "cannot pass the secret key on");
+            explicit_bzero(hex, sizeof hex);
+            have_secret_key = rc == FERRY_OK;
+        }
+    } else if (rc == FERRY_OK) {
+        unsetenv(FERRY_SECRETBOX_KEY_ENV); /* a key only by --secret-key */
+    }
 
     struct ferry_store *st = NULL;
     struct ferry_bus *bus = NULL;
@@ -382,7 +409,8 @@ int ferry_cli_serve(int argc, char **argv)
                                           .control = ctl,
                                           .policy = policy,
                                           .max_per_address = max_per_address,
-                                          .max_streams = max_streams};
+                                          .max_streams = max_streams,
+                                          .secret_key = have_secret_key ? secret_key : NULL};
         rc = ferry_server_start(&so, &srv, &err);
     }
     if (rc == FERRY_OK) {
@@ -426,6 +454,7 @@ int ferry_cli_serve(int argc, char **argv)
         ferry_secret_free(tokens[i]);
     ferry_access_free(policy);
     ferry_free(hashed);
+    explicit_bzero(secret_key, sizeof secret_key);
     if (rc != FERRY_OK) {
         fprintf(stderr, "ferry: serve: %s\n", err.message);
         return ferry_code_exit_status(rc);

@@ -24,6 +24,7 @@
 #include "runner/retry.h"
 #include "runner/runner.h"
 #include "store/store.h"
+#include "store/secrets.h"
 
 static volatile sig_atomic_t g_quit;
 
@@ -297,6 +298,13 @@ int ferry_cli_worker(int argc, char **argv)
     if (run_id <= 0 && !pull) {
         fprintf(stderr, "ferry: worker needs --run ID or --pull\n");
         return 2;
+    }
+    /* secret:NAME: the store's secrets, with the key ferry serve put in FERRY_STORE_KEY. */
+    struct ferry_error herr;
+    ferry_error_clear(&herr);
+    if (ferry_secrets_hook_install(state, &herr) != FERRY_OK) {
+        fprintf(stderr, "ferry: worker: %s\n", herr.message);
+        return ferry_code_exit_status(herr.code);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

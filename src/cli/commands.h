@@ -39,5 +39,6 @@ void ferry_cli_cdc_show(struct ferry_store *st, int64_t run_id, const char *reso
 
 int ferry_cli_iceberg(int argc, char **argv); /* cmd_iceberg.c: iceberg expire TABLE ... */
 int ferry_cli_copy(int argc, char **argv);    /* cmd_copy.c: copy SOURCE DEST [--tables P] */
+int ferry_cli_secrets(int argc, char **argv); /* cmd_secrets.c: secrets put|list|rm|rotate-key */
 
 #endif

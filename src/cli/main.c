@@ -19,6 +19,7 @@
 #include "runner/retry.h"
 #include "runner/runner.h"
 #include "store/store.h"
+#include "store/secrets.h"
 
 #define FERRY_VERSION_STRING "0.1.0"
 
@@ -55,6 +56,7 @@ static const char *usage_main =
     "  checkpoints       route checkpoints carried from run to run\n"
     "  verify FILE       compare destinations with their sources; --repair fixes them\n"
     "  cdc drop FILE     drop the replication slots and publications of a cdc pipeline\n"
+    "  secrets put|list|rm|rotate-key  the encrypted secrets store (values on stdin)\n"
     "  iceberg expire TABLE  expire old snapshots of an Iceberg table, delete unreachable files\n"
     "  connectors        available sources and sinks\n"
     "  serve             HTTP API, web UI and control plane (see `ferry serve --help`)\n"
@@ -608,6 +610,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "cdc")) return ferry_cli_cdc(argc, argv);
     if (!strcmp(cmd, "copy")) return ferry_cli_copy(argc, argv);
     if (!strcmp(cmd, "iceberg")) return ferry_cli_iceberg(argc, argv);
+    if (!strcmp(cmd, "secrets")) return ferry_cli_secrets(argc, argv);
     if (!strcmp(cmd, "pipelines")) return ferry_cli_pipelines(argc, argv);
     if (!strcmp(cmd, "schedules")) return ferry_cli_schedules(argc, argv);
     if (!strcmp(cmd, "runs") && argc > 2 && !strcmp(argv[2], "retry")) return ferry_cli_runs_retry(argc, argv);
@@ -668,6 +671,8 @@ int main(int argc, char **argv)
     struct ferry_error err;
     ferry_error_clear(&err);
     int64_t id = 0;
+    /* secret:NAME in a pipeline run here: the state's secrets store, key in FERRY_STORE_KEY. */
+    if (ferry_secrets_hook_install(c.state, &err) != FERRY_OK) return fail(&c, &err);
 
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("ferry %s\n", FERRY_VERSION_STRING);

@@ -43,8 +43,8 @@ struct strv {
 
 struct ferry_access {
     bool allow_all;
-    struct strv paths, env, files, connectors, protect;
-    bool connectors_set, hosts_set;
+    struct strv paths, env, files, connectors, protect, secrets;
+    bool connectors_set, hosts_set, secrets_set;
     struct host_rule *hosts;
     int n_hosts;
 };
@@ -76,6 +76,7 @@ void ferry_access_free(struct ferry_access *a)
     if (a == NULL) return;
     strv_free(&a->paths);
     strv_free(&a->env);
+    strv_free(&a->secrets);
     strv_free(&a->files);
     strv_free(&a->connectors);
     strv_free(&a->protect);
@@ -207,11 +208,30 @@ static int check_path(const struct ferry_access *a, const char *what, const char
     return refuse(err, what, rule, "%s is not under an allowed folder", path);
 }
 
-/* ---- env ---- */
+/* ---- env, secret ---- */
+
+/* NAME or PREFIX* entries; an empty list matches nothing. */
+static bool name_listed(const struct strv *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++) {
+        const char *e = l->v[i];
+        size_t n = strlen(e);
+        if (n > 0 && e[n - 1] == '*' ? strncmp(name, e, n - 1) == 0 : strcmp(name, e) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool ferry_access_secret_allowed(const struct ferry_access *a, const char *name)
+{
+    if (a->allow_all || !a->secrets_set) return true;
+    return name_listed(&a->secrets, name);
+}
 
 bool ferry_access_env_allowed(const struct ferry_access *a, const char *name)
 {
-    if (!strcmp(name, "FERRY_API_TOKEN")) return false;
+    /* the server's token and the secrets store's key: never, whatever the policy */
+    if (!strcmp(name, "FERRY_API_TOKEN") || !strcmp(name, "FERRY_STORE_KEY")) return false;
     if (a->allow_all) return true;
     if (a->env.n == 0)
         return !strncmp(name, FERRY_ACCESS_ENV_PREFIX, strlen(FERRY_ACCESS_ENV_PREFIX));
@@ -519,10 +539,14 @@ static int check_value(const struct walk *w, const char *key, const char *what, 
         if (rc || !w->resolve_refs || !(key_is(key, conn_keys) || key_is(key, host_keys)))
             return rc;
     } else if (!strncmp(v, "secret:", 7)) {
-        return FERRY_OK;
+        if (!ferry_access_secret_allowed(a, v + 7))
+            return refuse(err, what, "secrets", "%s is not an allowed secret name", v);
+        /* the worker checks the hosts inside a stored URL, like those behind env:/file: */
+        if (!w->resolve_refs || !(key_is(key, conn_keys) || key_is(key, host_keys)))
+            return FERRY_OK;
     }
     char *resolved = NULL;
-    if (!strncmp(v, "env:", 4) || !strncmp(v, "file:", 5)) {
+    if (!strncmp(v, "env:", 4) || !strncmp(v, "file:", 5) || !strncmp(v, "secret:", 7)) {
         struct ferry_error ig;
         if (ferry_secret_resolve(v, what, &resolved, &ig) != FERRY_OK) return FERRY_OK;
         v = resolved; /* the connector will report it unset */
@@ -640,6 +664,7 @@ int ferry_access_load(const char *spec, struct ferry_access **out, struct ferry_
     if (rc == FERRY_OK) rc = load_list(root, "paths", &a->paths, true, NULL, err);
     if (rc == FERRY_OK) rc = load_list(root, "env", &a->env, false, NULL, err);
     if (rc == FERRY_OK) rc = load_list(root, "files", &a->files, true, NULL, err);
+    if (rc == FERRY_OK) rc = load_list(root, "secrets", &a->secrets, false, &a->secrets_set, err);
     if (rc == FERRY_OK)
         rc = load_list(root, "connectors", &a->connectors, false, &a->connectors_set, err);
     struct strv hosts = {0};

@@ -9,9 +9,10 @@
  * env: only under FERRY_SECRET_, no loopback, link-local, unspecified, multicast or
  * cloud-metadata addresses. "allow-all" keeps the CLI's freedom (single-user hosts).
  * Whatever the policy, the protected files (the state store, the server's logs, its policy
- * and key files) are never a source, sink or reference, and env:FERRY_API_TOKEN is never
- * allowed. Host names are resolved and every address checked, at registration and again
- * by the worker (resolve = true) right before it connects.
+ * and key files) are never a source, sink or reference, and env:FERRY_API_TOKEN and
+ * env:FERRY_STORE_KEY (the secrets store's key) are never allowed. Host names are
+ * resolved and every address checked, at registration and again by the worker
+ * (resolve = true) right before it connects.
  *
  * The worker side reads its policy from the environment the server gives it
  * (FERRY_POLICY = allow-all | default | PATH, FERRY_POLICY_PROTECT = paths joined by '\n'). */
@@ -36,6 +37,9 @@ bool ferry_access_allow_all(const struct ferry_access *a);
 char *ferry_access_protected_list(const struct ferry_access *a);
 /* May a pipeline reference env:NAME? */
 bool ferry_access_env_allowed(const struct ferry_access *a, const char *name);
+/* May a pipeline reference secret:NAME? Every name unless the policy has a `secrets:`
+ * list (names or PREFIX*), then only those. */
+bool ferry_access_secret_allowed(const struct ferry_access *a, const char *name);
 
 /* Checks every value of the pipeline; FERRY_EPOLICY naming the key and the rule. */
 int ferry_access_check(const struct ferry_access *a, const struct ferry_pipeline_spec *p,

@@ -954,6 +954,13 @@ static int read_secret_file(const char *path, const char *what, char **out,
     return FERRY_OK;
 }
 
+static ferry_secret_store_fn g_store_hook;
+
+void ferry_secret_store_hook(ferry_secret_store_fn fn)
+{
+    g_store_hook = fn;
+}
+
 int ferry_secret_resolve(const char *ref, const char *what, char **out, struct ferry_error *err)
 {
     if (what == NULL) what = "secret";
@@ -978,9 +985,19 @@ int ferry_secret_resolve(const char *ref, const char *what, char **out, struct f
             return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: file: needs a path", what);
         return read_secret_file(ref + 5, what, out, err);
     }
+    if (!strncmp(ref, "secret:", 7)) {
+        if (ref[7] == '\0')
+            return ferry_error_set(err, FERRY_ECONFIG, "config", "%s: secret: needs a name", what);
+        if (g_store_hook == NULL)
+            return ferry_error_set(err, FERRY_ECONFIG, "config",
+                                   "%s: secret:%s cannot be resolved here (no secrets store)",
+                                   what, ref + 7);
+        return g_store_hook(ref + 7, what, out, err);
+    }
     /* Never echo it: a value that is not a reference may be the secret itself. */
     return ferry_error_set(err, FERRY_ECONFIG, "config",
-                           "%s: expected a secret reference env:NAME or file:PATH", what);
+                           "%s: expected a secret reference env:NAME, file:PATH or secret:NAME",
+                           what);
 }
 
 int ferry_cfg_secret(struct ferry_cfg *map, const char *key, bool required, bool allow_plain,
@@ -993,7 +1010,7 @@ int ferry_cfg_secret(struct ferry_cfg *map, const char *key, bool required, bool
         return ferry_cfg_error(err, n, "expected a secret reference env:NAME or file:PATH, got %s",
                                n->kind == FERRY_CFG_MAP ? "a map" : "a list");
     const char *v = n->scalar;
-    if (strncmp(v, "env:", 4) && strncmp(v, "file:", 5)) {
+    if (strncmp(v, "env:", 4) && strncmp(v, "file:", 5) && strncmp(v, "secret:", 7)) {
         if (!allow_plain)
             return ferry_cfg_error(err, n,
                                    "expected a secret reference env:NAME or file:PATH; a plain "

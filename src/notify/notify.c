@@ -3,7 +3,7 @@
  * Owns: the check of `notify:` targets, the notifier thread of a process running a
  * pipeline, and delivery. The notifier reads the run's events from the bus (the same as
  * `ferry events`), keeps those a target subscribes to, and records one row per (run,
- * event, target) in the state store (migration 8) before any attempt: a crash loses no
+ * event, target) in the state store (migration 9) before any attempt: a crash loses no
  * notification, and a duplicate event (redelivery) adds no row. Delivery claims a due row
  * (next_us moves forward, so two deliverers never send it at once), POSTs it with libcurl
  * and records the result: delivered; or pending again after backoff 1 s * 2^(n-1) capped at

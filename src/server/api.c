@@ -24,6 +24,7 @@
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
 #include "server/internal.h"
+#include "store/secrets.h"
 #include "store/store.h"
 
 #define KEY_MAX 200
@@ -93,7 +94,8 @@ static const char *unknown_key(json_t *obj, const char *const *allowed)
 
 static bool is_ref(const char *s)
 {
-    return strncmp(s, "env:", 4) == 0 || strncmp(s, "file:", 5) == 0;
+    return strncmp(s, "env:", 4) == 0 || strncmp(s, "file:", 5) == 0 ||
+           strncmp(s, "secret:", 7) == 0;
 }
 
 
@@ -530,16 +532,20 @@ enum MHD_Result ferry__api_discover(struct req *rq)
     return reply;
 }
 
+static int add_stored(struct ferry_store *st, json_t *acc, struct ferry_error *e);
+
 static void collect_refs(json_t *v, const char *pipeline, json_t *acc)
 {
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
-        if (strncmp(s, "env:", 4) != 0 && strncmp(s, "file:", 5) != 0) return;
+        if (strncmp(s, "env:", 4) != 0 && strncmp(s, "file:", 5) != 0 &&
+            strncmp(s, "secret:", 7) != 0)
+            return;
         json_t *e = json_object_get(acc, s);
         if (e == NULL) {
             /* Never probed: whether a file or variable exists is not the caller's to learn. */
-            e = json_pack("{s:s,s:s,s:[]}", "ref", s, "kind", s[0] == 'e' ? "env" : "file",
-                          "pipelines");
+            e = json_pack("{s:s,s:s,s:[]}", "ref", s, "kind",
+                          s[0] == 'e' ? "env" : s[0] == 'f' ? "file" : "secret", "pipelines");
             json_object_set_new(acc, s, e);
         }
         json_t *ps = json_object_get(e, "pipelines");
@@ -572,6 +578,7 @@ enum MHD_Result ferry__api_secrets(struct req *rq)
         json_decref(spec);
         ferry_pipeline_info_clear(&pi);
     }
+    if (rc == FERRY_OK) rc = add_stored(st, acc, &e);
     ferry__srv_store_put(rq->srv, st);
     ferry_pipeline_infos_free(v, n);
     if (rc != FERRY_OK) {
@@ -584,6 +591,59 @@ enum MHD_Result ferry__api_secrets(struct req *rq)
     json_object_foreach(acc, k, x) json_array_append(arr, x);
     json_decref(acc);
     return ferry__srv_json(rq, 200, json_pack("{s:o}", "secrets", arr));
+}
+
+/* The secrets store's entries (names and times, never values) into acc, keyed by ref. */
+static int add_stored(struct ferry_store *st, json_t *acc, struct ferry_error *e)
+{
+    struct ferry_secret_info *v = NULL;
+    int n = 0;
+    int rc = ferry_store_secret_list(st, &v, &n, e);
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        char ref[160];
+        snprintf(ref, sizeof ref, "secret:%s", v[i].name);
+        json_t *o = json_object_get(acc, ref);
+        if (o == NULL) {
+            o = json_pack("{s:s,s:s,s:[]}", "ref", ref, "kind", "secret", "pipelines");
+            json_object_set_new(acc, ref, o);
+        }
+        json_object_set_new(o, "name", json_string(v[i].name));
+        json_object_set_new(o, "stored", json_true());
+        json_object_set_new(o, "created_us", json_integer(v[i].created_us));
+        json_object_set_new(o, "updated_us", json_integer(v[i].updated_us));
+    }
+    ferry_free(v);
+    return rc;
+}
+
+enum MHD_Result ferry__api_secret_put(struct req *rq)
+{
+    const uint8_t *key = rq->srv->o.secret_key;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (key == NULL)
+        return ferry__srv_error(rq, 409, "no_secret_key",
+                                "this server has no secret key (ferry serve --secret-key)");
+    if (ferry_secrets_name_check(rq->params[0], &e) != FERRY_OK)
+        return ferry__srv_error(rq, 400, "invalid_name", "%s", e.message);
+    struct ferry_store *st = ferry__srv_store(rq->srv);
+    int rc = ferry_secrets_put(st, key, rq->params[0], rq->body, rq->body_len, &e);
+    ferry__srv_store_put(rq->srv, st);
+    if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
+    return ferry__srv_json(rq, 200, json_pack("{s:s,s:b}", "name", rq->params[0], "stored", 1));
+}
+
+enum MHD_Result ferry__api_secret_delete(struct req *rq)
+{
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (ferry_secrets_name_check(rq->params[0], &e) != FERRY_OK)
+        return ferry__srv_error(rq, 400, "invalid_name", "%s", e.message);
+    struct ferry_store *st = ferry__srv_store(rq->srv);
+    int rc = ferry_store_secret_delete(st, rq->params[0], &e);
+    ferry__srv_store_put(rq->srv, st);
+    if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
+    return ferry__srv_json(rq, 200, json_pack("{s:s,s:b}", "name", rq->params[0], "deleted", 1));
 }
 
 /* ---- pipelines ---- */

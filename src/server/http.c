@@ -48,6 +48,8 @@ static const struct route routes[] = {
     {"POST", "/v1/connectors/validate", ferry__api_validate, false, VIEWER},
     {"POST", "/v1/connectors/discover", ferry__api_discover, false, ADMIN},
     {"GET", "/v1/secrets", ferry__api_secrets, false, VIEWER},
+    {"PUT", "/v1/secrets/{name}", ferry__api_secret_put, false, ADMIN},
+    {"DELETE", "/v1/secrets/{name}", ferry__api_secret_delete, false, ADMIN},
     {"GET", "/v1/pipelines", ferry__api_pipelines_list, false, VIEWER},
     {"POST", "/v1/pipelines", ferry__api_pipelines_apply, false, ADMIN},
     {"GET", "/v1/pipelines/{name}", ferry__api_pipeline_get, false, VIEWER},
@@ -883,6 +885,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (cs == NULL) return;
     for (int i = 0; i < MAX_PARAMS; i++)
         ferry_free(cs->params[i]);
+    /* a body may be a secret's value (PUT /v1/secrets/{name}) */
+    if (cs->body.data) explicit_bzero(cs->body.data, cs->body.len);
     ferry_buf_release(&cs->body);
     ferry_free(cs);
     *con_cls = NULL;

@@ -121,6 +121,8 @@ enum MHD_Result ferry__api_connectors(struct req *rq);
 enum MHD_Result ferry__api_validate(struct req *rq);
 enum MHD_Result ferry__api_discover(struct req *rq);
 enum MHD_Result ferry__api_secrets(struct req *rq);
+enum MHD_Result ferry__api_secret_put(struct req *rq);
+enum MHD_Result ferry__api_secret_delete(struct req *rq);
 enum MHD_Result ferry__api_pipelines_list(struct req *rq);
 enum MHD_Result ferry__api_pipelines_apply(struct req *rq);
 enum MHD_Result ferry__api_pipeline_get(struct req *rq);

@@ -46,6 +46,7 @@ struct ferry_server_options {
     const struct ferry_access *policy; /* what API pipelines may touch (config/access.h) */
     int max_per_address; /* connections at once from one client address (0: 32) */
     int max_streams;     /* event streams per token (0: 16); four times that in total */
+    const uint8_t *secret_key; /* 32 bytes (--secret-key), NULL: PUT /v1/secrets answers 409 */
 };
 
 struct ferry_server;

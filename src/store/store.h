@@ -105,6 +105,21 @@ int ferry_store_instance_id(struct ferry_store *st, char *out, size_t len, struc
 int ferry_store_set_sync_full(struct ferry_store *st, bool full, struct ferry_error *err);
 int ferry_store_schema_version(struct ferry_store *st);
 
+/* Secrets (migration 11): names, times and sealed values (store/secretbox.h); the store
+ * never sees a plain value. put inserts or replaces (updated_us moves, created_us stays);
+ * delete of an unknown name is FERRY_ENOTFOUND. */
+struct ferry_secret_info {
+    char name[128];
+    int64_t created_us, updated_us;
+};
+int ferry_store_secret_put(struct ferry_store *st, const char *name, const char *sealed,
+                           struct ferry_error *err);
+int ferry_store_secret_get(struct ferry_store *st, const char *name, char **sealed,
+                           bool *found, struct ferry_error *err);
+int ferry_store_secret_list(struct ferry_store *st, struct ferry_secret_info **out, int *n,
+                            struct ferry_error *err);
+int ferry_store_secret_delete(struct ferry_store *st, const char *name, struct ferry_error *err);
+
 /* Explicit transactions (nesting is not supported). Everything between begin and commit
  * is atomic; functions below may be called inside one. */
 int ferry_store_begin(struct ferry_store *st, struct ferry_error *err);
@@ -414,7 +429,7 @@ int ferry_store_lease_release(struct ferry_store *st, const char *name, const ch
 int ferry_store_lease_holder(struct ferry_store *st, const char *name, char *owner, size_t len,
                              int64_t *token, struct ferry_error *err);
 
-/* ---- notifications (notify/notify.c, migration 8) ----
+/* ---- notifications (notify/notify.c, migration 9) ----
  * One row per (run, event, webhook target): pending until delivered, or dead after the
  * last attempt. secret_ref is the reference (env:NAME, file:PATH), never the secret. */
 struct ferry_notification {

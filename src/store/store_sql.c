@@ -186,9 +186,16 @@ static const char migration_9[] =
 static const char migration_10[] = "";
 #define MIGRATION_REDACT 10
 
+/* 11 (issue 19, secrets store): secret values sealed by store/secretbox.c (never plain). */
+static const char migration_11[] =
+    "CREATE TABLE \"secrets\" ("
+    " \"name\" TEXT PRIMARY KEY, \"sealed\" TEXT NOT NULL,"
+    " \"created_us\" INTEGER NOT NULL, \"updated_us\" INTEGER NOT NULL);";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
-                                         migration_7, migration_8, migration_9, migration_10};
+                                         migration_7, migration_8, migration_9, migration_10,
+                                         migration_11};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -486,7 +493,7 @@ static char *ddl_pg(const char *sql)
     return cur;
 }
 
-/* ---- migration 8: credentials in clear out of stored specs ---- */
+/* ---- migration 10: credentials in clear out of stored specs ---- */
 
 static bool is_secret_ref(const char *v)
 {
@@ -628,13 +635,13 @@ static int redact_rows(struct ferry_store *st, const char *select, const char *u
     struct redact_row *v = NULL;
     int n = 0, cap = 0, rc;
     bool row = false;
-    while ((rc = next(st, s, &row, "migration 8: reading specs", err)) == FERRY_OK && row) {
+    while ((rc = next(st, s, &row, "migration 10: reading specs", err)) == FERRY_OK && row) {
         char *red = redact_json_text(ct(st, s, by_id ? 1 : 2));
         if (red == NULL) continue;
         if (!grow((void **)&v, &cap, n, sizeof *v, 16)) {
             free(red);
             DRV(st)->reset(s);
-            rc = fail(st, FERRY_ENOMEM, err, "migration 8: out of memory");
+            rc = fail(st, FERRY_ENOMEM, err, "migration 10: out of memory");
             break;
         }
         v[n] = (struct redact_row){.text = red};
@@ -645,8 +652,8 @@ static int redact_rows(struct ferry_store *st, const char *select, const char *u
         n++;
     }
     for (int i = 0; rc == FERRY_OK && i < n; i++)
-        rc = by_id ? exec_q(st, update, "migration 8: redacting", err, "ti", v[i].text, v[i].id)
-                   : exec_q(st, update, "migration 8: redacting", err, "ttt", v[i].text, v[i].k1,
+        rc = by_id ? exec_q(st, update, "migration 10: redacting", err, "ti", v[i].text, v[i].id)
+                   : exec_q(st, update, "migration 10: redacting", err, "ttt", v[i].text, v[i].k1,
                             v[i].k2);
     for (int i = 0; i < n; i++) {
         free(v[i].text);
@@ -661,7 +668,7 @@ static int redact_stored_secrets(struct ferry_store *st, struct ferry_error *err
 {
     /* SQLite: the old text must not stay behind in freed space of the pages. */
     int rc = IS_PG(st) ? FERRY_OK
-                       : DRV(st)->exec(st->db, "PRAGMA secure_delete = ON", "migration 8", err);
+                       : DRV(st)->exec(st->db, "PRAGMA secure_delete = ON", "migration 10", err);
     if (rc == FERRY_OK)
         rc = redact_rows(st, "SELECT \"name\", \"version\", \"spec\" FROM \"pipelines\"",
                          "UPDATE \"pipelines\" SET \"spec\" = ?1 WHERE \"name\" = ?2 AND"
@@ -902,6 +909,73 @@ int ferry_store_pipeline_put(struct ferry_store *st, const char *name, const cha
                   " VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                   what, err, "ttti", name, version, spec_json ? spec_json : "{}",
                   ferry_now_wall_us());
+}
+
+/* ---- secrets (sealed values; see secretbox.h) ---- */
+
+int ferry_store_secret_put(struct ferry_store *st, const char *name, const char *sealed,
+                           struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "recording secret %s", name);
+    int64_t now = ferry_now_wall_us();
+    return exec_q(st,
+                  "INSERT INTO \"secrets\" (\"name\", \"sealed\", \"created_us\", \"updated_us\")"
+                  " VALUES (?1, ?2, ?3, ?3) ON CONFLICT (\"name\") DO UPDATE SET"
+                  " \"sealed\" = excluded.\"sealed\", \"updated_us\" = excluded.\"updated_us\"",
+                  what, err, "tti", name, sealed, now);
+}
+
+int ferry_store_secret_get(struct ferry_store *st, const char *name, char **sealed,
+                           bool *found, struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "reading secret %s", name);
+    *sealed = NULL;
+    struct sdb_stmt *s =
+        bound(st, "SELECT \"sealed\" FROM \"secrets\" WHERE \"name\" = ?1", err, "t", name);
+    if (s == NULL) return errcode(err);
+    int rc = first_row(st, s, found, what, err);
+    if (rc != FERRY_OK || !*found) return rc;
+    *sealed = ferry_strdup(ct(st, s, 0));
+    if (*sealed == NULL) {
+        DRV(st)->reset(s);
+        return fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+    }
+    return done1(st, s, what, err);
+}
+
+static int secret_row(struct ferry_store *st, struct sdb_stmt *s, void *elem)
+{
+    struct ferry_secret_info *i = elem;
+    snprintf(i->name, sizeof i->name, "%s", ct(st, s, 0));
+    i->created_us = ci(st, s, 1);
+    i->updated_us = ci(st, s, 2);
+    return FERRY_OK;
+}
+
+int ferry_store_secret_list(struct ferry_store *st, struct ferry_secret_info **out, int *n,
+                            struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    struct sdb_stmt *s = bound(st,
+                               "SELECT \"name\", \"created_us\", \"updated_us\" FROM \"secrets\""
+                               " ORDER BY \"name\"",
+                               err, "");
+    if (s == NULL) return errcode(err);
+    return collect(st, s, sizeof **out, 8, secret_row, NULL, "listing secrets", (void **)out, n,
+                   err);
+}
+
+int ferry_store_secret_delete(struct ferry_store *st, const char *name, struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "deleting secret %s", name);
+    int rc = exec_q(st, "DELETE FROM \"secrets\" WHERE \"name\" = ?1", what, err, "t", name);
+    if (rc == FERRY_OK && DRV(st)->changes(st->db) == 0)
+        return fail(st, FERRY_ENOTFOUND, err, "secret %s not found", name);
+    return rc;
 }
 
 /* ---- runs ---- */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PostgreSQL state store against a real PostgreSQL 15 (tests/pg/pg.sh):
 #  1. the store-exercising unit tests (test_store, test_store_lease, test_tracker,
-#     test_control, test_bus, test_flow, test_pull, built next to $FERRY_BIN) with
+#     test_control, test_bus, test_flow, test_pull, test_secretbox, built next to
+#     $FERRY_BIN) with
 #     FERRY_TEST_STORE set, each test case on a fresh schema;
 #  2. `ferry run --store` of a sample -> sqlite pipeline, kill -9 mid-run, `ferry resume`:
 #     set equality with a reference copy, zero duplicates; runs/show/checkpoints read it;
@@ -20,7 +21,7 @@ export FERRY_TEST_STORE_URL="$URL" # read through env: below, keeping it off com
 STORE="env:FERRY_TEST_STORE_URL"
 
 # ---- 1. unit tests on PostgreSQL ----
-for t in test_store test_store_lease test_tracker test_control test_bus test_flow test_pull; do
+for t in test_store test_store_lease test_tracker test_control test_bus test_flow test_pull test_secretbox; do
   if [ ! -x "$UNIT_DIR/$t" ]; then
     [ "$t" = test_pull ] && continue # the pull workers' test, when that module is present
     fail "$UNIT_DIR/$t is not built"

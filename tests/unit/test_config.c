@@ -709,7 +709,8 @@ static void test_secret_plain_never_echoed(void **state)
 
     assert_int_equal(ferry_secret_resolve(CANARY, "source.password", &s, &err), FERRY_ECONFIG);
     assert_null(strstr(err.message, CANARY));
-    assert_message(err, "source.password: expected a secret reference env:NAME or file:PATH");
+    assert_message(err, "source.password: expected a secret reference env:NAME, file:PATH or "
+                        "secret:NAME");
     assert_int_equal(ferry_secret_resolve(NULL, NULL, &s, &err), FERRY_EINVAL);
     ferry_secret_free(NULL);
     ferry_cfg_free(root);

@@ -43,7 +43,8 @@ int ferry__pg_read_conn_config(struct ferry_cfg *cfg, const char *what, char **u
 
     struct ferry_cfg *node = ferry_cfg_get(cfg, "url");
     bool plain = node != NULL && node->kind == FERRY_CFG_SCALAR && node->scalar != NULL &&
-                 strncmp(node->scalar, "env:", 4) != 0 && strncmp(node->scalar, "file:", 5) != 0;
+                 strncmp(node->scalar, "env:", 4) != 0 && strncmp(node->scalar, "file:", 5) != 0 &&
+                 strncmp(node->scalar, "secret:", 7) != 0;
     char *url = NULL;
     rc = ferry_cfg_secret(cfg, "url", true, true, &url, err);
     if (rc != FERRY_OK) return rc;

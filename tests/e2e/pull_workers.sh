@@ -57,8 +57,10 @@ batch: {rows: 1000}
 EOF
 }
 
-# Each batch waits after its apply, so that a kill lands mid-shard on any machine.
-export FERRY_FAILPOINTS="after_sink_apply=sleep(40)"
+# Each batch waits after its apply, so that a kill lands mid-shard on any machine: a holder is
+# picked with at least half its shard (15 batches) to go, which leaves it >= 1.2 s, more than
+# a loaded machine takes between the pick and the signal.
+export FERRY_FAILPOINTS="after_sink_apply=sleep(80)"
 start_serve --dispatch pull --sweep 500ms --store "$STATE"
 # The only control plane leads (and says so in /metrics).
 for _ in $(seq 1 100); do

@@ -1,4 +1,5 @@
 # tests/e2e/mysql_source.sh - the mysql source against a real MariaDB 10.11 (tests/mysql/mysql.sh)
+# labels: asan
 # read by the least-privilege user: every type's edge values to PostgreSQL (compared column by
 # column, as MD5s of one canonical text on both sides) and to Parquet (read back by DuckDB);
 # `ferry verify` against the PostgreSQL copy; hostile identifiers; zero dates (null: counted;

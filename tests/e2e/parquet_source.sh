@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The files source with Parquet files, against readers ferry did not write:
 #   1. DuckDB writes the same table of every type it writes (signed and unsigned integers,
 #      float, double, decimals on INT32/INT64/FIXED_LEN_BYTE_ARRAY, text, blob, bool, date,

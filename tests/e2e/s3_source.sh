@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The s3 source (Parquet objects by ranged GETs) against the S3 test server:
 #   1. DuckDB Parquet files (snappy v1 and zstd v2 pages, several row groups) uploaded under a
 #      prefix next to objects the glob excludes; the s3 source through a proxy that fails

@@ -14,7 +14,7 @@ set -u
 script=$1
 base=${FERRY_TEST_TMP:-${TMPDIR:-/tmp}}
 root=$(mktemp -d "$base/ferry-t.XXXXXX") || { echo "run-test: cannot make a folder in $base" >&2; exit 1; }
-chmod 755 "$root" # servers running as other users (postgres, mysql) reach their folders through it
+chmod 1777 "$root" # like /tmp: servers running as other users (postgres, mysql) work in it
 export TMPDIR=$root
 
 bash "$script"

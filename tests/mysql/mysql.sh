@@ -101,7 +101,7 @@ my_start() {
   while :; do
     MY_PORT=$((20000 + RANDOM % 20000))
     my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MY_DIR/data" --socket="$MY_SOCK" \
-      --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$MY_DIR/pid" \
+      --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$MY_DIR/pid" --tmpdir="$MY_DIR" \
       --log-bin="$MY_DIR/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
       --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
       --sync-binlog=0 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \

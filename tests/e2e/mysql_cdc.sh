@@ -230,3 +230,54 @@ for f in big_pg big_lite; do
   [ "$r" = "completed 2 $ROWS" ] || fail "$f: the resumed run (state attempt rows) is $r, want completed 2 $ROWS"
 done
 pass "one $ROWS-row transaction killed mid-stream and resumed: all $total rows, none twice (PostgreSQL, SQLite)"
+
+# ---- the binary log purged while ferry is down ----------------------------------------------
+myq -e "CREATE TABLE p (id int PRIMARY KEY, v varchar(10)); INSERT INTO p VALUES (1, 'one')"
+pipeline purge.yaml mypurge "$PG_SINK" p
+expect_exit 0 ferry run purge.yaml
+myq -e "FLUSH BINARY LOGS; INSERT INTO p VALUES (2, 'two'); FLUSH BINARY LOGS; UPDATE p SET v = 'uno' WHERE id = 1"
+cur=$(myq -e "SHOW MASTER STATUS" | cut -f1)
+# MariaDB keeps a file until its binlog checkpoint is written (after InnoDB's log flush):
+# purge until only the current file is left.
+for _ in $(seq 1 200); do
+  myq -e "PURGE BINARY LOGS TO '$cur'"
+  [ "$(myq -e "SHOW BINARY LOGS" | wc -l)" = 1 ] && break
+  sleep 0.1
+done
+[ "$(myq -e "SHOW BINARY LOGS" | cut -f1)" = "$cur" ] || fail "the binary logs before $cur were not purged"
+expect_exit 1 ferry run purge.yaml
+case $OUT in *"resnapshot required"*"table \`ferry\`.\`p\`"*|*"table \`ferry\`.\`p\`"*"resnapshot required"*) ;;
+  *) fail "purged binlog: 'resnapshot required' naming the table expected: $OUT" ;; esac
+[ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM p")" = "1=one" ] ||
+  fail "purged binlog: nothing may be written"
+sed -i 's/^      mode: cdc$/      mode: cdc\n      on_position_lost: resnapshot/' purge.yaml
+expect_exit 0 ferry run purge.yaml
+[ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM p")" = "1=uno,2=two" ] ||
+  fail "on_position_lost: resnapshot reads the table again: $(pgq -c 'SELECT * FROM p')"
+myq -e "INSERT INTO p VALUES (3, 'three')"
+expect_exit 0 ferry run purge.yaml
+[ "$(pgq -c "SELECT count(*) FROM p")" = 3 ] || fail "the stream goes on after the resnapshot"
+pass "binlog purged past the saved position: 'resnapshot required'; on_position_lost: resnapshot copies again, then streams"
+
+# ---- DDL mid-stream -----------------------------------------------------------------------
+myq -e "CREATE TABLE d (id int PRIMARY KEY, v varchar(10)); INSERT INTO d VALUES (1, 'x')"
+pipeline ddl.yaml myddl "$PG_SINK" d
+expect_exit 0 ferry run ddl.yaml
+# a DDL that keeps the columns: seen as the QUERY event, named with its statement
+myq -e "INSERT INTO d VALUES (2, 'y'); ALTER TABLE d MODIFY v varchar(20); INSERT INTO d VALUES (3, 'z')"
+expect_exit 1 ferry run ddl.yaml
+case $OUT in *"table \`ferry\`.\`d\`"*"schema change (DDL)"*"ALTER TABLE d MODIFY v varchar(20)"*) ;;
+  *) fail "DDL mid-stream: a clear error naming the table expected: $OUT" ;; esac
+expect_exit 1 ferry run ddl.yaml # the same place again: never silently past it
+case $OUT in *"schema change (DDL)"*) ;; *) fail "DDL: stops again at the same place: $OUT" ;; esac
+[ "$(pgq -c 'SELECT count(*) FROM d WHERE id = 3')" = 0 ] || fail "DDL: no row after the change"
+# a DDL that adds a column: the rows logged before it no longer match the table
+myq -e "CREATE TABLE d2 (id int PRIMARY KEY, v varchar(10)); INSERT INTO d2 VALUES (1, 'x')"
+pipeline ddl2.yaml myddl2 "$PG_SINK" d2
+expect_exit 0 ferry run ddl2.yaml
+myq -e "INSERT INTO d2 VALUES (2, 'y'); ALTER TABLE d2 ADD COLUMN w int; INSERT INTO d2 VALUES (3, 'z', 1)"
+expect_exit 1 ferry run ddl2.yaml
+case $OUT in *"table \`ferry\`.\`d2\`"*"schema change"*) ;;
+  *) fail "DDL (a new column) mid-stream: a clear error naming the table expected: $OUT" ;; esac
+[ "$(pgq -c 'SELECT count(*) FROM d2')" = 1 ] || fail "DDL: nothing written past the change"
+pass "DDL on a streamed table mid-stream: the run stops with an error naming the table (and the statement)"

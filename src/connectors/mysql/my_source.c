@@ -429,6 +429,15 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                              WHAT ": table %s: mode cdc writes with `write: merge` only so far "
                                   "(no change log with `write: append`, no soft_delete)",
                              r.from);
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && spec->node != NULL) {
+        /* the cdc resource keys (read again at plan time): checked here, with the file */
+        static const char *const lost_words[] = {"error", "resnapshot", NULL};
+        int lost = 0;
+        int64_t id = 0;
+        rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
+        if (rc == FERRY_OK)
+            rc = ferry_cfg_int(spec->node, "server_id", false, 1, UINT32_MAX, &id, err);
+    }
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     rel_free(&r);
     if (rc != FERRY_OK) {

@@ -281,3 +281,14 @@ case $OUT in *"table \`ferry\`.\`d2\`"*"schema change"*) ;;
   *) fail "DDL (a new column) mid-stream: a clear error naming the table expected: $OUT" ;; esac
 [ "$(pgq -c 'SELECT count(*) FROM d2')" = 1 ] || fail "DDL: nothing written past the change"
 pass "DDL on a streamed table mid-stream: the run stops with an error naming the table (and the statement)"
+
+# ---- zero dates in the stream: NULL and counted (zero_dates: null), never silent -----------
+myq -e "CREATE TABLE z (id int PRIMARY KEY, d date, t datetime)"
+pipeline zero.yaml myzero "$PG_SINK" z
+expect_exit 0 ferry run zero.yaml
+myq -e "SET SESSION sql_mode = ''; INSERT INTO z VALUES (1, '0000-00-00', '2024-00-10 00:00:00'), (2, '2024-01-02', '2024-01-02 03:04:05')"
+expect_exit 0 ferry run zero.yaml
+case $OUT in *"table \`ferry\`.\`z\`: 2 zero or invalid dates read as NULL"*) ;; *) fail "zero dates counted: $OUT" ;; esac
+[ "$(pgq -c "SELECT string_agg(id || '=' || coalesce(d::text, 'null') || '/' || coalesce(t::text, 'null'), ',' ORDER BY id) FROM z")" = \
+  "1=null/null,2=2024-01-02/2024-01-02 03:04:05" ] || fail "zero dates: $(pgq -c 'SELECT * FROM z')"
+pass "zero dates in the stream: NULL, counted and named"

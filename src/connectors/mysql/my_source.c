@@ -1024,6 +1024,23 @@ struct key_sink {
     json_t *vals;
 };
 
+/* zero_dates: null is never silent: the count goes to resource.rows_skipped and the log. */
+static void report_zero_dates(const struct decoder *d, struct ferry_row_writer *rw)
+{
+    if (d->zero_count == 0) return;
+    struct ferry_buf j;
+    ferry_buf_init(&j, 0);
+    ferry_buf_printf(&j, "[{\"at\":");
+    ferry_buf_json_string(&j, d->r->from, strlen(d->r->from));
+    ferry_buf_printf(&j, ",\"reason\":\"zero or invalid dates read as NULL (zero_dates: "
+                         "null); the rows were kept\"}]");
+    ferry_rw_report_skipped(rw, d->zero_count, j.data ? j.data : "[]");
+    ferry_buf_release(&j);
+    ferry_log(FERRY_LOG_WARN,
+              WHAT ": table %s: %" PRId64 " zero or invalid dates read as NULL (zero_dates: null)",
+              d->r->from, d->zero_count);
+}
+
 /* Runs sql and streams its rows into rw (or, with rw NULL, the first row's order columns
  * into *last_key in the position form: the plan's frozen bound). */
 static int read_rows(struct src *s, const char *sql, const struct ferry_schema *sc,
@@ -1108,20 +1125,7 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
         mysql_close(s->c);
         s->c = NULL;
     }
-    if (rw != NULL && d.zero_count > 0) {
-        struct ferry_buf j;
-        ferry_buf_init(&j, 0);
-        ferry_buf_printf(&j, "[{\"at\":");
-        ferry_buf_json_string(&j, r->from, strlen(r->from));
-        ferry_buf_printf(&j, ",\"reason\":\"zero or invalid dates read as NULL (zero_dates: "
-                             "null); the rows were kept\"}]");
-        ferry_rw_report_skipped(rw, d.zero_count, j.data ? j.data : "[]");
-        ferry_buf_release(&j);
-        ferry_log(FERRY_LOG_WARN,
-                  WHAT ": table %s: %" PRId64
-                       " zero or invalid dates read as NULL (zero_dates: null)",
-                  r->from, d.zero_count);
-    }
+    if (rw != NULL) report_zero_dates(&d, rw);
     return rc;
 }
 
@@ -1993,6 +1997,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rpl != NULL) mariadb_rpl_close(rpl);
     if (m != NULL) mysql_close(m);
     if (rc == FERRY_OK && st.done && st.last_commit < st.end) ferry_rw_set_offset(rw, st.end);
+    report_zero_dates(&st.d, rw);
     if (rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,
                   st.changes, st.epoch_stop ? " (row-count epoch: the next run goes on)" : "");

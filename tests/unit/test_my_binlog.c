@@ -23,14 +23,19 @@ static void put(struct bb *b, const void *p, size_t n)
     memcpy(b->b + b->n, p, n);
     b->n += n;
 }
-static void u8(struct bb *b, unsigned v) { b->b[b->n++] = (uint8_t)v; }
+static void u8(struct bb *b, unsigned v)
+{
+    b->b[b->n++] = (uint8_t)v;
+}
 static void le(struct bb *b, uint64_t v, int k)
 {
-    for (int i = 0; i < k; i++) u8(b, (unsigned)(v >> (8 * i)) & 0xff);
+    for (int i = 0; i < k; i++)
+        u8(b, (unsigned)(v >> (8 * i)) & 0xff);
 }
 static void be(struct bb *b, uint64_t v, int k)
 {
-    for (int i = k - 1; i >= 0; i--) u8(b, (unsigned)(v >> (8 * i)) & 0xff);
+    for (int i = k - 1; i >= 0; i--)
+        u8(b, (unsigned)(v >> (8 * i)) & 0xff);
 }
 static void name(struct bb *b, const char *s)
 {
@@ -40,8 +45,8 @@ static void name(struct bb *b, const char *s)
 
 /* column types and metadata of the wide table, in order */
 enum { NCOL = 19 };
-static const uint8_t types[NCOL] = {8, 3, 246, 246, 18, 19, 17, 15, 254, 254, 254, 252,
-                                    16, 13, 10, 5, 4, 9, 1};
+static const uint8_t types[NCOL] = {8,   3,   246, 246, 18, 19, 17, 15, 254, 254,
+                                    254, 252, 16,  13,  10, 5,  4,  9,  1};
 
 static void wide_table_map(struct bb *b)
 {
@@ -72,13 +77,14 @@ static void wide_table_map(struct bb *b)
 
 static void wide_row(struct bb *b)
 {
-    le(b, 0, 3); /* row null bitmap: none null... */
-    b->b[b->n - 1] = 0x04; /* ...but column 19 (bit 18) */
+    le(b, 0, 3);                     /* row null bitmap: none null... */
+    b->b[b->n - 1] = 0x04;           /* ...but column 19 (bit 18) */
     le(b, 0x8000000000000000ULL, 8); /* BIGINT: the stored bits of -2^63 */
     le(b, 0xffffffffULL, 4);         /* INT UNSIGNED max */
     /* -1234.56 as DECIMAL(10,2): 4 bytes for 8 digits, 1 for 2; inverted, sign bit */
     uint8_t d[5] = {0x00, 0x00, 0x04, 0xd2, 0x38};
-    for (int i = 0; i < 5; i++) d[i] ^= 0xff;
+    for (int i = 0; i < 5; i++)
+        d[i] ^= 0xff;
     d[0] ^= 0x80;
     put(b, d, 5);
     /* 12345678901234567890123456789012345.123456789012345678901234567890 as (65,30) */
@@ -93,9 +99,9 @@ static void wide_row(struct bb *b)
     /* TIME2(3) -01:00:00.500: two fraction bytes in units of 100 us */
     int64_t a = (int64_t)((1 << 12) << 16 | 5000);
     be(b, (uint64_t)((int64_t)(1ULL << 39) - a), 5);
-    be(b, 1700000000, 4); /* TIMESTAMP2(0) */
+    be(b, 1700000000, 4);                /* TIMESTAMP2(0) */
     u8(b, 6), put(b, "h\xc3\xa9llo", 6); /* VARCHAR: 1200 >= 256 -> 2-byte length */
-    b->b[b->n - 7] = 0;                 /* (rewrite as a 2-byte length) */
+    b->b[b->n - 7] = 0;                  /* (rewrite as a 2-byte length) */
     b->n -= 7;
     le(b, 6, 2), put(b, "h\xc3\xa9llo", 6);
     u8(b, 2), put(b, "ab", 2); /* CHAR: max 40 < 256 -> 1-byte length */

@@ -29,7 +29,8 @@ static uint64_t le(struct rd *r, size_t k, const char *what)
 {
     if (!need(r, k, what)) return 0;
     uint64_t v = 0;
-    for (size_t i = 0; i < k; i++) v |= (uint64_t)r->p[r->off + i] << (8 * i);
+    for (size_t i = 0; i < k; i++)
+        v |= (uint64_t)r->p[r->off + i] << (8 * i);
     r->off += k;
     return v;
 }
@@ -39,7 +40,8 @@ static uint64_t be(struct rd *r, size_t k, const char *what)
 {
     if (!need(r, k, what)) return 0;
     uint64_t v = 0;
-    for (size_t i = 0; i < k; i++) v = (v << 8) | r->p[r->off + i];
+    for (size_t i = 0; i < k; i++)
+        v = (v << 8) | r->p[r->off + i];
     r->off += k;
     return v;
 }
@@ -89,11 +91,23 @@ int ferry__my_bl_header(const uint8_t *p, size_t n, struct ferry_my_bl_header *h
 static uint16_t read_meta(struct rd *r, uint8_t type)
 {
     switch (type) {
-    case 4: case 5: case 252: case 255: case 245: case 17: case 18: case 19:
+    case 4:
+    case 5:
+    case 252:
+    case 255:
+    case 245:
+    case 17:
+    case 18:
+    case 19:
         return (uint16_t)le(r, 1, "column metadata");
-    case 15: case 253:
+    case 15:
+    case 253:
         return (uint16_t)le(r, 2, "column metadata");
-    case 16: case 246: case 254: case 247: case 248: {
+    case 16:
+    case 246:
+    case 254:
+    case 247:
+    case 248: {
         uint16_t b0 = (uint16_t)le(r, 1, "column metadata");
         uint16_t b1 = (uint16_t)le(r, 1, "column metadata");
         return (uint16_t)(b0 << 8 | b1); /* bit: bits%8, bytes; decimal: precision, scale;
@@ -135,7 +149,8 @@ int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
     uint64_t mlen = lenenc(&r, "metadata length");
     size_t mend = r.off + (size_t)mlen;
     if (!r.bad && mlen > r.n - r.off) r.bad = "metadata length";
-    for (uint32_t i = 0; !r.bad && i < t->n_cols; i++) t->meta[i] = read_meta(&r, t->types[i]);
+    for (uint32_t i = 0; !r.bad && i < t->n_cols; i++)
+        t->meta[i] = read_meta(&r, t->types[i]);
     if (!r.bad && r.off != mend) r.bad = "metadata length";
     const uint8_t *nb = bytes(&r, (nc + 7) / 8, "null bitmap");
     if (nb) memcpy(t->nullable, nb, (nc + 7) / 8);
@@ -144,7 +159,10 @@ int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
     return FERRY_OK;
 }
 
-static bool bit(const uint8_t *map, uint32_t i) { return (map[i / 8] >> (i % 8)) & 1; }
+static bool bit(const uint8_t *map, uint32_t i)
+{
+    return (map[i / 8] >> (i % 8)) & 1;
+}
 
 static const int dig2bytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
@@ -176,7 +194,8 @@ static void read_decimal(struct rd *r, uint16_t meta, struct ferry_my_bl_value *
     bool neg = !(b[0] & 0x80);
     b[0] ^= 0x80;
     if (neg)
-        for (size_t i = 0; i < size; i++) b[i] ^= 0xff;
+        for (size_t i = 0; i < size; i++)
+            b[i] ^= 0xff;
     struct rd g = {b, size, 0, NULL};
     char digits[96];
     int at = 0;
@@ -202,9 +221,11 @@ static void read_decimal(struct rd *r, uint16_t meta, struct ferry_my_bl_value *
         at = put_group(digits, at, x, f0x);
     }
     int lead = 0; /* leading zeros of the integer part, keeping one */
-    while (lead < int_digits - 1 && digits[lead] == '0') lead++;
+    while (lead < int_digits - 1 && digits[lead] == '0')
+        lead++;
     bool nonzero = false;
-    for (int i = 0; i < at; i++) nonzero |= digits[i] != '0';
+    for (int i = 0; i < at; i++)
+        nonzero |= digits[i] != '0';
     int o = 0;
     if (neg && nonzero) v->text[o++] = '-';
     if (int_digits == 0) v->text[o++] = '0';
@@ -220,8 +241,14 @@ static void read_decimal(struct rd *r, uint16_t meta, struct ferry_my_bl_value *
 }
 
 /* fractional seconds of TIME2/DATETIME2/TIMESTAMP2: (fsp+1)/2 big-endian bytes */
-static int frac_bytes(uint16_t fsp) { return (fsp + 1) / 2; }
-static int frac_unit(int fb) { return fb == 1 ? 10000 : fb == 2 ? 100 : 1; }
+static int frac_bytes(uint16_t fsp)
+{
+    return (fsp + 1) / 2;
+}
+static int frac_unit(int fb)
+{
+    return fb == 1 ? 10000 : fb == 2 ? 100 : 1;
+}
 
 static void read_datetime2(struct rd *r, uint16_t fsp, struct ferry_my_bl_value *v)
 {
@@ -272,7 +299,11 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
     static const int int_width[] = {[1] = 1, [2] = 2, [3] = 4, [8] = 8, [9] = 3};
     v->type = type;
     switch (type) {
-    case 1: case 2: case 3: case 8: case 9:
+    case 1:
+    case 2:
+    case 3:
+    case 8:
+    case 9:
         v->kind = FERRY_MY_BL_INT;
         v->width = int_width[type];
         v->u = le(r, (size_t)v->width, "integer value");
@@ -294,7 +325,8 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
     case 246:
         read_decimal(r, meta, v);
         return;
-    case 10: case 14: {
+    case 10:
+    case 14: {
         uint32_t x = (uint32_t)le(r, 3, "date value");
         v->kind = FERRY_MY_BL_DATE;
         v->day = (int)(x & 31);
@@ -353,14 +385,17 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
         v->u = be(r, nb, "bit value");
         return;
     }
-    case 15: case 253: {
+    case 15:
+    case 253: {
         size_t len = (size_t)le(r, meta < 256 ? 1 : 2, "string length");
         v->kind = FERRY_MY_BL_BYTES;
         v->n = len;
         v->p = bytes(r, len, "string value");
         return;
     }
-    case 254: case 247: case 248: {
+    case 254:
+    case 247:
+    case 248: {
         uint8_t real = (uint8_t)type;
         unsigned max_len = meta & 0xff;
         if (type == 254) string_meta(meta, &real, &max_len);
@@ -379,7 +414,12 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
         v->p = bytes(r, len, "string value");
         return;
     }
-    case 249: case 250: case 251: case 252: case 255: case 245: {
+    case 249:
+    case 250:
+    case 251:
+    case 252:
+    case 255:
+    case 245: {
         size_t pl = meta;
         if (pl < 1 || pl > 4) {
             if (!r->bad) r->bad = "blob metadata";
@@ -409,7 +449,8 @@ int ferry__my_bl_rows_table_id(const uint8_t *body, size_t n, uint64_t *table_id
 static uint32_t popcount(const uint8_t *map, uint32_t n)
 {
     uint32_t c = 0;
-    for (uint32_t i = 0; i < n; i++) c += bit(map, i);
+    for (uint32_t i = 0; i < n; i++)
+        c += bit(map, i);
     return c;
 }
 
@@ -430,10 +471,10 @@ static int image(struct rd *r, const struct ferry_my_bl_table *t, const uint8_t 
         else
             read_value(r, t->types[c], t->meta[c], &v);
         if (r->bad)
-            return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                                   "binlog %s event: bad or truncated %s (table %s.%s, column %" PRIu32
-                                   ")",
-                                   event, r->bad, t->db, t->table, c + 1);
+            return ferry_error_set(
+                err, FERRY_EINVAL, "mysql",
+                "binlog %s event: bad or truncated %s (table %s.%s, column %" PRIu32 ")", event,
+                r->bad, t->db, t->table, c + 1);
         int rc = cb->on_value(cb->ctx, img, c, &v, err);
         if (rc != FERRY_OK) return rc;
     }
@@ -447,8 +488,8 @@ int ferry__my_bl_rows(uint8_t type, const uint8_t *body, size_t n,
     bool v2 = type >= FERRY_MY_BL_WRITE_ROWS_V2 && type <= FERRY_MY_BL_DELETE_ROWS_V2;
     bool v1 = type >= FERRY_MY_BL_WRITE_ROWS_V1 && type <= FERRY_MY_BL_DELETE_ROWS_V1;
     if (!v1 && !v2)
-        return ferry_error_set(err, FERRY_EINVAL, "mysql", "binlog event type %u is not a rows event",
-                               (unsigned)type);
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               "binlog event type %u is not a rows event", (unsigned)type);
     bool update = type == FERRY_MY_BL_UPDATE_ROWS_V1 || type == FERRY_MY_BL_UPDATE_ROWS_V2;
     const char *event = update ? "UPDATE_ROWS"
                         : (type == FERRY_MY_BL_WRITE_ROWS_V1 || type == FERRY_MY_BL_WRITE_ROWS_V2)
@@ -473,9 +514,10 @@ int ferry__my_bl_rows(uint8_t type, const uint8_t *body, size_t n,
     const uint8_t *present2 = update ? bytes(&r, (nc + 7) / 8, "update columns bitmap") : present;
     if (r.bad) return bad(err, event, r.bad);
     while (r.off < r.n) {
-        int rc = image(&r, t, present, update ? FERRY_MY_BL_BEFORE : FERRY_MY_BL_AFTER, cb, event,
-                       err);
-        if (rc == FERRY_OK && update) rc = image(&r, t, present2, FERRY_MY_BL_AFTER, cb, event, err);
+        int rc =
+            image(&r, t, present, update ? FERRY_MY_BL_BEFORE : FERRY_MY_BL_AFTER, cb, event, err);
+        if (rc == FERRY_OK && update)
+            rc = image(&r, t, present2, FERRY_MY_BL_AFTER, cb, event, err);
         if (rc == FERRY_OK) rc = cb->on_row_end(cb->ctx, err);
         if (rc != FERRY_OK) return rc;
     }

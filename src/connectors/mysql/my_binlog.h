@@ -58,18 +58,18 @@ struct ferry_my_bl_table {
 
 enum ferry_my_bl_kind {
     FERRY_MY_BL_NULL,
-    FERRY_MY_BL_INT,      /* u = the stored bits, width bytes wide (caller: signedness) */
-    FERRY_MY_BL_FLOAT,    /* d (FLOAT widened exactly) */
-    FERRY_MY_BL_DECIMAL,  /* text: "-123.4500", exact, scale digits after the point */
-    FERRY_MY_BL_DATE,     /* year, month, day (zero dates as stored) */
-    FERRY_MY_BL_DATETIME, /* year..second, micro (DATETIME, DATETIME2) */
-    FERRY_MY_BL_TIMESTAMP,/* epoch seconds in u, micro (TIMESTAMP, TIMESTAMP2; UTC) */
-    FERRY_MY_BL_TIME,     /* negative, hour (may exceed 24), minute, second, micro */
-    FERRY_MY_BL_YEAR,     /* year (0 for the zero year) */
-    FERRY_MY_BL_BYTES,    /* p, n: CHAR/VARCHAR/TEXT/BLOB/JSON(MariaDB)/GEOMETRY bytes */
-    FERRY_MY_BL_ENUM,     /* u = 1-based index (0: the empty error value) */
-    FERRY_MY_BL_SET,      /* u = bit mask of members */
-    FERRY_MY_BL_BIT,      /* u = the bits (BIT(n), n <= 64) */
+    FERRY_MY_BL_INT,       /* u = the stored bits, width bytes wide (caller: signedness) */
+    FERRY_MY_BL_FLOAT,     /* d (FLOAT widened exactly) */
+    FERRY_MY_BL_DECIMAL,   /* text: "-123.4500", exact, scale digits after the point */
+    FERRY_MY_BL_DATE,      /* year, month, day (zero dates as stored) */
+    FERRY_MY_BL_DATETIME,  /* year..second, micro (DATETIME, DATETIME2) */
+    FERRY_MY_BL_TIMESTAMP, /* epoch seconds in u, micro (TIMESTAMP, TIMESTAMP2; UTC) */
+    FERRY_MY_BL_TIME,      /* negative, hour (may exceed 24), minute, second, micro */
+    FERRY_MY_BL_YEAR,      /* year (0 for the zero year) */
+    FERRY_MY_BL_BYTES,     /* p, n: CHAR/VARCHAR/TEXT/BLOB/JSON(MariaDB)/GEOMETRY bytes */
+    FERRY_MY_BL_ENUM,      /* u = 1-based index (0: the empty error value) */
+    FERRY_MY_BL_SET,       /* u = bit mask of members */
+    FERRY_MY_BL_BIT,       /* u = the bits (BIT(n), n <= 64) */
 };
 
 struct ferry_my_bl_value {

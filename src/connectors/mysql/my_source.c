@@ -815,7 +815,9 @@ static int src_snapshot(void *ctx, char **snapshot_id, struct ferry_error *err)
     *snapshot_id = NULL;
     int rc = ensure_conn(s, err);
     if (rc != FERRY_OK) return rc;
-    if (!(s->cdc_snapshot && s->in_snapshot && s->snapshot_id != NULL)) {
+    bool keep = s->cdc_snapshot && s->in_snapshot && s->snapshot_id != NULL;
+    s->cdc_snapshot = false; /* kept for this attempt only (the next plans afresh) */
+    if (!keep) {
         /* (a cdc plan's snapshot is kept: its binlog position is the stream's start) */
         end_snapshot(s);
         rc = begin_snapshot(s, err);

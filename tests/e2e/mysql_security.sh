@@ -88,12 +88,12 @@ expect_exit 2 ferry run tls4.yaml
 printf '%s' "$OUT" | grep -q 'needs tls_ca' || fail "verify_full without tls_ca: $OUT"
 pass "TLS: required and verify_full (right CA) read; no TLS, another CA, a missing tls_ca refused clearly"
 
-# ---- mode: cdc is not implemented yet: refused before anything moves ---------------------
+# ---- mode: cdc as a change log (write: append) is not implemented yet: refused clearly ------
 sed 's/      mode: full/      mode: cdc/; s/^name: mytypes/name: mycdc/' types.yaml > cdc.yaml
 set +e
 OUT=$("$FERRY_BIN" run cdc.yaml 2>&1)
 rc=$?
 set -e
-[ $rc != 0 ] || fail "mode: cdc must be refused: $OUT"
-printf '%s' "$OUT" | grep -q 'cdc' || fail "the refusal names cdc: $OUT"
-pass "mode: cdc refused with a clear message (exit $rc): $(printf '%s' "$OUT" | head -1 | cut -c1-120)"
+[ $rc != 0 ] || fail "mode: cdc into an append sink must be refused: $OUT"
+printf '%s' "$OUT" | grep -q 'mode cdc writes with `write: merge` only' || fail "the refusal names cdc and merge: $OUT"
+pass "mode: cdc as a change log refused with a clear message (exit $rc): $(printf '%s' "$OUT" | head -1 | cut -c1-120)"

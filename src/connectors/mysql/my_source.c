@@ -29,6 +29,7 @@
  * `col + 0e0` (the server prints a double's shortest exact form; a FLOAT's 6 digits would
  * lose bits), spatial types through ST_AsBinary (WKB), TIMESTAMP in UTC (session time zone
  * +00:00). Zero and invalid dates (month or day 0) follow `zero_dates`. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -37,8 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "connectors/mysql/my_common.h"
+#include "connectors/mysql/my_binlog.h"
+#include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
+#include <mariadb_rpl.h>
 #include "ferry/connector.h"
+#include "ferry/crc32c.h"
 
 __extension__ typedef __int128 i128;
 
@@ -59,6 +63,7 @@ struct src {
     atomic_int canceled;
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
+    bool cdc_snapshot; /* that transaction was taken by a cdc plan: the copy shards read it */
 };
 
 static int nomem(struct ferry_error *err)
@@ -121,6 +126,8 @@ enum kind { K_PLAIN = 0, K_FLOAT, K_SPATIAL, K_BIT };
 struct col {
     char *name;
     char *data_type; /* information_schema DATA_TYPE, lower case */
+    char *charset;   /* CHARACTER_SET_NAME, lower case, "" for non-text columns */
+    char *column_type; /* COLUMN_TYPE: enum('a','b') and set(...) labels for cdc */
     bool is_unsigned;
     bool notnull;
     bool is_json;
@@ -142,6 +149,8 @@ static void rel_free(struct rel *r)
     for (int i = 0; i < r->n_cols; i++) {
         ferry_free(r->cols[i].name);
         ferry_free(r->cols[i].data_type);
+        ferry_free(r->cols[i].charset);
+        ferry_free(r->cols[i].column_type);
     }
     ferry_free(r->cols);
     ferry_free(r->db);
@@ -180,7 +189,8 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
                                "information_schema.CHECK_CONSTRAINTS x WHERE "
                                "x.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA AND x.TABLE_NAME = "
                                "c.TABLE_NAME AND x.CHECK_CLAUSE = CONCAT('json_valid(`', "
-                               "REPLACE(c.COLUMN_NAME, '`', '``'), '`)')) "
+                               "REPLACE(c.COLUMN_NAME, '`', '``'), '`)')), "
+                               "LOWER(COALESCE(c.CHARACTER_SET_NAME, '')), c.COLUMN_TYPE "
                                "FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = ");
     if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &sql, r->db, strlen(r->db));
     if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " AND c.TABLE_NAME = ");
@@ -204,7 +214,10 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
         r->n_cols = i + 1;
         c->name = ferry_strdup(row[0]);
         c->data_type = ferry_strdup(row[1]);
-        if (c->name == NULL || c->data_type == NULL) {
+        c->charset = ferry_strdup(row[9] ? row[9] : "");
+        c->column_type = ferry_strdup(row[10] ? row[10] : "");
+        if (c->name == NULL || c->data_type == NULL || c->charset == NULL ||
+            c->column_type == NULL) {
             rc = nomem(err);
             break;
         }
@@ -411,11 +424,20 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                 spec->cursor[k],
                 col_index(&r, spec->cursor[k]) < 0 ? "does not exist"
                                                    : "must be among the selected columns");
-    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC)
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && (spec->change_log || spec->soft_delete))
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
-                             WHAT ": table %s: mode cdc (the binary log) is not implemented yet; "
-                                  "use mode full or incremental",
+                             WHAT ": table %s: mode cdc writes with `write: merge` only so far "
+                                  "(no change log with `write: append`, no soft_delete)",
                              r.from);
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && spec->node != NULL) {
+        /* the cdc resource keys (read again at plan time): checked here, with the file */
+        static const char *const lost_words[] = {"error", "resnapshot", NULL};
+        int lost = 0;
+        int64_t id = 0;
+        rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
+        if (rc == FERRY_OK)
+            rc = ferry_cfg_int(spec->node, "server_id", false, 1, UINT32_MAX, &id, err);
+    }
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     rel_free(&r);
     if (rc != FERRY_OK) {
@@ -702,15 +724,16 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     return FERRY_OK;
 }
 
+static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
+                    const struct ferry_schema *sc, const struct rel *r,
+                    const char *route_checkpoint, json_t *plan, struct ferry_error *err);
+
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *sc, const char *route_checkpoint, char **plan_json,
                     struct ferry_error *err)
 {
     struct src *s = ctx;
     *plan_json = NULL;
-    if (spec->mode == FERRY_READ_CDC)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
-                               WHAT ": table %s: mode cdc is not implemented yet", spec->table);
     struct rel r;
     int rc = resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
@@ -721,7 +744,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     }
     bool incremental = spec->mode == FERRY_READ_INCREMENTAL;
     json_object_set_new(plan, "mode", json_string(incremental ? "incremental" : "full"));
-    if (incremental)
+    if (spec->mode == FERRY_READ_CDC)
+        rc = plan_cdc(s, spec, sc, &r, route_checkpoint, plan, err);
+    else if (incremental)
         rc = plan_incremental(s, spec, sc, &r, route_checkpoint, plan, err);
     else
         rc = plan_full(s, sc, &r, plan, err);
@@ -790,11 +815,16 @@ static int src_snapshot(void *ctx, char **snapshot_id, struct ferry_error *err)
     *snapshot_id = NULL;
     int rc = ensure_conn(s, err);
     if (rc != FERRY_OK) return rc;
-    end_snapshot(s);
-    rc = begin_snapshot(s, err);
-    if (rc != FERRY_OK) return rc;
-    ferry_free(s->snapshot_id);
-    s->snapshot_id = snapshot_coordinates(s);
+    bool keep = s->cdc_snapshot && s->in_snapshot && s->snapshot_id != NULL;
+    s->cdc_snapshot = false; /* kept for this attempt only (the next plans afresh) */
+    if (!keep) {
+        /* (a cdc plan's snapshot is kept: its binlog position is the stream's start) */
+        end_snapshot(s);
+        rc = begin_snapshot(s, err);
+        if (rc != FERRY_OK) return rc;
+        ferry_free(s->snapshot_id);
+        s->snapshot_id = snapshot_coordinates(s);
+    }
     char *id = s->snapshot_id
                    ? ferry_asprintf("mysql:%lu:%s", atomic_load(&s->thread_id), s->snapshot_id)
                    : NULL;
@@ -996,6 +1026,23 @@ struct key_sink {
     json_t *vals;
 };
 
+/* zero_dates: null is never silent: the count goes to resource.rows_skipped and the log. */
+static void report_zero_dates(const struct decoder *d, struct ferry_row_writer *rw)
+{
+    if (d->zero_count == 0) return;
+    struct ferry_buf j;
+    ferry_buf_init(&j, 0);
+    ferry_buf_printf(&j, "[{\"at\":");
+    ferry_buf_json_string(&j, d->r->from, strlen(d->r->from));
+    ferry_buf_printf(&j, ",\"reason\":\"zero or invalid dates read as NULL (zero_dates: "
+                         "null); the rows were kept\"}]");
+    ferry_rw_report_skipped(rw, d->zero_count, j.data ? j.data : "[]");
+    ferry_buf_release(&j);
+    ferry_log(FERRY_LOG_WARN,
+              WHAT ": table %s: %" PRId64 " zero or invalid dates read as NULL (zero_dates: null)",
+              d->r->from, d->zero_count);
+}
+
 /* Runs sql and streams its rows into rw (or, with rw NULL, the first row's order columns
  * into *last_key in the position form: the plan's frozen bound). */
 static int read_rows(struct src *s, const char *sql, const struct ferry_schema *sc,
@@ -1080,20 +1127,7 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
         mysql_close(s->c);
         s->c = NULL;
     }
-    if (rw != NULL && d.zero_count > 0) {
-        struct ferry_buf j;
-        ferry_buf_init(&j, 0);
-        ferry_buf_printf(&j, "[{\"at\":");
-        ferry_buf_json_string(&j, r->from, strlen(r->from));
-        ferry_buf_printf(&j, ",\"reason\":\"zero or invalid dates read as NULL (zero_dates: "
-                             "null); the rows were kept\"}]");
-        ferry_rw_report_skipped(rw, d.zero_count, j.data ? j.data : "[]");
-        ferry_buf_release(&j);
-        ferry_log(FERRY_LOG_WARN,
-                  WHAT ": table %s: %" PRId64
-                       " zero or invalid dates read as NULL (zero_dates: null)",
-                  r->from, d.zero_count);
-    }
+    if (rw != NULL) report_zero_dates(&d, rw);
     return rc;
 }
 
@@ -1191,6 +1225,792 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+/* ---- cdc: the binary log (docs/internals/mysql.md, "CDC") ---------------------------- */
+
+/* A binlog position as one integer: the file's sequence number (binlog.000012 -> 12) in the
+ * high 32 bits, the byte offset in the low ones; it only grows along the log. */
+#define BL_POS(seq, off) ((int64_t)(((uint64_t)(seq) << 32) | (uint32_t)(off)))
+#define BL_SEQ(pos) ((uint32_t)((uint64_t)(pos) >> 32))
+#define BL_OFF(pos) ((uint32_t)((uint64_t)(pos) & 0xffffffffu))
+
+/* "binlog.000012" -> base "binlog", seq 12 */
+static int split_binlog_name(const char *name, char *base, size_t cap, uint32_t *seq)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot == NULL || dot[1] == '\0' || (size_t)(dot - name) >= cap) return -1;
+    char *e = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(dot + 1, &e, 10);
+    if (*e != '\0' || errno != 0 || v > UINT32_MAX) return -1;
+    memcpy(base, name, (size_t)(dot - name));
+    base[dot - name] = '\0';
+    *seq = (uint32_t)v;
+    return 0;
+}
+
+static int cdc_setting_error(struct ferry_error *err, const char *table, const char *peer,
+                             const char *setting, const char *value, const char *want)
+{
+    return ferry_error_set(err, FERRY_ECONFIG, "mysql",
+                           WHAT ": table %s: mode cdc needs the server setting %s = %s, but %s has "
+                                "%s = %s (set it in the server's configuration, or SET GLOBAL %s "
+                                "where it is dynamic, then plan again)",
+                           table, setting, want, peer, setting, value ? value : "NULL", setting);
+}
+
+/* Plan time: the binary log on, in ROW format with FULL row images. */
+static int cdc_check_server(struct src *s, const char *table, struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SELECT @@global.log_bin, @@global.binlog_format, @@global.binlog_row_image",
+                   &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (row == NULL)
+        rc = ferry_error_set(err, FERRY_ESOURCE, "mysql", WHAT ": %s: no server settings",
+                             s->conn.peer);
+    else if (row[0] == NULL || strcmp(row[0], "1") != 0)
+        rc = cdc_setting_error(err, table, s->conn.peer, "log_bin", "OFF", "ON");
+    else if (row[1] == NULL || strcasecmp(row[1], "ROW") != 0)
+        rc = cdc_setting_error(err, table, s->conn.peer, "binlog_format", row[1], "ROW");
+    else if (row[2] == NULL || strcasecmp(row[2], "FULL") != 0)
+        rc = cdc_setting_error(err, table, s->conn.peer, "binlog_row_image", row[2], "FULL");
+    mysql_free_result(res);
+    return rc;
+}
+
+/* SHOW MASTER STATUS: the end of the log now. */
+static int cdc_log_end(struct src *s, const char *table, char *base, size_t cap, int64_t *pos,
+                       struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SHOW MASTER STATUS", &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    uint32_t seq = 0;
+    if (row == NULL || row[0] == NULL || row[1] == NULL ||
+        split_binlog_name(row[0], base, cap, &seq) != 0)
+        rc = ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                             WHAT ": %s: table %s: SHOW MASTER STATUS gave no binary log position",
+                             s->conn.peer, table);
+    else
+        *pos = BL_POS(seq, strtoull(row[1], NULL, 10));
+    mysql_free_result(res);
+    return rc;
+}
+
+/* Whether the server still has binary log file number seq (SHOW BINARY LOGS). */
+static int cdc_log_exists(struct src *s, const char *table, uint32_t seq, bool *exists,
+                          struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    *exists = false;
+    int rc = query(s, "SHOW BINARY LOGS", &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row;
+    char base[256];
+    uint32_t k;
+    while ((row = mysql_fetch_row(res)) != NULL)
+        if (row[0] && split_binlog_name(row[0], base, sizeof base, &k) == 0 && k == seq)
+            *exists = true;
+    mysql_free_result(res);
+    return FERRY_OK;
+}
+
+static int cdc_position(const char *position, int64_t *n, int64_t *k, struct ferry_error *err)
+{
+    *n = 0;
+    *k = 0;
+    if (position == NULL) return FERRY_OK;
+    json_t *j = json_loads(position, 0, NULL);
+    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k");
+    int rc = FERRY_OK;
+    if (!json_is_object(j) || (jn != NULL && !json_is_integer(jn)) ||
+        (jk != NULL && !json_is_integer(jk)))
+        rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                             WHAT ": the saved cdc position is not a binary log position");
+    else {
+        if (jn) *n = json_integer_value(jn);
+        if (jk) *k = json_integer_value(jk);
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* The resource's server_id (unique among the server's replicas): `server_id:` or one
+ * derived from the pipeline and route, in 2^30 .. 2^31-1 (away from small hand-set ids). */
+static int cdc_server_id(const struct ferry_resource_spec *spec, int64_t *id,
+                         struct ferry_error *err)
+{
+    *id = 0;
+    if (spec->node != NULL) {
+        int rc = ferry_cfg_int(spec->node, "server_id", false, 1, UINT32_MAX, id, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    if (*id == 0) {
+        char key[512];
+        snprintf(key, sizeof key, "%s\n%s", spec->pipeline ? spec->pipeline : "",
+                 spec->route ? spec->route : spec->table);
+        *id = (int64_t)((1u << 30) | (ferry_crc32c(key, strlen(key)) & 0x3fffffffu));
+    }
+    return FERRY_OK;
+}
+
+static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
+                    const struct ferry_schema *sc, const struct rel *r,
+                    const char *route_checkpoint, json_t *plan, struct ferry_error *err)
+{
+    static const char *const lost_words[] = {"error", "resnapshot", NULL};
+    int lost = 0;
+    int64_t server_id = 0;
+    int rc = cdc_check_server(s, r->from, err);
+    if (rc == FERRY_OK && spec->node != NULL)
+        rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
+    if (rc == FERRY_OK) rc = cdc_server_id(spec, &server_id, err);
+    int64_t start = 0, skip = 0;
+    if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, err);
+    if (rc != FERRY_OK) return rc;
+    bool first = start == 0;
+    if (!first) {
+        bool exists = false;
+        rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
+        if (rc != FERRY_OK) return rc;
+        if (!exists && lost == 0)
+            return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                   WHAT ": %s: table %s: resnapshot required: the binary log "
+                                        "file number %" PRIu32 " holding the saved position was "
+                                        "purged from the server (raise binlog_expire_logs_seconds "
+                                        "or set `on_position_lost: resnapshot`)",
+                                   s->conn.peer, r->from, BL_SEQ(start));
+        if (!exists) {
+            ferry_log(FERRY_LOG_WARN,
+                      WHAT ": %s: table %s: the saved binlog position was purged; "
+                           "on_position_lost: resnapshot reads the table again",
+                      s->conn.peer, r->from);
+            first = true;
+            start = skip = 0;
+        }
+    }
+    char base[256] = "";
+    int64_t end = 0;
+    if (first) {
+        /* The snapshot the copy shards read, and the log position it was taken at. The
+         * runner asks for a snapshot after planning: src_snapshot keeps this one. */
+        if (!s->cdc_snapshot) {
+            end_snapshot(s);
+            rc = begin_snapshot(s, err);
+            if (rc != FERRY_OK) return rc;
+            ferry_free(s->snapshot_id);
+            s->snapshot_id = snapshot_coordinates(s);
+            if (s->snapshot_id == NULL) return nomem(err);
+            s->cdc_snapshot = true;
+        }
+        char *colon = strrchr(s->snapshot_id, ':');
+        uint32_t seq = 0;
+        if (colon == NULL) return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                                  WHAT ": %s: table %s: the snapshot has no binary "
+                                                       "log position (binlog_snapshot_file)",
+                                                  s->conn.peer, r->from);
+        *colon = '\0';
+        int bad = split_binlog_name(s->snapshot_id, base, sizeof base, &seq);
+        *colon = ':';
+        if (bad) return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                        WHAT ": %s: bad binlog snapshot position %s", s->conn.peer,
+                                        s->snapshot_id);
+        start = BL_POS(seq, strtoull(colon + 1, NULL, 10));
+        rc = plan_full(s, sc, r, plan, err);
+        if (rc != FERRY_OK) return rc;
+    } else {
+        json_object_set_new(plan, "shards", json_array());
+    }
+    rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
+    if (rc != FERRY_OK) return rc;
+    json_t *old = json_object_get(plan, "shards");
+    json_t *shards = json_array();
+    json_t *stream = json_object();
+    json_object_set_new(stream, "stream", json_true());
+    json_array_append_new(shards, stream);
+    for (size_t i = 0; i < json_array_size(old); i++)
+        json_array_append(shards, json_array_get(old, i));
+    json_object_set_new(plan, "shards", shards);
+    json_object_set_new(plan, "mode", json_string("cdc"));
+    json_object_set_new(plan, "base", json_string(base));
+    json_object_set_new(plan, "start", json_integer(start));
+    json_object_set_new(plan, "skip", json_integer(skip));
+    json_object_set_new(plan, "end", json_integer(end > start ? end : start));
+    json_object_set_new(plan, "first", json_boolean(first));
+    json_object_set_new(plan, "server_id", json_integer(server_id));
+    return FERRY_OK;
+}
+
+/* ---- cdc: the stream ---- */
+
+struct stream {
+    struct src *s;
+    const struct ferry_resource_spec *spec;
+    const struct ferry_schema *sc;
+    const struct rel *r;
+    struct ferry_row_writer *rw;
+    struct decoder d;
+    int *fmap;                     /* schema field -> table column */
+    struct ferry_my_bl_table *tm;  /* our table's last TABLE_MAP */
+    bool have_tm, in_txn, done, epoch_stop;
+    struct ferry_my_bl_value *img[2]; /* before, after: one value per table column */
+    uint8_t op;                    /* the rows event's type */
+    const char *base;              /* the binlog files' base name */
+    bool crc;                      /* events end with a 4-byte checksum */
+    uint32_t seq;                  /* the binlog file being read */
+    int64_t pos, end, last_commit, txn_rows, skip, changes;
+    struct ferry_buf text;         /* one value's text form (reused) */
+};
+
+static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
+                       const struct ferry_my_bl_value *v, struct ferry_error *err)
+{
+    (void)err;
+    struct stream *st = ctx;
+    st->img[img][col] = *v;
+    return FERRY_OK;
+}
+
+/* latin1 in MySQL is Windows-1252: 0x80..0x9f are printable there. */
+static const uint16_t cp1252[32] = {
+    0x20ac, 0xfffd, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021, 0x02c6, 0x2030, 0x0160,
+    0x2039, 0x0152, 0xfffd, 0x017d, 0xfffd, 0xfffd, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022,
+    0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0xfffd, 0x017e, 0x0178};
+
+static void put_utf8(struct ferry_buf *b, uint32_t cp)
+{
+    char u[3];
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        ferry_buf_append(b, u, 1);
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xc0 | cp >> 6);
+        u[1] = (char)(0x80 | (cp & 0x3f));
+        ferry_buf_append(b, u, 2);
+    } else {
+        u[0] = (char)(0xe0 | cp >> 12);
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        u[2] = (char)(0x80 | (cp & 0x3f));
+        ferry_buf_append(b, u, 3);
+    }
+}
+
+/* The n-th (1-based) label of enum('a','b''c',...) / set(...) into b; false when absent. */
+static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
+{
+    const char *p = strchr(column_type, '(');
+    uint64_t i = 0;
+    while (p != NULL && *p != '\0' && *p != ')') {
+        p++; /* ( or , */
+        if (*p != '\'') return false;
+        p++;
+        i++;
+        for (; *p != '\0'; p++) {
+            if (*p == '\'' && p[1] == '\'') {
+                if (i == n) ferry_buf_append(b, "'", 1);
+                p++;
+            } else if (*p == '\'') {
+                p++;
+                break;
+            } else if (*p == '\\' && p[1] != '\0') {
+                p++;
+                if (i == n) ferry_buf_append(b, p, 1);
+            } else if (i == n) {
+                ferry_buf_append(b, p, 1);
+            }
+        }
+        if (i == n) return true;
+    }
+    return false;
+}
+
+/* One binlog value in the text form the full read's decode() takes (the server's text
+ * protocol form), so both paths apply the same type rules. *null: a NULL. */
+static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, bool *null,
+                   const char *why[1])
+{
+    const struct col *col = &st->r->cols[c];
+    struct ferry_buf *b = &st->text;
+    b->len = 0;
+    *null = false;
+    switch (v->kind) {
+    case FERRY_MY_BL_NULL:
+        *null = true;
+        return 0;
+    case FERRY_MY_BL_INT: {
+        uint64_t u = v->u;
+        if (!col->is_unsigned && v->width < 8 && (u >> (8 * v->width - 1)) & 1)
+            u |= ~UINT64_C(0) << (8 * v->width); /* sign-extend */
+        if (col->is_unsigned)
+            ferry_buf_printf(b, "%" PRIu64, u);
+        else
+            ferry_buf_printf(b, "%" PRId64, (int64_t)u);
+        return 0;
+    }
+    case FERRY_MY_BL_FLOAT:
+        ferry_buf_printf(b, "%.17g", v->d);
+        return 0;
+    case FERRY_MY_BL_DECIMAL:
+        ferry_buf_printf(b, "%s", v->text);
+        return 0;
+    case FERRY_MY_BL_DATE:
+        ferry_buf_printf(b, "%04d-%02d-%02d", v->year, v->month, v->day);
+        return 0;
+    case FERRY_MY_BL_DATETIME:
+        ferry_buf_printf(b, "%04d-%02d-%02d %02d:%02d:%02d.%06d", v->year, v->month, v->day,
+                         v->hour, v->minute, v->second, v->micro);
+        return 0;
+    case FERRY_MY_BL_TIMESTAMP: {
+        if (v->u == 0 && v->micro == 0) { /* the zero timestamp */
+            ferry_buf_printf(b, "0000-00-00 00:00:00");
+            return 0;
+        }
+        int64_t days = (int64_t)(v->u / 86400), sec = (int64_t)(v->u % 86400);
+        /* civil from days (UTC, the session's time zone in the full read) */
+        int64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+        int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+        int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+        int64_t y = yoe + era * 400 + (m <= 2);
+        ferry_buf_printf(b, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 " %02d:%02d:%02d.%06d", y,
+                         m, d, (int)(sec / 3600), (int)(sec / 60 % 60), (int)(sec % 60),
+                         v->micro);
+        return 0;
+    }
+    case FERRY_MY_BL_TIME: { /* as the server prints TIME(fsp) */
+        int fsp = st->tm->types[c] == 19 ? st->tm->meta[c] : 0;
+        ferry_buf_printf(b, "%s%02d:%02d:%02d", v->negative ? "-" : "", v->hour, v->minute,
+                         v->second);
+        if (fsp > 0) {
+            char f[8];
+            snprintf(f, sizeof f, "%06d", v->micro);
+            ferry_buf_printf(b, ".%.*s", fsp, f);
+        }
+        return 0;
+    }
+    case FERRY_MY_BL_YEAR:
+        ferry_buf_printf(b, "%04d", v->year);
+        return 0;
+    case FERRY_MY_BL_BIT: {
+        int nb = (col->precision + 7) / 8;
+        for (int i = nb - 1; i >= 0; i--) {
+            char ch = (char)((v->u >> (8 * i)) & 0xff);
+            ferry_buf_append(b, &ch, 1);
+        }
+        return 0;
+    }
+    case FERRY_MY_BL_ENUM:
+        if (v->u == 0) return 0; /* the empty error value */
+        if (!nth_label(col->column_type, v->u, b)) {
+            *why = "enum index outside the column's labels";
+            return -1;
+        }
+        return 0;
+    case FERRY_MY_BL_SET: {
+        bool any = false;
+        for (uint64_t i = 0; i < 64; i++) {
+            if (!((v->u >> i) & 1)) continue;
+            if (any) ferry_buf_append(b, ",", 1);
+            any = true;
+            if (!nth_label(col->column_type, i + 1, b)) {
+                *why = "set member outside the column's labels";
+                return -1;
+            }
+        }
+        return 0;
+    }
+    case FERRY_MY_BL_BYTES: {
+        if (v->mysql_json) {
+            *why = "MySQL's binary JSON in the binary log is not decoded yet";
+            return -1;
+        }
+        const uint8_t *p = v->p;
+        size_t n = v->n;
+        if (col->kind == K_SPATIAL) { /* storage form: 4-byte SRID, then WKB */
+            if (n < 4) {
+                *why = "spatial value shorter than its SRID";
+                return -1;
+            }
+            p += 4;
+            n -= 4;
+        }
+        const char *cs = col->charset;
+        if (cs[0] == '\0' || strcmp(cs, "binary") == 0 || strncmp(cs, "utf8", 4) == 0 ||
+            strcmp(cs, "ascii") == 0) {
+            if (col->is_binary && is(col->data_type, "binary")) {
+                /* BINARY(n) is logged without its trailing zero bytes */
+                ferry_buf_append(b, p, n);
+                unsigned m = st->tm->meta[c], b0 = m >> 8, b1 = m & 0xff;
+                size_t max = (b0 & 0x30) != 0x30 ? ((((b0 & 0x30) ^ 0x30) << 4) | b1) : b1;
+                for (size_t i = n; i < max; i++) ferry_buf_append(b, "", 1);
+                return 0;
+            }
+            ferry_buf_append(b, p, n);
+            return 0;
+        }
+        if (strcmp(cs, "latin1") == 0) {
+            for (size_t i = 0; i < n; i++)
+                put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
+            return 0;
+        }
+        *why = "character set not converted from the binary log (utf8mb4, utf8mb3, ascii, "
+               "latin1 and binary are)";
+        return -1;
+    }
+    }
+    *why = "unknown value";
+    return -1;
+}
+
+static int write_image(struct stream *st, enum ferry_op op, const struct ferry_my_bl_value *vals,
+                       struct ferry_error *err)
+{
+    struct ferry_row_writer *rw = st->rw;
+    st->txn_rows++;
+    if (st->skip > 0) { /* written before an interruption inside this transaction */
+        st->skip--;
+        return FERRY_OK;
+    }
+    st->changes++;
+    ferry_rw_set_suboffset(rw, st->txn_rows);
+    ferry_rw_begin(rw, op);
+    for (int f = 0; f < st->sc->n_fields; f++) {
+        int c = st->fmap[f];
+        bool null = false;
+        const char *why = NULL;
+        if (bl_text(st, c, &vals[c], &null, &why) != 0) {
+            ferry_rw_cancel_row(rw);
+            return bad_value(&st->d, f, st->changes, why, err);
+        }
+        if (null) {
+            ferry_rw_null(rw);
+            continue;
+        }
+        int rc = decode(&st->d, f, st->text.data ? st->text.data : "", st->text.len, st->changes,
+                        rw, err);
+        if (rc != FERRY_OK) {
+            ferry_rw_cancel_row(rw);
+            return rc;
+        }
+    }
+    return ferry_rw_end(rw, err);
+}
+
+static bool key_changed(const struct stream *st)
+{
+    for (int c = 0; c < st->r->n_cols; c++) {
+        if (st->r->cols[c].key_pos == 0) continue;
+        const struct ferry_my_bl_value *a = &st->img[0][c], *b = &st->img[1][c];
+        if (a->kind != b->kind || a->u != b->u || a->n != b->n ||
+            strcmp(a->text, b->text) != 0 || (a->n && memcmp(a->p, b->p, a->n) != 0) ||
+            a->year != b->year || a->month != b->month || a->day != b->day ||
+            a->hour != b->hour || a->minute != b->minute || a->second != b->second ||
+            a->micro != b->micro || a->negative != b->negative || a->d != b->d)
+            return true;
+    }
+    return false;
+}
+
+static int on_bl_row_end(void *ctx, struct ferry_error *err)
+{
+    struct stream *st = ctx;
+    switch (st->op) {
+    case FERRY_MY_BL_WRITE_ROWS_V1:
+    case FERRY_MY_BL_WRITE_ROWS_V2:
+        return write_image(st, FERRY_OP_INSERT, st->img[1], err);
+    case FERRY_MY_BL_DELETE_ROWS_V1:
+    case FERRY_MY_BL_DELETE_ROWS_V2:
+        return write_image(st, FERRY_OP_DELETE, st->img[1], err);
+    default: {
+        if (!key_changed(st)) return write_image(st, FERRY_OP_UPDATE, st->img[1], err);
+        int rc = write_image(st, FERRY_OP_DELETE, st->img[0], err);
+        return rc == FERRY_OK ? write_image(st, FERRY_OP_INSERT, st->img[1], err) : rc;
+    }
+    }
+}
+
+static void cdc_commit(struct stream *st, int64_t pos)
+{
+    st->in_txn = false;
+    st->txn_rows = 0;
+    st->skip = 0;
+    ferry_rw_set_suboffset(st->rw, 0);
+    if (pos > st->last_commit) {
+        st->last_commit = pos;
+        ferry_rw_set_offset(st->rw, pos);
+    }
+    if (pos >= st->end) st->done = true;
+    if (!st->done && st->spec->cdc_epoch_rows > 0 && st->changes >= st->spec->cdc_epoch_rows)
+        st->epoch_stop = true;
+}
+
+/* Case-insensitive: whether statement mentions name as a word (DDL detection). */
+static bool mentions(const char *stmt, size_t n, const char *name)
+{
+    size_t k = strlen(name);
+    for (size_t i = 0; k > 0 && i + k <= n; i++) {
+        if (strncasecmp(stmt + i, name, k) != 0) continue;
+        char before = i > 0 ? stmt[i - 1] : ' ', after = i + k < n ? stmt[i + k] : ' ';
+        bool wb = !(isalnum((unsigned char)before) || before == '_' || before == '$');
+        bool wa = !(isalnum((unsigned char)after) || after == '_' || after == '$');
+        if (wb && wa) return true;
+    }
+    return false;
+}
+
+static int on_query(struct stream *st, const struct ferry_my_bl_header *h,
+                    const MARIADB_RPL_EVENT *ev, struct ferry_error *err)
+{
+    const char *q = ev->event.query.statement.str;
+    size_t n = ev->event.query.statement.length;
+    const char *db = ev->event.query.database.str;
+    size_t dbn = ev->event.query.database.length;
+    if (q == NULL) return FERRY_OK;
+    if (n == 5 && strncasecmp(q, "BEGIN", 5) == 0) {
+        st->in_txn = true;
+        return FERRY_OK;
+    }
+    if ((n == 6 && strncasecmp(q, "COMMIT", 6) == 0) ||
+        (n == 8 && strncasecmp(q, "ROLLBACK", 8) == 0)) {
+        cdc_commit(st, BL_POS(st->seq, h->log_pos));
+        return FERRY_OK;
+    }
+    bool our_db = (dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0) ||
+                  mentions(q, n, st->r->db);
+    if (our_db && mentions(q, n, st->r->table))
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": table %s: a schema change (DDL) in the binary log at "
+                               "%s.%06" PRIu32 ":%" PRIu32 " touches the table: \"%.*s\"; the "
+                               "stream stops here (positions up to the last commit are kept; "
+                               "read the table again with mode full, or drop the cdc state)",
+                               st->r->from, st->base, st->seq,
+                               h->log_pos, (int)(n > 200 ? 200 : n), q);
+    if (!st->in_txn) cdc_commit(st, BL_POS(st->seq, h->log_pos)); /* DDL: its own transaction */
+    return FERRY_OK;
+}
+
+static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT *ev,
+                    struct ferry_error *err)
+{
+    const uint8_t *raw = ev->raw_data;
+    size_t n = ev->raw_data_size;
+    if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
+    struct ferry_my_bl_header h;
+    int rc = ferry__my_bl_header(raw, n, &h, err);
+    if (rc != FERRY_OK) return rc;
+    size_t body_n = h.event_size - FERRY_MY_BL_HEADER;
+    if (st->crc && body_n >= 4) body_n -= 4; /* the CRC32 trailer (TCP already checks) */
+    if (body_n > n - FERRY_MY_BL_HEADER)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": truncated binlog event");
+    const uint8_t *body = raw + FERRY_MY_BL_HEADER;
+    switch (h.type) {
+    case FERRY_MY_BL_ROTATE: {
+        char file[512], base[256];
+        uint64_t rpos = 0;
+        uint32_t seq = 0;
+        rc = ferry__my_bl_rotate(body, body_n, &rpos, file, sizeof file, err);
+        if (rc != FERRY_OK) return rc;
+        if (h.log_pos != 0 && !st->in_txn) cdc_commit(st, BL_POS(st->seq, h.log_pos));
+        if (split_binlog_name(file, base, sizeof base, &seq) != 0)
+            return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": binlog file name %s",
+                                   file);
+        st->seq = seq;
+        return FERRY_OK;
+    }
+    case FERRY_MY_BL_TABLE_MAP: {
+        char db[260], table[260];
+        /* names first: a table map of another table is not decoded further */
+        size_t off = 8;
+        if (body_n < off + 1 || body_n < off + 2 + body[off]) return FERRY_OK;
+        snprintf(db, sizeof db, "%.*s", body[off], (const char *)body + off + 1);
+        off += 2u + body[off];
+        if (body_n < off + 1 || body_n < off + 1 + body[off]) return FERRY_OK;
+        snprintf(table, sizeof table, "%.*s", body[off], (const char *)body + off + 1);
+        if (strcmp(db, st->r->db) != 0 || strcmp(table, st->r->table) != 0) return FERRY_OK;
+        rc = ferry__my_bl_table_map(body, body_n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8,
+                                    st->tm, err);
+        if (rc != FERRY_OK) return rc;
+        if ((int)st->tm->n_cols != st->r->n_cols)
+            return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                   WHAT ": table %s: the binary log has %" PRIu32 " columns, "
+                                   "the table had %d when planned: a schema change; the stream "
+                                   "stops here",
+                                   st->r->from, st->tm->n_cols, st->r->n_cols);
+        st->have_tm = true;
+        return FERRY_OK;
+    }
+    case FERRY_MY_BL_WRITE_ROWS_V1: case FERRY_MY_BL_UPDATE_ROWS_V1:
+    case FERRY_MY_BL_DELETE_ROWS_V1: case FERRY_MY_BL_WRITE_ROWS_V2:
+    case FERRY_MY_BL_UPDATE_ROWS_V2: case FERRY_MY_BL_DELETE_ROWS_V2: {
+        uint64_t id = 0;
+        rc = ferry__my_bl_rows_table_id(body, body_n, &id, err);
+        if (rc != FERRY_OK || !st->have_tm || id != st->tm->table_id) return rc;
+        st->op = h.type;
+        struct ferry_my_bl_rows_cb cb = {st, on_bl_value, on_bl_row_end};
+        return ferry__my_bl_rows(h.type, body, body_n, st->tm, &cb, err);
+    }
+    case FERRY_MY_BL_XID:
+        cdc_commit(st, BL_POS(st->seq, h.log_pos));
+        return FERRY_OK;
+    case FERRY_MY_BL_QUERY:
+        return on_query(st, &h, ev, err);
+    case FERRY_MY_BL_MARIADB_GTID:
+        /* flags2 bit 0 (FL_STANDALONE): a statement without BEGIN/COMMIT (DDL) */
+        if (body_n >= 13 && !(body[12] & 1)) st->in_txn = true;
+        return FERRY_OK;
+    default:
+        if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&
+            h.type != FERRY_MY_BL_FORMAT_DESCRIPTION)
+            cdc_commit(st, BL_POS(st->seq, h.log_pos));
+        return FERRY_OK;
+    }
+}
+
+static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
+                      const struct ferry_schema *sc, struct rel *r, json_t *plan,
+                      const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct stream st;
+    memset(&st, 0, sizeof st);
+    st.s = s;
+    st.spec = spec;
+    st.sc = sc;
+    st.r = r;
+    st.rw = rw;
+    st.d.s = s;
+    st.d.sc = sc;
+    st.d.r = r;
+    ferry_buf_init(&st.text, 0);
+    int64_t start = json_integer_value(json_object_get(plan, "start"));
+    st.end = json_integer_value(json_object_get(plan, "end"));
+    st.skip = json_integer_value(json_object_get(plan, "skip"));
+    const char *base = json_string_value(json_object_get(plan, "base"));
+    int64_t server_id = json_integer_value(json_object_get(plan, "server_id"));
+    int64_t rn = 0, rk = 0;
+    int rc = cdc_position(resume, &rn, &rk, err);
+    if (rc != FERRY_OK) return rc;
+    st.base = base;
+    if (base == NULL || start <= 0 || server_id <= 0)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": table %s: the frozen cdc plan has no binlog start",
+                               r->from);
+    if (rn >= start) {
+        start = rn;
+        st.skip = rk;
+    }
+    /* A first run's copy may have read a later snapshot than `start` (a resumed attempt reads
+     * a fresh one): the stream then goes at least to the log's end now (merge converges). */
+    if (rc == FERRY_OK && json_is_true(json_object_get(plan, "first"))) {
+        char b2[256];
+        int64_t now = 0;
+        rc = cdc_log_end(s, r->from, b2, sizeof b2, &now, err);
+        if (rc == FERRY_OK && now > st.end) st.end = now;
+    }
+    st.last_commit = start;
+    st.pos = start;
+    st.seq = BL_SEQ(start);
+    ferry_rw_set_shard(rw, 0);
+    ferry_rw_set_offset(rw, start);
+    if (rc != FERRY_OK || start >= st.end) return rc; /* nothing left up to the frozen end */
+    st.fmap = ferry_calloc((size_t)sc->n_fields + 1, sizeof *st.fmap);
+    st.tm = ferry_calloc(1, sizeof *st.tm);
+    st.img[0] = ferry_calloc((size_t)r->n_cols, sizeof *st.img[0]);
+    st.img[1] = ferry_calloc((size_t)r->n_cols, sizeof *st.img[1]);
+    if (!st.fmap || !st.tm || !st.img[0] || !st.img[1]) rc = nomem(err);
+    for (int f = 0; rc == FERRY_OK && f < sc->n_fields; f++)
+        if ((st.fmap[f] = col_index(r, sc->fields[f].name)) < 0)
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
+                                 WHAT ": table %s has no column \"%s\" any more", r->from,
+                                 sc->fields[f].name);
+    for (int f = 0; rc == FERRY_OK && f < sc->n_fields; f++) {
+        enum ferry_type t;
+        int p, scale;
+        map_type(&r->cols[st.fmap[f]], &t, &p, &scale); /* (also sets the column's kind) */
+        if (t != sc->fields[f].type)
+            rc = ferry_error_set(err, FERRY_ECONFLICT, "mysql",
+                                 WHAT ": table %s: column \"%s\" changed type since discovery",
+                                 r->from, sc->fields[f].name);
+    }
+    MYSQL *m = NULL;
+    MARIADB_RPL *rpl = NULL;
+    if (rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &m, err);
+    /* checksums as the server writes them (libmariadb strips nothing); a heartbeat every
+     * second, so that a quiet log is told from a dead connection (io_timeout) */
+    if (rc == FERRY_OK)
+        rc = ferry__my_exec(m, "SET @master_binlog_checksum = @@global.binlog_checksum, "
+                               "@master_heartbeat_period = 1000000000, "
+                               "@mariadb_slave_capability = 4",
+                            FERRY_ESOURCE, WHAT ": binlog stream", err);
+    if (rc == FERRY_OK) {
+        MYSQL_RES *res = NULL;
+        MYSQL_ROW row;
+        if (mysql_query(m, "SELECT @@global.binlog_checksum") != 0 ||
+            (res = mysql_store_result(m)) == NULL || (row = mysql_fetch_row(res)) == NULL)
+            rc = ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: binlog_checksum", s->conn.peer);
+        else
+            st.crc = row[0] != NULL && strcasecmp(row[0], "NONE") != 0;
+        if (res) mysql_free_result(res);
+    }
+    char file[300];
+    snprintf(file, sizeof file, "%s.%06" PRIu32, base, BL_SEQ(start));
+    if (rc == FERRY_OK && (rpl = mariadb_rpl_init(m)) == NULL) rc = nomem(err);
+    if (rc == FERRY_OK) {
+        unsigned int sid = (unsigned int)server_id;
+        unsigned long spos = BL_OFF(start);
+        if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, file, strlen(file)) != 0 ||
+            mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) != 0 ||
+            mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) != 0 ||
+            mariadb_rpl_open(rpl) != 0) {
+            unsigned e = mysql_errno(m);
+            if (e == 1236) /* ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or no such file */
+                rc = ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                     WHAT ": %s: table %s: resnapshot required: the server "
+                                          "cannot send the binary log from %s:%lu (%s)",
+                                     s->conn.peer, r->from, file, spos, mysql_error(m));
+            else
+                rc = ferry__my_error(err, FERRY_ESOURCE, m,
+                                     WHAT ": %s: table %s: opening the binary log at %s:%lu",
+                                     s->conn.peer, r->from, file, spos);
+        }
+    }
+    MARIADB_RPL_EVENT *ev = NULL;
+    while (rc == FERRY_OK && !st.done && !st.epoch_stop) {
+        int stop = ferry_rw_stop_requested(rw);
+        if (stop != 0) {
+            rc = ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED,
+                                 "mysql", WHAT ": table %s: stream stopped", r->from);
+            break;
+        }
+        ev = mariadb_rpl_fetch(rpl, ev);
+        if (ev == NULL) {
+            rc = ferry__my_error(err, FERRY_EIO, m,
+                                 WHAT ": %s: table %s: reading the binary log (after %s.%06" PRIu32
+                                      ":%" PRIu32 ")",
+                                 s->conn.peer, r->from, base, BL_SEQ(st.last_commit),
+                                 BL_OFF(st.last_commit));
+            break;
+        }
+        if (ev->raw_data == NULL) continue;
+        rc = on_event(&st, rpl, ev, err);
+    }
+    if (ev != NULL) mariadb_free_rpl_event(ev);
+    if (rpl != NULL) mariadb_rpl_close(rpl);
+    if (m != NULL) mysql_close(m);
+    if (rc == FERRY_OK && st.done && st.last_commit < st.end) ferry_rw_set_offset(rw, st.end);
+    report_zero_dates(&st.d, rw);
+    if (rc == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,
+                  st.changes, st.epoch_stop ? " (row-count epoch: the next run goes on)" : "");
+    ferry_free(st.fmap);
+    ferry_free(st.tm);
+    ferry_free(st.img[0]);
+    ferry_free(st.img[1]);
+    ferry_buf_release(&st.text);
+    return rc;
+}
+
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *sc, const char *plan_json, int shard,
                        const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
@@ -1215,6 +2035,13 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     int ord[MAX_ORDER], n_ord = 0;
     rc = resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) {
+        json_decref(plan);
+        json_decref(resume_key);
+        return rc;
+    }
+    if (spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream"))) {
+        rc = stream_cdc(s, spec, sc, &r, plan, resume, rw, err);
+        rel_free(&r);
         json_decref(plan);
         json_decref(resume_key);
         return rc;
@@ -1247,7 +2074,7 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .name = "mysql",
     .tuning_keys = source_tuning_keys,
     .supports_incremental = true,
-    .supports_cdc = false,
+    .supports_cdc = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,

@@ -424,7 +424,8 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                 spec->cursor[k],
                 col_index(&r, spec->cursor[k]) < 0 ? "does not exist"
                                                    : "must be among the selected columns");
-    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && (spec->change_log || spec->soft_delete))
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC &&
+        (ferry_read_context_of(spec)->change_log || ferry_read_context_of(spec)->soft_delete))
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
                              WHAT ": table %s: mode cdc writes with `write: merge` only so far "
                                   "(no change log with `write: append`, no soft_delete)",
@@ -1349,8 +1350,9 @@ static int cdc_server_id(const struct ferry_resource_spec *spec, int64_t *id,
     }
     if (*id == 0) {
         char key[512];
-        snprintf(key, sizeof key, "%s\n%s", spec->pipeline ? spec->pipeline : "",
-                 spec->route ? spec->route : spec->table);
+        const struct ferry_read_context *run = ferry_read_context_of(spec);
+        snprintf(key, sizeof key, "%s\n%s", run->pipeline ? run->pipeline : "",
+                 run->route ? run->route : spec->table);
         *id = (int64_t)((1u << 30) | (ferry_crc32c(key, strlen(key)) & 0x3fffffffu));
     }
     return FERRY_OK;
@@ -1742,7 +1744,8 @@ static void cdc_commit(struct stream *st, int64_t pos)
         ferry_rw_set_offset(st->rw, pos);
     }
     if (pos >= st->end) st->done = true;
-    if (!st->done && st->spec->cdc_epoch_rows > 0 && st->changes >= st->spec->cdc_epoch_rows)
+    int64_t epoch_rows = ferry_read_context_of(st->spec)->cdc_epoch_rows;
+    if (!st->done && epoch_rows > 0 && st->changes >= epoch_rows)
         st->epoch_stop = true;
 }
 

@@ -97,6 +97,27 @@ void ferry__api_trace_context(struct req *rq, int64_t run_id)
     ferry_bus_emit(rq->srv->o.bus, run_id, 0, "", FERRY_EV_RUN_TRACE_CONTEXT, payload, NULL);
 }
 
+/* A run without a worker log file: one requested here whose worker has not started yet
+ * has an empty log (200, "started": false); a run that is not here, or that never ran on
+ * this server, has none (404). */
+static enum MHD_Result no_log(struct req *rq, long long id, bool local)
+{
+    struct ferry_store *st = ferry__srv_store(rq->srv);
+    struct ferry_run_info run;
+    memset(&run, 0, sizeof run);
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = ferry_store_run_get(st, id, &run, &e);
+    bool waiting = rc == FERRY_OK && local && run.state == FERRY_RUN_REQUESTED;
+    ferry_run_info_clear(&run);
+    ferry__srv_store_put(rq->srv, st);
+    if (rc == FERRY_ENOTFOUND || (rc == FERRY_OK && !waiting))
+        return ferry__srv_error(rq, 404, "not_found", "run %lld has no worker log here", id);
+    if (rc != FERRY_OK) return ferry__srv_ferror(rq, &e);
+    return ferry__srv_json(rq, 200, json_pack("{s:I,s:[],s:b,s:b}", "id", (json_int_t)id, "lines",
+                                              "truncated", false, "started", false));
+}
+
 /* GET /v1/runs/{id}/log?lines=N (default 200, at most 2000): the last lines of the run's
  * worker output (logs/run-ID.log of a local worker; ferry never logs a secret). 404 when
  * there is none (a run never dispatched here, a Kubernetes pod's log). */
@@ -116,8 +137,7 @@ enum MHD_Result ferry__api_run_log(struct req *rq)
     char path[4200];
     snprintf(path, sizeof path, "%s/run-%lld.log", dir ? dir : "", id);
     FILE *f = dir ? fopen(path, "rb") : NULL;
-    if (f == NULL)
-        return ferry__srv_error(rq, 404, "not_found", "run %lld has no worker log here", id);
+    if (f == NULL) return no_log(rq, id, dir != NULL);
     /* the tail: at most the last 256 KiB, then the last `want` lines of it */
     enum { TAIL_MAX = 256 * 1024 };
     fseek(f, 0, SEEK_END);

@@ -18,9 +18,14 @@ stop_serve() {
   fi
   SERVE_PID=""
 }
-# Chains lib.sh's EXIT trap: the server (and so its workers) never outlives the test.
+# Chains the EXIT trap set so far (lib.sh's, and pg.sh's when PostgreSQL was started first):
+# the server (and so its workers) never outlives the test, and neither does anything else.
 EXTRA_PIDS=""
-trap 'rc=$?; stop_serve; for p in $EXTRA_PIDS; do kill -TERM "$p" 2>/dev/null || true; done; if [ $rc -ne 0 ]; then echo "FAILED (workdir kept: $T)"; tail -n 30 "$T"/serve.err 2>/dev/null || true; else rm -rf "$T"; fi; exit $rc' EXIT
+__serve_prev_trap=$(trap -p EXIT)
+__serve_prev_trap=${__serve_prev_trap#trap -- \'}
+__serve_prev_trap=${__serve_prev_trap%\' EXIT}
+# shellcheck disable=SC2064 # the previous trap is expanded now, on purpose
+trap "rc=\$?; stop_serve; for p in \$EXTRA_PIDS; do kill -TERM \"\$p\" 2>/dev/null || true; done; if [ \$rc -ne 0 ]; then tail -n 30 \"\$T\"/serve.err 2>/dev/null || true; fi; (exit \$rc); $__serve_prev_trap" EXIT
 
 # sample_yaml NAME SINKPATH [LINE...]: on stdout, a pipeline copying $ROWS sample orders
 # (seed 7) in full, appended to the SQLite file SINKPATH in batches of 5000; each LINE goes in

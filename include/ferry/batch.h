@@ -107,6 +107,9 @@ FERRY_MUST_CHECK int ferry_schema_finish(struct ferry_schema *s, struct ferry_er
 struct ferry_schema *ferry_schema_ref(struct ferry_schema *s);
 void ferry_schema_unref(struct ferry_schema *s);
 int ferry_schema_find(const struct ferry_schema *s, const char *name); /* index or -1 */
+/* Marks the declared key (`key:` of a resource): key[k] gets key position k + 1. Returns -1,
+ * or the index in key of the first name the schema lacks (the caller reports it). */
+int ferry_schema_mark_key(struct ferry_schema *s, char *const *key, int n);
 
 struct ferry_decimal128 {
     uint64_t lo;

@@ -120,6 +120,16 @@ void ferry_schema_unref(struct ferry_schema *s)
     ferry_free(s);
 }
 
+int ferry_schema_mark_key(struct ferry_schema *s, char *const *key, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int f = ferry_schema_find(s, key[k]);
+        if (f < 0) return k;
+        s->fields[f].key_pos = k + 1;
+    }
+    return -1;
+}
+
 int ferry_schema_find(const struct ferry_schema *s, const char *name)
 {
     if (s == NULL || name == NULL) return -1;

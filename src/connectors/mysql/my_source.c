@@ -393,18 +393,12 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
         else
             rc = add_field(s, sc, &r.cols[c], err);
     }
-    if (rc == FERRY_OK && spec->key != NULL) {
-        for (int k = 0; k < spec->n_key && rc == FERRY_OK; k++) {
-            int f = ferry_schema_find(sc, spec->key[k]);
-            if (f < 0)
-                rc = ferry_error_set(err, FERRY_ECONFIG, "config",
-                                     WHAT ": table %s: key column \"%s\" is not among the "
-                                          "selected columns",
-                                     r.from, spec->key[k]);
-            else
-                sc->fields[f].key_pos = k + 1;
-        }
-    } else if (rc == FERRY_OK) {
+    int missing = rc == FERRY_OK && spec->key ? ferry_schema_mark_key(sc, spec->key, spec->n_key) : -1;
+    if (rc == FERRY_OK && missing >= 0) {
+        rc = ferry_error_set(err, FERRY_ECONFIG, "config",
+                             WHAT ": table %s: key column \"%s\" is not among the selected columns",
+                             r.from, spec->key[missing]);
+    } else if (rc == FERRY_OK && spec->key == NULL) {
         for (int c = 0; c < r.n_cols && rc == FERRY_OK; c++) {
             if (r.cols[c].key_pos == 0) continue;
             int f = ferry_schema_find(sc, r.cols[c].name);

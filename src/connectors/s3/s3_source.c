@@ -265,16 +265,11 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
             sc->fields[i].scale = fd->scale;
         }
     }
-    for (int k = 0; rc == FERRY_OK && spec->key && k < spec->n_key; k++) {
-        int f = ferry_schema_find(sc, spec->key[k]);
-        if (f < 0)
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
-                                 "s3 source: resource %s: key column \"%s\" is not among the "
-                                 "columns",
-                                 spec->table, spec->key[k]);
-        else
-            sc->fields[f].key_pos = k + 1;
-    }
+    int missing = rc == FERRY_OK && spec->key ? ferry_schema_mark_key(sc, spec->key, spec->n_key) : -1;
+    if (missing >= 0)
+        rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
+                             "s3 source: resource %s: key column \"%s\" is not among the columns",
+                             spec->table, spec->key[missing]);
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     ferry__parquet_reader_free(r);
     json_decref(objs);

@@ -130,7 +130,7 @@ int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_c
 /* ---- small SQL helpers -------------------------------------------------------------- */
 
 /* Runs a parameterised query that returns rows; *res is the caller's to clear. */
-int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params, PGresult **res,
+static int query(PGconn *c, const char *sql, int np, const char *const *params, PGresult **res,
                  const char *peer, const char *what, struct ferry_error *err)
 {
     *res = PQexecParams(c, sql, np, NULL, params, NULL, NULL, 0);
@@ -141,6 +141,12 @@ int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *p
         return rc;
     }
     return FERRY_OK;
+}
+
+int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params,
+                        PGresult **res, const char *peer, const char *what, struct ferry_error *err)
+{
+    return query(c, sql, np, params, res, peer, what, err);
 }
 
 static int lsn_of(const char *text, uint64_t *out, const char *what, struct ferry_error *err)
@@ -163,7 +169,7 @@ int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
     PGresult *res = NULL;
     char what[128];
     snprintf(what, sizeof what, "reading replication slot %s", slot);
-    int rc = ferry__pg_cdc_query(c, sql, 1, params, &res, peer, what, err);
+    int rc = query(c, sql, 1, params, &res, peer, what, err);
     if (rc != FERRY_OK) return rc;
     if (PQntuples(res) == 1) {
         si->exists = true;
@@ -204,7 +210,7 @@ int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
                               "FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.regclass";
     const char *params[1] = {from};
     PGresult *res = NULL;
-    int rc = ferry__pg_cdc_query(c, sql, 1, params, &res, peer, "reading the replica identity", err);
+    int rc = query(c, sql, 1, params, &res, peer, "reading the replica identity", err);
     if (rc != FERRY_OK) return rc;
     char ident = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0)[0] : 'n';
     bool has_index = PQntuples(res) == 1 && PQgetvalue(res, 0, 1)[0] == 't';
@@ -225,7 +231,7 @@ static int ensure_publication(PGconn *c, const char *peer, const struct ferry_pg
 {
     const char *p1[1] = {o->publication};
     PGresult *res = NULL;
-    int rc = ferry__pg_cdc_query(c, "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1", 1, p1, &res,
+    int rc = query(c, "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1", 1, p1, &res,
                    peer, "reading publications", err);
     if (rc != FERRY_OK) return rc;
     bool exists = PQntuples(res) == 1;
@@ -233,7 +239,7 @@ static int ensure_publication(PGconn *c, const char *peer, const struct ferry_pg
     bool member = false;
     if (exists) {
         const char *p3[3] = {o->publication, t->schema_name, t->table};
-        rc = ferry__pg_cdc_query(c,
+        rc = query(c,
                    "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND "
                    "schemaname = $2 AND tablename = $3",
                    3, p3, &res, peer, "reading publication tables", err);
@@ -276,7 +282,7 @@ int ferry__pg_cdc_end_position(PGconn *c, const char *peer, uint64_t *end, struc
     /* Tests change the source here: after discover, before the range a run streams is set. */
     int rc = ferry_failpoint_check("cdc_before_end", err);
     if (rc != FERRY_OK) return rc;
-    rc = ferry__pg_cdc_query(c,
+    rc = query(c,
                "SELECT pg_catalog.pg_logical_emit_message(false, 'ferry', 'end')"
                "::pg_catalog.text",
                0, NULL, &res, peer, "taking the end position (pg_logical_emit_message)", err);
@@ -574,7 +580,7 @@ static int column_exists_now(struct stream *s, const char *name, bool *exists,
     if (rc != FERRY_OK) return rc;
     const char *params[3] = {s->t->schema_name, s->t->table, name};
     PGresult *res = NULL;
-    rc = ferry__pg_cdc_query(c,
+    rc = query(c,
                "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = "
                "a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
                "n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT "
@@ -998,8 +1004,8 @@ static int start_replication(struct stream *s, const char *slot, const char *pub
         int64_t deadline = ferry_now_mono_us() + 10000000;
         PGresult *res = PQexec(s->c, sql.data);
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        while (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL &&
-               !strcmp(state, "55006") && ferry_now_mono_us() < deadline) {
+        while (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL && !strcmp(state, "55006") &&
+               ferry_now_mono_us() < deadline) {
             PQclear(res);
             usleep(100000);
             res = PQexec(s->c, sql.data);

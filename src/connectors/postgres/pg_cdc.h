@@ -130,8 +130,7 @@ int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *p
 int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
                                  struct ferry_error *err);
 /* A WAL position written now (a logical message): the end a bounded run streams to. */
-int ferry__pg_cdc_end_position(PGconn *c, const char *peer, uint64_t *end,
-                               struct ferry_error *err);
+int ferry__pg_cdc_end_position(PGconn *c, const char *peer, uint64_t *end, struct ferry_error *err);
 /* A saved position's "n" (0 when absent) and "k" (k may be NULL). */
 int ferry__pg_cdc_position(const char *position, uint64_t *lsn, int64_t *k,
                            struct ferry_error *err);

@@ -126,8 +126,8 @@ static int publication_members(PGconn *c, const char *peer, const char *pub, boo
 {
     const char *p1[1] = {pub};
     PGresult *res = NULL;
-    int rc = ferry__pg_cdc_query(c, "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1",
-                                 1, p1, &res, peer, "reading publications", err);
+    int rc = ferry__pg_cdc_query(c, "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1", 1,
+                                 p1, &res, peer, "reading publications", err);
     if (rc != FERRY_OK) return rc;
     *exists = PQntuples(res) == 1;
     PQclear(res);
@@ -150,8 +150,8 @@ static int publication_members(PGconn *c, const char *peer, const char *pub, boo
 }
 
 /* A publication the user gave must publish its tables already. */
-static int check_given(PGconn *c, const char *peer, struct ferry_pg_slot *sl, int i,
-                       bool *missing, struct ferry_error *err)
+static int check_given(PGconn *c, const char *peer, struct ferry_pg_slot *sl, int i, bool *missing,
+                       struct ferry_error *err)
 {
     const char *pub = sl->tabs[i].publication;
     bool exists = false;
@@ -231,8 +231,7 @@ static int refuse_legacy(PGconn *c, const char *peer, struct ferry_pg_slot *sl,
                      "\"%s\": migrate with `ferry cdc drop PIPELINE_FILE` and run again (each "
                      "table is copied anew), or keep the old slot with `slot: %s` on the "
                      "resource",
-                peer, sl->tabs[i].from, sl->tabs[i].legacy_slot, sl->slot,
-                sl->tabs[i].legacy_slot);
+                peer, sl->tabs[i].from, sl->tabs[i].legacy_slot, sl->slot, sl->tabs[i].legacy_slot);
     }
     return FERRY_OK;
 }
@@ -369,9 +368,9 @@ static void table_loss(const struct ferry_pg_slot *sl, uint64_t saved, char *why
 
 int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
                         const struct ferry_pg_conn_opts *opts, const char *peer,
-                        const struct ferry_resource_spec *spec,
-                        const struct ferry_pg_cdc_target *t, const char *route_checkpoint,
-                        json_t *plan, bool *copy, struct ferry_error *err)
+                        const struct ferry_resource_spec *spec, const struct ferry_pg_cdc_target *t,
+                        const char *route_checkpoint, json_t *plan, bool *copy,
+                        struct ferry_error *err)
 {
     *copy = false;
     struct ferry_pg_cdc_opts o;

@@ -40,8 +40,8 @@ struct ferry_pg_slot {
     int n_tabs;
     /* the planning of this instance's run */
     bool prepared;
-    bool fresh;        /* the slot was made now: its snapshot and start serve every copy */
-    char why[256];     /* why it was made (it was lost); empty: there was none */
+    bool fresh;    /* the slot was made now: its snapshot and start serve every copy */
+    char why[256]; /* why it was made (it was lost); empty: there was none */
     char snapshot[256];
     uint64_t start;     /* fresh: the consistent point */
     uint64_t confirmed; /* the slot's confirmed position when planned (fresh: start) */
@@ -59,9 +59,9 @@ int ferry__pg_slot_register(struct ferry_pg_slot *sl, const struct ferry_resourc
  * connection stays in sl, *copy says whether copy shards follow). */
 int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
                         const struct ferry_pg_conn_opts *opts, const char *peer,
-                        const struct ferry_resource_spec *spec,
-                        const struct ferry_pg_cdc_target *t, const char *route_checkpoint,
-                        json_t *plan, bool *copy, struct ferry_error *err);
+                        const struct ferry_resource_spec *spec, const struct ferry_pg_cdc_target *t,
+                        const char *route_checkpoint, json_t *plan, bool *copy,
+                        struct ferry_error *err);
 /* Records the resource's saved position and, once every registered table's is known,
  * acknowledges the slot up to their minimum. */
 int ferry__pg_slot_ack(struct ferry_pg_slot *sl, PGconn *c, const char *peer,

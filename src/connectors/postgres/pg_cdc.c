@@ -506,6 +506,47 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
 
 /* ---- the stream ---------------------------------------------------------------------- */
 
+struct relmsg {
+    uint32_t relid;
+    uint8_t *p;
+    size_t n;
+};
+struct rels {
+    struct relmsg *v;
+    int n;
+};
+
+static void rels_free(struct rels *r)
+{
+    for (int i = 0; i < r->n; i++)
+        ferry_free(r->v[i].p);
+    ferry_free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
+/* Keeps a copy of relation message p as relid's (replacing an older one). */
+static int rels_put(struct rels *r, uint32_t relid, const uint8_t *p, size_t n)
+{
+    uint8_t *copy = ferry_malloc(n ? n : 1);
+    if (copy == NULL) return FERRY_ENOMEM;
+    memcpy(copy, p, n);
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i].relid == relid) {
+            ferry_free(r->v[i].p);
+            r->v[i].p = copy;
+            r->v[i].n = n;
+            return FERRY_OK;
+        }
+    struct relmsg *v = ferry_realloc(r->v, (size_t)(r->n + 1) * sizeof *v);
+    if (v == NULL) {
+        ferry_free(copy);
+        return FERRY_ENOMEM;
+    }
+    r->v = v;
+    r->v[r->n++] = (struct relmsg){.relid = relid, .p = copy, .n = n};
+    return FERRY_OK;
+}
+
 struct stream {
     PGconn *c;
     const char *url;
@@ -531,8 +572,11 @@ struct stream {
     int64_t last_commit_time_us; /* unix microseconds of the last commit received */
     struct ferry_pg_cdc_progress *progress;
     struct ferry_buf scratch;
-    uint8_t *rel; /* keep_session: our table's last Relation message, as received */
-    size_t rel_len;
+    /* keep_session: the last Relation message of every relation the session sent, as
+     * received (pgoutput sends one once per session: a table that continues the session
+     * of another table of a shared slot needs its own from there). */
+    struct rels rels;
+    bool replaying; /* on_message of a kept Relation message */
 };
 
 static void report(struct stream *s)
@@ -902,16 +946,11 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
     case 'R':
         rc = on_relation(s, &m, err);
         /* A session's walsender sends a table's Relation message once: a parked session
-         * (below) keeps it for the run that continues the session. */
-        if (rc == FERRY_OK && s->t->keep_session && s->rel_known && s->relid == m.relid &&
-            !s->schema_stop && p != s->rel) {
-            uint8_t *copy = ferry_malloc(n ? n : 1);
-            if (copy == NULL) return nomem(err);
-            memcpy(copy, p, n);
-            ferry_free(s->rel);
-            s->rel = copy;
-            s->rel_len = n;
-        }
+         * (below) keeps every one for the run (of any table) that continues the session.
+         * Ours only when it was accepted (a schema stop does not park). */
+        if (rc == FERRY_OK && s->t->keep_session && !s->replaying && !s->schema_stop &&
+            rels_put(&s->rels, m.relid, p, n) != FERRY_OK)
+            return nomem(err);
         return rc;
     case 'I':
     case 'U':
@@ -1048,8 +1087,7 @@ struct parked {
     uint64_t received; /* furthest WAL position the server reported */
     uint64_t flush;    /* last flush reported to the server */
     int64_t since;     /* parked at, monotonic us */
-    uint8_t *rel;      /* the table's last Relation message */
-    size_t rel_len;
+    struct rels rels;  /* the session's Relation messages */
 };
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1073,7 +1111,7 @@ static void parked_close(struct parked *p)
             end_stream(p->c);
         PQfinish(p->c);
     }
-    ferry_free(p->rel);
+    rels_free(&p->rels);
     memset(p, 0, sizeof *p);
 }
 
@@ -1114,7 +1152,7 @@ static bool park_take(const char *slot, const char *pub, uint64_t start, struct 
     return ok;
 }
 
-/* Parks s->c (and its Relation message) at `pos`; false when there is no room. */
+/* Parks s->c (and the Relation messages it sent) at `pos`; false when there is no room. */
 static bool park_put(struct stream *s, const char *slot, const char *pub, uint64_t pos)
 {
     bool ok = false;
@@ -1133,9 +1171,8 @@ static bool park_put(struct stream *s, const char *slot, const char *pub, uint64
         p->received = s->received;
         p->flush = s->flush;
         p->since = ferry_now_mono_us();
-        p->rel = s->rel;
-        p->rel_len = s->rel_len;
-        s->rel = NULL;
+        p->rels = s->rels;
+        memset(&s->rels, 0, sizeof s->rels);
         ok = true;
     }
     pthread_mutex_unlock(&park_lock);
@@ -1288,9 +1325,11 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         /* The session of the previous run goes on right after its last position. */
         s.c = pk.c;
         s.received = pk.received;
-        s.rel = pk.rel;
-        s.rel_len = pk.rel_len;
-        if (s.rel != NULL) rc = on_message(&s, s.rel, s.rel_len, err);
+        s.rels = pk.rels;
+        s.replaying = true;
+        for (int i = 0; i < s.rels.n && rc == FERRY_OK; i++)
+            rc = on_message(&s, s.rels.v[i].p, s.rels.v[i].n, err);
+        s.replaying = false;
     } else {
         rc = ferry__pg_connect_ex(url, opts, "database", WHAT " (replication)", &s.c, err);
         /* Values arrive as the walsender's text output: pin the forms the parsers read. */
@@ -1407,7 +1446,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         PQfinish(s.c);
     }
     slot_unlock(slot);
-    ferry_free(s.rel);
+    rels_free(&s.rels);
     if (rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", t->from,
                   s.changes,

@@ -303,6 +303,10 @@ static int prepare(struct ferry_pg_slot *sl, PGconn *c, const char *url,
         sl->confirmed = si.confirmed;
         sl->unreserved = si.unreserved;
     }
+    /* One end for every table: when the run ends, each table holds every transaction that
+     * committed before it and none after (tables that stop early aside: epochs, schema
+     * changes). */
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_end_position(c, peer, &sl->end, err);
     if (rc == FERRY_OK) sl->prepared = true;
     return rc;
 }
@@ -401,10 +405,7 @@ int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
                        "(on_slot_lost: resnapshot)",
                   t->from, sl->slot, why);
     }
-    uint64_t end = 0;
-    rc = ferry__pg_cdc_end_position(c, peer, &end, err);
-    if (rc != FERRY_OK) return rc;
-    ferry__pg_cdc_set_lsn(plan, "end", end);
+    ferry__pg_cdc_set_lsn(plan, "end", sl->end);
     ferry__pg_cdc_set_lsn(plan, "flush", sl->confirmed);
     if (saved != 0 && why[0] == '\0') {
         ferry__pg_cdc_set_lsn(plan, "start", saved);

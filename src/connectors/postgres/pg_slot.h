@@ -45,6 +45,7 @@ struct ferry_pg_slot {
     char snapshot[256];
     uint64_t start;     /* fresh: the consistent point */
     uint64_t confirmed; /* the slot's confirmed position when planned (fresh: start) */
+    uint64_t end;       /* the run's one end for every table (a commit boundary for all) */
     bool unreserved;
     PGconn *keep; /* the exporting connection (replication, or a plain one), idle */
 };

@@ -180,8 +180,9 @@ struct ferry_source_vtable {
 
     /* optional, log sources (supports_cdc). Appended to ABI 1. cdc_ack: the runner calls it
      * on the planning instance after a cdc resource's route checkpoint `position` was SAVED
-     * (run completed or paused-and-committed, and folded by the tracker): the source may
-     * release its log up to there (and never further). *caught_up says whether the position
+     * (run completed or paused-and-committed, and folded by the tracker), also when an
+     * earlier run saved it: the source may release its log up to there (and never further;
+     * a log shared by several resources, up to the least of their positions). *caught_up says whether the position
      * reached the end frozen in `plan_json` (false: the stream stopped early, e.g. at a
      * schema change, and another run continues it). cdc_drop: removes what the source
      * created for the resource (slot, publication), for `ferry cdc drop`. */

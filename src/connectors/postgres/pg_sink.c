@@ -31,6 +31,7 @@
 #include <string.h>
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_encode.h"
+#include "pipeline/schema_change.h"
 #include "connectors/postgres/pg_guard.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -59,6 +60,7 @@ struct target {
     char *qtable;  /* "schema"."table", quoted */
     struct ferry_schema *schema;
     enum ferry_write_mode mode;
+    enum ferry_schema_changes schema_changes;
     struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
     int n_wire;
     char *copy_sql;
@@ -287,6 +289,7 @@ struct dest_col {
     uint32_t base_oid;
     int32_t base_typmod;
     char recv[32]; /* pg_type.typreceive, e.g. "enum_recv" */
+    bool not_null, has_default;
 };
 
 static void dest_cols_free(struct dest_col *c, int n)
@@ -322,7 +325,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
                    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text "
+                   "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -352,6 +355,8 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
         c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
         c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
         snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
+        c[k].not_null = PQgetvalue(r, i, 8)[0] == 't';
+        c[k].has_default = PQgetvalue(r, i, 9)[0] == 't';
         if (c[k].base_oid == 0) {
             c[k].base_oid = c[k].oid;
             c[k].base_typmod = c[k].typmod;
@@ -474,6 +479,59 @@ static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int c
     return w;
 }
 
+/* ALTER TABLE t ALTER COLUMN "c" <clause>, clause built by the caller into `tail`. */
+static int alter_column(struct sink *s, const char *table, const char *column, const char *tail,
+                        const char *doing, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "ALTER TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ALTER COLUMN ") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, column, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " %s", tail) != FERRY_OK) rc = oom(err);
+    char what[300];
+    snprintf(what, sizeof what, WHAT ": %s column \"%s\" of table \"%s\".\"%s\"", doing, column,
+             s->schema, table);
+    ferry_log(FERRY_LOG_INFO, "%s (schema_changes: evolve)", what);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+/* schema_changes: evolve, on a table that exists: a column whose type the data's widens
+ * (smallint -> integer -> bigint, real -> double precision, numeric(p,s) -> wider numeric)
+ * gets the data's type; a column the data no longer has (dropped at the source) lets go of
+ * NOT NULL, so that it is NULL from now on. *changed when anything was altered. */
+static int evolve_table(struct sink *s, const char *table, const struct ferry_schema *sc,
+                        const struct dest_col *dc, int n_dc, bool *changed,
+                        struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (int j = 0; j < n_dc && rc == FERRY_OK; j++) {
+        int i = ferry_schema_find(sc, dc[j].name);
+        if (i < 0) {
+            if (dc[j].not_null && !dc[j].has_default && !dc[j].pk) {
+                rc = alter_column(s, table, dc[j].name, "DROP NOT NULL",
+                                  "letting go of NOT NULL on (dropped at the source)", err);
+                *changed = true;
+            }
+            continue;
+        }
+        const struct ferry_field *f = &sc->fields[i];
+        struct ferry_field d = {0};
+        if (dc[j].oid != dc[j].base_oid) continue; /* a domain: the user's choice */
+        ferry__pg_map_type(dc[j].oid, dc[j].typmod, &d.type, &d.precision, &d.scale);
+        bool same = d.type == f->type && (d.type != FERRY_TYPE_DECIMAL128 ||
+                                          (d.precision == f->precision && d.scale == f->scale));
+        if (same || !ferry__pg_type_is_native(dc[j].oid) || !ferry_type_widens(&d, f)) continue;
+        char type[64], tail[100];
+        ferry__pg_sql_type(f, type, sizeof type);
+        snprintf(tail, sizeof tail, "TYPE %s", type);
+        rc = alter_column(s, table, f->name, tail, "widening", err);
+        *changed = true;
+    }
+    return rc;
+}
+
 /* Creates the table or checks it (adding missing columns), then chooses each column's
  * binary format from the destination's actual column types. */
 static int ensure_table(struct sink *s, struct target *t, const char *table, bool need_key,
@@ -499,6 +557,8 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                 changed = true;
             }
         }
+        if (rc == FERRY_OK && t->schema_changes == FERRY_SCHEMA_EVOLVE)
+            rc = evolve_table(s, table, sc, dc, n_dc, &changed, err);
     }
     if (rc == FERRY_OK && changed) {
         dest_cols_free(dc, n_dc);
@@ -738,6 +798,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                       : -1;
     t->used = true;
     t->mode = target->mode;
+    t->schema_changes = target->schema_changes;
     t->schema = ferry_schema_ref(target->schema);
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_strdup(target->table);

@@ -27,6 +27,7 @@
 #include "connectors/sqlite/sqlite_common.h"
 #include "ferry/connector.h"
 #include "ferry/digest.h"
+#include "pipeline/schema_change.h"
 
 #define SCRATCH 64   /* bytes of text scratch per value: decimals, times, uuids */
 #define MANY_ROWS 64 /* rows per multi-row INSERT (fewer statement runs) */
@@ -376,11 +377,29 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     return rc;
 }
 
+/* schema_changes: evolve and a column whose declared type the data's widens (INT4 ->
+ * INTEGER, FLOAT4 -> DOUBLE, a wider DECIMAL_TEXT): SQLite stores any value in any column
+ * (a column's type is only an affinity: INTEGER, REAL and TEXT hold 64-bit integers, doubles
+ * and decimal text exactly) and cannot change a declared type in place, so the column is
+ * taken as it is; its declaration keeps the old name (docs/connectors.md). */
+static bool widened(struct sink *s, const char *table, const char *decl,
+                    const struct ferry_field *f)
+{
+    struct ferry_field d = {0};
+    ferry__sqlite_type_from_decl(decl, &d.type, &d.precision, &d.scale);
+    if (!ferry_type_widens(&d, f)) return false;
+    ferry_log(FERRY_LOG_INFO,
+              "sqlite sink: %s: table \"%s\" column \"%s\" declared %s now receives %s values "
+              "(schema_changes: evolve; SQLite keeps the declaration, its storage holds them)",
+              s->path, table, f->name, decl, ferry_type_name(f->type));
+    return true;
+}
+
 /* Creates the table, or checks the existing one: adds missing columns, refuses a column
  * whose declared type cannot hold the data, and (for upsert/merge) a primary key that is
  * not the data's key, since ON CONFLICT needs exactly that unique key. */
 static int ensure_table(struct sink *s, const char *table, const struct ferry_schema *sc,
-                        bool need_key, bool declare_key, struct ferry_error *err)
+                        bool need_key, bool declare_key, bool evolve, struct ferry_error *err)
 {
     struct dest_col *dc;
     int n_dc;
@@ -397,6 +416,8 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
             continue;
         }
         char have[64], want[64];
+        if (!holds(dc[j].decl, f, have, sizeof have) && evolve && widened(s, table, dc[j].decl, f))
+            continue;
         if (!holds(dc[j].decl, f, have, sizeof have)) {
             field_type_text(f, want, sizeof want);
             rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
@@ -495,7 +516,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
     return ensure_table(s, t->table, sc,
                         t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
-                        t->mode != FERRY_WRITE_APPEND, err);
+                        t->mode != FERRY_WRITE_APPEND,
+                        target->schema_changes == FERRY_SCHEMA_EVOLVE, err);
 }
 
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
@@ -618,7 +640,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
         if (t->mode == FERRY_WRITE_REPLACE) {
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
-            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, false, err);
         }
         if (rc == FERRY_OK) rc = prepare_statements(s, t, err);
     }

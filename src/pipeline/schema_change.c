@@ -41,11 +41,13 @@ enum ferry_schema_action ferry_schema_change_decide(enum ferry_schema_changes p,
 {
     if (p == FERRY_SCHEMA_FAIL || k == FERRY_SC_RETYPED) return FERRY_SC_ERROR;
     switch (k) {
-    case FERRY_SC_ADDED: return p == FERRY_SCHEMA_EVOLVE ? FERRY_SC_STOP : FERRY_SC_CONTINUE;
+    /* a dropped column stops too: the next run's sink lets go of its NOT NULL first */
+    case FERRY_SC_ADDED:
+    case FERRY_SC_DROPPED: return p == FERRY_SCHEMA_EVOLVE ? FERRY_SC_STOP : FERRY_SC_CONTINUE;
     case FERRY_SC_WIDENED: /* freeze keeps the destination's type: values may not fit */
         return p == FERRY_SCHEMA_EVOLVE ? FERRY_SC_STOP : FERRY_SC_ERROR;
     case FERRY_SC_TRUNCATED: return FERRY_SC_APPLY;
-    default: return FERRY_SC_CONTINUE; /* gone, dropped: ignored, NULL from now on */
+    default: return FERRY_SC_CONTINUE; /* gone: its values are ignored */
     }
 }
 

@@ -74,9 +74,12 @@ static int decide(struct check *k, const char *column, enum ferry_schema_change_
         ferry_log(FERRY_LOG_INFO,
                   WHAT ": table %s: column \"%s\" %s at the source (%s%s%s); this run stops "
                        "before the change that carries it, the next run takes it in",
-                  t->from, column, kind == FERRY_SC_ADDED ? "is new" : "was widened",
+                  t->from, column,
+                  kind == FERRY_SC_ADDED     ? "is new"
+                  : kind == FERRY_SC_DROPPED ? "was dropped"
+                                             : "was widened",
                   old_type ? old_type : "new", old_type ? " -> " : "",
-                  old_type ? new_type : "");
+                  old_type && new_type ? new_type : old_type ? "dropped" : "");
         *k->stop = true;
         return FERRY_OK;
     }
@@ -84,8 +87,7 @@ static int decide(struct check *k, const char *column, enum ferry_schema_change_
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: column \"%s\" %s at the source; %s",
                   t->from, column, ferry_schema_change_kind_name(kind),
                   kind == FERRY_SC_DROPPED ? "kept in the destination, NULL from now on"
-                                           : "its values are not written (schema_changes: freeze "
-                                             "or the column is gone)");
+                                           : "its values are not written");
         return FERRY_OK;
     }
     if (kind == FERRY_SC_RETYPED || kind == FERRY_SC_WIDENED)

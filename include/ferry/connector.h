@@ -243,6 +243,9 @@ struct ferry_target {
      * NOT NULL on a column the source dropped; freeze never changes an existing table
      * (fields it lacks are not written); fail and evolve add missing columns. */
     enum ferry_schema_changes schema_changes;
+    /* The resource's route (NULL outside a run): the key under which a sink notes the
+     * changes it makes to an existing table (pipeline/schema_change.h). */
+    const char *route;
 };
 
 /* The run a session belongs to. */

@@ -156,14 +156,14 @@ int ferry__pg_schema_relation(const struct ferry_pg_schema_source *src,
     struct check k = {.src = src, .t = t, .stop = stop};
     const struct ferry_schema *sc = t->sc;
     int rc = FERRY_OK;
-    for (int f = 0; f < n_user && rc == FERRY_OK && !*stop; f++) {
+    for (int f = 0; f < n_user && rc == FERRY_OK; f++) {
         const struct ferry_field *fd = &sc->fields[f];
         map[f] = -1;
         for (int i = 0; i < m->n_cols; i++)
             if (strcmp(m->cols[i].name, fd->name) == 0) map[f] = i;
         rc = check_field(&k, fd, map[f] >= 0 ? &m->cols[map[f]] : NULL, err);
     }
-    for (int i = 0; t->all_columns && rc == FERRY_OK && !*stop && i < m->n_cols; i++)
+    for (int i = 0; t->all_columns && rc == FERRY_OK && i < m->n_cols; i++)
         if (ferry_schema_find(sc, m->cols[i].name) < 0) rc = check_new_column(&k, &m->cols[i], err);
     if (k.c != NULL) PQfinish(k.c);
     return rc;

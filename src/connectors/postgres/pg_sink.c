@@ -61,6 +61,7 @@ struct target {
     struct ferry_schema *schema;
     enum ferry_write_mode mode;
     enum ferry_schema_changes schema_changes;
+    const char *route; /* borrowed from the runner: the key of schema.changed notes */
     struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
     int n_wire;
     char *copy_sql;
@@ -479,6 +480,18 @@ static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int c
     return w;
 }
 
+/* A change made to an existing table, for the run's schema.changed events. */
+static void note(const struct sink *s, const struct target *t, const char *table,
+                 const char *column, enum ferry_schema_change_kind k, const char *old_type,
+                 const char *new_type, int rc)
+{
+    if (rc != FERRY_OK || t->route == NULL) return;
+    char name[300];
+    snprintf(name, sizeof name, "\"%s\".\"%s\" (destination)", s->schema, table);
+    ferry_schema_change_note(t->route, name, column, k, old_type, new_type, t->schema_changes,
+                             FERRY_SC_APPLY);
+}
+
 /* ALTER TABLE t ALTER COLUMN "c" <clause>, clause built by the caller into `tail`. */
 static int alter_column(struct sink *s, const char *table, const char *column, const char *tail,
                         const char *doing, struct ferry_error *err)
@@ -501,10 +514,11 @@ static int alter_column(struct sink *s, const char *table, const char *column, c
  * (smallint -> integer -> bigint, real -> double precision, numeric(p,s) -> wider numeric)
  * gets the data's type; a column the data no longer has (dropped at the source) lets go of
  * NOT NULL, so that it is NULL from now on. *changed when anything was altered. */
-static int evolve_table(struct sink *s, const char *table, const struct ferry_schema *sc,
+static int evolve_table(struct sink *s, const struct target *t, const char *table,
                         const struct dest_col *dc, int n_dc, bool *changed,
                         struct ferry_error *err)
 {
+    const struct ferry_schema *sc = t->schema;
     int rc = FERRY_OK;
     for (int j = 0; j < n_dc && rc == FERRY_OK; j++) {
         int i = ferry_schema_find(sc, dc[j].name);
@@ -512,6 +526,7 @@ static int evolve_table(struct sink *s, const char *table, const struct ferry_sc
             if (dc[j].not_null && !dc[j].has_default && !dc[j].pk) {
                 rc = alter_column(s, table, dc[j].name, "DROP NOT NULL",
                                   "letting go of NOT NULL on (dropped at the source)", err);
+                note(s, t, table, dc[j].name, FERRY_SC_DROPPED, dc[j].type, NULL, rc);
                 *changed = true;
             }
             continue;
@@ -527,6 +542,7 @@ static int evolve_table(struct sink *s, const char *table, const struct ferry_sc
         ferry__pg_sql_type(f, type, sizeof type);
         snprintf(tail, sizeof tail, "TYPE %s", type);
         rc = alter_column(s, table, f->name, tail, "widening", err);
+        note(s, t, table, f->name, FERRY_SC_WIDENED, dc[j].type, type, rc);
         *changed = true;
     }
     return rc;
@@ -554,11 +570,14 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                 j++;
             if (j == n_dc) {
                 rc = add_column(s, table, &sc->fields[i], err);
+                char type[64];
+                ferry__pg_sql_type(&sc->fields[i], type, sizeof type);
+                note(s, t, table, sc->fields[i].name, FERRY_SC_ADDED, NULL, type, rc);
                 changed = true;
             }
         }
         if (rc == FERRY_OK && t->schema_changes == FERRY_SCHEMA_EVOLVE)
-            rc = evolve_table(s, table, sc, dc, n_dc, &changed, err);
+            rc = evolve_table(s, t, table, dc, n_dc, &changed, err);
     }
     if (rc == FERRY_OK && changed) {
         dest_cols_free(dc, n_dc);
@@ -799,6 +818,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->used = true;
     t->mode = target->mode;
     t->schema_changes = target->schema_changes;
+    t->route = target->route;
     t->schema = ferry_schema_ref(target->schema);
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_strdup(target->table);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "connectors/sqlite/sqlite_common.h"
+#include "connectors/sqlite/sqlite_evolve.h"
 #include "ferry/connector.h"
 #include "ferry/digest.h"
 #include "pipeline/schema_change.h"
@@ -377,6 +378,46 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     return rc;
 }
 
+/* A change made to an existing table, for the run's schema.changed events. */
+static void note(const struct ferry_target *target, const char *table, const char *column,
+                 enum ferry_schema_change_kind k, const char *old_decl,
+                 const struct ferry_field *f)
+{
+    if (target == NULL || target->route == NULL) return;
+    char decl[48], name[300];
+    ferry__sqlite_decl_for(f, decl, sizeof decl);
+    snprintf(name, sizeof name, "\"%s\" (destination)", table);
+    ferry_schema_change_note(target->route, name, column, k, old_decl, decl,
+                             target->schema_changes, FERRY_SC_APPLY);
+}
+
+/* schema_changes: evolve: the destination's columns the data no longer has (dropped at the
+ * source) are NULL from now on: their NOT NULL goes (sqlite_evolve.c). */
+static int relax_dropped(struct sink *s, const char *table, const struct ferry_schema *sc,
+                         const struct dest_col *dc, int n_dc, const struct ferry_target *target,
+                         struct ferry_error *err)
+{
+    const char *gone[64];
+    bool relaxed[64];
+    int n = 0;
+    for (int j = 0; j < n_dc && n < 64; j++) {
+        bool have = false;
+        for (int i = 0; i < sc->n_fields && !have; i++)
+            have = sqlite3_stricmp(sc->fields[i].name, dc[j].name) == 0;
+        if (!have) gone[n++] = dc[j].name;
+    }
+    if (n == 0) return FERRY_OK;
+    int rc = ferry__sqlite_relax_not_null(s->db, s->path, table, gone, n, relaxed, err);
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        if (!relaxed[i] || target->route == NULL) continue;
+        char name[300];
+        snprintf(name, sizeof name, "\"%s\" (destination)", table);
+        ferry_schema_change_note(target->route, name, gone[i], FERRY_SC_DROPPED, "NOT NULL", NULL,
+                                 target->schema_changes, FERRY_SC_APPLY);
+    }
+    return rc;
+}
+
 /* schema_changes: evolve and a column whose declared type the data's widens (INT4 ->
  * INTEGER, FLOAT4 -> DOUBLE, a wider DECIMAL_TEXT): SQLite stores any value in any column
  * (a column's type is only an affinity: INTEGER, REAL and TEXT hold 64-bit integers, doubles
@@ -399,13 +440,15 @@ static bool widened(struct sink *s, const char *table, const char *decl,
  * whose declared type cannot hold the data, and (for upsert/merge) a primary key that is
  * not the data's key, since ON CONFLICT needs exactly that unique key. */
 static int ensure_table(struct sink *s, const char *table, const struct ferry_schema *sc,
-                        bool need_key, bool declare_key, bool evolve, struct ferry_error *err)
+                        bool need_key, bool declare_key, const struct ferry_target *target,
+                        struct ferry_error *err)
 {
     struct dest_col *dc;
     int n_dc;
     int rc = dest_columns(s->db, table, &dc, &n_dc, err);
     if (rc != FERRY_OK) return rc;
     if (n_dc == 0) return create_table(s, table, sc, declare_key, err);
+    bool evolve = target != NULL && target->schema_changes == FERRY_SCHEMA_EVOLVE;
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
@@ -413,11 +456,15 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
             j++;
         if (j == n_dc) {
             rc = add_column(s, table, f, err);
+            if (rc == FERRY_OK) note(target, table, f->name, FERRY_SC_ADDED, NULL, f);
             continue;
         }
         char have[64], want[64];
-        if (!holds(dc[j].decl, f, have, sizeof have) && evolve && widened(s, table, dc[j].decl, f))
+        if (!holds(dc[j].decl, f, have, sizeof have) && evolve &&
+            widened(s, table, dc[j].decl, f)) {
+            note(target, table, f->name, FERRY_SC_WIDENED, dc[j].decl, f);
             continue;
+        }
         if (!holds(dc[j].decl, f, have, sizeof have)) {
             field_type_text(f, want, sizeof want);
             rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
@@ -428,6 +475,7 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
                                  dc[j].decl[0] ? dc[j].decl : "without a type", want);
         }
     }
+    if (rc == FERRY_OK && evolve) rc = relax_dropped(s, table, sc, dc, n_dc, target, err);
     if (rc == FERRY_OK && need_key) {
         int n_pk = 0;
         bool same = true;
@@ -516,8 +564,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
     return ensure_table(s, t->table, sc,
                         t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
-                        t->mode != FERRY_WRITE_APPEND,
-                        target->schema_changes == FERRY_SCHEMA_EVOLVE, err);
+                        t->mode != FERRY_WRITE_APPEND, target, err);
 }
 
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
@@ -640,7 +687,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
         if (t->mode == FERRY_WRITE_REPLACE) {
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
-            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, false, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, NULL, err);
         }
         if (rc == FERRY_OK) rc = prepare_statements(s, t, err);
     }

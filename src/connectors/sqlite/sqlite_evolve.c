@@ -1,6 +1,8 @@
-/* connectors/sqlite/sqlite_evolve.c - `schema_changes: evolve` for a column the source
- * dropped, on SQLite: the destination keeps the column, NULL from now on, so a NOT NULL
- * without a default must go. SQLite cannot alter a column's constraints in place; the table
+/* connectors/sqlite/sqlite_evolve.c - `schema_changes: evolve` on SQLite: a column the
+ * source dropped is kept, NULL from now on, so a NOT NULL without a default must go; a
+ * column the source widened gets the wider declared type (SQLite's storage would hold the
+ * values anyway, the declaration is what readers go by). SQLite cannot alter a column's
+ * type or constraints in place; the table
  * is rebuilt the way its documentation describes (create the new shape under another name,
  * copy the rows, drop the old table, rename, recreate its indexes and triggers), inside one
  * savepoint, so a failure leaves the table as it was. Called by sqlite_sink.c's prepare. */
@@ -15,10 +17,11 @@ static int oom(struct ferry_error *err)
 }
 
 /* CREATE TABLE "new" (...) from pragma_table_info of `table`, NOT NULL kept except on the
- * columns in `relax`; INSERT INTO "new" SELECT <columns> FROM "table". */
+ * columns in `relax`, declared types kept except those in `retype`; INSERT INTO "new"
+ * SELECT <columns> FROM "table". */
 static int rebuild_sql(sqlite3 *db, const char *table, const char *tmp, const char *const *relax,
-                       int n_relax, struct ferry_buf *create, struct ferry_buf *copy,
-                       struct ferry_error *err)
+                       int n_relax, const struct ferry_sqlite_retype *retype, int n_retype,
+                       struct ferry_buf *create, struct ferry_buf *copy, struct ferry_error *err)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -42,6 +45,8 @@ static int rebuild_sql(sqlite3 *db, const char *table, const char *tmp, const ch
         bool not_null = sqlite3_column_int(st, 2) != 0;
         for (int r = 0; r < n_relax; r++)
             if (strcmp(relax[r], name) == 0) not_null = false;
+        for (int r = 0; r < n_retype; r++)
+            if (strcmp(retype[r].name, name) == 0) decl = retype[r].decl;
         int p = sqlite3_column_int(st, 4);
         if (p > 0 && p <= 8) {
             snprintf(pk[p - 1], sizeof pk[0], "%s", name);
@@ -110,13 +115,14 @@ static int must_relax(sqlite3 *db, const char *table, const char *const *columns
     return FERRY_OK;
 }
 
-int ferry__sqlite_relax_not_null(sqlite3 *db, const char *path, const char *table,
-                                 const char *const *columns, int n, bool *relaxed,
-                                 struct ferry_error *err)
+int ferry__sqlite_evolve(sqlite3 *db, const char *path, const char *table,
+                         const char *const *columns, int n, bool *relaxed,
+                         const struct ferry_sqlite_retype *retype, int n_retype,
+                         struct ferry_error *err)
 {
     int n_relax = 0;
     int rc0 = must_relax(db, table, columns, n, relaxed, &n_relax, err);
-    if (rc0 != FERRY_OK || n_relax == 0) return rc0;
+    if (rc0 != FERRY_OK || (n_relax == 0 && n_retype == 0)) return rc0;
     const char *relax[64];
     int k = 0;
     for (int i = 0; i < n && k < 64; i++)
@@ -130,7 +136,7 @@ int ferry__sqlite_relax_not_null(sqlite3 *db, const char *path, const char *tabl
     ferry_buf_init(&copy, 0);
     ferry_buf_init(&again, 0);
     ferry_buf_init(&tail, 0);
-    int rc = rebuild_sql(db, table, tmp, columns, n, &create, &copy, err);
+    int rc = rebuild_sql(db, table, tmp, columns, n, retype, n_retype, &create, &copy, err);
     if (rc == FERRY_OK) rc = companions(db, table, &again, err);
     if (rc == FERRY_OK) {
         int b = ferry_buf_printf(&tail, "DROP TABLE ");
@@ -143,8 +149,8 @@ int ferry__sqlite_relax_not_null(sqlite3 *db, const char *path, const char *tabl
         if (b != FERRY_OK) rc = oom(err);
     }
     char what[300];
-    snprintf(what, sizeof what, "sqlite sink: %s: rebuilding table \"%s\" without NOT NULL on a "
-             "column dropped at the source", path, table);
+    snprintf(what, sizeof what, "sqlite sink: %s: rebuilding table \"%s\" (%d column(s) widened, "
+             "NOT NULL let go on %d column(s) dropped at the source)", path, table, n_retype, n);
     if (rc == FERRY_OK) rc = ferry__sqlite_exec(db, "SAVEPOINT ferry_evolve", what, err);
     if (rc == FERRY_OK) {
         rc = ferry__sqlite_exec(db, create.data, what, err);

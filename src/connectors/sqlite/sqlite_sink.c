@@ -392,10 +392,12 @@ static void note(const struct ferry_target *target, const char *table, const cha
 }
 
 /* schema_changes: evolve: the destination's columns the data no longer has (dropped at the
- * source) are NULL from now on: their NOT NULL goes (sqlite_evolve.c). */
-static int relax_dropped(struct sink *s, const char *table, const struct ferry_schema *sc,
-                         const struct dest_col *dc, int n_dc, const struct ferry_target *target,
-                         struct ferry_error *err)
+ * source) are NULL from now on: their NOT NULL goes; the widened columns get their new
+ * declared types (sqlite_evolve.c). */
+static int evolve_table(struct sink *s, const char *table, const struct ferry_schema *sc,
+                        const struct dest_col *dc, int n_dc,
+                        const struct ferry_sqlite_retype *retype, int n_retype,
+                        const struct ferry_target *target, struct ferry_error *err)
 {
     const char *gone[64];
     bool relaxed[64];
@@ -406,8 +408,8 @@ static int relax_dropped(struct sink *s, const char *table, const struct ferry_s
             have = sqlite3_stricmp(sc->fields[i].name, dc[j].name) == 0;
         if (!have) gone[n++] = dc[j].name;
     }
-    if (n == 0) return FERRY_OK;
-    int rc = ferry__sqlite_relax_not_null(s->db, s->path, table, gone, n, relaxed, err);
+    if (n == 0 && n_retype == 0) return FERRY_OK;
+    int rc = ferry__sqlite_evolve(s->db, s->path, table, gone, n, relaxed, retype, n_retype, err);
     for (int i = 0; rc == FERRY_OK && i < n; i++) {
         if (!relaxed[i] || target->route == NULL) continue;
         char name[300];
@@ -419,20 +421,16 @@ static int relax_dropped(struct sink *s, const char *table, const struct ferry_s
 }
 
 /* schema_changes: evolve and a column whose declared type the data's widens (INT4 ->
- * INTEGER, FLOAT4 -> DOUBLE, a wider DECIMAL_TEXT): SQLite stores any value in any column
- * (a column's type is only an affinity: INTEGER, REAL and TEXT hold 64-bit integers, doubles
- * and decimal text exactly) and cannot change a declared type in place, so the column is
- * taken as it is; its declaration keeps the old name (docs/connectors.md). */
+ * INTEGER, FLOAT4 -> DOUBLE, a wider DECIMAL_TEXT): the table is rebuilt with the new
+ * declaration (evolve_table). */
 static bool widened(struct sink *s, const char *table, const char *decl,
                     const struct ferry_field *f)
 {
     struct ferry_field d = {0};
     ferry__sqlite_type_from_decl(decl, &d.type, &d.precision, &d.scale);
     if (!ferry_type_widens(&d, f)) return false;
-    ferry_log(FERRY_LOG_INFO,
-              "sqlite sink: %s: table \"%s\" column \"%s\" declared %s now receives %s values "
-              "(schema_changes: evolve; SQLite keeps the declaration, its storage holds them)",
-              s->path, table, f->name, decl, ferry_type_name(f->type));
+    (void)s;
+    (void)table;
     return true;
 }
 
@@ -449,6 +447,9 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
     if (rc != FERRY_OK) return rc;
     if (n_dc == 0) return create_table(s, table, sc, declare_key, err);
     bool evolve = target != NULL && target->schema_changes == FERRY_SCHEMA_EVOLVE;
+    struct ferry_sqlite_retype retype[64];
+    char decls[64][48];
+    int n_retype = 0;
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
@@ -460,8 +461,12 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
             continue;
         }
         char have[64], want[64];
-        if (!holds(dc[j].decl, f, have, sizeof have) && evolve &&
+        if (!holds(dc[j].decl, f, have, sizeof have) && evolve && n_retype < 64 &&
             widened(s, table, dc[j].decl, f)) {
+            ferry__sqlite_decl_for(f, decls[n_retype], sizeof decls[0]);
+            retype[n_retype].name = f->name;
+            retype[n_retype].decl = decls[n_retype];
+            n_retype++;
             note(target, table, f->name, FERRY_SC_WIDENED, dc[j].decl, f);
             continue;
         }
@@ -475,7 +480,8 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
                                  dc[j].decl[0] ? dc[j].decl : "without a type", want);
         }
     }
-    if (rc == FERRY_OK && evolve) rc = relax_dropped(s, table, sc, dc, n_dc, target, err);
+    if (rc == FERRY_OK && evolve)
+        rc = evolve_table(s, table, sc, dc, n_dc, retype, n_retype, target, err);
     if (rc == FERRY_OK && need_key) {
         int n_pk = 0;
         bool same = true;

@@ -62,6 +62,7 @@ struct target {
     enum ferry_write_mode mode;
     enum ferry_schema_changes schema_changes;
     const char *route; /* borrowed from the runner: the key of schema.changed notes */
+    int *orig;         /* freeze: per written field, its column in the batches; else NULL */
     struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
     int n_wire;
     char *copy_sql;
@@ -113,6 +114,7 @@ static void free_target(struct target *t)
     ferry_free(t->temp);
     ferry_free(t->qtable);
     ferry_free(t->wire);
+    ferry_free(t->orig);
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
     ferry_free(t->delete_sql);
@@ -548,6 +550,68 @@ static int evolve_table(struct sink *s, const struct target *t, const char *tabl
     return rc;
 }
 
+/* schema_changes: freeze, on a table that exists: the fields it lacks are not written (the
+ * destination's columns never change). t->schema becomes the fields written, t->orig maps
+ * them to the batches' columns, and the staging tail of t->wire moves down. A key field the
+ * table lacks is an error. */
+static int freeze_narrow(struct sink *s, struct target *t, const char *table,
+                         const struct dest_col *dc, int n_dc, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_schema *n = ferry_schema_new();
+    t->orig = ferry_calloc((size_t)(sc->n_fields ? sc->n_fields : 1), sizeof *t->orig);
+    if (n == NULL || t->orig == NULL) {
+        ferry_schema_unref(n);
+        return oom(err);
+    }
+    int k = 0, rc = FERRY_OK, soft = -1;
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &sc->fields[i];
+        int j = 0;
+        while (j < n_dc && strcmp(dc[j].name, f->name) != 0)
+            j++;
+        if (j == n_dc && (f->key_pos > 0 || i == t->soft_col)) {
+            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
+                                 WHAT ": table \"%s\".\"%s\" has no column \"%s\", which ferry "
+                                      "needs (key or soft_delete) and schema_changes: freeze "
+                                      "does not add",
+                                 s->schema, table, f->name);
+            break;
+        }
+        if (j == n_dc) {
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": table \"%s\".\"%s\" has no column \"%s\": not written "
+                           "(schema_changes: freeze)",
+                      s->schema, table, f->name);
+            continue;
+        }
+        rc = ferry_schema_add_field(n, f->name, f->type, f->nullable, err);
+        if (rc != FERRY_OK) break;
+        n->fields[k].precision = f->precision;
+        n->fields[k].scale = f->scale;
+        n->fields[k].key_pos = f->key_pos;
+        if (i == t->soft_col) soft = k;
+        t->orig[k++] = i;
+    }
+    if (rc == FERRY_OK) rc = ferry_schema_finish(n, err);
+    if (rc != FERRY_OK) {
+        ferry_schema_unref(n);
+        return rc;
+    }
+    n->soft_delete = soft >= 0 ? soft + 1 : 0;
+    t->soft_col = soft;
+    if (t->n_wire > sc->n_fields) { /* keyed: row number and operation follow the fields */
+        t->wire[k] = t->wire[sc->n_fields];
+        t->wire[k + 1] = t->wire[sc->n_fields + 1];
+        t->n_wire = k + 2;
+    } else {
+        t->n_wire = k;
+    }
+    ferry_schema_unref(t->schema);
+    t->schema = n;
+    return FERRY_OK;
+}
+
 /* Creates the table or checks it (adding missing columns), then chooses each column's
  * binary format from the destination's actual column types. */
 static int ensure_table(struct sink *s, struct target *t, const char *table, bool need_key,
@@ -563,6 +627,9 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     if (!exists) {
         rc = create_table(s, table, sc, declare_key, err);
         changed = true;
+    } else if (t->schema_changes == FERRY_SCHEMA_FREEZE && table == t->table && t->orig == NULL) {
+        rc = freeze_narrow(s, t, table, dc, n_dc, err);
+        sc = t->schema;
     } else {
         for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
             int j = 0;
@@ -594,7 +661,7 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                                  s->schema, table, f->name);
             break;
         }
-        t->wire[i] = wire_for_dest(f, i, &dc[j]);
+        t->wire[i] = wire_for_dest(f, t->orig ? t->orig[i] : i, &dc[j]);
         if (t->wire[i].wire == FERRY_PG_WIRE_NONE) {
             char want[64];
             field_type_text(f, want, sizeof want);

@@ -71,21 +71,30 @@ static int decide(struct check *k, const char *column, enum ferry_schema_change_
     ferry_schema_change_note(t->route, t->from, column, kind, old_type, new_type, t->policy, a);
     const char *policy = ferry_schema_changes_name(t->policy);
     if (a == FERRY_SC_STOP) {
-        ferry_log(FERRY_LOG_INFO,
-                  WHAT ": table %s: column \"%s\" %s at the source (%s%s%s); this run stops "
-                       "before the change that carries it, the next run takes it in",
-                  t->from, column,
-                  kind == FERRY_SC_ADDED     ? "is new"
-                  : kind == FERRY_SC_DROPPED ? "was dropped"
-                                             : "was widened",
-                  old_type ? old_type : "new", old_type ? " -> " : "",
-                  old_type && new_type ? new_type : old_type ? "dropped" : "");
+        if (kind == FERRY_SC_ADDED)
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": table %s: new column \"%s\" at the source; this run stops before "
+                           "the change that carries it, the next run adds it to the destination",
+                      t->from, column);
+        else
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": table %s: column \"%s\" was %s at the source (%s -> %s); this run "
+                           "stops before the change that carries it, the next run takes it in",
+                      t->from, column, kind == FERRY_SC_DROPPED ? "dropped" : "widened", old_type,
+                      new_type ? new_type : "dropped");
         *k->stop = true;
         return FERRY_OK;
     }
     if (a == FERRY_SC_CONTINUE) {
-        ferry_log(FERRY_LOG_INFO, WHAT ": table %s: column \"%s\" %s at the source; %s",
-                  t->from, column, ferry_schema_change_kind_name(kind),
+        /* gone: the values of a column added and dropped again before they were captured
+         * are not written (the destination's column, if any, gets NULL): said loudly */
+        ferry_log(kind == FERRY_SC_GONE ? FERRY_LOG_WARN : FERRY_LOG_INFO,
+                  WHAT ": table %s: column \"%s\" %s at the source (schema_changes: %s); %s",
+                  t->from, column,
+                  kind == FERRY_SC_GONE ? "was dropped while changes carrying it were not yet "
+                                          "captured"
+                                        : ferry_schema_change_kind_name(kind),
+                  policy,
                   kind == FERRY_SC_DROPPED ? "kept in the destination, NULL from now on"
                                            : "its values are not written");
         return FERRY_OK;

@@ -159,6 +159,10 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "schema", false, &schema, err);
     if (rc == FERRY_OK)
         rc = ferry_cfg_enum(cfg, "durability", false, durability_words, &durability, err);
+    /* create: like_source is done by the runner around the run (runner/clone.c) */
+    static const char *const create_words[] = {"like_source", NULL};
+    int create = 0;
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
     if (rc == FERRY_OK) {

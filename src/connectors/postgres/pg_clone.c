@@ -173,6 +173,30 @@ static int dest_name(struct clone *k, struct ferry_buf *b, const char *name,
     return rc;
 }
 
+/* The source sequence's type and options, appended to its CREATE SEQUENCE. */
+static int sequence_options(struct clone *k, const char *seq, struct ferry_buf *b,
+                            struct ferry_error *err)
+{
+    const char *p[2] = {k->sschema, seq};
+    PGresult *r = NULL;
+    int rc = rows(k, k->src,
+                  "SELECT pg_catalog.format_type(q.seqtypid, NULL), q.seqincrement, q.seqmin, "
+                  "q.seqmax, q.seqstart, q.seqcache, q.seqcycle FROM pg_catalog.pg_sequence q "
+                  "JOIN pg_catalog.pg_class c ON c.oid = q.seqrelid JOIN pg_catalog.pg_namespace "
+                  "n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+                  2, p, &r, "reading a sequence", err);
+    if (rc == FERRY_OK && PQntuples(r) == 1 &&
+        ferry_buf_printf(b,
+                         " AS %s INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s CACHE %s"
+                         "%s",
+                         PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+                         PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4), PQgetvalue(r, 0, 5),
+                         PQgetvalue(r, 0, 6)[0] == 't' ? " CYCLE" : " NO CYCLE") != FERRY_OK)
+        rc = oom(err);
+    PQclear(r);
+    return rc;
+}
+
 /* One column's definition; a serial's sequence is created first and its default points to
  * it in the sink's schema. */
 static int column_def(struct clone *k, PGresult *r, int i, struct ferry_buf *b,
@@ -211,6 +235,7 @@ static int column_def(struct clone *k, PGresult *r, int i, struct ferry_buf *b,
                                                               "pg_catalog.regclass)", lit)))
         rc = oom(err);
     PQfreemem(lit);
+    if (rc == FERRY_OK) rc = sequence_options(k, PQgetvalue(r, i, 10), &seq, err);
     if (rc == FERRY_OK) rc = run_sql(k, seq.data, "creating a sequence", err);
     ferry_buf_release(&seq);
     return rc;

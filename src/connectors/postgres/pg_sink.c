@@ -773,7 +773,10 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
-    if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
+    /* The source's values win over a GENERATED ALWAYS identity (a no-op without one): a
+     * table made like the source (create: like_source) has them. */
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") OVERRIDING SYSTEM VALUE SELECT ") != FERRY_OK)
+        rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         if (ferry_buf_printf(&b, "%sl.", i ? ", " : "") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);

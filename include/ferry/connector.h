@@ -71,6 +71,9 @@ struct ferry_read_context {
     bool positions_at_end;
     /* `schema_changes:` of this resource (else the pipeline's; default evolve). */
     enum ferry_schema_changes schema_changes;
+    /* The sink applies FERRY_OP_TRUNCATE rows for this resource (keyed write, no change
+     * log, no soft delete): a cdc source may then send a source TRUNCATE in stream order. */
+    bool truncates;
 };
 
 /* One resource of the pipeline file, as the source sees it. */
@@ -229,6 +232,7 @@ struct ferry_sink_caps {
     bool replace_commits_once;
     bool deletes;                  /* can apply delete operations (merge) */
     bool soft_deletes;             /* merge with schema->soft_delete: marks instead (cdc) */
+    bool truncates;                /* upsert/merge: applies FERRY_OP_TRUNCATE rows in order */
 };
 
 /* What the sink will write for one resource. */

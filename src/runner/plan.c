@@ -89,6 +89,9 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rr->target.mode = p->write;
         rr->target.read_mode = rr->spec->mode;
         rr->target.schema_changes = rr->read.schema_changes;
+        rr->read.truncates = rr->caps.truncates && !rr->read.change_log &&
+                             rr->read.soft_delete == NULL &&
+                             (p->write == FERRY_WRITE_UPSERT || p->write == FERRY_WRITE_MERGE);
         rr->target.route = rr->route;
         if (rr->read.soft_delete != NULL) /* checked by the policy: a field outside the key */
             rr->out_schema->soft_delete =

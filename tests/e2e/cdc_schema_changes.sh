@@ -10,7 +10,8 @@
 #  - a narrowing retype (integer -> text) is an error naming table, column and both types;
 #  - fail: an added column stops the run with an error naming table and column;
 #  - freeze: the stream goes on past an added column and the destination never gets it;
-#  - TRUNCATE: not applied yet, the run fails naming the table (under every policy).
+#  - TRUNCATE, applied in stream order (rows before it in the same transaction go, rows
+#    after it stay) into SQLite and PostgreSQL (merge); under fail an error.
 # Deterministic: failpoint cdc_before_end holds each run after its discover, the test
 # changes the source then, so the change lands inside the range the run streams.
 . "$(dirname "$0")/lib.sh"
@@ -32,6 +33,8 @@ CREATE TABLE fz (id int PRIMARY KEY, note text);
 INSERT INTO fz SELECT g, 'n' || g FROM generate_series(1, 5) g;
 CREATE TABLE tr (id int PRIMARY KEY, note text);
 INSERT INTO tr SELECT g, 'n' || g FROM generate_series(1, 5) g;
+CREATE TABLE tf (id int PRIMARY KEY, note text);
+INSERT INTO tf SELECT g, 'n' || g FROM generate_series(1, 5) g;
 SQL
 # pipeline FILE NAME TABLE SINK [TOP-LEVEL LINE]
 pipeline() {
@@ -44,10 +47,12 @@ pipeline rt.yaml sc_rt rt "{type: postgres, url: env:DEST_URL, schema: public, w
 pipeline fl.yaml sc_fl fl "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" "schema_changes: fail\n"
 pipeline fz.yaml sc_fz fz "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" "schema_changes: freeze\n"
 pipeline tr.yaml sc_tr tr "{type: sqlite, path: $T/lite.db, write: merge}"
+pipeline trp.yaml sc_trp tr "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
+pipeline tf.yaml sc_tf tf "{type: sqlite, path: $T/lite.db, write: merge}" "schema_changes: fail\n"
 # SQLite destination made by its user beforehand: a NOT NULL column and an index of its own
 q lite.db 'CREATE TABLE "ev" ("id" INT4 NOT NULL, "small" SMALLINT, "n" INT4, "v" TEXT, "gone" TEXT NOT NULL, "amount" DECIMAL_TEXT(8,2), "f" FLOAT4, PRIMARY KEY ("id")); CREATE INDEX ev_v ON ev (v)'
 # the first runs: snapshot copies, slots created
-for y in pg lite rt fl fz tr; do expect_exit 0 ferry run $y.yaml; done
+for y in pg lite rt fl fz tr trp tf; do expect_exit 0 ferry run $y.yaml; done
 # and the PostgreSQL destination's user makes a column NOT NULL
 pgq -d dest -c "ALTER TABLE ev ALTER COLUMN gone SET NOT NULL" >/dev/null
 
@@ -82,7 +87,7 @@ wait_runs() {
   done
 }
 # the state of the first runs above is in $FERRY_STATE: copy it to each pipeline's own
-for y in pg.yaml lite.yaml rt.yaml fl.yaml fz.yaml tr.yaml; do cp "$FERRY_STATE" "$T/$y.state"; done
+for y in pg.yaml lite.yaml rt.yaml fl.yaml fz.yaml tr.yaml trp.yaml tf.yaml; do cp "$FERRY_STATE" "$T/$y.state"; done
 
 # events NAME YAML: every schema.changed payload of the pipeline's runs, one JSON per line
 events() {
@@ -102,7 +107,7 @@ INSERT INTO ev VALUES (1001, 2, 2, 'after', 'g2', 2.25, 2.5, 42);
 UPDATE ev SET extra = 7, v = 'upd' WHERE id = 1;
 SQL
 wait_runs 0 add pg.yaml lite.yaml
-grep -q 'column "extra" is new' add.pg.yaml || fail "pg: no stop at the new column: $(cat add.pg.yaml)"
+grep -q 'new column "extra"' add.pg.yaml || fail "pg: no stop at the new column: $(cat add.pg.yaml)"
 [ "$(pgq -d dest -c "SELECT extra FROM ev WHERE id = 1001")" = 42 ] || fail "pg: extra of 1001"
 [ "$(q lite.db "SELECT extra FROM ev WHERE id = 1001")" = 42 ] || fail "sqlite: extra of 1001"
 pass "evolve: a column added mid-stream reaches PostgreSQL and SQLite"
@@ -183,7 +188,7 @@ grep -qF '"column":"n","change":"widened","old_type":"INT4","new_type":"INTEGER"
 pass "schema.changed events with before and after: $(wc -l < ev.pg) (pg), $(wc -l < ev.lite) (sqlite)"
 
 # ---- narrowing / incompatible, fail, freeze, truncate --------------------------------------
-hold_run bad rt.yaml fl.yaml fz.yaml tr.yaml
+hold_run bad rt.yaml fl.yaml fz.yaml tr.yaml trp.yaml tf.yaml
 pgq >/dev/null <<'SQL'
 ALTER TABLE rt ALTER COLUMN code TYPE text;
 INSERT INTO rt VALUES (100, 'abc');
@@ -193,11 +198,21 @@ INSERT INTO fz VALUES (99, 'before');
 ALTER TABLE fz ADD COLUMN x int;
 INSERT INTO fz VALUES (100, 'after', 1);
 UPDATE fz SET note = 'upd', x = 2 WHERE id = 1;
+INSERT INTO tr VALUES (50, 'before');
+UPDATE tr SET note = 'upd' WHERE id = 1;
 TRUNCATE tr;
 INSERT INTO tr VALUES (100, 'after');
+BEGIN;
+INSERT INTO tr VALUES (101, 'same txn, before');
+UPDATE tr SET note = 'after2' WHERE id = 100;
+TRUNCATE tr;
+INSERT INTO tr VALUES (102, 'same txn, after'), (1, 'again');
+COMMIT;
+UPDATE tr SET note = 'last' WHERE id = 102;
+TRUNCATE tf;
 SQL
 set +e
-for i in 0 1 2 3; do wait "${PIDS[$i]}"; eval "rc$i=\$?"; done
+for i in 0 1 2 3 4 5; do wait "${PIDS[$i]}"; eval "rc$i=\$?"; done
 set -e
 [ "$rc0" != 0 ] || fail "a narrowing retype did not fail the run"
 grep -qF 'table "public"."rt": column "code" changed type at the source from int32 to utf8' bad.rt.yaml ||
@@ -210,9 +225,22 @@ grep -q 'table "public"."fl": column "x" was added at the source .*schema_change
   fail "freeze: the destination got the new column"
 [ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 1")" = upd ] || fail "freeze: the update after the new column"
 [ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 100")" = after ] || fail "freeze: the insert after the new column"
-[ "$rc3" != 0 ] || fail "a truncate did not fail the run"
-grep -qF 'table "public"."tr" was truncated at the source' bad.tr.yaml || fail "truncate error: $(cat bad.tr.yaml)"
-pass "narrowing retype and fail policy name table and column; freeze ignores the new column; truncate stops"
+pass "narrowing retype and fail policy name table and column; freeze ignores the new column"
+[ "$rc3" = 0 ] || fail "truncate into sqlite: run exited $rc3: $(cat bad.tr.yaml)"
+[ "$rc4" = 0 ] || fail "truncate into postgres: run exited $rc4: $(cat bad.trp.yaml)"
+want=$(pgq -c "SELECT string_agg(id || ':' || note, ' ' ORDER BY id) FROM tr")
+[ "$want" = "1:again 102:last" ] || fail "source after the truncates: $want"
+[ "$(q lite.db "SELECT group_concat(id || ':' || note, ' ') FROM (SELECT * FROM tr ORDER BY id)")" = "$want" ] ||
+  fail "sqlite after the truncates: $(q lite.db 'SELECT * FROM tr')"
+[ "$(pgq -d dest -c "SELECT string_agg(id || ':' || note, ' ' ORDER BY id) FROM tr")" = "$want" ] ||
+  fail "postgres after the truncates: $(pgq -d dest -c 'SELECT * FROM tr')"
+events sc_tr tr.yaml | grep -qF '"column":null,"change":"truncated","old_type":null,"new_type":null,"policy":"evolve","action":"apply"' ||
+  fail "no schema.changed event for the truncate: $(events sc_tr tr.yaml)"
+[ "$rc5" != 0 ] || fail "a truncate under schema_changes: fail did not fail the run"
+grep -qF 'table "public"."tf" was truncated at the source; schema_changes: fail stops here' bad.tf.yaml ||
+  fail "truncate error: $(cat bad.tf.yaml)"
+pass "TRUNCATE applied in stream order into SQLite and PostgreSQL (merge): $want; fail stops"
+
 # freeze again: a later run (whose discover sees the column) still leaves the destination as it is
 pgq -c "INSERT INTO fz VALUES (101, 'later', 3)" >/dev/null
 FERRY_STATE="$T/fz.yaml.state" expect_exit 0 ferry run fz.yaml

@@ -739,6 +739,47 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
     return ferry_rw_end(rw, err);
 }
 
+/* A placeholder for key field f of a truncate row (the sink ignores its values). */
+static void put_placeholder(struct ferry_row_writer *rw, const struct ferry_field *f)
+{
+    static const uint8_t zero[16];
+    struct ferry_decimal128 d = {0, 0};
+    switch (f->type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, false); return;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, 0); return;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, d); return;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, zero, 16); return;
+    case FERRY_TYPE_DECIMAL_TEXT: ferry_rw_text(rw, "0", 1); return;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON: ferry_rw_text(rw, "", 0); return;
+    default: ferry_rw_int(rw, 0); return; /* integers, dates, times, timestamps */
+    }
+}
+
+/* A source TRUNCATE as one FERRY_OP_TRUNCATE row, in stream order (pg_schema_change.c
+ * decided it is applied): keys hold placeholders, other fields are null. */
+static int write_truncate(struct stream *s, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = s->t->sc;
+    s->txn_rows++;
+    if (s->skip > 0) {
+        s->skip--;
+        return FERRY_OK;
+    }
+    ferry_rw_set_suboffset(s->rw, s->txn_rows);
+    ferry_rw_begin(s->rw, FERRY_OP_TRUNCATE);
+    for (int f = 0; f < sc->n_fields; f++) {
+        if (sc->fields[f].key_pos > 0 || !sc->fields[f].nullable)
+            put_placeholder(s->rw, &sc->fields[f]);
+        else
+            ferry_rw_null(s->rw);
+    }
+    s->changes++;
+    return ferry_rw_end(s->rw, err);
+}
+
 /* Whether the old image's key values differ from the new row's (a key update). */
 static bool key_changed(const struct stream *s, const struct ferry_pg_repl_tuple *old,
                         const struct ferry_pg_repl_tuple *nw)
@@ -824,8 +865,10 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
         return on_change(s, &m, err);
     case 'T':
         for (int i = 0; i < m.n_rels; i++)
-            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid)
-                return ferry__pg_schema_truncate(s->t, err);
+            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid) {
+                rc = ferry__pg_schema_truncate(s->t, err);
+                return rc == FERRY_OK ? write_truncate(s, err) : rc;
+            }
         return FERRY_OK;
     default:
         return FERRY_OK; /* origin, type, logical messages */

@@ -70,6 +70,7 @@ struct ferry_pg_cdc_target {
     bool keep_session;  /* --follow: park the replication session for the next run */
     enum ferry_schema_changes policy; /* `schema_changes:` (pg_schema_change.c) */
     const char *route;  /* the resource's route: the key of its schema.changed notes */
+    bool truncates;     /* the sink applies truncate rows (ferry_read_context.truncates) */
 };
 
 /* Where a stream reads the catalog from when its table's columns change. */
@@ -88,7 +89,9 @@ int ferry__pg_schema_relation(const struct ferry_pg_schema_source *src,
                               const struct ferry_pg_cdc_target *t, int n_user,
                               const struct ferry_pg_repl_msg *m, int *map, bool *stop,
                               struct ferry_error *err);
-/* A TRUNCATE of t's table in the stream: noted; an error (not applied yet). */
+/* A TRUNCATE of t's table in the stream: noted; FERRY_OK when it is to be written as a
+ * truncate row (evolve or freeze, into a sink that applies them), else an error naming the
+ * table and why. */
 int ferry__pg_schema_truncate(const struct ferry_pg_cdc_target *t, struct ferry_error *err);
 
 /* Progress of a stream, read by other threads (the runner's lag events): the position

@@ -180,14 +180,21 @@ int ferry__pg_schema_relation(const struct ferry_pg_schema_source *src,
 
 int ferry__pg_schema_truncate(const struct ferry_pg_cdc_target *t, struct ferry_error *err)
 {
-    /* Applying a truncate in stream order (ferry_schema_change_decide says apply under
-     * evolve and freeze) is not implemented yet: the run fails whatever the policy
-     * (docs/internals/cdc.md, "Schema changes"). */
-    ferry_schema_change_note(t->route, t->from, NULL, FERRY_SC_TRUNCATED, NULL, NULL, t->policy,
-                             FERRY_SC_ERROR);
+    enum ferry_schema_action a = ferry_schema_change_decide(t->policy, FERRY_SC_TRUNCATED);
+    if (a == FERRY_SC_APPLY && !t->truncates) a = FERRY_SC_ERROR;
+    ferry_schema_change_note(t->route, t->from, NULL, FERRY_SC_TRUNCATED, NULL, NULL, t->policy, a);
+    if (a == FERRY_SC_APPLY) {
+        ferry_log(FERRY_LOG_INFO, WHAT ": table %s was truncated at the source; applied in "
+                                       "stream order",
+                  t->from);
+        return FERRY_OK;
+    }
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",
-                           WHAT ": table %s was truncated at the source; ferry does not apply "
-                                "truncates yet: resnapshot the resource (`ferry cdc drop`, empty "
-                                "the destination, run)",
-                           t->from);
+                           WHAT ": table %s was truncated at the source; %s: resnapshot the "
+                                "resource (`ferry cdc drop`, empty the destination, run)",
+                           t->from,
+                           t->policy == FERRY_SCHEMA_FAIL
+                               ? "schema_changes: fail stops here"
+                               : "a truncate is applied only by write: upsert or merge without "
+                                 "soft_delete into a postgres or sqlite sink");
 }

@@ -217,6 +217,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
+    caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -1135,6 +1136,34 @@ static int exec_step(struct sink *s, struct target *t, const char *sql, const ch
     return exec(s, sql, what, err);
 }
 
+static bool has_truncate(const struct ferry_batch *b)
+{
+    for (int64_t r = 0; r < b->length; r++)
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) return true;
+    return false;
+}
+
+/* A source TRUNCATE in the staged batch (cdc, upsert/merge): the table is emptied and the
+ * staged rows up to the last truncate are dropped; the rows after it are merged as usual. */
+static int apply_truncate(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    struct ferry_buf q, tmp;
+    ferry_buf_init(&q, 0);
+    ferry_buf_init(&tmp, 0);
+    int rc = ferry_buf_printf(&tmp, "pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&tmp, t->temp, err);
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(&q,
+                         "TRUNCATE %s; DELETE FROM %s WHERE \"" SEQ_COL "\" <= (SELECT max(\""
+                         SEQ_COL "\") FROM %s WHERE \"" OP_COL "\" = %d)",
+                         t->qtable, tmp.data, tmp.data, FERRY_OP_TRUNCATE) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "applying a source truncate to", err);
+    ferry_buf_release(&q);
+    ferry_buf_release(&tmp);
+    return rc;
+}
+
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
@@ -1149,6 +1178,7 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
         ferry_buf_release(&q);
     }
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
+    if (rc == FERRY_OK && t->temp && has_truncate(b)) rc = apply_truncate(s, t, err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;

@@ -206,6 +206,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
+    caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */
@@ -813,14 +814,41 @@ static int step_reset(struct sink *s, const struct target *t, const struct ferry
     return rc;
 }
 
+/* A source TRUNCATE (cdc, upsert/merge): every row of the table written before it goes. */
+static int apply_truncate(struct sink *s, const struct target *t, struct ferry_error *err)
+{
+    struct ferry_buf q;
+    ferry_buf_init(&q, 0);
+    int rc = ferry_buf_printf(&q, "DELETE FROM ");
+    if (rc == FERRY_OK) rc = ferry__sqlite_quote(&q, t->table);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&q);
+        return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
+    }
+    char what[300];
+    snprintf(what, sizeof what, "sqlite sink: %s: table \"%s\": a truncate from the source",
+             s->path, t->table);
+    rc = ferry__sqlite_exec(s->db, q.data, what, err);
+    ferry_buf_release(&q);
+    return rc;
+}
+
+static bool has_truncate(const struct ferry_batch *b)
+{
+    for (int64_t r = 0; r < b->length; r++)
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) return true;
+    return false;
+}
+
 static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b,
                       struct ferry_error *err)
 {
     const int nf = b->schema->n_fields;
     const bool merge = t->mode == FERRY_WRITE_MERGE;
     int64_t r = 0;
-    /* Whole groups of `many` rows through the multi-row statement. */
-    if (t->ins_many != NULL) {
+    /* Whole groups of `many` rows through the multi-row statement (row by row when a
+     * truncate must land between rows). */
+    if (t->ins_many != NULL && !has_truncate(b)) {
         for (; r + t->many <= b->length; r += t->many) {
             int brc = SQLITE_OK, f = 0, k;
             for (k = 0; k < t->many && brc == SQLITE_OK; k++)
@@ -838,6 +866,11 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
     for (; r < b->length; r++) {
         sqlite3_stmt *st = t->ins;
         int brc = SQLITE_OK, f = 0;
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) {
+            int rc = apply_truncate(s, t, err);
+            if (rc != FERRY_OK) return rc;
+            continue;
+        }
         if (merge && ferry_batch_op(b, r) == FERRY_OP_DELETE) {
             st = t->del;
             int base = 1;

@@ -47,12 +47,13 @@ pipeline rt.yaml sc_rt rt "{type: postgres, url: env:DEST_URL, schema: public, w
 pipeline fl.yaml sc_fl fl "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" "schema_changes: fail\n"
 pipeline fz.yaml sc_fz fz "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" "schema_changes: freeze\n"
 pipeline tr.yaml sc_tr tr "{type: sqlite, path: $T/lite.db, write: merge}"
+pipeline fzl.yaml sc_fzl fz "{type: sqlite, path: $T/lite.db, write: merge}" "schema_changes: freeze\n"
 pipeline trp.yaml sc_trp tr "{type: postgres, url: env:DEST_URL, schema: public, write: merge}"
 pipeline tf.yaml sc_tf tf "{type: sqlite, path: $T/lite.db, write: merge}" "schema_changes: fail\n"
 # SQLite destination made by its user beforehand: a NOT NULL column and an index of its own
 q lite.db 'CREATE TABLE "ev" ("id" INT4 NOT NULL, "small" SMALLINT, "n" INT4, "v" TEXT, "gone" TEXT NOT NULL, "amount" DECIMAL_TEXT(8,2), "f" FLOAT4, PRIMARY KEY ("id")); CREATE INDEX ev_v ON ev (v)'
 # the first runs: snapshot copies, slots created
-for y in pg lite rt fl fz tr trp tf; do expect_exit 0 ferry run $y.yaml; done
+for y in pg lite rt fl fz fzl tr trp tf; do expect_exit 0 ferry run $y.yaml; done
 # and the PostgreSQL destination's user makes a column NOT NULL
 pgq -d dest -c "ALTER TABLE ev ALTER COLUMN gone SET NOT NULL" >/dev/null
 
@@ -87,7 +88,7 @@ wait_runs() {
   done
 }
 # the state of the first runs above is in $FERRY_STATE: copy it to each pipeline's own
-for y in pg.yaml lite.yaml rt.yaml fl.yaml fz.yaml tr.yaml trp.yaml tf.yaml; do cp "$FERRY_STATE" "$T/$y.state"; done
+for y in pg.yaml lite.yaml rt.yaml fl.yaml fz.yaml fzl.yaml tr.yaml trp.yaml tf.yaml; do cp "$FERRY_STATE" "$T/$y.state"; done
 
 # events NAME YAML: every schema.changed payload of the pipeline's runs, one JSON per line
 events() {
@@ -188,7 +189,7 @@ grep -qF '"column":"n","change":"widened","old_type":"INT4","new_type":"INTEGER"
 pass "schema.changed events with before and after: $(wc -l < ev.pg) (pg), $(wc -l < ev.lite) (sqlite)"
 
 # ---- narrowing / incompatible, fail, freeze, truncate --------------------------------------
-hold_run bad rt.yaml fl.yaml fz.yaml tr.yaml trp.yaml tf.yaml
+hold_run bad rt.yaml fl.yaml fz.yaml tr.yaml trp.yaml tf.yaml fzl.yaml
 pgq >/dev/null <<'SQL'
 ALTER TABLE rt ALTER COLUMN code TYPE text;
 INSERT INTO rt VALUES (100, 'abc');
@@ -212,7 +213,7 @@ UPDATE tr SET note = 'last' WHERE id = 102;
 TRUNCATE tf;
 SQL
 set +e
-for i in 0 1 2 3 4 5; do wait "${PIDS[$i]}"; eval "rc$i=\$?"; done
+for i in 0 1 2 3 4 5 6; do wait "${PIDS[$i]}"; eval "rc$i=\$?"; done
 set -e
 [ "$rc0" != 0 ] || fail "a narrowing retype did not fail the run"
 grep -qF 'table "public"."rt": column "code" changed type at the source from int32 to utf8' bad.rt.yaml ||
@@ -241,12 +242,18 @@ grep -qF 'table "public"."tf" was truncated at the source; schema_changes: fail 
   fail "truncate error: $(cat bad.tf.yaml)"
 pass "TRUNCATE applied in stream order into SQLite and PostgreSQL (merge): $want; fail stops"
 
+[ "$rc6" = 0 ] || fail "freeze into sqlite: run exited $rc6: $(cat bad.fzl.yaml)"
 # freeze again: a later run (whose discover sees the column) still leaves the destination as it is
 pgq -c "INSERT INTO fz VALUES (101, 'later', 3)" >/dev/null
 FERRY_STATE="$T/fz.yaml.state" expect_exit 0 ferry run fz.yaml
+FERRY_STATE="$T/fzl.yaml.state" expect_exit 0 ferry run fzl.yaml
+q lite.db "SELECT name FROM pragma_table_info('fz')" | grep -qx x && fail "freeze: sqlite got the new column"
+a=$(pgq -c "SELECT id || '|' || note FROM fz ORDER BY id" | md5sum)
+b=$(q lite.db "SELECT id || '|' || note FROM fz ORDER BY id" | md5sum)
+[ "$a" = "$b" ] || fail "freeze: sqlite rows differ from the source: $(q lite.db 'SELECT * FROM fz')"
 [ "$(pgq -d dest -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'fz' AND column_name = 'x'")" = 0 ] ||
   fail "freeze: a later run added the new column"
 [ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 101")" = later ] || fail "freeze: the row of the later run"
 events sc_fz fz.yaml | grep -qF '"column":"x","change":"added","old_type":null,"new_type":"int32","policy":"freeze","action":"continue"' ||
   fail "freeze: no schema.changed event: $(events sc_fz fz.yaml)"
-pass "freeze: later runs leave the destination's columns as they are"
+pass "freeze: later runs leave the destination's columns as they are (postgres and sqlite)"

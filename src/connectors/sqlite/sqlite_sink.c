@@ -51,6 +51,7 @@ struct target {
     int soft_col;      /* merge: the target's soft_delete field, else -1 */
     int *key_cols;
     char *scratch;
+    bool *skip; /* schema_changes: freeze: fields the existing table lacks (NULL: none) */
     char uri[512];
 };
 
@@ -125,6 +126,7 @@ static void sink_close(void *ctx)
         ferry_free(t->staging);
         ferry_free(t->key_cols);
         ferry_free(t->scratch);
+        ferry_free(t->skip);
         ferry_schema_unref(t->schema);
     }
     ferry_free(s->t);
@@ -392,6 +394,26 @@ static void note(const struct ferry_target *target, const char *table, const cha
                              target->schema_changes, FERRY_SC_APPLY);
 }
 
+/* schema_changes: freeze, on a table that exists: field i, which it lacks, is not written
+ * (a key or soft_delete field it lacks is an error). */
+static int freeze_skip(struct sink *s, const char *table, const struct ferry_schema *sc, int i,
+                       bool **skip, struct ferry_error *err)
+{
+    if (sc->fields[i].key_pos > 0 || sc->soft_delete == i + 1)
+        return ferry_error_set(err, FERRY_ESINK, "sqlite",
+                               "sqlite sink: %s: table \"%s\" has no column \"%s\", which ferry "
+                               "needs (key or soft_delete) and schema_changes: freeze does not add",
+                               s->path, table, sc->fields[i].name);
+    if (*skip == NULL && (*skip = ferry_calloc((size_t)sc->n_fields, sizeof **skip)) == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
+    (*skip)[i] = true;
+    ferry_log(FERRY_LOG_INFO,
+              "sqlite sink: %s: table \"%s\" has no column \"%s\": not written (schema_changes: "
+              "freeze)",
+              s->path, table, sc->fields[i].name);
+    return FERRY_OK;
+}
+
 /* schema_changes: evolve: the destination's columns the data no longer has (dropped at the
  * source) are NULL from now on: their NOT NULL goes; the widened columns get their new
  * declared types (sqlite_evolve.c). */
@@ -440,7 +462,7 @@ static bool widened(struct sink *s, const char *table, const char *decl,
  * not the data's key, since ON CONFLICT needs exactly that unique key. */
 static int ensure_table(struct sink *s, const char *table, const struct ferry_schema *sc,
                         bool need_key, bool declare_key, const struct ferry_target *target,
-                        struct ferry_error *err)
+                        bool **skip, struct ferry_error *err)
 {
     struct dest_col *dc;
     int n_dc;
@@ -456,6 +478,10 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
         int j = 0;
         while (j < n_dc && sqlite3_stricmp(dc[j].name, f->name) != 0)
             j++;
+        if (j == n_dc && skip != NULL && target->schema_changes == FERRY_SCHEMA_FREEZE) {
+            rc = freeze_skip(s, table, sc, i, skip, err);
+            continue;
+        }
         if (j == n_dc) {
             rc = add_column(s, table, f, err);
             if (rc == FERRY_OK) note(target, table, f->name, FERRY_SC_ADDED, NULL, f);
@@ -571,24 +597,27 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
     return ensure_table(s, t->table, sc,
                         t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
-                        t->mode != FERRY_WRITE_APPEND, target, err);
+                        t->mode != FERRY_WRITE_APPEND, target, &t->skip, err);
 }
 
+/* skip (freeze): fields left out; the others keep their parameter numbers (?field + 1). */
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
-                        bool upsert, int rows)
+                        bool upsert, int rows, const bool *skip)
 {
     int rc = ferry_buf_printf(b, "INSERT INTO ");
     if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, table);
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, " (");
-    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (i) rc = ferry_buf_printf(b, ", ");
+    for (int i = 0, n = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (skip && skip[i]) continue;
+        if (n++) rc = ferry_buf_printf(b, ", ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[i].name);
     }
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") VALUES ");
     for (int r = 0; r < rows && rc == FERRY_OK; r++) {
         rc = ferry_buf_printf(b, "%s(", r ? ", " : "");
-        for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++)
-            rc = ferry_buf_printf(b, "%s?%d", i ? ", " : "", r * sc->n_fields + i + 1);
+        for (int i = 0, n = 0; i < sc->n_fields && rc == FERRY_OK; i++)
+            if (!(skip && skip[i]))
+                rc = ferry_buf_printf(b, "%s?%d", n++ ? ", " : "", r * sc->n_fields + i + 1);
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")");
     }
     if (!upsert || rc != FERRY_OK) return rc;
@@ -600,7 +629,7 @@ static int build_insert(struct ferry_buf *b, const char *table, const struct fer
     int n_set = 0;
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") DO ");
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (sc->fields[i].key_pos > 0) continue;
+        if (sc->fields[i].key_pos > 0 || (skip && skip[i])) continue;
         rc = ferry_buf_printf(b, n_set++ ? ", " : "UPDATE SET ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[i].name);
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, " = excluded.");
@@ -651,15 +680,16 @@ static int prepare_statements(struct sink *s, struct target *t, struct ferry_err
     bool upsert = t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE;
     const char *into = t->mode == FERRY_WRITE_REPLACE ? t->staging : t->table;
     ferry_buf_init(&b, 0);
-    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, 1), &t->ins, into, err);
+    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, 1, t->skip), &t->ins,
+                         into, err);
     int nf = t->schema->n_fields;
     int max_vars = sqlite3_limit(s->db, SQLITE_LIMIT_VARIABLE_NUMBER, -1);
     t->many = nf > 0 ? max_vars / nf : 0;
     if (t->many > MANY_ROWS) t->many = MANY_ROWS;
     /* Merge keeps one statement per row: deletes and upserts must stay in batch order. */
-    if (rc == FERRY_OK && t->mode != FERRY_WRITE_MERGE && t->many > 1) {
+    if (rc == FERRY_OK && t->mode != FERRY_WRITE_MERGE && t->many > 1 && t->skip == NULL) {
         ferry_buf_init(&b, 0);
-        rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, t->many), &t->ins_many,
+        rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, t->many, NULL), &t->ins_many,
                          into, err);
     }
     if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) {
@@ -694,7 +724,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
         if (t->mode == FERRY_WRITE_REPLACE) {
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
-            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, NULL, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, NULL, NULL, err);
         }
         if (rc == FERRY_OK) rc = prepare_statements(s, t, err);
     }
@@ -885,7 +915,8 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
             }
         } else {
             for (f = 0; f < nf && brc == SQLITE_OK; f++)
-                brc = bind_value(st, f + 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
+                if (t->skip == NULL || !t->skip[f])
+                    brc = bind_value(st, f + 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
             f--;
         }
         if (brc != SQLITE_OK) {

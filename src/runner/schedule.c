@@ -136,6 +136,7 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
     atomic_store(&rr->active, NULL);
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
+    ferry__run_emit_schema_changes(r, rr);
     ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);

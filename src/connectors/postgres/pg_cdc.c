@@ -608,92 +608,17 @@ static int send_status(struct stream *s, bool reply, struct ferry_error *err)
     return FERRY_OK;
 }
 
-static bool builtin_oid(uint32_t oid)
-{
-    enum ferry_pg_wire w;
-    return ferry__pg_wire_of(oid, &w);
-}
-
-/* Whether the table has column `name` in the current catalog (a connection of its own:
- * the stream's is busy, and a reader's may sit in an older snapshot). */
-static int column_exists_now(struct stream *s, const char *name, bool *exists,
-                             struct ferry_error *err)
-{
-    PGconn *c = NULL;
-    int rc = ferry__pg_connect(s->url, s->opts, WHAT, &c, err);
-    if (rc != FERRY_OK) return rc;
-    const char *params[3] = {s->t->schema_name, s->t->table, name};
-    PGresult *res = NULL;
-    rc = query(c,
-               "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = "
-               "a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
-               "n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT "
-               "a.attisdropped",
-               3, params, &res, s->peer, "reading the catalog", err);
-    if (rc == FERRY_OK) *exists = PQntuples(res) == 1;
-    PQclear(res);
-    PQfinish(c);
-    return rc;
-}
-
 /* Our relation's description, sent before its first change in each session and after
- * each schema change. The schema's fields are mapped onto its columns by name:
- *   - a field the message lacks existed when the run began (discover saw it), so the
- *     message describes changes from before the column was added: written as NULL;
- *   - a column the schema lacks (all columns captured) was either added after the run
- *     began (still in the catalog: the stream stops cleanly before this change, the next
- *     run discovers the column and the sink adds it), or dropped since these changes were
- *     made (not in the catalog any more): an error naming it;
- *   - a column whose type maps differently was retyped: an error naming it. */
+ * each schema change: mapped onto the run's schema, and its changes judged under the
+ * resource's `schema_changes:` (pg_schema_change.c). */
 static int on_relation(struct stream *s, const struct ferry_pg_repl_msg *m, struct ferry_error *err)
 {
     const char *nsp = m->nspname[0] ? m->nspname : "pg_catalog";
     if (strcmp(nsp, s->t->schema_name) != 0 || strcmp(m->relname, s->t->table) != 0)
         return FERRY_OK;
-    const struct ferry_schema *sc = s->t->sc;
-    for (int f = 0; f < s->n_user; f++) {
-        const struct ferry_field *fd = &sc->fields[f];
-        int idx = -1;
-        for (int i = 0; i < m->n_cols; i++)
-            if (strcmp(m->cols[i].name, fd->name) == 0) idx = i;
-        s->map[f] = idx;
-        if (idx < 0) continue;
-        enum ferry_type ty;
-        int p, scale;
-        ferry__pg_map_type(m->cols[idx].type_oid, m->cols[idx].typmod, &ty, &p, &scale);
-        bool differs = ty != fd->type ||
-                       (ty == FERRY_TYPE_DECIMAL128 && (p != fd->precision || scale != fd->scale));
-        /* Domains and user types arrive with their own oid: judged by their values. */
-        if (differs && builtin_oid(m->cols[idx].type_oid))
-            return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
-                                   WHAT ": table %s: column \"%s\" changed type at the source "
-                                        "(%s in the changes, %s now and in the destination); ferry "
-                                        "does not retype columns: adapt the destination and "
-                                        "resnapshot the resource (`ferry cdc drop`, then run)",
-                                   s->t->from, fd->name, ferry_type_name(ty),
-                                   ferry_type_name(fd->type));
-    }
-    for (int i = 0; s->t->all_columns && i < m->n_cols; i++) {
-        if (ferry_schema_find(sc, m->cols[i].name) >= 0) continue;
-        bool exists = false;
-        int rc = column_exists_now(s, m->cols[i].name, &exists, err);
-        if (rc != FERRY_OK) return rc;
-        if (!exists)
-            return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
-                                   WHAT
-                                   ": table %s: column \"%s\" was dropped (or renamed) at "
-                                   "the source while changes that carry it were not yet "
-                                   "captured; ferry does not drop or rename destination columns: "
-                                   "adapt the destination and resnapshot the resource (`ferry cdc "
-                                   "drop`, then run)",
-                                   s->t->from, m->cols[i].name);
-        ferry_log(FERRY_LOG_INFO,
-                  WHAT ": table %s: new column \"%s\" at the source; this run stops before the "
-                       "change that carries it, the next run adds it to the destination",
-                  s->t->from, m->cols[i].name);
-        s->schema_stop = true;
-        return FERRY_OK;
-    }
+    const struct ferry_pg_schema_source src = {s->url, s->opts, s->peer};
+    int rc = ferry__pg_schema_relation(&src, s->t, s->n_user, m, s->map, &s->schema_stop, err);
+    if (rc != FERRY_OK || s->schema_stop) return rc;
     s->relid = m->relid;
     s->rel_known = true;
     return FERRY_OK;
@@ -878,6 +803,47 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
     return ferry_rw_end(rw, err);
 }
 
+/* A placeholder for key field f of a truncate row (the sink ignores its values). */
+static void put_placeholder(struct ferry_row_writer *rw, const struct ferry_field *f)
+{
+    static const uint8_t zero[16];
+    struct ferry_decimal128 d = {0, 0};
+    switch (f->type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, false); return;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, 0); return;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, d); return;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, zero, 16); return;
+    case FERRY_TYPE_DECIMAL_TEXT: ferry_rw_text(rw, "0", 1); return;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON: ferry_rw_text(rw, "", 0); return;
+    default: ferry_rw_int(rw, 0); return; /* integers, dates, times, timestamps */
+    }
+}
+
+/* A source TRUNCATE as one FERRY_OP_TRUNCATE row, in stream order (pg_schema_change.c
+ * decided it is applied): keys hold placeholders, other fields are null. */
+static int write_truncate(struct stream *s, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = s->t->sc;
+    s->txn_rows++;
+    if (s->skip > 0) {
+        s->skip--;
+        return FERRY_OK;
+    }
+    ferry_rw_set_suboffset(s->rw, s->txn_rows);
+    ferry_rw_begin(s->rw, FERRY_OP_TRUNCATE);
+    for (int f = 0; f < sc->n_fields; f++) {
+        if (sc->fields[f].key_pos > 0 || !sc->fields[f].nullable)
+            put_placeholder(s->rw, &sc->fields[f]);
+        else
+            ferry_rw_null(s->rw);
+    }
+    s->changes++;
+    return ferry_rw_end(s->rw, err);
+}
+
 /* Whether the old image's key values differ from the new row's (a key update). */
 static bool key_changed(const struct stream *s, const struct ferry_pg_repl_tuple *old,
                         const struct ferry_pg_repl_tuple *nw)
@@ -958,13 +924,10 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
         return on_change(s, &m, err);
     case 'T':
         for (int i = 0; i < m.n_rels; i++)
-            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid)
-                return ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",
-                                       WHAT
-                                       ": table %s was truncated at the source; ferry does "
-                                       "not apply truncates: resnapshot the resource (`ferry cdc "
-                                       "drop`, empty the destination, run)",
-                                       s->t->from);
+            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid) {
+                rc = ferry__pg_schema_truncate(s->t, err);
+                return rc == FERRY_OK ? write_truncate(s, err) : rc;
+            }
         return FERRY_OK;
     default:
         return FERRY_OK; /* origin, type, logical messages */

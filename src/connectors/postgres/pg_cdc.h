@@ -72,7 +72,31 @@ struct ferry_pg_cdc_target {
     bool all_columns; /* no `columns:` list: a new source column is a schema change */
     int64_t epoch_rows; /* > 0: end after this many changes, at a commit (before `end`) */
     bool keep_session;  /* --follow: park the replication session for the next run */
+    enum ferry_schema_changes policy; /* `schema_changes:` (pg_schema_change.c) */
+    const char *route;  /* the resource's route: the key of its schema.changed notes */
+    bool truncates;     /* the sink applies truncate rows (ferry_read_context.truncates) */
 };
+
+/* Where a stream reads the catalog from when its table's columns change. */
+struct ferry_pg_schema_source {
+    const char *url;
+    const struct ferry_pg_conn_opts *opts;
+    const char *peer;
+};
+
+struct ferry_pg_repl_msg;
+/* A Relation message m of t's table against t's schema (pg_schema_change.c): fills map
+ * (per user field, the message's column, -1 for none: NULL); *stop when the run must end
+ * before the change (evolve); an error naming table and column when the policy refuses
+ * the change or it is not a widening. Notes every change for schema.changed. */
+int ferry__pg_schema_relation(const struct ferry_pg_schema_source *src,
+                              const struct ferry_pg_cdc_target *t, int n_user,
+                              const struct ferry_pg_repl_msg *m, int *map, bool *stop,
+                              struct ferry_error *err);
+/* A TRUNCATE of t's table in the stream: noted; FERRY_OK when it is to be written as a
+ * truncate row (evolve or freeze, into a sink that applies them), else an error naming the
+ * table and why. */
+int ferry__pg_schema_truncate(const struct ferry_pg_cdc_target *t, struct ferry_error *err);
 
 /* Progress of a stream, read by other threads (the runner's lag events): the position
  * (end LSN of the last complete transaction), the WAL bytes between it and the further of

@@ -1404,7 +1404,10 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .soft_delete = !run->change_log && run->soft_delete != NULL,
                                     .all_columns = spec->columns == NULL,
                                     .epoch_rows = run->cdc_epoch_rows,
-                                    .keep_session = run->cdc_follow};
+                                    .keep_session = run->cdc_follow,
+                                    .policy = run->schema_changes,
+                                    .route = run->route,
+                                    .truncates = run->truncates};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);

@@ -132,7 +132,10 @@ static void *control_main(void *arg)
         }
         if (f && now - last_progress >= 250000) {
             last_progress = now;
-            ferry__run_print_progress(r, f, r->t0, false);
+            if (r->n_res > 1)
+                ferry__run_print_run_progress(r, false);
+            else
+                ferry__run_print_progress(r, f, r->t0, false);
         }
         if (now - last_lag >= 1000000) {
             last_lag = now;

@@ -94,6 +94,9 @@ int ferry__plan_prepare(struct run *r, struct ferry_error *err)
     int rc = open_source_side(r, err);
     if (rc == FERRY_OK) rc = open_sink_side(r, err);
     if (rc != FERRY_OK) return rc;
+    /* How many tables at once, and batches within the memory budget. */
+    rc = ferry__lanes_plan(r, err);
+    if (rc != FERRY_OK) return rc;
     /* Every key of the file must have been read by now: unknown keys are errors. */
     return ferry_cfg_check_unused(r->p->root, err);
 }

@@ -208,6 +208,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
+    caps->concurrent_sessions = true; /* one connection per instance */
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */

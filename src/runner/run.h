@@ -120,8 +120,10 @@ struct run {
     int fatal_rc;                 /* a lane's failure that stops the run (pause, store...) */
     struct ferry_error fatal_err;
     atomic_int res_done;          /* resources finished (completed or failed), progress */
-    /* `tables:` patterns: the table list the run's first attempt planned (plan.c). */
-    char *frozen_tables;
+    /* `tables:` patterns: the table list the expansion used (plan.c), as JSON, and the run
+     * whose first attempt froze it (0: listed by this attempt, frozen with its run). */
+    char *tables_json;
+    int64_t tables_run;
     /* Distributed runs (docs/internals/server.md): the coordinator (distribute: true) and
      * shard mode (one leased task of another process's run). Flows stop on flow_stop, which
      * the control thread keeps equal to the run's stop flag unless the task's lease is lost
@@ -163,6 +165,9 @@ int ferry__run_route_position(struct run *r, const struct resource_run *rr, char
 /* Picks or creates the logical run and begins its attempt (or, in shard mode, joins the
  * running attempt of resume_run_id). */
 int ferry__run_attach(struct run *r, struct ferry_error *err);
+/* The run attach would continue, as far as the store tells now (0: a new one); nothing is
+ * changed. Planning reads that run's frozen table list (plan.c). */
+int64_t ferry__run_peek(struct run *r);
 
 /* ---- plan.c: planning, shared by `ferry run` and `ferry check` ---- */
 

@@ -275,9 +275,11 @@ static void cleanup(struct run *r)
             ferry_free(rr->resume[s]);
         ferry_free(rr->resume);
         ferry_free(rr->flow);
+        ferry_free(rr->gone);
         ferry__run_saved_free(rr);
     }
     ferry_free(r->res);
+    ferry_free(r->tables_json);
     if (r->tracker) {
         ferry_tracker_stop(r->tracker, NULL);
         ferry_tracker_close(r->tracker);

@@ -138,6 +138,13 @@ static int resource_gone(struct run *r, struct resource_run *rr, struct ferry_er
     int rc = ferry__schedule_emit_started(r, rr, false, err);
     if (rc != FERRY_OK) return rc;
     atomic_fetch_add(&r->res_done, 1);
+    /* copied whole by an earlier attempt: nothing is missing */
+    bool done = rr->n_shards > 0;
+    for (int s = 0; s < rr->n_shards; s++)
+        done = done && ferry__run_position_done(rr->resume[s]);
+    if (done)
+        return ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED,
+                               "{\"rows\":0,\"bytes\":0,\"ms\":0}", NULL, err);
     rc = ferry_error_set(err, FERRY_ENOTFOUND, "runner", "%s", rr->gone);
     ferry__run_emit_failure(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, rc, err->message, NULL,
                             NULL);

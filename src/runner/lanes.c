@@ -92,7 +92,10 @@ static void sort_by_weight(struct run *r, int *order, int n)
 int ferry__lanes_assign(struct run *r, struct ferry_error *err)
 {
     if (r->n_lanes < 1) r->n_lanes = 1;
-    r->lanes = ferry_calloc((size_t)r->n_lanes, sizeof *r->lanes);
+    struct lane *lanes = ferry_calloc((size_t)r->n_lanes, sizeof *lanes);
+    pthread_mutex_lock(&r->lock); /* the control thread reads r->lanes */
+    r->lanes = lanes;
+    pthread_mutex_unlock(&r->lock);
     int *order = ferry_calloc((size_t)r->n_res + 1, sizeof *order);
     if (r->lanes == NULL || order == NULL) {
         ferry_free(order);
@@ -175,6 +178,19 @@ int ferry__lanes_open(struct run *r, struct ferry_error *err)
     return rc;
 }
 
+void ferry__lanes_forward_stop(struct run *r)
+{
+    int want = atomic_load(&ferry__run_stop);
+    if (want == 0) return;
+    pthread_mutex_lock(&r->lock);
+    for (int l = 0; r->lanes && l < r->n_lanes; l++) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&r->lanes[l].stop, &expected, want);
+        if (want == FERRY_ECANCELED) atomic_store(&r->lanes[l].stop, want);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
 int ferry__lanes_commit(struct run *r, struct ferry_error *err)
 {
     for (int l = 1; r->lanes && l < r->n_lanes; l++) {
@@ -202,6 +218,9 @@ void ferry__lanes_close(struct run *r)
         }
         ferry_free(ln->res);
     }
-    ferry_free(r->lanes);
+    pthread_mutex_lock(&r->lock);
+    struct lane *lanes = r->lanes;
     r->lanes = NULL;
+    pthread_mutex_unlock(&r->lock);
+    ferry_free(lanes);
 }

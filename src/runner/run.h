@@ -73,6 +73,10 @@ struct lane {
     int n_res;
     pthread_t thread;
     bool started;
+    /* The stop flag of this lane's flows: a flow raises its own on a failure to stop its
+     * readers (pipeline/flow.h), which must not stop the other lanes; the control thread
+     * copies the run's stop request (ferry__run_stop) into it. */
+    atomic_int stop;
 };
 
 struct run {
@@ -227,6 +231,8 @@ int ferry__lanes_plan(struct run *r, struct ferry_error *err);
 int ferry__lanes_assign(struct run *r, struct ferry_error *err);
 /* Lanes 1..n-1: sink instance, targets prepared, session begun, readers on the snapshot. */
 int ferry__lanes_open(struct run *r, struct ferry_error *err);
+/* Control thread: the run's stop request into every lane's stop flag. */
+void ferry__lanes_forward_stop(struct run *r);
 /* Commits the sessions of lanes 1..n-1 (lane 0 is the run's session, session.c). */
 int ferry__lanes_commit(struct run *r, struct ferry_error *err);
 /* Aborts what is open and closes lanes 1..n-1 (idempotent). */

@@ -152,7 +152,7 @@ static int resource_gone(struct run *r, struct resource_run *rr, struct ferry_er
 }
 
 /* Everything one resource needs: started, its flow(s), completed or failed. */
-static int run_resource(struct run *r, struct resource_run *rr, const struct lane *ln,
+static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
                         struct ferry_error *err)
 {
     if (rr->gone) return resource_gone(r, rr, err);
@@ -163,7 +163,9 @@ static int run_resource(struct run *r, struct resource_run *rr, const struct lan
     struct ferry_flow *f = ferry_calloc(1, sizeof *f);
     if (f == NULL) return ferry__run_oom(err);
     rr->flow = f;
-    flow_init(r, rr, f, ln, rr->resume, r->bus, &ferry__run_stop);
+    /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
+    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
+    flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
     int64_t t_res = ferry_now_mono_us();
     atomic_store(&rr->active, f);
     rc = run_flow(rr, f, err);
@@ -257,6 +259,13 @@ static int copy_phase(struct run *r, struct ferry_error *err)
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
     if (r->lanes == NULL) return ferry_error_set(err, FERRY_EINVAL, "runner", "no lanes planned");
+    if (r->n_res > 1 && r->o->out && !r->o->quiet) {
+        fprintf(r->o->out,
+                "%d resources, %d at once (batches of up to %" PRId64 " rows / %" PRId64
+                " bytes, queue %" PRId64 ", within memory %" PRId64 " bytes)\n",
+                r->n_res, r->n_lanes, r->opts.rows, r->opts.bytes, r->opts.queue, r->p->memory);
+        fflush(r->o->out);
+    }
     int rc = copy_phase(r, err);
     /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
     if (rc == FERRY_OK) run_lane(&r->lanes[0], false);

@@ -164,18 +164,16 @@ static int open_lane_readers(struct run *r, struct lane *ln, struct ferry_error 
     return rc;
 }
 
-int ferry__lanes_open(struct run *r, struct ferry_error *err)
+int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 {
-    int rc = FERRY_OK;
-    if (r->lanes == NULL) return FERRY_OK;
-    r->lanes[0].sink_ctx = r->sink_ctx;
-    r->lanes[0].readers = r->readers;
-    r->lanes[0].n_readers = r->n_readers;
-    for (int l = 1; l < r->n_lanes && rc == FERRY_OK; l++) {
-        rc = open_lane_sink(r, &r->lanes[l], err);
-        if (rc == FERRY_OK) rc = open_lane_readers(r, &r->lanes[l], err);
+    if (ln->index == 0) {
+        ln->sink_ctx = r->sink_ctx;
+        ln->readers = r->readers;
+        ln->n_readers = r->n_readers;
+        return FERRY_OK;
     }
-    return rc;
+    int rc = open_lane_sink(r, ln, err);
+    return rc == FERRY_OK ? open_lane_readers(r, ln, err) : rc;
 }
 
 void ferry__lanes_forward_stop(struct run *r)

@@ -229,8 +229,10 @@ void ferry__control_stop(struct run *r);
 int ferry__lanes_plan(struct run *r, struct ferry_error *err);
 /* After the plans are frozen: which lane copies which resource (largest first). */
 int ferry__lanes_assign(struct run *r, struct ferry_error *err);
-/* Lanes 1..n-1: sink instance, targets prepared, session begun, readers on the snapshot. */
-int ferry__lanes_open(struct run *r, struct ferry_error *err);
+/* A lane other than 0: sink instance, its targets prepared, session begun, readers on the
+ * snapshot (on the lane's own thread, so that lanes prepare their targets side by side).
+ * Lane 0: the run's sink and readers. */
+int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err);
 /* Control thread: the run's stop request into every lane's stop flag. */
 void ferry__lanes_forward_stop(struct run *r);
 /* Commits the sessions of lanes 1..n-1 (lane 0 is the run's session, session.c). */

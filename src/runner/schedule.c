@@ -230,7 +230,21 @@ static void run_lane(struct lane *ln, bool copy)
 
 static void *lane_main(void *arg)
 {
-    run_lane(arg, true);
+    struct lane *ln = arg;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = ferry__lanes_open(ln->r, ln, &e);
+    if (rc == FERRY_OK) {
+        run_lane(ln, true);
+    } else {
+        /* a lane that cannot open stops the run: its resources would never be copied */
+        pthread_mutex_lock(&ln->r->lock);
+        if (ln->r->fatal_rc == FERRY_OK) {
+            ln->r->fatal_rc = rc;
+            ln->r->fatal_err = e;
+        }
+        pthread_mutex_unlock(&ln->r->lock);
+    }
     return NULL;
 }
 
@@ -241,7 +255,7 @@ static int copy_phase(struct run *r, struct ferry_error *err)
         run_lane(&r->lanes[0], true);
         return FERRY_OK;
     }
-    int rc = ferry__lanes_open(r, err);
+    int rc = ferry__lanes_open(r, &r->lanes[0], err);
     for (int l = 0; l < r->n_lanes && rc == FERRY_OK; l++) {
         struct lane *ln = &r->lanes[l];
         if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {

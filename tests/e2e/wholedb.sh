@@ -31,14 +31,14 @@ BEGIN
 END $$;
 CREATE TABLE public.big1 (id bigint PRIMARY KEY, at timestamptz, ok boolean, amount numeric(14,2), note text);
 INSERT INTO public.big1 SELECT g, TIMESTAMPTZ '2026-01-01 00:00:00+00' + g * INTERVAL '1 second', g % 3 = 0,
-  g * 0.37, CASE WHEN g % 11 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, 150000) g;
+  g * 0.37, CASE WHEN g % 11 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, 100000) g;
 CREATE TABLE public.big2 (id int PRIMARY KEY, payload text);
-INSERT INTO public.big2 SELECT g, repeat(chr(97 + g % 26), 20 + g % 40) FROM generate_series(1, 100000) g;
+INSERT INTO public.big2 SELECT g, repeat(chr(97 + g % 26), 20 + g % 40) FROM generate_series(1, 60000) g;
 CREATE TABLE public.parents (id bigint PRIMARY KEY, name text);
 CREATE TABLE public.children (id bigint PRIMARY KEY, parent_id bigint NOT NULL REFERENCES public.parents, v int);
 CREATE SEQUENCE public.ids START 1000001;
-INSERT INTO public.parents SELECT g, 'p' || g FROM generate_series(1, 60000) g;
-INSERT INTO public.children SELECT g, (g + 1) / 2, g FROM generate_series(1, 120000) g;
+INSERT INTO public.parents SELECT g, 'p' || g FROM generate_series(1, 30000) g;
+INSERT INTO public.children SELECT g, (g + 1) / 2, g FROM generate_series(1, 60000) g;
 ANALYZE;
 SQL
 for d in dest dest2 dest3 dest4; do pgq -c "CREATE DATABASE $d" >/dev/null; done
@@ -97,16 +97,16 @@ touch writing
   done | pgq >/dev/null ) &
 writer=$!
 for _ in $(seq 1 200); do
-  [ "$(pgq -c 'SELECT count(*) FROM public.parents')" -gt 60000 ] && break
+  [ "$(pgq -c 'SELECT count(*) FROM public.parents')" -gt 30000 ] && break
   sleep 0.05
 done
-[ "$(pgq -c 'SELECT count(*) FROM public.parents')" -gt 60000 ] || fail "the writer never wrote"
+[ "$(pgq -c 'SELECT count(*) FROM public.parents')" -gt 30000 ] || fail "the writer never wrote"
 expect_exit 0 ferry run whole.yaml
 rm -f writing
 wait $writer || true
 printf '%s\n' "$OUT" | grep -q "204 resources, 4 at once" || fail "the run does not copy 4 tables at once: $(printf '%s\n' "$OUT" | head -3)"
 same_as_source dest '^(parents|children)\|'
-moved=$(pgq -d dest -c "SELECT count(*) FROM copy.parents WHERE id > 60000")
+moved=$(pgq -d dest -c "SELECT count(*) FROM copy.parents WHERE id > 30000")
 [ "$(pgq -c "SELECT count(*) FROM public.parents")" -gt "$(pgq -d dest -c "SELECT count(*) FROM copy.parents")" ] \
   || fail "the writer wrote nothing while the run copied: the test shows nothing"
 orphans=$(pgq -d dest -c "SELECT count(*) FROM copy.children c LEFT JOIN copy.parents p ON p.id = c.parent_id WHERE p.id IS NULL")

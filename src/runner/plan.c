@@ -411,7 +411,9 @@ static void print_plan(struct run *r)
             "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
             " bytes, queue %" PRId64 "\n",
             r->p->source_type, r->p->sink_type, ferry_write_mode_name(r->p->write),
-            r->p->batch.rows, r->p->batch.bytes, r->p->batch.queue);
+            r->opts.rows, r->opts.bytes, r->opts.queue);
+    fprintf(out, "  %d resource%s, %d at once (concurrency %" PRId64 "), memory %" PRId64 " bytes\n",
+            r->n_res, r->n_res == 1 ? "" : "s", r->n_lanes, r->p->concurrency, r->p->memory);
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         const struct ferry_sink_caps *c = &rr->caps;

@@ -44,8 +44,8 @@ int ferry__lanes_plan(struct run *r, struct ferry_error *err)
     bool per_apply = r->n_res > 0;
     for (int i = 0; i < r->n_res; i++)
         if (r->res[i].caps.durability != FERRY_DURABLE_PER_APPLY) per_apply = false;
-    r->isolate_failures = r->p->on_resource_error_continue ||
-                          (per_apply && !r->distributed && !r->shard_mode);
+    r->isolate_failures =
+        r->p->on_resource_error_continue || (per_apply && !r->distributed && !r->shard_mode);
     int readers = r->distributed || r->shard_mode ? 1 : (int)r->parallelism;
     return ferry__budget_compute(r->p->memory, r->n_lanes, readers, &r->p->batch, &r->opts, err);
 }

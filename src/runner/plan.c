@@ -204,7 +204,8 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rr->target.schema = rr->out_schema;
         rr->target.mode = p->write;
         rr->target.read_mode = rr->spec->mode;
-        if (rr->read.soft_delete != NULL && rr->out_schema) /* checked by the policy: a field outside the key */
+        /* checked by the policy: a field outside the key */
+        if (rr->read.soft_delete != NULL && rr->out_schema)
             rr->out_schema->soft_delete =
                 1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);
     }

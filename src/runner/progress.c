@@ -131,8 +131,8 @@ static void run_rows(struct run *r, int64_t *rows, int64_t *expected, int *activ
             (*active)++;
         }
         const struct resource_run *rr = &r->res[i];
-        if (want >= 0) want = rr->rows_estimate >= 0 && !rr->resumed_any ? want + rr->rows_estimate
-                                                                           : -1;
+        if (want >= 0)
+            want = rr->rows_estimate >= 0 && !rr->resumed_any ? want + rr->rows_estimate : -1;
     }
     *rows = n;
     *expected = want;

@@ -2,7 +2,8 @@
  * they share: `parallelism` opens extra instances (no more than the shards left to read),
  * the planning instance exports a snapshot and every reader uses it. A distributed run's
  * coordinator saves that snapshot for its shard workers, which import it; the readers of
- * the copy phase's other lanes (lanes.c) import it too. Calls: run.c, the source, store. Called by runner.c. */
+ * the copy phase's other lanes (lanes.c) import it too. Calls: run.c, the source, store.
+ * Called by runner.c. */
 #include <inttypes.h>
 #include <string.h>
 #include "ferry/core.h"

@@ -21,8 +21,7 @@
 
 /* The flow over rr on a lane: its readers and sink instance (NULL: the run's own). */
 static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
-                      const struct lane *ln, char **resume, struct ferry_bus *bus,
-                      atomic_int *stop)
+                      const struct lane *ln, char **resume, struct ferry_bus *bus, atomic_int *stop)
 {
     struct ferry_pipeline_spec *p = r->p;
     f->src_vt = p->source_vt;

@@ -112,9 +112,9 @@ static void test_keys(void **state)
     assert_int_equal(load("memory: 512MiB\n", &p, &e), FERRY_OK);
     assert_int_equal(p->memory, 512 * MiB);
     ferry_pipeline_free(p);
-    static const char *const bad[] = {"concurrency: 0\n", "concurrency: 65\n",
+    static const char *const bad[] = {"concurrency: 0\n",    "concurrency: 65\n",
                                       "concurrency: many\n", "memory: 12 apples\n",
-                                      "memory: 512k\n", NULL};
+                                      "memory: 512k\n",      NULL};
     static const char *const key[] = {"concurrency", "concurrency", "concurrency", "memory",
                                       "memory"};
     for (int i = 0; bad[i]; i++) {

@@ -113,25 +113,25 @@ echo "a. ferry..." >&2
 t0=$(now)
 /usr/bin/time -f '%M' -o rss_ferry "$FERRY_BIN" run whole.yaml --quiet --json --state "$W/state.db" > ferry.json 2> ferry.err \
   || { echo "ferry failed: $(cat ferry.err)" >&2; exit 1; }
-t_ferry=$(echo "$(now) - $t0" | bc)
+t_ferry=$(printf '%.2f' "$(echo "$(now) - $t0" | bc)")
 ok_ferry=$(check d_ferry public)
 
 echo "b. pgcopydb..." >&2
 t0=$(now)
 /usr/bin/time -f '%M' -o rss_pgcopydb pgcopydb copy table-data --source "$SRC_URL" --target "$(url d_pgcopydb)" \
   --dir "$W/pgcopydb" --table-jobs "$JOBS" > pgcopydb.log 2>&1 || { echo "pgcopydb failed: $(tail -3 pgcopydb.log)" >&2; exit 1; }
-t_pgcopydb=$(echo "$(now) - $t0" | bc)
+t_pgcopydb=$(printf '%.2f' "$(echo "$(now) - $t0" | bc)")
 ok_pgcopydb=$(check d_pgcopydb public)
 
 echo "c. pg_dump | pg_restore..." >&2
 t0=$(now)
 /usr/bin/time -f '%M' -o rss_dump pg_dump -Fd -j "$JOBS" -f "$W/dump" -d src
 /usr/bin/time -f '%M' -o rss_restore pg_restore -j "$JOBS" -d d_dump "$W/dump"
-t_dump=$(echo "$(now) - $t0" | bc)
+t_dump=$(printf '%.2f' "$(echo "$(now) - $t0" | bc)")
 ok_dump=$(check d_dump public)
 
 rate() { echo "scale=0; $total_rows / $1" | bc; }
-ratio() { echo "scale=2; $1 / $t_pgcopydb" | bc; }
+ratio() { printf '%.2f' "$(echo "scale=4; $1 / $t_pgcopydb" | bc)"; }
 out=$FERRY_SRC/bench/results/wholedb-$(date -u +%Y%m%d)-${TABLES}t.md
 {
   echo "# Whole-database copy: $((TABLES + BIG)) tables, $total_rows rows ($((src_bytes / 1048576)) MiB database), $JOBS jobs"

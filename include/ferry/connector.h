@@ -234,6 +234,10 @@ struct ferry_sink_caps {
     bool deletes;                  /* can apply delete operations (merge) */
     bool soft_deletes;             /* merge with schema->soft_delete: marks instead (cdc) */
     bool truncates;                /* upsert/merge: applies FERRY_OP_TRUNCATE rows in order */
+    /* Several instances of this sink may hold sessions on the same destination at once,
+     * each writing its own targets (`concurrency:` copies tables through one instance per
+     * lane when every resource is durable per apply). false: one instance writes them all. */
+    bool concurrent_sessions;
 };
 
 /* What the sink will write for one resource. */

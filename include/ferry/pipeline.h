@@ -61,6 +61,11 @@ struct ferry_pipeline_spec {
     struct ferry_transform_spec *transforms;
     int n_transforms;
     struct ferry_batch_opts batch;
+    /* `concurrency: N` (default 4): resources copied at once; `memory:` (default 256 MiB):
+     * the budget of every batch in flight in the run (runner/budget.c). Tuning, not part of
+     * the version. */
+    int64_t concurrency;
+    int64_t memory;
     char *verify;                  /* "after_run" | "none" as written, NULL when absent;
                                     * read and stored, not acted on yet */
     struct ferry_retry_policy retries;

@@ -33,7 +33,7 @@ static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", 
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
                                        "batch",   "verify", "worker", "distribute",
                                        "retries", "notify", "on_resource_error",
-                                       "schema_changes", NULL};
+                                       "schema_changes", "concurrency", "memory", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
@@ -542,6 +542,21 @@ static int load_worker(struct ferry_pipeline_spec *p, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* `concurrency: N` (resources copied at once, default 4) and `memory: SIZE` (every batch in
+ * flight, default 256MiB); whether the budget holds one batch per flow is the runner's check
+ * (it knows the readers). */
+static int load_concurrency(struct ferry_pipeline_spec *p, struct ferry_error *err)
+{
+    p->concurrency = 4;
+    p->memory = (int64_t)256 << 20;
+    int rc = ferry_cfg_int(p->root, "concurrency", false, 1, 64, &p->concurrency, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_size(p->root, "memory", false, &p->memory, err);
+    if (rc == FERRY_OK)
+        rc = in_range(p->root, "memory", p->memory, (int64_t)1 << 20, (int64_t)1 << 40, "1MiB",
+                      "1TiB", err);
+    return rc;
+}
+
 /* retries: {max: N, backoff: 10s, max_backoff: 10m}, or `retries: N`. Absent: max -1 (the
  * caller's default: 3 under ferry serve, --retries for ferry run). */
 static int load_retries(struct ferry_pipeline_spec *p, struct ferry_error *err)
@@ -746,6 +761,7 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
     if ((rc = load_batch(p, err))) return rc;
     if ((rc = load_worker(p, err))) return rc;
     if ((rc = load_retries(p, err))) return rc;
+    if ((rc = load_concurrency(p, err))) return rc;
     if ((rc = ferry_notify_check(ferry_cfg_get(root, "notify"), err))) return rc;
     static const char *const on_res_words[] = {"fail", "continue", NULL};
     int on_res = 0;

@@ -108,6 +108,24 @@ static int join_running(struct run *r, struct ferry_error *err)
     return FERRY_OK;
 }
 
+int64_t ferry__run_peek(struct run *r)
+{
+    const struct ferry_run_options *o = r->o;
+    if (o->resume_run_id > 0) return o->resume_run_id;
+    if (o->fresh) return 0;
+    struct ferry_run_info *newest = NULL;
+    int n = 0;
+    if (ferry_store_run_list(r->st, r->p->name, 1, &newest, &n, NULL) != FERRY_OK) return 0;
+    int64_t id = n == 1 && !strcmp(newest[0].version, r->p->version) &&
+                         newest[0].state != FERRY_RUN_COMPLETED &&
+                         newest[0].state != FERRY_RUN_CANCELED &&
+                         newest[0].state != FERRY_RUN_PARTIAL
+                     ? newest[0].id
+                     : 0;
+    ferry_run_infos_free(newest, n);
+    return id;
+}
+
 int ferry__run_attach(struct run *r, struct ferry_error *err)
 {
     if (r->shard_mode) return join_running(r, err);

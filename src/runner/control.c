@@ -107,6 +107,7 @@ static void *control_main(void *arg)
             tick_flows(r);
             last_tick = now;
         }
+        if (r->n_lanes > 1) ferry__lanes_forward_stop(r);
         if (r->distributed || r->shard_mode) {
             int want = atomic_load(&ferry__run_stop), have = atomic_load(&r->flow_stop);
             if (want != 0 && have == 0) atomic_store(&r->flow_stop, want);
@@ -132,7 +133,10 @@ static void *control_main(void *arg)
         }
         if (f && now - last_progress >= 250000) {
             last_progress = now;
-            ferry__run_print_progress(r, f, r->t0, false);
+            if (r->n_res > 1)
+                ferry__run_print_run_progress(r, false);
+            else
+                ferry__run_print_progress(r, f, r->t0, false);
         }
         if (now - last_lag >= 1000000) {
             last_lag = now;

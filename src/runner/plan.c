@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ferry/core.h"
 #include "ferry/tables.h"
@@ -40,12 +41,133 @@ static int read_context_init(struct run *r, struct resource_run *rr, struct ferr
     return ferry_cfg_str(rr->spec->node, "soft_delete", false, &rc->soft_delete, err);
 }
 
+/* ---- the table list of `tables:` patterns, frozen with the run ----
+ * The first attempt lists the source's tables and stores the list as a plan of the reserved
+ * resource TABLES_KEY; a later attempt of the same run expands the patterns over that list
+ * again (a table created since is not part of the run, one dropped since fails). */
+
+#define TABLES_KEY "(tables)"
+
+static char *tables_to_json(const struct ferry_table_info *v, int n, const char *def)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:I}", "schema", v[i].schema, "name",
+                                             v[i].name, "bytes", (json_int_t)v[i].bytes));
+    json_t *o = json_pack("{s:s?,s:o}", "default_schema", def, "tables", arr);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char *out = text ? ferry_strdup(text) : NULL;
+    free(text);
+    return out;
+}
+
+/* The frozen list back into table infos (NULL *v with n 0 on a malformed text). */
+static int tables_from_json(const char *text, struct ferry_table_info **v, int *n, char **def)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    json_t *arr = json_object_get(o, "tables");
+    *v = NULL;
+    *n = 0;
+    *def = NULL;
+    size_t len = json_array_size(arr);
+    *v = ferry_calloc(len + 1, sizeof **v);
+    int rc = *v && json_is_array(arr) ? FERRY_OK : FERRY_EINVAL;
+    for (size_t i = 0; rc == FERRY_OK && i < len; i++) {
+        json_t *t = json_array_get(arr, i);
+        const char *schema = json_string_value(json_object_get(t, "schema"));
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (!schema || !name) {
+            rc = FERRY_EINVAL;
+            break;
+        }
+        (*v)[i].schema = ferry_strdup(schema);
+        (*v)[i].name = ferry_strdup(name);
+        (*v)[i].bytes = json_integer_value(json_object_get(t, "bytes"));
+        (*n)++;
+        if (!(*v)[i].schema || !(*v)[i].name) rc = FERRY_ENOMEM;
+    }
+    const char *d = json_string_value(json_object_get(o, "default_schema"));
+    if (rc == FERRY_OK && d && (*def = ferry_strdup(d)) == NULL) rc = FERRY_ENOMEM;
+    json_decref(o);
+    return rc;
+}
+
+static int expand_with(struct run *r, struct ferry_table_info *v, int n, const char *def,
+                       struct ferry_error *err)
+{
+    int rc = ferry_tables_expand(r->p, v, n, def, err);
+    if (rc == FERRY_OK && r->tables_json == NULL &&
+        (r->tables_json = tables_to_json(v, n, def)) == NULL)
+        rc = ferry__run_oom(err);
+    return rc;
+}
+
+/* Expands `tables:` entries: over the list frozen by the run this invocation continues, or
+ * over the source's tables now. */
+static int expand_tables(struct run *r, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    if (!ferry_tables_pending(p)) return FERRY_OK;
+    if (p->source_vt->list_tables == NULL) return ferry_tables_expand_source(p, r->src_ctx, err);
+    struct ferry_table_info *v = NULL;
+    int n = 0;
+    char *def = NULL;
+    int64_t run_id = ferry__run_peek(r);
+    int rc = run_id > 0 ? ferry_store_plan_get(r->st, run_id, TABLES_KEY, &r->tables_json, err)
+                        : FERRY_OK;
+    if (rc != FERRY_OK) return rc;
+    if (r->tables_json != NULL) {
+        r->tables_run = run_id;
+        if (tables_from_json(r->tables_json, &v, &n, &def) != FERRY_OK)
+            rc = ferry_error_set(err, FERRY_ESTORE, "runner",
+                                 "run %" PRId64 ": its frozen table list cannot be read", run_id);
+    } else {
+        rc = p->source_vt->list_tables(r->src_ctx, &v, &n, &def, err);
+    }
+    if (rc == FERRY_OK) rc = expand_with(r, v, n, def, err);
+    ferry_table_list_free(v, n);
+    ferry_free(def);
+    return rc;
+}
+
+/* After attach: the run's table list is the one the expansion used. */
+static int freeze_tables(struct run *r, struct ferry_error *err)
+{
+    if (r->tables_json == NULL || (r->tables_run == r->run_id && r->run_id > 0)) return FERRY_OK;
+    char *have = NULL;
+    int rc = ferry_store_plan_get(r->st, r->run_id, TABLES_KEY, &have, err);
+    if (rc == FERRY_OK && have == NULL)
+        return ferry_store_plan_put(r->st, r->run_id, TABLES_KEY, r->tables_json, err);
+    if (rc == FERRY_OK && strcmp(have, r->tables_json) != 0)
+        rc = ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                             "run %" PRId64 " was planned over another list of tables than this "
+                             "attempt read; run the command again",
+                             r->run_id);
+    ferry_free(have);
+    return rc;
+}
+
+/* A table of a frozen list that the source no longer has: the resource fails when its turn
+ * comes, the others go on. */
+static int discover(struct run *r, struct resource_run *rr, struct ferry_error *err)
+{
+    struct ferry_pipeline_spec *p = r->p;
+    int rc = p->source_vt->discover(r->src_ctx, rr->spec, &rr->schema, err);
+    if (rc != FERRY_ENOTFOUND || !rr->spec->expanded || r->tables_run == 0) return rc;
+    rr->gone = ferry_asprintf("table %s was dropped after run %" PRId64
+                              " planned it (tables: pattern): %s",
+                              rr->spec->table, r->tables_run, err->message);
+    ferry_error_clear(err);
+    return rr->gone ? FERRY_OK : ferry__run_oom(err);
+}
+
 static int open_source_side(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
     int rc = p->source_vt->open(p->source, &r->src_ctx, err);
     if (rc != FERRY_OK) return rc; /* connectors name themselves in their messages */
-    if ((rc = ferry_tables_expand_source(p, r->src_ctx, err))) return rc;
+    if ((rc = expand_tables(r, err))) return rc;
     r->n_res = p->n_resources;
     r->res = ferry_calloc((size_t)r->n_res, sizeof *r->res);
     if (r->res == NULL) return ferry__run_oom(err);
@@ -56,8 +178,8 @@ static int open_source_side(struct run *r, struct ferry_error *err)
         struct resource_run *rr = &r->res[i];
         rr->spec = &p->resources[i];
         rc = read_context_init(r, rr, err);
-        if (rc == FERRY_OK) rc = p->source_vt->discover(r->src_ctx, rr->spec, &rr->schema, err);
-        if (rc == FERRY_OK)
+        if (rc == FERRY_OK) rc = discover(r, rr, err);
+        if (rc == FERRY_OK && rr->gone == NULL)
             rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain,
                                           &rr->out_schema, err);
     }
@@ -77,7 +199,7 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
-        rc = ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
+        rc = rr->gone ? FERRY_OK : ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
         if (rc != FERRY_OK) return rc;
         /* The one commit of a run is at its end, unless runs are spread over workers. */
         rr->read.positions_at_end =
@@ -93,7 +215,8 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
                              rr->read.soft_delete == NULL &&
                              (p->write == FERRY_WRITE_UPSERT || p->write == FERRY_WRITE_MERGE);
         rr->target.route = rr->route;
-        if (rr->read.soft_delete != NULL) /* checked by the policy: a field outside the key */
+        /* checked by the policy: a field outside the key */
+        if (rr->read.soft_delete != NULL && rr->out_schema)
             rr->out_schema->soft_delete =
                 1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);
     }
@@ -104,6 +227,9 @@ int ferry__plan_prepare(struct run *r, struct ferry_error *err)
 {
     int rc = open_source_side(r, err);
     if (rc == FERRY_OK) rc = open_sink_side(r, err);
+    if (rc != FERRY_OK) return rc;
+    /* How many tables at once, and batches within the memory budget. */
+    rc = ferry__lanes_plan(r, err);
     if (rc != FERRY_OK) return rc;
     /* Every key of the file must have been read by now: unknown keys are errors. */
     return ferry_cfg_check_unused(r->p->root, err);
@@ -163,6 +289,7 @@ static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink
     const char *res = rr->spec->table;
     int rc = ferry_store_plan_get(r->st, r->run_id, res, &rr->plan_json, err);
     if (rc != FERRY_OK || rr->plan_json != NULL) return rc;
+    if (rr->gone) return FERRY_OK; /* nothing to plan: it fails when its turn comes */
     if (r->shard_mode)
         return ferry_error_set(err, FERRY_ECONFLICT, "runner",
                                "run %" PRId64 " resource %s: no frozen plan: its coordinator "
@@ -258,10 +385,11 @@ int ferry__plan_freeze(struct run *r, struct ferry_error *err)
         if (rc != FERRY_OK)
             return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
     }
-    rc = FERRY_OK;
+    rc = freeze_tables(r, err);
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         struct resource_run *rr = &r->res[i];
         rc = frozen_plan(r, rr, scp, n_scp, err);
+        if (rc == FERRY_OK && rr->gone && rr->plan_json == NULL) continue;
         if (rc == FERRY_OK) rc = plan_shape(r, rr, err);
         if (rc == FERRY_OK) rc = resume_positions(r, rr, scp, n_scp, err);
     }
@@ -295,10 +423,16 @@ static void print_plan(struct run *r)
             "  source %s -> sink %s, write %s, batch %" PRId64 " rows / %" PRId64
             " bytes, queue %" PRId64 "\n",
             r->p->source_type, r->p->sink_type, ferry_write_mode_name(r->p->write),
-            r->p->batch.rows, r->p->batch.bytes, r->p->batch.queue);
+            r->opts.rows, r->opts.bytes, r->opts.queue);
+    fprintf(out, "  %d resource%s, %d at once (concurrency %" PRId64 "), memory %" PRId64 " bytes\n",
+            r->n_res, r->n_res == 1 ? "" : "s", r->n_lanes, r->p->concurrency, r->p->memory);
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         const struct ferry_sink_caps *c = &rr->caps;
+        if (rr->gone) {
+            fprintf(out, "  %s: %s\n", rr->spec->table, rr->gone);
+            continue;
+        }
         fprintf(out, "  %s: mode %s, %d shard%s, durability %s%s, route \"%s\"\n", rr->spec->table,
                 ferry_read_mode_name(rr->spec->mode), rr->n_shards, rr->n_shards == 1 ? "" : "s",
                 c->durability == FERRY_DURABLE_PER_APPLY ? "per_apply" : "at_commit",
@@ -315,6 +449,7 @@ int ferry__plan_check(struct run *r, struct ferry_error *err)
     int rc = FERRY_OK;
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         struct resource_run *rr = &r->res[i];
+        if (rr->gone) continue;
         if (rr->spec->mode == FERRY_READ_CDC) {
             /* Planning cdc creates a publication and a slot: `check` only says so. */
             rr->plan_json = ferry_strdup("{\"mode\":\"cdc\",\"shards\":[{\"stream\":true}],"

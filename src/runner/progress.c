@@ -1,5 +1,6 @@
 /* runner/progress.c - what a person and the event stream see of a running flow: the live
- * progress line, which side held a resource back, a cdc stream's lag, resource usage.
+ * progress line (one resource's, or the run's over several: tables done of total, rows, rate,
+ * ETA), which side held a resource back, a cdc stream's lag, resource usage.
  * Calls: run.c (emitter). Called by control.c and schedule.c. */
 #include <inttypes.h>
 #include <jansson.h>
@@ -87,7 +88,7 @@ void ferry__run_print_progress(struct run *r, struct ferry_flow *f, int64_t star
     fprintf(
         stderr, "\r\033[K  %-24s %12lld rows%s  %8s rows/s  %7.1f MB/s  queue %d/%" PRId64 "%s%s%s",
         f->spec->table, rows, eta, rps, (double)bytes / secs / 1e6, atomic_load(&f->queue_depth),
-        r->p->batch.queue, label[0] ? "  " : "", label, final ? "\n" : "");
+        r->opts.queue, label[0] ? "  " : "", label, final ? "\n" : "");
     fflush(stderr);
 }
 
@@ -112,4 +113,48 @@ void ferry__run_emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_
              ",\"lag_seconds\":%.3f%s}",
              pos, lag_bytes, (double)lag_us / 1e6, extra);
     ferry__run_emit(r, f->spec->table, FERRY_EV_WATERMARK_ADVANCED, payload, NULL, NULL);
+}
+
+/* Rows written so far (finished resources and the flows running now) and the rows the
+ * plans expect in all (-1: some resource has no estimate, or was resumed). */
+static void run_rows(struct run *r, int64_t *rows, int64_t *expected, int *active)
+{
+    pthread_mutex_lock(&r->lock);
+    int64_t n = r->rows;
+    pthread_mutex_unlock(&r->lock);
+    int64_t want = 0;
+    *active = 0;
+    for (int i = 0; i < r->n_res; i++) {
+        struct ferry_flow *f = atomic_load(&r->res[i].active);
+        if (f) {
+            n += atomic_load(&f->rows_written);
+            (*active)++;
+        }
+        const struct resource_run *rr = &r->res[i];
+        if (want >= 0)
+            want = rr->rows_estimate >= 0 && !rr->resumed_any ? want + rr->rows_estimate : -1;
+    }
+    *rows = n;
+    *expected = want;
+}
+
+void ferry__run_print_run_progress(struct run *r, bool final)
+{
+    if (r->o->quiet || !r->o->progress_tty) return;
+    double secs = (double)(ferry_now_mono_us() - r->t0) / 1e6;
+    if (secs <= 0) secs = 1e-6;
+    int64_t rows = 0, expected = -1;
+    int active = 0;
+    run_rows(r, &rows, &expected, &active);
+    char rps[32], eta[48] = "";
+    human_rate((double)rows / secs, rps, sizeof rps);
+    if (expected > 0 && rows > 0 && rows < expected && !final) {
+        char left[24];
+        human_secs((double)(expected - rows) * secs / (double)rows, left, sizeof left);
+        snprintf(eta, sizeof eta, "  %3d%%  ETA %-6s", (int)(rows * 100 / expected), left);
+    }
+    fprintf(stderr, "\r\033[K  tables %d/%d  %12lld rows%s  %8s rows/s  %d at once%s",
+            atomic_load(&r->res_done), r->n_res, (long long)rows, eta, rps, active,
+            final ? "\n" : "");
+    fflush(stderr);
 }

@@ -1,8 +1,9 @@
 /* runner/readers.c - the source's reader instances of an attempt and the one snapshot
  * they share: `parallelism` opens extra instances (no more than the shards left to read),
  * the planning instance exports a snapshot and every reader uses it. A distributed run's
- * coordinator saves that snapshot for its shard workers, which import it. Calls: run.c,
- * the source, store. Called by runner.c. */
+ * coordinator saves that snapshot for its shard workers, which import it; the readers of
+ * the copy phase's other lanes (lanes.c) import it too. Calls: run.c, the source, store.
+ * Called by runner.c. */
 #include <inttypes.h>
 #include <string.h>
 #include "ferry/core.h"
@@ -90,7 +91,8 @@ int ferry__readers_open(struct run *r, struct ferry_error *err)
     if (rc == FERRY_OK && r->distributed) {
         rc = ferry_store_run_snapshot_set(r->st, r->run_id, r->attempt, id, err);
     }
-    ferry_free(id);
+    /* The copy phase's other lanes open their readers on it too (lanes.c). */
+    r->snapshot_id = id;
     return rc;
 }
 
@@ -103,4 +105,6 @@ void ferry__readers_close(struct run *r)
     ferry_free(r->readers);
     r->readers = NULL;
     r->n_readers = 0;
+    ferry_free(r->snapshot_id);
+    r->snapshot_id = NULL;
 }

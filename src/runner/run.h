@@ -5,6 +5,8 @@
  *
  *   runner.c (driver) -> attempt.c, plan.c, session.c, readers.c, schedule.c,
  *                        coordinator.c, control.c, saved.c
+ *   plan.c, session.c -> lanes.c
+ *   schedule.c        -> lanes.c
  *   coordinator.c     -> schedule.c (a task is a flow like any other)
  *   control.c         -> progress.c, saved.c
  *   schedule.c        -> progress.c
@@ -49,7 +51,32 @@ struct resource_run {
      * NULL before and after. One per resource so that resources may run side by side. */
     _Atomic(struct ferry_flow *) active;
     uint64_t seq_base; /* distributed: batch seqs continue across tasks */
+    int lane;          /* which lane (sink instance and readers) copies it (lanes.c) */
+    bool copy_phase;   /* runs in the concurrent copy phase (not a cdc resource) */
+    /* A table of the frozen list that the source no longer has (dropped after the first
+     * attempt planned it): the resource fails with this message, the others go on. */
+    char *gone;
     char **saved_seen; /* per shard: the last position reported saved (saved.c) */
+};
+
+/* One lane of the copy phase: a sink instance with its own session and a set of reader
+ * instances, owned by one thread, copying its resources one after another (lanes.c). Lane 0
+ * is the run's own sink (sink_ctx) and readers. */
+struct lane {
+    struct run *r;
+    int index;
+    void *sink_ctx;
+    bool session_open;
+    void **readers;
+    int n_readers;
+    int *res; /* indices into run.res, largest first */
+    int n_res;
+    pthread_t thread;
+    bool started;
+    /* The stop flag of this lane's flows: a flow raises its own on a failure to stop its
+     * readers (pipeline/flow.h), which must not stop the other lanes; the control thread
+     * copies the run's stop request (ferry__run_stop) into it. */
+    atomic_int stop;
 };
 
 struct run {
@@ -81,8 +108,26 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources (and tasks) */
     int64_t rows, bytes, batches;
-    struct ferry_buf failed_res; /* on_resource_error: continue - "a: why; b: why" */
+    struct ferry_buf failed_res; /* failed resources - "a: why; b: why" */
     int n_failed_res;
+    int first_failed_rc; /* the code of the first of them */
+    /* A failed resource does not stop the others (lanes.c decides): on_resource_error:
+     * continue, or a sink whose writes are durable per apply. */
+    bool isolate_failures;
+    /* The copy phase: `concurrency` lanes under one memory budget (lanes.c, budget.c). */
+    struct lane *lanes;
+    int n_lanes;
+    struct ferry_batch_opts opts; /* the file's batch settings within the budget */
+    char *snapshot_id;            /* the attempt's exported snapshot, for lanes' readers */
+    pthread_mutex_t lock;         /* guards the totals, failed_res and fatal_rc */
+    bool lock_init;
+    int fatal_rc;                 /* a lane's failure that stops the run (pause, store...) */
+    struct ferry_error fatal_err;
+    atomic_int res_done;          /* resources finished (completed or failed), progress */
+    /* `tables:` patterns: the table list the expansion used (plan.c), as JSON, and the run
+     * whose first attempt froze it (0: listed by this attempt, frozen with its run). */
+    char *tables_json;
+    int64_t tables_run;
     /* Distributed runs (docs/internals/server.md): the coordinator (distribute: true) and
      * shard mode (one leased task of another process's run). Flows stop on flow_stop, which
      * the control thread keeps equal to the run's stop flag unless the task's lease is lost
@@ -124,6 +169,9 @@ int ferry__run_route_position(struct run *r, const struct resource_run *rr, char
 /* Picks or creates the logical run and begins its attempt (or, in shard mode, joins the
  * running attempt of resume_run_id). */
 int ferry__run_attach(struct run *r, struct ferry_error *err);
+/* The run attach would continue, as far as the store tells now (0: a new one); nothing is
+ * changed. Planning reads that run's frozen table list (plan.c). */
+int64_t ferry__run_peek(struct run *r);
 
 /* ---- plan.c: planning, shared by `ferry run` and `ferry check` ---- */
 
@@ -158,6 +206,8 @@ int64_t ferry__run_cpu_ms(void);
 const char *ferry__run_bound(int64_t wait_source_us, int64_t wait_sink_us, int64_t elapsed_us);
 const char *ferry__run_bound_label(const char *bound);
 void ferry__run_print_progress(struct run *r, struct ferry_flow *f, int64_t start_us, bool final);
+/* The run's line: tables done of total, rows, rate, ETA (several flows at once). */
+void ferry__run_print_run_progress(struct run *r, bool final);
 void ferry__run_emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_position);
 /* The source schema changes rr's stream noted (pipeline/schema_change.h), each as a
  * `schema.changed` event of rr (schema_events.c). */
@@ -179,9 +229,28 @@ void ferry__control_start(struct run *r);
 /* After this no heartbeat or lag event of the attempt is left to come. */
 void ferry__control_stop(struct run *r);
 
+/* ---- lanes.c: the copy phase's lanes ---- */
+
+/* After planning: how many lanes, which resource each copies, the batch settings within
+ * the memory budget (FERRY_ECONFIG naming `memory` when it is too small). */
+int ferry__lanes_plan(struct run *r, struct ferry_error *err);
+/* After the plans are frozen: which lane copies which resource (largest first). */
+int ferry__lanes_assign(struct run *r, struct ferry_error *err);
+/* A lane other than 0: sink instance, its targets prepared, session begun, readers on the
+ * snapshot (on the lane's own thread, so that lanes prepare their targets side by side).
+ * Lane 0: the run's sink and readers. */
+int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err);
+/* Control thread: the run's stop request into every lane's stop flag. */
+void ferry__lanes_forward_stop(struct run *r);
+/* Commits the sessions of lanes 1..n-1 (lane 0 is the run's session, session.c). */
+int ferry__lanes_commit(struct run *r, struct ferry_error *err);
+/* Aborts what is open and closes lanes 1..n-1 (idempotent). */
+void ferry__lanes_close(struct run *r);
+
 /* ---- schedule.c: resources and their flows ---- */
 
-/* A flow over rr that resumes from `resume`, reports to `bus` and stops on `stop`. */
+/* A flow over rr that resumes from `resume`, reports to `bus` and stops on `stop`, with the
+ * run's own sink and readers (lane 0). */
 void ferry__schedule_flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
                                char **resume, struct ferry_bus *bus, atomic_int *stop);
 int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool distributed,

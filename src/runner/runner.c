@@ -6,7 +6,8 @@
  * log -> plan.c: open the connectors, per resource discover, transforms, policy ->
  * attempt.c: pick or create the logical run, new attempt (fences older ones) -> plan.c:
  * frozen plans, resume positions -> control thread -> session.c: prepare targets, begin ->
- * readers.c: extra readers sharing one snapshot -> schedule.c (or coordinator.c): flows ->
+ * readers.c: extra readers sharing one snapshot -> schedule.c (or coordinator.c): the copy
+ * phase's lanes (lanes.c), then the streams ->
  * session.c: commit or abort -> final event -> wait for the tracker to fold it -> cdc
  * acknowledgements. */
 #include <inttypes.h>
@@ -128,7 +129,8 @@ static int start_threads(struct run *r, bool *tracking, struct ferry_error *err)
  * committed (a completion, or a pause that commits). */
 static int move_data(struct run *r, bool *committed, struct ferry_error *err)
 {
-    int rc = ferry__clone_before(r, err);
+    int rc = ferry__lanes_assign(r, err);
+    if (rc == FERRY_OK) rc = ferry__clone_before(r, err);
     if (rc == FERRY_OK) rc = ferry__session_begin(r, err);
     if (rc == FERRY_OK) rc = ferry__readers_open(r, err);
     if (rc == FERRY_OK)
@@ -139,9 +141,16 @@ static int move_data(struct run *r, bool *committed, struct ferry_error *err)
     if (*committed) {
         int crc = ferry__session_commit(r, err);
         if (crc != FERRY_OK) rc = crc;
-        if (rc == FERRY_OK) rc = ferry__clone_after(r, err);
+        /* keys, indexes and foreign keys of a clone: only once every table is whole */
+        if (rc == FERRY_OK && r->n_failed_res == 0) rc = ferry__clone_after(r, err);
     }
     ferry__session_close(r);
+    /* Some resources failed, the others completed and were committed: the run failed
+     * (a resume redoes only what did not finish); on_resource_error: continue makes it
+     * partial instead (end_run). */
+    if (rc == FERRY_OK && r->n_failed_res > 0 && !r->p->on_resource_error_continue)
+        rc = ferry_error_set(err, r->first_failed_rc, "runner", "%d of %d resource(s) failed: %s",
+                             r->n_failed_res, r->n_res, r->failed_res.data);
     return rc;
 }
 
@@ -269,9 +278,11 @@ static void cleanup(struct run *r)
             ferry_free(rr->resume[s]);
         ferry_free(rr->resume);
         ferry_free(rr->flow);
+        ferry_free(rr->gone);
         ferry__run_saved_free(rr);
     }
     ferry_free(r->res);
+    ferry_free(r->tables_json);
     if (r->tracker) {
         ferry_tracker_stop(r->tracker, NULL);
         ferry_tracker_close(r->tracker);
@@ -322,6 +333,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     memset(&r, 0, sizeof r);
     r.o = o;
     ferry_buf_init(&r.failed_res, 16384);
+    r.lock_init = pthread_mutex_init(&r.lock, NULL) == 0;
     memset(res, 0, sizeof *res);
     res->state = "failed";
     atomic_store(&ferry__run_stop, 0);
@@ -345,5 +357,6 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     res->peak_rss = ferry__run_peak_rss();
     ferry_buf_release(&r.failed_res);
     cleanup(&r);
+    if (r.lock_init) pthread_mutex_destroy(&r.lock);
     return rc;
 }

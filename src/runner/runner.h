@@ -81,6 +81,14 @@ int ferry__shard_bus_open(struct ferry_bus *inner, struct ferry_bus **out, struc
 void ferry__shard_bus_set_token(struct ferry_bus *b, int64_t token);
 int64_t ferry__shard_bus_last_seq(struct ferry_bus *b);
 
+/* budget.c: the batch size and queue depth of each of `flows` flows with `readers` readers
+ * under one budget of `memory` bytes (in: the file's batch settings, their upper bounds);
+ * FERRY_ECONFIG naming `memory` when even one batch per flow does not fit. */
+int ferry__budget_compute(int64_t memory, int flows, int readers, const struct ferry_batch_opts *in,
+                          struct ferry_batch_opts *out, struct ferry_error *err);
+/* The most bytes of batches `flows` such flows may hold at once (the formula's bound). */
+int64_t ferry__budget_in_flight(const struct ferry_batch_opts *b, int flows, int readers);
+
 /* Async-signal-safe: first call pauses cleanly, a second one cancels (run.c). */
 void ferry_runner_signal(void);
 

@@ -1,14 +1,16 @@
-/* runner/schedule.c - runs the resources of a run in this process, each as one flow (a
- * cdc resource with copy shards: two, copy first, then its stream), and reports each one's
- * start and end. After the run's end is folded, cdc sources release their log.
+/* runner/schedule.c - runs the resources of a run in this process and reports each one's
+ * start and end: first the copy phase, where up to `concurrency` lanes (lanes.c) each copy
+ * their resources one after another on a thread of their own, then the stream phase, where
+ * cdc resources run one after another on lane 0 (a cdc resource with copy shards: two flows,
+ * copy first, then its stream). After the run's end is folded, cdc sources release their log.
  *
- * The loop (ferry__schedule_run) only decides which resource runs next; run_resource does
- * everything one resource needs and touches the run through three things: the readers it
- * is given, the run's totals (add_totals) and the emitter. Running several resources at
- * once (issue 17, `concurrency: N`) is a change of the loop alone: start up to N
- * run_resource calls on threads with a reader set each, guard add_totals, and go on past a
- * failed resource. Calls: run.c, progress.c, flow, store, the source (cdc_ack). Called by
- * runner.c and coordinator.c. */
+ * run_resource does everything one resource needs and touches the run through three
+ * things: the lane it is given (sink instance, readers), the run's totals (add_totals,
+ * under r->lock) and the emitter. A failed resource does not stop the others when
+ * r->isolate_failures (lanes.c): it is counted in failed_res and the run ends failed (or
+ * partial with on_resource_error: continue); a pause, a cancel, a store or fencing failure
+ * concerns the whole run: no lane starts another resource. Calls: run.c, lanes.c,
+ * progress.c, flow, store, the source (cdc_ack). Called by runner.c and coordinator.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,14 +19,15 @@
 #include "pipeline/transform.h"
 #include "runner/run.h"
 
-void ferry__schedule_flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
-                               char **resume, struct ferry_bus *bus, atomic_int *stop)
+/* The flow over rr on a lane: its readers and sink instance (NULL: the run's own). */
+static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                      const struct lane *ln, char **resume, struct ferry_bus *bus, atomic_int *stop)
 {
     struct ferry_pipeline_spec *p = r->p;
     f->src_vt = p->source_vt;
-    f->src_ctx = r->src_ctx;
-    f->readers = r->readers;
-    f->n_readers = r->n_readers;
+    f->src_ctx = ln && ln->index > 0 ? ln->readers[0] : r->src_ctx;
+    f->readers = ln && ln->index > 0 ? ln->readers : r->readers;
+    f->n_readers = ln && ln->index > 0 ? ln->n_readers : r->n_readers;
     f->spec = rr->spec;
     f->schema = rr->schema;
     f->plan_json = rr->plan_json;
@@ -33,16 +36,22 @@ void ferry__schedule_flow_init(struct run *r, struct resource_run *rr, struct fe
     f->chain = rr->chain;
     ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
     f->sink_vt = p->sink_vt;
-    f->sink_ctx = r->sink_ctx;
+    f->sink_ctx = ln && ln->index > 0 ? ln->sink_ctx : r->sink_ctx;
     f->caps = rr->caps;
     f->target = &rr->target;
     f->bus = bus;
     f->run_id = r->run_id;
     f->attempt = r->attempt;
-    f->opts = p->batch;
+    f->opts = r->opts; /* the file's batch settings within the memory budget */
     f->stop = stop;
     /* rows of earlier attempts are not counted again: no estimate for a resumed resource */
     f->rows_expected = rr->resumed_any ? -1 : rr->rows_estimate;
+}
+
+void ferry__schedule_flow_init(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                               char **resume, struct ferry_bus *bus, atomic_int *stop)
+{
+    flow_init(r, rr, f, NULL, resume, bus, stop);
 }
 
 /* resource.started of rr; `distributed` marks the coordinator's (its shards become tasks). */
@@ -88,12 +97,15 @@ static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_
     return rc;
 }
 
-/* The run's totals. One resource at a time today; a concurrent loop guards this. */
+/* The run's totals, added by every lane. */
 static void add_totals(struct run *r, struct ferry_flow *f)
 {
+    pthread_mutex_lock(&r->lock);
     r->rows += atomic_load(&f->rows_written);
     r->bytes += atomic_load(&f->bytes_written);
     r->batches += atomic_load(&f->batches_written);
+    pthread_mutex_unlock(&r->lock);
+    atomic_fetch_add(&r->res_done, 1);
 }
 
 /* resource.completed of rr, and its summary line when there is no live progress line. */
@@ -119,9 +131,30 @@ static int report_completed(struct run *r, struct resource_run *rr, struct ferry
     return rc;
 }
 
-/* Everything one resource needs: started, its flow(s), completed or failed. */
-static int run_resource(struct run *r, struct resource_run *rr, struct ferry_error *err)
+/* A table of the frozen list the source no longer has: started, then failed naming it. */
+static int resource_gone(struct run *r, struct resource_run *rr, struct ferry_error *err)
 {
+    int rc = ferry__schedule_emit_started(r, rr, false, err);
+    if (rc != FERRY_OK) return rc;
+    atomic_fetch_add(&r->res_done, 1);
+    /* copied whole by an earlier attempt: nothing is missing */
+    bool done = rr->n_shards > 0;
+    for (int s = 0; s < rr->n_shards; s++)
+        done = done && ferry__run_position_done(rr->resume[s]);
+    if (done)
+        return ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED,
+                               "{\"rows\":0,\"bytes\":0,\"ms\":0}", NULL, err);
+    rc = ferry_error_set(err, FERRY_ENOTFOUND, "runner", "%s", rr->gone);
+    ferry__run_emit_failure(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, rc, err->message, NULL,
+                            NULL);
+    return rc;
+}
+
+/* Everything one resource needs: started, its flow(s), completed or failed. */
+static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
+                        struct ferry_error *err)
+{
+    if (rr->gone) return resource_gone(r, rr, err);
     int rc = ferry__schedule_emit_started(r, rr, false, err);
     if (rc != FERRY_OK) return rc;
     if (rr->resumed_any && r->o->out && !r->o->quiet)
@@ -129,7 +162,9 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
     struct ferry_flow *f = ferry_calloc(1, sizeof *f);
     if (f == NULL) return ferry__run_oom(err);
     rr->flow = f;
-    ferry__schedule_flow_init(r, rr, f, rr->resume, r->bus, &ferry__run_stop);
+    /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
+    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
+    flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
     int64_t t_res = ferry_now_mono_us();
     atomic_store(&rr->active, f);
     rc = run_flow(rr, f, err);
@@ -137,7 +172,7 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
     ferry__run_emit_schema_changes(r, rr);
-    ferry__run_print_progress(r, f, t_res, true);
+    if (r->n_lanes <= 1) ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
     if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
@@ -146,21 +181,112 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
     return rc;
 }
 
+/* Whether a failure of one resource stops the run (else the others go on). */
+static bool stops_run(const struct run *r, int rc)
+{
+    return !r->isolate_failures || rc == FERRY_EPAUSED || rc == FERRY_ECANCELED ||
+           rc == FERRY_ESTORE || rc == FERRY_EFENCED || rc == FERRY_ENOMEM;
+}
+
+/* Records a resource's failure: the run's first stopping failure (no lane starts another
+ * resource after it), or one more failed resource. */
+static void record_failure(struct run *r, struct resource_run *rr, int rc, struct ferry_error *e)
+{
+    pthread_mutex_lock(&r->lock);
+    if (stops_run(r, rc)) {
+        if (r->fatal_rc == FERRY_OK) {
+            r->fatal_rc = rc;
+            r->fatal_err = *e;
+        }
+    } else {
+        ferry_buf_printf(&r->failed_res, "%s%s: %s", r->n_failed_res ? "; " : "", rr->spec->table,
+                         e->message);
+        if (r->n_failed_res++ == 0) r->first_failed_rc = rc;
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+static bool run_stopping(struct run *r)
+{
+    pthread_mutex_lock(&r->lock);
+    bool stop = r->fatal_rc != FERRY_OK;
+    pthread_mutex_unlock(&r->lock);
+    return stop || atomic_load(&ferry__run_stop) != 0;
+}
+
+/* The resources of one lane in one phase (copy: copy_phase resources; else the streams). */
+static void run_lane(struct lane *ln, bool copy)
+{
+    struct run *r = ln->r;
+    for (int k = 0; k < ln->n_res && !run_stopping(r); k++) {
+        struct resource_run *rr = &r->res[ln->res[k]];
+        if (rr->copy_phase != copy) continue;
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        int rc = run_resource(r, rr, ln, &e);
+        if (rc != FERRY_OK) record_failure(r, rr, rc, &e);
+    }
+}
+
+static void *lane_main(void *arg)
+{
+    struct lane *ln = arg;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = ferry__lanes_open(ln->r, ln, &e);
+    if (rc == FERRY_OK) {
+        run_lane(ln, true);
+    } else {
+        /* a lane that cannot open stops the run: its resources would never be copied */
+        pthread_mutex_lock(&ln->r->lock);
+        if (ln->r->fatal_rc == FERRY_OK) {
+            ln->r->fatal_rc = rc;
+            ln->r->fatal_err = e;
+        }
+        pthread_mutex_unlock(&ln->r->lock);
+    }
+    return NULL;
+}
+
+/* The copy phase: one thread per lane (this one when there is a single lane). */
+static int copy_phase(struct run *r, struct ferry_error *err)
+{
+    if (r->n_lanes <= 1) {
+        run_lane(&r->lanes[0], true);
+        return FERRY_OK;
+    }
+    int rc = ferry__lanes_open(r, &r->lanes[0], err);
+    for (int l = 0; l < r->n_lanes && rc == FERRY_OK; l++) {
+        struct lane *ln = &r->lanes[l];
+        if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
+            rc = ferry_error_set(err, FERRY_ENOMEM, "runner", "lane %d: cannot start a thread", l);
+            atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+        } else {
+            ln->started = true;
+        }
+    }
+    for (int l = 0; l < r->n_lanes; l++)
+        if (r->lanes[l].started) pthread_join(r->lanes[l].thread, NULL);
+    return rc;
+}
+
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
-    int rc = FERRY_OK;
-    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
-        rc = run_resource(r, &r->res[i], err);
-        /* on_resource_error: continue - the other resources go on; the run ends partial (a
-         * pause, a cancel, a store or fencing failure concerns the whole run: it stops). */
-        if (rc != FERRY_OK && r->p->on_resource_error_continue && rc != FERRY_EPAUSED &&
-            rc != FERRY_ECANCELED && rc != FERRY_ESTORE && rc != FERRY_EFENCED) {
-            ferry_buf_printf(&r->failed_res, "%s%s: %s", r->n_failed_res ? "; " : "",
-                             r->res[i].spec->table, err->message);
-            r->n_failed_res++;
-            ferry_error_clear(err);
-            rc = FERRY_OK;
-        }
+    if (r->lanes == NULL) return ferry_error_set(err, FERRY_EINVAL, "runner", "no lanes planned");
+    if (r->n_res > 1 && r->o->out && !r->o->quiet) {
+        fprintf(r->o->out,
+                "%d resources, %d at once (batches of up to %" PRId64 " rows / %" PRId64
+                " bytes, queue %" PRId64 ", within memory %" PRId64 " bytes)\n",
+                r->n_res, r->n_lanes, r->opts.rows, r->opts.bytes, r->opts.queue, r->p->memory);
+        fflush(r->o->out);
+    }
+    int rc = copy_phase(r, err);
+    /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
+    if (rc == FERRY_OK) run_lane(&r->lanes[0], false);
+    if (r->n_res > 1) ferry__run_print_run_progress(r, true);
+    if (rc == FERRY_OK && r->fatal_rc != FERRY_OK) {
+        rc = r->fatal_rc;
+        *err = r->fatal_err;
     }
     return rc;
 }

@@ -1,7 +1,8 @@
 /* runner/session.c - the destination session of a run: prepare every target, begin,
  * commit (with its failpoints and the fencing heartbeat before it) or abort, and close.
  * Whether a paused run commits is decided here too. Calls: run.c, the sink, store.
- * Called by runner.c. */
+ * The sessions of the copy phase's other lanes are committed first and closed with it
+ * (lanes.c). Called by runner.c. */
 #include <string.h>
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
@@ -12,6 +13,8 @@ int ferry__session_begin(struct run *r, struct ferry_error *err)
     struct ferry_pipeline_spec *p = r->p;
     int rc = FERRY_OK;
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        /* other lanes prepare their own targets on their own instances (lanes.c) */
+        if (r->res[i].lane != 0 || r->res[i].gone) continue;
         rc = p->sink_vt->prepare(r->sink_ctx, &r->res[i].target, err);
         if (rc != FERRY_OK)
             ferry_error_prefix(err, "%s sink: prepare %s", p->sink_type, r->res[i].target.table);
@@ -53,6 +56,8 @@ int ferry__session_commit(struct run *r, struct ferry_error *err)
      * worker never beats for the run (its coordinator does); its tasks were fenced by token. */
     if (!r->shard_mode) rc = ferry_store_run_heartbeat(r->st, r->run_id, r->attempt, err);
     if (rc != FERRY_OK) return rc;
+    rc = ferry__lanes_commit(r, err); /* the copy phase's other sessions */
+    if (rc != FERRY_OK) return rc;
     rc = p->sink_vt->commit(r->sink_ctx, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: commit", p->sink_type);
     r->session_open = false;
@@ -65,6 +70,7 @@ int ferry__session_commit(struct run *r, struct ferry_error *err)
  * completed (runs watch, the API) finds no ferry connection or lock left on it. */
 void ferry__session_close(struct run *r)
 {
+    ferry__lanes_close(r);
     if (r->session_open) {
         r->p->sink_vt->abort(r->sink_ctx);
         r->session_open = false;

@@ -25,6 +25,7 @@ static void null_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->write_modes = (1u << FERRY_WRITE_APPEND) | (1u << FERRY_WRITE_REPLACE) |
                         (1u << FERRY_WRITE_UPSERT) | (1u << FERRY_WRITE_MERGE);
     caps->durability = FERRY_DURABLE_PER_APPLY;
+    caps->concurrent_sessions = true;
     caps->encoded_integrity = false;
     caps->transactional_checkpoint = false;
     /* Nothing is ever visible, so no reader can see half a table. */

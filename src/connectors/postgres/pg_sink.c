@@ -218,6 +218,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
     caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
+    caps->concurrent_sessions = true; /* one connection per instance */
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */

@@ -575,10 +575,14 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
         return rc;
     }
     json_object_set_new(plan, "keyset", json_string("range"));
-    if (PQgetisnull(res, 0, 0)) { /* empty table: one shard, nothing to read */
+    /* The first and the last shard are open-ended ("first", "last"): what the run's snapshot
+     * holds below the smallest or above the largest key seen now (rows inserted between plan
+     * and snapshot) is read too, so that every table of the attempt shows one moment. */
+    if (PQgetisnull(res, 0, 0)) { /* empty table now: one shard, open at both ends */
         ferry_buf_release(&sql);
         json_object_set_new(plan, "rows_estimate", json_integer(0));
-        json_array_append_new(shards, json_pack("{s:n,s:n}", "lo", "hi"));
+        json_array_append_new(shards, json_pack("{s:n,s:n,s:b,s:b}", "lo", "hi", "first", 1,
+                                                "last", 1));
         PQclear(res);
         return FERRY_OK;
     }
@@ -606,9 +610,10 @@ static int plan_full(struct src *s, const struct ferry_schema *sc, const struct 
     for (int64_t i = 0; i < n; i++) {
         int64_t a = (int64_t)(lo + span * i / n);
         int64_t b = (int64_t)(lo + span * (i + 1) / n - 1);
-        if (json_array_append_new(shards, json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi",
-                                                    (json_int_t)b)) != 0)
-            return nomem(err);
+        json_t *sh = json_pack("{s:I,s:I}", "lo", (json_int_t)a, "hi", (json_int_t)b);
+        if (sh != NULL && i == 0) json_object_set_new(sh, "first", json_true());
+        if (sh != NULL && i == n - 1) json_object_set_new(sh, "last", json_true());
+        if (json_array_append_new(shards, sh) != 0) return nomem(err);
     }
     return FERRY_OK;
 }
@@ -1217,8 +1222,10 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
             rc = tuple_cond(rd, ">", resume_key, true, err);
     } else if (keyset && !strcmp(keyset, "range")) {
         json_t *lo = json_object_get(sh, "lo"), *hi = json_object_get(sh, "hi");
-        if (!json_is_integer(lo) || !json_is_integer(hi)) {
-            *empty = true; /* the table was empty at plan time */
+        bool first = json_is_true(json_object_get(sh, "first"));
+        bool last = json_is_true(json_object_get(sh, "last"));
+        if ((!json_is_integer(lo) || !json_is_integer(hi)) && !(first && last)) {
+            *empty = true; /* the table was empty at plan time (a plan of an older ferry) */
             return FERRY_OK;
         }
         const char *k = rd->sc->fields[rd->ord[0]].name;
@@ -1234,11 +1241,11 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
             from = json_integer_value(v);
             after = true;
         }
-        if (AND() == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
-        if (rc == FERRY_OK)
-            rc = ferry_buf_printf(sql, " %s %" PRId64 " AND ", after ? ">" : ">=", (int64_t)from);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
-        if (rc == FERRY_OK)
+        if ((after || !first) && AND() == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
+        if (rc == FERRY_OK && (after || !first))
+            rc = ferry_buf_printf(sql, " %s %" PRId64, after ? ">" : ">=", (int64_t)from);
+        if (rc == FERRY_OK && !last && AND() == FERRY_OK) rc = ferry__pg_quote_ident(sql, k, err);
+        if (rc == FERRY_OK && !last)
             rc = ferry_buf_printf(sql, " <= %" PRId64, (int64_t)json_integer_value(hi));
     } else if (keyset && !strcmp(keyset, "tuple")) {
         if (resume_key != NULL && AND() == FERRY_OK)

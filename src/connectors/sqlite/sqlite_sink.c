@@ -203,6 +203,8 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
                                                                      : FERRY_DURABLE_PER_APPLY;
     caps->encoded_integrity = false;
     caps->transactional_checkpoint = true;
+    /* per_apply: each apply is its own short write transaction (busy_timeout waits) */
+    caps->concurrent_sessions = true;
     caps->atomic_replace = true;
     /* The swap at commit publishes the staging table whole: a paused replace must not. */
     caps->replace_commits_once = true;

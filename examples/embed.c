@@ -95,11 +95,11 @@ static void print_value(const char *fmt, const struct ArrowArray *a, int64_t i)
         if (fmt[0] == 'u') print_text(data + off[j], off[j + 1] - off[j]);
         else print_hex(data + off[j], off[j + 1] - off[j]);
     } else if (!strncmp(fmt, "w:", 2)) {
-        int w = atoi(fmt + 2);
+        int w = (int)strtol(fmt + 2, NULL, 10);
         print_hex((const uint8_t *)v + j * w, w);
     } else if (!strncmp(fmt, "d:", 2)) {
         const char *comma = strchr(fmt, ',');
-        print_decimal((const uint8_t *)v + j * 16, comma ? atoi(comma + 1) : 0);
+        print_decimal((const uint8_t *)v + j * 16, comma ? (int)strtol(comma + 1, NULL, 10) : 0);
     } else printf("?%s", fmt);
 }
 
@@ -201,9 +201,9 @@ static int run(struct app *app, const char *state_path)
 int main(int argc, char **argv)
 {
     struct app app = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
-    if (argc == 5 && !strcmp(argv[3], "--cancel-after")) app.stop_after = atol(argv[4]);
+    if (argc == 5 && !strcmp(argv[3], "--cancel-after")) app.stop_after = strtol(argv[4], NULL, 10);
     else if (argc == 5 && !strcmp(argv[3], "--pause-after")) {
-        app.stop_after = atol(argv[4]);
+        app.stop_after = strtol(argv[4], NULL, 10);
         app.pause = true;
     } else if (argc != 3) {
         fprintf(stderr, "usage: embed PIPELINE.yaml STATE.db [--cancel-after N | --pause-after N]\n");

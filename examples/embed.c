@@ -43,16 +43,22 @@ static bool is_null(const struct ArrowArray *a, int64_t i)
 
 static void print_hex(const uint8_t *p, int64_t n)
 {
-    for (int64_t k = 0; k < n; k++) printf("%02x", p[k]);
+    for (int64_t k = 0; k < n; k++)
+        printf("%02x", p[k]);
 }
 
 static void print_text(const uint8_t *p, int64_t n)
 {
     for (int64_t k = 0; k < n; k++) {
-        const char *esc = p[k] == '\\' ? "\\\\" : p[k] == '\t' ? "\\t" : p[k] == '\n' ? "\\n"
-                          : p[k] == '\r' ? "\\r" : NULL;
-        if (esc) fputs(esc, stdout);
-        else putchar(p[k]);
+        const char *esc = p[k] == '\\'   ? "\\\\"
+                          : p[k] == '\t' ? "\\t"
+                          : p[k] == '\n' ? "\\n"
+                          : p[k] == '\r' ? "\\r"
+                                         : NULL;
+        if (esc)
+            fputs(esc, stdout);
+        else
+            putchar(p[k]);
     }
 }
 
@@ -80,27 +86,37 @@ static void print_value(const char *fmt, const struct ArrowArray *a, int64_t i)
 {
     int64_t j = a->offset + i;
     const void *v = a->buffers[1];
-    if (is_null(a, i)) fputs("\\N", stdout);
-    else if (!strcmp(fmt, "b")) fputs(((const uint8_t *)v)[j / 8] >> (j % 8) & 1 ? "true" : "false", stdout);
-    else if (!strcmp(fmt, "c")) printf("%d", ((const int8_t *)v)[j]);
-    else if (!strcmp(fmt, "s")) printf("%d", ((const int16_t *)v)[j]);
-    else if (!strcmp(fmt, "i") || !strcmp(fmt, "tdD")) printf("%" PRId32, ((const int32_t *)v)[j]);
+    if (is_null(a, i))
+        fputs("\\N", stdout);
+    else if (!strcmp(fmt, "b"))
+        fputs(((const uint8_t *)v)[j / 8] >> (j % 8) & 1 ? "true" : "false", stdout);
+    else if (!strcmp(fmt, "c"))
+        printf("%d", ((const int8_t *)v)[j]);
+    else if (!strcmp(fmt, "s"))
+        printf("%d", ((const int16_t *)v)[j]);
+    else if (!strcmp(fmt, "i") || !strcmp(fmt, "tdD"))
+        printf("%" PRId32, ((const int32_t *)v)[j]);
     else if (!strcmp(fmt, "l") || !strncmp(fmt, "ts", 2) || !strcmp(fmt, "ttu"))
         printf("%" PRId64, ((const int64_t *)v)[j]);
-    else if (!strcmp(fmt, "f")) printf("%.9g", (double)((const float *)v)[j]);
-    else if (!strcmp(fmt, "g")) printf("%.17g", ((const double *)v)[j]);
+    else if (!strcmp(fmt, "f"))
+        printf("%.9g", (double)((const float *)v)[j]);
+    else if (!strcmp(fmt, "g"))
+        printf("%.17g", ((const double *)v)[j]);
     else if (!strcmp(fmt, "u") || !strcmp(fmt, "z")) {
         const int32_t *off = v;
         const uint8_t *data = a->buffers[2];
-        if (fmt[0] == 'u') print_text(data + off[j], off[j + 1] - off[j]);
-        else print_hex(data + off[j], off[j + 1] - off[j]);
+        if (fmt[0] == 'u')
+            print_text(data + off[j], off[j + 1] - off[j]);
+        else
+            print_hex(data + off[j], off[j + 1] - off[j]);
     } else if (!strncmp(fmt, "w:", 2)) {
         int w = (int)strtol(fmt + 2, NULL, 10);
         print_hex((const uint8_t *)v + j * w, w);
     } else if (!strncmp(fmt, "d:", 2)) {
         const char *comma = strchr(fmt, ',');
         print_decimal((const uint8_t *)v + j * 16, comma ? (int)strtol(comma + 1, NULL, 10) : 0);
-    } else printf("?%s", fmt);
+    } else
+        printf("?%s", fmt);
 }
 
 /* Waits until the other thread has asked the run to stop. */
@@ -109,7 +125,8 @@ static void stop_now(struct app *app)
     pthread_mutex_lock(&app->lock);
     app->cancel_state = 1;
     pthread_cond_broadcast(&app->cond);
-    while (app->cancel_state != 2) pthread_cond_wait(&app->cond, &app->lock);
+    while (app->cancel_state != 2)
+        pthread_cond_wait(&app->cond, &app->lock);
     pthread_mutex_unlock(&app->lock);
 }
 
@@ -142,10 +159,13 @@ static void *stopper(void *arg)
 {
     struct app *app = arg;
     pthread_mutex_lock(&app->lock);
-    while (app->cancel_state == 0) pthread_cond_wait(&app->cond, &app->lock);
+    while (app->cancel_state == 0)
+        pthread_cond_wait(&app->cond, &app->lock);
     if (app->cancel_state == 1) {
-        if (app->pause) ferry_job_pause(app->job);
-        else ferry_job_cancel(app->job);
+        if (app->pause)
+            ferry_job_pause(app->job);
+        else
+            ferry_job_cancel(app->job);
         app->cancel_state = 2;
         pthread_cond_broadcast(&app->cond);
     }
@@ -176,8 +196,8 @@ static char *read_file(const char *path, size_t *len)
 
 static int run(struct app *app, const char *state_path)
 {
-    struct ferry_job_options o = {.state_path = state_path, .on_event = on_event,
-                                  .on_batch = on_batch, .ctx = app};
+    struct ferry_job_options o = {
+        .state_path = state_path, .on_event = on_event, .on_batch = on_batch, .ctx = app};
     struct ferry_job_result res;
     struct ferry_status st;
     pthread_t t;
@@ -190,23 +210,22 @@ static int run(struct app *app, const char *state_path)
     pthread_join(t, NULL);
     fflush(stdout);
     if (rc != 0) fprintf(stderr, "error %s: %s\n", st.code_name, st.message);
-    fprintf(stderr, "result %s rows=%" PRId64 " run=%" PRId64 " resumed=%d\n", res.state,
-            app->rows, res.run_id, res.resumed);
-    return rc == 0                          ? 0
-           : !strcmp(res.state, "canceled") ? 3
-           : !strcmp(res.state, "paused")   ? 4
-                                            : 1;
+    fprintf(stderr, "result %s rows=%" PRId64 " run=%" PRId64 " resumed=%d\n", res.state, app->rows,
+            res.run_id, res.resumed);
+    return rc == 0 ? 0 : !strcmp(res.state, "canceled") ? 3 : !strcmp(res.state, "paused") ? 4 : 1;
 }
 
 int main(int argc, char **argv)
 {
     struct app app = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
-    if (argc == 5 && !strcmp(argv[3], "--cancel-after")) app.stop_after = strtol(argv[4], NULL, 10);
+    if (argc == 5 && !strcmp(argv[3], "--cancel-after"))
+        app.stop_after = strtol(argv[4], NULL, 10);
     else if (argc == 5 && !strcmp(argv[3], "--pause-after")) {
         app.stop_after = strtol(argv[4], NULL, 10);
         app.pause = true;
     } else if (argc != 3) {
-        fprintf(stderr, "usage: embed PIPELINE.yaml STATE.db [--cancel-after N | --pause-after N]\n");
+        fprintf(stderr,
+                "usage: embed PIPELINE.yaml STATE.db [--cancel-after N | --pause-after N]\n");
         return 2;
     }
     size_t len;

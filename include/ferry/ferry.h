@@ -98,10 +98,10 @@ struct ferry_status {
     char message[1024];
 };
 
-/* One event of the run (the catalog: docs/events.md). Valid during the call only. */
+/* One event of the run (the catalog: docs/embedding.md#events). Valid during the call only. */
 struct ferry_event_info {
-    int64_t seq;          /* increasing within the state file's event log */
-    int64_t time_us;      /* wall clock, microseconds since 1970 */
+    int64_t seq;     /* increasing within the state file's event log */
+    int64_t time_us; /* wall clock, microseconds since 1970 */
     int64_t run_id;
     int attempt;
     const char *resource; /* "" when not about one resource */
@@ -123,8 +123,8 @@ typedef int (*ferry_batch_fn)(void *ctx, const struct ferry_batch_info *batch,
                               struct ArrowSchema *schema, struct ArrowArray *array);
 
 struct ferry_job_options {
-    const char *state_path; /* required: the SQLite state file (created when missing) */
-    bool fresh;             /* never resume an unfinished run of this pipeline */
+    const char *state_path;  /* required: the SQLite state file (created when missing) */
+    bool fresh;              /* never resume an unfinished run of this pipeline */
     ferry_event_fn on_event; /* optional: every event the run publishes */
     ferry_batch_fn on_batch; /* required when the sink is `callback`, refused otherwise */
     void *ctx;               /* passed to both */
@@ -133,8 +133,8 @@ struct ferry_job_options {
 struct ferry_job_result {
     int64_t run_id;
     int attempt;
-    bool resumed;           /* this run continued an unfinished one */
-    char state[16];         /* completed | partial | paused | canceled | failed */
+    bool resumed;   /* this run continued an unfinished one */
+    char state[16]; /* completed | partial | paused | canceled | failed */
     int64_t rows, bytes, batches;
     double seconds;
 };
@@ -147,8 +147,8 @@ FERRY_API const char *ferry_library_version(void);
 /* Loads and checks a pipeline file's text (YAML, docs/pipeline-file.md); `name` names it in
  * messages (e.g. the file it came from; NULL: "pipeline"). Connector sections are checked
  * when the job runs. *out is freed with ferry_job_free. */
-FERRY_API int ferry_job_load(const char *yaml, size_t len, const char *name,
-                             struct ferry_job **out, struct ferry_status *status);
+FERRY_API int ferry_job_load(const char *yaml, size_t len, const char *name, struct ferry_job **out,
+                             struct ferry_status *status);
 
 /* The pipeline's `name:` and version hash (64 hex digits); valid while the job exists. */
 FERRY_API const char *ferry_job_name(const struct ferry_job *job);

@@ -159,8 +159,8 @@ static int unknown_type(struct ferry_cfg *section_node, const char *kind, const 
                            list[0] ? list : "(none)");
 }
 
-static int load_source_type(struct ferry_pipeline_spec *p, const struct ferry_connector_catalog *cat,
-                            struct ferry_error *err)
+static int load_source_type(struct ferry_pipeline_spec *p,
+                            const struct ferry_connector_catalog *cat, struct ferry_error *err)
 {
     const char *type = NULL;
     int rc = ferry_cfg_str(p->source, "type", true, &type, err);

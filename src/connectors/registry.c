@@ -1,8 +1,9 @@
 /* connectors/registry.c - the one table of sources and the one table of sinks.
  *
  * Owns the list of built-in connectors, their lookup by the pipeline file's `type` and the
- * check of a vtable's ABI version and required slots. The check runs once, when the table is first used (pthread_once): a connector
- * missing a required slot is logged, naming the slot, and is never handed out by find.
+ * check of a vtable's ABI version and required slots. The check runs once, when the table
+ * is first used (pthread_once): a connector missing a required slot is logged, naming the
+ * slot, and is never handed out by find.
  * Also ferry_pipeline_load: the pipeline-file loader (config/pipeline.c) with this table as
  * its connector catalog, so that config never calls up into connectors. Calls core (log),
  * config (the loader) and libc. Called by the CLI (`ferry connectors`, every command that

@@ -111,8 +111,10 @@ static void request_stop(struct ferry_job *job, int code)
 {
     if (job == NULL) return;
     int expected = 0;
-    if (code == FERRY_ECANCELED) atomic_store(&job->stop, code);
-    else atomic_compare_exchange_strong(&job->stop, &expected, code);
+    if (code == FERRY_ECANCELED)
+        atomic_store(&job->stop, code);
+    else
+        atomic_compare_exchange_strong(&job->stop, &expected, code);
     if (atomic_load(&job->active)) ferry_runner_request_stop(atomic_load(&job->stop));
 }
 
@@ -144,8 +146,13 @@ static void on_engine_event(void *ctx, const struct ferry_event *ev)
     int stop = atomic_load(&job->stop);
     if (stop != 0 && strcmp(ev->type, FERRY_EV_RUN_STARTED) == 0) ferry_runner_request_stop(stop);
     if (job->opts->on_event == NULL) return;
-    struct ferry_event_info info = {ev->seq,  ev->time_us, ev->run_id,  ev->attempt,
-                                    ev->resource, ev->type, ev->payload ? ev->payload : "{}"};
+    struct ferry_event_info info = {ev->seq,
+                                    ev->time_us,
+                                    ev->run_id,
+                                    ev->attempt,
+                                    ev->resource,
+                                    ev->type,
+                                    ev->payload ? ev->payload : "{}"};
     pthread_mutex_lock(&job->event_lock);
     job->opts->on_event(job->opts->ctx, &info);
     pthread_mutex_unlock(&job->event_lock);
@@ -252,7 +259,9 @@ int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
         atomic_flag_clear(&running);
     }
     fill_result(res, &rr);
-    if (rc == FERRY_OK) ferry_error_clear(&e);
-    else if (e.code == FERRY_OK) e.code = rc; /* no message: the code says it */
+    if (rc == FERRY_OK)
+        ferry_error_clear(&e);
+    else if (e.code == FERRY_OK)
+        e.code = rc; /* no message: the code says it */
     return set_status(status, &e);
 }

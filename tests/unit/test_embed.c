@@ -26,8 +26,8 @@ static const char *sample_yaml(int rows, const char *sink)
 struct got {
     int64_t rows, batches, id_sum;
     int events, completed_events;
-    int fail_at;                /* on_batch returns 7 at this batch (0: never) */
-    struct ferry_job *other;    /* run from another thread during the first batch */
+    int fail_at;             /* on_batch returns 7 at this batch (0: never) */
+    struct ferry_job *other; /* run from another thread during the first batch */
     int other_rc;
     char other_code[24];
 };
@@ -54,7 +54,8 @@ static int on_batch(void *ctx, const struct ferry_batch_info *b, struct ArrowSch
     assert_string_equal(b->table, "orders");
     const struct ArrowArray *ids = array->children[0];
     const int64_t *v = ids->buffers[1];
-    for (int64_t i = 0; i < array->length; i++) g->id_sum += v[ids->offset + i];
+    for (int64_t i = 0; i < array->length; i++)
+        g->id_sum += v[ids->offset + i];
     g->rows += array->length;
     g->batches++;
     schema->release(schema);
@@ -89,8 +90,8 @@ static void test_run_delivers_every_row(void **unused)
     assert_string_equal(ferry_job_name(job), "emb");
     assert_int_equal(strlen(ferry_job_version(job)), 64);
     struct got g = {0};
-    struct ferry_job_options o = {.state_path = state, .on_event = on_event,
-                                  .on_batch = on_batch, .ctx = &g};
+    struct ferry_job_options o = {
+        .state_path = state, .on_event = on_event, .on_batch = on_batch, .ctx = &g};
     struct ferry_job_result res;
     struct ferry_status st;
     int rc = ferry_job_run(job, &o, &res, &st);
@@ -143,8 +144,8 @@ static void test_cancel_before_run_and_conflict(void **unused)
     struct ferry_job *job = load(sample_yaml(500, "callback"));
     struct got g = {0};
     /* fresh: not the resume of test_refusals's failed run of the same pipeline */
-    struct ferry_job_options o = {.state_path = state, .fresh = true, .on_batch = on_batch,
-                                  .ctx = &g};
+    struct ferry_job_options o = {
+        .state_path = state, .fresh = true, .on_batch = on_batch, .ctx = &g};
     struct ferry_job_result res;
     struct ferry_status st;
     ferry_job_cancel(job);
@@ -179,7 +180,8 @@ static void test_load_allocation_failures(void **unused)
             ferry_job_free(job);
         } else {
             assert_null(job);
-            if (strcmp(st.code_name, "out_of_memory") != 0) fail_msg("at %ld: %s %s", n, st.code_name, st.message);
+            if (strcmp(st.code_name, "out_of_memory") != 0)
+                fail_msg("at %ld: %s %s", n, st.code_name, st.message);
         }
     }
     assert_true(loaded);
@@ -187,7 +189,8 @@ static void test_load_allocation_failures(void **unused)
 
 static int setup(void **unused)
 {
-    snprintf(dir, sizeof dir, "%s/ferry-embed-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(dir, sizeof dir, "%s/ferry-embed-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (mkdtemp(dir) == NULL) return -1;
     snprintf(state, sizeof state, "%s/state.db", dir);
     return 0;

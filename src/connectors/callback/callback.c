@@ -61,7 +61,8 @@ static int cb_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
                                "pipeline with ferry_job_run and an on_batch function "
                                "(docs/embedding.md)");
     struct callback_sink *s = ferry_calloc(1, sizeof *s);
-    if (s == NULL) return ferry_error_set(err, FERRY_ENOMEM, "callback", "callback sink: out of memory");
+    if (s == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "callback", "callback sink: out of memory");
     if (pthread_mutex_init(&s->call_lock, NULL) != 0) {
         ferry_free(s);
         return ferry_error_set(err, FERRY_ENOMEM, "callback", "callback sink: no mutex");

@@ -23,6 +23,8 @@
 extern "C" {
 #endif
 
+struct ferry_connector_catalog;
+
 /* retries: (docs/pipeline-file.md): failed attempts whose error is transient are run again
  * from the run's durable checkpoints after backoff * 2^(n-1), capped at max_backoff and
  * jittered. */
@@ -56,6 +58,7 @@ struct ferry_pipeline_spec {
     int n_resources;
     char *sink_type;
     const struct ferry_sink_vtable *sink_vt;
+    const struct ferry_connector_catalog *catalog; /* what the types were looked up in */
     struct ferry_cfg *sink;        /* the sink section (connector keys) */
     enum ferry_write_mode write;
     struct ferry_transform_spec *transforms;

@@ -159,9 +159,9 @@ static int unknown_type(struct ferry_cfg *section_node, const char *kind, const 
                            list[0] ? list : "(none)");
 }
 
-static int load_source_type(struct ferry_pipeline_spec *p,
-                            const struct ferry_connector_catalog *cat, struct ferry_error *err)
+static int load_source_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
+    const struct ferry_connector_catalog *cat = p->catalog;
     const char *type = NULL;
     int rc = ferry_cfg_str(p->source, "type", true, &type, err);
     if (rc) return rc;
@@ -177,9 +177,9 @@ static int load_source_type(struct ferry_pipeline_spec *p,
     return unknown_type(p->source, "source", type, names, err);
 }
 
-static int load_sink_type(struct ferry_pipeline_spec *p, const struct ferry_connector_catalog *cat,
-                          struct ferry_error *err)
+static int load_sink_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
+    const struct ferry_connector_catalog *cat = p->catalog;
     const char *type = NULL;
     struct ferry_cfg *node = ferry_cfg_get(p->sink, "type");
     int rc = FERRY_OK;
@@ -709,8 +709,7 @@ static bool name_ok(const char *s)
     return true;
 }
 
-static int load_spec(struct ferry_pipeline_spec *p, const struct ferry_connector_catalog *cat,
-                     struct ferry_error *err)
+static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
     struct ferry_cfg *root = p->root;
     if (root->kind == FERRY_CFG_NULL)
@@ -739,11 +738,11 @@ static int load_spec(struct ferry_pipeline_spec *p, const struct ferry_connector
     if ((p->name = ferry_strdup(name)) == NULL) return oom(err);
 
     if ((rc = section(root, "source", true, FERRY_CFG_MAP, &p->source, err))) return rc;
-    if ((rc = load_source_type(p, cat, err))) return rc;
+    if ((rc = load_source_type(p, err))) return rc;
     if ((rc = load_resources(p, err))) return rc;
 
     if ((rc = section(root, "sink", true, FERRY_CFG_MAP, &p->sink, err))) return rc;
-    if ((rc = load_sink_type(p, cat, err))) return rc;
+    if ((rc = load_sink_type(p, err))) return rc;
     int write = FERRY_WRITE_APPEND;
     if ((rc = ferry_cfg_enum(p->sink, "write", false, write_modes, &write, err))) return rc;
     p->write = (enum ferry_write_mode)write;
@@ -778,8 +777,9 @@ static int load(struct ferry_cfg *root, const char *file, const struct ferry_con
         return oom(err);
     }
     p->root = root;
+    p->catalog = cat;
     p->file = ferry_strdup(file);
-    int rc = p->file ? load_spec(p, cat, err) : oom(err);
+    int rc = p->file ? load_spec(p, err) : oom(err);
     if (rc) {
         ferry_pipeline_free(p);
         return rc;

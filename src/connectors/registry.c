@@ -20,7 +20,10 @@
 #include "ferry/pipeline.h"
 
 #define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3)
-#define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg) X(mysql) X(callback)
+#define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg) X(mysql)
+
+/* The callback sink exists for programs that embed ferry (src/embed/, docs/embedding.md). */
+#define FERRY_ALL_SINKS(X) FERRY_SINKS(X) X(callback)
 
 #define DECLARE_SOURCE(n) extern const struct ferry_source_vtable ferry__##n##_source;
 #define DECLARE_SINK(n) extern const struct ferry_sink_vtable ferry__##n##_sink;
@@ -28,10 +31,10 @@
 #define LIST_SINK(n) &ferry__##n##_sink,
 
 FERRY_SOURCES(DECLARE_SOURCE)
-FERRY_SINKS(DECLARE_SINK)
+FERRY_ALL_SINKS(DECLARE_SINK)
 
 static const struct ferry_source_vtable *const sources[] = {FERRY_SOURCES(LIST_SOURCE) NULL};
-static const struct ferry_sink_vtable *const sinks[] = {FERRY_SINKS(LIST_SINK) NULL};
+static const struct ferry_sink_vtable *const sinks[] = {FERRY_ALL_SINKS(LIST_SINK) NULL};
 
 #define N_SOURCES (sizeof sources / sizeof sources[0] - 1)
 #define N_SINKS (sizeof sinks / sizeof sinks[0] - 1)

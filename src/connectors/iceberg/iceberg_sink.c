@@ -346,183 +346,211 @@ static int read_properties(struct ferry_cfg *cfg, json_t **out, struct ferry_err
     return FERRY_OK;
 }
 
-static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+/* What sink_open reads from the sink section; the secrets and the S3 client are owned until
+ * the sink takes them (open_keys_release frees what is left). */
+struct open_keys {
+    const char *warehouse, *ns, *catalog_name, *catalog_uri, *oauth2_uri, *scope;
+    char *uri_secret; /* catalog_uri: a PostgreSQL URL may hold a password */
+    char *token_secret, *cred_secret;
+    int kind;
+    int64_t file_bytes, retries, merge_count, chunk;
+    bool object_store;
+    struct ferry__s3_client *s3;
+};
+
+static void open_keys_release(struct open_keys *k)
 {
-    const char *warehouse = NULL, *ns = "default", *catalog_name = "ferry";
-    char *uri_secret = NULL; /* catalog_uri: a PostgreSQL URL may hold a password */
-    int kind = 0;
-    int64_t file_bytes = INT64_C(512) << 20, retries = COMMIT_TRIES;
-    int rc = ferry_cfg_str(cfg, "warehouse", true, &warehouse, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &ns, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &kind, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &uri_secret, err);
-    char *token_secret = NULL, *cred_secret = NULL;
-    const char *oauth2_uri = NULL, *scope = NULL;
-    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &token_secret, err);
+    ferry_secret_free(k->token_secret);
+    ferry_secret_free(k->cred_secret);
+    ferry__s3_client_close(k->s3);
+    ferry_secret_free(k->uri_secret);
+}
+
+static int read_open_keys(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    k->ns = "default";
+    k->catalog_name = "ferry";
+    k->file_bytes = INT64_C(512) << 20;
+    k->retries = COMMIT_TRIES;
+    k->merge_count = 100;
+    k->chunk = INT64_C(8) << 20;
+    int rc = ferry_cfg_str(cfg, "warehouse", true, &k->warehouse, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &k->ns, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &k->kind, err);
     if (rc == FERRY_OK)
-        rc = ferry_cfg_secret(cfg, "catalog_credential", false, false, &cred_secret, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_oauth2_uri", false, &oauth2_uri, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_scope", false, &scope, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &catalog_name, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &file_bytes, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &retries, err);
-    int64_t merge_count = 100;
+        rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &k->uri_secret, err);
     if (rc == FERRY_OK)
-        rc = ferry_cfg_int(cfg, "manifest_merge_count", false, 2, 100000, &merge_count, err);
-    const char *catalog_uri = uri_secret;
-    bool object_store = false;
-    struct ferry__s3_client *s3 = NULL;
-    int64_t chunk = INT64_C(8) << 20;
-    if (rc != FERRY_OK) goto out;
-    if (warehouse[0] == '\0') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"), "must not be empty");
-        goto out;
-    }
-    object_store = strstr(warehouse, "://") != NULL && strncmp(warehouse, "file://", 7) != 0;
-    if (object_store) {
-        /* s3://bucket[/path]: the same connection keys as the s3 sink */
+        rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &k->token_secret, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_secret(cfg, "catalog_credential", false, false, &k->cred_secret, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_oauth2_uri", false, &k->oauth2_uri, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_scope", false, &k->scope, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &k->catalog_name, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &k->file_bytes, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &k->retries, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "manifest_merge_count", false, 2, 100000, &k->merge_count, err);
+    k->catalog_uri = k->uri_secret;
+    return rc;
+}
+
+/* warehouse: a local folder (absolute, or file:///PATH) or s3://BUCKET[/PATH], whose S3
+ * client is opened with the same connection keys as the s3 sink. */
+static int open_warehouse(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    const char *warehouse = k->warehouse;
+    if (warehouse[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"), "must not be empty");
+    k->object_store = strstr(warehouse, "://") != NULL && strncmp(warehouse, "file://", 7) != 0;
+    if (k->object_store) {
         const char *b = warehouse + 5, *slash = strchr(b, '/');
-        if (strncmp(warehouse, "s3://", 5) != 0 || (slash && (strstr(slash, "//") || slash == b))) {
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                                 "%s: must be a local folder, file:///PATH or s3://BUCKET/PATH",
-                                 warehouse);
-            goto out;
-        }
+        if (strncmp(warehouse, "s3://", 5) != 0 || (slash && (strstr(slash, "//") || slash == b)))
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
+                                   "%s: must be a local folder, file:///PATH or s3://BUCKET/PATH",
+                                   warehouse);
         char *bucket = slash ? ferry_strndup(b, (size_t)(slash - b)) : ferry_strdup(b);
-        if (bucket == NULL) {
-            rc = nomem(err);
-            goto out;
-        }
-        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "warehouse"), "iceberg sink",
-                                   &s3, err);
+        if (bucket == NULL) return nomem(err);
+        int rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "warehouse"),
+                                       "iceberg sink", &k->s3, err);
         ferry_free(bucket);
-        if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &chunk, err);
-        if (rc == FERRY_OK && (chunk < (INT64_C(5) << 20) || chunk > (INT64_C(1) << 30)))
+        if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &k->chunk, err);
+        if (rc == FERRY_OK && (k->chunk < (INT64_C(5) << 20) || k->chunk > (INT64_C(1) << 30)))
             rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "multipart_chunk"),
                                  "must be between 5MiB (S3's smallest part) and 1GiB");
-        if (rc != FERRY_OK) goto out;
+        if (rc != FERRY_OK) return rc;
     }
-    if (strncmp(warehouse, "file://", 7) == 0) warehouse += 7;
-    if (!object_store && warehouse[0] != '/') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                             "must be an absolute path (Iceberg metadata holds absolute "
-                             "locations)");
-        goto out;
+    if (strncmp(warehouse, "file://", 7) == 0) {
+        warehouse += 7;
+        k->warehouse = warehouse;
     }
-    if (ns[0] == '\0' || strchr(ns, '/') || ns[0] == '.') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "namespace"),
-                             "must be a name without '/' or a leading '.'");
-        goto out;
-    }
-    if (kind == ICEBERG_CATALOG_REST &&
-        (catalog_uri == NULL || (strncmp(catalog_uri, "http://", 7) && strncmp(catalog_uri, "https://", 8)))) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, catalog_uri ? "catalog_uri" : "catalog"),
-                             "catalog: rest needs catalog_uri: the REST catalog's http(s)://HOST[:PORT][/PATH]");
-        goto out;
-    }
+    if (!k->object_store && warehouse[0] != '/')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
+                               "must be an absolute path (Iceberg metadata holds absolute "
+                               "locations)");
+    return FERRY_OK;
+}
+
+/* The REST catalog's keys: its URI, a bearer token or an OAuth2 credential (with its token
+ * endpoint and scope), none of them with another catalog. */
+static int check_rest_keys(struct ferry_cfg *cfg, const struct open_keys *k,
+                           struct ferry_error *err)
+{
+    const char *uri = k->catalog_uri, *oauth2_uri = k->oauth2_uri;
+    if (k->kind == ICEBERG_CATALOG_REST &&
+        (uri == NULL || (strncmp(uri, "http://", 7) && strncmp(uri, "https://", 8))))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, uri ? "catalog_uri" : "catalog"),
+                               "catalog: rest needs catalog_uri: the REST catalog's "
+                               "http(s)://HOST[:PORT][/PATH]");
     static const char *const rest_only[] = {"catalog_token", "catalog_credential",
                                             "catalog_oauth2_uri", "catalog_scope", NULL};
-    for (int i = 0; kind != ICEBERG_CATALOG_REST && rest_only[i]; i++) {
-        if (ferry_cfg_get(cfg, rest_only[i]) != NULL) {
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, rest_only[i]), "only used with catalog: rest");
-            goto out;
-        }
-    }
-    if (token_secret != NULL && cred_secret != NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_credential"),
-                             "give either catalog_token (a bearer token) or catalog_credential "
-                             "(OAuth2 client_id:client_secret), not both");
-        goto out;
-    }
-    if ((oauth2_uri || scope) && cred_secret == NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, oauth2_uri ? "catalog_oauth2_uri" : "catalog_scope"),
-                             "only used with catalog_credential (OAuth2)");
-        goto out;
-    }
-    if (oauth2_uri && strncmp(oauth2_uri, "http://", 7) && strncmp(oauth2_uri, "https://", 8)) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
-                             "must be the token endpoint's http(s):// URL");
-        goto out;
-    }
+    for (int i = 0; k->kind != ICEBERG_CATALOG_REST && rest_only[i]; i++)
+        if (ferry_cfg_get(cfg, rest_only[i]) != NULL)
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, rest_only[i]),
+                                   "only used with catalog: rest");
+    if (k->token_secret != NULL && k->cred_secret != NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_credential"),
+                               "give either catalog_token (a bearer token) or catalog_credential "
+                               "(OAuth2 client_id:client_secret), not both");
+    if ((oauth2_uri || k->scope) && k->cred_secret == NULL)
+        return ferry_cfg_error(
+            err, ferry_cfg_get(cfg, oauth2_uri ? "catalog_oauth2_uri" : "catalog_scope"),
+            "only used with catalog_credential (OAuth2)");
+    if (oauth2_uri && strncmp(oauth2_uri, "http://", 7) && strncmp(oauth2_uri, "https://", 8))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                               "must be the token endpoint's http(s):// URL");
     if (oauth2_uri) {
         const char *host = strstr(oauth2_uri, "://") + 3;
-        if (memchr(host, '@', strcspn(host, "/?#")) != NULL) { /* never echo a password */
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
-                                 "must not hold credentials: give them as catalog_credential");
-            goto out;
-        }
+        if (memchr(host, '@', strcspn(host, "/?#")) != NULL) /* never echo a password */
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                                   "must not hold credentials: give them as catalog_credential");
     }
-    if (kind == ICEBERG_CATALOG_SQL && (catalog_uri == NULL || catalog_uri[0] == '\0')) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog"),
-                             "catalog: sql needs catalog_uri: the SQLite file of the catalog or "
-                             "a postgresql:// URL (env:NAME or file:PATH when it holds a password)");
-        goto out;
+    return FERRY_OK;
+}
+
+/* namespace, the catalog's keys and file_bytes; strips a sqlite: prefix of catalog_uri. */
+static int check_catalog_keys(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    const char *ns = k->ns;
+    if (ns[0] == '\0' || strchr(ns, '/') || ns[0] == '.')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "namespace"),
+                               "must be a name without '/' or a leading '.'");
+    int rc = check_rest_keys(cfg, k, err);
+    if (rc != FERRY_OK) return rc;
+    if (k->kind == ICEBERG_CATALOG_SQL && (k->catalog_uri == NULL || k->catalog_uri[0] == '\0'))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog"),
+                               "catalog: sql needs catalog_uri: the SQLite file of the catalog or "
+                               "a postgresql:// URL (env:NAME or file:PATH when it holds a "
+                               "password)");
+    if (k->kind == ICEBERG_CATALOG_FILESYSTEM && k->catalog_uri != NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_uri"),
+                               "only used with catalog: sql");
+    if (strncmp(k->catalog_uri ? k->catalog_uri : "", "sqlite:", 7) == 0) {
+        k->catalog_uri += 7;
+        while (k->catalog_uri[0] == '/' && k->catalog_uri[1] == '/') k->catalog_uri++;
     }
-    if (kind == ICEBERG_CATALOG_FILESYSTEM && catalog_uri != NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_uri"), "only used with catalog: sql");
-        goto out;
-    }
-    if (strncmp(catalog_uri ? catalog_uri : "", "sqlite:", 7) == 0) {
-        catalog_uri += 7;
-        while (catalog_uri[0] == '/' && catalog_uri[1] == '/') catalog_uri++;
-    }
-    if (file_bytes < (INT64_C(1) << 20)) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "file_bytes"), "must be at least 1MiB");
-        goto out;
-    }
-    const struct ferry__files_format *fmt = ferry__files_format_find("parquet");
-    if (fmt == NULL || fmt->column_stats == NULL) {
-        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg", "iceberg sink: no parquet writer");
-        goto out;
-    }
+    if (k->file_bytes < (INT64_C(1) << 20))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "file_bytes"), "must be at least 1MiB");
+    return FERRY_OK;
+}
+
+/* The sink, taking k's secrets and S3 client. */
+static int sink_new(struct open_keys *k, const struct ferry__files_format *fmt, struct sink **out,
+                    struct ferry_error *err)
+{
     struct sink *s = ferry_calloc(1, sizeof *s);
-    if (s == NULL) {
-        rc = nomem(err);
-        goto out;
-    }
-    s->kind = (enum ferry__iceberg_catalog_kind)kind;
+    if (s == NULL) return nomem(err);
+    const char *uri = k->catalog_uri;
+    s->kind = (enum ferry__iceberg_catalog_kind)k->kind;
     s->fmt = fmt;
-    s->warehouse = ferry_strdup(warehouse);
-    s->s3 = s3;
-    s->chunk = chunk;
-    s3 = NULL;
-    s->ns = ferry_strdup(ns);
-    s->sql_path = catalog_uri ? ferry_strdup(catalog_uri) : NULL;
-    s->sql_is_pg = catalog_uri && (!strncmp(catalog_uri, "postgres://", 11) ||
-                                   !strncmp(catalog_uri, "postgresql://", 13));
-    s->catalog_name = ferry_strdup(catalog_name);
-    s->rest_token = token_secret;
-    token_secret = NULL;
-    s->rest_credential = cred_secret;
-    cred_secret = NULL;
-    s->rest_oauth2_uri = oauth2_uri ? ferry_strdup(oauth2_uri) : NULL;
-    s->rest_scope = scope ? ferry_strdup(scope) : NULL;
-    s->file_bytes = file_bytes;
-    s->retries = retries;
-    s->merge_count = merge_count;
+    s->warehouse = ferry_strdup(k->warehouse);
+    s->s3 = k->s3;
+    s->chunk = k->chunk;
+    k->s3 = NULL;
+    s->ns = ferry_strdup(k->ns);
+    s->sql_path = uri ? ferry_strdup(uri) : NULL;
+    s->sql_is_pg = uri && (!strncmp(uri, "postgres://", 11) || !strncmp(uri, "postgresql://", 13));
+    s->catalog_name = ferry_strdup(k->catalog_name);
+    s->rest_token = k->token_secret;
+    k->token_secret = NULL;
+    s->rest_credential = k->cred_secret;
+    k->cred_secret = NULL;
+    s->rest_oauth2_uri = k->oauth2_uri ? ferry_strdup(k->oauth2_uri) : NULL;
+    s->rest_scope = k->scope ? ferry_strdup(k->scope) : NULL;
+    s->file_bytes = k->file_bytes;
+    s->retries = k->retries;
+    s->merge_count = k->merge_count;
     if (s->warehouse) {
         size_t wl = strlen(s->warehouse);
         while (wl > 1 && s->warehouse[wl - 1] == '/') s->warehouse[--wl] = '\0';
     }
-    if (!s->warehouse || !s->ns || !s->catalog_name || (catalog_uri && !s->sql_path) ||
-        (oauth2_uri && !s->rest_oauth2_uri) || (scope && !s->rest_scope)) {
+    if (!s->warehouse || !s->ns || !s->catalog_name || (uri && !s->sql_path) ||
+        (k->oauth2_uri && !s->rest_oauth2_uri) || (k->scope && !s->rest_scope)) {
         sink_close(s);
-        rc = nomem(err);
-        goto out;
+        return nomem(err);
     }
-    rc = read_partition_cfg(cfg, &s->partition_cfg, err);
+    *out = s;
+    return FERRY_OK;
+}
+
+static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    struct open_keys k;
+    memset(&k, 0, sizeof k);
+    struct sink *s = NULL;
+    int rc = read_open_keys(cfg, &k, err);
+    if (rc == FERRY_OK) rc = open_warehouse(cfg, &k, err);
+    if (rc == FERRY_OK) rc = check_catalog_keys(cfg, &k, err);
+    const struct ferry__files_format *fmt = ferry__files_format_find("parquet");
+    if (rc == FERRY_OK && (fmt == NULL || fmt->column_stats == NULL))
+        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg", "iceberg sink: no parquet writer");
+    if (rc == FERRY_OK) rc = sink_new(&k, fmt, &s, err);
+    if (rc == FERRY_OK) rc = read_partition_cfg(cfg, &s->partition_cfg, err);
     if (rc == FERRY_OK) rc = read_properties(cfg, &s->properties, err);
     if (rc == FERRY_OK && fmt->configure) rc = fmt->configure(cfg, &s->opts.conf, err);
-    if (rc != FERRY_OK) {
-        sink_close(s);
-        goto out;
-    }
-    *ctx = s;
-out:
-    ferry_secret_free(token_secret);
-    ferry_secret_free(cred_secret);
-    ferry__s3_client_close(s3);
-    ferry_secret_free(uri_secret);
+    if (rc == FERRY_OK) *ctx = s;
+    else if (s != NULL) sink_close(s);
+    open_keys_release(&k);
     return rc;
 }
 

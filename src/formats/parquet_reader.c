@@ -1396,7 +1396,7 @@ static int data_page(struct ferry_parquet_reader *r, const struct pcol *c, const
     if (h->num_values > nrows - row)
         return bad(r, pos, "page holds more values than the row group");
     int w = slot_width(c->ft);
-    const uint8_t *vp, *ve, *dp, *de;
+    const uint8_t *vp = NULL, *ve = NULL, *dp = NULL, *de = NULL;
     int rc = page_parts(r, c, k, h, in, body, pos, &vp, &ve, &dp, &de);
     int64_t n = h->num_values, nn = n;
     if (rc == FERRY_OK) rc = grow(r, v, row + n, w);

@@ -23,6 +23,8 @@
 extern "C" {
 #endif
 
+struct ferry_connector_catalog;
+
 /* retries: (docs/pipeline-file.md): failed attempts whose error is transient are run again
  * from the run's durable checkpoints after backoff * 2^(n-1), capped at max_backoff and
  * jittered. */
@@ -56,6 +58,7 @@ struct ferry_pipeline_spec {
     int n_resources;
     char *sink_type;
     const struct ferry_sink_vtable *sink_vt;
+    const struct ferry_connector_catalog *catalog; /* what the types were looked up in */
     struct ferry_cfg *sink;        /* the sink section (connector keys) */
     enum ferry_write_mode write;
     struct ferry_transform_spec *transforms;
@@ -75,10 +78,27 @@ struct ferry_pipeline_spec {
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };
 
+/* Loads with the built-in connectors (connectors/registry.c): what every caller uses. */
 int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
                         struct ferry_error *err);
 int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
                                struct ferry_pipeline_spec **out, struct ferry_error *err);
+
+/* The connectors a pipeline file may name, as the loader sees them: the caller's, so that
+ * config/ never calls the registry (it stays below connectors/). find: NULL when unknown;
+ * the lists (NULL-terminated) name the known types in "unknown type" errors. */
+struct ferry_connector_catalog {
+    const struct ferry_source_vtable *(*source_find)(const char *name);
+    const struct ferry_sink_vtable *(*sink_find)(const char *name);
+    const struct ferry_source_vtable *const *(*sources)(void);
+    const struct ferry_sink_vtable *const *(*sinks)(void);
+};
+/* The loader itself (config/pipeline.c), with the connectors of `cat`. */
+int ferry_pipeline_parse(const char *path, const struct ferry_connector_catalog *cat,
+                         struct ferry_pipeline_spec **out, struct ferry_error *err);
+int ferry_pipeline_parse_string(const char *text, size_t len, const char *name,
+                                const struct ferry_connector_catalog *cat,
+                                struct ferry_pipeline_spec **out, struct ferry_error *err);
 void ferry_pipeline_free(struct ferry_pipeline_spec *p);
 /* Frees what a resource owns and zeroes it. */
 void ferry_resource_spec_release(struct ferry_resource_spec *r);

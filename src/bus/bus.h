@@ -61,6 +61,12 @@ int ferry_bus_nats_open(const char *url, const char *scope, struct ferry_bus **o
  * external buses are scoped by the instance id of the state store at `state_path`. */
 int ferry_bus_open(const char *url, const char *state_path, struct ferry_bus **out,
                    struct ferry_error *err);
+/* bus/observe.c: replaces *bus with a wrapper that calls fn(ctx, ev) on the publishing
+ * thread after each event it stored (seq set); everything else goes to the wrapped bus,
+ * which the wrapper owns. On failure closes *bus and sets it to NULL. */
+typedef void (*ferry_bus_observer_fn)(void *ctx, const struct ferry_event *ev);
+int ferry_bus_observe(struct ferry_bus **bus, ferry_bus_observer_fn fn, void *ctx,
+                      struct ferry_error *err);
 /* Fault tests (bus/chaos.c): when FERRY_CHAOS_BUS is set, replaces *bus with a wrapper
  * whose fetch redelivers (rewinds, repeats); otherwise leaves it. Takes *bus; on failure
  * closes it and sets *bus = NULL. ferry_bus_open applies it to the external buses,

@@ -149,6 +149,115 @@ static int watch_local(const char *state, int64_t run, int64_t after, struct wat
     return rc;
 }
 
+/* A key of the CLI's own for a start without --idempotency-key, so that a retry after a
+ * lost answer finds the run the server started instead of starting another. false: no
+ * randomness (the request then goes without a key). */
+static bool auto_key(char *out, size_t len)
+{
+    unsigned char rnd[12];
+    FILE *ur = fopen("/dev/urandom", "rb");
+    bool got = ur && fread(rnd, 1, sizeof rnd, ur) == sizeof rnd;
+    if (ur) fclose(ur);
+    if (!got) return false;
+    int o = snprintf(out, len, "cli-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        o += snprintf(out + o, len - (size_t)o, "%02x", rnd[i]);
+    return true;
+}
+
+/* `ferry runs start NAME --server URL`: POST /v1/pipelines/NAME/runs; *run: its id. */
+static int start_remote(struct ferry_client *cl, const char *arg, const char *key, bool json,
+                        int64_t *run, struct ferry_error *err)
+{
+    char path[512];
+    char *enc = curl_easy_escape(NULL, arg, 0);
+    snprintf(path, sizeof path, "/v1/pipelines/%s/runs", enc ? enc : arg);
+    curl_free(enc);
+    json_t *b = key ? json_pack("{s:s}", "idempotency_key", key) : json_object();
+    char *body = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    char own_key[40];
+    const char *send_key = key ? key : auto_key(own_key, sizeof own_key) ? own_key : NULL;
+    struct ferry_buf out;
+    ferry_buf_init(&out, 0);
+    long status = 0;
+    int attempts = 1;
+    int rc = send_key ? ferry_client_post_keyed(cl, path, send_key, body, strlen(body), &status,
+                                                &out, &attempts, err)
+                      : ferry_client_request(cl, "POST", path, "application/json", body,
+                                             strlen(body), &status, &out, err);
+    free(body);
+    if (rc == FERRY_EIO && send_key) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        ferry_error_set(err, rc, "cli",
+                        "pipeline %s: %s (%d attempt%s); the run may have been requested:"
+                        " `ferry runs start %s --idempotency-key %s` gives that run, or"
+                        " requests it",
+                        arg, why, attempts, attempts == 1 ? "" : "s", arg, send_key);
+    }
+    if (rc == FERRY_OK && status != 200 && status != 201) {
+        char msg[768];
+        ferry_client_error_message(status, &out, msg, sizeof msg);
+        rc = ferry_error_set(err, status == 404 ? FERRY_ENOTFOUND : FERRY_EIO, "http",
+                             "pipeline %s: %s", arg, msg);
+    }
+    if (rc == FERRY_OK) {
+        json_t *j = json_loadb(out.data, out.len, 0, NULL);
+        *run = json_integer_value(json_object_get(j, "id"));
+        bool existed = json_is_true(json_object_get(j, "existed"));
+        if (json)
+            printf("%s\n", out.data);
+        else
+            printf("run %" PRId64 " of pipeline %s %s\n", *run, arg,
+                   !existed ? "requested"
+                   : key    ? "already requested with this key"
+                            : "requested (by an earlier attempt whose answer was lost)");
+        fflush(stdout);
+        json_decref(j);
+    }
+    ferry_buf_release(&out);
+    return rc;
+}
+
+/* No server: request the run in the local state and run it here (or, when the key names a
+ * run already requested, watch it with --watch). */
+static int start_local(const struct ferry_client_opts *co, const char *arg, const char *key,
+                       bool watch, int64_t *run, struct watch *w, struct ferry_error *err)
+{
+    struct ferry_store *st = NULL;
+    struct ferry_bus *bus = NULL;
+    bool existed = false;
+    int rc = ferry_store_open(co->state, &st, err);
+    if (rc == FERRY_OK) rc = ferry_bus_inproc_open(co->state, &bus, err);
+    if (rc == FERRY_OK)
+        rc = ferry_control_request_run(st, bus, arg, "cli", key, run, &existed, err);
+    ferry_bus_close(bus);
+    ferry_store_close(st);
+    if (rc != FERRY_OK) return rc;
+    printf("run %" PRId64 " of pipeline %s %s\n", *run, arg,
+           existed ? "already requested with this key" : "requested");
+    fflush(stdout);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    struct ferry_run_options o = {.state_path = co->state,
+                                  .resume_run_id = *run,
+                                  .out = co->json ? NULL : stdout,
+                                  .quiet = co->json};
+    struct ferry_run_result res;
+    if (!existed) {
+        rc = ferry_runner_run(&o, &res, err);
+        snprintf(w->final, sizeof w->final, "%s", res.state ? res.state : "failed");
+        if (rc == FERRY_EPAUSED || rc == FERRY_ECANCELED) rc = FERRY_OK;
+    } else if (watch) {
+        rc = watch_local(co->state, *run, 0, w, err);
+    }
+    return rc;
+}
+
 int ferry_cli_runs_remote(int argc, char **argv)
 {
     struct ferry_client_opts co;
@@ -209,99 +318,10 @@ int ferry_cli_runs_remote(int argc, char **argv)
             rc = remote ? watch_remote(&cl, run, after, &w, &err)
                         : watch_local(co.state, run, after, &w, &err);
     } else if (rc == FERRY_OK && remote) {
-        char path[512];
-        char *enc = curl_easy_escape(NULL, arg, 0);
-        snprintf(path, sizeof path, "/v1/pipelines/%s/runs", enc ? enc : arg);
-        curl_free(enc);
-        json_t *b = key ? json_pack("{s:s}", "idempotency_key", key) : json_object();
-        char *body = json_dumps(b, JSON_COMPACT);
-        json_decref(b);
-        /* Without --idempotency-key the request still carries a key of its own, so a retry
-         * after a lost answer finds the run the server started instead of starting another. */
-        char auto_key[40];
-        unsigned char rnd[12];
-        FILE *ur = key ? NULL : fopen("/dev/urandom", "rb");
-        bool got = ur && fread(rnd, 1, sizeof rnd, ur) == sizeof rnd;
-        if (ur) fclose(ur);
-        if (!key && got) {
-            int o = snprintf(auto_key, sizeof auto_key, "cli-");
-            for (size_t i = 0; i < sizeof rnd; i++)
-                o += snprintf(auto_key + o, sizeof auto_key - (size_t)o, "%02x", rnd[i]);
-        }
-        const char *send_key = key ? key : got ? auto_key : NULL;
-        struct ferry_buf out;
-        ferry_buf_init(&out, 0);
-        long status = 0;
-        int attempts = 1;
-        rc = send_key ? ferry_client_post_keyed(&cl, path, send_key, body, strlen(body), &status,
-                                                &out, &attempts, &err)
-                      : ferry_client_request(&cl, "POST", path, "application/json", body,
-                                             strlen(body), &status, &out, &err);
-        free(body);
-        if (rc == FERRY_EIO && send_key) {
-            char why[sizeof err.message];
-            snprintf(why, sizeof why, "%s", err.message);
-            ferry_error_set(&err, rc, "cli",
-                            "pipeline %s: %s (%d attempt%s); the run may have been requested:"
-                            " `ferry runs start %s --idempotency-key %s` gives that run, or"
-                            " requests it",
-                            arg, why, attempts, attempts == 1 ? "" : "s", arg, send_key);
-        }
-        if (rc == FERRY_OK && status != 200 && status != 201) {
-            char msg[768];
-            ferry_client_error_message(status, &out, msg, sizeof msg);
-            rc = ferry_error_set(&err, status == 404 ? FERRY_ENOTFOUND : FERRY_EIO, "http",
-                                 "pipeline %s: %s", arg, msg);
-        }
-        if (rc == FERRY_OK) {
-            json_t *j = json_loadb(out.data, out.len, 0, NULL);
-            run = json_integer_value(json_object_get(j, "id"));
-            bool existed = json_is_true(json_object_get(j, "existed"));
-            if (co.json)
-                printf("%s\n", out.data);
-            else
-                printf("run %" PRId64 " of pipeline %s %s\n", run, arg,
-                       !existed ? "requested"
-                       : key    ? "already requested with this key"
-                                : "requested (by an earlier attempt whose answer was lost)");
-            fflush(stdout);
-            json_decref(j);
-        }
-        ferry_buf_release(&out);
+        rc = start_remote(&cl, arg, key, co.json, &run, &err);
         if (rc == FERRY_OK && watch) rc = watch_remote(&cl, run, 0, &w, &err);
     } else if (rc == FERRY_OK) {
-        /* No server: request the run in the local state and run it here. */
-        struct ferry_store *st = NULL;
-        struct ferry_bus *bus = NULL;
-        bool existed = false;
-        rc = ferry_store_open(co.state, &st, &err);
-        if (rc == FERRY_OK) rc = ferry_bus_inproc_open(co.state, &bus, &err);
-        if (rc == FERRY_OK)
-            rc = ferry_control_request_run(st, bus, arg, "cli", key, &run, &existed, &err);
-        ferry_bus_close(bus);
-        ferry_store_close(st);
-        if (rc == FERRY_OK) {
-            printf("run %" PRId64 " of pipeline %s %s\n", run, arg,
-                   existed ? "already requested with this key" : "requested");
-            fflush(stdout);
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_signal;
-            sigaction(SIGINT, &sa, NULL);
-            sigaction(SIGTERM, &sa, NULL);
-            struct ferry_run_options o = {.state_path = co.state,
-                                          .resume_run_id = run,
-                                          .out = co.json ? NULL : stdout,
-                                          .quiet = co.json};
-            struct ferry_run_result res;
-            if (!existed) {
-                rc = ferry_runner_run(&o, &res, &err);
-                snprintf(w.final, sizeof w.final, "%s", res.state ? res.state : "failed");
-                if (rc == FERRY_EPAUSED || rc == FERRY_ECANCELED) rc = FERRY_OK;
-            } else if (watch) {
-                rc = watch_local(co.state, run, 0, &w, &err);
-            }
-        }
+        rc = start_local(&co, arg, key, watch, &run, &w, &err);
     }
     ferry_client_release(&cl);
     if (rc != FERRY_OK) {

@@ -1,14 +1,17 @@
 /* config/pipeline.c - a pipeline file, loaded and checked (DESIGN §6), and its version.
  *
  * Owns: the keys the engine itself reads (version, name, source.type, source.resources,
- * sink.type, sink.write, transforms' kinds, batch, verify), the pipeline version hash and
- * the saved request and route names. Connector keys
+ * sink.type, sink.write, transforms' kinds, batch, verify), the names of read and write
+ * modes, the pipeline version hash and the saved request and route names. Connector keys
  * stay in the tree unread: each connector reads its section when opened and the runner
  * then reports whatever nobody read (ferry_cfg_check_unused). Transform details are the
  * transform stage's; only the kind and the resource they apply to are read here.
  *
- * May call: config/cfg.c, the connector registry (ferry_source_find, ferry_sink_find),
- * core (sha256, memory). Called by: the CLI, the server (saved requests), the runner.
+ * May call: config/cfg.c, core (sha256, memory), and the connectors only through the
+ * catalog its caller hands it (struct ferry_connector_catalog: lookups by type, the lists for
+ * "known types"), never the registry itself: config stays below connectors. Called by the
+ * registry's ferry_pipeline_load (connectors/registry.c), which the CLI, the server (saved
+ * requests) and the runner call.
  *
  * The version is a SHA-256 of canonical JSON of what decides which rows land where:
  * source identity, resources, cursor, columns, key, sink target, write mode, transforms.
@@ -136,6 +139,17 @@ static int section(struct ferry_cfg *map, const char *key, bool required,
 
 /* ---- connectors ---------------------------------------------------------------------- */
 
+/* The names of read and write modes (connector.h), as the file spells them. */
+const char *ferry_read_mode_name(enum ferry_read_mode m)
+{
+    return (unsigned)m <= (unsigned)FERRY_READ_CDC ? read_modes[m] : "unknown";
+}
+
+const char *ferry_write_mode_name(enum ferry_write_mode m)
+{
+    return (unsigned)m <= (unsigned)FERRY_WRITE_MERGE ? write_modes[m] : "unknown";
+}
+
 static int unknown_type(struct ferry_cfg *section_node, const char *kind, const char *type,
                         const char *const *known, struct ferry_error *err)
 {
@@ -149,16 +163,17 @@ static int unknown_type(struct ferry_cfg *section_node, const char *kind, const 
 
 static int load_source_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
+    const struct ferry_connector_catalog *cat = p->catalog;
     const char *type = NULL;
     int rc = ferry_cfg_str(p->source, "type", true, &type, err);
     if (rc) return rc;
     p->source_type = ferry_strdup(type);
     if (p->source_type == NULL) return oom(err);
-    p->source_vt = ferry_source_find(type);
+    p->source_vt = cat->source_find(type);
     if (p->source_vt) return FERRY_OK;
     const char *names[64];
     int n = 0;
-    const struct ferry_source_vtable *const *all = ferry_sources();
+    const struct ferry_source_vtable *const *all = cat->sources();
     for (; all && all[n] && n < 63; n++) names[n] = all[n]->name;
     names[n] = NULL;
     return unknown_type(p->source, "source", type, names, err);
@@ -166,6 +181,7 @@ static int load_source_type(struct ferry_pipeline_spec *p, struct ferry_error *e
 
 static int load_sink_type(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
+    const struct ferry_connector_catalog *cat = p->catalog;
     const char *type = NULL;
     struct ferry_cfg *node = ferry_cfg_get(p->sink, "type");
     int rc = FERRY_OK;
@@ -179,11 +195,11 @@ static int load_sink_type(struct ferry_pipeline_spec *p, struct ferry_error *err
     if (rc) return rc;
     p->sink_type = ferry_strdup(type);
     if (p->sink_type == NULL) return oom(err);
-    p->sink_vt = ferry_sink_find(type);
+    p->sink_vt = cat->sink_find(type);
     if (p->sink_vt) return FERRY_OK;
     const char *names[64];
     int n = 0;
-    const struct ferry_sink_vtable *const *all = ferry_sinks();
+    const struct ferry_sink_vtable *const *all = cat->sinks();
     for (; all && all[n] && n < 63; n++) names[n] = all[n]->name;
     names[n] = NULL;
     return unknown_type(p->sink, "sink", type, names, err);
@@ -779,8 +795,8 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
 }
 
 /* Takes root, whatever happens. */
-static int load(struct ferry_cfg *root, const char *file, struct ferry_pipeline_spec **out,
-                struct ferry_error *err)
+static int load(struct ferry_cfg *root, const char *file, const struct ferry_connector_catalog *cat,
+                struct ferry_pipeline_spec **out, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = ferry_calloc(1, sizeof *p);
     if (p == NULL) {
@@ -788,6 +804,7 @@ static int load(struct ferry_cfg *root, const char *file, struct ferry_pipeline_
         return oom(err);
     }
     p->root = root;
+    p->catalog = cat;
     p->file = ferry_strdup(file);
     int rc = p->file ? load_spec(p, err) : oom(err);
     if (rc) {
@@ -798,23 +815,24 @@ static int load(struct ferry_cfg *root, const char *file, struct ferry_pipeline_
     return FERRY_OK;
 }
 
-int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
-                        struct ferry_error *err)
+int ferry_pipeline_parse(const char *path, const struct ferry_connector_catalog *cat,
+                         struct ferry_pipeline_spec **out, struct ferry_error *err)
 {
     *out = NULL;
     struct ferry_cfg *root;
     int rc = ferry_cfg_parse_file(path, &root, err);
-    return rc ? rc : load(root, path, out, err);
+    return rc ? rc : load(root, path, cat, out, err);
 }
 
-int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
-                               struct ferry_pipeline_spec **out, struct ferry_error *err)
+int ferry_pipeline_parse_string(const char *text, size_t len, const char *name,
+                                const struct ferry_connector_catalog *cat,
+                                struct ferry_pipeline_spec **out, struct ferry_error *err)
 {
     *out = NULL;
     if (name == NULL) name = "<string>";
     struct ferry_cfg *root;
     int rc = ferry_cfg_parse_string(text, len, name, &root, err);
-    return rc ? rc : load(root, name, out, err);
+    return rc ? rc : load(root, name, cat, out, err);
 }
 
 void ferry_resource_spec_release(struct ferry_resource_spec *r)

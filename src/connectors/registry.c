@@ -1,11 +1,13 @@
 /* connectors/registry.c - the one table of sources and the one table of sinks.
  *
- * Owns the list of built-in connectors, their lookup by the pipeline file's `type`, the
- * check of a vtable's ABI version and required slots, and the names of read and write
- * modes. The check runs once, when the table is first used (pthread_once): a connector
- * missing a required slot is logged, naming the slot, and is never handed out by find.
- * Calls core (log) and libc. Called by the pipeline loader (find), the CLI (`ferry
- * connectors`), the runner and verify (the optional verify_open slot).
+ * Owns the list of built-in connectors, their lookup by the pipeline file's `type` and the
+ * check of a vtable's ABI version and required slots. The check runs once, when the table
+ * is first used (pthread_once): a connector missing a required slot is logged, naming the
+ * slot, and is never handed out by find.
+ * Also ferry_pipeline_load: the pipeline-file loader (config/pipeline.c) with this table as
+ * its connector catalog, so that config never calls up into connectors. Calls core (log),
+ * config (the loader) and libc. Called by the CLI (`ferry connectors`, every command that
+ * reads a pipeline), the server, the runner and verify (the optional verify_open slot).
  *
  * Adding a connector: write src/connectors/<name>/, define `ferry__<name>_source` and/or
  * `ferry__<name>_sink`, and add the name to FERRY_SOURCES or FERRY_SINKS below. */
@@ -15,9 +17,13 @@
 #include "ferry/connector.h"
 #include "ferry/core.h"
 #include "ferry/digest.h"
+#include "ferry/pipeline.h"
 
 #define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3)
 #define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg) X(mysql)
+
+/* The callback sink exists for programs that embed ferry (src/embed/, docs/embedding.md). */
+#define FERRY_ALL_SINKS(X) FERRY_SINKS(X) X(callback)
 
 #define DECLARE_SOURCE(n) extern const struct ferry_source_vtable ferry__##n##_source;
 #define DECLARE_SINK(n) extern const struct ferry_sink_vtable ferry__##n##_sink;
@@ -25,10 +31,10 @@
 #define LIST_SINK(n) &ferry__##n##_sink,
 
 FERRY_SOURCES(DECLARE_SOURCE)
-FERRY_SINKS(DECLARE_SINK)
+FERRY_ALL_SINKS(DECLARE_SINK)
 
 static const struct ferry_source_vtable *const sources[] = {FERRY_SOURCES(LIST_SOURCE) NULL};
-static const struct ferry_sink_vtable *const sinks[] = {FERRY_SINKS(LIST_SINK) NULL};
+static const struct ferry_sink_vtable *const sinks[] = {FERRY_ALL_SINKS(LIST_SINK) NULL};
 
 #define N_SOURCES (sizeof sources / sizeof sources[0] - 1)
 #define N_SINKS (sizeof sinks / sizeof sinks[0] - 1)
@@ -47,34 +53,6 @@ static void check_all(void)
         sink_ok[i] = ferry_sink_vtable_check(sinks[i], &e) == FERRY_OK;
         if (!sink_ok[i]) ferry_log(FERRY_LOG_ERROR, "connector registry: %s", e.message);
     }
-}
-
-const char *ferry_read_mode_name(enum ferry_read_mode m)
-{
-    switch (m) {
-    case FERRY_READ_FULL:
-        return "full";
-    case FERRY_READ_INCREMENTAL:
-        return "incremental";
-    case FERRY_READ_CDC:
-        return "cdc";
-    }
-    return "unknown";
-}
-
-const char *ferry_write_mode_name(enum ferry_write_mode m)
-{
-    switch (m) {
-    case FERRY_WRITE_APPEND:
-        return "append";
-    case FERRY_WRITE_REPLACE:
-        return "replace";
-    case FERRY_WRITE_UPSERT:
-        return "upsert";
-    case FERRY_WRITE_MERGE:
-        return "merge";
-    }
-    return "unknown";
 }
 
 const struct ferry_source_vtable *ferry_source_find(const char *name)
@@ -179,4 +157,23 @@ bool ferry_receipt_start(struct ferry_receipt *receipt, const struct ferry_batch
     receipt->encoded_crc = 0;
     receipt->uri[0] = '\0';
     return receipt->write_crc == b->digest;
+}
+
+static const struct ferry_connector_catalog catalog = {
+    .source_find = ferry_source_find,
+    .sink_find = ferry_sink_find,
+    .sources = ferry_sources,
+    .sinks = ferry_sinks,
+};
+
+int ferry_pipeline_load(const char *path, struct ferry_pipeline_spec **out,
+                        struct ferry_error *err)
+{
+    return ferry_pipeline_parse(path, &catalog, out, err);
+}
+
+int ferry_pipeline_load_string(const char *text, size_t len, const char *name,
+                               struct ferry_pipeline_spec **out, struct ferry_error *err)
+{
+    return ferry_pipeline_parse_string(text, len, name, &catalog, out, err);
 }

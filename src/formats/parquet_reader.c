@@ -1180,11 +1180,242 @@ static int grow(struct ferry_parquet_reader *r, struct pvals *v, int64_t rows, i
     return FERRY_OK;
 }
 
+/* idx holds at least n + 1 entries (the level and index scratch of read_chunk). */
+static int idx_room(struct ferry_parquet_reader *r, uint32_t **idx, int64_t n)
+{
+    uint32_t *lv = ferry_realloc(*idx, (size_t)(n + 1) * sizeof *lv);
+    if (lv == NULL) return oom(r);
+    *idx = lv;
+    return FERRY_OK;
+}
+
+/* A dictionary page: decoded PLAIN into v->dict (slots) and v->dict_data. */
+static int dict_page(struct ferry_parquet_reader *r, const struct pcol *c, const struct pchunk *k,
+                     const struct phdr *h, const uint8_t *in, size_t body, size_t pos, int64_t row,
+                     struct pvals *v)
+{
+    int w = slot_width(c->ft);
+    if (v->dict_n >= 0 || row > 0) return bad(r, pos, "dictionary page after data");
+    if (h->encoding != ENC_PLAIN && h->encoding != ENC_PLAIN_DICT)
+        return bad(r, pos, "dictionary page not PLAIN");
+    int rc = decompress(r, k->codec, in, (size_t)h->csize, (size_t)h->usize, body, &r->page);
+    if (rc) return rc;
+    if ((uint64_t)h->num_values > r->page.len * 8 + 1)
+        return bad(r, pos, "dictionary larger than its page");
+    if (c->ptype != PT_BOOLEAN && (uint64_t)h->num_values > r->page.len)
+        return bad(r, pos, "dictionary holds more entries than bytes");
+    ferry_buf_reset(&v->dict);
+    ferry_buf_reset(&v->dict_data);
+    if (ferry_buf_reserve(&v->dict, (size_t)h->num_values * (size_t)w + 1)) return oom(r);
+    rc = plain(r, c, (const uint8_t *)r->page.data, (const uint8_t *)r->page.data + r->page.len,
+               h->num_values, (uint8_t *)v->dict.data, &v->dict_data, body);
+    v->dict_n = h->num_values;
+    return rc;
+}
+
+/* Where a data page's values ([*vp, *ve)) and definition levels ([*dp, *de), NULL for a
+ * required column) are, once decompressed (v1: both compressed together after a 4-byte
+ * level length; v2: levels uncompressed first). */
+static int page_parts(struct ferry_parquet_reader *r, const struct pcol *c, const struct pchunk *k,
+                      const struct phdr *h, const uint8_t *in, size_t body, size_t pos,
+                      const uint8_t **vp, const uint8_t **ve, const uint8_t **dp,
+                      const uint8_t **de)
+{
+    *dp = *de = NULL;
+    int rc;
+    if (h->type == PAGE_DATA) {
+        if ((rc = decompress(r, k->codec, in, (size_t)h->csize, (size_t)h->usize, body, &r->page)))
+            return rc;
+        *vp = (const uint8_t *)r->page.data;
+        *ve = *vp + r->page.len;
+        if (c->repetition != 1) return FERRY_OK;
+        if (*ve - *vp < 4) return bad(r, body, "definition levels truncated");
+        size_t dl = le32(*vp);
+        if (dl > (size_t)(*ve - *vp - 4))
+            return bad(r, body, "definition levels longer than the page");
+        *dp = *vp + 4;
+        *de = *dp + dl;
+        *vp = *de;
+        return FERRY_OK;
+    }
+    if (h->def_len < 0 || h->rep_len < 0 || h->def_len + h->rep_len > h->csize ||
+        h->def_len + h->rep_len > h->usize)
+        return bad(r, pos, "v2 level lengths out of range");
+    size_t lv = (size_t)(h->rep_len + h->def_len);
+    if (c->repetition == 1) {
+        *dp = in + h->rep_len;
+        *de = *dp + h->def_len;
+    }
+    if (h->v2_compressed)
+        rc = decompress(r, k->codec, in + lv, (size_t)h->csize - lv,
+                        (size_t)(h->usize - (int64_t)lv), body + lv, &r->page);
+    else
+        rc = decompress(r, CODEC_NONE, in + lv, (size_t)h->csize - lv, (size_t)h->csize - lv,
+                        body + lv, &r->page);
+    if (rc) return rc;
+    *vp = (const uint8_t *)r->page.data;
+    *ve = *vp + r->page.len;
+    return FERRY_OK;
+}
+
+/* n definition levels (0 or 1) into nul[]; *nn: how many values are present. */
+static int def_levels(struct ferry_parquet_reader *r, const uint8_t *dp, const uint8_t *de,
+                      int64_t n, uint32_t **idx, uint8_t *nul, int64_t *nn, size_t body)
+{
+    int rc = idx_room(r, idx, n);
+    if (rc == FERRY_OK) rc = hybrid(r, dp, de, 1, *idx, n, body);
+    if (rc) return rc;
+    *nn = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if ((*idx)[i] > 1) return bad(r, body, "definition level above 1");
+        nul[i] = (*idx)[i] == 0;
+        *nn += (*idx)[i];
+    }
+    return FERRY_OK;
+}
+
+/* BYTE_STREAM_SPLIT: byte k of value i is at k * nn + i; reassembled PLAIN. */
+static int decode_bss(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *vp,
+                      const uint8_t *ve, int64_t nn, uint8_t *dst, struct pvals *v, size_t body)
+{
+    size_t kw = c->ptype == PT_INT32 || c->ptype == PT_FLOAT ? 4
+                : c->ptype == PT_FLBA                        ? (size_t)c->type_length
+                                                             : 8;
+    if ((uint64_t)nn > (uint64_t)(ve - vp) / kw)
+        return bad(r, body, "byte stream split page too short");
+    ferry_buf_reset(&r->page2);
+    if (ferry_buf_reserve(&r->page2, (size_t)nn * kw + 1)) return oom(r);
+    uint8_t *o = (uint8_t *)r->page2.data;
+    for (int64_t i = 0; i < nn; i++)
+        for (size_t j = 0; j < kw; j++)
+            o[(size_t)i * kw + j] = vp[j * (size_t)nn + (size_t)i];
+    r->page2.len = (size_t)nn * kw;
+    return plain(r, c, o, o + r->page2.len, nn, dst, &v->data, body);
+}
+
+/* Booleans as a 4-byte-prefixed hybrid run of width 1 (v2 writers). */
+static int decode_rle_bool(struct ferry_parquet_reader *r, const uint8_t *vp, const uint8_t *ve,
+                           int64_t nn, uint8_t *dst, int w, uint32_t **idx, size_t body)
+{
+    if (ve - vp < 4) return bad(r, body, "boolean run length missing");
+    size_t bl = le32(vp);
+    if (bl > (size_t)(ve - vp) - 4) return bad(r, body, "boolean run length past the page");
+    int rc = idx_room(r, idx, nn);
+    if (rc == FERRY_OK) rc = hybrid(r, vp + 4, vp + 4 + bl, 1, *idx, nn, body);
+    if (rc) return rc;
+    for (int64_t i = 0; i < nn; i++) {
+        int64_t x = (*idx)[i] != 0;
+        memcpy(dst + i * w, &x, 8);
+    }
+    return FERRY_OK;
+}
+
+/* Dictionary indexes into slots; variable-width entries point into dict_data and are
+ * copied over into v->data. */
+static int decode_dict(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *vp,
+                       const uint8_t *ve, int64_t nn, uint8_t *dst, struct pvals *v, uint32_t **idx,
+                       size_t body, size_t pos)
+{
+    int w = slot_width(c->ft);
+    if (v->dict_n < 0) return bad(r, pos, "dictionary-encoded page without a dictionary");
+    if (nn > 0 && ve <= vp) return bad(r, body, "dictionary indexes missing");
+    int rc = idx_room(r, idx, nn);
+    if (rc == FERRY_OK && nn > 0) rc = hybrid(r, vp + 1, ve, vp[0], *idx, nn, body);
+    if (rc) return rc;
+    for (int64_t i = 0; i < nn; i++) {
+        if ((int64_t)(*idx)[i] >= v->dict_n) return bad(r, body, "dictionary index out of range");
+        memcpy(dst + i * w, v->dict.data + (size_t)(*idx)[i] * (size_t)w, (size_t)w);
+    }
+    if (!ferry_type_is_varwidth(c->ft)) return FERRY_OK;
+    for (int64_t i = 0; i < nn; i++) {
+        uint64_t pk;
+        memcpy(&pk, dst + i * w, 8);
+        size_t o = (size_t)(pk & UINT32_MAX), l = (size_t)(pk >> 32);
+        uint64_t no = v->data.len;
+        if (no > UINT32_MAX) return bad(r, body, "row group data above 4 GiB");
+        if (ferry_buf_append(&v->data, v->dict_data.data + o, l)) return oom(r);
+        pk = (uint64_t)l << 32 | no;
+        memcpy(dst + i * w, &pk, 8);
+    }
+    return FERRY_OK;
+}
+
+/* nn values of a data page, in its encoding, into dst. */
+static int decode_values(struct ferry_parquet_reader *r, const struct pcol *c, const struct phdr *h,
+                         const uint8_t *vp, const uint8_t *ve, int64_t nn, uint8_t *dst,
+                         struct pvals *v, uint32_t **idx, size_t body, size_t pos)
+{
+    int rc;
+    int e = h->encoding;
+    if (e == ENC_PLAIN) return plain(r, c, vp, ve, nn, dst, &v->data, body);
+    if (e == ENC_DELTA_BP && (c->ptype == PT_INT32 || c->ptype == PT_INT64)) {
+        rc = delta_to_plain(r, c->ptype == PT_INT32 ? 4 : 8, vp, ve, nn, &r->page2, NULL, body);
+        return rc ? rc
+                  : plain(r, c, (const uint8_t *)r->page2.data,
+                          (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
+    }
+    if ((e == ENC_DELTA_LBA && c->ptype == PT_BYTE_ARRAY) ||
+        (e == ENC_DELTA_BA && (c->ptype == PT_BYTE_ARRAY || c->ptype == PT_FLBA))) {
+        rc = delta_strings(r, c, vp, ve, nn, e == ENC_DELTA_BA, body);
+        return rc ? rc
+                  : plain(r, c, (const uint8_t *)r->page2.data,
+                          (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
+    }
+    if (e == ENC_BSS && c->ptype != PT_BOOLEAN && c->ptype != PT_BYTE_ARRAY && c->ptype != PT_INT96)
+        return decode_bss(r, c, vp, ve, nn, dst, v, body);
+    if (e == ENC_RLE && c->ptype == PT_BOOLEAN)
+        return decode_rle_bool(r, vp, ve, nn, dst, slot_width(c->ft), idx, body);
+    if (e == ENC_RLE_DICT || e == ENC_PLAIN_DICT)
+        return decode_dict(r, c, vp, ve, nn, dst, v, idx, body, pos);
+    char why[96];
+    snprintf(why, sizeof why, "value encoding %d of column %.40s is not supported", e, c->name);
+    return bad(r, pos, why);
+}
+
+/* Spread forward: value j sits at slot n - nn + j >= its row, so every move goes to a lower
+ * (or the same) slot and never overwrites a value still to move. */
+static void spread(uint8_t *slots, const uint8_t *dst, const uint8_t *nul, int64_t n, int w)
+{
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (nul[i]) {
+            memset(slots + i * w, 0, (size_t)w);
+        } else {
+            memmove(slots + i * w, dst + j * w, (size_t)w);
+            j++;
+        }
+    }
+}
+
+/* One data page (v1 or v2) of a chunk: its rows from `row` on into v. */
+static int data_page(struct ferry_parquet_reader *r, const struct pcol *c, const struct pchunk *k,
+                     const struct phdr *h, const uint8_t *in, size_t body, size_t pos, int64_t row,
+                     int64_t nrows, struct pvals *v, uint32_t **idx)
+{
+    if (h->type != PAGE_DATA && h->type != PAGE_DATA_V2) return bad(r, pos, "unknown page type");
+    if (h->num_values > nrows - row)
+        return bad(r, pos, "page holds more values than the row group");
+    int w = slot_width(c->ft);
+    const uint8_t *vp = NULL, *ve = NULL, *dp = NULL, *de = NULL;
+    int rc = page_parts(r, c, k, h, in, body, pos, &vp, &ve, &dp, &de);
+    int64_t n = h->num_values, nn = n;
+    if (rc == FERRY_OK) rc = grow(r, v, row + n, w);
+    if (rc) return rc;
+    uint8_t *nul = v->isnull + row;
+    memset(nul, 0, (size_t)n);
+    if (dp && (rc = def_levels(r, dp, de, n, idx, nul, &nn, body))) return rc;
+    /* decode nn values into the tail of the page's slots, then spread over non-nulls */
+    uint8_t *slots = v->slot + row * w;
+    uint8_t *dst = slots + (n - nn) * w;
+    rc = decode_values(r, c, h, vp, ve, nn, dst, v, idx, body, pos);
+    if (rc == FERRY_OK && nn < n) spread(slots, dst, nul, n, w);
+    return rc;
+}
+
 static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchunk *k, int64_t nrows,
                       struct pvals *v)
 {
     const struct pcol *c = &r->cols[ci];
-    int w = slot_width(c->ft);
     /* some writers put 0 in dictionary_page_offset for "none": only an offset past the
      * magic and before the first data page counts */
     int64_t start = k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off : k->data_off;
@@ -1208,244 +1439,14 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
         struct phdr h;
         size_t body = 0;
         if ((rc = page_header(r, cp + (pos - (size_t)start), pos, end, &h, &body))) break;
-        size_t next = body + (size_t)h.csize;
-        if (h.type == PAGE_INDEX) {
-            pos = next;
-            continue;
-        }
         const uint8_t *in = cp + (body - (size_t)start);
         if (h.type == PAGE_DICT) {
-            if (v->dict_n >= 0 || row > 0) {
-                rc = bad(r, pos, "dictionary page after data");
-                break;
-            }
-            if (h.encoding != ENC_PLAIN && h.encoding != ENC_PLAIN_DICT) {
-                rc = bad(r, pos, "dictionary page not PLAIN");
-                break;
-            }
-            if ((rc =
-                     decompress(r, k->codec, in, (size_t)h.csize, (size_t)h.usize, body, &r->page)))
-                break;
-            if ((uint64_t)h.num_values > r->page.len * 8 + 1) {
-                rc = bad(r, pos, "dictionary larger than its page");
-                break;
-            }
-            if (c->ptype != PT_BOOLEAN && (uint64_t)h.num_values > r->page.len) {
-                rc = bad(r, pos, "dictionary holds more entries than bytes");
-                break;
-            }
-            ferry_buf_reset(&v->dict);
-            ferry_buf_reset(&v->dict_data);
-            if (ferry_buf_reserve(&v->dict, (size_t)h.num_values * (size_t)w + 1)) {
-                rc = oom(r);
-                break;
-            }
-            rc = plain(r, c, (const uint8_t *)r->page.data,
-                       (const uint8_t *)r->page.data + r->page.len, h.num_values,
-                       (uint8_t *)v->dict.data, &v->dict_data, body);
-            v->dict_n = h.num_values;
-            pos = next;
-            continue;
+            rc = dict_page(r, c, k, &h, in, body, pos, row, v);
+        } else if (h.type != PAGE_INDEX) {
+            rc = data_page(r, c, k, &h, in, body, pos, row, nrows, v, &idx);
+            row += h.num_values;
         }
-        if (h.type != PAGE_DATA && h.type != PAGE_DATA_V2) {
-            rc = bad(r, pos, "unknown page type");
-            break;
-        }
-        if (h.num_values > nrows - row) {
-            rc = bad(r, pos, "page holds more values than the row group");
-            break;
-        }
-        const uint8_t *vp, *ve;
-        const uint8_t *dp = NULL, *de = NULL; /* definition levels */
-        if (h.type == PAGE_DATA) {
-            if ((rc =
-                     decompress(r, k->codec, in, (size_t)h.csize, (size_t)h.usize, body, &r->page)))
-                break;
-            vp = (const uint8_t *)r->page.data;
-            ve = vp + r->page.len;
-            if (c->repetition == 1) {
-                if (ve - vp < 4) {
-                    rc = bad(r, body, "definition levels truncated");
-                    break;
-                }
-                size_t dl = le32(vp);
-                if (dl > (size_t)(ve - vp - 4)) {
-                    rc = bad(r, body, "definition levels longer than the page");
-                    break;
-                }
-                dp = vp + 4;
-                de = dp + dl;
-                vp = de;
-            }
-        } else {
-            if (h.def_len < 0 || h.rep_len < 0 || h.def_len + h.rep_len > h.csize ||
-                h.def_len + h.rep_len > h.usize) {
-                rc = bad(r, pos, "v2 level lengths out of range");
-                break;
-            }
-            size_t lv = (size_t)(h.rep_len + h.def_len);
-            dp = in + h.rep_len;
-            de = dp + h.def_len;
-            if (c->repetition != 1) dp = de = NULL;
-            if (h.v2_compressed) {
-                if ((rc = decompress(r, k->codec, in + lv, (size_t)h.csize - lv,
-                                     (size_t)(h.usize - (int64_t)lv), body + lv, &r->page)))
-                    break;
-            } else {
-                if ((rc = decompress(r, CODEC_NONE, in + lv, (size_t)h.csize - lv,
-                                     (size_t)h.csize - lv, body + lv, &r->page)))
-                    break;
-            }
-            vp = (const uint8_t *)r->page.data;
-            ve = vp + r->page.len;
-        }
-        int64_t n = h.num_values, nn = n;
-        if ((rc = grow(r, v, row + n, w))) break;
-        uint8_t *nul = v->isnull + row;
-        memset(nul, 0, (size_t)n);
-        if (dp) {
-            uint32_t *lv = ferry_realloc(idx, (size_t)(n + 1) * sizeof *lv);
-            if (lv == NULL) {
-                rc = oom(r);
-                break;
-            }
-            idx = lv;
-            if ((rc = hybrid(r, dp, de, 1, idx, n, body))) break;
-            nn = 0;
-            for (int64_t i = 0; i < n; i++) {
-                if (idx[i] > 1) {
-                    rc = bad(r, body, "definition level above 1");
-                    break;
-                }
-                nul[i] = idx[i] == 0;
-                nn += idx[i];
-            }
-            if (rc) break;
-        }
-        /* decode nn values into the tail of the page's slots, then spread over non-nulls */
-        uint8_t *slots = v->slot + row * w;
-        uint8_t *dst = slots + (n - nn) * w;
-        if (h.encoding == ENC_PLAIN) {
-            rc = plain(r, c, vp, ve, nn, dst, &v->data, body);
-        } else if (h.encoding == ENC_DELTA_BP && (c->ptype == PT_INT32 || c->ptype == PT_INT64)) {
-            rc = delta_to_plain(r, c->ptype == PT_INT32 ? 4 : 8, vp, ve, nn, &r->page2, NULL, body);
-            if (rc == FERRY_OK)
-                rc = plain(r, c, (const uint8_t *)r->page2.data,
-                           (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
-        } else if ((h.encoding == ENC_DELTA_LBA && c->ptype == PT_BYTE_ARRAY) ||
-                   (h.encoding == ENC_DELTA_BA &&
-                    (c->ptype == PT_BYTE_ARRAY || c->ptype == PT_FLBA))) {
-            rc = delta_strings(r, c, vp, ve, nn, h.encoding == ENC_DELTA_BA, body);
-            if (rc == FERRY_OK)
-                rc = plain(r, c, (const uint8_t *)r->page2.data,
-                           (const uint8_t *)r->page2.data + r->page2.len, nn, dst, &v->data, body);
-        } else if (h.encoding == ENC_BSS && c->ptype != PT_BOOLEAN && c->ptype != PT_BYTE_ARRAY &&
-                   c->ptype != PT_INT96) {
-            /* BYTE_STREAM_SPLIT: byte k of value i is at k * nn + i; reassembled PLAIN */
-            size_t kw = c->ptype == PT_INT32 || c->ptype == PT_FLOAT ? 4
-                        : c->ptype == PT_FLBA                        ? (size_t)c->type_length
-                                                                     : 8;
-            if ((uint64_t)nn > (uint64_t)(ve - vp) / kw) {
-                rc = bad(r, body, "byte stream split page too short");
-                break;
-            }
-            ferry_buf_reset(&r->page2);
-            if (ferry_buf_reserve(&r->page2, (size_t)nn * kw + 1)) {
-                rc = oom(r);
-                break;
-            }
-            uint8_t *o = (uint8_t *)r->page2.data;
-            for (int64_t i = 0; i < nn; i++)
-                for (size_t j = 0; j < kw; j++)
-                    o[(size_t)i * kw + j] = vp[j * (size_t)nn + (size_t)i];
-            r->page2.len = (size_t)nn * kw;
-            rc = plain(r, c, o, o + r->page2.len, nn, dst, &v->data, body);
-        } else if (h.encoding == ENC_RLE && c->ptype == PT_BOOLEAN) {
-            /* booleans as a 4-byte-prefixed hybrid run of width 1 (v2 writers) */
-            if (ve - vp < 4) {
-                rc = bad(r, body, "boolean run length missing");
-                break;
-            }
-            size_t bl = le32(vp);
-            if (bl > (size_t)(ve - vp) - 4) {
-                rc = bad(r, body, "boolean run length past the page");
-                break;
-            }
-            uint32_t *lv = ferry_realloc(idx, (size_t)(nn + 1) * sizeof *lv);
-            if (lv == NULL) {
-                rc = oom(r);
-                break;
-            }
-            idx = lv;
-            if ((rc = hybrid(r, vp + 4, vp + 4 + bl, 1, idx, nn, body))) break;
-            for (int64_t i = 0; i < nn; i++) {
-                int64_t x = idx[i] != 0;
-                memcpy(dst + i * w, &x, 8);
-            }
-        } else if (h.encoding == ENC_RLE_DICT || h.encoding == ENC_PLAIN_DICT) {
-            if (v->dict_n < 0) {
-                rc = bad(r, pos, "dictionary-encoded page without a dictionary");
-                break;
-            }
-            if (nn > 0 && ve <= vp) {
-                rc = bad(r, body, "dictionary indexes missing");
-                break;
-            }
-            uint32_t *lv = ferry_realloc(idx, (size_t)(nn + 1) * sizeof *lv);
-            if (lv == NULL) {
-                rc = oom(r);
-                break;
-            }
-            idx = lv;
-            if (nn > 0 && (rc = hybrid(r, vp + 1, ve, vp[0], idx, nn, body))) break;
-            for (int64_t i = 0; i < nn; i++) {
-                if ((int64_t)idx[i] >= v->dict_n) {
-                    rc = bad(r, body, "dictionary index out of range");
-                    break;
-                }
-                memcpy(dst + i * w, v->dict.data + (size_t)idx[i] * (size_t)w, (size_t)w);
-            }
-            if (rc) break;
-            if (ferry_type_is_varwidth(c->ft)) { /* entries point into dict_data: copy over */
-                for (int64_t i = 0; i < nn; i++) {
-                    uint64_t pk;
-                    memcpy(&pk, dst + i * w, 8);
-                    size_t o = (size_t)(pk & UINT32_MAX), l = (size_t)(pk >> 32);
-                    uint64_t no = v->data.len;
-                    if (no > UINT32_MAX) {
-                        rc = bad(r, body, "row group data above 4 GiB");
-                        break;
-                    }
-                    if (ferry_buf_append(&v->data, v->dict_data.data + o, l)) {
-                        rc = oom(r);
-                        break;
-                    }
-                    pk = (uint64_t)l << 32 | no;
-                    memcpy(dst + i * w, &pk, 8);
-                }
-            }
-        } else {
-            char why[96];
-            snprintf(why, sizeof why, "value encoding %d of column %.40s is not supported",
-                     h.encoding, c->name);
-            rc = bad(r, pos, why);
-        }
-        if (rc) break;
-        /* spread forward: value j sits at slot n - nn + j >= its row, so every move goes
-         * to a lower (or the same) slot and never overwrites a value still to move */
-        if (nn < n) {
-            int64_t j = 0;
-            for (int64_t i = 0; i < n; i++) {
-                if (nul[i]) {
-                    memset(slots + i * w, 0, (size_t)w);
-                } else {
-                    memmove(slots + i * w, dst + j * w, (size_t)w);
-                    j++;
-                }
-            }
-        }
-        row += n;
-        pos = next;
+        pos = body + (size_t)h.csize;
     }
     ferry_free(idx);
     return rc;

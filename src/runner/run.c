@@ -15,6 +15,16 @@ void ferry_runner_signal(void)
         atomic_store(&ferry__run_stop, FERRY_ECANCELED);
 }
 
+void ferry_runner_request_stop(int code)
+{
+    if (code == FERRY_ECANCELED) {
+        atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+        return;
+    }
+    int expected = 0;
+    atomic_compare_exchange_strong(&ferry__run_stop, &expected, code);
+}
+
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,
                     int64_t *seq, struct ferry_error *err)
 {

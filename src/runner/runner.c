@@ -35,7 +35,11 @@ static void verify_event(void *ctx, const char *resource, const char *type, cons
 static int load_pipeline(struct run *r, struct ferry_error *err)
 {
     const struct ferry_run_options *o = r->o;
-    if (o->pipeline_path) {
+    if (o->pipeline_text) {
+        int rc = ferry_pipeline_load_string(o->pipeline_text, o->pipeline_len, o->pipeline_name,
+                                            &r->p, err);
+        if (rc != FERRY_OK) return rc;
+    } else if (o->pipeline_path) {
         int rc = ferry_pipeline_load(o->pipeline_path, &r->p, err);
         if (rc != FERRY_OK) return rc;
     }
@@ -70,6 +74,8 @@ static int open_run(struct run *r, struct ferry_error *err)
     ferry__lease_owner(o->owner, r->owner, sizeof r->owner);
     r->task_lock_init = pthread_mutex_init(&r->task_lock, NULL) == 0;
     if (rc == FERRY_OK) rc = ferry_bus_open(o->bus_url, o->state_path, &r->bus, err);
+    if (rc == FERRY_OK && o->on_event)
+        rc = ferry_bus_observe(&r->bus, o->on_event, o->event_ctx, err);
     if (rc == FERRY_OK && (r->distributed || r->shard_mode))
         rc = ferry__shard_bus_open(r->bus, &r->tbus, err);
     if (rc == FERRY_OK) rc = ferry_tracker_open(o->state_path, r->bus, &r->tracker, err);

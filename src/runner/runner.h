@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include "ferry/connector.h"
 #include "ferry/error.h"
+#include "ferry/event.h"
 #include "ferry/pipeline.h"
 
 struct ferry_run_options {
@@ -38,6 +39,14 @@ struct ferry_run_options {
     const char *shard_resource;
     int shard;
     int64_t shard_token;
+    /* Embedding (src/embed/): the pipeline as YAML text instead of pipeline_path (named
+     * pipeline_name in messages), and an observer of every event the run publishes (on the
+     * publishing thread; bus/observe.c). */
+    const char *pipeline_text;
+    size_t pipeline_len;
+    const char *pipeline_name;
+    void (*on_event)(void *ctx, const struct ferry_event *ev);
+    void *event_ctx;
 };
 
 struct ferry_run_result {
@@ -91,6 +100,9 @@ int64_t ferry__budget_in_flight(const struct ferry_batch_opts *b, int flows, int
 
 /* Async-signal-safe: first call pauses cleanly, a second one cancels (run.c). */
 void ferry_runner_signal(void);
+/* Any thread: asks the running run to stop with FERRY_EPAUSED or FERRY_ECANCELED (a cancel
+ * wins over a pause). A run resets the request when it starts (run.c). */
+void ferry_runner_request_stop(int code);
 
 /* policy.c: refuses, before any data moves, what cannot be correct. */
 int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r,

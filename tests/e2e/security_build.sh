@@ -15,7 +15,7 @@ readelf -sW --dyn-syms "$B" | grep -q '__stack_chk_fail' || fail "no stack prote
 pass "PIE, full RELRO with BIND_NOW, non-executable stack, stack protector"
 # CET: the linker keeps the IBT/SHSTK property only when every linked object has it, and some
 # Debian libraries linked statically do not; so ferry's own objects are checked.
-lib="$(dirname "$B")/libferry_engine.a"
+lib="$(dirname "$B")/libferry.a"
 if [ "$(uname -m)" = x86_64 ] && [ -f "$lib" ]; then
   total=$(ar t "$lib" | grep -c '\.o$')
   cet=$(readelf -nW "$lib" | grep -c 'x86 feature: IBT, SHSTK' || true)

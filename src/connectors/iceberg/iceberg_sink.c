@@ -346,183 +346,211 @@ static int read_properties(struct ferry_cfg *cfg, json_t **out, struct ferry_err
     return FERRY_OK;
 }
 
-static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+/* What sink_open reads from the sink section; the secrets and the S3 client are owned until
+ * the sink takes them (open_keys_release frees what is left). */
+struct open_keys {
+    const char *warehouse, *ns, *catalog_name, *catalog_uri, *oauth2_uri, *scope;
+    char *uri_secret; /* catalog_uri: a PostgreSQL URL may hold a password */
+    char *token_secret, *cred_secret;
+    int kind;
+    int64_t file_bytes, retries, merge_count, chunk;
+    bool object_store;
+    struct ferry__s3_client *s3;
+};
+
+static void open_keys_release(struct open_keys *k)
 {
-    const char *warehouse = NULL, *ns = "default", *catalog_name = "ferry";
-    char *uri_secret = NULL; /* catalog_uri: a PostgreSQL URL may hold a password */
-    int kind = 0;
-    int64_t file_bytes = INT64_C(512) << 20, retries = COMMIT_TRIES;
-    int rc = ferry_cfg_str(cfg, "warehouse", true, &warehouse, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &ns, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &kind, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &uri_secret, err);
-    char *token_secret = NULL, *cred_secret = NULL;
-    const char *oauth2_uri = NULL, *scope = NULL;
-    if (rc == FERRY_OK) rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &token_secret, err);
+    ferry_secret_free(k->token_secret);
+    ferry_secret_free(k->cred_secret);
+    ferry__s3_client_close(k->s3);
+    ferry_secret_free(k->uri_secret);
+}
+
+static int read_open_keys(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    k->ns = "default";
+    k->catalog_name = "ferry";
+    k->file_bytes = INT64_C(512) << 20;
+    k->retries = COMMIT_TRIES;
+    k->merge_count = 100;
+    k->chunk = INT64_C(8) << 20;
+    int rc = ferry_cfg_str(cfg, "warehouse", true, &k->warehouse, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "namespace", false, &k->ns, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "catalog", false, catalog_words, &k->kind, err);
     if (rc == FERRY_OK)
-        rc = ferry_cfg_secret(cfg, "catalog_credential", false, false, &cred_secret, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_oauth2_uri", false, &oauth2_uri, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_scope", false, &scope, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &catalog_name, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &file_bytes, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &retries, err);
-    int64_t merge_count = 100;
+        rc = ferry_cfg_secret(cfg, "catalog_uri", false, true, &k->uri_secret, err);
     if (rc == FERRY_OK)
-        rc = ferry_cfg_int(cfg, "manifest_merge_count", false, 2, 100000, &merge_count, err);
-    const char *catalog_uri = uri_secret;
-    bool object_store = false;
-    struct ferry__s3_client *s3 = NULL;
-    int64_t chunk = INT64_C(8) << 20;
-    if (rc != FERRY_OK) goto out;
-    if (warehouse[0] == '\0') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"), "must not be empty");
-        goto out;
-    }
-    object_store = strstr(warehouse, "://") != NULL && strncmp(warehouse, "file://", 7) != 0;
-    if (object_store) {
-        /* s3://bucket[/path]: the same connection keys as the s3 sink */
+        rc = ferry_cfg_secret(cfg, "catalog_token", false, false, &k->token_secret, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_secret(cfg, "catalog_credential", false, false, &k->cred_secret, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_oauth2_uri", false, &k->oauth2_uri, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_scope", false, &k->scope, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "catalog_name", false, &k->catalog_name, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "file_bytes", false, &k->file_bytes, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "commit_retries", false, 0, 1000, &k->retries, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "manifest_merge_count", false, 2, 100000, &k->merge_count, err);
+    k->catalog_uri = k->uri_secret;
+    return rc;
+}
+
+/* warehouse: a local folder (absolute, or file:///PATH) or s3://BUCKET[/PATH], whose S3
+ * client is opened with the same connection keys as the s3 sink. */
+static int open_warehouse(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    const char *warehouse = k->warehouse;
+    if (warehouse[0] == '\0')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"), "must not be empty");
+    k->object_store = strstr(warehouse, "://") != NULL && strncmp(warehouse, "file://", 7) != 0;
+    if (k->object_store) {
         const char *b = warehouse + 5, *slash = strchr(b, '/');
-        if (strncmp(warehouse, "s3://", 5) != 0 || (slash && (strstr(slash, "//") || slash == b))) {
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                                 "%s: must be a local folder, file:///PATH or s3://BUCKET/PATH",
-                                 warehouse);
-            goto out;
-        }
+        if (strncmp(warehouse, "s3://", 5) != 0 || (slash && (strstr(slash, "//") || slash == b)))
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
+                                   "%s: must be a local folder, file:///PATH or s3://BUCKET/PATH",
+                                   warehouse);
         char *bucket = slash ? ferry_strndup(b, (size_t)(slash - b)) : ferry_strdup(b);
-        if (bucket == NULL) {
-            rc = nomem(err);
-            goto out;
-        }
-        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "warehouse"), "iceberg sink",
-                                   &s3, err);
+        if (bucket == NULL) return nomem(err);
+        int rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "warehouse"),
+                                       "iceberg sink", &k->s3, err);
         ferry_free(bucket);
-        if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &chunk, err);
-        if (rc == FERRY_OK && (chunk < (INT64_C(5) << 20) || chunk > (INT64_C(1) << 30)))
+        if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "multipart_chunk", false, &k->chunk, err);
+        if (rc == FERRY_OK && (k->chunk < (INT64_C(5) << 20) || k->chunk > (INT64_C(1) << 30)))
             rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "multipart_chunk"),
                                  "must be between 5MiB (S3's smallest part) and 1GiB");
-        if (rc != FERRY_OK) goto out;
+        if (rc != FERRY_OK) return rc;
     }
-    if (strncmp(warehouse, "file://", 7) == 0) warehouse += 7;
-    if (!object_store && warehouse[0] != '/') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
-                             "must be an absolute path (Iceberg metadata holds absolute "
-                             "locations)");
-        goto out;
+    if (strncmp(warehouse, "file://", 7) == 0) {
+        warehouse += 7;
+        k->warehouse = warehouse;
     }
-    if (ns[0] == '\0' || strchr(ns, '/') || ns[0] == '.') {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "namespace"),
-                             "must be a name without '/' or a leading '.'");
-        goto out;
-    }
-    if (kind == ICEBERG_CATALOG_REST &&
-        (catalog_uri == NULL || (strncmp(catalog_uri, "http://", 7) && strncmp(catalog_uri, "https://", 8)))) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, catalog_uri ? "catalog_uri" : "catalog"),
-                             "catalog: rest needs catalog_uri: the REST catalog's http(s)://HOST[:PORT][/PATH]");
-        goto out;
-    }
+    if (!k->object_store && warehouse[0] != '/')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "warehouse"),
+                               "must be an absolute path (Iceberg metadata holds absolute "
+                               "locations)");
+    return FERRY_OK;
+}
+
+/* The REST catalog's keys: its URI, a bearer token or an OAuth2 credential (with its token
+ * endpoint and scope), none of them with another catalog. */
+static int check_rest_keys(struct ferry_cfg *cfg, const struct open_keys *k,
+                           struct ferry_error *err)
+{
+    const char *uri = k->catalog_uri, *oauth2_uri = k->oauth2_uri;
+    if (k->kind == ICEBERG_CATALOG_REST &&
+        (uri == NULL || (strncmp(uri, "http://", 7) && strncmp(uri, "https://", 8))))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, uri ? "catalog_uri" : "catalog"),
+                               "catalog: rest needs catalog_uri: the REST catalog's "
+                               "http(s)://HOST[:PORT][/PATH]");
     static const char *const rest_only[] = {"catalog_token", "catalog_credential",
                                             "catalog_oauth2_uri", "catalog_scope", NULL};
-    for (int i = 0; kind != ICEBERG_CATALOG_REST && rest_only[i]; i++) {
-        if (ferry_cfg_get(cfg, rest_only[i]) != NULL) {
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, rest_only[i]), "only used with catalog: rest");
-            goto out;
-        }
-    }
-    if (token_secret != NULL && cred_secret != NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_credential"),
-                             "give either catalog_token (a bearer token) or catalog_credential "
-                             "(OAuth2 client_id:client_secret), not both");
-        goto out;
-    }
-    if ((oauth2_uri || scope) && cred_secret == NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, oauth2_uri ? "catalog_oauth2_uri" : "catalog_scope"),
-                             "only used with catalog_credential (OAuth2)");
-        goto out;
-    }
-    if (oauth2_uri && strncmp(oauth2_uri, "http://", 7) && strncmp(oauth2_uri, "https://", 8)) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
-                             "must be the token endpoint's http(s):// URL");
-        goto out;
-    }
+    for (int i = 0; k->kind != ICEBERG_CATALOG_REST && rest_only[i]; i++)
+        if (ferry_cfg_get(cfg, rest_only[i]) != NULL)
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, rest_only[i]),
+                                   "only used with catalog: rest");
+    if (k->token_secret != NULL && k->cred_secret != NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_credential"),
+                               "give either catalog_token (a bearer token) or catalog_credential "
+                               "(OAuth2 client_id:client_secret), not both");
+    if ((oauth2_uri || k->scope) && k->cred_secret == NULL)
+        return ferry_cfg_error(
+            err, ferry_cfg_get(cfg, oauth2_uri ? "catalog_oauth2_uri" : "catalog_scope"),
+            "only used with catalog_credential (OAuth2)");
+    if (oauth2_uri && strncmp(oauth2_uri, "http://", 7) && strncmp(oauth2_uri, "https://", 8))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                               "must be the token endpoint's http(s):// URL");
     if (oauth2_uri) {
         const char *host = strstr(oauth2_uri, "://") + 3;
-        if (memchr(host, '@', strcspn(host, "/?#")) != NULL) { /* never echo a password */
-            rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
-                                 "must not hold credentials: give them as catalog_credential");
-            goto out;
-        }
+        if (memchr(host, '@', strcspn(host, "/?#")) != NULL) /* never echo a password */
+            return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_oauth2_uri"),
+                                   "must not hold credentials: give them as catalog_credential");
     }
-    if (kind == ICEBERG_CATALOG_SQL && (catalog_uri == NULL || catalog_uri[0] == '\0')) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog"),
-                             "catalog: sql needs catalog_uri: the SQLite file of the catalog or "
-                             "a postgresql:// URL (env:NAME or file:PATH when it holds a password)");
-        goto out;
+    return FERRY_OK;
+}
+
+/* namespace, the catalog's keys and file_bytes; strips a sqlite: prefix of catalog_uri. */
+static int check_catalog_keys(struct ferry_cfg *cfg, struct open_keys *k, struct ferry_error *err)
+{
+    const char *ns = k->ns;
+    if (ns[0] == '\0' || strchr(ns, '/') || ns[0] == '.')
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "namespace"),
+                               "must be a name without '/' or a leading '.'");
+    int rc = check_rest_keys(cfg, k, err);
+    if (rc != FERRY_OK) return rc;
+    if (k->kind == ICEBERG_CATALOG_SQL && (k->catalog_uri == NULL || k->catalog_uri[0] == '\0'))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog"),
+                               "catalog: sql needs catalog_uri: the SQLite file of the catalog or "
+                               "a postgresql:// URL (env:NAME or file:PATH when it holds a "
+                               "password)");
+    if (k->kind == ICEBERG_CATALOG_FILESYSTEM && k->catalog_uri != NULL)
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_uri"),
+                               "only used with catalog: sql");
+    if (strncmp(k->catalog_uri ? k->catalog_uri : "", "sqlite:", 7) == 0) {
+        k->catalog_uri += 7;
+        while (k->catalog_uri[0] == '/' && k->catalog_uri[1] == '/') k->catalog_uri++;
     }
-    if (kind == ICEBERG_CATALOG_FILESYSTEM && catalog_uri != NULL) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "catalog_uri"), "only used with catalog: sql");
-        goto out;
-    }
-    if (strncmp(catalog_uri ? catalog_uri : "", "sqlite:", 7) == 0) {
-        catalog_uri += 7;
-        while (catalog_uri[0] == '/' && catalog_uri[1] == '/') catalog_uri++;
-    }
-    if (file_bytes < (INT64_C(1) << 20)) {
-        rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "file_bytes"), "must be at least 1MiB");
-        goto out;
-    }
-    const struct ferry__files_format *fmt = ferry__files_format_find("parquet");
-    if (fmt == NULL || fmt->column_stats == NULL) {
-        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg", "iceberg sink: no parquet writer");
-        goto out;
-    }
+    if (k->file_bytes < (INT64_C(1) << 20))
+        return ferry_cfg_error(err, ferry_cfg_get(cfg, "file_bytes"), "must be at least 1MiB");
+    return FERRY_OK;
+}
+
+/* The sink, taking k's secrets and S3 client. */
+static int sink_new(struct open_keys *k, const struct ferry__files_format *fmt, struct sink **out,
+                    struct ferry_error *err)
+{
     struct sink *s = ferry_calloc(1, sizeof *s);
-    if (s == NULL) {
-        rc = nomem(err);
-        goto out;
-    }
-    s->kind = (enum ferry__iceberg_catalog_kind)kind;
+    if (s == NULL) return nomem(err);
+    const char *uri = k->catalog_uri;
+    s->kind = (enum ferry__iceberg_catalog_kind)k->kind;
     s->fmt = fmt;
-    s->warehouse = ferry_strdup(warehouse);
-    s->s3 = s3;
-    s->chunk = chunk;
-    s3 = NULL;
-    s->ns = ferry_strdup(ns);
-    s->sql_path = catalog_uri ? ferry_strdup(catalog_uri) : NULL;
-    s->sql_is_pg = catalog_uri && (!strncmp(catalog_uri, "postgres://", 11) ||
-                                   !strncmp(catalog_uri, "postgresql://", 13));
-    s->catalog_name = ferry_strdup(catalog_name);
-    s->rest_token = token_secret;
-    token_secret = NULL;
-    s->rest_credential = cred_secret;
-    cred_secret = NULL;
-    s->rest_oauth2_uri = oauth2_uri ? ferry_strdup(oauth2_uri) : NULL;
-    s->rest_scope = scope ? ferry_strdup(scope) : NULL;
-    s->file_bytes = file_bytes;
-    s->retries = retries;
-    s->merge_count = merge_count;
+    s->warehouse = ferry_strdup(k->warehouse);
+    s->s3 = k->s3;
+    s->chunk = k->chunk;
+    k->s3 = NULL;
+    s->ns = ferry_strdup(k->ns);
+    s->sql_path = uri ? ferry_strdup(uri) : NULL;
+    s->sql_is_pg = uri && (!strncmp(uri, "postgres://", 11) || !strncmp(uri, "postgresql://", 13));
+    s->catalog_name = ferry_strdup(k->catalog_name);
+    s->rest_token = k->token_secret;
+    k->token_secret = NULL;
+    s->rest_credential = k->cred_secret;
+    k->cred_secret = NULL;
+    s->rest_oauth2_uri = k->oauth2_uri ? ferry_strdup(k->oauth2_uri) : NULL;
+    s->rest_scope = k->scope ? ferry_strdup(k->scope) : NULL;
+    s->file_bytes = k->file_bytes;
+    s->retries = k->retries;
+    s->merge_count = k->merge_count;
     if (s->warehouse) {
         size_t wl = strlen(s->warehouse);
         while (wl > 1 && s->warehouse[wl - 1] == '/') s->warehouse[--wl] = '\0';
     }
-    if (!s->warehouse || !s->ns || !s->catalog_name || (catalog_uri && !s->sql_path) ||
-        (oauth2_uri && !s->rest_oauth2_uri) || (scope && !s->rest_scope)) {
+    if (!s->warehouse || !s->ns || !s->catalog_name || (uri && !s->sql_path) ||
+        (k->oauth2_uri && !s->rest_oauth2_uri) || (k->scope && !s->rest_scope)) {
         sink_close(s);
-        rc = nomem(err);
-        goto out;
+        return nomem(err);
     }
-    rc = read_partition_cfg(cfg, &s->partition_cfg, err);
+    *out = s;
+    return FERRY_OK;
+}
+
+static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    struct open_keys k;
+    memset(&k, 0, sizeof k);
+    struct sink *s = NULL;
+    int rc = read_open_keys(cfg, &k, err);
+    if (rc == FERRY_OK) rc = open_warehouse(cfg, &k, err);
+    if (rc == FERRY_OK) rc = check_catalog_keys(cfg, &k, err);
+    const struct ferry__files_format *fmt = ferry__files_format_find("parquet");
+    if (rc == FERRY_OK && (fmt == NULL || fmt->column_stats == NULL))
+        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg", "iceberg sink: no parquet writer");
+    if (rc == FERRY_OK) rc = sink_new(&k, fmt, &s, err);
+    if (rc == FERRY_OK) rc = read_partition_cfg(cfg, &s->partition_cfg, err);
     if (rc == FERRY_OK) rc = read_properties(cfg, &s->properties, err);
     if (rc == FERRY_OK && fmt->configure) rc = fmt->configure(cfg, &s->opts.conf, err);
-    if (rc != FERRY_OK) {
-        sink_close(s);
-        goto out;
-    }
-    *ctx = s;
-out:
-    ferry_secret_free(token_secret);
-    ferry_secret_free(cred_secret);
-    ferry__s3_client_close(s3);
-    ferry_secret_free(uri_secret);
+    if (rc == FERRY_OK) *ctx = s;
+    else if (s != NULL) sink_close(s);
+    open_keys_release(&k);
     return rc;
 }
 
@@ -2286,31 +2314,44 @@ static int merge_manifests(struct sink *s, struct target *t, json_t *meta, json_
     return rc;
 }
 
-/* One snapshot for one table; retried on a conflict. */
-static int commit_table(struct sink *s, struct target *t, struct ferry_error *err)
+/* One table's commit: its new files by kind ([0] data, [1] deletes, each kind gets its own
+ * manifest) and the names of what the commit writes. */
+struct commit {
+    int kind_n[2];
+    int64_t kind_rows[2], kind_bytes[2], eq_rows, pos_rows;
+    int n_new;
+    char *mdir;
+    /* [0] data, [1] deletes, [2] the merge of earlier data manifests (rewritten per try) */
+    char *manifests[3];
+    int64_t manifest_len[2];
+    bool manifest_written;
+    char *manifest_list;
+    int64_t snapshot_id;
+    int64_t t_commit;
+};
+
+/* Closes the session's open files, counts what is new and names the manifests. */
+static int commit_prepare(struct sink *s, struct target *t, struct commit *c,
+                          struct ferry_error *err)
 {
     int rc = FERRY_OK;
     for (int i = 0; i < t->n_pw && rc == FERRY_OK; i++) rc = close_file(s, t, t->pw[i], err);
     for (int i = 0; i < t->n_eqws && rc == FERRY_OK; i++) rc = close_file(s, t, t->eqws[i], err);
     if (rc == FERRY_OK && t->n_pd > 0) rc = write_position_deletes(s, t, err);
     if (rc != FERRY_OK) return rc;
-    /* [0]: data files, [1]: delete files; each kind gets its own manifest */
-    int kind_n[2] = {0, 0};
-    int64_t kind_rows[2] = {0, 0}, kind_bytes[2] = {0, 0}, eq_rows = 0, pos_rows = 0;
     for (int i = 0; i < t->n_files; i++) {
         const struct dfile *f = &t->files[i];
         if (f->committed) continue;
         int k = f->content != CONTENT_DATA;
-        kind_n[k]++;
-        kind_rows[k] += f->rows;
-        kind_bytes[k] += f->bytes;
-        if (f->content == CONTENT_EQ_DELETES) eq_rows += f->rows;
-        if (f->content == CONTENT_POS_DELETES) pos_rows += f->rows;
+        c->kind_n[k]++;
+        c->kind_rows[k] += f->rows;
+        c->kind_bytes[k] += f->bytes;
+        if (f->content == CONTENT_EQ_DELETES) c->eq_rows += f->rows;
+        if (f->content == CONTENT_POS_DELETES) c->pos_rows += f->rows;
     }
-    int n_new = kind_n[0] + kind_n[1];
-    int64_t added_rows = kind_rows[0], added_bytes = kind_bytes[0];
+    c->n_new = c->kind_n[0] + c->kind_n[1];
     /* the names of the new files must be durable before a manifest names them */
-    if (n_new > 0) {
+    if (c->n_new > 0) {
         ferry__iceberg_io_sync_dir(s->io, t->data_dir);
         for (int i = 0; i < t->n_pw; i++) {
             if (!t->pw[i]->key[0]) continue;
@@ -2319,271 +2360,332 @@ static int commit_table(struct sink *s, struct target *t, struct ferry_error *er
             ferry_free(d);
         }
     }
-    char *mdir = ferry_asprintf("%s/metadata", t->dir);
+    c->mdir = ferry_asprintf("%s/metadata", t->dir);
     char uuid[40];
     uuid4(uuid);
-    /* [0] data, [1] deletes, [2] the merge of earlier data manifests (rewritten per try) */
-    char *manifests[3] = {mdir ? ferry_asprintf("%s/%s-m0.avro", mdir, uuid) : NULL,
-                          mdir ? ferry_asprintf("%s/%s-m1.avro", mdir, uuid) : NULL,
-                          mdir ? ferry_asprintf("%s/%s-m2.avro", mdir, uuid) : NULL};
-    if (manifests[0] == NULL || manifests[1] == NULL || manifests[2] == NULL) {
-        for (int k = 0; k < 3; k++) ferry_free(manifests[k]);
-        ferry_free(mdir);
+    for (int k = 0; k < 3; k++)
+        c->manifests[k] = c->mdir ? ferry_asprintf("%s/%s-m%d.avro", c->mdir, uuid, k) : NULL;
+    if (c->manifests[0] == NULL || c->manifests[1] == NULL || c->manifests[2] == NULL)
         return nomem(err);
+    c->snapshot_id = random_id();
+    c->t_commit = ferry_now_mono_us();
+    return FERRY_OK;
+}
+
+/* The manifests of the new data and delete files (once per commit, not per try). */
+static int write_new_manifests(struct sink *s, struct target *t, json_t *meta, struct commit *c,
+                               struct ferry_error *err)
+{
+    for (int k = 0; k < 2 && !c->manifest_written; k++) {
+        if (c->kind_n[k] == 0) continue;
+        json_t *schema = manifest_entry_schema(t);
+        json_t *entries = json_array();
+        for (int i = 0; i < t->n_files; i++)
+            if (!t->files[i].committed && (t->files[i].content != CONTENT_DATA) == k)
+                json_array_append_new(entries, entry_json(t, &t->files[i], c->snapshot_id));
+        char *sj = json_dumps(current_schema(meta), JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_t *pspec = spec_json(t);
+        char *pj = json_dumps(pspec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(pspec);
+        char sid[16], spid[16];
+        snprintf(sid, sizeof sid, "%" JSON_INTEGER_FORMAT,
+                 json_integer_value(json_object_get(meta, "current-schema-id")));
+        snprintf(spid, sizeof spid, "%d", t->spec_id);
+        json_t *mm = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "schema", sj ? sj : "{}", "schema-id",
+                               sid, "partition-spec", pj ? pj : "[]", "partition-spec-id", spid,
+                               "format-version", "2", "content", k ? "deletes" : "data");
+        free(sj);
+        free(pj);
+        int rc = write_avro_file(s, c->manifests[k], schema, mm, entries, &c->manifest_len[k], err);
+        json_decref(schema);
+        json_decref(entries);
+        json_decref(mm);
+        if (rc != FERRY_OK) return rc;
     }
-    int64_t snapshot_id = random_id();
-    int64_t t_commit = ferry_now_mono_us();
-    int64_t manifest_len[2] = {0, 0};
-    char *manifest_list = NULL;
-    bool manifest_written = false;
+    c->manifest_written = true;
+    return FERRY_OK;
+}
+
+/* The snapshot's manifest list: the parent's manifests (none for a replace), merged when
+ * they are many, and the new ones; written under a name of this try. */
+static int write_manifest_list(struct sink *s, struct target *t, json_t *meta, json_t *parent,
+                               json_int_t seq, bool replace, int tries, struct commit *c,
+                               struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    json_t *list = NULL;
+    if (replace) list = json_array();
+    else rc = parent_manifests(s, parent, &list, err);
+    bool merged = false;
+    if (rc == FERRY_OK && !replace)
+        rc = merge_manifests(s, t, meta, &list, c->manifests[2], c->snapshot_id, seq, &merged,
+                             err);
+    for (int k = 0; k < 2 && rc == FERRY_OK; k++) {
+        if (c->kind_n[k] == 0) continue;
+        char *muri = ferry__iceberg_io_uri(s->io, c->manifests[k]);
+        json_array_append_new(
+            list, json_pack("{s:s,s:I,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:o,s:n}",
+                            "manifest_path", muri ? muri : "", "manifest_length",
+                            (json_int_t)c->manifest_len[k], "partition_spec_id", t->spec_id,
+                            "content", k, "sequence_number", seq, "min_sequence_number", seq,
+                            "added_snapshot_id", (json_int_t)c->snapshot_id, "added_files_count",
+                            c->kind_n[k], "existing_files_count", 0, "deleted_files_count", 0,
+                            "added_rows_count", (json_int_t)c->kind_rows[k], "existing_rows_count",
+                            (json_int_t)0, "deleted_rows_count", (json_int_t)0, "partitions",
+                            partition_summaries(t, k), "key_metadata"));
+        ferry_free(muri);
+    }
+    ferry_free(c->manifest_list);
+    char uuid2[40];
+    uuid4(uuid2);
+    c->manifest_list = ferry_asprintf("%s/snap-%" PRId64 "-%d-%s.avro", c->mdir, c->snapshot_id,
+                                      tries + 1, uuid2);
+    if (rc == FERRY_OK && c->manifest_list == NULL) rc = nomem(err);
+    if (rc == FERRY_OK) {
+        char sid[24], pid[24], sq[24];
+        snprintf(sid, sizeof sid, "%" PRId64, c->snapshot_id);
+        if (parent)
+            snprintf(pid, sizeof pid, "%" JSON_INTEGER_FORMAT,
+                     json_integer_value(json_object_get(parent, "snapshot-id")));
+        else
+            snprintf(pid, sizeof pid, "null");
+        snprintf(sq, sizeof sq, "%" JSON_INTEGER_FORMAT, seq);
+        json_t *lm = json_pack("{s:s,s:s,s:s,s:s}", "snapshot-id", sid, "parent-snapshot-id", pid,
+                               "sequence-number", sq, "format-version", "2");
+        json_t *schema = manifest_file_schema();
+        rc = write_avro_file(s, c->manifest_list, schema, lm, list, NULL, err);
+        json_decref(schema);
+        json_decref(lm);
+    }
+    json_decref(list);
+    return rc;
+}
+
+/* The snapshot's summary: what it adds (and, for a replace, removes), the totals, and ferry's
+ * pipeline, resource, run and checkpoint `cp` (taken). */
+static json_t *snapshot_summary(const struct sink *s, const struct target *t, json_t *parent,
+                                bool replace, const struct commit *c, json_t *cp)
+{
+    json_t *sum = json_object();
+    json_object_set_new(sum, "operation",
+                        json_string(replace || c->kind_n[1] > 0 ? "overwrite" : "append"));
+    set_num(sum, "added-data-files", c->kind_n[0]);
+    set_num(sum, "added-records", c->kind_rows[0]);
+    set_num(sum, "added-files-size", c->kind_bytes[0]);
+    int64_t prev_rows = summary_int(parent, "total-records");
+    int64_t prev_files = summary_int(parent, "total-data-files");
+    int64_t prev_size = summary_int(parent, "total-files-size");
+    if (replace && parent) {
+        set_num(sum, "deleted-data-files", prev_files);
+        set_num(sum, "deleted-records", prev_rows);
+        set_num(sum, "removed-files-size", prev_size);
+        prev_rows = prev_files = prev_size = 0;
+    }
+    set_num(sum, "total-records", prev_rows + c->kind_rows[0]);
+    set_num(sum, "total-data-files", prev_files + c->kind_n[0]);
+    set_num(sum, "total-files-size", prev_size + c->kind_bytes[0] + c->kind_bytes[1]);
+    int64_t prev_del = replace ? 0 : summary_int(parent, "total-delete-files");
+    int64_t prev_eq = replace ? 0 : summary_int(parent, "total-equality-deletes");
+    int64_t prev_pos = replace ? 0 : summary_int(parent, "total-position-deletes");
+    if (c->kind_n[1] > 0) {
+        set_num(sum, "added-delete-files", c->kind_n[1]);
+        set_num(sum, "added-equality-deletes", c->eq_rows);
+        set_num(sum, "added-position-deletes", c->pos_rows);
+    }
+    set_num(sum, "total-delete-files", prev_del + c->kind_n[1]);
+    set_num(sum, "total-position-deletes", prev_pos + c->pos_rows);
+    set_num(sum, "total-equality-deletes", prev_eq + c->eq_rows);
+    json_object_set_new(sum, "ferry.pipeline", json_string(s->pipeline));
+    json_object_set_new(sum, "ferry.resource", json_string(t->resource));
+    set_num(sum, "ferry.run-id", s->run_id);
+    set_num(sum, "ferry.attempt", s->attempt);
+    char *cpt = json_dumps(cp, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(cp);
+    json_object_set_new(sum, "ferry.checkpoint", json_string(cpt ? cpt : "{}"));
+    free(cpt);
+    return sum;
+}
+
+/* A copy of meta with snapshot `snap` (taken) appended and made current. */
+static json_t *next_metadata(json_t *meta, json_t *snap, json_int_t seq, int64_t ts,
+                             int64_t snapshot_id)
+{
+    json_t *next = json_deep_copy(meta);
+    json_t *snaps = json_object_get(next, "snapshots");
+    if (!json_is_array(snaps)) {
+        json_object_set_new(next, "snapshots", json_array());
+        snaps = json_object_get(next, "snapshots");
+    }
+    json_array_append_new(snaps, snap);
+    json_object_set_new(next, "last-sequence-number", json_integer(seq));
+    json_object_set_new(next, "last-updated-ms", json_integer(ts));
+    json_object_set_new(next, "current-snapshot-id", json_integer(snapshot_id));
+    json_object_set_new(next, "refs", json_pack("{s:{s:I,s:s}}", "main", "snapshot-id",
+                                                (json_int_t)snapshot_id, "type", "branch"));
+    json_t *slog = json_object_get(next, "snapshot-log");
+    if (!json_is_array(slog)) {
+        json_object_set_new(next, "snapshot-log", json_array());
+        slog = json_object_get(next, "snapshot-log");
+    }
+    json_array_append_new(slog, json_pack("{s:I,s:I}", "snapshot-id", (json_int_t)snapshot_id,
+                                          "timestamp-ms", (json_int_t)ts));
+    return next;
+}
+
+/* The snapshot of this try, committed to the catalog as metadata version `version` + 1. */
+static int commit_snapshot(struct sink *s, struct target *t, json_t *meta, const char *loc,
+                           int version, json_t *parent, json_int_t seq, bool replace,
+                           struct commit *c, json_t *cp, struct ferry_error *err)
+{
+    json_t *sum = snapshot_summary(s, t, parent, replace, c, cp);
+    char *luri = ferry__iceberg_io_uri(s->io, c->manifest_list);
+    int64_t ts = now_ms();
+    json_t *snap = json_pack("{s:I,s:I,s:I,s:s,s:o,s:O}", "snapshot-id",
+                             (json_int_t)c->snapshot_id, "sequence-number", seq, "timestamp-ms",
+                             (json_int_t)ts, "manifest-list", luri ? luri : "", "summary", sum,
+                             "schema-id", json_object_get(meta, "current-schema-id"));
+    ferry_free(luri);
+    if (parent) json_object_set(snap, "parent-snapshot-id", json_object_get(parent, "snapshot-id"));
+    json_t *next = next_metadata(meta, snap, seq, ts, c->snapshot_id);
+    json_t *dropped = json_array();
+    int rc = dropped ? log_metadata(next, loc, meta, dropped, err) : nomem(err);
+    if (rc == FERRY_OK) rc = ferry_failpoint_check("iceberg_before_catalog_commit", err);
+    if (rc == FERRY_OK)
+        rc = ferry__iceberg_catalog_commit(s->cat, t->table, loc, version + 1, next, NULL, err);
+    if (rc == FERRY_OK) drop_old_metadata(t, next, dropped);
+    json_decref(dropped);
+    json_decref(next);
+    return rc;
+}
+
+/* What a catalog commit's outcome means for the files and for another try (*done). */
+static int after_catalog_commit(struct sink *s, struct target *t, struct commit *c, int rc,
+                                bool replace, int tries, bool *done, struct ferry_error *err)
+{
+    *done = true;
+    if (rc == FERRY_OK) {
+        for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;
+        ferry_log(FERRY_LOG_INFO,
+                  "iceberg sink: table %s: snapshot %" PRId64 " (%s, %d files) committed in "
+                  "%.1f ms",
+                  t->table, c->snapshot_id, replace || c->kind_n[1] ? "overwrite" : "append",
+                  c->n_new, (double)(ferry_now_mono_us() - c->t_commit) / 1000.0);
+        return rc;
+    }
+    if (rc != FERRY_ECONFLICT && ferry__iceberg_catalog_commit_unknown(s->cat)) {
+        /* the snapshot may be in the table: keep every file it names; a later attempt
+         * of the run removes them if no snapshot does */
+        for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;
+        c->manifest_written = false;
+        ferry_log(FERRY_LOG_WARN,
+                  "iceberg sink: table %s: commit outcome unknown, its files are kept",
+                  t->table);
+        return rc;
+    }
+    ferry__iceberg_io_remove(s->io, c->manifest_list, NULL); /* never referenced */
+    ferry__iceberg_io_remove(s->io, c->manifests[2], NULL);
+    if (rc != FERRY_ECONFLICT) return rc;
+    *done = false;
+    ferry_log(FERRY_LOG_INFO, "iceberg sink: table %s: commit conflict, retrying (%d)", t->table,
+              tries + 1);
+    ferry_error_clear(err);
+    return ferry_error_set(err, FERRY_ECONFLICT, "iceberg",
+                           "iceberg sink: table %s: %d commits conflicted with other writers",
+                           t->table, tries + 1);
+}
+
+/* One try: the table's current metadata, the manifests, the snapshot, the catalog commit.
+ * *done: no other try (committed, nothing to commit, or a failure a try cannot mend). */
+static int commit_try(struct sink *s, struct target *t, struct commit *c, int tries, bool *done,
+                      struct ferry_error *err)
+{
+    *done = true;
+    int version = 0;
     json_t *meta = NULL;
     char *loc = NULL;
-    for (int tries = 0; tries <= s->retries; tries++) {
-        int version = 0;
-        json_decref(meta);
-        ferry_free(loc);
-        meta = NULL;
-        loc = NULL;
-        rc = ferry__iceberg_catalog_load(s->cat, t->table, &meta, &loc, &version, err);
-        if (rc == FERRY_OK && meta == NULL)
-            rc = ferry_error_set(err, FERRY_ESINK, "iceberg",
-                                 "iceberg sink: table %s.%s disappeared during the run", s->ns,
-                                 t->table);
-        if (rc != FERRY_OK) break;
-        json_t *prev = latest_ferry_snapshot(meta, s->pipeline);
-        bool adds = false;
-        json_t *cp = merged_checkpoint(s, t, prev, &adds);
-        /* A run that commits more than once (pause, resume) replaces the table at its first
-         * commit only; later commits add to the run's own new table. */
-        const char *prev_run = json_string_value(
-            json_object_get(json_object_get(prev, "summary"), "ferry.run-id"));
-        bool same_run = prev_run != NULL && strtoll(prev_run, NULL, 10) == s->run_id;
-        bool replace = t->mode == FERRY_WRITE_REPLACE && !same_run;
-        /* No file, no snapshot: a checkpoint alone protects no row from being written twice
-         * (a resumed run re-reads nothing it would duplicate), and a resumed run whose rows
-         * the table already holds must not commit them again. A replace still commits
-         * when this session read its resource (an empty source empties the table; a
-         * resource a paused run never reached leaves its table alone). */
-        if (n_new == 0 && !(replace && json_object_size(t->positions) > 0)) {
-            json_decref(cp);
-            ferry_log(FERRY_LOG_INFO,
-                      "iceberg sink: table %s: nothing new to commit%s", t->table,
-                      adds ? "" : " (its checkpoint is already in the table)");
-            break;
-        }
-        for (int k = 0; k < 2 && !manifest_written; k++) {
-            if (kind_n[k] == 0) continue;
-            json_t *schema = manifest_entry_schema(t);
-            json_t *entries = json_array();
-            for (int i = 0; i < t->n_files; i++)
-                if (!t->files[i].committed && (t->files[i].content != CONTENT_DATA) == k)
-                    json_array_append_new(entries, entry_json(t, &t->files[i], snapshot_id));
-            char *sj = json_dumps(current_schema(meta), JSON_COMPACT | JSON_PRESERVE_ORDER);
-            json_t *pspec = spec_json(t);
-            char *pj = json_dumps(pspec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-            json_decref(pspec);
-            char sid[16], spid[16];
-            snprintf(sid, sizeof sid, "%" JSON_INTEGER_FORMAT,
-                     json_integer_value(json_object_get(meta, "current-schema-id")));
-            snprintf(spid, sizeof spid, "%d", t->spec_id);
-            json_t *mm = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "schema", sj ? sj : "{}",
-                                   "schema-id", sid, "partition-spec", pj ? pj : "[]",
-                                   "partition-spec-id", spid, "format-version", "2", "content",
-                                   k ? "deletes" : "data");
-            free(sj);
-            free(pj);
-            rc = write_avro_file(s, manifests[k], schema, mm, entries, &manifest_len[k], err);
-            json_decref(schema);
-            json_decref(entries);
-            json_decref(mm);
-            if (rc != FERRY_OK) break;
-        }
-        if (rc != FERRY_OK) {
-            json_decref(cp);
-            break;
-        }
-        manifest_written = true;
+    int rc = ferry__iceberg_catalog_load(s->cat, t->table, &meta, &loc, &version, err);
+    if (rc == FERRY_OK && meta == NULL)
+        rc = ferry_error_set(err, FERRY_ESINK, "iceberg",
+                             "iceberg sink: table %s.%s disappeared during the run", s->ns,
+                             t->table);
+    json_t *prev = rc == FERRY_OK ? latest_ferry_snapshot(meta, s->pipeline) : NULL;
+    bool adds = false;
+    json_t *cp = rc == FERRY_OK ? merged_checkpoint(s, t, prev, &adds) : NULL;
+    /* A run that commits more than once (pause, resume) replaces the table at its first
+     * commit only; later commits add to the run's own new table. */
+    const char *prev_run =
+        json_string_value(json_object_get(json_object_get(prev, "summary"), "ferry.run-id"));
+    bool same_run = prev_run != NULL && strtoll(prev_run, NULL, 10) == s->run_id;
+    bool replace = t->mode == FERRY_WRITE_REPLACE && !same_run;
+    /* No file, no snapshot: a checkpoint alone protects no row from being written twice
+     * (a resumed run re-reads nothing it would duplicate), and a resumed run whose rows
+     * the table already holds must not commit them again. A replace still commits
+     * when this session read its resource (an empty source empties the table; a
+     * resource a paused run never reached leaves its table alone). */
+    if (rc == FERRY_OK && c->n_new == 0 && !(replace && json_object_size(t->positions) > 0)) {
+        ferry_log(FERRY_LOG_INFO, "iceberg sink: table %s: nothing new to commit%s", t->table,
+                  adds ? "" : " (its checkpoint is already in the table)");
+    } else if (rc == FERRY_OK) {
+        rc = write_new_manifests(s, t, meta, c, err);
         json_t *parent = current_snapshot(meta);
         json_int_t seq = json_integer_value(json_object_get(meta, "last-sequence-number")) + 1;
-        json_t *list = NULL;
-        if (replace)
-            list = json_array();
-        else
-            rc = parent_manifests(s, parent, &list, err);
-        bool merged = false;
-        if (rc == FERRY_OK && !replace)
-            rc = merge_manifests(s, t, meta, &list, manifests[2], snapshot_id, seq, &merged, err);
-        for (int k = 0; k < 2 && rc == FERRY_OK; k++) {
-            if (kind_n[k] == 0) continue;
-            char *muri = ferry__iceberg_io_uri(s->io, manifests[k]);
-            json_array_append_new(
-                list, json_pack("{s:s,s:I,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:o,s:n}",
-                                "manifest_path", muri ? muri : "", "manifest_length",
-                                (json_int_t)manifest_len[k], "partition_spec_id", t->spec_id,
-                                "content", k, "sequence_number", seq, "min_sequence_number", seq,
-                                "added_snapshot_id", (json_int_t)snapshot_id, "added_files_count",
-                                kind_n[k], "existing_files_count", 0, "deleted_files_count", 0,
-                                "added_rows_count", (json_int_t)kind_rows[k], "existing_rows_count",
-                                (json_int_t)0, "deleted_rows_count", (json_int_t)0, "partitions",
-                                partition_summaries(t, k), "key_metadata"));
-            ferry_free(muri);
-        }
-        ferry_free(manifest_list);
-        char uuid2[40];
-        uuid4(uuid2);
-        manifest_list = ferry_asprintf("%s/snap-%" PRId64 "-%d-%s.avro", mdir, snapshot_id,
-                                       tries + 1, uuid2);
-        if (rc == FERRY_OK && manifest_list == NULL) rc = nomem(err);
-        if (rc == FERRY_OK) {
-            char sid[24], pid[24], sq[24];
-            snprintf(sid, sizeof sid, "%" PRId64, snapshot_id);
-            if (parent)
-                snprintf(pid, sizeof pid, "%" JSON_INTEGER_FORMAT,
-                         json_integer_value(json_object_get(parent, "snapshot-id")));
-            else
-                snprintf(pid, sizeof pid, "null");
-            snprintf(sq, sizeof sq, "%" JSON_INTEGER_FORMAT, seq);
-            json_t *lm = json_pack("{s:s,s:s,s:s,s:s}", "snapshot-id", sid, "parent-snapshot-id",
-                                   pid, "sequence-number", sq, "format-version", "2");
-            json_t *schema = manifest_file_schema();
-            rc = write_avro_file(s, manifest_list, schema, lm, list, NULL, err);
-            json_decref(schema);
-            json_decref(lm);
-        }
-        json_decref(list);
-        if (rc != FERRY_OK) {
-            json_decref(cp);
-            break;
-        }
-        /* the snapshot */
-        json_t *sum = json_object();
-        json_object_set_new(sum, "operation",
-                            json_string(replace || kind_n[1] > 0 ? "overwrite" : "append"));
-        set_num(sum, "added-data-files", kind_n[0]);
-        set_num(sum, "added-records", added_rows);
-        set_num(sum, "added-files-size", added_bytes);
-        int64_t prev_rows = summary_int(parent, "total-records");
-        int64_t prev_files = summary_int(parent, "total-data-files");
-        int64_t prev_size = summary_int(parent, "total-files-size");
-        if (replace && parent) {
-            set_num(sum, "deleted-data-files", prev_files);
-            set_num(sum, "deleted-records", prev_rows);
-            set_num(sum, "removed-files-size", prev_size);
-            prev_rows = prev_files = prev_size = 0;
-        }
-        set_num(sum, "total-records", prev_rows + added_rows);
-        set_num(sum, "total-data-files", prev_files + kind_n[0]);
-        set_num(sum, "total-files-size", prev_size + added_bytes + kind_bytes[1]);
-        int64_t prev_del = replace ? 0 : summary_int(parent, "total-delete-files");
-        int64_t prev_eq = replace ? 0 : summary_int(parent, "total-equality-deletes");
-        int64_t prev_pos = replace ? 0 : summary_int(parent, "total-position-deletes");
-        if (kind_n[1] > 0) {
-            set_num(sum, "added-delete-files", kind_n[1]);
-            set_num(sum, "added-equality-deletes", eq_rows);
-            set_num(sum, "added-position-deletes", pos_rows);
-        }
-        set_num(sum, "total-delete-files", prev_del + kind_n[1]);
-        set_num(sum, "total-position-deletes", prev_pos + pos_rows);
-        set_num(sum, "total-equality-deletes", prev_eq + eq_rows);
-        json_object_set_new(sum, "ferry.pipeline", json_string(s->pipeline));
-        json_object_set_new(sum, "ferry.resource", json_string(t->resource));
-        set_num(sum, "ferry.run-id", s->run_id);
-        set_num(sum, "ferry.attempt", s->attempt);
-        char *cpt = json_dumps(cp, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(cp);
-        json_object_set_new(sum, "ferry.checkpoint", json_string(cpt ? cpt : "{}"));
-        free(cpt);
-        char *luri = ferry__iceberg_io_uri(s->io, manifest_list);
-        int64_t ts = now_ms();
-        json_t *snap = json_pack("{s:I,s:I,s:I,s:s,s:o,s:O}", "snapshot-id", (json_int_t)snapshot_id,
-                                 "sequence-number", seq, "timestamp-ms", (json_int_t)ts,
-                                 "manifest-list", luri ? luri : "", "summary", sum, "schema-id",
-                                 json_object_get(meta, "current-schema-id"));
-        ferry_free(luri);
-        if (parent) json_object_set(snap, "parent-snapshot-id", json_object_get(parent, "snapshot-id"));
-        json_t *next = json_deep_copy(meta);
-        json_t *snaps = json_object_get(next, "snapshots");
-        if (!json_is_array(snaps)) {
-            json_object_set_new(next, "snapshots", json_array());
-            snaps = json_object_get(next, "snapshots");
-        }
-        json_array_append_new(snaps, snap);
-        json_object_set_new(next, "last-sequence-number", json_integer(seq));
-        json_object_set_new(next, "last-updated-ms", json_integer(ts));
-        json_object_set_new(next, "current-snapshot-id", json_integer(snapshot_id));
-        json_object_set_new(next, "refs",
-                            json_pack("{s:{s:I,s:s}}", "main", "snapshot-id",
-                                      (json_int_t)snapshot_id, "type", "branch"));
-        json_t *slog = json_object_get(next, "snapshot-log");
-        if (!json_is_array(slog)) {
-            json_object_set_new(next, "snapshot-log", json_array());
-            slog = json_object_get(next, "snapshot-log");
-        }
-        json_array_append_new(slog, json_pack("{s:I,s:I}", "snapshot-id", (json_int_t)snapshot_id,
-                                              "timestamp-ms", (json_int_t)ts));
-        json_t *dropped = json_array();
-        rc = dropped ? log_metadata(next, loc, meta, dropped, err) : nomem(err);
-        if (rc == FERRY_OK) rc = ferry_failpoint_check("iceberg_before_catalog_commit", err);
         if (rc == FERRY_OK)
-            rc = ferry__iceberg_catalog_commit(s->cat, t->table, loc, version + 1, next, NULL, err);
-        if (rc == FERRY_OK) drop_old_metadata(t, next, dropped);
-        json_decref(dropped);
-        json_decref(next);
+            rc = write_manifest_list(s, t, meta, parent, seq, replace, tries, c, err);
         if (rc == FERRY_OK) {
-            for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;
-            ferry_log(FERRY_LOG_INFO,
-                      "iceberg sink: table %s: snapshot %" PRId64 " (%s, %d files) committed in "
-                      "%.1f ms",
-                      t->table, snapshot_id, replace || kind_n[1] ? "overwrite" : "append", n_new,
-                      (double)(ferry_now_mono_us() - t_commit) / 1000.0);
-            break;
+            rc = commit_snapshot(s, t, meta, loc, version, parent, seq, replace, c, cp, err);
+            cp = NULL; /* taken */
+            rc = after_catalog_commit(s, t, c, rc, replace, tries, done, err);
         }
-        if (rc != FERRY_ECONFLICT && ferry__iceberg_catalog_commit_unknown(s->cat)) {
-            /* the snapshot may be in the table: keep every file it names; a later attempt
-             * of the run removes them if no snapshot does */
-            for (int i = 0; i < t->n_files; i++) t->files[i].committed = true;
-            manifest_written = false;
-            ferry_log(FERRY_LOG_WARN, "iceberg sink: table %s: commit outcome unknown, its "
-                      "files are kept", t->table);
-            break;
-        }
-        ferry__iceberg_io_remove(s->io, manifest_list, NULL); /* never referenced */
-        ferry__iceberg_io_remove(s->io, manifests[2], NULL);
-        if (rc != FERRY_ECONFLICT) break;
-        ferry_log(FERRY_LOG_INFO, "iceberg sink: table %s: commit conflict, retrying (%d)",
-                  t->table, tries + 1);
-        ferry_error_clear(err);
-        rc = ferry_error_set(err, FERRY_ECONFLICT, "iceberg",
-                             "iceberg sink: table %s: %d commits conflicted with other writers",
-                             t->table, tries + 1);
     }
-    bool ok = rc == FERRY_OK;
-    if (!ok && manifest_written) {
-        ferry__iceberg_io_remove(s->io, manifests[0], NULL);
-        ferry__iceberg_io_remove(s->io, manifests[1], NULL);
-    }
+    json_decref(cp);
     json_decref(meta);
     ferry_free(loc);
-    for (int k = 0; k < 3; k++) ferry_free(manifests[k]);
-    ferry_free(manifest_list);
-    ferry_free(mdir);
-    if (ok) {
-        /* committed: the session's files now belong to the table */
-        for (int i = 0; i < t->n_pw; i++) pw_free(s, t->pw[i]);
-        ferry_free(t->pw);
-        t->pw = NULL;
-        t->n_pw = 0;
-        for (int i = 0; i < t->n_eqws; i++) pw_free(s, t->eqws[i]);
-        ferry_free(t->eqws);
-        t->eqws = NULL;
-        t->n_eqws = 0;
-        keys_reset(t);
-        for (int i = 0; i < t->n_files; i++) file_release(&t->files[i]);
-        ferry_free(t->files);
-        t->files = NULL;
-        t->n_files = 0;
-        json_object_clear(t->positions);
+    return rc;
+}
+
+/* After the tries: unreferenced manifests removed; committed, the session's files now
+ * belong to the table. */
+static void commit_finish(struct sink *s, struct target *t, struct commit *c, bool ok)
+{
+    if (!ok && c->manifest_written) {
+        ferry__iceberg_io_remove(s->io, c->manifests[0], NULL);
+        ferry__iceberg_io_remove(s->io, c->manifests[1], NULL);
     }
+    for (int k = 0; k < 3; k++) ferry_free(c->manifests[k]);
+    ferry_free(c->manifest_list);
+    ferry_free(c->mdir);
+    if (!ok) return;
+    for (int i = 0; i < t->n_pw; i++) pw_free(s, t->pw[i]);
+    ferry_free(t->pw);
+    t->pw = NULL;
+    t->n_pw = 0;
+    for (int i = 0; i < t->n_eqws; i++) pw_free(s, t->eqws[i]);
+    ferry_free(t->eqws);
+    t->eqws = NULL;
+    t->n_eqws = 0;
+    keys_reset(t);
+    for (int i = 0; i < t->n_files; i++) file_release(&t->files[i]);
+    ferry_free(t->files);
+    t->files = NULL;
+    t->n_files = 0;
+    json_object_clear(t->positions);
+}
+
+/* One snapshot for one table; retried on a conflict. */
+static int commit_table(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    struct commit c;
+    memset(&c, 0, sizeof c);
+    int rc = commit_prepare(s, t, &c, err);
+    if (rc != FERRY_OK) {
+        for (int k = 0; k < 3; k++) ferry_free(c.manifests[k]);
+        ferry_free(c.mdir);
+        return rc;
+    }
+    bool done = false;
+    for (int tries = 0; tries <= s->retries && !done; tries++)
+        rc = commit_try(s, t, &c, tries, &done, err);
+    commit_finish(s, t, &c, rc == FERRY_OK);
     return rc;
 }
 

@@ -1,0 +1,267 @@
+/* embed/embed.c - ferry as a library: the public embedding API (include/ferry/ferry.h,
+ * docs/embedding.md).
+ *
+ * Owns struct ferry_job (a copy of the pipeline text, its name and version) and the
+ * translation between the public types and the engine's. A run is one ferry_runner_run with
+ * the text, the caller's state file, an event observer (the runner wraps its bus with it)
+ * and, for a `callback` sink, the caller's on_batch bound to the callback connector for the
+ * run's duration. One run per process at a time (the runner's stop flag is process-wide):
+ * `running` refuses a second. Pause and cancel: the job's stop request, passed to the runner
+ * and re-applied by the observer at run.started (a run resets the stop request when it
+ * begins, which may come after the caller asked). Calls the runner, the
+ * pipeline loader and the callback sink's binding. Called by embedding programs only. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include "connectors/callback/callback.h"
+#include "ferry/core.h"
+#include "ferry/ferry.h"
+#include "ferry/pipeline.h"
+#include "runner/runner.h"
+
+#ifndef FERRY_VERSION_STRING
+#define FERRY_VERSION_STRING "0.0.0"
+#endif
+
+struct ferry_job {
+    char *text;
+    size_t len;
+    char *name;     /* for messages */
+    char *pipeline; /* the pipeline's `name:` */
+    char version[65];
+    atomic_int stop;   /* FERRY_EPAUSED or FERRY_ECANCELED was asked (cleared when a run
+                        * ends), 0: none */
+    atomic_int active; /* a run of this job is in ferry_runner_run */
+    /* During a run: the caller's callbacks and the lock that serialises on_event. */
+    const struct ferry_job_options *opts;
+    pthread_mutex_t event_lock;
+};
+
+static atomic_flag running = ATOMIC_FLAG_INIT;
+
+static int set_status(struct ferry_status *st, const struct ferry_error *e)
+{
+    if (st == NULL) return e->code;
+    st->code = e->code;
+    snprintf(st->code_name, sizeof st->code_name, "%s", e->code ? ferry_code_name(e->code) : "ok");
+    snprintf(st->message, sizeof st->message, "%s", e->code ? e->message : "");
+    return e->code;
+}
+
+static int fail(struct ferry_status *st, int code, const char *fmt, const char *arg)
+{
+    struct ferry_error e;
+    ferry_error_set(&e, code, "embed", fmt, arg);
+    return set_status(st, &e);
+}
+
+const char *ferry_library_version(void)
+{
+    return FERRY_VERSION_STRING;
+}
+
+int ferry_job_load(const char *yaml, size_t len, const char *name, struct ferry_job **out,
+                   struct ferry_status *status)
+{
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    if (out) *out = NULL;
+    if (yaml == NULL || out == NULL)
+        return fail(status, FERRY_EINVAL, "ferry_job_load: %s is NULL", yaml ? "out" : "yaml");
+    if (name == NULL) name = "pipeline";
+    struct ferry_pipeline_spec *p = NULL;
+    int rc = ferry_pipeline_load_string(yaml, len, name, &p, &e);
+    if (rc != FERRY_OK) return set_status(status, &e);
+    struct ferry_job *job = ferry_calloc(1, sizeof *job);
+    if (job) {
+        job->text = ferry_strndup(yaml, len);
+        job->len = len;
+        job->name = ferry_strdup(name);
+        job->pipeline = ferry_strdup(p->name);
+        memcpy(job->version, p->version, sizeof job->version);
+    }
+    ferry_pipeline_free(p);
+    if (job == NULL || job->text == NULL || job->name == NULL || job->pipeline == NULL ||
+        pthread_mutex_init(&job->event_lock, NULL) != 0) {
+        if (job) {
+            ferry_free(job->text);
+            ferry_free(job->name);
+            ferry_free(job->pipeline);
+            ferry_free(job);
+        }
+        return fail(status, FERRY_ENOMEM, "ferry_job_load: out of memory loading %s", name);
+    }
+    *out = job;
+    return set_status(status, &e);
+}
+
+const char *ferry_job_name(const struct ferry_job *job)
+{
+    return job ? job->pipeline : NULL;
+}
+
+const char *ferry_job_version(const struct ferry_job *job)
+{
+    return job ? job->version : NULL;
+}
+
+/* A cancel replaces a pause, never the other way round. */
+static void request_stop(struct ferry_job *job, int code)
+{
+    if (job == NULL) return;
+    int expected = 0;
+    if (code == FERRY_ECANCELED)
+        atomic_store(&job->stop, code);
+    else
+        atomic_compare_exchange_strong(&job->stop, &expected, code);
+    if (atomic_load(&job->active)) ferry_runner_request_stop(atomic_load(&job->stop));
+}
+
+void ferry_job_cancel(struct ferry_job *job)
+{
+    request_stop(job, FERRY_ECANCELED);
+}
+
+void ferry_job_pause(struct ferry_job *job)
+{
+    request_stop(job, FERRY_EPAUSED);
+}
+
+void ferry_job_free(struct ferry_job *job)
+{
+    if (job == NULL) return;
+    pthread_mutex_destroy(&job->event_lock);
+    ferry_free(job->text);
+    ferry_free(job->name);
+    ferry_free(job->pipeline);
+    ferry_free(job);
+}
+
+/* The runner's observer: re-applies a stop request that came before the run reset its
+ * own, then hands the event to the caller. */
+static void on_engine_event(void *ctx, const struct ferry_event *ev)
+{
+    struct ferry_job *job = ctx;
+    int stop = atomic_load(&job->stop);
+    if (stop != 0 && strcmp(ev->type, FERRY_EV_RUN_STARTED) == 0) ferry_runner_request_stop(stop);
+    if (job->opts->on_event == NULL) return;
+    struct ferry_event_info info = {ev->seq,
+                                    ev->time_us,
+                                    ev->run_id,
+                                    ev->attempt,
+                                    ev->resource,
+                                    ev->type,
+                                    ev->payload ? ev->payload : "{}"};
+    pthread_mutex_lock(&job->event_lock);
+    job->opts->on_event(job->opts->ctx, &info);
+    pthread_mutex_unlock(&job->event_lock);
+}
+
+static int on_engine_batch(void *ctx, const struct ferry_callback_batch *b,
+                           struct ArrowSchema *schema, struct ArrowArray *array)
+{
+    const struct ferry_job_options *o = ctx;
+    struct ferry_batch_info info = {b->resource, b->table, b->seq, b->rows};
+    return o->on_batch(o->ctx, &info, schema, array);
+}
+
+static void fill_result(struct ferry_job_result *res, const struct ferry_run_result *rr)
+{
+    if (res == NULL) return;
+    memset(res, 0, sizeof *res);
+    res->run_id = rr->run_id;
+    res->attempt = rr->attempt;
+    res->resumed = rr->resumed;
+    snprintf(res->state, sizeof res->state, "%s", rr->state ? rr->state : "failed");
+    res->rows = rr->rows;
+    res->bytes = rr->bytes;
+    res->batches = rr->batches;
+    res->seconds = rr->seconds;
+}
+
+/* The checks before anything runs: options, the sink type against on_batch. */
+static int check_options(const struct ferry_job *job, const struct ferry_job_options *o,
+                         struct ferry_error *err)
+{
+    if (job == NULL || o == NULL)
+        return ferry_error_set(err, FERRY_EINVAL, "embed", "ferry_job_run: %s is NULL",
+                               job ? "opts" : "job");
+    if (o->state_path == NULL || o->state_path[0] == '\0')
+        return ferry_error_set(err, FERRY_ECONFIG, "embed",
+                               "ferry_job_run: options.state_path is required (the state file "
+                               "that holds the runs and checkpoints of pipeline %s)",
+                               job->pipeline);
+    struct ferry_pipeline_spec *p = NULL;
+    int rc = ferry_pipeline_load_string(job->text, job->len, job->name, &p, err);
+    if (rc != FERRY_OK) return rc;
+    bool callback = strcmp(p->sink_type, "callback") == 0;
+    if (callback && o->on_batch == NULL)
+        rc = ferry_error_set(err, FERRY_ECONFIG, "embed",
+                             "pipeline %s: sink type callback needs options.on_batch", p->name);
+    else if (!callback && o->on_batch != NULL)
+        rc = ferry_error_set(err, FERRY_ECONFIG, "embed",
+                             "pipeline %s: options.on_batch is given but the sink is %s, not "
+                             "callback: no batch would reach it",
+                             p->name, p->sink_type);
+    ferry_pipeline_free(p);
+    return rc;
+}
+
+static int run_bound(struct ferry_job *job, const struct ferry_job_options *o,
+                     struct ferry_run_result *rr, struct ferry_error *err)
+{
+    struct ferry_run_options ro = {
+        .state_path = o->state_path,
+        .fresh = o->fresh,
+        .quiet = true,
+        .pipeline_text = job->text,
+        .pipeline_len = job->len,
+        .pipeline_name = job->name,
+        .on_event = on_engine_event,
+        .event_ctx = job,
+    };
+    int rc = o->on_batch ? ferry__callback_sink_bind(on_engine_batch, (void *)o, err) : FERRY_OK;
+    if (rc != FERRY_OK) return rc;
+    job->opts = o;
+    atomic_store(&job->active, 1);
+    int stop = atomic_load(&job->stop);
+    if (stop != 0)
+        rc = ferry_error_set(err, stop, "embed", "pipeline %s: %s before its run started",
+                             job->pipeline, stop == FERRY_EPAUSED ? "paused" : "canceled");
+    else
+        rc = ferry_runner_run(&ro, rr, err);
+    atomic_store(&job->active, 0);
+    job->opts = NULL;
+    if (o->on_batch) ferry__callback_sink_unbind();
+    return rc;
+}
+
+int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
+                  struct ferry_job_result *res, struct ferry_status *status)
+{
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    struct ferry_run_result rr;
+    memset(&rr, 0, sizeof rr);
+    rr.state = "failed";
+    int rc = check_options(job, opts, &e);
+    if (rc == FERRY_OK && atomic_flag_test_and_set(&running)) {
+        rc = ferry_error_set(&e, FERRY_ECONFLICT, "embed",
+                             "pipeline %s: another run is in progress in this process (one run "
+                             "at a time)",
+                             job->pipeline);
+    } else if (rc == FERRY_OK) {
+        rc = run_bound(job, opts, &rr, &e);
+        if (rc == FERRY_ECANCELED) rr.state = "canceled";
+        if (rc == FERRY_EPAUSED) rr.state = "paused";
+        atomic_store(&job->stop, 0);
+        atomic_flag_clear(&running);
+    }
+    fill_result(res, &rr);
+    if (rc == FERRY_OK)
+        ferry_error_clear(&e);
+    else if (e.code == FERRY_OK)
+        e.code = rc; /* no message: the code says it */
+    return set_status(status, &e);
+}

@@ -1,0 +1,215 @@
+/* tests/unit/test_embed.c - the embedding API (include/ferry/ferry.h) as a program uses it:
+ * runs of the sample source into the callback sink in a temporary state file, and what the
+ * API refuses. The end-to-end test of the installed library is tests/e2e/embed.sh. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "unit.h"
+#include "ferry/core.h"
+#include "ferry/ferry.h"
+
+static char dir[64];
+static char state[128];
+
+static const char *sample_yaml(int rows, const char *sink)
+{
+    static char text[512];
+    snprintf(text, sizeof text,
+             "version: 1\nname: emb\nsource:\n  type: sample\n  rows: %d\n  seed: 3\n"
+             "  resources:\n    - table: orders\nsink:\n  type: %s\nbatch:\n  rows: 100\n",
+             rows, sink);
+    return text;
+}
+
+struct got {
+    int64_t rows, batches, id_sum;
+    int events, completed_events;
+    int fail_at;             /* on_batch returns 7 at this batch (0: never) */
+    struct ferry_job *other; /* run from another thread during the first batch */
+    int other_rc;
+    char other_code[24];
+};
+
+static void *run_other(void *arg)
+{
+    struct got *g = arg;
+    struct ferry_job_options o = {.state_path = state, .on_batch = NULL};
+    struct ferry_status st;
+    g->other_rc = ferry_job_run(g->other, &o, NULL, &st);
+    snprintf(g->other_code, sizeof g->other_code, "%s", st.code_name);
+    return NULL;
+}
+
+static int on_batch(void *ctx, const struct ferry_batch_info *b, struct ArrowSchema *schema,
+                    struct ArrowArray *array)
+{
+    struct got *g = ctx;
+    assert_string_equal(schema->format, "+s");
+    assert_string_equal(schema->children[0]->name, "id");
+    assert_string_equal(schema->children[0]->format, "l");
+    assert_int_equal(array->length, b->rows);
+    assert_string_equal(b->resource, "orders");
+    assert_string_equal(b->table, "orders");
+    const struct ArrowArray *ids = array->children[0];
+    const int64_t *v = ids->buffers[1];
+    for (int64_t i = 0; i < array->length; i++)
+        g->id_sum += v[ids->offset + i];
+    g->rows += array->length;
+    g->batches++;
+    schema->release(schema);
+    array->release(array);
+    if (g->other != NULL && g->batches == 1) {
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, run_other, g), 0);
+        pthread_join(t, NULL);
+    }
+    return g->batches == g->fail_at ? 7 : 0;
+}
+
+static void on_event(void *ctx, const struct ferry_event_info *ev)
+{
+    struct got *g = ctx;
+    g->events++;
+    if (strcmp(ev->type, "run.completed") == 0) g->completed_events++;
+}
+
+static struct ferry_job *load(const char *yaml)
+{
+    struct ferry_job *job = NULL;
+    struct ferry_status st;
+    int rc = ferry_job_load(yaml, strlen(yaml), "emb.yaml", &job, &st);
+    if (rc != 0) fail_msg("load: %s", st.message);
+    return job;
+}
+
+static void test_run_delivers_every_row(void **unused)
+{
+    struct ferry_job *job = load(sample_yaml(1000, "callback"));
+    assert_string_equal(ferry_job_name(job), "emb");
+    assert_int_equal(strlen(ferry_job_version(job)), 64);
+    struct got g = {0};
+    struct ferry_job_options o = {
+        .state_path = state, .on_event = on_event, .on_batch = on_batch, .ctx = &g};
+    struct ferry_job_result res;
+    struct ferry_status st;
+    int rc = ferry_job_run(job, &o, &res, &st);
+    if (rc != 0) fail_msg("run: %s", st.message);
+    assert_string_equal(res.state, "completed");
+    assert_int_equal(res.rows, 1000);
+    assert_int_equal(g.rows, 1000);
+    assert_int_equal(g.id_sum, 1000 * 1001 / 2);
+    assert_true(g.batches >= 10);
+    assert_int_equal(g.completed_events, 1);
+    assert_string_equal(st.code_name, "ok");
+    ferry_job_free(job);
+}
+
+static void test_refusals(void **unused)
+{
+    struct ferry_job *job = NULL;
+    struct ferry_status st;
+    assert_int_not_equal(ferry_job_load("source: [", 9, "bad.yaml", &job, &st), 0);
+    assert_null(job);
+    assert_string_equal(st.code_name, "config");
+    assert_non_null(strstr(st.message, "bad.yaml"));
+    assert_int_not_equal(ferry_job_load(NULL, 0, NULL, &job, &st), 0);
+
+    job = load(sample_yaml(10, "callback"));
+    struct got g = {0};
+    struct ferry_job_options o = {.state_path = NULL, .on_batch = on_batch, .ctx = &g};
+    assert_int_not_equal(ferry_job_run(job, &o, NULL, &st), 0);
+    assert_non_null(strstr(st.message, "state_path is required"));
+    o.state_path = state;
+    o.on_batch = NULL;
+    assert_int_not_equal(ferry_job_run(job, &o, NULL, &st), 0);
+    assert_string_equal(st.code_name, "config");
+    assert_non_null(strstr(st.message, "sink type callback needs options.on_batch"));
+    ferry_job_free(job);
+    /* on_batch refusing a batch fails the run, naming the resource and the batch */
+    job = load(sample_yaml(500, "callback"));
+    o.on_batch = on_batch;
+    g.fail_at = 2;
+    struct ferry_job_result res;
+    assert_int_not_equal(ferry_job_run(job, &o, &res, &st), 0);
+    assert_string_equal(res.state, "failed");
+    assert_string_equal(st.code_name, "sink");
+    assert_non_null(strstr(st.message, "refused batch 2 of resource orders"));
+    ferry_job_free(job);
+}
+
+static void test_cancel_before_run_and_conflict(void **unused)
+{
+    struct ferry_job *job = load(sample_yaml(500, "callback"));
+    struct got g = {0};
+    /* fresh: not the resume of test_refusals's failed run of the same pipeline */
+    struct ferry_job_options o = {
+        .state_path = state, .fresh = true, .on_batch = on_batch, .ctx = &g};
+    struct ferry_job_result res;
+    struct ferry_status st;
+    ferry_job_cancel(job);
+    assert_int_not_equal(ferry_job_run(job, &o, &res, &st), 0);
+    assert_string_equal(res.state, "canceled");
+    assert_string_equal(st.code_name, "canceled");
+    assert_int_equal(g.rows, 0);
+    /* the request was consumed; a run from another thread meanwhile is refused */
+    g.other = load(sample_yaml(5, "null"));
+    int rc = ferry_job_run(job, &o, &res, &st);
+    if (rc != 0) fail_msg("run: %s", st.message);
+    assert_int_equal(g.rows, 500);
+    assert_int_not_equal(g.other_rc, 0);
+    assert_string_equal(g.other_code, "conflict");
+    ferry_job_free(g.other);
+    ferry_job_free(job);
+}
+
+/* Fails the Nth allocation of ferry_job_load, N = 0, 1, ... until it succeeds. */
+static void test_load_allocation_failures(void **unused)
+{
+    const char *text = sample_yaml(10, "callback");
+    bool loaded = false;
+    for (long n = 0; n < 3000 && !loaded; n++) {
+        struct ferry_job *job = NULL;
+        struct ferry_status st;
+        ferry_mem_fail_after(n);
+        int rc = ferry_job_load(text, strlen(text), "emb.yaml", &job, &st);
+        ferry_mem_fail_after(-1);
+        if (rc == 0) {
+            loaded = true;
+            ferry_job_free(job);
+        } else {
+            assert_null(job);
+            if (strcmp(st.code_name, "out_of_memory") != 0)
+                fail_msg("at %ld: %s %s", n, st.code_name, st.message);
+        }
+    }
+    assert_true(loaded);
+}
+
+static int setup(void **unused)
+{
+    snprintf(dir, sizeof dir, "%s/ferry-embed-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(dir) == NULL) return -1;
+    snprintf(state, sizeof state, "%s/state.db", dir);
+    return 0;
+}
+
+static int teardown(void **unused)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_delivers_every_row),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cancel_before_run_and_conflict),
+        cmocka_unit_test(test_load_allocation_failures),
+    };
+    return cmocka_run_group_tests_name("embed", tests, setup, teardown);
+}

@@ -16,7 +16,7 @@
 #include "ferry/core.h"
 #include "ferry/digest.h"
 
-#define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3)
+#define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3) X(iceberg)
 #define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg) X(mysql)
 
 #define DECLARE_SOURCE(n) extern const struct ferry_source_vtable ferry__##n##_source;

@@ -152,6 +152,10 @@ int ferry__iceberg_io_write_new(struct ferry__iceberg_io *io, const char *loc, c
                                 size_t n, struct ferry_error *err);
 int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct ferry_buf *out,
                            struct ferry_error *err);
+/* n bytes at off of a file into p (a local pread, or a ranged GET): FERRY_ENOTFOUND when the
+ * file is missing, FERRY_ESOURCE naming it when it is shorter. (The iceberg source.) */
+int ferry__iceberg_io_read_range(struct ferry__iceberg_io *io, const char *loc, uint64_t off,
+                                 size_t n, void *p, struct ferry_error *err);
 int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,
                              struct ferry_error *err);
 /* Size and modification time (ms since the epoch; S3: Last-Modified, whole seconds) of a
@@ -303,6 +307,19 @@ int ferry__iceberg_rest_commit(struct ferry__iceberg_rest *r, const char *table,
 bool ferry__iceberg_rest_unknown(const struct ferry__iceberg_rest *r);
 /* Table names of the namespace appended to names (strings). */
 int ferry__iceberg_rest_list(struct ferry__iceberg_rest *r, json_t *names, struct ferry_error *err);
+
+/* ---- the source's reads (scan.c) ----------------------------------------------------------
+ *
+ * read_unit: one unit of an iceberg source plan (a data file minus its deletes, as inserts or
+ * deletes; the shape is described in scan.c) into out, whose schema is os. *emitted counts the
+ * rows written for the shard (their offset); the first `skip` are not written again (resume).
+ * posdel_targets: the distinct file_path values of a position delete file, as members of the
+ * object paths. */
+int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
+                             const struct ferry_schema *os, struct ferry_row_writer *out,
+                             int64_t *emitted, int64_t skip, struct ferry_error *err);
+int ferry__iceberg_posdel_targets(struct ferry__iceberg_io *io, const char *path, int64_t size,
+                                  json_t *paths, struct ferry_error *err);
 
 /* ---- expire (expire.c) -------------------------------------------------------------------- */
 struct ferry__iceberg_expire_result {

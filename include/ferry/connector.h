@@ -135,6 +135,9 @@ struct ferry_source_vtable {
     const char *const *tuning_keys;
     bool supports_incremental;
     bool supports_cdc;
+    /* Incremental reads that need no `cursor:` (the source keeps its own position: the
+     * iceberg source's snapshot id); a cursor given is refused. */
+    bool incremental_without_cursor;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are

@@ -704,8 +704,7 @@ static int change_deletes(struct scan *sc, const struct ferry_schema *schema, js
         if (rc != FERRY_OK) break;
         json_int_t content = df_int(x, "content"), status = jint(x, "status", -1);
         if (status == STATUS_DELETED && content == CONTENT_DATA) {
-            rc = append_unit(units, json_pack("{s:s,s:I,s:s}", "file", df_path(x), "size",
-                                              df_int(x, "file_size_in_bytes"), "op", "delete"), err);
+            continue; /* removed_files() has it */
         } else if (status == STATUS_ADDED && content == CONTENT_EQ) {
             json_t *cols = NULL;
             rc = eq_columns(sc->meta, sc->sc, x, &cols, err);
@@ -749,6 +748,61 @@ static int change_deletes(struct scan *sc, const struct ferry_schema *schema, js
     return rc;
 }
 
+/* Live entries of snapshot snap by file path, into out (an object). */
+static int live_files(struct scan *sc, json_t *snap, json_t *out, struct ferry_error *err)
+{
+    json_t *entries = json_array();
+    int rc = entries ? snapshot_entries(sc->s, sc->table, snap, false, entries, err) : nomem(err);
+    size_t i;
+    json_t *x;
+    json_array_foreach(entries, i, x)
+    {
+        if (rc != FERRY_OK) break;
+        if (df_int(x, "content") <= CONTENT_DATA && json_object_set(out, df_path(x), x) != 0)
+            rc = nomem(err);
+    }
+    json_decref(entries);
+    return rc;
+}
+
+/* Delete units for the data files snapshot sc->snap removed: those its manifests mark
+ * DELETED, and those its parent had that it has not (a writer that rewrites the manifest list
+ * without DELETED entries, as the iceberg sink's replace). Read whole, every row a delete. */
+static int removed_files(struct scan *sc, json_t *entries, json_t *units, struct ferry_error *err)
+{
+    json_t *gone = json_object(), *now = json_object(), *before = json_object();
+    int rc = gone && now && before ? FERRY_OK : nomem(err);
+    size_t i;
+    json_t *x;
+    json_array_foreach(entries, i, x)
+    {
+        if (rc == FERRY_OK && jint(x, "status", -1) == STATUS_DELETED &&
+            df_int(x, "content") <= CONTENT_DATA && json_object_set(gone, df_path(x), x) != 0)
+            rc = nomem(err);
+    }
+    json_t *parent = find_snapshot(sc->meta, jint(sc->snap, "parent-snapshot-id", -1));
+    if (rc == FERRY_OK && parent != NULL) rc = live_files(sc, sc->snap, now, err);
+    if (rc == FERRY_OK && parent != NULL) rc = live_files(sc, parent, before, err);
+    const char *path;
+    json_object_foreach(before, path, x)
+    {
+        if (rc == FERRY_OK && json_object_get(now, path) == NULL && json_object_set(gone, path, x) != 0)
+            rc = nomem(err);
+    }
+    json_object_foreach(gone, path, x)
+    {
+        if (rc != FERRY_OK) break;
+        rc = check_file(sc->s, sc->table, sc->snap_id, x, err);
+        if (rc == FERRY_OK)
+            rc = append_unit(units, json_pack("{s:s,s:I,s:s}", "file", path, "size",
+                                              df_int(x, "file_size_in_bytes"), "op", "delete"), err);
+    }
+    json_decref(gone);
+    json_decref(now);
+    json_decref(before);
+    return rc;
+}
+
 /* The units replaying snapshot sc->snap, appended to units. */
 static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, json_t *units,
                           struct ferry_error *err)
@@ -788,6 +842,7 @@ static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, js
         if (content == CONTENT_POS && json_array_append_new(posdels, file_ref(x)) != 0)
             rc = nomem(err);
     }
+    if (rc == FERRY_OK && change) rc = removed_files(sc, entries, units, err);
     if (rc == FERRY_OK && change) rc = change_deletes(sc, schema, entries, added, units, err);
     json_array_foreach(entries, i, x)
     {
@@ -937,6 +992,7 @@ const struct ferry_source_vtable ferry__iceberg_source = {
     .tuning_keys = src_tuning_keys,
     .supports_incremental = true,
     .supports_cdc = false,
+    .incremental_without_cursor = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,

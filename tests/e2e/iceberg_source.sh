@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The iceberg source reads back what the iceberg sink wrote: PostgreSQL -> Iceberg -> PostgreSQL,
+# set equality of whole rows every time (EXCEPT ALL both ways), on one PostgreSQL server:
+#   1. full read of a local warehouse (filesystem catalog) with every type the sink writes;
+#   2. incremental reads (write: merge) after an upsert (overwrite snapshot with equality
+#      deletes), after an append, after `write: replace` with rows deleted in the source
+#      (files removed: deletes by key), and after `ferry iceberg expire`; a run with nothing new
+#      reads nothing;
+#   3. time travel: snapshot_id and as_of give the first snapshot's rows;
+#   4. an S3 warehouse (SQL catalog on SQLite) read in full;
+#   5. bad input: a missing data file, a truncated data file, a missing metadata file: one
+#      message naming the file, exit 1, nothing written.
+. "$(dirname "$0")/lib.sh"
+. "$FERRY_SRC/tests/s3/s3.sh"
+. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
+s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
+export S3_KEY=S3RVER S3_SECRET=S3RVER
+s3_start lake
+export S3_ENDPOINT
+pg_start
+export PG_URL="$FERRY_PG_URL"
+
+pgq >/dev/null <<'SQL'
+CREATE TABLE t (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), flag bool,
+                d date, tm time, ts timestamp, tz timestamptz, u uuid, b bytea, f float8,
+                i int, s smallint);
+INSERT INTO t SELECT g, 'n' || g, CASE WHEN g % 7 = 0 THEN NULL ELSE g * 1.25 END, g % 3 = 0,
+  '2024-01-01'::date + g, '08:00'::time + g * interval '1 second',
+  '2024-01-01'::timestamp + g * interval '1 minute', '2024-02-01 00:00+00'::timestamptz + g * interval '1 hour',
+  md5(g::text)::uuid, decode(md5(g::text), 'hex'), g / 3.0, g * 10, (g % 100)::smallint
+  FROM generate_series(1, 300) g;
+CREATE TABLE t_more (LIKE t INCLUDING ALL);
+CREATE TABLE t_v1 AS SELECT * FROM t;
+CREATE SCHEMA back; CREATE SCHEMA inc; CREATE SCHEMA tt; CREATE SCHEMA s3b; CREATE SCHEMA bad;
+SQL
+
+writer() { # FILE NAME TABLE WRITE [WAREHOUSE_LINES...]
+  local file=$1 name=$2 table=$3 write=$4; shift 4
+  {
+    echo "version: 1"
+    echo "name: $name"
+    echo "source: {type: postgres, url: env:PG_URL, resources: [{table: $table, target: t, key: [id]}]}"
+    echo "sink:"
+    echo "  type: iceberg"
+    echo "  write: $write"
+    for l in "$@"; do echo "  $l"; done
+  } > "$file"
+}
+reader() { # FILE NAME SCHEMA MODE WRITE EXTRA_RESOURCE_KEYS [SOURCE_LINES...]
+  local file=$1 name=$2 schema=$3 mode=$4 write=$5 extra=$6; shift 6
+  {
+    echo "version: 1"
+    echo "name: $name"
+    echo "source:"
+    echo "  type: iceberg"
+    for l in "$@"; do echo "  $l"; done
+    echo "  resources: [{table: t, mode: $mode$extra}]"
+    echo "sink: {type: postgres, url: env:PG_URL, schema: $schema, write: $write}"
+    echo "batch: {rows: 70}"
+  } > "$file"
+}
+LOCAL=("warehouse: $T/wh" "namespace: db")
+# rows of $1 (a table) that $2 lacks and the reverse, counted
+diff_rows() {
+  pgq -c "SELECT count(*) FROM ((SELECT * FROM $1 EXCEPT ALL SELECT * FROM $2)
+          UNION ALL (SELECT * FROM $2 EXCEPT ALL SELECT * FROM $1)) x"
+}
+same() { # SOURCE_TABLE COPY WHAT
+  local n; n=$(diff_rows "$1" "$2") || fail "$3: compare failed"
+  [ "$n" = 0 ] || fail "$3: $n rows differ between $1 and $2"
+  [ "$(pgq -c "SELECT count(*) FROM $2")" = "$(pgq -c "SELECT count(*) FROM $1")" ] || fail "$3: counts"
+}
+meta() { ls -v "$T"/wh/db/t/metadata/v*.metadata.json | tail -1; }
+
+# ---- 1. full read ----------------------------------------------------------------------------
+writer in.yaml ice_in t upsert "${LOCAL[@]}"
+expect_exit 0 ferry run in.yaml --quiet
+reader full.yaml ice_full back full replace "" "${LOCAL[@]}"
+expect_exit 0 ferry run full.yaml --quiet
+same t back.t "full read"
+[ "$(pgq -c "SELECT data_type FROM information_schema.columns WHERE table_schema = 'back' AND table_name = 't' AND column_name = 'amount'")" = numeric ] \
+  || fail "amount should arrive as numeric"
+[ "$(pgq -c "SELECT numeric_precision || ',' || numeric_scale FROM information_schema.columns WHERE table_schema = 'back' AND column_name = 'amount'")" = "12,2" ] \
+  || fail "decimal(12,2) should stay numeric(12,2)"
+pass "full read: every type back exactly (set equality)"
+
+# ---- 2. incremental ----------------------------------------------------------------------------
+reader incr.yaml ice_incr inc incremental merge "" "${LOCAL[@]}"
+expect_exit 0 ferry run incr.yaml --quiet
+same t inc.t "incremental, first run (the whole snapshot)"
+# snapshot ids use all 63 bits: jq would round them
+first_snap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["current-snapshot-id"])' "$(meta)")
+
+pgq -c "UPDATE t SET name = 'upd' || id, amount = NULL WHERE id <= 30;
+        INSERT INTO t SELECT id + 300, name, amount, flag, d, tm, ts, tz, u, b, f, i, s FROM t_v1 WHERE id <= 40"
+expect_exit 0 ferry run in.yaml --quiet
+[ "$(jq -r '.snapshots[-1].summary.operation' "$(meta)")" = overwrite ] || fail "the upsert should commit an overwrite"
+[ "$(jq -r '.snapshots[-1].summary."added-delete-files" // "0"' "$(meta)")" != 0 ] || fail "the upsert wrote no delete file"
+expect_exit 0 ferry run incr.yaml --quiet
+same t inc.t "incremental after an upsert (equality deletes)"
+pass "incremental: an upsert's overwrite snapshot replayed (equality deletes by key)"
+
+# ---- 3. time travel ---------------------------------------------------------------------------
+reader tt.yaml ice_tt tt full replace ", snapshot_id: $first_snap" "${LOCAL[@]}"
+expect_exit 0 ferry run tt.yaml --quiet
+same t_v1 tt.t "time travel by snapshot_id"
+ms=$(python3 -c 'import json,sys; print([s["timestamp-ms"] for s in json.load(open(sys.argv[1]))["snapshots"] if s["snapshot-id"] == int(sys.argv[2])][0])' "$(meta)" "$first_snap")
+as_of=$(date -u -d "@$((ms / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((ms % 1000)))Z
+pgq -c "DROP TABLE tt.t"
+reader asof.yaml ice_asof tt full replace ", as_of: '$as_of'" "${LOCAL[@]}"
+expect_exit 0 ferry run asof.yaml --quiet
+same t_v1 tt.t "time travel by as_of"
+pass "time travel: snapshot_id and as_of read the first snapshot"
+
+pgq -c "INSERT INTO t_more SELECT id + 1000, name, amount, flag, d, tm, ts, tz, u, b, f, i, s FROM t_v1 WHERE id <= 25;
+        INSERT INTO t SELECT * FROM t_more"
+writer app.yaml ice_app t_more append "${LOCAL[@]}"
+expect_exit 0 ferry run app.yaml --quiet
+[ "$(jq -r '.snapshots[-1].summary.operation' "$(meta)")" = append ] || fail "want an append snapshot"
+expect_exit 0 ferry run incr.yaml --json
+grep -q '"rows_read":25\b\|"rows_read": 25\b' <<< "$OUT" || grep -q '25' <<< "$OUT" || fail "the append run should read 25 rows: $OUT"
+same t inc.t "incremental after an append"
+expect_exit 0 ferry run incr.yaml --quiet
+same t inc.t "incremental with nothing new"
+pass "incremental: an append read alone; a run with nothing new changes nothing"
+
+pgq -c "DELETE FROM t WHERE id % 10 = 5; UPDATE t SET flag = NULL WHERE id BETWEEN 100 AND 110"
+writer rep.yaml ice_rep t replace "${LOCAL[@]}"
+expect_exit 0 ferry run rep.yaml --quiet
+expect_exit 0 ferry run incr.yaml --quiet
+same t inc.t "incremental after a replace with deleted rows"
+pass "incremental: a replace (files removed) applied as deletes by key, then inserts"
+
+expect_exit 0 ferry iceberg expire t --warehouse "$T/wh" --namespace db --older-than 0s --retain-last 1
+[ "$(jq '.snapshots | length' "$(meta)")" = 1 ] || fail "expire should keep one snapshot"
+pgq -c "DELETE FROM t_more; INSERT INTO t_more SELECT id + 2000, name, amount, flag, d, tm, ts, tz, u, b, f, i, s FROM t_v1 WHERE id <= 5;
+        INSERT INTO t SELECT * FROM t_more"
+expect_exit 0 ferry run app.yaml --quiet
+expect_exit 0 ferry run incr.yaml --quiet
+same t inc.t "incremental after expire"
+pass "incremental after \`ferry iceberg expire\`: the new snapshot read on top of the kept one"
+
+expect_exit 7 ferry run tt.yaml --quiet
+grep -q "no snapshot $first_snap" <<< "$OUT" || fail "an expired snapshot should be named: $OUT"
+pass "time travel to an expired snapshot: refused naming it"

@@ -7,8 +7,10 @@
 #      (files removed: deletes by key), and after `ferry iceberg expire`; a run with nothing new
 #      reads nothing;
 #   3. time travel: snapshot_id and as_of give the first snapshot's rows;
-#   4. an S3 warehouse (SQL catalog on SQLite) read in full;
-#   5. bad input: a missing data file, a truncated data file, a missing metadata file: one
+#   4. an S3 warehouse (SQL catalog on SQLite) read in full and incrementally;
+#   5. a table written by cdc with write: merge (position deletes of rows a change of the same
+#      commit replaced, equality deletes of deleted keys) read in full and incrementally;
+#   6. bad input: a missing data file, a truncated data file, a missing metadata file: one
 #      message naming the file, exit 1, nothing written.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
@@ -118,7 +120,7 @@ writer app.yaml ice_app t_more append "${LOCAL[@]}"
 expect_exit 0 ferry run app.yaml --quiet
 [ "$(jq -r '.snapshots[-1].summary.operation' "$(meta)")" = append ] || fail "want an append snapshot"
 expect_exit 0 ferry run incr.yaml --json
-grep -q '"rows_read":25\b\|"rows_read": 25\b' <<< "$OUT" || grep -q '25' <<< "$OUT" || fail "the append run should read 25 rows: $OUT"
+[ "$(tail -n 1 <<< "$OUT" | jq .rows)" = 25 ] || fail "the append run should read its 25 rows only: $OUT"
 same t inc.t "incremental after an append"
 expect_exit 0 ferry run incr.yaml --quiet
 same t inc.t "incremental with nothing new"
@@ -143,3 +145,88 @@ pass "incremental after \`ferry iceberg expire\`: the new snapshot read on top o
 expect_exit 7 ferry run tt.yaml --quiet
 grep -q "no snapshot $first_snap" <<< "$OUT" || fail "an expired snapshot should be named: $OUT"
 pass "time travel to an expired snapshot: refused naming it"
+
+# ---- 4. S3 warehouse ------------------------------------------------------------------------------
+pgq -c "CREATE TABLE t_local AS SELECT * FROM t" # what the local warehouse holds
+S3W=("warehouse: s3://lake/wh" "namespace: db" "catalog: sql" "catalog_uri: $T/catalog.db"
+     "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
+     "secret_access_key: env:S3_SECRET")
+writer s3in.yaml ice_s3in t upsert "${S3W[@]}"
+expect_exit 0 ferry run s3in.yaml --quiet
+reader s3full.yaml ice_s3full s3b full replace "" "${S3W[@]}"
+expect_exit 0 ferry run s3full.yaml --quiet
+same t s3b.t "S3 warehouse, full read"
+pgq -c "CREATE SCHEMA s3i"
+reader s3incr.yaml ice_s3incr s3i incremental merge "" "${S3W[@]}"
+expect_exit 0 ferry run s3incr.yaml --quiet
+pgq -c "UPDATE t SET name = name || '!' WHERE id < 20; INSERT INTO t SELECT id + 5000, name, amount, flag, d, tm, ts, tz, u, b, f, i, s FROM t_v1 WHERE id <= 10"
+expect_exit 0 ferry run s3in.yaml --quiet
+expect_exit 0 ferry run s3incr.yaml --quiet
+same t s3i.t "S3 warehouse, incremental after an upsert"
+pass "S3 warehouse (SQL catalog): full and incremental reads back exactly"
+
+# ---- 5. a cdc merge table: position and equality deletes ------------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE c (id int PRIMARY KEY, v text, n numeric(10,3));
+INSERT INTO c SELECT g, 'v' || g, g / 8.0 FROM generate_series(1, 400) g;
+CREATE SCHEMA cf; CREATE SCHEMA ci;
+SQL
+cat > cdc.yaml <<YAML
+version: 1
+name: ice_cdc_src
+source: {type: postgres, url: env:PG_URL, resources: [{table: c, mode: cdc}]}
+sink: {type: iceberg, warehouse: $T/wh, namespace: db, write: merge}
+batch: {rows: 100, flush_after: 200ms}
+YAML
+reader_c() { # FILE NAME SCHEMA MODE WRITE
+  sed -e "s/resources: \[{table: t, mode: incremental}\]/resources: [{table: c, mode: $4}]/" \
+      -e "s/name: ice_incr/name: $2/" -e "s/schema: inc, write: merge/schema: $3, write: $5/" incr.yaml > "$1"
+  grep -q "table: c, mode: $4" "$1" && grep -q "schema: $3" "$1" || fail "$1: $(cat "$1")"
+}
+reader_c cincr.yaml ice_cincr ci incremental merge
+reader_c cfull.yaml ice_cfull cf full replace
+expect_exit 0 ferry run cdc.yaml --quiet
+expect_exit 0 ferry run cincr.yaml --quiet
+same c ci.c "cdc merge table, incremental read of its first snapshot"
+pgq >/dev/null <<'SQL'
+UPDATE c SET v = v || '+' WHERE id % 4 = 0;
+UPDATE c SET v = v || '+' WHERE id % 8 = 0;    -- twice in one run: a position delete
+DELETE FROM c WHERE id % 9 = 0;
+INSERT INTO c VALUES (1000, 'short', 1);
+DELETE FROM c WHERE id = 1000;
+INSERT INTO c SELECT g, 'new', g FROM generate_series(401, 450) g;
+SQL
+expect_exit 0 ferry run cdc.yaml --quiet
+M=$(ls -v "$T"/wh/db/c/metadata/v*.metadata.json | tail -1)
+jq -e '.snapshots[-1].summary | (."added-position-deletes" // "0" | tonumber) > 0 and (."added-equality-deletes" | tonumber) > 0' "$M" >/dev/null \
+  || fail "the cdc run should write position and equality deletes: $(jq -c '.snapshots[-1].summary' "$M")"
+expect_exit 0 ferry run cfull.yaml --quiet
+same c cf.c "cdc merge table, full read (position + equality deletes applied)"
+expect_exit 0 ferry run cincr.yaml --quiet
+same c ci.c "cdc merge table, incremental read"
+pass "a cdc merge table (position and equality deletes) read in full and incrementally"
+
+# ---- 6. bad input ---------------------------------------------------------------------------------
+reader bad.yaml ice_bad bad full replace "" "${LOCAL[@]}"
+live=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["current-snapshot-id"])' "$(meta)")
+# a data file of the current snapshot: the newest one (the last append wrote it)
+victim=$(ls -t $(find "$T/wh/db/t/data" -name '*.parquet') | head -1)
+[ -n "$victim" ] || fail "no data file"
+cp "$victim" saved.parquet
+rm "$victim"
+expect_exit 7 ferry run bad.yaml --quiet
+grep -q "$victim is missing" <<< "$OUT" && grep -q "snapshot $live" <<< "$OUT" || fail "a missing data file: $OUT"
+[ "$(pgq -c "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'bad'")" = 0 ] || fail "a table was made"
+head -c 100 saved.parquet > "$victim"
+expect_exit 1 ferry run bad.yaml --quiet
+grep -q "$victim is 100 bytes" <<< "$OUT" || fail "a truncated data file: $OUT"
+cp saved.parquet "$victim"
+expect_exit 0 ferry run bad.yaml --quiet
+same t_local bad.t "the restored file"
+pgq -c "DROP TABLE bad.t"
+gone=$(meta)
+mv "$gone" saved.json
+expect_exit 7 ferry run bad.yaml --quiet
+grep -q "$gone: No such file" <<< "$OUT" || fail "a missing metadata file should be named: $OUT"
+[ "$(pgq -c "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'bad'")" = 0 ] || fail "a table was made"
+pass "bad input: a missing or truncated data file and a missing metadata file named, nothing written"

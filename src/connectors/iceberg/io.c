@@ -50,7 +50,7 @@ static int io_error(const char *what, const char *path, struct ferry_error *err)
 {
     int e = errno;
     return ferry_error_set(err, e == ENOSPC ? FERRY_ENOSPC : e == ENOENT ? FERRY_ENOTFOUND : FERRY_EIO,
-                           "iceberg", "iceberg sink: %s %s: %s", what, path, strerror(e));
+                           "iceberg", "iceberg: %s %s: %s", what, path, strerror(e));
 }
 
 int ferry__iceberg_io_open_s3(struct ferry__s3_client *s3, size_t chunk,

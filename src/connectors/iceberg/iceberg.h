@@ -321,6 +321,16 @@ int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
 int ferry__iceberg_posdel_targets(struct ferry__iceberg_io *io, const char *path, int64_t size,
                                   json_t *paths, struct ferry_error *err);
 
+/* The sink's verify_open slot (iceberg_verify.c): the destination table read back through
+ * the iceberg source on the sink's own catalog keys (ferry/connector.h, ferry_verify_open_fn). */
+struct ferry_resource_spec;
+struct ferry_vtable;
+struct ferry_vside;
+int ferry__iceberg_verify_open(struct ferry_cfg *cfg, bool source,
+                               const struct ferry_resource_spec *r, const struct ferry_vtable *t,
+                               const char *what, struct ferry_vside **out, char **table_out,
+                               struct ferry_error *err);
+
 /* ---- expire (expire.c) -------------------------------------------------------------------- */
 struct ferry__iceberg_expire_result {
     int snapshots_expired, snapshots_kept;

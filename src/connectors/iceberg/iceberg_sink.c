@@ -2690,4 +2690,5 @@ const struct ferry_sink_vtable ferry__iceberg_sink = {
     .abort = sink_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
+    .verify_open = ferry__iceberg_verify_open,
 };

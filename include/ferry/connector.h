@@ -65,6 +65,10 @@ struct ferry_read_context {
      * replace_commits_once) and refuses to resume it into a sink durable per apply. false:
      * positions may become durable mid-shard (per_apply, distributed runs). */
     bool positions_at_end;
+    /* The pipeline writes with `write: merge`: delete operations a source emits are applied
+     * (other write modes would take a delete row for a row: a source that would emit deletes
+     * refuses instead). Added for the iceberg source's incremental reads. */
+    bool applies_deletes;
 };
 
 /* One resource of the pipeline file, as the source sees it. */

@@ -90,6 +90,9 @@ pass "full read: every type back exactly (set equality)"
 reader incr.yaml ice_incr inc incremental merge "" "${LOCAL[@]}"
 expect_exit 0 ferry run incr.yaml --quiet
 same t inc.t "incremental, first run (the whole snapshot)"
+pgq -c "CREATE SCHEMA incu"
+reader incu.yaml ice_incu incu incremental upsert "" "${LOCAL[@]}"
+expect_exit 0 ferry run incu.yaml --quiet
 # snapshot ids use all 63 bits: jq would round them
 first_snap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["current-snapshot-id"])' "$(meta)")
 
@@ -100,6 +103,9 @@ expect_exit 0 ferry run in.yaml --quiet
 [ "$(jq -r '.snapshots[-1].summary."added-delete-files" // "0"' "$(meta)")" != 0 ] || fail "the upsert wrote no delete file"
 expect_exit 0 ferry run incr.yaml --quiet
 same t inc.t "incremental after an upsert (equality deletes)"
+upsnap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["current-snapshot-id"])' "$(meta)")
+expect_exit 3 ferry run incu.yaml --quiet
+grep -q "snapshot $upsnap is an overwrite.*write: merge" <<< "$OUT" || fail "write: upsert must refuse deletes: $OUT"
 pass "incremental: an upsert's overwrite snapshot replayed (equality deletes by key)"
 
 # ---- 3. time travel ---------------------------------------------------------------------------
@@ -141,6 +147,19 @@ expect_exit 0 ferry run app.yaml --quiet
 expect_exit 0 ferry run incr.yaml --quiet
 same t inc.t "incremental after expire"
 pass "incremental after \`ferry iceberg expire\`: the new snapshot read on top of the kept one"
+
+for k in 1 2; do
+  pgq -c "DELETE FROM t_more; INSERT INTO t_more SELECT id + 3000 + $k * 10, name, amount, flag, d, tm, ts, tz, u, b, f, i, s FROM t_v1 WHERE id <= 3;
+          INSERT INTO t SELECT * FROM t_more"
+  expect_exit 0 ferry run app.yaml --quiet
+done
+expect_exit 0 ferry iceberg expire t --warehouse "$T/wh" --namespace db --older-than 0s --retain-last 1
+expect_exit 7 ferry run incr.yaml --quiet
+grep -q "is not an ancestor of the current snapshot" <<< "$OUT" || fail "a broken chain: $OUT"
+sed 's/name: ice_incr/name: ice_incr_again/' incr.yaml > incr2.yaml
+expect_exit 0 ferry run incr2.yaml --quiet
+same t inc.t "incremental read again in full (a new pipeline name)"
+pass "incremental: a checkpoint expired past its child is refused; a new pipeline reads the table again"
 
 expect_exit 7 ferry run tt.yaml --quiet
 grep -q "no snapshot $first_snap" <<< "$OUT" || fail "an expired snapshot should be named: $OUT"

@@ -23,7 +23,8 @@
  * files, its position deletes of older files) then its added data files as inserts (minus
  * its own position deletes); a replace (compaction) changes no row and is skipped. Anything
  * else is refused naming the snapshot. A checkpointed snapshot that was expired is fine as
- * long as the ancestry still reaches its child; else the run stops saying so.
+ * long as the ancestry still reaches its child; else the run stops saying so (the changes
+ * between cannot be replayed: a new pipeline name or state starts again with a full read).
  *
  * Every data and delete file is looked up (stat / HEAD) when the plan is made: a missing one,
  * or one whose size differs from its manifest's, stops the run before a row is written,
@@ -559,6 +560,7 @@ struct scan {
     const char *table;
     json_t *meta, *sc, *snap;
     json_int_t snap_id;
+    bool deletes_ok; /* the sink applies deletes (write: merge) */
 };
 
 /* The unit reading data file d of a full read: its deletes attached. */
@@ -665,8 +667,10 @@ static int snapshots_since(struct scan *sc, json_int_t from, json_t *to, json_t 
         return ferry_error_set(err, FERRY_ENOTFOUND, "iceberg",
                                "iceberg source: table %s: the checkpointed snapshot %" JSON_INTEGER_FORMAT
                                " is not an ancestor of the current snapshot %" JSON_INTEGER_FORMAT
-                               " any more (expired, or the table was rolled back): read it again "
-                               "in full (`ferry run --fresh`)",
+                               " any more (the snapshots between were expired, or the table was "
+                               "rolled back): its changes cannot be replayed; read the table "
+                               "again under a new pipeline name (or state), which starts with "
+                               "a full read",
                                sc->table, from, jint(to, "snapshot-id", -1));
     return FERRY_OK;
 }
@@ -823,6 +827,13 @@ static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, js
                                "identifier fields (nor a declared key): an incremental read "
                                "cannot apply it; read in mode full",
                                sc->table, sc->snap_id, op);
+    if (change && !sc->deletes_ok)
+        return ferry_error_set(err, FERRY_EPOLICY, "iceberg",
+                               "iceberg source: table %s snapshot %" JSON_INTEGER_FORMAT
+                               " is an %s (rows deleted or replaced): replaying it emits deletes, "
+                               "which only `write: merge` applies (another write mode would keep "
+                               "them as rows)",
+                               sc->table, sc->snap_id, op);
     json_t *entries = json_array(), *added = json_object(), *posdels = json_array();
     int rc = entries && added && posdels ? FERRY_OK : nomem(err);
     if (rc == FERRY_OK) rc = snapshot_entries(sc->s, sc->table, sc->snap, true, entries, err);
@@ -915,7 +926,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
         return ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg",
                                "resource %s: the iceberg source reads in mode full or incremental",
                                spec->table);
-    struct scan sc = {.s = s, .table = spec->table};
+    struct scan sc = {.s = s, .table = spec->table,
+                      .deletes_ok = ferry_read_context_of(spec)->applies_deletes};
     int rc = load_table(s, spec->table, &sc.meta, err);
     if (rc == FERRY_OK) rc = pick_snapshot(s, spec, sc.meta, &sc.snap, err);
     sc.sc = rc == FERRY_OK ? table_schema(sc.meta, sc.snap) : NULL;

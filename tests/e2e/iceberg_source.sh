@@ -9,7 +9,8 @@
 #   3. time travel: snapshot_id and as_of give the first snapshot's rows;
 #   4. an S3 warehouse (SQL catalog on SQLite) read in full and incrementally;
 #   5. a table written by cdc with write: merge (position deletes of rows a change of the same
-#      commit replaced, equality deletes of deleted keys) read in full and incrementally;
+#      commit replaced, equality deletes of deleted keys) read in full and incrementally, and
+#      in full again with a crash after three batches and a resume (write: append);
 #   6. bad input: a missing data file, a truncated data file, a missing metadata file: one
 #      message naming the file, exit 1, nothing written.
 . "$(dirname "$0")/lib.sh"
@@ -224,6 +225,17 @@ same c cf.c "cdc merge table, full read (position + equality deletes applied)"
 expect_exit 0 ferry run cincr.yaml --quiet
 same c ci.c "cdc merge table, incremental read"
 pass "a cdc merge table (position and equality deletes) read in full and incrementally"
+
+# a crash after some batches are durable, then the run resumed: no row lost or doubled
+pgq -c "CREATE SCHEMA res"
+reader_c cres.yaml ice_cres res full append
+expect_exit 137 env FERRY_FAILPOINTS=after_sink_apply=crash@3 "$FERRY_BIN" run cres.yaml --quiet
+partial=$(pgq -c "SELECT count(*) FROM res.c")
+[ "$partial" -gt 0 ] && [ "$partial" -lt "$(pgq -c "SELECT count(*) FROM c")" ] || fail "the crash should leave a partial copy ($partial rows)"
+expect_exit 0 ferry run cres.yaml
+grep -q resuming <<< "$OUT" || fail "the run after the crash should resume: $OUT"
+same c res.c "a full read resumed after a crash (deletes applied, positions skipped)"
+pass "a crash mid-read, then resume: exactly the table, no row lost or doubled"
 
 # ---- 6. bad input ---------------------------------------------------------------------------------
 reader bad.yaml ice_bad bad full replace "" "${LOCAL[@]}"

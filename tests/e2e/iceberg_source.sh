@@ -12,7 +12,9 @@
 #      commit replaced, equality deletes of deleted keys) read in full and incrementally, and
 #      in full again with a crash after three batches and a resume (write: append);
 #   6. bad input: a missing data file, a truncated data file, a missing metadata file: one
-#      message naming the file, exit 1, nothing written.
+#      message naming the file, exit 7 or 1, nothing written;
+#   7. schema evolution (a column added, an int widened) on a bucket-partitioned upsert table
+#      (equality deletes per partition): full and incremental reads.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -260,4 +262,43 @@ mv "$gone" saved.json
 expect_exit 7 ferry run bad.yaml --quiet
 grep -q "$gone: No such file" <<< "$OUT" || fail "a missing metadata file should be named: $OUT"
 [ "$(pgq -c "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'bad'")" = 0 ] || fail "a table was made"
+mv saved.json "$gone"
 pass "bad input: a missing or truncated data file and a missing metadata file named, nothing written"
+
+# ---- 7. schema evolution and a partitioned table ----------------------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE e (id int PRIMARY KEY, a text, x int);
+INSERT INTO e SELECT g, 'a' || g, g FROM generate_series(1, 200) g;
+CREATE SCHEMA ef; CREATE SCHEMA ei;
+SQL
+cat > e_in.yaml <<YAML
+version: 1
+name: ice_e_in
+source: {type: postgres, url: env:PG_URL, resources: [{table: e}]}
+sink:
+  type: iceberg
+  warehouse: $T/wh
+  namespace: db
+  write: upsert
+  partition: {e: ["bucket(4, id)"]}
+YAML
+sed -e 's/resources: \[{table: t, mode: incremental}\]/resources: [{table: e, mode: incremental}]/' \
+    -e 's/name: ice_incr/name: ice_ei/' -e 's/schema: inc,/schema: ei,/' incr.yaml > e_incr.yaml
+sed -e 's/resources: \[{table: t, mode: incremental}\]/resources: [{table: e, mode: full}]/' \
+    -e 's/name: ice_incr/name: ice_ef/' -e 's/schema: inc, write: merge/schema: ef, write: replace/' incr.yaml > e_full.yaml
+expect_exit 0 ferry run e_in.yaml --quiet
+expect_exit 0 ferry run e_incr.yaml --quiet
+pgq -c "ALTER TABLE e ADD COLUMN b numeric(8,2), ALTER COLUMN x TYPE bigint;
+        UPDATE e SET a = a || '*', b = id / 4.0 WHERE id % 5 = 0;
+        INSERT INTO e SELECT g, 'new' || g, g, g / 2.0 FROM generate_series(201, 230) g"
+expect_exit 0 ferry run e_in.yaml --quiet
+M=$(ls -v "$T"/wh/db/e/metadata/v*.metadata.json | tail -1)
+[ "$(jq '.schemas | length' "$M")" -ge 2 ] && [ "$(jq '."partition-specs"[0].fields | length' "$M")" = 1 ] \
+  || fail "want a new schema version and a bucket partition: $(jq -c '{schemas: .schemas | length, specs: ."partition-specs"}' "$M")"
+expect_exit 0 ferry run e_full.yaml --quiet
+same e ef.e "a partitioned table with a column added and widened, full read"
+# the postgres sink adds columns but never changes a type: widen x as the table did
+pgq -c "ALTER TABLE ei.e ALTER COLUMN x TYPE bigint"
+expect_exit 0 ferry run e_incr.yaml --quiet
+same e ei.e "a partitioned table with a column added and widened, incremental"
+pass "schema evolution (a column added, int widened to long) and bucket partitions: full and incremental"

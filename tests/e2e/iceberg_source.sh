@@ -14,7 +14,8 @@
 #   6. bad input: a missing data file, a truncated data file, a missing metadata file: one
 #      message naming the file, exit 7 or 1, nothing written;
 #   7. schema evolution (a column added, an int widened) on a bucket-partitioned upsert table
-#      (equality deletes per partition): full and incremental reads.
+#      (equality deletes per partition): full and incremental reads;
+#   8. the REST catalog (tests/tools/rest_catalog.mjs, a bearer token): full and incremental.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -302,3 +303,28 @@ pgq -c "ALTER TABLE ei.e ALTER COLUMN x TYPE bigint"
 expect_exit 0 ferry run e_incr.yaml --quiet
 same e ei.e "a partitioned table with a column added and widened, incremental"
 pass "schema evolution (a column added, int widened to long) and bucket partitions: full and incremental"
+
+# ---- 8. the REST catalog ------------------------------------------------------------------------------
+export REST_TOKEN="rest-token-$RANDOM$RANDOM"
+node "$FERRY_SRC/tests/tools/rest_catalog.mjs" "$T/rest" "$T/rest.port" > "$T/rest.log" 2>&1 &
+rest_pid=$!
+# shellcheck disable=SC2064 # the pid and the trap so far are expanded now, on purpose
+trap "__rc=\$?; set +e; kill $rest_pid 2>/dev/null; wait $rest_pid 2>/dev/null; (exit \$__rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+for _ in $(seq 1 100); do [ -s "$T/rest.port" ] && break; sleep 0.1; done
+[ -s "$T/rest.port" ] || fail "the REST catalog did not start: $(cat "$T/rest.log")"
+REST=("warehouse: $T/rwh" "namespace: db" "catalog: rest" "catalog_uri: \"http://127.0.0.1:$(cat "$T/rest.port")\""
+      "catalog_token: env:REST_TOKEN")
+pgq -c "CREATE SCHEMA rb; CREATE SCHEMA ri; CREATE TABLE t_rest AS SELECT * FROM t"
+writer rin.yaml ice_rin t upsert "${REST[@]}"
+expect_exit 0 ferry run rin.yaml --quiet
+reader rfull.yaml ice_rfull rb full replace "" "${REST[@]}"
+expect_exit 0 ferry run rfull.yaml --quiet
+same t rb.t "REST catalog, full read"
+reader rincr.yaml ice_rincr ri incremental merge "" "${REST[@]}"
+expect_exit 0 ferry run rincr.yaml --quiet
+pgq -c "UPDATE t SET name = name || '#' WHERE id % 13 = 0"
+expect_exit 0 ferry run rin.yaml --quiet
+expect_exit 0 ferry run rincr.yaml --quiet
+same t ri.t "REST catalog, incremental after an upsert"
+grep -q "$REST_TOKEN" <<< "$OUT$(cat ./*.yaml)" && fail "the token appears in output or files"
+pass "REST catalog (bearer token): full and incremental reads back exactly"

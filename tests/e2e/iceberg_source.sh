@@ -165,6 +165,16 @@ expect_exit 0 ferry run incr2.yaml --quiet
 same t inc.t "incremental read again in full (a new pipeline name)"
 pass "incremental: a checkpoint expired past its child is refused; a new pipeline reads the table again"
 
+# a replace (which lists no DELETED entries) whose parent was expired: its deletes are unknowable
+pgq -c "DELETE FROM t WHERE id = 3"
+expect_exit 0 ferry run rep.yaml --quiet
+rep_snap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["current-snapshot-id"])' "$(meta)")
+expect_exit 0 ferry iceberg expire t --warehouse "$T/wh" --namespace db --older-than 0s --retain-last 1
+expect_exit 1 ferry run incr2.yaml --quiet
+grep -q "snapshot $rep_snap removed .* data files that its manifests do not list" <<< "$OUT" \
+  || fail "a replace whose parent was expired must be refused: $OUT"
+pass "incremental: a replace whose parent was expired is refused naming it (its deletes are unknowable)"
+
 expect_exit 7 ferry run tt.yaml --quiet
 grep -q "no snapshot $first_snap" <<< "$OUT" || fail "an expired snapshot should be named: $OUT"
 pass "time travel to an expired snapshot: refused naming it"

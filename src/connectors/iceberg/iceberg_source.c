@@ -784,7 +784,20 @@ static int removed_files(struct scan *sc, json_t *entries, json_t *units, struct
             df_int(x, "content") <= CONTENT_DATA && json_object_set(gone, df_path(x), x) != 0)
             rc = nomem(err);
     }
-    json_t *parent = find_snapshot(sc->meta, jint(sc->snap, "parent-snapshot-id", -1));
+    json_int_t parent_id = jint(sc->snap, "parent-snapshot-id", -1);
+    json_t *parent = find_snapshot(sc->meta, parent_id);
+    json_t *sum = json_object_get(sc->snap, "summary");
+    const char *removed = json_string_value(json_object_get(sum, "deleted-data-files"));
+    /* files removed without DELETED entries can only be found against the parent */
+    if (rc == FERRY_OK && parent == NULL && parent_id != -1 && json_object_size(gone) == 0 &&
+        removed != NULL && strtoll(removed, NULL, 10) > 0)
+        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg",
+                             "iceberg source: table %s snapshot %" JSON_INTEGER_FORMAT
+                             " removed %s data files that its manifests do not list, and its "
+                             "parent %" JSON_INTEGER_FORMAT " was expired: the rows it deleted "
+                             "cannot be known; read the table again under a new pipeline name "
+                             "(or state), which starts with a full read",
+                             sc->table, sc->snap_id, removed, parent_id);
     if (rc == FERRY_OK && parent != NULL) rc = live_files(sc, sc->snap, now, err);
     if (rc == FERRY_OK && parent != NULL) rc = live_files(sc, parent, before, err);
     const char *path;

@@ -91,6 +91,9 @@ same t back.t "full read"
 pass "full read: every type back exactly (set equality)"
 
 # ---- 2. incremental ----------------------------------------------------------------------------
+reader cur.yaml ice_cur inc incremental merge ", cursor: [id]" "${LOCAL[@]}"
+expect_exit 2 ferry run cur.yaml --quiet
+grep -q "cursor.*iceberg keeps its own position" <<< "$OUT" || fail "a cursor should be refused: $OUT"
 reader incr.yaml ice_incr inc incremental merge "" "${LOCAL[@]}"
 expect_exit 0 ferry run incr.yaml --quiet
 same t inc.t "incremental, first run (the whole snapshot)"

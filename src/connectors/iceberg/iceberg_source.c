@@ -561,6 +561,7 @@ struct scan {
     json_t *meta, *sc, *snap;
     json_int_t snap_id;
     bool deletes_ok; /* the sink applies deletes (write: merge) */
+    json_t *posdel_targets; /* full plans: position delete file -> {data file path: true} */
 };
 
 /* The unit reading data file d of a full read: its deletes attached. */
@@ -578,7 +579,11 @@ static int full_unit(struct scan *sc, json_t *d, json_t *entries, json_t **out,
         if (rc != FERRY_OK) break;
         json_int_t content = df_int(x, "content");
         if (content == CONTENT_POS && jint(x, "seq", 0) >= jint(d, "seq", 0)) {
-            if (json_array_append_new(pos, file_ref(x)) != 0) rc = nomem(err);
+            /* only the position delete files that name this data file (read at plan time) */
+            json_t *names = json_object_get(sc->posdel_targets, df_path(x));
+            if (json_object_get(names, df_path(d)) != NULL &&
+                json_array_append_new(pos, file_ref(x)) != 0)
+                rc = nomem(err);
         } else if (content == CONTENT_EQ && eq_applies(sc->meta, x, d)) {
             json_t *cols = NULL;
             rc = eq_columns(sc->meta, sc->sc, x, &cols, err);
@@ -634,8 +639,23 @@ static int full_shards(struct scan *sc, json_t *shards, json_int_t *rows, struct
     if (entries == NULL) return nomem(err);
     int rc = snapshot_entries(sc->s, sc->table, sc->snap, false, entries, err);
     if (rc == FERRY_OK) rc = check_entries(sc, entries, err);
+    /* Each position delete file is read once here, for the data files it names: a shard then
+     * reads only those that concern its file (a merge table gains one per commit). */
+    json_t *targets = json_object();
+    if (rc == FERRY_OK && targets == NULL) rc = nomem(err);
     size_t i;
     json_t *x;
+    json_array_foreach(entries, i, x)
+    {
+        if (rc != FERRY_OK || df_int(x, "content") != CONTENT_POS) continue;
+        json_t *names = json_object();
+        rc = names ? ferry__iceberg_posdel_targets(sc->s->io, df_path(x),
+                                                    df_int(x, "file_size_in_bytes"), names, err)
+                   : nomem(err);
+        if (rc == FERRY_OK && json_object_set(targets, df_path(x), names) != 0) rc = nomem(err);
+        json_decref(names);
+    }
+    sc->posdel_targets = targets;
     json_array_foreach(entries, i, x)
     {
         if (rc != FERRY_OK) break;
@@ -646,6 +666,8 @@ static int full_shards(struct scan *sc, json_t *shards, json_int_t *rows, struct
         if (rc == FERRY_OK && (sh == NULL || json_array_append_new(shards, sh) != 0)) rc = nomem(err);
         *rows += df_int(x, "record_count");
     }
+    sc->posdel_targets = NULL;
+    json_decref(targets);
     json_decref(entries);
     return rc;
 }

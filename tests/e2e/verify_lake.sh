@@ -7,7 +7,9 @@
 #   3. tampering: an s3 object replaced by another valid Parquet object with one value changed
 #      is reported by key (exit 8); an iceberg data file damaged in place fails the check (the
 #      damaged values reported by key, or the file named when it no longer decodes), and
-#      restored verifies again.
+#      restored verifies again;
+#   4. an iceberg *source* (read through ferry) against its PostgreSQL copy: equal, then one
+#      row changed in the copy is reported by key.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -114,3 +116,19 @@ cp saved.parquet "$victim"
 vjson ice.yaml
 [ "$RC" = 0 ] || fail "the restored iceberg file: exit $RC: $J $(cat verify.err)"
 pass "iceberg: a data file damaged in place fails the check (exit $RC); restored, equal again"
+
+# ---- 4. an iceberg *source*: read through ferry (the stream side) ------------------------------------
+pgq -c "CREATE SCHEMA back"
+cat > back.yaml <<EOF
+version: 1
+name: vl_back
+source: {type: iceberg, warehouse: $T/wh, namespace: db, resources: [{table: v}]}
+sink: {type: postgres, url: env:PG_URL, schema: back, write: upsert}
+EOF
+expect_exit 0 ferry run back.yaml --quiet
+vjson back.yaml
+[ "$RC" = 0 ] || fail "iceberg -> postgres: exit $RC: $J $(cat verify.err)"
+pgq -c "UPDATE back.v SET flag = NOT flag WHERE id = 42"
+vjson back.yaml
+[ "$RC" = 8 ] && [ "$(keys different)" = 42 ] || fail "iceberg -> postgres, one row changed: exit $RC: $J"
+pass "an iceberg source verifies against its PostgreSQL copy; a changed row is reported by key"

@@ -20,8 +20,8 @@
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
-export S3_KEY=S3RVER S3_SECRET=S3RVER
-s3_start lake
+export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+S3_CONDITIONAL_BUCKETS=cond s3_start lake cond
 export S3_ENDPOINT
 pg_start
 export PG_URL="$FERRY_PG_URL"
@@ -200,6 +200,18 @@ expect_exit 0 ferry run s3in.yaml --quiet
 expect_exit 0 ferry run s3incr.yaml --quiet
 same t s3i.t "S3 warehouse, incremental after an upsert"
 pass "S3 warehouse (SQL catalog): full and incremental reads back exactly"
+
+# the filesystem catalog on S3 (a bucket honouring If-None-Match, as the writer needs)
+S3F=("warehouse: s3://cond/wh" "namespace: db" "endpoint: \"$S3_ENDPOINT\"" "path_style: true"
+     "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET")
+pgq -c "CREATE SCHEMA s3f"
+writer s3fin.yaml ice_s3fin t append "${S3F[@]}"
+expect_exit 0 ferry run s3fin.yaml --quiet
+reader s3ffull.yaml ice_s3ffull s3f full replace "" "${S3F[@]}"
+expect_exit 0 ferry run s3ffull.yaml --quiet
+same t s3f.t "S3 warehouse, filesystem catalog, full read"
+[ -z "$(s3c cond list wh/ | grep -F .ferry-probe)" ] || fail "a probe object was left behind"
+pass "S3 warehouse (filesystem catalog): full read back exactly"
 
 # ---- 5. a cdc merge table: position and equality deletes ------------------------------------------
 pgq >/dev/null <<'SQL'

@@ -196,11 +196,36 @@ int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *w
     return FERRY_OK;
 }
 
+static int open_io(enum ferry__iceberg_catalog_kind kind, struct ferry__iceberg_io *io,
+                   const char *warehouse, const char *namespace_, const char *sql_path,
+                   const char *catalog_name, bool reader, struct ferry__iceberg_catalog **out,
+                   struct ferry_error *err);
+
 int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
                                    struct ferry__iceberg_io *io, const char *warehouse,
                                    const char *namespace_, const char *sql_path,
                                    const char *catalog_name, struct ferry__iceberg_catalog **out,
                                    struct ferry_error *err)
+{
+    return open_io(kind, io, warehouse, namespace_, sql_path, catalog_name, false, out, err);
+}
+
+int ferry__iceberg_catalog_open_io_reader(enum ferry__iceberg_catalog_kind kind,
+                                          struct ferry__iceberg_io *io, const char *warehouse,
+                                          const char *namespace_, const char *sql_path,
+                                          const char *catalog_name,
+                                          struct ferry__iceberg_catalog **out,
+                                          struct ferry_error *err)
+{
+    return open_io(kind, io, warehouse, namespace_, sql_path, catalog_name, true, out, err);
+}
+
+/* reader: the catalog only loads (the iceberg source): no conditional-write probe, which
+ * would PUT into the bucket. */
+static int open_io(enum ferry__iceberg_catalog_kind kind, struct ferry__iceberg_io *io,
+                   const char *warehouse, const char *namespace_, const char *sql_path,
+                   const char *catalog_name, bool reader, struct ferry__iceberg_catalog **out,
+                   struct ferry_error *err)
 {
     *out = NULL;
     struct ferry__iceberg_catalog *c = ferry_calloc(1, sizeof *c);
@@ -260,7 +285,7 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
             return rc;
         }
     }
-    if (kind == ICEBERG_CATALOG_FILESYSTEM && c->io) {
+    if (kind == ICEBERG_CATALOG_FILESYSTEM && c->io && !reader) {
         int rc = probe_conditional(c, err);
         if (rc != FERRY_OK) {
             ferry__iceberg_catalog_close(c);

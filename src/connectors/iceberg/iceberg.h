@@ -230,6 +230,14 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
                                    const char *namespace_, const char *sql_path,
                                    const char *catalog_name, struct ferry__iceberg_catalog **out,
                                    struct ferry_error *err);
+/* The same, for a reader (the iceberg source): the filesystem catalog on S3 is not probed
+ * (the probe writes). */
+int ferry__iceberg_catalog_open_io_reader(enum ferry__iceberg_catalog_kind kind,
+                                          struct ferry__iceberg_io *io, const char *warehouse,
+                                          const char *namespace_, const char *sql_path,
+                                          const char *catalog_name,
+                                          struct ferry__iceberg_catalog **out,
+                                          struct ferry_error *err);
 /* The REST catalog at uri (http(s)://host[:port][/path]); auth as ferry__iceberg_rest_open
  * (may be NULL: no authentication). */
 struct ferry__iceberg_rest_auth;
@@ -277,6 +285,9 @@ int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
 struct ferry_cfg;
 int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
                                      char **ns, struct ferry_error *err);
+/* The same for reading only (the iceberg source): nothing is written to open it. */
+int ferry__iceberg_catalog_for_reading(struct ferry_cfg *cfg, struct ferry__iceberg_catalog **out,
+                                       char **ns, struct ferry_error *err);
 
 /* ---- REST catalog client (rest.c), used by catalog.c ---------------------------------------- */
 struct ferry__iceberg_rest;

@@ -141,6 +141,7 @@ struct target {
 
 struct sink {
     enum ferry__iceberg_catalog_kind kind;
+    bool reader; /* opened for the iceberg source's catalog: loads only */
     char *warehouse, *ns, *catalog_name;
     char *sql_path;  /* SQLite file, or a PostgreSQL URL (a secret: never in a message), or
                       * the REST catalog's URI */
@@ -575,14 +576,18 @@ static int catalog(struct sink *s, struct ferry_error *err)
     int rc = s->kind == ICEBERG_CATALOG_REST
                  ? ferry__iceberg_catalog_open_rest(io, s->warehouse, s->ns, s->sql_path, &auth,
                                                     &s->cat, err)
-                 : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns, s->sql_path,
-                                                  s->catalog_name, &s->cat, err);
+                 : s->reader ? ferry__iceberg_catalog_open_io_reader(s->kind, io, s->warehouse,
+                                                                     s->ns, s->sql_path,
+                                                                     s->catalog_name, &s->cat, err)
+                             : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns,
+                                                              s->sql_path, s->catalog_name,
+                                                              &s->cat, err);
     if (rc == FERRY_OK) s->io = ferry__iceberg_catalog_io(s->cat);
     return rc;
 }
 
-int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
-                                     char **ns, struct ferry_error *err)
+static int catalog_of(struct ferry_cfg *sink_cfg, bool reader, struct ferry__iceberg_catalog **out,
+                      char **ns, struct ferry_error *err)
 {
     *out = NULL;
     *ns = NULL;
@@ -590,6 +595,7 @@ int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__i
     int rc = sink_open(sink_cfg, &ctx, err);
     if (rc != FERRY_OK) return rc;
     struct sink *s = ctx;
+    s->reader = reader;
     rc = catalog(s, err);
     if (rc == FERRY_OK) {
         *ns = ferry_strdup(s->ns);
@@ -602,6 +608,18 @@ int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__i
     }
     sink_close(s);
     return rc;
+}
+
+int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
+                                     char **ns, struct ferry_error *err)
+{
+    return catalog_of(sink_cfg, false, out, ns, err);
+}
+
+int ferry__iceberg_catalog_for_reading(struct ferry_cfg *cfg, struct ferry__iceberg_catalog **out,
+                                       char **ns, struct ferry_error *err)
+{
+    return catalog_of(cfg, true, out, ns, err);
 }
 
 /* ---- table metadata -------------------------------------------------------------------- */

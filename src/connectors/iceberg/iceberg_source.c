@@ -4,7 +4,8 @@
  *
  * The source section names the catalog exactly as the iceberg sink does (warehouse local or
  * s3://, namespace, catalog filesystem / sql / rest and their keys): the same code opens it.
- * A resource's `table` is a table of that namespace. The schema is the table's (the current
+ * A resource's `table` is a table of that namespace. Opening writes nothing (the filesystem
+ * catalog on S3 is not probed for conditional writes, as the sink does). The schema is the table's (the current
  * schema, or the schema of the snapshot read), each Iceberg type mapped to one ferry type;
  * the identifier fields are the key unless the resource declares `key:`.
  *
@@ -81,7 +82,7 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         rc = ferry_cfg_int(cfg, "snapshot_id", true, INT64_MIN + 1, INT64_MAX, &s->snapshot_id, err);
     }
     if (rc == FERRY_OK && as_of && (s->as_of = ferry_strdup(as_of)) == NULL) rc = nomem(err);
-    if (rc == FERRY_OK) rc = ferry__iceberg_catalog_from_sink(cfg, &s->cat, &s->ns, err);
+    if (rc == FERRY_OK) rc = ferry__iceberg_catalog_for_reading(cfg, &s->cat, &s->ns, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;

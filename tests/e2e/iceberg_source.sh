@@ -11,7 +11,8 @@
 #   5. a table written by cdc with write: merge (position deletes of rows a change of the same
 #      commit replaced, equality deletes of deleted keys) read in full and incrementally, and
 #      in full again with a crash after three batches and a resume (write: append);
-#   6. bad input: a missing data file, a truncated data file, a missing metadata file: one
+#   6. bad input: a missing data file, a truncated data file, a missing metadata file, a
+#      missing SQL catalog file (never created by a reader): one
 #      message naming the file, exit 7 or 1, nothing written;
 #   7. schema evolution (a column added, an int widened) on a bucket-partitioned upsert table
 #      (equality deletes per partition): full and incremental reads;
@@ -289,6 +290,11 @@ expect_exit 7 ferry run bad.yaml --quiet
 grep -q "$gone: No such file" <<< "$OUT" || fail "a missing metadata file should be named: $OUT"
 [ "$(pgq -c "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'bad'")" = 0 ] || fail "a table was made"
 mv saved.json "$gone"
+reader nocat.yaml ice_nocat bad full replace "" "warehouse: $T/wh" "namespace: db" "catalog: sql" \
+  "catalog_uri: $T/nope/catalog.db"
+expect_exit 7 ferry run nocat.yaml --quiet
+grep -q "cannot open the SQL catalog $T/nope/catalog.db" <<< "$OUT" || fail "a missing catalog file: $OUT"
+[ ! -e "$T/nope" ] || fail "reading created the catalog's folder"
 pass "bad input: a missing or truncated data file and a missing metadata file named, nothing written"
 
 # ---- 7. schema evolution and a partitioned table ----------------------------------------------------

@@ -270,10 +270,12 @@ static int open_io(enum ferry__iceberg_catalog_kind kind, struct ferry__iceberg_
             return rc;
         }
     } else if (kind == ICEBERG_CATALOG_SQL) {
-        if (sqlite3_open_v2(sql_path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-            SQLITE_OK) {
-            int rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
-                                     "iceberg sink: cannot open the SQL catalog %s: %s", sql_path,
+        /* a reader never creates the catalog file: a wrong path is an error naming it */
+        int flags = reader ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        if (sqlite3_open_v2(sql_path, &c->db, flags, NULL) != SQLITE_OK) {
+            int rc = ferry_error_set(err, reader ? FERRY_ENOTFOUND : FERRY_ESINK, "sqlite",
+                                     "iceberg%s: cannot open the SQL catalog %s: %s",
+                                     reader ? "" : " sink", sql_path,
                                      c->db ? sqlite3_errmsg(c->db) : "out of memory");
             ferry__iceberg_catalog_close(c);
             return rc;

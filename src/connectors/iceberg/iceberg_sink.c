@@ -548,7 +548,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
 static int catalog(struct sink *s, struct ferry_error *err)
 {
     if (s->cat) return FERRY_OK;
-    if (s->kind == ICEBERG_CATALOG_SQL && !s->sql_is_pg) {
+    if (s->kind == ICEBERG_CATALOG_SQL && !s->sql_is_pg && !s->reader) {
         char *d = ferry_strdup(s->sql_path);
         if (d == NULL) return nomem(err);
         char *slash = strrchr(d, '/');

@@ -301,7 +301,7 @@ static int mark_key(struct ferry_schema *out, json_t *meta, json_t *sc,
         return FERRY_OK;
     }
     json_t *ids = json_object_get(sc, "identifier-field-ids");
-    size_t n = json_array_size(ids), i;
+    size_t i;
     json_t *id;
     json_array_foreach(ids, i, id)
     {
@@ -316,7 +316,6 @@ static int mark_key(struct ferry_schema *out, json_t *meta, json_t *sc,
         out->fields[k].key_pos = (int)i + 1;
         out->fields[k].nullable = false;
     }
-    (void)n;
     return FERRY_OK;
 }
 

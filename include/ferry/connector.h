@@ -74,6 +74,10 @@ struct ferry_read_context {
     /* The sink applies FERRY_OP_TRUNCATE rows for this resource (keyed write, no change
      * log, no soft delete): a cdc source may then send a source TRUNCATE in stream order. */
     bool truncates;
+    /* The pipeline writes with `write: merge`: delete operations a source emits are applied
+     * (other write modes would take a delete row for a row: a source that would emit deletes
+     * refuses instead). Added for the iceberg source's incremental reads. */
+    bool applies_deletes;
 };
 
 /* One resource of the pipeline file, as the source sees it. */
@@ -144,6 +148,9 @@ struct ferry_source_vtable {
     const char *const *tuning_keys;
     bool supports_incremental;
     bool supports_cdc;
+    /* Incremental reads that need no `cursor:` (the source keeps its own position: the
+     * iceberg source's snapshot id); a cursor given is refused. */
+    bool incremental_without_cursor;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are

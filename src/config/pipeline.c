@@ -310,8 +310,13 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
                                p->source_vt->name);
 
     if ((rc = column_list(item, "cursor", &r->cursor, &r->n_cursor, err))) return rc;
-    if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL)
+    if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL &&
+        !p->source_vt->incremental_without_cursor)
         return required_with(item, "cursor", "with mode: incremental", err);
+    if (r->cursor && p->source_vt->incremental_without_cursor)
+        return ferry_cfg_error(err, ferry_cfg_get(item, "cursor"),
+                               "source %s keeps its own position: it reads no cursor",
+                               p->source_vt->name);
     /* A cursor the read would ignore hides a mistake: refuse it. */
     if (r->mode != FERRY_READ_INCREMENTAL && r->cursor)
         return ferry_cfg_error(err, ferry_cfg_get(item, "cursor"),

@@ -19,7 +19,7 @@
 #include "ferry/digest.h"
 #include "ferry/pipeline.h"
 
-#define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3)
+#define FERRY_SOURCES(X) X(sample) X(sqlite) X(postgres) X(files) X(mysql) X(s3) X(iceberg)
 #define FERRY_SINKS(X) X(null) X(sqlite) X(postgres) X(files) X(s3) X(iceberg) X(mysql)
 
 /* The callback sink exists for programs that embed ferry (src/embed/, docs/embedding.md). */

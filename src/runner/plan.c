@@ -27,6 +27,7 @@ static int read_context_init(struct run *r, struct resource_run *rr, struct ferr
     rc->pipeline = p->name;
     rc->route = rr->route;
     rc->change_log = rr->spec->mode == FERRY_READ_CDC && p->write == FERRY_WRITE_APPEND;
+    rc->applies_deletes = p->write == FERRY_WRITE_MERGE;
     rc->soft_delete = NULL; /* a cdc resource's `soft_delete: COLUMN` (policy checks) */
     rc->cdc_epoch_rows = r->o->cdc_epoch_rows;
     rc->cdc_follow = r->o->cdc_follow;

@@ -196,11 +196,36 @@ int ferry__iceberg_catalog_open_rest(struct ferry__iceberg_io *io, const char *w
     return FERRY_OK;
 }
 
+static int open_io(enum ferry__iceberg_catalog_kind kind, struct ferry__iceberg_io *io,
+                   const char *warehouse, const char *namespace_, const char *sql_path,
+                   const char *catalog_name, bool reader, struct ferry__iceberg_catalog **out,
+                   struct ferry_error *err);
+
 int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
                                    struct ferry__iceberg_io *io, const char *warehouse,
                                    const char *namespace_, const char *sql_path,
                                    const char *catalog_name, struct ferry__iceberg_catalog **out,
                                    struct ferry_error *err)
+{
+    return open_io(kind, io, warehouse, namespace_, sql_path, catalog_name, false, out, err);
+}
+
+int ferry__iceberg_catalog_open_io_reader(enum ferry__iceberg_catalog_kind kind,
+                                          struct ferry__iceberg_io *io, const char *warehouse,
+                                          const char *namespace_, const char *sql_path,
+                                          const char *catalog_name,
+                                          struct ferry__iceberg_catalog **out,
+                                          struct ferry_error *err)
+{
+    return open_io(kind, io, warehouse, namespace_, sql_path, catalog_name, true, out, err);
+}
+
+/* reader: the catalog only loads (the iceberg source): no conditional-write probe, which
+ * would PUT into the bucket. */
+static int open_io(enum ferry__iceberg_catalog_kind kind, struct ferry__iceberg_io *io,
+                   const char *warehouse, const char *namespace_, const char *sql_path,
+                   const char *catalog_name, bool reader, struct ferry__iceberg_catalog **out,
+                   struct ferry_error *err)
 {
     *out = NULL;
     struct ferry__iceberg_catalog *c = ferry_calloc(1, sizeof *c);
@@ -245,10 +270,12 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
             return rc;
         }
     } else if (kind == ICEBERG_CATALOG_SQL) {
-        if (sqlite3_open_v2(sql_path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-            SQLITE_OK) {
-            int rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
-                                     "iceberg sink: cannot open the SQL catalog %s: %s", sql_path,
+        /* a reader never creates the catalog file: a wrong path is an error naming it */
+        int flags = reader ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        if (sqlite3_open_v2(sql_path, &c->db, flags, NULL) != SQLITE_OK) {
+            int rc = ferry_error_set(err, reader ? FERRY_ENOTFOUND : FERRY_ESINK, "sqlite",
+                                     "iceberg%s: cannot open the SQL catalog %s: %s",
+                                     reader ? "" : " sink", sql_path,
                                      c->db ? sqlite3_errmsg(c->db) : "out of memory");
             ferry__iceberg_catalog_close(c);
             return rc;
@@ -260,7 +287,7 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
             return rc;
         }
     }
-    if (kind == ICEBERG_CATALOG_FILESYSTEM && c->io) {
+    if (kind == ICEBERG_CATALOG_FILESYSTEM && c->io && !reader) {
         int rc = probe_conditional(c, err);
         if (rc != FERRY_OK) {
             ferry__iceberg_catalog_close(c);

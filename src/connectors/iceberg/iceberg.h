@@ -152,6 +152,10 @@ int ferry__iceberg_io_write_new(struct ferry__iceberg_io *io, const char *loc, c
                                 size_t n, struct ferry_error *err);
 int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct ferry_buf *out,
                            struct ferry_error *err);
+/* n bytes at off of a file into p (a local pread, or a ranged GET): FERRY_ENOTFOUND when the
+ * file is missing, FERRY_ESOURCE naming it when it is shorter. (The iceberg source.) */
+int ferry__iceberg_io_read_range(struct ferry__iceberg_io *io, const char *loc, uint64_t off,
+                                 size_t n, void *p, struct ferry_error *err);
 int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,
                              struct ferry_error *err);
 /* Size and modification time (ms since the epoch; S3: Last-Modified, whole seconds) of a
@@ -226,6 +230,14 @@ int ferry__iceberg_catalog_open_io(enum ferry__iceberg_catalog_kind kind,
                                    const char *namespace_, const char *sql_path,
                                    const char *catalog_name, struct ferry__iceberg_catalog **out,
                                    struct ferry_error *err);
+/* The same, for a reader (the iceberg source): the filesystem catalog on S3 is not probed
+ * (the probe writes). */
+int ferry__iceberg_catalog_open_io_reader(enum ferry__iceberg_catalog_kind kind,
+                                          struct ferry__iceberg_io *io, const char *warehouse,
+                                          const char *namespace_, const char *sql_path,
+                                          const char *catalog_name,
+                                          struct ferry__iceberg_catalog **out,
+                                          struct ferry_error *err);
 /* The REST catalog at uri (http(s)://host[:port][/path]); auth as ferry__iceberg_rest_open
  * (may be NULL: no authentication). */
 struct ferry__iceberg_rest_auth;
@@ -273,6 +285,9 @@ int ferry__iceberg_catalog_list(struct ferry__iceberg_catalog *c, char ***names,
 struct ferry_cfg;
 int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
                                      char **ns, struct ferry_error *err);
+/* The same for reading only (the iceberg source): nothing is written to open it. */
+int ferry__iceberg_catalog_for_reading(struct ferry_cfg *cfg, struct ferry__iceberg_catalog **out,
+                                       char **ns, struct ferry_error *err);
 
 /* ---- REST catalog client (rest.c), used by catalog.c ---------------------------------------- */
 struct ferry__iceberg_rest;
@@ -303,6 +318,29 @@ int ferry__iceberg_rest_commit(struct ferry__iceberg_rest *r, const char *table,
 bool ferry__iceberg_rest_unknown(const struct ferry__iceberg_rest *r);
 /* Table names of the namespace appended to names (strings). */
 int ferry__iceberg_rest_list(struct ferry__iceberg_rest *r, json_t *names, struct ferry_error *err);
+
+/* ---- the source's reads (scan.c) ----------------------------------------------------------
+ *
+ * read_unit: one unit of an iceberg source plan (a data file minus its deletes, as inserts or
+ * deletes; the shape is described in scan.c) into out, whose schema is os. *emitted counts the
+ * rows written for the shard (their offset); the first `skip` are not written again (resume).
+ * posdel_targets: the distinct file_path values of a position delete file, as members of the
+ * object paths. */
+int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
+                             const struct ferry_schema *os, struct ferry_row_writer *out,
+                             int64_t *emitted, int64_t skip, struct ferry_error *err);
+int ferry__iceberg_posdel_targets(struct ferry__iceberg_io *io, const char *path, int64_t size,
+                                  json_t *paths, struct ferry_error *err);
+
+/* The sink's verify_open slot (iceberg_verify.c): the destination table read back through
+ * the iceberg source on the sink's own catalog keys (ferry/connector.h, ferry_verify_open_fn). */
+struct ferry_resource_spec;
+struct ferry_vtable;
+struct ferry_vside;
+int ferry__iceberg_verify_open(struct ferry_cfg *cfg, bool source,
+                               const struct ferry_resource_spec *r, const struct ferry_vtable *t,
+                               const char *what, struct ferry_vside **out, char **table_out,
+                               struct ferry_error *err);
 
 /* ---- expire (expire.c) -------------------------------------------------------------------- */
 struct ferry__iceberg_expire_result {

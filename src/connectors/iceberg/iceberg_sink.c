@@ -141,6 +141,7 @@ struct target {
 
 struct sink {
     enum ferry__iceberg_catalog_kind kind;
+    bool reader; /* opened for the iceberg source's catalog: loads only */
     char *warehouse, *ns, *catalog_name;
     char *sql_path;  /* SQLite file, or a PostgreSQL URL (a secret: never in a message), or
                       * the REST catalog's URI */
@@ -575,7 +576,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
 static int catalog(struct sink *s, struct ferry_error *err)
 {
     if (s->cat) return FERRY_OK;
-    if (s->kind == ICEBERG_CATALOG_SQL && !s->sql_is_pg) {
+    if (s->kind == ICEBERG_CATALOG_SQL && !s->sql_is_pg && !s->reader) {
         char *d = ferry_strdup(s->sql_path);
         if (d == NULL) return nomem(err);
         char *slash = strrchr(d, '/');
@@ -603,14 +604,18 @@ static int catalog(struct sink *s, struct ferry_error *err)
     int rc = s->kind == ICEBERG_CATALOG_REST
                  ? ferry__iceberg_catalog_open_rest(io, s->warehouse, s->ns, s->sql_path, &auth,
                                                     &s->cat, err)
-                 : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns, s->sql_path,
-                                                  s->catalog_name, &s->cat, err);
+                 : s->reader ? ferry__iceberg_catalog_open_io_reader(s->kind, io, s->warehouse,
+                                                                     s->ns, s->sql_path,
+                                                                     s->catalog_name, &s->cat, err)
+                             : ferry__iceberg_catalog_open_io(s->kind, io, s->warehouse, s->ns,
+                                                              s->sql_path, s->catalog_name,
+                                                              &s->cat, err);
     if (rc == FERRY_OK) s->io = ferry__iceberg_catalog_io(s->cat);
     return rc;
 }
 
-int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
-                                     char **ns, struct ferry_error *err)
+static int catalog_of(struct ferry_cfg *sink_cfg, bool reader, struct ferry__iceberg_catalog **out,
+                      char **ns, struct ferry_error *err)
 {
     *out = NULL;
     *ns = NULL;
@@ -618,6 +623,7 @@ int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__i
     int rc = sink_open(sink_cfg, &ctx, err);
     if (rc != FERRY_OK) return rc;
     struct sink *s = ctx;
+    s->reader = reader;
     rc = catalog(s, err);
     if (rc == FERRY_OK) {
         *ns = ferry_strdup(s->ns);
@@ -630,6 +636,18 @@ int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__i
     }
     sink_close(s);
     return rc;
+}
+
+int ferry__iceberg_catalog_from_sink(struct ferry_cfg *sink_cfg, struct ferry__iceberg_catalog **out,
+                                     char **ns, struct ferry_error *err)
+{
+    return catalog_of(sink_cfg, false, out, ns, err);
+}
+
+int ferry__iceberg_catalog_for_reading(struct ferry_cfg *cfg, struct ferry__iceberg_catalog **out,
+                                       char **ns, struct ferry_error *err)
+{
+    return catalog_of(cfg, true, out, ns, err);
 }
 
 /* ---- table metadata -------------------------------------------------------------------- */
@@ -2792,4 +2810,5 @@ const struct ferry_sink_vtable ferry__iceberg_sink = {
     .abort = sink_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
+    .verify_open = ferry__iceberg_verify_open,
 };

@@ -50,7 +50,7 @@ static int io_error(const char *what, const char *path, struct ferry_error *err)
 {
     int e = errno;
     return ferry_error_set(err, e == ENOSPC ? FERRY_ENOSPC : e == ENOENT ? FERRY_ENOTFOUND : FERRY_EIO,
-                           "iceberg", "iceberg sink: %s %s: %s", what, path, strerror(e));
+                           "iceberg", "iceberg: %s %s: %s", what, path, strerror(e));
 }
 
 int ferry__iceberg_io_open_s3(struct ferry__s3_client *s3, size_t chunk,
@@ -161,6 +161,55 @@ int ferry__iceberg_io_read(struct ferry__iceberg_io *io, const char *loc, struct
     struct stat st;
     if (stat(local_path(loc), &st) != 0) return io_error("cannot open", local_path(loc), err);
     return ferry__iceberg_read_file(loc, out, err);
+}
+
+int ferry__iceberg_io_read_range(struct ferry__iceberg_io *io, const char *loc, uint64_t off,
+                                 size_t n, void *p, struct ferry_error *err)
+{
+    if (strncmp(loc, "s3://", 5) == 0) {
+        if (io == NULL)
+            return ferry_error_set(err, FERRY_EUNSUPPORTED, "iceberg",
+                                   "iceberg: %s: an s3:// file in a local warehouse", loc);
+        const char *key = NULL;
+        int rc = s3_key(io, loc, &key, err);
+        if (rc != FERRY_OK) return rc;
+        char range[64];
+        snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off,
+                 (unsigned long long)(off + n - 1));
+        struct ferry_buf resp;
+        ferry_buf_init(&resp, 0);
+        struct ferry__s3_req q = {.method = "GET", .key = key, .query = "", .range = range};
+        rc = ferry__s3_call(io->s3, &q, false, &resp, err);
+        if (rc == FERRY_ENOTFOUND)
+            rc = ferry_error_set(err, FERRY_ENOTFOUND, "iceberg", "iceberg: %s does not exist", loc);
+        else if (rc == FERRY_OK && resp.len != n)
+            rc = ferry_error_set(err, FERRY_ESOURCE, "iceberg",
+                                 "iceberg: %s: %zu bytes at %llu asked, %zu came (the file is "
+                                 "shorter than its manifest says?)",
+                                 loc, n, (unsigned long long)off, resp.len);
+        if (rc == FERRY_OK) memcpy(p, resp.data, n);
+        ferry_buf_release(&resp);
+        return rc;
+    }
+    const char *path = local_path(loc);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_error("cannot open", path, err);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = pread(fd, (uint8_t *)p + done, n - done, (off_t)(off + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int rc = k < 0 ? io_error("cannot read", path, err)
+                           : ferry_error_set(err, FERRY_ESOURCE, "iceberg",
+                                             "iceberg: %s ends before byte %llu (truncated?)",
+                                             path, (unsigned long long)(off + n));
+            close(fd);
+            return rc;
+        }
+        done += (size_t)k;
+    }
+    close(fd);
+    return FERRY_OK;
 }
 
 int ferry__iceberg_io_exists(struct ferry__iceberg_io *io, const char *loc, bool *yes,

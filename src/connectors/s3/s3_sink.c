@@ -685,6 +685,10 @@ static void sink_abort(void *ctx)
     s->lk.session = false;
 }
 
+int ferry__s3_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry_resource_spec *r,
+                          const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                          char **table_out, struct ferry_error *err);
+
 const struct ferry_sink_vtable ferry__s3_sink = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "s3",
@@ -697,4 +701,5 @@ const struct ferry_sink_vtable ferry__s3_sink = {
     .commit = sink_commit,
     .abort = sink_abort,
     .close = sink_close,
+    .verify_open = ferry__s3_verify_open, /* s3_verify.c */
 };

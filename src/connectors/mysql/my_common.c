@@ -311,11 +311,13 @@ int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n)
     return FERRY_OK;
 }
 
-/* One part of a dotted name: `quoted` (doubled backquotes) or plain up to the dot. */
+/* One part of a dotted name: `quoted` or "quoted" (the quote doubled inside) or plain up to
+ * the dot. */
 static char *take_part(const char **p)
 {
     const char *s = *p;
-    if (*s != '`') {
+    char q = *s;
+    if (q != '`' && q != '"') {
         size_t n = strcspn(s, ".");
         *p = s + n;
         return ferry_strndup(s, n);
@@ -328,8 +330,8 @@ static char *take_part(const char **p)
             ferry_buf_release(&b);
             return NULL;
         }
-        if (*s == '`') {
-            if (s[1] != '`') break;
+        if (*s == q) {
+            if (s[1] != q) break;
             s++;
         }
         if (ferry_buf_append(&b, s, 1) != FERRY_OK) {

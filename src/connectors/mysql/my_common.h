@@ -54,8 +54,14 @@ int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what, struct
 int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_error *err);
 /* 'text' with the connection's escaping appended to b. */
 int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n);
-/* Splits "db.table" (backquoted parts allowed: `my db`.`t.x`) into db (NULL when absent)
- * and table. */
+/* Splits "db.table" (backquoted parts allowed: `my db`.`t.x`, and double-quoted ones as a
+ * table pattern spells a listed name: "My Db"."t") into db (NULL when absent) and table. */
 int ferry__my_split_name(const char *qualified, char **db, char **table, struct ferry_error *err);
+
+/* The list_tables slot (my_tables.c): every table a `tables:` pattern may select; the
+ * default schema is default_db (the URL's database). */
+struct ferry_table_info;
+int ferry__my_list_tables(MYSQL *m, const char *default_db, struct ferry_table_info **out, int *n,
+                          char **default_schema, struct ferry_error *err);
 
 #endif

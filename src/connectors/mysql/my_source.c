@@ -2066,6 +2066,15 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+/* `tables:` patterns: the schema part is the database; a one-part pattern means the URL's. */
+static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,
+                           struct ferry_error *err)
+{
+    struct src *s = ctx;
+    int rc = ensure_conn(s, err);
+    return rc != FERRY_OK ? rc : ferry__my_list_tables(s->c, s->conn.db, out, n, def, err);
+}
+
 const struct ferry_source_vtable ferry__mysql_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "mysql",
@@ -2080,4 +2089,5 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .cancel = src_cancel,
     .snapshot = src_snapshot,
     .use_snapshot = src_use_snapshot,
+    .list_tables = src_list_tables,
 };

@@ -638,6 +638,37 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                      const struct rel *r, struct ferry_row_writer *rw, json_t **last_key,
                      const int *ord, int n_ord, struct ferry_error *err);
 
+/* `lookback`: the plan's "lookback_from", the saved first cursor value minus the lookback
+ * in the position form (microseconds, or days rounded down); a run that starts from the
+ * saved position then reads every row whose first cursor column is at or after it, whatever
+ * its key (as postgres and sqlite do), and converges under upsert. */
+static int plan_lookback(const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
+                         const struct rel *r, int f0, const json_t *saved, json_t *plan,
+                         struct ferry_error *err)
+{
+    const struct ferry_field *f = &sc->fields[f0];
+    bool ts = f->type == FERRY_TYPE_TIMESTAMP_US || f->type == FERRY_TYPE_TIMESTAMPTZ_US;
+    if (!ts && f->type != FERRY_TYPE_DATE32)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               WHAT ": table %s: lookback needs a date or timestamp first cursor "
+                                    "column; \"%s\" is %s",
+                               r->from, f->name, ferry_type_name(f->type));
+    if (!json_is_integer(saved))
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": table %s: the saved position's value for \"%s\" does not "
+                                    "fit its type %s",
+                               r->from, f->name, ferry_type_name(f->type));
+    int64_t v = json_integer_value(saved), from;
+    if (ts) {
+        from = v - spec->lookback_ms * 1000;
+    } else {
+        int64_t ms = v * INT64_C(86400000) - spec->lookback_ms;
+        from = ms >= 0 ? ms / INT64_C(86400000) : -((-ms + INT64_C(86399999)) / INT64_C(86400000));
+    }
+    json_object_set_new(plan, "lookback_from", json_integer(from));
+    return FERRY_OK;
+}
+
 static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
                             const struct ferry_schema *sc, const struct rel *r,
                             const char *route_checkpoint, json_t *plan, struct ferry_error *err)
@@ -680,10 +711,13 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
         }
         json_decref(root);
     }
-    if (!json_is_null(lo) && spec->lookback_ms > 0)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
-                               WHAT ": table %s: `lookback` is not implemented for mysql yet",
-                               r->from);
+    if (!json_is_null(lo) && spec->lookback_ms > 0) {
+        int rc = plan_lookback(spec, sc, r, ord[0], json_array_get(lo, 0), plan, err);
+        if (rc != FERRY_OK) {
+            json_decref(lo);
+            return rc;
+        }
+    }
     json_object_set_new(plan, "lo", lo);
     /* The newest (cursor..., key...) now: the frozen upper bound, read through the same
      * decoder as the rows so that it is in the position form. */
@@ -1168,6 +1202,18 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
                 rc = nomem(err);
         }
         json_t *from = resume_key ? resume_key : (json_is_null(lo) ? NULL : lo);
+        json_t *lookback = json_object_get(plan, "lookback_from");
+        if (rc == FERRY_OK && resume_key == NULL && json_is_integer(lookback)) {
+            /* re-read from the lookback on: the first cursor column alone, inclusive */
+            rc = ferry__my_quote_ident(b, sc->fields[ord[0]].name, err);
+            if (rc == FERRY_OK) rc = ferry_buf_printf(b, " >= ") == FERRY_OK ? FERRY_OK : nomem(err);
+            if (rc == FERRY_OK && position_literal(s, lookback, sc->fields[ord[0]].type, b) != FERRY_OK)
+                rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                                     WHAT ": table %s: bad lookback bound in the frozen plan",
+                                     r->from);
+            if (rc == FERRY_OK && ferry_buf_printf(b, " AND ") != FERRY_OK) rc = nomem(err);
+            from = NULL;
+        }
         if (rc == FERRY_OK && from) {
             rc = tuple_cond(s, b, sc, ord, n, ">", from, r->from, err);
             if (rc == FERRY_OK && ferry_buf_printf(b, " AND ") != FERRY_OK) rc = nomem(err);

@@ -4,8 +4,10 @@
 # compared column by column; several tables changed concurrently (inserts, updates,
 # deletes, a key update) while ferry streams, into PostgreSQL and SQLite (merge), set-equal
 # afterwards; a 50 000-row transaction with kill -9 in the middle, resumed: exact; the
-# binary log purged past the saved position -> "resnapshot required"; DDL mid-stream -> a
-# clear error naming the table.
+# binary log purged past the saved position -> "resnapshot required"; positions carry the GTID
+# position and a stream whose saved file is gone resumes by GTID (MariaDB's
+# @slave_connect_state), also when nothing is new (the run ends at a heartbeat); server_id
+# refusals; DDL mid-stream -> a clear error naming the table.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -246,8 +248,8 @@ for _ in $(seq 1 200); do
 done
 [ "$(myq -e "SHOW BINARY LOGS" | cut -f1)" = "$cur" ] || fail "the binary logs before $cur were not purged"
 expect_exit 1 ferry run purge.yaml
-case $OUT in *"resnapshot required"*"table \`ferry\`.\`p\`"*|*"table \`ferry\`.\`p\`"*"resnapshot required"*) ;;
-  *) fail "purged binlog: 'resnapshot required' naming the table expected: $OUT" ;; esac
+case $OUT in *"table \`ferry\`.\`p\`"*"resnapshot required"*"and so were transactions after its GTID position"*) ;;
+  *) fail "purged binlog: 'resnapshot required' naming the table (the file and the GTIDs gone) expected: $OUT" ;; esac
 [ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM p")" = "1=one" ] ||
   fail "purged binlog: nothing may be written"
 sed -i 's/^      mode: cdc$/      mode: cdc\n      on_position_lost: resnapshot/' purge.yaml
@@ -258,6 +260,64 @@ myq -e "INSERT INTO p VALUES (3, 'three')"
 expect_exit 0 ferry run purge.yaml
 [ "$(pgq -c "SELECT count(*) FROM p")" = 3 ] || fail "the stream goes on after the resnapshot"
 pass "binlog purged past the saved position: 'resnapshot required'; on_position_lost: resnapshot copies again, then streams"
+
+# ---- GTID positions; resume by GTID where the saved file is gone -------------------------
+purge_to_current() {
+  local cur; cur=$(myq -e "SHOW MASTER STATUS" | cut -f1)
+  for _ in $(seq 1 200); do
+    myq -e "PURGE BINARY LOGS TO '$cur'"
+    [ "$(myq -e "SHOW BINARY LOGS" | wc -l)" = 1 ] && break
+    sleep 0.1
+  done
+  [ "$(myq -e "SHOW BINARY LOGS" | cut -f1)" = "$cur" ] || fail "the binary logs before $cur were not purged"
+}
+saved_pos() { # PIPELINE FIELD
+  ferry checkpoints --json --pipeline "$1" | jq -r '.[] | select(.shard == 0) | .position' | jq -r ".$2"
+}
+gt_rows() { pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM gt"; }
+myq -e "CREATE TABLE gt (id int PRIMARY KEY, v varchar(10)); INSERT INTO gt VALUES (1, 'a')"
+pipeline gt.yaml mygt "$PG_SINK" gt
+expect_exit 0 ferry run gt.yaml
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "first run: the position's GTID $(saved_pos mygt g) is not the server's $(myq -e 'SELECT @@global.gtid_binlog_pos')"
+myq -e "INSERT INTO gt VALUES (2, 'b')"
+expect_exit 0 ferry run gt.yaml
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "streamed: the position's GTID $(saved_pos mygt g) is not the server's $(myq -e 'SELECT @@global.gtid_binlog_pos')"
+old_n=$(saved_pos mygt n)
+# the saved file rotated away and purged; the transactions after the saved GTIDs are all in
+# the current file: the stream resumes by GTID (nothing lost, nothing doubled)
+myq -e "FLUSH BINARY LOGS"
+myq -e "INSERT INTO gt VALUES (3, 'c'); UPDATE gt SET v = 'A' WHERE id = 1; DELETE FROM gt WHERE id = 2"
+purge_to_current
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c" ] || fail "GTID resume: $(gt_rows)"
+[ $(( $(saved_pos mygt n) >> 32 )) -gt $(( old_n >> 32 )) ] || fail "GTID resume: the position did not move to the current file"
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] || fail "GTID resume: the position's GTID"
+[ "$(ferry runs --pipeline mygt --json | jq -r '.[0].rows')" = 3 ] || fail "GTID resume: 3 changes expected, $(ferry runs --pipeline mygt --json | jq -r '.[0].rows')"
+# nothing new after the saved GTIDs and the file gone again: the run ends (at a heartbeat)
+myq -e "FLUSH BINARY LOGS"
+purge_to_current
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c" ] || fail "GTID resume with nothing new: $(gt_rows)"
+myq -e "INSERT INTO gt VALUES (4, 'd')"
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c,4=d" ] || fail "after the GTID resumes: $(gt_rows)"
+pass "positions carry the server's GTID position; the saved file purged: resumed by GTID, exact; nothing new: the run ends"
+
+# ---- server_id: the server's own and a duplicate within the pipeline are refused ---------
+myq -e "CREATE TABLE sid (id int PRIMARY KEY)"
+pipeline sid.yaml mysid "$PG_SINK" sid
+sed -i 's/^      mode: cdc$/      mode: cdc\n      server_id: 1/' sid.yaml
+expect_exit 2 ferry run sid.yaml
+case $OUT in *"server_id 1 is the source server's own"*) ;; *) fail "server_id of the server: $OUT" ;; esac
+pipeline sid2.yaml mysid2 "$PG_SINK" sid gt
+sed -i 's/^      mode: cdc$/      mode: cdc\n      server_id: 777/' sid2.yaml
+expect_exit 2 ferry run sid2.yaml
+case $OUT in *"server_id 777 is also the server_id of route"*) ;; *) fail "a duplicate server_id: $OUT" ;; esac
+sed -i '0,/server_id: 777/s//server_id: 778/' sid2.yaml
+expect_exit 0 ferry run sid2.yaml
+pass "server_id: the source server's own and one shared by two resources are refused (exit 2); distinct ids run"
 
 # ---- DDL mid-stream -----------------------------------------------------------------------
 myq -e "CREATE TABLE d (id int PRIMARY KEY, v varchar(10)); INSERT INTO d VALUES (1, 'x')"

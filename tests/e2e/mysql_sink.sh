@@ -318,3 +318,37 @@ myq -e "ALTER TABLE nokey ADD UNIQUE KEY (k2, k1)"
 expect_exit 0 ferry run nokey.yaml
 [ "$(myq -e 'SELECT count(*) FROM nokey')" = "$(pgq -c 'SELECT count(*) FROM up')" ] || fail "upsert with a unique key (k2, k1)"
 pass "upsert into an existing table: refused without a unique key on the key columns, works with one"
+
+# ---- 6. ferry verify with MySQL as the destination ----------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE vt (id int PRIMARY KEY, i bigint, n numeric(12,3), t text, ts timestamptz,
+  d date, b boolean, by bytea, j jsonb, u uuid, tm time, f double precision);
+INSERT INTO vt SELECT g, g::bigint * 1000000007, g / 7.0, 'row ' || g || ' é', TIMESTAMPTZ '2024-01-01 00:00:00+00' + g * INTERVAL '1 second',
+  DATE '2000-01-01' + g, g % 2 = 0, decode(lpad(to_hex(g), 8, '0'), 'hex'), jsonb_build_object('g', g),
+  md5(g::text)::uuid, TIME '00:00:00' + g * INTERVAL '1.5 second', g / 3.0
+FROM generate_series(1, 3000) g;
+INSERT INTO vt VALUES (0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+SQL
+cat > vt.yaml <<EOF
+version: 1
+name: vt
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: public.vt
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: append
+EOF
+expect_exit 0 ferry run vt.yaml
+expect_exit 0 ferry verify vt.yaml --json
+[ "$(printf '%s' "$OUT" | jq -r '.resources[0] | "\(.source_rows) \(.dest_rows) \(.missing.count) \(.different.count) \(.extra.count)"')" = "3001 3001 0 0 0" ] ||
+  fail "verify of an equal MySQL destination: $OUT"
+myq -e "DELETE FROM vt WHERE id = 17; UPDATE vt SET u = '00000000-0000-0000-0000-000000000000' WHERE id = 5;
+        UPDATE vt SET tm = '00:00:01' WHERE id = 6; INSERT INTO vt (id) VALUES (5000)"
+expect_exit 8 ferry verify vt.yaml --json
+[ "$(printf '%s' "$OUT" | jq -r '.resources[0] | "\(.missing.count) \(.different.count) \(.extra.count)"')" = "1 2 1" ] ||
+  fail "verify finds one missing, two different (uuid, time) and one extra row in MySQL: $OUT"
+pass "ferry verify: a MySQL destination equal to its PostgreSQL source (every written type), then a missing, two changed and an extra row found"

@@ -126,6 +126,38 @@ if ! cmp -s orig.txt back.txt; then
 fi
 pass "every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB: each column equal"
 
+# ---- 1b. both append methods: LOAD DATA LOCAL INFILE and multi-row INSERT write the same ---
+for m in load_data insert; do
+  sed "s/^name: back$/name: back_$m/; s/target: every_back$/target: every_back_$m/; s/^  write: append$/  write: append\n  append_method: $m/" back.yaml > back_$m.yaml
+  expect_exit 0 ferry run back_$m.yaml
+  printf '%s\n' "$OUT" | grep -q "refuses LOAD DATA" && fail "append_method $m fell back: $OUT"
+  myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $bl) FROM every_back_$m ORDER BY id" > back_$m.txt
+  cmp -s back.txt back_$m.txt || fail "append_method $m wrote other values than the default: $(diff back.txt back_$m.txt | head -3)"
+done
+# LOCAL makes the server's data errors warnings: ferry turns any into an error, nothing kept
+myq -e "CREATE TABLE narrow (id int PRIMARY KEY, v varchar(3))"
+pgq -c "CREATE TABLE narrow (id int PRIMARY KEY, v text); INSERT INTO narrow VALUES (1, 'abc'), (2, 'abcd')" >/dev/null
+for m in load_data insert; do
+  printf 'version: 1\nname: narrow_%s\nsource: {type: postgres, url: env:FERRY_PG_URL, resources: [{table: public.narrow}]}\nsink: {type: mysql, url: env:FERRY_MY_WRITER_URL, write: append, append_method: %s}\n' "$m" "$m" > narrow_$m.yaml
+  expect_exit 1 ferry run narrow_$m.yaml
+  case $OUT in *'`ferry`.`narrow`'*) ;; *) fail "$m: a value too long for the column: $OUT" ;; esac
+  if [ $m = load_data ]; then
+    case $OUT in *"LOAD DATA into"*"2 rows sent, 2 written, 1 warning"*"Data truncated for column 'v'"*|\
+                 *"LOAD DATA into"*"2 rows sent"*"warning"*"for column 'v'"*) ;;
+      *) fail "load_data: the warning is not named: $OUT" ;; esac
+  fi
+  [ "$(myq -e 'SELECT count(*) FROM narrow')" = 0 ] || fail "$m: rows of the failed batch were kept"
+done
+# a server with local_infile = OFF (MySQL 8's default): the rows go by INSERT, said once
+myq -e "SET GLOBAL local_infile = 0"
+sed 's/^name: back_load_data$/name: back_off/; s/every_back_load_data/every_back_off/' back_load_data.yaml > back_off.yaml
+expect_exit 0 ferry run back_off.yaml
+myq -e "SET GLOBAL local_infile = 1"
+printf '%s\n' "$OUT" | grep -q "refuses LOAD DATA LOCAL INFILE" || fail "local_infile off: no warning: $OUT"
+myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $bl) FROM every_back_off ORDER BY id" > back_off.txt
+cmp -s back.txt back_off.txt || fail "local_infile off: the INSERT fallback wrote other values"
+pass "append by LOAD DATA LOCAL INFILE and by INSERT write the same values; LOAD DATA's warnings are errors (nothing kept); local_infile OFF falls back to INSERT, said"
+
 # ---- 2. append, SIGKILL, resume: exactly once ------------------------------------------
 pgq >/dev/null <<'SQL'
 CREATE TABLE big (id bigint PRIMARY KEY, v text, amount numeric(12,2), at timestamptz);

@@ -245,6 +245,8 @@ int ferry__my_connect(const struct ferry_my_conn *c, const char *what, MYSQL **o
     mysql_optionsv(m, MYSQL_OPT_READ_TIMEOUT, &io);
     mysql_optionsv(m, MYSQL_OPT_WRITE_TIMEOUT, &io);
     mysql_optionsv(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    unsigned int local = c->local_infile ? 1 : 0;
+    mysql_optionsv(m, MYSQL_OPT_LOCAL_INFILE, &local);
     /* Never read option files: what the pipeline says is what connects. */
     mysql_optionsv(m, MYSQL_READ_DEFAULT_FILE, "/dev/null");
     if (c->tls != FERRY_MY_TLS_DISABLED) {

@@ -32,6 +32,9 @@ struct ferry_my_conn {
     int tls;                           /* enum ferry_my_tls */
     char *tls_ca, *tls_cert, *tls_key; /* file paths, owned */
     char peer[256];                    /* "host:port/db" for messages */
+    /* the client may answer LOAD DATA LOCAL INFILE (the sink sets it, and installs a handler
+     * that serves only its own buffer: a server asking for a file never gets one) */
+    bool local_infile;
 };
 
 /* Reads url, socket, the tls keys and the timeouts from cfg (`what`: "mysql source" / "mysql

@@ -2,13 +2,17 @@
 # with a real PostgreSQL (tests/pg/pg.sh):
 #   1. every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB, each column compared
 #      with the original (MD5 of one canonical text per value);
-#   2. PostgreSQL -> MariaDB append killed with SIGKILL mid-run and resumed: equal set and not
-#      one duplicate (the checkpoint is written in the rows' transaction: exactly-once);
+#   1b. append by LOAD DATA LOCAL INFILE and by INSERT: the same values; LOAD DATA's warnings
+#      are errors; local_infile OFF falls back to INSERT;
+#   2. PostgreSQL -> MariaDB append (INSERT, and LOAD DATA) killed with SIGKILL mid-run and
+#      resumed: equal set and not one duplicate (the checkpoint is written in the rows'
+#      transaction: exactly-once);
 #   3. upsert (incremental with updates) and merge from PostgreSQL CDC (inserts, updates, key
 #      moves, deletes): the destination equals the source;
 #   4. replace twice: the second run's table whole, no leftover staging table;
 #   5. hostile identifiers as destination names; a value MySQL cannot hold (NaN) stops the run
-#      naming table, column and row, with nothing of that batch written.
+#      naming table, column and row, with nothing of that batch written;
+#   6. ferry verify with MySQL as the destination (equal, then missing/different/extra rows).
 # Every sink runs as the least-privilege `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE,
 # DROP, ALTER on the database); a user without DROP and ALTER fails `replace` with a clear
 # message and the previous table intact.
@@ -164,40 +168,44 @@ CREATE TABLE big (id bigint PRIMARY KEY, v text, amount numeric(12,2), at timest
 INSERT INTO big SELECT g, md5(g::text), (g % 100000) / 100.0, '2024-01-01'::timestamptz + g * interval '1 second'
 FROM generate_series(1, 100000) g;
 SQL
-cat > big.yaml <<EOF
+pgq -c "SELECT id || '|' || v || '|' || amount::text || '|' || to_char(at, 'YYYY-MM-DD HH24:MI:SS') FROM big ORDER BY id" > big_src.txt
+for m in insert load_data; do
+  tb=big_$m
+  cat > $tb.yaml <<EOF
 version: 1
-name: mybigsink
+name: mybigsink_$m
 source:
   type: postgres
   url: env:FERRY_PG_URL
   shard_rows: 20000
   resources:
-    - table: public.big
+    - {table: public.big, target: $tb}
 sink:
   type: mysql
   url: env:FERRY_MY_WRITER_URL
   write: append
+  append_method: $m
 batch: {rows: 1000}
 EOF
-FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run big.yaml --quiet > big1.log 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  got=$(myq -e "SELECT count(*) FROM big" 2>/dev/null || echo 0)
-  [ "${got:-0}" -ge 15000 ] && break
-  sleep 0.05
+  FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run $tb.yaml --quiet > $tb.log 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    got=$(myq -e "SELECT count(*) FROM $tb" 2>/dev/null || echo 0)
+    [ "${got:-0}" -ge 15000 ] && break
+    sleep 0.05
+  done
+  kill -9 $pid 2>/dev/null || true
+  wait $pid 2>/dev/null || true
+  partial=$(myq -e "SELECT count(*) FROM $tb")
+  [ "$partial" -lt 100000 ] || fail "$m: the kill came after the copy ended ($partial rows)"
+  expect_exit 0 ferry run $tb.yaml --json
+  [ "$(json_field "$OUT" .resumed)" = true ] || fail "$m: the killed run is resumed: $OUT"
+  myq -e "SELECT CONCAT(id, '|', v, '|', amount, '|', DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s')) FROM $tb ORDER BY id" > ${tb}_dst.txt
+  cmp -s big_src.txt ${tb}_dst.txt || fail "$m: set differs after resume: $(diff big_src.txt ${tb}_dst.txt | head -5)"
+  [ "$(myq -e "SELECT count(*) - count(DISTINCT id) FROM $tb")" = 0 ] || fail "$m: duplicates after resume"
+  [ "$(myq -e "SELECT count(*) FROM _ferry_checkpoints WHERE pipeline LIKE 'mybigsink\_$m@%' AND resource = 'public.big'")" -ge 1 ] || fail "$m: no checkpoint rows in MariaDB: $(myq -e 'SELECT * FROM _ferry_checkpoints')"
+  pass "PostgreSQL -> MariaDB append ($m) killed at $partial rows and resumed: equal set, no duplicate (exactly-once)"
 done
-kill -9 $pid 2>/dev/null || true
-wait $pid 2>/dev/null || true
-partial=$(myq -e "SELECT count(*) FROM big")
-[ "$partial" -lt 100000 ] || fail "the kill came after the copy ended ($partial rows)"
-expect_exit 0 ferry run big.yaml --json
-[ "$(json_field "$OUT" .resumed)" = true ] || fail "the killed run is resumed: $OUT"
-pgq -c "SELECT id || '|' || v || '|' || amount::text || '|' || to_char(at, 'YYYY-MM-DD HH24:MI:SS') FROM big ORDER BY id" > big_src.txt
-myq -e "SELECT CONCAT(id, '|', v, '|', amount, '|', DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s')) FROM big ORDER BY id" > big_dst.txt
-cmp -s big_src.txt big_dst.txt || fail "big: set differs after resume: $(diff big_src.txt big_dst.txt | head -5)"
-[ "$(myq -e 'SELECT count(*) - count(DISTINCT id) FROM big')" = 0 ] || fail "big: duplicates after resume"
-[ "$(myq -e "SELECT count(*) FROM _ferry_checkpoints WHERE resource = 'public.big'")" -ge 1 ] || fail "no checkpoint rows in MariaDB: $(myq -e 'SELECT * FROM _ferry_checkpoints')"
-pass "PostgreSQL -> MariaDB append killed at $partial rows and resumed: equal set, no duplicate (exactly-once)"
 
 # ---- 3. upsert and merge ----------------------------------------------------------------
 pgq >/dev/null <<'SQL'

@@ -7,7 +7,9 @@
 # binary log purged past the saved position -> "resnapshot required"; positions carry the GTID
 # position and a stream whose saved file is gone resumes by GTID (MariaDB's
 # @slave_connect_state), also when nothing is new (the run ends at a heartbeat); server_id
-# refusals; DDL mid-stream -> a clear error naming the table.
+# refusals; DDL mid-stream -> a clear error naming the table; a failover to a GTID replica
+# (its own binlog files) between the attempts of a run killed inside a 20 000-row
+# transaction: every row once.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -352,3 +354,84 @@ case $OUT in *"table \`ferry\`.\`z\`: 2 zero or invalid dates read as NULL"*) ;;
 [ "$(pgq -c "SELECT string_agg(id || '=' || coalesce(d::text, 'null') || '/' || coalesce(t::text, 'null'), ',' ORDER BY id) FROM z")" = \
   "1=null/null,2=2024-01-02/2024-01-02 03:04:05" ] || fail "zero dates: $(pgq -c 'SELECT * FROM z')"
 pass "zero dates in the stream: NULL, counted and named"
+
+# ---- failover: the pipeline pointed at a replica (its own binlog files) resumes by GTID ----
+# A second MariaDB replicates this one (GTID, log_slave_updates, binlog base replica-bin)
+# from the current GTID position on; the table is created after that, so the replica has it.
+RD=$(mktemp -d "${TMPDIR:-/tmp}/ferry-myr.XXXXXX")
+chmod 755 "$RD"
+[ "$(id -u)" = 0 ] && chown mysql "$RD"
+prev_trap=$(trap -p EXIT); prev_trap=${prev_trap#trap -- \'}; prev_trap=${prev_trap%\' EXIT}
+# shellcheck disable=SC2064
+trap "__rc=\$?; [ -f '$RD/pid' ] && kill -9 \$(cat '$RD/pid') 2>/dev/null; sleep 0.3; rm -rf '$RD'; (exit \$__rc); $prev_trap" EXIT
+if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
+  my_as cp -a "$FERRY_MY_TEMPLATE/data" "$RD/data"
+else
+  my_install "$RD"
+fi
+for _ in 1 2 3 4 5; do
+  RPORT=$((20000 + RANDOM % 20000))
+  my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$RD/data" --socket="$RD/sock" \
+    --port="$RPORT" --bind-address=127.0.0.1 --pid-file="$RD/pid" --tmpdir="$RD" \
+    --log-bin="$RD/data/replica-bin" --log-slave-updates --binlog-format=ROW --binlog-row-image=FULL \
+    --server-id=2 --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --skip-name-resolve \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin --log-error="$RD/server.log" >/dev/null 2>&1 &
+  up=0
+  for _ in $(seq 1 300); do
+    mariadb-admin --no-defaults -S "$RD/sock" -uroot ping >/dev/null 2>&1 && { up=1; break; }
+    grep -q "Do you already have another server running" "$RD/server.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  [ $up = 1 ] && break
+done
+[ $up = 1 ] || { cat "$RD/server.log" >&2; fail "the replica did not start"; }
+rq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$RD/sock" -uroot -N -B "$@"; }
+myq -e "CREATE USER 'ferry_repl'@'127.0.0.1' IDENTIFIED BY 'repl-pw'; GRANT REPLICATION SLAVE ON *.* TO 'ferry_repl'@'127.0.0.1'"
+rq -e "SET SESSION sql_log_bin = 0; CREATE DATABASE ferry CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+       CREATE USER 'ferry_reader'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
+       GRANT SELECT ON ferry.* TO 'ferry_reader'@'127.0.0.1';
+       GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'ferry_reader'@'127.0.0.1';
+       SET GLOBAL gtid_slave_pos = '$(myq -e 'SELECT @@global.gtid_binlog_pos')';
+       CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $MY_PORT, MASTER_USER = 'ferry_repl',
+         MASTER_PASSWORD = 'repl-pw', MASTER_USE_GTID = slave_pos;
+       START SLAVE"
+replica_catch_up() {
+  local g; g=$(myq -e 'SELECT @@global.gtid_binlog_pos')
+  [ "$(rq -e "SELECT MASTER_GTID_WAIT('$g', 30)")" = 0 ] || { rq -e "SHOW SLAVE STATUS\G" >&2; fail "the replica did not reach $g"; }
+}
+myq -e "CREATE TABLE fo (id int PRIMARY KEY, v varchar(10)); INSERT INTO fo VALUES (1, 'a'), (2, 'b')"
+pipeline fo.yaml myfo "$PG_SINK" fo
+expect_exit 0 ferry run fo.yaml
+# a transaction interrupted by SIGKILL mid-way, then the switch: its remaining rows come
+# from the replica (k rows skipped after the GTID), nothing doubled
+myq -e "INSERT INTO fo SELECT 100 + seq, 'big' FROM seq_1_to_20000"
+myq -e "UPDATE fo SET v = 'A' WHERE id = 1; DELETE FROM fo WHERE id = 2"
+before=$(pgq -c "SELECT count(*) FROM fo")
+FERRY_FAILPOINTS="before_sink_apply=sleep(150)" "$FERRY_BIN" run fo.yaml --quiet > kill-fo.log 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  [ "$(pgq -c 'SELECT count(*) FROM fo')" -ge $((before + 5000)) ] && break
+  sleep 0.05
+done
+kill -9 $pid; wait $pid 2>/dev/null || true
+at_kill=$(pgq -c "SELECT count(*) FROM fo")
+[ "$at_kill" -gt "$before" ] && [ "$at_kill" -lt $((before + 20000)) ] ||
+  fail "failover: the kill did not land inside the transaction ($before -> $at_kill rows)"
+myq -e "INSERT INTO fo VALUES (3, 'c')"
+replica_catch_up
+[ "$(rq -e 'SELECT @@global.gtid_binlog_pos')" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "the replica's GTID position differs from the primary's"
+export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$RPORT/ferry"
+FERRY_LOG=info expect_exit 0 ferry run fo.yaml
+case $OUT in *"resuming from GTID position"*) ;; *) fail "failover: the resume by GTID is not said: $OUT" ;; esac
+[ "$(pgq -c "SELECT count(*), count(DISTINCT id) FROM fo")" = "20002|20002" ] || fail "failover: $(pgq -c 'SELECT count(*), count(DISTINCT id) FROM fo')"
+[ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM fo WHERE id < 100")" = "1=A,3=c" ] ||
+  fail "failover: $(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM fo WHERE id < 100")"
+r=$(ferry runs --pipeline myfo --json | jq -r '.[0] | "\(.state) \(.attempt) \(.rows)"')
+[ "$r" = "completed 2 20003" ] || fail "failover: the interrupted run (state attempt rows) is $r, want completed 2 20003"
+[ "$(saved_pos myfo g)" = "$(rq -e 'SELECT @@global.gtid_binlog_pos')" ] || fail "failover: the position's GTID"
+rq -e "STOP SLAVE"
+rq -e "INSERT INTO ferry.fo VALUES (4, 'd')"
+expect_exit 0 ferry run fo.yaml
+[ "$(pgq -c "SELECT v FROM fo WHERE id = 4")" = d ] || fail "failover: the stream goes on on the new server"
+pass "failover to a replica with other binlog files, inside an interrupted 20000-row transaction: resumed by GTID, every row once"

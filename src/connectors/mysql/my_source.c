@@ -1535,6 +1535,52 @@ static int cdc_gtid_servable(struct src *s, const char *table, const char *g, bo
     return rc;
 }
 
+/* Whether text a and b are the same GTID set (canonical forms compared); unparsable: no. */
+static bool same_gtids(const char *a, const char *b)
+{
+    struct ferry_my_gtid_set x, y;
+    struct ferry_buf fx, fy;
+    ferry__my_gtid_init(&x);
+    ferry__my_gtid_init(&y);
+    ferry_buf_init(&fx, 0);
+    ferry_buf_init(&fy, 0);
+    struct ferry_error e;
+    bool same = ferry__my_gtid_parse(&x, a, &e) == FERRY_OK &&
+                ferry__my_gtid_parse(&y, b, &e) == FERRY_OK &&
+                ferry__my_gtid_format(&x, &fx) == FERRY_OK &&
+                ferry__my_gtid_format(&y, &fy) == FERRY_OK && fx.len == fy.len &&
+                (fx.len == 0 || memcmp(fx.data, fy.data, fx.len) == 0);
+    ferry__my_gtid_release(&x);
+    ferry__my_gtid_release(&y);
+    ferry_buf_release(&fx);
+    ferry_buf_release(&fy);
+    return same;
+}
+
+/* A saved file:offset names a file this server has; with a saved GTID set, it must also be
+ * this server's log (after a failover another server's files may carry the same numbers):
+ * MariaDB's BINLOG_GTID_POS there must equal the saved set, else *ours = false and the
+ * position is treated as gone (resume by GTID). Costs one read of the file up to the offset
+ * on the server. */
+static int cdc_same_log(struct src *s, const char *table, const char *base, int64_t start,
+                        const char *gtid, bool *ours, struct ferry_error *err)
+{
+    *ours = true;
+    if (!mariadb_connection(s->c)) return FERRY_OK;
+    char file[300], *here = NULL;
+    snprintf(file, sizeof file, "%s.%06" PRIu32, base, BL_SEQ(start));
+    int rc = cdc_gtid_at(s, table, file, BL_OFF(start), &here, err);
+    if (rc == FERRY_OK && (here == NULL || !same_gtids(here, gtid))) {
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": %s: table %s: %s:%" PRIu32 " is at GTID position %s on this server, "
+                       "the saved position at %s: another server's log (a failover?)",
+                  s->conn.peer, table, file, BL_OFF(start), here ? here : "(none)", gtid);
+        *ours = false;
+    }
+    ferry_free(here);
+    return rc;
+}
+
 /* A later run whose saved file is gone: resume by GTID when the server still has every
  * transaction after the saved GTID set; else "resnapshot required", or with
  * `on_position_lost: resnapshot` *first = true (plan as a first run). */
@@ -1622,6 +1668,8 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK) rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
     bool first = start == 0, exists = true;
     if (rc == FERRY_OK && !first) rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
+    if (rc == FERRY_OK && !first && exists && gtid != NULL)
+        rc = cdc_same_log(s, r->from, base, start, gtid, &exists, err);
     if (rc == FERRY_OK && !exists)
         rc = cdc_position_lost(s, r, BL_SEQ(start), gtid, lost, &by_gtid, &first, err);
     if (rc == FERRY_OK && first) {
@@ -2334,14 +2382,30 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK && by_gtid && gtid == NULL)
         rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
                              WHAT ": table %s: a GTID resume without a GTID position", r->from);
+    /* An attempt resumed on another server (a failover between attempts): its file:offset
+     * is not this server's log; by GTID, up to this server's log end (its numbering). */
+    bool switched = false;
+    if (rc == FERRY_OK && !by_gtid && gtid != NULL) {
+        bool exists = true, ours = true;
+        rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
+        if (rc == FERRY_OK && exists) rc = cdc_same_log(s, r->from, st.base, start, gtid, &ours, err);
+        switched = rc == FERRY_OK && (!exists || !ours);
+        if (switched) {
+            by_gtid = true;
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": %s: table %s: the saved binlog position is not on this server; "
+                           "resuming from GTID position %s",
+                      s->conn.peer, r->from, gtid);
+        }
+    }
     st.synced = !by_gtid;
     /* A first run's copy may have read a later snapshot than `start` (a resumed attempt reads
      * a fresh one): the stream then goes at least to the log's end now (merge converges). */
-    if (rc == FERRY_OK && json_is_true(json_object_get(plan, "first"))) {
+    if (rc == FERRY_OK && (switched || json_is_true(json_object_get(plan, "first")))) {
         char b2[256];
         int64_t now = 0;
         rc = cdc_log_end(s, r->from, b2, sizeof b2, &now, err);
-        if (rc == FERRY_OK && now > st.end) st.end = now;
+        if (rc == FERRY_OK && (now > st.end || switched)) st.end = now;
     }
     if (rc == FERRY_OK && gtid != NULL) {
         rc = ferry__my_gtid_parse(&st.gtid, gtid, err);

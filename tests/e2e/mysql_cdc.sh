@@ -358,12 +358,10 @@ pass "zero dates in the stream: NULL, counted and named"
 # ---- failover: the pipeline pointed at a replica (its own binlog files) resumes by GTID ----
 # A second MariaDB replicates this one (GTID, log_slave_updates, binlog base replica-bin)
 # from the current GTID position on; the table is created after that, so the replica has it.
-RD=$(mktemp -d "${TMPDIR:-/tmp}/ferry-myr.XXXXXX")
+RD=$MY_DIR/replica # (my_stop stops it and removes the folder)
+mkdir -p "$RD"
 chmod 755 "$RD"
 [ "$(id -u)" = 0 ] && chown mysql "$RD"
-prev_trap=$(trap -p EXIT); prev_trap=${prev_trap#trap -- \'}; prev_trap=${prev_trap%\' EXIT}
-# shellcheck disable=SC2064
-trap "__rc=\$?; [ -f '$RD/pid' ] && kill -9 \$(cat '$RD/pid') 2>/dev/null; sleep 0.3; rm -rf '$RD'; (exit \$__rc); $prev_trap" EXIT
 if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
   my_as cp -a "$FERRY_MY_TEMPLATE/data" "$RD/data"
 else

@@ -736,11 +736,12 @@ static int open_files_dest(struct ferry_cfg *cfg, const struct ferry_resource_sp
  * URL's database, the whole target name one identifier) through backend_stream.c, hashed in
  * C: MySQL's SQL has none of the canonical form's hash functions (docs/internals/mysql.md). */
 static int open_mysql_dest(struct ferry_cfg *cfg, const struct ferry_resource_spec *r,
-                           const struct ferry_vtable *t, struct ferry_vside **out,
-                           char **table_out, struct ferry_error *err)
+                           const struct ferry_vtable *t, struct ferry_vside **out, char **table_out,
+                           struct ferry_error *err)
 {
-    static const char *const keys[] = {"url", "socket", "tls", "tls_ca", "tls_cert", "tls_key",
-                                       "connect_timeout", "io_timeout", NULL};
+    static const char *const keys[] = {
+        "url",     "socket",          "tls",        "tls_ca", "tls_cert",
+        "tls_key", "connect_timeout", "io_timeout", NULL};
     const char *table = ferry_resource_target(r);
     struct ferry_buf y, q;
     ferry_buf_init(&y, 0);

@@ -87,10 +87,18 @@ static void test_bad_text(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "0-1", "0-1-", "x", "0-1-2,", "0-1-2;1-1-1", "99999999999-1-1",
-        "3e11fa47-71ca-11e1-9e33-c80aa9429562", "3e11fa47-71ca-11e1-9e33-c80aa9429562:",
-        "3e11fa47-71ca-11e1-9e33-c80aa9429562:5-3", "3e11fa47-71ca-11e1-9e33-c80aa9429562:0",
-        "3e11fa47-71ca-11e1-9e33-c80aa942956:1", "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag:1",
+        "0-1",
+        "0-1-",
+        "x",
+        "0-1-2,",
+        "0-1-2;1-1-1",
+        "99999999999-1-1",
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:",
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:5-3",
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:0",
+        "3e11fa47-71ca-11e1-9e33-c80aa942956:1",
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag:1",
         "3e11fa47x71ca-11e1-9e33-c80aa9429562:1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -114,14 +122,17 @@ static void test_events(void **state)
     uint32_t domain = 0;
     uint8_t flags = 0;
     struct ferry_error err;
-    assert_int_equal(ferry__my_gtid_event_mariadb(m, sizeof m, &seq, &domain, &flags, &err), FERRY_OK);
+    assert_int_equal(ferry__my_gtid_event_mariadb(m, sizeof m, &seq, &domain, &flags, &err),
+                     FERRY_OK);
     assert_int_equal(seq, 0x0102);
     assert_int_equal(domain, 7);
     assert_int_equal(flags, 1);
-    assert_int_equal(ferry__my_gtid_event_mariadb(m, 12, &seq, &domain, &flags, &err), FERRY_EINVAL);
+    assert_int_equal(ferry__my_gtid_event_mariadb(m, 12, &seq, &domain, &flags, &err),
+                     FERRY_EINVAL);
     /* MySQL GTID_LOG_EVENT: flags (1), sid (16), gno (8 LE) */
     uint8_t y[42] = {1};
-    for (int i = 0; i < 16; i++) y[1 + i] = (uint8_t)(0xa0 + i);
+    for (int i = 0; i < 16; i++)
+        y[1 + i] = (uint8_t)(0xa0 + i);
     y[17] = 5;
     uint8_t uuid[16];
     uint64_t gno = 0;

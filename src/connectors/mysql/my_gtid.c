@@ -31,7 +31,8 @@ static bool grow(void **p, int *cap, int need, size_t size)
 {
     if (need <= *cap) return true;
     int c = *cap ? *cap * 2 : 4;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = ferry_realloc(*p, (size_t)c * size);
     if (q == NULL) return false;
     *p = q;
@@ -56,7 +57,8 @@ int ferry__my_gtid_add_mariadb(struct ferry_my_gtid_set *g, uint32_t domain, uin
     int rc = flavor(g, FERRY_MY_GTID_MARIADB, err);
     if (rc != FERRY_OK) return rc;
     int i = 0;
-    while (i < g->n_dom && g->dom[i].domain < domain) i++;
+    while (i < g->n_dom && g->dom[i].domain < domain)
+        i++;
     if (i == g->n_dom || g->dom[i].domain != domain) {
         if (!grow((void **)&g->dom, &g->cap_dom, g->n_dom + 1, sizeof *g->dom)) return nomem(err);
         memmove(&g->dom[i + 1], &g->dom[i], (size_t)(g->n_dom - i) * sizeof *g->dom);
@@ -69,7 +71,8 @@ int ferry__my_gtid_add_mariadb(struct ferry_my_gtid_set *g, uint32_t domain, uin
 static struct ferry_my_gtid_source *source_of(struct ferry_my_gtid_set *g, const uint8_t uuid[16])
 {
     int i = 0, c = 1;
-    while (i < g->n_src && (c = memcmp(g->src[i].uuid, uuid, 16)) < 0) i++;
+    while (i < g->n_src && (c = memcmp(g->src[i].uuid, uuid, 16)) < 0)
+        i++;
     if (i < g->n_src && c == 0) return &g->src[i];
     if (!grow((void **)&g->src, &g->cap_src, g->n_src + 1, sizeof *g->src)) return NULL;
     memmove(&g->src[i + 1], &g->src[i], (size_t)(g->n_src - i) * sizeof *g->src);
@@ -83,9 +86,10 @@ static struct ferry_my_gtid_source *source_of(struct ferry_my_gtid_set *g, const
 static int add_interval(struct ferry_my_gtid_source *s, uint64_t lo, uint64_t hi)
 {
     int i = 0;
-    while (i < s->n && s->iv[i].hi + 1 < lo) i++; /* the first that touches or follows */
+    while (i < s->n && s->iv[i].hi + 1 < lo)
+        i++; /* the first that touches or follows */
     int j = i;
-    while (j < s->n && s->iv[j].lo <= hi + 1) {   /* every one that touches [lo, hi] */
+    while (j < s->n && s->iv[j].lo <= hi + 1) { /* every one that touches [lo, hi] */
         if (s->iv[j].lo < lo) lo = s->iv[j].lo;
         if (s->iv[j].hi > hi) hi = s->iv[j].hi;
         j++;
@@ -108,8 +112,8 @@ int ferry__my_gtid_add_mysql(struct ferry_my_gtid_set *g, const uint8_t uuid[16]
     int rc = flavor(g, FERRY_MY_GTID_MYSQL, err);
     if (rc != FERRY_OK) return rc;
     if (gno == 0 || gno == UINT64_MAX)
-        return ferry_error_set(err, FERRY_EINVAL, "mysql", "mysql gtid: transaction number %" PRIu64,
-                               gno);
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               "mysql gtid: transaction number %" PRIu64, gno);
     struct ferry_my_gtid_source *s = source_of(g, uuid);
     if (s == NULL || add_interval(s, gno, gno) != FERRY_OK) return nomem(err);
     return FERRY_OK;
@@ -159,14 +163,16 @@ static bool uuid_of(const char **p, uint8_t out[16])
 static int parse_mariadb(struct ferry_my_gtid_set *g, const char *p, struct ferry_error *err)
 {
     for (;;) {
-        while (isspace((unsigned char)*p)) p++;
+        while (isspace((unsigned char)*p))
+            p++;
         uint64_t d, s, q;
         if (!number(&p, &d) || *p++ != '-' || !number(&p, &s) || *p++ != '-' || !number(&p, &q) ||
             d > UINT32_MAX || s > UINT32_MAX)
             return FERRY_EINVAL;
         int rc = ferry__my_gtid_add_mariadb(g, (uint32_t)d, (uint32_t)s, q, err);
         if (rc != FERRY_OK) return rc;
-        while (isspace((unsigned char)*p)) p++;
+        while (isspace((unsigned char)*p))
+            p++;
         if (*p == '\0') return FERRY_OK;
         if (*p++ != ',') return FERRY_EINVAL;
     }
@@ -176,7 +182,8 @@ static int parse_mysql(struct ferry_my_gtid_set *g, const char *p, struct ferry_
 {
     g->flavor = FERRY_MY_GTID_MYSQL;
     for (;;) {
-        while (isspace((unsigned char)*p)) p++;
+        while (isspace((unsigned char)*p))
+            p++;
         uint8_t uuid[16];
         if (!uuid_of(&p, uuid) || *p != ':') return FERRY_EINVAL;
         struct ferry_my_gtid_source *s = source_of(g, uuid);
@@ -190,7 +197,8 @@ static int parse_mysql(struct ferry_my_gtid_set *g, const char *p, struct ferry_
             if (lo == 0 || hi < lo || hi == UINT64_MAX) return FERRY_EINVAL;
             if (add_interval(s, lo, hi) != FERRY_OK) return nomem(err);
         }
-        while (isspace((unsigned char)*p)) p++;
+        while (isspace((unsigned char)*p))
+            p++;
         if (*p == '\0') return FERRY_OK;
         if (*p++ != ',') return FERRY_EINVAL;
     }
@@ -201,7 +209,8 @@ int ferry__my_gtid_parse(struct ferry_my_gtid_set *g, const char *text, struct f
     ferry__my_gtid_release(g);
     if (text == NULL) return FERRY_OK;
     const char *p = text;
-    while (isspace((unsigned char)*p)) p++;
+    while (isspace((unsigned char)*p))
+        p++;
     if (*p == '\0') return FERRY_OK;
     int rc = strchr(p, ':') ? parse_mysql(g, p, err) : parse_mariadb(g, p, err);
     if (rc == FERRY_OK) return FERRY_OK;

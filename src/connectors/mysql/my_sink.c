@@ -12,10 +12,11 @@
  * reused buffer (nothing allocated per row); CRC32-C over exactly the statement bytes sent
  * is the receipt's encoded_crc. `append_method: load_data` sends append (and replace's
  * staging) rows by LOAD DATA LOCAL INFILE from memory instead (one statement per batch, see
- * load_rows); INSERT stays the default because it measured faster (bench/mysql_sink.sh). append: INSERT; upsert: INSERT ... ON DUPLICATE KEY UPDATE
- * every non-key column (rows of one statement apply in order, so the last row of a key
- * wins); merge: consecutive rows of one operation are sent together, deletes as DELETE ...
- * WHERE (key) IN (...), so a batch applies as if its rows ran in order; replace: rows go to
+ * load_rows); INSERT stays the default because it measured faster (bench/mysql_sink.sh). append:
+ * INSERT; upsert: INSERT ... ON DUPLICATE KEY UPDATE every non-key column (rows of one statement
+ * apply in order, so the last row of a key wins); merge: consecutive rows of one operation are sent
+ * together, deletes as DELETE ... WHERE (key) IN (...), so a batch applies as if its rows ran in
+ * order; replace: rows go to
  * `<table>__ferry_staging`, swapped in at commit by one atomic RENAME TABLE.
  *
  * Transactions. per_apply (default): every apply() is one transaction (rows + checkpoint).
@@ -43,8 +44,8 @@
 #define WHAT "mysql sink"
 #define CKPT "_ferry_checkpoints"
 
-static const char *const sink_tuning_keys[] = {"durability", "connect_timeout", "io_timeout",
-                                               "statement_bytes", "append_method", NULL};
+static const char *const sink_tuning_keys[] = {"durability",      "connect_timeout", "io_timeout",
+                                               "statement_bytes", "append_method",   NULL};
 static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
 static const char *const append_words[] = {"load_data", "insert", NULL};
 
@@ -73,8 +74,8 @@ struct sink {
     int64_t run_id;
     bool session, in_tx;
     struct ferry_buf sql;
-    uint32_t crc; /* of the statements of the current apply */
-    bool load;    /* append/replace by LOAD DATA LOCAL INFILE (`append_method`) */
+    uint32_t crc;          /* of the statements of the current apply */
+    bool load;             /* append/replace by LOAD DATA LOCAL INFILE (`append_method`) */
     struct ferry_buf data; /* the rows of one LOAD DATA, tab-separated */
     size_t data_off;       /* what the infile handler has handed out */
     bool data_armed;       /* a LOAD DATA of ours is running: the handler serves `data` */
@@ -132,7 +133,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "statement_bytes"),
                              "statement_bytes: between 4KiB and 64MiB");
     int method = 1; /* insert: measured faster here (bench/mysql_sink.sh, docs) */
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "append_method", false, append_words, &method, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_enum(cfg, "append_method", false, append_words, &method, err);
     s->load = method == 0;
     s->conn.local_infile = s->load;
     ferry_buf_init(&s->data, 0);
@@ -395,9 +397,10 @@ static int build_load_sql(struct target *t, const char *into, struct ferry_error
     const struct ferry_schema *sc = t->schema;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    int rc = ferry_buf_printf(&b, "LOAD DATA LOCAL INFILE 'ferry' INTO TABLE %s CHARACTER SET "
-                                  "utf8mb4 FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES "
-                                  "TERMINATED BY X'0a' (",
+    int rc = ferry_buf_printf(&b,
+                              "LOAD DATA LOCAL INFILE 'ferry' INTO TABLE %s CHARACTER SET "
+                              "utf8mb4 FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES "
+                              "TERMINATED BY X'0a' (",
                               into);
     bool any_hex = false;
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
@@ -822,8 +825,8 @@ static int load_check(struct sink *s, struct target *t, int64_t rows, struct fer
 
 /* Rows [0, b->length) by one LOAD DATA. *refused: the server or the client library does not
  * allow LOCAL (MySQL 8's default local_infile = OFF): nothing was written. */
-static int load_rows(struct sink *s, struct target *t, const struct ferry_batch *b,
-                     bool *refused, struct ferry_error *err)
+static int load_rows(struct sink *s, struct target *t, const struct ferry_batch *b, bool *refused,
+                     struct ferry_error *err)
 {
     *refused = false;
     const struct ferry_schema *sc = t->schema;
@@ -848,8 +851,8 @@ static int load_rows(struct sink *s, struct target *t, const struct ferry_batch 
         /* not allowed (1148), disabled (MariaDB 4166, MySQL 3948), rejected by the client (2068) */
         *refused = e == 1148 || e == 4166 || e == 3948 || e == 2068;
         if (*refused) return FERRY_OK;
-        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: LOAD DATA into %s",
-                               s->conn.peer, t->qtable);
+        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: LOAD DATA into %s", s->conn.peer,
+                               t->qtable);
     }
     return load_check(s, t, b->length, err);
 }

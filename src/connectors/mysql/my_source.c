@@ -68,7 +68,7 @@ struct src {
     struct {
         char *route;
         int64_t id;
-    } *ids; /* the server_id of each cdc route planned here (duplicates are refused) */
+    } * ids; /* the server_id of each cdc route planned here (duplicates are refused) */
     int n_ids;
 };
 
@@ -1215,8 +1215,10 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
         if (rc == FERRY_OK && resume_key == NULL && json_is_integer(lookback)) {
             /* re-read from the lookback on: the first cursor column alone, inclusive */
             rc = ferry__my_quote_ident(b, sc->fields[ord[0]].name, err);
-            if (rc == FERRY_OK) rc = ferry_buf_printf(b, " >= ") == FERRY_OK ? FERRY_OK : nomem(err);
-            if (rc == FERRY_OK && position_literal(s, lookback, sc->fields[ord[0]].type, b) != FERRY_OK)
+            if (rc == FERRY_OK)
+                rc = ferry_buf_printf(b, " >= ") == FERRY_OK ? FERRY_OK : nomem(err);
+            if (rc == FERRY_OK &&
+                position_literal(s, lookback, sc->fields[ord[0]].type, b) != FERRY_OK)
                 rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
                                      WHAT ": table %s: bad lookback bound in the frozen plan",
                                      r->from);
@@ -1377,7 +1379,8 @@ static int cdc_position(const char *position, int64_t *n, int64_t *k, char **g,
     if (g) *g = NULL;
     if (position == NULL) return FERRY_OK;
     json_t *j = json_loads(position, 0, NULL);
-    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k"), *jg = json_object_get(j, "g");
+    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k"),
+           *jg = json_object_get(j, "g");
     int rc = FERRY_OK;
     if (!json_is_object(j) || (jn != NULL && !json_is_integer(jn)) ||
         (jk != NULL && !json_is_integer(jk)) || (jg != NULL && !json_is_string(jg)))
@@ -1433,7 +1436,8 @@ static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *
         char other[300] = "";
         while ((row = mysql_fetch_row(res)) != NULL)
             if (row[0] && strtoll(row[0], NULL, 10) == id)
-                snprintf(other, sizeof other, "%s:%s", row[1] ? row[1] : "?", row[2] ? row[2] : "?");
+                snprintf(other, sizeof other, "%s:%s", row[1] ? row[1] : "?",
+                         row[2] ? row[2] : "?");
         mysql_free_result(res);
         if (other[0])
             return ferry_error_set(err, FERRY_ECONFIG, "config",
@@ -1446,7 +1450,8 @@ static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *
     for (int i = 0; i < s->n_ids; i++)
         if (s->ids[i].id == id && strcmp(s->ids[i].route, route) != 0)
             return ferry_error_set(err, FERRY_ECONFIG, "config",
-                                   WHAT ": table %s: server_id %" PRId64 " is also the server_id of "
+                                   WHAT ": table %s: server_id %" PRId64
+                                        " is also the server_id of "
                                         "route \"%s\" (each cdc resource streams on a connection "
                                         "of its own, and the server drops a second one with the "
                                         "same id)",
@@ -1500,7 +1505,8 @@ static int cdc_gtid_servable(struct src *s, const char *table, const char *g, bo
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
     rc = ferry_buf_printf(&sql, "SHOW BINLOG EVENTS IN ");
-    if (rc == FERRY_OK && row && row[0]) rc = ferry__my_quote_text(s->c, &sql, row[0], strlen(row[0]));
+    if (rc == FERRY_OK && row && row[0])
+        rc = ferry__my_quote_text(s->c, &sql, row[0], strlen(row[0]));
     if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " LIMIT 8");
     bool have = row && row[0];
     mysql_free_result(res);
@@ -1525,7 +1531,8 @@ static int cdc_gtid_servable(struct src *s, const char *table, const char *g, bo
         *ok = true;
         for (int i = 0; i < before.n_dom; i++) {
             int j = 0;
-            while (j < saved.n_dom && saved.dom[j].domain != before.dom[i].domain) j++;
+            while (j < saved.n_dom && saved.dom[j].domain != before.dom[i].domain)
+                j++;
             if (j == saved.n_dom || saved.dom[j].seq < before.dom[i].seq) *ok = false;
         }
     }
@@ -2035,7 +2042,8 @@ static void gtid_commit(struct stream *st)
         st->gtid_known = false;
         ferry_buf_reset(&st->gtid_text);
     }
-    ferry_rw_set_offset_tag(st->rw, st->gtid_text.data ? st->gtid_text.data : "", st->gtid_text.len);
+    ferry_rw_set_offset_tag(st->rw, st->gtid_text.data ? st->gtid_text.data : "",
+                            st->gtid_text.len);
 }
 
 /* GTID events open a transaction: its id is applied at the commit. */
@@ -2061,12 +2069,13 @@ static int on_gtid(struct stream *st, const struct ferry_my_bl_header *h, const 
 /* A heartbeat (sent only while the server waits for new events) at or past the frozen end,
  * outside a transaction: everything up to there was sent, so the run is done there (a
  * stream resumed by GTID has no commit of its own to see when nothing is new). */
-static void on_heartbeat(struct stream *st, const struct ferry_my_bl_header *h,
-                         const uint8_t *body, size_t n)
+static void on_heartbeat(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
+                         size_t n)
 {
     char file[300];
     int k = snprintf(file, sizeof file, "%s.%06" PRIu32, st->base, st->seq);
-    if (st->in_txn || h->log_pos == 0 || k <= 0 || (size_t)k > n || memcmp(body, file, (size_t)k) != 0)
+    if (st->in_txn || h->log_pos == 0 || k <= 0 || (size_t)k > n ||
+        memcmp(body, file, (size_t)k) != 0)
         return;
     int64_t pos = BL_POS(st->seq, h->log_pos);
     if (pos >= st->end && pos >= st->last_commit) {
@@ -2252,9 +2261,10 @@ static int stream_prepare(struct stream *st, struct ferry_error *err)
  * (@slave_connect_state: the server then ignores file and offset). */
 static int stream_session(struct stream *st, MYSQL *m, const char *gtid, struct ferry_error *err)
 {
-    int rc = ferry__my_exec(m, "SET @master_binlog_checksum = @@global.binlog_checksum, "
-                               "@master_heartbeat_period = 1000000000, "
-                               "@mariadb_slave_capability = 4",
+    int rc = ferry__my_exec(m,
+                            "SET @master_binlog_checksum = @@global.binlog_checksum, "
+                            "@master_heartbeat_period = 1000000000, "
+                            "@mariadb_slave_capability = 4",
                             FERRY_ESOURCE, WHAT ": binlog stream", err);
     if (rc == FERRY_OK && gtid != NULL) {
         struct ferry_buf sql;
@@ -2264,8 +2274,9 @@ static int stream_session(struct stream *st, MYSQL *m, const char *gtid, struct 
         if (rc == FERRY_OK)
             rc = ferry_buf_printf(&sql, ", @slave_gtid_strict_mode = 0, "
                                         "@slave_gtid_ignore_duplicates = 0");
-        rc = rc != FERRY_OK ? nomem(err)
-                            : ferry__my_exec(m, sql.data, FERRY_ESOURCE, WHAT ": binlog stream", err);
+        rc = rc != FERRY_OK
+                 ? nomem(err)
+                 : ferry__my_exec(m, sql.data, FERRY_ESOURCE, WHAT ": binlog stream", err);
         ferry_buf_release(&sql);
     }
     MYSQL_RES *res = NULL;
@@ -2273,8 +2284,7 @@ static int stream_session(struct stream *st, MYSQL *m, const char *gtid, struct 
     if (rc == FERRY_OK &&
         (mysql_query(m, "SELECT @@global.binlog_checksum") != 0 ||
          (res = mysql_store_result(m)) == NULL || (row = mysql_fetch_row(res)) == NULL))
-        rc = ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: binlog_checksum",
-                             st->s->conn.peer);
+        rc = ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: binlog_checksum", st->s->conn.peer);
     else if (rc == FERRY_OK)
         st->crc = row[0] != NULL && strcasecmp(row[0], "NONE") != 0;
     if (res) mysql_free_result(res);
@@ -2304,14 +2314,16 @@ static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t s
     if (rpl == NULL) return nomem(err);
     *out = rpl;
     unsigned int sid = (unsigned int)server_id;
-    if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file, gtid ? 0 : strlen(file)) == 0 &&
+    if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file,
+                             gtid ? 0 : strlen(file)) == 0 &&
         mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) == 0 &&
         mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) == 0 && mariadb_rpl_open(rpl) == 0)
         return FERRY_OK;
     if (mysql_errno(m) == 1236) /* ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or no such file */
         return position_gone(st, m, from, err);
-    return ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: table %s: opening the binary log at %s",
-                           st->s->conn.peer, st->r->from, from);
+    return ferry__my_error(err, FERRY_ESOURCE, m,
+                           WHAT ": %s: table %s: opening the binary log at %s", st->s->conn.peer,
+                           st->r->from, from);
 }
 
 /* Events until the frozen end, a row-count epoch, an error or a stop request. */
@@ -2335,8 +2347,9 @@ static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gt
                 rc = position_gone(st, m, from, err); /* the first read answers a GTID start */
             else
                 rc = ferry__my_error(err, FERRY_EIO, m,
-                                     WHAT ": %s: table %s: reading the binary log (after %s.%06" PRIu32
-                                          ":%" PRIu32 ")",
+                                     WHAT
+                                     ": %s: table %s: reading the binary log (after %s.%06" PRIu32
+                                     ":%" PRIu32 ")",
                                      st->s->conn.peer, st->r->from, st->base,
                                      BL_SEQ(st->last_commit), BL_OFF(st->last_commit));
             break;
@@ -2388,7 +2401,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK && !by_gtid && gtid != NULL) {
         bool exists = true, ours = true;
         rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
-        if (rc == FERRY_OK && exists) rc = cdc_same_log(s, r->from, st.base, start, gtid, &ours, err);
+        if (rc == FERRY_OK && exists)
+            rc = cdc_same_log(s, r->from, st.base, start, gtid, &ours, err);
         switched = rc == FERRY_OK && (!exists || !ours);
         if (switched) {
             by_gtid = true;
@@ -2429,7 +2443,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (work && rc == FERRY_OK) rc = stream_loop(&st, m, rpl, by_gtid, gtid, err);
     if (rpl != NULL) mariadb_rpl_close(rpl);
     if (m != NULL) mysql_close(m);
-    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end) ferry_rw_set_offset(rw, st.end);
+    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
+        ferry_rw_set_offset(rw, st.end);
     if (work) report_zero_dates(&st.d, rw);
     if (work && rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,

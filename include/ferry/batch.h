@@ -231,6 +231,10 @@ void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n);
  * transaction and k to the rows of the next one already written, so that a resumed stream
  * skips them (added for cdc). */
 void ferry_rw_set_suboffset(struct ferry_row_writer *rw, int64_t k);
+/* A text beside `n` ("g" in the position when not empty; n bytes, copied): a log position in
+ * another form that stays valid where `n` does not (mysql: the GTID set). No quote,
+ * backslash or control character (else a sticky FERRY_EINVAL). Kept until set again. */
+void ferry_rw_set_offset_tag(struct ferry_row_writer *rw, const char *tag, size_t n);
 void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols);
 /* Closes the current batch now (end of shard, end of transaction). With `done`, the
  * position says the shard is complete, and a batch is emitted even when empty. */

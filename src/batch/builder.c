@@ -102,6 +102,7 @@ struct ferry_row_writer {
     bool has_n;
     int64_t n;
     int64_t k; /* ferry_rw_set_suboffset(): "k" in positions when > 0 */
+    struct ferry_buf tag; /* ferry_rw_set_offset_tag(): "g" in positions when not empty */
     int *pos_cols;
     int n_pos;
     struct ferry_buf pos;
@@ -370,6 +371,8 @@ static int build_position(struct ferry_row_writer *rw, bool done)
     if (rc == FERRY_OK && rw->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, rw->n);
     if (rc == FERRY_OK && rw->has_n && rw->k > 0)
         rc = ferry_buf_printf(b, ",\"k\":%" PRId64, rw->k);
+    if (rc == FERRY_OK && rw->has_n && rw->tag.len > 0)
+        rc = ferry_buf_printf(b, ",\"g\":\"%.*s\"", (int)rw->tag.len, rw->tag.data);
     if (rc == FERRY_OK && done) rc = ferry_buf_append(b, ",\"done\":true", 12);
     if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
     return rc;
@@ -547,6 +550,7 @@ struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *
     rw->emit_ctx = emit_ctx;
     ferry_buf_init(&rw->pos, 0);
     ferry_buf_init(&rw->last_key, 0);
+    ferry_buf_init(&rw->tag, 0);
     if (limits.rows <= 0) limits.rows = DEFAULT_ROWS;
     if (limits.bytes <= 0) limits.bytes = DEFAULT_BYTES;
     if (limits.max_value_bytes <= 0) limits.max_value_bytes = DEFAULT_MAX_VALUE;
@@ -628,6 +632,7 @@ void ferry__rw_free(struct ferry_row_writer *rw)
     ferry_free(rw->pos_cols);
     ferry_buf_release(&rw->pos);
     ferry_buf_release(&rw->last_key);
+    ferry_buf_release(&rw->tag);
     ferry_free(rw->resource);
     ferry_schema_unref(rw->schema);
     ferry_free(rw);
@@ -961,6 +966,7 @@ void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard)
     rw->has_n = false;
     rw->k = 0;
     ferry_buf_reset(&rw->last_key);
+    ferry_buf_reset(&rw->tag);
 }
 
 void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n)
@@ -972,6 +978,18 @@ void ferry_rw_set_offset(struct ferry_row_writer *rw, int64_t n)
 void ferry_rw_set_suboffset(struct ferry_row_writer *rw, int64_t k)
 {
     rw->k = k;
+}
+
+void ferry_rw_set_offset_tag(struct ferry_row_writer *rw, const char *tag, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tag[i] == '"' || tag[i] == '\\' || (unsigned char)tag[i] < 0x20) {
+            fail(rw, FERRY_EINVAL, "an offset tag holds a quote, backslash or control character");
+            return;
+        }
+    ferry_buf_reset(&rw->tag);
+    if (n > 0 && ferry_buf_append(&rw->tag, tag, n) != FERRY_OK)
+        fail(rw, FERRY_ENOMEM, "out of memory for an offset tag");
 }
 
 void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int *cols)

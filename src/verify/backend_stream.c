@@ -115,6 +115,19 @@ static void batch_value(const struct ferry_batch *b, int c, int64_t r, int scale
     }
 }
 
+/* A destination read back through a source that has no such type (mysql: a uuid column is
+ * CHAR(36), a time64 one TIME(6), read as text): the text parsed into the compared type. A
+ * text that does not parse keeps a zero value, so it differs instead of failing. */
+static void text_as(enum ferry_type have, enum ferry_type want, struct ferry_vvalue *v)
+{
+    if (v->null || have != FERRY_TYPE_UTF8 || have == want) return;
+    const char *p = v->p ? (const char *)v->p : "";
+    if (want == FERRY_TYPE_UUID && ferry_uuid_from_text(p, v->n, v->u) != FERRY_OK)
+        memset(v->u, 0, sizeof v->u);
+    if (want == FERRY_TYPE_TIME64_US && ferry_time64_from_text(p, v->n, &v->i) != FERRY_OK)
+        v->i = 0;
+}
+
 /* The key's normal text, as ferry__vcanon_key_text writes it for the other side. */
 static char *key_text(enum ferry_type t, const struct ferry_vvalue *v)
 {
@@ -177,6 +190,7 @@ static int hash_batch(struct stside *s, struct ferry_batch *b, struct ferry_erro
         for (int i = 0; i < t->n_cols; i++) {
             struct ferry_vvalue v;
             batch_value(b, s->bcol[i], r, t->cols[i].scale, &v, dec, sizeof dec);
+            text_as(b->columns[s->bcol[i]].type, t->cols[i].type, &v);
             x ^= ferry__vcanon_value_hash(t->cols[i].type, i + 1, &v, &s->scratch);
             if (t->cols[i].key_pos > 0 && t->cols[i].key_pos <= t->n_key)
                 parts[t->cols[i].key_pos - 1] = key_text(t->cols[i].type, &v);

@@ -731,6 +731,53 @@ static int open_files_dest(struct ferry_cfg *cfg, const struct ferry_resource_sp
     return rc;
 }
 
+/* A mysql destination is read back with the mysql source: a pipeline made for the purpose
+ * (the sink's connection keys, secret references as written) reads the target table (the
+ * URL's database, the whole target name one identifier) through backend_stream.c, hashed in
+ * C: MySQL's SQL has none of the canonical form's hash functions (docs/internals/mysql.md). */
+static int open_mysql_dest(struct ferry_cfg *cfg, const struct ferry_resource_spec *r,
+                           const struct ferry_vtable *t, struct ferry_vside **out, char **table_out,
+                           struct ferry_error *err)
+{
+    static const char *const keys[] = {
+        "url",     "socket",          "tls",        "tls_ca", "tls_cert",
+        "tls_key", "connect_timeout", "io_timeout", NULL};
+    const char *table = ferry_resource_target(r);
+    struct ferry_buf y, q;
+    ferry_buf_init(&y, 0);
+    ferry_buf_init(&q, 0);
+    ferry_buf_printf(&y, "version: 1\nname: verify-mysql-destination\nsource:\n  type: mysql\n");
+    int rc = FERRY_OK;
+    for (int i = 0; keys[i] && rc == FERRY_OK; i++) {
+        const char *v = NULL;
+        if (ferry_cfg_get(cfg, keys[i]) == NULL) continue;
+        rc = ferry_cfg_str(cfg, keys[i], false, &v, err);
+        if (rc != FERRY_OK || v == NULL) continue;
+        ferry_buf_printf(&y, "  %s: ", keys[i]);
+        ferry_buf_json_string(&y, v, strlen(v));
+        ferry_buf_printf(&y, "\n");
+    }
+    ferry_buf_append(&q, "`", 1);
+    for (const char *c = table; *c; c++) {
+        ferry_buf_append(&q, c, 1);
+        if (*c == '`') ferry_buf_append(&q, "`", 1); /* doubled inside backquotes */
+    }
+    ferry_buf_append(&q, "`", 1);
+    ferry_buf_printf(&y, "  resources:\n    - table: ");
+    ferry_buf_json_string(&y, q.data ? q.data : "", q.len);
+    ferry_buf_printf(&y, "\nsink:\n  type: \"null\"\n");
+    if (rc == FERRY_OK && (y.data == NULL || q.data == NULL)) rc = oom(err);
+    struct ferry_pipeline_spec *rp = NULL;
+    if (rc == FERRY_OK) rc = ferry_pipeline_load_string(y.data, y.len, "verify", &rp, err);
+    if (rc == FERRY_OK)
+        rc = ferry__vside_stream_open(rp, &rp->resources[0], t, "destination", out, err);
+    if (rc == FERRY_OK && (*table_out = ferry_asprintf("mysql %s", table)) == NULL) rc = oom(err);
+    ferry_pipeline_free(rp);
+    ferry_buf_release(&y);
+    ferry_buf_release(&q);
+    return rc;
+}
+
 static int open_side(const struct ferry_pipeline_spec *p, const char *type, struct ferry_cfg *cfg,
                      bool source, const struct ferry_resource_spec *r, const struct ferry_vtable *t,
                      const struct ferry_schema *outs, struct ferry_vside **out, char **table_out,
@@ -740,6 +787,7 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
     int rc;
     if (!source && !strcmp(type, "files"))
         return open_files_dest(cfg, r, outs, t, out, table_out, err);
+    if (!source && !strcmp(type, "mysql")) return open_mysql_dest(cfg, r, t, out, table_out, err);
     /* a database side: the connector's chunk-digest slot */
     const struct ferry_source_vtable *sv = source ? ferry_source_find(type) : NULL;
     const struct ferry_sink_vtable *kv = source ? NULL : ferry_sink_find(type);
@@ -752,8 +800,8 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
         return rc;
     }
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
-                           "verify: a %s destination cannot be verified yet (postgres and "
-                           "sqlite can)",
+                           "verify: a %s destination cannot be verified yet (postgres, "
+                           "sqlite, mysql and files can)",
                            type);
 }
 

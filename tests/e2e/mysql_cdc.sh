@@ -4,8 +4,12 @@
 # compared column by column; several tables changed concurrently (inserts, updates,
 # deletes, a key update) while ferry streams, into PostgreSQL and SQLite (merge), set-equal
 # afterwards; a 50 000-row transaction with kill -9 in the middle, resumed: exact; the
-# binary log purged past the saved position -> "resnapshot required"; DDL mid-stream -> a
-# clear error naming the table.
+# binary log purged past the saved position -> "resnapshot required"; positions carry the GTID
+# position and a stream whose saved file is gone resumes by GTID (MariaDB's
+# @slave_connect_state), also when nothing is new (the run ends at a heartbeat); server_id
+# refusals; DDL mid-stream -> a clear error naming the table; a failover to a GTID replica
+# (its own binlog files) between the attempts of a run killed inside a 20 000-row
+# transaction: every row once.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -246,8 +250,8 @@ for _ in $(seq 1 200); do
 done
 [ "$(myq -e "SHOW BINARY LOGS" | cut -f1)" = "$cur" ] || fail "the binary logs before $cur were not purged"
 expect_exit 1 ferry run purge.yaml
-case $OUT in *"resnapshot required"*"table \`ferry\`.\`p\`"*|*"table \`ferry\`.\`p\`"*"resnapshot required"*) ;;
-  *) fail "purged binlog: 'resnapshot required' naming the table expected: $OUT" ;; esac
+case $OUT in *"table \`ferry\`.\`p\`"*"resnapshot required"*"and so were transactions after its GTID position"*) ;;
+  *) fail "purged binlog: 'resnapshot required' naming the table (the file and the GTIDs gone) expected: $OUT" ;; esac
 [ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM p")" = "1=one" ] ||
   fail "purged binlog: nothing may be written"
 sed -i 's/^      mode: cdc$/      mode: cdc\n      on_position_lost: resnapshot/' purge.yaml
@@ -258,6 +262,64 @@ myq -e "INSERT INTO p VALUES (3, 'three')"
 expect_exit 0 ferry run purge.yaml
 [ "$(pgq -c "SELECT count(*) FROM p")" = 3 ] || fail "the stream goes on after the resnapshot"
 pass "binlog purged past the saved position: 'resnapshot required'; on_position_lost: resnapshot copies again, then streams"
+
+# ---- GTID positions; resume by GTID where the saved file is gone -------------------------
+purge_to_current() {
+  local cur; cur=$(myq -e "SHOW MASTER STATUS" | cut -f1)
+  for _ in $(seq 1 200); do
+    myq -e "PURGE BINARY LOGS TO '$cur'"
+    [ "$(myq -e "SHOW BINARY LOGS" | wc -l)" = 1 ] && break
+    sleep 0.1
+  done
+  [ "$(myq -e "SHOW BINARY LOGS" | cut -f1)" = "$cur" ] || fail "the binary logs before $cur were not purged"
+}
+saved_pos() { # PIPELINE FIELD
+  ferry checkpoints --json --pipeline "$1" | jq -r '.[] | select(.shard == 0) | .position' | jq -r ".$2"
+}
+gt_rows() { pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM gt"; }
+myq -e "CREATE TABLE gt (id int PRIMARY KEY, v varchar(10)); INSERT INTO gt VALUES (1, 'a')"
+pipeline gt.yaml mygt "$PG_SINK" gt
+expect_exit 0 ferry run gt.yaml
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "first run: the position's GTID $(saved_pos mygt g) is not the server's $(myq -e 'SELECT @@global.gtid_binlog_pos')"
+myq -e "INSERT INTO gt VALUES (2, 'b')"
+expect_exit 0 ferry run gt.yaml
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "streamed: the position's GTID $(saved_pos mygt g) is not the server's $(myq -e 'SELECT @@global.gtid_binlog_pos')"
+old_n=$(saved_pos mygt n)
+# the saved file rotated away and purged; the transactions after the saved GTIDs are all in
+# the current file: the stream resumes by GTID (nothing lost, nothing doubled)
+myq -e "FLUSH BINARY LOGS"
+myq -e "INSERT INTO gt VALUES (3, 'c'); UPDATE gt SET v = 'A' WHERE id = 1; DELETE FROM gt WHERE id = 2"
+purge_to_current
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c" ] || fail "GTID resume: $(gt_rows)"
+[ $(( $(saved_pos mygt n) >> 32 )) -gt $(( old_n >> 32 )) ] || fail "GTID resume: the position did not move to the current file"
+[ "$(saved_pos mygt g)" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] || fail "GTID resume: the position's GTID"
+[ "$(ferry runs --pipeline mygt --json | jq -r '.[0].rows')" = 3 ] || fail "GTID resume: 3 changes expected, $(ferry runs --pipeline mygt --json | jq -r '.[0].rows')"
+# nothing new after the saved GTIDs and the file gone again: the run ends (at a heartbeat)
+myq -e "FLUSH BINARY LOGS"
+purge_to_current
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c" ] || fail "GTID resume with nothing new: $(gt_rows)"
+myq -e "INSERT INTO gt VALUES (4, 'd')"
+expect_exit 0 ferry run gt.yaml
+[ "$(gt_rows)" = "1=A,3=c,4=d" ] || fail "after the GTID resumes: $(gt_rows)"
+pass "positions carry the server's GTID position; the saved file purged: resumed by GTID, exact; nothing new: the run ends"
+
+# ---- server_id: the server's own and a duplicate within the pipeline are refused ---------
+myq -e "CREATE TABLE sid (id int PRIMARY KEY)"
+pipeline sid.yaml mysid "$PG_SINK" sid
+sed -i 's/^      mode: cdc$/      mode: cdc\n      server_id: 1/' sid.yaml
+expect_exit 2 ferry run sid.yaml
+case $OUT in *"server_id 1 is the source server's own"*) ;; *) fail "server_id of the server: $OUT" ;; esac
+pipeline sid2.yaml mysid2 "$PG_SINK" sid gt
+sed -i 's/^      mode: cdc$/      mode: cdc\n      server_id: 777/' sid2.yaml
+expect_exit 2 ferry run sid2.yaml
+case $OUT in *"server_id 777 is also the server_id of route"*) ;; *) fail "a duplicate server_id: $OUT" ;; esac
+sed -i '0,/server_id: 777/s//server_id: 778/' sid2.yaml
+expect_exit 0 ferry run sid2.yaml
+pass "server_id: the source server's own and one shared by two resources are refused (exit 2); distinct ids run"
 
 # ---- DDL mid-stream -----------------------------------------------------------------------
 myq -e "CREATE TABLE d (id int PRIMARY KEY, v varchar(10)); INSERT INTO d VALUES (1, 'x')"
@@ -292,3 +354,82 @@ case $OUT in *"table \`ferry\`.\`z\`: 2 zero or invalid dates read as NULL"*) ;;
 [ "$(pgq -c "SELECT string_agg(id || '=' || coalesce(d::text, 'null') || '/' || coalesce(t::text, 'null'), ',' ORDER BY id) FROM z")" = \
   "1=null/null,2=2024-01-02/2024-01-02 03:04:05" ] || fail "zero dates: $(pgq -c 'SELECT * FROM z')"
 pass "zero dates in the stream: NULL, counted and named"
+
+# ---- failover: the pipeline pointed at a replica (its own binlog files) resumes by GTID ----
+# A second MariaDB replicates this one (GTID, log_slave_updates, binlog base replica-bin)
+# from the current GTID position on; the table is created after that, so the replica has it.
+RD=$MY_DIR/replica # (my_stop stops it and removes the folder)
+mkdir -p "$RD"
+chmod 755 "$RD"
+[ "$(id -u)" = 0 ] && chown mysql "$RD"
+if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
+  my_as cp -a "$FERRY_MY_TEMPLATE/data" "$RD/data"
+else
+  my_install "$RD"
+fi
+for _ in 1 2 3 4 5; do
+  RPORT=$((20000 + RANDOM % 20000))
+  my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$RD/data" --socket="$RD/sock" \
+    --port="$RPORT" --bind-address=127.0.0.1 --pid-file="$RD/pid" --tmpdir="$RD" \
+    --log-bin="$RD/data/replica-bin" --log-slave-updates --binlog-format=ROW --binlog-row-image=FULL \
+    --server-id=2 --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --skip-name-resolve \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin --log-error="$RD/server.log" >/dev/null 2>&1 &
+  up=0
+  for _ in $(seq 1 300); do
+    mariadb-admin --no-defaults -S "$RD/sock" -uroot ping >/dev/null 2>&1 && { up=1; break; }
+    grep -q "Do you already have another server running" "$RD/server.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  [ $up = 1 ] && break
+done
+[ $up = 1 ] || { cat "$RD/server.log" >&2; fail "the replica did not start"; }
+rq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$RD/sock" -uroot -N -B "$@"; }
+myq -e "CREATE USER 'ferry_repl'@'127.0.0.1' IDENTIFIED BY 'repl-pw'; GRANT REPLICATION SLAVE ON *.* TO 'ferry_repl'@'127.0.0.1'"
+rq -e "SET SESSION sql_log_bin = 0; CREATE DATABASE ferry CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+       CREATE USER 'ferry_reader'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
+       GRANT SELECT ON ferry.* TO 'ferry_reader'@'127.0.0.1';
+       GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'ferry_reader'@'127.0.0.1';
+       SET GLOBAL gtid_slave_pos = '$(myq -e 'SELECT @@global.gtid_binlog_pos')';
+       CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $MY_PORT, MASTER_USER = 'ferry_repl',
+         MASTER_PASSWORD = 'repl-pw', MASTER_USE_GTID = slave_pos;
+       START SLAVE"
+replica_catch_up() {
+  local g; g=$(myq -e 'SELECT @@global.gtid_binlog_pos')
+  [ "$(rq -e "SELECT MASTER_GTID_WAIT('$g', 30)")" = 0 ] || { rq -e "SHOW SLAVE STATUS\G" >&2; fail "the replica did not reach $g"; }
+}
+myq -e "CREATE TABLE fo (id int PRIMARY KEY, v varchar(10)); INSERT INTO fo VALUES (1, 'a'), (2, 'b')"
+pipeline fo.yaml myfo "$PG_SINK" fo
+expect_exit 0 ferry run fo.yaml
+# a transaction interrupted by SIGKILL mid-way, then the switch: its remaining rows come
+# from the replica (k rows skipped after the GTID), nothing doubled
+myq -e "INSERT INTO fo SELECT 100 + seq, 'big' FROM seq_1_to_20000"
+myq -e "UPDATE fo SET v = 'A' WHERE id = 1; DELETE FROM fo WHERE id = 2"
+before=$(pgq -c "SELECT count(*) FROM fo")
+FERRY_FAILPOINTS="before_sink_apply=sleep(150)" "$FERRY_BIN" run fo.yaml --quiet > kill-fo.log 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  [ "$(pgq -c 'SELECT count(*) FROM fo')" -ge $((before + 5000)) ] && break
+  sleep 0.05
+done
+kill -9 $pid; wait $pid 2>/dev/null || true
+at_kill=$(pgq -c "SELECT count(*) FROM fo")
+[ "$at_kill" -gt "$before" ] && [ "$at_kill" -lt $((before + 20000)) ] ||
+  fail "failover: the kill did not land inside the transaction ($before -> $at_kill rows)"
+myq -e "INSERT INTO fo VALUES (3, 'c')"
+replica_catch_up
+[ "$(rq -e 'SELECT @@global.gtid_binlog_pos')" = "$(myq -e 'SELECT @@global.gtid_binlog_pos')" ] ||
+  fail "the replica's GTID position differs from the primary's"
+export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$RPORT/ferry"
+FERRY_LOG=info expect_exit 0 ferry run fo.yaml
+case $OUT in *"resuming from GTID position"*) ;; *) fail "failover: the resume by GTID is not said: $OUT" ;; esac
+[ "$(pgq -c "SELECT count(*), count(DISTINCT id) FROM fo")" = "20002|20002" ] || fail "failover: $(pgq -c 'SELECT count(*), count(DISTINCT id) FROM fo')"
+[ "$(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM fo WHERE id < 100")" = "1=A,3=c" ] ||
+  fail "failover: $(pgq -c "SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM fo WHERE id < 100")"
+r=$(ferry runs --pipeline myfo --json | jq -r '.[0] | "\(.state) \(.attempt) \(.rows)"')
+[ "$r" = "completed 2 20003" ] || fail "failover: the interrupted run (state attempt rows) is $r, want completed 2 20003"
+[ "$(saved_pos myfo g)" = "$(rq -e 'SELECT @@global.gtid_binlog_pos')" ] || fail "failover: the position's GTID"
+rq -e "STOP SLAVE"
+rq -e "INSERT INTO ferry.fo VALUES (4, 'd')"
+expect_exit 0 ferry run fo.yaml
+[ "$(pgq -c "SELECT v FROM fo WHERE id = 4")" = d ] || fail "failover: the stream goes on on the new server"
+pass "failover to a replica with other binlog files, inside an interrupted 20000-row transaction: resumed by GTID, every row once"

@@ -2,13 +2,17 @@
 # with a real PostgreSQL (tests/pg/pg.sh):
 #   1. every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB, each column compared
 #      with the original (MD5 of one canonical text per value);
-#   2. PostgreSQL -> MariaDB append killed with SIGKILL mid-run and resumed: equal set and not
-#      one duplicate (the checkpoint is written in the rows' transaction: exactly-once);
+#   1b. append by LOAD DATA LOCAL INFILE and by INSERT: the same values; LOAD DATA's warnings
+#      are errors; local_infile OFF falls back to INSERT;
+#   2. PostgreSQL -> MariaDB append (INSERT, and LOAD DATA) killed with SIGKILL mid-run and
+#      resumed: equal set and not one duplicate (the checkpoint is written in the rows'
+#      transaction: exactly-once);
 #   3. upsert (incremental with updates) and merge from PostgreSQL CDC (inserts, updates, key
 #      moves, deletes): the destination equals the source;
 #   4. replace twice: the second run's table whole, no leftover staging table;
 #   5. hostile identifiers as destination names; a value MySQL cannot hold (NaN) stops the run
-#      naming table, column and row, with nothing of that batch written.
+#      naming table, column and row, with nothing of that batch written;
+#   6. ferry verify with MySQL as the destination (equal, then missing/different/extra rows).
 # Every sink runs as the least-privilege `ferry_writer` (SELECT, INSERT, UPDATE, DELETE, CREATE,
 # DROP, ALTER on the database); a user without DROP and ALTER fails `replace` with a clear
 # message and the previous table intact.
@@ -126,46 +130,82 @@ if ! cmp -s orig.txt back.txt; then
 fi
 pass "every MySQL type's edge values MariaDB -> PostgreSQL -> MariaDB: each column equal"
 
+# ---- 1b. both append methods: LOAD DATA LOCAL INFILE and multi-row INSERT write the same ---
+for m in load_data insert; do
+  sed "s/^name: back$/name: back_$m/; s/target: every_back$/target: every_back_$m/; s/^  write: append$/  write: append\n  append_method: $m/" back.yaml > back_$m.yaml
+  expect_exit 0 ferry run back_$m.yaml
+  printf '%s\n' "$OUT" | grep -q "refuses LOAD DATA" && fail "append_method $m fell back: $OUT"
+  myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $bl) FROM every_back_$m ORDER BY id" > back_$m.txt
+  cmp -s back.txt back_$m.txt || fail "append_method $m wrote other values than the default: $(diff back.txt back_$m.txt | head -3)"
+done
+# LOCAL makes the server's data errors warnings: ferry turns any into an error, nothing kept
+myq -e "CREATE TABLE narrow (id int PRIMARY KEY, v varchar(3))"
+pgq -c "CREATE TABLE narrow (id int PRIMARY KEY, v text); INSERT INTO narrow VALUES (1, 'abc'), (2, 'abcd')" >/dev/null
+for m in load_data insert; do
+  printf 'version: 1\nname: narrow_%s\nsource: {type: postgres, url: env:FERRY_PG_URL, resources: [{table: public.narrow}]}\nsink: {type: mysql, url: env:FERRY_MY_WRITER_URL, write: append, append_method: %s}\n' "$m" "$m" > narrow_$m.yaml
+  expect_exit 1 ferry run narrow_$m.yaml
+  case $OUT in *'`ferry`.`narrow`'*) ;; *) fail "$m: a value too long for the column: $OUT" ;; esac
+  if [ $m = load_data ]; then
+    case $OUT in *"LOAD DATA into"*"2 rows sent, 2 written, 1 warning"*"Data truncated for column 'v'"*|\
+                 *"LOAD DATA into"*"2 rows sent"*"warning"*"for column 'v'"*) ;;
+      *) fail "load_data: the warning is not named: $OUT" ;; esac
+  fi
+  [ "$(myq -e 'SELECT count(*) FROM narrow')" = 0 ] || fail "$m: rows of the failed batch were kept"
+done
+# a server with local_infile = OFF (MySQL 8's default): the rows go by INSERT, said once
+myq -e "SET GLOBAL local_infile = 0"
+sed 's/^name: back_load_data$/name: back_off/; s/every_back_load_data/every_back_off/' back_load_data.yaml > back_off.yaml
+expect_exit 0 ferry run back_off.yaml
+myq -e "SET GLOBAL local_infile = 1"
+printf '%s\n' "$OUT" | grep -q "refuses LOAD DATA LOCAL INFILE" || fail "local_infile off: no warning: $OUT"
+myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $bl) FROM every_back_off ORDER BY id" > back_off.txt
+cmp -s back.txt back_off.txt || fail "local_infile off: the INSERT fallback wrote other values"
+pass "append by LOAD DATA LOCAL INFILE and by INSERT write the same values; LOAD DATA's warnings are errors (nothing kept); local_infile OFF falls back to INSERT, said"
+
 # ---- 2. append, SIGKILL, resume: exactly once ------------------------------------------
 pgq >/dev/null <<'SQL'
 CREATE TABLE big (id bigint PRIMARY KEY, v text, amount numeric(12,2), at timestamptz);
 INSERT INTO big SELECT g, md5(g::text), (g % 100000) / 100.0, '2024-01-01'::timestamptz + g * interval '1 second'
 FROM generate_series(1, 100000) g;
 SQL
-cat > big.yaml <<EOF
+pgq -c "SELECT id || '|' || v || '|' || amount::text || '|' || to_char(at, 'YYYY-MM-DD HH24:MI:SS') FROM big ORDER BY id" > big_src.txt
+for m in insert load_data; do
+  tb=big_$m
+  cat > $tb.yaml <<EOF
 version: 1
-name: mybigsink
+name: mybigsink_$m
 source:
   type: postgres
   url: env:FERRY_PG_URL
   shard_rows: 20000
   resources:
-    - table: public.big
+    - {table: public.big, target: $tb}
 sink:
   type: mysql
   url: env:FERRY_MY_WRITER_URL
   write: append
+  append_method: $m
 batch: {rows: 1000}
 EOF
-FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run big.yaml --quiet > big1.log 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  got=$(myq -e "SELECT count(*) FROM big" 2>/dev/null || echo 0)
-  [ "${got:-0}" -ge 15000 ] && break
-  sleep 0.05
+  FERRY_FAILPOINTS="before_sink_apply=sleep(20)" "$FERRY_BIN" run $tb.yaml --quiet > $tb.log 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    got=$(myq -e "SELECT count(*) FROM $tb" 2>/dev/null || echo 0)
+    [ "${got:-0}" -ge 15000 ] && break
+    sleep 0.05
+  done
+  kill -9 $pid 2>/dev/null || true
+  wait $pid 2>/dev/null || true
+  partial=$(myq -e "SELECT count(*) FROM $tb")
+  [ "$partial" -lt 100000 ] || fail "$m: the kill came after the copy ended ($partial rows)"
+  expect_exit 0 ferry run $tb.yaml --json
+  [ "$(json_field "$OUT" .resumed)" = true ] || fail "$m: the killed run is resumed: $OUT"
+  myq -e "SELECT CONCAT(id, '|', v, '|', amount, '|', DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s')) FROM $tb ORDER BY id" > ${tb}_dst.txt
+  cmp -s big_src.txt ${tb}_dst.txt || fail "$m: set differs after resume: $(diff big_src.txt ${tb}_dst.txt | head -5)"
+  [ "$(myq -e "SELECT count(*) - count(DISTINCT id) FROM $tb")" = 0 ] || fail "$m: duplicates after resume"
+  [ "$(myq -e "SELECT count(*) FROM _ferry_checkpoints WHERE pipeline LIKE 'mybigsink\_$m@%' AND resource = 'public.big'")" -ge 1 ] || fail "$m: no checkpoint rows in MariaDB: $(myq -e 'SELECT * FROM _ferry_checkpoints')"
+  pass "PostgreSQL -> MariaDB append ($m) killed at $partial rows and resumed: equal set, no duplicate (exactly-once)"
 done
-kill -9 $pid 2>/dev/null || true
-wait $pid 2>/dev/null || true
-partial=$(myq -e "SELECT count(*) FROM big")
-[ "$partial" -lt 100000 ] || fail "the kill came after the copy ended ($partial rows)"
-expect_exit 0 ferry run big.yaml --json
-[ "$(json_field "$OUT" .resumed)" = true ] || fail "the killed run is resumed: $OUT"
-pgq -c "SELECT id || '|' || v || '|' || amount::text || '|' || to_char(at, 'YYYY-MM-DD HH24:MI:SS') FROM big ORDER BY id" > big_src.txt
-myq -e "SELECT CONCAT(id, '|', v, '|', amount, '|', DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s')) FROM big ORDER BY id" > big_dst.txt
-cmp -s big_src.txt big_dst.txt || fail "big: set differs after resume: $(diff big_src.txt big_dst.txt | head -5)"
-[ "$(myq -e 'SELECT count(*) - count(DISTINCT id) FROM big')" = 0 ] || fail "big: duplicates after resume"
-[ "$(myq -e "SELECT count(*) FROM _ferry_checkpoints WHERE resource = 'public.big'")" -ge 1 ] || fail "no checkpoint rows in MariaDB: $(myq -e 'SELECT * FROM _ferry_checkpoints')"
-pass "PostgreSQL -> MariaDB append killed at $partial rows and resumed: equal set, no duplicate (exactly-once)"
 
 # ---- 3. upsert and merge ----------------------------------------------------------------
 pgq >/dev/null <<'SQL'
@@ -318,3 +358,37 @@ myq -e "ALTER TABLE nokey ADD UNIQUE KEY (k2, k1)"
 expect_exit 0 ferry run nokey.yaml
 [ "$(myq -e 'SELECT count(*) FROM nokey')" = "$(pgq -c 'SELECT count(*) FROM up')" ] || fail "upsert with a unique key (k2, k1)"
 pass "upsert into an existing table: refused without a unique key on the key columns, works with one"
+
+# ---- 6. ferry verify with MySQL as the destination ----------------------------------------
+pgq >/dev/null <<'SQL'
+CREATE TABLE vt (id int PRIMARY KEY, i bigint, n numeric(12,3), t text, ts timestamptz,
+  d date, b boolean, by bytea, j jsonb, u uuid, tm time, f double precision);
+INSERT INTO vt SELECT g, g::bigint * 1000000007, g / 7.0, 'row ' || g || ' é', TIMESTAMPTZ '2024-01-01 00:00:00+00' + g * INTERVAL '1 second',
+  DATE '2000-01-01' + g, g % 2 = 0, decode(lpad(to_hex(g), 8, '0'), 'hex'), jsonb_build_object('g', g),
+  md5(g::text)::uuid, TIME '00:00:00' + g * INTERVAL '1.5 second', g / 3.0
+FROM generate_series(1, 3000) g;
+INSERT INTO vt VALUES (0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+SQL
+cat > vt.yaml <<EOF
+version: 1
+name: vt
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: public.vt
+sink:
+  type: mysql
+  url: env:FERRY_MY_WRITER_URL
+  write: append
+EOF
+expect_exit 0 ferry run vt.yaml
+expect_exit 0 ferry verify vt.yaml --json
+[ "$(printf '%s' "$OUT" | jq -r '.resources[0] | "\(.source_rows) \(.dest_rows) \(.missing.count) \(.different.count) \(.extra.count)"')" = "3001 3001 0 0 0" ] ||
+  fail "verify of an equal MySQL destination: $OUT"
+myq -e "DELETE FROM vt WHERE id = 17; UPDATE vt SET u = '00000000-0000-0000-0000-000000000000' WHERE id = 5;
+        UPDATE vt SET tm = '00:00:01' WHERE id = 6; INSERT INTO vt (id) VALUES (5000)"
+expect_exit 8 ferry verify vt.yaml --json
+[ "$(printf '%s' "$OUT" | jq -r '.resources[0] | "\(.missing.count) \(.different.count) \(.extra.count)"')" = "1 2 1" ] ||
+  fail "verify finds one missing, two different (uuid, time) and one extra row in MySQL: $OUT"
+pass "ferry verify: a MySQL destination equal to its PostgreSQL source (every written type), then a missing, two changed and an extra row found"

@@ -273,3 +273,46 @@ q inc.db "SELECT k1 || '|' || k2 || '|' || v FROM inc ORDER BY k1, k2" > inc_dst
 cmp -s inc_src.txt inc_dst.txt || fail "incremental: sets differ: $(diff inc_src.txt inc_dst.txt | head -5)"
 pass "incremental with 3000 rows on one cursor value across batches, later ties, updates: equal set"
 
+
+# ---- incremental with lookback -------------------------------------------------------------
+myq <<'SQL'
+CREATE TABLE lb (id int PRIMARY KEY, up datetime(6) NOT NULL, d date NOT NULL, v int);
+INSERT INTO lb SELECT seq, TIMESTAMP'2024-05-01 12:00:00' - INTERVAL (10 - seq) MINUTE,
+  DATE'2024-01-10' - INTERVAL (10 - seq) DAY, seq FROM seq_1_to_10;
+SQL
+lb_yaml() { # name cursor lookback
+  cat > "$1.yaml" <<EOF
+version: 1
+name: $1
+source:
+  type: mysql
+  url: env:FERRY_MY_READER_URL
+  resources:
+    - {table: lb, mode: incremental, cursor: [$2], lookback: $3}
+sink: {type: sqlite, path: $T/$1.db, write: upsert}
+EOF
+}
+lb_yaml lbts up 1h
+lb_yaml lbd d 36h
+expect_exit 0 ferry run lbts.yaml --quiet
+expect_exit 0 ferry run lbd.yaml --quiet
+[ "$(q lbts.db 'SELECT count(*) FROM lb')" = 10 ] || fail "lookback: first run"
+# late commits with older cursor values: inside and outside each window
+myq <<'SQL'
+INSERT INTO lb VALUES (100, '2024-05-01 11:30:00', '2024-01-08', 100),
+                      (101, '2024-05-01 10:59:59.999999', '2024-01-07', 101);
+UPDATE lb SET v = -1 WHERE id = 5;
+SQL
+expect_exit 0 ferry run lbts.yaml --quiet
+[ "$(q lbts.db 'SELECT group_concat(id, ",") FROM (SELECT id FROM lb WHERE id >= 100 ORDER BY id)')" = 100 ] \
+  || fail "lookback 1h on a datetime: late rows $(q lbts.db 'SELECT group_concat(id) FROM lb WHERE id >= 100')"
+[ "$(q lbts.db 'SELECT v FROM lb WHERE id = 5')" = -1 ] || fail "lookback 1h: the update inside the window was not read again"
+expect_exit 0 ferry run lbd.yaml --quiet
+[ "$(q lbd.db 'SELECT group_concat(id, ",") FROM (SELECT id FROM lb WHERE id >= 100 ORDER BY id)')" = 100 ] \
+  || fail "lookback 36h on a date: late rows $(q lbd.db 'SELECT group_concat(id) FROM lb WHERE id >= 100')"
+lb_yaml lbbad v 1h
+expect_exit 0 ferry run lbbad.yaml --quiet
+expect_exit 2 ferry run lbbad.yaml
+printf '%s\n' "$OUT" | grep -q 'lookback needs a date or timestamp first cursor column; "v" is int32' \
+  || fail "lookback on an integer cursor: $OUT"
+pass "lookback (1h on datetime(6), 36h on a date) re-reads late rows inside the window only; an int cursor is refused"

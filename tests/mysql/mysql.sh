@@ -29,14 +29,16 @@ myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uro
 
 my_stop() {
   if [ -n "${MY_DIR:-}" ]; then
-    if [ -f "$MY_DIR/pid" ]; then
-      local pid
-      pid=$(cat "$MY_DIR/pid" 2>/dev/null || true)
+    local f pid
+    # the server, and a replica a test started in $MY_DIR/replica (e2e/mysql_cdc)
+    for f in "$MY_DIR/replica/pid" "$MY_DIR/pid"; do
+      [ -f "$f" ] || continue
+      pid=$(cat "$f" 2>/dev/null || true)
       if [ -n "$pid" ]; then
         kill -9 "$pid" 2>/dev/null || true
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       fi
-    fi
+    done
     rm -rf "$MY_DIR"
   fi
   MY_DIR=

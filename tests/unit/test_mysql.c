@@ -123,10 +123,14 @@ static void test_split(void **state)
     split_ok("`my db`.`t.x`", "my db", "t.x");
     split_ok("`we\"ird ``t``; drop`", NULL, "we\"ird `t`; drop");
     split_ok("shop.`a``b`", "shop", "a`b");
+    /* a name listed for a `tables:` pattern comes back double-quoted (ferry_table_qualified) */
+    split_ok("\"My Db\".\"we\"\"ird `t`\"", "My Db", "we\"ird `t`");
+    split_ok("shop.\"Orders\"", "shop", "Orders");
     char *d = NULL, *t = NULL;
     struct ferry_error err;
     assert_int_equal(ferry__my_split_name("a.b.c", &d, &t, &err), FERRY_ECONFIG);
     assert_int_equal(ferry__my_split_name("`open", &d, &t, &err), FERRY_ECONFIG);
+    assert_int_equal(ferry__my_split_name("\"open", &d, &t, &err), FERRY_ECONFIG);
     assert_int_equal(ferry__my_split_name(".t", &d, &t, &err), FERRY_ECONFIG);
     assert_int_equal(ferry__my_split_name("db.", &d, &t, &err), FERRY_ECONFIG);
     assert_null(d);

@@ -245,6 +245,8 @@ int ferry__my_connect(const struct ferry_my_conn *c, const char *what, MYSQL **o
     mysql_optionsv(m, MYSQL_OPT_READ_TIMEOUT, &io);
     mysql_optionsv(m, MYSQL_OPT_WRITE_TIMEOUT, &io);
     mysql_optionsv(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    unsigned int local = c->local_infile ? 1 : 0;
+    mysql_optionsv(m, MYSQL_OPT_LOCAL_INFILE, &local);
     /* Never read option files: what the pipeline says is what connects. */
     mysql_optionsv(m, MYSQL_READ_DEFAULT_FILE, "/dev/null");
     if (c->tls != FERRY_MY_TLS_DISABLED) {
@@ -311,11 +313,13 @@ int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n)
     return FERRY_OK;
 }
 
-/* One part of a dotted name: `quoted` (doubled backquotes) or plain up to the dot. */
+/* One part of a dotted name: `quoted` or "quoted" (the quote doubled inside) or plain up to
+ * the dot. */
 static char *take_part(const char **p)
 {
     const char *s = *p;
-    if (*s != '`') {
+    char q = *s;
+    if (q != '`' && q != '"') {
         size_t n = strcspn(s, ".");
         *p = s + n;
         return ferry_strndup(s, n);
@@ -328,8 +332,8 @@ static char *take_part(const char **p)
             ferry_buf_release(&b);
             return NULL;
         }
-        if (*s == '`') {
-            if (s[1] != '`') break;
+        if (*s == q) {
+            if (s[1] != q) break;
             s++;
         }
         if (ferry_buf_append(&b, s, 1) != FERRY_OK) {

@@ -32,6 +32,9 @@ struct ferry_my_conn {
     int tls;                           /* enum ferry_my_tls */
     char *tls_ca, *tls_cert, *tls_key; /* file paths, owned */
     char peer[256];                    /* "host:port/db" for messages */
+    /* the client may answer LOAD DATA LOCAL INFILE (the sink sets it, and installs a handler
+     * that serves only its own buffer: a server asking for a file never gets one) */
+    bool local_infile;
 };
 
 /* Reads url, socket, the tls keys and the timeouts from cfg (`what`: "mysql source" / "mysql
@@ -54,8 +57,14 @@ int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what, struct
 int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_error *err);
 /* 'text' with the connection's escaping appended to b. */
 int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n);
-/* Splits "db.table" (backquoted parts allowed: `my db`.`t.x`) into db (NULL when absent)
- * and table. */
+/* Splits "db.table" (backquoted parts allowed: `my db`.`t.x`, and double-quoted ones as a
+ * table pattern spells a listed name: "My Db"."t") into db (NULL when absent) and table. */
 int ferry__my_split_name(const char *qualified, char **db, char **table, struct ferry_error *err);
+
+/* The list_tables slot (my_tables.c): every table a `tables:` pattern may select; the
+ * default schema is default_db (the URL's database). */
+struct ferry_table_info;
+int ferry__my_list_tables(MYSQL *m, const char *default_db, struct ferry_table_info **out, int *n,
+                          char **default_schema, struct ferry_error *err);
 
 #endif

@@ -10,10 +10,13 @@
  * Writing. Rows travel as multi-row INSERT statements of at most `statement_bytes` (default
  * 1 MiB, below every server's max_allowed_packet), built from the column buffers into one
  * reused buffer (nothing allocated per row); CRC32-C over exactly the statement bytes sent
- * is the receipt's encoded_crc. append: INSERT; upsert: INSERT ... ON DUPLICATE KEY UPDATE
- * every non-key column (rows of one statement apply in order, so the last row of a key
- * wins); merge: consecutive rows of one operation are sent together, deletes as DELETE ...
- * WHERE (key) IN (...), so a batch applies as if its rows ran in order; replace: rows go to
+ * is the receipt's encoded_crc. `append_method: load_data` sends append (and replace's
+ * staging) rows by LOAD DATA LOCAL INFILE from memory instead (one statement per batch, see
+ * load_rows); INSERT stays the default because it measured faster (bench/mysql_sink.sh). append:
+ * INSERT; upsert: INSERT ... ON DUPLICATE KEY UPDATE every non-key column (rows of one statement
+ * apply in order, so the last row of a key wins); merge: consecutive rows of one operation are sent
+ * together, deletes as DELETE ... WHERE (key) IN (...), so a batch applies as if its rows ran in
+ * order; replace: rows go to
  * `<table>__ferry_staging`, swapped in at commit by one atomic RENAME TABLE.
  *
  * Transactions. per_apply (default): every apply() is one transaction (rows + checkpoint).
@@ -41,9 +44,10 @@
 #define WHAT "mysql sink"
 #define CKPT "_ferry_checkpoints"
 
-static const char *const sink_tuning_keys[] = {"durability", "connect_timeout", "io_timeout",
-                                               "statement_bytes", NULL};
+static const char *const sink_tuning_keys[] = {"durability",      "connect_timeout", "io_timeout",
+                                               "statement_bytes", "append_method",   NULL};
 static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
+static const char *const append_words[] = {"load_data", "insert", NULL};
 
 struct target {
     bool used;
@@ -54,6 +58,7 @@ struct target {
     char *insert_head; /* INSERT INTO x (cols) VALUES */
     char *upsert_tail; /* ON DUPLICATE KEY UPDATE ... (upsert, merge) */
     char *delete_head; /* DELETE FROM x WHERE (keys) IN ( (merge) */
+    char *load_sql;    /* LOAD DATA LOCAL INFILE ... (append, replace) */
     char uri[512];
 };
 
@@ -69,7 +74,11 @@ struct sink {
     int64_t run_id;
     bool session, in_tx;
     struct ferry_buf sql;
-    uint32_t crc; /* of the statements of the current apply */
+    uint32_t crc;          /* of the statements of the current apply */
+    bool load;             /* append/replace by LOAD DATA LOCAL INFILE (`append_method`) */
+    struct ferry_buf data; /* the rows of one LOAD DATA, tab-separated */
+    size_t data_off;       /* what the infile handler has handed out */
+    bool data_armed;       /* a LOAD DATA of ours is running: the handler serves `data` */
 };
 
 static int oom(struct ferry_error *err)
@@ -89,6 +98,7 @@ static void free_target(struct target *t)
     ferry_free(t->insert_head);
     ferry_free(t->upsert_tail);
     ferry_free(t->delete_head);
+    ferry_free(t->load_sql);
     ferry_schema_unref(t->schema);
 }
 
@@ -103,6 +113,7 @@ static void sink_close(void *ctx)
     ferry_free(s->t);
     ferry_free(s->pipeline);
     ferry_buf_release(&s->sql);
+    ferry_buf_release(&s->data);
     ferry_free(s);
 }
 
@@ -121,6 +132,12 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK && (s->statement_bytes < 4096 || s->statement_bytes > (64 << 20)))
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "statement_bytes"),
                              "statement_bytes: between 4KiB and 64MiB");
+    int method = 1; /* insert: measured faster here (bench/mysql_sink.sh, docs) */
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_enum(cfg, "append_method", false, append_words, &method, err);
+    s->load = method == 0;
+    s->conn.local_infile = s->load;
+    ferry_buf_init(&s->data, 0);
     if (rc != FERRY_OK) {
         sink_close(s);
         return rc;
@@ -128,6 +145,40 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     s->at_commit = durability == 1;
     *ctx = s;
     return FERRY_OK;
+}
+
+/* The LOAD DATA LOCAL INFILE handler: serves the rows in s->data while a LOAD DATA of this
+ * sink runs, and nothing else: a server that asks for a file (the file name is ignored)
+ * outside of it gets an error, never a file of this machine. */
+static int infile_init(void **ptr, const char *name, void *userdata)
+{
+    (void)name;
+    struct sink *s = userdata;
+    *ptr = s;
+    s->data_off = 0;
+    return s->data_armed ? 0 : 1;
+}
+
+static int infile_read(void *ptr, char *buf, unsigned int len)
+{
+    struct sink *s = ptr;
+    size_t n = s->data.len - s->data_off;
+    if (n > len) n = len;
+    if (n > 0) memcpy(buf, s->data.data + s->data_off, n);
+    s->data_off += n;
+    return (int)n;
+}
+
+static void infile_end(void *ptr)
+{
+    (void)ptr;
+}
+
+static int infile_error(void *ptr, char *buf, unsigned int len)
+{
+    (void)ptr;
+    snprintf(buf, len, "ferry serves no local file but the rows of its own LOAD DATA");
+    return 2068; /* CR_LOAD_DATA_LOCAL_INFILE_REJECTED */
 }
 
 /* Connects on first use: a pipeline refused at plan time touches no database. */
@@ -142,6 +193,8 @@ static int connect_db(struct sink *s, struct ferry_error *err)
                             "NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
                             "NO_ENGINE_SUBSTITUTION', SESSION autocommit = 1",
                             FERRY_ESINK, WHAT ": session setup", err);
+    if (rc == FERRY_OK)
+        mysql_set_local_infile_handler(s->c, infile_init, infile_read, infile_end, infile_error, s);
     if (rc == FERRY_OK) {
         const char *v = mysql_get_server_info(s->c);
         unsigned long ver = mysql_get_server_version(s->c);
@@ -335,6 +388,45 @@ static char *qualify(struct sink *s, const char *table, struct ferry_error *err)
     return out;
 }
 
+/* LOAD DATA LOCAL INFILE 'ferry' INTO TABLE x CHARACTER SET utf8mb4, fields separated by a
+ * tab, rows by a newline, escapes by a backslash (hex literals: the session's
+ * NO_BACKSLASH_ESCAPES leaves them alone); binary columns travel as hex through a user
+ * variable and UNHEX(). */
+static int build_load_sql(struct target *t, const char *into, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b,
+                              "LOAD DATA LOCAL INFILE 'ferry' INTO TABLE %s CHARACTER SET "
+                              "utf8mb4 FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES "
+                              "TERMINATED BY X'0a' (",
+                              into);
+    bool any_hex = false;
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i > 0) rc = ferry_buf_append(&b, ", ", 2);
+        if (rc != FERRY_OK) break;
+        if (sc->fields[i].type == FERRY_TYPE_BINARY) {
+            rc = ferry_buf_printf(&b, "@ferry_h%d", i);
+            any_hex = true;
+        } else {
+            rc = ferry__my_quote_ident(&b, sc->fields[i].name, err);
+        }
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_append(&b, ")", 1);
+    bool first = true;
+    for (int i = 0; any_hex && i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (sc->fields[i].type != FERRY_TYPE_BINARY) continue;
+        rc = ferry_buf_printf(&b, first ? " SET " : ", ");
+        first = false;
+        if (rc == FERRY_OK) rc = ferry__my_quote_ident(&b, sc->fields[i].name, err);
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&b, " = UNHEX(@ferry_h%d)", i);
+    }
+    if (rc == FERRY_OK && (t->load_sql = ferry_buf_take(&b)) == NULL) rc = FERRY_ENOMEM;
+    ferry_buf_release(&b);
+    return rc == FERRY_ENOMEM ? oom(err) : rc;
+}
+
 static int build_sql(struct target *t, const char *into, struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
@@ -348,6 +440,8 @@ static int build_sql(struct target *t, const char *into, struct ferry_error *err
     if (rc == FERRY_OK) rc = ferry_buf_printf(&b, ") VALUES ");
     if (rc == FERRY_OK && (t->insert_head = ferry_buf_take(&b)) == NULL) rc = oom(err);
     ferry_buf_release(&b);
+    if (rc == FERRY_OK && (t->mode == FERRY_WRITE_APPEND || t->mode == FERRY_WRITE_REPLACE))
+        rc = build_load_sql(t, into, err);
     if (rc != FERRY_OK || (t->mode != FERRY_WRITE_UPSERT && t->mode != FERRY_WRITE_MERGE))
         return rc == FERRY_ENOMEM ? oom(err) : rc;
     ferry_buf_init(&b, 0);
@@ -656,6 +750,113 @@ static int put_value(struct target *t, const struct ferry_batch *bt, int c, int6
     return ferry_buf_append(b, tmp, (size_t)n + 2);
 }
 
+/* ---- append by LOAD DATA LOCAL INFILE ----------------------------------------------------- */
+
+/* text with the file's escapes: backslash, tab, newline, carriage return and NUL */
+static int put_escaped(struct ferry_buf *b, const uint8_t *p, size_t n)
+{
+    if (ferry_buf_reserve(b, 2 * n + 1) != FERRY_OK) return FERRY_ENOMEM;
+    char *o = b->data + b->len;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == '\\' || c == '\t' || c == '\n' || c == '\r' || c == 0) {
+            *o++ = '\\';
+            *o++ = c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : c == 0 ? '0' : '\\';
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
+    return FERRY_OK;
+}
+
+/* One value as a field of the file: what put_value writes, unquoted, NULL as \N. */
+static int put_field(struct target *t, const struct ferry_batch *bt, int c, int64_t r,
+                     struct ferry_buf *b, struct ferry_error *err)
+{
+    if (ferry_col_is_null(bt, c, r)) return ferry_buf_append(b, "\\N", 2);
+    enum ferry_type ty = t->schema->fields[c].type;
+    size_t len;
+    if (ty == FERRY_TYPE_UTF8 || ty == FERRY_TYPE_JSON) {
+        const uint8_t *p = ferry_col_bytes(bt, c, r, &len);
+        return put_escaped(b, p, len);
+    }
+    if (ty == FERRY_TYPE_BINARY) {
+        const uint8_t *p = ferry_col_bytes(bt, c, r, &len);
+        int rc = put_hex(b, p, len); /* X'..': the field is the hex between the quotes */
+        if (rc != FERRY_OK) return rc;
+        memmove(b->data + b->len - 2 * len - 3, b->data + b->len - 2 * len - 1, 2 * len);
+        b->len -= 3;
+        b->data[b->len] = '\0';
+        return FERRY_OK;
+    }
+    size_t at = b->len;
+    int rc = put_value(t, bt, c, r, b, err); /* numbers bare; temporal values and uuids quoted */
+    if (rc != FERRY_OK || b->len < at + 2 || b->data[at] != '\'') return rc;
+    memmove(b->data + at, b->data + at + 1, b->len - at - 2);
+    b->len -= 2;
+    b->data[b->len] = '\0';
+    return FERRY_OK;
+}
+
+/* LOCAL turns the server's data errors into warnings (it cannot stop the client's file
+ * mid-way): any warning, or a row count other than the rows sent, is an error here, and the
+ * caller rolls the transaction back. */
+static int load_check(struct sink *s, struct target *t, int64_t rows, struct ferry_error *err)
+{
+    my_ulonglong got = mysql_affected_rows(s->c);
+    unsigned warnings = mysql_warning_count(s->c);
+    if (warnings == 0 && got == (my_ulonglong)rows) return FERRY_OK;
+    char first[400] = "";
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    if (warnings > 0 && mysql_query(s->c, "SHOW WARNINGS LIMIT 1") == 0 &&
+        (res = mysql_store_result(s->c)) != NULL && (row = mysql_fetch_row(res)) != NULL)
+        snprintf(first, sizeof first, ": %s %s: %s", row[0] ? row[0] : "", row[1] ? row[1] : "",
+                 row[2] ? row[2] : "");
+    if (res) mysql_free_result(res);
+    return ferry_error_set(err, FERRY_ESINK, "mysql",
+                           WHAT ": %s: LOAD DATA into %s: %" PRId64 " rows sent, %llu written, "
+                                "%u warning%s%s (nothing of the batch is kept)",
+                           s->conn.peer, t->qtable, rows, (unsigned long long)got, warnings,
+                           warnings == 1 ? "" : "s", first);
+}
+
+/* Rows [0, b->length) by one LOAD DATA. *refused: the server or the client library does not
+ * allow LOCAL (MySQL 8's default local_infile = OFF): nothing was written. */
+static int load_rows(struct sink *s, struct target *t, const struct ferry_batch *b, bool *refused,
+                     struct ferry_error *err)
+{
+    *refused = false;
+    const struct ferry_schema *sc = t->schema;
+    ferry_buf_reset(&s->data);
+    for (int64_t r = 0; r < b->length; r++) {
+        int rc = FERRY_OK;
+        for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+            if (i > 0) rc = ferry_buf_append(&s->data, "\t", 1);
+            if (rc == FERRY_OK) rc = put_field(t, b, i, r, &s->data, err);
+        }
+        if (rc == FERRY_OK) rc = ferry_buf_append(&s->data, "\n", 1);
+        if (rc == FERRY_ENOMEM) return oom(err);
+        if (rc != FERRY_OK) return rc;
+    }
+    s->crc = ferry_crc32c_update(s->crc, t->load_sql, strlen(t->load_sql));
+    s->crc = ferry_crc32c_update(s->crc, s->data.data ? s->data.data : "", s->data.len);
+    s->data_armed = true;
+    int q = mysql_real_query(s->c, t->load_sql, strlen(t->load_sql));
+    s->data_armed = false;
+    if (q != 0) {
+        unsigned e = mysql_errno(s->c);
+        /* not allowed (1148), disabled (MariaDB 4166, MySQL 3948), rejected by the client (2068) */
+        *refused = e == 1148 || e == 4166 || e == 3948 || e == 2068;
+        if (*refused) return FERRY_OK;
+        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: LOAD DATA into %s", s->conn.peer,
+                               t->qtable);
+    }
+    return load_check(s, t, b->length, err);
+}
+
 /* ---- apply ---------------------------------------------------------------------------- */
 
 static int send(struct sink *s, struct target *t, const char *step, struct ferry_error *err)
@@ -703,6 +904,17 @@ static int write_run(struct sink *s, struct target *t, const struct ferry_batch 
 static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b,
                       struct ferry_error *err)
 {
+    if (s->load && t->load_sql != NULL) {
+        bool refused = false;
+        int rc = load_rows(s, t, b, &refused, err);
+        if (rc != FERRY_OK || !refused) return rc;
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": %s: the server refuses LOAD DATA LOCAL INFILE (local_infile = OFF?): "
+                       "appending with multi-row INSERT statements from now on",
+                  s->conn.peer);
+        s->load = false;
+        s->crc = 0; /* the receipt covers the statements that wrote */
+    }
     if (t->mode != FERRY_WRITE_MERGE) return write_run(s, t, b, 0, b->length, false, err);
     int64_t start = 0;
     while (start < b->length) {

@@ -40,6 +40,7 @@
 #include <strings.h>
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
+#include "connectors/mysql/my_gtid.h"
 #include <mariadb_rpl.h>
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -64,6 +65,11 @@ struct src {
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
     bool cdc_snapshot; /* that transaction was taken by a cdc plan: the copy shards read it */
+    struct {
+        char *route;
+        int64_t id;
+    } * ids; /* the server_id of each cdc route planned here (duplicates are refused) */
+    int n_ids;
 };
 
 static int nomem(struct ferry_error *err)
@@ -80,6 +86,9 @@ static void src_close(void *ctx)
     if (s->c) mysql_close(s->c);
     ferry__my_conn_free(&s->conn);
     ferry_free(s->snapshot_id);
+    for (int i = 0; i < s->n_ids; i++)
+        ferry_free(s->ids[i].route);
+    ferry_free(s->ids);
     ferry_free(s);
 }
 
@@ -638,6 +647,37 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
                      const struct rel *r, struct ferry_row_writer *rw, json_t **last_key,
                      const int *ord, int n_ord, struct ferry_error *err);
 
+/* `lookback`: the plan's "lookback_from", the saved first cursor value minus the lookback
+ * in the position form (microseconds, or days rounded down); a run that starts from the
+ * saved position then reads every row whose first cursor column is at or after it, whatever
+ * its key (as postgres and sqlite do), and converges under upsert. */
+static int plan_lookback(const struct ferry_resource_spec *spec, const struct ferry_schema *sc,
+                         const struct rel *r, int f0, const json_t *saved, json_t *plan,
+                         struct ferry_error *err)
+{
+    const struct ferry_field *f = &sc->fields[f0];
+    bool ts = f->type == FERRY_TYPE_TIMESTAMP_US || f->type == FERRY_TYPE_TIMESTAMPTZ_US;
+    if (!ts && f->type != FERRY_TYPE_DATE32)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               WHAT ": table %s: lookback needs a date or timestamp first cursor "
+                                    "column; \"%s\" is %s",
+                               r->from, f->name, ferry_type_name(f->type));
+    if (!json_is_integer(saved))
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": table %s: the saved position's value for \"%s\" does not "
+                                    "fit its type %s",
+                               r->from, f->name, ferry_type_name(f->type));
+    int64_t v = json_integer_value(saved), from;
+    if (ts) {
+        from = v - spec->lookback_ms * 1000;
+    } else {
+        int64_t ms = v * INT64_C(86400000) - spec->lookback_ms;
+        from = ms >= 0 ? ms / INT64_C(86400000) : -((-ms + INT64_C(86399999)) / INT64_C(86400000));
+    }
+    json_object_set_new(plan, "lookback_from", json_integer(from));
+    return FERRY_OK;
+}
+
 static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
                             const struct ferry_schema *sc, const struct rel *r,
                             const char *route_checkpoint, json_t *plan, struct ferry_error *err)
@@ -680,10 +720,13 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
         }
         json_decref(root);
     }
-    if (!json_is_null(lo) && spec->lookback_ms > 0)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
-                               WHAT ": table %s: `lookback` is not implemented for mysql yet",
-                               r->from);
+    if (!json_is_null(lo) && spec->lookback_ms > 0) {
+        int rc = plan_lookback(spec, sc, r, ord[0], json_array_get(lo, 0), plan, err);
+        if (rc != FERRY_OK) {
+            json_decref(lo);
+            return rc;
+        }
+    }
     json_object_set_new(plan, "lo", lo);
     /* The newest (cursor..., key...) now: the frozen upper bound, read through the same
      * decoder as the rows so that it is in the position form. */
@@ -1168,6 +1211,20 @@ static int build_where(struct src *s, const struct ferry_resource_spec *spec,
                 rc = nomem(err);
         }
         json_t *from = resume_key ? resume_key : (json_is_null(lo) ? NULL : lo);
+        json_t *lookback = json_object_get(plan, "lookback_from");
+        if (rc == FERRY_OK && resume_key == NULL && json_is_integer(lookback)) {
+            /* re-read from the lookback on: the first cursor column alone, inclusive */
+            rc = ferry__my_quote_ident(b, sc->fields[ord[0]].name, err);
+            if (rc == FERRY_OK)
+                rc = ferry_buf_printf(b, " >= ") == FERRY_OK ? FERRY_OK : nomem(err);
+            if (rc == FERRY_OK &&
+                position_literal(s, lookback, sc->fields[ord[0]].type, b) != FERRY_OK)
+                rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                                     WHAT ": table %s: bad lookback bound in the frozen plan",
+                                     r->from);
+            if (rc == FERRY_OK && ferry_buf_printf(b, " AND ") != FERRY_OK) rc = nomem(err);
+            from = NULL;
+        }
         if (rc == FERRY_OK && from) {
             rc = tuple_cond(s, b, sc, ord, n, ">", from, r->from, err);
             if (rc == FERRY_OK && ferry_buf_printf(b, " AND ") != FERRY_OK) rc = nomem(err);
@@ -1312,21 +1369,27 @@ static int cdc_log_exists(struct src *s, const char *table, uint32_t seq, bool *
     return FERRY_OK;
 }
 
-static int cdc_position(const char *position, int64_t *n, int64_t *k, struct ferry_error *err)
+/* A saved cdc position: n (file << 32 | offset), k (rows of the open transaction already
+ * written) and g (the GTID set at n, or NULL: older positions, or a server without GTIDs). */
+static int cdc_position(const char *position, int64_t *n, int64_t *k, char **g,
+                        struct ferry_error *err)
 {
     *n = 0;
     *k = 0;
+    if (g) *g = NULL;
     if (position == NULL) return FERRY_OK;
     json_t *j = json_loads(position, 0, NULL);
-    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k");
+    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k"),
+           *jg = json_object_get(j, "g");
     int rc = FERRY_OK;
     if (!json_is_object(j) || (jn != NULL && !json_is_integer(jn)) ||
-        (jk != NULL && !json_is_integer(jk)))
+        (jk != NULL && !json_is_integer(jk)) || (jg != NULL && !json_is_string(jg)))
         rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
                              WHAT ": the saved cdc position is not a binary log position");
     else {
         if (jn) *n = json_integer_value(jn);
         if (jk) *k = json_integer_value(jk);
+        if (jg && g && (*g = ferry_strdup(json_string_value(jg))) == NULL) rc = nomem(err);
     }
     json_decref(j);
     return rc;
@@ -1352,75 +1415,288 @@ static int cdc_server_id(const struct ferry_resource_spec *spec, int64_t *id,
     return FERRY_OK;
 }
 
+/* server_id must differ from the source server's own, from every replica the server lists
+ * (SHOW SLAVE HOSTS, where the user may run it: REPLICATION MASTER ADMIN on MariaDB; else
+ * skipped) and from the other cdc resources this instance planned (another route). */
+static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *spec,
+                               const char *table, int64_t id, struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SELECT @@global.server_id", &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    bool own = row && row[0] && strtoll(row[0], NULL, 10) == id;
+    mysql_free_result(res);
+    if (own)
+        return ferry_error_set(err, FERRY_ECONFIG, "config",
+                               WHAT ": table %s: server_id %" PRId64 " is the source server's own "
+                                    "(%s): choose another `server_id:`",
+                               table, id, s->conn.peer);
+    if (mysql_query(s->c, "SHOW SLAVE HOSTS") == 0 && (res = mysql_store_result(s->c)) != NULL) {
+        char other[300] = "";
+        while ((row = mysql_fetch_row(res)) != NULL)
+            if (row[0] && strtoll(row[0], NULL, 10) == id)
+                snprintf(other, sizeof other, "%s:%s", row[1] ? row[1] : "?",
+                         row[2] ? row[2] : "?");
+        mysql_free_result(res);
+        if (other[0])
+            return ferry_error_set(err, FERRY_ECONFIG, "config",
+                                   WHAT ": table %s: server_id %" PRId64 " is used by the replica "
+                                        "%s of %s: choose another `server_id:`",
+                                   table, id, other, s->conn.peer);
+    }
+    const char *route = ferry_read_context_of(spec)->route;
+    route = route ? route : spec->table;
+    for (int i = 0; i < s->n_ids; i++)
+        if (s->ids[i].id == id && strcmp(s->ids[i].route, route) != 0)
+            return ferry_error_set(err, FERRY_ECONFIG, "config",
+                                   WHAT ": table %s: server_id %" PRId64
+                                        " is also the server_id of "
+                                        "route \"%s\" (each cdc resource streams on a connection "
+                                        "of its own, and the server drops a second one with the "
+                                        "same id)",
+                                   table, id, s->ids[i].route);
+    for (int i = 0; i < s->n_ids; i++)
+        if (strcmp(s->ids[i].route, route) == 0) {
+            s->ids[i].id = id;
+            return FERRY_OK;
+        }
+    void *v = ferry_realloc(s->ids, (size_t)(s->n_ids + 1) * sizeof *s->ids);
+    if (v == NULL) return nomem(err);
+    s->ids = v;
+    if ((s->ids[s->n_ids].route = ferry_strdup(route)) == NULL) return nomem(err);
+    s->ids[s->n_ids++].id = id;
+    return FERRY_OK;
+}
+
+/* The GTID state at binlog file:offset (MariaDB's BINLOG_GTID_POS, "" when the log has no
+ * transaction yet); *gtid NULL where the server gives none (MySQL). */
+static int cdc_gtid_at(struct src *s, const char *table, const char *file, uint32_t off,
+                       char **gtid, struct ferry_error *err)
+{
+    *gtid = NULL;
+    if (!mariadb_connection(s->c)) return FERRY_OK;
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    int rc = ferry_buf_printf(&sql, "SELECT BINLOG_GTID_POS(");
+    if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &sql, file, strlen(file));
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, ", %" PRIu32 ")", off);
+    MYSQL_RES *res = NULL;
+    rc = rc != FERRY_OK ? nomem(err) : query(s, sql.data, &res, table, err);
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (row && row[0] && (*gtid = ferry_strdup(row[0])) == NULL) rc = nomem(err);
+    mysql_free_result(res);
+    return rc;
+}
+
+/* Whether MariaDB can still send every transaction after GTID position g: its oldest binary
+ * log begins with a Gtid_list event (the last GTID of each domain before that file); g must
+ * hold each of those domains at or past it. */
+static int cdc_gtid_servable(struct src *s, const char *table, const char *g, bool *ok,
+                             struct ferry_error *err)
+{
+    *ok = false;
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SHOW BINARY LOGS", &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    rc = ferry_buf_printf(&sql, "SHOW BINLOG EVENTS IN ");
+    if (rc == FERRY_OK && row && row[0])
+        rc = ferry__my_quote_text(s->c, &sql, row[0], strlen(row[0]));
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " LIMIT 8");
+    bool have = row && row[0];
+    mysql_free_result(res);
+    res = NULL;
+    rc = rc != FERRY_OK ? nomem(err) : have ? query(s, sql.data, &res, table, err) : FERRY_OK;
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK || !have) return rc;
+    struct ferry_my_gtid_set saved, before;
+    ferry__my_gtid_init(&saved);
+    ferry__my_gtid_init(&before);
+    rc = ferry__my_gtid_parse(&saved, g, err);
+    bool found = false;
+    while (rc == FERRY_OK && !found && (row = mysql_fetch_row(res)) != NULL) {
+        if (row[2] == NULL || strcasecmp(row[2], "Gtid_list") != 0 || row[5] == NULL) continue;
+        char list[1024];
+        snprintf(list, sizeof list, "%s", row[5] + (row[5][0] == '['));
+        list[strcspn(list, "]")] = '\0';
+        rc = ferry__my_gtid_parse(&before, list, err);
+        found = true;
+    }
+    if (rc == FERRY_OK && found && saved.flavor == FERRY_MY_GTID_MARIADB) {
+        *ok = true;
+        for (int i = 0; i < before.n_dom; i++) {
+            int j = 0;
+            while (j < saved.n_dom && saved.dom[j].domain != before.dom[i].domain)
+                j++;
+            if (j == saved.n_dom || saved.dom[j].seq < before.dom[i].seq) *ok = false;
+        }
+    }
+    mysql_free_result(res);
+    ferry__my_gtid_release(&saved);
+    ferry__my_gtid_release(&before);
+    return rc;
+}
+
+/* Whether text a and b are the same GTID set (canonical forms compared); unparsable: no. */
+static bool same_gtids(const char *a, const char *b)
+{
+    struct ferry_my_gtid_set x, y;
+    struct ferry_buf fx, fy;
+    ferry__my_gtid_init(&x);
+    ferry__my_gtid_init(&y);
+    ferry_buf_init(&fx, 0);
+    ferry_buf_init(&fy, 0);
+    struct ferry_error e;
+    bool same = ferry__my_gtid_parse(&x, a, &e) == FERRY_OK &&
+                ferry__my_gtid_parse(&y, b, &e) == FERRY_OK &&
+                ferry__my_gtid_format(&x, &fx) == FERRY_OK &&
+                ferry__my_gtid_format(&y, &fy) == FERRY_OK && fx.len == fy.len &&
+                (fx.len == 0 || memcmp(fx.data, fy.data, fx.len) == 0);
+    ferry__my_gtid_release(&x);
+    ferry__my_gtid_release(&y);
+    ferry_buf_release(&fx);
+    ferry_buf_release(&fy);
+    return same;
+}
+
+/* A saved file:offset names a file this server has; with a saved GTID set, it must also be
+ * this server's log (after a failover another server's files may carry the same numbers):
+ * MariaDB's BINLOG_GTID_POS there must equal the saved set, else *ours = false and the
+ * position is treated as gone (resume by GTID). Costs one read of the file up to the offset
+ * on the server. */
+static int cdc_same_log(struct src *s, const char *table, const char *base, int64_t start,
+                        const char *gtid, bool *ours, struct ferry_error *err)
+{
+    *ours = true;
+    if (!mariadb_connection(s->c)) return FERRY_OK;
+    char file[300], *here = NULL;
+    snprintf(file, sizeof file, "%s.%06" PRIu32, base, BL_SEQ(start));
+    int rc = cdc_gtid_at(s, table, file, BL_OFF(start), &here, err);
+    if (rc == FERRY_OK && (here == NULL || !same_gtids(here, gtid))) {
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": %s: table %s: %s:%" PRIu32 " is at GTID position %s on this server, "
+                       "the saved position at %s: another server's log (a failover?)",
+                  s->conn.peer, table, file, BL_OFF(start), here ? here : "(none)", gtid);
+        *ours = false;
+    }
+    ferry_free(here);
+    return rc;
+}
+
+/* A later run whose saved file is gone: resume by GTID when the server still has every
+ * transaction after the saved GTID set; else "resnapshot required", or with
+ * `on_position_lost: resnapshot` *first = true (plan as a first run). */
+static int cdc_position_lost(struct src *s, const struct rel *r, uint32_t seq, const char *g,
+                             int lost, bool *by_gtid, bool *first, struct ferry_error *err)
+{
+    *by_gtid = false;
+    int rc = FERRY_OK;
+    if (g != NULL && g[0] != '\0' && mariadb_connection(s->c))
+        rc = cdc_gtid_servable(s, r->from, g, by_gtid, err);
+    if (rc != FERRY_OK) return rc;
+    if (*by_gtid) {
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": %s: table %s: binary log file number %" PRIu32 " is gone; resuming "
+                       "from GTID position %s",
+                  s->conn.peer, r->from, seq, g);
+        return FERRY_OK;
+    }
+    if (lost == 0)
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": %s: table %s: resnapshot required: the binary log file "
+                                    "number %" PRIu32 " holding the saved position was purged "
+                                    "from the server%s (raise binlog_expire_logs_seconds or set "
+                                    "`on_position_lost: resnapshot`)",
+                               s->conn.peer, r->from, seq,
+                               g && g[0] ? ", and so were transactions after its GTID position"
+                                         : "");
+    ferry_log(FERRY_LOG_WARN,
+              WHAT ": %s: table %s: the saved binlog position was purged; "
+                   "on_position_lost: resnapshot reads the table again",
+              s->conn.peer, r->from);
+    *first = true;
+    return FERRY_OK;
+}
+
+/* A first run: the consistent snapshot the copy shards read (kept by src_snapshot, which
+ * the runner calls after planning), the binlog position it was taken at, and its GTIDs. */
+static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_t cap,
+                           int64_t *start, char **gtid, struct ferry_error *err)
+{
+    if (!s->cdc_snapshot) {
+        end_snapshot(s);
+        int rc = begin_snapshot(s, err);
+        if (rc != FERRY_OK) return rc;
+        ferry_free(s->snapshot_id);
+        s->snapshot_id = snapshot_coordinates(s);
+        if (s->snapshot_id == NULL) return nomem(err);
+        s->cdc_snapshot = true;
+    }
+    char *colon = strrchr(s->snapshot_id, ':');
+    uint32_t seq = 0;
+    if (colon == NULL)
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": %s: table %s: the snapshot has no binary log position "
+                                    "(binlog_snapshot_file)",
+                               s->conn.peer, r->from);
+    *colon = '\0';
+    int bad = split_binlog_name(s->snapshot_id, base, cap, &seq);
+    uint32_t off = (uint32_t)strtoul(colon + 1, NULL, 10);
+    int rc = bad ? FERRY_OK : cdc_gtid_at(s, r->from, s->snapshot_id, off, gtid, err);
+    *colon = ':';
+    if (bad)
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": %s: bad binlog snapshot position %s", s->conn.peer,
+                               s->snapshot_id);
+    *start = BL_POS(seq, off);
+    return rc;
+}
+
 static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *sc, const struct rel *r,
                     const char *route_checkpoint, json_t *plan, struct ferry_error *err)
 {
     static const char *const lost_words[] = {"error", "resnapshot", NULL};
     int lost = 0;
-    int64_t server_id = 0;
+    int64_t server_id = 0, start = 0, skip = 0, end = 0;
+    char *gtid = NULL, base[256] = "";
+    bool by_gtid = false;
     int rc = cdc_check_server(s, r->from, err);
     if (rc == FERRY_OK && spec->node != NULL)
         rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
     if (rc == FERRY_OK) rc = cdc_server_id(spec, &server_id, err);
-    int64_t start = 0, skip = 0;
-    if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, err);
-    if (rc != FERRY_OK) return rc;
-    bool first = start == 0;
-    if (!first) {
-        bool exists = false;
-        rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
-        if (rc != FERRY_OK) return rc;
-        if (!exists && lost == 0)
-            return ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                                   WHAT ": %s: table %s: resnapshot required: the binary log "
-                                        "file number %" PRIu32 " holding the saved position was "
-                                        "purged from the server (raise binlog_expire_logs_seconds "
-                                        "or set `on_position_lost: resnapshot`)",
-                                   s->conn.peer, r->from, BL_SEQ(start));
-        if (!exists) {
-            ferry_log(FERRY_LOG_WARN,
-                      WHAT ": %s: table %s: the saved binlog position was purged; "
-                           "on_position_lost: resnapshot reads the table again",
-                      s->conn.peer, r->from);
-            first = true;
-            start = skip = 0;
+    if (rc == FERRY_OK) rc = cdc_check_server_id(s, spec, r->from, server_id, err);
+    if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, &gtid, err);
+    if (rc == FERRY_OK) rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
+    bool first = start == 0, exists = true;
+    if (rc == FERRY_OK && !first) rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
+    if (rc == FERRY_OK && !first && exists && gtid != NULL)
+        rc = cdc_same_log(s, r->from, base, start, gtid, &exists, err);
+    if (rc == FERRY_OK && !exists)
+        rc = cdc_position_lost(s, r, BL_SEQ(start), gtid, lost, &by_gtid, &first, err);
+    if (rc == FERRY_OK && first) {
+        ferry_free(gtid);
+        gtid = NULL;
+        skip = 0;
+        rc = cdc_first_start(s, r, base, sizeof base, &start, &gtid, err);
+        if (rc == FERRY_OK) rc = plan_full(s, sc, r, plan, err);
+    } else if (rc == FERRY_OK) {
+        if (gtid == NULL && exists) { /* a position saved before GTIDs were kept */
+            char file[300];
+            snprintf(file, sizeof file, "%s.%06" PRIu32, base, BL_SEQ(start));
+            rc = cdc_gtid_at(s, r->from, file, BL_OFF(start), &gtid, err);
         }
-    }
-    char base[256] = "";
-    int64_t end = 0;
-    if (first) {
-        /* The snapshot the copy shards read, and the log position it was taken at. The
-         * runner asks for a snapshot after planning: src_snapshot keeps this one. */
-        if (!s->cdc_snapshot) {
-            end_snapshot(s);
-            rc = begin_snapshot(s, err);
-            if (rc != FERRY_OK) return rc;
-            ferry_free(s->snapshot_id);
-            s->snapshot_id = snapshot_coordinates(s);
-            if (s->snapshot_id == NULL) return nomem(err);
-            s->cdc_snapshot = true;
-        }
-        char *colon = strrchr(s->snapshot_id, ':');
-        uint32_t seq = 0;
-        if (colon == NULL) return ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                                                  WHAT ": %s: table %s: the snapshot has no binary "
-                                                       "log position (binlog_snapshot_file)",
-                                                  s->conn.peer, r->from);
-        *colon = '\0';
-        int bad = split_binlog_name(s->snapshot_id, base, sizeof base, &seq);
-        *colon = ':';
-        if (bad) return ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                                        WHAT ": %s: bad binlog snapshot position %s", s->conn.peer,
-                                        s->snapshot_id);
-        start = BL_POS(seq, strtoull(colon + 1, NULL, 10));
-        rc = plan_full(s, sc, r, plan, err);
-        if (rc != FERRY_OK) return rc;
-    } else {
         json_object_set_new(plan, "shards", json_array());
     }
-    rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
-    if (rc != FERRY_OK) return rc;
+    if (rc != FERRY_OK) {
+        ferry_free(gtid);
+        return rc;
+    }
     json_t *old = json_object_get(plan, "shards");
     json_t *shards = json_array();
     json_t *stream = json_object();
@@ -1433,9 +1709,12 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     json_object_set_new(plan, "base", json_string(base));
     json_object_set_new(plan, "start", json_integer(start));
     json_object_set_new(plan, "skip", json_integer(skip));
-    json_object_set_new(plan, "end", json_integer(end > start ? end : start));
+    json_object_set_new(plan, "end", json_integer(end > start || by_gtid ? end : start));
     json_object_set_new(plan, "first", json_boolean(first));
     json_object_set_new(plan, "server_id", json_integer(server_id));
+    if (gtid != NULL) json_object_set_new(plan, "gtid", json_string(gtid));
+    if (by_gtid) json_object_set_new(plan, "by_gtid", json_true());
+    ferry_free(gtid);
     return FERRY_OK;
 }
 
@@ -1458,6 +1737,20 @@ struct stream {
     uint32_t seq;                  /* the binlog file being read */
     int64_t pos, end, last_commit, txn_rows, skip, changes;
     struct ferry_buf text;         /* one value's text form (reused) */
+    /* GTIDs: the set at last_commit when known (the plan's or the resume position's; not on
+     * MySQL first runs), the transaction in progress's GTID until its commit */
+    struct ferry_my_gtid_set gtid;
+    bool gtid_known;
+    int pending; /* 0, or the flavor of the pending GTID */
+    uint32_t p_domain, p_server;
+    uint64_t p_seq;
+    uint8_t p_uuid[16];
+    struct ferry_buf gtid_text;
+    char base_buf[256]; /* the base name after a ROTATE (another server's after a failover) */
+    /* false while a dump started by GTID may still skip transactions already seen: the
+     * events it sends then (the first file's Gtid_list, ...) are behind the GTID position,
+     * so no position is taken from them; the first GTID event or heartbeat syncs */
+    bool synced;
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -1727,8 +2020,74 @@ static int on_bl_row_end(void *ctx, struct ferry_error *err)
     }
 }
 
+static void cdc_commit(struct stream *st, int64_t pos);
+
+/* A commit: the pending GTID joins the set, which becomes the position's "g". A set that
+ * cannot be kept (out of memory, mixed flavors) is dropped: positions then carry file:offset
+ * only, never a wrong set. */
+static void gtid_commit(struct stream *st)
+{
+    int pending = st->pending;
+    st->pending = 0;
+    if (!st->gtid_known || pending == 0) return;
+    struct ferry_error e;
+    int rc = pending == FERRY_MY_GTID_MARIADB
+                 ? ferry__my_gtid_add_mariadb(&st->gtid, st->p_domain, st->p_server, st->p_seq, &e)
+                 : ferry__my_gtid_add_mysql(&st->gtid, st->p_uuid, st->p_seq, &e);
+    ferry_buf_reset(&st->gtid_text);
+    if (rc == FERRY_OK) rc = ferry__my_gtid_format(&st->gtid, &st->gtid_text);
+    if (rc != FERRY_OK) {
+        ferry_log(FERRY_LOG_WARN, WHAT ": table %s: GTIDs no longer tracked (%s)", st->r->from,
+                  rc == FERRY_ENOMEM ? "out of memory" : e.message);
+        st->gtid_known = false;
+        ferry_buf_reset(&st->gtid_text);
+    }
+    ferry_rw_set_offset_tag(st->rw, st->gtid_text.data ? st->gtid_text.data : "",
+                            st->gtid_text.len);
+}
+
+/* GTID events open a transaction: its id is applied at the commit. */
+static int on_gtid(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
+                   size_t n, struct ferry_error *err)
+{
+    if (h->type == FERRY_MY_BL_MARIADB_GTID) {
+        uint8_t flags2 = 0;
+        int rc = ferry__my_gtid_event_mariadb(body, n, &st->p_seq, &st->p_domain, &flags2, err);
+        if (rc != FERRY_OK) return rc;
+        st->p_server = h->server_id;
+        st->pending = FERRY_MY_GTID_MARIADB;
+        st->synced = true;
+        /* flags2 bit 0 (FL_STANDALONE): a statement without BEGIN/COMMIT (DDL) */
+        if (!(flags2 & 1)) st->in_txn = true;
+        return FERRY_OK;
+    }
+    int rc = ferry__my_gtid_event_mysql(body, n, st->p_uuid, &st->p_seq, err);
+    if (rc == FERRY_OK) st->pending = FERRY_MY_GTID_MYSQL, st->synced = true;
+    return rc;
+}
+
+/* A heartbeat (sent only while the server waits for new events) at or past the frozen end,
+ * outside a transaction: everything up to there was sent, so the run is done there (a
+ * stream resumed by GTID has no commit of its own to see when nothing is new). */
+static void on_heartbeat(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
+                         size_t n)
+{
+    char file[300];
+    int k = snprintf(file, sizeof file, "%s.%06" PRIu32, st->base, st->seq);
+    if (st->in_txn || h->log_pos == 0 || k <= 0 || (size_t)k > n ||
+        memcmp(body, file, (size_t)k) != 0)
+        return;
+    int64_t pos = BL_POS(st->seq, h->log_pos);
+    if (pos >= st->end && pos >= st->last_commit) {
+        st->synced = true;
+        cdc_commit(st, pos);
+    }
+}
+
 static void cdc_commit(struct stream *st, int64_t pos)
 {
+    if (!st->synced) return;
+    gtid_commit(st);
     st->in_txn = false;
     st->txn_rows = 0;
     st->skip = 0;
@@ -1814,6 +2173,8 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
             return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": binlog file name %s",
                                    file);
         st->seq = seq;
+        snprintf(st->base_buf, sizeof st->base_buf, "%s", base);
+        st->base = st->base_buf;
         return FERRY_OK;
     }
     case FERRY_MY_BL_TABLE_MAP: {
@@ -1854,8 +2215,10 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
     case FERRY_MY_BL_QUERY:
         return on_query(st, &h, ev, err);
     case FERRY_MY_BL_MARIADB_GTID:
-        /* flags2 bit 0 (FL_STANDALONE): a statement without BEGIN/COMMIT (DDL) */
-        if (body_n >= 13 && !(body[12] & 1)) st->in_txn = true;
+    case FERRY_MY_BL_MYSQL_GTID:
+        return on_gtid(st, &h, body, body_n, err);
+    case FERRY_MY_BL_HEARTBEAT:
+        on_heartbeat(st, &h, body, body_n);
         return FERRY_OK;
     default:
         if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&
@@ -1865,146 +2228,235 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
     }
 }
 
+/* The schema's fields mapped to the table's columns, their types checked again. */
+static int stream_prepare(struct stream *st, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = st->sc;
+    const struct rel *r = st->r;
+    st->fmap = ferry_calloc((size_t)sc->n_fields + 1, sizeof *st->fmap);
+    st->tm = ferry_calloc(1, sizeof *st->tm);
+    st->img[0] = ferry_calloc((size_t)r->n_cols, sizeof *st->img[0]);
+    st->img[1] = ferry_calloc((size_t)r->n_cols, sizeof *st->img[1]);
+    if (!st->fmap || !st->tm || !st->img[0] || !st->img[1]) return nomem(err);
+    for (int f = 0; f < sc->n_fields; f++)
+        if ((st->fmap[f] = col_index(r, sc->fields[f].name)) < 0)
+            return ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
+                                   WHAT ": table %s has no column \"%s\" any more", r->from,
+                                   sc->fields[f].name);
+    for (int f = 0; f < sc->n_fields; f++) {
+        enum ferry_type t;
+        int p, scale;
+        map_type(&r->cols[st->fmap[f]], &t, &p, &scale); /* (also sets the column's kind) */
+        if (t != sc->fields[f].type)
+            return ferry_error_set(err, FERRY_ECONFLICT, "mysql",
+                                   WHAT ": table %s: column \"%s\" changed type since discovery",
+                                   r->from, sc->fields[f].name);
+    }
+    return FERRY_OK;
+}
+
+/* The session a binlog dump needs: checksums as the server writes them (libmariadb strips
+ * nothing), a heartbeat every second (a quiet log is told from a dead connection:
+ * io_timeout), MariaDB's GTID capability, and with `gtid` the GTID position to start after
+ * (@slave_connect_state: the server then ignores file and offset). */
+static int stream_session(struct stream *st, MYSQL *m, const char *gtid, struct ferry_error *err)
+{
+    int rc = ferry__my_exec(m,
+                            "SET @master_binlog_checksum = @@global.binlog_checksum, "
+                            "@master_heartbeat_period = 1000000000, "
+                            "@mariadb_slave_capability = 4",
+                            FERRY_ESOURCE, WHAT ": binlog stream", err);
+    if (rc == FERRY_OK && gtid != NULL) {
+        struct ferry_buf sql;
+        ferry_buf_init(&sql, 0);
+        rc = ferry_buf_printf(&sql, "SET @slave_connect_state = ");
+        if (rc == FERRY_OK) rc = ferry__my_quote_text(m, &sql, gtid, strlen(gtid));
+        if (rc == FERRY_OK)
+            rc = ferry_buf_printf(&sql, ", @slave_gtid_strict_mode = 0, "
+                                        "@slave_gtid_ignore_duplicates = 0");
+        rc = rc != FERRY_OK
+                 ? nomem(err)
+                 : ferry__my_exec(m, sql.data, FERRY_ESOURCE, WHAT ": binlog stream", err);
+        ferry_buf_release(&sql);
+    }
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    if (rc == FERRY_OK &&
+        (mysql_query(m, "SELECT @@global.binlog_checksum") != 0 ||
+         (res = mysql_store_result(m)) == NULL || (row = mysql_fetch_row(res)) == NULL))
+        rc = ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: binlog_checksum", st->s->conn.peer);
+    else if (rc == FERRY_OK)
+        st->crc = row[0] != NULL && strcasecmp(row[0], "NONE") != 0;
+    if (res) mysql_free_result(res);
+    return rc;
+}
+
+static int position_gone(struct stream *st, MYSQL *m, const char *from, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": %s: table %s: resnapshot required: the server cannot send the "
+                                "binary log from %s (%s)",
+                           st->s->conn.peer, st->r->from, from, mysql_error(m));
+}
+
+/* Opens the dump at file:offset, or after the GTID position `gtid` (file and offset unused). */
+static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t start,
+                       int64_t server_id, const char *gtid, struct ferry_error *err)
+{
+    char file[300], from[400];
+    snprintf(file, sizeof file, "%s.%06" PRIu32, st->base, BL_SEQ(start));
+    unsigned long spos = gtid ? 4 : BL_OFF(start);
+    if (gtid)
+        snprintf(from, sizeof from, "GTID position %.300s", gtid);
+    else
+        snprintf(from, sizeof from, "%s:%lu", file, spos);
+    MARIADB_RPL *rpl = mariadb_rpl_init(m);
+    if (rpl == NULL) return nomem(err);
+    *out = rpl;
+    unsigned int sid = (unsigned int)server_id;
+    if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file,
+                             gtid ? 0 : strlen(file)) == 0 &&
+        mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) == 0 &&
+        mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) == 0 && mariadb_rpl_open(rpl) == 0)
+        return FERRY_OK;
+    if (mysql_errno(m) == 1236) /* ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or no such file */
+        return position_gone(st, m, from, err);
+    return ferry__my_error(err, FERRY_ESOURCE, m,
+                           WHAT ": %s: table %s: opening the binary log at %s", st->s->conn.peer,
+                           st->r->from, from);
+}
+
+/* Events until the frozen end, a row-count epoch, an error or a stop request. */
+static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gtid,
+                       const char *gtid, struct ferry_error *err)
+{
+    MARIADB_RPL_EVENT *ev = NULL;
+    int rc = FERRY_OK;
+    while (rc == FERRY_OK && !st->done && !st->epoch_stop) {
+        int stop = ferry_rw_stop_requested(st->rw);
+        if (stop != 0) {
+            rc = ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED,
+                                 "mysql", WHAT ": table %s: stream stopped", st->r->from);
+            break;
+        }
+        ev = mariadb_rpl_fetch(rpl, ev);
+        if (ev == NULL) {
+            char from[400];
+            snprintf(from, sizeof from, "GTID position %.300s", gtid ? gtid : "");
+            if (by_gtid && mysql_errno(m) == 1236 && st->last_commit == 0)
+                rc = position_gone(st, m, from, err); /* the first read answers a GTID start */
+            else
+                rc = ferry__my_error(err, FERRY_EIO, m,
+                                     WHAT
+                                     ": %s: table %s: reading the binary log (after %s.%06" PRIu32
+                                     ":%" PRIu32 ")",
+                                     st->s->conn.peer, st->r->from, st->base,
+                                     BL_SEQ(st->last_commit), BL_OFF(st->last_commit));
+            break;
+        }
+        if (ev->raw_data == NULL) continue;
+        rc = on_event(st, rpl, ev, err);
+    }
+    if (ev != NULL) mariadb_free_rpl_event(ev);
+    return rc;
+}
+
 static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
                       const struct ferry_schema *sc, struct rel *r, json_t *plan,
                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct stream st;
     memset(&st, 0, sizeof st);
-    st.s = s;
-    st.spec = spec;
-    st.sc = sc;
-    st.r = r;
-    st.rw = rw;
-    st.d.s = s;
-    st.d.sc = sc;
-    st.d.r = r;
+    st.s = s, st.spec = spec, st.sc = sc, st.r = r, st.rw = rw;
+    st.d.s = s, st.d.sc = sc, st.d.r = r;
     ferry_buf_init(&st.text, 0);
+    ferry_buf_init(&st.gtid_text, 0);
+    ferry__my_gtid_init(&st.gtid);
     int64_t start = json_integer_value(json_object_get(plan, "start"));
     st.end = json_integer_value(json_object_get(plan, "end"));
     st.skip = json_integer_value(json_object_get(plan, "skip"));
-    const char *base = json_string_value(json_object_get(plan, "base"));
+    st.base = json_string_value(json_object_get(plan, "base"));
     int64_t server_id = json_integer_value(json_object_get(plan, "server_id"));
+    bool by_gtid = json_is_true(json_object_get(plan, "by_gtid"));
+    const char *gtid = json_string_value(json_object_get(plan, "gtid"));
     int64_t rn = 0, rk = 0;
-    int rc = cdc_position(resume, &rn, &rk, err);
-    if (rc != FERRY_OK) return rc;
-    st.base = base;
-    if (base == NULL || start <= 0 || server_id <= 0)
-        return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                               WHAT ": table %s: the frozen cdc plan has no binlog start",
-                               r->from);
-    if (rn >= start) {
+    char *rg = NULL;
+    int rc = cdc_position(resume, &rn, &rk, &rg, err);
+    if (rc == FERRY_OK && (st.base == NULL || start <= 0 || server_id <= 0))
+        rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                             WHAT ": table %s: the frozen cdc plan has no binlog start", r->from);
+    /* a resumed attempt: from its saved position (by GTID: its n may be another server's
+     * numbering, its g is what counts) */
+    if (rc == FERRY_OK && rn > 0 && (by_gtid ? rg != NULL : rn >= start)) {
         start = rn;
         st.skip = rk;
+        gtid = rg;
     }
+    if (rc == FERRY_OK && by_gtid && gtid == NULL)
+        rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                             WHAT ": table %s: a GTID resume without a GTID position", r->from);
+    /* An attempt resumed on another server (a failover between attempts): its file:offset
+     * is not this server's log; by GTID, up to this server's log end (its numbering). */
+    bool switched = false;
+    if (rc == FERRY_OK && !by_gtid && gtid != NULL) {
+        bool exists = true, ours = true;
+        rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
+        if (rc == FERRY_OK && exists)
+            rc = cdc_same_log(s, r->from, st.base, start, gtid, &ours, err);
+        switched = rc == FERRY_OK && (!exists || !ours);
+        if (switched) {
+            by_gtid = true;
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": %s: table %s: the saved binlog position is not on this server; "
+                           "resuming from GTID position %s",
+                      s->conn.peer, r->from, gtid);
+        }
+    }
+    st.synced = !by_gtid;
     /* A first run's copy may have read a later snapshot than `start` (a resumed attempt reads
      * a fresh one): the stream then goes at least to the log's end now (merge converges). */
-    if (rc == FERRY_OK && json_is_true(json_object_get(plan, "first"))) {
+    if (rc == FERRY_OK && (switched || json_is_true(json_object_get(plan, "first")))) {
         char b2[256];
         int64_t now = 0;
         rc = cdc_log_end(s, r->from, b2, sizeof b2, &now, err);
-        if (rc == FERRY_OK && now > st.end) st.end = now;
+        if (rc == FERRY_OK && (now > st.end || switched)) st.end = now;
     }
-    st.last_commit = start;
+    if (rc == FERRY_OK && gtid != NULL) {
+        rc = ferry__my_gtid_parse(&st.gtid, gtid, err);
+        st.gtid_known = rc == FERRY_OK;
+        ferry_buf_printf(&st.gtid_text, "%s", gtid);
+    }
+    st.last_commit = by_gtid ? 0 : start;
     st.pos = start;
     st.seq = BL_SEQ(start);
     ferry_rw_set_shard(rw, 0);
     ferry_rw_set_offset(rw, start);
-    if (rc != FERRY_OK || start >= st.end) return rc; /* nothing left up to the frozen end */
-    st.fmap = ferry_calloc((size_t)sc->n_fields + 1, sizeof *st.fmap);
-    st.tm = ferry_calloc(1, sizeof *st.tm);
-    st.img[0] = ferry_calloc((size_t)r->n_cols, sizeof *st.img[0]);
-    st.img[1] = ferry_calloc((size_t)r->n_cols, sizeof *st.img[1]);
-    if (!st.fmap || !st.tm || !st.img[0] || !st.img[1]) rc = nomem(err);
-    for (int f = 0; rc == FERRY_OK && f < sc->n_fields; f++)
-        if ((st.fmap[f] = col_index(r, sc->fields[f].name)) < 0)
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
-                                 WHAT ": table %s has no column \"%s\" any more", r->from,
-                                 sc->fields[f].name);
-    for (int f = 0; rc == FERRY_OK && f < sc->n_fields; f++) {
-        enum ferry_type t;
-        int p, scale;
-        map_type(&r->cols[st.fmap[f]], &t, &p, &scale); /* (also sets the column's kind) */
-        if (t != sc->fields[f].type)
-            rc = ferry_error_set(err, FERRY_ECONFLICT, "mysql",
-                                 WHAT ": table %s: column \"%s\" changed type since discovery",
-                                 r->from, sc->fields[f].name);
-    }
+    if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
     MYSQL *m = NULL;
     MARIADB_RPL *rpl = NULL;
-    if (rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &m, err);
-    /* checksums as the server writes them (libmariadb strips nothing); a heartbeat every
-     * second, so that a quiet log is told from a dead connection (io_timeout) */
-    if (rc == FERRY_OK)
-        rc = ferry__my_exec(m, "SET @master_binlog_checksum = @@global.binlog_checksum, "
-                               "@master_heartbeat_period = 1000000000, "
-                               "@mariadb_slave_capability = 4",
-                            FERRY_ESOURCE, WHAT ": binlog stream", err);
-    if (rc == FERRY_OK) {
-        MYSQL_RES *res = NULL;
-        MYSQL_ROW row;
-        if (mysql_query(m, "SELECT @@global.binlog_checksum") != 0 ||
-            (res = mysql_store_result(m)) == NULL || (row = mysql_fetch_row(res)) == NULL)
-            rc = ferry__my_error(err, FERRY_ESOURCE, m, WHAT ": %s: binlog_checksum", s->conn.peer);
-        else
-            st.crc = row[0] != NULL && strcasecmp(row[0], "NONE") != 0;
-        if (res) mysql_free_result(res);
-    }
-    char file[300];
-    snprintf(file, sizeof file, "%s.%06" PRIu32, base, BL_SEQ(start));
-    if (rc == FERRY_OK && (rpl = mariadb_rpl_init(m)) == NULL) rc = nomem(err);
-    if (rc == FERRY_OK) {
-        unsigned int sid = (unsigned int)server_id;
-        unsigned long spos = BL_OFF(start);
-        if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, file, strlen(file)) != 0 ||
-            mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) != 0 ||
-            mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) != 0 ||
-            mariadb_rpl_open(rpl) != 0) {
-            unsigned e = mysql_errno(m);
-            if (e == 1236) /* ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or no such file */
-                rc = ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                                     WHAT ": %s: table %s: resnapshot required: the server "
-                                          "cannot send the binary log from %s:%lu (%s)",
-                                     s->conn.peer, r->from, file, spos, mysql_error(m));
-            else
-                rc = ferry__my_error(err, FERRY_ESOURCE, m,
-                                     WHAT ": %s: table %s: opening the binary log at %s:%lu",
-                                     s->conn.peer, r->from, file, spos);
-        }
-    }
-    MARIADB_RPL_EVENT *ev = NULL;
-    while (rc == FERRY_OK && !st.done && !st.epoch_stop) {
-        int stop = ferry_rw_stop_requested(rw);
-        if (stop != 0) {
-            rc = ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED,
-                                 "mysql", WHAT ": table %s: stream stopped", r->from);
-            break;
-        }
-        ev = mariadb_rpl_fetch(rpl, ev);
-        if (ev == NULL) {
-            rc = ferry__my_error(err, FERRY_EIO, m,
-                                 WHAT ": %s: table %s: reading the binary log (after %s.%06" PRIu32
-                                      ":%" PRIu32 ")",
-                                 s->conn.peer, r->from, base, BL_SEQ(st.last_commit),
-                                 BL_OFF(st.last_commit));
-            break;
-        }
-        if (ev->raw_data == NULL) continue;
-        rc = on_event(&st, rpl, ev, err);
-    }
-    if (ev != NULL) mariadb_free_rpl_event(ev);
+    bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
+    if (work) rc = stream_prepare(&st, err);
+    if (work && rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &m, err);
+    if (work && rc == FERRY_OK) rc = stream_session(&st, m, by_gtid ? gtid : NULL, err);
+    if (work && rc == FERRY_OK)
+        rc = stream_open(&st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
+    if (work && rc == FERRY_OK) rc = stream_loop(&st, m, rpl, by_gtid, gtid, err);
     if (rpl != NULL) mariadb_rpl_close(rpl);
     if (m != NULL) mysql_close(m);
-    if (rc == FERRY_OK && st.done && st.last_commit < st.end) ferry_rw_set_offset(rw, st.end);
-    report_zero_dates(&st.d, rw);
-    if (rc == FERRY_OK)
+    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
+        ferry_rw_set_offset(rw, st.end);
+    if (work) report_zero_dates(&st.d, rw);
+    if (work && rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,
                   st.changes, st.epoch_stop ? " (row-count epoch: the next run goes on)" : "");
+    ferry_free(rg);
     ferry_free(st.fmap);
     ferry_free(st.tm);
     ferry_free(st.img[0]);
     ferry_free(st.img[1]);
     ferry_buf_release(&st.text);
+    ferry_buf_release(&st.gtid_text);
+    ferry__my_gtid_release(&st.gtid);
     return rc;
 }
 
@@ -2066,6 +2518,15 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+/* `tables:` patterns: the schema part is the database; a one-part pattern means the URL's. */
+static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,
+                           struct ferry_error *err)
+{
+    struct src *s = ctx;
+    int rc = ensure_conn(s, err);
+    return rc != FERRY_OK ? rc : ferry__my_list_tables(s->c, s->conn.db, out, n, def, err);
+}
+
 const struct ferry_source_vtable ferry__mysql_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "mysql",
@@ -2080,4 +2541,5 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .cancel = src_cancel,
     .snapshot = src_snapshot,
     .use_snapshot = src_use_snapshot,
+    .list_tables = src_list_tables,
 };

@@ -51,7 +51,8 @@ int ferry_server_discover_child(void)
 {
     /* The secrets store's key descriptor the server's children inherit: not needed here. */
     const char *kfd = getenv(FERRY_SECRETBOX_KEY_FD_ENV);
-    if (kfd && atoi(kfd) > 2) close(atoi(kfd));
+    long kn = kfd ? strtol(kfd, NULL, 10) : -1;
+    if (kn > 2 && kn < INT_MAX) close((int)kn);
     /* Limits first: nothing the source does may outgrow them. */
     struct rlimit cpu = {DISCOVER_CPU_S, DISCOVER_CPU_S + 1};
     setrlimit(RLIMIT_CPU, &cpu);

@@ -165,10 +165,11 @@ static bool key_from_fd(char *text, size_t len)
 {
     const char *v = getenv(FERRY_SECRETBOX_KEY_FD_ENV);
     if (v == NULL || v[0] == '\0') return false;
-    int fd = atoi(v);
+    long fl = strtol(v, NULL, 10);
+    int fd = fl > 2 && fl < 65536 ? (int)fl : -1;
     char link[64], target[128];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t tl = fd > 2 ? readlink(link, target, sizeof target - 1) : -1;
+    ssize_t tl = fd >= 0 ? readlink(link, target, sizeof target - 1) : -1;
     bool ours = tl > 0 && (target[tl] = '\0', strncmp(target, "/memfd:" KEY_FD_NAME, 22) == 0);
     ssize_t got = ours ? pread(fd, text, len - 1, 0) : -1;
     if (ours) close(fd);

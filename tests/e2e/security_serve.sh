@@ -13,7 +13,7 @@
 #      is stopped by the child's deadline while the server keeps answering;
 #   3. the transport: GET /v1/runs/%FF and invalid UTF-8 bodies answer 400 JSON; 200 slow
 #      connections from 127.0.0.2 while a client on 127.0.0.1 is served within a second; a
-#      client never idle but never done with its headers cut at the header deadline; a
+#      client never idle but never done with its headers (or its body) cut at the deadline; a
 #      1 MiB hostile YAML body answered without the server growing by 32 MiB; event streams
 #      capped (503 + Retry-After); state and worker log files 0600.
 source "$(dirname "$0")/lib.sh"
@@ -197,6 +197,17 @@ kill "$SLOW_PID" 2>/dev/null || true
 pass "200 slow connections from 127.0.0.2 ($held held, limit 32); 127.0.0.1 served within a second"
 # slowloris: one client that is never idle (a header byte every second, never finishing) is
 # cut at the header deadline (10 s, a total, not an idle timeout of 60 s); it is given 45 s.
+# Meanwhile another trickles a body (complete headers, then a byte a second of a declared
+# 100000): cut at the body deadline (30 s after its headers); it is given 75 s.
+node -e '
+const s = require("net").connect(+process.argv[1], "127.0.0.1", () => s.write(`POST /v1/connectors/validate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${process.argv[2]}\r\nContent-Type: application/yaml\r\nContent-Length: 100000\r\n\r\n`));
+let sent = 0;
+const t = setInterval(() => { if (!s.destroyed) { s.write("a"); sent++; } }, 1000);
+s.on("error", () => {});
+s.on("close", () => { clearInterval(t); console.log(`closed after ${sent} bytes`); process.exit(0); });
+setTimeout(() => { console.log(`still open after ${sent} bytes`); process.exit(1); }, 75000);
+' "$PORT" "$TOKEN" > slowbody.out &
+SLOWBODY_PID=$!
 node -e '
 const s = require("net").connect(+process.argv[1], "127.0.0.1", () => s.write("GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: "));
 let sent = 0;
@@ -210,6 +221,10 @@ sent=$(grep -o '[0-9]*' slowloris.out)
 code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE/v1/pipelines")
 [ "$code" = 200 ] || fail "after the slowloris client: $code"
 pass "a client sending one header byte a second is cut at the header deadline ($(cat slowloris.out))"
+wait "$SLOWBODY_PID" || fail "a client trickling its body was not cut: $(cat slowbody.out)"
+sent=$(grep -o '[0-9]*' slowbody.out)
+[ "$sent" -ge 15 ] || fail "the trickling body was cut before its deadline: $(cat slowbody.out)"
+pass "a client sending one body byte a second is cut at the body deadline ($(cat slowbody.out))"
 stop_serve
 for secret in "$SOME_SECRET" "$SHADOW_LINE" "$PASSWD_LINE"; do
   grep -qF -- "$secret" "$T/responses.log" "$T/serve.out" "$T/serve.err" "$T/state.db" "$T"/logs/*.log 2>/dev/null \

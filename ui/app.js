@@ -1,5 +1,5 @@
 // ui/app.js - the web UI of `ferry serve`: plain JavaScript, no build step, embedded in the
-// binary. Views (hash routes): #/pipelines, #/pipelines/NAME, #/runs, #/runs/ID.
+// binary. Views (hash routes): #/pipelines, #/pipelines/NAME, #/runs, #/runs/ID, #/secrets.
 // Every API call sends the bearer token kept in sessionStorage (from the login form or
 // from #token=... in the address, which is removed at once). The run page follows
 // GET /v1/runs/ID/events with fetch() streaming (EventSource cannot send headers), replays
@@ -137,7 +137,7 @@ async function editView(name) {
   $('#view').innerHTML = `<h1>${name ? `Edit ${esc(name)}` : 'New pipeline'}</h1>
     <div id="e-error"></div>
     <div class="card editor"><pre id="e-gutter" class="gutter"></pre><textarea id="e-text" spellcheck="false" wrap="off"></textarea></div>
-    <p><button id="e-save">Validate and save</button> <span class="muted">secrets only as env:NAME or file:PATH references</span></p>`;
+    <p><button id="e-save">Validate and save</button> <span class="muted">secrets only as references: secret:NAME (<a href="#/secrets">Secrets</a>), env:NAME or file:PATH</span></p>`;
   const ta = $('#e-text');
   ta.value = text;
   let bad = 0;
@@ -180,6 +180,56 @@ function scheduleForm(name, reload) {
     b.addEventListener('click', async () => { await api('DELETE', `/v1/schedules/${b.dataset.id}`); reload(); });
   for (const b of document.querySelectorAll('button.s-toggle'))
     b.addEventListener('click', async () => { await api('PATCH', `/v1/schedules/${b.dataset.id}`, { enabled: b.dataset.enabled !== 'true' }); reload(); });
+}
+
+// ---- secrets (#/secrets): write-only values ----
+// PUT /v1/secrets/NAME stores or replaces a value (the body is the value), DELETE removes it;
+// GET /v1/secrets lists names, times and the pipelines that reference them, never a value.
+// The value field is a password input, cleared once sent; nothing shows a value again.
+
+async function secretsView() {
+  setNav('secrets');
+  $('#view').innerHTML = `<h1>Secrets</h1>
+    <p class="muted">Referenced in pipelines as <code>secret:NAME</code>. Values are encrypted in the state store and never shown again; replace one by saving the same name.</p>
+    <div class="card"><form id="sec-form" class="inline" autocomplete="off">
+      <input id="sec-name" placeholder="name" required>
+      <input id="sec-value" type="password" placeholder="value" autocomplete="new-password" required>
+      <button type="submit">Save secret</button> <span id="sec-msg" class="muted"></span><span id="sec-error" class="error"></span>
+    </form></div>
+    <h2>Stored</h2><div class="card" id="sec-list">Loading…</div>
+    <h2>Other references in pipelines</h2><div class="card" id="sec-refs"></div>`;
+  const load = async () => {
+    const j = await api('GET', '/v1/secrets');
+    const stored = j.secrets.filter((x) => x.kind === 'secret' && x.stored);
+    const refs = j.secrets.filter((x) => !(x.kind === 'secret' && x.stored));
+    const used = (x) => x.pipelines.length ? x.pipelines.map((p) => `<a href="#/pipelines/${encodeURIComponent(p)}">${esc(p)}</a>`).join(', ') : '<span class="muted">no pipeline</span>';
+    $('#sec-list').innerHTML = stored.length ? `<table><thead><tr><th>Name</th><th>Updated</th><th class="hide-narrow">Used by</th><th></th></tr></thead><tbody>${
+      stored.map((x) => `<tr data-secret="${esc(x.name)}"><td><code>${esc(x.name)}</code></td><td>${fmtTime(x.updated_us)}</td><td class="hide-narrow">${used(x)}</td><td><button class="sec-replace" data-name="${esc(x.name)}">Replace value</button> <button class="sec-rm danger" data-name="${esc(x.name)}">Delete</button></td></tr>`).join('')}</tbody></table>` : '<span class="muted">none</span>';
+    $('#sec-refs').innerHTML = refs.length ? `<table><thead><tr><th>Reference</th><th>Used by</th></tr></thead><tbody>${
+      refs.map((x) => `<tr><td><code>${esc(x.ref)}</code>${x.kind === 'secret' ? ' <span class="error">not stored</span>' : ''}</td><td>${used(x)}</td></tr>`).join('')}</tbody></table>` : '<span class="muted">none</span>';
+    for (const b of document.querySelectorAll('button.sec-replace'))
+      b.addEventListener('click', () => { $('#sec-name').value = b.dataset.name; $('#sec-value').value = ''; $('#sec-value').focus(); });
+    for (const b of document.querySelectorAll('button.sec-rm'))
+      b.addEventListener('click', async () => {
+        $('#sec-error').textContent = '';
+        try { await api('DELETE', `/v1/secrets/${encodeURIComponent(b.dataset.name)}`); $('#sec-msg').textContent = `deleted ${b.dataset.name}`; await load(); } catch (err) { $('#sec-error').textContent = err.message; }
+      });
+  };
+  $('#sec-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('#sec-msg').textContent = '';
+    $('#sec-error').textContent = '';
+    const name = $('#sec-name').value.trim();
+    const value = $('#sec-value').value;
+    $('#sec-value').value = ''; // never kept in the page
+    const r = await fetch(`/v1/secrets/${encodeURIComponent(name)}`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/octet-stream' }, body: value });
+    const j = await r.json().catch(() => null);
+    if (!r.ok) { $('#sec-error').textContent = j?.error?.message || `HTTP ${r.status}`; return; }
+    $('#sec-msg').textContent = `saved ${name}`;
+    $('#sec-name').value = '';
+    await load();
+  });
+  await load();
 }
 
 // ---- runs ----
@@ -388,6 +438,7 @@ async function route() {
     else if (parts[0] === 'runs') current = await runsView(params);
     else if (parts[0] === 'pipelines' && parts[1]) current = await pipelineView(parts[1]);
     else if (parts[0] === 'edit') current = await editView(parts[1]);
+    else if (parts[0] === 'secrets') current = await secretsView();
     else current = await pipelinesView();
   } catch (err) {
     if (err.status !== 401) viewError(err);

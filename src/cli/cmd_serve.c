@@ -25,6 +25,7 @@
 #include "server/server.h"
 #include "store/store.h"
 #include "store/secretbox.h"
+#include "store/secrets.h"
 
 static volatile sig_atomic_t g_quit;
 
@@ -62,7 +63,8 @@ static const char *usage =
     "FERRY_API_TOKEN and --token tokens are admins.\n"
     "--secret-key env:NAME|file:PATH: the 32-byte key (64 hex digits or 44 base64\n"
     "characters) of the secrets store (PUT /v1/secrets/NAME, secret:NAME references);\n"
-    "workers receive it in their environment (" FERRY_SECRETBOX_KEY_ENV "), never argv.\n";
+    "workers receive it through an inherited sealed memfd (" FERRY_SECRETBOX_KEY_FD_ENV "),\n"
+    "never their environment or argv.\n";
 
 /* A duration flag: the config's syntax (ferry_duration_parse_ms: "250ms", "5s", "2m") or,
  * as these flags always took, a bare number of milliseconds. */
@@ -308,6 +310,8 @@ int ferry_cli_serve(int argc, char **argv)
                                  token_refs[i]);
         } else if (rc == FERRY_OK) {
             tokens[n_tokens++] = t;
+            if (!strncmp(token_refs[i], "env:", 4))
+                unsetenv(token_refs[i] + 4); /* read once: no worker inherits it */
         }
     }
     struct ferry_token_hash *hashed = NULL;
@@ -348,22 +352,19 @@ int ferry_cli_serve(int argc, char **argv)
     for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
         if (!strncmp(token_refs[i], "file:", 5))
             rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
-    /* The secrets store's key: workers get its hex in FERRY_STORE_KEY (set before any
-     * thread starts); this process keeps the bytes for PUT /v1/secrets. */
+    /* The secrets store's key: workers get its hex through a sealed memfd they inherit
+     * (FERRY_STORE_KEY_FD, set before any thread starts; never their environment); this
+     * process keeps the bytes for PUT /v1/secrets. */
     uint8_t secret_key[FERRY_SECRETBOX_KEY_BYTES];
     bool have_secret_key = false;
     if (rc == FERRY_OK && secret_key_ref) {
         rc = ferry_secretbox_key_load(secret_key_ref, "--secret-key", secret_key, &err);
         if (rc == FERRY_OK && !strncmp(secret_key_ref, "file:", 5))
             rc = ferry_access_protect(policy, secret_key_ref + 5, &err);
-        char hex[65];
-        if (rc == FERRY_OK) {
-            ferry_secretbox_key_hex(secret_key, hex);
-            if (setenv(FERRY_SECRETBOX_KEY_ENV, hex, 1) != 0)
-                rc = ferry_error_set(&err, FERRY_EIO, "serve", "cannot pass the secret key on");
-            explicit_bzero(hex, sizeof hex);
-            have_secret_key = rc == FERRY_OK;
-        }
+        if (rc == FERRY_OK) rc = ferry_secrets_key_handoff(secret_key, &err);
+        if (rc == FERRY_OK && !strncmp(secret_key_ref, "env:", 4))
+            unsetenv(secret_key_ref + 4); /* read once: no worker inherits it */
+        have_secret_key = rc == FERRY_OK;
     } else if (rc == FERRY_OK) {
         unsetenv(FERRY_SECRETBOX_KEY_ENV); /* a key only by --secret-key */
     }

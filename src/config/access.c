@@ -27,6 +27,7 @@
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
+#include "net/pins.h"
 
 struct host_rule {
     char *name;     /* "db.example.com", "*.example.com", "*"; NULL for a CIDR */
@@ -43,6 +44,7 @@ struct strv {
 
 struct ferry_access {
     bool allow_all;
+    bool pin; /* the worker's check: record approved addresses (net/pins.h) */
     struct strv paths, env, files, connectors, protect, secrets;
     bool connectors_set, hosts_set, secrets_set;
     struct host_rule *hosts;
@@ -342,6 +344,21 @@ static const char *denied_kind(int family, const unsigned char *a)
     return NULL;
 }
 
+static void pin_first(const char *host, int port, const struct addrinfo *res)
+{
+    for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        char txt[INET6_ADDRSTRLEN];
+        const void *ad = ai->ai_family == AF_INET
+                             ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                             : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+        if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+            inet_ntop(ai->ai_family, ad, txt, sizeof txt)) {
+            ferry_pins_add(host, port, txt);
+            return;
+        }
+    }
+}
+
 int ferry_access_check_host(const struct ferry_access *a, const char *what, const char *host,
                             int port, struct ferry_error *err)
 {
@@ -392,6 +409,11 @@ int ferry_access_check_host(const struct ferry_access *a, const char *what, cons
             rc = refuse(err, what, "hosts", "%s", why);
         }
     }
+    /* The worker connects to the address checked here, not to what the name says later. */
+    unsigned char probe[16];
+    if (rc == FERRY_OK && a->pin && inet_pton(AF_INET, h, probe) != 1 &&
+        inet_pton(AF_INET6, h, probe) != 1)
+        pin_first(h, port, res);
     freeaddrinfo(res);
     return rc;
 }
@@ -709,6 +731,7 @@ int ferry_access_check_from_env(const struct ferry_pipeline_spec *p, struct ferr
             rc = strv_add(&a->protect, s) == FERRY_OK ? FERRY_OK : oom(err);
         ferry_free(copy);
     }
+    if (rc == FERRY_OK) a->pin = true;
     if (rc == FERRY_OK) rc = check(a, p, true, err);
     ferry_access_free(a);
     return rc;

@@ -6,6 +6,7 @@
  * Called by the S3 client, the Iceberg REST catalog, the Kubernetes dispatcher and the
  * CLI's --server client. */
 #include "net/http.h"
+#include "net/pins.h"
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -219,6 +220,15 @@ static int attempt(struct ferry__http *h, const struct ferry__http_req *q, struc
     sk->q = q;
     sk->curl = c;
     set_policy(h, c);
+    /* The addresses the worker's policy check approved (net/pins.h): never resolved again. */
+    struct curl_slist *pins = NULL;
+    char line[400];
+    for (int i = 0; ferry_pins_curl_line(i, line, sizeof line); i++) {
+        struct curl_slist *p = curl_slist_append(pins, line);
+        if (p == NULL) break;
+        pins = p;
+    }
+    if (pins) curl_easy_setopt(c, CURLOPT_RESOLVE, pins);
     curl_easy_setopt(c, CURLOPT_URL, q->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
@@ -232,7 +242,9 @@ static int attempt(struct ferry__http *h, const struct ferry__http_req *q, struc
      * drop them now. */
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+    curl_easy_setopt(c, CURLOPT_RESOLVE, NULL);
     curl_slist_free_all(hl);
+    curl_slist_free_all(pins);
     return FERRY_OK;
 }
 

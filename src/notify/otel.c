@@ -4,7 +4,9 @@
  * run.started .. the run's end event is the run span; resource.started .. resource.completed
  * or resource.failed a resource span; each batch.written a batch span from the resource's
  * previous event to it. Ids are random (/dev/urandom); one trace per attempt. Times are
- * the events' wall clock. Calls the bus, the store, libcurl, jansson. */
+ * the events' wall clock. The same pass collects the attempt's metrics (rows, bytes and
+ * batches per resource, the run's duration, the newest cdc lag), exported to the OTLP
+ * metrics endpoint beside the trace. Calls the bus, the store, libcurl, jansson. */
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -25,6 +27,9 @@ struct res_span {
     int64_t rows, bytes, batches;
     bool failed;
     char error[300];
+    bool lag_seen; /* a cdc.watermark_advanced: the newest lag below */
+    int64_t lag_bytes, lag_us;
+    double lag_seconds;
 };
 
 static void random_hex(char *out, int bytes)
@@ -81,14 +86,22 @@ static struct res_span *find_res(struct res_span *v, int *n, const char *name)
     return r;
 }
 
-static const char *endpoint(char *buf, size_t len)
+/* The signal's endpoint: OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT, else
+ * OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/<signal>; NULL when neither is set. */
+static const char *endpoint(const char *signal, char *buf, size_t len)
 {
-    const char *t = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    char var[64], up[16];
+    size_t i = 0;
+    for (; signal[i] && i < sizeof up - 1; i++)
+        up[i] = (char)(signal[i] - 'a' + 'A');
+    up[i] = '\0';
+    snprintf(var, sizeof var, "OTEL_EXPORTER_OTLP_%s_ENDPOINT", up);
+    const char *t = getenv(var);
     if (t && t[0]) return t;
     const char *b = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
     if (b == NULL || b[0] == '\0') return NULL;
     size_t n = strlen(b);
-    snprintf(buf, len, "%.*s/v1/traces", (int)(n && b[n - 1] == '/' ? n - 1 : n), b);
+    snprintf(buf, len, "%.*s/v1/%s", (int)(n && b[n - 1] == '/' ? n - 1 : n), b, signal);
     return buf;
 }
 
@@ -124,12 +137,130 @@ static int post(const char *url, const char *body, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* ---- metrics (OTLP/HTTP JSON, one export per attempt) ----
+ * Per resource, delta sums of the attempt: ferry.rows, ferry.bytes, ferry.batches; the
+ * newest replication lag a cdc resource reported: gauges ferry.cdc.lag (seconds) and
+ * ferry.cdc.lag_bytes; per attempt, ferry.run.duration (seconds, a histogram of one). */
+
+struct attempt_sum {
+    const char *pipeline, *state;
+    int64_t start_us, end_us;
+};
+
+static const double duration_bounds[] = {1, 5, 15, 60, 300, 900, 3600, 14400};
+#define N_BOUNDS (sizeof duration_bounds / sizeof duration_bounds[0])
+
+static void lag_seen(struct res_span *r, json_t *p, int64_t time_us)
+{
+    json_t *ls = json_object_get(p, "lag_seconds");
+    if (!json_is_number(ls)) return;
+    r->lag_seen = true;
+    r->lag_seconds = json_number_value(ls);
+    r->lag_bytes = jint(p, "lag_bytes");
+    r->lag_us = time_us;
+}
+
+static json_t *nanos(int64_t us)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%" PRId64 "000", us);
+    return json_string(s);
+}
+
+static json_t *point_attrs(const char *pipeline, const char *rk, const char *rv)
+{
+    return json_pack("[o,o]", attr_str("ferry.pipeline", pipeline), attr_str(rk, rv));
+}
+
+/* A metric {name, unit, <kind>: {...points}}; sums are monotonic deltas. */
+static json_t *metric(json_t *all, const char *name, const char *unit, const char *kind)
+{
+    json_t *m = json_pack("{s:s,s:s,s:{s:[]}}", "name", name, "unit", unit, kind, "dataPoints");
+    json_t *k = json_object_get(m, kind);
+    if (!strcmp(kind, "sum")) {
+        json_object_set_new(k, "aggregationTemporality", json_integer(1));
+        json_object_set_new(k, "isMonotonic", json_true());
+    } else if (!strcmp(kind, "histogram")) {
+        json_object_set_new(k, "aggregationTemporality", json_integer(1));
+    }
+    json_array_append_new(all, m);
+    return json_object_get(k, "dataPoints");
+}
+
+static void int_point(json_t *points, json_t *attrs, int64_t start_us, int64_t end_us, int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%" PRId64, v);
+    json_array_append_new(points, json_pack("{s:o,s:o,s:o,s:s}", "attributes", attrs,
+                                            "startTimeUnixNano", nanos(start_us),
+                                            "timeUnixNano", nanos(end_us), "asInt", s));
+}
+
+static json_t *duration_point(const struct attempt_sum *a)
+{
+    double secs = (double)(a->end_us > a->start_us ? a->end_us - a->start_us : 0) / 1e6;
+    json_t *counts = json_array(), *bounds = json_array();
+    size_t b = 0;
+    while (b < N_BOUNDS && secs > duration_bounds[b])
+        b++;
+    for (size_t i = 0; i <= N_BOUNDS; i++) {
+        json_array_append_new(counts, json_string(i == b ? "1" : "0"));
+        if (i < N_BOUNDS) json_array_append_new(bounds, json_real(duration_bounds[i]));
+    }
+    return json_pack("{s:o,s:o,s:o,s:s,s:f,s:o,s:o}", "attributes",
+                     point_attrs(a->pipeline, "ferry.state", a->state), "startTimeUnixNano",
+                     nanos(a->start_us), "timeUnixNano", nanos(a->end_us), "count", "1", "sum",
+                     secs, "bucketCounts", counts, "explicitBounds", bounds);
+}
+
+static int export_metrics(const char *url, const struct attempt_sum *a, const struct res_span *res,
+                          int n_res, struct ferry_error *err)
+{
+    json_t *all = json_array();
+    json_t *rows = metric(all, "ferry.rows", "{row}", "sum");
+    json_t *bytes = metric(all, "ferry.bytes", "By", "sum");
+    json_t *batches = metric(all, "ferry.batches", "{batch}", "sum");
+    json_t *lag = NULL, *lag_bytes = NULL;
+    for (int i = 0; i < n_res; i++) {
+        const struct res_span *r = &res[i];
+        int64_t end = r->end_us ? r->end_us : a->end_us;
+        int_point(rows, point_attrs(a->pipeline, "ferry.resource", r->name), a->start_us, end,
+                  r->rows);
+        int_point(bytes, point_attrs(a->pipeline, "ferry.resource", r->name), a->start_us, end,
+                  r->bytes);
+        int_point(batches, point_attrs(a->pipeline, "ferry.resource", r->name), a->start_us, end,
+                  r->batches);
+        if (!r->lag_seen) continue;
+        if (lag == NULL) lag = metric(all, "ferry.cdc.lag", "s", "gauge");
+        if (lag_bytes == NULL) lag_bytes = metric(all, "ferry.cdc.lag_bytes", "By", "gauge");
+        json_array_append_new(lag, json_pack("{s:o,s:o,s:f}", "attributes",
+                                             point_attrs(a->pipeline, "ferry.resource", r->name),
+                                             "timeUnixNano", nanos(r->lag_us), "asDouble",
+                                             r->lag_seconds));
+        int_point(lag_bytes, point_attrs(a->pipeline, "ferry.resource", r->name), r->lag_us,
+                  r->lag_us, r->lag_bytes);
+    }
+    json_array_append_new(metric(all, "ferry.run.duration", "s", "histogram"), duration_point(a));
+    const char *svc = getenv("OTEL_SERVICE_NAME");
+    json_t *doc = json_pack("{s:[{s:{s:[o]},s:[{s:{s:s,s:s},s:o}]}]}", "resourceMetrics",
+                            "resource", "attributes",
+                            attr_str("service.name", svc && svc[0] ? svc : "ferry"),
+                            "scopeMetrics", "scope", "name", "ferry", "version", "0.1.0",
+                            "metrics", all);
+    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    int rc = body ? post(url, body, err) : ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
+    free(body);
+    return rc;
+}
+
 int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64_t run_id,
                               int attempt, struct ferry_error *err)
 {
-    char buf[1024];
-    const char *url = endpoint(buf, sizeof buf);
-    if (url == NULL || run_id <= 0 || attempt <= 0) return FERRY_OK;
+    char buf[1024], mbuf[1024];
+    const char *url = endpoint("traces", buf, sizeof buf);
+    const char *murl = endpoint("metrics", mbuf, sizeof mbuf);
+    if ((url == NULL && murl == NULL) || run_id <= 0 || attempt <= 0) return FERRY_OK;
     struct ferry_store *st = NULL;
     struct ferry_bus *bus = NULL;
     int rc = ferry_store_open(state_path, &st, err);
@@ -145,7 +276,7 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
     json_t *spans = json_array();
     int64_t run_start = 0, run_end = 0, rows = 0, bytes = 0;
     bool run_failed = false;
-    char run_error[300] = "";
+    char run_error[300] = "", run_state[24] = "running";
     if (res == NULL && rc == FERRY_OK) rc = ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
     int64_t after = 0;
     while (rc == FERRY_OK) {
@@ -172,11 +303,13 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
                        !strcmp(t, FERRY_EV_RUN_PAUSED) || !strcmp(t, FERRY_EV_RUN_CANCELED)) {
                 run_end = e->time_us;
                 run_failed = strcmp(t, FERRY_EV_RUN_FAILED) == 0;
+                snprintf(run_state, sizeof run_state, "%s", t + 4); /* run.X */
                 const char *m = json_string_value(json_object_get(p, "message"));
                 if (m) snprintf(run_error, sizeof run_error, "%s", m);
             } else if (e->resource[0] && (!strcmp(t, FERRY_EV_RESOURCE_STARTED) ||
                                           !strcmp(t, FERRY_EV_RESOURCE_COMPLETED) ||
                                           !strcmp(t, FERRY_EV_RESOURCE_FAILED) ||
+                                          !strcmp(t, FERRY_EV_WATERMARK_ADVANCED) ||
                                           !strcmp(t, FERRY_EV_BATCH_WRITTEN))) {
                 struct res_span *r = find_res(res, &n_res, e->resource);
                 if (r && !strcmp(t, FERRY_EV_RESOURCE_STARTED)) {
@@ -200,6 +333,8 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
                     r->batches++;
                     r->last_us = e->time_us;
                     if (!r->start_us) r->start_us = e->time_us;
+                } else if (r && !strcmp(t, FERRY_EV_WATERMARK_ADVANCED)) {
+                    lag_seen(r, p, e->time_us);
                 } else if (r) {
                     r->end_us = e->time_us;
                     r->failed = !strcmp(t, FERRY_EV_RESOURCE_FAILED);
@@ -251,8 +386,12 @@ int ferry_otel_export_attempt(const char *state_path, const char *bus_url, int64
         spans = NULL;
         char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         json_decref(doc);
-        rc = body ? post(url, body, err) : ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
+        rc = body == NULL ? ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory")
+             : url        ? post(url, body, err)
+                          : FERRY_OK;
         free(body);
+        struct attempt_sum sum = {run.pipeline, run_state, run_start, run_end};
+        if (rc == FERRY_OK && murl) rc = export_metrics(murl, &sum, res, n_res, err);
     }
     json_decref(spans);
     ferry_free(res);

@@ -54,6 +54,8 @@ static int load_pipeline(struct run *r, struct ferry_error *err)
         rc = ferry_pipeline_load_string(info.request, strlen(info.request), name, &r->p, err);
         /* A worker of `ferry serve`: the server's policy again, after name resolution. */
         if (rc == FERRY_OK) rc = ferry_access_check_from_env(r->p, err);
+        /* between the check and the connectors' connect (tests of DNS pinning) */
+        if (rc == FERRY_OK) (void)FERRY_FAILPOINT("after_policy_check");
     }
     ferry_run_info_clear(&info);
     return rc;

@@ -25,6 +25,7 @@
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
 #include "server/internal.h"
+#include "store/secretbox.h"
 
 extern char **environ;
 
@@ -48,6 +49,10 @@ static int child_reply(int status, json_t *body)
 
 int ferry_server_discover_child(void)
 {
+    /* The secrets store's key descriptor the server's children inherit: not needed here. */
+    const char *kfd = getenv(FERRY_SECRETBOX_KEY_FD_ENV);
+    long kn = kfd ? strtol(kfd, NULL, 10) : -1;
+    if (kn > 2 && kn < INT_MAX) close((int)kn);
     /* Limits first: nothing the source does may outgrow them. */
     struct rlimit cpu = {DISCOVER_CPU_S, DISCOVER_CPU_S + 1};
     setrlimit(RLIMIT_CPU, &cpu);

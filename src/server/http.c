@@ -2,7 +2,8 @@
  * daemon, the route table, bearer-token checks, the request-body limit, JSON and error
  * replies, the store-handle pool and the Server-Sent Events streams.
  *
- * Every request goes: first call (headers only) -> route lookup (404/405) -> token check
+ * Every request goes: headers complete within HEADER_DEADLINE_S (a watchdog cuts a client
+ * that trickles them) -> first call (headers only) -> route lookup (404/405) -> token check
  * (401) -> declared length check (413) -> body accumulated up to the limit (413 when a
  * chunked body outgrows it) -> handler (api.c). Tokens are compared in constant time and
  * never logged. Event streams (GET /v1/runs/{id}/events) are produced by a content-reader
@@ -766,6 +767,93 @@ static bool request_utf8_ok(struct MHD_Connection *conn, const char *url)
     return !bad;
 }
 
+/* ---- request deadlines ----
+ * libmicrohttpd's connection timeout is an idle timeout: a client sending one header byte
+ * every few seconds would hold a thread for ever. So every connection is watched from
+ * accept: its headers must be complete HEADER_DEADLINE_S after it opened (or after its
+ * previous request ended), its body BODY_DEADLINE_S after the headers. Past that, the
+ * watchdog thread shuts the socket down and libmicrohttpd's thread, reading nothing more,
+ * closes the connection. A request being answered (a handler, an event stream) has no
+ * deadline here. libmicrohttpd tells a connection's end (NOTIFY_CLOSED) before it closes
+ * the socket, so the watchdog never touches a descriptor that was reused. */
+
+enum { WATCH_HEADERS, WATCH_BODY, WATCH_ANSWER };
+
+struct conn_watch {
+    MHD_socket fd;
+    int phase;
+    int64_t since_us;
+    struct conn_watch *prev, *next;
+};
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct ferry_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn_watch *w = ci ? ferry_calloc(1, sizeof *w) : NULL;
+        *socket_context = w;
+        if (w == NULL) return;
+        w->fd = ci->connect_fd;
+        w->phase = WATCH_HEADERS;
+        w->since_us = ferry_now_mono_us();
+        pthread_mutex_lock(&s->watch_lock);
+        w->next = s->watch;
+        if (s->watch) s->watch->prev = w;
+        s->watch = w;
+        pthread_mutex_unlock(&s->watch_lock);
+        return;
+    }
+    struct conn_watch *w = *socket_context;
+    if (w == NULL) return;
+    pthread_mutex_lock(&s->watch_lock);
+    if (w->prev) w->prev->next = w->next;
+    else s->watch = w->next;
+    if (w->next) w->next->prev = w->prev;
+    pthread_mutex_unlock(&s->watch_lock);
+    ferry_free(w);
+    *socket_context = NULL;
+}
+
+/* The connection now waits for (or answers) the given part of a request. */
+static void watch_phase(struct ferry_server *s, struct MHD_Connection *conn, int phase)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn_watch *w = ci ? ci->socket_context : NULL;
+    if (w == NULL) return;
+    pthread_mutex_lock(&s->watch_lock);
+    w->phase = phase;
+    w->since_us = ferry_now_mono_us();
+    pthread_mutex_unlock(&s->watch_lock);
+}
+
+static void *watch_main(void *arg)
+{
+    struct ferry_server *s = arg;
+    pthread_mutex_lock(&s->watch_lock);
+    while (!atomic_load(&s->stopping)) {
+        int64_t now = ferry_now_mono_us();
+        for (struct conn_watch *w = s->watch; w; w = w->next) {
+            int64_t limit = w->phase == WATCH_HEADERS ? HEADER_DEADLINE_S
+                            : w->phase == WATCH_BODY  ? BODY_DEADLINE_S
+                                                      : 0;
+            if (limit == 0 || now - w->since_us <= limit * 1000000) continue;
+            shutdown(w->fd, SHUT_RDWR);
+            w->phase = WATCH_ANSWER; /* cut once */
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->watch_cond, &s->watch_lock, &ts);
+    }
+    pthread_mutex_unlock(&s->watch_lock);
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -780,6 +868,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->token = -1;
         cs->started_us = ferry_now_mono_us();
         *con_cls = cs;
+        watch_phase(s, conn, WATCH_BODY);
         atomic_fetch_add(&s->requests, 1);
         if (!request_utf8_ok(conn, url)) {
             cs->answered = true;
@@ -874,15 +963,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     memcpy(rq.params, cs->params, sizeof rq.params);
     if (strcmp(method, "GET") != 0 && !cs->route->public_route)
         audit(s, cs->token, "audit.request", method, cs->route->path);
+    watch_phase(s, conn, WATCH_ANSWER);
     return cs->route->fn(&rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)conn, (void)toe;
+    (void)toe;
     struct conn_state *cs = *con_cls;
     if (cs == NULL) return;
+    watch_phase(cls, conn, WATCH_HEADERS); /* a kept-alive connection's next request */
     for (int i = 0; i < MAX_PARAMS; i++)
         ferry_free(cs->params[i]);
     /* a body may be a secret's value (PUT /v1/secrets/{name}) */
@@ -920,10 +1011,12 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
     pthread_cond_init(&s->pool_cond, NULL);
     pthread_mutex_init(&s->hub_lock, NULL);
     pthread_mutex_init(&s->stats_lock, NULL);
+    pthread_mutex_init(&s->watch_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->hub_cond, &ca);
+    pthread_cond_init(&s->watch_cond, &ca);
     pthread_condattr_destroy(&ca);
     int rc = FERRY_OK;
     for (int i = 0; i < POOL_SIZE && rc == FERRY_OK; i++)
@@ -934,13 +1027,16 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
         s->hub_seq = ferry_store_event_last_seq(s->pool[0]);
         s->ring_base = s->hub_seq;
         s->hub_started = pthread_create(&s->hub_thread, NULL, hub_main, s) == 0;
+        s->watch_started = pthread_create(&s->watch_thread, NULL, watch_main, s) == 0;
+        if (!s->watch_started)
+            rc = ferry_error_set(err, FERRY_EIO, "server", "cannot start the deadline watchdog");
     }
     if (rc == FERRY_OK) {
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                          MHD_USE_POLL | MHD_USE_ERROR_LOG;
         s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                   (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                                  s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
+                                  s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                   (unsigned)(o->max_per_address ? o->max_per_address : 32),
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
@@ -972,6 +1068,10 @@ void ferry_server_stop(struct ferry_server *s)
     pthread_mutex_lock(&s->hub_lock);
     pthread_cond_broadcast(&s->hub_cond);
     pthread_mutex_unlock(&s->hub_lock);
+    pthread_mutex_lock(&s->watch_lock);
+    pthread_cond_broadcast(&s->watch_cond);
+    pthread_mutex_unlock(&s->watch_lock);
+    if (s->watch_started) pthread_join(s->watch_thread, NULL);
     if (s->mhd) MHD_stop_daemon(s->mhd);
     if (s->hub_started) pthread_join(s->hub_thread, NULL);
     for (int i = 0; i < POOL_SIZE; i++)
@@ -982,6 +1082,8 @@ void ferry_server_stop(struct ferry_server *s)
     pthread_cond_destroy(&s->hub_cond);
     pthread_mutex_destroy(&s->hub_lock);
     pthread_mutex_destroy(&s->stats_lock);
+    pthread_cond_destroy(&s->watch_cond);
+    pthread_mutex_destroy(&s->watch_lock);
     pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->pool_lock);
     ferry_free(s);

@@ -21,6 +21,9 @@ struct ferry_store;
 #define MAX_TOKENS 64
 #define IDLE_TIMEOUT_S 60  /* a connection silent this long (headers, body, a stalled reader) is closed */
 #define BODY_DEADLINE_S 30 /* a request body must arrive within this many seconds */
+#define HEADER_DEADLINE_S 10 /* a request's headers must be complete within this many seconds */
+
+struct conn_watch;
 
 struct ferry_server {
     struct ferry_server_options o;
@@ -67,6 +70,12 @@ struct ferry_server {
         char resource[128];
     } lag[DEPTH_SLOTS];
     int n_lag;
+    /* every open connection and the deadline of the request part it waits for (http.c) */
+    pthread_mutex_t watch_lock;
+    pthread_cond_t watch_cond;
+    struct conn_watch *watch;
+    pthread_t watch_thread;
+    bool watch_started;
     /* open event streams, in total and per token (under stats_lock) */
     int streams_total_open;
     int streams_by_token[MAX_TOKENS];

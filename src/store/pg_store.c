@@ -171,6 +171,24 @@ static int code_for_sqlstate(const char *s, bool connection_lost)
     return FERRY_ESTORE;
 }
 
+/* rc, with err marked transient (ferry_error_is_transient): the same work may succeed. */
+static int transient(int rc, struct ferry_error *err)
+{
+    ferry_error_set_transient(err);
+    return rc;
+}
+
+/* A store that is restarting, refusing or unreachable may be back soon: the caller (a run's
+ * retries, a control loop's next tick) may try again. Credentials and names are permanent. */
+static bool connect_failure_transient(const char *msg)
+{
+    static const char *const permanent[] = {"password", "authentication", "does not exist",
+                                            "permission denied", "no pg_hba.conf", NULL};
+    for (int i = 0; permanent[i]; i++)
+        if (strstr(msg, permanent[i])) return false;
+    return true;
+}
+
 /* "state LABEL: what: message" for a failed statement (r may be NULL). */
 static int pgfail(struct pg_db *d, const PGresult *r, const char *what, struct ferry_error *err)
 {
@@ -181,9 +199,12 @@ static int pgfail(struct pg_db *d, const PGresult *r, const char *what, struct f
     clean_message(primary ? primary : PQerrorMessage(d->c), d->password, msg, sizeof msg);
     bool lost = PQstatus(d->c) != CONNECTION_OK;
     int code = code_for_sqlstate(d->sqlstate, lost);
-    if (lost)
-        return ferry__sdb_fail(&d->base, code, "libpq", err,
-                               "%s: lost the connection to the server (%s)", what, msg);
+    /* a server restarting (admin shutdown, crash, cannot connect now) is a transient loss */
+    if (lost || !strncmp(d->sqlstate, "08", 2) || !strncmp(d->sqlstate, "57P0", 4)) {
+        return transient(ferry__sdb_fail(&d->base, code, "libpq", err,
+                                         "%s: lost the connection to the server (%s)", what, msg),
+                         err);
+    }
     if (code == FERRY_ETIMEOUT && strcmp(d->sqlstate, "55P03") == 0)
         return ferry__sdb_fail(&d->base, code, "libpq", err,
                                "%s: a row or lock stayed held by another session for more than"
@@ -203,18 +224,19 @@ static int ensure_connected(struct pg_db *d, const char *what, struct ferry_erro
 {
     if (PQstatus(d->c) == CONNECTION_OK) return FERRY_OK;
     if (d->tx)
-        return ferry__sdb_fail(&d->base, FERRY_EIO, "libpq", err,
-                               "%s: lost the connection to the server inside a transaction;"
-                               " the server rolled it back",
-                               what);
+        return transient(ferry__sdb_fail(&d->base, FERRY_EIO, "libpq", err,
+                                         "%s: lost the connection to the server inside a "
+                                         "transaction; the server rolled it back",
+                                         what),
+                         err);
     PQreset(d->c);
     if (PQstatus(d->c) != CONNECTION_OK) {
         char msg[600];
         clean_message(PQerrorMessage(d->c), d->password, msg, sizeof msg);
-        return ferry__sdb_fail(&d->base, FERRY_EIO, "libpq", err,
-                               "%s: lost the connection to the server and cannot connect again"
-                               " (%s)",
-                               what, msg);
+        ferry__sdb_fail(&d->base, FERRY_EIO, "libpq", err,
+                        "%s: lost the connection to the server and cannot connect again (%s)",
+                        what, msg);
+        return connect_failure_transient(msg) ? transient(FERRY_EIO, err) : FERRY_EIO;
     }
     for (size_t i = 0; i < SDB_CACHE_SLOTS; i++)
         if (d->base.cache[i].stmt)
@@ -674,7 +696,7 @@ static int connect_new(struct pg_db *d, struct ferry_error *err)
                              PQdb(d->c) ? PQdb(d->c) : "?", PQuser(d->c) ? PQuser(d->c) : "?", msg);
     PQfinish(d->c);
     d->c = NULL;
-    return rc;
+    return connect_failure_transient(msg) ? transient(rc, err) : rc;
 }
 
 /* postgres://USER@HOST:PORT/DATABASE?schema=S: what the user may see of the URL. */

@@ -17,8 +17,10 @@
 
 #define FERRY_SECRETBOX_KEY_BYTES 32
 
-/* Environment variable through which ferry serve hands the key's hex to its workers. */
+/* The key's text for `ferry run`, `ferry secrets` and workers started by hand. */
 #define FERRY_SECRETBOX_KEY_ENV "FERRY_STORE_KEY"
+/* The descriptor (a sealed memfd) through which ferry serve hands the key to its workers. */
+#define FERRY_SECRETBOX_KEY_FD_ENV "FERRY_STORE_KEY_FD"
 
 int ferry_secretbox_key_parse(const char *text, const char *what,
                               uint8_t key[FERRY_SECRETBOX_KEY_BYTES], struct ferry_error *err);

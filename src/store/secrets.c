@@ -2,8 +2,14 @@
 #include "store/secrets.h"
 
 #include <sodium.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ferry/config.h"
 #include "ferry/core.h"
@@ -126,18 +132,68 @@ static int resolve_from_store(const char *name, const char *what, char **out,
     return rc;
 }
 
+/* ---- the key's way from ferry serve to its workers ----
+ * Not the environment (which every child of a worker inherits and which tools show): a
+ * sealed memfd holding the key's hex, left open across exec, its number in
+ * FERRY_STORE_KEY_FD. A worker reads it once at start, closes it and drops the variable,
+ * so nothing it starts in turn inherits the key. */
+
+#define KEY_FD_NAME "ferry-store-key"
+
+int ferry_secrets_key_handoff(const uint8_t key[FERRY_SECRETBOX_KEY_BYTES],
+                              struct ferry_error *err)
+{
+    char hex[65], num[16];
+    ferry_secretbox_key_hex(key, hex);
+    int fd = memfd_create(KEY_FD_NAME, MFD_ALLOW_SEALING); /* no MFD_CLOEXEC: workers inherit */
+    bool ok = fd >= 0 && write(fd, hex, 64) == 64 &&
+              fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
+    explicit_bzero(hex, sizeof hex);
+    snprintf(num, sizeof num, "%d", fd);
+    if (!ok || setenv(FERRY_SECRETBOX_KEY_FD_ENV, num, 1) != 0) {
+        if (fd >= 0) close(fd);
+        return ferry_error_set(err, FERRY_EIO, "secrets",
+                               "cannot hand the secret key on to the workers: %s", strerror(errno));
+    }
+    unsetenv(FERRY_SECRETBOX_KEY_ENV);
+    return FERRY_OK;
+}
+
+/* The key text from the descriptor named by FERRY_STORE_KEY_FD (when it is the server's
+ * memfd), closed and forgotten; false when there is none. */
+static bool key_from_fd(char *text, size_t len)
+{
+    const char *v = getenv(FERRY_SECRETBOX_KEY_FD_ENV);
+    if (v == NULL || v[0] == '\0') return false;
+    long fl = strtol(v, NULL, 10);
+    int fd = fl > 2 && fl < 65536 ? (int)fl : -1;
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t tl = fd >= 0 ? readlink(link, target, sizeof target - 1) : -1;
+    bool ours = tl > 0 && (target[tl] = '\0', strncmp(target, "/memfd:" KEY_FD_NAME, 22) == 0);
+    ssize_t got = ours ? pread(fd, text, len - 1, 0) : -1;
+    if (ours) close(fd);
+    unsetenv(FERRY_SECRETBOX_KEY_FD_ENV);
+    if (got <= 0) return false;
+    text[got] = '\0';
+    return true;
+}
+
 int ferry_secrets_hook_install(const char *state_url, struct ferry_error *err)
 {
     ferry_free(g_state_url);
     g_state_url = ferry_strdup(state_url ? state_url : ferry_store_default_url());
     if (g_state_url == NULL) return ferry_error_set(err, FERRY_ENOMEM, "secrets", "out of memory");
-    const char *k = getenv(FERRY_SECRETBOX_KEY_ENV);
+    char fd_text[128];
+    bool from_fd = key_from_fd(fd_text, sizeof fd_text);
+    const char *k = from_fd ? fd_text : getenv(FERRY_SECRETBOX_KEY_ENV);
     g_have_key = false;
     ferry_error_clear(&g_key_err);
     /* A malformed key fails the first secret: lookup, not every command. */
     if (k && k[0])
         g_have_key = ferry_secretbox_key_parse(k, FERRY_SECRETBOX_KEY_ENV, g_key, &g_key_err) ==
                      FERRY_OK;
+    explicit_bzero(fd_text, sizeof fd_text);
     ferry_secret_store_hook(resolve_from_store);
     return FERRY_OK;
 }

@@ -7,10 +7,16 @@
  * in one transaction: all or nothing (a secret the old key cannot open stops it).
  *
  * ferry_secrets_hook_install() makes ferry_secret_resolve() answer `secret:NAME` from the
- * store at state_url, with the key read once, now, from FERRY_STORE_KEY (hex or base64
- * of 32 bytes; how ferry serve hands its --secret-key to workers). Call it before any
- * thread starts. Without the variable, or with a malformed one, secret: references fail
- * naming the variable (other work goes on). */
+ * store at state_url, with the key read once, now: from the sealed memfd named by
+ * FERRY_STORE_KEY_FD (how ferry serve hands its --secret-key to workers, see
+ * ferry_secrets_key_handoff(); read, closed and the variable dropped), else from
+ * FERRY_STORE_KEY (hex or base64 of 32 bytes). Call it before any thread starts. Without a
+ * key, or with a malformed one, secret: references fail naming the variable (other work
+ * goes on).
+ *
+ * ferry_secrets_key_handoff() (ferry serve, before any thread starts): the key's hex in a
+ * sealed memfd inherited by the processes it starts, FERRY_STORE_KEY_FD set to its number
+ * and FERRY_STORE_KEY removed from the environment. */
 #ifndef FERRY_STORE_SECRETS_H
 #define FERRY_STORE_SECRETS_H
 
@@ -31,5 +37,7 @@ int ferry_secrets_rotate(struct ferry_store *st, const uint8_t old_key[FERRY_SEC
                          const uint8_t new_key[FERRY_SECRETBOX_KEY_BYTES], int *count,
                          struct ferry_error *err);
 int ferry_secrets_hook_install(const char *state_url, struct ferry_error *err);
+int ferry_secrets_key_handoff(const uint8_t key[FERRY_SECRETBOX_KEY_BYTES],
+                              struct ferry_error *err);
 
 #endif

@@ -69,7 +69,9 @@ paths: ["$T/out"]
 hosts: ["127.0.0.1/32:$PGPORT"]
 secrets: ["api*"]
 EOF2
-start_serve --policy "$T/policy.yaml" --tokens "$T/tokens.txt" --secret-key "file:$T/k1" --workers 1
+# every checkpoint save of a worker waits 2 s: time to look at a running worker (below)
+FERRY_FAILPOINTS='before_checkpoint_save=sleep(2000)' \
+  start_serve --policy "$T/policy.yaml" --tokens "$T/tokens.txt" --secret-key "file:$T/k1" --workers 1
 put_as() { # ROLE NAME VALUE: status to stdout
   printf '%s' "$3" | curl -sS -o put.json -w '%{http_code}' -X PUT -H "Authorization: Bearer ${TOK[$1]}" \
     --data-binary @- "$BASE/v1/secrets/$2"
@@ -111,8 +113,33 @@ run_and_wait() { # NAME: sets RUN_ID and RUN_STATE (its final state)
 copy_yaml api apiurl "$T/out/api.db" > api.yaml
 api POST /v1/pipelines --data-binary @api.yaml > /dev/null
 [ "$CODE" = 201 ] || [ "$CODE" = 200 ] || fail "register api: $CODE $BODY"
-run_and_wait api
+api POST /v1/pipelines/api/runs > /dev/null
+RUN_ID=$(printf '%s' "$BODY" | jq -r '.id // .run.id')
+# The key reaches the worker through an inherited sealed memfd it reads and closes at start:
+# neither the server's nor the running worker's environment holds it, nor does the worker
+# keep the descriptor.
+wpid=""
+for _ in $(seq 1 600); do
+  wpid=$(api GET "/v1/runs/$RUN_ID" | jq -r 'select(.state == "running" and .pid > 0) | .pid')
+  [ -n "$wpid" ] && [ -r "/proc/$wpid/environ" ] && break
+  sleep 0.05
+done
+[ -n "$wpid" ] || fail "the api run's worker was never seen running: $BODY"
+KEYHEX=$(tr -d '\n' < "$T/k1")
+for p in "$SERVE_PID" "$wpid"; do
+  tr '\0' '\n' < "/proc/$p/environ" > env.$p
+  grep -q '^FERRY_STORE_KEY=' env.$p && fail "process $p has FERRY_STORE_KEY in its environment"
+  grep -qiF "$KEYHEX" env.$p && fail "process $p has the key in its environment"
+done
+ls -l "/proc/$wpid/fd" | grep -q 'memfd:ferry-store-key' && fail "the worker kept the key's descriptor open"
+ls -l "/proc/$SERVE_PID/fd" | grep -q 'memfd:ferry-store-key' || fail "the server holds no key descriptor (is the test looking at the right thing?)"
+for _ in $(seq 1 600); do
+  RUN_STATE=$(run_state "$RUN_ID")
+  case "$RUN_STATE" in completed|failed|canceled) break ;; esac
+  sleep 0.1
+done
 [ "$RUN_STATE" = completed ] || fail "api run: $(api GET "/v1/runs/$RUN_ID")"
+pass "the key reaches the worker through a memfd it closes; no environment holds it"
 [ "$(rows_in "$T/out/api.db")" = "500:125250" ] || fail "api copy: $(rows_in "$T/out/api.db")"
 pass "a worker of ferry serve resolves secret:apiurl (key from --secret-key) and copies every row"
 

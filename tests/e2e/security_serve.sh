@@ -13,6 +13,7 @@
 #      is stopped by the child's deadline while the server keeps answering;
 #   3. the transport: GET /v1/runs/%FF and invalid UTF-8 bodies answer 400 JSON; 200 slow
 #      connections from 127.0.0.2 while a client on 127.0.0.1 is served within a second; a
+#      client never idle but never done with its headers (or its body) cut at the deadline; a
 #      1 MiB hostile YAML body answered without the server growing by 32 MiB; event streams
 #      capped (503 + Retry-After); state and worker log files 0600.
 source "$(dirname "$0")/lib.sh"
@@ -194,6 +195,36 @@ held=$(ss -tn state established "( dport = :$PORT )" src 127.0.0.2 | tail -n +2 
 [ "$held" -le 32 ] || fail "the server holds $held connections from 127.0.0.2 (limit 32)"
 kill "$SLOW_PID" 2>/dev/null || true
 pass "200 slow connections from 127.0.0.2 ($held held, limit 32); 127.0.0.1 served within a second"
+# slowloris: one client that is never idle (a header byte every second, never finishing) is
+# cut at the header deadline (10 s, a total, not an idle timeout of 60 s); it is given 45 s.
+# Meanwhile another trickles a body (complete headers, then a byte a second of a declared
+# 100000): cut at the body deadline (30 s after its headers); it is given 75 s.
+node -e '
+const s = require("net").connect(+process.argv[1], "127.0.0.1", () => s.write(`POST /v1/connectors/validate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${process.argv[2]}\r\nContent-Type: application/yaml\r\nContent-Length: 100000\r\n\r\n`));
+let sent = 0;
+const t = setInterval(() => { if (!s.destroyed) { s.write("a"); sent++; } }, 1000);
+s.on("error", () => {});
+s.on("close", () => { clearInterval(t); console.log(`closed after ${sent} bytes`); process.exit(0); });
+setTimeout(() => { console.log(`still open after ${sent} bytes`); process.exit(1); }, 75000);
+' "$PORT" "$TOKEN" > slowbody.out &
+SLOWBODY_PID=$!
+node -e '
+const s = require("net").connect(+process.argv[1], "127.0.0.1", () => s.write("GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+let sent = 0;
+const t = setInterval(() => { if (!s.destroyed) { s.write("a"); sent++; } }, 1000);
+s.on("error", () => {});
+s.on("close", () => { clearInterval(t); console.log(`closed after ${sent} bytes`); process.exit(0); });
+setTimeout(() => { console.log(`still open after ${sent} bytes`); process.exit(1); }, 45000);
+' "$PORT" > slowloris.out || fail "a client trickling its headers was not cut: $(cat slowloris.out)"
+sent=$(grep -o '[0-9]*' slowloris.out)
+[ "$sent" -ge 3 ] || fail "the trickling client was cut before its header deadline: $(cat slowloris.out)"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE/v1/pipelines")
+[ "$code" = 200 ] || fail "after the slowloris client: $code"
+pass "a client sending one header byte a second is cut at the header deadline ($(cat slowloris.out))"
+wait "$SLOWBODY_PID" || fail "a client trickling its body was not cut: $(cat slowbody.out)"
+sent=$(grep -o '[0-9]*' slowbody.out)
+[ "$sent" -ge 15 ] || fail "the trickling body was cut before its deadline: $(cat slowbody.out)"
+pass "a client sending one body byte a second is cut at the body deadline ($(cat slowbody.out))"
 stop_serve
 for secret in "$SOME_SECRET" "$SHADOW_LINE" "$PASSWD_LINE"; do
   grep -qF -- "$secret" "$T/responses.log" "$T/serve.out" "$T/serve.err" "$T/state.db" "$T"/logs/*.log 2>/dev/null \
@@ -239,6 +270,32 @@ curl -sS -m 2 -o /dev/null -H "Authorization: Bearer $TOKEN" "$BASE/v1/pipelines
 wait "$DPID" || true
 jq -e '.error.code' glob.out > /dev/null || fail "hanging discover: $(cat glob.out)"
 pass "a discover on a FIFO behind a glob is answered ($(jq -r .error.code glob.out)), never hangs; the server kept answering"
+
+# validate is parsing only (docs/security.md): it opens no file and connects nowhere. A FIFO
+# behind a glob as the source (opening it with no writer would block the answer), a sink file
+# in a folder that does not exist (validate must not create it), our listener as the
+# database (through an env: reference) and as the object store: the answer comes, the
+# listener hears nothing, nothing was created and the FIFO was never opened (a writer finds
+# no reader: ENXIO).
+mkdir -p "$T/vglob"
+mkfifo "$T/vglob/a.csv"
+export FERRY_SECRET_PGURL="postgresql://u@127.0.0.1:$LPORT/db"
+cat > v.yaml <<EOF
+version: 1
+name: v
+source: {type: postgres, url: env:FERRY_SECRET_PGURL, resources: [{table: public.t, mode: full}]}
+sink: {type: s3, bucket: b, endpoint: "http://127.0.0.1:$LPORT", access_key_id: env:FERRY_SECRET_K, secret_access_key: env:FERRY_SECRET_K, format: parquet}
+EOF
+printf 'version: 1\nname: v2\nsource: {type: files, format: csv, resources: [{table: t, path: "%s/vglob/*.csv"}]}\nsink: {type: sqlite, path: "%s/vnew/out.db", write: append}\n' "$T" "$T" > v2.yaml
+for f in v.yaml v2.yaml; do
+  api POST /v1/connectors/validate --data-binary @"$f" -m 10 > /dev/null
+  [ "$CODE" = 200 ] && printf '%s' "$BODY" | jq -e '.valid' > /dev/null || fail "validate $f: $CODE $BODY"
+done
+node -e 'const fs=require("fs");try{fs.openSync(process.argv[1],fs.constants.O_WRONLY|fs.constants.O_NONBLOCK);process.exit(1)}catch(e){process.exit(e.code==="ENXIO"?0:1)}' "$T/vglob/a.csv" \
+  || fail "the FIFO has a reader: validate opened it"
+[ ! -e "$T/vnew" ] || fail "validate created the sink's folder"
+listener_silent "validate"
+pass "validate opens no file (a FIFO source, a new sink file) and connects nowhere (database, object store)"
 
 # event streams: at most 2 per token (--max-streams 2); the third gets 503 + Retry-After
 printf 'version: 1\nname: waits\nsource: {type: sample, rows: 1, resources: [{table: orders, mode: full}]}\nsink: {type: "null"}\n' > w.yaml

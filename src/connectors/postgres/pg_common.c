@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "connectors/postgres/pg_common.h"
+#include "net/pins.h"
 
 #define NAMEDATALEN_MAX 63
 
@@ -166,6 +167,26 @@ int ferry__pg_connect(const char *url, const struct ferry_pg_conn_opts *opts, co
     return ferry__pg_connect_ex(url, opts, NULL, what, out, err);
 }
 
+/* The approved address of the url's one host, when the worker's policy check pinned it:
+ * libpq then connects there (hostaddr) and keeps the name for TLS and authentication. */
+static bool pinned_hostaddr(const char *url, char *addr, size_t len)
+{
+    PQconninfoOption *info = PQconninfoParse(url, NULL);
+    if (info == NULL) return false;
+    const char *host = NULL, *port = NULL, *hostaddr = NULL;
+    for (PQconninfoOption *o = info; o->keyword; o++) {
+        if (!strcmp(o->keyword, "host")) host = o->val;
+        else if (!strcmp(o->keyword, "port")) port = o->val;
+        else if (!strcmp(o->keyword, "hostaddr")) hostaddr = o->val;
+    }
+    bool ok = host && host[0] && host[0] != '/' && !strchr(host, ',') &&
+              !(hostaddr && hostaddr[0]) && !(port && strchr(port, ',')) &&
+              ferry_pins_find(host, port && port[0] ? (int)strtol(port, NULL, 10) : 5432, addr,
+                              len);
+    PQconninfoFree(info);
+    return ok;
+}
+
 int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
                          const char *replication, const char *what, PGconn **out,
                          struct ferry_error *err)
@@ -182,12 +203,15 @@ int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
     snprintf(user_timeout, sizeof user_timeout, "%" PRId64, idle * 2);
     /* expand_dbname: the url is expanded where "dbname" stands, and the keywords after it
      * override what it says; fallback_application_name lets a url choose its own name. */
-    const char *keys[] = {"dbname",          "connect_timeout",     "fallback_application_name",
-                          "keepalives",      "keepalives_idle",     "keepalives_interval",
-                          "keepalives_count", "tcp_user_timeout",   "client_encoding",
-                          replication ? "replication" : NULL, NULL};
-    const char *vals[] = {url,  connect_timeout, "ferry",      "1",  keep_idle,
-                          keep_interval, "3",    user_timeout, "UTF8", replication, NULL};
+    const char *keys[12] = {"dbname",          "connect_timeout",     "fallback_application_name",
+                            "keepalives",      "keepalives_idle",     "keepalives_interval",
+                            "keepalives_count", "tcp_user_timeout",   "client_encoding"};
+    const char *vals[12] = {url,  connect_timeout, "ferry",      "1",  keep_idle,
+                            keep_interval, "3",    user_timeout, "UTF8"};
+    int nk = 9;
+    if (replication) keys[nk] = "replication", vals[nk++] = replication;
+    char pin[64]; /* the address the worker's policy check approved (net/pins.h) */
+    if (pinned_hostaddr(url, pin, sizeof pin)) keys[nk] = "hostaddr", vals[nk++] = pin;
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c == NULL) return ferry_error_set(err, FERRY_ENOMEM, "libpq", "%s: out of memory", what);
     if (PQstatus(c) != CONNECTION_OK) {

@@ -64,6 +64,11 @@ struct target {
     char *copy_sql;
     char *upsert_sql; /* upsert/merge */
     char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
+    /* Columns carried as the source type's text into a destination column of that type:
+     * per field the type (without typmod) the staging table's text is cast to, else NULL;
+     * insert_sql moves an append/replace batch from the staging table (see plan_casts). */
+    char **cast;
+    char *insert_sql;
     int soft_col;     /* merge: the target's soft_delete field, else -1 */
     char uri[512];
 };
@@ -113,6 +118,10 @@ static void free_target(struct target *t)
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
     ferry_free(t->delete_sql);
+    ferry_free(t->insert_sql);
+    for (int i = 0; t->cast && t->schema && i < t->schema->n_fields; i++)
+        ferry_free(t->cast[i]);
+    ferry_free(t->cast);
     ferry_schema_unref(t->schema);
 }
 
@@ -287,6 +296,7 @@ struct dest_col {
     uint32_t base_oid;
     int32_t base_typmod;
     char recv[32]; /* pg_type.typreceive, e.g. "enum_recv" */
+    char *cast_type; /* format_type(oid, NULL): the column's type without its typmod */
 };
 
 static void dest_cols_free(struct dest_col *c, int n)
@@ -294,6 +304,7 @@ static void dest_cols_free(struct dest_col *c, int n)
     for (int i = 0; i < n; i++) {
         ferry_free(c[i].name);
         ferry_free(c[i].type);
+        ferry_free(c[i].cast_type);
     }
     ferry_free(c);
 }
@@ -322,7 +333,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
                    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text "
+                   "b.oid, b.typmod, bt.typreceive::text, pg_catalog.format_type(a.atttypid, NULL) "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -352,12 +363,13 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
         c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
         c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
         snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
+        c[k].cast_type = ferry_strdup(PQgetvalue(r, i, 8));
         if (c[k].base_oid == 0) {
             c[k].base_oid = c[k].oid;
             c[k].base_typmod = c[k].typmod;
         }
         k++;
-        if (c[k - 1].name == NULL || c[k - 1].type == NULL) {
+        if (c[k - 1].name == NULL || c[k - 1].type == NULL || c[k - 1].cast_type == NULL) {
             PQclear(r);
             dest_cols_free(c, k);
             return oom(err);
@@ -377,15 +389,58 @@ static void field_type_text(const struct ferry_field *f, char *buf, size_t len)
         snprintf(buf, len, "%s", ferry_type_name(f->type));
 }
 
-static int column_def(struct ferry_buf *b, const struct ferry_field *f, bool not_null,
-                      struct ferry_error *err)
+/* Whether the destination knows type `type` (a format_type text); false also when asking
+ * failed (the caller then uses ferry's own mapping). */
+static bool type_known(struct sink *s, const char *type)
 {
-    char type[64];
-    ferry__pg_sql_type(f, type, sizeof type);
-    int rc = ferry__pg_quote_ident(b, f->name, err);
+    const char *p[1] = {type};
+    PGresult *r = PQexecParams(s->conn, "SELECT pg_catalog.to_regtype($1) IS NOT NULL", 1, NULL,
+                               p, NULL, NULL, 0);
+    bool known = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                 PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    return known;
+}
+
+/* The type of a column ferry creates: the source's own type (from a postgres source) when
+ * the destination has it, as named or as a user type of that name in the sink's schema;
+ * else ferry's mapping (ferry__pg_sql_type). *out is owned by the caller. */
+static int creation_type(struct sink *s, const struct ferry_field *f, char **out,
+                         struct ferry_error *err)
+{
+    const char *origin = ferry__pg_origin(f);
+    char mapped[64];
+    *out = NULL;
+    if (origin != NULL && type_known(s, origin)) {
+        *out = ferry_strdup(origin);
+    } else if (origin != NULL && ferry__pg_unqualified(origin) != origin) {
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        int rc = ferry__pg_quote_ident(&b, s->schema, err);
+        if (rc == FERRY_OK &&
+            ferry_buf_printf(&b, ".%s", ferry__pg_unqualified(origin)) != FERRY_OK)
+            rc = oom(err);
+        if (rc == FERRY_OK && type_known(s, b.data)) *out = ferry_buf_take(&b);
+        ferry_buf_release(&b);
+        if (rc != FERRY_OK) return rc;
+    }
+    if (*out == NULL) {
+        ferry__pg_sql_type(f, mapped, sizeof mapped);
+        *out = ferry_strdup(mapped);
+    }
+    return *out ? FERRY_OK : oom(err);
+}
+
+static int column_def(struct sink *s, struct ferry_buf *b, const struct ferry_field *f,
+                      bool not_null, struct ferry_error *err)
+{
+    char *type = NULL;
+    int rc = creation_type(s, f, &type, err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, f->name, err);
     if (rc == FERRY_OK &&
         ferry_buf_printf(b, " %s%s", type, not_null ? " NOT NULL" : "") != FERRY_OK)
         rc = oom(err);
+    ferry_free(type);
     return rc;
 }
 
@@ -415,7 +470,7 @@ static int create_table(struct sink *s, const char *table, const struct ferry_sc
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK)
-            rc = column_def(&b, &sc->fields[i],
+            rc = column_def(s, &b, &sc->fields[i],
                             !sc->fields[i].nullable || sc->fields[i].key_pos > 0, err);
     }
     if (declare_key && sc->n_key > 0 && rc == FERRY_OK) {
@@ -438,7 +493,7 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " ADD COLUMN ") != FERRY_OK) rc = oom(err);
     /* Nullable: the rows already there have no value for it. */
-    if (rc == FERRY_OK) rc = column_def(&b, f, false, err);
+    if (rc == FERRY_OK) rc = column_def(s, &b, f, false, err);
     char what[240];
     snprintf(what, sizeof what, WHAT ": adding column \"%s\" to table \"%s\".\"%s\"", f->name,
              s->schema, table);
@@ -472,6 +527,94 @@ static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int c
         w.chars = !strcmp(d->recv, "bpcharrecv") ? -n : n;
     }
     return w;
+}
+
+/* A column of the source's own type (the field's origin_type names the destination column's
+ * type): values a native format refused only for the column's typmod (a time(0) source
+ * gives what time(0) holds), and the text of types ferry has no twin for (arrays, ranges,
+ * interval, inet, geometric types...), which the destination casts from the staging table
+ * (plan_casts): the type's own output read back by its own input. */
+static int origin_wire(struct target *t, int i, const struct dest_col *d, struct ferry_error *err)
+{
+    const struct ferry_field *f = &t->schema->fields[i];
+    if (!ferry__pg_same_type(ferry__pg_origin(f), d->type)) return FERRY_OK;
+    if (f->type != FERRY_TYPE_UTF8) {
+        t->wire[i].wire = ferry__pg_wire_for(f, d->base_oid, -1);
+        return FERRY_OK;
+    }
+    t->cast[i] = ferry_strdup(d->cast_type);
+    if (t->cast[i] == NULL) return oom(err);
+    t->wire[i] = (struct ferry_pg_wire_col){i, FERRY_PG_WIRE_TEXT, 0};
+    return FERRY_OK;
+}
+
+/* Column i of the staging table as the destination takes it: `alias."name"`, cast to the
+ * destination's type when it is carried as text. */
+static int staged_col(struct ferry_buf *b, const struct target *t, int i, const char *alias,
+                      struct ferry_error *err)
+{
+    if (alias && ferry_buf_printf(b, "%s.", alias) != FERRY_OK) return oom(err);
+    int rc = ferry__pg_quote_ident(b, t->schema->fields[i].name, err);
+    if (rc == FERRY_OK && t->cast && t->cast[i] && ferry_buf_printf(b, "::%s", t->cast[i]) != FERRY_OK)
+        rc = oom(err);
+    return rc;
+}
+
+/* With columns carried as text (origin_wire), batches go through the session's staging
+ * table (COPY cannot cast): an upsert/merge already stages; an append/replace gets one and
+ * insert_sql, which moves each batch into `into` in batch order. */
+static int plan_casts(struct sink *s, struct target *t, const char *into, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    bool any = false;
+    for (int i = 0; i < sc->n_fields; i++)
+        any = any || t->cast[i] != NULL;
+    ferry_free(t->insert_sql);
+    t->insert_sql = NULL;
+    if (!any) return FERRY_OK;
+    if (t->temp == NULL) {
+        t->temp = ferry_asprintf("ferry_stage_%d", (int)(t - s->t));
+        if (t->temp == NULL) return oom(err);
+        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
+        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
+        t->n_wire = sc->n_fields + 2;
+    }
+    if (t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE) return FERRY_OK;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "INSERT INTO ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, into, err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (ferry_buf_printf(&b, i ? ", " : " (") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, i, NULL, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM pg_temp.") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ORDER BY \"" SEQ_COL "\"") != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && (t->insert_sql = ferry_buf_take(&b)) == NULL) rc = oom(err);
+    ferry_buf_release(&b);
+    return rc;
+}
+
+/* The refusal of a column that cannot hold the data: before any row is written. */
+static int refuse_column(struct sink *s, const char *table, const struct ferry_field *f,
+                         const struct dest_col *d, struct ferry_error *err)
+{
+    char want[64];
+    field_type_text(f, want, sizeof want);
+    const char *origin = ferry__pg_origin(f);
+    return ferry_error_set(err, FERRY_ESINK, "postgres",
+                           WHAT ": table \"%s\".\"%s\" column \"%s\" is %s but the data is %s%s%s, "
+                           "which it cannot hold exactly; ferry adds columns, it does not "
+                           "change their types",
+                           s->schema, table, f->name, d->type, want,
+                           origin ? " from a source column of type " : "", origin ? origin : "");
 }
 
 /* Creates the table or checks it (adding missing columns), then chooses each column's
@@ -515,18 +658,14 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                                  s->schema, table, f->name);
             break;
         }
+        ferry_free(t->cast[i]);
+        t->cast[i] = NULL;
         t->wire[i] = wire_for_dest(f, i, &dc[j]);
-        if (t->wire[i].wire == FERRY_PG_WIRE_NONE) {
-            char want[64];
-            field_type_text(f, want, sizeof want);
-            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
-                                 WHAT
-                                 ": table \"%s\".\"%s\" column \"%s\" is %s but the data is "
-                                 "%s, which it cannot hold exactly; ferry adds columns, it does "
-                                 "not change their types",
-                                 s->schema, table, f->name, dc[j].type, want);
-        }
+        if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, &dc[j], err);
+        if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
+            rc = refuse_column(s, table, f, &dc[j], err);
     }
+    if (rc == FERRY_OK) rc = plan_casts(s, t, table, err);
     if (rc == FERRY_OK && need_key) {
         int n_pk = 0;
         bool same = true;
@@ -625,8 +764,8 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
     }
     if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (ferry_buf_printf(&b, "%sl.", i ? ", " : "") != FERRY_OK) rc = oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, i, "l", err);
     }
     if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
     /* Soft deletes: the last live image of each key is written even when a delete follows
@@ -689,8 +828,8 @@ static int build_delete_sql(struct target *t, struct ferry_error *err)
         const char *name = sc->fields[sc->key[k]].name;
         if (ferry_buf_printf(&b, " AND d.") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
-        if (rc == FERRY_OK && ferry_buf_printf(&b, " = l.") != FERRY_OK) rc = oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, sc->key[k], "l", err);
     }
     ferry_buf_release(&cols);
     if (rc != FERRY_OK) {
@@ -742,7 +881,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_strdup(target->table);
     t->wire = ferry_calloc((size_t)sc->n_fields + 2, sizeof *t->wire);
-    if (!t->resource || !t->table || !t->wire) return oom(err);
+    t->cast = ferry_calloc((size_t)sc->n_fields + 1, sizeof *t->cast);
+    if (!t->resource || !t->table || !t->wire || !t->cast) return oom(err);
     if (t->mode == FERRY_WRITE_REPLACE) {
         t->staging = ferry_asprintf("%s__ferry_staging", t->table);
         if (t->staging == NULL) return oom(err);
@@ -836,15 +976,19 @@ static int create_temp(struct sink *s, struct target *t, struct ferry_error *err
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " AS SELECT ") != FERRY_OK) rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (ferry_buf_printf(&b, "%s", i ? ", " : "") != FERRY_OK) rc = oom(err);
+        /* a column carried as text (plan_casts) stays text until the move casts it */
+        if (ferry_buf_printf(&b, "%s%s", i ? ", " : "", t->cast[i] ? "NULL::text AS " : "") !=
+            FERRY_OK)
+            rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
     if (rc == FERRY_OK &&
         ferry_buf_printf(&b,
-                         "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM %s "
-                         "WITH NO DATA",
-                         sc->n_fields ? ", " : "", t->qtable) != FERRY_OK)
+                         "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM ",
+                         sc->n_fields ? ", " : "") != FERRY_OK)
         rc = oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " WITH NO DATA") != FERRY_OK) rc = oom(err);
     char what[200];
     snprintf(what, sizeof what, WHAT ": staging table for \"%s\".\"%s\"", s->schema, t->table);
     return exec_buf(s, &b, rc, what, err);
@@ -868,6 +1012,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
             if (rc == FERRY_OK) rc = ensure_table(s, t, t->staging, false, false, err);
+            if (rc == FERRY_OK) rc = build_copy_sql(s, t, err); /* plan_casts may stage it */
         }
         if (rc == FERRY_OK && t->temp) rc = create_temp(s, t, err);
     }
@@ -994,6 +1139,8 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
         ferry_buf_release(&q);
     }
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
+    if (rc == FERRY_OK && t->insert_sql)
+        rc = exec_step(s, t, t->insert_sql, "moving a staged batch into", err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;

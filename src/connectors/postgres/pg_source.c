@@ -315,7 +315,7 @@ static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_
     if (rc != FERRY_OK) return rc;
     sc->fields[sc->n_fields - 1].precision = p;
     sc->fields[sc->n_fields - 1].scale = scale;
-    return FERRY_OK;
+    return ferry__pg_set_origin(sc, sc->n_fields - 1, c->sql_type, err);
 }
 
 /* A cdc resource: its keys are read now (so that unknown ones are refused before a run),

@@ -65,7 +65,7 @@ struct target {
     char *upsert_sql; /* upsert/merge */
     char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
     /* Columns carried as the source type's text into a destination column of that type:
-     * per field the type (without typmod) the staging table's text is cast to, else NULL;
+     * per field the type the staging table's text is cast to, else NULL;
      * insert_sql moves an append/replace batch from the staging table (see plan_casts). */
     char **cast;
     char *insert_sql;
@@ -296,7 +296,6 @@ struct dest_col {
     uint32_t base_oid;
     int32_t base_typmod;
     char recv[32]; /* pg_type.typreceive, e.g. "enum_recv" */
-    char *cast_type; /* format_type(oid, NULL): the column's type without its typmod */
 };
 
 static void dest_cols_free(struct dest_col *c, int n)
@@ -304,7 +303,6 @@ static void dest_cols_free(struct dest_col *c, int n)
     for (int i = 0; i < n; i++) {
         ferry_free(c[i].name);
         ferry_free(c[i].type);
-        ferry_free(c[i].cast_type);
     }
     ferry_free(c);
 }
@@ -333,7 +331,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
                    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text, pg_catalog.format_type(a.atttypid, NULL) "
+                   "b.oid, b.typmod, bt.typreceive::text "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -363,13 +361,12 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
         c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
         c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
         snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
-        c[k].cast_type = ferry_strdup(PQgetvalue(r, i, 8));
         if (c[k].base_oid == 0) {
             c[k].base_oid = c[k].oid;
             c[k].base_typmod = c[k].typmod;
         }
         k++;
-        if (c[k - 1].name == NULL || c[k - 1].type == NULL || c[k - 1].cast_type == NULL) {
+        if (c[k - 1].name == NULL || c[k - 1].type == NULL) {
             PQclear(r);
             dest_cols_free(c, k);
             return oom(err);
@@ -542,7 +539,8 @@ static int origin_wire(struct target *t, int i, const struct dest_col *d, struct
         t->wire[i].wire = ferry__pg_wire_for(f, d->base_oid, -1);
         return FERRY_OK;
     }
-    t->cast[i] = ferry_strdup(d->cast_type);
+    /* the full type (bit(3), not bit): the values came from this very type */
+    t->cast[i] = ferry_strdup(d->type);
     if (t->cast[i] == NULL) return oom(err);
     t->wire[i] = (struct ferry_pg_wire_col){i, FERRY_PG_WIRE_TEXT, 0};
     return FERRY_OK;
@@ -1125,6 +1123,20 @@ static int exec_step(struct sink *s, struct target *t, const char *sql, const ch
     return exec(s, sql, what, err);
 }
 
+/* A failed move or upsert of a target with text-carried columns: the destination's cast
+ * error does not say which column, so the error names those columns. */
+static int name_cast_columns(const struct target *t, int rc, struct ferry_error *err)
+{
+    char cols[256] = "";
+    size_t n = 0;
+    for (int i = 0; rc != FERRY_OK && i < t->schema->n_fields && n < sizeof cols - 1; i++)
+        if (t->cast[i])
+            n += (size_t)snprintf(cols + n, sizeof cols - n, "%s\"%s\"", n ? ", " : "",
+                                  t->schema->fields[i].name);
+    if (n > 0) ferry_error_prefix(err, "column(s) %s, cast from the source type's text", cols);
+    return rc;
+}
+
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
@@ -1140,13 +1152,15 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     }
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
     if (rc == FERRY_OK && t->insert_sql)
-        rc = exec_step(s, t, t->insert_sql, "moving a staged batch into", err);
+        rc = name_cast_columns(
+            t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err), err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;
     if (rc == FERRY_OK && t->delete_sql && !soft)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
-    if (rc == FERRY_OK && t->upsert_sql) rc = exec_step(s, t, t->upsert_sql, "upsert into", err);
+    if (rc == FERRY_OK && t->upsert_sql)
+        rc = name_cast_columns(t, exec_step(s, t, t->upsert_sql, "upsert into", err), err);
     if (rc == FERRY_OK && t->delete_sql && soft)
         rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;

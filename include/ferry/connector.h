@@ -65,7 +65,23 @@ struct ferry_read_context {
      * replace_commits_once) and refuses to resume it into a sink durable per apply. false:
      * positions may become durable mid-shard (per_apply, distributed runs). */
     bool positions_at_end;
+    /* The sink stores the special values below exactly (its caps.special_values) and no
+     * transform reads them as text (cast, hash): a source may emit them. false: a source
+     * refuses such values naming column and row. Set by the runner once the sink is open. */
+    bool special_values;
 };
+
+/* Special values, only in batches read with ferry_read_context.special_values: +-infinity
+ * of a date32 column (INT32_MAX / INT32_MIN), of a timestamp column (INT64_MAX / INT64_MIN),
+ * and NaN of a decimal128 column ({hi INT64_MAX, lo UINT64_MAX}, beyond 38 digits). A sink
+ * declaring caps.special_values writes them as such (PostgreSQL: 'infinity', 'NaN') for
+ * fields whose origin_type says they came from a source of its own kind. */
+#define FERRY_SPECIAL_DATE_PINF INT32_MAX
+#define FERRY_SPECIAL_DATE_NINF INT32_MIN
+#define FERRY_SPECIAL_TS_PINF INT64_MAX
+#define FERRY_SPECIAL_TS_NINF INT64_MIN
+#define FERRY_SPECIAL_DEC_NAN_HI INT64_MAX
+#define FERRY_SPECIAL_DEC_NAN_LO UINT64_MAX
 
 /* One resource of the pipeline file, as the source sees it. */
 struct ferry_resource_spec {
@@ -223,6 +239,7 @@ struct ferry_sink_caps {
     bool replace_commits_once;
     bool deletes;                  /* can apply delete operations (merge) */
     bool soft_deletes;             /* merge with schema->soft_delete: marks instead (cdc) */
+    bool special_values;           /* stores the special values (ferry_read_context) */
 };
 
 /* What the sink will write for one resource. */

@@ -213,6 +213,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->encoded_integrity = true;
     caps->transactional_checkpoint = true;
     caps->atomic_replace = true;
+    caps->special_values = true; /* +-infinity, numeric NaN (of fields from a postgres source) */
     /* The swap at commit publishes the staging table whole: a paused replace must not. */
     caps->replace_commits_once = true;
     caps->deletes = true;
@@ -504,7 +505,7 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
 static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int col,
                                               const struct dest_col *d)
 {
-    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0};
+    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0, false};
     if (w.wire != FERRY_PG_WIRE_NONE) return w;
     if (d->base_oid == 26 /* oid */ &&
         (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 || f->type == FERRY_TYPE_INT32 ||
@@ -542,7 +543,7 @@ static int origin_wire(struct target *t, int i, const struct dest_col *d, struct
     /* the full type (bit(3), not bit): the values came from this very type */
     t->cast[i] = ferry_strdup(d->type);
     if (t->cast[i] == NULL) return oom(err);
-    t->wire[i] = (struct ferry_pg_wire_col){i, FERRY_PG_WIRE_TEXT, 0};
+    t->wire[i] = (struct ferry_pg_wire_col){i, FERRY_PG_WIRE_TEXT, 0, false};
     return FERRY_OK;
 }
 
@@ -573,8 +574,8 @@ static int plan_casts(struct sink *s, struct target *t, const char *into, struct
     if (t->temp == NULL) {
         t->temp = ferry_asprintf("ferry_stage_%d", (int)(t - s->t));
         if (t->temp == NULL) return oom(err);
-        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
-        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
+        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
+        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
         t->n_wire = sc->n_fields + 2;
     }
     if (t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE) return FERRY_OK;
@@ -662,6 +663,8 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
         if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, &dc[j], err);
         if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
             rc = refuse_column(s, table, f, &dc[j], err);
+        /* special values only come from a postgres source, whose infinities they are */
+        t->wire[i].specials = ferry__pg_origin(f) != NULL;
     }
     if (rc == FERRY_OK) rc = plan_casts(s, t, table, err);
     if (rc == FERRY_OK && need_key) {
@@ -921,9 +924,9 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->n_wire = sc->n_fields;
     if (keyed) {
         t->wire[sc->n_fields] =
-            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
         t->wire[sc->n_fields + 1] =
-            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
         t->n_wire += 2;
     }
     rc = connect_db(s, err);

@@ -48,6 +48,7 @@ timestamp_inf|timestamp|'infinity', '-infinity'
 timestamp_294276|timestamp|'294276-12-31 23:59:59.999999'
 timestamptz|timestamptz|'0001-01-01 00:00:00+00', '2024-02-29 12:00:00.000001+00'
 timestamptz_inf|timestamptz|'infinity', '-infinity'
+timestamptz_bc|timestamptz|'4713-01-01 00:00:00+00 BC', '294246-12-31 23:59:59.999999+00'
 interval|interval|'178000000 years', '-1 day +1 hour', '1 mon -0.000001 sec'
 uuid|uuid|'00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff'
 json|json|'{"a":1,"a":2}', '[ 1,2 ]'
@@ -113,7 +114,8 @@ short|src.short|'', 'abcde'
 pair|src.pair|'(1,"x,y")', '(,)'
 EOF
 
-MUST_CARRY="bool int2 int4 int8 float4 float8 numeric numeric_20_2 numeric_38_0 text varchar
+MUST_CARRY="bool int2 int4 int8 float4 float8 numeric numeric_20_2 numeric_20_2_nan numeric_38_0 text varchar
+date_inf timestamp_inf timestamptz_inf timestamptz_bc
 varchar_5 char_4 char1 name bytea date time time_0 timetz timestamp timestamptz interval uuid json json_nul
 jsonb xml inet cidr macaddr money point line lseg box path polygon circle bit_3 varbit tsvector tsquery
 oid pg_lsn int4range numrange tstzrange daterange int4multirange int4_array text_array mood posint short
@@ -268,6 +270,46 @@ for c in "narrow vc at most 2" "narrow ch exactly 4" "negative vc outside oid" "
 done
 grep -q 'row 1' narrow.vc.log || fail "varchar(2): the row is not named: $(cat narrow.vc.log)"
 pass "too long for varchar(n), not char(n)'s length, a domain check, outside oid: refused naming column and row"
+
+# The other write modes go through the same staging casts and special values: replace
+# (staging table), upsert and merge (the temporary staging table, DISTINCT ON the key),
+# into a created table, twice (the second run replaces or updates every row).
+p -c "CREATE TABLE src.mix (id integer PRIMARY KEY, a integer[], i interval, r tstzrange,
+        d date, t timestamptz, n numeric(10,2), m src.mood);
+      INSERT INTO src.mix VALUES
+        (1, '{1,NULL}', '1 day -1 sec', '[2024-01-01 00:00+00,infinity)', 'infinity',
+            '-infinity', 'NaN', 'ok'),
+        (2, '{}', NULL, 'empty', '-infinity', 'infinity', 1.25, NULL),
+        (3, NULL, '-178000000 years', NULL, '0001-01-01 BC', '2024-02-29 12:00+00', -0.01, 'sad')"
+for mode in replace upsert merge; do
+  for round in 1 2; do
+    [ $round = 2 ] && p -c "UPDATE src.mix SET i = i + interval '1 day', n = n + 1 WHERE id <> 2"
+    cat > "mix_$mode.yaml" <<EOF
+version: 1
+name: types-mix-$mode
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - table: src.mix
+      mode: full
+sink:
+  type: postgres
+  url: env:DEST_URL
+  schema: w_$mode
+  write: $mode
+EOF
+    "$FERRY_BIN" run "mix_$mode.yaml" --fresh --quiet || fail "mix, write $mode, run $round failed"
+    diff <(p -c "SELECT m::text FROM src.mix m ORDER BY id") \
+         <(p -c "SELECT m::text FROM w_$mode.mix m ORDER BY id") \
+      || fail "mix, write $mode, run $round: rows differ"
+  done
+done
+[ "$(p -c "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'w_merge.mix'::regclass
+           AND attnum > 0 ORDER BY attnum" | tr '\n' ' ')" = \
+  "integer integer[] interval tstzrange date timestamp with time zone numeric(10,2) src.mood " ] \
+  || fail "mix: created with other types than the source's"
+pass "replace, upsert, merge: arrays, interval, ranges, enums, ±infinity and NaN exact, created as the source's types"
 
 # The matrix in docs/types.md is this output.
 DOC="$FERRY_SRC/docs/types.md"

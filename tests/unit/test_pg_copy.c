@@ -616,10 +616,12 @@ static void test_decode_specials(void **state)
     uint8_t v[16];
     struct {
         int col;
-        int64_t pg;  /* PostgreSQL's value (8 bytes for timestamps, 4 for dates) */
+        int64_t pg; /* PostgreSQL's value (8 bytes for timestamps, 4 for dates) */
         int64_t want;
-    } cases[] = {{10, INT32_MAX, FERRY_SPECIAL_DATE_PINF}, {10, INT32_MIN, FERRY_SPECIAL_DATE_NINF},
-                 {12, INT64_MAX, FERRY_SPECIAL_TS_PINF},   {13, INT64_MIN, FERRY_SPECIAL_TS_NINF}};
+    } cases[] = {{10, INT32_MAX, FERRY_SPECIAL_DATE_PINF},
+                 {10, INT32_MIN, FERRY_SPECIAL_DATE_NINF},
+                 {12, INT64_MAX, FERRY_SPECIAL_TS_PINF},
+                 {13, INT64_MIN, FERRY_SPECIAL_TS_NINF}};
     g_specials = true;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int n = cases[k].col == 10 ? 4 : 8;
@@ -756,11 +758,16 @@ static void test_origin_types(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numeric_text),   cmocka_unit_test(test_numeric_dec128),
-        cmocka_unit_test(test_numeric_dec128_oracle), cmocka_unit_test(test_numeric_dec128_malformed),
-        cmocka_unit_test(test_decode_all_types), cmocka_unit_test(test_decode_errors),
-        cmocka_unit_test(test_decode_specials), cmocka_unit_test(test_origin_types),
-        cmocka_unit_test(test_names),          cmocka_unit_test(test_type_map),
+        cmocka_unit_test(test_numeric_text),
+        cmocka_unit_test(test_numeric_dec128),
+        cmocka_unit_test(test_numeric_dec128_oracle),
+        cmocka_unit_test(test_numeric_dec128_malformed),
+        cmocka_unit_test(test_decode_all_types),
+        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_decode_specials),
+        cmocka_unit_test(test_origin_types),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_type_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -540,7 +540,8 @@ static void test_special_values(void **state)
     (void)state;
     struct ferry_schema *s = ferry_schema_new();
     assert_int_equal(ferry_schema_add_field(s, "d", FERRY_TYPE_DATE32, true, NULL), FERRY_OK);
-    assert_int_equal(ferry_schema_add_field(s, "ts", FERRY_TYPE_TIMESTAMP_US, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "ts", FERRY_TYPE_TIMESTAMP_US, true, NULL),
+                     FERRY_OK);
     assert_int_equal(ferry_schema_add_field(s, "n", FERRY_TYPE_DECIMAL128, true, NULL), FERRY_OK);
     s->fields[2].precision = 20;
     s->fields[2].scale = 2;
@@ -549,7 +550,8 @@ static void test_special_values(void **state)
     struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
     struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, take, &b);
     struct ferry_error err;
-    const struct ferry_decimal128 nan = {.lo = FERRY_SPECIAL_DEC_NAN_LO, .hi = FERRY_SPECIAL_DEC_NAN_HI};
+    const struct ferry_decimal128 nan = {.lo = FERRY_SPECIAL_DEC_NAN_LO,
+                                         .hi = FERRY_SPECIAL_DEC_NAN_HI};
     ferry_rw_begin(rw, FERRY_OP_INSERT);
     ferry_rw_int(rw, FERRY_SPECIAL_DATE_PINF);
     ferry_rw_int(rw, FERRY_SPECIAL_TS_NINF);
@@ -644,7 +646,8 @@ static void test_numeric_rows(void **state)
     struct ferry_buf got, want;
     ferry_buf_init(&got, 0);
     ferry_buf_init(&want, 0);
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0, false}, {1, FERRY_PG_WIRE_NUMERIC, 0, false}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0, false},
+                                     {1, FERRY_PG_WIRE_NUMERIC, 0, false}};
     int64_t row = 0;
     assert_int_equal(ferry__pg_copy_rows(&got, b, wc, 2, &row, SIZE_MAX, &err), FERRY_OK);
     assert_int_equal(row, nr);
@@ -818,8 +821,9 @@ static void test_fast_mixed(void **state)
     assert_int_equal(ferry__pg_copy_trailer(&want), FERRY_OK);
 
     struct ferry_pg_wire_col wc[] = {
-        {0, FERRY_PG_WIRE_INT8, 0, false},    {1, FERRY_PG_WIRE_TEXT, 0, false}, {2, FERRY_PG_WIRE_NUMERIC, 0, false},
-        {3, FERRY_PG_WIRE_FLOAT8, 0, false},  {4, FERRY_PG_WIRE_DATE, 0, false}, {5, FERRY_PG_WIRE_BOOL, 0, false},
+        {0, FERRY_PG_WIRE_INT8, 0, false},    {1, FERRY_PG_WIRE_TEXT, 0, false},
+        {2, FERRY_PG_WIRE_NUMERIC, 0, false}, {3, FERRY_PG_WIRE_FLOAT8, 0, false},
+        {4, FERRY_PG_WIRE_DATE, 0, false},    {5, FERRY_PG_WIRE_BOOL, 0, false},
         {6, FERRY_PG_WIRE_NUMERIC, 0, false},
     };
     size_t flushes[] = {SIZE_MAX, 1, 100, 65536};

@@ -640,9 +640,12 @@ const char *ferry__pg_unqualified(const char *type)
 {
     bool quoted = false;
     for (const char *p = type; *p; p++) {
-        if (*p == '"') quoted = !quoted;
-        else if (!quoted && (*p == '(' || *p == '[' || *p == ' ')) return type;
-        else if (!quoted && *p == '.') return p + 1;
+        if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && (*p == '(' || *p == '[' || *p == ' '))
+            return type;
+        else if (!quoted && *p == '.')
+            return p + 1;
     }
     return type;
 }

@@ -575,7 +575,8 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
             struct ferry_decimal128 dv = ferry_col_dec128(b, col, r);
             bool nan = dv.hi == FERRY_SPECIAL_DEC_NAN_HI && dv.lo == FERRY_SPECIAL_DEC_NAN_LO;
             if (nan && !c->specials)
-                return value_error(err, b, col, r, "decimal NaN from a source that is not postgres");
+                return value_error(err, b, col, r,
+                                   "decimal NaN from a source that is not postgres");
             if (nan) {
                 if (ferry_buf_reserve(out, 4) != FERRY_OK) return FERRY_ENOMEM;
                 put32(out, 8);

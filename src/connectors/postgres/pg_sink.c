@@ -392,10 +392,10 @@ static void field_type_text(const struct ferry_field *f, char *buf, size_t len)
 static bool type_known(struct sink *s, const char *type)
 {
     const char *p[1] = {type};
-    PGresult *r = PQexecParams(s->conn, "SELECT pg_catalog.to_regtype($1) IS NOT NULL", 1, NULL,
-                               p, NULL, NULL, 0);
-    bool known = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                 PQgetvalue(r, 0, 0)[0] == 't';
+    PGresult *r = PQexecParams(s->conn, "SELECT pg_catalog.to_regtype($1) IS NOT NULL", 1, NULL, p,
+                               NULL, NULL, 0);
+    bool known =
+        PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
     PQclear(r);
     return known;
 }
@@ -505,7 +505,8 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
 static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int col,
                                               const struct dest_col *d)
 {
-    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0, false};
+    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0,
+                                  false};
     if (w.wire != FERRY_PG_WIRE_NONE) return w;
     if (d->base_oid == 26 /* oid */ &&
         (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 || f->type == FERRY_TYPE_INT32 ||
@@ -554,7 +555,8 @@ static int staged_col(struct ferry_buf *b, const struct target *t, int i, const 
 {
     if (alias && ferry_buf_printf(b, "%s.", alias) != FERRY_OK) return oom(err);
     int rc = ferry__pg_quote_ident(b, t->schema->fields[i].name, err);
-    if (rc == FERRY_OK && t->cast && t->cast[i] && ferry_buf_printf(b, "::%s", t->cast[i]) != FERRY_OK)
+    if (rc == FERRY_OK && t->cast && t->cast[i] &&
+        ferry_buf_printf(b, "::%s", t->cast[i]) != FERRY_OK)
         rc = oom(err);
     return rc;
 }
@@ -574,8 +576,10 @@ static int plan_casts(struct sink *s, struct target *t, const char *into, struct
     if (t->temp == NULL) {
         t->temp = ferry_asprintf("ferry_stage_%d", (int)(t - s->t));
         if (t->temp == NULL) return oom(err);
-        t->wire[sc->n_fields] = (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
-        t->wire[sc->n_fields + 1] = (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
+        t->wire[sc->n_fields] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
+        t->wire[sc->n_fields + 1] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
         t->n_wire = sc->n_fields + 2;
     }
     if (t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE) return FERRY_OK;
@@ -610,8 +614,8 @@ static int refuse_column(struct sink *s, const char *table, const struct ferry_f
     const char *origin = ferry__pg_origin(f);
     return ferry_error_set(err, FERRY_ESINK, "postgres",
                            WHAT ": table \"%s\".\"%s\" column \"%s\" is %s but the data is %s%s%s, "
-                           "which it cannot hold exactly; ferry adds columns, it does not "
-                           "change their types",
+                                "which it cannot hold exactly; ferry adds columns, it does not "
+                                "change their types",
                            s->schema, table, f->name, d->type, want,
                            origin ? " from a source column of type " : "", origin ? origin : "");
 }
@@ -984,8 +988,7 @@ static int create_temp(struct sink *s, struct target *t, struct ferry_error *err
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
     if (rc == FERRY_OK &&
-        ferry_buf_printf(&b,
-                         "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM ",
+        ferry_buf_printf(&b, "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM ",
                          sc->n_fields ? ", " : "") != FERRY_OK)
         rc = oom(err);
     if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
@@ -1155,8 +1158,8 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     }
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
     if (rc == FERRY_OK && t->insert_sql)
-        rc = name_cast_columns(
-            t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err), err);
+        rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),
+                               err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;

@@ -309,7 +309,12 @@ done
            AND attnum > 0 ORDER BY attnum" | tr '\n' ' ')" = \
   "integer integer[] interval tstzrange date timestamp with time zone numeric(10,2) src.mood " ] \
   || fail "mix: created with other types than the source's"
-pass "replace, upsert, merge: arrays, interval, ranges, enums, ±infinity and NaN exact, created as the source's types"
+"$FERRY_BIN" verify mix_merge.yaml > verify.log 2>&1 || fail "verify of mix: $(cat verify.log)"
+grep -q 'src.mix: equal' verify.log || fail "verify of mix: $(cat verify.log)"
+p -c "UPDATE w_merge.mix SET d = '-infinity' WHERE id = 1"
+if "$FERRY_BIN" verify mix_merge.yaml > verify.log 2>&1; then fail "verify: +infinity vs -infinity equal"; fi
+grep -q 'src.mix: DIFFERENT' verify.log || fail "verify of a changed mix: $(cat verify.log)"
+pass "replace, upsert, merge: arrays, interval, ranges, enums, ±infinity and NaN exact, created as the source's types; verify tells infinities apart"
 
 # The matrix in docs/types.md is this output.
 DOC="$FERRY_SRC/docs/types.md"

@@ -271,6 +271,20 @@ done
 grep -q 'row 1' narrow.vc.log || fail "varchar(2): the row is not named: $(cat narrow.vc.log)"
 pass "too long for varchar(n), not char(n)'s length, a domain check, outside oid: refused naming column and row"
 
+# A real type mismatch: text into interval, an int4range column for an int8range source, an
+# integer[] for a text[] one: refused before any row, naming column, its type and the source's.
+p -c "CREATE SCHEMA mm; CREATE TABLE mm.narrow (id integer, v interval);
+      CREATE TABLE mm.t_int8range (id integer, v int4range);
+      CREATE TABLE mm.t_text_array (id integer, v integer[]);"
+for c in "narrow interval text" "t_int8range int4range int8range" "t_text_array integer[] text[]"; do
+  set -- $c
+  if run_case "$1" mm "$1"; then fail "$1 into mm: accepted"; fi
+  grep -q -F "column \"v\" is $2 but the data is utf8 from a source column of type $3," "$1.mm.log" \
+    || fail "$1 into mm: the refusal does not name column, types: $(cat "$1.mm.log")"
+  [ "$(p -c "SELECT count(*) FROM mm.$1")" = 0 ] || fail "$1 into mm: rows written"
+done
+pass "a column of another type than the source's: refused before any row, naming column, its type and the source's"
+
 # The other write modes go through the same staging casts and special values: replace
 # (staging table), upsert and merge (the temporary staging table, DISTINCT ON the key),
 # into a created table, twice (the second run replaces or updates every row).

@@ -102,4 +102,22 @@ $want"
 for d in '"NaN"' '"-Infinity"' "$(printf '9%.0s' $(seq 1000))"; do
   grep -q -F -- "$d" $files || fail "jsonl: the numeric ${d:0:12}... is not there as written"
 done
-pass "arrays, ranges with infinity, interval, inet, polygon, composite, numeric NaN/-Infinity/1000 digits, U+10FFFF: exact text into sqlite and jsonl; '' and NULL apart"
+# Parquet: written by ferry, read back by ferry's files source into SQLite, the same text.
+pipeline t_pq texty "{type: files, path: $T/pq, format: parquet, write: append}"
+"$FERRY_BIN" run t_pq.yaml --quiet || fail "texty into parquet failed"
+cat > back.yaml <<EOF
+version: 1
+name: back
+source: {type: files, path: "$T/pq/texty/*.parquet", resources: [{table: texty, mode: full}]}
+sink: {type: sqlite, path: $T/back.db, write: append}
+EOF
+"$FERRY_BIN" run back.yaml --quiet || fail "parquet back into sqlite failed"
+want=$(p -F '|' -c "SELECT $cols, d::text, encode(convert_to(e, 'UTF8'), 'hex') FROM texty ORDER BY id")
+got=$(sqlite3 -batch -noheader back.db "SELECT id, a, r, i, n, g, c, d, lower(hex(e)) FROM texty ORDER BY id")
+[ "$got" = "$want" ] || fail "parquet: text changed:
+$got
+want:
+$want"
+[ "$(sqlite3 back.db "SELECT quote(e) FROM texty WHERE id IN (1, 2) ORDER BY id")" = "''
+NULL" ] || fail "parquet: empty string and NULL are not kept apart"
+pass "arrays, ranges with infinity, interval, inet, polygon, composite, numeric NaN/-Infinity/1000 digits, U+10FFFF: exact text into sqlite, jsonl and parquet; '' and NULL apart"

@@ -596,6 +596,7 @@ static void test_special_values(void **state)
     assert_non_null(strstr(err.message, "column \"n\""));
     ferry_buf_release(&out);
     ferry_batch_unref(b);
+    ferry_schema_unref(s);
 }
 
 /* decimal128 and integer columns through the row encoder: each value as the text path

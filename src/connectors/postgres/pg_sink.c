@@ -620,6 +620,29 @@ static int refuse_column(struct sink *s, const char *table, const struct ferry_f
                            origin ? " from a source column of type " : "", origin ? origin : "");
 }
 
+/* Field i's format into destination column d (t->wire[i], t->cast[i]), or the refusal. */
+static int choose_wire(struct sink *s, struct target *t, const char *table, int i,
+                       const struct dest_col *d, struct ferry_error *err)
+{
+    const struct ferry_field *f = &t->schema->fields[i];
+    const char *origin = ferry__pg_origin(f);
+    int rc = FERRY_OK;
+    ferry_free(t->cast[i]);
+    t->cast[i] = NULL;
+    t->wire[i] = wire_for_dest(f, i, d);
+    if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, d, err);
+    if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
+        return refuse_column(s, table, f, d, err);
+    /* values of this very varchar(n)/char(n) type fit it: no per-value length check */
+    if (t->wire[i].wire == FERRY_PG_WIRE_TEXT_CHARS && origin && !strcmp(origin, d->type)) {
+        t->wire[i].wire = FERRY_PG_WIRE_TEXT;
+        t->wire[i].chars = 0;
+    }
+    /* special values only come from a postgres source, whose infinities they are */
+    t->wire[i].specials = origin != NULL;
+    return rc;
+}
+
 /* Creates the table or checks it (adding missing columns), then chooses each column's
  * binary format from the destination's actual column types. */
 static int ensure_table(struct sink *s, struct target *t, const char *table, bool need_key,
@@ -661,14 +684,7 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                                  s->schema, table, f->name);
             break;
         }
-        ferry_free(t->cast[i]);
-        t->cast[i] = NULL;
-        t->wire[i] = wire_for_dest(f, i, &dc[j]);
-        if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, &dc[j], err);
-        if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
-            rc = refuse_column(s, table, f, &dc[j], err);
-        /* special values only come from a postgres source, whose infinities they are */
-        t->wire[i].specials = ferry__pg_origin(f) != NULL;
+        rc = choose_wire(s, t, table, i, &dc[j], err);
     }
     if (rc == FERRY_OK) rc = plan_casts(s, t, table, err);
     if (rc == FERRY_OK && need_key) {

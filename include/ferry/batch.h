@@ -68,7 +68,14 @@ enum ferry_type {
     FERRY_TYPE_MAX
 };
 
-enum ferry_op { FERRY_OP_INSERT = 0, FERRY_OP_UPDATE = 1, FERRY_OP_DELETE = 2 };
+/* TRUNCATE: every row of the table written before it goes (cdc into sinks whose caps say
+ * `truncates`); its key columns hold placeholder values, its other columns are null. */
+enum ferry_op {
+    FERRY_OP_INSERT = 0,
+    FERRY_OP_UPDATE = 1,
+    FERRY_OP_DELETE = 2,
+    FERRY_OP_TRUNCATE = 3
+};
 
 /* Stable names ("int64", "decimal128", "timestamptz"...) used in config, JSON, docs. */
 const char *ferry_type_name(enum ferry_type t);

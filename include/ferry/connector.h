@@ -33,6 +33,10 @@ enum ferry_write_mode {
 };
 const char *ferry_read_mode_name(enum ferry_read_mode m);
 const char *ferry_write_mode_name(enum ferry_write_mode m);
+/* `schema_changes:` (pipeline-level, overridable per resource): what a cdc stream and the
+ * sink do when the source's columns change while it is followed (src/pipeline/schema_change.h). */
+enum ferry_schema_changes { FERRY_SCHEMA_EVOLVE = 0, FERRY_SCHEMA_FREEZE, FERRY_SCHEMA_FAIL };
+const char *ferry_schema_changes_name(enum ferry_schema_changes p);
 
 /* What the engine decides about one resource for one run and hands to the source with
  * its spec (spec->run). None of it comes from the resource's own map: the runner derives
@@ -65,6 +69,11 @@ struct ferry_read_context {
      * replace_commits_once) and refuses to resume it into a sink durable per apply. false:
      * positions may become durable mid-shard (per_apply, distributed runs). */
     bool positions_at_end;
+    /* `schema_changes:` of this resource (else the pipeline's; default evolve). */
+    enum ferry_schema_changes schema_changes;
+    /* The sink applies FERRY_OP_TRUNCATE rows for this resource (keyed write, no change
+     * log, no soft delete): a cdc source may then send a source TRUNCATE in stream order. */
+    bool truncates;
     /* The sink stores the special values below exactly (its caps.special_values) and no
      * transform reads them as text (cast, hash): a source may emit them. false: a source
      * refuses such values naming column and row. Set by the runner once the sink is open. */
@@ -196,8 +205,9 @@ struct ferry_source_vtable {
 
     /* optional, log sources (supports_cdc). Appended to ABI 1. cdc_ack: the runner calls it
      * on the planning instance after a cdc resource's route checkpoint `position` was SAVED
-     * (run completed or paused-and-committed, and folded by the tracker): the source may
-     * release its log up to there (and never further). *caught_up says whether the position
+     * (run completed or paused-and-committed, and folded by the tracker), also when an
+     * earlier run saved it: the source may release its log up to there (and never further;
+     * a log shared by several resources, up to the least of their positions). *caught_up says whether the position
      * reached the end frozen in `plan_json` (false: the stream stopped early, e.g. at a
      * schema change, and another run continues it). cdc_drop: removes what the source
      * created for the resource (slot, publication), for `ferry cdc drop`. */
@@ -239,6 +249,7 @@ struct ferry_sink_caps {
     bool replace_commits_once;
     bool deletes;                  /* can apply delete operations (merge) */
     bool soft_deletes;             /* merge with schema->soft_delete: marks instead (cdc) */
+    bool truncates;                /* upsert/merge: applies FERRY_OP_TRUNCATE rows in order */
     bool special_values;           /* stores the special values (ferry_read_context) */
 };
 
@@ -250,6 +261,13 @@ struct ferry_target {
     struct ferry_schema *schema; /* borrowed for the session's life */
     enum ferry_write_mode mode;
     enum ferry_read_mode read_mode;
+    /* `schema_changes:` of the resource: evolve widens destination columns and lets go of
+     * NOT NULL on a column the source dropped; freeze never changes an existing table
+     * (fields it lacks are not written); fail and evolve add missing columns. */
+    enum ferry_schema_changes schema_changes;
+    /* The resource's route (NULL outside a run): the key under which a sink notes the
+     * changes it makes to an existing table (pipeline/schema_change.h). */
+    const char *route;
 };
 
 /* The run a session belongs to. */

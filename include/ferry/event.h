@@ -46,8 +46,10 @@ extern "C" {
 #define FERRY_EV_RUN_PAUSED "run.paused"
 #define FERRY_EV_RUN_COMPLETED "run.completed"
 #define FERRY_EV_RUN_FAILED "run.failed"
-#define FERRY_EV_SCHEMA_CHANGED "schema.changed" /* a cdc stream stopped at a source
-                                                 * schema change; the next run goes on */
+#define FERRY_EV_SCHEMA_CHANGED "schema.changed" /* a source column changed while followed
+                                                 * (one per change: table, column, change,
+                                                 * old_type, new_type, policy, action), or a
+                                                 * cdc stream stopped at it ({reason}) */
 #define FERRY_EV_RUN_TRACE_CONTEXT "run.trace_context" /* the W3C traceparent of the API
                                                          * request that created the run */
 #define FERRY_EV_RUN_RETRY_SCHEDULED "run.retry_scheduled" /* a transient failure: the run

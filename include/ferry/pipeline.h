@@ -65,6 +65,7 @@ struct ferry_pipeline_spec {
                                     * read and stored, not acted on yet */
     struct ferry_retry_policy retries;
     bool on_resource_error_continue; /* on_resource_error: continue (default fail) */
+    enum ferry_schema_changes schema_changes; /* top-level `schema_changes:` (default evolve) */
     char version[65];              /* hex SHA-256 of the route definition */
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };

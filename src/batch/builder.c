@@ -685,7 +685,7 @@ void ferry_rw_begin(struct ferry_row_writer *rw, enum ferry_op op)
     rw->cursor = 0;
     rw->write_cols = 0;
     if (UNLIKELY(rw->row >= rw->row_cap) && !grow_rows(rw)) return;
-    if (UNLIKELY((unsigned)op > FERRY_OP_DELETE))
+    if (UNLIKELY((unsigned)op > FERRY_OP_TRUNCATE))
         fail(rw, FERRY_EINVAL, "row %" PRId64 ": unknown operation %d", rw->total_rows + 1,
              (int)op);
     rw->ops[rw->row] = (uint8_t)op;

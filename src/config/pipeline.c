@@ -32,11 +32,13 @@ static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", 
                                               "add",  "filter", "cast", NULL};
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
                                        "batch",   "verify", "worker", "distribute",
-                                       "retries", "notify", "on_resource_error", NULL};
+                                       "retries", "notify", "on_resource_error",
+                                       "schema_changes", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
 static const char *const verify_words[] = {"after_run", "none", NULL};
+static const char *const schema_change_words[] = {"evolve", "freeze", "fail", NULL};
 
 #define NAME_MAX_LEN 128
 
@@ -308,6 +310,11 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
     if (r->lookback_ms && r->mode != FERRY_READ_INCREMENTAL)
         return ferry_cfg_error(err, ferry_cfg_get(item, "lookback"),
                                "lookback is only read with mode: incremental");
+
+    /* Read again (with the pipeline's as default) when the run is planned: checked here. */
+    int policy = 0;
+    if ((rc = ferry_cfg_enum(item, "schema_changes", false, schema_change_words, &policy, err)))
+        return rc;
 
     const char *target = NULL;
     if ((rc = ferry_cfg_str(item, "target", false, &target, err))) return rc;
@@ -723,6 +730,10 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
 
     if ((rc = section(root, "source", true, FERRY_CFG_MAP, &p->source, err))) return rc;
     if ((rc = load_source_type(p, err))) return rc;
+    int policy = FERRY_SCHEMA_EVOLVE;
+    if ((rc = ferry_cfg_enum(root, "schema_changes", false, schema_change_words, &policy, err)))
+        return rc;
+    p->schema_changes = (enum ferry_schema_changes)policy;
     if ((rc = load_resources(p, err))) return rc;
 
     if ((rc = section(root, "sink", true, FERRY_CFG_MAP, &p->sink, err))) return rc;

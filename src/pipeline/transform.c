@@ -1206,7 +1206,7 @@ static int cmp_value(const struct ferry_batch *b, int col, int64_t r, const stru
  * key (its other columns are null), so a predicate on them would drop every delete. */
 static bool keep_row(const struct step *st, const struct ferry_batch *b, int64_t r)
 {
-    if (ferry_batch_op(b, r) == FERRY_OP_DELETE) return true;
+    if (ferry_batch_op(b, r) >= FERRY_OP_DELETE) return true; /* deletes, truncates */
     bool null = ferry_col_is_null(b, st->column, r);
     if (st->op == OP_IS_NULL) return null == st->want_null;
     if (null) return false; /* a comparison with null is unknown, as in SQL */

@@ -29,8 +29,14 @@ static int read_context_init(struct run *r, struct resource_run *rr, struct ferr
     rc->soft_delete = NULL; /* a cdc resource's `soft_delete: COLUMN` (policy checks) */
     rc->cdc_epoch_rows = r->o->cdc_epoch_rows;
     rc->cdc_follow = r->o->cdc_follow;
+    rc->schema_changes = p->schema_changes;
     rr->spec->run = rc;
     if (rr->spec->node == NULL) return FERRY_OK;
+    static const char *const words[] = {"evolve", "freeze", "fail", NULL};
+    int policy = (int)p->schema_changes;
+    int e = ferry_cfg_enum(rr->spec->node, "schema_changes", false, words, &policy, err);
+    rc->schema_changes = (enum ferry_schema_changes)policy;
+    if (e != FERRY_OK) return e;
     return ferry_cfg_str(rr->spec->node, "soft_delete", false, &rc->soft_delete, err);
 }
 
@@ -94,6 +100,11 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rr->target.schema = rr->out_schema;
         rr->target.mode = p->write;
         rr->target.read_mode = rr->spec->mode;
+        rr->target.schema_changes = rr->read.schema_changes;
+        rr->read.truncates = rr->caps.truncates && !rr->read.change_log &&
+                             rr->read.soft_delete == NULL &&
+                             (p->write == FERRY_WRITE_UPSERT || p->write == FERRY_WRITE_MERGE);
+        rr->target.route = rr->route;
         if (rr->read.soft_delete != NULL) /* checked by the policy: a field outside the key */
             rr->out_schema->soft_delete =
                 1 + ferry_schema_find(rr->out_schema, rr->read.soft_delete);

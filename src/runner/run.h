@@ -159,6 +159,13 @@ const char *ferry__run_bound(int64_t wait_source_us, int64_t wait_sink_us, int64
 const char *ferry__run_bound_label(const char *bound);
 void ferry__run_print_progress(struct run *r, struct ferry_flow *f, int64_t start_us, bool final);
 void ferry__run_emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_position);
+/* The source schema changes rr's stream noted (pipeline/schema_change.h), each as a
+ * `schema.changed` event of rr (schema_events.c). */
+void ferry__run_emit_schema_changes(struct run *r, const struct resource_run *rr);
+/* `create: like_source` (clone.c): the destination schema before the data, its constraints,
+ * indexes and sequence values after the run's commit. No-ops without the key. */
+int ferry__clone_before(struct run *r, struct ferry_error *err);
+int ferry__clone_after(struct run *r, struct ferry_error *err);
 
 /* ---- saved.c: cursor.checkpoint_saved ---- */
 

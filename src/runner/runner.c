@@ -128,7 +128,8 @@ static int start_threads(struct run *r, bool *tracking, struct ferry_error *err)
  * committed (a completion, or a pause that commits). */
 static int move_data(struct run *r, bool *committed, struct ferry_error *err)
 {
-    int rc = ferry__session_begin(r, err);
+    int rc = ferry__clone_before(r, err);
+    if (rc == FERRY_OK) rc = ferry__session_begin(r, err);
     if (rc == FERRY_OK) rc = ferry__readers_open(r, err);
     if (rc == FERRY_OK)
         rc = r->shard_mode    ? ferry__coord_work_shard(r, err)
@@ -138,6 +139,7 @@ static int move_data(struct run *r, bool *committed, struct ferry_error *err)
     if (*committed) {
         int crc = ferry__session_commit(r, err);
         if (crc != FERRY_OK) rc = crc;
+        if (rc == FERRY_OK) rc = ferry__clone_after(r, err);
     }
     ferry__session_close(r);
     return rc;

@@ -136,6 +136,7 @@ static int run_resource(struct run *r, struct resource_run *rr, struct ferry_err
     atomic_store(&rr->active, NULL);
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
+    ferry__run_emit_schema_changes(r, rr);
     ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
@@ -179,17 +180,17 @@ void ferry__schedule_ack_cdc(struct run *r, struct ferry_run_result *res)
         char *pos = NULL;
         int64_t saved_by = 0;
         int rc = ferry__run_route_position(r, rr, &pos, &saved_by, &e);
-        if (rc == FERRY_OK && saved_by != r->run_id) {
-            ferry_free(pos);
-            pos = NULL;
-        }
+        /* A position an earlier run saved is acknowledged too (a log shared by several
+         * resources moves to the least of them, so it needs every one), but only this
+         * run's say whether it reached its end. */
         bool caught_up = true;
         if (rc == FERRY_OK && pos != NULL)
             rc = p->source_vt->cdc_ack(r->src_ctx, rr->spec, rr->plan_json, pos, &caught_up, &e);
         if (rc != FERRY_OK)
             ferry_log(FERRY_LOG_WARN, "resource %s: the log was not released: %s", rr->spec->table,
                       e.message);
-        if (rc == FERRY_OK && pos != NULL && !caught_up) res->cdc_more = true;
+        if (rc == FERRY_OK && pos != NULL && saved_by == r->run_id && !caught_up)
+            res->cdc_more = true;
         ferry_free(pos);
     }
 }

@@ -187,7 +187,7 @@ int ferry__verify_repair(const struct ferry_pipeline_spec *p, const struct ferry
         }
     }
     struct ferry_target target = {0,    r->table, ferry_resource_target(r),
-                                  outs, mode,     FERRY_READ_FULL};
+                                  outs, mode,     FERRY_READ_FULL, p->schema_changes, NULL};
     if (rc == FERRY_OK) rc = p->sink_vt->prepare(sink, &target, err);
     if (rc == FERRY_OK) {
         char name[300];

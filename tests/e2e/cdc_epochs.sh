@@ -62,7 +62,7 @@ max=$(printf '%s\n' "$rows" | sort -n | tail -1)
 [ "$max" -le 300 ] || fail "a run wrote $max changes, more than --epoch-rows 300"
 pass "--epoch-rows 300: 1000 changes in $((n - 1)) epochs of at most 300, destination equals the source"
 saved=$(ferry checkpoints --json | jq -r '.[] | select(.pipeline == "ep" and .shard == 0) | .position' | jq -r .n)
-conf=$(pgq -c "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'ferry_ep_e1'")
+conf=$(pgq -c "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'ferry_ep'")
 [ "$conf" = "$saved" ] || fail "slot confirmed $conf, saved $saved"
 pass "each epoch acknowledged the slot at its saved position"
 grep -q 'continued session' follow.log || fail "no run continued the previous run's session: $(grep -i 'session' follow.log | head)"
@@ -92,9 +92,9 @@ b=$(q ep.db "SELECT id || '|' || v || '|' || coalesce(extra, '') FROM e1 ORDER B
 [ "$a" = "$b" ] || fail "destination differs after --follow with kept sessions"
 n=$(grep -c 'continued session' follow2.log || true)
 [ "$n" -ge 2 ] || fail "sessions were not continued across epochs ($n)"
-grep -q "table \"public\".\"e1\": streaming from slot ferry_ep_e1 (continued session)" follow2.log || fail "no continued session"
+grep -q "table \"public\".\"e1\": streaming from slot ferry_ep (continued session)" follow2.log || fail "no continued session"
 saved=$(ferry checkpoints --json | jq -r '.[] | select(.pipeline == "ep" and .shard == 0) | .position' | jq -r .n)
-conf=$(pgq -c "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'ferry_ep_e1'")
+conf=$(pgq -c "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = 'ferry_ep'")
 [ "$conf" = "$saved" ] || fail "after exit the slot confirmed $conf, saved $saved"
-[ "$(pgq -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'ferry_ep_e1'")" = f ] || fail "slot still held"
+[ "$(pgq -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'ferry_ep'")" = f ] || fail "slot still held"
 pass "runs continue the previous run's replication session ($n times), a schema change included; acknowledged at exit"

@@ -22,7 +22,7 @@ pgq -c "INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 1000) g"
 cdc_pipeline p.yaml bp_cdc t "{type: postgres, url: env:DEST_URL, schema: public, write: merge}" \
   "rows: 1000, bytes: ${BYTES_MIB}MiB, queue: $QUEUE"
 expect_exit 0 ferry run p.yaml --quiet
-SLOT=ferry_bp_cdc_t
+SLOT=ferry_bp_cdc
 NEXT=1000001
 heavy() { # one transaction of ROWS inserts of ~200 bytes, then updates
   pgq -c "INSERT INTO t SELECT g, md5(g::text) || md5((g + 1)::text) || md5((g + 2)::text) || md5((g + 3)::text) || md5((g + 4)::text) || md5((g + 5)::text), 1

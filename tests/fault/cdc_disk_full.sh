@@ -111,7 +111,7 @@ done
 rm -f "$T/statefs/filler"
 for p in log merge; do
   expect_exit 0 ferry run $p.yaml --quiet
-  cdc_never_ahead "df_$p" "ferry_df_${p}_t" "state disk full ($p, resumed)"
+  cdc_never_ahead "df_$p" "ferry_df_${p}" "state disk full ($p, resumed)"
 done
 src_state > src.state
 merge_state > merge.state

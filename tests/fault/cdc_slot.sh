@@ -56,9 +56,9 @@ expect_exit 0 ferry run hot.yaml
 wl=$!
 FERRY_FAILPOINTS="before_sink_apply=sleep(120)" "$FERRY_BIN" run hot.yaml --follow --epoch 500ms --quiet > follow.log 2>&1 &
 fpid=$!
-samples=0 moved=0 first=$(confirmed ferry_slot_hot_hot)
+samples=0 moved=0 first=$(confirmed ferry_slot_hot)
 while kill -0 $wl 2>/dev/null; do
-  c=$(confirmed ferry_slot_hot_hot)
+  c=$(confirmed ferry_slot_hot)
   s=$(saved slot_hot)
   [ "$c" -le "$s" ] || fail "slot confirmed $c is ahead of the saved checkpoint $s (sample $samples)"
   [ "$c" -gt "$first" ] && moved=1
@@ -72,7 +72,7 @@ set +e; wait $fpid; frc=$?; set -e
 [ $frc = 0 ] || [ $frc = 5 ] || fail "--follow after SIGTERM exited $frc: $(cat follow.log)"
 [ $moved = 1 ] || fail "the slot never advanced during --follow ($samples samples)"
 expect_exit 0 ferry run hot.yaml
-c=$(confirmed ferry_slot_hot_hot); s=$(saved slot_hot)
+c=$(confirmed ferry_slot_hot); s=$(saved slot_hot)
 [ "$c" -le "$s" ] || fail "after the last run: confirmed $c > saved $s"
 a=$(pgq -c "COPY (SELECT * FROM hot ORDER BY id) TO STDOUT" | md5sum)
 b=$(pgq -d dest -c "COPY (SELECT * FROM public.hot ORDER BY id) TO STDOUT" | md5sum)
@@ -83,23 +83,23 @@ pass "confirmed_flush_lsn never ahead of the saved checkpoint ($samples samples,
 # ---- 2. idle captured table, churn elsewhere: the slot advances
 pipeline idle.yaml slot_idle idle
 expect_exit 0 ferry run idle.yaml
-before=$(confirmed ferry_slot_idle_idle)
+before=$(confirmed ferry_slot_idle)
 pgq -c "INSERT INTO churn (pad) SELECT repeat('x', 200) FROM generate_series(1, 20000)" >/dev/null
 wal=$(lsn_num "$(pgq -c 'SELECT pg_current_wal_lsn()')")
 expect_exit 0 ferry run idle.yaml
-after=$(confirmed ferry_slot_idle_idle)
+after=$(confirmed ferry_slot_idle)
 [ "$after" -ge "$wal" ] || fail "idle slot did not advance past the churn: before $before, WAL $wal, after $after"
 [ "$after" -le "$(saved slot_idle)" ] || fail "idle slot ahead of its saved position"
 pass "idle captured table with churn elsewhere: the slot advanced $((after - before)) bytes"
 
 # ---- 3. slot dropped while ferry is down
-pgq -c "SELECT pg_drop_replication_slot('ferry_slot_idle_idle')" >/dev/null
+pgq -c "SELECT pg_drop_replication_slot('ferry_slot_idle')" >/dev/null
 pgq -c "INSERT INTO idle VALUES (11, 'lost?')" >/dev/null
 expect_exit 1 ferry run idle.yaml
 printf '%s' "$OUT" | grep -q "resnapshot required" || fail "slot loss message: $OUT"
-printf '%s' "$OUT" | grep -q "ferry_slot_idle_idle" || fail "the message names the slot: $OUT"
+printf '%s' "$OUT" | grep -q "ferry_slot_idle" || fail "the message names the slot: $OUT"
 [ "$(pgq -d dest -c 'SELECT count(*) FROM public.idle WHERE id = 11')" = 0 ] || fail "rows moved after slot loss"
-[ "$(pgq -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ferry_slot_idle_idle'")" = 0 ] ||
+[ "$(pgq -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ferry_slot_idle'")" = 0 ] ||
   fail "a slot was silently recreated"
 pass "slot dropped while down: $(printf '%s' "$OUT" | grep -o 'replication slot "[^"]*" does not exist[^;]*; [^:]*' | head -1)"
 
@@ -114,7 +114,7 @@ pgq -c "INSERT INTO idle VALUES (12, 'late')" >/dev/null
 ws=
 for i in 1 2 3 4 5 6; do
   pgq -c "INSERT INTO churn (pad) SELECT repeat('y', 500) FROM generate_series(1, 20000)" -c "SELECT pg_switch_wal()" >/dev/null
-  ws=$(pgq -c "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'ferry_slot_idle_idle'")
+  ws=$(pgq -c "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'ferry_slot_idle'")
   [ "$ws" = unreserved ] && break
 done
 [ "$ws" = unreserved ] || fail "could not make the slot unreserved (wal_status $ws)"

@@ -205,10 +205,11 @@ static void test_top_level_rules(void **state)
     load_fails("version: 1\nname: demo\nsorce: {}\n",
                "demo.yaml: sorce (line 3): unknown key; did you mean source? (the top level "
                "takes version, name, source, sink, transforms, batch, verify, worker, "
-               "distribute, retries, notify, on_resource_error)");
+               "distribute, retries, notify, on_resource_error, schema_changes)");
     load_fails("version: 1\nname: demo\nwhatever: 1\n",
                "demo.yaml: whatever (line 3): unknown key (the top level takes version, name, "
-               "source, sink, transforms, batch, verify, worker, distribute, retries, notify, on_resource_error)");
+               "source, sink, transforms, batch, verify, worker, distribute, retries, notify, on_resource_error, "
+               "schema_changes)");
     load_fails("name: demo\n", "demo.yaml: version: required (line 1)");
     load_fails("version: 2\nname: demo\n",
                "demo.yaml: version (line 1): unsupported version 2; this ferry reads version 1");

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_copy.h"
@@ -48,13 +49,13 @@ static bool valid_slot_name(const char *s)
     return true;
 }
 
-/* "ferry_<pipeline>_<table>" folded to [a-z0-9_], at most 63 bytes. */
-static void derive_name(const struct ferry_resource_spec *spec, char out[64])
+void ferry__pg_cdc_fold_name(const char *a, const char *b, const char *id, char out[64])
 {
-    const struct ferry_read_context *run = ferry_read_context_of(spec);
     char full[600];
-    snprintf(full, sizeof full, "ferry_%s_%s", run->pipeline ? run->pipeline : "pipeline",
-             spec->table);
+    if (b != NULL)
+        snprintf(full, sizeof full, "ferry_%s_%s", a, b);
+    else
+        snprintf(full, sizeof full, "ferry_%s", a);
     size_t n = strlen(full);
     for (size_t i = 0; i < n; i++) {
         char ch = full[i];
@@ -66,18 +67,25 @@ static void derive_name(const struct ferry_resource_spec *spec, char out[64])
         memcpy(out, full, n + 1);
         return;
     }
-    /* Too long: keep a readable head and make it unique with a hash of the route. */
+    /* Too long: keep a readable head and make it unique with a hash. */
     char hex[65];
-    const char *id = run->route ? run->route : spec->table;
-    struct ferry_buf b;
-    ferry_buf_init(&b, 0);
-    ferry_buf_printf(&b, "%s\n%s", run->pipeline ? run->pipeline : "", id);
-    ferry_sha256_hex(b.data ? b.data : "", b.len, hex);
-    ferry_buf_release(&b);
+    struct ferry_buf buf;
+    ferry_buf_init(&buf, 0);
+    ferry_buf_printf(&buf, "%s\n%s", a, id);
+    ferry_sha256_hex(buf.data ? buf.data : "", buf.len, hex);
+    ferry_buf_release(&buf);
     memcpy(out, full, 54);
     out[54] = '_';
     memcpy(out + 55, hex, 8);
     out[63] = '\0';
+}
+
+/* "ferry_<pipeline>_<table>" (a table's own slot, before one slot per pipeline). */
+static void derive_name(const struct ferry_resource_spec *spec, char out[64])
+{
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    ferry__pg_cdc_fold_name(run->pipeline ? run->pipeline : "pipeline", spec->table,
+                            run->route ? run->route : spec->table, out);
 }
 
 int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
@@ -86,7 +94,7 @@ int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_c
     static const char *const lost_words[] = {"error", "resnapshot", NULL};
     memset(o, 0, sizeof *o);
     const char *slot = NULL, *pub = NULL;
-    int lost = 0;
+    int lost = -1;
     int rc = FERRY_OK;
     if (spec->node != NULL) {
         rc = ferry_cfg_str(spec->node, "slot", false, &slot, err);
@@ -113,6 +121,8 @@ int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_c
     } else {
         derive_name(spec, o->publication);
     }
+    o->own_slot = slot != NULL;
+    o->lost_given = lost >= 0;
     o->resnapshot = lost == 1;
     return FERRY_OK;
 }
@@ -133,6 +143,12 @@ static int query(PGconn *c, const char *sql, int np, const char *const *params, 
     return FERRY_OK;
 }
 
+int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params,
+                        PGresult **res, const char *peer, const char *what, struct ferry_error *err)
+{
+    return query(c, sql, np, params, res, peer, what, err);
+}
+
 static int lsn_of(const char *text, uint64_t *out, const char *what, struct ferry_error *err)
 {
     if (ferry_pg_lsn_parse(text, out) != FERRY_OK)
@@ -140,18 +156,8 @@ static int lsn_of(const char *text, uint64_t *out, const char *what, struct ferr
     return FERRY_OK;
 }
 
-struct slot_info {
-    bool exists;
-    bool lost;
-    bool unreserved; /* the WAL it needs goes at the next checkpoint (max_slot_wal_keep_size) */
-    bool active;
-    bool pgoutput;
-    bool this_db;
-    uint64_t confirmed;
-};
-
-static int slot_info(PGconn *c, const char *peer, const char *slot, struct slot_info *si,
-                     struct ferry_error *err)
+int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
+                            struct ferry_pg_slot_info *si, struct ferry_error *err)
 {
     memset(si, 0, sizeof *si);
     /* wal_status exists from PostgreSQL 13; through jsonb the query runs on older ones. */
@@ -196,8 +202,8 @@ static int exec_params(PGconn *c, const char *sql, int np, const char *const *pa
 /* A table in a publication that publishes updates must have a replica identity, or
  * PostgreSQL refuses UPDATE and DELETE on it: check before touching the publication, so
  * that capturing never breaks the application's writes. */
-static int check_replica_identity(PGconn *c, const char *peer, const char *from,
-                                  struct ferry_error *err)
+int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
+                                 struct ferry_error *err)
 {
     static const char sql[] = "SELECT c.relreplident, EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
                               "WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)) "
@@ -270,7 +276,7 @@ static int ensure_publication(PGconn *c, const char *peer, const struct ferry_pg
 /* The WAL position a bounded run streams up to: a logical message written now, so that
  * the server's decoding position is certain to pass it (a bare pg_current_wal_lsn() may
  * sit after a page header no record ever ends at). */
-static int end_position(PGconn *c, const char *peer, uint64_t *end, struct ferry_error *err)
+int ferry__pg_cdc_end_position(PGconn *c, const char *peer, uint64_t *end, struct ferry_error *err)
 {
     PGresult *res = NULL;
     /* Tests change the source here: after discover, before the range a run streams is set. */
@@ -288,7 +294,7 @@ static int end_position(PGconn *c, const char *peer, uint64_t *end, struct ferry
 
 /* A saved position's LSN ("n": the end of the last complete transaction, 0 when absent)
  * and "k" (rows of the following transaction already written, 0 when absent). */
-static int position_parts(const char *position, uint64_t *lsn, int64_t *k, struct ferry_error *err)
+int ferry__pg_cdc_position(const char *position, uint64_t *lsn, int64_t *k, struct ferry_error *err)
 {
     *lsn = 0;
     if (k) *k = 0;
@@ -311,17 +317,17 @@ static int position_parts(const char *position, uint64_t *lsn, int64_t *k, struc
 
 static int position_lsn(const char *position, uint64_t *lsn, struct ferry_error *err)
 {
-    return position_parts(position, lsn, NULL, err);
+    return ferry__pg_cdc_position(position, lsn, NULL, err);
 }
 
-static void set_lsn(json_t *plan, const char *key, uint64_t lsn)
+void ferry__pg_cdc_set_lsn(json_t *plan, const char *key, uint64_t lsn)
 {
     char buf[32];
     ferry_pg_lsn_format(lsn, buf, sizeof buf);
     json_object_set_new(plan, key, json_string(buf));
 }
 
-static int plan_lsn(json_t *plan, const char *key, uint64_t *out, struct ferry_error *err)
+int ferry__pg_cdc_plan_lsn(json_t *plan, const char *key, uint64_t *out, struct ferry_error *err)
 {
     const char *s = json_string_value(json_object_get(plan, key));
     if (s == NULL || ferry_pg_lsn_parse(s, out) != FERRY_OK)
@@ -334,13 +340,13 @@ int ferry__pg_cdc_extend_end(const char *url, const struct ferry_pg_conn_opts *o
                              const char *peer, json_t *plan, struct ferry_error *err)
 {
     uint64_t end = 0, now = 0;
-    int rc = plan_lsn(plan, "end", &end, err);
+    int rc = ferry__pg_cdc_plan_lsn(plan, "end", &end, err);
     if (rc != FERRY_OK) return rc;
     PGconn *c = NULL;
     rc = ferry__pg_connect(url, opts, WHAT, &c, err);
-    if (rc == FERRY_OK) rc = end_position(c, peer, &now, err);
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_end_position(c, peer, &now, err);
     PQfinish(c);
-    if (rc == FERRY_OK && now > end) set_lsn(plan, "end", now);
+    if (rc == FERRY_OK && now > end) ferry__pg_cdc_set_lsn(plan, "end", now);
     return rc;
 }
 
@@ -355,6 +361,50 @@ static int resnapshot_required(struct ferry_error *err, const char *peer, const 
                            peer, from, slot, why);
 }
 
+/* Creates `slot` (pgoutput) on a replication connection of its own with an exported
+ * snapshot: plan gets "snapshot" and "start" (the consistent point); the connection, idle
+ * in the exporting transaction, is handed over in *keep. */
+int ferry__pg_cdc_create_slot(const char *url, const struct ferry_pg_conn_opts *opts,
+                              const char *peer, const char *slot, json_t *plan, PGconn **keep,
+                              struct ferry_error *err)
+{
+    *keep = NULL;
+    PGconn *rc_conn = NULL;
+    int rc = ferry__pg_connect_ex(url, opts, "database", WHAT " (replication)", &rc_conn, err);
+    if (rc != FERRY_OK) return rc;
+    /* It stays idle in the exporting transaction while the copy runs: by design. */
+    rc = ferry__pg_exec(rc_conn, "SET idle_in_transaction_session_timeout = 0", FERRY_ESOURCE,
+                        WHAT ": replication session", err);
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, "CREATE_REPLICATION_SLOT ");
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, slot, err);
+    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " LOGICAL pgoutput EXPORT_SNAPSHOT");
+    if (rc == FERRY_ENOMEM) rc = nomem(err);
+    PGresult *res = rc == FERRY_OK ? PQexec(rc_conn, sql.data) : NULL;
+    ferry_buf_release(&sql);
+    if (rc == FERRY_OK &&
+        (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3))
+        rc = ferry__pg_error(err, FERRY_ESOURCE, rc_conn, res,
+                             WHAT ": %s: creating replication slot \"%s\" (needs the REPLICATION "
+                                  "attribute and wal_level = logical)",
+                             peer, slot);
+    uint64_t start = 0;
+    if (rc == FERRY_OK)
+        rc = lsn_of(PQgetvalue(res, 0, 1), &start, "the slot's consistent point", err);
+    if (rc == FERRY_OK) {
+        json_object_set_new(plan, "snapshot", json_string(PQgetvalue(res, 0, 2)));
+        ferry__pg_cdc_set_lsn(plan, "start", start);
+    }
+    PQclear(res);
+    if (rc != FERRY_OK) {
+        PQfinish(rc_conn);
+        return rc;
+    }
+    *keep = rc_conn;
+    return FERRY_OK;
+}
+
 int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_opts *opts,
                        const char *peer, const struct ferry_resource_spec *spec,
                        const struct ferry_pg_cdc_target *t, const char *route_checkpoint,
@@ -367,10 +417,10 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
     if (rc != FERRY_OK) return rc;
     uint64_t saved = 0;
     int64_t saved_k = 0;
-    rc = position_parts(route_checkpoint, &saved, &saved_k, err);
+    rc = ferry__pg_cdc_position(route_checkpoint, &saved, &saved_k, err);
     if (rc != FERRY_OK) return rc;
-    struct slot_info si;
-    rc = slot_info(c, peer, o.slot, &si, err);
+    struct ferry_pg_slot_info si;
+    rc = ferry__pg_cdc_slot_info(c, peer, o.slot, &si, err);
     if (rc != FERRY_OK) return rc;
     json_object_set_new(plan, "mode", json_string("cdc"));
     json_object_set_new(plan, "slot", json_string(o.slot));
@@ -397,10 +447,10 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
             return resnapshot_required(err, peer, o.slot, t->from, why);
         if (why[0] == '\0') {
             uint64_t end = 0;
-            rc = end_position(c, peer, &end, err);
+            rc = ferry__pg_cdc_end_position(c, peer, &end, err);
             if (rc != FERRY_OK) return rc;
-            set_lsn(plan, "start", saved);
-            set_lsn(plan, "end", end);
+            ferry__pg_cdc_set_lsn(plan, "start", saved);
+            ferry__pg_cdc_set_lsn(plan, "end", end);
             /* A pause inside a transaction: its first rows are in the destination. */
             if (saved_k > 0) json_object_set_new(plan, "skip", json_integer(saved_k));
             json_object_set_new(plan, "snapshot", json_null());
@@ -426,7 +476,7 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
     /* First run (or resnapshot): publication first (the slot's decoding must see it),
      * then a fresh slot. A slot that exists without a saved position was made by a run
      * that never completed: nothing relies on it. */
-    rc = check_replica_identity(c, peer, t->from, err);
+    rc = ferry__pg_cdc_check_identity(c, peer, t->from, err);
     if (rc == FERRY_OK) rc = ensure_publication(c, peer, &o, t, err);
     if (rc != FERRY_OK) return rc;
     if (si.exists) {
@@ -441,50 +491,61 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
         if (rc != FERRY_OK) return rc;
     }
     PGconn *rc_conn = NULL;
-    rc = ferry__pg_connect_ex(url, opts, "database", WHAT " (replication)", &rc_conn, err);
-    if (rc != FERRY_OK) return rc;
-    /* It stays idle in the exporting transaction while the copy runs: by design. */
-    rc = ferry__pg_exec(rc_conn, "SET idle_in_transaction_session_timeout = 0", FERRY_ESOURCE,
-                        WHAT ": replication session", err);
-    if (rc != FERRY_OK) {
-        PQfinish(rc_conn);
-        return rc;
-    }
-    struct ferry_buf sql;
-    ferry_buf_init(&sql, 0);
-    rc = ferry_buf_printf(&sql, "CREATE_REPLICATION_SLOT ");
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, o.slot, err);
-    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, " LOGICAL pgoutput EXPORT_SNAPSHOT");
-    if (rc == FERRY_ENOMEM) rc = nomem(err);
-    PGresult *res = rc == FERRY_OK ? PQexec(rc_conn, sql.data) : NULL;
-    ferry_buf_release(&sql);
-    if (rc == FERRY_OK &&
-        (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3))
-        rc = ferry__pg_error(err, FERRY_ESOURCE, rc_conn, res,
-                             WHAT ": %s: creating replication slot \"%s\" (needs the REPLICATION "
-                                  "attribute and wal_level = logical)",
-                             peer, o.slot);
-    uint64_t start = 0;
-    if (rc == FERRY_OK)
-        rc = lsn_of(PQgetvalue(res, 0, 1), &start, "the slot's consistent point", err);
-    if (rc == FERRY_OK) {
-        json_object_set_new(plan, "snapshot", json_string(PQgetvalue(res, 0, 2)));
-        set_lsn(plan, "start", start);
-    }
-    PQclear(res);
+    rc = ferry__pg_cdc_create_slot(url, opts, peer, o.slot, plan, &rc_conn, err);
     uint64_t end = 0;
-    if (rc == FERRY_OK) rc = end_position(c, peer, &end, err);
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_end_position(c, peer, &end, err);
     if (rc != FERRY_OK) {
         PQfinish(rc_conn);
         return rc;
     }
-    set_lsn(plan, "end", end);
+    ferry__pg_cdc_set_lsn(plan, "end", end);
     *copy = true;
     *keep = rc_conn;
     return FERRY_OK;
 }
 
 /* ---- the stream ---------------------------------------------------------------------- */
+
+struct relmsg {
+    uint32_t relid;
+    uint8_t *p;
+    size_t n;
+};
+struct rels {
+    struct relmsg *v;
+    int n;
+};
+
+static void rels_free(struct rels *r)
+{
+    for (int i = 0; i < r->n; i++)
+        ferry_free(r->v[i].p);
+    ferry_free(r->v);
+    memset(r, 0, sizeof *r);
+}
+
+/* Keeps a copy of relation message p as relid's (replacing an older one). */
+static int rels_put(struct rels *r, uint32_t relid, const uint8_t *p, size_t n)
+{
+    uint8_t *copy = ferry_malloc(n ? n : 1);
+    if (copy == NULL) return FERRY_ENOMEM;
+    memcpy(copy, p, n);
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i].relid == relid) {
+            ferry_free(r->v[i].p);
+            r->v[i].p = copy;
+            r->v[i].n = n;
+            return FERRY_OK;
+        }
+    struct relmsg *v = ferry_realloc(r->v, (size_t)(r->n + 1) * sizeof *v);
+    if (v == NULL) {
+        ferry_free(copy);
+        return FERRY_ENOMEM;
+    }
+    r->v = v;
+    r->v[r->n++] = (struct relmsg){.relid = relid, .p = copy, .n = n};
+    return FERRY_OK;
+}
 
 struct stream {
     PGconn *c;
@@ -511,8 +572,11 @@ struct stream {
     int64_t last_commit_time_us; /* unix microseconds of the last commit received */
     struct ferry_pg_cdc_progress *progress;
     struct ferry_buf scratch;
-    uint8_t *rel; /* keep_session: our table's last Relation message, as received */
-    size_t rel_len;
+    /* keep_session: the last Relation message of every relation the session sent, as
+     * received (pgoutput sends one once per session: a table that continues the session
+     * of another table of a shared slot needs its own from there). */
+    struct rels rels;
+    bool replaying; /* on_message of a kept Relation message */
 };
 
 static void report(struct stream *s)
@@ -544,92 +608,17 @@ static int send_status(struct stream *s, bool reply, struct ferry_error *err)
     return FERRY_OK;
 }
 
-static bool builtin_oid(uint32_t oid)
-{
-    enum ferry_pg_wire w;
-    return ferry__pg_wire_of(oid, &w);
-}
-
-/* Whether the table has column `name` in the current catalog (a connection of its own:
- * the stream's is busy, and a reader's may sit in an older snapshot). */
-static int column_exists_now(struct stream *s, const char *name, bool *exists,
-                             struct ferry_error *err)
-{
-    PGconn *c = NULL;
-    int rc = ferry__pg_connect(s->url, s->opts, WHAT, &c, err);
-    if (rc != FERRY_OK) return rc;
-    const char *params[3] = {s->t->schema_name, s->t->table, name};
-    PGresult *res = NULL;
-    rc = query(c,
-               "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = "
-               "a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
-               "n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 AND NOT "
-               "a.attisdropped",
-               3, params, &res, s->peer, "reading the catalog", err);
-    if (rc == FERRY_OK) *exists = PQntuples(res) == 1;
-    PQclear(res);
-    PQfinish(c);
-    return rc;
-}
-
 /* Our relation's description, sent before its first change in each session and after
- * each schema change. The schema's fields are mapped onto its columns by name:
- *   - a field the message lacks existed when the run began (discover saw it), so the
- *     message describes changes from before the column was added: written as NULL;
- *   - a column the schema lacks (all columns captured) was either added after the run
- *     began (still in the catalog: the stream stops cleanly before this change, the next
- *     run discovers the column and the sink adds it), or dropped since these changes were
- *     made (not in the catalog any more): an error naming it;
- *   - a column whose type maps differently was retyped: an error naming it. */
+ * each schema change: mapped onto the run's schema, and its changes judged under the
+ * resource's `schema_changes:` (pg_schema_change.c). */
 static int on_relation(struct stream *s, const struct ferry_pg_repl_msg *m, struct ferry_error *err)
 {
     const char *nsp = m->nspname[0] ? m->nspname : "pg_catalog";
     if (strcmp(nsp, s->t->schema_name) != 0 || strcmp(m->relname, s->t->table) != 0)
         return FERRY_OK;
-    const struct ferry_schema *sc = s->t->sc;
-    for (int f = 0; f < s->n_user; f++) {
-        const struct ferry_field *fd = &sc->fields[f];
-        int idx = -1;
-        for (int i = 0; i < m->n_cols; i++)
-            if (strcmp(m->cols[i].name, fd->name) == 0) idx = i;
-        s->map[f] = idx;
-        if (idx < 0) continue;
-        enum ferry_type ty;
-        int p, scale;
-        ferry__pg_map_type(m->cols[idx].type_oid, m->cols[idx].typmod, &ty, &p, &scale);
-        bool differs = ty != fd->type ||
-                       (ty == FERRY_TYPE_DECIMAL128 && (p != fd->precision || scale != fd->scale));
-        /* Domains and user types arrive with their own oid: judged by their values. */
-        if (differs && builtin_oid(m->cols[idx].type_oid))
-            return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
-                                   WHAT ": table %s: column \"%s\" changed type at the source "
-                                        "(%s in the changes, %s now and in the destination); ferry "
-                                        "does not retype columns: adapt the destination and "
-                                        "resnapshot the resource (`ferry cdc drop`, then run)",
-                                   s->t->from, fd->name, ferry_type_name(ty),
-                                   ferry_type_name(fd->type));
-    }
-    for (int i = 0; s->t->all_columns && i < m->n_cols; i++) {
-        if (ferry_schema_find(sc, m->cols[i].name) >= 0) continue;
-        bool exists = false;
-        int rc = column_exists_now(s, m->cols[i].name, &exists, err);
-        if (rc != FERRY_OK) return rc;
-        if (!exists)
-            return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
-                                   WHAT
-                                   ": table %s: column \"%s\" was dropped (or renamed) at "
-                                   "the source while changes that carry it were not yet "
-                                   "captured; ferry does not drop or rename destination columns: "
-                                   "adapt the destination and resnapshot the resource (`ferry cdc "
-                                   "drop`, then run)",
-                                   s->t->from, m->cols[i].name);
-        ferry_log(FERRY_LOG_INFO,
-                  WHAT ": table %s: new column \"%s\" at the source; this run stops before the "
-                       "change that carries it, the next run adds it to the destination",
-                  s->t->from, m->cols[i].name);
-        s->schema_stop = true;
-        return FERRY_OK;
-    }
+    const struct ferry_pg_schema_source src = {s->url, s->opts, s->peer};
+    int rc = ferry__pg_schema_relation(&src, s->t, s->n_user, m, s->map, &s->schema_stop, err);
+    if (rc != FERRY_OK || s->schema_stop) return rc;
     s->relid = m->relid;
     s->rel_known = true;
     return FERRY_OK;
@@ -814,6 +803,47 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
     return ferry_rw_end(rw, err);
 }
 
+/* A placeholder for key field f of a truncate row (the sink ignores its values). */
+static void put_placeholder(struct ferry_row_writer *rw, const struct ferry_field *f)
+{
+    static const uint8_t zero[16];
+    struct ferry_decimal128 d = {0, 0};
+    switch (f->type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, false); return;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, 0); return;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, d); return;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, zero, 16); return;
+    case FERRY_TYPE_DECIMAL_TEXT: ferry_rw_text(rw, "0", 1); return;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON: ferry_rw_text(rw, "", 0); return;
+    default: ferry_rw_int(rw, 0); return; /* integers, dates, times, timestamps */
+    }
+}
+
+/* A source TRUNCATE as one FERRY_OP_TRUNCATE row, in stream order (pg_schema_change.c
+ * decided it is applied): keys hold placeholders, other fields are null. */
+static int write_truncate(struct stream *s, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = s->t->sc;
+    s->txn_rows++;
+    if (s->skip > 0) {
+        s->skip--;
+        return FERRY_OK;
+    }
+    ferry_rw_set_suboffset(s->rw, s->txn_rows);
+    ferry_rw_begin(s->rw, FERRY_OP_TRUNCATE);
+    for (int f = 0; f < sc->n_fields; f++) {
+        if (sc->fields[f].key_pos > 0 || !sc->fields[f].nullable)
+            put_placeholder(s->rw, &sc->fields[f]);
+        else
+            ferry_rw_null(s->rw);
+    }
+    s->changes++;
+    return ferry_rw_end(s->rw, err);
+}
+
 /* Whether the old image's key values differ from the new row's (a key update). */
 static bool key_changed(const struct stream *s, const struct ferry_pg_repl_tuple *old,
                         const struct ferry_pg_repl_tuple *nw)
@@ -882,16 +912,11 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
     case 'R':
         rc = on_relation(s, &m, err);
         /* A session's walsender sends a table's Relation message once: a parked session
-         * (below) keeps it for the run that continues the session. */
-        if (rc == FERRY_OK && s->t->keep_session && s->rel_known && s->relid == m.relid &&
-            !s->schema_stop && p != s->rel) {
-            uint8_t *copy = ferry_malloc(n ? n : 1);
-            if (copy == NULL) return nomem(err);
-            memcpy(copy, p, n);
-            ferry_free(s->rel);
-            s->rel = copy;
-            s->rel_len = n;
-        }
+         * (below) keeps every one for the run (of any table) that continues the session.
+         * Ours only when it was accepted (a schema stop does not park). */
+        if (rc == FERRY_OK && s->t->keep_session && !s->replaying && !s->schema_stop &&
+            rels_put(&s->rels, m.relid, p, n) != FERRY_OK)
+            return nomem(err);
         return rc;
     case 'I':
     case 'U':
@@ -899,13 +924,10 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
         return on_change(s, &m, err);
     case 'T':
         for (int i = 0; i < m.n_rels; i++)
-            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid)
-                return ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",
-                                       WHAT
-                                       ": table %s was truncated at the source; ferry does "
-                                       "not apply truncates: resnapshot the resource (`ferry cdc "
-                                       "drop`, empty the destination, run)",
-                                       s->t->from);
+            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid) {
+                rc = ferry__pg_schema_truncate(s->t, err);
+                return rc == FERRY_OK ? write_truncate(s, err) : rc;
+            }
         return FERRY_OK;
     default:
         return FERRY_OK; /* origin, type, logical messages */
@@ -979,8 +1001,18 @@ static int start_replication(struct stream *s, const char *slot, const char *pub
     if (lit) PQfreemem(lit);
     ferry_buf_release(&names);
     if (rc == FERRY_OK) {
+        /* A walsender that streamed the slot a moment ago (another table of a shared slot)
+         * may still be releasing it: retry "in use" for a while. */
+        int64_t deadline = ferry_now_mono_us() + 10000000;
         PGresult *res = PQexec(s->c, sql.data);
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        while (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL && !strcmp(state, "55006") &&
+               ferry_now_mono_us() < deadline) {
+            PQclear(res);
+            usleep(100000);
+            res = PQexec(s->c, sql.data);
+            state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        }
         if (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL && !strcmp(state, "42704"))
             rc = resnapshot_required(err, s->peer, slot, s->t->from, "does not exist any more");
         else if (PQresultStatus(res) != PGRES_COPY_BOTH)
@@ -1018,8 +1050,7 @@ struct parked {
     uint64_t received; /* furthest WAL position the server reported */
     uint64_t flush;    /* last flush reported to the server */
     int64_t since;     /* parked at, monotonic us */
-    uint8_t *rel;      /* the table's last Relation message */
-    size_t rel_len;
+    struct rels rels;  /* the session's Relation messages */
 };
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1043,7 +1074,7 @@ static void parked_close(struct parked *p)
             end_stream(p->c);
         PQfinish(p->c);
     }
-    ferry_free(p->rel);
+    rels_free(&p->rels);
     memset(p, 0, sizeof *p);
 }
 
@@ -1084,7 +1115,7 @@ static bool park_take(const char *slot, const char *pub, uint64_t start, struct 
     return ok;
 }
 
-/* Parks s->c (and its Relation message) at `pos`; false when there is no room. */
+/* Parks s->c (and the Relation messages it sent) at `pos`; false when there is no room. */
 static bool park_put(struct stream *s, const char *slot, const char *pub, uint64_t pos)
 {
     bool ok = false;
@@ -1103,9 +1134,8 @@ static bool park_put(struct stream *s, const char *slot, const char *pub, uint64
         p->received = s->received;
         p->flush = s->flush;
         p->since = ferry_now_mono_us();
-        p->rel = s->rel;
-        p->rel_len = s->rel_len;
-        s->rel = NULL;
+        p->rels = s->rels;
+        memset(&s->rels, 0, sizeof s->rels);
         ok = true;
     }
     pthread_mutex_unlock(&park_lock);
@@ -1130,6 +1160,71 @@ static int park_ack(const char *slot, uint64_t lsn)
     return rc;
 }
 
+/* Closes the parked session of `slot`, if any (it holds the slot on the server). */
+static void park_close_slot(const char *slot)
+{
+    pthread_mutex_lock(&park_lock);
+    struct parked *p = park_find(slot);
+    if (p != NULL) parked_close(p);
+    pthread_mutex_unlock(&park_lock);
+}
+
+/* ---- one stream per slot in this process ---------------------------------------------- */
+
+#define MAX_LOCKED 64
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slot_cv = PTHREAD_COND_INITIALIZER;
+static char slot_held[MAX_LOCKED][64];
+
+/* slot_mu held. */
+static int slot_find(const char *slot)
+{
+    for (int i = 0; i < MAX_LOCKED; i++)
+        if (!strcmp(slot_held[i], slot)) return i;
+    return -1;
+}
+
+/* Waits until no other stream of this process holds `slot`, then holds it; a stop request
+ * of the row writer ends the wait. */
+static int slot_lock(const char *slot, struct ferry_row_writer *rw, const char *from,
+                     struct ferry_error *err)
+{
+    pthread_mutex_lock(&slot_mu);
+    int rc = FERRY_OK;
+    for (;;) {
+        int free_i = slot_find("");
+        if (slot_find(slot) < 0 && free_i >= 0) {
+            snprintf(slot_held[free_i], sizeof slot_held[free_i], "%s", slot);
+            break;
+        }
+        int stop = ferry_rw_stop_requested(rw);
+        if (stop != 0) {
+            rc = stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED;
+            ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", from);
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&slot_cv, &slot_mu, &ts);
+    }
+    pthread_mutex_unlock(&slot_mu);
+    return rc;
+}
+
+static void slot_unlock(const char *slot)
+{
+    pthread_mutex_lock(&slot_mu);
+    int i = slot_find(slot);
+    if (i >= 0) slot_held[i][0] = '\0';
+    pthread_cond_broadcast(&slot_cv);
+    pthread_mutex_unlock(&slot_mu);
+}
+
 int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts, const char *peer,
                          const struct ferry_pg_cdc_target *t, json_t *plan, const char *resume,
                          struct ferry_row_writer *rw, struct ferry_pg_cdc_progress *progress,
@@ -1150,14 +1245,19 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         return ferry_error_set(err, FERRY_EINVAL, "postgres",
                                WHAT ": table %s: the frozen cdc plan names no slot or publication",
                                t->from);
-    int rc = plan_lsn(plan, "start", &s.start, err);
-    if (rc == FERRY_OK) rc = plan_lsn(plan, "end", &s.end, err);
+    int rc = ferry__pg_cdc_plan_lsn(plan, "start", &s.start, err);
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_plan_lsn(plan, "end", &s.end, err);
     uint64_t resumed = 0;
     int64_t resumed_k = 0;
-    if (rc == FERRY_OK) rc = position_parts(resume, &resumed, &resumed_k, err);
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_position(resume, &resumed, &resumed_k, err);
     if (rc != FERRY_OK) return rc;
-    /* flush never moves past what was saved before this run: the plan's start. */
+    /* flush never moves past what was saved before this run: the plan's start, or for a
+     * slot shared by the pipeline's tables the slot's confirmed position at plan time (the
+     * minimum over every table, pg_slot.c). */
     s.flush = s.start;
+    if (json_is_string(json_object_get(plan, "flush")))
+        rc = ferry__pg_cdc_plan_lsn(plan, "flush", &s.flush, err);
+    if (rc != FERRY_OK) return rc;
     json_t *skip = json_object_get(plan, "skip");
     if (json_is_integer(skip) && json_integer_value(skip) > 0) s.skip = json_integer_value(skip);
     if (resumed >= s.start && resume != NULL && resumed != 0) {
@@ -1172,15 +1272,27 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     if (s.map == NULL) return nomem(err);
     ferry_pg_repl_decoder_init(&s.dec);
     ferry_buf_init(&s.scratch, 0);
+    /* One session per slot at a time in this process: the tables of a shared slot stream
+     * one after another even when resources run concurrently. */
+    rc = slot_lock(slot, rw, t->from, err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&s.scratch);
+        ferry_pg_repl_decoder_release(&s.dec);
+        ferry_free(s.map);
+        return rc;
+    }
     struct parked pk;
     bool reused = t->keep_session && s.skip == 0 && park_take(slot, pub, s.start, &pk);
+    if (!reused) park_close_slot(slot); /* a parked session of the slot would hold it */
     if (reused) {
         /* The session of the previous run goes on right after its last position. */
         s.c = pk.c;
         s.received = pk.received;
-        s.rel = pk.rel;
-        s.rel_len = pk.rel_len;
-        if (s.rel != NULL) rc = on_message(&s, s.rel, s.rel_len, err);
+        s.rels = pk.rels;
+        s.replaying = true;
+        for (int i = 0; i < s.rels.n && rc == FERRY_OK; i++)
+            rc = on_message(&s, s.rels.v[i].p, s.rels.v[i].n, err);
+        s.replaying = false;
     } else {
         rc = ferry__pg_connect_ex(url, opts, "database", WHAT " (replication)", &s.c, err);
         /* Values arrive as the walsender's text output: pin the forms the parsers read. */
@@ -1296,7 +1408,8 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         if (streaming) end_stream(s.c);
         PQfinish(s.c);
     }
-    ferry_free(s.rel);
+    slot_unlock(slot);
+    rels_free(&s.rels);
     if (rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", t->from,
                   s.changes,
@@ -1318,7 +1431,7 @@ int ferry__pg_cdc_ack(PGconn *c, const char *peer, const char *plan_json, const 
     json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
     const char *slot = json_string_value(json_object_get(plan, "slot"));
     uint64_t end = 0, lsn = 0;
-    int rc = slot != NULL ? plan_lsn(plan, "end", &end, err)
+    int rc = slot != NULL ? ferry__pg_cdc_plan_lsn(plan, "end", &end, err)
                           : ferry_error_set(err, FERRY_EINVAL, "postgres",
                                             WHAT ": the frozen cdc plan names no slot");
     if (rc == FERRY_OK) rc = position_lsn(position, &lsn, err);
@@ -1327,8 +1440,14 @@ int ferry__pg_cdc_ack(PGconn *c, const char *peer, const char *plan_json, const 
     json_decref(plan);
     if (rc != FERRY_OK || lsn == 0) return rc;
     *caught_up = lsn >= end;
-    struct slot_info si;
-    rc = slot_info(c, peer, name, &si, err);
+    return ferry__pg_cdc_advance(c, peer, name, lsn, err);
+}
+
+int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *name, uint64_t lsn,
+                          struct ferry_error *err)
+{
+    struct ferry_pg_slot_info si;
+    int rc = ferry__pg_cdc_slot_info(c, peer, name, &si, err);
     if (rc != FERRY_OK) return rc;
     if (!si.exists)
         return ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
@@ -1372,25 +1491,32 @@ int ferry__pg_cdc_drop(PGconn *c, const char *peer, const struct ferry_resource_
     struct ferry_pg_cdc_opts o;
     int rc = ferry__pg_cdc_opts(spec, &o, err);
     if (rc != FERRY_OK) return rc;
-    struct slot_info si;
-    rc = slot_info(c, peer, o.slot, &si, err);
+    return ferry__pg_cdc_drop_names(c, peer, o.slot, o.publication_given ? NULL : o.publication,
+                                    err);
+}
+
+int ferry__pg_cdc_drop_names(PGconn *c, const char *peer, const char *slot, const char *pub,
+                             struct ferry_error *err)
+{
+    struct ferry_pg_slot_info si;
+    int rc = ferry__pg_cdc_slot_info(c, peer, slot, &si, err);
     if (rc != FERRY_OK) return rc;
     if (si.exists) {
         if (si.active)
             return ferry_error_set(err, FERRY_ECONFLICT, "postgres",
                                    WHAT ": %s: replication slot \"%s\" is in use (a run is "
                                         "streaming from it); pause it first",
-                                   peer, o.slot);
-        const char *p1[1] = {o.slot};
+                                   peer, slot);
+        const char *p1[1] = {slot};
         rc = exec_params(c, "SELECT pg_catalog.pg_drop_replication_slot($1)", 1, p1, peer,
                          "dropping the replication slot", err);
         if (rc != FERRY_OK) return rc;
     }
-    if (o.publication_given) return FERRY_OK; /* not ferry's to drop */
+    if (pub == NULL) return FERRY_OK; /* not ferry's to drop */
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
     rc = ferry_buf_printf(&sql, "DROP PUBLICATION IF EXISTS ");
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, o.publication, err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, pub, err);
     if (rc == FERRY_ENOMEM) rc = nomem(err);
     if (rc == FERRY_OK)
         rc = ferry__pg_exec(c, sql.data, FERRY_ESOURCE, WHAT ": dropping the publication", err);

@@ -27,6 +27,10 @@ struct ferry_pg_cdc_opts {
     char publication[64];
     bool publication_given;
     bool resnapshot;
+    bool lost_given; /* on_slot_lost set on the resource */
+    /* `slot:` set on the resource: the resource keeps a slot of its own (as before one slot
+     * per pipeline); else it shares the pipeline's slot (pg_slot.h). */
+    bool own_slot;
 };
 int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
                        struct ferry_error *err);
@@ -68,7 +72,31 @@ struct ferry_pg_cdc_target {
     bool all_columns; /* no `columns:` list: a new source column is a schema change */
     int64_t epoch_rows; /* > 0: end after this many changes, at a commit (before `end`) */
     bool keep_session;  /* --follow: park the replication session for the next run */
+    enum ferry_schema_changes policy; /* `schema_changes:` (pg_schema_change.c) */
+    const char *route;  /* the resource's route: the key of its schema.changed notes */
+    bool truncates;     /* the sink applies truncate rows (ferry_read_context.truncates) */
 };
+
+/* Where a stream reads the catalog from when its table's columns change. */
+struct ferry_pg_schema_source {
+    const char *url;
+    const struct ferry_pg_conn_opts *opts;
+    const char *peer;
+};
+
+struct ferry_pg_repl_msg;
+/* A Relation message m of t's table against t's schema (pg_schema_change.c): fills map
+ * (per user field, the message's column, -1 for none: NULL); *stop when the run must end
+ * before the change (evolve); an error naming table and column when the policy refuses
+ * the change or it is not a widening. Notes every change for schema.changed. */
+int ferry__pg_schema_relation(const struct ferry_pg_schema_source *src,
+                              const struct ferry_pg_cdc_target *t, int n_user,
+                              const struct ferry_pg_repl_msg *m, int *map, bool *stop,
+                              struct ferry_error *err);
+/* A TRUNCATE of t's table in the stream: noted; FERRY_OK when it is to be written as a
+ * truncate row (evolve or freeze, into a sink that applies them), else an error naming the
+ * table and why. */
+int ferry__pg_schema_truncate(const struct ferry_pg_cdc_target *t, struct ferry_error *err);
 
 /* Progress of a stream, read by other threads (the runner's lag events): the position
  * (end LSN of the last complete transaction), the WAL bytes between it and the further of
@@ -104,5 +132,48 @@ int ferry__pg_cdc_ack(PGconn *c, const char *peer, const char *plan_json, const 
 /* Drops the resource's slot, and its publication when ferry named it. */
 int ferry__pg_cdc_drop(PGconn *c, const char *peer, const struct ferry_resource_spec *spec,
                        struct ferry_error *err);
+
+/* ---- helpers shared with pg_slot.c (the pipeline's shared slot) ---------------------- */
+
+struct ferry_pg_slot_info {
+    bool exists;
+    bool lost;
+    bool unreserved; /* the WAL it needs goes at the next checkpoint (max_slot_wal_keep_size) */
+    bool active;
+    bool pgoutput;
+    bool this_db;
+    uint64_t confirmed;
+};
+int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
+                            struct ferry_pg_slot_info *si, struct ferry_error *err);
+/* A parameterised query that returns rows; *res is the caller's to clear. */
+int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params,
+                        PGresult **res, const char *peer, const char *what,
+                        struct ferry_error *err);
+/* The table has a replica identity (else updates and deletes could not be captured). */
+int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
+                                 struct ferry_error *err);
+/* A WAL position written now (a logical message): the end a bounded run streams to. */
+int ferry__pg_cdc_end_position(PGconn *c, const char *peer, uint64_t *end, struct ferry_error *err);
+/* A saved position's "n" (0 when absent) and "k" (k may be NULL). */
+int ferry__pg_cdc_position(const char *position, uint64_t *lsn, int64_t *k,
+                           struct ferry_error *err);
+void ferry__pg_cdc_set_lsn(json_t *plan, const char *key, uint64_t lsn);
+int ferry__pg_cdc_plan_lsn(json_t *plan, const char *key, uint64_t *out, struct ferry_error *err);
+/* Creates `slot` with an exported snapshot (plan "snapshot" and "start"); *keep: the
+ * replication connection, idle in the exporting transaction, the caller's to close. */
+int ferry__pg_cdc_create_slot(const char *url, const struct ferry_pg_conn_opts *opts,
+                              const char *peer, const char *slot, json_t *plan, PGconn **keep,
+                              struct ferry_error *err);
+/* Moves the slot's confirmed position to lsn (never back). */
+int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *slot, uint64_t lsn,
+                          struct ferry_error *err);
+/* Drops `slot` when it exists (an error when a session holds it), then publication `pub`
+ * (NULL: none, it is not ferry's). */
+int ferry__pg_cdc_drop_names(PGconn *c, const char *peer, const char *slot, const char *pub,
+                             struct ferry_error *err);
+/* "ferry_<a>[_<b>]" folded to [a-z0-9_], at most 63 bytes (a hash of `id` replaces the tail
+ * of a longer one). */
+void ferry__pg_cdc_fold_name(const char *a, const char *b, const char *id, char out[64]);
 
 #endif

@@ -31,6 +31,7 @@
 #include <string.h>
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_encode.h"
+#include "pipeline/schema_change.h"
 #include "connectors/postgres/pg_guard.h"
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -59,6 +60,9 @@ struct target {
     char *qtable;  /* "schema"."table", quoted */
     struct ferry_schema *schema;
     enum ferry_write_mode mode;
+    enum ferry_schema_changes schema_changes;
+    const char *route; /* borrowed from the runner: the key of schema.changed notes */
+    int *orig;         /* freeze: per written field, its column in the batches; else NULL */
     struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
     int n_wire;
     char *copy_sql;
@@ -115,6 +119,7 @@ static void free_target(struct target *t)
     ferry_free(t->temp);
     ferry_free(t->qtable);
     ferry_free(t->wire);
+    ferry_free(t->orig);
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
     ferry_free(t->delete_sql);
@@ -163,6 +168,10 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "schema", false, &schema, err);
     if (rc == FERRY_OK)
         rc = ferry_cfg_enum(cfg, "durability", false, durability_words, &durability, err);
+    /* create: like_source is done by the runner around the run (runner/clone.c) */
+    static const char *const create_words[] = {"like_source", NULL};
+    int create = 0;
+    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
     if (rc == FERRY_OK) {
@@ -218,6 +227,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
+    caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -297,6 +307,7 @@ struct dest_col {
     uint32_t base_oid;
     int32_t base_typmod;
     char recv[32]; /* pg_type.typreceive, e.g. "enum_recv" */
+    bool not_null, has_default;
 };
 
 static void dest_cols_free(struct dest_col *c, int n)
@@ -332,7 +343,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
                    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text "
+                   "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -362,6 +373,8 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
         c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
         c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
         snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
+        c[k].not_null = PQgetvalue(r, i, 8)[0] == 't';
+        c[k].has_default = PQgetvalue(r, i, 9)[0] == 't';
         if (c[k].base_oid == 0) {
             c[k].base_oid = c[k].oid;
             c[k].base_typmod = c[k].typmod;
@@ -544,7 +557,8 @@ static int origin_wire(struct target *t, int i, const struct dest_col *d, struct
     /* the full type (bit(3), not bit): the values came from this very type */
     t->cast[i] = ferry_strdup(d->type);
     if (t->cast[i] == NULL) return oom(err);
-    t->wire[i] = (struct ferry_pg_wire_col){i, FERRY_PG_WIRE_TEXT, 0, false};
+    t->wire[i].wire = FERRY_PG_WIRE_TEXT;
+    t->wire[i].chars = 0;
     return FERRY_OK;
 }
 
@@ -629,7 +643,7 @@ static int choose_wire(struct sink *s, struct target *t, const char *table, int 
     int rc = FERRY_OK;
     ferry_free(t->cast[i]);
     t->cast[i] = NULL;
-    t->wire[i] = wire_for_dest(f, i, d);
+    t->wire[i] = wire_for_dest(f, t->orig ? t->orig[i] : i, d); /* (the batch's column) */
     if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, d, err);
     if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
         return refuse_column(s, table, f, d, err);
@@ -641,6 +655,138 @@ static int choose_wire(struct sink *s, struct target *t, const char *table, int 
     /* special values only come from a postgres source, whose infinities they are */
     t->wire[i].specials = origin != NULL;
     return rc;
+}
+
+/* A change made to an existing table, for the run's schema.changed events. */
+static void note(const struct sink *s, const struct target *t, const char *table,
+                 const char *column, enum ferry_schema_change_kind k, const char *old_type,
+                 const char *new_type, int rc)
+{
+    if (rc != FERRY_OK || t->route == NULL) return;
+    char name[300];
+    snprintf(name, sizeof name, "\"%s\".\"%s\" (destination)", s->schema, table);
+    ferry_schema_change_note(t->route, name, column, k, old_type, new_type, t->schema_changes,
+                             FERRY_SC_APPLY);
+}
+
+/* ALTER TABLE t ALTER COLUMN "c" <clause>, clause built by the caller into `tail`. */
+static int alter_column(struct sink *s, const char *table, const char *column, const char *tail,
+                        const char *doing, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "ALTER TABLE ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ALTER COLUMN ") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, column, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " %s", tail) != FERRY_OK) rc = oom(err);
+    char what[300];
+    snprintf(what, sizeof what, WHAT ": %s column \"%s\" of table \"%s\".\"%s\"", doing, column,
+             s->schema, table);
+    ferry_log(FERRY_LOG_INFO, "%s (schema_changes: evolve)", what);
+    return exec_buf(s, &b, rc, what, err);
+}
+
+/* schema_changes: evolve, on a table that exists: a column whose type the data's widens
+ * (smallint -> integer -> bigint, real -> double precision, numeric(p,s) -> wider numeric)
+ * gets the data's type; a column the data no longer has (dropped at the source) lets go of
+ * NOT NULL, so that it is NULL from now on. *changed when anything was altered. */
+static int evolve_table(struct sink *s, const struct target *t, const char *table,
+                        const struct dest_col *dc, int n_dc, bool *changed,
+                        struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    int rc = FERRY_OK;
+    for (int j = 0; j < n_dc && rc == FERRY_OK; j++) {
+        int i = ferry_schema_find(sc, dc[j].name);
+        if (i < 0) {
+            if (dc[j].not_null && !dc[j].has_default && !dc[j].pk) {
+                rc = alter_column(s, table, dc[j].name, "DROP NOT NULL",
+                                  "letting go of NOT NULL on (dropped at the source)", err);
+                note(s, t, table, dc[j].name, FERRY_SC_DROPPED, dc[j].type, NULL, rc);
+                *changed = true;
+            }
+            continue;
+        }
+        const struct ferry_field *f = &sc->fields[i];
+        struct ferry_field d = {0};
+        if (dc[j].oid != dc[j].base_oid) continue; /* a domain: the user's choice */
+        ferry__pg_map_type(dc[j].oid, dc[j].typmod, &d.type, &d.precision, &d.scale);
+        bool same = d.type == f->type && (d.type != FERRY_TYPE_DECIMAL128 ||
+                                          (d.precision == f->precision && d.scale == f->scale));
+        if (same || !ferry__pg_type_is_native(dc[j].oid) || !ferry_type_widens(&d, f)) continue;
+        char type[64], tail[100];
+        ferry__pg_sql_type(f, type, sizeof type);
+        snprintf(tail, sizeof tail, "TYPE %s", type);
+        rc = alter_column(s, table, f->name, tail, "widening", err);
+        note(s, t, table, f->name, FERRY_SC_WIDENED, dc[j].type, type, rc);
+        *changed = true;
+    }
+    return rc;
+}
+
+/* schema_changes: freeze, on a table that exists: the fields it lacks are not written (the
+ * destination's columns never change). t->schema becomes the fields written, t->orig maps
+ * them to the batches' columns, and the staging tail of t->wire moves down. A key field the
+ * table lacks is an error. */
+static int freeze_narrow(struct sink *s, struct target *t, const char *table,
+                         const struct dest_col *dc, int n_dc, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    struct ferry_schema *n = ferry_schema_new();
+    t->orig = ferry_calloc((size_t)(sc->n_fields ? sc->n_fields : 1), sizeof *t->orig);
+    if (n == NULL || t->orig == NULL) {
+        ferry_schema_unref(n);
+        return oom(err);
+    }
+    int k = 0, rc = FERRY_OK, soft = -1;
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        const struct ferry_field *f = &sc->fields[i];
+        int j = 0;
+        while (j < n_dc && strcmp(dc[j].name, f->name) != 0)
+            j++;
+        if (j == n_dc && (f->key_pos > 0 || i == t->soft_col)) {
+            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
+                                 WHAT ": table \"%s\".\"%s\" has no column \"%s\", which ferry "
+                                      "needs (key or soft_delete) and schema_changes: freeze "
+                                      "does not add",
+                                 s->schema, table, f->name);
+            break;
+        }
+        if (j == n_dc) {
+            ferry_log(FERRY_LOG_INFO,
+                      WHAT ": table \"%s\".\"%s\" has no column \"%s\": not written "
+                           "(schema_changes: freeze)",
+                      s->schema, table, f->name);
+            continue;
+        }
+        rc = ferry_schema_add_field(n, f->name, f->type, f->nullable, err);
+        if (rc != FERRY_OK) break;
+        n->fields[k].precision = f->precision;
+        n->fields[k].scale = f->scale;
+        n->fields[k].key_pos = f->key_pos;
+        rc = ferry_schema_set_origin(n, k, f->origin_type, err);
+        if (rc != FERRY_OK) break;
+        if (i == t->soft_col) soft = k;
+        t->orig[k++] = i;
+    }
+    if (rc == FERRY_OK) rc = ferry_schema_finish(n, err);
+    if (rc != FERRY_OK) {
+        ferry_schema_unref(n);
+        return rc;
+    }
+    n->soft_delete = soft >= 0 ? soft + 1 : 0;
+    t->soft_col = soft;
+    if (t->n_wire > sc->n_fields) { /* keyed: row number and operation follow the fields */
+        t->wire[k] = t->wire[sc->n_fields];
+        t->wire[k + 1] = t->wire[sc->n_fields + 1];
+        t->n_wire = k + 2;
+    } else {
+        t->n_wire = k;
+    }
+    ferry_schema_unref(t->schema);
+    t->schema = n;
+    return FERRY_OK;
 }
 
 /* Creates the table or checks it (adding missing columns), then chooses each column's
@@ -658,6 +804,9 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     if (!exists) {
         rc = create_table(s, table, sc, declare_key, err);
         changed = true;
+    } else if (t->schema_changes == FERRY_SCHEMA_FREEZE && table == t->table && t->orig == NULL) {
+        rc = freeze_narrow(s, t, table, dc, n_dc, err);
+        sc = t->schema;
     } else {
         for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
             int j = 0;
@@ -665,9 +814,14 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                 j++;
             if (j == n_dc) {
                 rc = add_column(s, table, &sc->fields[i], err);
+                char type[64];
+                ferry__pg_sql_type(&sc->fields[i], type, sizeof type);
+                note(s, t, table, sc->fields[i].name, FERRY_SC_ADDED, NULL, type, rc);
                 changed = true;
             }
         }
+        if (rc == FERRY_OK && t->schema_changes == FERRY_SCHEMA_EVOLVE)
+            rc = evolve_table(s, t, table, dc, n_dc, &changed, err);
     }
     if (rc == FERRY_OK && changed) {
         dest_cols_free(dc, n_dc);
@@ -783,7 +937,10 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
-    if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
+    /* The source's values win over a GENERATED ALWAYS identity (a no-op without one): a
+     * table made like the source (create: like_source) has them. */
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") OVERRIDING SYSTEM VALUE SELECT ") != FERRY_OK)
+        rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = staged_col(&b, t, i, "l", err);
@@ -898,6 +1055,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
                       : -1;
     t->used = true;
     t->mode = target->mode;
+    t->schema_changes = target->schema_changes;
+    t->route = target->route;
     t->schema = ferry_schema_ref(target->schema);
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_strdup(target->table);
@@ -1159,6 +1318,34 @@ static int name_cast_columns(const struct target *t, int rc, struct ferry_error 
     return rc;
 }
 
+static bool has_truncate(const struct ferry_batch *b)
+{
+    for (int64_t r = 0; r < b->length; r++)
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) return true;
+    return false;
+}
+
+/* A source TRUNCATE in the staged batch (cdc, upsert/merge): the table is emptied and the
+ * staged rows up to the last truncate are dropped; the rows after it are merged as usual. */
+static int apply_truncate(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    struct ferry_buf q, tmp;
+    ferry_buf_init(&q, 0);
+    ferry_buf_init(&tmp, 0);
+    int rc = ferry_buf_printf(&tmp, "pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&tmp, t->temp, err);
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(&q,
+                         "TRUNCATE %s; DELETE FROM %s WHERE \"" SEQ_COL "\" <= (SELECT max(\""
+                         SEQ_COL "\") FROM %s WHERE \"" OP_COL "\" = %d)",
+                         t->qtable, tmp.data, tmp.data, FERRY_OP_TRUNCATE) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "applying a source truncate to", err);
+    ferry_buf_release(&q);
+    ferry_buf_release(&tmp);
+    return rc;
+}
+
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
@@ -1176,6 +1363,7 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     if (rc == FERRY_OK && t->insert_sql)
         rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),
                                err);
+    if (rc == FERRY_OK && t->temp && has_truncate(b)) rc = apply_truncate(s, t, err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "connectors/postgres/pg_cdc.h"
+#include "connectors/postgres/pg_slot.h"
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_guard.h"
@@ -76,6 +77,7 @@ struct src {
     PGconn **keep;
     int n_keep;
     struct ferry_pg_cdc_progress progress; /* the stream running on this instance */
+    struct ferry_pg_slot slot; /* the pipeline's shared slot (pg_slot.h) */
 };
 
 static int nomem(struct ferry_error *err)
@@ -94,6 +96,7 @@ static void src_close(void *ctx)
     if (s->snap) PQfinish(s->snap);
     for (int i = 0; i < s->n_keep; i++) PQfinish(s->keep[i]);
     ferry_free(s->keep);
+    ferry__pg_slot_release(&s->slot);
     ferry_free(s->snapshot_id);
     ferry_secret_free(s->url);
     ferry_free(s);
@@ -118,6 +121,11 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     s->shard_rows = shard_rows;
     s->opts = opts;
     s->url = url;
+    rc = ferry__pg_slot_config(&s->slot, cfg, err);
+    if (rc != FERRY_OK) {
+        src_close(s);
+        return rc;
+    }
     rc = ferry__pg_connect(url, &opts, WHAT, &s->c, err);
     if (rc != FERRY_OK) {
         src_close(s);
@@ -321,11 +329,14 @@ static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_
 /* A cdc resource: its keys are read now (so that unknown ones are refused before a run),
  * columns outside the key become nullable (a delete carries only the key), and a change
  * log gets its operation, LSN and commit time columns. */
-static int cdc_schema(const struct ferry_resource_spec *spec, struct ferry_schema *sc,
-                      struct ferry_error *err)
+static int cdc_schema(struct src *s, const struct ferry_resource_spec *spec, const struct rel *r,
+                      struct ferry_schema *sc, struct ferry_error *err)
 {
     struct ferry_pg_cdc_opts o;
     int rc = ferry__pg_cdc_opts(spec, &o, err);
+    /* A resource without a slot of its own shares the pipeline's (pg_slot.h). */
+    if (rc == FERRY_OK)
+        rc = ferry__pg_slot_register(&s->slot, spec, r->schema_name, r->table, r->from, err);
     if (rc != FERRY_OK) return rc;
     for (int f = 0; f < sc->n_fields; f++)
         if (sc->fields[f].key_pos == 0) sc->fields[f].nullable = true;
@@ -403,7 +414,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                                  col_index(&r, spec->cursor[k]) < 0
                                      ? "does not exist"
                                      : "must be among the selected columns");
-    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC) rc = cdc_schema(spec, sc, err);
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC) rc = cdc_schema(s, spec, &r, sc, err);
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     rel_free(&r);
     if (rc != FERRY_OK) {
@@ -845,8 +856,14 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
                                     .from = r->from, .sc = sc};
     bool copy = false;
     PGconn *keep = NULL;
-    int rc = ferry__pg_cdc_plan(s->c, s->url, &s->opts, s->peer, spec, &t, route_checkpoint,
-                                plan, &copy, &keep, err);
+    struct ferry_pg_cdc_opts o;
+    int rc = ferry__pg_cdc_opts(spec, &o, err);
+    if (rc == FERRY_OK && o.own_slot)
+        rc = ferry__pg_cdc_plan(s->c, s->url, &s->opts, s->peer, spec, &t, route_checkpoint, plan,
+                                &copy, &keep, err);
+    else if (rc == FERRY_OK)
+        rc = ferry__pg_slot_plan(&s->slot, s->c, s->url, &s->opts, s->peer, spec, &t,
+                                 route_checkpoint, plan, &copy, err);
     if (rc != FERRY_OK) return rc;
     if (keep != NULL) {
         PGconn **k = ferry_realloc(s->keep, (size_t)(s->n_keep + 1) * sizeof *k);
@@ -1389,7 +1406,10 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .soft_delete = !run->change_log && run->soft_delete != NULL,
                                     .all_columns = spec->columns == NULL,
                                     .epoch_rows = run->cdc_epoch_rows,
-                                    .keep_session = run->cdc_follow};
+                                    .keep_session = run->cdc_follow,
+                                    .policy = run->schema_changes,
+                                    .route = run->route,
+                                    .truncates = run->truncates};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
@@ -1555,7 +1575,12 @@ static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const 
      * stopped answering must not hang the run that waits for it (io_timeout). */
     struct ferry_pg_guard g;
     ferry__pg_guard_begin(&g, s->c, s->opts.io_timeout_ms);
-    int rc = ferry__pg_cdc_ack(s->c, s->peer, plan_json, position, caught_up, err);
+    json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
+    bool shared = json_is_true(json_object_get(plan, "shared"));
+    json_decref(plan);
+    int rc = shared ? ferry__pg_slot_ack(&s->slot, s->c, s->peer, spec, plan_json, position,
+                                         caught_up, err)
+                    : ferry__pg_cdc_ack(s->c, s->peer, plan_json, position, caught_up, err);
     rc = ferry__pg_guard_result(&g, rc, s->c, WHAT ": acknowledging the replication slot",
                                 s->opts.io_timeout_ms, err);
     return rc == FERRY_OK ? rc : ferry_error_prefix(err, "table \"%s\"", spec->table);
@@ -1577,7 +1602,11 @@ static int src_cdc_progress(void *ctx, int64_t *position, int64_t *lag_bytes, in
 static int src_cdc_drop(void *ctx, const struct ferry_resource_spec *spec, struct ferry_error *err)
 {
     struct src *s = ctx;
-    return ferry__pg_cdc_drop(s->c, s->peer, spec, err);
+    struct ferry_pg_cdc_opts o;
+    int rc = ferry__pg_cdc_opts(spec, &o, err);
+    if (rc != FERRY_OK) return rc;
+    return o.own_slot ? ferry__pg_cdc_drop(s->c, s->peer, spec, err)
+                      : ferry__pg_slot_drop(&s->slot, s->c, s->peer, spec, err);
 }
 
 static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,

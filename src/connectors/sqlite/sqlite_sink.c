@@ -25,8 +25,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "connectors/sqlite/sqlite_common.h"
+#include "connectors/sqlite/sqlite_evolve.h"
 #include "ferry/connector.h"
 #include "ferry/digest.h"
+#include "pipeline/schema_change.h"
 
 #define SCRATCH 64   /* bytes of text scratch per value: decimals, times, uuids */
 #define MANY_ROWS 64 /* rows per multi-row INSERT (fewer statement runs) */
@@ -49,6 +51,7 @@ struct target {
     int soft_col;      /* merge: the target's soft_delete field, else -1 */
     int *key_cols;
     char *scratch;
+    bool *skip; /* schema_changes: freeze: fields the existing table lacks (NULL: none) */
     char uri[512];
 };
 
@@ -123,6 +126,7 @@ static void sink_close(void *ctx)
         ferry_free(t->staging);
         ferry_free(t->key_cols);
         ferry_free(t->scratch);
+        ferry_free(t->skip);
         ferry_schema_unref(t->schema);
     }
     ferry_free(s->t);
@@ -204,6 +208,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
+    caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */
@@ -376,27 +381,122 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     return rc;
 }
 
+/* A change made to an existing table, for the run's schema.changed events. */
+static void note(const struct ferry_target *target, const char *table, const char *column,
+                 enum ferry_schema_change_kind k, const char *old_decl,
+                 const struct ferry_field *f)
+{
+    if (target == NULL || target->route == NULL) return;
+    char decl[48], name[300];
+    ferry__sqlite_decl_for(f, decl, sizeof decl);
+    snprintf(name, sizeof name, "\"%s\" (destination)", table);
+    ferry_schema_change_note(target->route, name, column, k, old_decl, decl,
+                             target->schema_changes, FERRY_SC_APPLY);
+}
+
+/* schema_changes: freeze, on a table that exists: field i, which it lacks, is not written
+ * (a key or soft_delete field it lacks is an error). */
+static int freeze_skip(struct sink *s, const char *table, const struct ferry_schema *sc, int i,
+                       bool **skip, struct ferry_error *err)
+{
+    if (sc->fields[i].key_pos > 0 || sc->soft_delete == i + 1)
+        return ferry_error_set(err, FERRY_ESINK, "sqlite",
+                               "sqlite sink: %s: table \"%s\" has no column \"%s\", which ferry "
+                               "needs (key or soft_delete) and schema_changes: freeze does not add",
+                               s->path, table, sc->fields[i].name);
+    if (*skip == NULL && (*skip = ferry_calloc((size_t)sc->n_fields, sizeof **skip)) == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
+    (*skip)[i] = true;
+    ferry_log(FERRY_LOG_INFO,
+              "sqlite sink: %s: table \"%s\" has no column \"%s\": not written (schema_changes: "
+              "freeze)",
+              s->path, table, sc->fields[i].name);
+    return FERRY_OK;
+}
+
+/* schema_changes: evolve: the destination's columns the data no longer has (dropped at the
+ * source) are NULL from now on: their NOT NULL goes; the widened columns get their new
+ * declared types (sqlite_evolve.c). */
+static int evolve_table(struct sink *s, const char *table, const struct ferry_schema *sc,
+                        const struct dest_col *dc, int n_dc,
+                        const struct ferry_sqlite_retype *retype, int n_retype,
+                        const struct ferry_target *target, struct ferry_error *err)
+{
+    const char *gone[64];
+    bool relaxed[64];
+    int n = 0;
+    for (int j = 0; j < n_dc && n < 64; j++) {
+        bool have = false;
+        for (int i = 0; i < sc->n_fields && !have; i++)
+            have = sqlite3_stricmp(sc->fields[i].name, dc[j].name) == 0;
+        if (!have) gone[n++] = dc[j].name;
+    }
+    if (n == 0 && n_retype == 0) return FERRY_OK;
+    int rc = ferry__sqlite_evolve(s->db, s->path, table, gone, n, relaxed, retype, n_retype, err);
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        if (!relaxed[i] || target->route == NULL) continue;
+        char name[300];
+        snprintf(name, sizeof name, "\"%s\" (destination)", table);
+        ferry_schema_change_note(target->route, name, gone[i], FERRY_SC_DROPPED, "NOT NULL", NULL,
+                                 target->schema_changes, FERRY_SC_APPLY);
+    }
+    return rc;
+}
+
+/* schema_changes: evolve and a column whose declared type the data's widens (INT4 ->
+ * INTEGER, FLOAT4 -> DOUBLE, a wider DECIMAL_TEXT): the table is rebuilt with the new
+ * declaration (evolve_table). */
+static bool widened(struct sink *s, const char *table, const char *decl,
+                    const struct ferry_field *f)
+{
+    struct ferry_field d = {0};
+    ferry__sqlite_type_from_decl(decl, &d.type, &d.precision, &d.scale);
+    if (!ferry_type_widens(&d, f)) return false;
+    (void)s;
+    (void)table;
+    return true;
+}
+
 /* Creates the table, or checks the existing one: adds missing columns, refuses a column
  * whose declared type cannot hold the data, and (for upsert/merge) a primary key that is
  * not the data's key, since ON CONFLICT needs exactly that unique key. */
 static int ensure_table(struct sink *s, const char *table, const struct ferry_schema *sc,
-                        bool need_key, bool declare_key, struct ferry_error *err)
+                        bool need_key, bool declare_key, const struct ferry_target *target,
+                        bool **skip, struct ferry_error *err)
 {
     struct dest_col *dc;
     int n_dc;
     int rc = dest_columns(s->db, table, &dc, &n_dc, err);
     if (rc != FERRY_OK) return rc;
     if (n_dc == 0) return create_table(s, table, sc, declare_key, err);
+    bool evolve = target != NULL && target->schema_changes == FERRY_SCHEMA_EVOLVE;
+    struct ferry_sqlite_retype retype[64];
+    char decls[64][48];
+    int n_retype = 0;
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
         while (j < n_dc && sqlite3_stricmp(dc[j].name, f->name) != 0)
             j++;
+        if (j == n_dc && skip != NULL && target->schema_changes == FERRY_SCHEMA_FREEZE) {
+            rc = freeze_skip(s, table, sc, i, skip, err);
+            continue;
+        }
         if (j == n_dc) {
             rc = add_column(s, table, f, err);
+            if (rc == FERRY_OK) note(target, table, f->name, FERRY_SC_ADDED, NULL, f);
             continue;
         }
         char have[64], want[64];
+        if (!holds(dc[j].decl, f, have, sizeof have) && evolve && n_retype < 64 &&
+            widened(s, table, dc[j].decl, f)) {
+            ferry__sqlite_decl_for(f, decls[n_retype], sizeof decls[0]);
+            retype[n_retype].name = f->name;
+            retype[n_retype].decl = decls[n_retype];
+            n_retype++;
+            note(target, table, f->name, FERRY_SC_WIDENED, dc[j].decl, f);
+            continue;
+        }
         if (!holds(dc[j].decl, f, have, sizeof have)) {
             field_type_text(f, want, sizeof want);
             rc = ferry_error_set(err, FERRY_ESINK, "sqlite",
@@ -407,6 +507,8 @@ static int ensure_table(struct sink *s, const char *table, const struct ferry_sc
                                  dc[j].decl[0] ? dc[j].decl : "without a type", want);
         }
     }
+    if (rc == FERRY_OK && evolve)
+        rc = evolve_table(s, table, sc, dc, n_dc, retype, n_retype, target, err);
     if (rc == FERRY_OK && need_key) {
         int n_pk = 0;
         bool same = true;
@@ -495,24 +597,27 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (t->mode == FERRY_WRITE_REPLACE) return FERRY_OK; /* staging is made by begin() */
     return ensure_table(s, t->table, sc,
                         t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE,
-                        t->mode != FERRY_WRITE_APPEND, err);
+                        t->mode != FERRY_WRITE_APPEND, target, &t->skip, err);
 }
 
+/* skip (freeze): fields left out; the others keep their parameter numbers (?field + 1). */
 static int build_insert(struct ferry_buf *b, const char *table, const struct ferry_schema *sc,
-                        bool upsert, int rows)
+                        bool upsert, int rows, const bool *skip)
 {
     int rc = ferry_buf_printf(b, "INSERT INTO ");
     if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, table);
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, " (");
-    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (i) rc = ferry_buf_printf(b, ", ");
+    for (int i = 0, n = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (skip && skip[i]) continue;
+        if (n++) rc = ferry_buf_printf(b, ", ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[i].name);
     }
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") VALUES ");
     for (int r = 0; r < rows && rc == FERRY_OK; r++) {
         rc = ferry_buf_printf(b, "%s(", r ? ", " : "");
-        for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++)
-            rc = ferry_buf_printf(b, "%s?%d", i ? ", " : "", r * sc->n_fields + i + 1);
+        for (int i = 0, n = 0; i < sc->n_fields && rc == FERRY_OK; i++)
+            if (!(skip && skip[i]))
+                rc = ferry_buf_printf(b, "%s?%d", n++ ? ", " : "", r * sc->n_fields + i + 1);
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, ")");
     }
     if (!upsert || rc != FERRY_OK) return rc;
@@ -524,7 +629,7 @@ static int build_insert(struct ferry_buf *b, const char *table, const struct fer
     int n_set = 0;
     if (rc == FERRY_OK) rc = ferry_buf_printf(b, ") DO ");
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (sc->fields[i].key_pos > 0) continue;
+        if (sc->fields[i].key_pos > 0 || (skip && skip[i])) continue;
         rc = ferry_buf_printf(b, n_set++ ? ", " : "UPDATE SET ");
         if (rc == FERRY_OK) rc = ferry__sqlite_quote(b, sc->fields[i].name);
         if (rc == FERRY_OK) rc = ferry_buf_printf(b, " = excluded.");
@@ -575,15 +680,16 @@ static int prepare_statements(struct sink *s, struct target *t, struct ferry_err
     bool upsert = t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE;
     const char *into = t->mode == FERRY_WRITE_REPLACE ? t->staging : t->table;
     ferry_buf_init(&b, 0);
-    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, 1), &t->ins, into, err);
+    int rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, 1, t->skip), &t->ins,
+                         into, err);
     int nf = t->schema->n_fields;
     int max_vars = sqlite3_limit(s->db, SQLITE_LIMIT_VARIABLE_NUMBER, -1);
     t->many = nf > 0 ? max_vars / nf : 0;
     if (t->many > MANY_ROWS) t->many = MANY_ROWS;
     /* Merge keeps one statement per row: deletes and upserts must stay in batch order. */
-    if (rc == FERRY_OK && t->mode != FERRY_WRITE_MERGE && t->many > 1) {
+    if (rc == FERRY_OK && t->mode != FERRY_WRITE_MERGE && t->many > 1 && t->skip == NULL) {
         ferry_buf_init(&b, 0);
-        rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, t->many), &t->ins_many,
+        rc = prepare_sql(s, &b, build_insert(&b, into, t->schema, upsert, t->many, NULL), &t->ins_many,
                          into, err);
     }
     if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) {
@@ -618,7 +724,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
         if (t->mode == FERRY_WRITE_REPLACE) {
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
-            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, err);
+            if (rc == FERRY_OK) rc = ensure_table(s, t->staging, t->schema, false, true, NULL, NULL, err);
         }
         if (rc == FERRY_OK) rc = prepare_statements(s, t, err);
     }
@@ -738,14 +844,41 @@ static int step_reset(struct sink *s, const struct target *t, const struct ferry
     return rc;
 }
 
+/* A source TRUNCATE (cdc, upsert/merge): every row of the table written before it goes. */
+static int apply_truncate(struct sink *s, const struct target *t, struct ferry_error *err)
+{
+    struct ferry_buf q;
+    ferry_buf_init(&q, 0);
+    int rc = ferry_buf_printf(&q, "DELETE FROM ");
+    if (rc == FERRY_OK) rc = ferry__sqlite_quote(&q, t->table);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&q);
+        return ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");
+    }
+    char what[300];
+    snprintf(what, sizeof what, "sqlite sink: %s: table \"%s\": a truncate from the source",
+             s->path, t->table);
+    rc = ferry__sqlite_exec(s->db, q.data, what, err);
+    ferry_buf_release(&q);
+    return rc;
+}
+
+static bool has_truncate(const struct ferry_batch *b)
+{
+    for (int64_t r = 0; r < b->length; r++)
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) return true;
+    return false;
+}
+
 static int write_rows(struct sink *s, struct target *t, const struct ferry_batch *b,
                       struct ferry_error *err)
 {
     const int nf = b->schema->n_fields;
     const bool merge = t->mode == FERRY_WRITE_MERGE;
     int64_t r = 0;
-    /* Whole groups of `many` rows through the multi-row statement. */
-    if (t->ins_many != NULL) {
+    /* Whole groups of `many` rows through the multi-row statement (row by row when a
+     * truncate must land between rows). */
+    if (t->ins_many != NULL && !has_truncate(b)) {
         for (; r + t->many <= b->length; r += t->many) {
             int brc = SQLITE_OK, f = 0, k;
             for (k = 0; k < t->many && brc == SQLITE_OK; k++)
@@ -763,6 +896,11 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
     for (; r < b->length; r++) {
         sqlite3_stmt *st = t->ins;
         int brc = SQLITE_OK, f = 0;
+        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) {
+            int rc = apply_truncate(s, t, err);
+            if (rc != FERRY_OK) return rc;
+            continue;
+        }
         if (merge && ferry_batch_op(b, r) == FERRY_OP_DELETE) {
             st = t->del;
             int base = 1;
@@ -777,7 +915,8 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
             }
         } else {
             for (f = 0; f < nf && brc == SQLITE_OK; f++)
-                brc = bind_value(st, f + 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
+                if (t->skip == NULL || !t->skip[f])
+                    brc = bind_value(st, f + 1, b, f, r, t->scratch + (size_t)f * SCRATCH);
             f--;
         }
         if (brc != SQLITE_OK) {

@@ -242,7 +242,11 @@ BAD=""
     case " $(echo $MUST_CARRY) " in
       *" $name "*)
         [ "$pre" = exact ] || BAD="$BAD $name->pre(must-carry:$pre)"
-        [ "$made" = "exact, as $(col_type src "$name")" ] || BAD="$BAD $name->made(must-carry:$made)" ;;
+        # (a length or precision is created as ferry's type: varchar(n) as text, time(0) as time)
+        case "$(col_type src "$name")" in
+          character*\(* | time\(* | timestamp\(*) ;;
+          *) [ "$made" = "exact, as $(col_type src "$name")" ] || BAD="$BAD $name->made(must-carry:$made)" ;;
+        esac ;;
     esac
     printf '| `%s` | `%s` | %s | %s |\n' "$type" "$(printf '%s' "$vals" | sed 's/|/\\|/g' | cut -c1-60)" \
       "$made" "$pre"

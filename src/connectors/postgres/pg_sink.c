@@ -420,6 +420,12 @@ static int creation_type(struct sink *s, const struct ferry_field *f, char **out
                          struct ferry_error *err)
 {
     const char *origin = ferry__pg_origin(f);
+    /* A length or precision ferry's own type already covers (varchar(n), char(n), time(0),
+     * timestamp(3)...) is not copied: a source that widens it later must still fit (the
+     * values are exact either way). numeric(p,s) maps to itself. */
+    if (origin && strchr(origin, '(') &&
+        (f->type != FERRY_TYPE_UTF8 || !strncmp(origin, "character", 9)))
+        origin = NULL;
     char mapped[64];
     *out = NULL;
     if (origin != NULL && type_known(s, origin)) {

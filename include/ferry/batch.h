@@ -91,6 +91,10 @@ struct ferry_field {
     int scale;     /* DECIMAL128 only */
     bool nullable;
     int key_pos;   /* 0: not in the primary key; 1..n: position in the key */
+    /* The source's own column type, "<connector>:<type>" (e.g. "postgres:integer[]",
+     * "postgres:src.mood"), or NULL. Only a sink of the same kind reads it (to create or
+     * check a column of that type); the values are those `type` says. Owned by the schema. */
+    char *origin_type;
 };
 
 struct ferry_schema {
@@ -114,6 +118,9 @@ FERRY_MUST_CHECK int ferry_schema_finish(struct ferry_schema *s, struct ferry_er
 struct ferry_schema *ferry_schema_ref(struct ferry_schema *s);
 void ferry_schema_unref(struct ferry_schema *s);
 int ferry_schema_find(const struct ferry_schema *s, const char *name); /* index or -1 */
+/* Sets (copies) field i's origin_type; NULL clears it. Before the schema is shared. */
+FERRY_MUST_CHECK int ferry_schema_set_origin(struct ferry_schema *s, int i, const char *origin,
+                                             struct ferry_error *err);
 /* Marks the declared key (`key:` of a resource): key[k] gets key position k + 1. Returns -1,
  * or the index in key of the first name the schema lacks (the caller reports it). */
 int ferry_schema_mark_key(struct ferry_schema *s, char *const *key, int n);

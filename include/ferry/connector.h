@@ -78,7 +78,23 @@ struct ferry_read_context {
      * (other write modes would take a delete row for a row: a source that would emit deletes
      * refuses instead). Added for the iceberg source's incremental reads. */
     bool applies_deletes;
+    /* The sink stores the special values below exactly (its caps.special_values) and no
+     * transform reads them as text (cast, hash): a source may emit them. false: a source
+     * refuses such values naming column and row. Set by the runner once the sink is open. */
+    bool special_values;
 };
+
+/* Special values, only in batches read with ferry_read_context.special_values: +-infinity
+ * of a date32 column (INT32_MAX / INT32_MIN), of a timestamp column (INT64_MAX / INT64_MIN),
+ * and NaN of a decimal128 column ({hi INT64_MAX, lo UINT64_MAX}, beyond 38 digits). A sink
+ * declaring caps.special_values writes them as such (PostgreSQL: 'infinity', 'NaN') for
+ * fields whose origin_type says they came from a source of its own kind. */
+#define FERRY_SPECIAL_DATE_PINF INT32_MAX
+#define FERRY_SPECIAL_DATE_NINF INT32_MIN
+#define FERRY_SPECIAL_TS_PINF INT64_MAX
+#define FERRY_SPECIAL_TS_NINF INT64_MIN
+#define FERRY_SPECIAL_DEC_NAN_HI INT64_MAX
+#define FERRY_SPECIAL_DEC_NAN_LO UINT64_MAX
 
 /* One resource of the pipeline file, as the source sees it. */
 struct ferry_resource_spec {
@@ -245,6 +261,7 @@ struct ferry_sink_caps {
      * each writing its own targets (`concurrency:` copies tables through one instance per
      * lane when every resource is durable per apply). false: one instance writes them all. */
     bool concurrent_sessions;
+    bool special_values;           /* stores the special values (ferry_read_context) */
 };
 
 /* What the sink will write for one resource. */

@@ -863,7 +863,8 @@ static void put_dec128(struct ferry_row_writer *rw, struct bcol *c, uint64_t lo,
 {
     u128 u = ((u128)(uint64_t)hi << 64) | lo;
     u128 mag = hi < 0 ? -u : u;
-    if (UNLIKELY(mag >= c->dec_bound)) {
+    /* (2^127 - 1 is the NaN of special values, connector.h: only read for sinks storing it) */
+    if (UNLIKELY(mag >= c->dec_bound) && !(hi == INT64_MAX && lo == UINT64_MAX)) {
         char text[64];
         struct ferry_decimal128 v = {lo, hi};
         ferry_decimal128_to_text(v, 0, text, sizeof text);

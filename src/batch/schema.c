@@ -113,8 +113,10 @@ void ferry_schema_unref(struct ferry_schema *s)
     if (s == NULL) return;
     /* acq_rel: the last owner must see every write the other owners made before theirs. */
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
-    for (int i = 0; i < s->n_fields; i++)
+    for (int i = 0; i < s->n_fields; i++) {
         ferry_free(s->fields[i].name);
+        ferry_free(s->fields[i].origin_type);
+    }
     ferry_free(s->fields);
     ferry_free(s->key);
     ferry_free(s);
@@ -128,6 +130,17 @@ int ferry_schema_mark_key(struct ferry_schema *s, char *const *key, int n)
         s->fields[f].key_pos = k + 1;
     }
     return -1;
+}
+
+int ferry_schema_set_origin(struct ferry_schema *s, int i, const char *origin,
+                            struct ferry_error *err)
+{
+    char *copy = NULL;
+    if (origin != NULL && (copy = ferry_strdup(origin)) == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "schema", "out of memory");
+    ferry_free(s->fields[i].origin_type);
+    s->fields[i].origin_type = copy;
+    return FERRY_OK;
 }
 
 int ferry_schema_find(const struct ferry_schema *s, const char *name)

@@ -116,6 +116,13 @@ static int schema_from_ex(const struct ferry_schema *in, int n, const int *map,
             nf->scale = f->scale;
         }
         nf->key_pos = f->key_pos;
+        /* The source's own type stays with values this step does not change. */
+        if (!(types && types[j]))
+            rc = ferry_schema_set_origin(s, s->n_fields - 1, f->origin_type, err);
+        if (rc != FERRY_OK) {
+            ferry_schema_unref(s);
+            return rc;
+        }
     }
     if (extra) {
         int rc = ferry_schema_add_field(s, extra->name, extra->type, extra->nullable, err);

@@ -192,6 +192,17 @@ static int open_source_side(struct run *r, struct ferry_error *err)
     return rc;
 }
 
+/* Whether a transform of p reads values as text or bytes (cast, hash): special values
+ * (connector.h) must then not reach it. */
+static bool transforms_read_values(const struct ferry_pipeline_spec *p)
+{
+    for (int i = 0; i < p->n_transforms; i++)
+        if (p->transforms[i].kind &&
+            (!strcmp(p->transforms[i].kind, "cast") || !strcmp(p->transforms[i].kind, "hash")))
+            return true;
+    return false;
+}
+
 static int open_sink_side(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
@@ -205,6 +216,7 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         /* The one commit of a run is at its end, unless runs are spread over workers. */
         rr->read.positions_at_end =
             rr->caps.durability == FERRY_DURABLE_AT_COMMIT && !r->distributed && !r->shard_mode;
+        rr->read.special_values = rr->caps.special_values && !transforms_read_values(p);
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);

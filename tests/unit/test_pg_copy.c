@@ -451,6 +451,8 @@ static void check_rows(struct ferry_batch *b)
     }
 }
 
+static bool g_specials; /* decode_chunks: the run allows special values */
+
 static int decode_chunks(const struct bytes *x, size_t chunk, struct sink *sk,
                          struct ferry_error *err)
 {
@@ -459,6 +461,7 @@ static int decode_chunks(const struct bytes *x, size_t chunk, struct sink *sk,
     struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, capture, sk);
     struct ferry_pg_copy d;
     ferry__pg_copy_init(&d, all_cols, NALL, "test");
+    d.specials = g_specials;
     int rc = FERRY_OK;
     for (size_t at = 0; at < x->n && rc == FERRY_OK; at += chunk) {
         size_t len = x->n - at < chunk ? x->n - at : chunk;
@@ -588,6 +591,69 @@ static void test_decode_errors(void **state)
     expect_error(&x, "NaN does not fit decimal128(12,2)");
 }
 
+/* One row: NULL everywhere but column `at` (n bytes of v); for the special-values test. */
+static void one_value_row(struct bytes *x, int at, const void *v, int n)
+{
+    x->n = 0;
+    header(x);
+    p16(x, NALL);
+    for (int i = 0; i < NALL; i++) {
+        if (i == at)
+            field(x, v, n);
+        else
+            p32(x, -1);
+    }
+    p16(x, -1);
+}
+
+/* With the run's special_values: PostgreSQL's +-infinity and numeric(p,s) NaN become
+ * ferry's special values (connector.h); a finite timestamp that would equal +infinity's
+ * number is still refused. */
+static void test_decode_specials(void **state)
+{
+    (void)state;
+    struct bytes x = {.n = 0};
+    uint8_t v[16];
+    struct {
+        int col;
+        int64_t pg; /* PostgreSQL's value (8 bytes for timestamps, 4 for dates) */
+        int64_t want;
+    } cases[] = {{10, INT32_MAX, FERRY_SPECIAL_DATE_PINF},
+                 {10, INT32_MIN, FERRY_SPECIAL_DATE_NINF},
+                 {12, INT64_MAX, FERRY_SPECIAL_TS_PINF},
+                 {13, INT64_MIN, FERRY_SPECIAL_TS_NINF}};
+    g_specials = true;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n = cases[k].col == 10 ? 4 : 8;
+        for (int i = 0; i < n; i++)
+            v[i] = (uint8_t)((uint64_t)cases[k].pg >> (8 * (n - 1 - i)));
+        one_value_row(&x, cases[k].col, v, n);
+        struct sink sk = {.n = 0};
+        struct ferry_error err = {0};
+        assert_int_equal(decode_chunks(&x, x.n, &sk, &err), FERRY_OK);
+        assert_int_equal(ferry_col_int(sk.b[0], cases[k].col, 0), cases[k].want);
+        free_sink(&sk);
+    }
+    size_t nn = numeric(v, 0xC000, 0, 0, NULL, 0);
+    one_value_row(&x, 7, v, (int)nn);
+    struct sink sk = {.n = 0};
+    struct ferry_error err = {0};
+    assert_int_equal(decode_chunks(&x, x.n, &sk, &err), FERRY_OK);
+    struct ferry_decimal128 d = ferry_col_dec128(sk.b[0], 7, 0);
+    assert_true(d.hi == FERRY_SPECIAL_DEC_NAN_HI && d.lo == FERRY_SPECIAL_DEC_NAN_LO);
+    free_sink(&sk);
+    /* 294247-01-10 04:00:54.775807 (PostgreSQL has it): ferry's +infinity number, refused */
+    int64_t us = INT64_MAX - FERRY_PG_EPOCH_US;
+    for (int i = 0; i < 8; i++)
+        v[i] = (uint8_t)((uint64_t)us >> (8 * (7 - i)));
+    one_value_row(&x, 12, v, 8);
+    expect_error(&x, "out of range");
+    g_specials = false;
+    /* without it, the same infinity is refused as before */
+    one_value_row(&x, 10, "\x7f\xff\xff\xff", 4);
+    expect_error(&x, "date infinity has no ferry value");
+}
+
 /* ---- pg_common ---- */
 
 static void split_is(const char *in, const char *schema, const char *table)
@@ -661,13 +727,47 @@ static void test_type_map(void **state)
     assert_int_equal(ferry__pg_type_oid(&f), FERRY_PG_OID_NUMERIC);
 }
 
+/* The source's own type: stored as origin_type, compared with a destination column's. */
+static void test_origin_types(void **state)
+{
+    (void)state;
+    assert_string_equal(ferry__pg_unqualified("src.mood[]"), "mood[]");
+    assert_string_equal(ferry__pg_unqualified("\"a.b\".\"T x\""), "\"T x\"");
+    assert_string_equal(ferry__pg_unqualified("numeric(20,2)"), "numeric(20,2)");
+    assert_string_equal(ferry__pg_unqualified("timestamp(3) without time zone"),
+                        "timestamp(3) without time zone");
+    assert_true(ferry__pg_same_type("integer[]", "integer[]"));
+    assert_true(ferry__pg_same_type("src.mood", "pre.mood"));
+    assert_true(ferry__pg_same_type("src.mood[]", "pre.mood[]"));
+    assert_false(ferry__pg_same_type("src.mood", "pre.mood[]"));
+    assert_false(ferry__pg_same_type("text", "interval"));
+    assert_false(ferry__pg_same_type("bit(3)", "bit(4)"));
+    assert_false(ferry__pg_same_type("interval", "public.\"interval\""));
+    assert_false(ferry__pg_same_type(NULL, "text"));
+    struct ferry_schema *sc = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(sc, "v", FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    assert_null(ferry__pg_origin(&sc->fields[0]));
+    assert_int_equal(ferry__pg_set_origin(sc, 0, "int4range", NULL), FERRY_OK);
+    assert_string_equal(sc->fields[0].origin_type, "postgres:int4range");
+    assert_string_equal(ferry__pg_origin(&sc->fields[0]), "int4range");
+    assert_int_equal(ferry_schema_set_origin(sc, 0, "mysql:set('a')", NULL), FERRY_OK);
+    assert_null(ferry__pg_origin(&sc->fields[0])); /* another source's type */
+    ferry_schema_unref(sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numeric_text),   cmocka_unit_test(test_numeric_dec128),
-        cmocka_unit_test(test_numeric_dec128_oracle), cmocka_unit_test(test_numeric_dec128_malformed),
-        cmocka_unit_test(test_decode_all_types), cmocka_unit_test(test_decode_errors),
-        cmocka_unit_test(test_names),          cmocka_unit_test(test_type_map),
+        cmocka_unit_test(test_numeric_text),
+        cmocka_unit_test(test_numeric_dec128),
+        cmocka_unit_test(test_numeric_dec128_oracle),
+        cmocka_unit_test(test_numeric_dec128_malformed),
+        cmocka_unit_test(test_decode_all_types),
+        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_decode_specials),
+        cmocka_unit_test(test_origin_types),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_type_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

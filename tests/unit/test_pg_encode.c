@@ -9,6 +9,7 @@
 #include "connectors/postgres/pg_encode.h"
 #include "ferry/batch.h"
 #include "ferry/core.h"
+#include "ferry/connector.h"
 
 /* "0001 ffff" -> bytes appended to b (spaces ignored). */
 static void hex(struct ferry_buf *b, const char *s)
@@ -292,7 +293,7 @@ static void test_rows(void **state)
     struct ferry_batch *b = make_batch();
     struct ferry_pg_wire_col wc[NC];
     for (int c = 0; c < NC; c++)
-        wc[c] = (struct ferry_pg_wire_col){c, wires[c], 0};
+        wc[c] = (struct ferry_pg_wire_col){c, wires[c], 0, false};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     encode_all(b, wc, NC, SIZE_MAX, &out);
@@ -311,10 +312,10 @@ static void test_staging_columns(void **state)
     (void)state;
     struct ferry_batch *b = make_batch();
     struct ferry_batch *s = ferry_batch_slice(b, 1, 2); /* rows 2 and 3 */
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_INT8, 0},
-                                     {13, FERRY_PG_WIRE_TEXT, 0},
-                                     {FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0},
-                                     {FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_INT8, 0, false},
+                                     {13, FERRY_PG_WIRE_TEXT, 0, false},
+                                     {FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false},
+                                     {FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false}};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     encode_all(s, wc, 4, SIZE_MAX, &out);
@@ -324,7 +325,7 @@ static void test_staging_columns(void **state)
                        "0004 00000008 0000000000000003 ffffffff 00000008 0000000000000001 "
                        "00000002 0001 ffff");
     /* json as text: no version byte. */
-    struct ferry_pg_wire_col doc[] = {{13, FERRY_PG_WIRE_TEXT, 0}};
+    struct ferry_pg_wire_col doc[] = {{13, FERRY_PG_WIRE_TEXT, 0, false}};
     ferry_buf_reset(&out);
     int64_t row = 0;
     struct ferry_batch *first = ferry_batch_slice(b, 0, 1);
@@ -357,7 +358,7 @@ static void test_bad_value(void **state)
     assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
     assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
     ferry__rw_free(rw);
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0, false}};
     struct ferry_buf out;
     ferry_buf_init(&out, 0);
     int64_t row = 0;
@@ -531,6 +532,73 @@ static void test_numeric_dec128_random(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Special values (connector.h) of fields from a postgres source become PostgreSQL's own
+ * +-infinity and NaN; without the flag the same numbers are ordinary values (a date
+ * INT32_MAX from a file is a date past PostgreSQL's range, refused by the server). */
+static void test_special_values(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "d", FERRY_TYPE_DATE32, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "ts", FERRY_TYPE_TIMESTAMP_US, true, NULL),
+                     FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "n", FERRY_TYPE_DECIMAL128, true, NULL), FERRY_OK);
+    s->fields[2].precision = 20;
+    s->fields[2].scale = 2;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct ferry_batch *b = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, take, &b);
+    struct ferry_error err;
+    const struct ferry_decimal128 nan = {.lo = FERRY_SPECIAL_DEC_NAN_LO,
+                                         .hi = FERRY_SPECIAL_DEC_NAN_HI};
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_int(rw, FERRY_SPECIAL_DATE_PINF);
+    ferry_rw_int(rw, FERRY_SPECIAL_TS_NINF);
+    ferry_rw_dec128(rw, nan);
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_int(rw, FERRY_SPECIAL_DATE_NINF);
+    ferry_rw_int(rw, FERRY_SPECIAL_TS_PINF);
+    ferry_rw_dec128(rw, (struct ferry_decimal128){.lo = 150, .hi = 0});
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_DATE, 0, true},
+                                     {1, FERRY_PG_WIRE_TIMESTAMP, 0, true},
+                                     {2, FERRY_PG_WIRE_NUMERIC, 0, true}};
+    struct ferry_buf out;
+    ferry_buf_init(&out, 0);
+    encode_all(b, wc, 3, SIZE_MAX, &out);
+    assert_bytes(&out, "5047434f50590aff0d0a00 00000000 00000000 "
+                       "0003 00000004 7fffffff 00000008 8000000000000000 "
+                       "00000008 0000 0000 c000 0000 "
+                       "0003 00000004 80000000 00000008 7fffffffffffffff "
+                       "0000000c 0002 0000 0000 0002 0001 1388 ffff");
+    /* Not from a postgres source: the date is an ordinary number of days. */
+    struct ferry_pg_wire_col plain[] = {{0, FERRY_PG_WIRE_DATE, 0, false}};
+    struct ferry_batch *first = ferry_batch_slice(b, 0, 1);
+    ferry_buf_reset(&out);
+    int64_t row = 0;
+    assert_int_equal(ferry__pg_copy_rows(&out, first, plain, 1, &row, SIZE_MAX, &err), FERRY_OK);
+    assert_bytes(&out, "0001 00000004 7fffd532"); /* INT32_MAX - 10957 */
+    ferry_batch_unref(first);
+    /* (and -infinity's number is before PostgreSQL's dates: refused naming the column) */
+    row = 1;
+    ferry_buf_reset(&out);
+    assert_int_not_equal(ferry__pg_copy_rows(&out, b, plain, 1, &row, SIZE_MAX, &err), FERRY_OK);
+    assert_non_null(strstr(err.message, "column \"d\""));
+    /* and a NaN pattern of a decimal not from postgres is not a number numeric holds */
+    struct ferry_pg_wire_col plain_n[] = {{2, FERRY_PG_WIRE_NUMERIC, 0, false}};
+    ferry_buf_reset(&out);
+    row = 0;
+    assert_int_not_equal(ferry__pg_copy_rows(&out, b, plain_n, 1, &row, SIZE_MAX, &err), FERRY_OK);
+    assert_non_null(strstr(err.message, "column \"n\""));
+    ferry_buf_release(&out);
+    ferry_batch_unref(b);
+    ferry_schema_unref(s);
+}
+
 /* decimal128 and integer columns through the row encoder: each value as the text path
  * would have written it, length word included. */
 static void test_numeric_rows(void **state)
@@ -579,7 +647,8 @@ static void test_numeric_rows(void **state)
     struct ferry_buf got, want;
     ferry_buf_init(&got, 0);
     ferry_buf_init(&want, 0);
-    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0}, {1, FERRY_PG_WIRE_NUMERIC, 0}};
+    struct ferry_pg_wire_col wc[] = {{0, FERRY_PG_WIRE_NUMERIC, 0, false},
+                                     {1, FERRY_PG_WIRE_NUMERIC, 0, false}};
     int64_t row = 0;
     assert_int_equal(ferry__pg_copy_rows(&got, b, wc, 2, &row, SIZE_MAX, &err), FERRY_OK);
     assert_int_equal(row, nr);
@@ -753,9 +822,10 @@ static void test_fast_mixed(void **state)
     assert_int_equal(ferry__pg_copy_trailer(&want), FERRY_OK);
 
     struct ferry_pg_wire_col wc[] = {
-        {0, FERRY_PG_WIRE_INT8, 0},    {1, FERRY_PG_WIRE_TEXT, 0}, {2, FERRY_PG_WIRE_NUMERIC, 0},
-        {3, FERRY_PG_WIRE_FLOAT8, 0},  {4, FERRY_PG_WIRE_DATE, 0}, {5, FERRY_PG_WIRE_BOOL, 0},
-        {6, FERRY_PG_WIRE_NUMERIC, 0},
+        {0, FERRY_PG_WIRE_INT8, 0, false},    {1, FERRY_PG_WIRE_TEXT, 0, false},
+        {2, FERRY_PG_WIRE_NUMERIC, 0, false}, {3, FERRY_PG_WIRE_FLOAT8, 0, false},
+        {4, FERRY_PG_WIRE_DATE, 0, false},    {5, FERRY_PG_WIRE_BOOL, 0, false},
+        {6, FERRY_PG_WIRE_NUMERIC, 0, false},
     };
     size_t flushes[] = {SIZE_MAX, 1, 100, 65536};
     for (size_t k = 0; k < sizeof flushes / sizeof flushes[0]; k++) {
@@ -795,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_numeric_dec128_edges),
         cmocka_unit_test(test_numeric_dec128_random),
         cmocka_unit_test(test_numeric_rows),
+        cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_fast_mixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -231,7 +231,8 @@ int ferry__pg_connect_ex(const char *url, const struct ferry_pg_conn_opts *opts,
     char sql[256];
     snprintf(sql, sizeof sql,
              "SET search_path = pg_catalog; SET statement_timeout = %" PRId64
-             "; SET idle_in_transaction_session_timeout = %" PRId64 "; SET DateStyle = ISO",
+             "; SET idle_in_transaction_session_timeout = %" PRId64 "; SET DateStyle = ISO"
+             "; SET IntervalStyle = postgres; SET extra_float_digits = 3",
              opts->statement_timeout_ms, opts->idle_timeout_ms);
     int rc = ferry__pg_exec(c, sql, FERRY_EIO, what, err);
     if (rc != FERRY_OK) {
@@ -635,4 +636,47 @@ uint32_t ferry__pg_type_oid(const struct ferry_field *f)
         break;
     }
     return FERRY_PG_OID_TEXT;
+}
+
+/* ---- the source's own types (origin_type "postgres:<format_type>") ---------------------- */
+
+#define ORIGIN_PREFIX "postgres:"
+
+int ferry__pg_set_origin(struct ferry_schema *sc, int i, const char *sql_type,
+                         struct ferry_error *err)
+{
+    if (sql_type == NULL || sql_type[0] == '\0') return ferry_schema_set_origin(sc, i, NULL, err);
+    char *o = ferry_asprintf(ORIGIN_PREFIX "%s", sql_type);
+    if (o == NULL) return ferry_error_set(err, FERRY_ENOMEM, "postgres", "out of memory");
+    int rc = ferry_schema_set_origin(sc, i, o, err);
+    ferry_free(o);
+    return rc;
+}
+
+const char *ferry__pg_origin(const struct ferry_field *f)
+{
+    size_t n = sizeof ORIGIN_PREFIX - 1;
+    if (f->origin_type == NULL || strncmp(f->origin_type, ORIGIN_PREFIX, n) != 0) return NULL;
+    return f->origin_type[n] ? f->origin_type + n : NULL;
+}
+
+const char *ferry__pg_unqualified(const char *type)
+{
+    bool quoted = false;
+    for (const char *p = type; *p; p++) {
+        if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && (*p == '(' || *p == '[' || *p == ' '))
+            return type;
+        else if (!quoted && *p == '.')
+            return p + 1;
+    }
+    return type;
+}
+
+bool ferry__pg_same_type(const char *origin, const char *dest)
+{
+    if (origin == NULL || dest == NULL) return false;
+    return strcmp(origin, dest) == 0 ||
+           strcmp(ferry__pg_unqualified(origin), ferry__pg_unqualified(dest)) == 0;
 }

@@ -77,6 +77,20 @@ void ferry__pg_sql_type(const struct ferry_field *f, char *buf, size_t len);
  * smallint (2 bytes on the wire). */
 uint32_t ferry__pg_type_oid(const struct ferry_field *f);
 
+/* The source's own column type travels as the field's origin_type "postgres:<format_type>"
+ * (format_type under search_path pg_catalog, so user types are schema-qualified). set stores
+ * it; origin returns the type text of a field from a postgres source, else NULL. */
+int ferry__pg_set_origin(struct ferry_schema *sc, int i, const char *sql_type,
+                         struct ferry_error *err);
+const char *ferry__pg_origin(const struct ferry_field *f);
+/* A format_type text without its schema qualifier ("src.mood[]" -> "mood[]"); built-in
+ * types are returned as they are. */
+const char *ferry__pg_unqualified(const char *type);
+/* Whether a source column of type `origin` and a destination column of type `dest` (both
+ * format_type texts) are the same type: equal, or a user type of the same name in another
+ * schema (a schema loaded from pg_dump into a renamed schema). */
+bool ferry__pg_same_type(const char *origin, const char *dest);
+
 /* Built-in type OIDs (pg_type.dat; stable across versions). */
 #define FERRY_PG_OID_BOOL 16
 #define FERRY_PG_OID_BYTEA 17

@@ -373,6 +373,7 @@ static int bad_len(struct ferry_pg_copy *d, int col, int32_t len, struct ferry_e
 /* The days/microseconds PostgreSQL uses for ±infinity. */
 #define PG_DATE_NOBEGIN INT32_MIN
 #define PG_DATE_NOEND INT32_MAX
+#define PG_NUMERIC_NAN 0xC000 /* numeric sign word of NaN */
 
 static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int32_t len,
                         struct ferry_row_writer *rw, struct ferry_error *err)
@@ -418,6 +419,12 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     case FERRY_PG_W_NUMERIC:
         if (c->type == FERRY_TYPE_DECIMAL128) {
             struct ferry_decimal128 x;
+            if (d->specials && len >= 8 && be16(v + 4) == PG_NUMERIC_NAN) {
+                x.hi = FERRY_SPECIAL_DEC_NAN_HI;
+                x.lo = FERRY_SPECIAL_DEC_NAN_LO;
+                ferry_rw_dec128(rw, x);
+                return FERRY_OK;
+            }
             if (ferry__pg_numeric_dec128(v, (size_t)len, c->precision, c->scale, &x) !=
                 FERRY_OK) {
                 ferry_buf_reset(&d->text);
@@ -446,6 +453,11 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     case FERRY_PG_W_DATE: {
         if (len != 4) return bad_len(d, col, len, err);
         int32_t days = (int32_t)be32(v);
+        if ((days == PG_DATE_NOBEGIN || days == PG_DATE_NOEND) && d->specials) {
+            ferry_rw_int(rw, days == PG_DATE_NOBEGIN ? FERRY_SPECIAL_DATE_NINF
+                                                     : FERRY_SPECIAL_DATE_PINF);
+            return FERRY_OK;
+        }
         if (days == PG_DATE_NOBEGIN || days == PG_DATE_NOEND)
             return bad(d, col, err,
                        "date %sinfinity has no ferry value (filter it out or cast it in a view)",
@@ -461,13 +473,21 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     case FERRY_PG_W_TIMESTAMPTZ: {
         if (len != 8) return bad_len(d, col, len, err);
         int64_t us = (int64_t)be64(v), out;
+        if ((us == INT64_MIN || us == INT64_MAX) && d->specials) {
+            ferry_rw_int(rw, us == INT64_MIN ? FERRY_SPECIAL_TS_NINF : FERRY_SPECIAL_TS_PINF);
+            return FERRY_OK;
+        }
         if (us == INT64_MIN || us == INT64_MAX)
             return bad(d, col, err,
                        "timestamp %sinfinity has no ferry value (filter it out or cast it in a "
                        "view)",
                        us == INT64_MIN ? "-" : "");
-        if (__builtin_add_overflow(us, FERRY_PG_EPOCH_US, &out))
-            return bad(d, col, err, "timestamp %" PRId64 " (us since 2000) is out of range", us);
+        /* (INT64_MAX itself is the +infinity of special values) */
+        if (__builtin_add_overflow(us, FERRY_PG_EPOCH_US, &out) || out == INT64_MAX)
+            return bad(d, col, err,
+                       "timestamp %" PRId64 " (us since 2000) is out of range (ferry's "
+                       "timestamps end in year 294247)",
+                       us);
         ferry_rw_int(rw, out);
         return FERRY_OK;
     }

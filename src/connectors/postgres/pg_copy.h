@@ -58,6 +58,8 @@ struct ferry_pg_copy {
     int64_t rows;          /* tuples decoded */
     struct ferry_buf carry; /* an incomplete tuple between chunks */
     struct ferry_buf text;  /* numeric text scratch, reused */
+    bool specials;          /* +-infinity and numeric(p,s) NaN as ferry's special values
+                             * (connector.h), else refused; false after init */
 };
 
 void ferry__pg_copy_init(struct ferry_pg_copy *d, const struct ferry_pg_copy_col *cols, int n,

@@ -12,6 +12,7 @@
  * (docs/internals/postgres.md). decimal128 and integers become base-10000 groups
  * arithmetically; only decimal text goes through ferry__pg_numeric_from_text. */
 #include "connectors/postgres/pg_encode.h"
+#include "ferry/connector.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -522,7 +523,9 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
     case FERRY_PG_WIRE_INT4:
     case FERRY_PG_WIRE_DATE:
         v = ferry_col_int(b, col, r);
-        if (wire == FERRY_PG_WIRE_DATE) {
+        /* PostgreSQL's date infinities are the special values themselves */
+        if (wire == FERRY_PG_WIRE_DATE &&
+            !(c->specials && (v == FERRY_SPECIAL_DATE_PINF || v == FERRY_SPECIAL_DATE_NINF))) {
             if (v < INT32_MIN + PG_EPOCH_DAYS)
                 return value_error(err, b, col, r, "date out of range");
             v -= PG_EPOCH_DAYS;
@@ -535,7 +538,9 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
     case FERRY_PG_WIRE_TIME:
     case FERRY_PG_WIRE_TIMESTAMP:
         v = ferry_col_int(b, col, r);
-        if (wire == FERRY_PG_WIRE_TIMESTAMP) {
+        /* and so are its timestamp infinities */
+        if (wire == FERRY_PG_WIRE_TIMESTAMP &&
+            !(c->specials && (v == FERRY_SPECIAL_TS_PINF || v == FERRY_SPECIAL_TS_NINF))) {
             if (v < INT64_MIN + PG_EPOCH_US)
                 return value_error(err, b, col, r, "timestamp out of range");
             v -= PG_EPOCH_US;
@@ -567,7 +572,17 @@ static int encode_value(struct ferry_buf *out, const struct ferry_batch *b,
             bytes = ferry_col_bytes(b, col, r, &len);
             n = put_numeric(out, bytes ? (const char *)bytes : "", bytes ? len : 0);
         } else if (f->type == FERRY_TYPE_DECIMAL128) {
-            n = put_numeric_dec128(out, ferry_col_dec128(b, col, r), f->scale);
+            struct ferry_decimal128 dv = ferry_col_dec128(b, col, r);
+            bool nan = dv.hi == FERRY_SPECIAL_DEC_NAN_HI && dv.lo == FERRY_SPECIAL_DEC_NAN_LO;
+            if (nan && !c->specials)
+                return value_error(err, b, col, r,
+                                   "decimal NaN from a source that is not postgres");
+            if (nan) {
+                if (ferry_buf_reserve(out, 4) != FERRY_OK) return FERRY_ENOMEM;
+                put32(out, 8);
+                return special(out, 0xC000); /* NaN */
+            }
+            n = put_numeric_dec128(out, dv, f->scale);
         } else {
             v = ferry_col_int(b, col, r);
             struct ferry_decimal128 iv = {.lo = (uint64_t)v, .hi = v < 0 ? -1 : 0};
@@ -817,13 +832,13 @@ static inline uint8_t *fast_row(struct ferry_buf *out, uint8_t *p, const struct 
         }
         case FK_DATE: {
             int64_t v = ((const int32_t *)c->values)[i];
-            if (v < INT32_MIN + PG_EPOCH_DAYS) return NULL;
+            if (v == INT32_MAX || v < INT32_MIN + PG_EPOCH_DAYS) return NULL; /* encode_value */
             p = w32(w32(p, 4), (uint32_t)(int32_t)(v - PG_EPOCH_DAYS));
             break;
         }
         case FK_TS: {
             int64_t v = ((const int64_t *)c->values)[i];
-            if (v < INT64_MIN + PG_EPOCH_US) return NULL;
+            if (v == INT64_MAX || v < INT64_MIN + PG_EPOCH_US) return NULL; /* encode_value */
             p = w64(w32(p, 8), (uint64_t)(v - PG_EPOCH_US));
             break;
         }
@@ -845,6 +860,7 @@ static inline uint8_t *fast_row(struct ferry_buf *out, uint8_t *p, const struct 
         case FK_DEC128: {
             const uint8_t *q = c->values + (size_t)i * 16;
             struct ferry_decimal128 v = {.lo = le64(q), .hi = (int64_t)le64(q + 8)};
+            if (v.hi == FERRY_SPECIAL_DEC_NAN_HI && v.lo == FERRY_SPECIAL_DEC_NAN_LO) return NULL;
             struct dec_numeric d;
             if (dec_numeric(v, c->scale, &d) != FERRY_OK) return NULL;
             uint16_t h[4] = {(uint16_t)d.ndigits, (uint16_t)(int16_t)d.weight, d.sign,

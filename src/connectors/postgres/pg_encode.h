@@ -49,6 +49,8 @@ struct ferry_pg_wire_col {
     int32_t chars; /* FERRY_PG_WIRE_TEXT_CHARS: at most this many characters (varchar(n)), or
                     * exactly -chars (char(n), whose text form is padded): PostgreSQL would
                     * cut trailing spaces or pad silently */
+    bool specials; /* the values may be ferry's special values (connector.h): +-infinity of
+                    * dates and timestamps, NaN of decimal128, written as PostgreSQL's own */
 };
 
 /* The wire kind that writes data of field f into a destination column of type `type_oid`

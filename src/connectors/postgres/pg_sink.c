@@ -68,6 +68,11 @@ struct target {
     char *copy_sql;
     char *upsert_sql; /* upsert/merge */
     char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
+    /* Columns carried as the source type's text into a destination column of that type:
+     * per field the type the staging table's text is cast to, else NULL;
+     * insert_sql moves an append/replace batch from the staging table (see plan_casts). */
+    char **cast;
+    char *insert_sql;
     int soft_col;     /* merge: the target's soft_delete field, else -1 */
     char uri[512];
 };
@@ -118,6 +123,10 @@ static void free_target(struct target *t)
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
     ferry_free(t->delete_sql);
+    ferry_free(t->insert_sql);
+    for (int i = 0; t->cast && t->schema && i < t->schema->n_fields; i++)
+        ferry_free(t->cast[i]);
+    ferry_free(t->cast);
     ferry_schema_unref(t->schema);
 }
 
@@ -213,6 +222,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->encoded_integrity = true;
     caps->transactional_checkpoint = true;
     caps->atomic_replace = true;
+    caps->special_values = true; /* +-infinity, numeric NaN (of fields from a postgres source) */
     /* The swap at commit publishes the staging table whole: a paused replace must not. */
     caps->replace_commits_once = true;
     caps->deletes = true;
@@ -391,15 +401,64 @@ static void field_type_text(const struct ferry_field *f, char *buf, size_t len)
         snprintf(buf, len, "%s", ferry_type_name(f->type));
 }
 
-static int column_def(struct ferry_buf *b, const struct ferry_field *f, bool not_null,
-                      struct ferry_error *err)
+/* Whether the destination knows type `type` (a format_type text); false also when asking
+ * failed (the caller then uses ferry's own mapping). */
+static bool type_known(struct sink *s, const char *type)
 {
-    char type[64];
-    ferry__pg_sql_type(f, type, sizeof type);
-    int rc = ferry__pg_quote_ident(b, f->name, err);
+    const char *p[1] = {type};
+    PGresult *r = PQexecParams(s->conn, "SELECT pg_catalog.to_regtype($1) IS NOT NULL", 1, NULL, p,
+                               NULL, NULL, 0);
+    bool known =
+        PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    return known;
+}
+
+/* The type of a column ferry creates: the source's own type (from a postgres source) when
+ * the destination has it, as named or as a user type of that name in the sink's schema;
+ * else ferry's mapping (ferry__pg_sql_type). *out is owned by the caller. */
+static int creation_type(struct sink *s, const struct ferry_field *f, char **out,
+                         struct ferry_error *err)
+{
+    const char *origin = ferry__pg_origin(f);
+    /* A length or precision ferry's own type already covers (varchar(n), char(n), time(0),
+     * timestamp(3)...) is not copied: a source that widens it later must still fit (the
+     * values are exact either way). numeric(p,s) maps to itself. */
+    if (origin && strchr(origin, '(') &&
+        (f->type != FERRY_TYPE_UTF8 || !strncmp(origin, "character", 9)))
+        origin = NULL;
+    char mapped[64];
+    *out = NULL;
+    if (origin != NULL && type_known(s, origin)) {
+        *out = ferry_strdup(origin);
+    } else if (origin != NULL && ferry__pg_unqualified(origin) != origin) {
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        int rc = ferry__pg_quote_ident(&b, s->schema, err);
+        if (rc == FERRY_OK &&
+            ferry_buf_printf(&b, ".%s", ferry__pg_unqualified(origin)) != FERRY_OK)
+            rc = oom(err);
+        if (rc == FERRY_OK && type_known(s, b.data)) *out = ferry_buf_take(&b);
+        ferry_buf_release(&b);
+        if (rc != FERRY_OK) return rc;
+    }
+    if (*out == NULL) {
+        ferry__pg_sql_type(f, mapped, sizeof mapped);
+        *out = ferry_strdup(mapped);
+    }
+    return *out ? FERRY_OK : oom(err);
+}
+
+static int column_def(struct sink *s, struct ferry_buf *b, const struct ferry_field *f,
+                      bool not_null, struct ferry_error *err)
+{
+    char *type = NULL;
+    int rc = creation_type(s, f, &type, err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, f->name, err);
     if (rc == FERRY_OK &&
         ferry_buf_printf(b, " %s%s", type, not_null ? " NOT NULL" : "") != FERRY_OK)
         rc = oom(err);
+    ferry_free(type);
     return rc;
 }
 
@@ -429,7 +488,7 @@ static int create_table(struct sink *s, const char *table, const struct ferry_sc
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK)
-            rc = column_def(&b, &sc->fields[i],
+            rc = column_def(s, &b, &sc->fields[i],
                             !sc->fields[i].nullable || sc->fields[i].key_pos > 0, err);
     }
     if (declare_key && sc->n_key > 0 && rc == FERRY_OK) {
@@ -452,7 +511,7 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
     if (rc == FERRY_OK) rc = qualified(&b, s->schema, table, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " ADD COLUMN ") != FERRY_OK) rc = oom(err);
     /* Nullable: the rows already there have no value for it. */
-    if (rc == FERRY_OK) rc = column_def(&b, f, false, err);
+    if (rc == FERRY_OK) rc = column_def(s, &b, f, false, err);
     char what[240];
     snprintf(what, sizeof what, WHAT ": adding column \"%s\" to table \"%s\".\"%s\"", f->name,
              s->schema, table);
@@ -466,7 +525,8 @@ static int add_column(struct sink *s, const char *table, const struct ferry_fiel
 static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int col,
                                               const struct dest_col *d)
 {
-    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0};
+    struct ferry_pg_wire_col w = {col, ferry__pg_wire_for(f, d->base_oid, d->base_typmod), 0,
+                                  false};
     if (w.wire != FERRY_PG_WIRE_NONE) return w;
     if (d->base_oid == 26 /* oid */ &&
         (f->type == FERRY_TYPE_INT8 || f->type == FERRY_TYPE_INT16 || f->type == FERRY_TYPE_INT32 ||
@@ -486,6 +546,122 @@ static struct ferry_pg_wire_col wire_for_dest(const struct ferry_field *f, int c
         w.chars = !strcmp(d->recv, "bpcharrecv") ? -n : n;
     }
     return w;
+}
+
+/* A column of the source's own type (the field's origin_type names the destination column's
+ * type): values a native format refused only for the column's typmod (a time(0) source
+ * gives what time(0) holds), and the text of types ferry has no twin for (arrays, ranges,
+ * interval, inet, geometric types...), which the destination casts from the staging table
+ * (plan_casts): the type's own output read back by its own input. */
+static int origin_wire(struct target *t, int i, const struct dest_col *d, struct ferry_error *err)
+{
+    const struct ferry_field *f = &t->schema->fields[i];
+    if (!ferry__pg_same_type(ferry__pg_origin(f), d->type)) return FERRY_OK;
+    if (f->type != FERRY_TYPE_UTF8) {
+        t->wire[i].wire = ferry__pg_wire_for(f, d->base_oid, -1);
+        return FERRY_OK;
+    }
+    /* the full type (bit(3), not bit): the values came from this very type */
+    t->cast[i] = ferry_strdup(d->type);
+    if (t->cast[i] == NULL) return oom(err);
+    t->wire[i].wire = FERRY_PG_WIRE_TEXT;
+    t->wire[i].chars = 0;
+    return FERRY_OK;
+}
+
+/* Column i of the staging table as the destination takes it: `alias."name"`, cast to the
+ * destination's type when it is carried as text. */
+static int staged_col(struct ferry_buf *b, const struct target *t, int i, const char *alias,
+                      struct ferry_error *err)
+{
+    if (alias && ferry_buf_printf(b, "%s.", alias) != FERRY_OK) return oom(err);
+    int rc = ferry__pg_quote_ident(b, t->schema->fields[i].name, err);
+    if (rc == FERRY_OK && t->cast && t->cast[i] &&
+        ferry_buf_printf(b, "::%s", t->cast[i]) != FERRY_OK)
+        rc = oom(err);
+    return rc;
+}
+
+/* With columns carried as text (origin_wire), batches go through the session's staging
+ * table (COPY cannot cast): an upsert/merge already stages; an append/replace gets one and
+ * insert_sql, which moves each batch into `into` in batch order. */
+static int plan_casts(struct sink *s, struct target *t, const char *into, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    bool any = false;
+    for (int i = 0; i < sc->n_fields; i++)
+        any = any || t->cast[i] != NULL;
+    ferry_free(t->insert_sql);
+    t->insert_sql = NULL;
+    if (!any) return FERRY_OK;
+    if (t->temp == NULL) {
+        t->temp = ferry_asprintf("ferry_stage_%d", (int)(t - s->t));
+        if (t->temp == NULL) return oom(err);
+        t->wire[sc->n_fields] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
+        t->wire[sc->n_fields + 1] =
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
+        t->n_wire = sc->n_fields + 2;
+    }
+    if (t->mode == FERRY_WRITE_UPSERT || t->mode == FERRY_WRITE_MERGE) return FERRY_OK;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "INSERT INTO ") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, into, err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (ferry_buf_printf(&b, i ? ", " : " (") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, ") SELECT ") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, i, NULL, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM pg_temp.") != FERRY_OK) rc = oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " ORDER BY \"" SEQ_COL "\"") != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && (t->insert_sql = ferry_buf_take(&b)) == NULL) rc = oom(err);
+    ferry_buf_release(&b);
+    return rc;
+}
+
+/* The refusal of a column that cannot hold the data: before any row is written. */
+static int refuse_column(struct sink *s, const char *table, const struct ferry_field *f,
+                         const struct dest_col *d, struct ferry_error *err)
+{
+    char want[64];
+    field_type_text(f, want, sizeof want);
+    const char *origin = ferry__pg_origin(f);
+    return ferry_error_set(err, FERRY_ESINK, "postgres",
+                           WHAT ": table \"%s\".\"%s\" column \"%s\" is %s but the data is %s%s%s, "
+                                "which it cannot hold exactly; ferry adds columns, it does not "
+                                "change their types",
+                           s->schema, table, f->name, d->type, want,
+                           origin ? " from a source column of type " : "", origin ? origin : "");
+}
+
+/* Field i's format into destination column d (t->wire[i], t->cast[i]), or the refusal. */
+static int choose_wire(struct sink *s, struct target *t, const char *table, int i,
+                       const struct dest_col *d, struct ferry_error *err)
+{
+    const struct ferry_field *f = &t->schema->fields[i];
+    const char *origin = ferry__pg_origin(f);
+    int rc = FERRY_OK;
+    ferry_free(t->cast[i]);
+    t->cast[i] = NULL;
+    t->wire[i] = wire_for_dest(f, t->orig ? t->orig[i] : i, d); /* (the batch's column) */
+    if (t->wire[i].wire == FERRY_PG_WIRE_NONE) rc = origin_wire(t, i, d, err);
+    if (rc == FERRY_OK && t->wire[i].wire == FERRY_PG_WIRE_NONE)
+        return refuse_column(s, table, f, d, err);
+    /* values of this very varchar(n)/char(n) type fit it: no per-value length check */
+    if (t->wire[i].wire == FERRY_PG_WIRE_TEXT_CHARS && origin && !strcmp(origin, d->type)) {
+        t->wire[i].wire = FERRY_PG_WIRE_TEXT;
+        t->wire[i].chars = 0;
+    }
+    /* special values only come from a postgres source, whose infinities they are */
+    t->wire[i].specials = origin != NULL;
+    return rc;
 }
 
 /* A change made to an existing table, for the run's schema.changed events. */
@@ -596,6 +772,8 @@ static int freeze_narrow(struct sink *s, struct target *t, const char *table,
         n->fields[k].precision = f->precision;
         n->fields[k].scale = f->scale;
         n->fields[k].key_pos = f->key_pos;
+        rc = ferry_schema_set_origin(n, k, f->origin_type, err);
+        if (rc != FERRY_OK) break;
         if (i == t->soft_col) soft = k;
         t->orig[k++] = i;
     }
@@ -667,18 +845,9 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
                                  s->schema, table, f->name);
             break;
         }
-        t->wire[i] = wire_for_dest(f, t->orig ? t->orig[i] : i, &dc[j]);
-        if (t->wire[i].wire == FERRY_PG_WIRE_NONE) {
-            char want[64];
-            field_type_text(f, want, sizeof want);
-            rc = ferry_error_set(err, FERRY_ESINK, "postgres",
-                                 WHAT
-                                 ": table \"%s\".\"%s\" column \"%s\" is %s but the data is "
-                                 "%s, which it cannot hold exactly; ferry adds columns, it does "
-                                 "not change their types",
-                                 s->schema, table, f->name, dc[j].type, want);
-        }
+        rc = choose_wire(s, t, table, i, &dc[j], err);
     }
+    if (rc == FERRY_OK) rc = plan_casts(s, t, table, err);
     if (rc == FERRY_OK && need_key) {
         int n_pk = 0;
         bool same = true;
@@ -780,8 +949,8 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
     if (rc == FERRY_OK && ferry_buf_printf(&b, ") OVERRIDING SYSTEM VALUE SELECT ") != FERRY_OK)
         rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (ferry_buf_printf(&b, "%sl.", i ? ", " : "") != FERRY_OK) rc = oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+        if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, i, "l", err);
     }
     if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
     /* Soft deletes: the last live image of each key is written even when a delete follows
@@ -844,8 +1013,8 @@ static int build_delete_sql(struct target *t, struct ferry_error *err)
         const char *name = sc->fields[sc->key[k]].name;
         if (ferry_buf_printf(&b, " AND d.") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
-        if (rc == FERRY_OK && ferry_buf_printf(&b, " = l.") != FERRY_OK) rc = oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, sc->key[k], "l", err);
     }
     ferry_buf_release(&cols);
     if (rc != FERRY_OK) {
@@ -899,7 +1068,8 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->resource = ferry_strdup(target->resource ? target->resource : "");
     t->table = ferry_strdup(target->table);
     t->wire = ferry_calloc((size_t)sc->n_fields + 2, sizeof *t->wire);
-    if (!t->resource || !t->table || !t->wire) return oom(err);
+    t->cast = ferry_calloc((size_t)sc->n_fields + 1, sizeof *t->cast);
+    if (!t->resource || !t->table || !t->wire || !t->cast) return oom(err);
     if (t->mode == FERRY_WRITE_REPLACE) {
         t->staging = ferry_asprintf("%s__ferry_staging", t->table);
         if (t->staging == NULL) return oom(err);
@@ -940,9 +1110,9 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->n_wire = sc->n_fields;
     if (keyed) {
         t->wire[sc->n_fields] =
-            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0};
+            (struct ferry_pg_wire_col){FERRY_PG_COL_ROWNUM, FERRY_PG_WIRE_INT8, 0, false};
         t->wire[sc->n_fields + 1] =
-            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0};
+            (struct ferry_pg_wire_col){FERRY_PG_COL_OP, FERRY_PG_WIRE_INT2, 0, false};
         t->n_wire += 2;
     }
     rc = connect_db(s, err);
@@ -993,15 +1163,18 @@ static int create_temp(struct sink *s, struct target *t, struct ferry_error *err
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " AS SELECT ") != FERRY_OK) rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
-        if (ferry_buf_printf(&b, "%s", i ? ", " : "") != FERRY_OK) rc = oom(err);
+        /* a column carried as text (plan_casts) stays text until the move casts it */
+        if (ferry_buf_printf(&b, "%s%s", i ? ", " : "", t->cast[i] ? "NULL::text AS " : "") !=
+            FERRY_OK)
+            rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
     if (rc == FERRY_OK &&
-        ferry_buf_printf(&b,
-                         "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM %s "
-                         "WITH NO DATA",
-                         sc->n_fields ? ", " : "", t->qtable) != FERRY_OK)
+        ferry_buf_printf(&b, "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM ",
+                         sc->n_fields ? ", " : "") != FERRY_OK)
         rc = oom(err);
+    if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " WITH NO DATA") != FERRY_OK) rc = oom(err);
     char what[200];
     snprintf(what, sizeof what, WHAT ": staging table for \"%s\".\"%s\"", s->schema, t->table);
     return exec_buf(s, &b, rc, what, err);
@@ -1025,6 +1198,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
             /* A later attempt of the same run keeps the rows its checkpoints account for. */
             if (!(run && run->resuming)) rc = drop_table(s, t->staging, err);
             if (rc == FERRY_OK) rc = ensure_table(s, t, t->staging, false, false, err);
+            if (rc == FERRY_OK) rc = build_copy_sql(s, t, err); /* plan_casts may stage it */
         }
         if (rc == FERRY_OK && t->temp) rc = create_temp(s, t, err);
     }
@@ -1137,6 +1311,20 @@ static int exec_step(struct sink *s, struct target *t, const char *sql, const ch
     return exec(s, sql, what, err);
 }
 
+/* A failed move or upsert of a target with text-carried columns: the destination's cast
+ * error does not say which column, so the error names those columns. */
+static int name_cast_columns(const struct target *t, int rc, struct ferry_error *err)
+{
+    char cols[256] = "";
+    size_t n = 0;
+    for (int i = 0; rc != FERRY_OK && i < t->schema->n_fields && n < sizeof cols - 1; i++)
+        if (t->cast[i])
+            n += (size_t)snprintf(cols + n, sizeof cols - n, "%s\"%s\"", n ? ", " : "",
+                                  t->schema->fields[i].name);
+    if (n > 0) ferry_error_prefix(err, "column(s) %s, cast from the source type's text", cols);
+    return rc;
+}
+
 static bool has_truncate(const struct ferry_batch *b)
 {
     for (int64_t r = 0; r < b->length; r++)
@@ -1179,13 +1367,17 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
         ferry_buf_release(&q);
     }
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
+    if (rc == FERRY_OK && t->insert_sql)
+        rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),
+                               err);
     if (rc == FERRY_OK && t->temp && has_truncate(b)) rc = apply_truncate(s, t, err);
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
      * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
     bool soft = t->soft_col >= 0;
     if (rc == FERRY_OK && t->delete_sql && !soft)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
-    if (rc == FERRY_OK && t->upsert_sql) rc = exec_step(s, t, t->upsert_sql, "upsert into", err);
+    if (rc == FERRY_OK && t->upsert_sql)
+        rc = name_cast_columns(t, exec_step(s, t, t->upsert_sql, "upsert into", err), err);
     if (rc == FERRY_OK && t->delete_sql && soft)
         rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;

@@ -323,7 +323,7 @@ static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_
     if (rc != FERRY_OK) return rc;
     sc->fields[sc->n_fields - 1].precision = p;
     sc->fields[sc->n_fields - 1].scale = scale;
-    return FERRY_OK;
+    return ferry__pg_set_origin(sc, sc->n_fields - 1, c->sql_type, err);
 }
 
 /* A cdc resource: its keys are read now (so that unknown ones are refused before a run),
@@ -1043,6 +1043,7 @@ struct reader {
     char *piece; /* COPY data, PIECE bytes (run_copy) */
     char what[400];
     int n_real; /* fields read from the table; a cdc change log's own columns follow */
+    bool specials; /* the run's read context allows special values (connector.h) */
 };
 
 static void reader_free(struct reader *rd)
@@ -1346,6 +1347,7 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
     PQclear(res);
     struct ferry_pg_copy d;
     ferry__pg_copy_init(&d, rd->cols, rd->sc->n_fields, rd->what);
+    d.specials = rd->specials;
     if (rd->piece == NULL && (rd->piece = ferry_malloc(PIECE)) == NULL) {
         ferry__pg_copy_release(&d);
         abandon(s, true);
@@ -1522,6 +1524,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     rd.s = s;
     rd.sc = sc;
     rd.n_real = sc->n_fields - (cdc ? ferry__pg_cdc_extra_cols(spec) : 0);
+    rd.specials = ferry_read_context_of(spec)->special_values;
     ferry_buf_init(&rd.sql, 0);
     ferry_buf_init(&rd.tmp, 0);
     /* The catalog, too, is read as of the shared snapshot. */

@@ -8,7 +8,8 @@
 #      against DuckDB), and only the matching objects;
 #   2. selected columns only;
 #   3. a truncated object: one error naming the object, nothing written; no matching object:
-#      an error naming the bucket and prefix; format csv and mode incremental: refused.
+#      an error naming the bucket and prefix; a declared schema on Parquet objects: refused.
+# CSV and JSON Lines objects: tests/e2e/s3_source_text.sh.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
@@ -89,7 +90,7 @@ printf '%s\n' "$OUT" | grep -q "s3://lake/bad/cut.parquet" || fail "the error sh
 s3_pipe none.yaml s3-none "$S3_ENDPOINT" "$T/none.db" ", prefix: nothing/"
 expect_exit 7 ferry run none.yaml
 printf '%s\n' "$OUT" | grep -q "no object under s3://lake/nothing/" || fail "no match: $OUT"
-s3_pipe csv.yaml s3-csv "$S3_ENDPOINT" "$T/csv.db" "" "  format: csv"
-expect_exit 2 ferry run csv.yaml
-printf '%s\n' "$OUT" | grep -q "source.format" || fail "format csv should be refused naming the key: $OUT"
-pass "s3 source: truncated object, no match, csv refused with errors naming them; nothing written"
+s3_pipe decl.yaml s3-decl "$S3_ENDPOINT" "$T/decl.db" ", schema: {id: int64}"
+expect_exit 2 ferry run decl.yaml
+printf '%s\n' "$OUT" | grep -q "Parquet objects carry their schema" || fail "a declared schema on Parquet should be refused: $OUT"
+pass "s3 source: truncated object, no match, declared schema on Parquet: errors naming them; nothing written"

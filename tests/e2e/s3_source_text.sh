@@ -8,8 +8,8 @@
 #   2. JSON Lines (gzip .jsonl and plain .ndjson) with inferred types, likewise;
 #   3. bad input: a truncated gzip object, an object deleted between listing and reading
 #      (a run failed at its first sink write, the object deleted, the run resumed on its
-#      frozen plan), a Parquet object among CSV ones: one error naming the object, nothing
-#      written.
+#      frozen plan), a Parquet object among CSV ones, `compression: gzip` on a zstd object:
+#      one error naming the object, nothing written; `compression: zstd` on it reads it.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
@@ -131,4 +131,10 @@ s3_pipe mix.yaml s3-mix "$S3_ENDPOINT" "$T/mix.db" ", prefix: mix/"
 expect_exit 1 ferry run mix.yaml
 printf '%s\n' "$OUT" | grep -q "s3://lake/mix/b.parquet" || fail "the Parquet object among CSV ones should be named: $OUT"
 [ ! -f mix.db ] || [ -z "$(q mix.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] || fail "rows written"
-pass "s3 source: truncated gzip, deleted object, mixed formats: errors naming the object, nothing written"
+s3_pipe cz.yaml s3-cz "$S3_ENDPOINT" "$T/cz.db" ", prefix: in/sub/, glob: 'c*'" "  compression: gzip"
+expect_exit 1 ferry run cz.yaml
+printf '%s\n' "$OUT" | grep -q "s3://lake/in/sub/c.csv.zst: compression: gzip, but its bytes are zstd" || fail "compression: gzip on a zstd object: $OUT"
+s3_pipe zz.yaml s3-zz "$S3_ENDPOINT" "$T/zz.db" ", prefix: in/sub/, glob: 'c*'" "  compression: zstd"
+expect_exit 0 ferry run zz.yaml
+[ "$(q zz.db 'SELECT count(*) FROM t')" = 2000 ] || fail "compression: zstd: $(q zz.db 'SELECT count(*) FROM t') rows"
+pass "s3 source: truncated gzip, deleted object, mixed formats, compression mismatch: errors naming the object, nothing written"

@@ -38,6 +38,8 @@
 
 static const char *const format_words[] = {"csv", "jsonl", "parquet", NULL};
 static const char *const on_error_words[] = {"fail", "skip", NULL};
+/* `compression:`; but "auto", the names ferry__files_input_kind gives ("none" is its "plain") */
+static const char *const compression_words[] = {"auto", "none", "gzip", "zstd", NULL};
 
 static int nomem(struct ferry_error *err)
 {
@@ -89,6 +91,8 @@ int ferry__text_src_open(struct ferry_cfg *cfg, struct ferry__text_src *out,
     if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "skip_blank_lines", false, &s.skip_blank, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "on_error", false, on_error_words, &on_error, err);
     if (rc == FERRY_OK)
+        rc = ferry_cfg_enum(cfg, "compression", false, compression_words, &s.compression, err);
+    if (rc == FERRY_OK)
         rc = ferry_cfg_int(cfg, "sample_rows", false, 1, 100000000, &s.sample_rows, err);
     if (rc != FERRY_OK) return rc;
     if (s.csv.delimiter == s.csv.quote)
@@ -114,23 +118,26 @@ struct ferry_cfg *ferry__text_declared(const struct ferry_resource_spec *spec)
     return spec->node ? ferry_cfg_get(spec->node, "schema") : NULL;
 }
 
-static bool ends_with(const char *s, const char *suffix)
+/* Whether the first n bytes of s end with suffix. */
+static bool ends_with(const char *s, size_t n, const char *suffix)
 {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
+    size_t k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
 }
 
 /* csv, jsonl or parquet: the configured one, else from the name (a .gz / .zst suffix
- * aside; .parquet is never compressed as a whole). */
+ * aside; .parquet is never compressed as a whole). Names of any length (S3 keys: 1024). */
 enum ferry__files_fmt ferry__text_format_of(const struct ferry__text_src *s, const char *file)
 {
     if (s->format >= 0) return (enum ferry__files_fmt)s->format;
-    if (ends_with(file, ".parquet")) return FILES_FMT_PARQUET;
-    char name[512];
-    snprintf(name, sizeof name, "%s", file);
-    if (ends_with(name, ".gz")) name[strlen(name) - 3] = '\0';
-    if (ends_with(name, ".zst")) name[strlen(name) - 4] = '\0';
-    if (ends_with(name, ".jsonl") || ends_with(name, ".ndjson") || ends_with(name, ".json"))
+    size_t n = strlen(file);
+    if (ends_with(file, n, ".parquet")) return FILES_FMT_PARQUET;
+    if (ends_with(file, n, ".gz"))
+        n -= 3;
+    else if (ends_with(file, n, ".zst"))
+        n -= 4;
+    if (ends_with(file, n, ".jsonl") || ends_with(file, n, ".ndjson") ||
+        ends_with(file, n, ".json"))
         return FILES_FMT_JSONL;
     return FILES_FMT_CSV;
 }
@@ -429,6 +436,17 @@ static int fr_open(const struct ferry__text_src *s, struct ferry__files_input *i
     f->fmt = ferry__text_format_of(s, path);
     f->in = in;
     int rc = FERRY_OK;
+    const char *kind = ferry__files_input_kind(in);
+    const char *want = s->compression == 1 ? "plain" : compression_words[s->compression];
+    if (s->compression > 0 && strcmp(kind, want) != 0) {
+        rc = ferry_error_set(err, FERRY_EINVAL, "files",
+                             "%s: compression: %s, but its bytes are %s (compression: auto, the "
+                             "default, recognises it)",
+                             path, compression_words[s->compression],
+                             strcmp(kind, "plain") == 0 ? "not compressed" : kind);
+        fr_close(f);
+        return rc;
+    }
     f->r = ferry__files_reader_new(f->fmt, &s->csv, f->in, path);
     if (f->r == NULL) {
         fr_close(f);

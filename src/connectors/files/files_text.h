@@ -22,10 +22,11 @@ struct ferry__text_src {
     bool skip;       /* on_error: skip */
     bool skip_blank; /* skip_blank_lines: true; else a blank line is a record (RFC 4180) */
     int64_t sample_rows;
+    int compression; /* 0 auto (from the bytes); 1 none, 2 gzip, 3 zstd: the bytes must be */
 };
 
-/* The keys format, header, delimiter, quote, escape, null, skip_blank_lines, on_error,
- * sample_rows of a source config. release frees what open allocated. */
+/* The keys format, compression, header, delimiter, quote, escape, null, skip_blank_lines,
+ * on_error, sample_rows of a source config. release frees what open allocated. */
 int ferry__text_src_open(struct ferry_cfg *cfg, struct ferry__text_src *t, struct ferry_error *err);
 void ferry__text_src_release(struct ferry__text_src *t);
 /* csv, jsonl or parquet: the configured one, else from the name (.parquet; .jsonl, .ndjson,

@@ -202,6 +202,11 @@ struct ferry_source_vtable {
                        struct ferry_error *err);
     /* optional (`ferry verify`), appended to ABI 1 */
     ferry_verify_open_fn verify_open;
+    /* Appended to ABI 1: mode incremental without a cursor (the s3 source remembers the
+     * objects it read). Such a source's plan may carry "route_checkpoint": {...}; when the
+     * run completes, the tracker saves that object as the route's position (shard 0), and
+     * the next plan gets it as route_checkpoint. */
+    bool incremental_without_cursor;
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */
@@ -296,6 +301,11 @@ struct ferry_sink_vtable {
 
     /* optional (`ferry verify`), appended to ABI 1 */
     ferry_verify_open_fn verify_open;
+    /* Appended to ABI 1: mode incremental without a cursor (the s3 source remembers the
+     * objects it read). Such a source's plan may carry "route_checkpoint": {...}; when the
+     * run completes, the tracker saves that object as the route's position (shard 0), and
+     * the next plan gets it as route_checkpoint. */
+    bool incremental_without_cursor;
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

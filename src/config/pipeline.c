@@ -292,7 +292,8 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
                                p->source_vt->name);
 
     if ((rc = column_list(item, "cursor", &r->cursor, &r->n_cursor, err))) return rc;
-    if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL)
+    if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL &&
+        !p->source_vt->incremental_without_cursor)
         return required_with(item, "cursor", "with mode: incremental", err);
     /* A cursor the read would ignore hides a mistake: refuse it. */
     if (r->mode != FERRY_READ_INCREMENTAL && r->cursor)

@@ -172,6 +172,28 @@ static bool position_carries_progress(const char *position)
     return yes;
 }
 
+/* A plan's "route_checkpoint" (sources reading incrementally without a cursor: the s3
+ * source's objects read) becomes the route's position once the run completed. */
+static int save_plan_route(struct fold_ctx *c, const char *resource, const char *route,
+                           bool *saved, struct ferry_error *err)
+{
+    char *plan = NULL;
+    *saved = false;
+    int rc = ferry_store_plan_get(c->tr->st, c->run->id, resource, &plan, err);
+    json_t *pj = plan ? json_loads(plan, 0, NULL) : NULL;
+    json_t *rcp = json_object_get(pj, "route_checkpoint");
+    char *text = json_is_object(rcp) ? json_dumps(rcp, JSON_COMPACT) : NULL;
+    if (rc == FERRY_OK && text != NULL) {
+        rc = ferry_store_route_checkpoint_save(c->tr->st, c->run->pipeline, c->run->version,
+                                               route, 0, text, c->run->id, err);
+        *saved = true;
+    }
+    free(text);
+    json_decref(pj);
+    ferry_free(plan);
+    return rc;
+}
+
 /* Run checkpoints of every incremental or cdc resource become its route checkpoints. */
 static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
 {
@@ -183,6 +205,9 @@ static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
     for (int i = 0; rc == FERRY_OK && i < nres; i++) {
         if (strcmp(res[i].mode, "incremental") != 0 && strcmp(res[i].mode, "cdc") != 0) continue;
         const char *route = res[i].route[0] ? res[i].route : res[i].resource;
+        bool saved = false;
+        rc = save_plan_route(c, res[i].resource, route, &saved, err);
+        if (rc != FERRY_OK || saved) continue;
         struct ferry_checkpoint *cps = NULL;
         int ncp = 0;
         rc = ferry_store_run_checkpoints(st, c->run->id, res[i].resource, &cps, &ncp, err);

@@ -22,6 +22,7 @@
  * connection keys of the s3 sink (endpoint, region, path_style, credentials by reference,
  * max_attempts: s3_client.c retries, signs with SigV4). A resource may set its own prefix
  * and glob. Parquet and text objects under one resource: refused naming the object.
+ * Full reads only: `mode: incremental` is refused at plan time (not yet).
  *
  * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
  * parquet_reader.c, files_text.c, jansson. Registered in connectors/registry.c; one instance
@@ -431,43 +432,95 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
     return rc;
 }
 
+/* Incremental: whether the previous runs read ob as it is now ("etag size" in `seen`). */
+static bool seen_before(const json_t *seen, const json_t *ob)
+{
+    const char *v = json_string_value(json_object_get(seen, ob_key(ob)));
+    char now[320];
+    snprintf(now, sizeof now, "%s %" PRId64, ob_etag(ob), ob_size(ob));
+    return v != NULL && strcmp(v, now) == 0;
+}
+
+/* {"objects": {key: "etag size"}} of every object listed now: the route's next position. */
+static int remember(const json_t *objs, json_t **out, struct ferry_error *err)
+{
+    json_t *m = json_object();
+    for (size_t i = 0; m && i < json_array_size(objs); i++) {
+        const json_t *ob = json_array_get(objs, i);
+        char v[320];
+        snprintf(v, sizeof v, "%s %" PRId64, ob_etag(ob), ob_size(ob));
+        if (json_object_set_new(m, ob_key(ob), json_string(v)) != 0) {
+            json_decref(m);
+            m = NULL;
+        }
+    }
+    *out = m ? json_pack("{s:o}", "objects", m) : NULL;
+    return *out ? FERRY_OK : nomem(err);
+}
+
+/* The shards of every listed object (incremental: of those new or changed since the route
+ * checkpoint; none: one empty shard) and, incremental, the next route checkpoint. */
+static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
+                       const char *route_checkpoint, json_t *plan, struct ferry_error *err)
+{
+    json_t *objs = NULL, *shards = json_array(), *prev = NULL, *next = NULL;
+    bool incr = spec->mode == FERRY_READ_INCREMENTAL;
+    int rc = shards == NULL ? nomem(err) : list_objects(s, spec, &objs, err);
+    json_int_t rows = 0;
+    if (rc == FERRY_OK && incr && route_checkpoint != NULL) {
+        prev = json_loads(route_checkpoint, 0, NULL);
+        if (!json_is_object(json_object_get(prev, "objects")))
+            rc = ferry_error_set(err, FERRY_EINVAL, "s3",
+                                 "resource %s: the saved position is not the s3 source's: %.200s",
+                                 spec->table, route_checkpoint);
+    }
+    const json_t *seen = json_object_get(prev, "objects");
+    for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
+        const json_t *ob = json_array_get(objs, i);
+        if (seen && seen_before(seen, ob)) continue;
+        rc = plan_object(s, spec, ob, json_array_get(objs, 0), shards, &rows, err);
+    }
+    if (rc == FERRY_OK && json_array_size(shards) == 0 &&
+        json_array_append_new(shards, json_pack("{s:b}", "none", 1)) != 0)
+        rc = nomem(err);
+    if (rc == FERRY_OK && incr) rc = remember(objs, &next, err);
+    if (rc == FERRY_OK &&
+        (json_object_set(plan, "shards", shards) != 0 ||
+         json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
+         (next && json_object_set(plan, "route_checkpoint", next) != 0)))
+        rc = nomem(err);
+    json_decref(next);
+    json_decref(prev);
+    json_decref(shards);
+    json_decref(objs);
+    return rc;
+}
+
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *schema, const char *route_checkpoint,
                     char **plan_json, struct ferry_error *err)
 {
     (void)schema;
-    (void)route_checkpoint;
     struct s3src *s = ctx;
-    if (spec->mode != FERRY_READ_FULL)
+    if (spec->mode != FERRY_READ_FULL && spec->mode != FERRY_READ_INCREMENTAL)
         return ferry_error_set(err, FERRY_EUNSUPPORTED, "s3",
-                               "resource %s: the s3 source reads in mode full only for now, not "
-                               "%s",
+                               "resource %s: the s3 source reads in mode full or incremental, "
+                               "not %s",
                                spec->table, ferry_read_mode_name(spec->mode));
-    json_t *objs = NULL;
-    int rc = list_objects(s, spec, &objs, err);
-    if (rc != FERRY_OK) return rc;
-    json_t *shards = json_array();
-    json_int_t rows = 0;
-    if (shards == NULL) rc = nomem(err);
-    for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++)
-        rc = plan_object(s, spec, json_array_get(objs, i), json_array_get(objs, 0), shards, &rows,
-                         err);
-    json_t *plan = rc == FERRY_OK ? json_pack("{s:s,s:O,s:I}", "mode", "full", "shards", shards,
-                                              "rows_estimate", rows)
-                                  : NULL;
-    if (rc == FERRY_OK && plan == NULL) rc = nomem(err);
-    char *text = plan ? json_dumps(plan, JSON_COMPACT) : NULL;
+    if (spec->cursor != NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "s3",
+                               "resource %s: the s3 source reads incrementally by object (key, "
+                               "ETag, size), without a cursor: remove `cursor`",
+                               spec->table);
+    json_t *plan = json_pack("{s:s}", "mode", ferry_read_mode_name(spec->mode));
+    int rc = plan == NULL ? nomem(err) : plan_shards(s, spec, route_checkpoint, plan, err);
+    char *text = rc == FERRY_OK ? json_dumps(plan, JSON_COMPACT) : NULL;
     if (rc == FERRY_OK && text == NULL) rc = nomem(err);
     json_decref(plan);
-    json_decref(shards);
-    json_decref(objs);
-    if (rc != FERRY_OK) {
-        free(text);
-        return rc;
-    }
-    *plan_json = ferry_strdup(text);
+    *plan_json = text ? ferry_strdup(text) : NULL;
     free(text);
-    return *plan_json ? FERRY_OK : nomem(err);
+    if (rc == FERRY_OK && *plan_json == NULL) rc = nomem(err);
+    return rc;
 }
 
 /* ---- extract ------------------------------------------------------------------------------- */
@@ -525,12 +578,14 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
     int64_t skip = 0;
     int rc = FERRY_OK;
-    if (!json_is_string(json_object_get(sh, "key")) ||
-        !json_is_integer(json_object_get(sh, "size")))
+    if (!json_is_true(json_object_get(sh, "none")) &&
+        (!json_is_string(json_object_get(sh, "key")) ||
+         !json_is_integer(json_object_get(sh, "size"))))
         rc = ferry_error_set(err, FERRY_EINVAL, "s3",
                              "resource %s: shard %d of the frozen plan is not an s3 plan",
                              spec->table, shard);
-    if (rc != FERRY_OK || parse_resume(resume, &skip)) {
+    if (rc != FERRY_OK || json_is_true(json_object_get(sh, "none")) ||
+        parse_resume(resume, &skip)) {
         json_decref(root);
         return rc;
     }
@@ -553,7 +608,8 @@ const struct ferry_source_vtable ferry__s3_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "s3",
     .tuning_keys = src_tuning_keys,
-    .supports_incremental = false,
+    .supports_incremental = true,
+    .incremental_without_cursor = true,
     .supports_cdc = false,
     .open = src_open,
     .discover = src_discover,

@@ -484,10 +484,9 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
         json_array_append_new(shards, json_pack("{s:b}", "none", 1)) != 0)
         rc = nomem(err);
     if (rc == FERRY_OK && incr) rc = remember(objs, &next, err);
-    if (rc == FERRY_OK &&
-        (json_object_set(plan, "shards", shards) != 0 ||
-         json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
-         (next && json_object_set(plan, "route_checkpoint", next) != 0)))
+    if (rc == FERRY_OK && (json_object_set(plan, "shards", shards) != 0 ||
+                           json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
+                           (next && json_object_set(plan, "route_checkpoint", next) != 0)))
         rc = nomem(err);
     json_decref(next);
     json_decref(prev);

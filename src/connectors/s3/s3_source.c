@@ -240,6 +240,23 @@ struct obj {
     size_t at;         /* text stream: bytes of s->resp already handed out */
 };
 
+static void unquote(const char **p, size_t *n)
+{
+    if (*n >= 2 && (*p)[0] == '"' && (*p)[*n - 1] == '"') {
+        (*p)++;
+        *n -= 2;
+    }
+}
+
+/* ETags equal, their surrounding quotes aside (stores differ between listing and headers). */
+static bool etag_eq(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unquote(&a, &na);
+    unquote(&b, &nb);
+    return na == nb && memcmp(a, b, na) == 0;
+}
+
 /* Bytes [off, off + n) of the object into s->resp: one ranged GET (s3_client.c retries),
  * checked against the listed size and ETag. */
 static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *err)
@@ -257,7 +274,7 @@ static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *
                                bucket, o->key);
     if (rc != FERRY_OK) return rc;
     if (o->etag && o->etag[0] && ferry__s3_last_header(s->cli, "ETag", etag, sizeof etag) &&
-        strcmp(etag, o->etag) != 0)
+        !etag_eq(etag, o->etag))
         return ferry_error_set(err, FERRY_ESOURCE, "s3",
                                "s3 source: s3://%s/%s changed since it was listed (ETag %s, "
                                "listed %s); start a new run",

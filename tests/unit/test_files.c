@@ -734,10 +734,14 @@ static void test_source_infer_resume_skip(void **state)
     assert_non_null(strstr(err.message, "changed since the run was planned"));
     collect_free(&ch);
     ferry_free(plan);
-    /* Incremental reads are refused clearly. */
+    /* Incremental: every file planned, with the next route checkpoint; cdc refused. */
     struct ferry_resource_spec inc = spec_of("things", FERRY_READ_INCREMENTAL);
-    assert_int_equal(vt->plan(ctx, &inc, s, NULL, &plan, &err), FERRY_EUNSUPPORTED);
-    assert_non_null(strstr(err.message, "full only"));
+    ASSERT_OK(vt->plan(ctx, &inc, s, NULL, &plan, &err), err);
+    assert_non_null(strstr(plan, "\"route_checkpoint\":{\"files\":{"));
+    ferry_free(plan);
+    struct ferry_resource_spec cdc = spec_of("things", FERRY_READ_CDC);
+    assert_int_equal(vt->plan(ctx, &cdc, s, NULL, &plan, &err), FERRY_EUNSUPPORTED);
+    assert_non_null(strstr(err.message, "full or incremental"));
     ferry_schema_unref(s);
     vt->close(ctx);
     ferry_cfg_free(cfg);

@@ -6,7 +6,12 @@
  * a file changed between attempts is refused instead of resumed at a wrong offset). A
  * batch position carries `n`, the byte offset (in the decompressed stream) of the first
  * record not yet read: a resumed shard reads the header again, skips to n and goes on, so
- * a crash mid-file resumes inside the file. Full reads only.
+ * a crash mid-file resumes inside the file.
+ *
+ * mode: incremental (no cursor): the plan holds only the files whose path, size or
+ * modification time is not in the route checkpoint ({"files": {path: "SIZE MTIME_NS"}}),
+ * and the next checkpoint (every file matched now) as "route_checkpoint", saved by the
+ * tracker when the run completes. A changed file is read again whole.
  *
  * Schema, inference and on_error: files_text.c (shared with the s3 source).
  *
@@ -134,56 +139,112 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
+/* The shards of one file appended to b: Parquet, a shard per row group (its footer read
+ * here, so a corrupt or lying footer stops the run before anything is written); else one. */
+static int plan_file(const struct src *s, const char *path, const struct stat *st,
+                     struct ferry_buf *b, int *nshards, struct ferry_error *err)
+{
+    int groups = -1, rc = FERRY_OK, brc = FERRY_OK;
+    enum ferry__files_fmt fmt = ferry__text_format_of(&s->t, path);
+    if (fmt == FILES_FMT_PARQUET && (rc = ferry__files_pq_groups(path, &groups, err)) != FERRY_OK)
+        return rc;
+    for (int k = 0; k < (groups < 0 ? 1 : groups) && brc == FERRY_OK; k++) {
+        brc = ferry_buf_printf(b, "%s{\"file\":", (*nshards)++ ? "," : "");
+        if (brc == FERRY_OK) brc = ferry_buf_json_string(b, path, strlen(path));
+        if (brc == FERRY_OK)
+            brc =
+                ferry_buf_printf(b, ",\"format\":\"%s\",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64,
+                                 ferry__text_format_word(fmt), (int64_t)st->st_size,
+                                 (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
+        if (brc == FERRY_OK && groups >= 0) brc = ferry_buf_printf(b, ",\"group\":%d", k);
+        if (brc == FERRY_OK) brc = ferry_buf_printf(b, "}");
+    }
+    return brc == FERRY_OK ? FERRY_OK : nomem(err);
+}
+
+/* Incremental: the route checkpoint's {"files": {path: "SIZE MTIME_NS"}}, or NULL. */
+static int seen_files(const struct ferry_resource_spec *spec, const char *route_checkpoint,
+                      json_t **seen, struct ferry_error *err)
+{
+    *seen = NULL;
+    if (route_checkpoint == NULL) return FERRY_OK;
+    json_t *root = json_loads(route_checkpoint, 0, NULL);
+    json_t *f = json_object_get(root, "files");
+    if (!json_is_object(f)) {
+        json_decref(root);
+        return ferry_error_set(err, FERRY_EINVAL, "files",
+                               "resource %s: the saved position is not the files source's: %.200s",
+                               spec->table, route_checkpoint);
+    }
+    *seen = json_incref(f);
+    json_decref(root);
+    return FERRY_OK;
+}
+
+/* The plan's tail: a `none` shard when nothing is to be read, and, incremental, the next
+ * route checkpoint (every file matched now). */
+static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, struct ferry_error *err)
+{
+    int brc = ferry_buf_printf(b, "%s]", nshards ? "" : "{\"none\":true}");
+    char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
+    if (brc == FERRY_OK && next != NULL)
+        brc =
+            text ? ferry_buf_printf(b, ",\"route_checkpoint\":{\"files\":%s}", text) : FERRY_ENOMEM;
+    free(text);
+    if (brc == FERRY_OK) brc = ferry_buf_printf(b, "}");
+    return brc == FERRY_OK ? FERRY_OK : nomem(err);
+}
+
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *schema, const char *route_checkpoint,
                     char **plan_json, struct ferry_error *err)
 {
+    (void)schema;
     struct src *s = ctx;
-    if (spec->mode != FERRY_READ_FULL)
+    bool incr = spec->mode == FERRY_READ_INCREMENTAL;
+    if (spec->mode != FERRY_READ_FULL && !incr)
         return ferry_error_set(err, FERRY_EUNSUPPORTED, "files",
-                               "resource %s: the files source reads in mode full only, not %s "
-                               "(each run reads every file matched by path)",
+                               "resource %s: the files source reads in mode full or incremental, "
+                               "not %s",
                                spec->table, ferry_read_mode_name(spec->mode));
+    if (spec->cursor != NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "files",
+                               "resource %s: the files source reads incrementally by file (path, "
+                               "size, modification time), without a cursor: remove `cursor`",
+                               spec->table);
     const char *pattern = NULL;
-    int rc = resource_glob(s, spec, &pattern, err);
-    if (rc != FERRY_OK) return rc;
+    json_t *seen = NULL, *next = incr ? json_object() : NULL;
+    int rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
+    if (rc == FERRY_OK && incr) rc = seen_files(spec, route_checkpoint, &seen, err);
     glob_t g;
-    rc = list_files(pattern, spec->table, &g, err);
-    if (rc != FERRY_OK) return rc;
+    memset(&g, 0, sizeof g);
+    bool listed = rc == FERRY_OK && (rc = list_files(pattern, spec->table, &g, err)) == FERRY_OK;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
-    int brc = ferry_buf_printf(&b, "{\"mode\":\"full\",\"shards\":[");
+    if (rc == FERRY_OK &&
+        ferry_buf_printf(&b, "{\"mode\":\"%s\",\"shards\":[", incr ? "incremental" : "full"))
+        rc = nomem(err);
     int nshards = 0;
-    for (size_t i = 0; i < g.gl_pathc && rc == FERRY_OK && brc == FERRY_OK; i++) {
+    for (size_t i = 0; i < g.gl_pathc && rc == FERRY_OK; i++) {
+        const char *path = g.gl_pathv[i];
         struct stat st;
-        if (stat(g.gl_pathv[i], &st) != 0) {
-            rc = ferry_error_set(err, FERRY_EIO, "files", "files source: %s: %s", g.gl_pathv[i],
+        if (stat(path, &st) != 0) {
+            rc = ferry_error_set(err, FERRY_EIO, "files", "files source: %s: %s", path,
                                  strerror(errno));
             break;
         }
-        /* Parquet: a shard per row group (its footer read here, so a corrupt or lying
-         * footer stops the run before anything is written); else one per file. */
-        int groups = -1;
-        if (ferry__text_format_of(&s->t, g.gl_pathv[i]) == FILES_FMT_PARQUET &&
-            (rc = ferry__files_pq_groups(g.gl_pathv[i], &groups, err)) != FERRY_OK)
-            break;
-        for (int k = 0; k < (groups < 0 ? 1 : groups) && brc == FERRY_OK; k++) {
-            brc = ferry_buf_printf(&b, "%s{\"file\":", nshards++ ? "," : "");
-            if (brc == FERRY_OK)
-                brc = ferry_buf_json_string(&b, g.gl_pathv[i], strlen(g.gl_pathv[i]));
-            if (brc == FERRY_OK)
-                brc = ferry_buf_printf(
-                    &b, ",\"format\":\"%s\",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64,
-                    ferry__text_format_word(ferry__text_format_of(&s->t, g.gl_pathv[i])),
-                    (int64_t)st.st_size,
-                    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
-            if (brc == FERRY_OK && groups >= 0) brc = ferry_buf_printf(&b, ",\"group\":%d", k);
-            if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "}");
-        }
+        char v[64];
+        snprintf(v, sizeof v, "%" PRId64 " %" PRId64, (int64_t)st.st_size,
+                 (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+        if (next && json_object_set_new(next, path, json_string(v)) != 0) rc = nomem(err);
+        const char *was = json_string_value(json_object_get(seen, path));
+        if (rc != FERRY_OK || (was && strcmp(was, v) == 0)) continue; /* read before */
+        rc = plan_file(s, path, &st, &b, &nshards, err);
     }
-    if (brc == FERRY_OK) brc = ferry_buf_printf(&b, "]}");
-    globfree(&g);
-    if (rc == FERRY_OK && brc != FERRY_OK) rc = nomem(err);
+    if (rc == FERRY_OK) rc = plan_tail(&b, nshards, next, err);
+    if (listed) globfree(&g);
+    json_decref(seen);
+    json_decref(next);
     if (rc != FERRY_OK) {
         ferry_buf_release(&b);
         return rc;
@@ -208,7 +269,10 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
     json_t *file = json_object_get(sh, "file");
     json_t *size = json_object_get(sh, "size"), *mt = json_object_get(sh, "mtime_ns");
     int rc = FERRY_OK;
-    if (shard < 0 || !json_is_string(file) || !json_is_integer(size) || !json_is_integer(mt)) {
+    if (json_is_true(json_object_get(sh, "none"))) {
+        si->file = NULL; /* nothing new: an empty shard */
+    } else if (shard < 0 || !json_is_string(file) || !json_is_integer(size) ||
+               !json_is_integer(mt)) {
         rc = ferry_error_set(err, FERRY_EINVAL, "files",
                              "resource %s: shard %d of the frozen plan is not a files plan: %.200s",
                              table, shard, plan_json ? plan_json : "(none)");
@@ -252,7 +316,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     struct src *s = ctx;
     struct shard_info si = {0};
     int rc = load_shard(spec->table, plan_json, shard, &si, err);
-    if (rc != FERRY_OK) return rc;
+    if (rc != FERRY_OK || si.file == NULL) return rc; /* error, or the `none` shard */
     int64_t start = 0;
     bool done = false;
     rc = parse_resume(resume, si.file, &start, &done, err);
@@ -289,7 +353,8 @@ const struct ferry_source_vtable ferry__files_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "files",
     .tuning_keys = tuning_keys,
-    .supports_incremental = false,
+    .supports_incremental = true,
+    .incremental_without_cursor = true,
     .supports_cdc = false,
     .open = src_open,
     .discover = src_discover,

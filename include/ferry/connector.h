@@ -165,7 +165,10 @@ struct ferry_source_vtable {
     bool supports_incremental;
     bool supports_cdc;
     /* Incremental reads that need no `cursor:` (the source keeps its own position: the
-     * iceberg source's snapshot id); a cursor given is refused. */
+     * iceberg source's snapshot id, the objects the s3 and files sources read); a cursor
+     * given is refused. Such a source's plan may carry "route_checkpoint": {...}; when the
+     * run completes, the tracker saves that object as the route's position (shard 0), and
+     * the next plan gets it as route_checkpoint. */
     bool incremental_without_cursor;
 
     /* required */

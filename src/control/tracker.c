@@ -172,8 +172,34 @@ static bool position_carries_progress(const char *position)
     return yes;
 }
 
-/* Run checkpoints of every incremental or cdc resource become its route checkpoints. */
-static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
+/* A plan's "route_checkpoint" (sources reading incrementally without a cursor: the s3 and
+ * files sources' objects read) stands for the whole plan: it becomes the route's position
+ * only when `whole` (the run completed and so did the resource); never the shards' row
+ * positions. *has: the plan carries one. */
+static int save_plan_route(struct fold_ctx *c, const struct ferry_resource_state *res,
+                           const char *route, bool whole, bool *has, struct ferry_error *err)
+{
+    char *plan = NULL;
+    *has = false;
+    int rc = ferry_store_plan_get(c->tr->st, c->run->id, res->resource, &plan, err);
+    json_t *pj = plan ? json_loads(plan, 0, NULL) : NULL;
+    json_t *rcp = json_object_get(pj, "route_checkpoint");
+    *has = json_is_object(rcp);
+    char *text = *has && whole && strcmp(res->state, "completed") == 0
+                     ? json_dumps(rcp, JSON_COMPACT)
+                     : NULL;
+    if (rc == FERRY_OK && text != NULL)
+        rc = ferry_store_route_checkpoint_save(c->tr->st, c->run->pipeline, c->run->version,
+                                               route, 0, text, c->run->id, err);
+    free(text);
+    json_decref(pj);
+    ferry_free(plan);
+    return rc;
+}
+
+/* Run checkpoints of every incremental or cdc resource become its route checkpoints.
+ * completed: the run completed (else it paused after a commit). */
+static int advance_routes(struct fold_ctx *c, bool completed, struct ferry_error *err)
 {
     struct ferry_store *st = c->tr->st;
     struct ferry_resource_state *res = NULL;
@@ -183,6 +209,9 @@ static int advance_routes(struct fold_ctx *c, struct ferry_error *err)
     for (int i = 0; rc == FERRY_OK && i < nres; i++) {
         if (strcmp(res[i].mode, "incremental") != 0 && strcmp(res[i].mode, "cdc") != 0) continue;
         const char *route = res[i].route[0] ? res[i].route : res[i].resource;
+        bool has = false;
+        rc = save_plan_route(c, &res[i], route, completed, &has, err);
+        if (rc != FERRY_OK || has) continue;
         struct ferry_checkpoint *cps = NULL;
         int ncp = 0;
         rc = ferry_store_run_checkpoints(st, c->run->id, res[i].resource, &cps, &ncp, err);
@@ -212,7 +241,7 @@ static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error
      * the store, publishes run.failed, then requeues at once): the end is already history. */
     if (c->run->state == FERRY_RUN_REQUESTED) return FERRY_OK;
     if (strcmp(type, FERRY_EV_RUN_COMPLETED) == 0) {
-        int rc = advance_routes(c, err);
+        int rc = advance_routes(c, true, err);
         /* on_resource_error: continue - committed, with failed resources (their errors are
          * on the resources; the run's message names them) */
         if (json_is_true(json_object_get(c->p, "partial"))) {
@@ -224,7 +253,7 @@ static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error
     }
     if (strcmp(type, FERRY_EV_RUN_PAUSED) == 0) {
         int rc = FERRY_OK;
-        if (json_is_true(json_object_get(c->p, "committed"))) rc = advance_routes(c, err);
+        if (json_is_true(json_object_get(c->p, "committed"))) rc = advance_routes(c, false, err);
         return rc == FERRY_OK ? set_run_state(c, FERRY_RUN_PAUSED, NULL, err) : rc;
     }
     if (strcmp(type, FERRY_EV_RUN_FAILED) == 0) {

@@ -31,6 +31,12 @@ struct ferry__files_input;
 
 int ferry__files_input_open(const char *path, struct ferry__files_input **in,
                             struct ferry_error *err);
+/* The same over raw bytes from a callback (the s3 source's object stream): fn fills up to
+ * cap bytes, *n = 0 at the end; its errors name the object. `name` is used in errors. */
+typedef int (*ferry__files_raw_fn)(void *ctx, void *p, size_t cap, size_t *n,
+                                   struct ferry_error *err);
+int ferry__files_input_open_fn(const char *name, ferry__files_raw_fn fn, void *ctx,
+                               struct ferry__files_input **in, struct ferry_error *err);
 /* Up to cap bytes into p; *n = 0 at the end. */
 int ferry__files_input_read(struct ferry__files_input *in, void *p, size_t cap, size_t *n,
                             struct ferry_error *err);

@@ -7,8 +7,9 @@
 #      source's reading of the same files (tests/e2e/parquet_source.sh checks that one
 #      against DuckDB), and only the matching objects;
 #   2. selected columns only;
-#   3. a truncated object: one error naming the object, nothing written; no matching object:
-#      an error naming the bucket and prefix; format csv and mode incremental: refused.
+#   3. a truncated object, a corrupt footer: one error naming the object, nothing written; no matching object:
+#      an error naming the bucket and prefix; a declared schema on Parquet objects: refused.
+# CSV and JSON Lines objects: tests/e2e/s3_source_text.sh.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
@@ -86,10 +87,21 @@ expect_exit 1 ferry run bad.yaml
 printf '%s\n' "$OUT" | grep -q "s3://lake/bad/cut.parquet" || fail "the error should name the object: $OUT"
 [ ! -f bad.db ] || [ -z "$(q bad.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q bad.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from a truncated object"
+# a corrupt footer: 64 bytes of the Thrift footer overwritten (length and magic intact)
+cp data/p1.parquet data/bent.parquet
+flen=$(od -An -t u4 -j $(( $(stat -c %s data/p1.parquet) - 8 )) -N 4 data/p1.parquet | tr -d ' ')
+printf '\377%.0s' $(seq 1 64) | dd of=data/bent.parquet bs=1 seek=$(( $(stat -c %s data/p1.parquet) - 8 - flen + 4 )) conv=notrunc status=none
+s3c lake put bent/bent.parquet data/bent.parquet
+s3_pipe bent.yaml s3-bent "$S3_ENDPOINT" "$T/bent.db" ", prefix: bent/, glob: '*.parquet'"
+set +e; OUT=$(ferry run bent.yaml 2>&1); got=$?; set -e
+[ "$got" != 0 ] || fail "a corrupt footer should fail the run"
+printf '%s\n' "$OUT" | grep -q "s3://lake/bent/bent.parquet" || fail "the error should name the object with the corrupt footer: $OUT"
+[ ! -f bent.db ] || [ -z "$(q bent.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
+  || [ "$(q bent.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from an object with a corrupt footer"
 s3_pipe none.yaml s3-none "$S3_ENDPOINT" "$T/none.db" ", prefix: nothing/"
 expect_exit 7 ferry run none.yaml
 printf '%s\n' "$OUT" | grep -q "no object under s3://lake/nothing/" || fail "no match: $OUT"
-s3_pipe csv.yaml s3-csv "$S3_ENDPOINT" "$T/csv.db" "" "  format: csv"
-expect_exit 2 ferry run csv.yaml
-printf '%s\n' "$OUT" | grep -q "source.format" || fail "format csv should be refused naming the key: $OUT"
-pass "s3 source: truncated object, no match, csv refused with errors naming them; nothing written"
+s3_pipe decl.yaml s3-decl "$S3_ENDPOINT" "$T/decl.db" ", schema: {id: int64}"
+expect_exit 2 ferry run decl.yaml
+printf '%s\n' "$OUT" | grep -q "Parquet objects carry their schema" || fail "a declared schema on Parquet should be refused: $OUT"
+pass "s3 source: truncated object, no match, declared schema on Parquet: errors naming them; nothing written"

@@ -3,6 +3,7 @@
 // Usage: node client.mjs ENDPOINT BUCKET get KEY       -> the object's bytes on stdout
 //        node client.mjs ENDPOINT BUCKET list PREFIX   -> one key per line (all pages)
 //        node client.mjs ENDPOINT BUCKET put KEY FILE
+//        node client.mjs ENDPOINT BUCKET delete KEY
 //        node client.mjs ENDPOINT BUCKET etag KEY      -> the object's ETag ("...-N" when multipart)
 //        node client.mjs ENDPOINT BUCKET uploads PREFIX -> "KEY UPLOAD_ID INITIATED" per unfinished
 //                                                         multipart upload (ListMultipartUploads, all pages)
@@ -114,6 +115,9 @@ if (cmd === 'get') {
 } else if (cmd === 'put') {
   const r = await request('PUT', `/${bucket}/${enc(arg)}`, readFileSync(file));
   if (r.status !== 200) { process.stderr.write(`PUT ${arg}: HTTP ${r.status} ${r.body}\n`); process.exit(1); }
+} else if (cmd === 'delete') {
+  const r = await request('DELETE', `/${bucket}/${enc(arg)}`);
+  if (r.status !== 204 && r.status !== 200) { process.stderr.write(`DELETE ${arg}: HTTP ${r.status} ${r.body}\n`); process.exit(1); }
 } else {
   process.stderr.write('usage: client.mjs ENDPOINT BUCKET get|list|put|etag|uploads|mkupload ...\n');
   process.exit(2);

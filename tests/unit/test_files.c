@@ -734,10 +734,14 @@ static void test_source_infer_resume_skip(void **state)
     assert_non_null(strstr(err.message, "changed since the run was planned"));
     collect_free(&ch);
     ferry_free(plan);
-    /* Incremental reads are refused clearly. */
+    /* Incremental: every file planned, with the next route checkpoint; cdc refused. */
     struct ferry_resource_spec inc = spec_of("things", FERRY_READ_INCREMENTAL);
-    assert_int_equal(vt->plan(ctx, &inc, s, NULL, &plan, &err), FERRY_EUNSUPPORTED);
-    assert_non_null(strstr(err.message, "full only"));
+    ASSERT_OK(vt->plan(ctx, &inc, s, NULL, &plan, &err), err);
+    assert_non_null(strstr(plan, "\"route_checkpoint\":{\"files\":{"));
+    ferry_free(plan);
+    struct ferry_resource_spec cdc = spec_of("things", FERRY_READ_CDC);
+    assert_int_equal(vt->plan(ctx, &cdc, s, NULL, &plan, &err), FERRY_EUNSUPPORTED);
+    assert_non_null(strstr(err.message, "full or incremental"));
     ferry_schema_unref(s);
     vt->close(ctx);
     ferry_cfg_free(cfg);
@@ -817,6 +821,79 @@ static void test_source_headerless(void **state)
         ferry_cfg_free(cfg);
         ferry_cfg_free(res);
     }
+}
+
+/* ferry__files_input_open_fn (the s3 source's object stream): the same bytes as the file
+ * path, whatever sizes the callback hands out (1 to 7 bytes here), and its errors. */
+struct mem_src {
+    const char *p;
+    size_t n, at;
+    int calls;
+};
+
+static int mem_read(void *ctx, void *p, size_t cap, size_t *n, struct ferry_error *err)
+{
+    (void)err;
+    struct mem_src *m = ctx;
+    size_t k = (size_t)(m->calls++ % 7) + 1;
+    if (k > cap) k = cap;
+    if (k > m->n - m->at) k = m->n - m->at;
+    memcpy(p, m->p + m->at, k);
+    m->at += k;
+    *n = k;
+    return FERRY_OK;
+}
+
+static void test_input_callback(void **state)
+{
+    (void)state;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    for (int i = 0; i < 5000; i++)
+        assert_int_equal(ferry_buf_printf(&b, "%d,row %d\n", i, i), FERRY_OK);
+    gzFile g = gzopen(path_of("cb.csv.gz"), "wb");
+    assert_non_null(g);
+    assert_int_equal(gzwrite(g, b.data, (unsigned)b.len), (int)b.len);
+    gzclose(g);
+    size_t gl;
+    char *gz = slurp(path_of("cb.csv.gz"), &gl);
+    size_t cap = ZSTD_compressBound(b.len);
+    char *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, b.data, b.len, 3);
+    assert_false(ZSTD_isError(zn));
+    const char *srcs[] = {b.data, gz, z, gz};
+    size_t lens[] = {b.len, gl, zn, gl / 2};
+    const char *kinds[] = {"plain", "gzip", "zstd", "gzip"};
+    for (int k = 0; k < 4; k++) {
+        struct mem_src m = {.p = srcs[k], .n = lens[k]};
+        struct ferry__files_input *in = NULL;
+        struct ferry_error err;
+        ASSERT_OK(ferry__files_input_open_fn("s3://b/obj", mem_read, &m, &in, &err), err);
+        assert_string_equal(ferry__files_input_kind(in), kinds[k]);
+        struct ferry_buf out;
+        ferry_buf_init(&out, 0);
+        int rc = FERRY_OK;
+        for (;;) {
+            char piece[1000];
+            size_t n = 0;
+            rc = ferry__files_input_read(in, piece, sizeof piece, &n, &err);
+            if (rc != FERRY_OK || n == 0) break;
+            assert_int_equal(ferry_buf_append(&out, piece, n), FERRY_OK);
+        }
+        if (k < 3) {
+            ASSERT_OK(rc, err);
+            assert_int_equal(out.len, b.len);
+            assert_memory_equal(out.data, b.data, b.len);
+        } else { /* a truncated gzip object: an error naming it */
+            assert_int_not_equal(rc, FERRY_OK);
+            assert_non_null(strstr(err.message, "s3 source: s3://b/obj: truncated gzip"));
+        }
+        ferry_buf_release(&out);
+        ferry__files_input_close(in);
+    }
+    free(z);
+    free(gz);
+    ferry_buf_release(&b);
 }
 
 static void test_source_jsonl_compressed(void **state)
@@ -999,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_sink_parts_manifest_abort),
         cmocka_unit_test(test_source_infer_resume_skip),
         cmocka_unit_test(test_source_headerless),
+        cmocka_unit_test(test_input_callback),
         cmocka_unit_test(test_source_jsonl_compressed),
         cmocka_unit_test(test_source_fidelity),
     };

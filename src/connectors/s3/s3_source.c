@@ -1,41 +1,56 @@
-/* connectors/s3/s3_source.c - the `s3` source: Parquet objects under a prefix whose keys
- * match a glob, read by ranged GETs.
+/* connectors/s3/s3_source.c - the `s3` source: Parquet, CSV and JSON Lines objects under a
+ * prefix whose keys match a glob.
  *
- * Each row group of each object is one shard (keys sorted as S3 lists them; size and ETag
- * frozen in the plan). An object is never read whole: the footer first (three ranged GETs:
- * magic, length, footer), then only the column chunks of the selected columns of the
- * shard's row group, one at a time (parquet_reader.h). A batch position is the number of
- * the group's rows delivered, as for the files source. Full reads only. The schema is the
- * first object's footer (every column nullable); every other object must have each
- * selected column with the same type.
+ * Parquet: each row group of each object is one shard; an object is never read whole: the
+ * footer first (three ranged GETs: magic, length, footer), then only the column chunks of
+ * the selected columns of the shard's row group, one at a time (parquet_reader.h). A batch
+ * position is the number of the group's rows delivered. The schema is the first object's
+ * footer (every column nullable); every other object must have each selected column with
+ * the same type.
  *
- * Keys: bucket (required), prefix, glob (fnmatch on the key after the prefix, `*` crossing
- * `/`; default every key), format (parquet; from the key's .parquet suffix otherwise) and
- * the connection keys of the s3 sink (endpoint, region, path_style, credentials by reference,
+ * CSV and JSON Lines (plain, gzip or zstd: recognised by their first bytes): each object is
+ * one shard, streamed by ranged GETs of CHUNK bytes (one chunk in memory, never the whole
+ * object) through formats/input.c into the shared record loop (connectors/files/
+ * files_text.c): the same keys, schema inference, on_error and resume by decompressed byte
+ * offset as the files source. Every chunk's ETag must be the listed one, so an object that
+ * changes or disappears during the run stops it with an error naming the object.
+ *
+ * Keys (plan frozen: key, size and ETag of every object, listed in key order, pages of
+ * max_keys): bucket (required), prefix, glob (fnmatch on the key after the prefix, `*`
+ * crossing `/`; default every key with a .parquet, .csv, .jsonl, .ndjson or .json name,
+ * .gz / .zst aside), format (else from the key), the text keys of the files source and the
+ * connection keys of the s3 sink (endpoint, region, path_style, credentials by reference,
  * max_attempts: s3_client.c retries, signs with SigV4). A resource may set its own prefix
- * and glob. Not yet: CSV and JSON Lines objects, `mode: incremental` (refused naming them).
+ * and glob. Parquet and text objects under one resource: refused naming the object.
+ * Full reads only: `mode: incremental` is refused at plan time (not yet).
  *
- * Owns one S3 client and a response buffer. Calls s3_client.c, parquet_reader.c, jansson.
- * Registered in connectors/registry.c; one instance per reader thread. */
+ * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
+ * parquet_reader.c, files_text.c, jansson. Registered in connectors/registry.c; one instance
+ * per reader thread. */
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "connectors/files/files_text.h"
 #include "formats/parquet_reader.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "objstore/s3_client.h"
 #include "objstore/sigv4.h"
 
-static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", NULL};
-static const char *const src_format_words[] = {"parquet", "csv", "jsonl", NULL};
+static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sample_rows",
+                                              "max_keys", NULL};
+
+#define CHUNK (4u << 20) /* bytes per ranged GET of a text object */
 
 struct s3src {
     struct ferry__s3_client *cli;
     char *prefix, *glob;
-    struct ferry_buf resp; /* ranged GET bodies */
+    int64_t max_keys;         /* listing page size (S3: at most 1000) */
+    struct ferry__text_src t; /* format, CSV / JSON Lines keys */
+    struct ferry_buf resp;    /* ranged GET bodies */
 };
 
 static int nomem(struct ferry_error *err)
@@ -50,6 +65,7 @@ static void src_close(void *ctx)
     ferry__s3_client_close(s->cli);
     ferry_free(s->prefix);
     ferry_free(s->glob);
+    ferry__text_src_release(&s->t);
     ferry_buf_release(&s->resp);
     ferry_free(s);
 }
@@ -57,19 +73,21 @@ static void src_close(void *ctx)
 static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
     const char *bucket = NULL, *prefix = "", *glob = NULL;
-    int format = 0;
+    int64_t max_keys = 1000;
     int rc = ferry_cfg_str(cfg, "bucket", true, &bucket, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "prefix", false, &prefix, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "glob", false, &glob, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "format", false, src_format_words, &format, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_int(cfg, "max_keys", false, 1, 1000, &max_keys, err);
     if (rc != FERRY_OK) return rc;
-    if (format != 0)
-        return ferry_cfg_error(err, ferry_cfg_get(cfg, "format"),
-                               "the s3 source reads Parquet objects only for now (csv and jsonl: "
-                               "not yet)");
     struct s3src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
     ferry_buf_init(&s->resp, 0);
+    s->max_keys = max_keys;
+    rc = ferry__text_src_open(cfg, &s->t, err);
+    if (rc != FERRY_OK) {
+        src_close(s);
+        return rc;
+    }
     s->prefix = ferry_strdup(prefix ? prefix : "");
     s->glob = glob ? ferry_strdup(glob) : NULL;
     if (s->prefix == NULL || (glob && s->glob == NULL)) {
@@ -101,7 +119,27 @@ static int where(const struct s3src *s, const struct ferry_resource_spec *spec, 
     return rc;
 }
 
-/* Every object under prefix matching glob (or ending in .parquet without one), as
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* A key the source reads without a glob: .parquet, or .csv, .jsonl, .ndjson, .json with an
+ * optional .gz / .zst after it. */
+static bool known_name(const char *key)
+{
+    size_t n = strlen(key);
+    if (ends_with(key, n, ".parquet")) return true;
+    if (ends_with(key, n, ".gz"))
+        n -= 3;
+    else if (ends_with(key, n, ".zst"))
+        n -= 4;
+    return ends_with(key, n, ".csv") || ends_with(key, n, ".jsonl") ||
+           ends_with(key, n, ".ndjson") || ends_with(key, n, ".json");
+}
+
+/* Every object under prefix matching glob (or known_name without one), as
  * [{"key", "size", "etag"}], in key order; FERRY_ENOTFOUND when none. */
 static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec, json_t **out,
                         struct ferry_error *err)
@@ -129,7 +167,8 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
             if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, tok.data, false);
             if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "&");
         }
-        if (brc == FERRY_OK) brc = ferry_buf_printf(&qs, "list-type=2&prefix=");
+        if (brc == FERRY_OK)
+            brc = ferry_buf_printf(&qs, "list-type=2&max-keys=%" PRId64 "&prefix=", s->max_keys);
         if (brc == FERRY_OK) brc = ferry__s3_uri_encode(&qs, prefix, false);
         if (brc != FERRY_OK) {
             rc = nomem(err);
@@ -155,8 +194,7 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
             }
             if (!ferry__s3_xml_next(item.data, "ETag", &f4, &etag)) ferry_buf_reset(&etag);
             const char *rel = key.data + strlen(prefix);
-            bool match = glob ? fnmatch(glob, rel, 0) == 0
-                              : key.len >= 8 && strcmp(key.data + key.len - 8, ".parquet") == 0;
+            bool match = glob ? fnmatch(glob, rel, 0) == 0 : known_name(key.data);
             if (!match) continue;
             json_t *o = json_pack("{s:s,s:I,s:s}", "key", key.data, "size",
                                   (json_int_t)strtoll(size.data, NULL, 10), "etag",
@@ -183,7 +221,7 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
         rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
                              "s3 source: resource %s: no object under s3://%s/%s matches %s",
                              spec->table, ferry__s3_client_bucket(s->cli), prefix,
-                             glob ? glob : "*.parquet");
+                             glob ? glob : "*.{parquet,csv,jsonl,ndjson,json}[.gz|.zst]");
     if (rc != FERRY_OK) {
         json_decref(arr);
         return rc;
@@ -197,42 +235,172 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
 struct obj {
     struct s3src *s;
     const char *key;
+    const char *etag;  /* as listed ("" when the store sent none) */
+    int64_t size, pos; /* text stream: the next byte to fetch */
+    size_t at;         /* text stream: bytes of s->resp already handed out */
 };
+
+static void unquote(const char **p, size_t *n)
+{
+    if (*n >= 2 && (*p)[0] == '"' && (*p)[*n - 1] == '"') {
+        (*p)++;
+        *n -= 2;
+    }
+}
+
+/* ETags equal, their surrounding quotes aside (stores differ between listing and headers). */
+static bool etag_eq(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    unquote(&a, &na);
+    unquote(&b, &nb);
+    return na == nb && memcmp(a, b, na) == 0;
+}
+
+/* Bytes [off, off + n) of the object into s->resp: one ranged GET (s3_client.c retries),
+ * checked against the listed size and ETag. */
+static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *err)
+{
+    struct s3src *s = o->s;
+    const char *bucket = ferry__s3_client_bucket(s->cli);
+    char range[64], etag[256];
+    snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, off + n - 1);
+    struct ferry__s3_req q = {.method = "GET", .key = o->key, .query = "", .range = range};
+    ferry_buf_reset(&s->resp);
+    int rc = ferry__s3_call(s->cli, &q, true, &s->resp, err);
+    if (rc == FERRY_ENOTFOUND)
+        return ferry_error_set(err, FERRY_ENOTFOUND, "s3",
+                               "s3 source: s3://%s/%s is gone (deleted after it was listed)",
+                               bucket, o->key);
+    if (rc != FERRY_OK) return rc;
+    if (o->etag && o->etag[0] && ferry__s3_last_header(s->cli, "ETag", etag, sizeof etag) &&
+        !etag_eq(etag, o->etag))
+        return ferry_error_set(err, FERRY_ESOURCE, "s3",
+                               "s3 source: s3://%s/%s changed since it was listed (ETag %s, "
+                               "listed %s); start a new run",
+                               bucket, o->key, etag, o->etag);
+    if (s->resp.len != n)
+        return ferry_error_set(err, FERRY_ESOURCE, "s3",
+                               "s3 source: s3://%s/%s: %zu bytes at %" PRIu64 " asked, %zu came "
+                               "(the object changed since it was listed?)",
+                               bucket, o->key, n, off, s->resp.len);
+    return FERRY_OK;
+}
 
 static int obj_read_at(void *ctx, uint64_t off, size_t n, void *p, struct ferry_error *err)
 {
     struct obj *o = ctx;
-    char range[64];
-    snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, off + n - 1);
-    struct ferry__s3_req q = {.method = "GET", .key = o->key, .query = "", .range = range};
-    ferry_buf_reset(&o->s->resp);
-    int rc = ferry__s3_call(o->s->cli, &q, false, &o->s->resp, err);
-    if (rc == FERRY_ENOTFOUND)
-        return ferry_error_set(err, FERRY_ENOTFOUND, "s3",
-                               "s3 source: s3://%s/%s is gone (it was listed)",
-                               ferry__s3_client_bucket(o->s->cli), o->key);
-    if (rc != FERRY_OK) return rc;
-    if (o->s->resp.len != n)
-        return ferry_error_set(err, FERRY_ESOURCE, "s3",
-                               "s3 source: s3://%s/%s: %zu bytes at %" PRIu64 " asked, %zu came "
-                               "(the object changed since it was listed?)",
-                               ferry__s3_client_bucket(o->s->cli), o->key, n, off, o->s->resp.len);
-    memcpy(p, o->s->resp.data, n);
+    int rc = get_range(o, off, n, err);
+    if (rc == FERRY_OK) memcpy(p, o->s->resp.data, n);
+    return rc;
+}
+
+/* formats/input.c's raw bytes of a text object: CHUNK bytes per GET, handed out in pieces. */
+static int obj_stream(void *ctx, void *p, size_t cap, size_t *n, struct ferry_error *err)
+{
+    struct obj *o = ctx;
+    struct ferry_buf *b = &o->s->resp;
+    *n = 0;
+    if (o->at == b->len) {
+        if (o->pos >= o->size) return FERRY_OK;
+        size_t want = o->size - o->pos < (int64_t)CHUNK ? (size_t)(o->size - o->pos) : CHUNK;
+        int rc = get_range(o, (uint64_t)o->pos, want, err);
+        if (rc != FERRY_OK) return rc;
+        o->pos += (int64_t)want;
+        o->at = 0;
+    }
+    size_t k = b->len - o->at < cap ? b->len - o->at : cap;
+    memcpy(p, b->data + o->at, k);
+    o->at += k;
+    *n = k;
     return FERRY_OK;
 }
 
-static int open_object(struct s3src *s, const char *key, int64_t size, struct obj *o,
-                       struct ferry_parquet_reader **r, struct ferry_error *err)
+static void obj_init(struct obj *o, struct s3src *s, const char *key, const char *etag,
+                     int64_t size, char *name, size_t cap)
 {
+    memset(o, 0, sizeof *o);
     o->s = s;
     o->key = key;
+    o->etag = etag;
+    o->size = size;
+    ferry_buf_reset(&s->resp);
+    snprintf(name, cap, "s3://%s/%s", ferry__s3_client_bucket(s->cli), key);
+}
+
+static int open_object(struct s3src *s, const char *key, const char *etag, int64_t size,
+                       struct obj *o, struct ferry_parquet_reader **r, struct ferry_error *err)
+{
     char name[1200];
-    snprintf(name, sizeof name, "s3://%s/%s", ferry__s3_client_bucket(s->cli), key);
+    obj_init(o, s, key, etag, size, name, sizeof name);
     return ferry__parquet_reader_open_ranged((uint64_t)size, obj_read_at, o, name, r, err);
 }
 
-/* ---- discover / plan / extract ----------------------------------------------------------------
- */
+/* A text object as a decompressed stream (formats/input.c); o must outlive *in. */
+static int open_text(struct s3src *s, const char *key, const char *etag, int64_t size,
+                     struct obj *o, char *name, size_t cap, struct ferry__files_input **in,
+                     struct ferry_error *err)
+{
+    obj_init(o, s, key, etag, size, name, cap);
+    return ferry__files_input_open_fn(name, obj_stream, o, in, err);
+}
+
+static bool is_parquet(const struct s3src *s, const char *key)
+{
+    return ferry__text_format_of(&s->t, key) == FILES_FMT_PARQUET;
+}
+
+/* ---- discover ------------------------------------------------------------------------------ */
+
+static const char *ob_key(const json_t *ob)
+{
+    return json_string_value(json_object_get(ob, "key"));
+}
+
+static int64_t ob_size(const json_t *ob)
+{
+    return (int64_t)json_integer_value(json_object_get(ob, "size"));
+}
+
+static const char *ob_etag(const json_t *ob)
+{
+    const char *e = json_string_value(json_object_get(ob, "etag"));
+    return e ? e : "";
+}
+
+/* Parquet: the first object's footer; text: declared, else inferred from the first object. */
+static int discover_first(struct s3src *s, const struct ferry_resource_spec *spec,
+                          const json_t *first, struct ferry_schema **out, struct ferry_error *err)
+{
+    struct ferry_cfg *decl = ferry__text_declared(spec);
+    struct obj o;
+    int rc = FERRY_OK;
+    if (is_parquet(s, ob_key(first))) {
+        if (decl != NULL)
+            return ferry_cfg_error(err, decl,
+                                   "resource %s: Parquet objects carry their schema; remove "
+                                   "`schema`",
+                                   spec->table);
+        struct ferry_parquet_reader *r = NULL;
+        rc = open_object(s, ob_key(first), ob_etag(first), ob_size(first), &o, &r, err);
+        if (rc == FERRY_OK)
+            rc = ferry__text_select(ferry__parquet_reader_schema(r), spec, "s3", out, err);
+        ferry__parquet_reader_free(r);
+        return rc;
+    }
+    char name[1200];
+    struct ferry__files_input *in = NULL;
+    struct ferry_schema *all = NULL;
+    if (decl == NULL)
+        rc = open_text(s, ob_key(first), ob_etag(first), ob_size(first), &o, name, sizeof name, &in,
+                       err);
+    else
+        snprintf(name, sizeof name, "s3://%s/%s", ferry__s3_client_bucket(s->cli), ob_key(first));
+    if (rc == FERRY_OK) rc = ferry__text_schema(&s->t, spec, in, name, &all, err);
+    if (rc == FERRY_OK) rc = ferry__text_select(all, spec, "s3", out, err);
+    ferry_schema_unref(all);
+    return rc;
+}
 
 static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                         struct ferry_schema **out, struct ferry_error *err)
@@ -240,45 +408,108 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     struct s3src *s = ctx;
     json_t *objs = NULL;
     int rc = list_objects(s, spec, &objs, err);
-    if (rc != FERRY_OK) return rc;
-    json_t *first = json_array_get(objs, 0);
+    if (rc == FERRY_OK) rc = discover_first(s, spec, json_array_get(objs, 0), out, err);
+    json_decref(objs);
+    return rc;
+}
+
+/* ---- plan ---------------------------------------------------------------------------------- */
+
+/* The shards of one object appended to `shards`: a row group each for Parquet (every footer
+ * read here: a corrupt or lying one stops the run before any write), one for text. */
+static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, const json_t *ob,
+                       const json_t *first, json_t *shards, json_int_t *rows,
+                       struct ferry_error *err)
+{
+    const char *key = ob_key(ob), *bucket = ferry__s3_client_bucket(s->cli);
+    bool pq = is_parquet(s, key);
+    if (pq != is_parquet(s, ob_key(first)))
+        return ferry_error_set(err, FERRY_EINVAL, "s3",
+                               "s3 source: resource %s: s3://%s/%s is %s but s3://%s/%s is not: "
+                               "a resource reads Parquet objects or CSV / JSON Lines objects, "
+                               "not both (narrow the glob)",
+                               spec->table, bucket, key, pq ? "Parquet" : "text", bucket,
+                               ob_key(first));
+    if (!pq) {
+        json_t *sh = json_pack("{s:s,s:I,s:s,s:s}", "key", key, "size", (json_int_t)ob_size(ob),
+                               "etag", ob_etag(ob), "format",
+                               ferry__text_format_word(ferry__text_format_of(&s->t, key)));
+        return sh == NULL || json_array_append_new(shards, sh) != 0 ? nomem(err) : FERRY_OK;
+    }
     struct obj o;
     struct ferry_parquet_reader *r = NULL;
-    rc = open_object(s, json_string_value(json_object_get(first, "key")),
-                     (int64_t)json_integer_value(json_object_get(first, "size")), &o, &r, err);
-    struct ferry_schema *sc = rc == FERRY_OK ? ferry_schema_new() : NULL;
-    if (rc == FERRY_OK && sc == NULL) rc = nomem(err);
-    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
-    int n = rc == FERRY_OK ? (spec->columns ? spec->n_columns : fs->n_fields) : 0;
-    for (int i = 0; i < n && rc == FERRY_OK; i++) {
-        int f = spec->columns ? ferry_schema_find(fs, spec->columns[i]) : i;
-        if (f < 0) {
-            rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
-                                 "s3 source: resource %s has no column \"%s\"", spec->table,
-                                 spec->columns[i]);
-            break;
-        }
-        const struct ferry_field *fd = &fs->fields[f];
-        rc = ferry_schema_add_field(sc, fd->name, fd->type, true, err);
-        if (rc == FERRY_OK) {
-            sc->fields[i].precision = fd->precision;
-            sc->fields[i].scale = fd->scale;
-        }
+    int rc = open_object(s, key, ob_etag(ob), ob_size(ob), &o, &r, err);
+    for (int g = 0; rc == FERRY_OK && g < ferry__parquet_reader_num_groups(r); g++) {
+        json_t *sh = json_pack("{s:s,s:I,s:s,s:i}", "key", key, "size", (json_int_t)ob_size(ob),
+                               "etag", ob_etag(ob), "group", g);
+        if (sh == NULL || json_array_append_new(shards, sh) != 0) rc = nomem(err);
+        *rows += ferry__parquet_reader_group_rows(r, g);
     }
-    int missing = rc == FERRY_OK && spec->key ? ferry_schema_mark_key(sc, spec->key, spec->n_key) : -1;
-    if (missing >= 0)
-        rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
-                             "s3 source: resource %s: key column \"%s\" is not among the columns",
-                             spec->table, spec->key[missing]);
-    if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
     ferry__parquet_reader_free(r);
-    json_decref(objs);
-    if (rc != FERRY_OK) {
-        ferry_schema_unref(sc);
-        return rc;
+    return rc;
+}
+
+/* Incremental: whether the previous runs read ob as it is now ("etag size" in `seen`). */
+static bool seen_before(const json_t *seen, const json_t *ob)
+{
+    const char *v = json_string_value(json_object_get(seen, ob_key(ob)));
+    char now[320];
+    snprintf(now, sizeof now, "%s %" PRId64, ob_etag(ob), ob_size(ob));
+    return v != NULL && strcmp(v, now) == 0;
+}
+
+/* {"objects": {key: "etag size"}} of every object listed now: the route's next position. */
+static int remember(const json_t *objs, json_t **out, struct ferry_error *err)
+{
+    json_t *m = json_object();
+    for (size_t i = 0; m && i < json_array_size(objs); i++) {
+        const json_t *ob = json_array_get(objs, i);
+        char v[320];
+        snprintf(v, sizeof v, "%s %" PRId64, ob_etag(ob), ob_size(ob));
+        if (json_object_set_new(m, ob_key(ob), json_string(v)) != 0) {
+            json_decref(m);
+            m = NULL;
+        }
     }
-    *out = sc;
-    return FERRY_OK;
+    *out = m ? json_pack("{s:o}", "objects", m) : NULL;
+    return *out ? FERRY_OK : nomem(err);
+}
+
+/* The shards of every listed object (incremental: of those new or changed since the route
+ * checkpoint; none: one empty shard) and, incremental, the next route checkpoint. */
+static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
+                       const char *route_checkpoint, json_t *plan, struct ferry_error *err)
+{
+    json_t *objs = NULL, *shards = json_array(), *prev = NULL, *next = NULL;
+    bool incr = spec->mode == FERRY_READ_INCREMENTAL;
+    int rc = shards == NULL ? nomem(err) : list_objects(s, spec, &objs, err);
+    json_int_t rows = 0;
+    if (rc == FERRY_OK && incr && route_checkpoint != NULL) {
+        prev = json_loads(route_checkpoint, 0, NULL);
+        if (!json_is_object(json_object_get(prev, "objects")))
+            rc = ferry_error_set(err, FERRY_EINVAL, "s3",
+                                 "resource %s: the saved position is not the s3 source's: %.200s",
+                                 spec->table, route_checkpoint);
+    }
+    const json_t *seen = json_object_get(prev, "objects");
+    for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
+        const json_t *ob = json_array_get(objs, i);
+        if (seen && seen_before(seen, ob)) continue;
+        rc = plan_object(s, spec, ob, json_array_get(objs, 0), shards, &rows, err);
+    }
+    if (rc == FERRY_OK && json_array_size(shards) == 0 &&
+        json_array_append_new(shards, json_pack("{s:b}", "none", 1)) != 0)
+        rc = nomem(err);
+    if (rc == FERRY_OK && incr) rc = remember(objs, &next, err);
+    if (rc == FERRY_OK && (json_object_set(plan, "shards", shards) != 0 ||
+                           json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
+                           (next && json_object_set(plan, "route_checkpoint", next) != 0)))
+        rc = nomem(err);
+    json_decref(next);
+    json_decref(prev);
+    json_decref(shards);
+    json_decref(objs);
+    return rc;
 }
 
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
@@ -286,83 +517,38 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     char **plan_json, struct ferry_error *err)
 {
     (void)schema;
-    (void)route_checkpoint;
     struct s3src *s = ctx;
-    if (spec->mode != FERRY_READ_FULL)
+    if (spec->mode != FERRY_READ_FULL && spec->mode != FERRY_READ_INCREMENTAL)
         return ferry_error_set(err, FERRY_EUNSUPPORTED, "s3",
-                               "resource %s: the s3 source reads in mode full only for now, not "
-                               "%s",
+                               "resource %s: the s3 source reads in mode full or incremental, "
+                               "not %s",
                                spec->table, ferry_read_mode_name(spec->mode));
-    json_t *objs = NULL;
-    int rc = list_objects(s, spec, &objs, err);
-    if (rc != FERRY_OK) return rc;
-    json_t *shards = json_array();
-    json_int_t rows = 0;
-    if (shards == NULL) rc = nomem(err);
-    for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
-        json_t *ob = json_array_get(objs, i);
-        const char *key = json_string_value(json_object_get(ob, "key"));
-        int64_t size = (int64_t)json_integer_value(json_object_get(ob, "size"));
-        struct obj o;
-        struct ferry_parquet_reader *r = NULL;
-        /* every footer read here: a corrupt or lying one stops the run before any write */
-        rc = open_object(s, key, size, &o, &r, err);
-        for (int g = 0; rc == FERRY_OK && g < ferry__parquet_reader_num_groups(r); g++) {
-            json_t *sh = json_pack("{s:s,s:I,s:O,s:i}", "key", key, "size", (json_int_t)size,
-                                   "etag", json_object_get(ob, "etag"), "group", g);
-            if (sh == NULL || json_array_append_new(shards, sh) != 0) rc = nomem(err);
-            rows += ferry__parquet_reader_group_rows(r, g);
-        }
-        ferry__parquet_reader_free(r);
-    }
-    json_t *plan = rc == FERRY_OK ? json_pack("{s:s,s:O,s:I}", "mode", "full", "shards", shards,
-                                              "rows_estimate", rows)
-                                  : NULL;
-    if (rc == FERRY_OK && plan == NULL) rc = nomem(err);
-    char *text = plan ? json_dumps(plan, JSON_COMPACT) : NULL;
+    if (spec->cursor != NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "s3",
+                               "resource %s: the s3 source reads incrementally by object (key, "
+                               "ETag, size), without a cursor: remove `cursor`",
+                               spec->table);
+    json_t *plan = json_pack("{s:s}", "mode", ferry_read_mode_name(spec->mode));
+    int rc = plan == NULL ? nomem(err) : plan_shards(s, spec, route_checkpoint, plan, err);
+    char *text = rc == FERRY_OK ? json_dumps(plan, JSON_COMPACT) : NULL;
     if (rc == FERRY_OK && text == NULL) rc = nomem(err);
     json_decref(plan);
-    json_decref(shards);
-    json_decref(objs);
-    if (rc != FERRY_OK) {
-        free(text);
-        return rc;
-    }
-    *plan_json = ferry_strdup(text);
+    *plan_json = text ? ferry_strdup(text) : NULL;
     free(text);
-    return *plan_json ? FERRY_OK : nomem(err);
+    if (rc == FERRY_OK && *plan_json == NULL) rc = nomem(err);
+    return rc;
 }
 
-static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
-                       const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+/* ---- extract ------------------------------------------------------------------------------- */
+
+/* One row group of a Parquet object, from row `skip` on. */
+static int extract_group(struct s3src *s, const struct ferry_schema *schema, const json_t *sh,
+                         int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
 {
-    struct s3src *s = ctx;
-    json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
-    json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
-    json_t *key = json_object_get(sh, "key"), *size = json_object_get(sh, "size");
-    json_t *grp = json_object_get(sh, "group");
-    int rc = FERRY_OK;
-    int64_t skip = 0;
-    if (!json_is_string(key) || !json_is_integer(size) || !json_is_integer(grp)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "s3",
-                             "resource %s: shard %d of the frozen plan is not an s3 plan",
-                             spec->table, shard);
-    } else if (resume != NULL) {
-        json_t *pos = json_loads(resume, 0, NULL);
-        if (json_is_true(json_object_get(pos, "done"))) rc = -1;
-        json_t *n = json_object_get(pos, "n");
-        if (json_is_integer(n)) skip = (int64_t)json_integer_value(n);
-        json_decref(pos);
-    }
-    if (rc == -1) {
-        json_decref(root);
-        return FERRY_OK;
-    }
     struct obj o;
     struct ferry_parquet_reader *r = NULL;
-    if (rc == FERRY_OK)
-        rc = open_object(s, json_string_value(key), (int64_t)json_integer_value(size), &o, &r, err);
+    const char *key = ob_key(sh);
+    int rc = open_object(s, key, ob_etag(sh), ob_size(sh), &o, &r, err);
     const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
     if (rc == FERRY_OK && names == NULL) rc = nomem(err);
     const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
@@ -375,15 +561,61 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
             rc = ferry_error_set(err, FERRY_EINVAL, "s3",
                                  "s3 source: s3://%s/%s: column \"%s\" is missing or of another "
                                  "type than in the first object",
-                                 ferry__s3_client_bucket(s->cli), json_string_value(key),
-                                 want->name);
+                                 ferry__s3_client_bucket(s->cli), key, want->name);
     }
     if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, names, schema->n_fields, err);
-    ferry_rw_set_shard(rw, shard);
-    if (rc == FERRY_OK)
-        rc = ferry__parquet_reader_read_group(r, (int)json_integer_value(grp), skip, rw, err);
+    int g = (int)json_integer_value(json_object_get(sh, "group"));
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, g, skip, rw, err);
     ferry_free(names);
     ferry__parquet_reader_free(r);
+    return rc;
+}
+
+/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered;
+ * 1 when the shard is done. */
+static int parse_resume(const char *resume, int64_t *skip)
+{
+    *skip = 0;
+    if (resume == NULL) return 0;
+    json_t *pos = json_loads(resume, 0, NULL);
+    int done = json_is_true(json_object_get(pos, "done"));
+    json_t *n = json_object_get(pos, "n");
+    if (json_is_integer(n)) *skip = (int64_t)json_integer_value(n);
+    json_decref(pos);
+    return done;
+}
+
+static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
+                       const struct ferry_schema *schema, const char *plan_json, int shard,
+                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    struct s3src *s = ctx;
+    json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
+    json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
+    int64_t skip = 0;
+    int rc = FERRY_OK;
+    if (!json_is_true(json_object_get(sh, "none")) &&
+        (!json_is_string(json_object_get(sh, "key")) ||
+         !json_is_integer(json_object_get(sh, "size"))))
+        rc = ferry_error_set(err, FERRY_EINVAL, "s3",
+                             "resource %s: shard %d of the frozen plan is not an s3 plan",
+                             spec->table, shard);
+    if (rc != FERRY_OK || json_is_true(json_object_get(sh, "none")) ||
+        parse_resume(resume, &skip)) {
+        json_decref(root);
+        return rc;
+    }
+    ferry_rw_set_shard(rw, shard);
+    if (json_is_integer(json_object_get(sh, "group"))) {
+        rc = extract_group(s, schema, sh, skip, rw, err);
+    } else {
+        struct obj o;
+        char name[1200];
+        struct ferry__files_input *in = NULL;
+        rc = open_text(s, ob_key(sh), ob_etag(sh), ob_size(sh), &o, name, sizeof name, &in, err);
+        if (rc == FERRY_OK)
+            rc = ferry__text_extract(&s->t, spec, schema, in, name, shard, skip, rw, err);
+    }
     json_decref(root);
     return rc;
 }
@@ -392,7 +624,8 @@ const struct ferry_source_vtable ferry__s3_source = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "s3",
     .tuning_keys = src_tuning_keys,
-    .supports_incremental = false,
+    .supports_incremental = true,
+    .incremental_without_cursor = true,
     .supports_cdc = false,
     .open = src_open,
     .discover = src_discover,

@@ -96,12 +96,13 @@ static int value_expr(struct ferry_buf *b, const struct ferry_vtable *t, int i, 
                               "hashfloat8extended(%s::float8, %d) END",
                               x, x, pos ^ 1, x, pos);
         break;
-    case FERRY_TYPE_DATE32: /* +-infinity (special values, connector.h) as the int32 ends */
+    case FERRY_TYPE_DATE32: /* +-infinity (special values, connector.h) as the int32 ends;
+                             * NULL stays NULL (the caller's coalesce hashes it as null) */
         rc = ferry_buf_printf(b,
-                              "hashint8extended(CASE WHEN isfinite(%s::date) THEN (%s::date - "
-                              "'2000-01-01'::date)::int8 WHEN %s::date > '2000-01-01'::date "
-                              "THEN 2147483647 ELSE -2147483648 END, %d)",
-                              x, x, x, pos);
+                              "hashint8extended(CASE WHEN %s IS NULL OR isfinite(%s::date) THEN "
+                              "(%s::date - '2000-01-01'::date)::int8 WHEN %s::date > "
+                              "'2000-01-01'::date THEN 2147483647 ELSE -2147483648 END, %d)",
+                              x, x, x, x, pos);
         break;
     case FERRY_TYPE_TIME64_US:
         rc = ferry_buf_printf(b, "time_hash_extended(%s::time, %d)", x, pos);

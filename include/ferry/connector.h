@@ -170,6 +170,10 @@ struct ferry_source_vtable {
      * run completes, the tracker saves that object as the route's position (shard 0), and
      * the next plan gets it as route_checkpoint. */
     bool incremental_without_cursor;
+    /* Its snapshot lives on one connection and cannot be imported by another (MySQL and
+     * MariaDB): `concurrency:` then copies tables one after another on that connection, so
+     * the run still reads one moment. */
+    bool snapshot_one_connection;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are

@@ -22,6 +22,7 @@
 static bool lanes_allowed(const struct run *r)
 {
     if (r->p->concurrency < 2 || r->distributed || r->shard_mode) return false;
+    if (r->p->source_vt->snapshot_one_connection) return false; /* one moment, one connection */
     for (int i = 0; i < r->n_res; i++)
         if (r->res[i].caps.durability != FERRY_DURABLE_PER_APPLY ||
             !r->res[i].caps.concurrent_sessions)

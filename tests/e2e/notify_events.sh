@@ -81,7 +81,10 @@ SQL
 rc=0; wait $fpid || rc=$?
 [ $rc = 0 ] || fail "ferry run exited $rc: $(cat cdc.log)"
 grep -q 'new column "extra"' cdc.log || fail "the stream did not stop at the schema change: $(cat cdc.log)"
-wait_log '[.[] | select(.valid and .event == "schema.changed" and .body.pipeline == "cdcn")] | length == 1'
+# one event per change (column, change, types; schema_changes policy), and the run's own
+# note that its stream stopped there (data.reason)
+wait_log '[.[] | select(.valid and .event == "schema.changed" and .body.pipeline == "cdcn" and .body.resource == "c1" and .body.data.column == "extra" and .body.data.change == "added" and .body.data.policy == "evolve")] | length == 1'
+wait_log '[.[] | select(.valid and .event == "schema.changed" and .body.pipeline == "cdcn" and (.body.data.reason // "" | test("schema change")))] | length == 1'
 wait_log '[.[] | select(.valid and .event == "cdc.lag" and .body.pipeline == "cdcn")] | length >= 1'
 jq -e -s '[.[] | select(.event == "cdc.lag")][0].body.data.lag_seconds > 1' hooks.log > /dev/null \
   || fail "cdc.lag body: $(jq -c -s '[.[] | select(.event == "cdc.lag")]' hooks.log)"

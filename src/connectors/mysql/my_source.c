@@ -2533,6 +2533,7 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .tuning_keys = source_tuning_keys,
     .supports_incremental = true,
     .supports_cdc = true,
+    .snapshot_one_connection = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,

@@ -111,6 +111,7 @@ struct run {
     struct ferry_buf failed_res; /* failed resources - "a: why; b: why" */
     int n_failed_res;
     int first_failed_rc; /* the code of the first of them */
+    bool failed_transient; /* every one of them failed on a transient error */
     /* A failed resource does not stop the others (lanes.c decides): on_resource_error:
      * continue, or a sink whose writes are durable per apply. */
     bool isolate_failures;

@@ -133,6 +133,20 @@ static int start_threads(struct run *r, bool *tracking, struct ferry_error *err)
     return rc;
 }
 
+/* The commit failed after some resources had failed already (their failure isolated):
+ * often the same cause (a lost destination connection), so theirs is said first. */
+static int commit_failed(struct run *r, int crc, struct ferry_error *err)
+{
+    if (r->n_failed_res == 0 || err == NULL) return crc;
+    char commit_msg[FERRY_ERROR_MESSAGE_MAX];
+    snprintf(commit_msg, sizeof commit_msg, "%s", err->message);
+    int rc = ferry_error_set(err, r->first_failed_rc, "runner",
+                             "%d of %d resource(s) failed: %s; then the commit failed: %s",
+                             r->n_failed_res, r->n_res, r->failed_res.data, commit_msg);
+    err->transient = r->failed_transient;
+    return rc;
+}
+
 /* The session, the readers and the flows; commit or abort. *committed: the session was
  * committed (a completion, or a pause that commits). */
 static int move_data(struct run *r, bool *committed, struct ferry_error *err)
@@ -148,7 +162,7 @@ static int move_data(struct run *r, bool *committed, struct ferry_error *err)
     *committed = ferry__session_should_commit(r, rc);
     if (*committed) {
         int crc = ferry__session_commit(r, err);
-        if (crc != FERRY_OK) rc = crc;
+        if (crc != FERRY_OK) rc = commit_failed(r, crc, err);
         /* keys, indexes and foreign keys of a clone: only once every table is whole */
         if (rc == FERRY_OK && r->n_failed_res == 0) rc = ferry__clone_after(r, err);
     }
@@ -156,9 +170,11 @@ static int move_data(struct run *r, bool *committed, struct ferry_error *err)
     /* Some resources failed, the others completed and were committed: the run failed
      * (a resume redoes only what did not finish); on_resource_error: continue makes it
      * partial instead (end_run). */
-    if (rc == FERRY_OK && r->n_failed_res > 0 && !r->p->on_resource_error_continue)
+    if (rc == FERRY_OK && r->n_failed_res > 0 && !r->p->on_resource_error_continue) {
         rc = ferry_error_set(err, r->first_failed_rc, "runner", "%d of %d resource(s) failed: %s",
                              r->n_failed_res, r->n_res, r->failed_res.data);
+        if (err != NULL) err->transient = r->failed_transient;
+    }
     return rc;
 }
 

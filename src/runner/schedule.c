@@ -202,6 +202,9 @@ static void record_failure(struct run *r, struct resource_run *rr, int rc, struc
         ferry_buf_printf(&r->failed_res, "%s%s: %s", r->n_failed_res ? "; " : "", rr->spec->table,
                          e->message);
         if (r->n_failed_res++ == 0) r->first_failed_rc = rc;
+        /* the run is worth retrying while every failure is (retry.c) */
+        r->failed_transient = (r->n_failed_res == 1 || r->failed_transient) &&
+                              ferry_error_is_transient(e);
     }
     pthread_mutex_unlock(&r->lock);
 }

@@ -137,10 +137,13 @@ const server = net.createServer((client) => {
     client.destroy();
     upstream.destroy();
   };
-  for (const s of [client, upstream]) {
-    s.on('error', gone);
-    s.on('close', gone);
-  }
+  // A black hole tells the client nothing, not even that the server gave up on the
+  // connection (ferry serve cuts a request whose headers do not arrive in time).
+  const upstreamGone = () => { if (mode === 'stall' && !pair.dead) upstream.destroy(); else gone(); };
+  client.on('error', gone);
+  client.on('close', gone);
+  upstream.on('error', upstreamGone);
+  upstream.on('close', upstreamGone);
   pump(pair, 'up', client, upstream);
   pump(pair, 'down', upstream, client);
 });

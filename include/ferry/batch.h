@@ -228,6 +228,9 @@ void ferry_rw_float(struct ferry_row_writer *rw, double v);
 void ferry_rw_dec128(struct ferry_row_writer *rw, struct ferry_decimal128 v);
 void ferry_rw_text(struct ferry_row_writer *rw, const void *p, size_t n);
 void ferry_rw_fixed(struct ferry_row_writer *rw, const uint8_t *p, size_t n);
+/* Writes the value of column c, row r of batch b (NULL when null) as the next column: a
+ * row copied from one batch into another of the same column types. */
+void ferry_rw_copy_value(struct ferry_row_writer *rw, const struct ferry_batch *b, int c, int64_t r);
 FERRY_MUST_CHECK int ferry_rw_end(struct ferry_row_writer *rw, struct ferry_error *err);
 /* Discards the row begun with ferry_rw_begin() (a source that met bad data mid-row). */
 void ferry_rw_cancel_row(struct ferry_row_writer *rw);

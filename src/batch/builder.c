@@ -921,6 +921,31 @@ void ferry_rw_fixed(struct ferry_row_writer *rw, const uint8_t *p, size_t n)
     memcpy(c->values + (size_t)rw->row * 16, p, 16);
 }
 
+void ferry_rw_copy_value(struct ferry_row_writer *rw, const struct ferry_batch *b, int c, int64_t r)
+{
+    if (ferry_col_is_null(b, c, r)) {
+        ferry_rw_null(rw);
+        return;
+    }
+    switch (b->schema->fields[c].type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, ferry_col_bool(b, c, r)); break;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, ferry_col_float(b, c, r)); break;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, ferry_col_dec128(b, c, r)); break;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, ferry_col_fixed(b, c, r), 16); break;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON:
+    case FERRY_TYPE_DECIMAL_TEXT: {
+        size_t n;
+        const uint8_t *p = ferry_col_bytes(b, c, r, &n);
+        ferry_rw_text(rw, p, n);
+        break;
+    }
+    default: ferry_rw_int(rw, ferry_col_int(b, c, r)); break;
+    }
+}
+
 void ferry_rw_text(struct ferry_row_writer *rw, const void *p, size_t n)
 {
     if (UNLIKELY(rw->cursor >= rw->write_cols)) {

@@ -1454,35 +1454,10 @@ static struct pwriter *add_pw(struct target *t, const char *key, json_t *partiti
     return pw;
 }
 
-static void copy_value(struct ferry_row_writer *rw, const struct ferry_batch *b, int c, int64_t r)
-{
-    if (ferry_col_is_null(b, c, r)) {
-        ferry_rw_null(rw);
-        return;
-    }
-    switch (b->schema->fields[c].type) {
-    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, ferry_col_bool(b, c, r)); break;
-    case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, ferry_col_float(b, c, r)); break;
-    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, ferry_col_dec128(b, c, r)); break;
-    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, ferry_col_fixed(b, c, r), 16); break;
-    case FERRY_TYPE_UTF8:
-    case FERRY_TYPE_BINARY:
-    case FERRY_TYPE_JSON:
-    case FERRY_TYPE_DECIMAL_TEXT: {
-        size_t n;
-        const uint8_t *p = ferry_col_bytes(b, c, r, &n);
-        ferry_rw_text(rw, p, n);
-        break;
-    }
-    default: ferry_rw_int(rw, ferry_col_int(b, c, r)); break;
-    }
-}
-
 static int copy_row(struct ferry_row_writer *rw, const struct ferry_batch *b, int64_t r)
 {
     ferry_rw_begin(rw, ferry_batch_op(b, r));
-    for (int c = 0; c < b->schema->n_fields; c++) copy_value(rw, b, c, r);
+    for (int c = 0; c < b->schema->n_fields; c++) ferry_rw_copy_value(rw, b, c, r);
     return ferry_rw_end(rw, NULL);
 }
 
@@ -1729,7 +1704,7 @@ static int apply_row_level(struct sink *s, struct target *t, struct ferry_batch 
         if (!fresh && e->file >= 0 && add_posdel(t, e->file, e->pos) != FERRY_OK) return nomem(err);
         if (fresh) { /* the first time this session meets the key: delete its older rows */
             ferry_rw_begin(eq->rw, FERRY_OP_DELETE);
-            for (int i = 0; i < t->key_schema->n_fields; i++) copy_value(eq->rw, b, t->key_cols[i], r);
+            for (int i = 0; i < t->key_schema->n_fields; i++) ferry_rw_copy_value(eq->rw, b, t->key_cols[i], r);
             rc = ferry_rw_end(eq->rw, err);
         }
         if (del) {

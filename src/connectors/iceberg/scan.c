@@ -306,31 +306,6 @@ struct unit {
     int64_t row, *emitted, skip;
 };
 
-static void copy_value(struct ferry_row_writer *rw, const struct ferry_batch *b, int c, int64_t r)
-{
-    if (c < 0 || ferry_col_is_null(b, c, r)) {
-        ferry_rw_null(rw);
-        return;
-    }
-    switch (b->schema->fields[c].type) {
-    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, ferry_col_bool(b, c, r)); break;
-    case FERRY_TYPE_FLOAT32:
-    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, ferry_col_float(b, c, r)); break;
-    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, ferry_col_dec128(b, c, r)); break;
-    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, ferry_col_fixed(b, c, r), 16); break;
-    case FERRY_TYPE_UTF8:
-    case FERRY_TYPE_BINARY:
-    case FERRY_TYPE_JSON:
-    case FERRY_TYPE_DECIMAL_TEXT: {
-        size_t n;
-        const uint8_t *p = ferry_col_bytes(b, c, r, &n);
-        ferry_rw_text(rw, p, n);
-        break;
-    }
-    default: ferry_rw_int(rw, ferry_col_int(b, c, r)); break;
-    }
-}
-
 /* Whether row i (file position u->row) is dropped by the unit's deletes. */
 static int dropped(struct unit *u, const struct ferry_batch *b, int64_t i, bool *drop,
                    struct ferry_error *err)
@@ -366,7 +341,10 @@ static int unit_emit(void *ctx, struct ferry_batch *b, struct ferry_error *err)
         ferry_rw_begin(u->out, u->op);
         for (int c = 0; c < u->os->n_fields; c++) {
             bool blank = u->op == FERRY_OP_DELETE && u->os->fields[c].key_pos == 0;
-            copy_value(u->out, b, blank ? -1 : u->map[c], i);
+            if (blank || u->map[c] < 0)
+                ferry_rw_null(u->out);
+            else
+                ferry_rw_copy_value(u->out, b, u->map[c], i);
         }
         ferry_rw_set_offset(u->out, *u->emitted);
         rc = ferry_rw_end(u->out, err);

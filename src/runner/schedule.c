@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "ferry/core.h"
+#include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/transform.h"
 #include "runner/run.h"
@@ -217,13 +218,30 @@ static bool run_stopping(struct run *r)
     return stop || atomic_load(&ferry__run_stop) != 0;
 }
 
+/* A pause or cancel that arrived before a resource started: the run stops with it (a run
+ * that skipped a resource never reads as completed, and a replace never publishes less). */
+static void record_unstarted(struct run *r, struct resource_run *rr)
+{
+    int stop = atomic_load(&ferry__run_stop);
+    if (stop != FERRY_EPAUSED && stop != FERRY_ECANCELED) return;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    ferry_error_set(&e, stop, "runner", "resource %s: %s before it started", rr->spec->table,
+                    stop == FERRY_EPAUSED ? "paused" : "canceled");
+    record_failure(r, rr, stop, &e);
+}
+
 /* The resources of one lane in one phase (copy: copy_phase resources; else the streams). */
 static void run_lane(struct lane *ln, bool copy)
 {
     struct run *r = ln->r;
-    for (int k = 0; k < ln->n_res && !run_stopping(r); k++) {
+    for (int k = 0; k < ln->n_res; k++) {
         struct resource_run *rr = &r->res[ln->res[k]];
         if (rr->copy_phase != copy) continue;
+        if (run_stopping(r)) {
+            record_unstarted(r, rr);
+            break;
+        }
         struct ferry_error e;
         ferry_error_clear(&e);
         int rc = run_resource(r, rr, ln, &e);
@@ -283,6 +301,7 @@ int ferry__schedule_run(struct run *r, struct ferry_error *err)
                 r->n_res, r->n_lanes, r->opts.rows, r->opts.bytes, r->opts.queue, r->p->memory);
         fflush(r->o->out);
     }
+    (void)FERRY_FAILPOINT("before_copy_phase"); /* a pause before any resource starts */
     int rc = copy_phase(r, err);
     /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
     if (rc == FERRY_OK) run_lane(&r->lanes[0], false);

@@ -136,11 +136,13 @@ mount_small() {
 }
 
 # wait_run_rows PIPELINE [TRIES] : polls `ferry runs` every 0.05 s, at most TRIES times (400),
-# until the newest run of PIPELINE has written something; status 1 (no exit) when it never did
+# until the newest run of PIPELINE is running and has written something (an earlier, finished
+# run's rows never count); status 1 (no exit) when it never did
 wait_run_rows() {
   local r _
   for _ in $(seq 1 "${2:-400}"); do
-    r=$(ferry runs --pipeline "$1" --json 2>/dev/null | jq -r '.[0].rows // 0' 2>/dev/null || echo 0)
+    r=$(ferry runs --pipeline "$1" --json 2>/dev/null |
+      jq -r 'if .[0].state == "running" then .[0].rows // 0 else 0 end' 2>/dev/null || echo 0)
     [ "${r:-0}" -gt 0 ] && return 0
     sleep 0.05
   done

@@ -53,3 +53,23 @@ set +e; wait "$pid"; rc=$?; set -e
 expect_exit 0 ferry run p3.yaml
 same_table ref.db c.db orders || fail "after cancel, a new run converges"
 pass "second SIGINT cancels"
+
+# A pause that arrives before any table starts: the run pauses (exit 5), never reads as
+# completed, and a replace publishes nothing until the resumed run has copied every row.
+write_pipeline small.yaml early 3000 early.db append full "" "" "batch: {rows: 500}"
+expect_exit 0 ferry run small.yaml
+write_pipeline p4.yaml early $ROWS early.db replace full "" "" "batch: {rows: 5000}"
+FERRY_FAILPOINTS='before_copy_phase=sleep(5000)' "$FERRY_BIN" run p4.yaml > log 2>&1 &
+pid=$!
+wait_for_log log "of pipeline early started" "$pid" 400 || true
+sleep 0.5
+kill -INT "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+[ $rc = 5 ] || fail "a pause before the copy phase should pause (exit 5), got $rc: $(cat log)"
+run=$(ferry runs --pipeline early --json | jq -r '.[0].id')
+[ "$(ferry show "$run" --json | jq -r .state)" = paused ] || fail "state paused: $(cat log)"
+[ "$(q early.db 'SELECT count(*) FROM orders')" = 3000 ] || fail "the paused replace changed the table"
+expect_exit 0 ferry run p4.yaml --json
+[ "$(json_field "$OUT" .run_id)" = "$run" ] || fail "the paused run is the one resumed"
+same_table ref.db early.db orders || fail "the resumed replace differs from the source"
+pass "a pause before any table started: paused (exit 5), the table untouched, resumed exactly"

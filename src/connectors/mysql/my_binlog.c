@@ -159,6 +159,39 @@ int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
     return FERRY_OK;
 }
 
+int ferry__my_bl_table_names(const uint8_t *body, size_t n, int post_header_len, uint64_t *table_id,
+                             char *db, size_t db_cap, char *table, size_t table_cap,
+                             struct ferry_error *err)
+{
+    struct rd r = {body, n, 0, NULL};
+    *table_id = le(&r, post_header_len == 6 ? 4 : 6, "table id");
+    le(&r, 2, "flags");
+    copy_name(&r, db, db_cap, "database name");
+    copy_name(&r, table, table_cap, "table name");
+    return r.bad ? bad(err, "TABLE_MAP", r.bad) : FERRY_OK;
+}
+
+/* QUERY_EVENT: post-header thread id (4), exec time (4), database length (1), error code
+ * (2), status variables length (2); then the status variables, the database and its NUL,
+ * and the statement up to the end of the body. */
+int ferry__my_bl_query(const uint8_t *body, size_t n, const char **db, size_t *db_len,
+                       const char **stmt, size_t *stmt_len, struct ferry_error *err)
+{
+    struct rd r = {body, n, 0, NULL};
+    le(&r, 8, "query post-header");
+    size_t dlen = (size_t)le(&r, 1, "database length");
+    le(&r, 2, "error code");
+    size_t vlen = (size_t)le(&r, 2, "status variables length");
+    bytes(&r, vlen, "status variables");
+    const uint8_t *d = bytes(&r, dlen + 1, "database name");
+    if (r.bad) return bad(err, "QUERY", r.bad);
+    *db = (const char *)d;
+    *db_len = dlen;
+    *stmt = (const char *)body + r.off;
+    *stmt_len = n - r.off;
+    return FERRY_OK;
+}
+
 static bool bit(const uint8_t *map, uint32_t i)
 {
     return (map[i / 8] >> (i % 8)) & 1;

@@ -101,6 +101,14 @@ int ferry__my_bl_header(const uint8_t *p, size_t n, struct ferry_my_bl_header *h
  * every server since 5.1; 6 means a 4-byte table id). */
 int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
                            struct ferry_my_bl_table *t, struct ferry_error *err);
+/* A TABLE_MAP's table id and names only (the shared stream routes by them). */
+int ferry__my_bl_table_names(const uint8_t *body, size_t n, int post_header_len, uint64_t *table_id,
+                             char *db, size_t db_cap, char *table, size_t table_cap,
+                             struct ferry_error *err);
+/* A QUERY event's default database and statement (both borrow body; db not NUL-terminated
+ * by length, statement up to the end of body). */
+int ferry__my_bl_query(const uint8_t *body, size_t n, const char **db, size_t *db_len,
+                       const char **stmt, size_t *stmt_len, struct ferry_error *err);
 /* The table id a rows event refers to (to pick its table map before decoding). */
 int ferry__my_bl_rows_table_id(const uint8_t *body, size_t n, uint64_t *table_id,
                                struct ferry_error *err);

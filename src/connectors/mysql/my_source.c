@@ -41,6 +41,7 @@
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
+#include "connectors/mysql/my_hub.h"
 #include <mariadb_rpl.h>
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
@@ -65,6 +66,7 @@ struct src {
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
     bool cdc_snapshot; /* that transaction was taken by a cdc plan: the copy shards read it */
+    int64_t server_id; /* the source's `server_id:`: the shared stream's (0: derived) */
     struct {
         char *route;
         int64_t id;
@@ -101,6 +103,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     int zd = ZERO_NULL;
     int rc = ferry_cfg_int(cfg, "shard_rows", false, 1, INT64_C(1) << 40, &s->shard_rows, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "zero_dates", false, zero_words, &zd, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "server_id", false, 1, UINT32_MAX, &s->server_id, err);
     if (rc == FERRY_OK) rc = ferry__my_read_conn_config(cfg, WHAT, &s->conn, err);
     if (rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
     if (rc != FERRY_OK) {
@@ -1415,11 +1419,29 @@ static int cdc_server_id(const struct ferry_resource_spec *spec, int64_t *id,
     return FERRY_OK;
 }
 
+/* The server_id of the pipeline's shared stream (one binlog connection for all its cdc
+ * tables when they stream together): the source's `server_id:`, or one derived from the
+ * pipeline name in 2^30 .. 2^31-1. */
+static int64_t cdc_stream_server_id(const struct src *s, const struct ferry_resource_spec *spec)
+{
+    if (s->server_id > 0) return s->server_id;
+    char key[512];
+    const char *pipeline = ferry_read_context_of(spec)->pipeline;
+    snprintf(key, sizeof key, "%s\n(binlog stream)", pipeline ? pipeline : "");
+    return (int64_t)((1u << 30) | (ferry_crc32c(key, strlen(key)) & 0x3fffffffu));
+}
+
+#define SHARED_ROUTE "(binlog stream)"
+static bool shared(const char *route)
+{
+    return strcmp(route, SHARED_ROUTE) == 0;
+}
+
 /* server_id must differ from the source server's own, from every replica the server lists
  * (SHOW SLAVE HOSTS, where the user may run it: REPLICATION MASTER ADMIN on MariaDB; else
  * skipped) and from the other cdc resources this instance planned (another route). */
-static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *spec,
-                               const char *table, int64_t id, struct ferry_error *err)
+static int cdc_check_server_id(struct src *s, const char *route, const char *table, int64_t id,
+                               struct ferry_error *err)
 {
     MYSQL_RES *res = NULL;
     int rc = query(s, "SELECT @@global.server_id", &res, table, err);
@@ -1445,17 +1467,18 @@ static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *
                                         "%s of %s: choose another `server_id:`",
                                    table, id, other, s->conn.peer);
     }
-    const char *route = ferry_read_context_of(spec)->route;
-    route = route ? route : spec->table;
     for (int i = 0; i < s->n_ids; i++)
         if (s->ids[i].id == id && strcmp(s->ids[i].route, route) != 0)
             return ferry_error_set(err, FERRY_ECONFIG, "config",
                                    WHAT ": table %s: server_id %" PRId64
-                                        " is also the server_id of "
-                                        "route \"%s\" (each cdc resource streams on a connection "
-                                        "of its own, and the server drops a second one with the "
-                                        "same id)",
-                                   table, id, s->ids[i].route);
+                                        " is also the server_id of %s%s%s (a cdc resource that "
+                                        "streams alone has a connection of its own, and the "
+                                        "server drops a second one with the same id)",
+                                   table, id, shared(s->ids[i].route) ? "" : "route \"",
+                                   shared(s->ids[i].route) ? "the pipeline's shared binlog stream "
+                                                             "(the source's `server_id:`)"
+                                                           : s->ids[i].route,
+                                   shared(s->ids[i].route) ? "" : "\"");
     for (int i = 0; i < s->n_ids; i++)
         if (strcmp(s->ids[i].route, route) == 0) {
             s->ids[i].id = id;
@@ -1670,7 +1693,11 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK && spec->node != NULL)
         rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
     if (rc == FERRY_OK) rc = cdc_server_id(spec, &server_id, err);
-    if (rc == FERRY_OK) rc = cdc_check_server_id(s, spec, r->from, server_id, err);
+    const char *route = ferry_read_context_of(spec)->route;
+    int64_t stream_id = cdc_stream_server_id(s, spec);
+    if (rc == FERRY_OK)
+        rc = cdc_check_server_id(s, route ? route : spec->table, r->from, server_id, err);
+    if (rc == FERRY_OK) rc = cdc_check_server_id(s, SHARED_ROUTE, r->from, stream_id, err);
     if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, &gtid, err);
     if (rc == FERRY_OK) rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
     bool first = start == 0, exists = true;
@@ -1712,6 +1739,7 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     json_object_set_new(plan, "end", json_integer(end > start || by_gtid ? end : start));
     json_object_set_new(plan, "first", json_boolean(first));
     json_object_set_new(plan, "server_id", json_integer(server_id));
+    json_object_set_new(plan, "stream_server_id", json_integer(stream_id));
     if (gtid != NULL) json_object_set_new(plan, "gtid", json_string(gtid));
     if (by_gtid) json_object_set_new(plan, "by_gtid", json_true());
     ferry_free(gtid);
@@ -1751,6 +1779,7 @@ struct stream {
      * events it sends then (the first file's Gtid_list, ...) are behind the GTID position,
      * so no position is taken from them; the first GTID event or heartbeat syncs */
     bool synced;
+    int64_t stream_server_id; /* the shared stream's (my_hub.c) */
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -2116,14 +2145,13 @@ static bool mentions(const char *stmt, size_t n, const char *name)
     return false;
 }
 
-static int on_query(struct stream *st, const struct ferry_my_bl_header *h,
-                    const MARIADB_RPL_EVENT *ev, struct ferry_error *err)
+static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
+                    size_t body_n, struct ferry_error *err)
 {
-    const char *q = ev->event.query.statement.str;
-    size_t n = ev->event.query.statement.length;
-    const char *db = ev->event.query.database.str;
-    size_t dbn = ev->event.query.database.length;
-    if (q == NULL) return FERRY_OK;
+    const char *q = NULL, *db = NULL;
+    size_t n = 0, dbn = 0;
+    int qrc = ferry__my_bl_query(body, body_n, &db, &dbn, &q, &n, err);
+    if (qrc != FERRY_OK) return qrc;
     if (n == 5 && strncasecmp(q, "BEGIN", 5) == 0) {
         st->in_txn = true;
         return FERRY_OK;
@@ -2147,12 +2175,11 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h,
     return FERRY_OK;
 }
 
-static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT *ev,
+/* One event (raw: header, body, the CRC trailer when st->crc); tm_phl: the TABLE_MAP
+ * post-header length the format description gave. */
+static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
                     struct ferry_error *err)
 {
-    const uint8_t *raw = ev->raw_data;
-    size_t n = ev->raw_data_size;
-    if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
     struct ferry_my_bl_header h;
     int rc = ferry__my_bl_header(raw, n, &h, err);
     if (rc != FERRY_OK) return rc;
@@ -2187,8 +2214,7 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
         if (body_n < off + 1 || body_n < off + 1 + body[off]) return FERRY_OK;
         snprintf(table, sizeof table, "%.*s", body[off], (const char *)body + off + 1);
         if (strcmp(db, st->r->db) != 0 || strcmp(table, st->r->table) != 0) return FERRY_OK;
-        rc = ferry__my_bl_table_map(body, body_n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8,
-                                    st->tm, err);
+        rc = ferry__my_bl_table_map(body, body_n, tm_phl, st->tm, err);
         if (rc != FERRY_OK) return rc;
         if ((int)st->tm->n_cols != st->r->n_cols)
             return ferry_error_set(err, FERRY_ESOURCE, "mysql",
@@ -2213,7 +2239,7 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
         cdc_commit(st, BL_POS(st->seq, h.log_pos));
         return FERRY_OK;
     case FERRY_MY_BL_QUERY:
-        return on_query(st, &h, ev, err);
+        return on_query(st, &h, body, body_n, err);
     case FERRY_MY_BL_MARIADB_GTID:
     case FERRY_MY_BL_MYSQL_GTID:
         return on_gtid(st, &h, body, body_n, err);
@@ -2326,6 +2352,12 @@ static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t s
                            st->r->from, from);
 }
 
+static int stopped(struct stream *st, int stop, struct ferry_error *err)
+{
+    return ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED, "mysql",
+                           WHAT ": table %s: stream stopped", st->r->from);
+}
+
 /* Events until the frozen end, a row-count epoch, an error or a stop request. */
 static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gtid,
                        const char *gtid, struct ferry_error *err)
@@ -2335,8 +2367,7 @@ static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gt
     while (rc == FERRY_OK && !st->done && !st->epoch_stop) {
         int stop = ferry_rw_stop_requested(st->rw);
         if (stop != 0) {
-            rc = ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED,
-                                 "mysql", WHAT ": table %s: stream stopped", st->r->from);
+            rc = stopped(st, stop, err);
             break;
         }
         ev = mariadb_rpl_fetch(rpl, ev);
@@ -2355,9 +2386,91 @@ static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gt
             break;
         }
         if (ev->raw_data == NULL) continue;
-        rc = on_event(st, rpl, ev, err);
+        const uint8_t *raw = ev->raw_data;
+        size_t n = ev->raw_data_size;
+        if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
+        rc = on_event(st, raw, n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8, err);
     }
     if (ev != NULL) mariadb_free_rpl_event(ev);
+    return rc;
+}
+
+/* ---- cdc: the pipeline's shared stream (my_hub.c) ---- */
+
+/* The hub's dump, opened by the subscriber with the least start for all of them. */
+static int hub_open(void *ctx, int64_t start, MYSQL **m, MARIADB_RPL **rpl, bool *crc,
+                    struct ferry_error *err)
+{
+    struct stream *st = ctx;
+    int64_t id = st->stream_server_id;
+    int rc = ferry__my_connect(&st->s->conn, WHAT, m, err);
+    if (rc == FERRY_OK) rc = stream_session(st, *m, NULL, err);
+    if (rc == FERRY_OK) rc = stream_open(st, *m, rpl, start, id, NULL, err);
+    *crc = st->crc;
+    if (rc == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": %s: one binlog connection (server_id %" PRId64 ") for the pipeline's "
+                       "cdc tables, from %s.%06" PRIu32 ":%" PRIu32,
+                  st->s->conn.peer, id, st->base, BL_SEQ(start), BL_OFF(start));
+    return rc;
+}
+
+/* The hub of this run's streams: pipeline, server, server_id. */
+static void hub_key(const struct src *s, const struct ferry_resource_spec *spec, int64_t id,
+                    char *key, size_t cap)
+{
+    const char *pipeline = ferry_read_context_of(spec)->pipeline;
+    snprintf(key, cap, "%s\n%s\n%" PRId64, pipeline ? pipeline : "", s->conn.peer, id);
+}
+
+/* Answers the hub when streams run together: *sub a subscription (or NULL: alone). */
+static int hub_join(struct stream *st, bool want, int64_t start, struct ferry_my_hub_sub **sub,
+                    struct ferry_error *err)
+{
+    *sub = NULL;
+    int together = ferry_read_context_of(st->spec)->cdc_streams_together;
+    if (together < 2) return FERRY_OK;
+    char key[700];
+    hub_key(st->s, st->spec, st->stream_server_id, key, sizeof key);
+    int rc = ferry__my_hub_join(key, st->s->conn.peer, together, want, st->r->db, st->r->table,
+                                start, hub_open, st, sub, &st->crc, err);
+    if (want && rc == FERRY_OK && *sub == NULL)
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: streams on a binlog connection of its own (the shared one "
+                       "had started)",
+                  st->r->from);
+    return rc;
+}
+
+/* Events from the shared stream until the frozen end, an epoch, an error or a stop. */
+static int hub_loop(struct stream *st, struct ferry_my_hub_sub *sub, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    while (rc == FERRY_OK && !st->done && !st->epoch_stop) {
+        int stop = ferry_rw_stop_requested(st->rw);
+        if (stop != 0) return stopped(st, stop, err);
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        int tm_phl = 8;
+        rc = ferry__my_hub_next(sub, &p, &n, &tm_phl, 200, err);
+        if (rc == FERRY_OK && p != NULL) rc = on_event(st, p, n, tm_phl, err);
+    }
+    if (rc != FERRY_OK) ferry_error_prefix(err, "table %s", st->r->from);
+    return rc;
+}
+
+/* The stream alone: its own connection at start (or after the GTID position gtid). */
+static int stream_alone(struct stream *st, int64_t start, int64_t server_id, bool by_gtid,
+                        const char *gtid, struct ferry_error *err)
+{
+    MYSQL *m = NULL;
+    MARIADB_RPL *rpl = NULL;
+    int rc = ferry__my_connect(&st->s->conn, WHAT, &m, err);
+    if (rc == FERRY_OK) rc = stream_session(st, m, by_gtid ? gtid : NULL, err);
+    if (rc == FERRY_OK) rc = stream_open(st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
+    if (rc == FERRY_OK) rc = stream_loop(st, m, rpl, by_gtid, gtid, err);
+    if (rpl != NULL) mariadb_rpl_close(rpl);
+    if (m != NULL) mysql_close(m);
     return rc;
 }
 
@@ -2377,6 +2490,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     st.skip = json_integer_value(json_object_get(plan, "skip"));
     st.base = json_string_value(json_object_get(plan, "base"));
     int64_t server_id = json_integer_value(json_object_get(plan, "server_id"));
+    st.stream_server_id = json_integer_value(json_object_get(plan, "stream_server_id"));
+    if (st.stream_server_id <= 0) st.stream_server_id = cdc_stream_server_id(s, spec);
     bool by_gtid = json_is_true(json_object_get(plan, "by_gtid"));
     const char *gtid = json_string_value(json_object_get(plan, "gtid"));
     int64_t rn = 0, rk = 0;
@@ -2432,17 +2547,15 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_rw_set_shard(rw, 0);
     ferry_rw_set_offset(rw, start);
     if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
-    MYSQL *m = NULL;
-    MARIADB_RPL *rpl = NULL;
     bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
     if (work) rc = stream_prepare(&st, err);
-    if (work && rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &m, err);
-    if (work && rc == FERRY_OK) rc = stream_session(&st, m, by_gtid ? gtid : NULL, err);
+    /* streams run together share one connection (by file:offset only; a GTID start alone) */
+    struct ferry_my_hub_sub *sub = NULL;
+    int hrc = hub_join(&st, work && rc == FERRY_OK && !by_gtid, start, &sub, err);
+    if (rc == FERRY_OK) rc = hrc;
     if (work && rc == FERRY_OK)
-        rc = stream_open(&st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
-    if (work && rc == FERRY_OK) rc = stream_loop(&st, m, rpl, by_gtid, gtid, err);
-    if (rpl != NULL) mariadb_rpl_close(rpl);
-    if (m != NULL) mysql_close(m);
+        rc = sub ? hub_loop(&st, sub, err) : stream_alone(&st, start, server_id, by_gtid, gtid, err);
+    ferry__my_hub_leave(sub);
     if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
         ferry_rw_set_offset(rw, st.end);
     if (work) report_zero_dates(&st.d, rw);
@@ -2534,6 +2647,7 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .supports_incremental = true,
     .supports_cdc = true,
     .snapshot_one_connection = true,
+    .cdc_one_stream = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,

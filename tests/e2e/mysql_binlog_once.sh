@@ -48,10 +48,16 @@ same_tables() { # all tables equal in MariaDB and PostgreSQL
 # ---- first run: snapshot of 8 tables, then one stream --------------------------------------
 d0=$(dumps)
 expect_exit 0 ferry run once.yaml
-[ "$(dumps)" = $((d0 + 1)) ] || fail "first run: $(( $(dumps) - d0 )) binlog dumps, want 1"
-case $OUT in *"one binlog connection"*) ;; *) fail "first run: the shared stream's log line expected: $OUT" ;; esac
+# (nothing written since the snapshot: no dump needed at all)
+[ "$(dumps)" -le $((d0 + 1)) ] || fail "first run: $(( $(dumps) - d0 )) binlog dumps, want at most 1"
 same_tables "first run"
-pass "8 tables copied and streamed on one binlog connection (1 COM_BINLOG_DUMP)"
+myq -e "INSERT INTO t1 VALUES (100001, 'x', 1); INSERT INTO t8 VALUES (100001, 'y', 1)"
+d0=$(dumps)
+FERRY_LOG=info expect_exit 0 ferry run once.yaml
+[ "$(dumps)" = $((d0 + 1)) ] || fail "second run: $(( $(dumps) - d0 )) binlog dumps, want 1"
+case $OUT in *"one binlog connection"*) ;; *) fail "the shared stream's log line expected: $OUT" ;; esac
+same_tables "second run"
+pass "8 tables copied, then streamed on one binlog connection (1 COM_BINLOG_DUMP)"
 
 # ---- transactions over all 8 tables written while ferry streams ----------------------------
 writer() {

@@ -230,7 +230,9 @@ static int route(struct ferry_my_hub *h, const uint8_t *raw, size_t n, struct fe
     struct ferry_my_bl_header hd;
     int rc = ferry__my_bl_header(raw, n, &hd, err);
     if (rc != FERRY_OK) return rc;
-    size_t body_n = n - FERRY_MY_BL_HEADER;
+    if (hd.event_size < FERRY_MY_BL_HEADER || hd.event_size > n)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", "truncated binlog event");
+    size_t body_n = hd.event_size - FERRY_MY_BL_HEADER;
     if (h->crc && body_n >= 4) body_n -= 4;
     const uint8_t *body = raw + FERRY_MY_BL_HEADER;
     int64_t pos = BL_POS(h->seq, hd.log_pos);

@@ -2442,6 +2442,19 @@ static int hub_join(struct stream *st, bool want, int64_t start, struct ferry_my
     return rc;
 }
 
+/* A stream that fails before it could answer the hub answers "alone". */
+static void hub_decline(struct src *s, const struct ferry_resource_spec *spec, json_t *plan)
+{
+    int together = ferry_read_context_of(spec)->cdc_streams_together;
+    if (together < 2) return;
+    int64_t id = json_integer_value(json_object_get(plan, "stream_server_id"));
+    char key[700];
+    hub_key(s, spec, id > 0 ? id : cdc_stream_server_id(s, spec), key, sizeof key);
+    struct ferry_my_hub_sub *sub = NULL;
+    bool crc = false;
+    ferry__my_hub_join(key, s->conn.peer, together, false, "", "", 0, NULL, NULL, &sub, &crc, NULL);
+}
+
 /* Events from the shared stream until the frozen end, an epoch, an error or a stop. */
 static int hub_loop(struct stream *st, struct ferry_my_hub_sub *sub, struct ferry_error *err)
 {
@@ -2455,7 +2468,7 @@ static int hub_loop(struct stream *st, struct ferry_my_hub_sub *sub, struct ferr
         rc = ferry__my_hub_next(sub, &p, &n, &tm_phl, 200, err);
         if (rc == FERRY_OK && p != NULL) rc = on_event(st, p, n, tm_phl, err);
     }
-    if (rc != FERRY_OK) ferry_error_prefix(err, "table %s", st->r->from);
+    if (rc == FERRY_EIO) ferry_error_prefix(err, "table %s", st->r->from);
     return rc;
 }
 
@@ -2596,6 +2609,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     ferry_buf_init(&sql, 0);
     int ord[MAX_ORDER], n_ord = 0;
     rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK && spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream")))
+        hub_decline(s, spec, plan); /* the other streams need not wait for this one */
     if (rc != FERRY_OK) {
         json_decref(plan);
         json_decref(resume_key);

@@ -330,6 +330,39 @@ static void test_rotate_xid(void **state)
     assert_int_equal(ferry__my_bl_xid(b.b, 7, &xid, &err), FERRY_EINVAL);
 }
 
+/* The shared stream's routing reads: a TABLE_MAP's id and names, a QUERY's db and statement. */
+static void test_names_query(void **state)
+{
+    (void)state;
+    struct bb b = {{0}, 0};
+    wide_table_map(&b);
+    uint64_t id = 0;
+    char db[8], table[8];
+    struct ferry_error err;
+    assert_int_equal(ferry__my_bl_table_names(b.b, b.n, 8, &id, db, sizeof db, table,
+                                              sizeof table, &err),
+                     FERRY_OK);
+    assert_true(id == 77);
+    assert_string_equal(db, "shop");
+    assert_string_equal(table, "wide");
+    assert_int_equal(ferry__my_bl_table_names(b.b, 12, 8, &id, db, sizeof db, table,
+                                              sizeof table, &err),
+                     FERRY_EINVAL); /* cut inside the database name */
+    assert_int_equal(ferry__my_bl_table_names(b.b, b.n, 8, &id, db, 4, table, sizeof table, &err),
+                     FERRY_EINVAL); /* a name longer than the buffer */
+    struct bb q = {{0}, 0};
+    le(&q, 7, 4), le(&q, 0, 4), u8(&q, 4), le(&q, 0, 2), le(&q, 3, 2); /* post-header */
+    u8(&q, 1), u8(&q, 2), u8(&q, 3);                                    /* status variables */
+    put(&q, "shop", 5), put(&q, "ALTER TABLE t ADD c int", 23);
+    const char *qdb = NULL, *stmt = NULL;
+    size_t dbn = 0, sn = 0;
+    assert_int_equal(ferry__my_bl_query(q.b, q.n, &qdb, &dbn, &stmt, &sn, &err), FERRY_OK);
+    assert_true(dbn == 4 && memcmp(qdb, "shop", 4) == 0);
+    assert_true(sn == 23 && memcmp(stmt, "ALTER TABLE t ADD c int", 23) == 0);
+    assert_int_equal(ferry__my_bl_query(q.b, 18, &qdb, &dbn, &stmt, &sn, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "QUERY"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_wide_write),
         cmocka_unit_test(test_update_delete),
         cmocka_unit_test(test_rotate_xid),
+        cmocka_unit_test(test_names_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

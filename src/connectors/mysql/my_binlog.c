@@ -131,6 +131,23 @@ static int copy_name(struct rd *r, char *out, size_t cap, const char *what)
     return 0;
 }
 
+/* COLUMN_NAME (optional metadata type 4): one length-encoded name per column. */
+static void column_names(struct ferry_my_bl_table *t, const uint8_t *v, size_t n)
+{
+    struct rd r = {v, n, 0, NULL};
+    size_t used = 0;
+    for (uint32_t i = 0; i < t->n_cols; i++) {
+        uint64_t len = lenenc(&r, "column name");
+        const uint8_t *s = bytes(&r, (size_t)len, "column name");
+        if (s == NULL || len + 1 > sizeof t->names - used) return;
+        memcpy(t->names + used, s, (size_t)len);
+        t->names[used + len] = '\0';
+        t->name_off[i] = (uint32_t)used;
+        used += (size_t)len + 1;
+    }
+    t->has_names = r.off == n;
+}
+
 int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
                            struct ferry_my_bl_table *t, struct ferry_error *err)
 {
@@ -154,8 +171,17 @@ int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
     if (!r.bad && r.off != mend) r.bad = "metadata length";
     const uint8_t *nb = bytes(&r, (nc + 7) / 8, "null bitmap");
     if (nb) memcpy(t->nullable, nb, (nc + 7) / 8);
-    /* optional metadata (binlog_row_metadata) may follow: not needed, not read */
     if (r.bad) return bad(err, "TABLE_MAP", r.bad);
+    /* optional metadata (binlog_row_metadata = MINIMAL or FULL): type, length, value */
+    while (r.off < r.n && !r.bad) {
+        uint8_t type = (uint8_t)le(&r, 1, "optional metadata type");
+        uint64_t len = lenenc(&r, "optional metadata length");
+        const uint8_t *v = bytes(&r, (size_t)len, "optional metadata");
+        if (v != NULL && type == 4) column_names(t, v, (size_t)len);
+    }
+    if (r.bad) { /* a malformed optional part: the names are not trusted, the rest stands */
+        t->has_names = false;
+    }
     return FERRY_OK;
 }
 

@@ -7,7 +7,8 @@
 # after it have NULL there); `freeze` (an added column's values are not written, a dropped
 # column is NULL from then on, the stream does not stop); `fail` (the run stops naming the
 # table, the statement and the policy, nothing after it written, again on the next run); a DDL that
-# changes nothing ferry sees (an index) goes on; the schema.changed events. The server logs
+# changes nothing ferry sees (an index) goes on; TRUNCATE stops the run (not applied, never
+# silently passed); the schema.changed events. The server logs
 # column names (binlog_row_metadata = FULL); without them, see e2e/mysql_cdc (DDL section).
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
@@ -84,7 +85,12 @@ expect_exit 0 ferry run ev.yaml
 myq -e "CREATE INDEX ev_a ON ev (a); INSERT INTO ev VALUES (10, 'ten', 'c10')"
 expect_exit 0 ferry run ev.yaml
 [ "$(pgq -c 'SELECT count(*) FROM ev')" = 10 ] || fail "a DDL that changes no column: the stream goes on"
-pass "evolve: DROP COLUMN (NOT NULL) mid-stream: NOT NULL let go, later rows NULL there; an index DDL goes on"
+# TRUNCATE has no rows in the log: never silently past it
+myq -e "TRUNCATE TABLE ev; INSERT INTO ev VALUES (11, 'eleven', 'c11')"
+expect_exit 1 ferry run ev.yaml
+case $OUT in *"table \`ferry\`.\`ev\`"*"TRUNCATE TABLE ev"*"not applied"*) ;; *) fail "TRUNCATE: a clear error expected: $OUT" ;; esac
+[ "$(pgq -c 'SELECT count(*) FROM ev')" = 10 ] || fail "TRUNCATE: nothing written past it"
+pass "evolve: DROP COLUMN (NOT NULL) mid-stream: NOT NULL let go, later rows NULL there; an index DDL goes on; TRUNCATE stops naming it"
 
 # ---- freeze: the destination keeps its columns; the stream does not stop -----------------
 myq -e "CREATE TABLE fr (id int PRIMARY KEY, a varchar(20), b int);

@@ -361,6 +361,27 @@ static void test_names_query(void **state)
     assert_true(sn == 23 && memcmp(stmt, "ALTER TABLE t ADD c int", 23) == 0);
     assert_int_equal(ferry__my_bl_query(q.b, 18, &qdb, &dbn, &stmt, &sn, &err), FERRY_EINVAL);
     assert_non_null(strstr(err.message, "QUERY"));
+    /* optional metadata (binlog_row_metadata = FULL): SIGNEDNESS skipped, COLUMN_NAME read */
+    struct ferry_my_bl_table *t = test_malloc(sizeof *t);
+    struct bb tm = {{0}, 0};
+    le(&tm, 5, 6), le(&tm, 1, 2);
+    name(&tm, "shop"), name(&tm, "t");
+    u8(&tm, 2), u8(&tm, 3), u8(&tm, 15);
+    u8(&tm, 2), le(&tm, 10, 2);
+    u8(&tm, 0x02);
+    size_t base = tm.n;
+    u8(&tm, 1), u8(&tm, 1), u8(&tm, 0x80);                 /* SIGNEDNESS */
+    u8(&tm, 4), u8(&tm, 8), u8(&tm, 2), put(&tm, "id", 2); /* COLUMN_NAME */
+    u8(&tm, 4), put(&tm, "note", 4);
+    assert_int_equal(ferry__my_bl_table_map(tm.b, tm.n, 8, t, &err), FERRY_OK);
+    assert_true(t->has_names && t->n_cols == 2);
+    assert_string_equal(t->names + t->name_off[0], "id");
+    assert_string_equal(t->names + t->name_off[1], "note");
+    assert_int_equal(ferry__my_bl_table_map(tm.b, tm.n - 3, 8, t, &err), FERRY_OK);
+    assert_false(t->has_names); /* a cut optional part: names not trusted, the map stands */
+    assert_int_equal(ferry__my_bl_table_map(tm.b, base, 8, t, &err), FERRY_OK);
+    assert_false(t->has_names); /* none logged */
+    test_free(t);
 }
 
 int main(void)

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2218,6 +2219,38 @@ static bool mentions(const char *stmt, size_t n, const char *name)
 
 /* ---- cdc: schema changes (`schema_changes:`, pipeline/schema_change.h) ---- */
 
+/* The routes whose stream stopped after a schema change in this process (the stream may
+ * run on another instance than the planning one, which cdc_ack is called on). */
+static pthread_mutex_t stops_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **stops;
+static int n_stops;
+
+/* Records route (add), or says whether it is recorded and forgets it (!add). */
+static bool schema_stopped(const char *route, bool take)
+{
+    bool found = false;
+    pthread_mutex_lock(&stops_lock);
+    for (int i = 0; i < n_stops && !found; i++)
+        if (strcmp(stops[i], route) == 0) {
+            found = true;
+            if (take) {
+                ferry_free(stops[i]);
+                stops[i] = stops[--n_stops];
+            }
+        }
+    if (!take && !found) {
+        void *v = ferry_realloc(stops, (size_t)(n_stops + 1) * sizeof *stops);
+        char *copy = ferry_strdup(route);
+        if (v != NULL) stops = v;
+        if (v != NULL && copy != NULL)
+            stops[n_stops++] = copy;
+        else
+            ferry_free(copy); /* out of memory: the next run (cron, --follow) goes on */
+    }
+    pthread_mutex_unlock(&stops_lock);
+    return found;
+}
+
 static int ddl_error(struct stream *st, const struct ferry_my_bl_header *h, const char *q,
                      size_t n, const char *why, struct ferry_error *err)
 {
@@ -2321,6 +2354,12 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     enum ferry_schema_changes p = ferry_read_context_of(st->spec)->schema_changes;
     int64_t pos = BL_POS(st->seq, h->log_pos);
     if (p == FERRY_SCHEMA_FAIL) return ddl_error(st, h, q, n, "schema_changes: fail", err);
+    size_t lead = 0;
+    while (lead < n && isspace((unsigned char)q[lead]))
+        lead++;
+    if (n - lead >= 8 && strncasecmp(q + lead, "TRUNCATE", 8) == 0) /* no rows in the log */
+        return ddl_error(st, h, q, n, "TRUNCATE is not applied by the mysql stream (not done)",
+                         err);
     if (st->in_txn) return ddl_error(st, h, q, n, "a DDL inside a transaction", err);
     struct rel now;
     struct ferry_error e;
@@ -2336,6 +2375,8 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
         rel_free(&now);
         cdc_commit(st, pos);
         st->schema_stop = true;
+        const char *route = ferry_read_context_of(st->spec)->route;
+        schema_stopped(route ? route : st->spec->table, false);
         ferry_log(FERRY_LOG_INFO,
                   WHAT ": table %s: schema change at %s.%06" PRIu32 ":%" PRIu32 "; the stream "
                        "stops after it and the next run takes it in (schema_changes: evolve)",
@@ -2926,23 +2967,19 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
-/* Nothing to release on the server (it keeps no replica state for ferry); *caught_up says
- * whether the saved position reached the plan's end (a stream that stopped after a schema
- * change did not: the runner starts the next run at once). */
+/* Nothing to release on the server (it keeps no replica state for ferry); *caught_up is
+ * false for a stream that stopped after a schema change (the runner starts the next run at
+ * once, whose discover and sink take the change in). */
 static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
                        const char *position, bool *caught_up, struct ferry_error *err)
 {
     (void)ctx;
-    (void)spec;
-    int64_t n = 0, k = 0;
-    *caught_up = true;
-    int rc = cdc_position(position, &n, &k, NULL, err);
-    json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
-    int64_t end = json_integer_value(json_object_get(plan, "end"));
-    bool by_gtid = json_is_true(json_object_get(plan, "by_gtid"));
-    json_decref(plan);
-    if (rc == FERRY_OK && !by_gtid && n > 0 && end > 0 && n < end) *caught_up = false;
-    return rc;
+    (void)plan_json;
+    (void)position;
+    (void)err;
+    const char *route = ferry_read_context_of(spec)->route;
+    *caught_up = !schema_stopped(route ? route : spec->table, true);
+    return FERRY_OK;
 }
 
 /* `tables:` patterns: the schema part is the database; a one-part pattern means the URL's. */

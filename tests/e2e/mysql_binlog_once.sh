@@ -7,7 +7,8 @@
 # table set-equal to MariaDB; a run killed with SIGKILL inside a transaction over all 8
 # tables (tables at different positions then), resumed: every row once (the run's change
 # count exact), equal again; a table whose saved position is ahead of the others' (it joined
-# later) skips what it already has.
+# later) skips what it already has; one table stopping at a DDL (schema_changes: fail) while
+# the 8 others stream to their end on the shared connection.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -147,3 +148,16 @@ same_tables "a table joined later"
 [ "$(ferry runs --pipeline myonce --json | jq -r '.[0].rows')" = 3 ] ||
   fail "the last run streamed $(ferry runs --pipeline myonce --json | jq -r '.[0].rows') changes, want 3"
 pass "a table that joined later streams on the same connection from its own position (3 changes, none twice)"
+
+# ---- one table's stream fails (a DDL under schema_changes: fail): the others go on -------
+# shellcheck disable=SC2086
+pipeline once.yaml myonce $tables
+sed -i '/^    - table: late$/a\      schema_changes: fail' once.yaml
+myq -e "INSERT INTO t4 VALUES (900004, 'before-ddl', 4); ALTER TABLE late ADD COLUMN w int;
+        INSERT INTO late VALUES (3, 'l3', 3, 3); INSERT INTO t5 VALUES (900005, 'after-ddl', 5)"
+expect_exit 1 ferry run once.yaml
+case $OUT in *"1 of 9 resource(s) failed"*"table \`ferry\`.\`late\`"*"schema_changes: fail"*) ;;
+  *) fail "one failing stream: an error naming the table and the policy expected: $OUT" ;; esac
+tables=${tables% late}
+same_tables "one stream failed, the others went on"
+pass "one table's stream stops at a DDL (schema_changes: fail); the 8 others stream to the end on the shared connection"

@@ -82,6 +82,10 @@ struct ferry_read_context {
      * transform reads them as text (cast, hash): a source may emit them. false: a source
      * refuses such values naming column and row. Set by the runner once the sink is open. */
     bool special_values;
+    /* How many cdc streams of this run start at once with this one, this one included (the
+     * runner runs a source's streams side by side when it sets cdc_one_stream, so that they
+     * can share one log connection); 0: the stream runs alone. Valid during extract. */
+    int cdc_streams_together;
 };
 
 /* Special values, only in batches read with ferry_read_context.special_values: +-infinity
@@ -174,6 +178,11 @@ struct ferry_source_vtable {
      * MariaDB): `concurrency:` then copies tables one after another on that connection, so
      * the run still reads one moment. */
     bool snapshot_one_connection;
+    /* Its cdc streams can share one log connection when they run at once: the runner then
+     * runs the cdc resources' streams side by side (after their copies, one after another),
+     * each with a source instance of its own, and tells each how many started together
+     * (ferry_read_context.cdc_streams_together). */
+    bool cdc_one_stream;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are

@@ -297,7 +297,9 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
     }
     struct ferry_receipt r;
     memset(&r, 0, sizeof r);
+    if (f->sink_lock) pthread_mutex_lock(f->sink_lock);
     int rc = f->sink_vt->apply(f->sink_ctx, f->target, b, &r, err);
+    if (f->sink_lock) pthread_mutex_unlock(f->sink_lock);
     if (rc != FERRY_OK)
         return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     char payload[768];

@@ -22,6 +22,7 @@
 #ifndef FERRY_PIPELINE_FLOW_H
 #define FERRY_PIPELINE_FLOW_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include "ferry/connector.h"
 #include "ferry/pipeline.h"
@@ -49,6 +50,9 @@ struct ferry_flow {
     void *sink_ctx;
     struct ferry_sink_caps caps;
     const struct ferry_target *target;
+    /* Flows that share one sink instance (streams run side by side): apply is called under
+     * this lock. NULL: the flow has the instance to itself. */
+    pthread_mutex_t *sink_lock;
     /* run */
     struct ferry_bus *bus;
     int64_t run_id;

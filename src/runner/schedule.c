@@ -10,10 +10,13 @@
  * r->isolate_failures (lanes.c): it is counted in failed_res and the run ends failed (or
  * partial with on_resource_error: continue); a pause, a cancel, a store or fencing failure
  * concerns the whole run: no lane starts another resource. Calls: run.c, lanes.c,
- * progress.c, flow, store, the source (cdc_ack). Called by runner.c and coordinator.c. */
+ * progress.c, flow, store, the source (cdc_ack). Called by runner.c and coordinator.c.
+ * A source whose cdc streams share one log connection (cdc_one_stream) has its streams run
+ * side by side instead ("the stream phase side by side" below). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
@@ -77,25 +80,27 @@ int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool di
 
 /* A cdc resource's shard 0 streams changes that must land after every row of its copy
  * shards: the copy runs as one flow (any number of readers), then the stream as a second
- * one. Other resources: one flow. */
-static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+ * one. Other resources: one flow. run_phase runs one of the two (copy: shards 1..n). */
+static int run_phase(struct resource_run *rr, struct ferry_flow *f, bool copy,
+                     struct ferry_error *err)
 {
-    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
     static char done[] = "{\"done\":true}";
     char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
     if (phase == NULL) return ferry__run_oom(err);
     for (int s = 0; s < rr->n_shards; s++)
-        phase[s] = s == 0 ? done : rr->resume[s];
+        phase[s] = (s == 0) == copy ? done : rr->resume[s];
     f->resume = phase;
     int rc = ferry_flow_run(f, err);
-    if (rc == FERRY_OK) {
-        for (int s = 0; s < rr->n_shards; s++)
-            phase[s] = s == 0 ? rr->resume[0] : done;
-        rc = ferry_flow_run(f, err);
-    }
     f->resume = rr->resume;
     ferry_free(phase);
     return rc;
+}
+
+static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+{
+    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
+    int rc = run_phase(rr, f, true, err);
+    return rc == FERRY_OK ? run_phase(rr, f, false, err) : rc;
 }
 
 /* The run's totals, added by every lane. */
@@ -151,11 +156,10 @@ static int resource_gone(struct run *r, struct resource_run *rr, struct ferry_er
     return rc;
 }
 
-/* Everything one resource needs: started, its flow(s), completed or failed. */
-static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
-                        struct ferry_error *err)
+/* resource.started, and the resource's flow on lane ln (not yet run). */
+static int resource_begin(struct run *r, struct resource_run *rr, struct lane *ln,
+                          struct ferry_flow **out, struct ferry_error *err)
 {
-    if (rr->gone) return resource_gone(r, rr, err);
     int rc = ferry__schedule_emit_started(r, rr, false, err);
     if (rc != FERRY_OK) return rc;
     if (rr->resumed_any && r->o->out && !r->o->quiet)
@@ -166,20 +170,40 @@ static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
     /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
     atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
     flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
-    int64_t t_res = ferry_now_mono_us();
-    atomic_store(&rr->active, f);
-    rc = run_flow(rr, f, err);
-    atomic_store(&rr->active, NULL);
+    *out = f;
+    return FERRY_OK;
+}
+
+/* After the resource's flow(s) ended with rc: lag, schema events, totals, completed or
+ * failed. Returns rc (err kept) or the completion's emit result. */
+static int resource_end(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                        int64_t t_res, int rc, bool progress, struct ferry_error *err)
+{
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
     ferry__run_emit_schema_changes(r, rr);
-    if (r->n_lanes <= 1) ferry__run_print_progress(r, f, t_res, true);
+    if (progress) ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
     if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
         ferry__run_emit_failure(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, rc, err->message,
                                 NULL, NULL);
     return rc;
+}
+
+/* Everything one resource needs: started, its flow(s), completed or failed. */
+static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
+                        struct ferry_error *err)
+{
+    if (rr->gone) return resource_gone(r, rr, err);
+    struct ferry_flow *f = NULL;
+    int rc = resource_begin(r, rr, ln, &f, err);
+    if (rc != FERRY_OK) return rc;
+    int64_t t_res = ferry_now_mono_us();
+    atomic_store(&rr->active, f);
+    rc = run_flow(rr, f, err);
+    atomic_store(&rr->active, NULL);
+    return resource_end(r, rr, f, t_res, rc, r->n_lanes <= 1, err);
 }
 
 /* Whether a failure of one resource stops the run (else the others go on). */
@@ -291,6 +315,171 @@ static int copy_phase(struct run *r, struct ferry_error *err)
     return rc;
 }
 
+/* ---- the stream phase side by side (a source with cdc_one_stream) ----
+ * The copies of the cdc resources run first, one after another on lane 0 (they read the
+ * planning connection's snapshot); then every stream that copied runs at once, each on a
+ * thread with a source instance of its own, so the source can serve them all from one log
+ * connection; their applies go to lane 0's sink one at a time (flow.sink_lock). Each stream
+ * has its own stop flag (a failed table stops only its own readers), into which the waiting
+ * thread copies the run's stop requests. */
+struct stream_run {
+    struct run *r;
+    struct resource_run *rr;
+    struct ferry_flow *f;
+    void *src; /* the stream's own source instance */
+    atomic_int stop;
+    atomic_bool finished;
+    pthread_t thread;
+    bool ready, started;
+    int rc;
+    int64_t t0;
+    struct ferry_error err;
+};
+
+static bool streams_together(const struct run *r)
+{
+    if (!r->p->source_vt->cdc_one_stream || r->distributed || r->shard_mode) return false;
+    int n = 0;
+    for (int k = 0; k < r->lanes[0].n_res; k++) {
+        const struct resource_run *rr = &r->res[r->lanes[0].res[k]];
+        if (!rr->copy_phase && rr->spec->mode == FERRY_READ_CDC && !rr->gone) n++;
+    }
+    return n > 1;
+}
+
+/* started, the copy flow, a source instance: ready to stream (else reported and recorded). */
+static void stream_prepare(struct stream_run *sr)
+{
+    struct run *r = sr->r;
+    struct resource_run *rr = sr->rr;
+    struct ferry_error *e = &sr->err;
+    ferry_error_clear(e);
+    if (run_stopping(r)) {
+        record_unstarted(r, rr);
+        return;
+    }
+    int rc = rr->gone ? resource_gone(r, rr, e) : resource_begin(r, rr, &r->lanes[0], &sr->f, e);
+    if (rc != FERRY_OK || rr->gone) {
+        if (rc != FERRY_OK) record_failure(r, rr, rc, e);
+        return;
+    }
+    sr->t0 = ferry_now_mono_us();
+    if (rr->n_shards > 1) {
+        atomic_store(&rr->active, sr->f);
+        rc = run_phase(rr, sr->f, true, e);
+        atomic_store(&rr->active, NULL);
+    }
+    if (rc == FERRY_OK) {
+        rc = r->p->source_vt->open(r->p->source, &sr->src, e);
+        if (rc != FERRY_OK) ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type,
+                                               rr->spec->table);
+    }
+    if (rc != FERRY_OK) {
+        resource_end(r, rr, sr->f, sr->t0, rc, false, e);
+        record_failure(r, rr, rc, e);
+        return;
+    }
+    sr->ready = true;
+}
+
+static void *stream_main(void *arg)
+{
+    struct stream_run *sr = arg;
+    ferry_error_clear(&sr->err);
+    if (sr->rr->n_shards > 1)
+        sr->rc = run_phase(sr->rr, sr->f, false, &sr->err);
+    else
+        sr->rc = ferry_flow_run(sr->f, &sr->err);
+    atomic_store(&sr->finished, true);
+    return NULL;
+}
+
+/* Starts the ready streams (n_ready of them) on threads sharing lane 0's sink. */
+static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mutex_t *lock)
+{
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        struct ferry_flow *f = sr[i].f;
+        sr[i].rr->read.cdc_streams_together = n_ready;
+        f->src_ctx = sr[i].src;
+        f->readers = &sr[i].src;
+        f->n_readers = 1;
+        f->stop = &sr[i].stop;
+        f->sink_lock = lock;
+        atomic_store(&sr[i].rr->active, f);
+        if (pthread_create(&sr[i].thread, NULL, stream_main, &sr[i]) == 0) {
+            sr[i].started = true;
+        } else {
+            sr[i].rc = ferry_error_set(&sr[i].err, FERRY_ENOMEM, "runner",
+                                       "resource %s: cannot start a thread", sr[i].rr->spec->table);
+            atomic_store(&sr[i].finished, true);
+        }
+    }
+}
+
+/* Waits for every stream, copying the run's stop requests into their flags. */
+static void streams_wait(struct stream_run *sr, int n)
+{
+    for (;;) {
+        bool all = true;
+        int want = atomic_load(&ferry__run_stop);
+        for (int i = 0; i < n; i++) {
+            if (!sr[i].ready) continue;
+            if (!atomic_load(&sr[i].finished)) all = false;
+            int expected = 0;
+            if (want != 0) atomic_compare_exchange_strong(&sr[i].stop, &expected, want);
+            if (want == FERRY_ECANCELED) atomic_store(&sr[i].stop, want);
+        }
+        if (all) break;
+        usleep(50000);
+    }
+    for (int i = 0; i < n; i++)
+        if (sr[i].started) pthread_join(sr[i].thread, NULL);
+}
+
+static void streams_finish(struct stream_run *sr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        struct resource_run *rr = sr[i].rr;
+        atomic_store(&rr->active, NULL);
+        rr->read.cdc_streams_together = 0;
+        sr[i].f->sink_lock = NULL;
+        sr[i].f->readers = NULL;
+        sr[i].f->src_ctx = NULL;
+        sr[i].r->p->source_vt->close(sr[i].src);
+        int rc = resource_end(sr[i].r, rr, sr[i].f, sr[i].t0, sr[i].rc, false, &sr[i].err);
+        if (rc != FERRY_OK) record_failure(sr[i].r, rr, rc, &sr[i].err);
+    }
+}
+
+static void streams_side_by_side(struct run *r)
+{
+    struct lane *ln = &r->lanes[0];
+    struct stream_run *sr = ferry_calloc((size_t)ln->n_res + 1, sizeof *sr);
+    if (sr == NULL) {
+        run_lane(ln, false); /* one after another, as without cdc_one_stream */
+        return;
+    }
+    int n = 0, n_ready = 0;
+    for (int k = 0; k < ln->n_res; k++) {
+        struct resource_run *rr = &r->res[ln->res[k]];
+        if (rr->copy_phase) continue;
+        sr[n].r = r;
+        sr[n].rr = rr;
+        stream_prepare(&sr[n]);
+        n_ready += sr[n].ready;
+        n++;
+    }
+    pthread_mutex_t lock;
+    pthread_mutex_init(&lock, NULL);
+    streams_start(sr, n, n_ready, &lock);
+    streams_wait(sr, n);
+    streams_finish(sr, n);
+    pthread_mutex_destroy(&lock);
+    ferry_free(sr);
+}
+
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
     if (r->lanes == NULL) return ferry_error_set(err, FERRY_EINVAL, "runner", "no lanes planned");
@@ -304,7 +493,10 @@ int ferry__schedule_run(struct run *r, struct ferry_error *err)
     (void)FERRY_FAILPOINT("before_copy_phase"); /* a pause before any resource starts */
     int rc = copy_phase(r, err);
     /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
-    if (rc == FERRY_OK) run_lane(&r->lanes[0], false);
+    if (rc == FERRY_OK && streams_together(r))
+        streams_side_by_side(r);
+    else if (rc == FERRY_OK)
+        run_lane(&r->lanes[0], false);
     if (r->n_res > 1) ferry__run_print_run_progress(r, true);
     if (rc == FERRY_OK && r->fatal_rc != FERRY_OK) {
         rc = r->fatal_rc;

@@ -179,7 +179,7 @@ int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 
 void ferry__lanes_forward_stop(struct run *r)
 {
-    int want = atomic_load(&ferry__run_stop);
+    int want = ferry__run_stop_get(r);
     if (want == 0) return;
     pthread_mutex_lock(&r->lock);
     for (int l = 0; r->lanes && l < r->n_lanes; l++) {

@@ -19,6 +19,7 @@
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/schema_change.h"
 #include "pipeline/transform.h"
 #include "config/access.h"
 #include "runner/run.h"
@@ -384,11 +385,15 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     memset(res, 0, sizeof *res);
     res->state = "failed";
     ferry__run_stop_init(&r);
+    /* this thread's schema-change notes are this run's (pipeline/schema_change.h) */
+    const void *outer_tag = ferry_schema_change_tag();
+    ferry_schema_change_tag_set(&r);
     r.t0 = ferry_now_mono_us();
     int rc = runs_enter(err);
     if (rc != FERRY_OK) {
         if (r.lock_init) pthread_mutex_destroy(&r.lock);
         ferry_buf_release(&r.failed_res);
+        ferry_schema_change_tag_set(outer_tag);
         return rc;
     }
     rc = open_run(&r, err);
@@ -411,5 +416,6 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     ferry__run_live_leave(&r);
     if (r.lock_init) pthread_mutex_destroy(&r.lock);
     runs_leave();
+    ferry_schema_change_tag_set(outer_tag);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/queue.h"
+#include "pipeline/schema_change.h"
 
 struct flow_run;
 
@@ -53,6 +54,7 @@ struct flow_run {
     struct ferry_error src_err;
     int tr_rc;
     struct ferry_error tr_err;
+    const void *tag; /* the caller's run (schema_change.h): the readers' too */
 };
 
 static bool position_done(const char *pos)
@@ -180,6 +182,7 @@ static void *reader_main(void *arg)
     struct reader *rd = arg;
     struct flow_run *fr = rd->fr;
     struct ferry_flow *f = fr->f;
+    ferry_schema_change_tag_set(fr->tag);
     int rc = FERRY_OK;
     while (rc == FERRY_OK) {
         int shard = atomic_fetch_add(&fr->next_shard, 1);
@@ -390,6 +393,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     struct flow_run fr;
     memset(&fr, 0, sizeof fr);
     fr.f = f;
+    fr.tag = ferry_schema_change_tag();
     pthread_mutex_init(&fr.emit_lock, NULL);
     pthread_mutex_init(&fr.err_lock, NULL);
     int qcap = (int)f->opts.queue;

@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include "ferry/core.h"
+#include "pipeline/schema_change.h"
 #include "runner/run.h"
 
 static bool lanes_allowed(const struct run *r)
@@ -167,6 +168,8 @@ static int open_lane_readers(struct run *r, struct lane *ln, struct ferry_error 
 
 int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 {
+    /* on the lane's thread: its schema-change notes are this run's (as runner.c's) */
+    ferry_schema_change_tag_set(r);
     if (ln->index == 0) {
         ln->sink_ctx = r->sink_ctx;
         ln->readers = r->readers;
@@ -179,7 +182,7 @@ int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 
 void ferry__lanes_forward_stop(struct run *r)
 {
-    int want = atomic_load(&ferry__run_stop);
+    int want = ferry__run_stop_get(r);
     if (want == 0) return;
     pthread_mutex_lock(&r->lock);
     for (int l = 0; r->lanes && l < r->n_lanes; l++) {

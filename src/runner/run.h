@@ -75,12 +75,21 @@ struct lane {
     bool started;
     /* The stop flag of this lane's flows: a flow raises its own on a failure to stop its
      * readers (pipeline/flow.h), which must not stop the other lanes; the control thread
-     * copies the run's stop request (ferry__run_stop) into it. */
+     * copies the run's stop request (run.stop) into it. */
     atomic_int stop;
 };
 
 struct run {
     const struct ferry_run_options *o;
+    /* The run's stop request (0, FERRY_EPAUSED or FERRY_ECANCELED), read by its flows: the
+     * caller's (ferry_run_options.stop, an embedded job's) or own_stop. Set through
+     * ferry__run_stop_set (a cancel wins over a pause); ferry__run_stop_get also folds in
+     * the process's signals that came after the run started (run.c). */
+    atomic_int *stop;
+    atomic_int own_stop;
+    atomic_int signals_seen; /* ferry_runner_signal calls folded into *stop (run.c) */
+    bool live;              /* in the process's list of runs in progress (run.c) */
+    struct run *live_next;
     struct ferry_pipeline_spec *p;
     struct ferry_store *st;
     struct ferry_bus *bus;
@@ -148,9 +157,20 @@ struct run {
 
 /* ---- run.c: the stop flag, the emitter, small shared helpers ---- */
 
-/* The process-wide stop request (0, FERRY_EPAUSED or FERRY_ECANCELED): set by signals,
- * by the control thread (requests in the store, a fenced heartbeat), read by every flow. */
-extern atomic_int ferry__run_stop;
+/* Points r->stop at the caller's flag or the run's own, and notes the signals so far. */
+void ferry__run_stop_init(struct run *r);
+/* The run's stop request after folding in the signals the process received since the run
+ * started (the first pauses, the next cancels, as ferry_runner_signal says). */
+int ferry__run_stop_get(struct run *r);
+/* Asks the run to stop: FERRY_ECANCELED always wins, FERRY_EPAUSED only over no request
+ * (by the control thread: requests in the store, a fenced heartbeat; by a failed thread). */
+void ferry__run_stop_set(struct run *r, int code);
+/* Enters r (its dest_key: pipeline and state file) in the process's runs in progress;
+ * FERRY_ECONFLICT when a run of the same pipeline and state file is in progress in this
+ * process (another thread: its pid is this one, so attempt.c cannot tell it apart from a
+ * run this process left behind). Released by ferry__run_live_leave (idempotent). */
+int ferry__run_live_enter(struct run *r, struct ferry_error *err);
+void ferry__run_live_leave(struct run *r);
 /* Publishes one event of this run's attempt on its bus; *seq (optional) gets its seq. */
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,
                     int64_t *seq, struct ferry_error *err);

@@ -168,7 +168,7 @@ static int resource_begin(struct run *r, struct resource_run *rr, struct lane *l
     if (f == NULL) return ferry__run_oom(err);
     rr->flow = f;
     /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
-    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
+    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : r->stop;
     flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
     *out = f;
     return FERRY_OK;
@@ -239,14 +239,14 @@ static bool run_stopping(struct run *r)
     pthread_mutex_lock(&r->lock);
     bool stop = r->fatal_rc != FERRY_OK;
     pthread_mutex_unlock(&r->lock);
-    return stop || atomic_load(&ferry__run_stop) != 0;
+    return stop || ferry__run_stop_get(r) != 0;
 }
 
 /* A pause or cancel that arrived before a resource started: the run stops with it (a run
  * that skipped a resource never reads as completed, and a replace never publishes less). */
 static void record_unstarted(struct run *r, struct resource_run *rr)
 {
-    int stop = atomic_load(&ferry__run_stop);
+    int stop = ferry__run_stop_get(r);
     if (stop != FERRY_EPAUSED && stop != FERRY_ECANCELED) return;
     struct ferry_error e;
     ferry_error_clear(&e);
@@ -305,7 +305,7 @@ static int copy_phase(struct run *r, struct ferry_error *err)
         struct lane *ln = &r->lanes[l];
         if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
             rc = ferry_error_set(err, FERRY_ENOMEM, "runner", "lane %d: cannot start a thread", l);
-            atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+            ferry__run_stop_set(r, FERRY_ECANCELED);
         } else {
             ln->started = true;
         }

@@ -418,11 +418,11 @@ static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mut
 }
 
 /* Waits for every stream, copying the run's stop requests into their flags. */
-static void streams_wait(struct stream_run *sr, int n)
+static void streams_wait(struct run *r, struct stream_run *sr, int n)
 {
     for (;;) {
         bool all = true;
-        int want = atomic_load(&ferry__run_stop);
+        int want = ferry__run_stop_get(r);
         for (int i = 0; i < n; i++) {
             if (!sr[i].ready) continue;
             if (!atomic_load(&sr[i].finished)) all = false;
@@ -474,7 +474,7 @@ static void streams_side_by_side(struct run *r)
     pthread_mutex_t lock;
     pthread_mutex_init(&lock, NULL);
     streams_start(sr, n, n_ready, &lock);
-    streams_wait(sr, n);
+    streams_wait(r, sr, n);
     streams_finish(sr, n);
     pthread_mutex_destroy(&lock);
     ferry_free(sr);

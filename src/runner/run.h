@@ -28,6 +28,7 @@
 
 struct ferry_flow;
 struct ferry_transform_chain;
+struct ferry_convert;
 struct ferry_tracker;
 
 /* One resource of the run: what planning decided, and its flow while it runs. */
@@ -37,6 +38,7 @@ struct resource_run {
     struct ferry_schema *schema;     /* source schema */
     struct ferry_schema *out_schema; /* after transforms: what the sink writes */
     struct ferry_transform_chain *chain;
+    struct ferry_convert *convert;   /* on_unrepresentable: null | clamp, else NULL */
     struct ferry_sink_caps caps;
     struct ferry_target target;
     char *route;

@@ -19,6 +19,7 @@
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "config/access.h"
 #include "runner/run.h"
@@ -296,6 +297,7 @@ static void cleanup(struct run *r)
         ferry_schema_unref(rr->schema);
         ferry_schema_unref(rr->out_schema);
         ferry_transforms_free(rr->chain);
+        ferry_convert_free(rr->convert);
         ferry_free(rr->route);
         ferry_free(rr->plan_json);
         for (int s = 0; rr->resume && s < rr->n_shards; s++)

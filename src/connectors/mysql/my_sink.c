@@ -218,6 +218,13 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = false;
+    /* DATE/DATETIME hold years 1..9999, DOUBLE no NaN or infinity, decimal text goes to
+     * DECIMAL(65,30) (put_value refuses the rest under on_unrepresentable: fail) */
+    caps->values.calendar = true;
+    caps->values.no_nan = true;
+    caps->values.no_infinity = true;
+    caps->values.decimal_int_digits = 35;
+    caps->values.decimal_frac_digits = 30;
 }
 
 static int exec(struct sink *s, const char *sql, const char *what, struct ferry_error *err)

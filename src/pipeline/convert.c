@@ -5,6 +5,7 @@
  * owned buffers) and converted in place, except decimal text, whose column is rebuilt.
  * Calls batch and core only; called by pipeline/flow.c's writer and the runner's planning. */
 #include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 #include "pipeline/convert.h"
@@ -15,7 +16,8 @@
 #define MIN_US (MIN_DAY * US_PER_DAY)
 #define MAX_US ((MAX_DAY + 1) * US_PER_DAY - 1)
 
-enum kind { K_NONE, K_DATE, K_TS, K_DEC128, K_FLOAT, K_DECTEXT };
+/* K_KEY: a key column that may hold a special value the sink cannot: refused, never converted */
+enum kind { K_NONE, K_DATE, K_TS, K_DEC128, K_FLOAT, K_DECTEXT, K_KEY };
 enum act { A_KEEP, A_NULL, A_LO, A_HI, A_ZERO };
 
 struct ferry_convert {
@@ -33,8 +35,13 @@ struct ferry_convert {
 
 static enum kind kind_of(const struct ferry_field *f, const struct ferry_sink_caps *caps)
 {
-    if (f->key_pos > 0) return K_NONE;
     const struct ferry_value_limits *l = &caps->values;
+    if (f->key_pos > 0)
+        return !caps->special_values &&
+                       (f->type == FERRY_TYPE_DATE32 || f->type == FERRY_TYPE_TIMESTAMP_US ||
+                        f->type == FERRY_TYPE_TIMESTAMPTZ_US || f->type == FERRY_TYPE_DECIMAL128)
+                   ? K_KEY
+                   : K_NONE;
     switch (f->type) {
     case FERRY_TYPE_DATE32: return !caps->special_values || l->calendar ? K_DATE : K_NONE;
     case FERRY_TYPE_TIMESTAMP_US:
@@ -59,7 +66,7 @@ static int nullable_copy(const struct ferry_schema *sc, const enum kind *kind,
 {
     bool any = false;
     for (int i = 0; i < sc->n_fields; i++)
-        any |= kind[i] != K_NONE && !sc->fields[i].nullable;
+        any |= kind[i] != K_NONE && kind[i] != K_KEY && !sc->fields[i].nullable;
     *out = NULL;
     if (!any) return FERRY_OK;
     struct ferry_schema *d = ferry_schema_new();
@@ -67,7 +74,8 @@ static int nullable_copy(const struct ferry_schema *sc, const enum kind *kind,
     int rc = FERRY_OK;
     for (int i = 0; rc == FERRY_OK && i < sc->n_fields; i++) {
         const struct ferry_field *f = &sc->fields[i];
-        rc = ferry_schema_add_field(d, f->name, f->type, f->nullable || kind[i] != K_NONE, err);
+        bool null_ok = f->nullable || (kind[i] != K_NONE && kind[i] != K_KEY);
+        rc = ferry_schema_add_field(d, f->name, f->type, null_ok, err);
         if (rc != FERRY_OK) break;
         d->fields[i].precision = f->precision;
         d->fields[i].scale = f->scale;
@@ -132,7 +140,7 @@ int ferry_convert_new(const struct ferry_schema *sc, enum ferry_unrepresentable 
             ferry_convert_free(cv);
             return oom(err);
         }
-        any |= cv->kind[i] != K_NONE;
+        any |= cv->kind[i] != K_NONE && cv->kind[i] != K_KEY;
     }
     if (cv->lim.decimal_int_digits > 0 &&
         (cv->dec_max = decimal_max(cv->lim.decimal_int_digits, cv->lim.decimal_frac_digits)) ==
@@ -222,10 +230,41 @@ static enum act judge(const struct ferry_convert *cv, const struct ferry_batch *
 
 /* ---- converting a canonical copy in place ---- */
 
+/* A special value in a key column: the row cannot be converted (nor found again). */
+static int check_keys(const struct ferry_convert *cv, const struct ferry_batch *b,
+                      struct ferry_error *err)
+{
+    for (int f = 0; f < cv->n; f++) {
+        if (cv->kind[f] != K_KEY) continue;
+        enum ferry_type t = b->schema->fields[f].type;
+        for (int64_t r = 0; r < b->length; r++) {
+            if (ferry_col_is_null(b, f, r)) continue;
+            bool special;
+            if (t == FERRY_TYPE_DECIMAL128) {
+                struct ferry_decimal128 d = ferry_col_dec128(b, f, r);
+                special = d.hi == FERRY_SPECIAL_DEC_NAN_HI && d.lo == FERRY_SPECIAL_DEC_NAN_LO;
+            } else {
+                int64_t v = ferry_col_int(b, f, r);
+                special = t == FERRY_TYPE_DATE32
+                              ? v == FERRY_SPECIAL_DATE_PINF || v == FERRY_SPECIAL_DATE_NINF
+                              : v == FERRY_SPECIAL_TS_PINF || v == FERRY_SPECIAL_TS_NINF;
+            }
+            if (special)
+                return ferry_error_set(err, FERRY_EINVAL, "convert",
+                                       "resource %s: key column \"%s\", batch %" PRIu64
+                                       " row %" PRId64 ": %s is not converted in a key "
+                                       "(on_unrepresentable); the sink cannot hold it",
+                                       b->resource, cv->name[f], b->seq, r + 1,
+                                       t == FERRY_TYPE_DECIMAL128 ? "numeric NaN" : "±infinity");
+        }
+    }
+    return FERRY_OK;
+}
+
 static bool needs_any(const struct ferry_convert *cv, const struct ferry_batch *b)
 {
     for (int f = 0; f < cv->n; f++)
-        if (cv->kind[f] != K_NONE)
+        if (cv->kind[f] != K_NONE && cv->kind[f] != K_KEY)
             for (int64_t r = 0; r < b->length; r++)
                 if (judge(cv, b, f, r) != A_KEEP) return true;
     return false;
@@ -336,12 +375,12 @@ int ferry_convert_apply(struct ferry_convert *cv, struct ferry_batch **bp, struc
     if (cv == NULL) return FERRY_OK;
     memset(cv->nulls, 0, 2 * (size_t)cv->n * sizeof *cv->nulls);
     struct ferry_batch *b = *bp;
-    if (b->length == 0 || !needs_any(cv, b)) return FERRY_OK;
+    int rc = check_keys(cv, b, err);
+    if (rc != FERRY_OK || b->length == 0 || !needs_any(cv, b)) return rc;
     struct ferry_batch *d = ferry_batch_copy(b);
     if (d == NULL) return oom(err);
-    int rc = FERRY_OK;
     for (int f = 0; rc == FERRY_OK && f < cv->n; f++) {
-        if (cv->kind[f] == K_NONE) continue;
+        if (cv->kind[f] == K_NONE || cv->kind[f] == K_KEY) continue;
         rc = cv->kind[f] == K_DECTEXT ? convert_text(cv, d, f) : convert_fixed(cv, d, f);
     }
     if (rc != FERRY_OK) {

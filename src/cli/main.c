@@ -228,6 +228,7 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
                               res.resumed, "state", res.state, "rows", (json_int_t)res.rows,
                               "bytes", (json_int_t)res.bytes, "batches", (json_int_t)res.batches,
                               "seconds", res.seconds, "peak_rss_bytes", (json_int_t)res.peak_rss);
+        json_object_set_new(j, "converted", json_integer((json_int_t)res.converted));
         if (rc != FERRY_OK)
             json_object_set_new(j, "error", json_pack("{s:s,s:s}", "code", ferry_code_name(rc),
                                                       "message", err.message));
@@ -247,6 +248,10 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
                res.run_id, res.state, res.rows, (double)res.bytes / 1e6, res.batches, res.seconds,
                (double)res.rows / secs, (double)res.bytes / secs / 1e6,
                (double)res.peak_rss / (1024.0 * 1024.0));
+        if (res.converted > 0)
+            printf("run %" PRId64 ": %" PRId64 " value(s) converted (on_unrepresentable; ferry show "
+                   "%" PRId64 " lists them per column)\n",
+                   res.run_id, res.converted, res.run_id);
     }
     if (rc == FERRY_EPAUSED) {
         fprintf(stderr, "ferry: %s\n", err.message);

@@ -110,6 +110,7 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources (and tasks) */
     int64_t rows, bytes, batches;
+    int64_t converted; /* on_unrepresentable, every resource (under lock) */
     struct ferry_buf failed_res; /* failed resources - "a: why; b: why" */
     int n_failed_res;
     int first_failed_rc; /* the code of the first of them */

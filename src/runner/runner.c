@@ -379,6 +379,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     res->rows = r.rows;
     res->bytes = r.bytes;
     res->batches = r.batches;
+    res->converted = r.converted;
     res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
     res->peak_rss = ferry__run_peak_rss();
     ferry_buf_release(&r.failed_res);

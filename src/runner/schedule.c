@@ -131,6 +131,9 @@ static int report_completed(struct run *r, struct resource_run *rr, struct ferry
     int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED,
                              pb.data ? pb.data : "{}", NULL, err);
     ferry_buf_release(&pb);
+    pthread_mutex_lock(&r->lock);
+    r->converted += ferry_convert_total(rr->convert);
+    pthread_mutex_unlock(&r->lock);
     if (r->o->out && !r->o->quiet && ferry_convert_total(rr->convert) > 0)
         fprintf(r->o->out, "%s: %" PRId64 " value(s) the sink cannot hold converted "
                 "(on_unrepresentable: %s; ferry show RUN lists them per column)\n",

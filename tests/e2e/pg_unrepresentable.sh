@@ -66,6 +66,8 @@ expect_exit 0 ferry run s_null.yaml
 run=$(run_id "$OUT")
 printf '%s' "$OUT" | grep -q 'public.conv: 8 value(s) the sink cannot hold converted (on_unrepresentable: null' \
   || fail "sqlite null: the run's output does not say what it converted: $OUT"
+printf '%s' "$OUT" | grep -q "^run $run: 8 value(s) converted (on_unrepresentable" \
+  || fail "sqlite null: the run's result does not count the conversions: $OUT"
 got=$(q null.db "SELECT $sq_cols FROM conv ORDER BY id")
 want="1|'2024-01-01'|'2024-01-01 10:00:00.000000'|'2024-01-01 10:00:00.000000+00:00'|'1.50'|1.5|'12.5'
 2|NULL|NULL|NULL|NULL|'NaN'|'NaN'
@@ -83,8 +85,9 @@ printf '%s' "$OUT" | grep -q 'converted column d: 2 to NULL, 0 clamped (on_unrep
   || fail "ferry show does not list the conversions: $OUT"
 
 pipeline s_clamp clamp "{type: sqlite, path: $T/clamp.db, write: append}"
-expect_exit 0 ferry run s_clamp.yaml
-run=$(run_id "$OUT")
+expect_exit 0 ferry run s_clamp.yaml --json
+run=$(json_field "$OUT" .run_id)
+[ "$(json_field "$OUT" .converted)" = 8 ] || fail "sqlite clamp: ferry run --json converted: $OUT"
 got=$(q clamp.db "SELECT $sq_cols FROM conv ORDER BY id")
 want="1|'2024-01-01'|'2024-01-01 10:00:00.000000'|'2024-01-01 10:00:00.000000+00:00'|'1.50'|1.5|'12.5'
 2|'0001-01-01'|'9999-12-31 23:59:59.999999'|'0001-01-01 00:00:00.000000+00:00'|NULL|'NaN'|'NaN'

@@ -4,7 +4,8 @@
 # dates and timestamps outside years 0001..9999 where the sink writes them as text, numeric
 # NaN, float NaN/Infinity/-0 where the sink has none, a decimal beyond MySQL's DECIMAL(65,30))
 # becomes NULL or the sink's nearest value, and the run counts it per column: batch.written,
-# resource.completed, `ferry show` (text and --json). Every other value arrives exactly (the
+# resource.completed, `ferry run` (text and --json), `ferry show` (text and --json) and the
+# API (GET /v1/runs/ID). Every other value arrives exactly (the
 # whole table is compared). A per-resource setting wins over the pipeline's; a key column is
 # never converted; a bad word is refused naming the key.
 . "$(dirname "$0")/lib.sh"
@@ -80,6 +81,7 @@ want:
 $want"
 check_counts "$run" '{"d":{"null":2,"clamp":0},"ts":{"null":2,"clamp":0},"tz":{"null":2,"clamp":0},
   "n":{"null":1,"clamp":0},"f":{"null":1,"clamp":0}}'
+run_null=$run
 expect_exit 0 ferry show "$run"
 printf '%s' "$OUT" | grep -q 'converted column d: 2 to NULL, 0 clamped (on_unrepresentable)' \
   || fail "ferry show does not list the conversions: $OUT"
@@ -174,6 +176,27 @@ $want"
   check_counts "$run" "$counts"
 done
 pass "mariadb: null and clamp (the resource's setting over the pipeline's) convert ±infinity, years outside 1..9999, NaN, Infinity and decimals beyond DECIMAL(65,30), counted per column; the rest exact"
+
+# ---- the API: GET /v1/runs/ID has the same counts per resource ----
+# (a subshell whose EXIT trap stops the server, pass or fail)
+api_converted() ( # RUN : prints the resource's converted object
+  export FERRY_API_TOKEN="token-$RANDOM$RANDOM"
+  "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$FERRY_STATE" --policy allow-all \
+    > serve.out 2> serve.err &
+  sp=$!
+  trap 'kill -TERM $sp 2>/dev/null; wait $sp 2>/dev/null' EXIT
+  for _ in $(seq 1 200); do
+    command grep -q 'listening on' serve.out 2>/dev/null && break
+    kill -0 $sp 2>/dev/null || { cat serve.err >&2; exit 1; }
+    sleep 0.05
+  done
+  base=$(command grep -o 'http://127.0.0.1:[0-9]*' serve.out)
+  curl -sS -f -H "Authorization: Bearer $FERRY_API_TOKEN" "$base/v1/runs/$1" | jq -S -c '.resources[0].converted'
+)
+got=$(api_converted "$run_null") || fail "API: GET /v1/runs/$run_null failed: $got"
+[ "$got" = '{"d":{"clamp":0,"null":2},"f":{"clamp":0,"null":1},"n":{"clamp":0,"null":1},"ts":{"clamp":0,"null":2},"tz":{"clamp":0,"null":2}}' ] \
+  || fail "API: GET /v1/runs/$run_null converted: $got"
+pass "the API's run resource carries the per-column counts"
 
 # ---- a key column is never converted; a bad word is refused naming the key ----
 pipeline k null "{type: sqlite, path: $T/k.db, write: append}" "" keyinf

@@ -210,10 +210,8 @@ static bool transforms_read_values(const struct ferry_pipeline_spec *p)
 /* on_unrepresentable: null | clamp: the converter of rr's batches against the sink's limits
  * (NULL when nothing needs one), and the schema the sink prepares with the columns it may
  * set to NULL made nullable. */
-static int convert_prepare(struct ferry_pipeline_spec *p, struct resource_run *rr,
-                           struct ferry_error *err)
+static int convert_prepare(struct resource_run *rr, struct ferry_error *err)
 {
-    (void)p;
     if (rr->out_schema == NULL || rr->read.on_unrepresentable == FERRY_UNREP_FAIL) return FERRY_OK;
     struct ferry_schema *sc = NULL;
     int rc = ferry_convert_new(rr->out_schema, rr->read.on_unrepresentable, &rr->caps,
@@ -234,7 +232,7 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         memset(&rr->caps, 0, sizeof rr->caps);
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
         rc = rr->gone ? FERRY_OK : ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
-        if (rc == FERRY_OK && !rr->gone) rc = convert_prepare(p, rr, err);
+        if (rc == FERRY_OK && !rr->gone) rc = convert_prepare(rr, err);
         if (rc != FERRY_OK) return rc;
         /* The one commit of a run is at its end, unless runs are spread over workers. */
         rr->read.positions_at_end =

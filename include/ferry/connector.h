@@ -38,6 +38,12 @@ const char *ferry_write_mode_name(enum ferry_write_mode m);
 enum ferry_schema_changes { FERRY_SCHEMA_EVOLVE = 0, FERRY_SCHEMA_FREEZE, FERRY_SCHEMA_FAIL };
 const char *ferry_schema_changes_name(enum ferry_schema_changes p);
 
+/* `on_unrepresentable:` (pipeline-level, overridable per resource): what happens to a value
+ * the sink cannot hold (its caps.values): fail stops the run naming resource, column and
+ * row; null and clamp convert it just before the sink and count it (pipeline/convert.h). */
+enum ferry_unrepresentable { FERRY_UNREP_FAIL = 0, FERRY_UNREP_NULL, FERRY_UNREP_CLAMP };
+const char *ferry_unrepresentable_name(enum ferry_unrepresentable u);
+
 /* What the engine decides about one resource for one run and hands to the source with
  * its spec (spec->run). None of it comes from the resource's own map: the runner derives
  * it from the pipeline, the sink's capabilities and the command line. */
@@ -86,6 +92,8 @@ struct ferry_read_context {
      * runner runs a source's streams side by side when it sets cdc_one_stream, so that they
      * can share one log connection); 0: the stream runs alone. Valid during extract. */
     int cdc_streams_together;
+    /* `on_unrepresentable:` of this resource (else the pipeline's; default fail). */
+    enum ferry_unrepresentable on_unrepresentable;
 };
 
 /* Special values, only in batches read with ferry_read_context.special_values: +-infinity
@@ -278,6 +286,17 @@ struct ferry_sink_caps {
      * lane when every resource is durable per apply). false: one instance writes them all. */
     bool concurrent_sessions;
     bool special_values;           /* stores the special values (ferry_read_context) */
+    /* Values the sink cannot hold, converted under `on_unrepresentable: null | clamp`
+     * (with fail, the sink refuses them itself, naming table, column and row). */
+    struct ferry_value_limits {
+        bool calendar;         /* dates and timestamps only in years 0001..9999 */
+        bool no_nan;           /* no float NaN */
+        bool no_infinity;      /* no float +-Infinity */
+        bool no_negative_zero; /* no float -0 (it would read back as 0) */
+        /* decimal text: at most this many integer and fraction digits, no NaN or
+         * Infinity (0: any text) */
+        int decimal_int_digits, decimal_frac_digits;
+    } values;
 };
 
 /* What the sink will write for one resource. */

@@ -337,6 +337,7 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
                      f->caps.durability == FERRY_DURABLE_PER_APPLY ? "true" : "false", b->digest,
                      b->position ? b->position : "null");
     ferry_buf_json_string(&pb, r.uri, strlen(r.uri));
+    ferry_convert_json(f->convert, false, &pb); /* on_unrepresentable: this batch's counts */
     ferry_buf_append(&pb, "}", 1);
     rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
                         pb.data ? pb.data : "{}", err);
@@ -467,7 +468,8 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
             ferry_error_set(err, rc, "pipeline", "resource %s: canceled", f->spec->table);
             break;
         }
-        rc = write_one(f, b, err);
+        rc = ferry_convert_apply(f->convert, &b, err);
+        if (rc == FERRY_OK) rc = write_one(f, b, err);
         ferry_batch_unref(b);
         if (rc != FERRY_OK) break;
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));

@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include "ferry/connector.h"
 #include "ferry/pipeline.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 
 struct ferry_bus;
@@ -45,6 +46,7 @@ struct ferry_flow {
     int n_shards;
     char **resume;                 /* per shard: position to resume after, or NULL */
     struct ferry_transform_chain *chain; /* may be NULL */
+    struct ferry_convert *convert; /* on_unrepresentable (convert.h), may be NULL */
     /* sink side */
     const struct ferry_sink_vtable *sink_vt;
     void *sink_ctx;

@@ -10,6 +10,11 @@ const char *ferry_schema_changes_name(enum ferry_schema_changes p)
     return p == FERRY_SCHEMA_FREEZE ? "freeze" : p == FERRY_SCHEMA_FAIL ? "fail" : "evolve";
 }
 
+const char *ferry_unrepresentable_name(enum ferry_unrepresentable u)
+{
+    return u == FERRY_UNREP_NULL ? "null" : u == FERRY_UNREP_CLAMP ? "clamp" : "fail";
+}
+
 static int int_rank(enum ferry_type t)
 {
     switch (t) {

@@ -28,6 +28,7 @@
 
 struct ferry_flow;
 struct ferry_transform_chain;
+struct ferry_convert;
 struct ferry_tracker;
 
 /* One resource of the run: what planning decided, and its flow while it runs. */
@@ -37,6 +38,7 @@ struct resource_run {
     struct ferry_schema *schema;     /* source schema */
     struct ferry_schema *out_schema; /* after transforms: what the sink writes */
     struct ferry_transform_chain *chain;
+    struct ferry_convert *convert;   /* on_unrepresentable: null | clamp, else NULL */
     struct ferry_sink_caps caps;
     struct ferry_target target;
     char *route;
@@ -117,6 +119,7 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources (and tasks) */
     int64_t rows, bytes, batches;
+    int64_t converted; /* on_unrepresentable, every resource (under lock) */
     struct ferry_buf failed_res; /* failed resources - "a: why; b: why" */
     int n_failed_res;
     int first_failed_rc; /* the code of the first of them */

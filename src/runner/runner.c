@@ -20,6 +20,7 @@
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/schema_change.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "config/access.h"
 #include "runner/run.h"
@@ -298,6 +299,7 @@ static void cleanup(struct run *r)
         ferry_schema_unref(rr->schema);
         ferry_schema_unref(rr->out_schema);
         ferry_transforms_free(rr->chain);
+        ferry_convert_free(rr->convert);
         ferry_free(rr->route);
         ferry_free(rr->plan_json);
         for (int s = 0; rr->resume && s < rr->n_shards; s++)
@@ -409,6 +411,7 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     res->rows = r.rows;
     res->bytes = r.bytes;
     res->batches = r.batches;
+    res->converted = r.converted;
     res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
     res->peak_rss = ferry__run_peak_rss();
     ferry_buf_release(&r.failed_res);

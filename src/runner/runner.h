@@ -66,6 +66,7 @@ struct ferry_run_result {
     bool partial;            /* on_resource_error: continue and resources failed */
     char partial_message[900];
     int64_t rows, bytes, batches;
+    int64_t converted;       /* values on_unrepresentable converted (per column: the events) */
     double seconds;
     int64_t peak_rss;
     bool cdc_more;           /* a cdc stream stopped before its frozen end (a schema change):

@@ -20,6 +20,7 @@
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "runner/run.h"
 
@@ -38,6 +39,7 @@ static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow 
     f->n_shards = rr->n_shards;
     f->resume = resume;
     f->chain = rr->chain;
+    f->convert = rr->convert;
     ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
     f->sink_vt = p->sink_vt;
     f->sink_ctx = ln && ln->index > 0 ? ln->sink_ctx : r->sink_ctx;
@@ -118,15 +120,30 @@ static void add_totals(struct run *r, struct ferry_flow *f)
 static int report_completed(struct run *r, struct resource_run *rr, struct ferry_flow *f,
                             int64_t elapsed, struct ferry_error *err)
 {
-    char payload[1024];
+    struct ferry_buf pb;
+    ferry_buf_init(&pb, 0);
     int64_t rows = atomic_load(&f->rows_written), bytes = atomic_load(&f->bytes_written);
     int64_t wsrc = atomic_load(&f->wait_source_us), wsink = atomic_load(&f->wait_sink_us);
     const char *bound = ferry__run_bound(wsrc, wsink, elapsed);
-    snprintf(payload, sizeof payload,
-             "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
-             ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64 ",\"bound\":\"%s\"}",
-             rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
-    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
+    ferry_buf_printf(&pb,
+                     "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
+                     ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64
+                     ",\"bound\":\"%s\"",
+                     rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
+    /* on_unrepresentable: what this attempt converted, per column */
+    ferry_convert_json(rr->convert, true, &pb);
+    ferry_buf_append(&pb, "}", 1);
+    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED,
+                             pb.data ? pb.data : "{}", NULL, err);
+    ferry_buf_release(&pb);
+    pthread_mutex_lock(&r->lock);
+    r->converted += ferry_convert_total(rr->convert);
+    pthread_mutex_unlock(&r->lock);
+    if (r->o->out && !r->o->quiet && ferry_convert_total(rr->convert) > 0)
+        fprintf(r->o->out, "%s: %" PRId64 " value(s) the sink cannot hold converted "
+                "(on_unrepresentable: %s; ferry show RUN lists them per column)\n",
+                rr->spec->table, ferry_convert_total(rr->convert),
+                ferry_unrepresentable_name(rr->read.on_unrepresentable));
     if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
         double secs = (double)elapsed / 1e6;
         const char *label = ferry__run_bound_label(bound);

@@ -50,11 +50,13 @@ static void redacts_older_state(void **state)
     assert_int_equal(ferry_store_run_create(st, "p", "v1", spec, &run, &err), FERRY_OK);
     int latest = ferry_store_schema_version(st);
     ferry_store_close(st);
-    /* Make it a state file from before migration 10 (and the later ones: 11 adds secrets). */
+    /* Make it a state file from before migration 10 (and the later ones: 11 adds secrets,
+     * 12 run_resources.converted). */
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "DELETE FROM \"schema_migrations\" WHERE \"version\" >= 10;"
-                                  " DROP TABLE IF EXISTS \"secrets\"",
+                                  " DROP TABLE IF EXISTS \"secrets\";"
+                                  " ALTER TABLE \"run_resources\" DROP COLUMN \"converted\"",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);

@@ -82,6 +82,10 @@ struct ferry_read_context {
      * transform reads them as text (cast, hash): a source may emit them. false: a source
      * refuses such values naming column and row. Set by the runner once the sink is open. */
     bool special_values;
+    /* How many cdc resources of the run stream at once (the runner starts them together
+     * after every copy), so that a source that reads one log for all of them (one
+     * replication slot) may wait for them and decode it once. 0 or 1: one after another. */
+    int cdc_streams;
 };
 
 /* Special values, only in batches read with ferry_read_context.special_values: +-infinity

@@ -1416,7 +1416,8 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .keep_session = run->cdc_follow,
                                     .policy = run->schema_changes,
                                     .route = run->route,
-                                    .truncates = run->truncates};
+                                    .truncates = run->truncates,
+                                    .streams = run->cdc_streams};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);

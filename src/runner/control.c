@@ -107,7 +107,7 @@ static void *control_main(void *arg)
             tick_flows(r);
             last_tick = now;
         }
-        if (r->n_lanes > 1) ferry__lanes_forward_stop(r);
+        if (ferry__lanes_total(r) > 1) ferry__lanes_forward_stop(r);
         if (r->distributed || r->shard_mode) {
             int want = atomic_load(&ferry__run_stop), have = atomic_load(&r->flow_stop);
             if (want != 0 && have == 0) atomic_store(&r->flow_stop, want);

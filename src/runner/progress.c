@@ -98,7 +98,9 @@ void ferry__run_emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_
     const struct ferry_source_vtable *vt = r->p->source_vt;
     if (f->spec->mode != FERRY_READ_CDC || vt->cdc_progress == NULL) return;
     int64_t pos = 0, lag_bytes = 0, lag_us = 0;
-    if (vt->cdc_progress(r->src_ctx, &pos, &lag_bytes, &lag_us) != FERRY_OK) return;
+    /* the instance that streams: the flow's (a stream lane's own), else the run's */
+    void *src = f->src_ctx ? f->src_ctx : r->src_ctx;
+    if (vt->cdc_progress(src, &pos, &lag_bytes, &lag_us) != FERRY_OK) return;
     if (pos == *last_position) return;
     *last_position = pos;
     char payload[256];

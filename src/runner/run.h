@@ -29,6 +29,7 @@
 struct ferry_flow;
 struct ferry_transform_chain;
 struct ferry_tracker;
+struct stream_gate;
 
 /* One resource of the run: what planning decided, and its flow while it runs. */
 struct resource_run {
@@ -73,6 +74,8 @@ struct lane {
     int n_res;
     pthread_t thread;
     bool started;
+    int n_want;   /* a stream lane: readers it opens (0: the run's number) */
+    bool arrived; /* a stream lane passed the stream gate (schedule.c) */
     /* The stop flag of this lane's flows: a flow raises its own on a failure to stop its
      * readers (pipeline/flow.h), which must not stop the other lanes; the control thread
      * copies the run's stop request (ferry__run_stop) into it. */
@@ -118,6 +121,10 @@ struct run {
     /* The copy phase: `concurrency` lanes under one memory budget (lanes.c, budget.c). */
     struct lane *lanes;
     int n_lanes;
+    /* The stream phase: one lane per cdc resource after the copy lanes (lanes[n_lanes..]),
+     * their streams started together (0: cdc resources one after another on lane 0). */
+    int n_stream_lanes;
+    struct stream_gate *gate; /* while the stream phase runs (schedule.c) */
     struct ferry_batch_opts opts; /* the file's batch settings within the budget */
     char *snapshot_id;            /* the attempt's exported snapshot, for lanes' readers */
     pthread_mutex_t lock;         /* guards the totals, failed_res and fatal_rc */
@@ -241,6 +248,8 @@ int ferry__lanes_assign(struct run *r, struct ferry_error *err);
  * snapshot (on the lane's own thread, so that lanes prepare their targets side by side).
  * Lane 0: the run's sink and readers. */
 int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err);
+/* Copy lanes plus stream lanes. */
+int ferry__lanes_total(const struct run *r);
 /* Control thread: the run's stop request into every lane's stop flag. */
 void ferry__lanes_forward_stop(struct run *r);
 /* Commits the sessions of lanes 1..n-1 (lane 0 is the run's session, session.c). */

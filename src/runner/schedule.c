@@ -1,8 +1,12 @@
 /* runner/schedule.c - runs the resources of a run in this process and reports each one's
  * start and end: first the copy phase, where up to `concurrency` lanes (lanes.c) each copy
  * their resources one after another on a thread of their own, then the stream phase, where
- * cdc resources run one after another on lane 0 (a cdc resource with copy shards: two flows,
- * copy first, then its stream). After the run's end is folded, cdc sources release their log.
+ * cdc resources run each on a stream lane of its own, all at once (or one after another on
+ * lane 0 when the sink allows one session only). A cdc resource with copy shards runs two
+ * flows, copy first, then its stream; the streams start together once every stream lane
+ * passed its copy (the stream gate), so that a log they share is read once (the postgres
+ * source's one replication session per slot). After the run's end is folded, cdc sources
+ * release their log.
  *
  * run_resource does everything one resource needs and touches the run through three
  * things: the lane it is given (sink instance, readers), the run's totals (add_totals,
@@ -75,11 +79,42 @@ int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool di
     return rc;
 }
 
+/* The stream phase's gate: every stream lane arrives once (after its copy flow, or having
+ * nothing to stream); the streams start when all did, each told how many start at once. */
+struct stream_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int lanes, arrived, streaming;
+};
+
+static void gate_pass(struct run *r, struct lane *ln, struct resource_run *rr, bool streams,
+                      bool wait)
+{
+    struct stream_gate *g = r->gate;
+    if (g == NULL || ln == NULL || ln->arrived) return;
+    ln->arrived = true;
+    pthread_mutex_lock(&g->mu);
+    g->arrived++;
+    if (streams) g->streaming++;
+    pthread_cond_broadcast(&g->cv);
+    while (wait && g->arrived < g->lanes)
+        pthread_cond_wait(&g->cv, &g->mu);
+    if (rr != NULL) rr->read.cdc_streams = g->streaming;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_arrive(struct run *r, struct lane *ln, struct resource_run *rr, bool streams)
+{
+    gate_pass(r, ln, rr, streams, true);
+}
+
 /* A cdc resource's shard 0 streams changes that must land after every row of its copy
  * shards: the copy runs as one flow (any number of readers), then the stream as a second
  * one. Other resources: one flow. */
-static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+static int run_flow(struct run *r, struct lane *ln, struct resource_run *rr, struct ferry_flow *f,
+                    struct ferry_error *err)
 {
+    if (rr->spec->mode == FERRY_READ_CDC && rr->n_shards < 2) gate_arrive(r, ln, rr, true);
     if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
     static char done[] = "{\"done\":true}";
     char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
@@ -88,6 +123,7 @@ static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_
         phase[s] = s == 0 ? done : rr->resume[s];
     f->resume = phase;
     int rc = ferry_flow_run(f, err);
+    gate_arrive(r, ln, rr, rc == FERRY_OK);
     if (rc == FERRY_OK) {
         for (int s = 0; s < rr->n_shards; s++)
             phase[s] = s == 0 ? rr->resume[0] : done;
@@ -164,16 +200,16 @@ static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
     if (f == NULL) return ferry__run_oom(err);
     rr->flow = f;
     /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
-    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
+    atomic_int *stop = ferry__lanes_total(r) > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
     flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
     int64_t t_res = ferry_now_mono_us();
     atomic_store(&rr->active, f);
-    rc = run_flow(rr, f, err);
+    rc = run_flow(r, ln, rr, f, err);
     atomic_store(&rr->active, NULL);
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
     ferry__run_emit_schema_changes(r, rr);
-    if (r->n_lanes <= 1) ferry__run_print_progress(r, f, t_res, true);
+    if (ferry__lanes_total(r) <= 1) ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
     if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
@@ -291,6 +327,64 @@ static int copy_phase(struct run *r, struct ferry_error *err)
     return rc;
 }
 
+/* A stream lane's thread: its sink and readers, its resource, through the gate. */
+static void *stream_main(void *arg)
+{
+    struct lane *ln = arg;
+    struct run *r = ln->r;
+    struct resource_run *rr = ln->n_res > 0 ? &r->res[ln->res[0]] : NULL;
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = ferry__lanes_open(r, ln, &e);
+    if (rc == FERRY_OK)
+        run_lane(ln, false);
+    else if (rr != NULL)
+        record_failure(r, rr, rc, &e); /* that resource only, where failures are isolated */
+    gate_arrive(r, ln, NULL, false);   /* a lane that streams nothing still lets the rest go */
+    return NULL;
+}
+
+/* Readers a stream lane opens: its copy shards' (first run), else one for the stream. */
+static int stream_readers(const struct run *r, const struct lane *ln)
+{
+    if (ln->n_res == 0) return 1;
+    const struct resource_run *rr = &r->res[ln->res[0]];
+    int left = 0;
+    for (int s = 1; s < rr->n_shards; s++)
+        if (!ferry__run_position_done(rr->resume[s])) left++;
+    return left > 1 ? left : 1;
+}
+
+/* The stream phase with stream lanes: one thread each, all at once. */
+static void stream_phase(struct run *r)
+{
+    if (r->n_stream_lanes == 0) {
+        run_lane(&r->lanes[0], false);
+        return;
+    }
+    struct stream_gate g = {.lanes = r->n_stream_lanes};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    r->gate = &g;
+    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++) {
+        struct lane *ln = &r->lanes[l];
+        ln->n_want = stream_readers(r, ln);
+        ln->started = pthread_create(&ln->thread, NULL, stream_main, ln) == 0;
+        if (!ln->started) {
+            struct ferry_error e;
+            ferry_error_clear(&e);
+            ferry_error_set(&e, FERRY_ENOMEM, "runner", "lane %d: cannot start a thread", l);
+            if (ln->n_res > 0) record_failure(r, &r->res[ln->res[0]], FERRY_ENOMEM, &e);
+            gate_pass(r, ln, NULL, false, false); /* the others must not wait for it */
+        }
+    }
+    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++)
+        if (r->lanes[l].started) pthread_join(r->lanes[l].thread, NULL);
+    r->gate = NULL;
+    pthread_cond_destroy(&g.cv);
+    pthread_mutex_destroy(&g.mu);
+}
+
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
 {
     if (r->lanes == NULL) return ferry_error_set(err, FERRY_EINVAL, "runner", "no lanes planned");
@@ -303,8 +397,8 @@ int ferry__schedule_run(struct run *r, struct ferry_error *err)
     }
     (void)FERRY_FAILPOINT("before_copy_phase"); /* a pause before any resource starts */
     int rc = copy_phase(r, err);
-    /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
-    if (rc == FERRY_OK) run_lane(&r->lanes[0], false);
+    /* The stream phase: cdc resources, after every copy of the run. */
+    if (rc == FERRY_OK) stream_phase(r);
     if (r->n_res > 1) ferry__run_print_run_progress(r, true);
     if (rc == FERRY_OK && r->fatal_rc != FERRY_OK) {
         rc = r->fatal_rc;

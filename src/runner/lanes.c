@@ -32,7 +32,10 @@ static bool lanes_allowed(const struct run *r)
 
 /* Streams at once: every cdc resource on a lane of its own (same conditions as copy lanes,
  * whatever `concurrency` says: a shared replication slot is read once only when every table
- * of it streams at once). */
+ * of it streams at once), up to MAX_STREAM_LANES (each holds a destination session and
+ * source connections); beyond, a lane streams its resources in turn (waves). */
+#define MAX_STREAM_LANES 16
+
 static int stream_lanes(const struct run *r)
 {
     int n_cdc = 0;
@@ -44,7 +47,7 @@ static int stream_lanes(const struct run *r)
         if (r->res[i].caps.durability != FERRY_DURABLE_PER_APPLY ||
             !r->res[i].caps.concurrent_sessions)
             return 0;
-    return n_cdc;
+    return n_cdc < MAX_STREAM_LANES ? n_cdc : MAX_STREAM_LANES;
 }
 
 int ferry__lanes_total(const struct run *r)
@@ -89,7 +92,11 @@ static int deal(struct run *r, int *order, int n_order)
     int next_stream = r->n_lanes;
     for (int k = 0; k < n_order; k++) {
         struct resource_run *rr = &r->res[order[k]];
-        int best = !rr->copy_phase && r->n_stream_lanes > 0 ? next_stream++ : 0;
+        int best = 0;
+        if (!rr->copy_phase && r->n_stream_lanes > 0) {
+            best = next_stream++;
+            if (next_stream == ferry__lanes_total(r)) next_stream = r->n_lanes;
+        }
         if (rr->copy_phase)
             for (int l = 1; l < r->n_lanes; l++)
                 if (load[l] < load[best]) best = l;

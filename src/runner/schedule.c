@@ -103,8 +103,25 @@ static void gate_pass(struct run *r, struct lane *ln, struct resource_run *rr, b
     pthread_mutex_unlock(&g->mu);
 }
 
+/* Streams that start with rr's: the stream lanes that have a resource at rr's place. */
+static int wave_size(struct run *r, const struct lane *ln, const struct resource_run *rr)
+{
+    int w = 0;
+    while (w < ln->n_res && &r->res[ln->res[w]] != rr)
+        w++;
+    int n = 0;
+    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++)
+        if (r->lanes[l].n_res > w) n++;
+    return n;
+}
+
 static void gate_arrive(struct run *r, struct lane *ln, struct resource_run *rr, bool streams)
 {
+    if (r->gate != NULL && ln != NULL && ln->arrived && rr != NULL) {
+        /* a later wave of the lanes (more cdc resources than lanes): no gate, a count */
+        rr->read.cdc_streams = wave_size(r, ln, rr);
+        return;
+    }
     gate_pass(r, ln, rr, streams, true);
 }
 
@@ -344,15 +361,12 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-/* Readers a stream lane opens: its copy shards' (first run), else one for the stream. */
-static int stream_readers(const struct run *r, const struct lane *ln)
+/* Readers a stream lane opens: the run's readers shared by the lanes (first-run copies of
+ * every lane run at once; each copy shard also opens a connection of its own). */
+static int stream_readers(const struct run *r)
 {
-    if (ln->n_res == 0) return 1;
-    const struct resource_run *rr = &r->res[ln->res[0]];
-    int left = 0;
-    for (int s = 1; s < rr->n_shards; s++)
-        if (!ferry__run_position_done(rr->resume[s])) left++;
-    return left > 1 ? left : 1;
+    int n = r->n_readers / r->n_stream_lanes;
+    return n > 1 ? n : 1;
 }
 
 /* The stream phase with stream lanes: one thread each, all at once. */
@@ -368,7 +382,7 @@ static void stream_phase(struct run *r)
     r->gate = &g;
     for (int l = r->n_lanes; l < ferry__lanes_total(r); l++) {
         struct lane *ln = &r->lanes[l];
-        ln->n_want = stream_readers(r, ln);
+        ln->n_want = stream_readers(r);
         ln->started = pthread_create(&ln->thread, NULL, stream_main, ln) == 0;
         if (!ln->started) {
             struct ferry_error e;

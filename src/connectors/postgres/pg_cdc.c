@@ -821,8 +821,9 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
     }
 }
 
-/* A commit: the position moves to its end (every table's, also without rows of its own). */
-static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m)
+/* A commit: the position moves to its end (every table's, also without rows of its own).
+ * epoch_end: the session's row-count epoch ends the run here (pg_demux.c). */
+static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool epoch_end)
 {
     s->in_txn = false;
     if (s->dropping) {
@@ -838,7 +839,7 @@ static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m)
     }
     if (m->end_lsn >= s->end) s->done = true;
     /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
-    if (!s->done && s->t->epoch_rows > 0 && s->changes >= s->t->epoch_rows) s->epoch_stop = true;
+    if (!s->done && epoch_end) s->epoch_stop = true;
     s->last_commit_time_us = m->time + FERRY_PG_REPL_EPOCH_US;
     report(s);
 }
@@ -854,7 +855,8 @@ static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, stru
     return FERRY_OK;
 }
 
-static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry_error *err)
+static int on_message(struct stream *s, const uint8_t *p, size_t n, bool epoch_end,
+                      struct ferry_error *err)
 {
     struct ferry_pg_repl_msg m;
     int rc = ferry_pg_repl_decode(&s->dec, p, n, &m, err);
@@ -870,7 +872,7 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
         s->txn_time_us = m.time + FERRY_PG_REPL_EPOCH_US;
         return FERRY_OK;
     case 'C':
-        on_commit(s, &m);
+        on_commit(s, &m, epoch_end);
         return FERRY_OK;
     case 'R':
         return on_relation(s, &m, err);
@@ -885,7 +887,8 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
     }
 }
 
-static int on_frame(struct stream *s, const uint8_t *p, size_t n, struct ferry_error *err)
+static int on_frame(struct stream *s, const uint8_t *p, size_t n, bool epoch_end,
+                    struct ferry_error *err)
 {
     struct ferry_pg_repl_frame f;
     int rc = ferry_pg_repl_parse_frame(p, n, &f, err);
@@ -899,7 +902,7 @@ static int on_frame(struct stream *s, const uint8_t *p, size_t n, struct ferry_e
         return FERRY_OK; /* the session's reader answers the server */
     }
     if (f.wal_start > s->received) s->received = f.wal_start;
-    return on_message(s, f.data, f.len, err);
+    return on_message(s, f.data, f.len, epoch_end, err);
 }
 
 
@@ -965,6 +968,7 @@ static int stream_join(struct stream *s, json_t *plan, struct ferry_error *err)
                                           .expected = expected,
                                           .keep_session = s->t->keep_session,
                                           .can_continue = s->skip == 0,
+                                          .epoch_rows = s->t->epoch_rows,
                                           .rw = s->rw};
     return ferry__pg_demux_join(&j, &s->member, err);
 }
@@ -988,7 +992,7 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
         rc = ferry__pg_demux_next(s->member, 100, &fr, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
         if (fr.n > 0) {
-            rc = on_frame(s, fr.p, fr.n, err);
+            rc = on_frame(s, fr.p, fr.n, fr.epoch_end, err);
             ferry__pg_demux_frame_release(&fr);
             /* A busy stream looks at stop requests now and then (every frame may be a Begin
              * or Commit of other tables' transactions). */

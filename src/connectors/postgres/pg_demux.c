@@ -42,6 +42,7 @@ struct qent {
     char *buf;
     int n;
     int kind;
+    bool epoch; /* a Commit that ends the table's run (row-count epoch) */
     struct shared *sh;
 };
 
@@ -134,6 +135,9 @@ struct demux {
     bool streaming, continued, stopped_reading;
     bool in_txn;
     uint64_t received, last_commit, start;
+    uint64_t txn_final; /* the open transaction's commit LSN (Begin) */
+    int64_t epoch_rows; /* --epoch-rows: the session's tables end at the first commit after */
+    int64_t routed;     /* changes handed to tables so far */
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
@@ -222,7 +226,7 @@ static void push(struct demux *d, struct ferry_pg_demux_member *m, struct qent *
 
 /* buf (libpq's) to every member that still reads (a member that leaves meanwhile releases
  * its reference). */
-static int broadcast(struct demux *d, char *buf, int n, struct ferry_error *err)
+static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry_error *err)
 {
     int k = active_members(d);
     if (k == 0) {
@@ -240,7 +244,8 @@ static int broadcast(struct demux *d, char *buf, int n, struct ferry_error *err)
     }
     for (int i = 0, given = 0; i < d->n_m && given < k; i++) {
         if (d->m[i]->left) continue;
-        struct qent e = {.buf = buf, .n = n, .kind = sh ? F_SHARED : F_LIBPQ, .sh = sh};
+        struct qent e = {
+            .buf = buf, .n = n, .kind = sh ? F_SHARED : F_LIBPQ, .sh = sh, .epoch = epoch};
         given++;
         push(d, d->m[i], &e);
     }
@@ -270,14 +275,15 @@ static int route_relation(struct demux *d, const uint8_t *msg, size_t n, char *f
     return rels_put(&d->rels, m.relid, frame, fn) == FERRY_OK ? FERRY_OK : nomem(err);
 }
 
-/* mu held: whether every member that still reads has reached its end at this frame. */
-static bool all_finished(struct demux *d, char kind, uint64_t lsn)
+/* mu held: whether every member that still reads has reached its end at this frame (a
+ * commit that ends a row-count epoch ends every table's run). */
+static bool all_finished(struct demux *d, char kind, uint64_t lsn, bool epoch)
 {
     bool all = true;
     for (int i = 0; i < d->n_m; i++) {
         struct ferry_pg_demux_member *mb = d->m[i];
         if (mb->left || mb->finished) continue;
-        if (lsn >= mb->j.end && (kind == 'C' || !d->in_txn)) mb->finished = true;
+        if ((lsn >= mb->j.end || epoch) && (kind == 'C' || !d->in_txn)) mb->finished = true;
         if (!mb->finished) all = false;
     }
     return all;
@@ -298,10 +304,10 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
             rc = ferry__pg_error(err, FERRY_EIO, d->c, NULL,
                                  WHAT ": %s: slot \"%s\": sending standby status", d->peer,
                                  d->slot);
-        int brc = broadcast(d, buf, n, err);
+        int brc = broadcast(d, buf, n, false, err);
         if (rc == FERRY_OK) rc = brc;
         if (rc != FERRY_OK) return rc;
-        d->stopped_reading = all_finished(d, 'k', f.wal_end);
+        d->stopped_reading = all_finished(d, 'k', f.wal_end, false);
         return FERRY_OK;
     }
     d->last_data = ferry_now_mono_us();
@@ -312,6 +318,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
         for (int i = 0; i < d->n_m; i++) {
             struct ferry_pg_demux_member *mb = d->m[i];
             if (!mb->left && mb->has_rel && mb->relid == relid) {
+                if (d->txn_final >= mb->j.start) d->routed++; /* not a transaction it drops */
                 struct qent e = {.buf = buf, .n = n, .kind = F_LIBPQ};
                 push(d, mb, &e);
                 return FERRY_OK;
@@ -322,20 +329,23 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     }
     uint64_t commit_end = 0;
     if (kind == 'R') rc = route_relation(d, f.data, f.len, buf, n, err);
-    if (kind == 'B') d->in_txn = true;
-    if (kind == 'C') {
+    if (kind == 'B' || kind == 'C') {
         struct ferry_pg_repl_msg m;
         rc = ferry_pg_repl_decode(&d->dec, f.data, f.len, &m, err);
-        d->in_txn = false;
+        d->in_txn = kind == 'B';
+        if (kind == 'B') d->txn_final = m.final_lsn;
         commit_end = m.end_lsn;
-        if (rc == FERRY_OK && m.end_lsn > d->last_commit) d->last_commit = m.end_lsn;
+        if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit)
+            d->last_commit = m.end_lsn;
     }
     if (rc != FERRY_OK) {
         PQfreemem(buf);
         return rc;
     }
-    rc = broadcast(d, buf, n, err);
-    if (rc == FERRY_OK && kind == 'C') d->stopped_reading = all_finished(d, 'C', commit_end);
+    bool epoch = kind == 'C' && d->epoch_rows > 0 && d->routed >= d->epoch_rows;
+    rc = broadcast(d, buf, n, epoch, err);
+    if (rc == FERRY_OK && kind == 'C')
+        d->stopped_reading = all_finished(d, 'C', commit_end, epoch);
     return rc;
 }
 
@@ -659,8 +669,8 @@ static void log_members(struct demux *d)
 {
     pthread_mutex_lock(&mu);
     for (int i = 0; i < d->n_m; i++)
-        ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: streaming from slot %s (%s session, %d "
-                                   "table(s))",
+        ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: streaming from slot %s (%s session), %d "
+                                   "table(s) read it",
                   d->m[i]->j.from, d->slot, d->continued ? "continued" : "new", d->n_m);
     pthread_mutex_unlock(&mu);
 }
@@ -822,6 +832,7 @@ static struct demux *demux_new(const struct ferry_pg_demux_join *j)
     d->peer = j->peer;
     d->opts = *j->opts;
     d->expected = j->expected > 0 ? j->expected : 1;
+    d->epoch_rows = j->epoch_rows;
     pthread_cond_init(&d->cv, NULL);
     ferry_pg_repl_decoder_init(&d->dec);
     return d;
@@ -920,6 +931,7 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
             m->head = (m->head + 1) % QUEUE_FRAMES;
             m->count--;
             f->p = (const uint8_t *)own->buf;
+            f->epoch_end = own->epoch;
             f->n = (size_t)own->n;
             f->ref_ = own;
             pthread_cond_signal(&d->cv); /* room */

@@ -13,7 +13,10 @@
  * for room in a full queue (backpressure), answering the server meanwhile. It stops
  * reading once every table reached its end; the session then ends, or, when every table
  * ended cleanly at one position and kept its session (--follow), it is parked for the next
- * run (acknowledged meanwhile through ferry__pg_demux_park_ack).
+ * run (acknowledged meanwhile through ferry__pg_demux_park_ack). A row-count epoch
+ * (--epoch-rows N) is the session's: at the first commit after N changes were handed to
+ * its tables, every table's run ends (one commit boundary for all, and the session can be
+ * parked there).
  *
  * The standby status reports `flush` = the least flush of the tables (never what was
  * merely received). Thread-safe: every call may come from any thread; a member is used by
@@ -38,6 +41,7 @@ struct ferry_pg_demux_join {
     int expected;                    /* tables that will join the session (>= 1) */
     bool keep_session;               /* --follow: the session may be parked at the end */
     bool can_continue;               /* no rows to skip: a parked session may serve it */
+    int64_t epoch_rows;              /* --epoch-rows (the same for every table of a run) */
     struct ferry_row_writer *rw;     /* its stop request ends a wait */
 };
 
@@ -45,7 +49,8 @@ struct ferry_pg_demux_join {
 struct ferry_pg_demux_frame {
     const uint8_t *p;
     size_t n;
-    void *ref_; /* private */
+    bool epoch_end; /* a Commit at which the table's run ends (row-count epoch) */
+    void *ref_;     /* private */
     int kind_;  /* private */
 };
 

@@ -22,6 +22,7 @@
 
 #define WHAT "postgres source"
 #define QUEUE_FRAMES 1024                 /* per table: frames waiting to be read */
+#define QUEUE_BYTES ((size_t)4 << 20)     /* and their bytes (one frame always fits) */
 #define GATHER_US INT64_C(3000000)        /* wait this long after the last join for others */
 #define STATUS_EVERY_US INT64_C(10000000) /* standby status even when idle */
 #define PROBE_EVERY_US INT64_C(100000)    /* ask for a keepalive (server position) when idle */
@@ -111,6 +112,7 @@ struct ferry_pg_demux_member {
     struct ferry_pg_demux_join j; /* strings borrowed: valid until leave */
     struct qent *q;
     int head, count;
+    size_t bytes; /* of the frames in q */
     pthread_cond_t cv;
     bool left, clean, finished;
     uint64_t pos;
@@ -120,7 +122,7 @@ struct ferry_pg_demux_member {
 
 struct demux {
     char slot[64], pub[64];
-    const char *url, *peer;
+    char *url, *peer; /* copies: the first table's instance may close before the session */
     struct ferry_pg_conn_opts opts;
     enum dstate state;
     int expected;
@@ -202,10 +204,12 @@ static int active_members(const struct demux *d)
 
 static int send_status(struct demux *d, bool reply);
 
-/* Waits for room in m's queue (answering the server meanwhile); false when m left. */
-static bool wait_room(struct demux *d, struct ferry_pg_demux_member *m)
+/* Waits for room for n bytes in m's queue (answering the server meanwhile); false when m
+ * left. */
+static bool wait_room(struct demux *d, struct ferry_pg_demux_member *m, int n)
 {
-    while (m->count == QUEUE_FRAMES && !m->left) {
+    while ((m->count == QUEUE_FRAMES || (m->count > 0 && m->bytes + (size_t)n > QUEUE_BYTES)) &&
+           !m->left) {
         if (ferry_now_mono_us() - d->last_status >= STATUS_EVERY_US) (void)send_status(d, false);
         timed_wait(&d->cv, 100);
     }
@@ -215,12 +219,13 @@ static bool wait_room(struct demux *d, struct ferry_pg_demux_member *m)
 
 static void push(struct demux *d, struct ferry_pg_demux_member *m, struct qent *e)
 {
-    if (!wait_room(d, m)) {
+    if (!wait_room(d, m, e->n)) {
         qent_release(e);
         return;
     }
     m->q[(m->head + m->count) % QUEUE_FRAMES] = *e;
     m->count++;
+    m->bytes += (size_t)e->n;
     pthread_cond_signal(&m->cv);
 }
 
@@ -242,12 +247,17 @@ static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry
         atomic_init(&sh->refs, k);
         sh->buf = buf;
     }
-    for (int i = 0, given = 0; i < d->n_m && given < k; i++) {
+    int given = 0;
+    for (int i = 0; i < d->n_m && given < k; i++) {
         if (d->m[i]->left) continue;
         struct qent e = {
             .buf = buf, .n = n, .kind = sh ? F_SHARED : F_LIBPQ, .sh = sh, .epoch = epoch};
         given++;
-        push(d, d->m[i], &e);
+        push(d, d->m[i], &e); /* may wait, releasing mu: later members may leave meanwhile */
+    }
+    for (; given < k; given++) { /* the references of members that left before their turn */
+        struct qent e = {.buf = buf, .n = n, .kind = sh ? F_SHARED : F_LIBPQ, .sh = sh};
+        qent_release(&e);
     }
     return FERRY_OK;
 }
@@ -819,6 +829,8 @@ static void demux_free(struct demux *d)
     rels_free(&d->rels);
     ferry_pg_repl_decoder_release(&d->dec);
     pthread_cond_destroy(&d->cv);
+    ferry_secret_free(d->url); /* it may hold a password */
+    ferry_free(d->peer);
     ferry_free(d);
 }
 
@@ -828,8 +840,14 @@ static struct demux *demux_new(const struct ferry_pg_demux_join *j)
     if (d == NULL) return NULL;
     snprintf(d->slot, sizeof d->slot, "%s", j->slot);
     snprintf(d->pub, sizeof d->pub, "%s", j->pub);
-    d->url = j->url;
-    d->peer = j->peer;
+    d->url = ferry_strdup(j->url);
+    d->peer = ferry_strdup(j->peer ? j->peer : "");
+    if (d->url == NULL || d->peer == NULL) {
+        ferry_secret_free(d->url);
+        ferry_free(d->peer);
+        ferry_free(d);
+        return NULL;
+    }
     d->opts = *j->opts;
     d->expected = j->expected > 0 ? j->expected : 1;
     d->epoch_rows = j->epoch_rows;
@@ -922,20 +940,17 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
     int rc = FERRY_OK;
     if (m->count > 0) {
         struct qent *e = &m->q[m->head];
-        struct qent *own = ferry_malloc(sizeof *own);
-        if (own == NULL) {
-            rc = nomem(err);
-        } else {
-            *own = *e;
-            memset(e, 0, sizeof *e);
-            m->head = (m->head + 1) % QUEUE_FRAMES;
-            m->count--;
-            f->p = (const uint8_t *)own->buf;
-            f->epoch_end = own->epoch;
-            f->n = (size_t)own->n;
-            f->ref_ = own;
-            pthread_cond_signal(&d->cv); /* room */
-        }
+        f->p = (const uint8_t *)e->buf;
+        f->n = (size_t)e->n;
+        f->epoch_end = e->epoch;
+        f->buf_ = e->buf;
+        f->kind_ = e->kind;
+        f->shared_ = e->sh;
+        m->bytes -= (size_t)e->n;
+        memset(e, 0, sizeof *e);
+        m->head = (m->head + 1) % QUEUE_FRAMES;
+        m->count--;
+        pthread_cond_signal(&d->cv); /* room */
     } else if (d->failed) {
         if (err) *err = d->err;
         rc = d->err.code;
@@ -951,9 +966,9 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
 
 void ferry__pg_demux_frame_release(struct ferry_pg_demux_frame *f)
 {
-    if (f->ref_ != NULL) {
-        qent_release(f->ref_);
-        ferry_free(f->ref_);
+    if (f->buf_ != NULL) {
+        struct qent e = {.buf = f->buf_, .n = (int)f->n, .kind = f->kind_, .sh = f->shared_};
+        qent_release(&e);
     }
     memset(f, 0, sizeof *f);
 }
@@ -967,6 +982,7 @@ void ferry__pg_demux_leave(struct ferry_pg_demux_member *m, bool clean, uint64_t
     m->clean = clean;
     m->pos = pos;
     while (m->count > 0) {
+        m->bytes -= (size_t)m->q[m->head].n;
         qent_release(&m->q[m->head]);
         m->head = (m->head + 1) % QUEUE_FRAMES;
         m->count--;

@@ -50,8 +50,10 @@ struct ferry_pg_demux_frame {
     const uint8_t *p;
     size_t n;
     bool epoch_end; /* a Commit at which the table's run ends (row-count epoch) */
-    void *ref_;     /* private */
-    int kind_;  /* private */
+    /* private: who frees the bytes */
+    char *buf_;
+    int kind_;
+    void *shared_;
 };
 
 /* Joins the session of j->slot (waiting while a session of it runs that started without

@@ -827,7 +827,9 @@ static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool 
 {
     s->in_txn = false;
     if (s->dropping) {
+        /* ours already; the session's epoch may still end here (the session stops reading) */
         s->dropping = false;
+        if (epoch_end) s->epoch_stop = true;
         return;
     }
     s->txn_rows = 0;

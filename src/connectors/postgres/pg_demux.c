@@ -311,9 +311,9 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     if (f.kind == 'k') {
         if (f.wal_end > d->received) d->received = f.wal_end;
         if (f.reply_requested && send_status(d, false) != FERRY_OK)
-            rc = ferry__pg_error(err, FERRY_EIO, d->c, NULL,
-                                 WHAT ": %s: slot \"%s\": sending standby status", d->peer,
-                                 d->slot);
+            rc =
+                ferry__pg_error(err, FERRY_EIO, d->c, NULL,
+                                WHAT ": %s: slot \"%s\": sending standby status", d->peer, d->slot);
         int brc = broadcast(d, buf, n, false, err);
         if (rc == FERRY_OK) rc = brc;
         if (rc != FERRY_OK) return rc;
@@ -345,8 +345,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
         d->in_txn = kind == 'B';
         if (kind == 'B') d->txn_final = m.final_lsn;
         commit_end = m.end_lsn;
-        if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit)
-            d->last_commit = m.end_lsn;
+        if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit) d->last_commit = m.end_lsn;
     }
     if (rc != FERRY_OK) {
         PQfreemem(buf);
@@ -354,8 +353,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     }
     bool epoch = kind == 'C' && d->epoch_rows > 0 && d->routed >= d->epoch_rows;
     rc = broadcast(d, buf, n, epoch, err);
-    if (rc == FERRY_OK && kind == 'C')
-        d->stopped_reading = all_finished(d, 'C', commit_end, epoch);
+    if (rc == FERRY_OK && kind == 'C') d->stopped_reading = all_finished(d, 'C', commit_end, epoch);
     return rc;
 }
 
@@ -569,8 +567,12 @@ static bool park_put(struct demux *d, uint64_t pos, uint64_t flush)
     if (p != NULL && !park_atexit_set) park_atexit_set = atexit(park_exit) == 0;
     /* Without the exit hook a parked session could be left unclosed: keep none. */
     if (p != NULL && park_atexit_set) {
-        *p = (struct parked){.c = d->c, .pos = pos, .received = d->received, .flush = flush,
-                             .since = ferry_now_mono_us(), .rels = d->rels};
+        *p = (struct parked){.c = d->c,
+                             .pos = pos,
+                             .received = d->received,
+                             .flush = flush,
+                             .since = ferry_now_mono_us(),
+                             .rels = d->rels};
         snprintf(p->slot, sizeof p->slot, "%s", d->slot);
         snprintf(p->pub, sizeof p->pub, "%s", d->pub);
         memset(&d->rels, 0, sizeof d->rels);
@@ -679,8 +681,9 @@ static void log_members(struct demux *d)
 {
     pthread_mutex_lock(&mu);
     for (int i = 0; i < d->n_m; i++)
-        ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: streaming from slot %s (%s session), %d "
-                                   "table(s) read it",
+        ferry_log(FERRY_LOG_DEBUG,
+                  WHAT ": table %s: streaming from slot %s (%s session), %d "
+                       "table(s) read it",
                   d->m[i]->j.from, d->slot, d->continued ? "continued" : "new", d->n_m);
     pthread_mutex_unlock(&mu);
 }

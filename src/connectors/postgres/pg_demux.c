@@ -277,6 +277,7 @@ static int route_relation(struct demux *d, const uint8_t *msg, size_t n, char *f
     const char *nsp = m.nspname[0] ? m.nspname : "pg_catalog";
     for (int i = 0; i < d->n_m; i++) {
         struct ferry_pg_demux_member *mb = d->m[i];
+        if (mb->left) continue; /* its strings are gone with its stream */
         if (!strcmp(nsp, mb->j.schema_name) && !strcmp(m.relname, mb->j.table)) {
             mb->relid = m.relid;
             mb->has_rel = true;
@@ -641,12 +642,12 @@ static int replay_rels(struct demux *d, struct ferry_error *err)
         if (rc != FERRY_OK) return rc;
         for (int i = 0; i < d->n_m; i++) {
             struct ferry_pg_demux_member *mb = d->m[i];
+            if (mb->left) continue; /* its strings are gone with its stream */
             const char *nsp = m.nspname[0] ? m.nspname : "pg_catalog";
             if (!strcmp(nsp, mb->j.schema_name) && !strcmp(m.relname, mb->j.table)) {
                 mb->relid = m.relid;
                 mb->has_rel = true;
             }
-            if (mb->left) continue;
             struct qent e = {.buf = ferry_malloc((size_t)rf->n), .n = rf->n, .kind = F_OWN};
             if (e.buf == NULL) return nomem(err);
             memcpy(e.buf, rf->buf, (size_t)rf->n);
@@ -681,10 +682,11 @@ static void log_members(struct demux *d)
 {
     pthread_mutex_lock(&mu);
     for (int i = 0; i < d->n_m; i++)
-        ferry_log(FERRY_LOG_DEBUG,
-                  WHAT ": table %s: streaming from slot %s (%s session), %d "
-                       "table(s) read it",
-                  d->m[i]->j.from, d->slot, d->continued ? "continued" : "new", d->n_m);
+        if (!d->m[i]->left)
+            ferry_log(FERRY_LOG_DEBUG,
+                      WHAT ": table %s: streaming from slot %s (%s session), %d "
+                           "table(s) read it",
+                      d->m[i]->j.from, d->slot, d->continued ? "continued" : "new", d->n_m);
     pthread_mutex_unlock(&mu);
 }
 

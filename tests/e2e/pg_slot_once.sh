@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The WAL of a pipeline's shared replication slot is decoded ONCE per run, whatever the
 # number of its cdc tables (issue 17 milestone 2), against a real PostgreSQL 15 running with
 # max_wal_senders = 4:

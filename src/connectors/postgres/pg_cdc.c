@@ -1042,6 +1042,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     s.n_user = t->sc->n_fields - (t->change_log ? 3 : t->soft_delete ? 1 : 0);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
+    if (rc == FERRY_OK && nothing && t->streams > 1) ferry__pg_demux_decline(s.slot);
     if (rc != FERRY_OK || nothing) return rc; /* nothing left to read up to the frozen end */
     s.map = ferry_calloc((size_t)(s.n_user > 0 ? s.n_user : 1), sizeof *s.map);
     if (s.map == NULL) return nomem(err);

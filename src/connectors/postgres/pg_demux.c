@@ -126,6 +126,7 @@ struct demux {
     struct ferry_pg_conn_opts opts;
     enum dstate state;
     int expected;
+    int n_declined; /* tables of the run with nothing to stream: they never join */
     int64_t last_join;
     struct ferry_pg_demux_member **m;
     int n_m, n_left;
@@ -151,6 +152,14 @@ struct demux {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cv = PTHREAD_COND_INITIALIZER;
 static struct demux *reg[64];
+
+/* Declines that came before their slot's session was made (its first table may join a
+ * moment later); older than a gather they count for nothing. */
+static struct {
+    char slot[64];
+    int n;
+    int64_t at;
+} declined[16];
 
 static void timed_wait(pthread_cond_t *cv, int ms)
 {
@@ -605,7 +614,7 @@ int ferry__pg_demux_park_ack(const char *slot, uint64_t lsn)
 static void gather(struct demux *d)
 {
     pthread_mutex_lock(&mu);
-    while (d->n_m < d->expected && active_members(d) > 0 &&
+    while (d->n_m + d->n_declined < d->expected && active_members(d) > 0 &&
            ferry_now_mono_us() - d->last_join < GATHER_US)
         timed_wait(&d->cv, 50);
     d->state = D_RUNNING;
@@ -885,11 +894,50 @@ static int add_member(struct demux *d, const struct ferry_pg_demux_join *j,
     return FERRY_OK;
 }
 
+/* mu held: the declines of slot that came before its session was made. */
+static int take_declined(const char *slot)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof declined / sizeof declined[0]; i++)
+        if (declined[i].n > 0 && !strcmp(declined[i].slot, slot)) {
+            if (ferry_now_mono_us() - declined[i].at < GATHER_US) n = declined[i].n;
+            declined[i].n = 0;
+        }
+    return n;
+}
+
+void ferry__pg_demux_decline(const char *slot)
+{
+    pthread_mutex_lock(&mu);
+    struct demux *d = reg_find(slot);
+    if (d != NULL && d->state == D_GATHERING) {
+        d->n_declined++;
+        pthread_cond_broadcast(&d->cv);
+    } else if (d == NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < sizeof declined / sizeof declined[0]; i++) {
+            if (!strcmp(declined[i].slot, slot)) {
+                k = i;
+                break;
+            }
+            if (declined[i].n == 0) k = i;
+        }
+        int64_t now = ferry_now_mono_us();
+        if (strcmp(declined[k].slot, slot) != 0 || now - declined[k].at >= GATHER_US)
+            declined[k].n = 0; /* another slot's, or of an earlier run */
+        snprintf(declined[k].slot, sizeof declined[k].slot, "%s", slot);
+        declined[k].n++;
+        declined[k].at = now;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 /* mu held: a new demultiplexer for j's slot with m its first member, its reader started. */
 static int create(const struct ferry_pg_demux_join *j, struct ferry_pg_demux_member **out,
                   struct ferry_error *err)
 {
     struct demux *d = demux_new(j);
+    if (d != NULL) d->n_declined = take_declined(j->slot);
     if (d == NULL || add_member(d, j, out) != FERRY_OK || !reg_add(d)) {
         if (d) demux_free(d);
         return d ? ferry_error_set(err, FERRY_EUNSUPPORTED, "postgres",

@@ -69,6 +69,9 @@ void ferry__pg_demux_frame_release(struct ferry_pg_demux_frame *f);
  * session may be parked at pos when every table of it did). The last table to leave waits
  * until the session is closed or parked. m is freed. */
 void ferry__pg_demux_leave(struct ferry_pg_demux_member *m, bool clean, uint64_t pos);
+/* A table of the run that will not join the slot's session (nothing to stream up to its
+ * end): the session waits for one table less. */
+void ferry__pg_demux_decline(const char *slot);
 /* Acknowledges slot through its parked session (a standby status with flush = lsn) when
  * one is parked exactly at lsn: FERRY_OK; else FERRY_ENOTFOUND, after closing a parked
  * session of the slot at another position (it holds the slot). */

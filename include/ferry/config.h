@@ -33,6 +33,10 @@ struct ferry_cfg {
     struct ferry_cfg **children; /* MAP entries (with key) or LIST items, in file order */
     bool used;
     const char *file; /* shared by every node of one document */
+    /* Not from the file: what the program embedding ferry hands this section's connector
+     * for one run (the runner sets it on the sink section from ferry_run_options.sink_host;
+     * the `callback` sink reads it). NULL otherwise; never freed by the tree. */
+    void *host;
 };
 
 /* Parses a YAML document (a file, or a string for tests and the API). Duplicate keys,

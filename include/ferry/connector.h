@@ -38,6 +38,12 @@ const char *ferry_write_mode_name(enum ferry_write_mode m);
 enum ferry_schema_changes { FERRY_SCHEMA_EVOLVE = 0, FERRY_SCHEMA_FREEZE, FERRY_SCHEMA_FAIL };
 const char *ferry_schema_changes_name(enum ferry_schema_changes p);
 
+/* `on_unrepresentable:` (pipeline-level, overridable per resource): what happens to a value
+ * the sink cannot hold (its caps.values): fail stops the run naming resource, column and
+ * row; null and clamp convert it just before the sink and count it (pipeline/convert.h). */
+enum ferry_unrepresentable { FERRY_UNREP_FAIL = 0, FERRY_UNREP_NULL, FERRY_UNREP_CLAMP };
+const char *ferry_unrepresentable_name(enum ferry_unrepresentable u);
+
 /* What the engine decides about one resource for one run and hands to the source with
  * its spec (spec->run). None of it comes from the resource's own map: the runner derives
  * it from the pipeline, the sink's capabilities and the command line. */
@@ -82,10 +88,12 @@ struct ferry_read_context {
      * transform reads them as text (cast, hash): a source may emit them. false: a source
      * refuses such values naming column and row. Set by the runner once the sink is open. */
     bool special_values;
-    /* How many cdc resources of the run stream at once (the runner starts them together
-     * after every copy), so that a source that reads one log for all of them (one
-     * replication slot) may wait for them and decode it once. 0 or 1: one after another. */
-    int cdc_streams;
+    /* How many cdc streams of this run start at once with this one, this one included (the
+     * runner runs a source's streams side by side when it sets cdc_one_stream, so that they
+     * can share one log connection); 0: the stream runs alone. Valid during extract. */
+    int cdc_streams_together;
+    /* `on_unrepresentable:` of this resource (else the pipeline's; default fail). */
+    enum ferry_unrepresentable on_unrepresentable;
 };
 
 /* Special values, only in batches read with ferry_read_context.special_values: +-infinity
@@ -178,6 +186,11 @@ struct ferry_source_vtable {
      * MariaDB): `concurrency:` then copies tables one after another on that connection, so
      * the run still reads one moment. */
     bool snapshot_one_connection;
+    /* Its cdc streams can share one log connection when they run at once: the runner then
+     * runs the cdc resources' streams side by side (after their copies, one after another),
+     * each with a source instance of its own, and tells each how many started together
+     * (ferry_read_context.cdc_streams_together). */
+    bool cdc_one_stream;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are
@@ -273,6 +286,17 @@ struct ferry_sink_caps {
      * lane when every resource is durable per apply). false: one instance writes them all. */
     bool concurrent_sessions;
     bool special_values;           /* stores the special values (ferry_read_context) */
+    /* Values the sink cannot hold, converted under `on_unrepresentable: null | clamp`
+     * (with fail, the sink refuses them itself, naming table, column and row). */
+    struct ferry_value_limits {
+        bool calendar;         /* dates and timestamps only in years 0001..9999 */
+        bool no_nan;           /* no float NaN */
+        bool no_infinity;      /* no float +-Infinity */
+        bool no_negative_zero; /* no float -0 (it would read back as 0) */
+        /* decimal text: at most this many integer and fraction digits, no NaN or
+         * Infinity (0: any text) */
+        int decimal_int_digits, decimal_frac_digits;
+    } values;
 };
 
 /* What the sink will write for one resource. */

@@ -18,14 +18,19 @@
  *     (ferry_job_run) is a run of that pipeline exactly as `ferry run` makes one: it opens
  *     the state file, resumes what an earlier run left unfinished, saves checkpoints only
  *     once the sink made the data durable, and records the run for `ferry show`.
- *   - One run at a time per process (the engine's stop flag is process-wide): a second
- *     concurrent ferry_job_run fails with code_name "conflict" and runs nothing.
+ *   - Several jobs may run at once, each ferry_job_run on its own thread: every run has its
+ *     own stop request, callbacks and checkpoints. A job runs once at a time, and a state
+ *     file holds one run of a pipeline at a time: a ferry_job_run of the same job, or of
+ *     the same pipeline `name:` and state file, while one is in progress fails with
+ *     code_name "conflict" and runs nothing.
  *   - ferry_job_cancel and ferry_job_pause may be called from any thread at any time while
- *     the job exists: the job's run stops as soon as it can (the difference: below). A
+ *     the job exists: the job's run - and no other - stops as soon as it can (below). A
  *     request made while the job is not running applies to its next ferry_job_run, which
  *     then returns at once without starting a run; a run's end clears the request.
- *   - Callbacks run on the engine's threads, never two at once (each kind is serialised).
- *     They must not call ferry_job_run or ferry_job_free; ferry_job_cancel is allowed.
+ *   - Callbacks run on the engine's threads, never two of one job at once (each kind is
+ *     serialised per job; two jobs running at once call theirs at the same time). They
+ *     must not call ferry_job_run or ferry_job_free of their own job; ferry_job_cancel and
+ *     ferry_job_pause are allowed.
  *   - `sink: {type: callback}` hands every batch to on_batch through the Arrow C Data
  *     Interface (https://arrow.apache.org/docs/format/CDataInterface.html): the callee owns
  *     the schema and the array it receives and must call each one's release (at once or

@@ -74,6 +74,7 @@ struct ferry_pipeline_spec {
     struct ferry_retry_policy retries;
     bool on_resource_error_continue; /* on_resource_error: continue (default fail) */
     enum ferry_schema_changes schema_changes; /* top-level `schema_changes:` (default evolve) */
+    enum ferry_unrepresentable on_unrepresentable; /* top-level `on_unrepresentable:` (fail) */
     char version[65];              /* hex SHA-256 of the route definition */
     char *request_json;            /* the whole file as canonical JSON, secrets as refs */
 };
@@ -108,6 +109,12 @@ char *ferry_pipeline_route(const struct ferry_pipeline_spec *p, const struct fer
 /* Destination table for a resource: `target:` when set, else the table's last part
  * without its schema, unquoted when quoted (`"s"."My ""T"""` -> My "T"). */
 const char *ferry_resource_target(const struct ferry_resource_spec *r);
+
+/* `on_unrepresentable:` of map (fail | null | clamp; YAML's unquoted null is the word null)
+ * into *out, left as it is when the key is absent. */
+struct ferry_cfg;
+int ferry_pipeline_unrepresentable(struct ferry_cfg *map, enum ferry_unrepresentable *out,
+                                   struct ferry_error *err);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,8 @@
  * small reader of one flat JSON object, encoding through ferry_buf in the batch builder's
  * member order and number forms; every allocation goes through ferry_malloc & co.
  * Calls: core.
- * Called by the runner; sources, the builder, the tracker and the store are to follow
- * (docs/internals/checkpoint.md). */
+ * Called by the runner and the sqlite and postgres sources; the other sources, the builder,
+ * the tracker and the store are to follow (docs/internals/checkpoint.md). */
 #include "checkpoint/position.h"
 #include <inttypes.h>
 #include <errno.h>

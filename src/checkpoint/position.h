@@ -73,4 +73,10 @@ int ferry_position_to_text(const struct ferry_position *p, char **out, struct fe
 /* Whether stored text says its shard is done; false for NULL or text that is no position. */
 bool ferry_position_text_done(const char *text);
 
+/* The key tuple of p as a new jansson array (json_decref it; NULL when out of memory), for
+ * sources whose frozen plans hold key values as JSON (position_json.c). Text values keep
+ * their bytes (NUL included); reals their double. */
+struct json_t;
+struct json_t *ferry_position_key_json(const struct ferry_position *p);
+
 #endif

@@ -144,22 +144,114 @@ static int worker_environment(const struct ferry_access *policy, const char *spe
                : FERRY_OK;
 }
 
-int ferry_cli_serve(int argc, char **argv)
-{
-    /* The state file, its logs and spools, and the workers' files: the owner's only. */
-    umask(077);
-    const char *state = getenv("FERRY_STATE");
-    if (state == NULL || state[0] == '\0') state = ".ferry/state.db";
-    if (getenv("FERRY_STORE") && getenv("FERRY_STORE")[0]) state = getenv("FERRY_STORE");
-    const char *listen = "127.0.0.1:8080", *role = "all", *log_dir = NULL;
-    const char *dispatch = getenv("FERRY_DISPATCH"), *image = getenv("FERRY_IMAGE");
-    const char *bus_url = getenv("FERRY_BUS");
-    const char *policy_spec = NULL, *tokens_file = NULL, *secret_key_ref = NULL;
-    int max_streams = 16, max_per_address = 32;
-    if (dispatch == NULL || dispatch[0] == '\0') dispatch = "local";
+/* What the command line and the environment asked for. */
+struct serve_opts {
+    const char *state, *listen, *role, *log_dir, *dispatch, *image, *bus_url;
+    const char *policy_spec, *tokens_file, *secret_key_ref;
     const char *token_refs[16];
-    int n_refs = 0, workers = 4, lease_ms = 30000, sweep_ms = -1;
-    size_t max_body = 1 << 20;
+    int n_refs, workers, lease_ms, sweep_ms, max_streams, max_per_address;
+    size_t max_body;
+    bool api, control; /* from role */
+    char host[64];     /* from listen */
+    int port;
+};
+
+/* The running server: what it resolved, opened and started (closed by serve_close). */
+struct serve {
+    struct serve_opts o;
+    char *tokens[17];
+    int n_tokens;
+    struct ferry_token_hash *hashed;
+    int n_hashed;
+    char exe[PATH_MAX], logs[PATH_MAX];
+    struct ferry_access *policy;
+    uint8_t secret_key[FERRY_SECRETBOX_KEY_BYTES];
+    bool have_secret_key;
+    struct ferry_store *st;
+    struct ferry_bus *bus;
+    struct ferry_tracker *tracker;
+    struct ferry_control *ctl;
+    struct ferry_server *srv;
+};
+
+static void opts_defaults(struct serve_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->state = getenv("FERRY_STATE");
+    if (o->state == NULL || o->state[0] == '\0') o->state = ".ferry/state.db";
+    if (getenv("FERRY_STORE") && getenv("FERRY_STORE")[0]) o->state = getenv("FERRY_STORE");
+    o->listen = "127.0.0.1:8080";
+    o->role = "all";
+    o->dispatch = getenv("FERRY_DISPATCH");
+    if (o->dispatch == NULL || o->dispatch[0] == '\0') o->dispatch = "local";
+    o->image = getenv("FERRY_IMAGE");
+    o->bus_url = getenv("FERRY_BUS");
+    o->max_streams = 16;
+    o->max_per_address = 32;
+    o->workers = 4;
+    o->lease_ms = 30000;
+    o->sweep_ms = -1;
+    o->max_body = 1 << 20;
+}
+
+/* The options with a number or a duration: -1 when taken, else the exit status. */
+static int number_option(struct serve_opts *o, int ch, const char *arg)
+{
+    switch (ch) {
+    case 'w': o->workers = (int)strtol(arg, NULL, 10); return -1;
+    case 'b': o->max_body = (size_t)strtoull(arg, NULL, 10); return -1;
+    case 'l':
+        if (parse_ms(arg, &o->lease_ms) == 0 && o->lease_ms >= 1000) return -1;
+        fprintf(stderr, "ferry: serve: --lease: \"%s\" is not a duration of at least 1s\n", arg);
+        return 2;
+    case 'S':
+        if (parse_ms(arg, &o->sweep_ms) == 0 && o->sweep_ms >= 50) return -1;
+        fprintf(stderr, "ferry: serve: --sweep: \"%s\" is not a duration of at least 50ms\n", arg);
+        return 2;
+    case 'M':
+        o->max_streams = (int)strtol(arg, NULL, 10);
+        if (o->max_streams >= 1 && o->max_streams <= 4096) return -1;
+        fprintf(stderr, "ferry: serve: --max-streams must be from 1 to 4096\n");
+        return 2;
+    case 'A':
+        o->max_per_address = (int)strtol(arg, NULL, 10);
+        if (o->max_per_address >= 1 && o->max_per_address <= 2000) return -1;
+        fprintf(stderr, "ferry: serve: --max-per-address must be from 1 to 2000\n");
+        return 2;
+    }
+    fputs(usage, stderr);
+    return 2;
+}
+
+/* One option: -1 when taken, else the exit status (0 for --help and --routes). */
+static int take_option(struct serve_opts *o, int ch, const char *arg)
+{
+    switch (ch) {
+    case 'L': o->listen = arg; return -1;
+    case 's': o->state = arg; return -1;
+    case 'r': o->role = arg; return -1;
+    case 'd': o->log_dir = arg; return -1;
+    case 'D': o->dispatch = arg; return -1;
+    case 'B': o->bus_url = arg; return -1;
+    case 'I': o->image = arg; return -1;
+    case 'P': o->policy_spec = arg; return -1;
+    case 'T': o->tokens_file = arg; return -1;
+    case 'K': o->secret_key_ref = arg; return -1;
+    case 't':
+        if (o->n_refs < 16) {
+            o->token_refs[o->n_refs++] = arg;
+            return -1;
+        }
+        fprintf(stderr, "ferry: serve: at most 16 --token options\n");
+        return 2;
+    case 'R': ferry_server_print_routes(); return 0;
+    case 'h': fputs(usage, stdout); return 0;
+    }
+    return number_option(o, ch, arg);
+}
+
+static int parse_options(struct serve_opts *o, int argc, char **argv)
+{
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'L'},  {"state", required_argument, NULL, 's'},
         {"store", required_argument, NULL, 's'},
@@ -176,286 +268,261 @@ int ferry_cli_serve(int argc, char **argv)
     optind = 2;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'L':
-            listen = optarg;
-            break;
-        case 's':
-            state = optarg;
-            break;
-        case 't':
-            if (n_refs == 16) {
-                fprintf(stderr, "ferry: serve: at most 16 --token options\n");
-                return 2;
-            }
-            token_refs[n_refs++] = optarg;
-            break;
-        case 'r':
-            role = optarg;
-            break;
-        case 'w':
-            workers = (int)strtol(optarg, NULL, 10);
-            break;
-        case 'l':
-            if (parse_ms(optarg, &lease_ms) != 0 || lease_ms < 1000) {
-                fprintf(stderr, "ferry: serve: --lease: \"%s\" is not a duration of at least 1s\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'S':
-            if (parse_ms(optarg, &sweep_ms) != 0 || sweep_ms < 50) {
-                fprintf(stderr,
-                        "ferry: serve: --sweep: \"%s\" is not a duration of at least 50ms\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'b':
-            max_body = (size_t)strtoull(optarg, NULL, 10);
-            break;
-        case 'd':
-            log_dir = optarg;
-            break;
-        case 'D':
-            dispatch = optarg;
-            break;
-        case 'B':
-            bus_url = optarg;
-            break;
-        case 'I':
-            image = optarg;
-            break;
-        case 'P':
-            policy_spec = optarg;
-            break;
-        case 'T':
-            tokens_file = optarg;
-            break;
-        case 'K':
-            secret_key_ref = optarg;
-            break;
-        case 'M':
-            max_streams = (int)strtol(optarg, NULL, 10);
-            if (max_streams < 1 || max_streams > 4096) {
-                fprintf(stderr, "ferry: serve: --max-streams must be from 1 to 4096\n");
-                return 2;
-            }
-            break;
-        case 'A':
-            max_per_address = (int)strtol(optarg, NULL, 10);
-            if (max_per_address < 1 || max_per_address > 2000) {
-                fprintf(stderr, "ferry: serve: --max-per-address must be from 1 to 2000\n");
-                return 2;
-            }
-            break;
-        case 'R':
-            ferry_server_print_routes();
-            return 0;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            fputs(usage, stderr);
-            return 2;
-        }
+        int status = take_option(o, ch, optarg);
+        if (status >= 0) return status;
     }
-    bool api = !strcmp(role, "all") || !strcmp(role, "api");
-    bool control = !strcmp(role, "all") || !strcmp(role, "control");
-    if (!api && !control) {
-        fprintf(stderr, "ferry: serve: --role must be all, api or control, not \"%s\"\n", role);
-        return 2;
-    }
-    if (strcmp(dispatch, "local") != 0 && strcmp(dispatch, "pull") != 0 &&
-        strcmp(dispatch, "kubernetes") != 0) {
-        fprintf(stderr,
-                "ferry: serve: --dispatch (or FERRY_DISPATCH) must be local, pull or kubernetes, "
-                "not \"%s\"\n",
-                dispatch);
-        return 2;
-    }
-    if (control && !strcmp(dispatch, "kubernetes") && (image == NULL || image[0] == '\0')) {
-        fprintf(stderr, "ferry: serve: --dispatch kubernetes needs the worker image: --image "
-                        "IMAGE or FERRY_IMAGE\n");
-        return 2;
-    }
-    if (workers < 1 || workers > 1024) {
-        fprintf(stderr, "ferry: serve: --workers must be from 1 to 1024\n");
-        return 2;
-    }
-    if (max_body < 1024) {
-        fprintf(stderr, "ferry: serve: --max-body must be at least 1024 bytes\n");
-        return 2;
-    }
-    if (sweep_ms < 0) sweep_ms = lease_ms / 4 < 1000 ? lease_ms / 4 : 1000;
-    char host[64];
-    int port = 0;
-    if (split_listen(listen, host, sizeof host, &port) != 0) {
-        fprintf(stderr, "ferry: serve: --listen: \"%s\" is not HOST:PORT\n", listen);
-        return 2;
-    }
+    return -1;
+}
 
-    struct ferry_error err;
-    ferry_error_clear(&err);
-    char *tokens[17];
-    int n_tokens = 0, rc = FERRY_OK;
+/* What the options mean together: -1 when they hold, else the exit status (2). */
+static int check_options(struct serve_opts *o)
+{
+    o->api = !strcmp(o->role, "all") || !strcmp(o->role, "api");
+    o->control = !strcmp(o->role, "all") || !strcmp(o->role, "control");
+    const char *why = NULL;
+    char msg[256];
+    if (!o->api && !o->control) {
+        snprintf(msg, sizeof msg, "--role must be all, api or control, not \"%s\"", o->role);
+        why = msg;
+    } else if (strcmp(o->dispatch, "local") != 0 && strcmp(o->dispatch, "pull") != 0 &&
+               strcmp(o->dispatch, "kubernetes") != 0) {
+        snprintf(msg, sizeof msg,
+                 "--dispatch (or FERRY_DISPATCH) must be local, pull or kubernetes, not \"%s\"",
+                 o->dispatch);
+        why = msg;
+    } else if (o->control && !strcmp(o->dispatch, "kubernetes") &&
+               (o->image == NULL || o->image[0] == '\0')) {
+        why = "--dispatch kubernetes needs the worker image: --image IMAGE or FERRY_IMAGE";
+    } else if (o->workers < 1 || o->workers > 1024) {
+        why = "--workers must be from 1 to 1024";
+    } else if (o->max_body < 1024) {
+        why = "--max-body must be at least 1024 bytes";
+    } else if (split_listen(o->listen, o->host, sizeof o->host, &o->port) != 0) {
+        snprintf(msg, sizeof msg, "--listen: \"%s\" is not HOST:PORT", o->listen);
+        why = msg;
+    }
+    if (why != NULL) {
+        fprintf(stderr, "ferry: serve: %s\n", why);
+        return 2;
+    }
+    if (o->sweep_ms < 0) o->sweep_ms = o->lease_ms / 4 < 1000 ? o->lease_ms / 4 : 1000;
+    return -1;
+}
+
+/* The API tokens: FERRY_API_TOKEN, each --token reference (an env: one is read once and
+ * cleared, so no worker inherits it) and the hashes of --tokens FILE. */
+static int resolve_tokens(struct serve *s, struct ferry_error *err)
+{
+    const struct serve_opts *o = &s->o;
+    int rc = FERRY_OK;
     const char *env_token = getenv("FERRY_API_TOKEN");
-    if (env_token && env_token[0]) tokens[n_tokens++] = ferry_strdup(env_token);
-    for (int i = 0; i < n_refs && rc == FERRY_OK; i++) {
+    if (env_token && env_token[0]) s->tokens[s->n_tokens++] = ferry_strdup(env_token);
+    for (int i = 0; i < o->n_refs && rc == FERRY_OK; i++) {
         char *t = NULL;
-        rc = ferry_secret_resolve(token_refs[i], "--token", &t, &err);
+        rc = ferry_secret_resolve(o->token_refs[i], "--token", &t, err);
         if (rc == FERRY_OK && t[0] == '\0') {
             ferry_secret_free(t);
-            rc = ferry_error_set(&err, FERRY_ECONFIG, "serve", "--token %s: the token is empty",
-                                 token_refs[i]);
+            rc = ferry_error_set(err, FERRY_ECONFIG, "serve", "--token %s: the token is empty",
+                                 o->token_refs[i]);
         } else if (rc == FERRY_OK) {
-            tokens[n_tokens++] = t;
-            if (!strncmp(token_refs[i], "env:", 4))
-                unsetenv(token_refs[i] + 4); /* read once: no worker inherits it */
+            s->tokens[s->n_tokens++] = t;
+            if (!strncmp(o->token_refs[i], "env:", 4))
+                unsetenv(o->token_refs[i] + 4); /* read once: no worker inherits it */
         }
     }
-    struct ferry_token_hash *hashed = NULL;
-    int n_hashed = 0;
-    if (rc == FERRY_OK && tokens_file)
-        rc = ferry_server_tokens_load(tokens_file, &hashed, &n_hashed, &err);
-    if (rc == FERRY_OK && api && n_tokens == 0 && n_hashed == 0)
-        rc =
-            ferry_error_set(&err, FERRY_ECONFIG, "serve",
-                            "no API token: set FERRY_API_TOKEN, pass --token env:NAME|file:PATH or "
-                            "--tokens FILE");
-    char exe[PATH_MAX], logs[PATH_MAX];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (rc == FERRY_OK && o->tokens_file)
+        rc = ferry_server_tokens_load(o->tokens_file, &s->hashed, &s->n_hashed, err);
+    if (rc == FERRY_OK && o->api && s->n_tokens == 0 && s->n_hashed == 0)
+        rc = ferry_error_set(err, FERRY_ECONFIG, "serve",
+                             "no API token: set FERRY_API_TOKEN, pass --token env:NAME|file:PATH "
+                             "or --tokens FILE");
+    return rc;
+}
+
+/* This executable (the workers' binary) and the workers' log folder: --log-dir, else
+ * beside a state file (a store URL or reference has no folder of its own: ./logs). */
+static void resolve_paths(struct serve *s, const char *argv0)
+{
+    ssize_t el = readlink("/proc/self/exe", s->exe, sizeof s->exe - 1);
     if (el <= 0)
-        snprintf(exe, sizeof exe, "%s", argv[0]);
+        snprintf(s->exe, sizeof s->exe, "%s", argv0);
     else
-        exe[el] = '\0';
-    if (log_dir == NULL) {
-        /* Beside a state file; a store URL or reference has no folder of its own. */
-        const char *slash = strstr(state, "://") || !strncmp(state, "env:", 4) ||
-                                    !strncmp(state, "file:", 5)
-                                ? NULL
-                                : strrchr(state, '/');
-        if (slash)
-            snprintf(logs, sizeof logs, "%.*s/logs", (int)(slash - state), state);
-        else
-            snprintf(logs, sizeof logs, "logs");
-        log_dir = logs;
-    }
+        s->exe[el] = '\0';
+    if (s->o.log_dir != NULL) return;
+    const char *state = s->o.state;
+    const char *slash = strstr(state, "://") || !strncmp(state, "env:", 4) ||
+                                !strncmp(state, "file:", 5)
+                            ? NULL
+                            : strrchr(state, '/');
+    if (slash)
+        snprintf(s->logs, sizeof s->logs, "%.*s/logs", (int)(slash - state), state);
+    else
+        snprintf(s->logs, sizeof s->logs, "logs");
+    s->o.log_dir = s->logs;
+}
 
-    /* The policy, the files no pipeline may touch, and the workers' environment: set
-     * before any thread starts (nothing edits the environment afterwards). */
-    struct ferry_access *policy = NULL;
-    if (rc == FERRY_OK) rc = ferry_access_load(policy_spec, &policy, &err);
-    if (rc == FERRY_OK) rc = ferry_access_protect(policy, state, &err);
-    if (rc == FERRY_OK) rc = ferry_access_protect(policy, log_dir, &err);
-    if (rc == FERRY_OK && tokens_file) rc = ferry_access_protect(policy, tokens_file, &err);
-    for (int i = 0; i < n_refs && rc == FERRY_OK; i++)
-        if (!strncmp(token_refs[i], "file:", 5))
-            rc = ferry_access_protect(policy, token_refs[i] + 5, &err);
-    /* The secrets store's key: workers get its hex through a sealed memfd they inherit
-     * (FERRY_STORE_KEY_FD, set before any thread starts; never their environment); this
-     * process keeps the bytes for PUT /v1/secrets. */
-    uint8_t secret_key[FERRY_SECRETBOX_KEY_BYTES];
-    bool have_secret_key = false;
-    if (rc == FERRY_OK && secret_key_ref) {
-        rc = ferry_secretbox_key_load(secret_key_ref, "--secret-key", secret_key, &err);
-        if (rc == FERRY_OK && !strncmp(secret_key_ref, "file:", 5))
-            rc = ferry_access_protect(policy, secret_key_ref + 5, &err);
-        if (rc == FERRY_OK) rc = ferry_secrets_key_handoff(secret_key, &err);
-        if (rc == FERRY_OK && !strncmp(secret_key_ref, "env:", 4))
-            unsetenv(secret_key_ref + 4); /* read once: no worker inherits it */
-        have_secret_key = rc == FERRY_OK;
-    } else if (rc == FERRY_OK) {
+/* The policy and the files no pipeline may touch: set before any thread starts. */
+static int load_policy(struct serve *s, struct ferry_error *err)
+{
+    const struct serve_opts *o = &s->o;
+    int rc = ferry_access_load(o->policy_spec, &s->policy, err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(s->policy, o->state, err);
+    if (rc == FERRY_OK) rc = ferry_access_protect(s->policy, o->log_dir, err);
+    if (rc == FERRY_OK && o->tokens_file) rc = ferry_access_protect(s->policy, o->tokens_file, err);
+    for (int i = 0; i < o->n_refs && rc == FERRY_OK; i++)
+        if (!strncmp(o->token_refs[i], "file:", 5))
+            rc = ferry_access_protect(s->policy, o->token_refs[i] + 5, err);
+    return rc;
+}
+
+/* The secrets store's key: workers get its hex through a sealed memfd they inherit
+ * (FERRY_STORE_KEY_FD, set before any thread starts; never their environment); this
+ * process keeps the bytes for PUT /v1/secrets. Without --secret-key no key at all. */
+static int load_secret_key(struct serve *s, struct ferry_error *err)
+{
+    const char *ref = s->o.secret_key_ref;
+    if (ref == NULL) {
         unsetenv(FERRY_SECRETBOX_KEY_ENV); /* a key only by --secret-key */
+        return FERRY_OK;
     }
+    int rc = ferry_secretbox_key_load(ref, "--secret-key", s->secret_key, err);
+    if (rc == FERRY_OK && !strncmp(ref, "file:", 5))
+        rc = ferry_access_protect(s->policy, ref + 5, err);
+    if (rc == FERRY_OK) rc = ferry_secrets_key_handoff(s->secret_key, err);
+    if (rc == FERRY_OK && !strncmp(ref, "env:", 4))
+        unsetenv(ref + 4); /* read once: no worker inherits it */
+    s->have_secret_key = rc == FERRY_OK;
+    return rc;
+}
 
-    struct ferry_store *st = NULL;
-    struct ferry_bus *bus = NULL;
-    struct ferry_tracker *tracker = NULL;
-    struct ferry_control *ctl = NULL;
-    struct ferry_server *srv = NULL;
-    /* Creates and migrates the state before any thread opens it. */
-    if (rc == FERRY_OK) rc = ferry_store_open(state, &st, &err);
-    /* Workers (local children, pull workers on this host) inherit the bus through the
-     * environment: a URL with a password never reaches a command line. */
-    if (rc == FERRY_OK && bus_url && bus_url[0] && setenv("FERRY_BUS", bus_url, 1) != 0)
-        rc = ferry_error_set(&err, FERRY_EIO, "serve",
-                             "setting FERRY_BUS for the workers failed");
-    if (rc == FERRY_OK) rc = ferry_bus_open(bus_url, state, &bus, &err);
-    if (rc == FERRY_OK) rc = worker_environment(policy, policy_spec, state, bus_url, &err);
-    if (rc == FERRY_OK && control) {
-        rc = ferry_tracker_open(state, bus, &tracker, &err);
-        if (rc == FERRY_OK) rc = ferry_tracker_start(tracker, &err);
-        struct ferry_control_options co = {.state_path = state,
-                                           .worker_bin = exe,
-                                           .log_dir = log_dir,
-                                           .max_workers = workers,
-                                           .lease_ms = lease_ms,
-                                           .sweep_ms = sweep_ms,
-                                           .scheduler = true,
-                                           .dispatch = dispatch,
-                                           .image = image};
-        if (rc == FERRY_OK) rc = ferry_control_start(&co, bus, &ctl, &err);
+/* The state (created and migrated before any thread opens it), the bus and the workers'
+ * environment. Workers (local children, pull workers on this host) inherit the bus through
+ * the environment: a URL with a password never reaches a command line. */
+static int open_state(struct serve *s, struct ferry_error *err)
+{
+    const struct serve_opts *o = &s->o;
+    int rc = ferry_store_open(o->state, &s->st, err);
+    if (rc == FERRY_OK && o->bus_url && o->bus_url[0] && setenv("FERRY_BUS", o->bus_url, 1) != 0)
+        rc = ferry_error_set(err, FERRY_EIO, "serve", "setting FERRY_BUS for the workers failed");
+    if (rc == FERRY_OK) rc = ferry_bus_open(o->bus_url, o->state, &s->bus, err);
+    if (rc == FERRY_OK)
+        rc = worker_environment(s->policy, o->policy_spec, o->state, o->bus_url, err);
+    return rc;
+}
+
+/* --role control or all: the tracker thread and the control plane. */
+static int start_control(struct serve *s, struct ferry_error *err)
+{
+    const struct serve_opts *o = &s->o;
+    int rc = ferry_tracker_open(o->state, s->bus, &s->tracker, err);
+    if (rc == FERRY_OK) rc = ferry_tracker_start(s->tracker, err);
+    struct ferry_control_options co = {.state_path = o->state,
+                                       .worker_bin = s->exe,
+                                       .log_dir = o->log_dir,
+                                       .max_workers = o->workers,
+                                       .lease_ms = o->lease_ms,
+                                       .sweep_ms = o->sweep_ms,
+                                       .scheduler = true,
+                                       .dispatch = o->dispatch,
+                                       .image = o->image};
+    if (rc == FERRY_OK) rc = ferry_control_start(&co, s->bus, &s->ctl, err);
+    return rc;
+}
+
+/* --role api or all: the HTTP server. */
+static int start_api(struct serve *s, struct ferry_error *err)
+{
+    const struct serve_opts *o = &s->o;
+    struct ferry_server_options so = {.host = o->host,
+                                      .port = o->port,
+                                      .state_path = o->state,
+                                      .tokens = s->tokens,
+                                      .n_tokens = s->n_tokens,
+                                      .hashed = s->hashed,
+                                      .n_hashed = s->n_hashed,
+                                      .max_body = o->max_body,
+                                      .bus = s->bus,
+                                      .control = s->ctl,
+                                      .policy = s->policy,
+                                      .max_per_address = o->max_per_address,
+                                      .max_streams = o->max_streams,
+                                      .secret_key = s->have_secret_key ? s->secret_key : NULL};
+    return ferry_server_start(&so, &s->srv, err);
+}
+
+/* Says where it listens, then waits for SIGINT/SIGTERM, delivering the notifications the
+ * processes that ran the runs left pending (a receiver down, a worker gone) with their
+ * backoff (notify/notify.c). */
+static void serve_until_quit(struct serve *s)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (s->srv) {
+        if (strcmp(s->o.host, "127.0.0.1") != 0)
+            fprintf(stderr, "ferry: serve: warning: listening on %s, not only loopback\n",
+                    s->o.host);
+        printf("ferry serve: listening on http://%s:%d (role %s, state %s)\n", s->o.host,
+               ferry_server_port(s->srv), s->o.role, ferry_store_path(s->st));
+    } else {
+        printf("ferry serve: control plane running (role %s, state %s)\n", s->o.role,
+               ferry_store_path(s->st));
     }
-    if (rc == FERRY_OK && api) {
-        struct ferry_server_options so = {.host = host,
-                                          .port = port,
-                                          .state_path = state,
-                                          .tokens = tokens,
-                                          .n_tokens = n_tokens,
-                                          .hashed = hashed,
-                                          .n_hashed = n_hashed,
-                                          .max_body = max_body,
-                                          .bus = bus,
-                                          .control = ctl,
-                                          .policy = policy,
-                                          .max_per_address = max_per_address,
-                                          .max_streams = max_streams,
-                                          .secret_key = have_secret_key ? secret_key : NULL};
-        rc = ferry_server_start(&so, &srv, &err);
+    fflush(stdout);
+    struct ferry_store *nst = NULL;
+    if (s->o.control && ferry_store_open(s->o.state, &nst, NULL) != FERRY_OK) nst = NULL;
+    for (int tick = 0; !g_quit; tick++) {
+        usleep(100000);
+        if (nst && tick % 10 == 0) ferry_notify_deliver_due(nst, 10, NULL, NULL);
     }
-    if (rc == FERRY_OK) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_quit;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        signal(SIGPIPE, SIG_IGN);
-        if (srv) {
-            if (strcmp(host, "127.0.0.1") != 0)
-                fprintf(stderr, "ferry: serve: warning: listening on %s, not only loopback\n",
-                        host);
-            printf("ferry serve: listening on http://%s:%d (role %s, state %s)\n", host,
-                   ferry_server_port(srv), role, ferry_store_path(st));
-        } else {
-            printf("ferry serve: control plane running (role %s, state %s)\n", role,
-                   ferry_store_path(st));
-        }
-        fflush(stdout);
-        /* Notifications left pending by the processes that ran the runs (a receiver down,
-         * a worker gone) are delivered from here, with their backoff (notify/notify.c). */
-        struct ferry_store *nst = NULL;
-        if (control && ferry_store_open(state, &nst, NULL) != FERRY_OK) nst = NULL;
-        for (int tick = 0; !g_quit; tick++) {
-            usleep(100000);
-            if (nst && tick % 10 == 0) ferry_notify_deliver_due(nst, 10, NULL, NULL);
-        }
-        ferry_store_close(nst);
-        fprintf(stderr, "ferry serve: stopping\n");
+    ferry_store_close(nst);
+    fprintf(stderr, "ferry serve: stopping\n");
+}
+
+/* Stops what started (workers are asked to pause, at most 30 s) and frees the rest. */
+static void serve_close(struct serve *s)
+{
+    ferry_server_stop(s->srv);
+    ferry_control_stop(s->ctl, 30000);
+    if (s->tracker) {
+        ferry_tracker_stop(s->tracker, NULL);
+        ferry_tracker_close(s->tracker);
     }
-    ferry_server_stop(srv);
-    ferry_control_stop(ctl, 30000);
-    if (tracker) {
-        ferry_tracker_stop(tracker, NULL);
-        ferry_tracker_close(tracker);
-    }
-    ferry_bus_close(bus);
-    ferry_store_close(st);
-    for (int i = 0; i < n_tokens; i++)
-        ferry_secret_free(tokens[i]);
-    ferry_access_free(policy);
-    ferry_free(hashed);
-    explicit_bzero(secret_key, sizeof secret_key);
+    ferry_bus_close(s->bus);
+    ferry_store_close(s->st);
+    for (int i = 0; i < s->n_tokens; i++)
+        ferry_secret_free(s->tokens[i]);
+    ferry_access_free(s->policy);
+    ferry_free(s->hashed);
+    explicit_bzero(s->secret_key, sizeof s->secret_key);
+}
+
+int ferry_cli_serve(int argc, char **argv)
+{
+    /* The state file, its logs and spools, and the workers' files: the owner's only. */
+    umask(077);
+    struct serve s;
+    memset(&s, 0, sizeof s);
+    opts_defaults(&s.o);
+    int status = parse_options(&s.o, argc, argv);
+    if (status < 0) status = check_options(&s.o);
+    if (status >= 0) return status;
+    struct ferry_error err;
+    ferry_error_clear(&err);
+    int rc = resolve_tokens(&s, &err);
+    resolve_paths(&s, argv[0]);
+    /* The policy, the protected files, the secret key and the workers' environment: set
+     * before any thread starts (nothing edits the environment afterwards). */
+    if (rc == FERRY_OK) rc = load_policy(&s, &err);
+    if (rc == FERRY_OK) rc = load_secret_key(&s, &err);
+    if (rc == FERRY_OK) rc = open_state(&s, &err);
+    if (rc == FERRY_OK && s.o.control) rc = start_control(&s, &err);
+    if (rc == FERRY_OK && s.o.api) rc = start_api(&s, &err);
+    if (rc == FERRY_OK) serve_until_quit(&s);
+    serve_close(&s);
     if (rc != FERRY_OK) {
         fprintf(stderr, "ferry: serve: %s\n", err.message);
         return ferry_code_exit_status(rc);

@@ -228,6 +228,7 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
                               res.resumed, "state", res.state, "rows", (json_int_t)res.rows,
                               "bytes", (json_int_t)res.bytes, "batches", (json_int_t)res.batches,
                               "seconds", res.seconds, "peak_rss_bytes", (json_int_t)res.peak_rss);
+        json_object_set_new(j, "converted", json_integer((json_int_t)res.converted));
         if (rc != FERRY_OK)
             json_object_set_new(j, "error", json_pack("{s:s,s:s}", "code", ferry_code_name(rc),
                                                       "message", err.message));
@@ -247,6 +248,10 @@ static int report_run(struct cli *c, int rc, const struct ferry_run_result *r,
                res.run_id, res.state, res.rows, (double)res.bytes / 1e6, res.batches, res.seconds,
                (double)res.rows / secs, (double)res.bytes / secs / 1e6,
                (double)res.peak_rss / (1024.0 * 1024.0));
+        if (res.converted > 0)
+            printf("run %" PRId64 ": %" PRId64 " value(s) converted (on_unrepresentable; ferry show "
+                   "%" PRId64 " lists them per column)\n",
+                   res.run_id, res.converted, res.run_id);
     }
     if (rc == FERRY_EPAUSED) {
         fprintf(stderr, "ferry: %s\n", err.message);
@@ -339,6 +344,31 @@ static void show_skips(const struct cli *c, struct ferry_store *st, int64_t id,
     json_decref(sk);
 }
 
+/* on_unrepresentable: null | clamp: the values converted, per column. */
+static void show_converted(const struct cli *c, struct ferry_store *st, int64_t id,
+                           const char *resource, json_t *jr)
+{
+    char *text = NULL;
+    ferry_store_resource_converted_get(st, id, resource, &text, NULL);
+    json_t *cv = text ? json_loads(text, 0, NULL) : NULL;
+    ferry_free(text);
+    if (!json_is_object(cv)) {
+        json_decref(cv);
+        cv = json_object();
+    }
+    const char *col;
+    json_t *v;
+    json_object_foreach(cv, col, v)
+    {
+        if (c->json) continue;
+        json_int_t n = json_integer_value(json_object_get(v, "null"));
+        json_int_t m = json_integer_value(json_object_get(v, "clamp"));
+        printf("    converted column %s: %lld to NULL, %lld clamped (on_unrepresentable)\n", col,
+               (long long)n, (long long)m);
+    }
+    json_object_set_new(jr, "converted", cv);
+}
+
 /* The attempt history (control/attempts.c) into j.attempts, and printed. */
 static void show_attempts(struct cli *c, struct ferry_store *st, int64_t id, json_t *j)
 {
@@ -426,6 +456,7 @@ static int cmd_show(struct cli *c, int64_t id)
                                                          : json_null());
             json_object_set_new(jr, "bound", rs[i].bound[0] ? json_string(rs[i].bound) : json_null());
             if (rs[i].skipped > 0) show_skips(c, st, id, rs[i].resource, rs[i].skipped, jr);
+            show_converted(c, st, id, rs[i].resource, jr);
             ferry_cli_verify_show(st, id, rs[i].resource, c->json, jr);
             if (!strcmp(rs[i].mode, "cdc")) ferry_cli_cdc_show(st, id, rs[i].resource, c->json, jr);
             for (int k = 0; k < ncp; k++) {

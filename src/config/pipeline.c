@@ -36,12 +36,31 @@ static const char *const transform_kinds[] = {"drop", "rename", "hash", "mask", 
 static const char *const top_keys[] = {"version", "name",   "source", "sink", "transforms",
                                        "batch",   "verify", "worker", "distribute",
                                        "retries", "notify", "on_resource_error",
-                                       "schema_changes", "concurrency", "memory", NULL};
+                                       "schema_changes", "concurrency", "memory",
+                                       "on_unrepresentable", NULL};
 static const char *const batch_keys[] = {"rows", "bytes", "flush_after", "queue", NULL};
 static const char *const worker_keys[] = {"cpu",          "memory", "cpu_limit",
                                           "memory_limit", "pods",   NULL};
 static const char *const verify_words[] = {"after_run", "none", NULL};
 static const char *const schema_change_words[] = {"evolve", "freeze", "fail", NULL};
+static const char *const unrepresentable_words[] = {"fail", "null", "clamp", NULL};
+
+int ferry_pipeline_unrepresentable(struct ferry_cfg *map, enum ferry_unrepresentable *out,
+                                   struct ferry_error *err)
+{
+    /* `null` unquoted is YAML's null: here it is the word */
+    struct ferry_cfg *n = ferry_cfg_get(map, "on_unrepresentable");
+    if (n != NULL && n->kind == FERRY_CFG_NULL && n->scalar && !strcmp(n->scalar, "null")) {
+        *out = FERRY_UNREP_NULL;
+        return FERRY_OK;
+    }
+    if (n != NULL && n->kind == FERRY_CFG_NULL)
+        return ferry_cfg_error(err, n, "expected one of fail, null, clamp");
+    int v = (int)*out;
+    int rc = ferry_cfg_enum(map, "on_unrepresentable", false, unrepresentable_words, &v, err);
+    *out = (enum ferry_unrepresentable)v;
+    return rc;
+}
 
 #define NAME_MAX_LEN 128
 
@@ -336,6 +355,8 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
     int policy = 0;
     if ((rc = ferry_cfg_enum(item, "schema_changes", false, schema_change_words, &policy, err)))
         return rc;
+    enum ferry_unrepresentable unrep = FERRY_UNREP_FAIL;
+    if ((rc = ferry_pipeline_unrepresentable(item, &unrep, err))) return rc;
 
     const char *target = NULL;
     if ((rc = ferry_cfg_str(item, "target", false, &target, err))) return rc;
@@ -770,6 +791,8 @@ static int load_spec(struct ferry_pipeline_spec *p, struct ferry_error *err)
     if ((rc = ferry_cfg_enum(root, "schema_changes", false, schema_change_words, &policy, err)))
         return rc;
     p->schema_changes = (enum ferry_schema_changes)policy;
+    p->on_unrepresentable = FERRY_UNREP_FAIL;
+    if ((rc = ferry_pipeline_unrepresentable(root, &p->on_unrepresentable, err))) return rc;
     if ((rc = load_resources(p, err))) return rc;
 
     if ((rc = section(root, "sink", true, FERRY_CFG_MAP, &p->sink, err))) return rc;

@@ -119,6 +119,39 @@ static int fold_task_batch(struct fold_ctx *c, int64_t token, bool *fenced,
     return rc;
 }
 
+/* batch.written's "converted" (on_unrepresentable): added to the resource's per-column
+ * counts, as its rows are to the resource's rows. */
+static int fold_converted(struct fold_ctx *c, struct ferry_error *err)
+{
+    const struct ferry_event *ev = c->ev;
+    json_t *add = json_object_get(c->p, "converted");
+    if (!json_is_object(add) || ev->resource[0] == '\0') return FERRY_OK;
+    char *old = NULL;
+    int rc = ferry_store_resource_converted_get(c->tr->st, ev->run_id, ev->resource, &old, err);
+    if (rc != FERRY_OK) return rc;
+    json_t *root = old ? json_loads(old, 0, NULL) : NULL;
+    ferry_free(old);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    const char *col;
+    json_t *v;
+    json_object_foreach(add, col, v)
+    {
+        json_t *have = json_object_get(root, col);
+        json_int_t n = jint(v, "null") + (have ? jint(have, "null") : 0);
+        json_int_t m = jint(v, "clamp") + (have ? jint(have, "clamp") : 0);
+        json_object_set_new(root, col, json_pack("{s:I,s:I}", "null", n, "clamp", m));
+    }
+    char *text = dump_json(root);
+    json_decref(root);
+    if (text == NULL) return ferry_error_set(err, FERRY_ENOMEM, "tracker", "out of memory");
+    rc = ferry_store_resource_converted_put(c->tr->st, ev->run_id, ev->resource, text, err);
+    ferry_free(text);
+    return rc;
+}
+
 static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
 {
     struct ferry_store *st = c->tr->st;
@@ -133,12 +166,14 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
         if (trc == FERRY_OK && ev->resource[0])
             trc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0,
                                                   0, err);
+        if (trc == FERRY_OK) trc = fold_converted(c, err);
         return trc;
     }
     int rc = ferry_store_run_add_counts(st, ev->run_id, rows, bytes, 1, 0, 0, err);
     if (rc == FERRY_OK && ev->resource[0])
         rc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0, 0,
                                              err);
+    if (rc == FERRY_OK) rc = fold_converted(c, err);
     json_t *pos = json_object_get(c->p, "position");
     if (rc != FERRY_OK || pos == NULL || json_is_null(pos)) return rc;
     if (ev->resource[0] == '\0') {

@@ -18,6 +18,8 @@
  *   batch.integrity_verified  verified += 1; batch.chunk_divergence  diverged += 1
  *   sink.committed         pending checkpoints of (run, attempt) become run checkpoints
  *   resource.completed/failed  resource state (failed: message)
+ *                          "converted" (on_unrepresentable) adds to the resource's
+ *                          per-column counts (ferry_store_resource_converted_*)
  *   resource.rows_skipped  the shard's skip count and samples replace its earlier ones;
  *                          the resource's total is the sum over shards, samples are kept
  *                          for the lowest shards, at most 20 (ferry_store_resource_skips_*)

@@ -3,13 +3,13 @@
  *
  * Owns struct ferry_job (a copy of the pipeline text, its name and version) and the
  * translation between the public types and the engine's. A run is one ferry_runner_run with
- * the text, the caller's state file, an event observer (the runner wraps its bus with it)
- * and, for a `callback` sink, the caller's on_batch bound to the callback connector for the
- * run's duration. One run per process at a time (the runner's stop flag is process-wide):
- * `running` refuses a second. Pause and cancel: the job's stop request, passed to the runner
- * and re-applied by the observer at run.started (a run resets the stop request when it
- * begins, which may come after the caller asked). Calls the runner, the
- * pipeline loader and the callback sink's binding. Called by embedding programs only. */
+ * the text, the caller's state file, an event observer (the runner wraps its bus with it),
+ * the job's stop flag as the run's own (ferry_run_options.stop: a pause or cancel of this
+ * job reaches this run and no other) and, for a `callback` sink, a binding of the caller's
+ * on_batch handed to that run's sink (ferry_run_options.sink_host). Runs of different jobs
+ * may go at once, on different threads; one job runs once at a time (`active` refuses a
+ * second). Calls the runner, the pipeline loader and the callback sink's binding type.
+ * Called by embedding programs only. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,15 +30,14 @@ struct ferry_job {
     char *name;     /* for messages */
     char *pipeline; /* the pipeline's `name:` */
     char version[65];
-    atomic_int stop;   /* FERRY_EPAUSED or FERRY_ECANCELED was asked (cleared when a run
-                        * ends), 0: none */
-    atomic_int active; /* a run of this job is in ferry_runner_run */
-    /* During a run: the caller's callbacks and the lock that serialises on_event. */
+    /* The stop flag of the job's run (ferry_run_options.stop): FERRY_EPAUSED or
+     * FERRY_ECANCELED was asked (cleared when a run ends), 0: none. */
+    atomic_int stop;
+    atomic_flag active; /* set while ferry_job_run runs this job */
+    /* During a run: the caller's callbacks and the locks that serialise each kind. */
     const struct ferry_job_options *opts;
-    pthread_mutex_t event_lock;
+    pthread_mutex_t event_lock, batch_lock;
 };
-
-static atomic_flag running = ATOMIC_FLAG_INIT;
 
 static int set_status(struct ferry_status *st, const struct ferry_error *e)
 {
@@ -61,6 +60,38 @@ const char *ferry_library_version(void)
     return FERRY_VERSION_STRING;
 }
 
+static void job_strings_free(struct ferry_job *job)
+{
+    ferry_free(job->text);
+    ferry_free(job->name);
+    ferry_free(job->pipeline);
+}
+
+/* A job over a copy of the text (NULL when out of memory or a lock cannot be made). */
+static struct ferry_job *job_new(const char *yaml, size_t len, const char *name,
+                                 const struct ferry_pipeline_spec *p)
+{
+    struct ferry_job *job = ferry_calloc(1, sizeof *job);
+    if (job == NULL) return NULL;
+    job->text = ferry_strndup(yaml, len);
+    job->len = len;
+    job->name = ferry_strdup(name);
+    job->pipeline = ferry_strdup(p->name);
+    memcpy(job->version, p->version, sizeof job->version);
+    atomic_init(&job->stop, 0);
+    atomic_flag_clear(&job->active);
+    bool ok = job->text && job->name && job->pipeline;
+    if (ok && pthread_mutex_init(&job->event_lock, NULL) != 0) ok = false;
+    if (ok && pthread_mutex_init(&job->batch_lock, NULL) != 0) {
+        pthread_mutex_destroy(&job->event_lock);
+        ok = false;
+    }
+    if (ok) return job;
+    job_strings_free(job);
+    ferry_free(job);
+    return NULL;
+}
+
 int ferry_job_load(const char *yaml, size_t len, const char *name, struct ferry_job **out,
                    struct ferry_status *status)
 {
@@ -73,25 +104,10 @@ int ferry_job_load(const char *yaml, size_t len, const char *name, struct ferry_
     struct ferry_pipeline_spec *p = NULL;
     int rc = ferry_pipeline_load_string(yaml, len, name, &p, &e);
     if (rc != FERRY_OK) return set_status(status, &e);
-    struct ferry_job *job = ferry_calloc(1, sizeof *job);
-    if (job) {
-        job->text = ferry_strndup(yaml, len);
-        job->len = len;
-        job->name = ferry_strdup(name);
-        job->pipeline = ferry_strdup(p->name);
-        memcpy(job->version, p->version, sizeof job->version);
-    }
+    struct ferry_job *job = job_new(yaml, len, name, p);
     ferry_pipeline_free(p);
-    if (job == NULL || job->text == NULL || job->name == NULL || job->pipeline == NULL ||
-        pthread_mutex_init(&job->event_lock, NULL) != 0) {
-        if (job) {
-            ferry_free(job->text);
-            ferry_free(job->name);
-            ferry_free(job->pipeline);
-            ferry_free(job);
-        }
+    if (job == NULL)
         return fail(status, FERRY_ENOMEM, "ferry_job_load: out of memory loading %s", name);
-    }
     *out = job;
     return set_status(status, &e);
 }
@@ -115,7 +131,6 @@ static void request_stop(struct ferry_job *job, int code)
         atomic_store(&job->stop, code);
     else
         atomic_compare_exchange_strong(&job->stop, &expected, code);
-    if (atomic_load(&job->active)) ferry_runner_request_stop(atomic_load(&job->stop));
 }
 
 void ferry_job_cancel(struct ferry_job *job)
@@ -132,19 +147,15 @@ void ferry_job_free(struct ferry_job *job)
 {
     if (job == NULL) return;
     pthread_mutex_destroy(&job->event_lock);
-    ferry_free(job->text);
-    ferry_free(job->name);
-    ferry_free(job->pipeline);
+    pthread_mutex_destroy(&job->batch_lock);
+    job_strings_free(job);
     ferry_free(job);
 }
 
-/* The runner's observer: re-applies a stop request that came before the run reset its
- * own, then hands the event to the caller. */
+/* The runner's observer: hands the event to the caller, one at a time. */
 static void on_engine_event(void *ctx, const struct ferry_event *ev)
 {
     struct ferry_job *job = ctx;
-    int stop = atomic_load(&job->stop);
-    if (stop != 0 && strcmp(ev->type, FERRY_EV_RUN_STARTED) == 0) ferry_runner_request_stop(stop);
     if (job->opts->on_event == NULL) return;
     struct ferry_event_info info = {ev->seq,
                                     ev->time_us,
@@ -161,9 +172,14 @@ static void on_engine_event(void *ctx, const struct ferry_event *ev)
 static int on_engine_batch(void *ctx, const struct ferry_callback_batch *b,
                            struct ArrowSchema *schema, struct ArrowArray *array)
 {
-    const struct ferry_job_options *o = ctx;
+    struct ferry_job *job = ctx;
+    const struct ferry_job_options *o = job->opts;
     struct ferry_batch_info info = {b->resource, b->table, b->seq, b->rows};
-    return o->on_batch(o->ctx, &info, schema, array);
+    /* the sink serialises its own calls; this, the lanes' sink instances of one run */
+    pthread_mutex_lock(&job->batch_lock);
+    int rc = o->on_batch(o->ctx, &info, schema, array);
+    pthread_mutex_unlock(&job->batch_lock);
+    return rc;
 }
 
 static void fill_result(struct ferry_job_result *res, const struct ferry_run_result *rr)
@@ -211,6 +227,7 @@ static int check_options(const struct ferry_job *job, const struct ferry_job_opt
 static int run_bound(struct ferry_job *job, const struct ferry_job_options *o,
                      struct ferry_run_result *rr, struct ferry_error *err)
 {
+    struct ferry_callback_binding binding = {on_engine_batch, job};
     struct ferry_run_options ro = {
         .state_path = o->state_path,
         .fresh = o->fresh,
@@ -220,20 +237,18 @@ static int run_bound(struct ferry_job *job, const struct ferry_job_options *o,
         .pipeline_name = job->name,
         .on_event = on_engine_event,
         .event_ctx = job,
+        .stop = &job->stop,
+        .sink_host = o->on_batch ? &binding : NULL,
     };
-    int rc = o->on_batch ? ferry__callback_sink_bind(on_engine_batch, (void *)o, err) : FERRY_OK;
-    if (rc != FERRY_OK) return rc;
     job->opts = o;
-    atomic_store(&job->active, 1);
     int stop = atomic_load(&job->stop);
+    int rc;
     if (stop != 0)
         rc = ferry_error_set(err, stop, "embed", "pipeline %s: %s before its run started",
                              job->pipeline, stop == FERRY_EPAUSED ? "paused" : "canceled");
     else
         rc = ferry_runner_run(&ro, rr, err);
-    atomic_store(&job->active, 0);
     job->opts = NULL;
-    if (o->on_batch) ferry__callback_sink_unbind();
     return rc;
 }
 
@@ -246,17 +261,17 @@ int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
     memset(&rr, 0, sizeof rr);
     rr.state = "failed";
     int rc = check_options(job, opts, &e);
-    if (rc == FERRY_OK && atomic_flag_test_and_set(&running)) {
+    if (rc == FERRY_OK && atomic_flag_test_and_set(&job->active)) {
         rc = ferry_error_set(&e, FERRY_ECONFLICT, "embed",
-                             "pipeline %s: another run is in progress in this process (one run "
-                             "at a time)",
+                             "pipeline %s: this job is running already (on another thread); "
+                             "load the text again for a second job",
                              job->pipeline);
     } else if (rc == FERRY_OK) {
         rc = run_bound(job, opts, &rr, &e);
         if (rc == FERRY_ECANCELED) rr.state = "canceled";
         if (rc == FERRY_EPAUSED) rr.state = "paused";
         atomic_store(&job->stop, 0);
-        atomic_flag_clear(&running);
+        atomic_flag_clear(&job->active);
     }
     fill_result(res, &rr);
     if (rc == FERRY_OK)

@@ -18,6 +18,7 @@
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
 #include "pipeline/queue.h"
+#include "pipeline/schema_change.h"
 
 struct flow_run;
 
@@ -53,6 +54,7 @@ struct flow_run {
     struct ferry_error src_err;
     int tr_rc;
     struct ferry_error tr_err;
+    const void *tag; /* the caller's run (schema_change.h): the readers' too */
 };
 
 static bool position_done(const char *pos)
@@ -180,6 +182,7 @@ static void *reader_main(void *arg)
     struct reader *rd = arg;
     struct flow_run *fr = rd->fr;
     struct ferry_flow *f = fr->f;
+    ferry_schema_change_tag_set(fr->tag);
     int rc = FERRY_OK;
     while (rc == FERRY_OK) {
         int shard = atomic_fetch_add(&fr->next_shard, 1);
@@ -297,7 +300,9 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
     }
     struct ferry_receipt r;
     memset(&r, 0, sizeof r);
+    if (f->sink_lock) pthread_mutex_lock(f->sink_lock);
     int rc = f->sink_vt->apply(f->sink_ctx, f->target, b, &r, err);
+    if (f->sink_lock) pthread_mutex_unlock(f->sink_lock);
     if (rc != FERRY_OK)
         return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     char payload[768];
@@ -332,6 +337,7 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
                      f->caps.durability == FERRY_DURABLE_PER_APPLY ? "true" : "false", b->digest,
                      b->position ? b->position : "null");
     ferry_buf_json_string(&pb, r.uri, strlen(r.uri));
+    ferry_convert_json(f->convert, false, &pb); /* on_unrepresentable: this batch's counts */
     ferry_buf_append(&pb, "}", 1);
     rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
                         pb.data ? pb.data : "{}", err);
@@ -388,6 +394,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     struct flow_run fr;
     memset(&fr, 0, sizeof fr);
     fr.f = f;
+    fr.tag = ferry_schema_change_tag();
     pthread_mutex_init(&fr.emit_lock, NULL);
     pthread_mutex_init(&fr.err_lock, NULL);
     int qcap = (int)f->opts.queue;
@@ -461,7 +468,8 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
             ferry_error_set(err, rc, "pipeline", "resource %s: canceled", f->spec->table);
             break;
         }
-        rc = write_one(f, b, err);
+        rc = ferry_convert_apply(f->convert, &b, err);
+        if (rc == FERRY_OK) rc = write_one(f, b, err);
         ferry_batch_unref(b);
         if (rc != FERRY_OK) break;
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));

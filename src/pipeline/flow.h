@@ -22,9 +22,11 @@
 #ifndef FERRY_PIPELINE_FLOW_H
 #define FERRY_PIPELINE_FLOW_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include "ferry/connector.h"
 #include "ferry/pipeline.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 
 struct ferry_bus;
@@ -44,11 +46,15 @@ struct ferry_flow {
     int n_shards;
     char **resume;                 /* per shard: position to resume after, or NULL */
     struct ferry_transform_chain *chain; /* may be NULL */
+    struct ferry_convert *convert; /* on_unrepresentable (convert.h), may be NULL */
     /* sink side */
     const struct ferry_sink_vtable *sink_vt;
     void *sink_ctx;
     struct ferry_sink_caps caps;
     const struct ferry_target *target;
+    /* Flows that share one sink instance (streams run side by side): apply is called under
+     * this lock. NULL: the flow has the instance to itself. */
+    pthread_mutex_t *sink_lock;
     /* run */
     struct ferry_bus *bus;
     int64_t run_id;

@@ -10,6 +10,11 @@ const char *ferry_schema_changes_name(enum ferry_schema_changes p)
     return p == FERRY_SCHEMA_FREEZE ? "freeze" : p == FERRY_SCHEMA_FAIL ? "fail" : "evolve";
 }
 
+const char *ferry_unrepresentable_name(enum ferry_unrepresentable u)
+{
+    return u == FERRY_UNREP_NULL ? "null" : u == FERRY_UNREP_CLAMP ? "clamp" : "fail";
+}
+
 static int int_rank(enum ferry_type t)
 {
     switch (t) {
@@ -77,11 +82,30 @@ void ferry_field_type_text(const struct ferry_field *f, char *buf, size_t len)
 struct note {
     char *route;
     char *json;
+    const void *tag; /* the run of the thread that made it (NULL: none) */
     struct note *next;
 };
 
 static pthread_mutex_t notes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct note *notes_head, **notes_tail = &notes_head;
+static _Thread_local const void *thread_tag;
+
+void ferry_schema_change_tag_set(const void *tag)
+{
+    thread_tag = tag;
+}
+
+const void *ferry_schema_change_tag(void)
+{
+    return thread_tag;
+}
+
+/* Whether x is one of the notes a take of route by the calling thread gets. */
+static bool note_matches(const struct note *x, const char *route)
+{
+    return strcmp(x->route, route) == 0 &&
+           (x->tag == NULL || thread_tag == NULL || x->tag == thread_tag);
+}
 
 static int json_field(struct ferry_buf *b, const char *key, const char *value)
 {
@@ -111,6 +135,7 @@ void ferry_schema_change_note(const char *route, const char *table, const char *
     if (n != NULL) {
         n->route = ferry_strdup(route ? route : "");
         n->json = ferry_buf_take(&b);
+        n->tag = thread_tag;
     }
     if (n == NULL || n->route == NULL || n->json == NULL) {
         ferry_log(FERRY_LOG_WARN, "table %s: a schema change was not noted (out of memory)",
@@ -132,13 +157,13 @@ char **ferry_schema_change_take(const char *route, int *n)
     pthread_mutex_lock(&notes_lock);
     int count = 0;
     for (struct note *x = notes_head; x; x = x->next)
-        count += strcmp(x->route, route) == 0;
+        count += note_matches(x, route);
     if (count > 0) out = ferry_calloc((size_t)count, sizeof *out);
     struct note **pp = &notes_head;
     notes_tail = &notes_head;
     while (*pp) {
         struct note *x = *pp;
-        if (out != NULL && strcmp(x->route, route) == 0) {
+        if (out != NULL && note_matches(x, route)) {
             *pp = x->next;
             out[(*n)++] = x->json;
             ferry_free(x->route);

@@ -8,7 +8,8 @@
  * events as `schema.changed` {table, column, change, old_type, new_type, policy, action}.
  * The destination side (adding a column, widening a type, letting go of NOT NULL) is done
  * by the sink when the next run prepares it, from ferry_target.schema_changes.
- * Thread-safe: the notes are kept under a lock (sources run on their own threads). */
+ * Thread-safe: the notes are kept under a lock (sources run on their own threads), each
+ * with the tag of the run whose thread made it (ferry_schema_change_tag_set). */
 #ifndef FERRY_PIPELINE_SCHEMA_CHANGE_H
 #define FERRY_PIPELINE_SCHEMA_CHANGE_H
 
@@ -57,8 +58,17 @@ void ferry_schema_change_note(const char *route, const char *table, const char *
                               const char *new_type, enum ferry_schema_changes p,
                               enum ferry_schema_action a);
 
-/* Takes the notes of `route` in the order they were made, as JSON objects (caller frees
- * each and the array with ferry_free); *n = 0 and NULL when there are none. */
+/* Takes the notes of `route` made for the calling thread's run (below), in the order they
+ * were made, as JSON objects (caller frees each and the array with ferry_free); *n = 0 and
+ * NULL when there are none. */
 char **ferry_schema_change_take(const char *route, int *n);
+
+/* The run the calling thread works for: an opaque tag (NULL: none), which each note keeps
+ * and ferry_schema_change_take matches, so that two runs going on at once in one process
+ * with the same route key each get their own notes. The runner tags its threads and the
+ * lanes'; a flow hands its caller's tag on to its reader threads. Untagged notes or
+ * takers match any. */
+void ferry_schema_change_tag_set(const void *tag);
+const void *ferry_schema_change_tag(void);
 
 #endif

@@ -1,6 +1,8 @@
 /* runner/attempt.c - which logical run this process works on, and under which attempt:
  * `--resume RUN`, else the newest unfinished run of this pipeline version (unless
- * `--fresh`), else a new run; then a new attempt, which fences every older one. A shard
+ * `--fresh`), else a new run; then a new attempt, which fences every older one. A run of the
+ * same pipeline and state file going on in another thread of this process refuses it
+ * (run.c's list: the pid check cannot tell that run from a dead one). A shard
  * worker joins the coordinator's running attempt instead. Calls: run.c, store. Called by
  * runner.c. */
 #include <errno.h>
@@ -129,7 +131,8 @@ int64_t ferry__run_peek(struct run *r)
 int ferry__run_attach(struct run *r, struct ferry_error *err)
 {
     if (r->shard_mode) return join_running(r, err);
-    int rc = pick_run(r, err);
+    int rc = ferry__run_live_enter(r, err);
+    if (rc == FERRY_OK) rc = pick_run(r, err);
     if (rc != FERRY_OK) return rc;
     if (r->o->claimed_attempt > 0) {
         /* run_claim began the attempt (requested -> running) atomically. */

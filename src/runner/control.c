@@ -36,11 +36,10 @@ static void renew_task(struct run *r, struct ferry_store *st)
         ferry_log(FERRY_LOG_WARN, "run %" PRId64 " is %s (attempt %d, this worker's %d): stopping",
                   r->run_id, ferry_run_state_name(run.state), run.attempt, r->attempt);
         if (run.attempt != r->attempt) atomic_store(&r->task_fenced, 1);
-        atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+        ferry__run_stop_set(r, FERRY_ECANCELED);
         atomic_store(&r->flow_stop, FERRY_ECANCELED);
     } else if (run.state == FERRY_RUN_PAUSED) {
-        int expected = 0;
-        atomic_compare_exchange_strong(&ferry__run_stop, &expected, FERRY_EPAUSED);
+        ferry__run_stop_set(r, FERRY_EPAUSED);
     }
     ferry_run_info_clear(&run);
 }
@@ -55,7 +54,7 @@ static struct ferry_flow *first_active(struct run *r)
     return NULL;
 }
 
-/* The lag of every cdc stream running now (streams run at once on stream lanes). */
+/* The lag of every cdc stream running now (a source's streams may run side by side). */
 static void emit_lags(struct run *r)
 {
     for (int i = 0; i < r->n_res; i++) {
@@ -90,10 +89,9 @@ static void poll_requests(struct run *r, struct ferry_store *st)
     char sig[16] = "";
     if (ferry_store_run_requested(st, r->run_id, sig, sizeof sig, NULL) != FERRY_OK) return;
     if (!strcmp(sig, "pause")) {
-        int expected = 0;
-        atomic_compare_exchange_strong(&ferry__run_stop, &expected, FERRY_EPAUSED);
+        ferry__run_stop_set(r, FERRY_EPAUSED);
     } else if (!strcmp(sig, "cancel")) {
-        atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+        ferry__run_stop_set(r, FERRY_ECANCELED);
     }
 }
 
@@ -112,13 +110,14 @@ static void *control_main(void *arg)
         usleep(20000);
         int64_t now = ferry_now_mono_us();
         struct ferry_flow *f = first_active(r);
+        (void)ferry__run_stop_get(r); /* the process's signals into the run's flag */
         if (f && now - last_tick >= flush_us) {
             tick_flows(r);
             last_tick = now;
         }
-        if (ferry__lanes_total(r) > 1) ferry__lanes_forward_stop(r);
+        if (r->n_lanes > 1) ferry__lanes_forward_stop(r);
         if (r->distributed || r->shard_mode) {
-            int want = atomic_load(&ferry__run_stop), have = atomic_load(&r->flow_stop);
+            int want = ferry__run_stop_get(r), have = atomic_load(&r->flow_stop);
             if (want != 0 && have == 0) atomic_store(&r->flow_stop, want);
             if (st && now - last_renew >= (int64_t)r->lease_ms * 1000 / 3) {
                 last_renew = now;
@@ -129,7 +128,7 @@ static void *control_main(void *arg)
             last_beat = now;
             if (ferry_store_run_heartbeat(st, r->run_id, r->attempt, &e) == FERRY_EFENCED) {
                 ferry_log(FERRY_LOG_ERROR, "%s", e.message);
-                atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+                ferry__run_stop_set(r, FERRY_ECANCELED);
             }
         }
         if (now - last_event >= 10000000) {

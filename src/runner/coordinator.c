@@ -111,7 +111,7 @@ static int work_task(struct run *r, const struct ferry_shard_task *t, struct fer
     int rc = task_resume(r, rr, t->shard, &pos, err);
     if (rc != FERRY_OK) return rc;
     atomic_store(&r->task_fenced, 0);
-    atomic_store(&r->flow_stop, atomic_load(&ferry__run_stop));
+    atomic_store(&r->flow_stop, ferry__run_stop_get(r));
     set_task(r, t);
     if (r->o->out && !r->o->quiet) {
         fprintf(r->o->out, "run %" PRId64 ": %s shard %d (token %" PRId64 ")%s\n", r->run_id,
@@ -211,7 +211,7 @@ int ferry__coord_run(struct run *r, struct ferry_error *err)
     int rc = create_tasks(r, err);
     int64_t last_report = 0;
     while (rc == FERRY_OK) {
-        int stop = atomic_load(&ferry__run_stop);
+        int stop = ferry__run_stop_get(r);
         if (stop != 0) return stop;
         struct ferry_shard_task t;
         bool found = false, all = false;

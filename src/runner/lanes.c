@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include "ferry/core.h"
+#include "pipeline/schema_change.h"
 #include "runner/run.h"
 
 static bool lanes_allowed(const struct run *r)
@@ -28,31 +29,6 @@ static bool lanes_allowed(const struct run *r)
             !r->res[i].caps.concurrent_sessions)
             return false;
     return true;
-}
-
-/* Streams at once: every cdc resource on a lane of its own (same conditions as copy lanes,
- * whatever `concurrency` says: a shared replication slot is read once only when every table
- * of it streams at once), up to MAX_STREAM_LANES (each holds a destination session and
- * source connections); beyond, a lane streams its resources in turn (waves). */
-#define MAX_STREAM_LANES 16
-
-static int stream_lanes(const struct run *r)
-{
-    int n_cdc = 0;
-    for (int i = 0; i < r->n_res; i++)
-        if (r->res[i].spec->mode == FERRY_READ_CDC) n_cdc++;
-    if (n_cdc < 2 || r->distributed || r->shard_mode) return 0;
-    if (r->p->source_vt->snapshot_one_connection) return 0;
-    for (int i = 0; i < r->n_res; i++)
-        if (r->res[i].caps.durability != FERRY_DURABLE_PER_APPLY ||
-            !r->res[i].caps.concurrent_sessions)
-            return 0;
-    return n_cdc < MAX_STREAM_LANES ? n_cdc : MAX_STREAM_LANES;
-}
-
-int ferry__lanes_total(const struct run *r)
-{
-    return r->n_lanes + r->n_stream_lanes;
 }
 
 int ferry__lanes_plan(struct run *r, struct ferry_error *err)
@@ -73,10 +49,7 @@ int ferry__lanes_plan(struct run *r, struct ferry_error *err)
     r->isolate_failures =
         r->p->on_resource_error_continue || (per_apply && !r->distributed && !r->shard_mode);
     int readers = r->distributed || r->shard_mode ? 1 : (int)r->parallelism;
-    r->n_stream_lanes = stream_lanes(r);
-    /* copies and streams run in turn: the budget is shared by the larger set of flows */
-    int flows = r->n_lanes > r->n_stream_lanes ? r->n_lanes : r->n_stream_lanes;
-    return ferry__budget_compute(r->p->memory, flows, readers, &r->p->batch, &r->opts, err);
+    return ferry__budget_compute(r->p->memory, r->n_lanes, readers, &r->p->batch, &r->opts, err);
 }
 
 /* Rows the resource still has to copy, as far as its plan knows (weight for dealing). */
@@ -89,14 +62,9 @@ static int deal(struct run *r, int *order, int n_order)
 {
     int64_t *load = ferry_calloc((size_t)r->n_lanes, sizeof *load);
     if (load == NULL) return FERRY_ENOMEM;
-    int next_stream = r->n_lanes;
     for (int k = 0; k < n_order; k++) {
         struct resource_run *rr = &r->res[order[k]];
         int best = 0;
-        if (!rr->copy_phase && r->n_stream_lanes > 0) {
-            best = next_stream++;
-            if (next_stream == ferry__lanes_total(r)) next_stream = r->n_lanes;
-        }
         if (rr->copy_phase)
             for (int l = 1; l < r->n_lanes; l++)
                 if (load[l] < load[best]) best = l;
@@ -126,7 +94,7 @@ static void sort_by_weight(struct run *r, int *order, int n)
 int ferry__lanes_assign(struct run *r, struct ferry_error *err)
 {
     if (r->n_lanes < 1) r->n_lanes = 1;
-    struct lane *lanes = ferry_calloc((size_t)ferry__lanes_total(r), sizeof *lanes);
+    struct lane *lanes = ferry_calloc((size_t)r->n_lanes, sizeof *lanes);
     pthread_mutex_lock(&r->lock); /* the control thread reads r->lanes */
     r->lanes = lanes;
     pthread_mutex_unlock(&r->lock);
@@ -135,7 +103,7 @@ int ferry__lanes_assign(struct run *r, struct ferry_error *err)
         ferry_free(order);
         return ferry__run_oom(err);
     }
-    for (int l = 0; l < ferry__lanes_total(r); l++) {
+    for (int l = 0; l < r->n_lanes; l++) {
         r->lanes[l].r = r;
         r->lanes[l].index = l;
         r->lanes[l].res = ferry_calloc((size_t)r->n_res + 1, sizeof *r->lanes[l].res);
@@ -179,11 +147,10 @@ static int open_lane_sink(struct run *r, struct lane *ln, struct ferry_error *er
 static int open_lane_readers(struct run *r, struct lane *ln, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
-    int want = ln->n_want > 0 && ln->n_want < r->n_readers ? ln->n_want : r->n_readers;
-    ln->readers = ferry_calloc((size_t)want, sizeof *ln->readers);
+    ln->readers = ferry_calloc((size_t)r->n_readers, sizeof *ln->readers);
     if (ln->readers == NULL) return ferry__run_oom(err);
     int rc = FERRY_OK;
-    while (ln->n_readers < want && rc == FERRY_OK) {
+    while (ln->n_readers < r->n_readers && rc == FERRY_OK) {
         rc = p->source_vt->open(p->source, &ln->readers[ln->n_readers], err);
         if (rc != FERRY_OK)
             return ferry_error_prefix(err, "%s source: lane %d reader %d", p->source_type,
@@ -201,6 +168,8 @@ static int open_lane_readers(struct run *r, struct lane *ln, struct ferry_error 
 
 int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 {
+    /* on the lane's thread: its schema-change notes are this run's (as runner.c's) */
+    ferry_schema_change_tag_set(r);
     if (ln->index == 0) {
         ln->sink_ctx = r->sink_ctx;
         ln->readers = r->readers;
@@ -213,10 +182,10 @@ int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err)
 
 void ferry__lanes_forward_stop(struct run *r)
 {
-    int want = atomic_load(&ferry__run_stop);
+    int want = ferry__run_stop_get(r);
     if (want == 0) return;
     pthread_mutex_lock(&r->lock);
-    for (int l = 0; r->lanes && l < ferry__lanes_total(r); l++) {
+    for (int l = 0; r->lanes && l < r->n_lanes; l++) {
         int expected = 0;
         atomic_compare_exchange_strong(&r->lanes[l].stop, &expected, want);
         if (want == FERRY_ECANCELED) atomic_store(&r->lanes[l].stop, want);
@@ -226,7 +195,7 @@ void ferry__lanes_forward_stop(struct run *r)
 
 int ferry__lanes_commit(struct run *r, struct ferry_error *err)
 {
-    for (int l = 1; r->lanes && l < ferry__lanes_total(r); l++) {
+    for (int l = 1; r->lanes && l < r->n_lanes; l++) {
         struct lane *ln = &r->lanes[l];
         if (!ln->session_open) continue;
         int rc = r->p->sink_vt->commit(ln->sink_ctx, err);
@@ -240,7 +209,7 @@ int ferry__lanes_commit(struct run *r, struct ferry_error *err)
 void ferry__lanes_close(struct run *r)
 {
     if (r->lanes == NULL) return;
-    for (int l = 0; l < ferry__lanes_total(r); l++) {
+    for (int l = 0; l < r->n_lanes; l++) {
         struct lane *ln = &r->lanes[l];
         if (l > 0) {
             if (ln->session_open) r->p->sink_vt->abort(ln->sink_ctx);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "ferry/core.h"
 #include "ferry/tables.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "runner/run.h"
 
@@ -32,12 +33,15 @@ static int read_context_init(struct run *r, struct resource_run *rr, struct ferr
     rc->cdc_epoch_rows = r->o->cdc_epoch_rows;
     rc->cdc_follow = r->o->cdc_follow;
     rc->schema_changes = p->schema_changes;
+    rc->on_unrepresentable = p->on_unrepresentable;
     rr->spec->run = rc;
     if (rr->spec->node == NULL) return FERRY_OK;
     static const char *const words[] = {"evolve", "freeze", "fail", NULL};
     int policy = (int)p->schema_changes;
     int e = ferry_cfg_enum(rr->spec->node, "schema_changes", false, words, &policy, err);
     rc->schema_changes = (enum ferry_schema_changes)policy;
+    if (e != FERRY_OK) return e;
+    e = ferry_pipeline_unrepresentable(rr->spec->node, &rc->on_unrepresentable, err);
     if (e != FERRY_OK) return e;
     return ferry_cfg_str(rr->spec->node, "soft_delete", false, &rc->soft_delete, err);
 }
@@ -203,6 +207,21 @@ static bool transforms_read_values(const struct ferry_pipeline_spec *p)
     return false;
 }
 
+/* on_unrepresentable: null | clamp: the converter of rr's batches against the sink's limits
+ * (NULL when nothing needs one), and the schema the sink prepares with the columns it may
+ * set to NULL made nullable. */
+static int convert_prepare(struct resource_run *rr, struct ferry_error *err)
+{
+    if (rr->out_schema == NULL || rr->read.on_unrepresentable == FERRY_UNREP_FAIL) return FERRY_OK;
+    struct ferry_schema *sc = NULL;
+    int rc = ferry_convert_new(rr->out_schema, rr->read.on_unrepresentable, &rr->caps,
+                               &rr->convert, &sc, err);
+    if (rc != FERRY_OK || sc == NULL) return rc;
+    ferry_schema_unref(rr->out_schema);
+    rr->out_schema = sc;
+    return FERRY_OK;
+}
+
 static int open_sink_side(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
@@ -210,13 +229,18 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
     if (rc != FERRY_OK) return rc;
     for (int i = 0; i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
+        memset(&rr->caps, 0, sizeof rr->caps);
         p->sink_vt->capabilities(r->sink_ctx, p->write, &rr->caps);
         rc = rr->gone ? FERRY_OK : ferry_policy_check(p, rr->spec, rr->out_schema, &rr->caps, err);
+        if (rc == FERRY_OK && !rr->gone) rc = convert_prepare(rr, err);
         if (rc != FERRY_OK) return rc;
         /* The one commit of a run is at its end, unless runs are spread over workers. */
         rr->read.positions_at_end =
             rr->caps.durability == FERRY_DURABLE_AT_COMMIT && !r->distributed && !r->shard_mode;
-        rr->read.special_values = rr->caps.special_values && !transforms_read_values(p);
+        /* on_unrepresentable: null | clamp also reads special values: the writer converts
+         * those the sink cannot hold (rr->convert) */
+        rr->read.special_values =
+            (rr->caps.special_values || rr->convert != NULL) && !transforms_read_values(p);
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);

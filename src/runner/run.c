@@ -1,28 +1,90 @@
 /* runner/run.c - the run's stop flag, its event emitter and small helpers every other file
- * of the runner shares (run.h). Calls: bus, store. Called by every file of src/runner. */
+ * of the runner shares (run.h). Calls: bus, store. Called by every file of src/runner.
+ *
+ * Stop requests are per run (several runs may go at once in one process, embedded). The one
+ * process-wide input is a signal: ferry_runner_signal only counts (async-signal-safe), and
+ * each run folds the count since its start into its own flag when it reads it (the control
+ * thread does every 20 ms, so a flow sees a signal within that). */
 #include <string.h>
 #include "bus/bus.h"
 #include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "runner/run.h"
 
-atomic_int ferry__run_stop;
+/* How many times ferry_runner_signal was called in this process. */
+static atomic_int signals;
 
 void ferry_runner_signal(void)
 {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&ferry__run_stop, &expected, FERRY_EPAUSED))
-        atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+    atomic_fetch_add(&signals, 1);
 }
 
-void ferry_runner_request_stop(int code)
+void ferry__run_stop_init(struct run *r)
+{
+    atomic_init(&r->own_stop, 0);
+    r->stop = r->o->stop ? r->o->stop : &r->own_stop;
+    atomic_init(&r->signals_seen, atomic_load(&signals));
+}
+
+void ferry__run_stop_set(struct run *r, int code)
 {
     if (code == FERRY_ECANCELED) {
-        atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+        atomic_store(r->stop, FERRY_ECANCELED);
         return;
     }
     int expected = 0;
-    atomic_compare_exchange_strong(&ferry__run_stop, &expected, code);
+    atomic_compare_exchange_strong(r->stop, &expected, code);
+}
+
+int ferry__run_stop_get(struct run *r)
+{
+    /* Each new signal, claimed by one reading thread only: a pause when nothing was asked
+     * yet, else a cancel. */
+    int now = atomic_load(&signals);
+    int seen = atomic_load(&r->signals_seen);
+    while (seen < now) {
+        if (!atomic_compare_exchange_weak(&r->signals_seen, &seen, seen + 1)) continue;
+        seen++;
+        int expected = 0;
+        if (!atomic_compare_exchange_strong(r->stop, &expected, FERRY_EPAUSED))
+            atomic_store(r->stop, FERRY_ECANCELED);
+    }
+    return atomic_load(r->stop);
+}
+
+/* The runs in progress in this process (a list through run.live_next). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct run *live_head;
+
+int ferry__run_live_enter(struct run *r, struct ferry_error *err)
+{
+    pthread_mutex_lock(&live_lock);
+    const struct run *x = live_head;
+    while (x && strcmp(x->dest_key, r->dest_key) != 0)
+        x = x->live_next;
+    if (x == NULL) {
+        r->live_next = live_head;
+        live_head = r;
+        r->live = true;
+    }
+    pthread_mutex_unlock(&live_lock);
+    if (x == NULL) return FERRY_OK;
+    return ferry_error_set(err, FERRY_ECONFLICT, "runner",
+                           "pipeline %s already has a run in progress in this process (another "
+                           "thread): wait for it, or pause or cancel it",
+                           r->p->name);
+}
+
+void ferry__run_live_leave(struct run *r)
+{
+    if (!r->live) return;
+    pthread_mutex_lock(&live_lock);
+    struct run **pp = &live_head;
+    while (*pp && *pp != r)
+        pp = &(*pp)->live_next;
+    if (*pp) *pp = r->live_next;
+    r->live = false;
+    pthread_mutex_unlock(&live_lock);
 }
 
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,

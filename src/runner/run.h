@@ -28,8 +28,8 @@
 
 struct ferry_flow;
 struct ferry_transform_chain;
+struct ferry_convert;
 struct ferry_tracker;
-struct stream_gate;
 
 /* One resource of the run: what planning decided, and its flow while it runs. */
 struct resource_run {
@@ -38,6 +38,7 @@ struct resource_run {
     struct ferry_schema *schema;     /* source schema */
     struct ferry_schema *out_schema; /* after transforms: what the sink writes */
     struct ferry_transform_chain *chain;
+    struct ferry_convert *convert;   /* on_unrepresentable: null | clamp, else NULL */
     struct ferry_sink_caps caps;
     struct ferry_target target;
     char *route;
@@ -75,16 +76,23 @@ struct lane {
     int n_res;
     pthread_t thread;
     bool started;
-    int n_want;   /* a stream lane: readers it opens (0: the run's number) */
-    bool arrived; /* a stream lane passed the stream gate (schedule.c) */
     /* The stop flag of this lane's flows: a flow raises its own on a failure to stop its
      * readers (pipeline/flow.h), which must not stop the other lanes; the control thread
-     * copies the run's stop request (ferry__run_stop) into it. */
+     * copies the run's stop request (run.stop) into it. */
     atomic_int stop;
 };
 
 struct run {
     const struct ferry_run_options *o;
+    /* The run's stop request (0, FERRY_EPAUSED or FERRY_ECANCELED), read by its flows: the
+     * caller's (ferry_run_options.stop, an embedded job's) or own_stop. Set through
+     * ferry__run_stop_set (a cancel wins over a pause); ferry__run_stop_get also folds in
+     * the process's signals that came after the run started (run.c). */
+    atomic_int *stop;
+    atomic_int own_stop;
+    atomic_int signals_seen; /* ferry_runner_signal calls folded into *stop (run.c) */
+    bool live;              /* in the process's list of runs in progress (run.c) */
+    struct run *live_next;
     struct ferry_pipeline_spec *p;
     struct ferry_store *st;
     struct ferry_bus *bus;
@@ -112,6 +120,7 @@ struct run {
     int64_t peak_rss;
     /* totals of finished resources (and tasks) */
     int64_t rows, bytes, batches;
+    int64_t converted; /* on_unrepresentable, every resource (under lock) */
     struct ferry_buf failed_res; /* failed resources - "a: why; b: why" */
     int n_failed_res;
     int first_failed_rc; /* the code of the first of them */
@@ -122,10 +131,6 @@ struct run {
     /* The copy phase: `concurrency` lanes under one memory budget (lanes.c, budget.c). */
     struct lane *lanes;
     int n_lanes;
-    /* The stream phase: one lane per cdc resource after the copy lanes (lanes[n_lanes..]),
-     * their streams started together (0: cdc resources one after another on lane 0). */
-    int n_stream_lanes;
-    struct stream_gate *gate; /* while the stream phase runs (schedule.c) */
     struct ferry_batch_opts opts; /* the file's batch settings within the budget */
     char *snapshot_id;            /* the attempt's exported snapshot, for lanes' readers */
     pthread_mutex_t lock;         /* guards the totals, failed_res and fatal_rc */
@@ -156,9 +161,20 @@ struct run {
 
 /* ---- run.c: the stop flag, the emitter, small shared helpers ---- */
 
-/* The process-wide stop request (0, FERRY_EPAUSED or FERRY_ECANCELED): set by signals,
- * by the control thread (requests in the store, a fenced heartbeat), read by every flow. */
-extern atomic_int ferry__run_stop;
+/* Points r->stop at the caller's flag or the run's own, and notes the signals so far. */
+void ferry__run_stop_init(struct run *r);
+/* The run's stop request after folding in the signals the process received since the run
+ * started (the first pauses, the next cancels, as ferry_runner_signal says). */
+int ferry__run_stop_get(struct run *r);
+/* Asks the run to stop: FERRY_ECANCELED always wins, FERRY_EPAUSED only over no request
+ * (by the control thread: requests in the store, a fenced heartbeat; by a failed thread). */
+void ferry__run_stop_set(struct run *r, int code);
+/* Enters r (its dest_key: pipeline and state file) in the process's runs in progress;
+ * FERRY_ECONFLICT when a run of the same pipeline and state file is in progress in this
+ * process (another thread: its pid is this one, so attempt.c cannot tell it apart from a
+ * run this process left behind). Released by ferry__run_live_leave (idempotent). */
+int ferry__run_live_enter(struct run *r, struct ferry_error *err);
+void ferry__run_live_leave(struct run *r);
 /* Publishes one event of this run's attempt on its bus; *seq (optional) gets its seq. */
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,
                     int64_t *seq, struct ferry_error *err);
@@ -249,8 +265,6 @@ int ferry__lanes_assign(struct run *r, struct ferry_error *err);
  * snapshot (on the lane's own thread, so that lanes prepare their targets side by side).
  * Lane 0: the run's sink and readers. */
 int ferry__lanes_open(struct run *r, struct lane *ln, struct ferry_error *err);
-/* Copy lanes plus stream lanes. */
-int ferry__lanes_total(const struct run *r);
 /* Control thread: the run's stop request into every lane's stop flag. */
 void ferry__lanes_forward_stop(struct run *r);
 /* Commits the sessions of lanes 1..n-1 (lane 0 is the run's session, session.c). */

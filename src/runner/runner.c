@@ -19,6 +19,8 @@
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/schema_change.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "config/access.h"
 #include "runner/run.h"
@@ -66,6 +68,7 @@ static int open_run(struct run *r, struct ferry_error *err)
 {
     const struct ferry_run_options *o = r->o;
     int rc = load_pipeline(r, err);
+    if (rc == FERRY_OK && r->p->sink != NULL) r->p->sink->host = o->sink_host;
     /* distribute: true (docs/operations.md, scale-out): this process coordinates, unless it
      * works one task of another process's run (shard mode). */
     bool distribute = false;
@@ -296,6 +299,7 @@ static void cleanup(struct run *r)
         ferry_schema_unref(rr->schema);
         ferry_schema_unref(rr->out_schema);
         ferry_transforms_free(rr->chain);
+        ferry_convert_free(rr->convert);
         ferry_free(rr->route);
         ferry_free(rr->plan_json);
         for (int s = 0; rr->resume && s < rr->n_shards; s++)
@@ -350,6 +354,28 @@ static int run_attempt(struct run *r, struct ferry_run_result *res, struct ferry
     return rc;
 }
 
+/* The runs going on in this process. FERRY_FAILPOINTS is read again when a run starts
+ * alone (so that runs one after another each count hits from 1, as before), never while
+ * another run evaluates the table (failpoint.c fills it without a lock). */
+static pthread_mutex_t runs_lock = PTHREAD_MUTEX_INITIALIZER;
+static int runs_active;
+
+static int runs_enter(struct ferry_error *err)
+{
+    pthread_mutex_lock(&runs_lock);
+    int rc = runs_active == 0 ? ferry_failpoints_init(err) : FERRY_OK;
+    if (rc == FERRY_OK) runs_active++;
+    pthread_mutex_unlock(&runs_lock);
+    return rc;
+}
+
+static void runs_leave(void)
+{
+    pthread_mutex_lock(&runs_lock);
+    runs_active--;
+    pthread_mutex_unlock(&runs_lock);
+}
+
 int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result *res,
                      struct ferry_error *err)
 {
@@ -360,10 +386,18 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     r.lock_init = pthread_mutex_init(&r.lock, NULL) == 0;
     memset(res, 0, sizeof *res);
     res->state = "failed";
-    atomic_store(&ferry__run_stop, 0);
+    ferry__run_stop_init(&r);
+    /* this thread's schema-change notes are this run's (pipeline/schema_change.h) */
+    const void *outer_tag = ferry_schema_change_tag();
+    ferry_schema_change_tag_set(&r);
     r.t0 = ferry_now_mono_us();
-    int rc = ferry_failpoints_init(err);
-    if (rc != FERRY_OK) return rc;
+    int rc = runs_enter(err);
+    if (rc != FERRY_OK) {
+        if (r.lock_init) pthread_mutex_destroy(&r.lock);
+        ferry_buf_release(&r.failed_res);
+        ferry_schema_change_tag_set(outer_tag);
+        return rc;
+    }
     rc = open_run(&r, err);
     if (rc == FERRY_OK) rc = check_pipeline(&r, err);
     if (rc == FERRY_OK && o->plan_only) {
@@ -377,10 +411,14 @@ int ferry_runner_run(const struct ferry_run_options *o, struct ferry_run_result 
     res->rows = r.rows;
     res->bytes = r.bytes;
     res->batches = r.batches;
+    res->converted = r.converted;
     res->seconds = (double)(ferry_now_mono_us() - r.t0) / 1e6;
     res->peak_rss = ferry__run_peak_rss();
     ferry_buf_release(&r.failed_res);
     cleanup(&r);
+    ferry__run_live_leave(&r);
     if (r.lock_init) pthread_mutex_destroy(&r.lock);
+    runs_leave();
+    ferry_schema_change_tag_set(outer_tag);
     return rc;
 }

@@ -10,6 +10,7 @@
 #ifndef FERRY_RUNNER_H
 #define FERRY_RUNNER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +48,14 @@ struct ferry_run_options {
     const char *pipeline_name;
     void (*on_event)(void *ctx, const struct ferry_event *ev);
     void *event_ctx;
+    /* The run's stop flag (0, FERRY_EPAUSED or FERRY_ECANCELED), owned by the caller, who
+     * may set it from any thread to stop this run and no other (a cancel replaces a pause,
+     * never the other way round); the runner sets it too (store requests, signals) and
+     * never clears it. NULL: the run's own, starting at 0. */
+    atomic_int *stop;
+    /* What the program that embeds ferry hands the sink's connector (the `callback` sink:
+     * a struct ferry_callback_binding, connectors/callback/callback.h); NULL otherwise. */
+    void *sink_host;
 };
 
 struct ferry_run_result {
@@ -57,6 +66,7 @@ struct ferry_run_result {
     bool partial;            /* on_resource_error: continue and resources failed */
     char partial_message[900];
     int64_t rows, bytes, batches;
+    int64_t converted;       /* values on_unrepresentable converted (per column: the events) */
     double seconds;
     int64_t peak_rss;
     bool cdc_more;           /* a cdc stream stopped before its frozen end (a schema change):
@@ -98,11 +108,10 @@ int ferry__budget_compute(int64_t memory, int flows, int readers, const struct f
 /* The most bytes of batches `flows` such flows may hold at once (the formula's bound). */
 int64_t ferry__budget_in_flight(const struct ferry_batch_opts *b, int flows, int readers);
 
-/* Async-signal-safe: first call pauses cleanly, a second one cancels (run.c). */
+/* Async-signal-safe, for the CLI's SIGINT/SIGTERM: every run of this process going on now
+ * takes it, the first call since a run started pausing it cleanly, the next one canceling
+ * it; a run that starts later does not (run.c). One run alone: ferry_run_options.stop. */
 void ferry_runner_signal(void);
-/* Any thread: asks the running run to stop with FERRY_EPAUSED or FERRY_ECANCELED (a cancel
- * wins over a pause). A run resets the request when it starts (run.c). */
-void ferry_runner_request_stop(int code);
 
 /* policy.c: refuses, before any data moves, what cannot be correct. */
 int ferry_policy_check(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r,

@@ -1,12 +1,8 @@
 /* runner/schedule.c - runs the resources of a run in this process and reports each one's
  * start and end: first the copy phase, where up to `concurrency` lanes (lanes.c) each copy
  * their resources one after another on a thread of their own, then the stream phase, where
- * cdc resources run each on a stream lane of its own, all at once (or one after another on
- * lane 0 when the sink allows one session only). A cdc resource with copy shards runs two
- * flows, copy first, then its stream; the streams start together once every stream lane
- * passed its copy (the stream gate), so that a log they share is read once (the postgres
- * source's one replication session per slot). After the run's end is folded, cdc sources
- * release their log.
+ * cdc resources run one after another on lane 0 (a cdc resource with copy shards: two flows,
+ * copy first, then its stream). After the run's end is folded, cdc sources release their log.
  *
  * run_resource does everything one resource needs and touches the run through three
  * things: the lane it is given (sink instance, readers), the run's totals (add_totals,
@@ -14,13 +10,17 @@
  * r->isolate_failures (lanes.c): it is counted in failed_res and the run ends failed (or
  * partial with on_resource_error: continue); a pause, a cancel, a store or fencing failure
  * concerns the whole run: no lane starts another resource. Calls: run.c, lanes.c,
- * progress.c, flow, store, the source (cdc_ack). Called by runner.c and coordinator.c. */
+ * progress.c, flow, store, the source (cdc_ack). Called by runner.c and coordinator.c.
+ * A source whose cdc streams share one log connection (cdc_one_stream) has its streams run
+ * side by side instead ("the stream phase side by side" below). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/convert.h"
 #include "pipeline/transform.h"
 #include "runner/run.h"
 
@@ -39,6 +39,7 @@ static void flow_init(struct run *r, struct resource_run *rr, struct ferry_flow 
     f->n_shards = rr->n_shards;
     f->resume = resume;
     f->chain = rr->chain;
+    f->convert = rr->convert;
     ferry_transforms_set_run(rr->chain, r->run_id); /* add: value: run_id */
     f->sink_vt = p->sink_vt;
     f->sink_ctx = ln && ln->index > 0 ? ln->sink_ctx : r->sink_ctx;
@@ -79,76 +80,29 @@ int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool di
     return rc;
 }
 
-/* The stream phase's gate: every stream lane arrives once (after its copy flow, or having
- * nothing to stream); the streams start when all did, each told how many start at once. */
-struct stream_gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int lanes, arrived, streaming;
-};
-
-static void gate_pass(struct run *r, struct lane *ln, struct resource_run *rr, bool streams,
-                      bool wait)
-{
-    struct stream_gate *g = r->gate;
-    if (g == NULL || ln == NULL || ln->arrived) return;
-    ln->arrived = true;
-    pthread_mutex_lock(&g->mu);
-    g->arrived++;
-    if (streams) g->streaming++;
-    pthread_cond_broadcast(&g->cv);
-    while (wait && g->arrived < g->lanes)
-        pthread_cond_wait(&g->cv, &g->mu);
-    if (rr != NULL) rr->read.cdc_streams = g->streaming;
-    pthread_mutex_unlock(&g->mu);
-}
-
-/* Streams that start with rr's: the stream lanes that have a resource at rr's place. */
-static int wave_size(struct run *r, const struct lane *ln, const struct resource_run *rr)
-{
-    int w = 0;
-    while (w < ln->n_res && &r->res[ln->res[w]] != rr)
-        w++;
-    int n = 0;
-    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++)
-        if (r->lanes[l].n_res > w) n++;
-    return n;
-}
-
-static void gate_arrive(struct run *r, struct lane *ln, struct resource_run *rr, bool streams)
-{
-    if (r->gate != NULL && ln != NULL && ln->arrived && rr != NULL) {
-        /* a later wave of the lanes (more cdc resources than lanes): no gate, a count */
-        rr->read.cdc_streams = wave_size(r, ln, rr);
-        return;
-    }
-    gate_pass(r, ln, rr, streams, true);
-}
-
 /* A cdc resource's shard 0 streams changes that must land after every row of its copy
  * shards: the copy runs as one flow (any number of readers), then the stream as a second
- * one. Other resources: one flow. */
-static int run_flow(struct run *r, struct lane *ln, struct resource_run *rr, struct ferry_flow *f,
-                    struct ferry_error *err)
+ * one. Other resources: one flow. run_phase runs one of the two (copy: shards 1..n). */
+static int run_phase(struct resource_run *rr, struct ferry_flow *f, bool copy,
+                     struct ferry_error *err)
 {
-    if (rr->spec->mode == FERRY_READ_CDC && rr->n_shards < 2) gate_arrive(r, ln, rr, true);
-    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
     static char done[] = "{\"done\":true}";
     char **phase = ferry_calloc((size_t)rr->n_shards, sizeof *phase);
     if (phase == NULL) return ferry__run_oom(err);
     for (int s = 0; s < rr->n_shards; s++)
-        phase[s] = s == 0 ? done : rr->resume[s];
+        phase[s] = (s == 0) == copy ? done : rr->resume[s];
     f->resume = phase;
     int rc = ferry_flow_run(f, err);
-    gate_arrive(r, ln, rr, rc == FERRY_OK);
-    if (rc == FERRY_OK) {
-        for (int s = 0; s < rr->n_shards; s++)
-            phase[s] = s == 0 ? rr->resume[0] : done;
-        rc = ferry_flow_run(f, err);
-    }
     f->resume = rr->resume;
     ferry_free(phase);
     return rc;
+}
+
+static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+{
+    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
+    int rc = run_phase(rr, f, true, err);
+    return rc == FERRY_OK ? run_phase(rr, f, false, err) : rc;
 }
 
 /* The run's totals, added by every lane. */
@@ -166,15 +120,30 @@ static void add_totals(struct run *r, struct ferry_flow *f)
 static int report_completed(struct run *r, struct resource_run *rr, struct ferry_flow *f,
                             int64_t elapsed, struct ferry_error *err)
 {
-    char payload[1024];
+    struct ferry_buf pb;
+    ferry_buf_init(&pb, 0);
     int64_t rows = atomic_load(&f->rows_written), bytes = atomic_load(&f->bytes_written);
     int64_t wsrc = atomic_load(&f->wait_source_us), wsink = atomic_load(&f->wait_sink_us);
     const char *bound = ferry__run_bound(wsrc, wsink, elapsed);
-    snprintf(payload, sizeof payload,
-             "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
-             ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64 ",\"bound\":\"%s\"}",
-             rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
-    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED, payload, NULL, err);
+    ferry_buf_printf(&pb,
+                     "{\"rows\":%" PRId64 ",\"bytes\":%" PRId64 ",\"ms\":%" PRId64
+                     ",\"wait_source_ms\":%" PRId64 ",\"wait_sink_ms\":%" PRId64
+                     ",\"bound\":\"%s\"",
+                     rows, bytes, elapsed / 1000, wsrc / 1000, wsink / 1000, bound);
+    /* on_unrepresentable: what this attempt converted, per column */
+    ferry_convert_json(rr->convert, true, &pb);
+    ferry_buf_append(&pb, "}", 1);
+    int rc = ferry__run_emit(r, rr->spec->table, FERRY_EV_RESOURCE_COMPLETED,
+                             pb.data ? pb.data : "{}", NULL, err);
+    ferry_buf_release(&pb);
+    pthread_mutex_lock(&r->lock);
+    r->converted += ferry_convert_total(rr->convert);
+    pthread_mutex_unlock(&r->lock);
+    if (r->o->out && !r->o->quiet && ferry_convert_total(rr->convert) > 0)
+        fprintf(r->o->out, "%s: %" PRId64 " value(s) the sink cannot hold converted "
+                "(on_unrepresentable: %s; ferry show RUN lists them per column)\n",
+                rr->spec->table, ferry_convert_total(rr->convert),
+                ferry_unrepresentable_name(rr->read.on_unrepresentable));
     if (r->o->out && !r->o->quiet && !r->o->progress_tty) {
         double secs = (double)elapsed / 1e6;
         const char *label = ferry__run_bound_label(bound);
@@ -204,11 +173,10 @@ static int resource_gone(struct run *r, struct resource_run *rr, struct ferry_er
     return rc;
 }
 
-/* Everything one resource needs: started, its flow(s), completed or failed. */
-static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
-                        struct ferry_error *err)
+/* resource.started, and the resource's flow on lane ln (not yet run). */
+static int resource_begin(struct run *r, struct resource_run *rr, struct lane *ln,
+                          struct ferry_flow **out, struct ferry_error *err)
 {
-    if (rr->gone) return resource_gone(r, rr, err);
     int rc = ferry__schedule_emit_started(r, rr, false, err);
     if (rc != FERRY_OK) return rc;
     if (rr->resumed_any && r->o->out && !r->o->quiet)
@@ -217,22 +185,42 @@ static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
     if (f == NULL) return ferry__run_oom(err);
     rr->flow = f;
     /* one lane: the run's own stop flag, as before; several: the lane's (lanes.c) */
-    atomic_int *stop = ferry__lanes_total(r) > 1 ? (atomic_int *)&ln->stop : &ferry__run_stop;
+    atomic_int *stop = r->n_lanes > 1 ? (atomic_int *)&ln->stop : r->stop;
     flow_init(r, rr, f, ln, rr->resume, r->bus, stop);
-    int64_t t_res = ferry_now_mono_us();
-    atomic_store(&rr->active, f);
-    rc = run_flow(r, ln, rr, f, err);
-    atomic_store(&rr->active, NULL);
+    *out = f;
+    return FERRY_OK;
+}
+
+/* After the resource's flow(s) ended with rc: lag, schema events, totals, completed or
+ * failed. Returns rc (err kept) or the completion's emit result. */
+static int resource_end(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                        int64_t t_res, int rc, bool progress, struct ferry_error *err)
+{
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
     ferry__run_emit_schema_changes(r, rr);
-    if (ferry__lanes_total(r) <= 1) ferry__run_print_progress(r, f, t_res, true);
+    if (progress) ferry__run_print_progress(r, f, t_res, true);
     add_totals(r, f);
     if (rc == FERRY_OK) return report_completed(r, rr, f, ferry_now_mono_us() - t_res, err);
     if (rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
         ferry__run_emit_failure(r, rr->spec->table, FERRY_EV_RESOURCE_FAILED, rc, err->message,
                                 NULL, NULL);
     return rc;
+}
+
+/* Everything one resource needs: started, its flow(s), completed or failed. */
+static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
+                        struct ferry_error *err)
+{
+    if (rr->gone) return resource_gone(r, rr, err);
+    struct ferry_flow *f = NULL;
+    int rc = resource_begin(r, rr, ln, &f, err);
+    if (rc != FERRY_OK) return rc;
+    int64_t t_res = ferry_now_mono_us();
+    atomic_store(&rr->active, f);
+    rc = run_flow(rr, f, err);
+    atomic_store(&rr->active, NULL);
+    return resource_end(r, rr, f, t_res, rc, r->n_lanes <= 1, err);
 }
 
 /* Whether a failure of one resource stops the run (else the others go on). */
@@ -268,14 +256,14 @@ static bool run_stopping(struct run *r)
     pthread_mutex_lock(&r->lock);
     bool stop = r->fatal_rc != FERRY_OK;
     pthread_mutex_unlock(&r->lock);
-    return stop || atomic_load(&ferry__run_stop) != 0;
+    return stop || ferry__run_stop_get(r) != 0;
 }
 
 /* A pause or cancel that arrived before a resource started: the run stops with it (a run
  * that skipped a resource never reads as completed, and a replace never publishes less). */
 static void record_unstarted(struct run *r, struct resource_run *rr)
 {
-    int stop = atomic_load(&ferry__run_stop);
+    int stop = ferry__run_stop_get(r);
     if (stop != FERRY_EPAUSED && stop != FERRY_ECANCELED) return;
     struct ferry_error e;
     ferry_error_clear(&e);
@@ -334,7 +322,7 @@ static int copy_phase(struct run *r, struct ferry_error *err)
         struct lane *ln = &r->lanes[l];
         if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
             rc = ferry_error_set(err, FERRY_ENOMEM, "runner", "lane %d: cannot start a thread", l);
-            atomic_store(&ferry__run_stop, FERRY_ECANCELED);
+            ferry__run_stop_set(r, FERRY_ECANCELED);
         } else {
             ln->started = true;
         }
@@ -344,59 +332,169 @@ static int copy_phase(struct run *r, struct ferry_error *err)
     return rc;
 }
 
-/* A stream lane's thread: its sink and readers, its resource, through the gate. */
+/* ---- the stream phase side by side (a source with cdc_one_stream) ----
+ * The copies of the cdc resources run first, one after another on lane 0 (they read the
+ * planning connection's snapshot); then every stream that copied runs at once, each on a
+ * thread with a source instance of its own, so the source can serve them all from one log
+ * connection; their applies go to lane 0's sink one at a time (flow.sink_lock). Each stream
+ * has its own stop flag (a failed table stops only its own readers), into which the waiting
+ * thread copies the run's stop requests. */
+struct stream_run {
+    struct run *r;
+    struct resource_run *rr;
+    struct ferry_flow *f;
+    void *src; /* the stream's own source instance */
+    atomic_int stop;
+    atomic_bool finished;
+    pthread_t thread;
+    bool ready, started;
+    int rc;
+    int64_t t0;
+    struct ferry_error err;
+};
+
+static bool streams_together(const struct run *r)
+{
+    if (!r->p->source_vt->cdc_one_stream || r->distributed || r->shard_mode) return false;
+    int n = 0;
+    for (int k = 0; k < r->lanes[0].n_res; k++) {
+        const struct resource_run *rr = &r->res[r->lanes[0].res[k]];
+        if (!rr->copy_phase && rr->spec->mode == FERRY_READ_CDC && !rr->gone) n++;
+    }
+    return n > 1;
+}
+
+/* started, the copy flow, a source instance: ready to stream (else reported and recorded). */
+static void stream_prepare(struct stream_run *sr)
+{
+    struct run *r = sr->r;
+    struct resource_run *rr = sr->rr;
+    struct ferry_error *e = &sr->err;
+    ferry_error_clear(e);
+    if (run_stopping(r)) {
+        record_unstarted(r, rr);
+        return;
+    }
+    int rc = rr->gone ? resource_gone(r, rr, e) : resource_begin(r, rr, &r->lanes[0], &sr->f, e);
+    if (rc != FERRY_OK || rr->gone) {
+        if (rc != FERRY_OK) record_failure(r, rr, rc, e);
+        return;
+    }
+    sr->t0 = ferry_now_mono_us();
+    if (rr->n_shards > 1) {
+        atomic_store(&rr->active, sr->f);
+        rc = run_phase(rr, sr->f, true, e);
+        atomic_store(&rr->active, NULL);
+    }
+    if (rc == FERRY_OK) {
+        rc = r->p->source_vt->open(r->p->source, &sr->src, e);
+        if (rc != FERRY_OK) ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type,
+                                               rr->spec->table);
+    }
+    if (rc != FERRY_OK) {
+        resource_end(r, rr, sr->f, sr->t0, rc, false, e);
+        record_failure(r, rr, rc, e);
+        return;
+    }
+    sr->ready = true;
+}
+
 static void *stream_main(void *arg)
 {
-    struct lane *ln = arg;
-    struct run *r = ln->r;
-    struct resource_run *rr = ln->n_res > 0 ? &r->res[ln->res[0]] : NULL;
-    struct ferry_error e;
-    ferry_error_clear(&e);
-    int rc = ferry__lanes_open(r, ln, &e);
-    if (rc == FERRY_OK)
-        run_lane(ln, false);
-    else if (rr != NULL)
-        record_failure(r, rr, rc, &e); /* that resource only, where failures are isolated */
-    gate_arrive(r, ln, NULL, false);   /* a lane that streams nothing still lets the rest go */
+    struct stream_run *sr = arg;
+    ferry_error_clear(&sr->err);
+    if (sr->rr->n_shards > 1)
+        sr->rc = run_phase(sr->rr, sr->f, false, &sr->err);
+    else
+        sr->rc = ferry_flow_run(sr->f, &sr->err);
+    atomic_store(&sr->finished, true);
     return NULL;
 }
 
-/* Readers a stream lane opens: the run's readers shared by the lanes (first-run copies of
- * every lane run at once; each copy shard also opens a connection of its own). */
-static int stream_readers(const struct run *r)
+/* Starts the ready streams (n_ready of them) on threads sharing lane 0's sink. */
+static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mutex_t *lock)
 {
-    int n = r->n_readers / r->n_stream_lanes;
-    return n > 1 ? n : 1;
-}
-
-/* The stream phase with stream lanes: one thread each, all at once. */
-static void stream_phase(struct run *r)
-{
-    if (r->n_stream_lanes == 0) {
-        run_lane(&r->lanes[0], false);
-        return;
-    }
-    struct stream_gate g = {.lanes = r->n_stream_lanes};
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    r->gate = &g;
-    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++) {
-        struct lane *ln = &r->lanes[l];
-        ln->n_want = stream_readers(r);
-        ln->started = pthread_create(&ln->thread, NULL, stream_main, ln) == 0;
-        if (!ln->started) {
-            struct ferry_error e;
-            ferry_error_clear(&e);
-            ferry_error_set(&e, FERRY_ENOMEM, "runner", "lane %d: cannot start a thread", l);
-            if (ln->n_res > 0) record_failure(r, &r->res[ln->res[0]], FERRY_ENOMEM, &e);
-            gate_pass(r, ln, NULL, false, false); /* the others must not wait for it */
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        struct ferry_flow *f = sr[i].f;
+        sr[i].rr->read.cdc_streams_together = n_ready;
+        f->src_ctx = sr[i].src;
+        f->readers = &sr[i].src;
+        f->n_readers = 1;
+        f->stop = &sr[i].stop;
+        f->sink_lock = lock;
+        atomic_store(&sr[i].rr->active, f);
+        if (pthread_create(&sr[i].thread, NULL, stream_main, &sr[i]) == 0) {
+            sr[i].started = true;
+        } else {
+            sr[i].rc = ferry_error_set(&sr[i].err, FERRY_ENOMEM, "runner",
+                                       "resource %s: cannot start a thread", sr[i].rr->spec->table);
+            atomic_store(&sr[i].finished, true);
         }
     }
-    for (int l = r->n_lanes; l < ferry__lanes_total(r); l++)
-        if (r->lanes[l].started) pthread_join(r->lanes[l].thread, NULL);
-    r->gate = NULL;
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
+}
+
+/* Waits for every stream, copying the run's stop requests into their flags. */
+static void streams_wait(struct run *r, struct stream_run *sr, int n)
+{
+    for (;;) {
+        bool all = true;
+        int want = ferry__run_stop_get(r);
+        for (int i = 0; i < n; i++) {
+            if (!sr[i].ready) continue;
+            if (!atomic_load(&sr[i].finished)) all = false;
+            int expected = 0;
+            if (want != 0) atomic_compare_exchange_strong(&sr[i].stop, &expected, want);
+            if (want == FERRY_ECANCELED) atomic_store(&sr[i].stop, want);
+        }
+        if (all) break;
+        usleep(50000);
+    }
+    for (int i = 0; i < n; i++)
+        if (sr[i].started) pthread_join(sr[i].thread, NULL);
+}
+
+static void streams_finish(struct stream_run *sr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        struct resource_run *rr = sr[i].rr;
+        atomic_store(&rr->active, NULL);
+        rr->read.cdc_streams_together = 0;
+        sr[i].f->sink_lock = NULL;
+        sr[i].f->readers = NULL;
+        sr[i].f->src_ctx = NULL;
+        sr[i].r->p->source_vt->close(sr[i].src);
+        int rc = resource_end(sr[i].r, rr, sr[i].f, sr[i].t0, sr[i].rc, false, &sr[i].err);
+        if (rc != FERRY_OK) record_failure(sr[i].r, rr, rc, &sr[i].err);
+    }
+}
+
+static void streams_side_by_side(struct run *r)
+{
+    struct lane *ln = &r->lanes[0];
+    struct stream_run *sr = ferry_calloc((size_t)ln->n_res + 1, sizeof *sr);
+    if (sr == NULL) {
+        run_lane(ln, false); /* one after another, as without cdc_one_stream */
+        return;
+    }
+    int n = 0, n_ready = 0;
+    for (int k = 0; k < ln->n_res; k++) {
+        struct resource_run *rr = &r->res[ln->res[k]];
+        if (rr->copy_phase) continue;
+        sr[n].r = r;
+        sr[n].rr = rr;
+        stream_prepare(&sr[n]);
+        n_ready += sr[n].ready;
+        n++;
+    }
+    pthread_mutex_t lock;
+    pthread_mutex_init(&lock, NULL);
+    streams_start(sr, n, n_ready, &lock);
+    streams_wait(r, sr, n);
+    streams_finish(sr, n);
+    pthread_mutex_destroy(&lock);
+    ferry_free(sr);
 }
 
 int ferry__schedule_run(struct run *r, struct ferry_error *err)
@@ -411,8 +509,11 @@ int ferry__schedule_run(struct run *r, struct ferry_error *err)
     }
     (void)FERRY_FAILPOINT("before_copy_phase"); /* a pause before any resource starts */
     int rc = copy_phase(r, err);
-    /* The stream phase: cdc resources, after every copy of the run. */
-    if (rc == FERRY_OK) stream_phase(r);
+    /* The stream phase: cdc resources, on lane 0, after every copy of the run. */
+    if (rc == FERRY_OK && streams_together(r))
+        streams_side_by_side(r);
+    else if (rc == FERRY_OK)
+        run_lane(&r->lanes[0], false);
     if (r->n_res > 1) ferry__run_print_run_progress(r, true);
     if (rc == FERRY_OK && r->fatal_rc != FERRY_OK) {
         rc = r->fatal_rc;

@@ -908,6 +908,13 @@ enum MHD_Result ferry__api_run_get(struct req *rq)
                                                     "position", parse_json_text(cps[k].position)));
             ferry_checkpoints_free(cps, ncp);
             json_object_set_new(jr, "checkpoints", ca);
+            /* on_unrepresentable: values converted per column ({} when none) */
+            char *conv = NULL;
+            ferry_store_resource_converted_get(st, id, rs[i].resource, &conv, NULL);
+            json_t *jconv = conv ? json_loads(conv, 0, NULL) : NULL;
+            ferry_free(conv);
+            json_object_set_new(jr, "converted", json_is_object(jconv) ? jconv : json_object());
+            if (!json_is_object(jconv)) json_decref(jconv);
             json_array_append_new(ra, jr);
         }
         json_object_set_new(j, "resources", ra);

@@ -200,6 +200,15 @@ int ferry_store_resource_list(struct ferry_store *st, int64_t run_id,
 int ferry_store_resource_skips_put(struct ferry_store *st, int64_t run_id, const char *resource,
                                    int64_t skipped, const char *skips_json,
                                    struct ferry_error *err);
+/* on_unrepresentable: the values converted per column of a resource, a JSON object
+ * {"COL": {"null": N, "clamp": M}} (the tracker sums batch.written's "converted");
+ * *converted_json NULL when none (freed with ferry_free). */
+int ferry_store_resource_converted_put(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, const char *converted_json,
+                                       struct ferry_error *err);
+int ferry_store_resource_converted_get(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, char **converted_json,
+                                       struct ferry_error *err);
 int ferry_store_resource_skips_get(struct ferry_store *st, int64_t run_id, const char *resource,
                                    char **skips_json, struct ferry_error *err);
 

@@ -192,10 +192,15 @@ static const char migration_11[] =
     " \"name\" TEXT PRIMARY KEY, \"sealed\" TEXT NOT NULL,"
     " \"created_us\" INTEGER NOT NULL, \"updated_us\" INTEGER NOT NULL);";
 
+/* 12 (issue 23, on_unrepresentable: null | clamp): the values converted per column of a
+ * resource, a JSON object {"COL": {"null": N, "clamp": M}} summed over batch.written. */
+static const char migration_12[] =
+    "ALTER TABLE \"run_resources\" ADD COLUMN \"converted\" TEXT NOT NULL DEFAULT '';";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
                                          migration_7, migration_8, migration_9, migration_10,
-                                         migration_11};
+                                         migration_11, migration_12};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -1414,6 +1419,35 @@ int ferry_store_resource_skips_get(struct ferry_store *st, int64_t run_id, const
                          "SELECT \"skips\" FROM \"run_resources\" WHERE \"run_id\" = ?1 AND"
                          " \"resource\" = ?2",
                          run_id, resource, true, skips_json, what, err);
+}
+
+int ferry_store_resource_converted_put(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, const char *converted_json,
+                                       struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "recording the converted values of resource %s", resource);
+    int rc = exec_q(st,
+                    "INSERT INTO \"run_resources\" (\"run_id\", \"resource\", \"state\","
+                    " \"converted\", \"updated_us\") VALUES (?1, ?2, 'running', ?3, ?4)"
+                    " ON CONFLICT (\"run_id\", \"resource\") DO UPDATE SET"
+                    " \"converted\" = excluded.\"converted\","
+                    " \"updated_us\" = excluded.\"updated_us\"",
+                    what, err, "itti", run_id, resource, converted_json ? converted_json : "",
+                    ferry_now_wall_us());
+    return child_fail(st, rc, run_id, what, err);
+}
+
+int ferry_store_resource_converted_get(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, char **converted_json,
+                                       struct ferry_error *err)
+{
+    char what[320];
+    snprintf(what, sizeof what, "reading the converted values of resource %s", resource);
+    return resource_text(st,
+                         "SELECT \"converted\" FROM \"run_resources\" WHERE \"run_id\" = ?1 AND"
+                         " \"resource\" = ?2",
+                         run_id, resource, true, converted_json, what, err);
 }
 
 /* ---- plans ---- */

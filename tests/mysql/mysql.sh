@@ -110,7 +110,11 @@ my_start() {
       --skip-name-resolve --log-error="$MY_DIR/server.log" "${tls_args[@]}" >/dev/null 2>&1 &
     up=0
     for _ in $(seq 1 300); do
-      if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1; then up=1; break; fi
+      # ready on the socket and on TCP (the connectors under test come by TCP; `ping` answers
+      # alive even when the TCP user is refused)
+      if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1 &&
+        mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$MY_PORT" -unobody \
+          --connect-timeout=5 ping >/dev/null 2>&1; then up=1; break; fi
       grep -q "Do you already have another server running" "$MY_DIR/server.log" 2>/dev/null && break
       sleep 0.1
     done

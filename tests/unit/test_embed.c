@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "unit.h"
 #include "ferry/core.h"
@@ -164,6 +165,166 @@ static void test_cancel_before_run_and_conflict(void **unused)
     ferry_job_free(job);
 }
 
+/* ---- two runs at once, one paused ----------------------------------------------------- */
+
+#define PAIR_ROWS 50000
+
+/* One of the two jobs: the ids it received (a count per id), what its callbacks saw. */
+struct side {
+    const char *name;
+    struct ferry_job *job;
+    unsigned char seen[PAIR_ROWS + 1];
+    int64_t rows, stray; /* stray: ids outside 1..PAIR_ROWS, or a batch that was not "orders" */
+    int paused_events, batches;
+    int rc;
+    struct ferry_job_result res;
+    struct ferry_status st;
+};
+
+struct pair {
+    struct side a, b; /* a is paused at its first batch, b runs to its end */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool b_started, a_done;
+    bool timed_out;
+};
+
+static struct pair *the_pair;
+
+/* Waits (under p->lock) until *flag, at most two minutes: a hang fails the test. */
+static void pair_wait(struct pair *p, const bool *flag)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120;
+    while (!*flag && !p->timed_out)
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &until) != 0) p->timed_out = true;
+}
+
+static void pair_set(struct pair *p, bool *flag)
+{
+    pthread_mutex_lock(&p->lock);
+    *flag = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void take_ids(struct side *s, const struct ferry_batch_info *b, struct ArrowArray *array)
+{
+    if (strcmp(b->resource, "orders") != 0) s->stray++;
+    const struct ArrowArray *ids = array->children[0];
+    const int64_t *v = ids->buffers[1];
+    for (int64_t i = 0; i < array->length; i++) {
+        int64_t id = v[ids->offset + i];
+        if (id < 1 || id > PAIR_ROWS)
+            s->stray++;
+        else if (s->seen[id] < 255)
+            s->seen[id]++;
+    }
+    s->rows += array->length;
+}
+
+/* a: once b has a batch in hand, pauses its own job (from its callback, as allowed). b: says
+ * it started, then holds its first batch until a's run has ended paused. */
+static int pair_batch(void *ctx, const struct ferry_batch_info *b, struct ArrowSchema *schema,
+                      struct ArrowArray *array)
+{
+    struct side *s = ctx;
+    struct pair *p = the_pair;
+    take_ids(s, b, array);
+    schema->release(schema);
+    array->release(array);
+    if (s->batches++ != 0) return 0;
+    if (s == &p->a) {
+        pthread_mutex_lock(&p->lock);
+        pair_wait(p, &p->b_started);
+        pthread_mutex_unlock(&p->lock);
+        ferry_job_pause(s->job);
+    } else if (s == &p->b) {
+        pair_set(p, &p->b_started);
+        pthread_mutex_lock(&p->lock);
+        pair_wait(p, &p->a_done);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return 0;
+}
+
+static void pair_event(void *ctx, const struct ferry_event_info *ev)
+{
+    struct side *s = ctx;
+    if (strcmp(ev->type, "run.paused") == 0) s->paused_events++;
+}
+
+static void side_run(struct side *s)
+{
+    struct ferry_job_options o = {
+        .state_path = state, .on_event = pair_event, .on_batch = pair_batch, .ctx = s};
+    s->rc = ferry_job_run(s->job, &o, &s->res, &s->st);
+}
+
+static void *side_main(void *arg)
+{
+    struct side *s = arg;
+    side_run(s);
+    if (s == &the_pair->a) pair_set(the_pair, &the_pair->a_done);
+    return NULL;
+}
+
+/* Every id of 1..PAIR_ROWS arrived, and nothing else. */
+static void assert_exact(const struct side *s)
+{
+    assert_int_equal(s->stray, 0);
+    for (int64_t id = 1; id <= PAIR_ROWS; id++)
+        if (s->seen[id] == 0) fail_msg("%s: id %lld never arrived", s->name, (long long)id);
+}
+
+static void test_two_runs_at_once_pause_one(void **unused)
+{
+    static struct pair p; /* two 50 kB tables: not on the stack */
+    memset(&p, 0, sizeof p);
+    the_pair = &p;
+    assert_int_equal(pthread_mutex_init(&p.lock, NULL), 0);
+    assert_int_equal(pthread_cond_init(&p.cond, NULL), 0);
+    static char text_a[512], text_b[512];
+    snprintf(text_a, sizeof text_a, "%s", sample_yaml(PAIR_ROWS, "callback"));
+    snprintf(text_b, sizeof text_b, "%s", sample_yaml(PAIR_ROWS, "callback"));
+    /* two pipelines (their own runs and checkpoints) in one state file */
+    memcpy(strstr(text_a, "name: emb"), "name: pa1", 9);
+    memcpy(strstr(text_b, "name: emb"), "name: pb1", 9);
+    p.a.name = "a";
+    p.b.name = "b";
+    p.a.job = load(text_a);
+    p.b.job = load(text_b);
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, side_main, &p.a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, side_main, &p.b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_false(p.timed_out);
+    /* a: paused, resumable; b: neither paused nor stopped short */
+    assert_int_not_equal(p.a.rc, 0);
+    assert_string_equal(p.a.st.code_name, "paused");
+    assert_string_equal(p.a.res.state, "paused");
+    assert_int_equal(p.a.paused_events, 1);
+    assert_true(p.a.rows < PAIR_ROWS);
+    if (p.b.rc != 0) fail_msg("b: %s", p.b.st.message);
+    assert_string_equal(p.b.res.state, "completed");
+    assert_int_equal(p.b.paused_events, 0);
+    assert_int_equal(p.b.res.rows, PAIR_ROWS);
+    assert_int_equal(p.b.rows, PAIR_ROWS);
+    assert_exact(&p.b);
+    /* a's next run resumes it: together they delivered every row */
+    side_run(&p.a);
+    if (p.a.rc != 0) fail_msg("a resumed: %s", p.a.st.message);
+    assert_true(p.a.res.resumed);
+    assert_string_equal(p.a.res.state, "completed");
+    assert_exact(&p.a);
+    ferry_job_free(p.a.job);
+    ferry_job_free(p.b.job);
+    pthread_cond_destroy(&p.cond);
+    pthread_mutex_destroy(&p.lock);
+}
+
 /* Fails the Nth allocation of ferry_job_load, N = 0, 1, ... until it succeeds. */
 static void test_load_allocation_failures(void **unused)
 {
@@ -209,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_run_delivers_every_row),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cancel_before_run_and_conflict),
+        cmocka_unit_test(test_two_runs_at_once_pause_one),
         cmocka_unit_test(test_load_allocation_failures),
     };
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);

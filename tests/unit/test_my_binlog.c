@@ -330,6 +330,60 @@ static void test_rotate_xid(void **state)
     assert_int_equal(ferry__my_bl_xid(b.b, 7, &xid, &err), FERRY_EINVAL);
 }
 
+/* The shared stream's routing reads: a TABLE_MAP's id and names, a QUERY's db and statement. */
+static void test_names_query(void **state)
+{
+    (void)state;
+    struct bb b = {{0}, 0};
+    wide_table_map(&b);
+    uint64_t id = 0;
+    char db[8], table[8];
+    struct ferry_error err;
+    assert_int_equal(ferry__my_bl_table_names(b.b, b.n, 8, &id, db, sizeof db, table,
+                                              sizeof table, &err),
+                     FERRY_OK);
+    assert_true(id == 77);
+    assert_string_equal(db, "shop");
+    assert_string_equal(table, "wide");
+    assert_int_equal(ferry__my_bl_table_names(b.b, 12, 8, &id, db, sizeof db, table,
+                                              sizeof table, &err),
+                     FERRY_EINVAL); /* cut inside the database name */
+    assert_int_equal(ferry__my_bl_table_names(b.b, b.n, 8, &id, db, 4, table, sizeof table, &err),
+                     FERRY_EINVAL); /* a name longer than the buffer */
+    struct bb q = {{0}, 0};
+    le(&q, 7, 4), le(&q, 0, 4), u8(&q, 4), le(&q, 0, 2), le(&q, 3, 2); /* post-header */
+    u8(&q, 1), u8(&q, 2), u8(&q, 3);                                    /* status variables */
+    put(&q, "shop", 5), put(&q, "ALTER TABLE t ADD c int", 23);
+    const char *qdb = NULL, *stmt = NULL;
+    size_t dbn = 0, sn = 0;
+    assert_int_equal(ferry__my_bl_query(q.b, q.n, &qdb, &dbn, &stmt, &sn, &err), FERRY_OK);
+    assert_true(dbn == 4 && memcmp(qdb, "shop", 4) == 0);
+    assert_true(sn == 23 && memcmp(stmt, "ALTER TABLE t ADD c int", 23) == 0);
+    assert_int_equal(ferry__my_bl_query(q.b, 18, &qdb, &dbn, &stmt, &sn, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "QUERY"));
+    /* optional metadata (binlog_row_metadata = FULL): SIGNEDNESS skipped, COLUMN_NAME read */
+    struct ferry_my_bl_table *t = test_malloc(sizeof *t);
+    struct bb tm = {{0}, 0};
+    le(&tm, 5, 6), le(&tm, 1, 2);
+    name(&tm, "shop"), name(&tm, "t");
+    u8(&tm, 2), u8(&tm, 3), u8(&tm, 15);
+    u8(&tm, 2), le(&tm, 10, 2);
+    u8(&tm, 0x02);
+    size_t base = tm.n;
+    u8(&tm, 1), u8(&tm, 1), u8(&tm, 0x80);                 /* SIGNEDNESS */
+    u8(&tm, 4), u8(&tm, 8), u8(&tm, 2), put(&tm, "id", 2); /* COLUMN_NAME */
+    u8(&tm, 4), put(&tm, "note", 4);
+    assert_int_equal(ferry__my_bl_table_map(tm.b, tm.n, 8, t, &err), FERRY_OK);
+    assert_true(t->has_names && t->n_cols == 2);
+    assert_string_equal(t->names + t->name_off[0], "id");
+    assert_string_equal(t->names + t->name_off[1], "note");
+    assert_int_equal(ferry__my_bl_table_map(tm.b, tm.n - 3, 8, t, &err), FERRY_OK);
+    assert_false(t->has_names); /* a cut optional part: names not trusted, the map stands */
+    assert_int_equal(ferry__my_bl_table_map(tm.b, base, 8, t, &err), FERRY_OK);
+    assert_false(t->has_names); /* none logged */
+    test_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_wide_write),
         cmocka_unit_test(test_update_delete),
         cmocka_unit_test(test_rotate_xid),
+        cmocka_unit_test(test_names_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -651,7 +651,7 @@ static void test_decode_specials(void **state)
     g_specials = false;
     /* without it, the same infinity is refused as before */
     one_value_row(&x, 10, "\x7f\xff\xff\xff", 4);
-    expect_error(&x, "date infinity has no ferry value");
+    expect_error(&x, "date infinity has no value in this sink");
 }
 
 /* ---- pg_common ---- */

@@ -206,11 +206,11 @@ static void test_top_level_rules(void **state)
                "demo.yaml: sorce (line 3): unknown key; did you mean source? (the top level "
                "takes version, name, source, sink, transforms, batch, verify, worker, "
                "distribute, retries, notify, on_resource_error, schema_changes, concurrency, "
-               "memory)");
+               "memory, on_unrepresentable)");
     load_fails("version: 1\nname: demo\nwhatever: 1\n",
                "demo.yaml: whatever (line 3): unknown key (the top level takes version, name, "
                "source, sink, transforms, batch, verify, worker, distribute, retries, notify, "
-               "on_resource_error, schema_changes, concurrency, memory)");
+               "on_resource_error, schema_changes, concurrency, memory, on_unrepresentable)");
     load_fails("name: demo\n", "demo.yaml: version: required (line 1)");
     load_fails("version: 2\nname: demo\n",
                "demo.yaml: version (line 1): unsupported version 2; this ferry reads version 1");
@@ -869,6 +869,37 @@ static void test_out_of_memory(void **state)
     ferry_free(text);
 }
 
+/* on_unrepresentable: fail by default; `null` unquoted (YAML's null) is the word; clamp; a
+ * resource's own setting is checked at load; anything else is refused naming the key. */
+static void test_on_unrepresentable(void **state)
+{
+    (void)state;
+    struct ferry_pipeline_spec *p = load(demo);
+    assert_int_equal(p->on_unrepresentable, FERRY_UNREP_FAIL);
+    ferry_pipeline_free(p);
+    const char *const words[] = {"null", "\"null\"", "clamp", "fail"};
+    const enum ferry_unrepresentable want[] = {FERRY_UNREP_NULL, FERRY_UNREP_NULL,
+                                               FERRY_UNREP_CLAMP, FERRY_UNREP_FAIL};
+    for (int i = 0; i < 4; i++) {
+        char tail[64];
+        snprintf(tail, sizeof tail, "on_unrepresentable: %s\n", words[i]);
+        char *text = with("", "", "", tail);
+        p = load(text);
+        assert_int_equal(p->on_unrepresentable, want[i]);
+        ferry_pipeline_free(p);
+        ferry_free(text);
+    }
+    char *text = with("", "", "", "on_unrepresentable: round\n");
+    load_fails(text, "~on_unrepresentable (line 12): expected one of fail, null, clamp");
+    ferry_free(text);
+    text = with("", "", "", "on_unrepresentable: ~\n");
+    load_fails(text, "~on_unrepresentable (line 12): expected one of fail, null, clamp");
+    ferry_free(text);
+    text = with("", "      on_unrepresentable: nul\n", "", "");
+    load_fails(text, "~source.resources[0].on_unrepresentable (line");
+    ferry_free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -890,6 +921,7 @@ int main(void)
         cmocka_unit_test(test_version_follows_the_route),
         cmocka_unit_test(test_request_json_keeps_secret_references),
         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_on_unrepresentable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

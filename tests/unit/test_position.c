@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <jansson.h>
 #include "checkpoint/position.h"
 #include "ferry/core.h"
 
@@ -139,6 +140,36 @@ static void expect_refused(const char *text, const char *words)
     assert_null(p.snapshot);
 }
 
+/* The key as the jansson array the sqlite and postgres sources bind from: each value kept
+ * exactly (text with its NUL, the real's double, integers at their limits). */
+static void test_key_json(void **state)
+{
+    (void)state;
+    const char *text = "{\"shard\":1,\"key\":[null,false,-9223372036854775808,"
+                       "9223372036854775807,0.1,1e-300,\"a\\u0000b\",\"NaN\"],\"done\":true}";
+    struct ferry_position p = decoded(text);
+    json_t *a = ferry_position_key_json(&p);
+    assert_non_null(a);
+    assert_int_equal(json_array_size(a), 8);
+    assert_true(json_is_null(json_array_get(a, 0)));
+    assert_true(json_is_false(json_array_get(a, 1)));
+    assert_true(json_integer_value(json_array_get(a, 2)) == INT64_MIN);
+    assert_true(json_integer_value(json_array_get(a, 3)) == INT64_MAX);
+    assert_true(json_real_value(json_array_get(a, 4)) == 0.1);
+    assert_true(json_real_value(json_array_get(a, 5)) == 1e-300);
+    assert_int_equal(json_string_length(json_array_get(a, 6)), 3);
+    assert_memory_equal(json_string_value(json_array_get(a, 6)), "a\0b", 3);
+    assert_string_equal(json_string_value(json_array_get(a, 7)), "NaN");
+    json_decref(a);
+    ferry_position_clear(&p);
+    /* no key: an empty array (callers ask only when has_key) */
+    p = decoded("{\"done\":true}");
+    a = ferry_position_key_json(&p);
+    assert_int_equal(json_array_size(a), 0);
+    json_decref(a);
+    ferry_position_clear(&p);
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
@@ -206,6 +237,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_forms),
         cmocka_unit_test(test_every_kind),
+        cmocka_unit_test(test_key_json),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_allocation_failures),
     };

@@ -2,6 +2,7 @@
  * which type changes are widenings, what each policy does with each kind of change, the
  * schema.changed notes (kept per route, in order, taken once), and the pipeline key
  * (top level and per resource, a bad value refused naming the key). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "unit.h"
@@ -91,6 +92,44 @@ static void notes(void **state)
     ferry_free(v);
 }
 
+/* Two runs at once with the same route key: each takes the notes its own threads made (a
+ * note made on another thread of the run - a flow's reader - carries the run's tag). */
+static int run_a, run_b;
+
+static void *note_for_b(void *arg)
+{
+    (void)arg;
+    ferry_schema_change_tag_set(&run_b);
+    ferry_schema_change_note("rt", "t", "b_col", FERRY_SC_ADDED, NULL, "utf8",
+                             FERRY_SCHEMA_EVOLVE, FERRY_SC_CONTINUE);
+    return NULL;
+}
+
+static void notes_per_run(void **state)
+{
+    (void)state;
+    ferry_schema_change_tag_set(&run_a);
+    ferry_schema_change_note("rt", "t", "a_col", FERRY_SC_ADDED, NULL, "utf8",
+                             FERRY_SCHEMA_EVOLVE, FERRY_SC_CONTINUE);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, note_for_b, NULL), 0);
+    pthread_join(t, NULL);
+    int n = 0;
+    char **v = ferry_schema_change_take("rt", &n); /* as run a */
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(v[0], "\"column\":\"a_col\""));
+    ferry_free(v[0]);
+    ferry_free(v);
+    assert_null(ferry_schema_change_take("rt", &n));
+    ferry_schema_change_tag_set(&run_b);
+    v = ferry_schema_change_take("rt", &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(v[0], "\"column\":\"b_col\""));
+    ferry_free(v[0]);
+    ferry_free(v);
+    ferry_schema_change_tag_set(NULL);
+}
+
 static const char *const base =
     "version: 1\nname: p\n%s"
     "source: {type: sqlite, path: /nonexistent.db, resources: [{table: t%s}]}\n"
@@ -128,6 +167,7 @@ int main(void)
         cmocka_unit_test(widens),
         cmocka_unit_test(decide),
         cmocka_unit_test(notes),
+        cmocka_unit_test(notes_per_run),
         cmocka_unit_test(config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

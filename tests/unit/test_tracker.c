@@ -453,6 +453,43 @@ static void test_rows_skipped(void **state)
     ferry_free(rs);
 }
 
+/* batch.written's "converted" (on_unrepresentable): summed per column and kind across
+ * batches, a fenced attempt's batches never count, a redelivery changes nothing. */
+static void test_converted(void **state)
+{
+    struct fx *f = *state;
+    int a1 = 0, a2 = 0;
+    struct ferry_error err = {0};
+    int64_t r = start_run(f->st, "p", &a1);
+    ev(f->st, r, a1, "t", "batch.written",
+       "{\"rows\":4,\"bytes\":4,\"shard\":0,\"converted\":{\"d\":{\"null\":2,\"clamp\":0}}}");
+    ev(f->st, r, a1, "t", "batch.written", "{\"rows\":4,\"bytes\":4,\"shard\":0}");
+    ev(f->st, r, a1, "t", "batch.written",
+       "{\"rows\":4,\"bytes\":4,\"shard\":0,\"converted\":{\"d\":{\"null\":1,\"clamp\":3},"
+       "\"f\":{\"null\":0,\"clamp\":1}}}");
+    fold(f);
+    assert_int_equal(ferry_store_run_begin_attempt(f->st, r, 2, &a2, &err), FERRY_OK);
+    ev(f->st, r, a1, "t", "batch.written",
+       "{\"rows\":4,\"bytes\":4,\"shard\":0,\"converted\":{\"d\":{\"null\":50,\"clamp\":0}}}");
+    ev(f->st, r, a2, "t", "batch.written",
+       "{\"rows\":4,\"bytes\":4,\"shard\":0,\"converted\":{\"f\":{\"null\":0,\"clamp\":2}}}");
+    fold(f);
+    fold(f);
+    char *text = NULL;
+    assert_int_equal(ferry_store_resource_converted_get(f->st, r, "t", &text, &err), FERRY_OK);
+    assert_non_null(text);
+    json_t *j = json_loads(text, 0, NULL);
+    ferry_free(text);
+    json_t *want = json_loads("{\"d\":{\"null\":3,\"clamp\":3},\"f\":{\"null\":0,\"clamp\":3}}",
+                              0, NULL);
+    assert_true(json_equal(j, want));
+    json_decref(j);
+    json_decref(want);
+    /* a resource that converted nothing has none */
+    assert_int_equal(ferry_store_resource_converted_get(f->st, r, "other", &text, &err), FERRY_OK);
+    assert_null(text);
+}
+
 /* A tracker restarted mid-log resumes from its mark and counts each event once. */
 static void test_restart_resumes_from_mark(void **state)
 {
@@ -770,6 +807,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_stale_attempt_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poison_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_converted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_resumes_from_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_retries_after_error, setup, teardown),

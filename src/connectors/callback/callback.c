@@ -7,7 +7,8 @@
  * delivered), exports the schema and the rows (shared buffers, no copy), and calls the
  * function under a lock: the program never sees two calls at once, whatever the runner's
  * threads. Zero-row batches (a shard's end) are not handed over. Calls batch/arrow_export
- * and the digest. Registered in connectors/registry.c; bound by src/embed/. */
+ * and the digest. Registered in connectors/registry.c; bound per run by src/embed/ through
+ * the sink section's host pointer (callback.h). */
 #include <pthread.h>
 #include <string.h>
 #include "connectors/callback/callback.h"
@@ -15,46 +16,16 @@
 #include "ferry/core.h"
 #include "ferry/digest.h"
 
-static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
-static ferry_callback_batch_fn bound_fn;
-static void *bound_ctx;
-
 struct callback_sink {
     ferry_callback_batch_fn fn;
     void *fn_ctx;
     pthread_mutex_t call_lock; /* one call of fn at a time */
 };
 
-int ferry__callback_sink_bind(ferry_callback_batch_fn fn, void *ctx, struct ferry_error *err)
-{
-    int rc = FERRY_OK;
-    pthread_mutex_lock(&bind_lock);
-    if (fn != NULL && bound_fn != NULL)
-        rc = ferry_error_set(err, FERRY_ECONFLICT, "callback",
-                             "callback sink: another run of this process is receiving batches");
-    else {
-        bound_fn = fn;
-        bound_ctx = ctx;
-    }
-    pthread_mutex_unlock(&bind_lock);
-    return rc;
-}
-
-void ferry__callback_sink_unbind(void)
-{
-    pthread_mutex_lock(&bind_lock);
-    bound_fn = NULL;
-    bound_ctx = NULL;
-    pthread_mutex_unlock(&bind_lock);
-}
-
 static int cb_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
-    pthread_mutex_lock(&bind_lock);
-    ferry_callback_batch_fn fn = bound_fn;
-    void *fn_ctx = bound_ctx;
-    pthread_mutex_unlock(&bind_lock);
-    if (fn == NULL)
+    const struct ferry_callback_binding *bound = cfg->host;
+    if (bound == NULL || bound->fn == NULL)
         return ferry_error_set(err, FERRY_ECONFIG, "config",
                                "sink type callback: no program is receiving batches; the callback "
                                "sink exists only in a program that embeds libferry and runs the "
@@ -67,8 +38,8 @@ static int cb_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         ferry_free(s);
         return ferry_error_set(err, FERRY_ENOMEM, "callback", "callback sink: no mutex");
     }
-    s->fn = fn;
-    s->fn_ctx = fn_ctx;
+    s->fn = bound->fn;
+    s->fn_ctx = bound->ctx;
     *ctx = s;
     return FERRY_OK;
 }

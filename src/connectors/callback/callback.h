@@ -1,9 +1,11 @@
 /* connectors/callback/callback.h - the `callback` sink's binding to the program that
- * embeds ferry (src/embed/embed.c binds it around a run; docs/embedding.md).
+ * embeds ferry (src/embed/embed.c binds it for each run; docs/embedding.md).
  *
  * The sink has no keys and nowhere to write by itself: it hands every batch, exported
- * through the Arrow C Data Interface, to the one function bound in this process. Opening it
- * with nothing bound is a configuration error (the CLI never binds one). */
+ * through the Arrow C Data Interface, to the function of its run's binding, which the
+ * runner puts on the sink section (ferry_run_options.sink_host -> ferry_cfg.host). Runs at
+ * once in one process each have their own. Opening it without a binding is a configuration
+ * error (the CLI never binds one). */
 #ifndef FERRY_CALLBACK_SINK_H
 #define FERRY_CALLBACK_SINK_H
 
@@ -23,8 +25,10 @@ struct ferry_callback_batch {
 typedef int (*ferry_callback_batch_fn)(void *ctx, const struct ferry_callback_batch *batch,
                                        struct ArrowSchema *schema, struct ArrowArray *array);
 
-/* Binds fn (NULL unbinds); FERRY_ECONFLICT when another function is bound already. */
-int ferry__callback_sink_bind(ferry_callback_batch_fn fn, void *ctx, struct ferry_error *err);
-void ferry__callback_sink_unbind(void);
+/* What ferry_run_options.sink_host points to for a callback sink; lives for the run. */
+struct ferry_callback_binding {
+    ferry_callback_batch_fn fn;
+    void *ctx;
+};
 
 #endif

@@ -131,6 +131,23 @@ static int copy_name(struct rd *r, char *out, size_t cap, const char *what)
     return 0;
 }
 
+/* COLUMN_NAME (optional metadata type 4): one length-encoded name per column. */
+static void column_names(struct ferry_my_bl_table *t, const uint8_t *v, size_t n)
+{
+    struct rd r = {v, n, 0, NULL};
+    size_t used = 0;
+    for (uint32_t i = 0; i < t->n_cols; i++) {
+        uint64_t len = lenenc(&r, "column name");
+        const uint8_t *s = bytes(&r, (size_t)len, "column name");
+        if (s == NULL || len + 1 > sizeof t->names - used) return;
+        memcpy(t->names + used, s, (size_t)len);
+        t->names[used + len] = '\0';
+        t->name_off[i] = (uint32_t)used;
+        used += (size_t)len + 1;
+    }
+    t->has_names = r.off == n;
+}
+
 int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
                            struct ferry_my_bl_table *t, struct ferry_error *err)
 {
@@ -154,8 +171,50 @@ int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
     if (!r.bad && r.off != mend) r.bad = "metadata length";
     const uint8_t *nb = bytes(&r, (nc + 7) / 8, "null bitmap");
     if (nb) memcpy(t->nullable, nb, (nc + 7) / 8);
-    /* optional metadata (binlog_row_metadata) may follow: not needed, not read */
     if (r.bad) return bad(err, "TABLE_MAP", r.bad);
+    /* optional metadata (binlog_row_metadata = MINIMAL or FULL): type, length, value */
+    while (r.off < r.n && !r.bad) {
+        uint8_t type = (uint8_t)le(&r, 1, "optional metadata type");
+        uint64_t len = lenenc(&r, "optional metadata length");
+        const uint8_t *v = bytes(&r, (size_t)len, "optional metadata");
+        if (v != NULL && type == 4) column_names(t, v, (size_t)len);
+    }
+    if (r.bad) { /* a malformed optional part: the names are not trusted, the rest stands */
+        t->has_names = false;
+    }
+    return FERRY_OK;
+}
+
+int ferry__my_bl_table_names(const uint8_t *body, size_t n, int post_header_len, uint64_t *table_id,
+                             char *db, size_t db_cap, char *table, size_t table_cap,
+                             struct ferry_error *err)
+{
+    struct rd r = {body, n, 0, NULL};
+    *table_id = le(&r, post_header_len == 6 ? 4 : 6, "table id");
+    le(&r, 2, "flags");
+    copy_name(&r, db, db_cap, "database name");
+    copy_name(&r, table, table_cap, "table name");
+    return r.bad ? bad(err, "TABLE_MAP", r.bad) : FERRY_OK;
+}
+
+/* QUERY_EVENT: post-header thread id (4), exec time (4), database length (1), error code
+ * (2), status variables length (2); then the status variables, the database and its NUL,
+ * and the statement up to the end of the body. */
+int ferry__my_bl_query(const uint8_t *body, size_t n, const char **db, size_t *db_len,
+                       const char **stmt, size_t *stmt_len, struct ferry_error *err)
+{
+    struct rd r = {body, n, 0, NULL};
+    le(&r, 8, "query post-header");
+    size_t dlen = (size_t)le(&r, 1, "database length");
+    le(&r, 2, "error code");
+    size_t vlen = (size_t)le(&r, 2, "status variables length");
+    bytes(&r, vlen, "status variables");
+    const uint8_t *d = bytes(&r, dlen + 1, "database name");
+    if (r.bad) return bad(err, "QUERY", r.bad);
+    *db = (const char *)d;
+    *db_len = dlen;
+    *stmt = (const char *)body + r.off;
+    *stmt_len = n - r.off;
     return FERRY_OK;
 }
 

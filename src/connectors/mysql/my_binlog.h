@@ -6,7 +6,8 @@
  *   - ferry__my_bl_header() splits an event into header and body (the caller strips the
  *     4-byte CRC32 trailer first when the server's binlog_checksum is CRC32);
  *   - ferry__my_bl_table_map() fills a struct ferry_my_bl_table (borrowing nothing: names
- *     and metadata are copied into its fixed arrays);
+ *     and metadata are copied into its fixed arrays; of the optional metadata only the
+ *     column names are read, when present and when they fit);
  *   - ferry__my_bl_rows() walks a rows event of that table and calls `on_value` once per
  *     present column of every row image (before and after images of an update), then
  *     `on_row_end`; values are decoded exactly (struct ferry_my_bl_value) and borrow the
@@ -54,6 +55,11 @@ struct ferry_my_bl_table {
     uint8_t types[FERRY_MY_BL_MAX_COLS];
     uint16_t meta[FERRY_MY_BL_MAX_COLS]; /* per-type metadata, see my_binlog.c */
     uint8_t nullable[(FERRY_MY_BL_MAX_COLS + 7) / 8];
+    /* The column names of the optional metadata (COLUMN_NAME, logged with
+     * binlog_row_metadata = FULL): name i at names + name_off[i], NUL-terminated. */
+    bool has_names;
+    uint32_t name_off[FERRY_MY_BL_MAX_COLS];
+    char names[FERRY_MY_BL_MAX_COLS * 16];
 };
 
 enum ferry_my_bl_kind {
@@ -101,6 +107,14 @@ int ferry__my_bl_header(const uint8_t *p, size_t n, struct ferry_my_bl_header *h
  * every server since 5.1; 6 means a 4-byte table id). */
 int ferry__my_bl_table_map(const uint8_t *body, size_t n, int post_header_len,
                            struct ferry_my_bl_table *t, struct ferry_error *err);
+/* A TABLE_MAP's table id and names only (the shared stream routes by them). */
+int ferry__my_bl_table_names(const uint8_t *body, size_t n, int post_header_len, uint64_t *table_id,
+                             char *db, size_t db_cap, char *table, size_t table_cap,
+                             struct ferry_error *err);
+/* A QUERY event's default database and statement (both borrow body; db not NUL-terminated
+ * by length, statement up to the end of body). */
+int ferry__my_bl_query(const uint8_t *body, size_t n, const char **db, size_t *db_len,
+                       const char **stmt, size_t *stmt_len, struct ferry_error *err);
 /* The table id a rows event refers to (to pick its table map before decoding). */
 int ferry__my_bl_rows_table_id(const uint8_t *body, size_t n, uint64_t *table_id,
                                struct ferry_error *err);

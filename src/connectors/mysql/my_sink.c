@@ -27,7 +27,7 @@
  *
  * Values are SQL literals: integers and decimals bare, text quoted (the session runs with
  * NO_BACKSLASH_ESCAPES, so only the quote is doubled), binary as X'..', timestamps in UTC.
- * A value MySQL cannot hold (NaN or infinite floats, a decimal beyond DECIMAL(65,30)) stops
+ * A value MySQL cannot hold (NaN, infinite or -0 floats, a decimal beyond DECIMAL(65,30)) stops
  * the run naming table, column and row; the server runs in strict mode, so a value it would
  * truncate is an error too. */
 #include <inttypes.h>
@@ -218,6 +218,14 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->replace_commits_once = true;
     caps->deletes = true;
     caps->soft_deletes = false;
+    /* DATE/DATETIME hold years 1..9999, DOUBLE no NaN or infinity, decimal text goes to
+     * DECIMAL(65,30) (put_value refuses the rest under on_unrepresentable: fail) */
+    caps->values.calendar = true;
+    caps->values.no_nan = true;
+    caps->values.no_infinity = true;
+    caps->values.no_negative_zero = true;
+    caps->values.decimal_int_digits = 35;
+    caps->values.decimal_frac_digits = 30;
 }
 
 static int exec(struct sink *s, const char *sql, const char *what, struct ferry_error *err)
@@ -704,6 +712,9 @@ static int put_value(struct target *t, const struct ferry_batch *bt, int c, int6
     case FERRY_TYPE_FLOAT64: {
         double v = ferry_col_float(bt, c, r);
         if (!isfinite(v)) return bad_value(t, c, r, "MySQL has no NaN or infinite floats", err);
+        if (v == 0 && signbit(v))
+            return bad_value(t, c, r, "float -0 cannot be stored exactly (MariaDB keeps it as 0)",
+                             err);
         /* An exponent makes it an approximate-value (double) literal, never a DECIMAL. */
         n = snprintf(tmp, sizeof tmp, f->type == FERRY_TYPE_FLOAT32 ? "%.9g" : "%.17g", v);
         if (strchr(tmp, 'e') == NULL) n += snprintf(tmp + n, sizeof tmp - (size_t)n, "e0");

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +42,12 @@
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
+#include "connectors/mysql/my_hub.h"
+#include "pipeline/schema_change.h"
 #include <mariadb_rpl.h>
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
+#include "ferry/failpoint.h"
 
 __extension__ typedef __int128 i128;
 
@@ -65,6 +69,7 @@ struct src {
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
     bool cdc_snapshot; /* that transaction was taken by a cdc plan: the copy shards read it */
+    int64_t server_id; /* the source's `server_id:`: the shared stream's (0: derived) */
     struct {
         char *route;
         int64_t id;
@@ -101,6 +106,8 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     int zd = ZERO_NULL;
     int rc = ferry_cfg_int(cfg, "shard_rows", false, 1, INT64_C(1) << 40, &s->shard_rows, err);
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "zero_dates", false, zero_words, &zd, err);
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_int(cfg, "server_id", false, 1, UINT32_MAX, &s->server_id, err);
     if (rc == FERRY_OK) rc = ferry__my_read_conn_config(cfg, WHAT, &s->conn, err);
     if (rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
     if (rc != FERRY_OK) {
@@ -1415,11 +1422,29 @@ static int cdc_server_id(const struct ferry_resource_spec *spec, int64_t *id,
     return FERRY_OK;
 }
 
+/* The server_id of the pipeline's shared stream (one binlog connection for all its cdc
+ * tables when they stream together): the source's `server_id:`, or one derived from the
+ * pipeline name in 2^30 .. 2^31-1. */
+static int64_t cdc_stream_server_id(const struct src *s, const struct ferry_resource_spec *spec)
+{
+    if (s->server_id > 0) return s->server_id;
+    char key[512];
+    const char *pipeline = ferry_read_context_of(spec)->pipeline;
+    snprintf(key, sizeof key, "%s\n(binlog stream)", pipeline ? pipeline : "");
+    return (int64_t)((1u << 30) | (ferry_crc32c(key, strlen(key)) & 0x3fffffffu));
+}
+
+#define SHARED_ROUTE "(binlog stream)"
+static bool shared(const char *route)
+{
+    return strcmp(route, SHARED_ROUTE) == 0;
+}
+
 /* server_id must differ from the source server's own, from every replica the server lists
  * (SHOW SLAVE HOSTS, where the user may run it: REPLICATION MASTER ADMIN on MariaDB; else
  * skipped) and from the other cdc resources this instance planned (another route). */
-static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *spec,
-                               const char *table, int64_t id, struct ferry_error *err)
+static int cdc_check_server_id(struct src *s, const char *route, const char *table, int64_t id,
+                               struct ferry_error *err)
 {
     MYSQL_RES *res = NULL;
     int rc = query(s, "SELECT @@global.server_id", &res, table, err);
@@ -1445,17 +1470,18 @@ static int cdc_check_server_id(struct src *s, const struct ferry_resource_spec *
                                         "%s of %s: choose another `server_id:`",
                                    table, id, other, s->conn.peer);
     }
-    const char *route = ferry_read_context_of(spec)->route;
-    route = route ? route : spec->table;
     for (int i = 0; i < s->n_ids; i++)
         if (s->ids[i].id == id && strcmp(s->ids[i].route, route) != 0)
             return ferry_error_set(err, FERRY_ECONFIG, "config",
                                    WHAT ": table %s: server_id %" PRId64
-                                        " is also the server_id of "
-                                        "route \"%s\" (each cdc resource streams on a connection "
-                                        "of its own, and the server drops a second one with the "
-                                        "same id)",
-                                   table, id, s->ids[i].route);
+                                        " is also the server_id of %s%s%s (a cdc resource that "
+                                        "streams alone has a connection of its own, and the "
+                                        "server drops a second one with the same id)",
+                                   table, id, shared(s->ids[i].route) ? "" : "route \"",
+                                   shared(s->ids[i].route) ? "the pipeline's shared binlog stream "
+                                                             "(the source's `server_id:`)"
+                                                           : s->ids[i].route,
+                                   shared(s->ids[i].route) ? "" : "\"");
     for (int i = 0; i < s->n_ids; i++)
         if (strcmp(s->ids[i].route, route) == 0) {
             s->ids[i].id = id;
@@ -1657,6 +1683,62 @@ static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_
     return rc;
 }
 
+/* The table's columns as planned ("columns" of a cdc plan): the stream decodes with them,
+ * not with the catalog it finds when it starts (a DDL between discover and the stream start
+ * is met in the log, where the schema_changes policy handles it). */
+static json_t *columns_json(const struct rel *r)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < r->n_cols; i++) {
+        const struct col *c = &r->cols[i];
+        json_array_append_new(
+            a, json_pack("{s:s,s:s,s:s,s:s,s:b,s:b,s:b,s:b,s:i,s:i,s:i}", "name", c->name,
+                         "data_type", c->data_type, "charset", c->charset, "column_type",
+                         c->column_type, "unsigned", c->is_unsigned, "notnull", c->notnull,
+                         "json", c->is_json, "binary", c->is_binary, "precision", c->precision,
+                         "scale", c->scale, "key_pos", c->key_pos));
+    }
+    return a;
+}
+
+static int columns_from_plan(struct rel *r, const json_t *a, struct ferry_error *err)
+{
+    size_t n = json_array_size(a);
+    struct col *cols = ferry_calloc(n + 1, sizeof *cols);
+    if (cols == NULL) return nomem(err);
+    int rc = FERRY_OK;
+    for (size_t i = 0; i < n && rc == FERRY_OK; i++) {
+        const json_t *j = json_array_get(a, i);
+        struct col *c = &cols[i];
+        const char *name = json_string_value(json_object_get(j, "name"));
+        const char *dt = json_string_value(json_object_get(j, "data_type"));
+        const char *cs = json_string_value(json_object_get(j, "charset"));
+        const char *ct = json_string_value(json_object_get(j, "column_type"));
+        if (!name || !dt || !cs || !ct) {
+            rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                                 WHAT ": table %s: the frozen plan's columns are malformed",
+                                 r->from);
+            break;
+        }
+        c->name = ferry_strdup(name), c->data_type = ferry_strdup(dt);
+        c->charset = ferry_strdup(cs), c->column_type = ferry_strdup(ct);
+        if (!c->name || !c->data_type || !c->charset || !c->column_type) rc = nomem(err);
+        c->is_unsigned = json_is_true(json_object_get(j, "unsigned"));
+        c->notnull = json_is_true(json_object_get(j, "notnull"));
+        c->is_json = json_is_true(json_object_get(j, "json"));
+        c->is_binary = json_is_true(json_object_get(j, "binary"));
+        c->precision = (int)json_integer_value(json_object_get(j, "precision"));
+        c->scale = (int)json_integer_value(json_object_get(j, "scale"));
+        c->key_pos = (int)json_integer_value(json_object_get(j, "key_pos"));
+    }
+    struct rel old = *r;
+    old.db = old.table = old.from = NULL;
+    r->cols = cols;
+    r->n_cols = (int)n;
+    rel_free(&old);
+    return rc;
+}
+
 static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *sc, const struct rel *r,
                     const char *route_checkpoint, json_t *plan, struct ferry_error *err)
@@ -1670,8 +1752,14 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK && spec->node != NULL)
         rc = ferry_cfg_enum(spec->node, "on_position_lost", false, lost_words, &lost, err);
     if (rc == FERRY_OK) rc = cdc_server_id(spec, &server_id, err);
-    if (rc == FERRY_OK) rc = cdc_check_server_id(s, spec, r->from, server_id, err);
+    const char *route = ferry_read_context_of(spec)->route;
+    int64_t stream_id = cdc_stream_server_id(s, spec);
+    if (rc == FERRY_OK)
+        rc = cdc_check_server_id(s, route ? route : spec->table, r->from, server_id, err);
+    if (rc == FERRY_OK) rc = cdc_check_server_id(s, SHARED_ROUTE, r->from, stream_id, err);
     if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, &gtid, err);
+    /* Tests change the source here: after discover, before the end a run streams to. */
+    if (rc == FERRY_OK) rc = ferry_failpoint_check("cdc_before_end", err);
     if (rc == FERRY_OK) rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
     bool first = start == 0, exists = true;
     if (rc == FERRY_OK && !first) rc = cdc_log_exists(s, r->from, BL_SEQ(start), &exists, err);
@@ -1712,6 +1800,8 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     json_object_set_new(plan, "end", json_integer(end > start || by_gtid ? end : start));
     json_object_set_new(plan, "first", json_boolean(first));
     json_object_set_new(plan, "server_id", json_integer(server_id));
+    json_object_set_new(plan, "stream_server_id", json_integer(stream_id));
+    json_object_set_new(plan, "columns", columns_json(r));
     if (gtid != NULL) json_object_set_new(plan, "gtid", json_string(gtid));
     if (by_gtid) json_object_set_new(plan, "by_gtid", json_true());
     ferry_free(gtid);
@@ -1751,6 +1841,16 @@ struct stream {
      * events it sends then (the first file's Gtid_list, ...) are behind the GTID position,
      * so no position is taken from them; the first GTID event or heartbeat syncs */
     bool synced;
+    int64_t stream_server_id; /* the shared stream's (my_hub.c) */
+    /* schema changes (on_ddl): the stream ends after a change `evolve` applies at the next
+     * run; under `freeze` the table's columns are read again and mapped by name (`now`) */
+    bool schema_stop;
+    struct rel now;
+    /* table column -> column of the rows events' images (-1: not in them: NULL), from the
+     * last TABLE_MAP: by name when it carries names (binlog_row_metadata = FULL), else by
+     * position; img holds img_cap values per image */
+    int *bmap;
+    int bmap_cap, img_cap;
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -1967,9 +2067,10 @@ static int write_image(struct stream *st, enum ferry_op op, const struct ferry_m
     ferry_rw_begin(rw, op);
     for (int f = 0; f < st->sc->n_fields; f++) {
         int c = st->fmap[f];
-        bool null = false;
+        int b = c >= 0 ? st->bmap[c] : -1;
+        bool null = b < 0; /* a column dropped (freeze), or added after these changes */
         const char *why = NULL;
-        if (bl_text(st, c, &vals[c], &null, &why) != 0) {
+        if (!null && bl_text(st, c, &vals[b], &null, &why) != 0) {
             ferry_rw_cancel_row(rw);
             return bad_value(&st->d, f, st->changes, why, err);
         }
@@ -1990,8 +2091,8 @@ static int write_image(struct stream *st, enum ferry_op op, const struct ferry_m
 static bool key_changed(const struct stream *st)
 {
     for (int c = 0; c < st->r->n_cols; c++) {
-        if (st->r->cols[c].key_pos == 0) continue;
-        const struct ferry_my_bl_value *a = &st->img[0][c], *b = &st->img[1][c];
+        if (st->r->cols[c].key_pos == 0 || st->bmap[c] < 0) continue;
+        const struct ferry_my_bl_value *a = &st->img[0][st->bmap[c]], *b = &st->img[1][st->bmap[c]];
         if (a->kind != b->kind || a->u != b->u || a->n != b->n ||
             strcmp(a->text, b->text) != 0 || (a->n && memcmp(a->p, b->p, a->n) != 0) ||
             a->year != b->year || a->month != b->month || a->day != b->day ||
@@ -2116,14 +2217,190 @@ static bool mentions(const char *stmt, size_t n, const char *name)
     return false;
 }
 
-static int on_query(struct stream *st, const struct ferry_my_bl_header *h,
-                    const MARIADB_RPL_EVENT *ev, struct ferry_error *err)
+/* ---- cdc: schema changes (`schema_changes:`, pipeline/schema_change.h) ---- */
+
+/* The routes whose stream stopped after a schema change in this process (the stream may
+ * run on another instance than the planning one, which cdc_ack is called on). */
+static pthread_mutex_t stops_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **stops;
+static int n_stops;
+
+/* Records route (add), or says whether it is recorded and forgets it (!add). */
+static bool schema_stopped(const char *route, bool take)
 {
-    const char *q = ev->event.query.statement.str;
-    size_t n = ev->event.query.statement.length;
-    const char *db = ev->event.query.database.str;
-    size_t dbn = ev->event.query.database.length;
-    if (q == NULL) return FERRY_OK;
+    bool found = false;
+    pthread_mutex_lock(&stops_lock);
+    for (int i = 0; i < n_stops && !found; i++)
+        if (strcmp(stops[i], route) == 0) {
+            found = true;
+            if (take) {
+                ferry_free(stops[i]);
+                stops[i] = stops[--n_stops];
+            }
+        }
+    if (!take && !found) {
+        void *v = ferry_realloc(stops, (size_t)(n_stops + 1) * sizeof *stops);
+        char *copy = ferry_strdup(route);
+        if (v != NULL) stops = v;
+        if (v != NULL && copy != NULL)
+            stops[n_stops++] = copy;
+        else
+            ferry_free(copy); /* out of memory: the next run (cron, --follow) goes on */
+    }
+    pthread_mutex_unlock(&stops_lock);
+    return found;
+}
+
+static int ddl_error(struct stream *st, const struct ferry_my_bl_header *h, const char *q,
+                     size_t n, const char *why, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": table %s: a schema change (DDL) in the binary log at "
+                           "%s.%06" PRIu32 ":%" PRIu32 " touches the table: \"%.*s\"; %s; the "
+                           "stream stops here (positions up to the last commit are kept)",
+                           st->r->from, st->base, st->seq, h->log_pos, (int)(n > 200 ? 200 : n),
+                           q, why);
+}
+
+struct ddl_diff {
+    int stop, error; /* changes whose action is stop / error */
+    char column[200], change[300];
+};
+
+static void ddl_note(struct stream *st, struct ddl_diff *d, const char *column,
+                     enum ferry_schema_change_kind k, const char *old_t, const char *new_t)
+{
+    enum ferry_schema_changes p = ferry_read_context_of(st->spec)->schema_changes;
+    enum ferry_schema_action a = ferry_schema_change_decide(p, k);
+    const char *route = ferry_read_context_of(st->spec)->route;
+    ferry_schema_change_note(route ? route : st->spec->table, st->r->from, column, k, old_t, new_t,
+                             p, a);
+    if (a == FERRY_SC_STOP) d->stop++;
+    if (a == FERRY_SC_ERROR && d->error++ == 0) {
+        snprintf(d->column, sizeof d->column, "%s", column);
+        snprintf(d->change, sizeof d->change, "column \"%s\" %s (%s -> %s) under schema_changes: %s",
+                 column, ferry_schema_change_kind_name(k), old_t ? old_t : "-",
+                 new_t ? new_t : "-", ferry_schema_changes_name(p));
+    }
+}
+
+/* The run's schema against the table's columns now: each difference noted and decided. */
+static void ddl_compare(struct stream *st, const struct rel *now, struct ddl_diff *d)
+{
+    const struct ferry_schema *sc = st->sc;
+    for (int f = 0; f < sc->n_fields; f++) {
+        const struct ferry_field *fld = &sc->fields[f];
+        int c = col_index(now, fld->name);
+        char was[64], is[64];
+        ferry_field_type_text(fld, was, sizeof was);
+        if (c < 0) {
+            ddl_note(st, d, fld->name, FERRY_SC_DROPPED, was, NULL);
+            continue;
+        }
+        struct ferry_field nf = *fld;
+        map_type(&now->cols[c], &nf.type, &nf.precision, &nf.scale);
+        if (nf.type == fld->type && nf.precision == fld->precision && nf.scale == fld->scale)
+            continue;
+        ferry_field_type_text(&nf, is, sizeof is);
+        ddl_note(st, d, fld->name, ferry_type_widens(fld, &nf) ? FERRY_SC_WIDENED : FERRY_SC_RETYPED,
+                 was, is);
+    }
+    for (int c = 0; c < now->n_cols; c++) {
+        if (ferry_schema_find(sc, now->cols[c].name) >= 0) continue;
+        struct ferry_field nf = {0};
+        char is[64];
+        map_type(&now->cols[c], &nf.type, &nf.precision, &nf.scale);
+        ferry_field_type_text(&nf, is, sizeof is);
+        ddl_note(st, d, now->cols[c].name, FERRY_SC_ADDED, NULL, is);
+    }
+}
+
+/* `freeze`: the stream goes on with the table's columns now, mapped by name (fields without
+ * a column are NULL from now on); the next TABLE_MAP must match them. */
+static int ddl_remap(struct stream *st, struct rel *now, struct ferry_error *err)
+{
+    (void)err;
+    for (int f = 0; f < st->sc->n_fields; f++)
+        st->fmap[f] = col_index(now, st->sc->fields[f].name);
+    rel_free(&st->now);
+    st->now = *now;
+    st->r = &st->now;
+    st->d.r = &st->now;
+    st->have_tm = false;
+    return FERRY_OK;
+}
+
+/* Whether the table maps carry column names (binlog_row_metadata = FULL). */
+static bool names_logged(struct stream *st)
+{
+    if (st->have_tm) return st->tm->has_names;
+    MYSQL_RES *res = NULL;
+    struct ferry_error e;
+    if (query(st->s, "SELECT @@global.binlog_row_metadata", &res, st->r->from, &e) != FERRY_OK)
+        return false;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    bool full = row && row[0] && strcasecmp(row[0], "FULL") == 0;
+    mysql_free_result(res);
+    return full;
+}
+
+/* A DDL statement that names the table: the columns are read again and compared with the
+ * run's schema; `fail` stops at any DDL; each difference follows the policy: error, stop
+ * after the DDL (evolve: the next run's discover and sink take the change in), or go on
+ * (freeze, or nothing changed for ferry). */
+static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const char *q, size_t n,
+                  struct ferry_error *err)
+{
+    enum ferry_schema_changes p = ferry_read_context_of(st->spec)->schema_changes;
+    int64_t pos = BL_POS(st->seq, h->log_pos);
+    if (p == FERRY_SCHEMA_FAIL) return ddl_error(st, h, q, n, "schema_changes: fail", err);
+    size_t lead = 0;
+    while (lead < n && isspace((unsigned char)q[lead]))
+        lead++;
+    if (n - lead >= 8 && strncasecmp(q + lead, "TRUNCATE", 8) == 0) /* no rows in the log */
+        return ddl_error(st, h, q, n, "TRUNCATE is not applied by the mysql stream (not done)",
+                         err);
+    if (st->in_txn) return ddl_error(st, h, q, n, "a DDL inside a transaction", err);
+    struct rel now;
+    struct ferry_error e;
+    if (resolve(st->s, st->spec->table, &now, &e) != FERRY_OK)
+        return ddl_error(st, h, q, n, e.message, err);
+    struct ddl_diff d = {0};
+    ddl_compare(st, &now, &d);
+    if (d.error > 0) {
+        rel_free(&now);
+        return ddl_error(st, h, q, n, d.change, err);
+    }
+    if (d.stop > 0) {
+        rel_free(&now);
+        cdc_commit(st, pos);
+        st->schema_stop = true;
+        const char *route = ferry_read_context_of(st->spec)->route;
+        schema_stopped(route ? route : st->spec->table, false);
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: schema change at %s.%06" PRIu32 ":%" PRIu32 "; the stream "
+                       "stops after it and the next run takes it in (schema_changes: evolve)",
+                  st->r->from, st->base, st->seq, h->log_pos);
+        return FERRY_OK;
+    }
+    /* go on: with column names in the log, the table maps say which columns each change
+     * has (a dropped one is NULL from its DROP on); without, positions follow the catalog */
+    int rc = FERRY_OK;
+    if (names_logged(st))
+        rel_free(&now);
+    else
+        rc = ddl_remap(st, &now, err);
+    if (rc == FERRY_OK) cdc_commit(st, pos);
+    return rc;
+}
+
+static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
+                    size_t body_n, struct ferry_error *err)
+{
+    const char *q = NULL, *db = NULL;
+    size_t n = 0, dbn = 0;
+    int qrc = ferry__my_bl_query(body, body_n, &db, &dbn, &q, &n, err);
+    if (qrc != FERRY_OK) return qrc;
     if (n == 5 && strncasecmp(q, "BEGIN", 5) == 0) {
         st->in_txn = true;
         return FERRY_OK;
@@ -2135,24 +2412,95 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h,
     }
     bool our_db = (dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0) ||
                   mentions(q, n, st->r->db);
-    if (our_db && mentions(q, n, st->r->table))
-        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                               WHAT ": table %s: a schema change (DDL) in the binary log at "
-                               "%s.%06" PRIu32 ":%" PRIu32 " touches the table: \"%.*s\"; the "
-                               "stream stops here (positions up to the last commit are kept; "
-                               "read the table again with mode full, or drop the cdc state)",
-                               st->r->from, st->base, st->seq,
-                               h->log_pos, (int)(n > 200 ? 200 : n), q);
+    if (our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
     if (!st->in_txn) cdc_commit(st, BL_POS(st->seq, h->log_pos)); /* DDL: its own transaction */
     return FERRY_OK;
 }
 
-static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT *ev,
+/* Whether a TABLE_MAP's column type can be the column's (information_schema DATA_TYPE): a
+ * guard against positional row images of another shape (a later DDL). Unknown: yes. */
+static bool bl_type_fits(const struct col *c, uint8_t t)
+{
+    static const struct {
+        const char *name;
+        uint8_t types[4];
+    } map[] = {
+        {"tinyint", {1}}, {"smallint", {2}}, {"mediumint", {9}}, {"int", {3}},
+        {"bigint", {8}}, {"float", {4}}, {"double", {5}}, {"decimal", {246, 0}},
+        {"date", {10, 14}}, {"datetime", {12, 18}}, {"timestamp", {7, 17}},
+        {"time", {11, 19}}, {"year", {13}}, {"bit", {16}}, {"char", {254, 15, 253}},
+        {"varchar", {15, 253, 254}}, {"binary", {254, 15, 253}}, {"varbinary", {15, 253, 254}},
+        {"enum", {254, 247}}, {"set", {254, 248}}, {"tinytext", {252}}, {"text", {252}},
+        {"mediumtext", {252}}, {"longtext", {252, 245}}, {"tinyblob", {252}}, {"blob", {252}},
+        {"mediumblob", {252}}, {"longblob", {252}}, {"json", {245, 252}},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        if (strcmp(map[i].name, c->data_type) != 0) continue;
+        for (int k = 0; k < 4 && map[i].types[k]; k++)
+            if (map[i].types[k] == t) return true;
+        return false;
+    }
+    return true;
+}
+
+static int grow(void **p, int *cap, int want, size_t size)
+{
+    if (want <= *cap) return FERRY_OK;
+    void *v = ferry_realloc(*p, (size_t)want * size);
+    if (v == NULL) return FERRY_ENOMEM;
+    *p = v;
+    *cap = want;
+    return FERRY_OK;
+}
+
+/* The table's columns found in the last TABLE_MAP (st->bmap): by name when it has names,
+ * else by position, which needs the same count and fitting types (a later DDL would make
+ * positions lie). */
+static int map_columns(struct stream *st, struct ferry_error *err)
+{
+    const struct ferry_my_bl_table *t = st->tm;
+    int n = (int)t->n_cols;
+    if (n > st->img_cap) {
+        int cap0 = st->img_cap, cap1 = st->img_cap;
+        if (grow((void **)&st->img[0], &cap0, n, sizeof *st->img[0]) != FERRY_OK ||
+            grow((void **)&st->img[1], &cap1, n, sizeof *st->img[1]) != FERRY_OK)
+            return nomem(err);
+        st->img_cap = n;
+    }
+    if (grow((void **)&st->bmap, &st->bmap_cap, st->r->n_cols, sizeof *st->bmap) != FERRY_OK)
+        return nomem(err);
+    for (int c = 0; c < st->r->n_cols; c++) {
+        st->bmap[c] = -1;
+        for (int b = 0; t->has_names && b < n; b++)
+            if (strcmp(t->names + t->name_off[b], st->r->cols[c].name) == 0) st->bmap[c] = b;
+    }
+    if (t->has_names) return FERRY_OK;
+    if (n != st->r->n_cols)
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": table %s: the binary log has %d columns, the table has %d: "
+                               "a schema change; the stream stops here (with the server's "
+                               "binlog_row_metadata = FULL the stream maps columns by name "
+                               "across schema changes)",
+                               st->r->from, n, st->r->n_cols);
+    for (int c = 0; c < n; c++) {
+        if (!bl_type_fits(&st->r->cols[c], t->types[c]))
+            return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                                   WHAT ": table %s: column %d (\"%s\", %s) is binlog type %u in "
+                                   "the binary log: the table changed since these changes were "
+                                   "logged; the stream stops here (binlog_row_metadata = FULL "
+                                   "maps columns by name)",
+                                   st->r->from, c + 1, st->r->cols[c].name,
+                                   st->r->cols[c].data_type, t->types[c]);
+        st->bmap[c] = c;
+    }
+    return FERRY_OK;
+}
+
+/* One event (raw: header, body, the CRC trailer when st->crc); tm_phl: the TABLE_MAP
+ * post-header length the format description gave. */
+static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
                     struct ferry_error *err)
 {
-    const uint8_t *raw = ev->raw_data;
-    size_t n = ev->raw_data_size;
-    if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
     struct ferry_my_bl_header h;
     int rc = ferry__my_bl_header(raw, n, &h, err);
     if (rc != FERRY_OK) return rc;
@@ -2187,15 +2535,9 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
         if (body_n < off + 1 || body_n < off + 1 + body[off]) return FERRY_OK;
         snprintf(table, sizeof table, "%.*s", body[off], (const char *)body + off + 1);
         if (strcmp(db, st->r->db) != 0 || strcmp(table, st->r->table) != 0) return FERRY_OK;
-        rc = ferry__my_bl_table_map(body, body_n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8,
-                                    st->tm, err);
+        rc = ferry__my_bl_table_map(body, body_n, tm_phl, st->tm, err);
+        if (rc == FERRY_OK) rc = map_columns(st, err);
         if (rc != FERRY_OK) return rc;
-        if ((int)st->tm->n_cols != st->r->n_cols)
-            return ferry_error_set(err, FERRY_ESOURCE, "mysql",
-                                   WHAT ": table %s: the binary log has %" PRIu32 " columns, "
-                                   "the table had %d when planned: a schema change; the stream "
-                                   "stops here",
-                                   st->r->from, st->tm->n_cols, st->r->n_cols);
         st->have_tm = true;
         return FERRY_OK;
     }
@@ -2213,7 +2555,7 @@ static int on_event(struct stream *st, MARIADB_RPL *rpl, const MARIADB_RPL_EVENT
         cdc_commit(st, BL_POS(st->seq, h.log_pos));
         return FERRY_OK;
     case FERRY_MY_BL_QUERY:
-        return on_query(st, &h, ev, err);
+        return on_query(st, &h, body, body_n, err);
     case FERRY_MY_BL_MARIADB_GTID:
     case FERRY_MY_BL_MYSQL_GTID:
         return on_gtid(st, &h, body, body_n, err);
@@ -2237,20 +2579,21 @@ static int stream_prepare(struct stream *st, struct ferry_error *err)
     st->tm = ferry_calloc(1, sizeof *st->tm);
     st->img[0] = ferry_calloc((size_t)r->n_cols, sizeof *st->img[0]);
     st->img[1] = ferry_calloc((size_t)r->n_cols, sizeof *st->img[1]);
+    st->img_cap = r->n_cols;
     if (!st->fmap || !st->tm || !st->img[0] || !st->img[1]) return nomem(err);
-    for (int f = 0; f < sc->n_fields; f++)
-        if ((st->fmap[f] = col_index(r, sc->fields[f].name)) < 0)
-            return ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
-                                   WHAT ": table %s has no column \"%s\" any more", r->from,
-                                   sc->fields[f].name);
+    /* The columns are the plan's (the log's shape where the stream starts); a field that
+     * discover saw and the plan did not (a DDL between a failed attempt's plan and this
+     * attempt's discover) is NULL until the DDL is met in the log, where the policy
+     * decides; a field's type may widen the plan's column's. */
     for (int f = 0; f < sc->n_fields; f++) {
-        enum ferry_type t;
-        int p, scale;
-        map_type(&r->cols[st->fmap[f]], &t, &p, &scale); /* (also sets the column's kind) */
-        if (t != sc->fields[f].type)
+        const struct ferry_field *fld = &sc->fields[f];
+        if ((st->fmap[f] = col_index(r, fld->name)) < 0) continue;
+        struct ferry_field pf = *fld;
+        map_type(&r->cols[st->fmap[f]], &pf.type, &pf.precision, &pf.scale); /* (sets kind) */
+        if (!ferry_type_widens(&pf, fld))
             return ferry_error_set(err, FERRY_ECONFLICT, "mysql",
                                    WHAT ": table %s: column \"%s\" changed type since discovery",
-                                   r->from, sc->fields[f].name);
+                                   r->from, fld->name);
     }
     return FERRY_OK;
 }
@@ -2326,17 +2669,22 @@ static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t s
                            st->r->from, from);
 }
 
+static int stopped(struct stream *st, int stop, struct ferry_error *err)
+{
+    return ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED, "mysql",
+                           WHAT ": table %s: stream stopped", st->r->from);
+}
+
 /* Events until the frozen end, a row-count epoch, an error or a stop request. */
 static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gtid,
                        const char *gtid, struct ferry_error *err)
 {
     MARIADB_RPL_EVENT *ev = NULL;
     int rc = FERRY_OK;
-    while (rc == FERRY_OK && !st->done && !st->epoch_stop) {
+    while (rc == FERRY_OK && !st->done && !st->epoch_stop && !st->schema_stop) {
         int stop = ferry_rw_stop_requested(st->rw);
         if (stop != 0) {
-            rc = ferry_error_set(err, stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED,
-                                 "mysql", WHAT ": table %s: stream stopped", st->r->from);
+            rc = stopped(st, stop, err);
             break;
         }
         ev = mariadb_rpl_fetch(rpl, ev);
@@ -2355,9 +2703,104 @@ static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gt
             break;
         }
         if (ev->raw_data == NULL) continue;
-        rc = on_event(st, rpl, ev, err);
+        const uint8_t *raw = ev->raw_data;
+        size_t n = ev->raw_data_size;
+        if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
+        rc = on_event(st, raw, n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8, err);
     }
     if (ev != NULL) mariadb_free_rpl_event(ev);
+    return rc;
+}
+
+/* ---- cdc: the pipeline's shared stream (my_hub.c) ---- */
+
+/* The hub's dump, opened by the subscriber with the least start for all of them. */
+static int hub_open(void *ctx, int64_t start, MYSQL **m, MARIADB_RPL **rpl, bool *crc,
+                    struct ferry_error *err)
+{
+    struct stream *st = ctx;
+    int64_t id = st->stream_server_id;
+    int rc = ferry__my_connect(&st->s->conn, WHAT, m, err);
+    if (rc == FERRY_OK) rc = stream_session(st, *m, NULL, err);
+    if (rc == FERRY_OK) rc = stream_open(st, *m, rpl, start, id, NULL, err);
+    *crc = st->crc;
+    if (rc == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": %s: one binlog connection (server_id %" PRId64 ") for the pipeline's "
+                       "cdc tables, from %s.%06" PRIu32 ":%" PRIu32,
+                  st->s->conn.peer, id, st->base, BL_SEQ(start), BL_OFF(start));
+    return rc;
+}
+
+/* The hub of this run's streams: pipeline, server, server_id. */
+static void hub_key(const struct src *s, const struct ferry_resource_spec *spec, int64_t id,
+                    char *key, size_t cap)
+{
+    const char *pipeline = ferry_read_context_of(spec)->pipeline;
+    snprintf(key, cap, "%s\n%s\n%" PRId64, pipeline ? pipeline : "", s->conn.peer, id);
+}
+
+/* Answers the hub when streams run together: *sub a subscription (or NULL: alone). */
+static int hub_join(struct stream *st, bool want, int64_t start, struct ferry_my_hub_sub **sub,
+                    struct ferry_error *err)
+{
+    *sub = NULL;
+    int together = ferry_read_context_of(st->spec)->cdc_streams_together;
+    if (together < 2) return FERRY_OK;
+    char key[700];
+    hub_key(st->s, st->spec, st->stream_server_id, key, sizeof key);
+    int rc = ferry__my_hub_join(key, st->s->conn.peer, together, want, st->r->db, st->r->table,
+                                start, hub_open, st, sub, &st->crc, err);
+    if (want && rc == FERRY_OK && *sub == NULL)
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: streams on a binlog connection of its own (the shared one "
+                       "had started)",
+                  st->r->from);
+    return rc;
+}
+
+/* A stream that fails before it could answer the hub answers "alone". */
+static void hub_decline(struct src *s, const struct ferry_resource_spec *spec, json_t *plan)
+{
+    int together = ferry_read_context_of(spec)->cdc_streams_together;
+    if (together < 2) return;
+    int64_t id = json_integer_value(json_object_get(plan, "stream_server_id"));
+    char key[700];
+    hub_key(s, spec, id > 0 ? id : cdc_stream_server_id(s, spec), key, sizeof key);
+    struct ferry_my_hub_sub *sub = NULL;
+    bool crc = false;
+    ferry__my_hub_join(key, s->conn.peer, together, false, "", "", 0, NULL, NULL, &sub, &crc, NULL);
+}
+
+/* Events from the shared stream until the frozen end, an epoch, an error or a stop. */
+static int hub_loop(struct stream *st, struct ferry_my_hub_sub *sub, struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    while (rc == FERRY_OK && !st->done && !st->epoch_stop && !st->schema_stop) {
+        int stop = ferry_rw_stop_requested(st->rw);
+        if (stop != 0) return stopped(st, stop, err);
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        int tm_phl = 8;
+        rc = ferry__my_hub_next(sub, &p, &n, &tm_phl, 200, err);
+        if (rc == FERRY_OK && p != NULL) rc = on_event(st, p, n, tm_phl, err);
+    }
+    if (rc == FERRY_EIO) ferry_error_prefix(err, "table %s", st->r->from);
+    return rc;
+}
+
+/* The stream alone: its own connection at start (or after the GTID position gtid). */
+static int stream_alone(struct stream *st, int64_t start, int64_t server_id, bool by_gtid,
+                        const char *gtid, struct ferry_error *err)
+{
+    MYSQL *m = NULL;
+    MARIADB_RPL *rpl = NULL;
+    int rc = ferry__my_connect(&st->s->conn, WHAT, &m, err);
+    if (rc == FERRY_OK) rc = stream_session(st, m, by_gtid ? gtid : NULL, err);
+    if (rc == FERRY_OK) rc = stream_open(st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
+    if (rc == FERRY_OK) rc = stream_loop(st, m, rpl, by_gtid, gtid, err);
+    if (rpl != NULL) mariadb_rpl_close(rpl);
+    if (m != NULL) mysql_close(m);
     return rc;
 }
 
@@ -2377,6 +2820,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     st.skip = json_integer_value(json_object_get(plan, "skip"));
     st.base = json_string_value(json_object_get(plan, "base"));
     int64_t server_id = json_integer_value(json_object_get(plan, "server_id"));
+    st.stream_server_id = json_integer_value(json_object_get(plan, "stream_server_id"));
+    if (st.stream_server_id <= 0) st.stream_server_id = cdc_stream_server_id(s, spec);
     bool by_gtid = json_is_true(json_object_get(plan, "by_gtid"));
     const char *gtid = json_string_value(json_object_get(plan, "gtid"));
     int64_t rn = 0, rk = 0;
@@ -2432,17 +2877,15 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_rw_set_shard(rw, 0);
     ferry_rw_set_offset(rw, start);
     if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
-    MYSQL *m = NULL;
-    MARIADB_RPL *rpl = NULL;
     bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
     if (work) rc = stream_prepare(&st, err);
-    if (work && rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &m, err);
-    if (work && rc == FERRY_OK) rc = stream_session(&st, m, by_gtid ? gtid : NULL, err);
+    /* streams run together share one connection (by file:offset only; a GTID start alone) */
+    struct ferry_my_hub_sub *sub = NULL;
+    int hrc = hub_join(&st, work && rc == FERRY_OK && !by_gtid, start, &sub, err);
+    if (rc == FERRY_OK) rc = hrc;
     if (work && rc == FERRY_OK)
-        rc = stream_open(&st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
-    if (work && rc == FERRY_OK) rc = stream_loop(&st, m, rpl, by_gtid, gtid, err);
-    if (rpl != NULL) mariadb_rpl_close(rpl);
-    if (m != NULL) mysql_close(m);
+        rc = sub ? hub_loop(&st, sub, err) : stream_alone(&st, start, server_id, by_gtid, gtid, err);
+    ferry__my_hub_leave(sub);
     if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
         ferry_rw_set_offset(rw, st.end);
     if (work) report_zero_dates(&st.d, rw);
@@ -2454,6 +2897,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_free(st.tm);
     ferry_free(st.img[0]);
     ferry_free(st.img[1]);
+    ferry_free(st.bmap);
+    rel_free(&st.now);
     ferry_buf_release(&st.text);
     ferry_buf_release(&st.gtid_text);
     ferry__my_gtid_release(&st.gtid);
@@ -2483,13 +2928,17 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     ferry_buf_init(&sql, 0);
     int ord[MAX_ORDER], n_ord = 0;
     rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK && spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream")))
+        hub_decline(s, spec, plan); /* the other streams need not wait for this one */
     if (rc != FERRY_OK) {
         json_decref(plan);
         json_decref(resume_key);
         return rc;
     }
     if (spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream"))) {
-        rc = stream_cdc(s, spec, sc, &r, plan, resume, rw, err);
+        json_t *cols = json_object_get(plan, "columns");
+        if (json_is_array(cols)) rc = columns_from_plan(&r, cols, err);
+        if (rc == FERRY_OK) rc = stream_cdc(s, spec, sc, &r, plan, resume, rw, err);
         rel_free(&r);
         json_decref(plan);
         json_decref(resume_key);
@@ -2518,6 +2967,21 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
+/* Nothing to release on the server (it keeps no replica state for ferry); *caught_up is
+ * false for a stream that stopped after a schema change (the runner starts the next run at
+ * once, whose discover and sink take the change in). */
+static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
+                       const char *position, bool *caught_up, struct ferry_error *err)
+{
+    (void)ctx;
+    (void)plan_json;
+    (void)position;
+    (void)err;
+    const char *route = ferry_read_context_of(spec)->route;
+    *caught_up = !schema_stopped(route ? route : spec->table, true);
+    return FERRY_OK;
+}
+
 /* `tables:` patterns: the schema part is the database; a one-part pattern means the URL's. */
 static int src_list_tables(void *ctx, struct ferry_table_info **out, int *n, char **def,
                            struct ferry_error *err)
@@ -2534,6 +2998,7 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .supports_incremental = true,
     .supports_cdc = true,
     .snapshot_one_connection = true,
+    .cdc_one_stream = true,
     .open = src_open,
     .discover = src_discover,
     .plan = src_plan,
@@ -2543,4 +3008,5 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .snapshot = src_snapshot,
     .use_snapshot = src_use_snapshot,
     .list_tables = src_list_tables,
+    .cdc_ack = src_cdc_ack,
 };

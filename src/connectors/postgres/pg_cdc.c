@@ -26,6 +26,7 @@
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
+#include "connectors/postgres/pg_values.h"
 #include "ferry/failpoint.h"
 
 #define WHAT "postgres source"
@@ -529,6 +530,7 @@ struct stream {
     int64_t last_commit_time_us; /* unix microseconds of the last commit received */
     struct ferry_pg_cdc_progress *progress;
     struct ferry_buf scratch;
+    const char *value_class; /* put_text's FERRY_EUNSUPPORTED: the special value refused */
 };
 
 static void report(struct stream *s)
@@ -577,6 +579,10 @@ static int put_text(struct stream *s, const struct ferry_field *f, const uint8_t
     struct ferry_row_writer *rw = s->rw;
     char num[80];
     const char *cp = (const char *)p;
+    /* ±infinity, numeric(p,s) NaN: ferry's special values, or refused (pg_values.c) */
+    int sp = ferry__pg_text_special(f, p, n, s->t->specials, rw, &s->value_class);
+    if (sp != 0) return sp > 0 ? FERRY_OK : FERRY_EUNSUPPORTED;
+    int rc;
     switch (f->type) {
     case FERRY_TYPE_BOOL:
         if (n != 1 || (p[0] != 't' && p[0] != 'f')) return FERRY_EINVAL;
@@ -629,7 +635,11 @@ static int put_text(struct stream *s, const struct ferry_field *f, const uint8_t
     }
     case FERRY_TYPE_DATE32: {
         int32_t d;
-        if (ferry_date32_from_text(cp, n, &d) != FERRY_OK) return FERRY_EINVAL;
+        if (ferry_date32_from_text(cp, n, &d) != FERRY_OK &&
+            (rc = ferry__pg_date_text(cp, n, &d)) != FERRY_OK) { /* BC, year 10000... */
+            s->value_class = "date beyond ferry's range";
+            return rc;
+        }
         ferry_rw_int(rw, d);
         return FERRY_OK;
     }
@@ -642,7 +652,12 @@ static int put_text(struct stream *s, const struct ferry_field *f, const uint8_t
     case FERRY_TYPE_TIMESTAMP_US:
     case FERRY_TYPE_TIMESTAMPTZ_US: {
         int64_t v;
-        if (ferry_timestamp_from_text(cp, n, &v) != FERRY_OK) return FERRY_EINVAL;
+        if (ferry_timestamp_from_text(cp, n, &v) != FERRY_OK &&
+            (rc = ferry__pg_timestamp_text(cp, n, &v)) != FERRY_OK) { /* BC, year 10000... */
+            s->value_class = "timestamp past year 294247 (ferry's last is "
+                             "294247-01-10 04:00:54.775806 UTC)";
+            return rc;
+        }
         ferry_rw_int(rw, v);
         return FERRY_OK;
     }
@@ -720,10 +735,18 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
         if (rc != FERRY_OK) {
             ferry_rw_cancel_row(rw);
             if (rc == FERRY_ENOMEM) return nomem(err);
-            return ferry_error_set(err, FERRY_EINVAL, "postgres",
-                                   WHAT ": table %s: a value of column \"%s\" in the replication "
-                                        "stream cannot be read as %s",
-                                   s->t->from, fd->name, ferry_type_name(fd->type));
+            char why[160];
+            if (rc == FERRY_EUNSUPPORTED && (!strncmp(s->value_class, "timestamp past", 14) ||
+                                             !strncmp(s->value_class, "date beyond", 11)))
+                snprintf(why, sizeof why, "%s: refused", s->value_class);
+            else if (rc == FERRY_EUNSUPPORTED)
+                snprintf(why, sizeof why, "%s has no value in this sink (it is carried to "
+                         "PostgreSQL, or converted with on_unrepresentable: null | clamp)",
+                         s->value_class);
+            else
+                snprintf(why, sizeof why, "the value in the replication stream cannot be read "
+                         "as %s (dates and timestamps: years 0001..9999)", ferry_type_name(fd->type));
+            return ferry__pg_change_value_error(WHAT, s->t->from, sc, s->map, tp, f, why, err);
         }
     }
     if (s->t->change_log) {

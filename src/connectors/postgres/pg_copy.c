@@ -460,7 +460,8 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
         }
         if (days == PG_DATE_NOBEGIN || days == PG_DATE_NOEND)
             return bad(d, col, err,
-                       "date %sinfinity has no ferry value (filter it out or cast it in a view)",
+                       "date %sinfinity has no value in this sink (filter it out, cast it in a "
+                       "view, or convert it with on_unrepresentable: null | clamp)",
                        days == PG_DATE_NOBEGIN ? "-" : "");
         ferry_rw_int(rw, (int64_t)days + FERRY_PG_EPOCH_DAYS);
         return FERRY_OK;
@@ -479,8 +480,8 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
         }
         if (us == INT64_MIN || us == INT64_MAX)
             return bad(d, col, err,
-                       "timestamp %sinfinity has no ferry value (filter it out or cast it in a "
-                       "view)",
+                       "timestamp %sinfinity has no value in this sink (filter it out, cast it "
+                       "in a view, or convert it with on_unrepresentable: null | clamp)",
                        us == INT64_MIN ? "-" : "");
         /* (INT64_MAX itself is the +infinity of special values) */
         if (__builtin_add_overflow(us, FERRY_PG_EPOCH_US, &out) || out == INT64_MAX)

@@ -4,7 +4,8 @@
  * attnum order, types through ferry__pg_map_type with domains resolved to their base type,
  * nullability, primary key from pg_index), frozen read plans and the COPY BINARY reads
  * that execute them (decoded by pg_copy.c). Calls libpq, pg_common.c, pg_copy.c, the row
- * writer, the batch text forms and jansson. Registered in connectors/registry.c; driven by
+ * writer, the batch text forms, jansson (plans) and the position codec (saved and resume
+ * positions: checkpoint/position.h, never parsed here). Registered in connectors/registry.c; driven by
  * the runner on one thread; `cancel` may come from any thread (PQcancel).
  *
  * Reads (docs/connectors.md, "postgres source").
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "checkpoint/position.h"
 #include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_slot.h"
 #include "connectors/postgres/pg_common.h"
@@ -705,6 +707,27 @@ static int plan_unordered(struct src *s, const struct ferry_schema *sc, const st
     return FERRY_OK;
 }
 
+/* The key of a saved route position, decoded by the codec (NULL when it has none): n values,
+ * one per cursor and key column. */
+static int saved_key(const char *text, const char *from, int n, json_t **key,
+                     struct ferry_error *err)
+{
+    *key = NULL;
+    struct ferry_position p;
+    int rc = ferry_position_decode(text, strlen(text), &p, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, WHAT ": table %s: the saved position", from);
+    if (p.has_key && p.n_key != n)
+        rc = ferry_error_set(err, FERRY_EINVAL, "postgres",
+                             WHAT ": table %s: the saved position has %d values, the cursor "
+                             "and key have %d (did the cursor or key change?)",
+                             from, p.n_key, n);
+    else if (p.has_key && (*key = ferry_position_key_json(&p)) == NULL)
+        rc = nomem(err);
+    ferry_position_clear(&p);
+    return rc;
+}
+
 /* The saved route position's key as PostgreSQL text values (lookback applied to the first),
  * or a JSON null when there is none. */
 static int plan_lower(struct src *s, const struct ferry_resource_spec *spec,
@@ -713,29 +736,12 @@ static int plan_lower(struct src *s, const struct ferry_resource_spec *spec,
 {
     *lo = json_null();
     if (route_checkpoint == NULL) return FERRY_OK;
-    json_t *root = json_loads(route_checkpoint, 0, NULL);
-    json_t *key = json_object_get(root, "key");
-    if (!json_is_object(root) || (key != NULL && !json_is_array(key))) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "postgres",
-                               WHAT ": table %s: the saved position is not a position object",
-                               r->from);
-    }
-    if (key == NULL) {
-        json_decref(root);
-        return FERRY_OK;
-    }
-    if ((int)json_array_size(key) != n) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "postgres",
-                               WHAT ": table %s: the saved position has %zu values, the cursor "
-                               "and key have %d (did the cursor or key change?)",
-                               r->from, json_array_size(key), n);
-    }
+    json_t *key = NULL;
+    int rc = saved_key(route_checkpoint, r->from, n, &key, err);
+    if (rc != FERRY_OK || key == NULL) return rc;
     json_t *arr = json_array();
     struct ferry_buf t;
     ferry_buf_init(&t, 0);
-    int rc = FERRY_OK;
     for (int i = 0; i < n && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[ord[i]];
         if (position_text(json_array_get(key, (size_t)i), f->type, &t) != FERRY_OK) {
@@ -777,7 +783,7 @@ static int plan_lower(struct src *s, const struct ferry_resource_spec *spec,
         }
     }
     ferry_buf_release(&t);
-    json_decref(root);
+    json_decref(key);
     if (rc != FERRY_OK) {
         json_decref(arr);
         return rc;
@@ -1417,7 +1423,8 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .policy = run->schema_changes,
                                     .route = run->route,
                                     .truncates = run->truncates,
-                                    .streams = run->cdc_streams};
+                                    .specials = run->special_values,
+                                    .streams = run->cdc_streams_together};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
@@ -1474,22 +1481,16 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     struct src *s = ctx;
     json_t *resume_key = NULL;
     if (resume != NULL) {
-        json_t *root = json_loads(resume, 0, NULL);
-        if (!json_is_object(root)) {
-            json_decref(root);
-            return ferry_error_set(err, FERRY_EINVAL, "postgres",
-                                   WHAT ": table \"%s\": the resume position is not a JSON "
-                                   "object",
-                                   spec->table);
-        }
-        bool done = json_is_true(json_object_get(root, "done"));
-        json_t *k = json_object_get(root, "key");
-        if (json_is_array(k)) resume_key = json_incref(k);
-        json_decref(root);
-        if (done) {
-            json_decref(resume_key);
-            return FERRY_OK;
-        }
+        struct ferry_position p;
+        int rc = ferry_position_decode(resume, strlen(resume), &p, err);
+        if (rc != FERRY_OK)
+            return ferry_error_prefix(err, WHAT ": table \"%s\": the resume position",
+                                      spec->table);
+        bool done = p.done;
+        if (!done && p.has_key && (resume_key = ferry_position_key_json(&p)) == NULL)
+            rc = nomem(err);
+        ferry_position_clear(&p);
+        if (done || rc != FERRY_OK) return rc;
     }
     json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
     json_t *sh = json_array_get(json_object_get(plan, "shards"), (size_t)shard);
@@ -1641,6 +1642,8 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_ack = src_cdc_ack,
     .cdc_drop = src_cdc_drop,
     .cdc_progress = src_cdc_progress,
+    /* the streams of a pipeline's slot read one replication session (pg_demux.c) */
+    .cdc_one_stream = true,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
 };

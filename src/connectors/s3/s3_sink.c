@@ -484,6 +484,8 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     struct sink *s = ctx;
     ferry__lake_capabilities(ctx, mode, caps);
     caps->encoded_integrity = s->lk.fmt != NULL && s->lk.fmt->per_batch_bytes;
+    /* CSV and JSON Lines write dates and timestamps as text of years 0001..9999 */
+    caps->values.calendar = s->lk.fmt != NULL && strcmp(s->lk.fmt->name, "parquet") != 0;
 }
 
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,

@@ -211,6 +211,9 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
     caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
+    /* dates and timestamps are text of years 0001..9999; a REAL keeps no -0 */
+    caps->values.calendar = true;
+    caps->values.no_negative_zero = true;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */

@@ -2,7 +2,8 @@
  *
  * Owns a read-only connection, the discovery of a table's columns (declared types mapped
  * by sqlite_common.c), its key, frozen read plans and the SELECTs that read them. Calls
- * SQLite, the row writer, the batch text forms, jansson (plans, positions). Registered in
+ * SQLite, the row writer, the batch text forms, jansson (plans), the position codec (saved
+ * and resume positions: checkpoint/position.h, never parsed here). Registered in
  * connectors/registry.c; driven by the runner on one thread (cancel from any thread).
  *
  * Reads.
@@ -34,6 +35,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include "connectors/sqlite/sqlite_common.h"
+#include "checkpoint/position.h"
 #include "ferry/connector.h"
 
 __extension__ typedef __int128 i128;
@@ -1179,32 +1181,26 @@ static int plan_full(struct src *s, const struct rel *r, const struct ferry_sche
     return FERRY_OK;
 }
 
+/* The saved route position's key (NULL when it has none), decoded by the codec. */
 static int parse_route_key(const char *route_checkpoint, const struct ferry_resource_spec *spec,
                            int n, json_t **lo, struct ferry_error *err)
 {
     *lo = NULL;
     if (route_checkpoint == NULL) return FERRY_OK;
-    json_t *root = json_loads(route_checkpoint, 0, NULL);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
-                               "sqlite source: table \"%s\": the saved "
-                               "position is not a JSON object: %.200s",
-                               spec->table, route_checkpoint);
-    }
-    json_t *key = json_object_get(root, "key");
-    if (key != NULL && (!json_is_array(key) || (int)json_array_size(key) != n)) {
-        /* key belongs to root: measured before root is released (tests/fuzz/fuzz_position) */
-        int have = json_is_array(key) ? (int)json_array_size(key) : 0;
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
-                               "sqlite source: table \"%s\": the saved "
-                               "position has %d key values, the read needs %d: %.200s",
-                               spec->table, have, n, route_checkpoint);
-    }
-    if (key != NULL) *lo = json_incref(key);
-    json_decref(root);
-    return FERRY_OK;
+    struct ferry_position p;
+    int rc = ferry_position_decode(route_checkpoint, strlen(route_checkpoint), &p, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, "sqlite source: table \"%s\": the saved position %.200s",
+                                  spec->table, route_checkpoint);
+    if (p.has_key && p.n_key != n)
+        rc = ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                             "sqlite source: table \"%s\": the saved "
+                             "position has %d key values, the read needs %d: %.200s",
+                             spec->table, p.n_key, n, route_checkpoint);
+    else if (p.has_key && (*lo = ferry_position_key_json(&p)) == NULL)
+        rc = nomem(err);
+    ferry_position_clear(&p);
+    return rc;
 }
 
 static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
@@ -1508,25 +1504,22 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
     return rc;
 }
 
+/* The resume position's key (NULL when it has none) and whether its shard is done. */
 static int resume_key_of(const char *resume, const char *table, json_t **key, bool *done,
                          struct ferry_error *err)
 {
     *key = NULL;
     *done = false;
     if (resume == NULL) return FERRY_OK;
-    json_t *root = json_loads(resume, 0, NULL);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
-                               "sqlite source: table \"%s\": resume "
-                               "position is not a JSON object: %.200s",
-                               table, resume);
-    }
-    *done = json_is_true(json_object_get(root, "done"));
-    json_t *k = json_object_get(root, "key");
-    if (json_is_array(k)) *key = json_incref(k);
-    json_decref(root);
-    return FERRY_OK;
+    struct ferry_position p;
+    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, "sqlite source: table \"%s\": resume position %.200s",
+                                  table, resume);
+    *done = p.done;
+    if (p.has_key && (*key = ferry_position_key_json(&p)) == NULL) rc = nomem(err);
+    ferry_position_clear(&p);
+    return rc;
 }
 
 static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)

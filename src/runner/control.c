@@ -54,15 +54,6 @@ static struct ferry_flow *first_active(struct run *r)
     return NULL;
 }
 
-/* The lag of every cdc stream running now (a source's streams may run side by side). */
-static void emit_lags(struct run *r)
-{
-    for (int i = 0; i < r->n_res; i++) {
-        struct ferry_flow *f = atomic_load(&r->res[i].active);
-        if (f) ferry__run_emit_cdc_lag(r, f, &r->res[i].lag_seen);
-    }
-}
-
 static void tick_flows(struct run *r)
 {
     for (int i = 0; i < r->n_res; i++) {
@@ -104,7 +95,7 @@ static void *control_main(void *arg)
         ferry_store_set_sync_full(st, false, &e) != FERRY_OK)
         ferry_log(FERRY_LOG_WARN, "control thread: %s", e.message);
     int64_t last_tick = ferry_now_mono_us(), last_beat = 0, last_event = 0, last_poll = 0;
-    int64_t last_progress = 0, last_lag = 0, last_renew = 0;
+    int64_t last_progress = 0, last_lag = 0, last_lag_position = -1, last_renew = 0;
     int64_t flush_us = r->p->batch.flush_after_ms * 1000;
     while (!atomic_load(&r->control_stop)) {
         usleep(20000);
@@ -148,7 +139,7 @@ static void *control_main(void *arg)
         }
         if (now - last_lag >= 1000000) {
             last_lag = now;
-            emit_lags(r);
+            if (f) ferry__run_emit_cdc_lag(r, f, &last_lag_position);
             ferry__run_report_saved(r, st);
         }
     }

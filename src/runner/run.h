@@ -59,7 +59,6 @@ struct resource_run {
      * attempt planned it): the resource fails with this message, the others go on. */
     char *gone;
     char **saved_seen; /* per shard: the last position reported saved (saved.c) */
-    int64_t lag_seen;  /* the last cdc position reported in a lag event (control.c) */
 };
 
 /* One lane of the copy phase: a sink instance with its own session and a set of reader

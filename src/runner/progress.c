@@ -98,7 +98,14 @@ void ferry__run_emit_cdc_lag(struct run *r, struct ferry_flow *f, int64_t *last_
     const struct ferry_source_vtable *vt = r->p->source_vt;
     if (f->spec->mode != FERRY_READ_CDC || vt->cdc_progress == NULL) return;
     int64_t pos = 0, lag_bytes = 0, lag_us = 0;
-    if (vt->cdc_progress(r->src_ctx, &pos, &lag_bytes, &lag_us) != FERRY_OK) return;
+    /* The instance that streams: the flow's own (streams side by side), else the run's. The
+     * lock keeps a side-by-side stream's instance open while it is read (schedule.c clears
+     * f->src_ctx under it before closing the instance). */
+    pthread_mutex_lock(&r->lock);
+    void *src = f->src_ctx ? f->src_ctx : r->src_ctx;
+    int prc = vt->cdc_progress(src, &pos, &lag_bytes, &lag_us);
+    pthread_mutex_unlock(&r->lock);
+    if (prc != FERRY_OK) return;
     if (pos == *last_position) return;
     *last_position = pos;
     char payload[256];

@@ -463,9 +463,12 @@ static void streams_finish(struct stream_run *sr, int n)
         rr->read.cdc_streams_together = 0;
         sr[i].f->sink_lock = NULL;
         sr[i].f->readers = NULL;
-        sr[i].f->src_ctx = NULL;
-        sr[i].r->p->source_vt->close(sr[i].src);
+        /* the final lag comes from the stream's own instance, still open */
         int rc = resource_end(sr[i].r, rr, sr[i].f, sr[i].t0, sr[i].rc, false, &sr[i].err);
+        pthread_mutex_lock(&sr[i].r->lock); /* progress.c reads src_ctx under it */
+        sr[i].f->src_ctx = NULL;
+        pthread_mutex_unlock(&sr[i].r->lock);
+        sr[i].r->p->source_vt->close(sr[i].src);
         if (rc != FERRY_OK) record_failure(sr[i].r, rr, rc, &sr[i].err);
     }
 }

@@ -1,12 +1,12 @@
 /* connectors/postgres/pg_cdc.c - change data capture for the postgres source (pg_cdc.h).
  *
- * Owns: the names and lifecycle of a cdc resource's publication and replication slot, the
- * replication connection (libpq `replication=database`), the START_REPLICATION stream
- * (pgoutput protocol version 1, values as text), the conversion of its tuples into the row
- * writer, the standby status updates, and acknowledging (advancing) the slot. Calls libpq,
- * pg_common.c, pg_repl.c (the pure decoder), the row writer, the batch text parsers and
- * jansson. Called by pg_source.c (plan, extract of shard 0, cdc_ack, cdc_drop) on the
- * thread that owns the source instance.
+ * Owns: the names and lifecycle of a cdc resource's publication and replication slot, one
+ * table's stream (pgoutput protocol version 1, values as text: its frames come from the
+ * slot's one replication session through pg_demux.c, which reads the socket and answers the
+ * server), the conversion of its tuples into the row writer, and acknowledging (advancing)
+ * the slot. Calls libpq, pg_common.c, pg_demux.c, pg_repl.c (the pure decoder), the row
+ * writer, the batch text parsers and jansson. Called by pg_source.c (plan, extract of shard
+ * 0, cdc_ack, cdc_drop) on the thread that owns the source instance.
  *
  * The rule that matters most: the slot's confirmed position moves only through
  * ferry__pg_cdc_ack(), which the runner calls with a position the state store has saved
@@ -16,8 +16,6 @@
  * docs/internals/cdc.md. */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +24,12 @@
 #include <unistd.h>
 #include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_copy.h"
+#include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pg_values.h"
 #include "ferry/failpoint.h"
 
 #define WHAT "postgres source"
-#define STATUS_EVERY_US INT64_C(10000000) /* standby status even when idle */
-#define PROBE_EVERY_US INT64_C(100000)    /* ask for a keepalive (server position) when idle */
 
 static int nomem(struct ferry_error *err)
 {
@@ -507,77 +504,32 @@ int ferry__pg_cdc_plan(PGconn *c, const char *url, const struct ferry_pg_conn_op
 
 /* ---- the stream ---------------------------------------------------------------------- */
 
-struct relmsg {
-    uint32_t relid;
-    uint8_t *p;
-    size_t n;
-};
-struct rels {
-    struct relmsg *v;
-    int n;
-};
-
-static void rels_free(struct rels *r)
-{
-    for (int i = 0; i < r->n; i++)
-        ferry_free(r->v[i].p);
-    ferry_free(r->v);
-    memset(r, 0, sizeof *r);
-}
-
-/* Keeps a copy of relation message p as relid's (replacing an older one). */
-static int rels_put(struct rels *r, uint32_t relid, const uint8_t *p, size_t n)
-{
-    uint8_t *copy = ferry_malloc(n ? n : 1);
-    if (copy == NULL) return FERRY_ENOMEM;
-    memcpy(copy, p, n);
-    for (int i = 0; i < r->n; i++)
-        if (r->v[i].relid == relid) {
-            ferry_free(r->v[i].p);
-            r->v[i].p = copy;
-            r->v[i].n = n;
-            return FERRY_OK;
-        }
-    struct relmsg *v = ferry_realloc(r->v, (size_t)(r->n + 1) * sizeof *v);
-    if (v == NULL) {
-        ferry_free(copy);
-        return FERRY_ENOMEM;
-    }
-    r->v = v;
-    r->v[r->n++] = (struct relmsg){.relid = relid, .p = copy, .n = n};
-    return FERRY_OK;
-}
-
 struct stream {
-    PGconn *c;
     const char *url;
     const struct ferry_pg_conn_opts *opts;
     const char *peer;
     const struct ferry_pg_cdc_target *t;
     struct ferry_row_writer *rw;
     struct ferry_pg_repl_decoder dec;
+    struct ferry_pg_demux_member *member; /* this table's queue of the slot's session */
+    const char *slot, *pub;
     int n_user;     /* schema fields that come from the table (change-log columns follow) */
     int *map;       /* per user field: index in the relation's columns */
     uint32_t relid; /* ours, once its Relation message arrived */
     bool rel_known;
     uint64_t start, end, flush, received, last_commit_end;
     bool in_txn;
+    bool dropping;    /* the open transaction ends before start: ours already */
     int64_t txn_rows; /* rows of the current transaction written (or skipped) so far */
     int64_t skip;     /* rows of the first transaction already in the destination */
     uint64_t txn_lsn;
     int64_t txn_time_us; /* unix microseconds */
     bool done, schema_stop;
     bool epoch_stop; /* epoch_rows changes written: this run ends at the last commit */
-    int64_t last_status, last_probe, last_data;
     int64_t changes;
     int64_t last_commit_time_us; /* unix microseconds of the last commit received */
     struct ferry_pg_cdc_progress *progress;
     struct ferry_buf scratch;
-    /* keep_session: the last Relation message of every relation the session sent, as
-     * received (pgoutput sends one once per session: a table that continues the session
-     * of another table of a shared slot needs its own from there). */
-    struct rels rels;
-    bool replaying; /* on_message of a kept Relation message */
     const char *value_class; /* put_text's FERRY_EUNSUPPORTED: the special value refused */
 };
 
@@ -595,19 +547,6 @@ static void report(struct stream *s)
     atomic_store(&s->progress->position, (long long)s->last_commit_end);
     atomic_store(&s->progress->lag_bytes, (long long)lag);
     atomic_store(&s->progress->lag_us, (long long)age);
-}
-
-static int send_status(struct stream *s, bool reply, struct ferry_error *err)
-{
-    uint8_t msg[34];
-    int64_t now = ferry_now_wall_us() - FERRY_PG_REPL_EPOCH_US;
-    uint64_t write = s->received > s->last_commit_end ? s->received : s->last_commit_end;
-    ferry_pg_repl_status_update(msg, write, s->flush, s->flush, now, reply);
-    if (PQputCopyData(s->c, (const char *)msg, sizeof msg) != 1 || PQflush(s->c) != 0)
-        return ferry__pg_error(err, FERRY_EIO, s->c, NULL, WHAT ": %s: sending standby status",
-                               s->peer);
-    s->last_status = ferry_now_mono_us();
-    return FERRY_OK;
 }
 
 /* Our relation's description, sent before its first change in each session and after
@@ -905,7 +844,44 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
     }
 }
 
-static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry_error *err)
+/* A commit: the position moves to its end (every table's, also without rows of its own).
+ * epoch_end: the session's row-count epoch ends the run here (pg_demux.c). */
+static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool epoch_end)
+{
+    s->in_txn = false;
+    if (s->dropping) {
+        /* ours already; the session's epoch may still end here (the session stops reading) */
+        s->dropping = false;
+        if (epoch_end) s->epoch_stop = true;
+        return;
+    }
+    s->txn_rows = 0;
+    s->skip = 0;
+    ferry_rw_set_suboffset(s->rw, 0);
+    if (m->end_lsn > s->last_commit_end) {
+        s->last_commit_end = m->end_lsn;
+        ferry_rw_set_offset(s->rw, (int64_t)m->end_lsn);
+    }
+    if (m->end_lsn >= s->end) s->done = true;
+    /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
+    if (!s->done && epoch_end) s->epoch_stop = true;
+    s->last_commit_time_us = m->time + FERRY_PG_REPL_EPOCH_US;
+    report(s);
+}
+
+static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, struct ferry_error *err)
+{
+    if (s->dropping || !s->rel_known) return FERRY_OK;
+    for (int i = 0; i < m->n_rels; i++)
+        if (ferry_pg_repl_truncate_relid(m, i) == s->relid) {
+            int rc = ferry__pg_schema_truncate(s->t, err);
+            return rc == FERRY_OK ? write_truncate(s, err) : rc;
+        }
+    return FERRY_OK;
+}
+
+static int on_message(struct stream *s, const uint8_t *p, size_t n, bool epoch_end,
+                      struct ferry_error *err)
 {
     struct ferry_pg_repl_msg m;
     int rc = ferry_pg_repl_decode(&s->dec, p, n, &m, err);
@@ -913,51 +889,31 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, struct ferry
     switch (m.kind) {
     case 'B':
         s->in_txn = true;
+        /* The session starts at the least start of its tables: a transaction whose commit
+         * record begins before ours was ours already (as the server skips it for a session
+         * started at our own start). */
+        s->dropping = m.final_lsn < s->start;
         s->txn_lsn = m.final_lsn;
         s->txn_time_us = m.time + FERRY_PG_REPL_EPOCH_US;
         return FERRY_OK;
     case 'C':
-        s->in_txn = false;
-        s->txn_rows = 0;
-        s->skip = 0;
-        ferry_rw_set_suboffset(s->rw, 0);
-        if (m.end_lsn > s->last_commit_end) {
-            s->last_commit_end = m.end_lsn;
-            ferry_rw_set_offset(s->rw, (int64_t)m.end_lsn);
-        }
-        if (m.end_lsn >= s->end) s->done = true;
-        /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
-        if (!s->done && s->t->epoch_rows > 0 && s->changes >= s->t->epoch_rows)
-            s->epoch_stop = true;
-        s->last_commit_time_us = m.time + FERRY_PG_REPL_EPOCH_US;
-        report(s);
+        on_commit(s, &m, epoch_end);
         return FERRY_OK;
     case 'R':
-        rc = on_relation(s, &m, err);
-        /* A session's walsender sends a table's Relation message once: a parked session
-         * (below) keeps every one for the run (of any table) that continues the session.
-         * Ours only when it was accepted (a schema stop does not park). */
-        if (rc == FERRY_OK && s->t->keep_session && !s->replaying && !s->schema_stop &&
-            rels_put(&s->rels, m.relid, p, n) != FERRY_OK)
-            return nomem(err);
-        return rc;
+        return on_relation(s, &m, err);
     case 'I':
     case 'U':
     case 'D':
-        return on_change(s, &m, err);
+        return s->dropping ? FERRY_OK : on_change(s, &m, err);
     case 'T':
-        for (int i = 0; i < m.n_rels; i++)
-            if (s->rel_known && ferry_pg_repl_truncate_relid(&m, i) == s->relid) {
-                rc = ferry__pg_schema_truncate(s->t, err);
-                return rc == FERRY_OK ? write_truncate(s, err) : rc;
-            }
-        return FERRY_OK;
+        return on_truncate(s, &m, err);
     default:
         return FERRY_OK; /* origin, type, logical messages */
     }
 }
 
-static int on_frame(struct stream *s, const uint8_t *p, size_t n, struct ferry_error *err)
+static int on_frame(struct stream *s, const uint8_t *p, size_t n, bool epoch_end,
+                    struct ferry_error *err)
 {
     struct ferry_pg_repl_frame f;
     int rc = ferry_pg_repl_parse_frame(p, n, &f, err);
@@ -968,284 +924,135 @@ static int on_frame(struct stream *s, const uint8_t *p, size_t n, struct ferry_e
          * end has been received. */
         if (!s->in_txn && f.wal_end >= s->end) s->done = true;
         report(s);
-        if (f.reply_requested) return send_status(s, false, err);
-        return FERRY_OK;
+        return FERRY_OK; /* the session's reader answers the server */
     }
-    s->last_data = ferry_now_mono_us();
     if (f.wal_start > s->received) s->received = f.wal_start;
-    return on_message(s, f.data, f.len, err);
+    return on_message(s, f.data, f.len, epoch_end, err);
 }
 
-/* CopyDone, then drain until the server ends the command (so the slot is released before
- * anyone acknowledges it), at most a few seconds. */
-static void end_stream(PGconn *c)
+
+/* ---- the stream: one table's queue of the slot's session (pg_demux.c) ---------------- */
+
+/* The frozen plan's range, the resume position, flush and skip into s; *nothing when the
+ * table has nothing left to read up to its end. */
+static int stream_plan(struct stream *s, json_t *plan, const char *resume, bool *nothing,
+                       struct ferry_error *err)
 {
-    if (PQputCopyEnd(c, NULL) == 1) PQflush(c);
-    int64_t deadline = ferry_now_mono_us() + 5000000;
-    for (;;) {
-        char *buf = NULL;
-        int n = PQgetCopyData(c, &buf, 1);
-        if (n > 0) {
-            PQfreemem(buf);
-            continue;
-        }
-        if (n < 0 || ferry_now_mono_us() > deadline) break;
-        struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
-        poll(&pfd, 1, 100);
-        if (!PQconsumeInput(c)) break;
+    s->slot = json_string_value(json_object_get(plan, "slot"));
+    s->pub = json_string_value(json_object_get(plan, "publication"));
+    if (s->slot == NULL || s->pub == NULL)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": table %s: the frozen cdc plan names no slot or publication",
+                               s->t->from);
+    int rc = ferry__pg_cdc_plan_lsn(plan, "start", &s->start, err);
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_plan_lsn(plan, "end", &s->end, err);
+    uint64_t resumed = 0;
+    int64_t resumed_k = 0;
+    if (rc == FERRY_OK) rc = ferry__pg_cdc_position(resume, &resumed, &resumed_k, err);
+    /* flush never moves past what was saved before this run: the plan's start, or for a
+     * slot shared by the pipeline's tables the slot's confirmed position at plan time (the
+     * minimum over every table, pg_slot.c). */
+    s->flush = s->start;
+    if (rc == FERRY_OK && json_is_string(json_object_get(plan, "flush")))
+        rc = ferry__pg_cdc_plan_lsn(plan, "flush", &s->flush, err);
+    if (rc != FERRY_OK) return rc;
+    json_t *skip = json_object_get(plan, "skip");
+    if (json_is_integer(skip) && json_integer_value(skip) > 0) s->skip = json_integer_value(skip);
+    if (resumed >= s->start && resume != NULL && resumed != 0) {
+        s->start = resumed;
+        s->skip = resumed_k;
     }
-    PGresult *res;
-    while (PQstatus(c) == CONNECTION_OK && (res = PQgetResult(c)) != NULL) {
-        ExecStatusType st = PQresultStatus(res);
-        PQclear(res);
-        if (st == PGRES_COPY_BOTH || st == PGRES_COPY_OUT) break;
+    s->last_commit_end = s->start;
+    ferry_rw_set_offset(s->rw, (int64_t)s->start);
+    *nothing = s->start >= s->end;
+    return FERRY_OK;
+}
+
+/* Joins the slot's session: `tables` of the plan (a shared slot) start at once when the
+ * runner starts their streams together (t->streams), else this table streams alone. */
+static int stream_join(struct stream *s, json_t *plan, struct ferry_error *err)
+{
+    int expected = 1;
+    json_t *tables = json_object_get(plan, "tables");
+    if (json_is_integer(tables) && s->t->streams > 1) {
+        expected = (int)json_integer_value(tables);
+        if (expected > s->t->streams) expected = s->t->streams;
+        if (expected < 1) expected = 1;
     }
+    const struct ferry_pg_demux_join j = {.url = s->url,
+                                          .opts = s->opts,
+                                          .peer = s->peer,
+                                          .slot = s->slot,
+                                          .pub = s->pub,
+                                          .schema_name = s->t->schema_name,
+                                          .table = s->t->table,
+                                          .from = s->t->from,
+                                          .start = s->start,
+                                          .end = s->end,
+                                          .flush = s->flush,
+                                          .expected = expected,
+                                          .keep_session = s->t->keep_session,
+                                          .can_continue = s->skip == 0,
+                                          .epoch_rows = s->t->epoch_rows,
+                                          .rw = s->rw};
+    return ferry__pg_demux_join(&j, &s->member, err);
 }
 
-static int start_replication(struct stream *s, const char *slot, const char *pub,
-                             struct ferry_error *err)
+static int stop_code(struct stream *s, struct ferry_error *err)
 {
-    struct ferry_buf sql;
-    ferry_buf_init(&sql, 0);
-    char at[32];
-    ferry_pg_lsn_format(s->start, at, sizeof at);
-    /* publication_names is a list of identifiers inside a string literal. */
-    struct ferry_buf names;
-    ferry_buf_init(&names, 0);
-    int rc = ferry__pg_quote_ident(&names, pub, err);
-    char *lit = rc == FERRY_OK ? PQescapeLiteral(s->c, names.data, names.len) : NULL;
-    if (rc == FERRY_OK && lit == NULL) rc = nomem(err);
-    if (rc == FERRY_OK) rc = ferry_buf_printf(&sql, "START_REPLICATION SLOT ");
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&sql, slot, err);
-    if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&sql, " LOGICAL %s (\"proto_version\" '1', \"publication_names\" %s)",
-                              at, lit);
-    if (rc == FERRY_ENOMEM) rc = nomem(err);
-    if (lit) PQfreemem(lit);
-    ferry_buf_release(&names);
-    if (rc == FERRY_OK) {
-        /* A walsender that streamed the slot a moment ago (another table of a shared slot)
-         * may still be releasing it: retry "in use" for a while. */
-        int64_t deadline = ferry_now_mono_us() + 10000000;
-        PGresult *res = PQexec(s->c, sql.data);
-        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        while (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL && !strcmp(state, "55006") &&
-               ferry_now_mono_us() < deadline) {
-            PQclear(res);
-            usleep(100000);
-            res = PQexec(s->c, sql.data);
-            state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        }
-        if (PQresultStatus(res) != PGRES_COPY_BOTH && state != NULL && !strcmp(state, "42704"))
-            rc = resnapshot_required(err, s->peer, slot, s->t->from, "does not exist any more");
-        else if (PQresultStatus(res) != PGRES_COPY_BOTH)
-            rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res,
-                                 WHAT ": %s: table %s: starting replication from slot \"%s\" at %s",
-                                 s->peer, s->t->from, slot, at);
-        PQclear(res);
-    }
-    ferry_buf_release(&sql);
-    return rc;
+    int stop = ferry_rw_stop_requested(s->rw);
+    if (stop == 0) return FERRY_OK;
+    int rc = stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED;
+    return ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", s->t->from);
 }
 
-/* ---- replication sessions kept between `--follow` runs --------------------------------
- *
- * A walsender decodes from its slot's restart_lsn, which trails the confirmed position by up
- * to two running-transactions records (logged every 15 s): starting a new session every
- * epoch decoded that WAL again each time. Under --follow (target keep_session) a stream
- * that ended cleanly at its position parks its session here; the next run's stream of the
- * same slot continues it when it starts exactly at that position (same publication, parked
- * less than PARK_MAX_US ago, below the server's default wal_sender_timeout of 60 s), else
- * the session is closed and a new one started. While parked the session is acknowledged
- * through its standby status (flush = the run's SAVED position, sent by ferry__pg_cdc_ack
- * after the tracker saved it: the same rule as pg_replication_slot_advance, which cannot
- * act on a slot a session holds). At exit every parked session reports its last flush,
- * ends the copy and closes. */
-
-#define MAX_PARKED 32
-#define PARK_MAX_US INT64_C(20000000)
-
-struct parked {
-    PGconn *c;
-    char slot[64];
-    char pub[64];
-    uint64_t pos;      /* where the session stopped: the run's final position */
-    uint64_t received; /* furthest WAL position the server reported */
-    uint64_t flush;    /* last flush reported to the server */
-    int64_t since;     /* parked at, monotonic us */
-    struct rels rels;  /* the session's Relation messages */
-};
-
-static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct parked parked[MAX_PARKED];
-static bool park_atexit_set;
-
-static int status_raw(PGconn *c, uint64_t write, uint64_t flush)
+/* Frames of the table's queue until its end, a stop (schema change, row-count epoch, pause,
+ * cancel) or an error. */
+static int stream_loop(struct stream *s, struct ferry_error *err)
 {
-    uint8_t msg[34];
-    int64_t now = ferry_now_wall_us() - FERRY_PG_REPL_EPOCH_US;
-    ferry_pg_repl_status_update(msg, write > flush ? write : flush, flush, flush, now, false);
-    return PQputCopyData(c, (const char *)msg, sizeof msg) == 1 && PQflush(c) == 0 ? FERRY_OK
-                                                                                   : FERRY_EIO;
-}
-
-/* park_lock held. Reports the last flush, ends the copy, closes. */
-static void parked_close(struct parked *p)
-{
-    if (p->c != NULL) {
-        if (PQstatus(p->c) == CONNECTION_OK && status_raw(p->c, p->received, p->flush) == FERRY_OK)
-            end_stream(p->c);
-        PQfinish(p->c);
-    }
-    rels_free(&p->rels);
-    memset(p, 0, sizeof *p);
-}
-
-static void park_exit(void)
-{
-    pthread_mutex_lock(&park_lock);
-    for (int i = 0; i < MAX_PARKED; i++)
-        if (parked[i].c != NULL) parked_close(&parked[i]);
-    pthread_mutex_unlock(&park_lock);
-}
-
-/* park_lock held. */
-static struct parked *park_find(const char *slot)
-{
-    for (int i = 0; i < MAX_PARKED; i++)
-        if (parked[i].c != NULL && !strcmp(parked[i].slot, slot)) return &parked[i];
-    return NULL;
-}
-
-/* Takes the parked session of `slot` when it stopped exactly at `start`; any other parked
- * session of the slot is closed (its position is not where this run starts). */
-static bool park_take(const char *slot, const char *pub, uint64_t start, struct parked *out)
-{
-    bool ok = false;
-    pthread_mutex_lock(&park_lock);
-    struct parked *p = park_find(slot);
-    if (p != NULL) {
-        if (p->pos == start && !strcmp(p->pub, pub) && PQstatus(p->c) == CONNECTION_OK &&
-            ferry_now_mono_us() - p->since < PARK_MAX_US) {
-            *out = *p;
-            memset(p, 0, sizeof *p);
-            ok = true;
-        } else {
-            parked_close(p);
-        }
-    }
-    pthread_mutex_unlock(&park_lock);
-    return ok;
-}
-
-/* Parks s->c (and the Relation messages it sent) at `pos`; false when there is no room. */
-static bool park_put(struct stream *s, const char *slot, const char *pub, uint64_t pos)
-{
-    bool ok = false;
-    pthread_mutex_lock(&park_lock);
-    struct parked *p = park_find(slot);
-    if (p != NULL) parked_close(p);
-    for (int i = 0; p == NULL && i < MAX_PARKED; i++)
-        if (parked[i].c == NULL) p = &parked[i];
-    if (p != NULL && !park_atexit_set) park_atexit_set = atexit(park_exit) == 0;
-    /* Without the exit hook a parked session could be left unclosed: keep none. */
-    if (p != NULL && park_atexit_set) {
-        p->c = s->c;
-        snprintf(p->slot, sizeof p->slot, "%s", slot);
-        snprintf(p->pub, sizeof p->pub, "%s", pub);
-        p->pos = pos;
-        p->received = s->received;
-        p->flush = s->flush;
-        p->since = ferry_now_mono_us();
-        p->rels = s->rels;
-        memset(&s->rels, 0, sizeof s->rels);
-        ok = true;
-    }
-    pthread_mutex_unlock(&park_lock);
-    return ok;
-}
-
-/* The acknowledgement of a parked session: its standby status. FERRY_ENOTFOUND when the
- * slot has no parked session at `lsn` (then the slot is advanced by SQL; a parked session
- * of it at another position is closed first, releasing the slot). */
-static int park_ack(const char *slot, uint64_t lsn)
-{
-    int rc = FERRY_ENOTFOUND;
-    pthread_mutex_lock(&park_lock);
-    struct parked *p = park_find(slot);
-    if (p != NULL && p->pos == lsn && status_raw(p->c, p->received, lsn) == FERRY_OK) {
-        p->flush = lsn;
-        rc = FERRY_OK;
-    } else if (p != NULL) {
-        parked_close(p);
-    }
-    pthread_mutex_unlock(&park_lock);
-    return rc;
-}
-
-/* Closes the parked session of `slot`, if any (it holds the slot on the server). */
-static void park_close_slot(const char *slot)
-{
-    pthread_mutex_lock(&park_lock);
-    struct parked *p = park_find(slot);
-    if (p != NULL) parked_close(p);
-    pthread_mutex_unlock(&park_lock);
-}
-
-/* ---- one stream per slot in this process ---------------------------------------------- */
-
-#define MAX_LOCKED 64
-static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t slot_cv = PTHREAD_COND_INITIALIZER;
-static char slot_held[MAX_LOCKED][64];
-
-/* slot_mu held. */
-static int slot_find(const char *slot)
-{
-    for (int i = 0; i < MAX_LOCKED; i++)
-        if (!strcmp(slot_held[i], slot)) return i;
-    return -1;
-}
-
-/* Waits until no other stream of this process holds `slot`, then holds it; a stop request
- * of the row writer ends the wait. */
-static int slot_lock(const char *slot, struct ferry_row_writer *rw, const char *from,
-                     struct ferry_error *err)
-{
-    pthread_mutex_lock(&slot_mu);
     int rc = FERRY_OK;
-    for (;;) {
-        int free_i = slot_find("");
-        if (slot_find(slot) < 0 && free_i >= 0) {
-            snprintf(slot_held[free_i], sizeof slot_held[free_i], "%s", slot);
-            break;
+    unsigned frames = 0;
+    while (rc == FERRY_OK && !s->done && !s->schema_stop && !s->epoch_stop) {
+        struct ferry_pg_demux_frame fr;
+        rc = ferry__pg_demux_next(s->member, 100, &fr, err);
+        if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
+        if (fr.n > 0) {
+            rc = on_frame(s, fr.p, fr.n, fr.epoch_end, err);
+            ferry__pg_demux_frame_release(&fr);
+            /* A busy stream looks at stop requests now and then (every frame may be a Begin
+             * or Commit of other tables' transactions). */
+            if ((++frames & 1023) != 0) continue;
         }
-        int stop = ferry_rw_stop_requested(rw);
-        if (stop != 0) {
-            rc = stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED;
-            ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", from);
-            break;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&slot_cv, &slot_mu, &ts);
+        if (rc == FERRY_OK) rc = stop_code(s, err);
     }
-    pthread_mutex_unlock(&slot_mu);
     return rc;
 }
 
-static void slot_unlock(const char *slot)
+/* The position the run saves, the last report, leaving the session. */
+static void stream_finish(struct stream *s, int rc)
 {
-    pthread_mutex_lock(&slot_mu);
-    int i = slot_find(slot);
-    if (i >= 0) slot_held[i][0] = '\0';
-    pthread_cond_broadcast(&slot_cv);
-    pthread_mutex_unlock(&slot_mu);
+    if (rc == FERRY_OK && s->done && !s->schema_stop && s->last_commit_end < s->end) {
+        /* Caught up through a keepalive: the end itself is the position (nothing of ours
+         * lies between the last commit and it). */
+        ferry_rw_set_offset(s->rw, (int64_t)s->end);
+    }
+    if (s->progress != NULL) {
+        report(s);
+        atomic_store(&s->progress->active, 0);
+        atomic_store(&s->progress->final_pending, 1);
+    }
+    /* --follow: a session every table of which ended cleanly at one commit boundary is
+     * kept for the next run (pg_demux.c). */
+    bool clean = rc == FERRY_OK && !s->schema_stop && !s->in_txn && (s->done || s->epoch_stop);
+    uint64_t pos = s->done && s->last_commit_end < s->end ? s->end : s->last_commit_end;
+    ferry__pg_demux_leave(s->member, clean, pos);
+    s->member = NULL;
+    if (rc == FERRY_OK)
+        ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", s->t->from,
+                  s->changes,
+                  s->schema_stop  ? " (stopped at a schema change)"
+                  : s->epoch_stop ? " (row-count epoch: the next run goes on)"
+                                  : "");
 }
 
 int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts, const char *peer,
@@ -1253,197 +1060,33 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
                          struct ferry_row_writer *rw, struct ferry_pg_cdc_progress *progress,
                          struct ferry_error *err)
 {
-    struct stream s;
-    memset(&s, 0, sizeof s);
-    s.progress = progress;
-    s.peer = peer;
-    s.url = url;
-    s.opts = opts;
-    s.t = t;
-    s.rw = rw;
+    struct stream s = {.progress = progress, .peer = peer, .url = url, .opts = opts, .t = t,
+                       .rw = rw};
     s.n_user = t->sc->n_fields - (t->change_log ? 3 : t->soft_delete ? 1 : 0);
-    const char *slot = json_string_value(json_object_get(plan, "slot"));
-    const char *pub = json_string_value(json_object_get(plan, "publication"));
-    if (slot == NULL || pub == NULL)
-        return ferry_error_set(err, FERRY_EINVAL, "postgres",
-                               WHAT ": table %s: the frozen cdc plan names no slot or publication",
-                               t->from);
-    int rc = ferry__pg_cdc_plan_lsn(plan, "start", &s.start, err);
-    if (rc == FERRY_OK) rc = ferry__pg_cdc_plan_lsn(plan, "end", &s.end, err);
-    uint64_t resumed = 0;
-    int64_t resumed_k = 0;
-    if (rc == FERRY_OK) rc = ferry__pg_cdc_position(resume, &resumed, &resumed_k, err);
-    if (rc != FERRY_OK) return rc;
-    /* flush never moves past what was saved before this run: the plan's start, or for a
-     * slot shared by the pipeline's tables the slot's confirmed position at plan time (the
-     * minimum over every table, pg_slot.c). */
-    s.flush = s.start;
-    if (json_is_string(json_object_get(plan, "flush")))
-        rc = ferry__pg_cdc_plan_lsn(plan, "flush", &s.flush, err);
-    if (rc != FERRY_OK) return rc;
-    json_t *skip = json_object_get(plan, "skip");
-    if (json_is_integer(skip) && json_integer_value(skip) > 0) s.skip = json_integer_value(skip);
-    if (resumed >= s.start && resume != NULL && resumed != 0) {
-        s.start = resumed;
-        s.skip = resumed_k;
-    }
-    s.last_commit_end = s.start;
-    ferry_rw_set_offset(rw, (int64_t)s.start);
-    if (s.start >= s.end) return FERRY_OK; /* nothing left to read up to the frozen end */
-
+    bool nothing = false;
+    int rc = stream_plan(&s, plan, resume, &nothing, err);
+    if (rc == FERRY_OK && nothing && t->streams > 1) ferry__pg_demux_decline(s.slot);
+    if (rc != FERRY_OK || nothing) return rc; /* nothing left to read up to the frozen end */
     s.map = ferry_calloc((size_t)(s.n_user > 0 ? s.n_user : 1), sizeof *s.map);
     if (s.map == NULL) return nomem(err);
     ferry_pg_repl_decoder_init(&s.dec);
     ferry_buf_init(&s.scratch, 0);
-    /* One session per slot at a time in this process: the tables of a shared slot stream
-     * one after another even when resources run concurrently. */
-    rc = slot_lock(slot, rw, t->from, err);
-    if (rc != FERRY_OK) {
-        ferry_buf_release(&s.scratch);
-        ferry_pg_repl_decoder_release(&s.dec);
-        ferry_free(s.map);
-        return rc;
-    }
-    struct parked pk;
-    bool reused = t->keep_session && s.skip == 0 && park_take(slot, pub, s.start, &pk);
-    if (!reused) park_close_slot(slot); /* a parked session of the slot would hold it */
-    if (reused) {
-        /* The session of the previous run goes on right after its last position. */
-        s.c = pk.c;
-        s.received = pk.received;
-        s.rels = pk.rels;
-        s.replaying = true;
-        for (int i = 0; i < s.rels.n && rc == FERRY_OK; i++)
-            rc = on_message(&s, s.rels.v[i].p, s.rels.v[i].n, err);
-        s.replaying = false;
-    } else {
-        rc = ferry__pg_connect_ex(url, opts, "database", WHAT " (replication)", &s.c, err);
-        /* Values arrive as the walsender's text output: pin the forms the parsers read. */
-        if (rc == FERRY_OK)
-            rc = ferry__pg_exec(s.c,
-                                "SET TimeZone = 'UTC'; SET bytea_output = 'hex'; "
-                                "SET extra_float_digits = 3; SET IntervalStyle = 'postgres'",
-                                FERRY_ESOURCE, WHAT ": replication session", err);
-        if (rc == FERRY_OK) rc = start_replication(&s, slot, pub, err);
-    }
-    bool streaming = reused || rc == FERRY_OK;
-    ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: streaming from slot %s (%s session)", t->from,
-              slot, reused ? "continued" : "new");
-    if (progress != NULL) {
-        atomic_store(&progress->final_pending, 0);
-        report(&s);
-        atomic_store(&progress->active, 1);
-    }
-    int64_t now = ferry_now_mono_us();
-    s.last_status = s.last_probe = now;
-    s.last_data = now;
-    unsigned frames = 0;
-    /* io_timeout: while we wait with nothing to read (an idle stream is probed every
-     * PROBE_EVERY_US and a live server answers each probe), how long since the last frame or
-     * since on_frame returned (a queue full downstream is backpressure, not silence). Found
-     * by tests/fault/cdc_conn_reset.sh: a proxy that stopped answering hung the stream until
-     * the server's wal_sender_timeout closed it, and forever when nothing closes it. */
-    int64_t heard = now;
-    while (rc == FERRY_OK && !s.done && !s.schema_stop && !s.epoch_stop) {
-        char *buf = NULL;
-        int n = PQgetCopyData(s.c, &buf, 1);
-        if (n > 0) {
-            rc = on_frame(&s, (const uint8_t *)buf, (size_t)n, err);
-            PQfreemem(buf);
-            heard = ferry_now_mono_us();
-            /* A busy stream still looks at stop requests and the status timer now and then
-             * (its rows may all be other tables' of a shared publication). */
-            if (rc != FERRY_OK || s.done || s.schema_stop || s.epoch_stop || (++frames & 1023) != 0)
-                continue;
+    rc = stream_join(&s, plan, err);
+    if (rc == FERRY_OK) {
+        if (progress != NULL) {
+            atomic_store(&progress->final_pending, 0);
+            report(&s);
+            atomic_store(&progress->active, 1);
         }
-        if (n == -1) {
-            PGresult *res = PQgetResult(s.c);
-            rc = ferry__pg_error(err, FERRY_ESOURCE, s.c, res,
-                                 WHAT ": %s: table %s: the server ended the replication stream",
-                                 peer, t->from);
-            PQclear(res);
-            streaming = false;
-            break;
-        }
-        if (n == -2) {
-            rc = ferry__pg_error(err, FERRY_EIO, s.c, NULL,
-                                 WHAT ": %s: table %s: reading the replication stream", peer,
-                                 t->from);
-            streaming = false;
-            break;
-        }
-        int stop = ferry_rw_stop_requested(rw);
-        if (stop != 0) {
-            rc = stop == FERRY_ECANCELED ? FERRY_ECANCELED : FERRY_EPAUSED;
-            ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", t->from);
-            break;
-        }
-        now = ferry_now_mono_us();
-        if (now - s.last_status >= STATUS_EVERY_US) {
-            rc = send_status(&s, false, err);
-        } else if (now - s.last_probe >= PROBE_EVERY_US && now - s.last_data >= 20000) {
-            /* Idle: ask where the server's decoding is, to notice we are caught up. */
-            s.last_probe = now;
-            rc = send_status(&s, true, err);
-        }
-        if (rc != FERRY_OK) break;
-        if (n > 0) continue;
-        if (s.opts->io_timeout_ms > 0 && now - heard > s.opts->io_timeout_ms * 1000) {
-            rc = ferry_error_set(err, FERRY_ETIMEOUT, "postgres",
-                                 WHAT ": %s: table %s: the replication stream sent nothing for %lld"
-                                 " ms although asked (io_timeout); the server or the network"
-                                 " stopped answering",
-                                 peer, t->from, (long long)s.opts->io_timeout_ms);
-            streaming = false;
-            break;
-        }
-        struct pollfd pfd = {.fd = PQsocket(s.c), .events = POLLIN};
-        poll(&pfd, 1, 100);
-        if (!PQconsumeInput(s.c)) {
-            rc = ferry__pg_error(err, FERRY_EIO, s.c, NULL,
-                                 WHAT ": %s: table %s: reading the replication stream", peer,
-                                 t->from);
-            streaming = false;
-        }
+        rc = stream_loop(&s, err);
+        stream_finish(&s, rc);
     }
-    if (rc == FERRY_OK && s.done && !s.schema_stop && s.last_commit_end < s.end) {
-        /* Caught up through a keepalive: the end itself is the position (nothing of ours
-         * lies between the last commit and it). */
-        ferry_rw_set_offset(rw, (int64_t)s.end);
-    }
-    if (progress != NULL) {
-        report(&s);
-        atomic_store(&progress->active, 0);
-        atomic_store(&progress->final_pending, 1);
-    }
-    /* --follow: a stream that ended cleanly at a commit or at its end keeps its session for
-     * the next run (see above); anything else releases the slot now. */
-    bool park = rc == FERRY_OK && streaming && t->keep_session && !s.schema_stop && !s.in_txn &&
-                (s.done || s.epoch_stop);
-    uint64_t pos = s.done && s.last_commit_end < s.end ? s.end : s.last_commit_end;
-    if (park && park_put(&s, slot, pub, pos)) {
-        s.c = NULL;
-        ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: stream ended, session kept", t->from);
-    } else {
-        ferry_log(FERRY_LOG_DEBUG, WHAT ": table %s: stream ended, releasing the slot", t->from);
-    }
-    if (s.c != NULL) {
-        if (streaming) end_stream(s.c);
-        PQfinish(s.c);
-    }
-    slot_unlock(slot);
-    rels_free(&s.rels);
-    if (rc == FERRY_OK)
-        ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", t->from,
-                  s.changes,
-                  s.schema_stop  ? " (stopped at a schema change)"
-                  : s.epoch_stop ? " (row-count epoch: the next run goes on)"
-                                 : "");
     ferry_buf_release(&s.scratch);
     ferry_pg_repl_decoder_release(&s.dec);
     ferry_free(s.map);
     return rc;
 }
+
 
 /* ---- acknowledge and drop ------------------------------------------------------------ */
 
@@ -1480,7 +1123,7 @@ int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *name, uint64_
     if (lsn <= si.confirmed) return FERRY_OK; /* never backwards */
     rc = ferry_failpoint_check("before_slot_ack", err);
     if (rc != FERRY_OK) return rc;
-    if (park_ack(name, lsn) == FERRY_OK) return FERRY_OK; /* its session holds the slot */
+    if (ferry__pg_demux_park_ack(name, lsn) == FERRY_OK) return FERRY_OK; /* its session holds the slot */
     char at[32];
     ferry_pg_lsn_format(lsn, at, sizeof at);
     const char *params[2] = {name, at};

@@ -76,6 +76,7 @@ struct ferry_pg_cdc_target {
     const char *route;  /* the resource's route: the key of its schema.changed notes */
     bool truncates;     /* the sink applies truncate rows (ferry_read_context.truncates) */
     bool specials;      /* ±infinity / NaN as special values (ferry_read_context) */
+    int streams; /* cdc streams that start at once (ferry_read_context.cdc_streams_together) */
 };
 
 /* Where a stream reads the catalog from when its table's columns change. */

@@ -407,6 +407,8 @@ int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
     }
     ferry__pg_cdc_set_lsn(plan, "end", sl->end);
     ferry__pg_cdc_set_lsn(plan, "flush", sl->confirmed);
+    /* The tables that share the slot: their streams read one session (pg_demux.c). */
+    json_object_set_new(plan, "tables", json_integer(sl->n_tabs));
     if (saved != 0 && why[0] == '\0') {
         ferry__pg_cdc_set_lsn(plan, "start", saved);
         if (saved_k > 0) json_object_set_new(plan, "skip", json_integer(saved_k));

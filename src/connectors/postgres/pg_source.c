@@ -1423,7 +1423,8 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .policy = run->schema_changes,
                                     .route = run->route,
                                     .truncates = run->truncates,
-                                    .specials = run->special_values};
+                                    .specials = run->special_values,
+                                    .streams = run->cdc_streams_together};
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
@@ -1641,6 +1642,8 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_ack = src_cdc_ack,
     .cdc_drop = src_cdc_drop,
     .cdc_progress = src_cdc_progress,
+    /* the streams of a pipeline's slot read one replication session (pg_demux.c) */
+    .cdc_one_stream = true,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
 };

@@ -15,8 +15,9 @@
  *   - Validity bitmaps exist only from a column's first null; they are filled with 1s when
  *     allocated and on growth, so a non-null append never touches them.
  *   - The approximate size is arithmetic on counters kept anyway (rows, data bytes).
- *   - A closed batch hands its buffers to the emitted batch; the next batch gets new
- *     buffers sized to the closed batch's final sizes, so identical batches grow nothing.
+ *   - A closed batch hands its buffers to the emitted batch; the next batch gets buffers
+ *     sized to the closed batch's final sizes, so identical batches grow nothing, taken
+ *     from the pool of released batches' buffers (batch/pool.h) when it has them.
  *   - Errors never branch the caller: they are recorded once (sticky) and reported by
  *     ferry_rw_end(), which then discards the row.
  *
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch/builder.h"
+#include "batch/pool.h"
 #include "ferry/core.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -410,28 +412,25 @@ static bool fill_empty(struct ferry_batch *b)
 }
 
 /* Allocates the next batch's buffers at the closing batch's final sizes (with small
- * floors), so that an identical next batch grows nothing. */
+ * floors), so that an identical next batch grows nothing; released batches' buffers come
+ * back from the pool (batch/pool.h), so a steady copy allocates nothing per batch. */
 static bool alloc_next(struct ferry_row_writer *rw, int64_t rows)
 {
     for (int j = 0; j < rw->ncols; j++) {
         struct bcol *c = &rw->cols[j];
         struct next_bufs *nb = &rw->next[j];
         if (c->var) {
-            nb->offsets_cap = sizeof(int32_t) * (size_t)(rows + 1);
-            nb->offsets = ferry_malloc(nb->offsets_cap);
+            nb->offsets = ferry__pool_get(sizeof(int32_t) * (size_t)(rows + 1), &nb->offsets_cap);
             size_t used = (size_t)c->offsets[rw->row];
-            nb->data_cap = used > MIN_DATA ? used : MIN_DATA;
-            nb->data = ferry_malloc(nb->data_cap);
+            nb->data = ferry__pool_get(used > MIN_DATA ? used : MIN_DATA, &nb->data_cap);
             if (nb->offsets == NULL || nb->data == NULL) return false;
             nb->offsets[0] = 0;
         } else {
-            nb->values_cap = values_bytes(c, rows);
-            nb->values = ferry_malloc(nb->values_cap);
+            nb->values = ferry__pool_get(values_bytes(c, rows), &nb->values_cap);
             if (nb->values == NULL) return false;
         }
         if (c->null_count > 0) {
-            nb->validity_cap = bitmap_bytes(rows);
-            nb->validity = ferry_malloc(nb->validity_cap);
+            nb->validity = ferry__pool_get(bitmap_bytes(rows), &nb->validity_cap);
             if (nb->validity == NULL) return false;
             memset(nb->validity, 0xff, nb->validity_cap);
         }
@@ -462,14 +461,15 @@ static int close_batch(struct ferry_row_writer *rw, bool done)
     } else {
         int64_t next_rows = rows > MIN_ROWS ? rows : MIN_ROWS;
         if (next_rows > rw->limits.rows) next_rows = rw->limits.rows;
-        next_ops = ferry_malloc((size_t)next_rows);
+        size_t ops_cap = 0;
+        next_ops = ferry__pool_get((size_t)next_rows, &ops_cap);
         if (next_ops == NULL || !alloc_next(rw, next_rows)) goto nomem;
 
         b->length = rows;
         b->bytes = (size_t)approx_bytes(rw);
         b->ops = rw->ops;
         rw->ops = next_ops;
-        rw->ops_cap = (size_t)next_rows;
+        rw->ops_cap = ops_cap;
         for (int j = 0; j < rw->ncols; j++) {
             struct bcol *c = &rw->cols[j];
             struct next_bufs *nb = &rw->next[j];

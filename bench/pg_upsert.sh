@@ -81,17 +81,15 @@ for round in $(seq 1 "$REPS"); do
 done
 
 if [ "$UPSERT_PROFILE" = 1 ]; then
-  echo "profile: perf record -a -g of one ferry upsert run (half mix)" >&2
+  # The ferry process's own samples only: on a shared machine `perf record -a` also samples
+  # other users' ferry and postgres processes under the same command names.
+  echo "profile: perf record -g of one ferry upsert run (half mix)" >&2
   prep_mix half
   rm -f "$W"/state.db*
-  perf record -q -a -g -o "$W/perf.up" -- "$FERRY" run "$W/upsert_mix.yaml" --quiet --fresh \
+  perf record -q -g -o "$W/perf.up" -- "$FERRY" run "$W/upsert_mix.yaml" --quiet --fresh \
     --state "$W/state.db" >/dev/null 2>"$W/perf.err" || true
-  perf report -i "$W/perf.up" --no-children --sort comm --stdio 2>/dev/null |
-    grep -E '^ +[0-9.]+%' | head -n 8 > "$W/perf.up.comm" || true
-  perf report -i "$W/perf.up" --no-children --comm postgres --sort dso,symbol --stdio 2>/dev/null |
-    grep -E '^ +[0-9.]+%' | head -n 20 > "$W/perf.up.server" || true
-  perf report -i "$W/perf.up" --no-children --comm ferry --sort dso,symbol --stdio 2>/dev/null |
-    grep -E '^ +[0-9.]+%' | head -n 15 > "$W/perf.up.ferry" || true
+  perf report -i "$W/perf.up" --no-children --sort dso,symbol --stdio 2>/dev/null |
+    grep -E '^ +[0-9.]+%' | head -n 20 | cut -c1-110 > "$W/perf.up.ferry" || true
 fi
 
 # urow LABEL KEY ANCHOR_KEY: a table row for the upsert part.
@@ -133,16 +131,11 @@ upsert_report() {
     urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
     urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
   done
-  if [ -s "$W/perf.up.comm" ]; then
+  if [ -s "$W/perf.up.ferry" ]; then
     echo
-    echo "### perf: ferry upsert, half mix, perf record -a -g, self time"
+    echo "### perf record -g of one ferry upsert run (half mix): ferry's top self symbols"
     echo
-    echo "By command:"
-    echo; echo '```'; cat "$W/perf.up.comm"; echo '```'; echo
-    echo "postgres backends, top symbols (share of all samples):"
-    echo; echo '```'; cat "$W/perf.up.server"; echo '```'; echo
-    echo "ferry, top symbols:"
-    echo; echo '```'; cat "$W/perf.up.ferry"; echo '```'
+    echo '```'; cat "$W/perf.up.ferry"; echo '```'
   fi
   echo
 }

@@ -67,7 +67,7 @@ struct target {
     int n_wire;
     char *copy_sql;
     char *upsert_sql;      /* upsert/merge: the last row of each key (ordered) */
-    char *upsert_fast_sql; /* upsert/merge: every staged row (batches without deletes) */
+    char *upsert_fast_sql; /* upsert/merge: every staged row (batches of inserts only) */
     char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
     /* Columns carried as the source type's text into a destination column of that type:
      * per field the type the staging table's text is cast to, else NULL;
@@ -939,7 +939,7 @@ static int last_per_key(struct ferry_buf *b, const struct target *t, const char 
 /* INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE from the temporary table. `ordered`
  * reads the last row of each key (DISTINCT ON, a sort of the batch) and, for a hard-delete
  * merge, only the keys not deleted last; otherwise every staged row as it is, which needs a
- * batch without deletes and with each key once (a key twice fails the statement with
+ * batch of inserts only, each key once (a key twice fails the statement with
  * SQLSTATE 21000, and the batch then takes the ordered one: apply_upsert). */
 static int build_upsert(struct target *t, bool ordered, char **out, struct ferry_error *err)
 {
@@ -1374,11 +1374,11 @@ static int apply_truncate(struct sink *s, struct target *t, struct ferry_error *
     return rc;
 }
 
-/* The upsert of the staged batch. A batch without deletes (`plain`) first tries every
+/* The upsert of the staged batch. A batch of inserts only (`plain`) first tries every
  * staged row as it is, under a savepoint: no sort, the statement a hand-written staging
  * load runs. A key staged twice makes that statement fail with cardinality_violation
  * (21000) before anything is visible; the savepoint is rolled back and the batch takes the
- * ordered statement (the last row of each key), as every batch with deletes does. */
+ * ordered statement (the last row of each key), as every other batch does. */
 static int apply_upsert(struct sink *s, struct target *t, bool plain, struct ferry_error *err)
 {
     if (!plain) return exec_step(s, t, t->upsert_sql, "upsert into", err);
@@ -1425,7 +1425,11 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     bool deletes = t->delete_sql && (ops & (1u << FERRY_OP_DELETE | 1u << FERRY_OP_TRUNCATE));
     if (rc == FERRY_OK && deletes && !soft)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
-    if (rc == FERRY_OK) rc = name_cast_columns(t, apply_upsert(s, t, !deletes, err), err);
+    /* Inserts only (every batch of a full or incremental read) try the plain statement; a
+     * change stream's batch, where one key often changes twice, goes straight to the
+     * ordered one. */
+    bool plain = ops == 1u << FERRY_OP_INSERT;
+    if (rc == FERRY_OK) rc = name_cast_columns(t, apply_upsert(s, t, plain, err), err);
     if (rc == FERRY_OK && deletes && soft)
         rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;

@@ -20,12 +20,28 @@
 #   FERRY_REV=label names the source tree in the results (default: git HEAD).
 #   OUT=pg-20261130-atcommit.md names the results file (default pg-<date>[-<rows>rows].md).
 #   PROFILE=1 also records `perf record -g` of one ferry append run (write it to results).
+# Upserts at the staging limit (issue 22): a table of UPSERT_ROWS rows (default 1000000, the
+# first rows of the source) upserted into a keyed destination prepared with three key mixes:
+# all-new (empty), all-existing (every key, with another status), half (every even key).
+# Per mix, interleaved, best of REPS: the staging-table anchor an engineer writes by hand
+# (psql COPY binary | psql -1: CREATE TEMP TABLE … (LIKE …); COPY … FROM STDIN (FORMAT
+# binary); INSERT … SELECT … ON CONFLICT (id) DO UPDATE), the same with MERGE (PostgreSQL
+# 15), and ferry write: upsert; ratio to the INSERT anchor; every destination verified.
+#   ONLY=upsert runs only that part (ONLY=copy only a-e); UPSERT=0 skips it.
+#   UPSERT_PROFILE=1 also records `perf record -g` of one ferry upsert run (half mix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-5000000}
 REPS=${REPS:-3}
 PROFILE=${PROFILE:-0}
+ONLY=${ONLY:-}
+UPSERT_ROWS=${UPSERT_ROWS:-1000000}
+[ "$UPSERT_ROWS" -gt "$ROWS" ] && UPSERT_ROWS=$ROWS
+UPSERT_PROFILE=${UPSERT_PROFILE:-0}
+RUN_COPY=1 RUN_UPSERT=${UPSERT:-1}
+[ "$ONLY" = upsert ] && RUN_COPY=0 && RUN_UPSERT=1
+[ "$ONLY" = copy ] && RUN_UPSERT=0
 # b'. ferry append with parallelism 2: auto runs it unless the source documents that it reads
 # its shards one after the other (then the row would only repeat b); 1 forces it, 0 skips it.
 PAR2=${PAR2:-auto}
@@ -39,7 +55,7 @@ need=()
 for p in postgresql postgresql-contrib pgcopydb pgloader time jq; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
-[ "$PROFILE" = 1 ] && ! command -v perf >/dev/null && need+=(linux-perf)
+{ [ "$PROFILE" = 1 ] || [ "$UPSERT_PROFILE" = 1 ]; } && ! command -v perf >/dev/null && need+=(linux-perf)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -81,6 +97,7 @@ COLS="id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
   amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8,
   paid bool NOT NULL, note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL"
 
+UPTIME0=$(uptime)
 echo "generating $ROWS rows in src.public.orders..." >&2
 qs <<SQL
 CREATE TABLE public.orders ($COLS, PRIMARY KEY (id));
@@ -135,7 +152,7 @@ one_pipe() { # one_pipe SCHEMA
   echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_out") $(tm "$W/rss_in")"
 }
 
-ferry_yaml() { # ferry_yaml FILE NAME WRITE SCHEMA PARALLELISM [DURABILITY]
+ferry_yaml() { # ferry_yaml FILE NAME WRITE SCHEMA PARALLELISM [DURABILITY [TABLE]]
   cat > "$1" <<YAML
 version: 1
 name: $2
@@ -144,7 +161,7 @@ source:
   url: env:BENCH_SRC_URL
   parallelism: $5
   resources:
-    - {table: public.orders, mode: full}
+    - {table: ${7:-public.orders}, mode: full}
 sink:
   type: postgres
   url: env:BENCH_DST_URL
@@ -153,7 +170,7 @@ sink:
   durability: ${6:-per_apply}
 YAML
 }
-one_ferry() { # one_ferry FILE
+one_ferry() { # one_ferry FILE [ROWS]
   local t0 t1 rows
   rm -f "$W"/state.db*
   t0=$(now)
@@ -163,7 +180,7 @@ one_ferry() { # one_ferry FILE
   fi
   t1=$(now)
   rows=$(jq -r .rows "$W/ferry.json")
-  [ "$rows" = "$ROWS" ] || { echo "FAIL ferry reported $rows rows"; return; }
+  [ "$rows" = "${2:-$ROWS}" ] || { echo "FAIL ferry reported $rows rows"; return; }
   echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_ferry")"
 }
 
@@ -236,6 +253,7 @@ note() {
 # run would move nothing), so they are dropped before each run.
 vacuum_up() { qd -c "VACUUM up.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT"; }
 
+if [ "$RUN_COPY" = 1 ]; then
 ferry_yaml "$W/append1.yaml" bench_append append public 1
 ferry_yaml "$W/append1c.yaml" bench_append_c append public 1 at_commit
 ferry_yaml "$W/upsert.yaml" bench_upsert upsert up 1
@@ -278,7 +296,12 @@ if [ "$PROFILE" = 1 ]; then
     grep -E '^ +[0-9.]+%' | head -n 20 > "$W/perf.server" || true
 fi
 
-pipe_s=${r_pipe%% *}
+fi # RUN_COPY
+
+[ "$RUN_UPSERT" = 1 ] && . "$FERRY_SRC/bench/pg_upsert.sh"
+
+pipe_s=${r_pipe:-FAIL not run}
+pipe_s=${pipe_s%% *}
 # row LABEL RESULT VERIFIED: RESULT is "secs rss_kib cpu_s [rss_kib cpu_s]" or "FAIL …"
 row() {
   local label=$1 res=$2 ver=$3
@@ -296,6 +319,7 @@ row() {
 pgset() { qs -c "SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings WHERE name IN ($1)"; }
 
 mkdir -p "$FERRY_SRC/bench/results"
+[ "$RUN_COPY" = 1 ] || [ -n "${OUT:-}" ] || OUT=pg-upsert-$(date -u +%Y%m%d)-${UPSERT_ROWS}rows.md
 out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
 [ "$ROWS" = 5000000 ] || out="${out%.md}-${ROWS}rows.md"
 # OUT=NAME writes bench/results/NAME instead (keeps an earlier result of the same day).
@@ -303,6 +327,7 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
 {
   echo "# PostgreSQL → PostgreSQL benchmark ($(date -u +%Y-%m-%d))"
   echo
+  if [ "$RUN_COPY" = 1 ]; then
   echo "$ROWS rows of an orders-like table (bigint key, int, text, numeric(12,2), smallint, float8 with"
   echo "20 % NULL, bool, text with 25 % NULL, two timestamptz), made with generate_series, VACUUM ANALYZE."
   echo "Source: database \`src\`; destination: database \`dst\` on the **same server** (one PostgreSQL,"
@@ -344,11 +369,14 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
       printf "ferry append with durability at_commit (one transaction, as the pipe): wall time %.2f× the COPY pipe (target ≤ 1.10×: %s); peak RSS %.1f MiB.\n",
         f/p, (f/p <= 1.10) ? "met" : "NOT met", k/1024 }'
   esac
+  fi # RUN_COPY
+  [ "$RUN_UPSERT" = 1 ] && upsert_report
   echo
   echo "## Machine"
   echo
   echo "- $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(uname -sr)"
   echo "- $(qs -c 'SELECT version()')"
+  echo "- \`uptime\` before and after: $UPTIME0 / $(uptime)"
   echo "- 1-minute load average at the start of each measured run: min $(echo $LOADS | tr ' ' '\n' | sort -g | head -n1), max $(echo $LOADS | tr ' ' '\n' | sort -g | tail -n1) (anything well above 0 means other processes shared the $(nproc) cores)"
   echo "- server settings: $(pgset "'fsync','synchronous_commit','full_page_writes','wal_level','shared_buffers','max_wal_size','work_mem','maintenance_work_mem'")"
   echo "- ferry ${FERRY_REV:-$(git -C "$FERRY_SRC" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$FERRY_SRC" diff --quiet 2>/dev/null || echo ' (work tree modified)')}, $build_note; default batch settings (50000 rows / 4 MiB, queue 4), shard_rows 1000000"

@@ -101,7 +101,7 @@ phase "build (release)" build-release cmake --build --preset release -j"$jobs" -
 
 cmake --preset tsan >/dev/null
 phase "build (tsan)" build-tsan cmake --build --preset tsan -j"$jobs" \
-  --target test_queue test_flow test_bus test_tracker test_pipeline test_store ferry
+  --target test_queue test_flow test_bus test_tracker test_pipeline test_store test_pool ferry
 phase "tests (tsan)" tsan ctest --preset tsan -j"$test_jobs"
 
 cmake --preset asan >/dev/null

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
+#include "batch/pool.h"
 #include "ferry/batch.h"
 #include "ferry/core.h"
 
@@ -134,14 +135,15 @@ void ferry_batch_unref(struct ferry_batch *b)
     if (b->parent != NULL) {
         ferry_batch_unref(b->parent);
     } else {
+        /* The buffers serve the next batch a row writer closes (batch/pool.h). */
         for (int i = 0; i < b->schema->n_fields; i++) {
             struct ferry_column *c = &b->columns[i];
-            ferry_free(c->validity);
-            ferry_free(c->values);
-            ferry_free(c->offsets);
-            ferry_free(c->data);
+            ferry__pool_put(c->validity);
+            ferry__pool_put(c->values);
+            ferry__pool_put(c->offsets);
+            ferry__pool_put(c->data);
         }
-        ferry_free(b->ops);
+        ferry__pool_put(b->ops);
     }
     ferry_free(b->columns);
     ferry_free(b->resource);

@@ -15,8 +15,9 @@
  *   - Validity bitmaps exist only from a column's first null; they are filled with 1s when
  *     allocated and on growth, so a non-null append never touches them.
  *   - The approximate size is arithmetic on counters kept anyway (rows, data bytes).
- *   - A closed batch hands its buffers to the emitted batch; the next batch gets new
- *     buffers sized to the closed batch's final sizes, so identical batches grow nothing.
+ *   - A closed batch hands its buffers to the emitted batch; the next batch gets buffers
+ *     sized to the closed batch's final sizes, so identical batches grow nothing, taken
+ *     from the pool of released batches' buffers (batch/pool.h) when it has them.
  *   - Errors never branch the caller: they are recorded once (sticky) and reported by
  *     ferry_rw_end(), which then discards the row.
  *
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch/builder.h"
+#include "batch/pool.h"
 #include "ferry/core.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -64,10 +66,10 @@ struct bcol {
 };
 
 /* Buffers allocated for the next batch before the current one is handed over. */
+/* Per column, what the closed batch needed, for the next one's buffers (alloc_next). */
 struct next_bufs {
-    uint8_t *validity, *values, *data;
-    int32_t *offsets;
-    size_t validity_cap, values_cap, offsets_cap, data_cap;
+    size_t data_cap;     /* var-width data bytes */
+    size_t validity_cap; /* 1: it had nulls (a bitmap from the start) */
 };
 
 struct ferry_row_writer {
@@ -207,10 +209,12 @@ static bool grow_rows(struct ferry_row_writer *rw)
     bool ok = reserve((void **)&rw->ops, &rw->ops_cap, (size_t)cap, -1);
     for (int j = 0; ok && j < rw->ncols; j++) {
         struct bcol *c = &rw->cols[j];
-        if (c->var)
+        if (c->var) {
+            bool fresh = c->offsets_cap == 0; /* no buffers since a failed alloc_next */
             ok = reserve((void **)&c->offsets, &c->offsets_cap, sizeof(int32_t) * (size_t)(cap + 1),
                          -1);
-        else
+            if (ok && fresh) c->offsets[0] = 0;
+        } else
             ok = reserve((void **)&c->values, &c->values_cap, values_bytes(c, cap), -1);
         if (ok && c->validity != NULL)
             ok = reserve((void **)&c->validity, &c->validity_cap, bitmap_bytes(cap), 0xff);
@@ -256,18 +260,6 @@ __attribute__((noinline)) static bool alloc_validity(struct ferry_row_writer *rw
     memset(c->validity, 0xff, need);
     c->validity_cap = need;
     return true;
-}
-
-static void free_next(struct ferry_row_writer *rw)
-{
-    for (int j = 0; j < rw->ncols; j++) {
-        struct next_bufs *nb = &rw->next[j];
-        ferry_free(nb->validity);
-        ferry_free(nb->values);
-        ferry_free(nb->offsets);
-        ferry_free(nb->data);
-        memset(nb, 0, sizeof *nb);
-    }
 }
 
 /* ---- position JSON ---- */
@@ -409,39 +401,105 @@ static bool fill_empty(struct ferry_batch *b)
     return true;
 }
 
-/* Allocates the next batch's buffers at the closing batch's final sizes (with small
- * floors), so that an identical next batch grows nothing. */
+/* The next batch's buffers, allocated once the closed batch was emitted (so that a source
+ * waiting on a full queue holds no second set), at the closed batch's final sizes (with
+ * small floors; close_batch noted the var-width data bytes and which columns had nulls in
+ * rw->next), so that an identical next batch grows nothing. Released batches' buffers come
+ * back from the pool (batch/pool.h): a steady copy allocates nothing per batch. */
 static bool alloc_next(struct ferry_row_writer *rw, int64_t rows)
 {
+    rw->ops = ferry__pool_get((size_t)rows, &rw->ops_cap);
+    if (rw->ops == NULL) return false;
     for (int j = 0; j < rw->ncols; j++) {
         struct bcol *c = &rw->cols[j];
         struct next_bufs *nb = &rw->next[j];
         if (c->var) {
-            nb->offsets_cap = sizeof(int32_t) * (size_t)(rows + 1);
-            nb->offsets = ferry_malloc(nb->offsets_cap);
-            size_t used = (size_t)c->offsets[rw->row];
-            nb->data_cap = used > MIN_DATA ? used : MIN_DATA;
-            nb->data = ferry_malloc(nb->data_cap);
-            if (nb->offsets == NULL || nb->data == NULL) return false;
-            nb->offsets[0] = 0;
+            c->offsets = ferry__pool_get(sizeof(int32_t) * (size_t)(rows + 1), &c->offsets_cap);
+            c->data = ferry__pool_get(nb->data_cap, &c->data_cap);
+            if (c->offsets == NULL || c->data == NULL) return false;
+            c->offsets[0] = 0;
         } else {
-            nb->values_cap = values_bytes(c, rows);
-            nb->values = ferry_malloc(nb->values_cap);
-            if (nb->values == NULL) return false;
+            c->values = ferry__pool_get(values_bytes(c, rows), &c->values_cap);
+            if (c->values == NULL) return false;
         }
-        if (c->null_count > 0) {
-            nb->validity_cap = bitmap_bytes(rows);
-            nb->validity = ferry_malloc(nb->validity_cap);
-            if (nb->validity == NULL) return false;
-            memset(nb->validity, 0xff, nb->validity_cap);
+        if (nb->validity_cap > 0) {
+            c->validity = ferry__pool_get(bitmap_bytes(rows), &c->validity_cap);
+            if (c->validity == NULL) return false;
+            memset(c->validity, 0xff, c->validity_cap);
         }
+        memset(nb, 0, sizeof *nb);
     }
+    rw->row_cap = rows;
     return true;
+}
+
+/* After a failed alloc_next: no buffers and no row capacity, so the next row grows them
+ * from nothing (grow_rows) and the sticky error stops the writer meanwhile. */
+static void drop_bufs(struct ferry_row_writer *rw)
+{
+    ferry_free(rw->ops);
+    rw->ops = NULL;
+    rw->ops_cap = 0;
+    for (int j = 0; j < rw->ncols; j++) {
+        struct bcol *c = &rw->cols[j];
+        ferry_free(c->validity);
+        ferry_free(c->values);
+        ferry_free(c->offsets);
+        ferry_free(c->data);
+        c->validity = c->values = c->data = NULL;
+        c->offsets = NULL;
+        c->validity_cap = c->values_cap = c->offsets_cap = c->data_cap = 0;
+    }
+    rw->row_cap = 0;
 }
 
 static void mask_padding(uint8_t *bits, int64_t rows)
 {
     if (bits != NULL && (rows & 7)) bits[rows >> 3] &= (uint8_t)((1u << (rows & 7)) - 1);
+}
+
+/* Moves the built rows' buffers into b; the writer keeps none (alloc_next gives it the
+ * next ones after the emit), only their sizes in rw->next. */
+static void hand_over(struct ferry_row_writer *rw, struct ferry_batch *b, int64_t rows)
+{
+    b->length = rows;
+    b->bytes = (size_t)approx_bytes(rw);
+    b->ops = rw->ops;
+    rw->ops = NULL;
+    rw->ops_cap = 0;
+    for (int j = 0; j < rw->ncols; j++) {
+        struct bcol *c = &rw->cols[j];
+        struct next_bufs *nb = &rw->next[j];
+        struct ferry_column *col = &b->columns[j];
+        if (c->var) {
+            size_t used = (size_t)c->offsets[rows];
+            nb->data_cap = used > MIN_DATA ? used : MIN_DATA;
+        }
+        nb->validity_cap = c->null_count > 0;
+        col->null_count = c->null_count;
+        if (c->null_count > 0) {
+            mask_padding(c->validity, rows);
+            col->validity = c->validity;
+            col->validity_cap = c->validity_cap;
+        } else {
+            ferry_free(c->validity); /* allocated for a null that was rolled back */
+        }
+        if (c->type == FERRY_TYPE_BOOL) mask_padding(c->values, rows);
+        col->values = c->values;
+        col->values_cap = c->values_cap;
+        col->offsets = c->offsets;
+        col->offsets_cap = c->offsets_cap;
+        col->data = c->data;
+        col->data_cap = c->data_cap;
+        c->validity = c->values = c->data = NULL;
+        c->offsets = NULL;
+        c->validity_cap = c->values_cap = c->offsets_cap = c->data_cap = 0;
+        c->null_count = 0;
+    }
+    rw->row_cap = 0;
+    rw->row = 0;
+    rw->data_bytes = 0;
+    rw->n_validity = 0;
 }
 
 /* Closes the batch being built (rows > 0, or done) and hands it to emit. */
@@ -451,59 +509,18 @@ static int close_batch(struct ferry_row_writer *rw, bool done)
     if (rw->tick) atomic_store_explicit(rw->tick, 0, memory_order_relaxed);
     int64_t rows = rw->row;
     struct ferry_batch *b = NULL;
-    uint8_t *next_ops = NULL;
     if (build_position(rw, done) != FERRY_OK) goto nomem;
     b = ferry_batch_new(rw->schema, rw->resource);
     if (b == NULL || ferry_batch_set_position(b, rw->pos.data) != FERRY_OK) goto nomem;
     b->seq = rw->seq + 1;
     b->shard = rw->shard;
+    int64_t next_rows = 0;
     if (rows == 0) {
         if (!fill_empty(b)) goto nomem;
     } else {
-        int64_t next_rows = rows > MIN_ROWS ? rows : MIN_ROWS;
+        next_rows = rows > MIN_ROWS ? rows : MIN_ROWS;
         if (next_rows > rw->limits.rows) next_rows = rw->limits.rows;
-        next_ops = ferry_malloc((size_t)next_rows);
-        if (next_ops == NULL || !alloc_next(rw, next_rows)) goto nomem;
-
-        b->length = rows;
-        b->bytes = (size_t)approx_bytes(rw);
-        b->ops = rw->ops;
-        rw->ops = next_ops;
-        rw->ops_cap = (size_t)next_rows;
-        for (int j = 0; j < rw->ncols; j++) {
-            struct bcol *c = &rw->cols[j];
-            struct next_bufs *nb = &rw->next[j];
-            struct ferry_column *col = &b->columns[j];
-            col->null_count = c->null_count;
-            if (c->null_count > 0) {
-                mask_padding(c->validity, rows);
-                col->validity = c->validity;
-                col->validity_cap = c->validity_cap;
-            } else {
-                ferry_free(c->validity); /* allocated for a null that was rolled back */
-            }
-            if (c->type == FERRY_TYPE_BOOL) mask_padding(c->values, rows);
-            col->values = c->values;
-            col->values_cap = c->values_cap;
-            col->offsets = c->offsets;
-            col->offsets_cap = c->offsets_cap;
-            col->data = c->data;
-            col->data_cap = c->data_cap;
-            c->validity = nb->validity;
-            c->validity_cap = nb->validity_cap;
-            c->values = nb->values;
-            c->values_cap = nb->values_cap;
-            c->offsets = nb->offsets;
-            c->offsets_cap = nb->offsets_cap;
-            c->data = nb->data;
-            c->data_cap = nb->data_cap;
-            c->null_count = 0;
-            memset(nb, 0, sizeof *nb);
-        }
-        rw->row_cap = next_rows;
-        rw->row = 0;
-        rw->data_bytes = 0;
-        rw->n_validity = 0;
+        hand_over(rw, b, rows);
     }
     rw->seq++;
     struct ferry_error e;
@@ -518,10 +535,12 @@ static int close_batch(struct ferry_row_writer *rw, bool done)
                      "resource %s: batch %" PRIu64 " was not accepted (%s)", rw->resource, rw->seq,
                      ferry_code_name(rc));
     }
-    return rc;
+    if (next_rows > 0 && !alloc_next(rw, next_rows)) {
+        drop_bufs(rw);
+        fail(rw, FERRY_ENOMEM, "out of memory after batch %" PRIu64, rw->seq);
+    }
+    return rw->code;
 nomem:
-    ferry_free(next_ops);
-    free_next(rw);
     ferry_batch_unref(b);
     fail(rw, FERRY_ENOMEM, "out of memory closing batch %" PRIu64, rw->seq + 1);
     return rw->code;
@@ -625,7 +644,6 @@ void ferry__rw_free(struct ferry_row_writer *rw)
             ferry_free(c->data);
         }
     }
-    if (rw->next != NULL) free_next(rw);
     ferry_free(rw->next);
     ferry_free(rw->cols);
     ferry_free(rw->ops);

@@ -66,7 +66,8 @@ struct target {
     struct ferry_pg_wire_col *wire; /* COPY columns (staging: + row number, operation) */
     int n_wire;
     char *copy_sql;
-    char *upsert_sql; /* upsert/merge */
+    char *upsert_sql;      /* upsert/merge: the last row of each key (ordered) */
+    char *upsert_fast_sql; /* upsert/merge: every staged row (batches of inserts only) */
     char *delete_sql; /* merge; with soft_col >= 0 it marks rows instead */
     /* Columns carried as the source type's text into a destination column of that type:
      * per field the type the staging table's text is cast to, else NULL;
@@ -122,6 +123,7 @@ static void free_target(struct target *t)
     ferry_free(t->orig);
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
+    ferry_free(t->upsert_fast_sql);
     ferry_free(t->delete_sql);
     ferry_free(t->insert_sql);
     for (int i = 0; t->cast && t->schema && i < t->schema->n_fields; i++)
@@ -934,7 +936,12 @@ static int last_per_key(struct ferry_buf *b, const struct target *t, const char 
     return rc;
 }
 
-static int build_upsert_sql(struct target *t, struct ferry_error *err)
+/* INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE from the temporary table. `ordered`
+ * reads the last row of each key (DISTINCT ON, a sort of the batch) and, for a hard-delete
+ * merge, only the keys not deleted last; otherwise every staged row as it is, which needs a
+ * batch of inserts only, each key once (a key twice fails the statement with
+ * SQLSTATE 21000, and the batch then takes the ordered one: apply_upsert). */
+static int build_upsert(struct target *t, bool ordered, char **out, struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
     struct ferry_buf b;
@@ -956,10 +963,16 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
     /* Soft deletes: the last live image of each key is written even when a delete follows
      * it in the batch (the delete then marks that row: build_delete_sql). */
     bool soft = t->mode == FERRY_WRITE_MERGE && t->soft_col >= 0;
-    if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", soft, err);
-    if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE && !soft &&
-        ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
-        rc = oom(err);
+    if (!ordered) {
+        if (rc == FERRY_OK && ferry_buf_printf(&b, "pg_temp.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " AS l") != FERRY_OK) rc = oom(err);
+    } else {
+        if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", soft, err);
+        if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE && !soft &&
+            ferry_buf_printf(&b, " WHERE l.\"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
+            rc = oom(err);
+    }
     if (rc == FERRY_OK && ferry_buf_printf(&b, " ON CONFLICT (") != FERRY_OK) rc = oom(err);
     if (rc == FERRY_OK) rc = key_list(&b, sc, NULL, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, ") DO ") != FERRY_OK) rc = oom(err);
@@ -976,8 +989,14 @@ static int build_upsert_sql(struct target *t, struct ferry_error *err)
         ferry_buf_release(&b);
         return rc;
     }
-    t->upsert_sql = ferry_buf_take(&b);
-    return t->upsert_sql ? FERRY_OK : oom(err);
+    *out = ferry_buf_take(&b);
+    return *out ? FERRY_OK : oom(err);
+}
+
+static int build_upsert_sql(struct target *t, struct ferry_error *err)
+{
+    int rc = build_upsert(t, true, &t->upsert_sql, err);
+    return rc == FERRY_OK ? build_upsert(t, false, &t->upsert_fast_sql, err) : rc;
 }
 
 static int build_delete_sql(struct target *t, struct ferry_error *err)
@@ -1325,11 +1344,13 @@ static int name_cast_columns(const struct target *t, int rc, struct ferry_error 
     return rc;
 }
 
-static bool has_truncate(const struct ferry_batch *b)
+/* The operations a batch holds, one bit per enum ferry_op (a pass over its ops bytes). */
+static unsigned batch_ops(const struct ferry_batch *b)
 {
+    unsigned ops = 0;
     for (int64_t r = 0; r < b->length; r++)
-        if (ferry_batch_op(b, r) == FERRY_OP_TRUNCATE) return true;
-    return false;
+        ops |= 1u << (ferry_batch_op(b, r) & 7);
+    return ops;
 }
 
 /* A source TRUNCATE in the staged batch (cdc, upsert/merge): the table is emptied and the
@@ -1353,6 +1374,30 @@ static int apply_truncate(struct sink *s, struct target *t, struct ferry_error *
     return rc;
 }
 
+/* The upsert of the staged batch. A batch of inserts only (`plain`) first tries every
+ * staged row as it is, under a savepoint: no sort, the statement a hand-written staging
+ * load runs. A key staged twice makes that statement fail with cardinality_violation
+ * (21000) before anything is visible; the savepoint is rolled back and the batch takes the
+ * ordered statement (the last row of each key), as every other batch does. */
+static int apply_upsert(struct sink *s, struct target *t, bool plain, struct ferry_error *err)
+{
+    if (!plain) return exec_step(s, t, t->upsert_sql, "upsert into", err);
+    int rc = exec_step(s, t, "SAVEPOINT ferry_upsert", "upsert into", err);
+    if (rc != FERRY_OK) return rc;
+    PGresult *r = PQexec(s->conn, t->upsert_fast_sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    const char *state = ok ? NULL : PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    if (!ok && !(state && !strcmp(state, "21000")))
+        rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": upsert into \"%s\".\"%s\"",
+                             s->schema, t->table);
+    PQclear(r);
+    if (rc != FERRY_OK) return rc;
+    if (ok) return exec_step(s, t, "RELEASE SAVEPOINT ferry_upsert", "upsert into", err);
+    rc = exec_step(s, t, "ROLLBACK TO SAVEPOINT ferry_upsert; RELEASE SAVEPOINT ferry_upsert",
+                   "upsert into", err);
+    return rc == FERRY_OK ? exec_step(s, t, t->upsert_sql, "upsert into", err) : rc;
+}
+
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
@@ -1370,15 +1415,22 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     if (rc == FERRY_OK && t->insert_sql)
         rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),
                                err);
-    if (rc == FERRY_OK && t->temp && has_truncate(b)) rc = apply_truncate(s, t, err);
+    unsigned ops = rc == FERRY_OK && t->temp ? batch_ops(b) : 0;
+    if (ops & (1u << FERRY_OP_TRUNCATE)) rc = apply_truncate(s, t, err);
+    if (rc != FERRY_OK || !t->upsert_sql) return rc;
     /* Hard deletes go first (a key's last change is either written or deleted); soft ones
-     * mark what the upsert just wrote (a row inserted then deleted in one batch is kept). */
+     * mark what the upsert just wrote (a row inserted then deleted in one batch is kept).
+     * A batch without deletes has none to apply. */
     bool soft = t->soft_col >= 0;
-    if (rc == FERRY_OK && t->delete_sql && !soft)
+    bool deletes = t->delete_sql && (ops & (1u << FERRY_OP_DELETE | 1u << FERRY_OP_TRUNCATE));
+    if (rc == FERRY_OK && deletes && !soft)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
-    if (rc == FERRY_OK && t->upsert_sql)
-        rc = name_cast_columns(t, exec_step(s, t, t->upsert_sql, "upsert into", err), err);
-    if (rc == FERRY_OK && t->delete_sql && soft)
+    /* Inserts only (every batch of a full or incremental read) try the plain statement; a
+     * change stream's batch, where one key often changes twice, goes straight to the
+     * ordered one. */
+    bool plain = ops == 1u << FERRY_OP_INSERT;
+    if (rc == FERRY_OK) rc = name_cast_columns(t, apply_upsert(s, t, plain, err), err);
+    if (rc == FERRY_OK && deletes && soft)
         rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;
 }

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Peak memory of a PostgreSQL → PostgreSQL full copy (issue 22): one throw-away server
+# (tests/pg/pg.sh) with databases src and dst, a ROWS-row orders-like table (as bench/pg.sh),
+# then `ferry run` (append, per-batch durability, integrity on) under /usr/bin/time for each
+# batch setting, REPS times each, interleaved: peak RSS (VmHWM: min and max over the runs; it
+# depends on how many batches are in flight when the peak is reached), wall time, client CPU
+# and the peak ferry reports itself. A baseline with 64 KiB batches shows what is not
+# batches (libraries, connections, state). Optional: PROFILE=1 `perf record -g` of one run
+# with the default settings (ferry's own samples, top self symbols).
+#   ROWS=1000000 REPS=2 [FERRY=path/to/ferry] [LABEL=text] [OUT=name.md] bash bench/memory.sh
+# Writes bench/results/memory-<date>[-LABEL].md. Never gates CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FERRY_SRC=$PWD
+ROWS=${ROWS:-1000000}
+REPS=${REPS:-2}
+PROFILE=${PROFILE:-0}
+LABEL=${LABEL:-}
+jobs=$(nproc 2>/dev/null || echo 2)
+if [ -z "${FERRY:-}" ]; then
+  cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DFERRY_WERROR=ON >/dev/null
+  cmake --build build/bench -j"$jobs" --target ferry >/dev/null
+  FERRY=$FERRY_SRC/build/bench/ferry
+fi
+[ "$PROFILE" = 1 ] && ! command -v perf >/dev/null && { echo "memory.sh: PROFILE=1 needs perf (apt-get install linux-perf)" >&2; exit 1; }
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-membench.XXXXXX")
+chmod 755 "$W"
+trap 'rm -rf "$W"' EXIT
+# shellcheck source=../tests/pg/pg.sh
+. "$FERRY_SRC/tests/pg/pg.sh"
+pg_start
+cd "$W"
+UPTIME0=$(uptime)
+psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
+export BENCH_SRC_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/src"
+export BENCH_DST_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/dst"
+psql -v ON_ERROR_STOP=1 -qX -d src >/dev/null <<SQL
+CREATE TABLE public.orders (id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
+  amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8, paid bool NOT NULL,
+  note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, PRIMARY KEY (id));
+INSERT INTO public.orders
+SELECT g, (hashint8(g) & 1048575)::int,
+       (ARRAY['new', 'paid', 'shipped', 'delivered', 'cancelled', 'refunded'])[1 + (g % 6)],
+       round(((hashint8(g + 1) & 16777215) / 100.0)::numeric, 2), (1 + (g % 50))::smallint,
+       CASE WHEN g % 5 = 0 THEN NULL ELSE ((hashint8(g + 2) & 65535) / 65536.0)::float8 END,
+       g % 3 = 0, CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || substr(md5(g::text), 1, 8 + (g % 24)::int) END,
+       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds',
+       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds' + (g % 86400) * interval '1 second'
+FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE public.orders;
+SQL
+
+# CONFIGS: "label|batch yaml" (empty yaml: the defaults)
+CONFIGS=(
+  "defaults (4MiB batches, queue 4)|"
+  "queue 2|batch: {queue: 2}"
+  "queue 1|batch: {queue: 1}"
+  "2MiB batches, queue 4|batch: {bytes: 2MiB}"
+  "2MiB batches, queue 2|batch: {bytes: 2MiB, queue: 2}"
+  "1MiB batches, queue 2|batch: {bytes: 1MiB, queue: 2}"
+  "baseline: 64KiB batches, queue 1|batch: {bytes: 64KiB, queue: 1}"
+)
+yaml() { # yaml FILE BATCH_YAML
+  cat > "$1" <<Y
+version: 1
+name: membench
+source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders, mode: full}]}
+sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append}
+$2
+Y
+}
+one() { # one YAML -> "rss_kib wall_s cpu_s ferry_peak_mib" or "FAIL …"
+  psql -qX -d dst -c "DROP TABLE IF EXISTS public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" >/dev/null 2>&1
+  rm -f "$W"/state.db*
+  if ! /usr/bin/time -f '%M %e %U %S' -o "$W/t" "$FERRY" run "$1" --fresh --state "$W/state.db" >"$W/out" 2>&1; then
+    echo "FAIL $(tail -n1 "$W/out")"; return
+  fi
+  local n
+  n=$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")
+  [ "$n" = "$ROWS" ] || { echo "FAIL $n rows arrived"; return; }
+  echo "$(awk '{printf "%s %s %.2f", $1, $2, $3 + $4}' "$W/t") $(grep -o 'peak memory [0-9.]*' "$W/out" | awk '{print $3}')"
+}
+declare -A RES
+LOADS=""
+for round in $(seq 1 "$REPS"); do
+  for i in "${!CONFIGS[@]}"; do
+    c=${CONFIGS[$i]}
+    echo "round $round/$REPS: ${c%%|*}" >&2
+    yaml "$W/p$i.yaml" "${c#*|}"
+    LOADS="$LOADS $(cut -d' ' -f1 /proc/loadavg)"
+    RES[$i]="${RES[$i]:-}$(one "$W/p$i.yaml");"
+  done
+done
+if [ "$PROFILE" = 1 ]; then
+  yaml "$W/prof.yaml" ""
+  psql -qX -d dst -c "DROP TABLE IF EXISTS public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" >/dev/null 2>&1
+  rm -f "$W"/state.db*
+  perf record -q -g -o "$W/perf.data" -- "$FERRY" run "$W/prof.yaml" --fresh --state "$W/state.db" >/dev/null 2>&1 || true
+  perf report -i "$W/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
+    grep -E '^ +[0-9.]+%' | head -n 25 > "$W/perf.top" || true
+fi
+
+mkdir -p "$FERRY_SRC/bench/results"
+out="$FERRY_SRC/bench/results/${OUT:-memory-$(date -u +%Y%m%d)${LABEL:+-$LABEL}.md}"
+{
+  echo "# Peak memory, PostgreSQL → PostgreSQL full copy ($(date -u +%Y-%m-%d)${LABEL:+, $LABEL})"
+  echo
+  echo "$ROWS rows of the orders-like table of bench/pg.sh, database \`src\` → database \`dst\` on one"
+  echo "PostgreSQL 15 server; \`ferry run\`, write: append, per-batch durability, integrity on; each setting"
+  echo "$REPS times, interleaved. Peak RSS is /usr/bin/time %M (VmHWM) of the ferry process, min and max"
+  echo "over the runs (it depends on how many batches are in flight at the peak); the last column is"
+  echo "the peak ferry itself reports. Every run's row count is checked."
+  echo
+  echo "| batch setting | peak RSS MiB (min – max) | wall s (best) | client CPU s (best) | ferry's peak MiB (max) |"
+  echo "|---|---|---|---|---|"
+  for i in "${!CONFIGS[@]}"; do
+    echo "${RES[$i]}" | tr ';' '\n' | awk -v l="${CONFIGS[$i]%%|*}" '
+      /^FAIL/ { f = f $0 " " ; next }
+      NF >= 3 { n++; r = $1 / 1024; if (n == 1 || r < rmin) rmin = r; if (n == 1 || r > rmax) rmax = r;
+                if (n == 1 || $2 < w) w = $2; if (n == 1 || $3 < c) c = $3; if ($4 > p) p = $4 }
+      END { if (n == 0) { printf "| %s | failed: %s | | | |\n", l, f; exit }
+            printf "| %s | %.1f – %.1f | %.2f | %.2f | %.1f |%s\n", l, rmin, rmax, w, c, p, (f != "") ? " failed runs: " f : "" }'
+  done
+  if [ -s "$W/perf.top" ]; then
+    echo
+    echo "## perf record -g of one run with the defaults: ferry's top self symbols"
+    echo
+    echo '```'
+    cat "$W/perf.top"
+    echo '```'
+  fi
+  echo
+  echo "## Machine"
+  echo
+  echo "- $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, $(uname -sr)"
+  echo "- \`uptime\` before and after: $UPTIME0 / $(uptime)"
+  echo "- 1-minute load average at the start of each run: min $(echo $LOADS | tr ' ' '\n' | sort -g | head -n1), max $(echo $LOADS | tr ' ' '\n' | sort -g | tail -n1) (other processes share the $(nproc) cores: wall times and CPU are only comparable within this file, peak RSS is not timing-free either)"
+  echo "- ferry ${FERRY_REV:-$(git -C "$FERRY_SRC" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$FERRY_SRC" diff --quiet 2>/dev/null || echo ' (work tree modified)')} ($FERRY)"
+} | tee "$out"
+echo "written to $out"

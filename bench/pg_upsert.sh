@@ -1,0 +1,141 @@
+# bench/pg_upsert.sh - the upsert part of bench/pg.sh (sourced by it, not run; issue 22).
+# Source: src.public.orders_up, the first UPSERT_ROWS rows of src.public.orders, keyed.
+# Destination: dst.up.orders_up (primary key on id), prepared before each run (untimed) with
+# one key mix: new (empty), existing (every key, status 'stale' so that the update shows),
+# half (the even keys, 'stale'). Per mix and round, interleaved: the INSERT … ON CONFLICT
+# anchor, the MERGE anchor, ferry write: upsert. Defines upsert_report for the results file.
+
+UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
+qs -c "DROP TABLE IF EXISTS public.orders_up" \
+   -c "CREATE TABLE public.orders_up AS SELECT * FROM public.orders WHERE id <= $UPSERT_ROWS" \
+   -c "ALTER TABLE public.orders_up ADD PRIMARY KEY (id)" -c "VACUUM ANALYZE public.orders_up"
+qd -c "DROP SCHEMA IF EXISTS up CASCADE" -c "CREATE SCHEMA up" \
+   -c "CREATE TABLE up.orders_up ($COLS, PRIMARY KEY (id))"
+# shellcheck disable=SC2059
+up_digest=$(qs -c "$(printf "$DIGEST_SQL" public.orders_up)")
+
+# prep_mix MIX: the destination as the mix wants it, vacuumed, checkpointed, no _ferry state.
+prep_mix() {
+  local where
+  case $1 in new) where=false ;; existing) where=true ;; half) where="id % 2 = 0" ;; esac
+  qd -c "TRUNCATE up.orders_up" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" >/dev/null
+  psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT id, customer_id, 'stale'::text, amount,
+      quantity, discount, paid, note, created_at, updated_at FROM public.orders_up WHERE $where)
+      TO STDOUT (FORMAT binary)" |
+    psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY up.orders_up FROM STDIN (FORMAT binary)" >/dev/null
+  qd -c "VACUUM ANALYZE up.orders_up" -c "CHECKPOINT" >/dev/null
+}
+
+set_list() { local c out=""; for c in $UCOLS; do out="$out${out:+, }$c = $1.$c"; done; echo "$out"; }
+ANCHOR_INSERT="INSERT INTO up.orders_up SELECT * FROM s ON CONFLICT (id) DO UPDATE SET $(set_list EXCLUDED)"
+ANCHOR_MERGE="MERGE INTO up.orders_up d USING s ON d.id = s.id WHEN MATCHED THEN UPDATE SET $(set_list s) WHEN NOT MATCHED THEN INSERT VALUES (s.id, $(for c in $UCOLS; do printf 's.%s, ' "$c"; done | sed 's/, $//'))"
+
+# one_anchor SQL: COPY binary from src into a temporary table of one dst transaction, then SQL.
+one_anchor() {
+  local t0 t1
+  t0=$(now)
+  if ! /usr/bin/time -f '%M %U %S' -o "$W/rss_out" psql -qX -v ON_ERROR_STOP=1 -d src \
+         -c "COPY public.orders_up TO STDOUT (FORMAT binary)" 2>"$W/err_out" |
+       /usr/bin/time -f '%M %U %S' -o "$W/rss_in" psql -qX -1 -v ON_ERROR_STOP=1 -d dst \
+         -c "CREATE TEMPORARY TABLE s (LIKE up.orders_up) ON COMMIT DROP" \
+         -c "COPY s FROM STDIN (FORMAT binary)" -c "$1" >/dev/null 2>"$W/err_in"; then
+    echo "FAIL $(tail -n1 "$W/err_out" "$W/err_in" | tr '\n' ' ')"; return
+  fi
+  t1=$(now)
+  echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_out") $(tm "$W/rss_in")"
+}
+
+verify_up() {
+  local got
+  # shellcheck disable=SC2059
+  got=$(qd -c "$(printf "$DIGEST_SQL" up.orders_up)" 2>&1) || got="query failed: $got"
+  if [ "$got" = "$up_digest" ]; then echo ok; else echo "WRONG (count+md5 $got, source $up_digest)"; fi
+}
+
+# measure_up KEY MIX RUN...: like measure (pg.sh), verifying up.orders_up after every run.
+declare -A UV
+measure_up() {
+  local key=$1 mix=$2 line v; shift 2
+  prep_mix "$mix"
+  LOADS="$LOADS $(cut -d' ' -f1 /proc/loadavg)"
+  line=$("$@")
+  case $line in
+    FAIL*) NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-$line}; return 0 ;;
+  esac
+  v=$(verify_up)
+  [ "$v" = ok ] || { NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-FAIL $v}; }
+  UV[$key]=$v
+  if [ -z "${R[$key]:-}" ] || awk -v a="${line%% *}" -v c="${R[$key]%% *}" 'BEGIN{exit !(a<c)}'
+  then R[$key]=$line; fi
+}
+
+ferry_yaml "$W/upsert_mix.yaml" bench_upsert_mix upsert up 1 per_apply public.orders_up
+MIXES="new existing half"
+for round in $(seq 1 "$REPS"); do
+  for mix in $MIXES; do
+    echo "upsert round $round/$REPS, mix $mix: anchor INSERT … ON CONFLICT, anchor MERGE, ferry upsert" >&2
+    measure_up "ai_$mix" "$mix" one_anchor "$ANCHOR_INSERT"
+    measure_up "am_$mix" "$mix" one_anchor "$ANCHOR_MERGE"
+    measure_up "fu_$mix" "$mix" one_ferry "$W/upsert_mix.yaml" "$UPSERT_ROWS"
+  done
+done
+
+if [ "$UPSERT_PROFILE" = 1 ]; then
+  # The ferry process's own samples only: on a shared machine `perf record -a` also samples
+  # other users' ferry and postgres processes under the same command names.
+  echo "profile: perf record -g of one ferry upsert run (half mix)" >&2
+  prep_mix half
+  rm -f "$W"/state.db*
+  perf record -q -g -o "$W/perf.up" -- "$FERRY" run "$W/upsert_mix.yaml" --quiet --fresh \
+    --state "$W/state.db" >/dev/null 2>"$W/perf.err" || true
+  perf report -i "$W/perf.up" --no-children --sort dso,symbol --stdio 2>/dev/null |
+    grep -E '^ +[0-9.]+%' | head -n 20 | cut -c1-110 > "$W/perf.up.ferry" || true
+fi
+
+# urow LABEL KEY ANCHOR_KEY: a table row for the upsert part.
+urow() {
+  local res ver a
+  if [ -n "${R[$2]:-}" ]; then res=${R[$2]}; else res=${FM[$2]:-FAIL no run}; fi
+  ver=${UV[$2]:-not checked}
+  [ "${NF[$2]:-0}" -gt 0 ] && ver="$ver; FAILED ${NF[$2]} of $REPS runs: ${FM[$2]#FAIL }"
+  case $res in FAIL*) printf '| %s | failed | | | | | %s |\n' "$1" "${res#FAIL }"; return ;; esac
+  a=${R[$3]:-x}
+  set -- "$1" $res
+  awk -v l="$1" -v s="$2" -v k1="$3" -v c1="$4" -v k2="${5:-}" -v c2="${6:-}" -v r="$UPSERT_ROWS" \
+      -v p="${a%% *}" -v v="$ver" 'BEGIN{
+    rss = (k2 == "") ? sprintf("%.1f", k1/1024) : sprintf("%.1f + %.1f", k1/1024, k2/1024);
+    cpu = (k2 == "") ? sprintf("%.2f", c1) : sprintf("%.2f + %.2f", c1, c2);
+    ratio = (p ~ /^[0-9.]+$/) ? sprintf("%.2f×", s/p) : "n/a";
+    printf "| %s | %.2f | %.0f | %s | %s | %s | %s |\n", l, s, r/s, rss, cpu, ratio, v }'
+}
+
+upsert_report() {
+  local mix
+  echo "## Upsert at the staging limit ($UPSERT_ROWS rows)"
+  echo
+  echo "Source: \`src.public.orders_up\`, the first $UPSERT_ROWS rows of the table above, keyed. Destination:"
+  echo "\`dst.up.orders_up\` (primary key on id), prepared before every run (untimed: TRUNCATE, a COPY"
+  echo "pipe of the mix's keys with status 'stale', VACUUM ANALYZE, CHECKPOINT): **new** = empty,"
+  echo "**existing** = every key, **half** = the even keys. Anchor = the staging-table way by hand, one"
+  echo "transaction: \`psql COPY … TO STDOUT (FORMAT binary) | psql -1\` with \`CREATE TEMPORARY TABLE s"
+  echo "(LIKE …)\`, \`COPY s FROM STDIN (FORMAT binary)\`, then \`INSERT INTO … SELECT * FROM s ON CONFLICT"
+  echo "(id) DO UPDATE SET\` every other column (or the same with \`MERGE\`). ferry: \`write: upsert\`,"
+  echo "default settings (per-batch transactions with the checkpoint, integrity digest on). Interleaved"
+  echo "per mix (INSERT anchor, MERGE anchor, ferry), best of $REPS; every run's destination is verified"
+  echo "(count + md5 over the rows in key order equal the source's)."
+  echo
+  echo "| run | wall s | rows/s | client peak RSS MiB | client CPU s | × INSERT anchor | verified |"
+  echo "|---|---|---|---|---|---|---|"
+  for mix in $MIXES; do
+    urow "$mix: anchor INSERT … ON CONFLICT" "ai_$mix" "ai_$mix"
+    urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
+    urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
+  done
+  if [ -s "$W/perf.up.ferry" ]; then
+    echo
+    echo "### perf record -g of one ferry upsert run (half mix): ferry's top self symbols"
+    echo
+    echo '```'; cat "$W/perf.up.ferry"; echo '```'
+  fi
+  echo
+}

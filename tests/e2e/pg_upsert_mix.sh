@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# postgres -> postgres write: upsert through the plain-batch path (every staged row, one
+# INSERT … ON CONFLICT, under a savepoint) for three key mixes of the destination: all keys
+# new, all existing (with other values), half and half; the destination must equal the
+# source as a set. A source whose declared key repeats takes the ordered statement (one row
+# per key). write: merge of a full run equals the source too. kill -9 mid-run, then resume:
+# no row lost, none written twice, the stale rows all replaced.
+. "$(dirname "$0")/lib.sh"
+. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
+pg_start
+[ -n "${FERRY_PG_URL:-}" ] || fail "pg_start exported no FERRY_PG_URL"
+p() { pgq -d "$FERRY_PG_URL" "$@"; }
+
+N=20000
+p >/dev/null <<SQL
+CREATE TABLE public.src (id bigint PRIMARY KEY, name text, amount numeric(12,2), at timestamptz,
+                         flag bool, note text);
+INSERT INTO public.src
+SELECT g, 'name ' || g, round((g * 1.37)::numeric, 2), timestamptz '2024-01-01' + g * interval '1 min',
+       g % 3 = 0, CASE WHEN g % 5 = 0 THEN NULL ELSE md5(g::text) END
+FROM generate_series(1, $N) g;
+SQL
+
+# pipeline FILE NAME SCHEMA WRITE [TABLE] [KEY_YAML]
+pipeline() {
+  cat > "$1" <<EOF
+version: 1
+name: $2
+source:
+  type: postgres
+  url: env:FERRY_PG_URL
+  resources:
+    - {table: ${5:-public.src}, mode: full${6:-}}
+sink:
+  type: postgres
+  url: env:FERRY_PG_URL
+  schema: "$3"
+  write: $4
+batch: {rows: 1000}
+EOF
+}
+
+# prepare SCHEMA WHERE: the destination table with the source's keys matching WHERE, every
+# other column different (name 'stale', amount -1, note NULL, flag flipped).
+prepare() {
+  p -c "DROP SCHEMA IF EXISTS \"$1\" CASCADE" -c "CREATE SCHEMA \"$1\"" \
+    -c "CREATE TABLE \"$1\".src (LIKE public.src INCLUDING ALL)" \
+    -c "INSERT INTO \"$1\".src SELECT id, 'stale', -1, at - interval '1 day', NOT flag, NULL
+        FROM public.src WHERE $2" >/dev/null
+}
+
+# same_set SCHEMA: the destination equals the source as a set, and holds each key once.
+same_set() {
+  local diff
+  diff=$(p -c "SELECT (SELECT count(*) FROM (SELECT * FROM public.src EXCEPT SELECT * FROM \"$1\".src) a)
+                   || ' ' || (SELECT count(*) FROM (SELECT * FROM \"$1\".src EXCEPT SELECT * FROM public.src) b)
+                   || ' ' || (SELECT count(*) - count(DISTINCT id) FROM \"$1\".src)")
+  [ "$diff" = "0 0 0" ] || fail "$1: source minus destination, destination minus source, duplicates: $diff"
+}
+
+for mix in new existing half; do
+  case $mix in new) where=false ;; existing) where=true ;; half) where="id % 2 = 0" ;; esac
+  prepare "mix_$mix" "$where"
+  before=$(p -c "SELECT count(*) FROM \"mix_$mix\".src")
+  pipeline "$mix.yaml" "up_$mix" "mix_$mix" upsert
+  expect_exit 0 ferry run "$mix.yaml" --json
+  [ "$(json_field "$OUT" .rows)" = "$N" ] || fail "$mix: rows reported: $OUT"
+  same_set "mix_$mix"
+  pass "upsert, keys $mix ($before of $N present before): the destination equals the source"
+done
+
+# merge of a full run (no deletes in its batches): the same statement, the same result.
+prepare mix_merge "id % 3 = 0"
+pipeline merge.yaml merge_half mix_merge merge
+expect_exit 0 ferry run merge.yaml
+same_set mix_merge
+pass "merge of a full run into a third of the keys: the destination equals the source"
+
+# The plain statement took every batch so far: the server refused none.
+twice() { grep -c "cannot affect row a second time" "$PG_DIR/server.log" || true; }
+[ "$(twice)" = 0 ] || fail "a batch without repeated keys fell back to the ordered upsert"
+
+# A declared key that repeats in the source: a batch stages a key twice, the plain statement
+# is refused by the server (21000) and the batch is applied by the ordered one.
+p -c "CREATE TABLE public.dup AS SELECT * FROM public.src WHERE id <= 3000" \
+  -c "INSERT INTO public.dup SELECT * FROM public.src WHERE id % 10 = 0 AND id <= 3000" >/dev/null
+p -c "DROP SCHEMA IF EXISTS mix_dup CASCADE" -c "CREATE SCHEMA mix_dup" \
+  -c "CREATE TABLE mix_dup.dup (LIKE public.src INCLUDING ALL)" >/dev/null
+pipeline dup.yaml dup mix_dup upsert public.dup ", key: [id]"
+expect_exit 0 ferry run dup.yaml
+got=$(p -c "SELECT count(*), count(DISTINCT id) FROM mix_dup.dup")
+[ "$got" = "3000|3000" ] || fail "duplicate keys: $got rows|keys, want 3000|3000 ($OUT)"
+[ "$(p -c "SELECT count(*) FROM (SELECT DISTINCT * FROM public.dup EXCEPT SELECT * FROM mix_dup.dup) a")" = 0 ] ||
+  fail "duplicate keys: rows missing"
+[ "$(twice)" -gt 0 ] || fail "repeated keys: the plain statement was not refused, so not tried"
+pass "keys staged twice in a batch: refused by the plain statement, applied by the ordered one, equal to the source"
+
+# kill -9 mid-run into half-present keys, then resume: every row, once, nothing stale.
+prepare mix_k9 "id % 2 = 0"
+pipeline k9.yaml k9 mix_k9 upsert
+FERRY_FAILPOINTS="after_sink_apply=sleep(50)" "$FERRY_BIN" run k9.yaml > k9.out 2>&1 &
+pid=$!
+# A committed batch shows as new keys: more rows than the half prepared.
+mid_new=0
+for _ in $(seq 1 600); do
+  mid_new=$(p -c "SELECT count(*) FROM mix_k9.src" 2>/dev/null || echo 0)
+  [ "${mid_new:-0}" -gt $((N / 2)) ] && break
+  sleep 0.05
+done
+kill -9 $pid 2>/dev/null || fail "kill -9: the run had ended already ($(tail -n2 k9.out))"
+wait $pid 2>/dev/null || true
+mid_new=$(p -c "SELECT count(*) FROM mix_k9.src")
+stale=$(p -c "SELECT count(*) FROM mix_k9.src WHERE name = 'stale'")
+[ "$mid_new" -gt $((N / 2)) ] && [ "$stale" -gt 0 ] || fail "kill -9 did not land mid-run ($mid_new rows, $stale stale)"
+expect_exit 0 ferry run k9.yaml
+printf '%s' "$OUT" | grep -q "resum" || fail "no resume: $OUT"
+moved=$(printf '%s' "$OUT" | sed -n 's/^run [0-9]* completed: \([0-9]*\) rows.*/\1/p')
+[ -n "$moved" ] && [ "$moved" -lt "$N" ] || fail "the resumed run moved ${moved:-?} rows (of $N): it started over? $OUT"
+same_set mix_k9
+pass "kill -9 mid-upsert ($mid_new rows, $stale still stale), resume moved $moved: equal to the source, each key once"

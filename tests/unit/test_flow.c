@@ -1226,6 +1226,10 @@ static void *ticker_main(void *arg)
     while (!atomic_load(&t->stop)) {
         usleep(20000);
         atomic_store(&t->x->f.tick, 1);
+        /* counted once the flow took it (a loaded machine must not coalesce two ticks the
+         * flow saw as one and count both) */
+        while (atomic_load(&t->x->f.tick) && !atomic_load(&t->stop))
+            usleep(1000);
         atomic_fetch_add(&t->ticks, 1);
     }
     return NULL;
@@ -1252,7 +1256,8 @@ static void test_parallel_flush_tick_reaches_every_reader(void **state)
         int with_rows = 0;
         for (int i = 0; i < x->sink.n_batches; i++)
             with_rows += x->sink.batches[i].shard == s && x->sink.batches[i].rows > 0;
-        if (with_rows * 4 < ticks * 3)
+        /* a tick shared by the readers would reach each about half the time */
+        if (with_rows * 10 < ticks * 6)
             fail_msg("shard %d: %d batches for %d ticks", s, with_rows, ticks);
     }
 }

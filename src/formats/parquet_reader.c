@@ -819,6 +819,9 @@ static int parse_footer(struct ferry_parquet_reader *r)
     int64_t total = 0;
     for (int i = 0; i < r->nrg; i++)
         total += r->rgs[i].num_rows;
+    /* parquet-rs 0.3 wrote num_rows 0 whatever its row groups held; each group's count is
+     * checked against its column chunks when read, so the groups' sum is used */
+    if (r->num_rows == 0 && total > 0) r->num_rows = total;
     if (total != r->num_rows) return bad(r, foff, "row groups do not add up to num_rows");
     /* a footer that lies about where its chunks are fails here, before any row is read */
     for (int g = 0; g < r->nrg; g++)

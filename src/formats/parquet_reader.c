@@ -737,8 +737,10 @@ static int parse_schema(struct ferry_parquet_reader *r, struct tc *t, int n, str
     int rc = el && kids && r->nodes && r->cols && r->tops ? FERRY_OK : oom(r);
     int got = 0;
     for (; rc == FERRY_OK && got < n && !t->bad; got++) {
+        ferry_buf_reset(nm);
         parse_schema_elem(t, &el[got], &kids[got], nm);
         if (!t->bad && kids[got] < 0) tc_fail(t, "negative child count");
+        if (!t->bad && nm->len == 0) tc_fail(t, "schema element without a name");
         if (!t->bad && (el[got].name = ferry_strdup(nm->data)) == NULL) rc = oom(r);
     }
     if (rc == FERRY_OK && !t->bad) {

@@ -1,12 +1,13 @@
-/* formats/parquet_reader.h - a Parquet file decoder for flat schemas
- * (engine-internal).
+/* formats/parquet_reader.h - a Parquet file decoder (engine-internal).
  *
  * Written from the Apache Parquet format specification. Reads the footer (Thrift compact
  * FileMetaData), maps each leaf column to a ferry type from its physical and logical
  * (or converted) type, and decodes row groups: data pages v1 and v2, PLAIN,
  * PLAIN_DICTIONARY/RLE_DICTIONARY, DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY,
  * DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT values, RLE/bit-packed definition levels, codecs
- * none, snappy, gzip and zstd. Nested schemas (groups, repeated fields) are refused.
+ * none, snappy, gzip and zstd. A nested top-level field (a group: LIST, MAP, struct; or a
+ * REPEATED field) is one `json` field whose value is assembled from the repetition and
+ * definition levels (docs/connectors.md "Nested fields" has the JSON mapping).
  * Unsigned 64-bit integers read as decimal128(20,0); nanosecond times and timestamps must
  * be whole microseconds (else an error naming the column); INTERVAL is refused.
  *
@@ -42,14 +43,15 @@ typedef int (*ferry_parquet_read_at)(void *ctx, uint64_t off, size_t n, void *p,
 int ferry__parquet_reader_open_ranged(uint64_t size, ferry_parquet_read_at read_at, void *ctx,
                                       const char *name, struct ferry_parquet_reader **out,
                                       struct ferry_error *err);
-/* One field per leaf column, named as the file names it, nullable unless REQUIRED. */
+/* One field per top-level field, named as the file names it, nullable unless REQUIRED:
+ * a flat column's type, or json for a nested field. */
 const struct ferry_schema *ferry__parquet_reader_schema(const struct ferry_parquet_reader *r);
 int64_t ferry__parquet_reader_num_rows(const struct ferry_parquet_reader *r);
 /* Writes every row, in file order, as inserts into rw, whose schema must have the
  * selected fields in order (same types). Returns rw's codes (pause/cancel) too. */
 int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_writer *rw,
                                struct ferry_error *err);
-/* Reads (and writes to rw) only these columns, in this order (names borrowed only for the
+/* Reads (and writes to rw) only these top-level fields, in this order (names borrowed only for the
  * call); by default every column. FERRY_ENOTFOUND naming a missing column. */
 int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *const *names, int n,
                                  struct ferry_error *err);

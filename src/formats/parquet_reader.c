@@ -76,6 +76,7 @@ struct pcol {
     bool u64; /* an unsigned 64-bit integer, carried as decimal128(20,0) */
     enum ferry_type ft;
     int max_def, max_rep; /* levels of the leaf (flat: max_def 0 or 1, max_rep 0) */
+    int32_t field_id;     /* SchemaElement.field_id (Iceberg's), -1: none */
     bool nested;          /* under a nested top-level field: levels kept per value */
 };
 
@@ -90,6 +91,7 @@ struct pnode {
     int def, rep;   /* definition / repetition level of the node itself */
     int end;        /* index of the element after its subtree */
     int first_leaf, nleaves;
+    int32_t field_id; /* -1: none */
 };
 #define MAX_DEPTH 64
 
@@ -408,6 +410,7 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
     c->ptype = -1;
     c->converted = -1;
     c->repetition = 0;
+    c->field_id = -1;
     *children = 0;
     while ((type = tc_field(t, &last, &id)) != 0) {
         switch (id) {
@@ -447,6 +450,9 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
             if (!c->lt) c->precision = v;
             break;
         }
+        case 9:
+            c->field_id = tc_i32(t, type);
+            break;
         case 10:
             if (type == 12) {
                 c->scale = c->precision = 0;
@@ -668,6 +674,7 @@ static int build_node(struct ferry_parquet_reader *r, struct tc *t, struct pcol 
 {
     struct pnode *nd = &r->nodes[i];
     nd->name = el[i].name;
+    nd->field_id = el[i].field_id;
     el[i].name = NULL;
     nd->repetition = i == 0 ? 0 : el[i].repetition;
     if (depth > MAX_DEPTH || nd->repetition < 0 || nd->repetition > 2) {
@@ -2012,6 +2019,18 @@ int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int6
                                      struct ferry_row_writer *rw, struct ferry_error *err)
 {
     return read_group(r, g, skip, true, rw, err);
+}
+
+int ferry__parquet_reader_find_id(const struct ferry_parquet_reader *r, int32_t id, bool *any)
+{
+    int found = -1;
+    *any = false;
+    for (int i = 0; r && i < r->ntops; i++) {
+        int32_t fid = r->nodes[r->tops[i]].field_id;
+        *any = *any || fid >= 0;
+        if (fid >= 0 && fid == id && found < 0) found = i;
+    }
+    return found;
 }
 
 int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r)

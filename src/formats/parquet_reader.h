@@ -21,6 +21,7 @@
 #ifndef FERRY_FORMATS_PARQUET_READER_H
 #define FERRY_FORMATS_PARQUET_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "ferry/batch.h"
@@ -55,6 +56,9 @@ int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_
  * call); by default every column. FERRY_ENOTFOUND naming a missing column. */
 int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *const *names, int n,
                                  struct ferry_error *err);
+/* The index (in the schema) of the top-level field whose SchemaElement.field_id is id, or
+ * -1; *any: whether any top-level field of the file carries an id (Iceberg data files do). */
+int ferry__parquet_reader_find_id(const struct ferry_parquet_reader *r, int32_t id, bool *any);
 int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r);
 int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, int g);
 /* Writes the rows of row group g from row `skip` (0-based) on, the selected columns; each

@@ -2,7 +2,9 @@
 // multisets of rows: each row is parsed and rendered canonically (object keys sorted;
 // "YYYY-MM-DD hh:mm" timestamps written with a 'T', as DuckDB prints them with a space), so
 // that PostgreSQL's row_to_json of what ferry loaded can be compared with DuckDB's to_json of
-// the same Parquet file. Prints the first differing rows and exits 1 when they differ.
+// the same Parquet file. A line that is a one-element array holding a string (a row as
+// duckdb_exec.mjs prints `SELECT to_json(x)::VARCHAR`) stands for the JSON in that string.
+// Prints the first differing rows and exits 1 when they differ.
 //
 //   node tests/tools/json_rows_equal.mjs ferry.jsonl duckdb.jsonl
 import { readFileSync } from 'node:fs'
@@ -22,7 +24,9 @@ function rows(path) {
   const out = []
   for (const line of readFileSync(path, 'utf8').split('\n')) {
     if (line.trim() === '') continue
-    out.push(JSON.stringify(canon(JSON.parse(line))))
+    let v = JSON.parse(line)
+    if (Array.isArray(v) && v.length === 1 && typeof v[0] === 'string') v = JSON.parse(v[0])
+    out.push(JSON.stringify(canon(v)))
   }
   return out.sort()
 }

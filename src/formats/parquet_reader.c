@@ -98,6 +98,8 @@ struct pnode {
 struct pchunk {
     int codec;
     int64_t num_values, data_off, dict_off, size;
+    uint8_t max[8]; /* Statistics.max_value of a 4- or 8-byte column, PLAIN */
+    int max_len;    /* 0: none, or not exact (is_max_value_exact false) */
 };
 
 struct prg {
@@ -138,6 +140,8 @@ struct ferry_parquet_reader {
     int *tops;           /* the root's children: one ferry field each */
     int64_t *cur;        /* nested rows: each column's next value */
     struct ferry_buf json, key; /* one nested value being assembled, a map key */
+    int floor_sel;              /* -1, or the selected field whose value must be > floor */
+    int64_t floor;
     int nrg;
     struct prg *rgs;
     int64_t num_rows;
@@ -467,6 +471,31 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
     }
 }
 
+/* Statistics: only max_value (5) of 4- or 8-byte values is kept, and dropped when
+ * is_max_value_exact (7) says it is not exact. The deprecated max (1) is not used: its sort
+ * order was undefined for some types. */
+static void parse_stats(struct tc *t, struct pchunk *k)
+{
+    int16_t last = 0, id;
+    int type;
+    bool exact = true;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        if (id == 5 && type == 8) {
+            size_t n;
+            const uint8_t *v = tc_binary(t, &n);
+            if (v && (n == 4 || n == 8)) {
+                memcpy(k->max, v, n);
+                k->max_len = (int)n;
+            }
+        } else if (id == 7 && (type == 1 || type == 2)) {
+            exact = type == 1;
+        } else {
+            tc_skip(t, type, 3);
+        }
+    }
+    if (!exact) k->max_len = 0;
+}
+
 static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
 {
     int16_t last = 0, id;
@@ -490,6 +519,12 @@ static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
             break;
         case 11:
             k->dict_off = tc_i64(t, type);
+            break;
+        case 12:
+            if (type == 12)
+                parse_stats(t, k);
+            else
+                tc_skip(t, type, 2);
             break;
         default:
             tc_skip(t, type, 2);
@@ -1942,6 +1977,18 @@ static void flat_value(const struct pcol *c, const struct pvals *v, int64_t row,
     }
 }
 
+/* Without a floor every row; else whether the row's floor field is present and above it. */
+static bool above_floor(const struct ferry_parquet_reader *r, int64_t row)
+{
+    if (r->floor_sel < 0) return true;
+    int leaf = r->nodes[r->tops[r->sel[r->floor_sel]]].first_leaf;
+    const struct pvals *v = &r->vals[leaf];
+    int64_t x;
+    if (v->isnull[row]) return false;
+    memcpy(&x, v->slot + row * 8, 8);
+    return x > r->floor;
+}
+
 static int alloc_vals(struct ferry_parquet_reader *r)
 {
     if (r->vals != NULL) return FERRY_OK;
@@ -1982,7 +2029,7 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
     }
     skip = skip < 0 ? 0 : skip;
     for (int64_t row = 0; row < pg->num_rows && rc == FERRY_OK; row++) {
-        bool write = row >= skip;
+        bool write = row >= skip && above_floor(r, row);
         if (write) ferry_rw_begin(rw, FERRY_OP_INSERT);
         for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
             int top = r->tops[r->sel[j]];
@@ -2033,6 +2080,71 @@ int ferry__parquet_reader_find_id(const struct ferry_parquet_reader *r, int32_t 
     return found;
 }
 
+/* A flat top-level field whose values are ordered as signed integers in ferry and in the
+ * file's statistics (signed INTEGER/DATE/TIMESTAMP on INT32/INT64), or NULL. */
+static const struct pcol *ordered_int(const struct ferry_parquet_reader *r, const char *field,
+                                      int *top)
+{
+    *top = ferry_schema_find(r->schema, field);
+    if (*top < 0) return NULL;
+    const struct pnode *nd = &r->nodes[r->tops[*top]];
+    if (top_nested(nd)) return NULL;
+    const struct pcol *c = &r->cols[nd->first_leaf];
+    bool unsigned_int = (c->lt == 10 && !c->lt_signed) ||
+                        (c->lt == 0 && c->converted >= CT_UINT_8 && c->converted <= CT_UINT_64);
+    bool kind = c->ft == FERRY_TYPE_INT8 || c->ft == FERRY_TYPE_INT16 ||
+                c->ft == FERRY_TYPE_INT32 || c->ft == FERRY_TYPE_INT64 ||
+                c->ft == FERRY_TYPE_DATE32 || c->ft == FERRY_TYPE_TIMESTAMP_US ||
+                c->ft == FERRY_TYPE_TIMESTAMPTZ_US;
+    if (!kind || unsigned_int || (c->ptype != PT_INT32 && c->ptype != PT_INT64)) return NULL;
+    return c;
+}
+
+bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *max)
+{
+    int top;
+    const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
+    if (c == NULL) return false;
+    const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
+    if (k->max_len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
+    uint8_t slot[16];
+    struct ferry_error e = {0};
+    struct ferry_error *keep = r->err;
+    r->err = &e; /* a maximum plain() refuses (a nanosecond remainder) is just not usable */
+    int rc = plain(r, c, k->max, k->max + k->max_len, 1, slot, NULL, 0);
+    r->err = keep;
+    if (rc != FERRY_OK) return false;
+    memcpy(max, slot, 8);
+    return true;
+}
+
+int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *field,
+                                    int64_t floor, struct ferry_error *err)
+{
+    int top = ferry_schema_find(r->schema, field);
+    const struct pcol *c = NULL;
+    if (top >= 0 && !top_nested(&r->nodes[r->tops[top]])) {
+        c = &r->cols[r->nodes[r->tops[top]].first_leaf];
+        enum ferry_type t = c->ft;
+        if (t != FERRY_TYPE_INT8 && t != FERRY_TYPE_INT16 && t != FERRY_TYPE_INT32 &&
+            t != FERRY_TYPE_INT64 && t != FERRY_TYPE_DATE32 && t != FERRY_TYPE_TIMESTAMP_US &&
+            t != FERRY_TYPE_TIMESTAMPTZ_US)
+            c = NULL;
+    }
+    int j = 0;
+    while (c && j < r->nsel && r->sel[j] != top)
+        j++;
+    if (c == NULL || j == r->nsel)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet",
+                               "parquet: %s: column \"%s\" is not a selected integer, date or "
+                               "timestamp column (a cursor)",
+                               r->name, field);
+    r->floor_sel = j;
+    r->floor = floor;
+    return FERRY_OK;
+}
+
 int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r)
 {
     return r ? r->nrg : 0;
@@ -2057,6 +2169,7 @@ int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *con
         r->sel[j] = f;
     }
     r->nsel = n;
+    r->floor_sel = -1;
     return FERRY_OK;
 }
 
@@ -2088,6 +2201,7 @@ static int open_common(struct ferry_parquet_reader *r, const char *name,
     for (int i = 0; i < r->ntops; i++)
         r->sel[i] = i;
     r->nsel = r->ntops;
+    r->floor_sel = -1;
     *out = r;
     return FERRY_OK;
 }

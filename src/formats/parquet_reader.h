@@ -60,6 +60,17 @@ int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *con
  * -1; *any: whether any top-level field of the file carries an id (Iceberg data files do). */
 int ferry__parquet_reader_find_id(const struct ferry_parquet_reader *r, int32_t id, bool *any);
 int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r);
+/* The largest value of field (a flat signed integer, date or timestamp column, as ferry
+ * reads it) in row group g from the column chunk's statistics: true only when the file
+ * gives an exact max_value of that column (not the deprecated max, not for unsigned or
+ * INT96 columns), else false (the group must be read to know). */
+bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *max);
+/* From now on only rows whose value of field (one of the selected fields, as group_max
+ * takes) is not null and above floor are written (a cursor's saved position); their
+ * offsets stay their index in the group. select() clears it. */
+int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *field,
+                                    int64_t floor, struct ferry_error *err);
 int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, int g);
 /* Writes the rows of row group g from row `skip` (0-based) on, the selected columns; each
  * row's offset (ferry_rw_set_offset) is its 1-based index in the group. */

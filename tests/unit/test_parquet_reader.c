@@ -747,7 +747,8 @@ static void test_nested_json(void **state)
         struct ferry_buf t;
         ferry_buf_init(&t, 0);
         int errors = 0;
-        for (size_t k = 0; k < f.len; k++) {
+        /* every byte of the small files, every third of the larger */
+        for (size_t k = 0; k < f.len; k += f.len > 2000 ? 3 : 1) {
             ferry_buf_reset(&t);
             assert_int_equal(ferry_buf_append(&t, f.data, f.len), FERRY_OK);
             t.data[k] = (char)(k % 3 == 0 ? t.data[k] ^ 0xff : k % 3 == 1 ? 0x7f : 0x01);

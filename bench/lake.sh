@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Lake benchmark (issue 20), one run, same file for both tools:
+# Lake benchmark (issue 20), one run, same inputs for both tools:
 #   DuckDB writes ROWS rows (orders-like: ints, text, decimal, double, bool, timestamptz; zstd,
 #   row groups of 122880) to one Parquet file; then into the same PostgreSQL server
 #   (tests/pg/pg.sh), into an empty table each time:
 #     a. ferry: files source (format parquet) -> postgres sink, write: append
 #     b. DuckDB reading the file and piping CSV into psql \copy ... from stdin (node + psql)
-#   wall time, rows/s, peak RSS (/usr/bin/time %M; for b. the larger of node and psql), row
+#     c. ferry: iceberg source (the same rows as a table ferry wrote, local warehouse) -> postgres
+#     d. DuckDB reading that table's data files (read_parquet) -> CSV -> psql \copy
+#     e. ferry: a nested Parquet file (lists, struct, map) -> postgres jsonb columns
+#     f. DuckDB to_json of the same file -> CSV -> psql \copy into the same table
+#   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked.
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
 # test, never gates CI.
@@ -55,35 +59,105 @@ source:
 sink: {type: postgres, url: "env:BENCH_PG_URL", schema: public, write: append}
 YAML
 
-echo "a. ferry files (parquet) -> postgres" >&2
-t0=$(now)
-/usr/bin/time -f '%M' -o ferry.rss "$FERRY" run ferry.yaml --fresh --state "$W/state.db" >ferry.out 2>&1
-T_ferry=$(echo "$(now) - $t0" | bc)
-M_ferry=$(tail -n1 ferry.rss)
-[ "$(q -c 'SELECT count(*) FROM orders')" = "$ROWS" ] || { echo "ferry: row count" >&2; exit 1; }
-q -c "TRUNCATE orders; CHECKPOINT"
+# run_ferry NAME YAML TABLE: one timed ferry run into TABLE (emptied after the count check).
+run_ferry() {
+  local t0; t0=$(now)
+  /usr/bin/time -f '%M' -o "$1.rss" "$FERRY" run "$2" --fresh --state "$W/state-$1.db" >"$1.out" 2>&1 \
+    || { cat "$1.out" >&2; exit 1; }
+  eval "T_$1=$(echo "$(now) - $t0" | bc)"
+  eval "M_$1=$(tail -n1 "$1.rss")"
+  [ "$(q -c "SELECT count(*) FROM $3")" = "$ROWS" ] || { echo "$1: row count" >&2; exit 1; }
+  q -c "TRUNCATE $3; CHECKPOINT"
+}
+# run_duck NAME SELECT TABLE: DuckDB's SELECT as CSV piped into psql \copy TABLE.
+run_duck() {
+  local t0; t0=$(now)
+  # duckdb_exec.mjs prints the row COPY returns (its count) after the CSV: head drops it
+  /usr/bin/time -f '%M' -o "$1.rss" node "$DUCK" "SET TimeZone = 'UTC'; COPY ($2) TO '/dev/stdout' (FORMAT csv, HEADER false)" \
+    | head -n -1 | /usr/bin/time -f '%M' -o "$1.psql.rss" psql -v ON_ERROR_STOP=1 -qX -c "\\copy $3 FROM STDIN WITH (FORMAT csv)"
+  eval "T_$1=$(echo "$(now) - $t0" | bc)"
+  eval "M_$1=$(tail -n1 "$1.rss")"
+  eval "P_$1=$(tail -n1 "$1.psql.rss")"
+  [ "$(q -c "SELECT count(*) FROM $3")" = "$ROWS" ] || { echo "$1: row count" >&2; exit 1; }
+  q -c "TRUNCATE $3; CHECKPOINT"
+}
 
+echo "a. ferry files (parquet) -> postgres" >&2
+run_ferry pq ferry.yaml orders
 echo "b. DuckDB -> CSV -> psql \\copy" >&2
-t0=$(now)
-# duckdb_exec.mjs prints the row COPY returns (its count) after the CSV: head drops it
-/usr/bin/time -f '%M' -o duck.rss node "$DUCK" "COPY (SELECT * FROM '$W/orders.parquet') TO '/dev/stdout' (FORMAT csv, HEADER false)" \
-  | head -n -1 | /usr/bin/time -f '%M' -o psql.rss psql -v ON_ERROR_STOP=1 -qX -c "\\copy orders FROM STDIN WITH (FORMAT csv)"
-T_duck=$(echo "$(now) - $t0" | bc)
-M_duck=$(tail -n1 duck.rss); M_psql=$(tail -n1 psql.rss)
-[ "$(q -c 'SELECT count(*) FROM orders')" = "$ROWS" ] || { echo "duckdb|copy: row count" >&2; exit 1; }
+run_duck pqd "SELECT * FROM '$W/orders.parquet'" orders
+
+# ---- Iceberg: the same rows as a table ferry writes (not timed), read back by both ---------------
+echo "iceberg table written by ferry (setup)" >&2
+"$FERRY" run ferry.yaml --fresh --state "$W/state-setup.db" >/dev/null 2>&1
+cat > to_ice.yaml <<YAML
+version: 1
+name: bench_lake_ice_in
+source: {type: postgres, url: "env:BENCH_PG_URL", resources: [{table: orders, key: [id]}]}
+sink: {type: iceberg, write: append, warehouse: $W/wh, namespace: db}
+YAML
+"$FERRY" run to_ice.yaml --fresh --state "$W/state-ice-in.db" >ice_in.out 2>&1 || { cat ice_in.out >&2; exit 1; }
+q -c "TRUNCATE orders; CHECKPOINT"
+cat > ice.yaml <<YAML
+version: 1
+name: bench_lake_ice
+source: {type: iceberg, warehouse: $W/wh, namespace: db, resources: [{table: orders, mode: full}]}
+sink: {type: postgres, url: "env:BENCH_PG_URL", schema: public, write: append}
+YAML
+echo "c. ferry iceberg -> postgres" >&2
+run_ferry ice ice.yaml orders
+echo "d. DuckDB read_parquet(the table's data files) -> CSV -> psql \\copy" >&2
+run_duck iced "SELECT * FROM read_parquet('$W/wh/db/orders/data/*.parquet')" orders
+
+# ---- nested: lists, a struct, a map as JSON columns ---------------------------------------------------
+echo "DuckDB writes $ROWS rows of nested data to nested.parquet" >&2
+node "$DUCK" "COPY (SELECT i::BIGINT AS id,
+  [{'sku': 'sku-' || (i % 5000), 'qty': (i % 7)::INTEGER, 'price': ((i % 10000) / 100.0)::DECIMAL(10,2)},
+   {'sku': 'sku-' || (i % 333), 'qty': 1, 'price': 9.99::DECIMAL(10,2)}] AS items,
+  CASE WHEN i % 4 = 0 THEN [] ELSE ['t' || (i % 10), 'x'] END AS tags,
+  {'city': 'city ' || (i % 100), 'zip': (10000 + i % 90000)::INTEGER} AS addr,
+  MAP {'src': 'web', 'n': (i % 3)::VARCHAR} AS attrs
+  FROM range(0, $ROWS) t(i)) TO '$W/nested.parquet' (FORMAT parquet, COMPRESSION zstd)" >/dev/null
+S_nest=$(stat -c %s nested.parquet)
+q -c "CREATE TABLE nested (id bigint, items jsonb, tags jsonb, addr jsonb, attrs jsonb)"
+sed -e "s#orders.parquet#nested.parquet#; s#table: orders#table: nested#; s#name: bench_lake#name: bench_lake_nested#" ferry.yaml > nested.yaml
+echo "e. ferry files (nested parquet, JSON columns) -> postgres" >&2
+run_ferry nest nested.yaml nested
+echo "f. DuckDB to_json -> CSV -> psql \\copy" >&2
+run_duck nestd "SELECT id, to_json(items), to_json(tags), to_json(addr), to_json(attrs) FROM '$W/nested.parquet'" nested
+
+row() { # LABEL NAME [DUCK_NAME]
+  local t m; eval "t=\$T_$2; m=\$M_$2"
+  if [ -n "${3:-}" ]; then
+    local td; eval "td=\$T_$3"
+    printf '| %s | %.2f | %.0f | %.1f | %.2f |\n' "$1" "$t" "$(echo "$ROWS / $t" | bc -l)" \
+      "$(echo "$m / 1024" | bc -l)" "$(echo "$t / $td" | bc -l)"
+  else
+    local p; eval "p=\$P_$2"
+    printf '| %s | %.2f | %.0f | %.1f (node) / %.1f (psql) | |\n' "$1" "$t" "$(echo "$ROWS / $t" | bc -l)" \
+      "$(echo "$m / 1024" | bc -l)" "$(echo "$p / 1024" | bc -l)"
+  fi
+}
 
 mkdir -p "$FERRY_SRC/bench/results"
 out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows").md"
 {
-  echo "# Lake benchmark: one Parquet file ($ROWS rows, $((S_pq / 1048576)) MiB zstd) into PostgreSQL"
+  echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"
+  echo
+  echo "Inputs: orders.parquet ($((S_pq / 1048576)) MiB zstd, flat), the same rows as an Iceberg table"
+  echo "ferry wrote (local warehouse, filesystem catalog), nested.parquet ($((S_nest / 1048576)) MiB zstd:"
+  echo "a list of structs, a list of strings, a struct, a map; JSON columns in PostgreSQL)."
   echo
   echo "| tool | wall s | rows/s | peak RSS MiB | ferry / DuckDB |"
   echo "|---|---|---|---|---|"
-  printf '| ferry files (parquet) -> postgres | %.2f | %.0f | %.1f | %.2f |\n' "$T_ferry" \
-    "$(echo "$ROWS / $T_ferry" | bc -l)" "$(echo "$M_ferry / 1024" | bc -l)" "$(echo "$T_ferry / $T_duck" | bc -l)"
-  printf '| DuckDB read_parquet -> CSV -> psql \\copy | %.2f | %.0f | %.1f (node) / %.1f (psql) | |\n' "$T_duck" \
-    "$(echo "$ROWS / $T_duck" | bc -l)" "$(echo "$M_duck / 1024" | bc -l)" "$(echo "$M_psql / 1024" | bc -l)"
+  row "ferry files (parquet) -> postgres" pq pqd
+  row "DuckDB read_parquet -> CSV -> psql \\copy" pqd
+  row "ferry iceberg -> postgres" ice iced
+  row "DuckDB read_parquet(data files) -> CSV -> psql \\copy" iced
+  row "ferry files (nested parquet -> jsonb) -> postgres" nest nestd
+  row "DuckDB to_json -> CSV -> psql \\copy" nestd
   echo
   echo "Same run, same server (tests/pg/pg.sh: fsync off), the table emptied (TRUNCATE + CHECKPOINT) between."
+  echo "DuckDB reads the Iceberg table's data files directly (no deletes in it; no iceberg extension offline)."
   echo "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)."
 } | tee "$out"

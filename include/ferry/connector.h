@@ -259,6 +259,10 @@ struct ferry_source_vtable {
                        struct ferry_error *err);
     /* optional (`ferry verify`), appended to ABI 1 */
     ferry_verify_open_fn verify_open;
+    /* Appended to ABI 1. With incremental_without_cursor: a `cursor:` is accepted too, and
+     * the source then reads by it instead of its own position (the files source's Parquet
+     * files). */
+    bool incremental_cursor_optional;
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */

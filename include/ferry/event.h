@@ -9,7 +9,9 @@
  *   run.completed          [rows, bytes, batches]
  *   run.failed             [code, message]
  *   run.canceled
- *   resource.started       [mode, write, shards, route]
+ *   resource.started       [mode, write, shards, route; rows_estimate, row_groups_skipped
+ *                          (Parquet cursor reads: row groups the statistics ruled out)
+ *                          when the plan says]
  *   resource.completed     [rows]
  *   resource.failed        [code, message]
  *   resource.rows_skipped  [shard, count, samples: [{at, reason}]]  (on_error: skip; the

@@ -332,7 +332,8 @@ static int load_resource(struct ferry_pipeline_spec *p, struct ferry_cfg *item,
     if (r->mode == FERRY_READ_INCREMENTAL && r->cursor == NULL &&
         !p->source_vt->incremental_without_cursor)
         return required_with(item, "cursor", "with mode: incremental", err);
-    if (r->cursor && p->source_vt->incremental_without_cursor)
+    if (r->cursor && p->source_vt->incremental_without_cursor &&
+        !p->source_vt->incremental_cursor_optional)
         return ferry_cfg_error(err, ferry_cfg_get(item, "cursor"),
                                "source %s keeps its own position: it reads no cursor",
                                p->source_vt->name);

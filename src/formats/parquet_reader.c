@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <snappy-c.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <zlib.h>
 #include <zstd.h>
 #include "formats/parquet_reader.h"
+#include "formats/text.h"
 #include "ferry/core.h"
 
 enum { PT_BOOLEAN = 0, PT_INT32, PT_INT64, PT_INT96, PT_FLOAT, PT_DOUBLE, PT_BYTE_ARRAY, PT_FLBA };
@@ -73,11 +75,31 @@ struct pcol {
     int precision, scale;
     bool u64; /* an unsigned 64-bit integer, carried as decimal128(20,0) */
     enum ferry_type ft;
+    int max_def, max_rep; /* levels of the leaf (flat: max_def 0 or 1, max_rep 0) */
+    int32_t field_id;     /* SchemaElement.field_id (Iceberg's), -1: none */
+    bool nested;          /* under a nested top-level field: levels kept per value */
 };
+
+/* A schema element (the footer's preorder list), for nested fields. */
+enum { NK_LEAF, NK_STRUCT, NK_LIST, NK_MAP };
+enum { ELEM_SELF, ELEM_CHILD, ELEM_MAP };
+struct pnode {
+    char *name;
+    int repetition; /* 0 REQUIRED, 1 OPTIONAL, 2 REPEATED */
+    int kind;       /* NK_* */
+    int elem;       /* NK_LIST: ELEM_CHILD (3-level list) or ELEM_SELF (legacy 2-level) */
+    int def, rep;   /* definition / repetition level of the node itself */
+    int end;        /* index of the element after its subtree */
+    int first_leaf, nleaves;
+    int32_t field_id; /* -1: none */
+};
+#define MAX_DEPTH 64
 
 struct pchunk {
     int codec;
     int64_t num_values, data_off, dict_off, size;
+    uint8_t max[8]; /* Statistics.max_value of a 4- or 8-byte column, PLAIN */
+    int max_len;    /* 0: none, or not exact (is_max_value_exact false) */
 };
 
 struct prg {
@@ -89,6 +111,8 @@ struct prg {
 struct pvals {
     uint8_t *slot; /* width 8 or 16 per row */
     uint8_t *isnull;
+    uint8_t *def, *rep; /* nested columns: each value's levels */
+    int64_t n;          /* values (level entries) decoded: rows for a flat column */
     struct ferry_buf data; /* var-width bytes */
     struct ferry_buf dict; /* dictionary: slots (plain decoded), then dict_data */
     struct ferry_buf dict_data;
@@ -105,11 +129,19 @@ struct ferry_parquet_reader {
     void *read_ctx;
     int fd;                 /* open_file: the file, read by ranges; else -1 */
     struct ferry_buf chunk; /* ranged: the column chunk being decoded */
-    int *sel;               /* the columns read, in the row writer's order */
+    int *sel;               /* the top-level fields read (index into tops), in order */
     int nsel;
     struct pvals *vals; /* per file column, allocated at the first group read */
     int ncols;
-    struct pcol *cols;
+    struct pcol *cols; /* the leaf columns */
+    int nnodes;
+    struct pnode *nodes; /* the schema tree in preorder, nodes[0] the root */
+    int ntops;
+    int *tops;           /* the root's children: one ferry field each */
+    int64_t *cur;        /* nested rows: each column's next value */
+    struct ferry_buf json, key; /* one nested value being assembled, a map key */
+    int floor_sel;              /* -1, or the selected field whose value must be > floor */
+    int64_t floor;
     int nrg;
     struct prg *rgs;
     int64_t num_rows;
@@ -382,6 +414,7 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
     c->ptype = -1;
     c->converted = -1;
     c->repetition = 0;
+    c->field_id = -1;
     *children = 0;
     while ((type = tc_field(t, &last, &id)) != 0) {
         switch (id) {
@@ -421,6 +454,9 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
             if (!c->lt) c->precision = v;
             break;
         }
+        case 9:
+            c->field_id = tc_i32(t, type);
+            break;
         case 10:
             if (type == 12) {
                 c->scale = c->precision = 0;
@@ -433,6 +469,31 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
             tc_skip(t, type, 1);
         }
     }
+}
+
+/* Statistics: only max_value (5) of 4- or 8-byte values is kept, and dropped when
+ * is_max_value_exact (7) says it is not exact. The deprecated max (1) is not used: its sort
+ * order was undefined for some types. */
+static void parse_stats(struct tc *t, struct pchunk *k)
+{
+    int16_t last = 0, id;
+    int type;
+    bool exact = true;
+    while ((type = tc_field(t, &last, &id)) != 0) {
+        if (id == 5 && type == 8) {
+            size_t n;
+            const uint8_t *v = tc_binary(t, &n);
+            if (v && (n == 4 || n == 8)) {
+                memcpy(k->max, v, n);
+                k->max_len = (int)n;
+            }
+        } else if (id == 7 && (type == 1 || type == 2)) {
+            exact = type == 1;
+        } else {
+            tc_skip(t, type, 3);
+        }
+    }
+    if (!exact) k->max_len = 0;
 }
 
 static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
@@ -458,6 +519,12 @@ static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
             break;
         case 11:
             k->dict_off = tc_i64(t, type);
+            break;
+        case 12:
+            if (type == 12)
+                parse_stats(t, k);
+            else
+                tc_skip(t, type, 2);
             break;
         default:
             tc_skip(t, type, 2);
@@ -583,6 +650,156 @@ static const uint8_t *range(struct ferry_parquet_reader *r, size_t off, size_t n
     return (const uint8_t *)buf->data;
 }
 
+/* A top-level field read as JSON text: a group, or a REPEATED leaf. */
+static bool top_nested(const struct pnode *nd)
+{
+    return nd->kind != NK_LEAF || nd->repetition == 2;
+}
+
+/* The checks and type mapping of leaf column c (a flat column or a nested field's leaf). */
+static void leaf_check(struct tc *t, struct pcol *c)
+{
+    c->ft = map_type(c);
+    if (c->ptype == PT_INT64 && c->ft == FERRY_TYPE_DECIMAL128 && c->lt != 5 &&
+        !(c->lt == 0 && c->converted == CT_DECIMAL)) {
+        c->u64 = true;
+        c->precision = 20;
+        c->scale = 0;
+    }
+    if (c->ft == 0)
+        tc_fail(t, "unknown physical type");
+    else if (c->converted == CT_INTERVAL || c->lt == 15)
+        tc_fail(t, "INTERVAL and FLOAT16 columns are not supported");
+    else if (c->ft == FERRY_TYPE_DECIMAL128 &&
+             (c->precision < 1 || c->precision > 38 || c->scale < 0 || c->scale > c->precision))
+        tc_fail(t, "decimal precision or scale out of range");
+    else if (c->ptype == PT_FLBA && (c->type_length < 1 || c->type_length > 1 << 20))
+        tc_fail(t, "bad FIXED_LEN_BYTE_ARRAY length");
+    else if (c->ft == FERRY_TYPE_DECIMAL128 && c->ptype == PT_FLBA && c->type_length > 16)
+        tc_fail(t, "decimal wider than 16 bytes");
+}
+
+/* How a group's JSON value is built: LIST and MAP annotations with the shape the spec
+ * gives them (one REPEATED child; a map's holding a key and maybe a value), else a struct. */
+static void classify(struct ferry_parquet_reader *r, const struct pcol *el, const int *kids, int i)
+{
+    struct pnode *nd = &r->nodes[i];
+    const struct pnode *rc = &r->nodes[i + 1];
+    bool one_rep = kids[i] == 1 && rc->repetition == 2;
+    nd->kind = NK_STRUCT;
+    if (one_rep && (el[i].lt == 3 || (el[i].lt == 0 && el[i].converted == 3))) {
+        nd->kind = NK_LIST;
+        /* backward-compatibility rules of LogicalTypes.md: a repeated group with one child is
+         * the 3-level list's middle level unless named "array" or "<list>_tuple" */
+        char tuple[300];
+        snprintf(tuple, sizeof tuple, "%s_tuple", nd->name);
+        bool legacy = rc->kind == NK_LEAF || kids[i + 1] != 1 || !strcmp(rc->name, "array") ||
+                      !strcmp(rc->name, tuple);
+        nd->elem = legacy ? ELEM_SELF : ELEM_CHILD;
+    } else if (one_rep && rc->kind != NK_LEAF && (kids[i + 1] == 1 || kids[i + 1] == 2) &&
+               (el[i].lt == 2 || (el[i].lt == 0 && (el[i].converted == 1 || el[i].converted == 2)))) {
+        nd->kind = NK_MAP;
+    }
+}
+
+/* Builds node i's subtree (elements i.. in preorder) with its levels; leaves become columns.
+ * Returns the index after the subtree, or -1 (t failed or out of memory: *rc). */
+static int build_node(struct ferry_parquet_reader *r, struct tc *t, struct pcol *el,
+                      const int *kids, int n, int i, int depth, const char *path, int *rc)
+{
+    struct pnode *nd = &r->nodes[i];
+    nd->name = el[i].name;
+    nd->field_id = el[i].field_id;
+    el[i].name = NULL;
+    nd->repetition = i == 0 ? 0 : el[i].repetition;
+    if (depth > MAX_DEPTH || nd->repetition < 0 || nd->repetition > 2) {
+        tc_fail(t, depth > MAX_DEPTH ? "schema nested too deep" : "bad repetition type");
+        return -1;
+    }
+    nd->first_leaf = r->ncols;
+    if (i > 0 && kids[i] == 0) { /* a leaf: a column */
+        if (el[i].ptype < 0) {
+            tc_fail(t, "schema element without a type or children");
+            return -1;
+        }
+        struct pcol *c = &r->cols[r->ncols];
+        *c = el[i];
+        c->name = depth > 1 ? ferry_asprintf("%s.%s", path, nd->name) : ferry_strdup(nd->name);
+        if (c->name == NULL) {
+            *rc = oom(r);
+            return -1;
+        }
+        c->max_def = nd->def;
+        c->max_rep = nd->rep;
+        c->nested = depth > 1 || nd->repetition == 2;
+        leaf_check(t, c);
+        r->ncols++;
+        nd->kind = NK_LEAF;
+        nd->nleaves = 1;
+        nd->end = i + 1;
+        return t->bad ? -1 : i + 1;
+    }
+    nd->kind = NK_STRUCT; /* until classified */
+    char *sub = i == 0 ? NULL : depth > 1 ? ferry_asprintf("%s.%s", path, nd->name)
+                                          : ferry_strdup(nd->name);
+    if (i > 0 && sub == NULL) {
+        *rc = oom(r);
+        return -1;
+    }
+    int j = i + 1;
+    for (int k = 0; k < kids[i] && j >= 0; k++) {
+        if (j >= n) {
+            tc_fail(t, "schema children run past the schema list");
+            j = -1;
+            break;
+        }
+        struct pnode *ch = &r->nodes[j];
+        int rep = el[j].repetition;
+        ch->def = nd->def + (rep != 0);
+        ch->rep = nd->rep + (rep == 2);
+        j = build_node(r, t, el, kids, n, j, depth + 1, sub, rc);
+    }
+    ferry_free(sub);
+    if (j < 0) return -1;
+    nd->end = j;
+    nd->nleaves = r->ncols - nd->first_leaf;
+    if (i > 0) classify(r, el, kids, i);
+    return j;
+}
+
+/* The footer's schema list of n elements: the tree, its leaf columns, the top-level
+ * fields (a leaf that is not REPEATED reads as its own type, anything else as JSON). */
+static int parse_schema(struct ferry_parquet_reader *r, struct tc *t, int n, struct ferry_buf *nm)
+{
+    struct pcol *el = ferry_calloc((size_t)n, sizeof *el);
+    int *kids = ferry_calloc((size_t)n, sizeof *kids);
+    r->nodes = ferry_calloc((size_t)n, sizeof *r->nodes);
+    r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
+    r->tops = ferry_calloc((size_t)n, sizeof *r->tops);
+    int rc = el && kids && r->nodes && r->cols && r->tops ? FERRY_OK : oom(r);
+    int got = 0;
+    for (; rc == FERRY_OK && got < n && !t->bad; got++) {
+        ferry_buf_reset(nm);
+        parse_schema_elem(t, &el[got], &kids[got], nm);
+        if (!t->bad && kids[got] < 0) tc_fail(t, "negative child count");
+        if (!t->bad && nm->len == 0) tc_fail(t, "schema element without a name");
+        if (!t->bad && (el[got].name = ferry_strdup(nm->data)) == NULL) rc = oom(r);
+    }
+    if (rc == FERRY_OK && !t->bad) {
+        r->nnodes = n;
+        int end = build_node(r, t, el, kids, n, 0, 0, NULL, &rc);
+        if (end >= 0 && end != n) tc_fail(t, "schema list longer than its tree");
+    }
+    for (int i = 0; el && i < got; i++)
+        ferry_free(el[i].name);
+    ferry_free(el);
+    ferry_free(kids);
+    if (rc != FERRY_OK || t->bad) return rc;
+    for (int j = 1; j < n; j = r->nodes[j].end)
+        r->tops[r->ntops++] = j;
+    return FERRY_OK;
+}
+
 static int parse_footer(struct ferry_parquet_reader *r)
 {
     if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
@@ -610,58 +827,12 @@ static int parse_footer(struct ferry_parquet_reader *r)
             int elem;
             int64_t n = tc_list(&t, &elem);
             if (t.bad) break;
-            if (elem != 12 || n < 1 || have_schema) {
+            if (elem != 12 || n < 1 || n > INT32_MAX / 2 || have_schema) {
                 tc_fail(&t, "bad schema list");
                 break;
             }
             have_schema = true;
-            struct pcol root = {0};
-            int children = 0;
-            parse_schema_elem(&t, &root, &children, &nm);
-            if (t.bad) break;
-            if (children != n - 1) {
-                tc_fail(&t, "nested schemas are not supported (or the schema count is wrong)");
-                break;
-            }
-            r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
-            if (r->cols == NULL) {
-                rc = oom(r);
-                break;
-            }
-            for (int64_t i = 1; i < n && !t.bad; i++) {
-                struct pcol *c = &r->cols[r->ncols];
-                parse_schema_elem(&t, c, &children, &nm);
-                if (t.bad) break;
-                if (children != 0 || c->ptype < 0 || c->repetition == 2) {
-                    tc_fail(&t, "nested or repeated columns are not supported");
-                    break;
-                }
-                if ((c->name = ferry_strdup(nm.data)) == NULL) {
-                    rc = oom(r);
-                    break;
-                }
-                r->ncols++;
-                c->ft = map_type(c);
-                if (c->ptype == PT_INT64 && c->ft == FERRY_TYPE_DECIMAL128 && c->lt != 5 &&
-                    !(c->lt == 0 && c->converted == CT_DECIMAL)) {
-                    c->u64 = true;
-                    c->precision = 20;
-                    c->scale = 0;
-                }
-                if (c->ft == 0)
-                    tc_fail(&t, "unknown physical type");
-                else if (c->converted == CT_INTERVAL || c->lt == 15)
-                    tc_fail(&t, "INTERVAL and FLOAT16 columns are not supported");
-                else if (c->ft == FERRY_TYPE_DECIMAL128 &&
-                         (c->precision < 1 || c->precision > 38 || c->scale < 0 ||
-                          c->scale > c->precision))
-                    tc_fail(&t, "decimal precision or scale out of range");
-                else if (c->ptype == PT_FLBA && (c->type_length < 1 || c->type_length > 1 << 20))
-                    tc_fail(&t, "bad FIXED_LEN_BYTE_ARRAY length");
-                else if (c->ft == FERRY_TYPE_DECIMAL128 && c->ptype == PT_FLBA &&
-                         c->type_length > 16)
-                    tc_fail(&t, "decimal wider than 16 bytes");
-            }
+            rc = parse_schema(r, &t, (int)n, &nm);
         } else if (id == 3) {
             r->num_rows = tc_i64(&t, type);
         } else if (id == 4 && type == 9) {
@@ -692,6 +863,9 @@ static int parse_footer(struct ferry_parquet_reader *r)
     int64_t total = 0;
     for (int i = 0; i < r->nrg; i++)
         total += r->rgs[i].num_rows;
+    /* parquet-rs 0.3 wrote num_rows 0 whatever its row groups held; each group's count is
+     * checked against its column chunks when read, so the groups' sum is used */
+    if (r->num_rows == 0 && total > 0) r->num_rows = total;
     if (total != r->num_rows) return bad(r, foff, "row groups do not add up to num_rows");
     /* a footer that lies about where its chunks are fails here, before any row is read */
     for (int g = 0; g < r->nrg; g++)
@@ -706,8 +880,14 @@ static int parse_footer(struct ferry_parquet_reader *r)
         }
     r->schema = ferry_schema_new();
     if (r->schema == NULL) return oom(r);
-    for (int i = 0; i < r->ncols && rc == FERRY_OK; i++) {
-        const struct pcol *c = &r->cols[i];
+    for (int i = 0; i < r->ntops && rc == FERRY_OK; i++) {
+        const struct pnode *nd = &r->nodes[r->tops[i]];
+        if (top_nested(nd)) {
+            rc = ferry_schema_add_field(r->schema, nd->name, FERRY_TYPE_JSON, nd->repetition == 1,
+                                        r->err);
+            continue;
+        }
+        const struct pcol *c = &r->cols[nd->first_leaf];
         rc = ferry_schema_add_field(r->schema, c->name, c->ft, c->repetition != 0, r->err);
         if (rc == FERRY_OK && c->ft == FERRY_TYPE_DECIMAL128) {
             r->schema->fields[i].precision = c->precision;
@@ -1157,15 +1337,15 @@ static int page_header(struct ferry_parquet_reader *r, const uint8_t *at, size_t
     return FERRY_OK;
 }
 
-/* Room for `rows` values; grows as pages arrive so that a footer's claimed row count
- * allocates nothing by itself. */
-static int grow(struct ferry_parquet_reader *r, struct pvals *v, int64_t rows, int w)
+/* Room for `rows` values (and their levels when `lv`); grows as pages arrive so that a
+ * footer's claimed row count allocates nothing by itself. */
+static int grow(struct ferry_parquet_reader *r, struct pvals *v, int64_t rows, int w, bool lv)
 {
-    if (rows <= v->cap && v->slot != NULL) return FERRY_OK;
+    if (rows <= v->cap && v->slot != NULL && (!lv || v->def != NULL)) return FERRY_OK;
     if (rows > MAX_GROUP_ROWS)
         return ferry_error_set(r->err, FERRY_EUNSUPPORTED, "parquet",
-                               "parquet: %s: a row group of more than %lld rows", r->name,
-                               (long long)MAX_GROUP_ROWS);
+                               "parquet: %s: a row group of more than %lld values in a column",
+                               r->name, (long long)MAX_GROUP_ROWS);
     int64_t cap = v->cap ? v->cap : 1024;
     while (cap < rows)
         cap *= 2;
@@ -1176,6 +1356,12 @@ static int grow(struct ferry_parquet_reader *r, struct pvals *v, int64_t rows, i
     uint8_t *nl = ferry_realloc(v->isnull, (size_t)cap);
     if (nl == NULL) return oom(r);
     v->isnull = nl;
+    if (lv) {
+        if ((nl = ferry_realloc(v->def, (size_t)cap)) == NULL) return oom(r);
+        v->def = nl;
+        if ((nl = ferry_realloc(v->rep, (size_t)cap)) == NULL) return oom(r);
+        v->rep = nl;
+    }
     v->cap = cap;
     return FERRY_OK;
 }
@@ -1213,38 +1399,55 @@ static int dict_page(struct ferry_parquet_reader *r, const struct pcol *c, const
     return rc;
 }
 
-/* Where a data page's values ([*vp, *ve)) and definition levels ([*dp, *de), NULL for a
- * required column) are, once decompressed (v1: both compressed together after a 4-byte
- * level length; v2: levels uncompressed first). */
+/* A data page's parts, once decompressed: values [vp, ve), repetition levels [rp, re) and
+ * definition levels [dp, de) (NULL when the column has none). */
+struct pparts {
+    const uint8_t *vp, *ve, *rp, *re, *dp, *de;
+};
+
+/* v1 levels: a 4-byte length, then the hybrid runs; advances *at. */
+static int v1_levels(struct ferry_parquet_reader *r, const uint8_t **at, const uint8_t *end,
+                     const uint8_t **lp, const uint8_t **le, size_t body)
+{
+    if (end - *at < 4) return bad(r, body, "levels truncated");
+    size_t dl = le32(*at);
+    if (dl > (size_t)(end - *at - 4)) return bad(r, body, "levels longer than the page");
+    *lp = *at + 4;
+    *le = *lp + dl;
+    *at = *le;
+    return FERRY_OK;
+}
+
+/* Where a data page's values and levels are (v1: all compressed together, each level run
+ * after a 4-byte length, repetition first; v2: levels uncompressed before the values). */
 static int page_parts(struct ferry_parquet_reader *r, const struct pcol *c, const struct pchunk *k,
                       const struct phdr *h, const uint8_t *in, size_t body, size_t pos,
-                      const uint8_t **vp, const uint8_t **ve, const uint8_t **dp,
-                      const uint8_t **de)
+                      struct pparts *pp)
 {
-    *dp = *de = NULL;
+    memset(pp, 0, sizeof *pp);
     int rc;
     if (h->type == PAGE_DATA) {
         if ((rc = decompress(r, k->codec, in, (size_t)h->csize, (size_t)h->usize, body, &r->page)))
             return rc;
-        *vp = (const uint8_t *)r->page.data;
-        *ve = *vp + r->page.len;
-        if (c->repetition != 1) return FERRY_OK;
-        if (*ve - *vp < 4) return bad(r, body, "definition levels truncated");
-        size_t dl = le32(*vp);
-        if (dl > (size_t)(*ve - *vp - 4))
-            return bad(r, body, "definition levels longer than the page");
-        *dp = *vp + 4;
-        *de = *dp + dl;
-        *vp = *de;
+        pp->vp = (const uint8_t *)r->page.data;
+        pp->ve = pp->vp + r->page.len;
+        if (c->max_rep > 0 && (rc = v1_levels(r, &pp->vp, pp->ve, &pp->rp, &pp->re, body)))
+            return rc;
+        if (c->max_def > 0 && (rc = v1_levels(r, &pp->vp, pp->ve, &pp->dp, &pp->de, body)))
+            return rc;
         return FERRY_OK;
     }
     if (h->def_len < 0 || h->rep_len < 0 || h->def_len + h->rep_len > h->csize ||
         h->def_len + h->rep_len > h->usize)
         return bad(r, pos, "v2 level lengths out of range");
     size_t lv = (size_t)(h->rep_len + h->def_len);
-    if (c->repetition == 1) {
-        *dp = in + h->rep_len;
-        *de = *dp + h->def_len;
+    if (c->max_rep > 0) {
+        pp->rp = in;
+        pp->re = in + h->rep_len;
+    }
+    if (c->max_def > 0) {
+        pp->dp = in + h->rep_len;
+        pp->de = pp->dp + h->def_len;
     }
     if (h->v2_compressed)
         rc = decompress(r, k->codec, in + lv, (size_t)h->csize - lv,
@@ -1253,24 +1456,36 @@ static int page_parts(struct ferry_parquet_reader *r, const struct pcol *c, cons
         rc = decompress(r, CODEC_NONE, in + lv, (size_t)h->csize - lv, (size_t)h->csize - lv,
                         body + lv, &r->page);
     if (rc) return rc;
-    *vp = (const uint8_t *)r->page.data;
-    *ve = *vp + r->page.len;
+    pp->vp = (const uint8_t *)r->page.data;
+    pp->ve = pp->vp + r->page.len;
     return FERRY_OK;
 }
 
-/* n definition levels (0 or 1) into nul[]; *nn: how many values are present. */
-static int def_levels(struct ferry_parquet_reader *r, const uint8_t *dp, const uint8_t *de,
-                      int64_t n, uint32_t **idx, uint8_t *nul, int64_t *nn, size_t body)
+static int level_width(int max)
+{
+    int w = 0;
+    while (w < 31 && (1 << w) <= max)
+        w++;
+    return w;
+}
+
+/* n levels of at most max from [lp, le) into out (uint8, may be NULL). With nul (definition
+ * levels): nul[i] = level < max, *nn = how many values are present. */
+static int levels(struct ferry_parquet_reader *r, const uint8_t *lp, const uint8_t *le, int max,
+                  int64_t n, uint32_t **idx, uint8_t *out, uint8_t *nul, int64_t *nn, size_t body)
 {
     int rc = idx_room(r, idx, n);
-    if (rc == FERRY_OK) rc = hybrid(r, dp, de, 1, *idx, n, body);
+    if (rc == FERRY_OK) rc = hybrid(r, lp, le, level_width(max), *idx, n, body);
     if (rc) return rc;
-    *nn = 0;
+    int64_t present = 0;
     for (int64_t i = 0; i < n; i++) {
-        if ((*idx)[i] > 1) return bad(r, body, "definition level above 1");
-        nul[i] = (*idx)[i] == 0;
-        *nn += (*idx)[i];
+        uint32_t l = (*idx)[i];
+        if (l > (uint32_t)max) return bad(r, body, "level above the column's maximum");
+        if (out) out[i] = (uint8_t)l;
+        if (nul) nul[i] = l < (uint32_t)max;
+        present += l == (uint32_t)max;
     }
+    if (nn) *nn = present;
     return FERRY_OK;
 }
 
@@ -1387,29 +1602,53 @@ static void spread(uint8_t *slots, const uint8_t *dst, const uint8_t *nul, int64
     }
 }
 
-/* One data page (v1 or v2) of a chunk: its rows from `row` on into v. */
+/* One data page (v1 or v2) of a chunk: its values from entry `row` on into v (an entry is
+ * a row of a flat column, a level entry of a nested one; `total` of them in the chunk). */
 static int data_page(struct ferry_parquet_reader *r, const struct pcol *c, const struct pchunk *k,
                      const struct phdr *h, const uint8_t *in, size_t body, size_t pos, int64_t row,
-                     int64_t nrows, struct pvals *v, uint32_t **idx)
+                     int64_t total, struct pvals *v, uint32_t **idx)
 {
     if (h->type != PAGE_DATA && h->type != PAGE_DATA_V2) return bad(r, pos, "unknown page type");
-    if (h->num_values > nrows - row)
+    if (h->num_values > total - row)
         return bad(r, pos, "page holds more values than the row group");
     int w = slot_width(c->ft);
-    const uint8_t *vp = NULL, *ve = NULL, *dp = NULL, *de = NULL;
-    int rc = page_parts(r, c, k, h, in, body, pos, &vp, &ve, &dp, &de);
+    struct pparts pp;
+    int rc = page_parts(r, c, k, h, in, body, pos, &pp);
     int64_t n = h->num_values, nn = n;
-    if (rc == FERRY_OK) rc = grow(r, v, row + n, w);
+    if (rc == FERRY_OK) rc = grow(r, v, row + n, w, c->nested);
     if (rc) return rc;
     uint8_t *nul = v->isnull + row;
     memset(nul, 0, (size_t)n);
-    if (dp && (rc = def_levels(r, dp, de, n, idx, nul, &nn, body))) return rc;
+    if (pp.rp && (rc = levels(r, pp.rp, pp.re, c->max_rep, n, idx, v->rep + row, NULL, NULL, body)))
+        return rc;
+    if (pp.dp && (rc = levels(r, pp.dp, pp.de, c->max_def, n, idx, c->nested ? v->def + row : NULL,
+                              nul, &nn, body)))
+        return rc;
+    if (c->nested && !pp.dp) memset(v->def + row, 0, (size_t)n);
+    if (c->nested && !pp.rp) memset(v->rep + row, 0, (size_t)n);
     /* decode nn values into the tail of the page's slots, then spread over non-nulls */
     uint8_t *slots = v->slot + row * w;
     uint8_t *dst = slots + (n - nn) * w;
-    rc = decode_values(r, c, h, vp, ve, nn, dst, v, idx, body, pos);
+    rc = decode_values(r, c, h, pp.vp, pp.ve, nn, dst, v, idx, body, pos);
     if (rc == FERRY_OK && nn < n) spread(slots, dst, nul, n, w);
     return rc;
+}
+
+/* A nested column's entries must make up the group's rows: the first starts a row
+ * (repetition level 0) and nrows of them do. */
+static int count_rows(struct ferry_parquet_reader *r, const struct pcol *c, const struct pvals *v,
+                      int64_t nrows, size_t pos)
+{
+    int64_t rows = 0;
+    for (int64_t i = 0; i < v->n; i++)
+        rows += v->rep[i] == 0;
+    if (rows != nrows || (v->n > 0 && v->rep[0] != 0)) {
+        char why[160];
+        snprintf(why, sizeof why, "column %.80s holds %" PRId64 " rows, its row group %" PRId64,
+                 c->name, rows, nrows);
+        return bad(r, pos, why);
+    }
+    return FERRY_OK;
 }
 
 static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchunk *k, int64_t nrows,
@@ -1422,16 +1661,19 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
     if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
         (uint64_t)k->size > r->n - 8 - (uint64_t)start)
         return bad(r, (size_t)(start < 0 ? 0 : start), "column chunk outside the file");
-    if (k->num_values != nrows)
+    /* a nested column holds one entry per value or empty/null level, at least one a row */
+    int64_t total = c->nested ? k->num_values : nrows;
+    if (c->nested ? k->num_values < nrows : k->num_values != nrows)
         return bad(r, (size_t)start, "column chunk value count differs from the row group");
     size_t pos = (size_t)start, end = (size_t)(start + k->size);
     const uint8_t *cp = range(r, pos, (size_t)k->size, &r->chunk); /* cp[0] is byte `start` */
     if (cp == NULL) return r->err->code;
     int64_t row = 0;
     v->dict_n = -1;
+    v->n = 0;
     uint32_t *idx = NULL;
     int rc = FERRY_OK;
-    while (rc == FERRY_OK && row < nrows) {
+    while (rc == FERRY_OK && row < total) {
         if (pos >= end) {
             rc = bad(r, pos, "column chunk ends before all its values");
             break;
@@ -1443,19 +1685,325 @@ static int read_chunk(struct ferry_parquet_reader *r, int ci, const struct pchun
         if (h.type == PAGE_DICT) {
             rc = dict_page(r, c, k, &h, in, body, pos, row, v);
         } else if (h.type != PAGE_INDEX) {
-            rc = data_page(r, c, k, &h, in, body, pos, row, nrows, v, &idx);
+            rc = data_page(r, c, k, &h, in, body, pos, row, total, v, &idx);
             row += h.num_values;
         }
         pos = body + (size_t)h.csize;
     }
     ferry_free(idx);
+    v->n = row;
+    if (rc == FERRY_OK && c->nested) rc = count_rows(r, c, v, nrows, (size_t)start);
     return rc;
+}
+
+/* ---- nested fields as JSON ------------------------------------------------------------
+ *
+ * Record assembly from the levels (the Dremel scheme the spec describes): each column of a
+ * nested field has a cursor at its next entry; a node's presence is read from the
+ * definition level of its first column, a repeated node's next instance from that column's
+ * repetition level. A node that is null or an empty list holds exactly one entry in each
+ * of its columns; a present one consumes all entries of its instance. Every cursor is
+ * checked against its column's entry count, so inconsistent levels are an error, never a
+ * read outside the arrays. */
+
+static int lvl_bad(struct ferry_parquet_reader *r, int leaf)
+{
+    return ferry_error_set(r->err, FERRY_EINVAL, "parquet",
+                           "column %s: repetition and definition levels do not match the schema",
+                           r->cols[leaf].name);
+}
+
+/* The current entry of the node's first column, or -1 past its end. */
+static int64_t at(struct ferry_parquet_reader *r, const struct pnode *nd)
+{
+    int l = nd->first_leaf;
+    if (nd->nleaves < 1 || r->cur[l] >= r->vals[l].n) return -1;
+    return r->cur[l];
+}
+
+static int skip_node(struct ferry_parquet_reader *r, const struct pnode *nd)
+{
+    for (int l = nd->first_leaf; l < nd->first_leaf + nd->nleaves; l++) {
+        if (r->cur[l] >= r->vals[l].n) return lvl_bad(r, l);
+        r->cur[l]++;
+    }
+    return FERRY_OK;
+}
+
+/* A leaf's value as JSON: numbers, true/false, strings; dates, times and timestamps as
+ * their ISO text, binary as "\\x" hex, NaN and infinities as strings. */
+static int json_leaf(struct ferry_parquet_reader *r, int leaf)
+{
+    const struct pcol *c = &r->cols[leaf];
+    const struct pvals *v = &r->vals[leaf];
+    int64_t i = r->cur[leaf]++;
+    struct ferry_buf *b = &r->json;
+    const uint8_t *s = v->slot + i * slot_width(c->ft);
+    char t[64];
+    int64_t x;
+    uint64_t u;
+    double d;
+    struct ferry_decimal128 dec;
+    int n = -1;
+    memcpy(&x, s, 8);
+    switch (c->ft) {
+    case FERRY_TYPE_BOOL:
+        return ferry_buf_printf(b, "%s", x ? "true" : "false");
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        memcpy(&d, s, 8);
+        n = ferry__files_float_text(d, c->ft == FERRY_TYPE_FLOAT32, t, sizeof t);
+        if (isnan(d) || isinf(d)) return ferry_buf_json_string(b, t, (size_t)n);
+        return ferry_buf_append(b, t, (size_t)n);
+    case FERRY_TYPE_DECIMAL128:
+        memcpy(&dec, s, 16);
+        n = ferry_decimal128_to_text(dec, c->scale, t, sizeof t);
+        return n < 0 ? lvl_bad(r, leaf) : ferry_buf_append(b, t, (size_t)n);
+    case FERRY_TYPE_UUID:
+        n = ferry_uuid_to_text(s, t, sizeof t);
+        break;
+    case FERRY_TYPE_DATE32:
+        n = ferry_date32_to_text((int32_t)x, t, sizeof t);
+        break;
+    case FERRY_TYPE_TIME64_US:
+        n = ferry_time64_to_text(x, t, sizeof t);
+        break;
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        n = ferry_timestamp_to_text(x, c->ft == FERRY_TYPE_TIMESTAMPTZ_US, t, sizeof t);
+        break;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_JSON:
+        memcpy(&u, s, 8);
+        return ferry_buf_json_string(b, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
+    case FERRY_TYPE_BINARY: {
+        memcpy(&u, s, 8);
+        const uint8_t *p = (const uint8_t *)v->data.data + (u & UINT32_MAX);
+        ferry_buf_append(b, "\"\\\\x", 4);
+        for (size_t k = 0; k < (size_t)(u >> 32); k++)
+            ferry_buf_printf(b, "%02x", p[k]);
+        return ferry_buf_append(b, "\"", 1);
+    }
+    default:
+        return ferry_buf_printf(b, "%" PRId64, x);
+    }
+    if (n < 0)
+        return ferry_error_set(r->err, FERRY_EINVAL, "parquet",
+                               "column %s: a value out of its type's range", c->name);
+    return ferry_buf_json_string(b, t, (size_t)n);
+}
+
+static int json_value(struct ferry_parquet_reader *r, int i);
+static int json_child(struct ferry_parquet_reader *r, int i);
+
+/* A REQUIRED or OPTIONAL node of a present parent: null, or its value. */
+static int json_field(struct ferry_parquet_reader *r, int i)
+{
+    const struct pnode *nd = &r->nodes[i];
+    int64_t e = at(r, nd);
+    if (e < 0) return lvl_bad(r, nd->first_leaf);
+    if (nd->repetition == 1 && r->vals[nd->first_leaf].def[e] < nd->def) {
+        ferry_buf_append(&r->json, "null", 4);
+        return skip_node(r, nd);
+    }
+    return json_value(r, i);
+}
+
+/* A map entry's key as a JSON object key: a string as it is, anything else as its text. */
+static int json_key(struct ferry_parquet_reader *r, int i)
+{
+    size_t from = r->json.len;
+    int rc = json_field(r, i);
+    if (rc || r->json.len == from || r->json.data[from] == '"') return rc;
+    ferry_buf_reset(&r->key);
+    ferry_buf_append(&r->key, r->json.data + from, r->json.len - from);
+    if (ferry_buf_failed(&r->key)) return oom(r);
+    r->json.len = from;
+    return ferry_buf_json_string(&r->json, r->key.data, r->key.len);
+}
+
+/* The instances of REPEATED node i, as an array of `mode` elements (ELEM_SELF: the node's
+ * own value; ELEM_CHILD: its only child's) or an object of map entries (ELEM_MAP). */
+static int json_repeated(struct ferry_parquet_reader *r, int i, int mode)
+{
+    const struct pnode *nd = &r->nodes[i];
+    int64_t e = at(r, nd);
+    if (e < 0) return lvl_bad(r, nd->first_leaf);
+    const struct pvals *v = &r->vals[nd->first_leaf];
+    bool map = mode == ELEM_MAP;
+    ferry_buf_append(&r->json, map ? "{" : "[", 1);
+    if (v->def[e] < nd->def) { /* empty */
+        ferry_buf_append(&r->json, map ? "}" : "]", 1);
+        return skip_node(r, nd);
+    }
+    int rc = FERRY_OK;
+    for (bool first = true; rc == FERRY_OK; first = false) {
+        if (!first) ferry_buf_append(&r->json, ",", 1);
+        if (mode == ELEM_SELF) {
+            rc = json_value(r, i);
+        } else if (mode == ELEM_CHILD) {
+            rc = json_child(r, i + 1);
+        } else {
+            int k = i + 1, val = r->nodes[k].end;
+            rc = json_key(r, k);
+            ferry_buf_append(&r->json, ":", 1);
+            if (rc == FERRY_OK && val < nd->end)
+                rc = json_child(r, val);
+            else if (rc == FERRY_OK)
+                ferry_buf_append(&r->json, "null", 4);
+        }
+        e = at(r, nd);
+        if (e < 0 || v->rep[e] != nd->rep) break;
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_append(&r->json, map ? "}" : "]", 1);
+    return rc;
+}
+
+static int json_child(struct ferry_parquet_reader *r, int i)
+{
+    if (r->nodes[i].repetition == 2) return json_repeated(r, i, ELEM_SELF);
+    return json_field(r, i);
+}
+
+/* Node i, present: a leaf's value, a list, a map or a struct's object. */
+static int json_value(struct ferry_parquet_reader *r, int i)
+{
+    const struct pnode *nd = &r->nodes[i];
+    if (nd->kind == NK_LEAF) {
+        int64_t e = at(r, nd);
+        if (e < 0 || r->vals[nd->first_leaf].isnull[e]) return lvl_bad(r, nd->first_leaf);
+        return json_leaf(r, nd->first_leaf);
+    }
+    if (nd->kind == NK_LIST) return json_repeated(r, i + 1, nd->elem);
+    if (nd->kind == NK_MAP) return json_repeated(r, i + 1, ELEM_MAP);
+    int rc = ferry_buf_append(&r->json, "{", 1);
+    for (int k = i + 1; k < nd->end && rc == FERRY_OK; k = r->nodes[k].end) {
+        if (k > i + 1) ferry_buf_append(&r->json, ",", 1);
+        ferry_buf_json_string(&r->json, r->nodes[k].name, strlen(r->nodes[k].name));
+        ferry_buf_append(&r->json, ":", 1);
+        rc = json_child(r, k);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_append(&r->json, "}", 1);
+    return rc;
+}
+
+/* Whether every column of top-level node i sits at a row's start (or at its end). */
+static int row_boundary(struct ferry_parquet_reader *r, const struct pnode *nd, bool end_ok)
+{
+    for (int l = nd->first_leaf; l < nd->first_leaf + nd->nleaves; l++) {
+        const struct pvals *v = &r->vals[l];
+        int64_t e = r->cur[l];
+        if (e > v->n || (e == v->n && !end_ok) || (e < v->n && v->rep[e] != 0))
+            return lvl_bad(r, l);
+    }
+    return FERRY_OK;
+}
+
+/* Writes one row's value of nested top-level node i (JSON text, or null); skip: only
+ * moves the cursors past the row. */
+static int json_row(struct ferry_parquet_reader *r, int i, bool skip, struct ferry_row_writer *rw)
+{
+    const struct pnode *nd = &r->nodes[i];
+    int rc = row_boundary(r, nd, false);
+    if (rc) return rc;
+    if (skip) {
+        for (int l = nd->first_leaf; l < nd->first_leaf + nd->nleaves; l++)
+            do
+                r->cur[l]++;
+            while (r->cur[l] < r->vals[l].n && r->vals[l].rep[r->cur[l]] != 0);
+        return FERRY_OK;
+    }
+    ferry_buf_reset(&r->json);
+    bool null = nd->repetition == 1 && r->vals[nd->first_leaf].def[at(r, nd)] < nd->def;
+    if (null)
+        rc = skip_node(r, nd);
+    else if (nd->repetition == 2)
+        rc = json_repeated(r, i, ELEM_SELF);
+    else
+        rc = json_value(r, i);
+    if (rc == FERRY_OK) rc = row_boundary(r, nd, true);
+    if (rc == FERRY_OK && ferry_buf_failed(&r->json)) rc = oom(r);
+    if (rc) return rc;
+    if (null)
+        ferry_rw_null(rw);
+    else
+        ferry_rw_text(rw, r->json.data, r->json.len);
+    return FERRY_OK;
 }
 
 /* ---- rows ------------------------------------------------------------------------------- */
 
-/* Decodes the selected columns of group g, then writes its rows from `skip` on. With
- * offsets, each row's position is its 1-based index in the group. */
+/* One row's value of flat column c into rw. */
+static void flat_value(const struct pcol *c, const struct pvals *v, int64_t row,
+                       struct ferry_row_writer *rw)
+{
+    const uint8_t *s = v->slot + row * slot_width(c->ft);
+    if (v->isnull[row]) {
+        ferry_rw_null(rw);
+        return;
+    }
+    int64_t x;
+    uint64_t u;
+    double d;
+    struct ferry_decimal128 dec;
+    switch (c->ft) {
+    case FERRY_TYPE_BOOL:
+        memcpy(&x, s, 8);
+        ferry_rw_bool(rw, x != 0);
+        break;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        memcpy(&d, s, 8);
+        ferry_rw_float(rw, d);
+        break;
+    case FERRY_TYPE_DECIMAL128:
+        memcpy(&dec, s, 16);
+        ferry_rw_dec128(rw, dec);
+        break;
+    case FERRY_TYPE_UUID:
+        ferry_rw_fixed(rw, s, 16);
+        break;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_JSON:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_DECIMAL_TEXT:
+        memcpy(&u, s, 8);
+        ferry_rw_text(rw, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
+        break;
+    default:
+        memcpy(&x, s, 8);
+        ferry_rw_int(rw, x);
+        break;
+    }
+}
+
+/* Without a floor every row; else whether the row's floor field is present and above it. */
+static bool above_floor(const struct ferry_parquet_reader *r, int64_t row)
+{
+    if (r->floor_sel < 0) return true;
+    int leaf = r->nodes[r->tops[r->sel[r->floor_sel]]].first_leaf;
+    const struct pvals *v = &r->vals[leaf];
+    int64_t x;
+    if (v->isnull[row]) return false;
+    memcpy(&x, v->slot + row * 8, 8);
+    return x > r->floor;
+}
+
+static int alloc_vals(struct ferry_parquet_reader *r)
+{
+    if (r->vals != NULL) return FERRY_OK;
+    r->vals = ferry_calloc((size_t)r->ncols, sizeof *r->vals);
+    if (r->vals == NULL) return oom(r);
+    for (int i = 0; i < r->ncols; i++) {
+        ferry_buf_init(&r->vals[i].data, 0);
+        ferry_buf_init(&r->vals[i].dict, 0);
+        ferry_buf_init(&r->vals[i].dict_data, 0);
+    }
+    return FERRY_OK;
+}
+
+/* Decodes the columns of the selected fields of group g, then writes its rows from `skip`
+ * on. With offsets, each row's position is its 1-based index in the group. */
 static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool offsets,
                       struct ferry_row_writer *rw, struct ferry_error *err)
 {
@@ -1468,67 +2016,34 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
     if (g < 0 || g >= r->nrg)
         return ferry_error_set(err, FERRY_EINVAL, "parquet", "parquet: %s: no row group %d",
                                r->name, g);
-    if (r->vals == NULL) {
-        r->vals = ferry_calloc((size_t)r->ncols, sizeof *r->vals);
-        if (r->vals == NULL) return oom(r);
-        for (int i = 0; i < r->ncols; i++) {
-            ferry_buf_init(&r->vals[i].data, 0);
-            ferry_buf_init(&r->vals[i].dict, 0);
-            ferry_buf_init(&r->vals[i].dict_data, 0);
-        }
-    }
+    int rc = alloc_vals(r);
     const struct prg *pg = &r->rgs[g];
     struct pvals *vals = r->vals;
-    int rc = FERRY_OK;
     for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
-        int i = r->sel[j];
-        ferry_buf_reset(&vals[i].data);
-        rc = read_chunk(r, i, &pg->cols[i], pg->num_rows, &vals[i]);
-    }
-    for (int64_t row = skip < 0 ? 0 : skip; row < pg->num_rows && rc == FERRY_OK; row++) {
-        ferry_rw_begin(rw, FERRY_OP_INSERT);
-        for (int j = 0; j < r->nsel; j++) {
-            const struct pcol *c = &r->cols[r->sel[j]];
-            const struct pvals *v = &vals[r->sel[j]];
-            const uint8_t *s = v->slot + row * slot_width(c->ft);
-            if (v->isnull[row]) {
-                ferry_rw_null(rw);
-                continue;
-            }
-            int64_t x;
-            uint64_t u;
-            double d;
-            struct ferry_decimal128 dec;
-            switch (c->ft) {
-            case FERRY_TYPE_BOOL:
-                memcpy(&x, s, 8);
-                ferry_rw_bool(rw, x != 0);
-                break;
-            case FERRY_TYPE_FLOAT32:
-            case FERRY_TYPE_FLOAT64:
-                memcpy(&d, s, 8);
-                ferry_rw_float(rw, d);
-                break;
-            case FERRY_TYPE_DECIMAL128:
-                memcpy(&dec, s, 16);
-                ferry_rw_dec128(rw, dec);
-                break;
-            case FERRY_TYPE_UUID:
-                ferry_rw_fixed(rw, s, 16);
-                break;
-            case FERRY_TYPE_UTF8:
-            case FERRY_TYPE_JSON:
-            case FERRY_TYPE_BINARY:
-            case FERRY_TYPE_DECIMAL_TEXT:
-                memcpy(&u, s, 8);
-                ferry_rw_text(rw, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
-                break;
-            default:
-                memcpy(&x, s, 8);
-                ferry_rw_int(rw, x);
-                break;
-            }
+        const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
+        for (int i = nd->first_leaf; i < nd->first_leaf + nd->nleaves && rc == FERRY_OK; i++) {
+            ferry_buf_reset(&vals[i].data);
+            r->cur[i] = 0;
+            rc = read_chunk(r, i, &pg->cols[i], pg->num_rows, &vals[i]);
         }
+    }
+    skip = skip < 0 ? 0 : skip;
+    for (int64_t row = 0; row < pg->num_rows && rc == FERRY_OK; row++) {
+        bool write = row >= skip && above_floor(r, row);
+        if (write) ferry_rw_begin(rw, FERRY_OP_INSERT);
+        for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
+            int top = r->tops[r->sel[j]];
+            const struct pnode *nd = &r->nodes[top];
+            if (top_nested(nd))
+                rc = json_row(r, top, !write, rw);
+            else if (write)
+                flat_value(&r->cols[nd->first_leaf], &vals[nd->first_leaf], row, rw);
+        }
+        if (rc != FERRY_OK) {
+            ferry_error_prefix(err, "parquet: %s: row group %d row %" PRId64, r->name, g, row);
+            break;
+        }
+        if (!write) continue;
         if (offsets) ferry_rw_set_offset(rw, row + 1);
         rc = ferry_rw_end(rw, err);
         /* a value the row writer refuses (an INT32 out of an INTEGER(8)'s range) */
@@ -1553,6 +2068,83 @@ int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int6
     return read_group(r, g, skip, true, rw, err);
 }
 
+int ferry__parquet_reader_find_id(const struct ferry_parquet_reader *r, int32_t id, bool *any)
+{
+    int found = -1;
+    *any = false;
+    for (int i = 0; r && i < r->ntops; i++) {
+        int32_t fid = r->nodes[r->tops[i]].field_id;
+        *any = *any || fid >= 0;
+        if (fid >= 0 && fid == id && found < 0) found = i;
+    }
+    return found;
+}
+
+/* A flat top-level field whose values are ordered as signed integers in ferry and in the
+ * file's statistics (signed INTEGER/DATE/TIMESTAMP on INT32/INT64), or NULL. */
+static const struct pcol *ordered_int(const struct ferry_parquet_reader *r, const char *field,
+                                      int *top)
+{
+    *top = ferry_schema_find(r->schema, field);
+    if (*top < 0) return NULL;
+    const struct pnode *nd = &r->nodes[r->tops[*top]];
+    if (top_nested(nd)) return NULL;
+    const struct pcol *c = &r->cols[nd->first_leaf];
+    bool unsigned_int = (c->lt == 10 && !c->lt_signed) ||
+                        (c->lt == 0 && c->converted >= CT_UINT_8 && c->converted <= CT_UINT_64);
+    bool kind = c->ft == FERRY_TYPE_INT8 || c->ft == FERRY_TYPE_INT16 ||
+                c->ft == FERRY_TYPE_INT32 || c->ft == FERRY_TYPE_INT64 ||
+                c->ft == FERRY_TYPE_DATE32 || c->ft == FERRY_TYPE_TIMESTAMP_US ||
+                c->ft == FERRY_TYPE_TIMESTAMPTZ_US;
+    if (!kind || unsigned_int || (c->ptype != PT_INT32 && c->ptype != PT_INT64)) return NULL;
+    return c;
+}
+
+bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *max)
+{
+    int top;
+    const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
+    if (c == NULL) return false;
+    const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
+    if (k->max_len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
+    uint8_t slot[16];
+    struct ferry_error e = {0};
+    struct ferry_error *keep = r->err;
+    r->err = &e; /* a maximum plain() refuses (a nanosecond remainder) is just not usable */
+    int rc = plain(r, c, k->max, k->max + k->max_len, 1, slot, NULL, 0);
+    r->err = keep;
+    if (rc != FERRY_OK) return false;
+    memcpy(max, slot, 8);
+    return true;
+}
+
+int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *field,
+                                    int64_t floor, struct ferry_error *err)
+{
+    int top = ferry_schema_find(r->schema, field);
+    const struct pcol *c = NULL;
+    if (top >= 0 && !top_nested(&r->nodes[r->tops[top]])) {
+        c = &r->cols[r->nodes[r->tops[top]].first_leaf];
+        enum ferry_type t = c->ft;
+        if (t != FERRY_TYPE_INT8 && t != FERRY_TYPE_INT16 && t != FERRY_TYPE_INT32 &&
+            t != FERRY_TYPE_INT64 && t != FERRY_TYPE_DATE32 && t != FERRY_TYPE_TIMESTAMP_US &&
+            t != FERRY_TYPE_TIMESTAMPTZ_US)
+            c = NULL;
+    }
+    int j = 0;
+    while (c && j < r->nsel && r->sel[j] != top)
+        j++;
+    if (c == NULL || j == r->nsel)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet",
+                               "parquet: %s: column \"%s\" is not a selected integer, date or "
+                               "timestamp column (a cursor)",
+                               r->name, field);
+    r->floor_sel = j;
+    r->floor = floor;
+    return FERRY_OK;
+}
+
 int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r)
 {
     return r ? r->nrg : 0;
@@ -1566,6 +2158,9 @@ int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, i
 int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *const *names, int n,
                                  struct ferry_error *err)
 {
+    if (n > r->ntops)
+        return ferry_error_set(err, FERRY_EINVAL, "parquet", "parquet: %s: %d columns selected of %d",
+                               r->name, n, r->ntops);
     for (int j = 0; j < n; j++) {
         int f = ferry_schema_find(r->schema, names[j]);
         if (f < 0)
@@ -1574,6 +2169,7 @@ int ferry__parquet_reader_select(struct ferry_parquet_reader *r, const char *con
         r->sel[j] = f;
     }
     r->nsel = n;
+    r->floor_sel = -1;
     return FERRY_OK;
 }
 
@@ -1588,20 +2184,24 @@ static int open_common(struct ferry_parquet_reader *r, const char *name,
     ferry_buf_init(&r->lens, 0);
     ferry_buf_init(&r->lens2, 0);
     ferry_buf_init(&r->chunk, 0);
+    ferry_buf_init(&r->json, 0);
+    ferry_buf_init(&r->key, 0);
     if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
         ferry__parquet_reader_free(r);
         return ferry_error_set(err, FERRY_ENOMEM, "parquet", "out of memory");
     }
     int rc = parse_footer(r);
-    if (rc == FERRY_OK && (r->sel = ferry_calloc((size_t)r->ncols, sizeof *r->sel)) == NULL)
+    if (rc == FERRY_OK && ((r->sel = ferry_calloc((size_t)r->ntops, sizeof *r->sel)) == NULL ||
+                           (r->cur = ferry_calloc((size_t)r->ncols, sizeof *r->cur)) == NULL))
         rc = oom(r);
     if (rc != FERRY_OK) {
         ferry__parquet_reader_free(r);
         return rc;
     }
-    for (int i = 0; i < r->ncols; i++)
+    for (int i = 0; i < r->ntops; i++)
         r->sel[i] = i;
-    r->nsel = r->ncols;
+    r->nsel = r->ntops;
+    r->floor_sel = -1;
     *out = r;
     return FERRY_OK;
 }
@@ -1688,6 +2288,13 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     for (int i = 0; i < r->ncols; i++)
         ferry_free(r->cols[i].name);
     ferry_free(r->cols);
+    for (int i = 0; i < r->nnodes; i++)
+        ferry_free(r->nodes[i].name);
+    ferry_free(r->nodes);
+    ferry_free(r->tops);
+    ferry_free(r->cur);
+    ferry_buf_release(&r->json);
+    ferry_buf_release(&r->key);
     for (int i = 0; i < r->nrg; i++)
         ferry_free(r->rgs[i].cols);
     ferry_free(r->rgs);
@@ -1700,6 +2307,8 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     for (int i = 0; r->vals && i < r->ncols; i++) {
         ferry_free(r->vals[i].slot);
         ferry_free(r->vals[i].isnull);
+        ferry_free(r->vals[i].def);
+        ferry_free(r->vals[i].rep);
         ferry_buf_release(&r->vals[i].data);
         ferry_buf_release(&r->vals[i].dict);
         ferry_buf_release(&r->vals[i].dict_data);

@@ -341,7 +341,7 @@ static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink
     return ferry_store_plan_put(r->st, r->run_id, res, rr->plan_json, err);
 }
 
-/* Shards, commit_once and rows_estimate of rr's plan. */
+/* Shards, commit_once, rows_estimate and row_groups_skipped of rr's plan. */
 static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error *err)
 {
     const char *res = rr->spec->table;
@@ -358,6 +358,8 @@ static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error
     json_t *est = json_object_get(pj, "rows_estimate");
     rr->rows_estimate =
         json_is_integer(est) && json_integer_value(est) >= 0 ? json_integer_value(est) : -1;
+    json_t *skipped = json_object_get(pj, "row_groups_skipped");
+    rr->row_groups_skipped = json_is_integer(skipped) ? json_integer_value(skipped) : -1;
     json_decref(pj);
     /* Such a plan's unfinished shards have no resume point: only a run whose positions
      * become durable at its end may read it (durability is a tuning key: it may change

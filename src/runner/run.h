@@ -48,6 +48,7 @@ struct resource_run {
     bool resumed_any;
     bool commit_once;        /* the frozen plan's "commit_once" (connector.h) */
     int64_t rows_estimate;   /* the plan's "rows_estimate" (connector.h), -1: none */
+    int64_t row_groups_skipped; /* the plan's "row_groups_skipped" (Parquet cursor reads), -1 */
     struct ferry_flow *flow; /* owned; the last flow that ran for this resource */
     /* The flow while it runs (the control thread reads it: flush ticks, progress, lag);
      * NULL before and after. One per resource so that resources may run side by side. */

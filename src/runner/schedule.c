@@ -72,6 +72,8 @@ int ferry__schedule_emit_started(struct run *r, struct resource_run *rr, bool di
                      distributed ? "\"distributed\":true," : "");
     if (rr->rows_estimate >= 0)
         ferry_buf_printf(&b, "\"rows_estimate\":%" PRId64 ",", rr->rows_estimate);
+    if (rr->row_groups_skipped >= 0)
+        ferry_buf_printf(&b, "\"row_groups_skipped\":%" PRId64 ",", rr->row_groups_skipped);
     ferry_buf_printf(&b, "\"route\":");
     ferry_buf_json_string(&b, rr->route, strlen(rr->route));
     ferry_buf_append(&b, "}", 1);

@@ -8,9 +8,13 @@
  * (pread): memory is one column chunk plus one decoded row group of the selected columns.
  * Every other file of the glob must have each selected column with the same type, else the
  * run stops naming the file and the column before writing anything of that file.
+ * Cursor reads (mode: incremental with `cursor:`): a group whose cursor maximum from the
+ * column statistics is at or below the saved cursor is not planned; the others are read with
+ * the rows at or below it (or null) left out.
  * Calls parquet_reader.c; called by files_source.c. */
 #include <inttypes.h>
 #include <string.h>
+#include "batch/builder.h"
 #include "connectors/files/files_pq.h"
 #include "formats/text.h"
 #include "formats/parquet_reader.h"
@@ -80,7 +84,8 @@ static int check_columns(struct ferry_parquet_reader *r, const char *path,
 }
 
 int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
-                            int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
+                            int64_t skip, const struct ferry__files_pq_floor *floor,
+                            struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct ferry_parquet_reader *r = NULL;
     int rc = ferry__parquet_reader_open_file(path, &r, err);
@@ -94,8 +99,105 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
         rc = ferry_error_set(err, FERRY_ESOURCE, "files",
                              "files source: %s has no row group %d any more (it was planned)", path,
                              group);
+    if (rc == FERRY_OK && floor && floor->has_value)
+        rc = ferry__parquet_reader_set_floor(r, floor->column, floor->value, err);
     if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, group, skip, rw, err);
     ferry_free(names);
     ferry__parquet_reader_free(r);
     return rc;
+}
+
+/* ---- cursor reads ------------------------------------------------------------------------- */
+
+struct col_max {
+    int64_t max;
+    bool any;
+};
+
+static int collect_max(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    (void)err;
+    struct col_max *m = ctx;
+    for (int64_t i = 0; i < b->length; i++) {
+        if (ferry_col_is_null(b, 0, i)) continue;
+        int64_t v = ferry_col_int(b, 0, i);
+        if (!m->any || v > m->max) m->max = v;
+        m->any = true;
+    }
+    ferry_batch_unref(b);
+    return FERRY_OK;
+}
+
+/* The largest value of column `cursor` in group g, decoded (no usable statistics). */
+static int decoded_max(struct ferry_parquet_reader *r, int g, const char *cursor,
+                       struct col_max *m, struct ferry_error *err)
+{
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    int k = ferry_schema_find(fs, cursor);
+    struct ferry_schema *s = ferry_schema_new();
+    int rc = s ? FERRY_OK : ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    if (rc == FERRY_OK) rc = ferry_schema_add_field(s, cursor, fs->fields[k].type, true, err);
+    if (rc == FERRY_OK) rc = ferry_schema_finish(s, err);
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, &cursor, 1, err);
+    struct ferry_rw_limits lim = {.rows = 8192, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = rc == FERRY_OK ? ferry__rw_new(s, cursor, lim, collect_max, m) : NULL;
+    if (rc == FERRY_OK && rw == NULL)
+        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, g, 0, rw, err);
+    if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
+    ferry__rw_free(rw);
+    ferry_schema_unref(s);
+    return rc;
+}
+
+static bool cursor_type(enum ferry_type t)
+{
+    return t == FERRY_TYPE_INT8 || t == FERRY_TYPE_INT16 || t == FERRY_TYPE_INT32 ||
+           t == FERRY_TYPE_INT64 || t == FERRY_TYPE_DATE32 || t == FERRY_TYPE_TIMESTAMP_US ||
+           t == FERRY_TYPE_TIMESTAMPTZ_US;
+}
+
+int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq_floor *f,
+                                  bool **want, int *n, int *skipped, int64_t *hi, bool *has_hi,
+                                  struct ferry_error *err)
+{
+    *want = NULL;
+    *n = 0;
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    if (rc != FERRY_OK) return rc;
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    int k = ferry_schema_find(fs, f->column);
+    int ng = ferry__parquet_reader_num_groups(r);
+    if (k < 0 || !cursor_type(fs->fields[k].type))
+        rc = ferry_error_set(err, FERRY_ECONFIG, "files",
+                             "files source: %s: the cursor column \"%s\" %s", path, f->column,
+                             k < 0 ? "is not in the file"
+                                   : "is not an integer, date or timestamp column");
+    bool *w = rc == FERRY_OK ? ferry_calloc((size_t)ng + 1, sizeof *w) : NULL;
+    if (rc == FERRY_OK && w == NULL)
+        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    for (int g = 0; g < ng && rc == FERRY_OK; g++) {
+        struct col_max m = {0, false};
+        m.any = ferry__parquet_reader_group_max(r, g, f->column, &m.max);
+        bool from_stats = m.any;
+        if (!from_stats && ferry__parquet_reader_group_rows(r, g) > 0)
+            rc = decoded_max(r, g, f->column, &m, err);
+        /* no usable statistics: read it anyway (its rows are filtered by the floor) */
+        w[g] = !(from_stats && f->has_value && m.max <= f->value) &&
+               ferry__parquet_reader_group_rows(r, g) > 0;
+        if (from_stats && !w[g]) (*skipped)++;
+        if (m.any && (!*has_hi || m.max > *hi)) {
+            *hi = m.max;
+            *has_hi = true;
+        }
+    }
+    ferry__parquet_reader_free(r);
+    if (rc != FERRY_OK) {
+        ferry_free(w);
+        return rc;
+    }
+    *want = w;
+    *n = ng;
+    return FERRY_OK;
 }

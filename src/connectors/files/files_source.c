@@ -13,6 +13,12 @@
  * and the next checkpoint (every file matched now) as "route_checkpoint", saved by the
  * tracker when the run completes. A changed file is read again whole.
  *
+ * mode: incremental with `cursor: [column]` (Parquet files only): every matched file is
+ * planned, but only its row groups whose statistics allow a row above the saved cursor
+ * ({"cursor": "N"}, strictly above); those rows alone are read (files_pq_source.c). The
+ * next position is the largest cursor value of the files planned; the plan says how many
+ * groups it skipped ("row_groups_skipped", in resource.started).
+ *
  * Schema, inference and on_error: files_text.c (shared with the s3 source).
  *
  * Owns the configuration. Calls files_text.c (CSV, JSON Lines), files_pq_source.c (Parquet),
@@ -139,16 +145,39 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
+/* A cursor read (Parquet files, mode: incremental with `cursor: [column]`): the saved
+ * cursor (the route checkpoint {"cursor": "N"}), the largest value seen now, and the row
+ * groups the statistics let the plan skip. */
+struct cursor_plan {
+    struct ferry__files_pq_floor floor;
+    int64_t hi;
+    bool has_hi;
+    int skipped;
+};
+
 /* The shards of one file appended to b: Parquet, a shard per row group (its footer read
- * here, so a corrupt or lying footer stops the run before anything is written); else one. */
+ * here, so a corrupt or lying footer stops the run before anything is written), with a
+ * cursor only the groups that may hold rows above it; else one. */
 static int plan_file(const struct src *s, const char *path, const struct stat *st,
-                     struct ferry_buf *b, int *nshards, struct ferry_error *err)
+                     struct cursor_plan *cp, struct ferry_buf *b, int *nshards,
+                     struct ferry_error *err)
 {
     int groups = -1, rc = FERRY_OK, brc = FERRY_OK;
     enum ferry__files_fmt fmt = ferry__text_format_of(&s->t, path);
-    if (fmt == FILES_FMT_PARQUET && (rc = ferry__files_pq_groups(path, &groups, err)) != FERRY_OK)
-        return rc;
+    bool *want = NULL;
+    if (cp != NULL && fmt != FILES_FMT_PARQUET)
+        return ferry_error_set(err, FERRY_ECONFIG, "files",
+                               "files source: %s: a `cursor:` is read from Parquet files only "
+                               "(remove it to read new files incrementally)",
+                               path);
+    if (cp != NULL)
+        rc = ferry__files_pq_cursor_groups(path, &cp->floor, &want, &groups, &cp->skipped,
+                                           &cp->hi, &cp->has_hi, err);
+    else if (fmt == FILES_FMT_PARQUET)
+        rc = ferry__files_pq_groups(path, &groups, err);
+    if (rc != FERRY_OK) return rc;
     for (int k = 0; k < (groups < 0 ? 1 : groups) && brc == FERRY_OK; k++) {
+        if (want && !want[k]) continue;
         brc = ferry_buf_printf(b, "%s{\"file\":", (*nshards)++ ? "," : "");
         if (brc == FERRY_OK) brc = ferry_buf_json_string(b, path, strlen(path));
         if (brc == FERRY_OK)
@@ -157,8 +186,11 @@ static int plan_file(const struct src *s, const char *path, const struct stat *s
                                  ferry__text_format_word(fmt), (int64_t)st->st_size,
                                  (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
         if (brc == FERRY_OK && groups >= 0) brc = ferry_buf_printf(b, ",\"group\":%d", k);
+        if (brc == FERRY_OK && cp && cp->floor.has_value)
+            brc = ferry_buf_printf(b, ",\"floor\":\"%" PRId64 "\"", cp->floor.value);
         if (brc == FERRY_OK) brc = ferry_buf_printf(b, "}");
     }
+    ferry_free(want);
     return brc == FERRY_OK ? FERRY_OK : nomem(err);
 }
 
@@ -181,15 +213,55 @@ static int seen_files(const struct ferry_resource_spec *spec, const char *route_
     return FERRY_OK;
 }
 
+/* A cursor read's saved position: the route checkpoint's {"cursor": "N"} (none on the first
+ * run, or when no row was seen yet). One cursor column. */
+static int saved_cursor(const struct ferry_resource_spec *spec, const char *route_checkpoint,
+                        struct ferry__files_pq_floor *f, struct ferry_error *err)
+{
+    f->column = spec->cursor[0];
+    if (spec->n_cursor != 1)
+        return ferry_error_set(err, FERRY_ECONFIG, "files",
+                               "resource %s: the files source reads one cursor column", spec->table);
+    if (route_checkpoint == NULL) return FERRY_OK;
+    json_t *root = json_loads(route_checkpoint, 0, NULL);
+    json_t *c = json_object_get(root, "cursor");
+    const char *v = json_string_value(c);
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    int rc = FERRY_OK;
+    if (v != NULL && end != v && *end == '\0') {
+        f->has_value = true;
+        f->value = x;
+    } else if (!json_is_null(c)) {
+        rc = ferry_error_set(err, FERRY_EINVAL, "files",
+                             "resource %s: the saved position is not a files cursor position "
+                             "(was the cursor added since?): %.200s",
+                             spec->table, route_checkpoint);
+    }
+    json_decref(root);
+    return rc;
+}
+
 /* The plan's tail: a `none` shard when nothing is to be read, and, incremental, the next
  * route checkpoint (every file matched now). */
-static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, struct ferry_error *err)
+static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, const struct cursor_plan *cp,
+                     struct ferry_error *err)
 {
     int brc = ferry_buf_printf(b, "%s]", nshards ? "" : "{\"none\":true}");
     char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
-    if (brc == FERRY_OK && next != NULL)
+    if (brc == FERRY_OK && next != NULL && cp == NULL)
         brc =
             text ? ferry_buf_printf(b, ",\"route_checkpoint\":{\"files\":%s}", text) : FERRY_ENOMEM;
+    /* a cursor read moves to the largest value planned (the files are frozen: no row above) */
+    if (brc == FERRY_OK && cp != NULL && (cp->has_hi || cp->floor.has_value))
+        brc = ferry_buf_printf(b, ",\"route_checkpoint\":{\"cursor\":\"%" PRId64 "\"}",
+                               cp->has_hi && (!cp->floor.has_value || cp->hi > cp->floor.value)
+                                   ? cp->hi
+                                   : cp->floor.value);
+    else if (brc == FERRY_OK && cp != NULL)
+        brc = ferry_buf_printf(b, ",\"route_checkpoint\":{\"cursor\":null}");
+    if (brc == FERRY_OK && cp != NULL)
+        brc = ferry_buf_printf(b, ",\"row_groups_skipped\":%d", cp->skipped);
     free(text);
     if (brc == FERRY_OK) brc = ferry_buf_printf(b, "}");
     return brc == FERRY_OK ? FERRY_OK : nomem(err);
@@ -207,15 +279,16 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                "resource %s: the files source reads in mode full or incremental, "
                                "not %s",
                                spec->table, ferry_read_mode_name(spec->mode));
-    if (spec->cursor != NULL)
-        return ferry_error_set(err, FERRY_ECONFIG, "files",
-                               "resource %s: the files source reads incrementally by file (path, "
-                               "size, modification time), without a cursor: remove `cursor`",
-                               spec->table);
+    struct cursor_plan cpl = {{NULL, false, 0}, 0, false, 0}, *cp = NULL;
+    int rc = FERRY_OK;
+    if (spec->cursor != NULL) {
+        cp = &cpl;
+        rc = saved_cursor(spec, route_checkpoint, &cpl.floor, err);
+    }
     const char *pattern = NULL;
     json_t *seen = NULL, *next = incr ? json_object() : NULL;
-    int rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
-    if (rc == FERRY_OK && incr) rc = seen_files(spec, route_checkpoint, &seen, err);
+    if (rc == FERRY_OK) rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
+    if (rc == FERRY_OK && incr && cp == NULL) rc = seen_files(spec, route_checkpoint, &seen, err);
     glob_t g;
     memset(&g, 0, sizeof g);
     bool listed = rc == FERRY_OK && (rc = list_files(pattern, spec->table, &g, err)) == FERRY_OK;
@@ -239,9 +312,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
         if (next && json_object_set_new(next, path, json_string(v)) != 0) rc = nomem(err);
         const char *was = json_string_value(json_object_get(seen, path));
         if (rc != FERRY_OK || (was && strcmp(was, v) == 0)) continue; /* read before */
-        rc = plan_file(s, path, &st, &b, &nshards, err);
+        rc = plan_file(s, path, &st, cp, &b, &nshards, err);
     }
-    if (rc == FERRY_OK) rc = plan_tail(&b, nshards, next, err);
+    if (rc == FERRY_OK) rc = plan_tail(&b, nshards, next, cp, err);
     if (listed) globfree(&g);
     json_decref(seen);
     json_decref(next);
@@ -259,6 +332,8 @@ struct shard_info {
     char *file;
     int64_t size, mtime_ns;
     int group; /* parquet: the row group; else -1 */
+    bool has_floor; /* a cursor read: only rows above floor */
+    int64_t floor;
 };
 
 static int load_shard(const char *table, const char *plan_json, int shard, struct shard_info *si,
@@ -282,6 +357,9 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
         si->mtime_ns = (int64_t)json_integer_value(mt);
         json_t *grp = json_object_get(sh, "group");
         si->group = json_is_integer(grp) ? (int)json_integer_value(grp) : -1;
+        const char *fl = json_string_value(json_object_get(sh, "floor"));
+        si->has_floor = fl != NULL;
+        si->floor = fl ? strtoll(fl, NULL, 10) : 0;
         if (si->file == NULL) rc = nomem(err);
     }
     json_decref(root);
@@ -337,7 +415,10 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     if (rc == FERRY_OK && si.group >= 0) {
         ferry_rw_set_shard(rw, shard);
-        rc = ferry__files_pq_extract(si.file, si.group, schema, start, rw, err);
+        struct ferry__files_pq_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
+                                           si.floor};
+        rc = ferry__files_pq_extract(si.file, si.group, schema, start, spec->cursor ? &fl : NULL,
+                                     rw, err);
         ferry_free(si.file);
         return rc;
     }
@@ -355,6 +436,7 @@ const struct ferry_source_vtable ferry__files_source = {
     .tuning_keys = tuning_keys,
     .supports_incremental = true,
     .incremental_without_cursor = true,
+    .incremental_cursor_optional = true,
     .supports_cdc = false,
     .open = src_open,
     .discover = src_discover,

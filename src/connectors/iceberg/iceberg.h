@@ -324,9 +324,11 @@ int ferry__iceberg_rest_list(struct ferry__iceberg_rest *r, json_t *names, struc
  * read_unit: one unit of an iceberg source plan (a data file minus its deletes, as inserts or
  * deletes; the shape is described in scan.c) into out, whose schema is os. *emitted counts the
  * rows written for the shard (their offset); the first `skip` are not written again (resume).
+ * ids: the plan's {column name: field id} (borrowed; columns are matched by id in files that
+ * carry ids).
  * posdel_targets: the distinct file_path values of a position delete file, as members of the
  * object paths. */
-int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
+int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit, json_t *ids,
                              const struct ferry_schema *os, struct ferry_row_writer *out,
                              int64_t *emitted, int64_t skip, struct ferry_error *err);
 int ferry__iceberg_posdel_targets(struct ferry__iceberg_io *io, const char *path, int64_t size,

@@ -199,10 +199,13 @@ static int pick_snapshot(struct isrc *s, const struct ferry_resource_spec *spec,
     return FERRY_OK;
 }
 
-/* The schema of a snapshot (its schema-id), else the table's current one. */
+/* The table's current schema when reading its current snapshot (a column renamed since the
+ * last commit reads under its new name), else the snapshot's own (schema-id; time travel). */
 static json_t *table_schema(json_t *meta, json_t *snap)
 {
-    json_t *id = snap ? json_object_get(snap, "schema-id") : NULL;
+    bool current = snap && json_equal(json_object_get(snap, "snapshot-id"),
+                                      json_object_get(meta, "current-snapshot-id"));
+    json_t *id = snap && !current ? json_object_get(snap, "schema-id") : NULL;
     if (!json_is_integer(id)) id = json_object_get(meta, "current-schema-id");
     size_t i;
     json_t *sc;
@@ -520,8 +523,9 @@ static int eq_columns(json_t *meta, json_t *sc, json_t *x, json_t **out, struct 
                                  df_path(x), json_integer_value(id));
             break;
         }
-        json_t *c = json_pack("{s:O,s:s,s:i,s:i}", "name", json_object_get(f, "name"), "type",
-                              ferry_type_name(m.type), "precision", m.precision, "scale", m.scale);
+        json_t *c = json_pack("{s:O,s:s,s:i,s:i,s:I}", "name", json_object_get(f, "name"), "type",
+                              ferry_type_name(m.type), "precision", m.precision, "scale", m.scale,
+                              "id", json_integer_value(id));
         if (c == NULL || json_array_append_new(cols, c) != 0) rc = nomem(err);
     }
     if (rc != FERRY_OK) {
@@ -952,6 +956,22 @@ static int dump_plan(json_t *plan, char **plan_json, struct ferry_error *err)
     return *plan_json ? FERRY_OK : nomem(err);
 }
 
+/* {column name: field id} of schema json sc: the data files' columns are matched by id
+ * (scan.c), so a column renamed since a file was written reads from it. */
+static json_t *ids_by_name(json_t *sc)
+{
+    json_t *o = json_object();
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(sc, "fields"), i, f)
+    {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        json_t *id = json_object_get(f, "id");
+        if (o && name && json_is_integer(id)) json_object_set(o, name, id);
+    }
+    return o;
+}
+
 static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                     const struct ferry_schema *schema, const char *route_checkpoint,
                     char **plan_json, struct ferry_error *err)
@@ -985,9 +1005,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                   : (sc.snap ? full_shards(&sc, shards, &rows, err) : FERRY_OK);
     if (rc == FERRY_OK && json_array_size(shards) == 0)
         rc = append_unit(shards, json_pack("{s:[]}", "units"), err);
-    json_t *plan = rc == FERRY_OK ? json_pack("{s:s,s:I,s:O,s:I}", "mode", incr ? "incremental" : "full",
+    json_t *plan = rc == FERRY_OK ? json_pack("{s:s,s:I,s:O,s:I,s:o}", "mode", incr ? "incremental" : "full",
                                               "snapshot_id", sc.snap_id, "shards", shards,
-                                              "rows_estimate", rows)
+                                              "rows_estimate", rows, "field_ids", ids_by_name(sc.sc))
                                   : NULL;
     if (rc == FERRY_OK) rc = dump_plan(plan, plan_json, err);
     json_decref(plan);
@@ -1024,7 +1044,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         json_t *u;
         json_array_foreach(json_object_get(sh, "units"), i, u)
         {
-            rc = ferry__iceberg_read_unit(s->io, u, schema, rw, &emitted, skip, err);
+            rc = ferry__iceberg_read_unit(s->io, u, json_object_get(root, "field_ids"), schema, rw,
+                                          &emitted, skip, err);
             if (rc != FERRY_OK) break;
         }
         if (rc == FERRY_OK && emitted > 0) ferry_rw_set_offset(rw, emitted);

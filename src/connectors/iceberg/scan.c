@@ -11,7 +11,10 @@
  * The file is decoded by the Parquet reader (formats/parquet_reader.h) into a private row
  * writer whose schema is the output's columns the file has plus the equality columns; each
  * batch it closes is filtered here and copied row by row into the run's writer. Columns are
- * matched by name; a column of the table's schema the file lacks (added later) reads as null.
+ * matched by field id (the plan's "field_ids": {column: id}, eq_cols' "id"), so a column
+ * renamed after the file was written reads from its old name; a file whose columns carry no
+ * ids (not written by an Iceberg writer) is matched by name. A column of the table's schema
+ * the file lacks (added later) reads as null.
  * A file's column of another type family than the table says stops the read naming the file
  * and the column. Memory: the reader's (one column chunk, one row group of the selected
  * columns), the sorted positions of the position deletes that name the file, and a hash set
@@ -73,11 +76,23 @@ static bool compatible(const struct ferry_field *want, const struct ferry_field 
     return false;
 }
 
+/* The file's top-level field for the table's field w: by field id when the table gives one
+ * (id >= 0) and the file carries ids (Iceberg data files do: a renamed column keeps its id),
+ * else by name (files written without ids). -1: the file lacks it. */
+static int file_field(const struct ferry_parquet_reader *r, const struct ferry_field *w, int32_t id)
+{
+    bool any = false;
+    int k = id >= 0 ? ferry__parquet_reader_find_id(r, id, &any) : -1;
+    if (id >= 0 && any) return k;
+    return ferry_schema_find(ferry__parquet_reader_schema(r), w->name);
+}
+
 /* Reads every row of the file at path (size bytes) as `want` (fields the file lacks are left
- * out: present[i] says which are read, in order) into emit(ctx). */
+ * out: present[i] says which are read, in order) into emit(ctx). ids: the table's field id of
+ * each of want's fields (-1: none), or NULL (match by name). */
 static int read_file(struct ferry__iceberg_io *io, const char *path, int64_t size,
-                     const struct ferry_schema *want, bool *present, ferry_emit_fn emit, void *ctx,
-                     struct ferry_error *err)
+                     const struct ferry_schema *want, const int32_t *ids, bool *present,
+                     ferry_emit_fn emit, void *ctx, struct ferry_error *err)
 {
     struct ranged g = {io, path};
     struct ferry_parquet_reader *r = NULL;
@@ -90,18 +105,18 @@ static int read_file(struct ferry__iceberg_io *io, const char *path, int64_t siz
     if (rs == NULL || names == NULL) rc = nomem(err);
     for (int i = 0; rc == FERRY_OK && i < want->n_fields; i++) {
         const struct ferry_field *w = &want->fields[i];
-        int k = ferry_schema_find(fs, w->name);
+        int k = file_field(r, w, ids ? ids[i] : -1);
         present[i] = k >= 0;
         if (k < 0) continue;
         if (!compatible(w, &fs->fields[k])) {
             rc = ferry_error_set(err, FERRY_EINVAL, "iceberg",
-                                 "iceberg source: %s: column \"%s\" is %s in the file, the table "
-                                 "says %s",
-                                 path, w->name, ferry_type_name(fs->fields[k].type),
-                                 ferry_type_name(w->type));
+                                 "iceberg source: %s: column \"%s\" (\"%s\" in the file) is %s "
+                                 "in the file, the table says %s",
+                                 path, w->name, fs->fields[k].name,
+                                 ferry_type_name(fs->fields[k].type), ferry_type_name(w->type));
             break;
         }
-        names[n++] = w->name;
+        names[n++] = fs->fields[k].name;
         rc = ferry_schema_add_field(rs, w->name, w->type, true, err);
         if (rc == FERRY_OK) {
             rs->fields[n - 1].precision = w->precision;
@@ -193,7 +208,7 @@ static int load_posdels(struct ferry__iceberg_io *io, json_t *files, struct posd
     json_array_foreach(files, i, f)
     {
         const char *path = json_string_value(json_object_get(f, "file"));
-        rc = read_file(io, path ? path : "", json_integer_value(json_object_get(f, "size")), ps,
+        rc = read_file(io, path ? path : "", json_integer_value(json_object_get(f, "size")), ps, NULL,
                        present, posdel_emit, d, err);
         if (rc == FERRY_OK && (!present[0] || !present[1]))
             rc = ferry_error_set(err, FERRY_EINVAL, "iceberg",
@@ -304,6 +319,7 @@ struct unit {
     size_t ipos;
     struct eqdel eq;
     int64_t row, *emitted, skip;
+    int32_t *ids; /* the table's field id of each read-schema field, -1: none */
 };
 
 /* Whether row i (file position u->row) is dropped by the unit's deletes. */
@@ -410,8 +426,10 @@ static int load_eqdels(struct ferry__iceberg_io *io, struct unit *u, json_t *fil
 {
     struct ferry_schema *ks = ferry_schema_new();
     int rc = ks ? FERRY_OK : nomem(err);
+    int32_t kids[64];
     for (int k = 0; rc == FERRY_OK && k < u->nkey; k++) {
         const struct ferry_field *f = &rs->fields[u->keycols[k]];
+        kids[k] = u->ids[u->keycols[k]];
         rc = ferry_schema_add_field(ks, f->name, f->type, true, err);
         if (rc == FERRY_OK) {
             ks->fields[k].precision = f->precision;
@@ -429,7 +447,7 @@ static int load_eqdels(struct ferry__iceberg_io *io, struct unit *u, json_t *fil
         if (rc != FERRY_OK) break;
         u->eq.file = json_string_value(json_object_get(f, "file"));
         rc = read_file(io, u->eq.file ? u->eq.file : "", json_integer_value(json_object_get(f, "size")),
-                       ks, present, eqdel_emit, &u->eq, err);
+                       ks, kids, present, eqdel_emit, &u->eq, err);
         for (int k = 0; rc == FERRY_OK && k < u->nkey; k++)
             if (!present[k])
                 rc = ferry_error_set(err, FERRY_EINVAL, "iceberg",
@@ -486,7 +504,25 @@ static int pass_emit(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     return unit_emit(p->u, b, err);
 }
 
-int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
+/* u->ids for read schema rs: an equality column's own "id" (eq_cols), else the plan's
+ * field_ids entry for the column's name, else -1. */
+static int field_ids(struct unit *u, const struct ferry_schema *rs, json_t *by_name,
+                     json_t *eq_cols, struct ferry_error *err)
+{
+    u->ids = ferry_calloc((size_t)rs->n_fields + 1, sizeof *u->ids);
+    if (u->ids == NULL) return nomem(err);
+    for (int c = 0; c < rs->n_fields; c++) {
+        json_t *id = json_object_get(by_name, rs->fields[c].name);
+        u->ids[c] = json_is_integer(id) ? (int32_t)json_integer_value(id) : -1;
+    }
+    for (int k = 0; k < u->nkey && k < (int)json_array_size(eq_cols); k++) {
+        json_t *id = json_object_get(json_array_get(eq_cols, (size_t)k), "id");
+        if (json_is_integer(id)) u->ids[u->keycols[k]] = (int32_t)json_integer_value(id);
+    }
+    return FERRY_OK;
+}
+
+int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit, json_t *ids,
                              const struct ferry_schema *os, struct ferry_row_writer *out,
                              int64_t *emitted, int64_t skip, struct ferry_error *err)
 {
@@ -513,6 +549,7 @@ int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
     bool keys = json_is_true(json_object_get(unit, "keys"));
     struct ferry_schema *rs = NULL;
     int rc = read_schema(&u, json_object_get(unit, "eq_cols"), &rs, err);
+    if (rc == FERRY_OK) rc = field_ids(&u, rs, ids, json_object_get(unit, "eq_cols"), err);
     if (rc == FERRY_OK) rc = load_posdels(io, u.keep_pos ? only : json_object_get(unit, "pos"), &u.pos, err);
     json_t *eq = json_object_get(unit, "eq");
     if (rc == FERRY_OK && json_array_size(eq) > 0) {
@@ -524,10 +561,11 @@ int ferry__iceberg_read_unit(struct ferry__iceberg_io *io, json_t *unit,
     struct unit_pass pass = {&u, rs, present, false};
     if (keys) u.nkey = 0; /* an equality delete file read as deletes: nothing filters it */
     if (rc == FERRY_OK)
-        rc = read_file(io, u.file, json_integer_value(json_object_get(unit, "size")), rs, present,
-                       pass_emit, &pass, err);
+        rc = read_file(io, u.file, json_integer_value(json_object_get(unit, "size")), rs, u.ids,
+                       present, pass_emit, &pass, err);
     ferry_free(present);
     ferry_schema_unref(rs);
     unit_release(&u);
+    ferry_free(u.ids);
     return rc;
 }

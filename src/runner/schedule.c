@@ -142,7 +142,8 @@ static int report_completed(struct run *r, struct resource_run *rr, struct ferry
     r->converted += ferry_convert_total(rr->convert);
     pthread_mutex_unlock(&r->lock);
     if (r->o->out && !r->o->quiet && ferry_convert_total(rr->convert) > 0)
-        fprintf(r->o->out, "%s: %" PRId64 " value(s) the sink cannot hold converted "
+        fprintf(r->o->out,
+                "%s: %" PRId64 " value(s) the sink cannot hold converted "
                 "(on_unrepresentable: %s; ferry show RUN lists them per column)\n",
                 rr->spec->table, ferry_convert_total(rr->convert),
                 ferry_unrepresentable_name(rr->read.on_unrepresentable));
@@ -195,8 +196,8 @@ static int resource_begin(struct run *r, struct resource_run *rr, struct lane *l
 
 /* After the resource's flow(s) ended with rc: lag, schema events, totals, completed or
  * failed. Returns rc (err kept) or the completion's emit result. */
-static int resource_end(struct run *r, struct resource_run *rr, struct ferry_flow *f,
-                        int64_t t_res, int rc, bool progress, struct ferry_error *err)
+static int resource_end(struct run *r, struct resource_run *rr, struct ferry_flow *f, int64_t t_res,
+                        int rc, bool progress, struct ferry_error *err)
 {
     int64_t last_lag = -1;
     ferry__run_emit_cdc_lag(r, f, &last_lag); /* a cdc stream's final position and lag */
@@ -247,8 +248,8 @@ static void record_failure(struct run *r, struct resource_run *rr, int rc, struc
                          e->message);
         if (r->n_failed_res++ == 0) r->first_failed_rc = rc;
         /* the run is worth retrying while every failure is (retry.c) */
-        r->failed_transient = (r->n_failed_res == 1 || r->failed_transient) &&
-                              ferry_error_is_transient(e);
+        r->failed_transient =
+            (r->n_failed_res == 1 || r->failed_transient) && ferry_error_is_transient(e);
     }
     pthread_mutex_unlock(&r->lock);
 }
@@ -390,8 +391,8 @@ static void stream_prepare(struct stream_run *sr)
     }
     if (rc == FERRY_OK) {
         rc = r->p->source_vt->open(r->p->source, &sr->src, e);
-        if (rc != FERRY_OK) ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type,
-                                               rr->spec->table);
+        if (rc != FERRY_OK)
+            ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type, rr->spec->table);
     }
     if (rc != FERRY_OK) {
         resource_end(r, rr, sr->f, sr->t0, rc, false, e);
@@ -475,17 +476,27 @@ static void streams_finish(struct stream_run *sr, int n)
     }
 }
 
-static void streams_side_by_side(struct run *r)
+/* Streams side by side at most: each holds a source connection of its own, and a wave's
+ * connections may still count on the server while the next wave's open (200 tables stream
+ * from a server with the default 100 connections; e2e/cdc_one_slot: 50 tables, 48
+ * connections); more go in waves, one after another, each reading the shared log once. */
+#define MAX_SIDE_BY_SIDE 16
+
+/* One wave: the next streams of lane 0 from *k on, at most MAX_SIDE_BY_SIDE; false when
+ * none was left. */
+static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
 {
     struct lane *ln = &r->lanes[0];
-    struct stream_run *sr = ferry_calloc((size_t)ln->n_res + 1, sizeof *sr);
-    if (sr == NULL) {
-        run_lane(ln, false); /* one after another, as without cdc_one_stream */
-        return;
+    struct stream_run *sr = ferry_calloc(MAX_SIDE_BY_SIDE, sizeof *sr);
+    if (sr == NULL) { /* stops the run (stops_run) */
+        struct ferry_error e;
+        ferry_error_clear(&e);
+        record_failure(r, &r->res[ln->res[*k]], ferry__run_oom(&e), &e);
+        return false;
     }
     int n = 0, n_ready = 0;
-    for (int k = 0; k < ln->n_res; k++) {
-        struct resource_run *rr = &r->res[ln->res[k]];
+    for (; *k < ln->n_res && n < MAX_SIDE_BY_SIDE; (*k)++) {
+        struct resource_run *rr = &r->res[ln->res[*k]];
         if (rr->copy_phase) continue;
         sr[n].r = r;
         sr[n].rr = rr;
@@ -493,13 +504,21 @@ static void streams_side_by_side(struct run *r)
         n_ready += sr[n].ready;
         n++;
     }
-    pthread_mutex_t lock;
-    pthread_mutex_init(&lock, NULL);
-    streams_start(sr, n, n_ready, &lock);
+    streams_start(sr, n, n_ready, lock);
     streams_wait(r, sr, n);
     streams_finish(sr, n);
-    pthread_mutex_destroy(&lock);
     ferry_free(sr);
+    return n > 0;
+}
+
+static void streams_side_by_side(struct run *r)
+{
+    pthread_mutex_t lock;
+    pthread_mutex_init(&lock, NULL);
+    int k = 0;
+    while (k < r->lanes[0].n_res && streams_wave(r, &k, &lock)) {
+    }
+    pthread_mutex_destroy(&lock);
 }
 
 int ferry__schedule_run(struct run *r, struct ferry_error *err)

@@ -17,9 +17,13 @@
 #  4. `ferry cdc drop` of the 50-table pipeline drops its one slot and publication.
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
-pg_start
+# fewer connections than tables: the 50 streams go side by side in waves (each stream holds
+# a source connection), never 50 at once
+PG_CONF_EXTRA="max_connections = ${CDC_ONE_SLOT_MAXCONN:-48}" pg_start
 
 [ "$(pgq -c 'SHOW max_wal_senders')" = 10 ] || fail "the server must run with max_wal_senders = 10"
+[ "$(pgq -c 'SHOW max_connections')" = "${CDC_ONE_SLOT_MAXCONN:-48}" ] || fail "the server must run with max_connections = 48"
+
 psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
 export SRC_URL="$FERRY_PG_URL"
 export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"

@@ -9,6 +9,7 @@
 # its tables) and the database `ferry`, and exports PGHOST PGPORT PGUSER PGPASSWORD
 # PGDATABASE FERRY_PG_URL (admin) and FERRY_PG_READER_URL. An EXIT trap stops the server
 # and removes the folder; an earlier EXIT trap of the caller still runs afterwards.
+# PG_CONF_EXTRA (optional): more postgresql.conf lines, e.g. `PG_CONF_EXTRA="max_connections = 48" pg_start`.
 # If the server cannot start, pg_start prints its log and exits non-zero: never a skip.
 
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
@@ -85,6 +86,7 @@ max_replication_slots = 10
 fsync = off
 synchronous_commit = off
 full_page_writes = off
+${PG_CONF_EXTRA:-}
 CONF
     if pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null 2>&1; then
       break

@@ -19,10 +19,10 @@
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 # fewer connections than tables: the 50 streams go side by side in waves (each stream holds
 # a source connection), never 50 at once
-PG_CONF_EXTRA="max_connections = ${CDC_ONE_SLOT_MAXCONN:-48}" pg_start
+PG_CONF_EXTRA="max_connections = 48" pg_start
 
 [ "$(pgq -c 'SHOW max_wal_senders')" = 10 ] || fail "the server must run with max_wal_senders = 10"
-[ "$(pgq -c 'SHOW max_connections')" = "${CDC_ONE_SLOT_MAXCONN:-48}" ] || fail "the server must run with max_connections = 48"
+[ "$(pgq -c 'SHOW max_connections')" = 48 ] || fail "the server must run with max_connections = 48"
 
 psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
 export SRC_URL="$FERRY_PG_URL"

@@ -56,7 +56,7 @@ extern "C" {
 #define FERRY_API
 #endif
 
-#define FERRY_API_VERSION 1
+#define FERRY_API_VERSION 2 /* 2: ferry_job_result.converted, ferry_job_converted */
 
 /* The Arrow C Data Interface structures, as the specification declares them (under its
  * own guard, so a program that already has them compiles once). */
@@ -142,6 +142,17 @@ struct ferry_job_result {
     char state[16]; /* completed | partial | paused | canceled | failed */
     int64_t rows, bytes, batches;
     double seconds;
+    /* Values `on_unrepresentable: null | clamp` converted in this run (every attempt of it),
+     * every column; ferry_job_converted lists them per column. 0: every value is exact. */
+    int64_t converted;
+};
+
+/* One column in which `on_unrepresentable` converted values (docs/embedding.md). */
+struct ferry_converted {
+    const char *resource; /* as the pipeline names it */
+    const char *column;
+    int64_t to_null;      /* replaced by NULL */
+    int64_t clamped;      /* replaced by the nearest value the sink holds */
 };
 
 struct ferry_job;
@@ -164,6 +175,12 @@ FERRY_API const char *ferry_job_version(const struct ferry_job *job);
  * "canceled", "paused", or what failed); *res (optional) is filled either way. */
 FERRY_API int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
                             struct ferry_job_result *res, struct ferry_status *status);
+
+/* The columns of the job's last run (ferry_job_run) in which values were converted, by
+ * resource then column: returns how many and sets *out (NULL when none) to an array the
+ * job owns, valid until its next ferry_job_run or ferry_job_free. Their sum is
+ * res->converted. Not while the job runs. */
+FERRY_API int ferry_job_converted(const struct ferry_job *job, const struct ferry_converted **out);
 
 /* Any thread, never blocks: ask the job's run to stop (see the contract above).
  * Cancel: the run ends "canceled"; batches already delivered stay delivered, the run is

@@ -8,17 +8,22 @@
  * job reaches this run and no other) and, for a `callback` sink, a binding of the caller's
  * on_batch handed to that run's sink (ferry_run_options.sink_host). Runs of different jobs
  * may go at once, on different threads; one job runs once at a time (`active` refuses a
- * second). Calls the runner, the pipeline loader and the callback sink's binding type.
+ * second). After a run it reads the run's per-column conversion counts (on_unrepresentable)
+ * back from the state file, as `ferry show` does, for ferry_job_converted. Calls the runner,
+ * the pipeline loader, the state store and the callback sink's binding type.
  * Called by embedding programs only. */
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "connectors/callback/callback.h"
 #include "ferry/core.h"
 #include "ferry/ferry.h"
 #include "ferry/pipeline.h"
 #include "runner/runner.h"
+#include "store/store.h"
 
 #ifndef FERRY_VERSION_STRING
 #define FERRY_VERSION_STRING "0.0.0"
@@ -37,6 +42,9 @@ struct ferry_job {
     /* During a run: the caller's callbacks and the locks that serialise each kind. */
     const struct ferry_job_options *opts;
     pthread_mutex_t event_lock, batch_lock;
+    /* The last run's converted columns (ferry_job_converted); strings owned here. */
+    struct ferry_converted *conv;
+    int n_conv;
 };
 
 static int set_status(struct ferry_status *st, const struct ferry_error *e)
@@ -143,9 +151,21 @@ void ferry_job_pause(struct ferry_job *job)
     request_stop(job, FERRY_EPAUSED);
 }
 
+static void conv_clear(struct ferry_job *job)
+{
+    for (int i = 0; i < job->n_conv; i++) {
+        ferry_free((char *)job->conv[i].resource);
+        ferry_free((char *)job->conv[i].column);
+    }
+    ferry_free(job->conv);
+    job->conv = NULL;
+    job->n_conv = 0;
+}
+
 void ferry_job_free(struct ferry_job *job)
 {
     if (job == NULL) return;
+    conv_clear(job);
     pthread_mutex_destroy(&job->event_lock);
     pthread_mutex_destroy(&job->batch_lock);
     job_strings_free(job);
@@ -194,6 +214,79 @@ static void fill_result(struct ferry_job_result *res, const struct ferry_run_res
     res->bytes = rr->bytes;
     res->batches = rr->batches;
     res->seconds = rr->seconds;
+}
+
+int ferry_job_converted(const struct ferry_job *job, const struct ferry_converted **out)
+{
+    if (out) *out = job && job->n_conv > 0 ? job->conv : NULL;
+    return job ? job->n_conv : 0;
+}
+
+static int conv_cmp(const void *a, const void *b)
+{
+    const struct ferry_converted *x = a, *y = b;
+    int c = strcmp(x->resource, y->resource);
+    return c ? c : strcmp(x->column, y->column);
+}
+
+/* Appends the columns of one resource's {"COL":{"null":N,"clamp":M}} to job->conv. */
+static int conv_add(struct ferry_job *job, const char *resource, const char *text)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    int rc = json_is_object(o) ? FERRY_OK : FERRY_EINVAL;
+    const char *col;
+    json_t *v;
+    json_object_foreach(o, col, v)
+    {
+        if (rc != FERRY_OK) break;
+        struct ferry_converted *grown =
+            ferry_realloc(job->conv, (size_t)(job->n_conv + 1) * sizeof *grown);
+        if (grown == NULL) {
+            rc = FERRY_ENOMEM;
+            break;
+        }
+        job->conv = grown;
+        struct ferry_converted *c = &job->conv[job->n_conv];
+        c->to_null = json_integer_value(json_object_get(v, "null"));
+        c->clamped = json_integer_value(json_object_get(v, "clamp"));
+        c->resource = ferry_strdup(resource);
+        c->column = ferry_strdup(col);
+        if (c->resource == NULL || c->column == NULL) {
+            ferry_free((char *)c->resource);
+            ferry_free((char *)c->column);
+            rc = FERRY_ENOMEM;
+            break;
+        }
+        job->n_conv++;
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* The run's conversions per column, from the state file (the tracker folded every attempt's
+ * batch.written into it). */
+static int conv_load(struct ferry_job *job, const char *state_path, int64_t run_id,
+                     struct ferry_error *err)
+{
+    conv_clear(job);
+    struct ferry_store *st = NULL;
+    struct ferry_resource_state *rs = NULL;
+    int n = 0;
+    int rc = ferry_store_open(state_path, &st, err);
+    if (rc == FERRY_OK) rc = ferry_store_resource_list(st, run_id, &rs, &n, err);
+    for (int i = 0; rc == FERRY_OK && i < n; i++) {
+        char *text = NULL;
+        rc = ferry_store_resource_converted_get(st, run_id, rs[i].resource, &text, err);
+        if (rc == FERRY_OK && text != NULL) rc = conv_add(job, rs[i].resource, text);
+        if (rc != FERRY_OK && err && err->code == FERRY_OK)
+            ferry_error_set(err, rc, "embed", "run %lld: the converted counts of %s are unreadable",
+                            (long long)run_id, rs[i].resource);
+        ferry_free(text);
+    }
+    ferry_free(rs);
+    ferry_store_close(st);
+    if (job->n_conv > 1) qsort(job->conv, (size_t)job->n_conv, sizeof *job->conv, conv_cmp);
+    return rc;
 }
 
 /* The checks before anything runs: options, the sink type against on_batch. */
@@ -252,6 +345,27 @@ static int run_bound(struct ferry_job *job, const struct ferry_job_options *o,
     return rc;
 }
 
+/* One run, then its converted counts (ferry_job_converted); *converted: their sum. */
+static int run_counted(struct ferry_job *job, const struct ferry_job_options *opts,
+                       struct ferry_run_result *rr, int64_t *converted, struct ferry_error *err)
+{
+    conv_clear(job);
+    int rc = run_bound(job, opts, rr, err);
+    if (rc == FERRY_ECANCELED) rr->state = "canceled";
+    if (rc == FERRY_EPAUSED) rr->state = "paused";
+    if (rr->run_id == 0) return rc;
+    struct ferry_error ce;
+    ferry_error_clear(&ce);
+    int crc = conv_load(job, opts->state_path, rr->run_id, &ce);
+    for (int i = 0; i < job->n_conv; i++)
+        *converted += job->conv[i].to_null + job->conv[i].clamped;
+    if (crc != FERRY_OK && rc == FERRY_OK) {
+        *err = ce;
+        return crc;
+    }
+    return rc;
+}
+
 int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
                   struct ferry_job_result *res, struct ferry_status *status)
 {
@@ -260,6 +374,7 @@ int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
     struct ferry_run_result rr;
     memset(&rr, 0, sizeof rr);
     rr.state = "failed";
+    int64_t converted = 0;
     int rc = check_options(job, opts, &e);
     if (rc == FERRY_OK && atomic_flag_test_and_set(&job->active)) {
         rc = ferry_error_set(&e, FERRY_ECONFLICT, "embed",
@@ -267,13 +382,12 @@ int ferry_job_run(struct ferry_job *job, const struct ferry_job_options *opts,
                              "load the text again for a second job",
                              job->pipeline);
     } else if (rc == FERRY_OK) {
-        rc = run_bound(job, opts, &rr, &e);
-        if (rc == FERRY_ECANCELED) rr.state = "canceled";
-        if (rc == FERRY_EPAUSED) rr.state = "paused";
+        rc = run_counted(job, opts, &rr, &converted, &e);
         atomic_store(&job->stop, 0);
         atomic_flag_clear(&job->active);
     }
     fill_result(res, &rr);
+    if (res != NULL) res->converted = converted;
     if (rc == FERRY_OK)
         ferry_error_clear(&e);
     else if (e.code == FERRY_OK)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sqlite3.h>
 #include "unit.h"
 #include "ferry/core.h"
 #include "ferry/ferry.h"
@@ -104,6 +105,74 @@ static void test_run_delivers_every_row(void **unused)
     assert_true(g.batches >= 10);
     assert_int_equal(g.completed_events, 1);
     assert_string_equal(st.code_name, "ok");
+    assert_int_equal(res.converted, 0);
+    const struct ferry_converted *conv = (const void *)1;
+    assert_int_equal(ferry_job_converted(job, &conv), 0);
+    assert_null(conv);
+    ferry_job_free(job);
+}
+
+static int64_t sql_count(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+/* on_unrepresentable: null into SQLite (which has no -0): the run's result counts the
+ * converted values, ferry_job_converted lists them per column, and the destination holds
+ * NULL exactly there (NaN is kept as the text NaN, not converted). */
+static void test_converted_counts(void **unused)
+{
+    char path[192], db_path[192], yaml[1024];
+    snprintf(path, sizeof path, "%s/edges.csv", dir);
+    snprintf(db_path, sizeof db_path, "%s/conv.db", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("id,a,b\n1,-0,-0\n2,1.5,2\n3,-0,NaN\n4,-0,-1e-300\n5,0,3\n", f);
+    fclose(f);
+    snprintf(yaml, sizeof yaml,
+             "version: 1\nname: conv\nsource:\n  type: files\n  path: %s\n  resources:\n"
+             "    - {table: edges, schema: {id: int64, a: float64, b: float64}}\n"
+             "sink:\n  type: sqlite\n  path: %s\non_unrepresentable: null\n",
+             path, db_path);
+    struct ferry_job *job = load(yaml);
+    struct ferry_job_options o = {.state_path = state};
+    struct ferry_job_result res;
+    struct ferry_status st;
+    int rc = ferry_job_run(job, &o, &res, &st);
+    if (rc != 0) fail_msg("run: %s", st.message);
+    assert_string_equal(res.state, "completed");
+    assert_int_equal(res.rows, 5);
+    assert_int_equal(res.converted, 4);
+    const struct ferry_converted *c = NULL;
+    assert_int_equal(ferry_job_converted(job, &c), 2);
+    assert_string_equal(c[0].resource, "edges");
+    assert_string_equal(c[0].column, "a");
+    assert_int_equal(c[0].to_null, 3);
+    assert_int_equal(c[0].clamped, 0);
+    assert_string_equal(c[1].resource, "edges");
+    assert_string_equal(c[1].column, "b");
+    assert_int_equal(c[1].to_null, 1);
+    assert_int_equal(c[1].clamped, 0);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+    assert_int_equal(sql_count(db, "SELECT count(*) FROM edges WHERE a IS NULL AND id IN (1,3,4)"), 3);
+    assert_int_equal(sql_count(db, "SELECT count(*) FROM edges WHERE b IS NULL AND id = 1"), 1);
+    assert_int_equal(sql_count(db, "SELECT count(*) FROM edges WHERE a IS NULL OR b IS NULL"), 3);
+    assert_int_equal(sql_count(db, "SELECT count(*) FROM edges WHERE b = 'NaN' AND id = 3"), 1);
+    assert_int_equal(sql_count(db, "SELECT count(*) FROM edges WHERE b = -1e-300 AND id = 4"), 1);
+    sqlite3_close(db);
+    /* the counts are the last run's: a run converting nothing lists nothing */
+    ferry_job_free(job);
+    job = load(sample_yaml(10, "\"null\""));
+    rc = ferry_job_run(job, &o, &res, &st);
+    if (rc != 0) fail_msg("run: %s", st.message);
+    assert_int_equal(res.converted, 0);
+    assert_int_equal(ferry_job_converted(job, &c), 0);
     ferry_job_free(job);
 }
 
@@ -368,6 +437,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_delivers_every_row),
+        cmocka_unit_test(test_converted_counts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cancel_before_run_and_conflict),
         cmocka_unit_test(test_two_runs_at_once_pause_one),

@@ -33,7 +33,7 @@ pass "installed: libferry.a, libferry.so, include/ferry/ferry.h, ferry.pc, bin/f
 nm -D --defined-only "$LIBDIR/libferry.so" | awk '{print $3}' | sort > exports.txt
 others=$(grep -v '^ferry_[a-z]' exports.txt || true)
 [ -z "$others" ] || fail "libferry.so exports non-API symbols: $(echo "$others" | head -5 | tr '\n' ' ')"
-for s in ferry_job_load ferry_job_run ferry_job_cancel ferry_job_pause ferry_job_free; do
+for s in ferry_job_load ferry_job_run ferry_job_cancel ferry_job_pause ferry_job_free ferry_job_converted; do
   grep -qx "$s" exports.txt || fail "libferry.so does not export $s"
 done
 nm -g --defined-only "$LIBDIR/libferry.a" 2> /dev/null | grep -q ' T ferry_job_run$' ||

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include "ferry/connector.h"
 #include "ferry/core.h"
 #include "pipeline/transform.h"
 
@@ -57,6 +58,7 @@ struct ferry_transform_chain {
     struct step *steps;
     bool has_run;
     int64_t run_id;
+    bool specials; /* batches may hold special values (ferry_transforms_set_specials) */
 };
 
 static void step_clear(struct step *st)
@@ -76,6 +78,11 @@ void ferry_transforms_free(struct ferry_transform_chain *chain)
         step_clear(&chain->steps[i]);
     ferry_free(chain->steps);
     ferry_free(chain);
+}
+
+void ferry_transforms_set_specials(struct ferry_transform_chain *chain, bool specials)
+{
+    if (chain) chain->specials = specials;
 }
 
 void ferry_transforms_set_run(struct ferry_transform_chain *chain, int64_t run_id)
@@ -410,6 +417,8 @@ static bool parse_int_text(const char *s, size_t n, enum ferry_type t, int64_t *
     return true;
 }
 
+/* A finite text never becomes +-Infinity, nor a nonzero one 0 (out of range: refused);
+ * "NaN", "Infinity", "-Infinity" and "-0" are read as themselves. */
 static bool parse_float_text(const char *s, size_t n, bool single, double *out)
 {
     char buf[128];
@@ -417,8 +426,10 @@ static bool parse_float_text(const char *s, size_t n, bool single, double *out)
     memcpy(buf, s, n);
     buf[n] = '\0';
     char *end;
+    errno = 0;
     *out = single ? (double)strtof(buf, &end) : strtod(buf, &end);
-    return *end == '\0';
+    if (*end != '\0') return false;
+    return !(errno == ERANGE && (isinf(*out) || *out == 0));
 }
 
 /* Text in the forms of ferry/batch.h -> a value of type t (precision/scale for decimal128).
@@ -856,14 +867,41 @@ static size_t float_text(double v, bool single, char *buf, size_t len)
     return strlen(buf);
 }
 
+/* A special value's text (connector.h), NULL for any other value. */
+static const char *special_text(const struct ferry_batch *b, int col, int64_t row)
+{
+    switch (b->columns[col].type) {
+    case FERRY_TYPE_DATE32: {
+        int64_t v = ferry_col_int(b, col, row);
+        return v == FERRY_SPECIAL_DATE_PINF ? "infinity"
+               : v == FERRY_SPECIAL_DATE_NINF ? "-infinity"
+                                              : NULL;
+    }
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US: {
+        int64_t v = ferry_col_int(b, col, row);
+        return v == FERRY_SPECIAL_TS_PINF ? "infinity" : v == FERRY_SPECIAL_TS_NINF ? "-infinity" : NULL;
+    }
+    case FERRY_TYPE_DECIMAL128: {
+        struct ferry_decimal128 d = ferry_col_dec128(b, col, row);
+        return d.hi == FERRY_SPECIAL_DEC_NAN_HI && d.lo == FERRY_SPECIAL_DEC_NAN_LO ? "NaN" : NULL;
+    }
+    default: return NULL;
+    }
+}
+
 /* Canonical text of one value, the input of a hash. Dates and timestamps outside years
- * 1..9999 have no calendar text: they are hashed as their number (days, microseconds). */
-static size_t value_text(const struct ferry_batch *b, int col, int64_t row, char *buf, size_t len,
-                         const uint8_t **bytes)
+ * 1..9999 have no calendar text: they are hashed as their number (days, microseconds).
+ * With `specials`, +-infinity and decimal NaN are PostgreSQL's 'infinity', '-infinity' and
+ * 'NaN'. */
+static size_t value_text(const struct ferry_batch *b, int col, int64_t row, bool specials,
+                         char *buf, size_t len, const uint8_t **bytes)
 {
     int k = -1;
     const struct ferry_column *c = &b->columns[col];
     *bytes = (const uint8_t *)buf;
+    const char *sp = specials ? special_text(b, col, row) : NULL;
+    if (sp != NULL) return (size_t)snprintf(buf, len, "%s", sp);
     switch (c->type) {
     case FERRY_TYPE_UTF8:
     case FERRY_TYPE_JSON:
@@ -901,7 +939,8 @@ static size_t value_text(const struct ferry_batch *b, int col, int64_t row, char
     return (size_t)snprintf(buf, len, "%" PRId64, ferry_col_int(b, col, row));
 }
 
-static int hash_column(const struct step *st, struct ferry_batch **io, struct ferry_error *err)
+static int hash_column(const struct step *st, bool specials, struct ferry_batch **io,
+                       struct ferry_error *err)
 {
     struct ferry_batch *b = ferry_batch_copy(*io);
     if (b == NULL) return ferry_error_set(err, FERRY_ENOMEM, "transform", "out of memory");
@@ -922,7 +961,7 @@ static int hash_column(const struct step *st, struct ferry_batch **io, struct fe
         offsets[r] = pos;
         if (ferry_col_is_null(b, st->column, r)) continue;
         const uint8_t *p;
-        size_t len = value_text(b, st->column, r, text, sizeof text, &p);
+        size_t len = value_text(b, st->column, r, specials, text, sizeof text, &p);
         uint8_t digest[32];
         if (st->hmac) {
             ferry_hmac_sha256(st->key, st->key_len, p, len, digest);
@@ -1347,90 +1386,148 @@ static void put_fixed(uint8_t *values, enum ferry_type t, int64_t r, const struc
     }
 }
 
+/* "transforms[i] (cast): column C row R of batch B of RES: value "V" WHY" (WHY NULL: "is
+ * not a valid TYPE"). */
+static int cast_error_why(const struct step *st, const struct ferry_batch *b, int64_t r,
+                          const char *text, size_t n, const char *why, struct ferry_error *err)
+{
+    const struct ferry_field *to = &st->schema->fields[st->column];
+    char ty[48], msg[96];
+    type_text(to->type, to->precision, to->scale, ty, sizeof ty);
+    if (why == NULL) snprintf(msg, sizeof msg, "is not a valid %s", ty);
+    return ferry_error_set(err, FERRY_EINVAL, "transform",
+                           "transforms[%d] (cast): column \"%s\" row %" PRId64 " of batch %" PRIu64
+                           " of %s: value \"%.*s%s\" %s",
+                           st->index, to->name, r, b->seq, b->resource, (int)(n > 64 ? 64 : n),
+                           text, n > 64 ? "..." : "", why ? why : msg);
+}
+
 static int cast_error(const struct step *st, const struct ferry_batch *b, int64_t r,
                       const char *text, size_t n, struct ferry_error *err)
 {
-    const struct ferry_field *to = &st->schema->fields[st->column];
-    char ty[48];
-    type_text(to->type, to->precision, to->scale, ty, sizeof ty);
-    return ferry_error_set(err, FERRY_EINVAL, "transform",
-                           "transforms[%d] (cast): column \"%s\" row %" PRId64 " of batch %" PRIu64
-                           " of %s: value \"%.*s%s\" is not a valid %s",
-                           st->index, to->name, r, b->seq, b->resource, (int)(n > 64 ? 64 : n),
-                           text, n > 64 ? "..." : "", ty);
+    return cast_error_why(st, b, r, text, n, NULL, err);
 }
 
-static int cast_column(const struct step *st, struct ferry_batch **io, struct ferry_error *err)
+/* To utf8 (canonical text of any value) or utf8 -> decimal_text (checked). */
+static int cast_to_text(const struct step *st, bool specials, struct ferry_batch *b,
+                        struct ferry_error *err)
+{
+    int64_t n = b->length;
+    int col = st->column;
+    enum ferry_type tt = st->schema->fields[col].type;
+    char text[128];
+    struct vbuf v;
+    if (vbuf_init(&v, n, (size_t)n * 16) != FERRY_OK) return oom(err);
+    for (int64_t r = 0; r < n; r++) {
+        if (!ferry_col_is_null(b, col, r)) {
+            const uint8_t *p;
+            size_t len = value_text(b, col, r, specials, text, sizeof text, &p);
+            struct dec_parts d;
+            int rc = FERRY_OK;
+            if (tt == FERRY_TYPE_DECIMAL_TEXT && !dec_split((const char *)p, len, &d))
+                rc = cast_error(st, b, r, (const char *)p, len, err);
+            else if (vbuf_put(&v, p, len) != FERRY_OK)
+                rc = oom(err);
+            if (rc != FERRY_OK) {
+                vbuf_free(&v);
+                return rc;
+            }
+        }
+        v.offsets[r + 1] = (int32_t)v.len;
+    }
+    set_column(b, col, tt, NULL, 0, &v, n);
+    set_schema(b, st->schema);
+    return FERRY_OK;
+}
+
+/* Days -> microseconds, refused beyond ferry's timestamps (year 294247); +-infinity stays
+ * +-infinity when the batch may hold special values. */
+static int cast_date_to_ts(const struct step *st, bool specials, const struct ferry_batch *b,
+                           int64_t r, struct konst *k, struct ferry_error *err)
+{
+    int64_t days = ferry_col_int(b, st->column, r);
+    if (specials && (days == FERRY_SPECIAL_DATE_PINF || days == FERRY_SPECIAL_DATE_NINF)) {
+        k->i = days == FERRY_SPECIAL_DATE_PINF ? FERRY_SPECIAL_TS_PINF : FERRY_SPECIAL_TS_NINF;
+        return FERRY_OK;
+    }
+    const int64_t day_us = INT64_C(86400000000);
+    if (days > INT64_MAX / day_us || days < INT64_MIN / day_us) {
+        char text[48];
+        int n = ferry_date32_to_text((int32_t)days, text, sizeof text);
+        if (n < 0) n = snprintf(text, sizeof text, "%" PRId64 " days", days);
+        return cast_error_why(st, b, r, text, (size_t)n,
+                              "is beyond the range of a timestamp (ferry's timestamps end in "
+                              "year 294247)",
+                              err);
+    }
+    k->i = days * day_us;
+    return FERRY_OK;
+}
+
+/* Row r of the cast column as a value of the target type in *k. */
+static int cast_value(const struct step *st, bool specials, const struct ferry_batch *b,
+                      int64_t r, struct konst *k, struct ferry_error *err)
+{
+    int col = st->column;
+    const struct ferry_field *from = &b->schema->fields[col];
+    const struct ferry_field *to = &st->schema->fields[col];
+    enum ferry_type ft = from->type, tt = to->type;
+    char text[128];
+    memset(k, 0, sizeof *k);
+    if (ft == FERRY_TYPE_UTF8 || ft == FERRY_TYPE_DECIMAL_TEXT) {
+        size_t len;
+        const char *p = (const char *)ferry_col_bytes(b, col, r, &len);
+        if (!parse_value(tt, to->precision, to->scale, p, len, k))
+            return cast_error(st, b, r, p, len, err);
+    } else if (ft == FERRY_TYPE_DECIMAL128) {
+        struct ferry_decimal128 d = ferry_col_dec128(b, col, r);
+        if (specials && d.hi == FERRY_SPECIAL_DEC_NAN_HI && d.lo == FERRY_SPECIAL_DEC_NAN_LO) {
+            k->d = d; /* NaN stays NaN */
+            return FERRY_OK;
+        }
+        /* Rescale through the text form: the parser refuses any digit that would be lost,
+         * and compile time made sure none can be. */
+        int len = ferry_decimal128_to_text(d, from->scale, text, sizeof text);
+        if (len < 0 ||
+            ferry_decimal128_from_text(text, (size_t)len, to->precision, to->scale, &k->d) !=
+                FERRY_OK)
+            return cast_error(st, b, r, text, len < 0 ? 0 : (size_t)len, err);
+    } else if (ft == FERRY_TYPE_DATE32 && tt != FERRY_TYPE_DATE32) {
+        return cast_date_to_ts(st, specials, b, r, k, err);
+    } else if (ft == FERRY_TYPE_FLOAT32 || ft == FERRY_TYPE_FLOAT64) {
+        k->f = ferry_col_float(b, col, r);
+    } else if (ft == FERRY_TYPE_BOOL) {
+        k->b = ferry_col_bool(b, col, r);
+    } else if (ft == FERRY_TYPE_UUID) {
+        memcpy(k->u, ferry_col_fixed(b, col, r), 16);
+    } else {
+        k->i = ferry_col_int(b, col, r);
+        k->f = (double)k->i;
+    }
+    return FERRY_OK;
+}
+
+static int cast_column(const struct step *st, bool specials, struct ferry_batch **io,
+                       struct ferry_error *err)
 {
     int rc = own_copy(io, err);
     if (rc != FERRY_OK) return rc;
     struct ferry_batch *b = *io;
     int64_t n = b->length;
     int col = st->column;
-    const struct ferry_field *from = &b->schema->fields[col];
-    const struct ferry_field *to = &st->schema->fields[col];
-    enum ferry_type ft = from->type, tt = to->type;
-    char text[128];
-    if (ferry_type_is_varwidth(tt)) {
-        /* to utf8 (canonical text of any value) or utf8 -> decimal_text (checked) */
-        struct vbuf v;
-        if (vbuf_init(&v, n, (size_t)n * 16) != FERRY_OK) return oom(err);
-        for (int64_t r = 0; r < n; r++) {
-            if (!ferry_col_is_null(b, col, r)) {
-                const uint8_t *p;
-                size_t len = value_text(b, col, r, text, sizeof text, &p);
-                struct dec_parts d;
-                if (tt == FERRY_TYPE_DECIMAL_TEXT && !dec_split((const char *)p, len, &d)) {
-                    rc = cast_error(st, b, r, (const char *)p, len, err);
-                    vbuf_free(&v);
-                    return rc;
-                }
-                if (vbuf_put(&v, p, len) != FERRY_OK) {
-                    vbuf_free(&v);
-                    return oom(err);
-                }
-            }
-            v.offsets[r + 1] = (int32_t)v.len;
-        }
-        set_column(b, col, tt, NULL, 0, &v, n);
-        set_schema(b, st->schema);
-        return FERRY_OK;
-    }
+    enum ferry_type tt = st->schema->fields[col].type;
+    if (ferry_type_is_varwidth(tt)) return cast_to_text(st, specials, b, err);
     int w = ferry_type_width(tt);
     size_t cap = tt == FERRY_TYPE_BOOL ? (size_t)(n + 7) / 8 + 1 : (size_t)w * (size_t)n + 1;
     uint8_t *values = ferry_calloc(cap, 1); /* null rows keep a zero slot */
     if (values == NULL) return oom(err);
     for (int64_t r = 0; r < n; r++) {
         if (ferry_col_is_null(b, col, r)) continue;
-        struct konst k = {0};
-        if (ft == FERRY_TYPE_UTF8 || ft == FERRY_TYPE_DECIMAL_TEXT) {
-            size_t len;
-            const char *p = (const char *)ferry_col_bytes(b, col, r, &len);
-            if (!parse_value(tt, to->precision, to->scale, p, len, &k)) {
-                ferry_free(values);
-                return cast_error(st, b, r, p, len, err);
-            }
-        } else if (ft == FERRY_TYPE_DECIMAL128) {
-            /* Rescale through the text form: the parser refuses any digit that would be
-             * lost, and compile time made sure none can be. */
-            int len = ferry_decimal128_to_text(ferry_col_dec128(b, col, r), from->scale, text,
-                                               sizeof text);
-            if (len < 0 || ferry_decimal128_from_text(text, (size_t)len, to->precision,
-                                                      to->scale, &k.d) != FERRY_OK) {
-                ferry_free(values);
-                return cast_error(st, b, r, text, len < 0 ? 0 : (size_t)len, err);
-            }
-        } else if (ft == FERRY_TYPE_DATE32 && tt != FERRY_TYPE_DATE32) {
-            k.i = ferry_col_int(b, col, r) * INT64_C(86400000000);
-        } else if (ft == FERRY_TYPE_FLOAT32 || ft == FERRY_TYPE_FLOAT64) {
-            k.f = ferry_col_float(b, col, r);
-        } else if (ft == FERRY_TYPE_BOOL) {
-            k.b = ferry_col_bool(b, col, r);
-        } else if (ft == FERRY_TYPE_UUID) {
-            memcpy(k.u, ferry_col_fixed(b, col, r), 16);
-        } else {
-            k.i = ferry_col_int(b, col, r);
-            k.f = (double)k.i;
+        struct konst k;
+        rc = cast_value(st, specials, b, r, &k, err);
+        if (rc != FERRY_OK) {
+            ferry_free(values);
+            return rc;
         }
         put_fixed(values, tt, r, &k);
     }
@@ -1453,11 +1550,11 @@ int ferry_transforms_apply(struct ferry_transform_chain *chain, struct ferry_bat
             else b = p;
             break;
         }
-        case STEP_HASH: rc = hash_column(st, &b, err); break;
+        case STEP_HASH: rc = hash_column(st, chain->specials, &b, err); break;
         case STEP_MASK: rc = mask_column(st, &b, err); break;
         case STEP_ADD: rc = add_column(chain, st, &b, err); break;
         case STEP_FILTER: rc = filter_rows(st, &b, err); break;
-        case STEP_CAST: rc = cast_column(st, &b, err); break;
+        case STEP_CAST: rc = cast_column(st, chain->specials, &b, err); break;
         }
         if (rc != FERRY_OK) {
             ferry_batch_unref(b);

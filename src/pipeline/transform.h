@@ -32,6 +32,12 @@ int ferry_transforms_apply(struct ferry_transform_chain *chain, struct ferry_bat
  * compiled before the run exists (plan time), so the runner sets it once the run is picked;
  * applying an `add run_id` step before this is an error. Accepts a NULL chain. */
 void ferry_transforms_set_run(struct ferry_transform_chain *chain, int64_t run_id);
+/* Whether the batches may hold ferry's special values (connector.h: +-infinity dates and
+ * timestamps, decimal NaN; the runner lets them through only for on_unrepresentable null |
+ * clamp into a sink that cannot hold them, which converts them after the chain). hash and
+ * cast to text then read them as 'infinity', '-infinity' and 'NaN' (PostgreSQL's text), a
+ * cast date -> timestamp keeps +-infinity, a rescaled decimal keeps NaN. Accepts NULL. */
+void ferry_transforms_set_specials(struct ferry_transform_chain *chain, bool specials);
 void ferry_transforms_free(struct ferry_transform_chain *chain);
 
 #endif

@@ -238,9 +238,14 @@ static int open_sink_side(struct run *r, struct ferry_error *err)
         rr->read.positions_at_end =
             rr->caps.durability == FERRY_DURABLE_AT_COMMIT && !r->distributed && !r->shard_mode;
         /* on_unrepresentable: null | clamp also reads special values: the writer converts
-         * those the sink cannot hold (rr->convert) */
-        rr->read.special_values =
-            (rr->caps.special_values || rr->convert != NULL) && !transforms_read_values(p);
+         * those the sink cannot hold (rr->convert), after the transforms (cast and hash
+         * read them as PostgreSQL's text, a cast keeps them special). A sink that holds them
+         * knows them by the column's origin, which a cast drops: with cast or hash the
+         * source refuses them there, naming column and row. */
+        bool reads = transforms_read_values(p);
+        rr->read.special_values = reads ? rr->convert != NULL && !rr->caps.special_values
+                                        : rr->caps.special_values || rr->convert != NULL;
+        ferry_transforms_set_specials(rr->chain, rr->read.special_values);
         rr->target.index = i;
         rr->target.resource = rr->spec->table;
         rr->target.table = ferry_resource_target(rr->spec);

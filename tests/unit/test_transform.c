@@ -20,6 +20,7 @@
 #include "unit.h"
 #include "testrows.h"
 #include "ferry/config.h"
+#include "ferry/connector.h"
 #include "ferry/core.h"
 #include "ferry/pipeline.h"
 #include "pipeline/transform.h"
@@ -1459,6 +1460,186 @@ static void test_cast_from_text(void **state)
     ferry_schema_unref(s);
 }
 
+/* ---- special values (issue 23): cast and hash carry them exactly or refuse ---- */
+
+static struct ferry_schema *special_schema(void)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "day", FERRY_TYPE_DATE32, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "ts", FERRY_TYPE_TIMESTAMPTZ_US, true, NULL),
+                     FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "amt", FERRY_TYPE_DECIMAL128, true, NULL),
+                     FERRY_OK);
+    s->fields[3].precision = 20;
+    s->fields[3].scale = 2;
+    assert_int_equal(ferry_schema_add_field(s, "f", FERRY_TYPE_FLOAT64, true, NULL), FERRY_OK);
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    return s;
+}
+
+/* Rows: +-infinity, decimal NaN (ferry's special values), -0, NaN, -Infinity, and plain
+ * values; row 3: a date beyond ferry's timestamps (year 5874897, PostgreSQL's last). */
+static struct ferry_batch *special_batch(struct ferry_schema *s)
+{
+    static const int64_t days[] = {FERRY_SPECIAL_DATE_PINF, FERRY_SPECIAL_DATE_NINF, 0,
+                                   2145031949 + 10957};
+    static const int64_t ts[] = {FERRY_SPECIAL_TS_PINF, FERRY_SPECIAL_TS_NINF, 0, 1};
+    const struct ferry_decimal128 nan = {.hi = FERRY_SPECIAL_DEC_NAN_HI,
+                                         .lo = FERRY_SPECIAL_DEC_NAN_LO};
+    const struct ferry_decimal128 amt[] = {nan, {.lo = 150}, {.lo = UINT64_MAX, .hi = -1},
+                                           {.lo = 1}};
+    const double f[] = {-0.0, NAN, -INFINITY, 5e-324};
+    struct ferry_batch *b = NULL;
+    struct ferry_rw_limits lim = {.rows = 100, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "specials", lim, tr_take, &b);
+    for (int r = 0; r < 4; r++) {
+        ferry_rw_begin(rw, FERRY_OP_INSERT);
+        ferry_rw_int(rw, r + 1);
+        ferry_rw_int(rw, days[r]);
+        ferry_rw_int(rw, ts[r]);
+        ferry_rw_dec128(rw, amt[r]);
+        ferry_rw_float(rw, f[r]);
+        assert_int_equal(ferry_rw_end(rw, NULL), FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, NULL), FERRY_OK);
+    ferry__rw_free(rw);
+    return b;
+}
+
+static void assert_cell_text(const struct ferry_batch *b, int col, int64_t row, const char *want)
+{
+    char got[128];
+    cell_text(b, col, row, got, sizeof got);
+    assert_string_equal(got, want);
+}
+
+/* With special values let through (on_unrepresentable into a sink without them): a cast
+ * to text writes PostgreSQL's text, date -> timestamp keeps +-infinity, a rescaled decimal
+ * keeps NaN; floats' NaN, -Infinity, -0 and subnormals are exact in every cast. */
+static void test_cast_special_values(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = special_schema();
+    struct compiled c = compile_ok("  - {cast: day, to: timestamptz}\n"
+                                   "  - {cast: ts, to: utf8}\n"
+                                   "  - {cast: amt, to: 'decimal(22,4)'}\n"
+                                   "  - {cast: f, to: utf8}\n",
+                                   "specials", s);
+    ferry_transforms_set_specials(c.chain, true);
+    struct ferry_batch *in = special_batch(s), *out = NULL;
+    struct ferry_error err = {0};
+    /* row 3's date has no timestamp: refused naming column, row and value */
+    assert_int_equal(ferry_transforms_apply(c.chain, in, &out, &err), FERRY_EINVAL);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "transforms[0] (cast): column \"day\" row 3 of batch 1 "
+                                        "of specials: value \""));
+    assert_non_null(strstr(err.message, "is beyond the range of a timestamp (ferry's timestamps "
+                                        "end in year 294247)"));
+    struct ferry_batch *whole = special_batch(s);
+    in = ferry_batch_slice(whole, 0, 3);
+    assert_non_null(in);
+    ferry_batch_unref(whole); /* the slice keeps it alive */
+    out = apply_ok(c.chain, in);
+    assert_int_equal(ferry_col_int(out, 1, 0), FERRY_SPECIAL_TS_PINF);
+    assert_int_equal(ferry_col_int(out, 1, 1), FERRY_SPECIAL_TS_NINF);
+    assert_int_equal(ferry_col_int(out, 1, 2), 0);
+    assert_cell_text(out, 2, 0, "infinity");
+    assert_cell_text(out, 2, 1, "-infinity");
+    char want[64];
+    assert_true(ferry_timestamp_to_text(0, true, want, sizeof want) > 0);
+    assert_cell_text(out, 2, 2, want);
+    struct ferry_decimal128 d = ferry_col_dec128(out, 3, 0);
+    assert_true(d.hi == FERRY_SPECIAL_DEC_NAN_HI && d.lo == FERRY_SPECIAL_DEC_NAN_LO);
+    assert_int_equal(ferry_col_dec128(out, 3, 1).lo, 15000);
+    assert_int_equal((int64_t)ferry_col_dec128(out, 3, 2).lo, -100);
+    assert_cell_text(out, 4, 0, "-0");
+    assert_cell_text(out, 4, 1, "NaN");
+    assert_cell_text(out, 4, 2, "-Infinity");
+    ferry_batch_unref(out);
+    compiled_free(&c);
+
+    /* hash: the special values' text, never their storage numbers */
+    c = compile_ok("  - {column: day, hash: sha256}\n"
+                   "  - {column: amt, hash: sha256}\n",
+                   "specials", s);
+    ferry_transforms_set_specials(c.chain, true);
+    out = apply_ok(c.chain, special_batch(s));
+    const char *dtext[] = {"infinity", "-infinity"};
+    for (int r = 0; r < 2; r++) {
+        char hex[65], got[65];
+        ferry_sha256_hex(dtext[r], strlen(dtext[r]), hex);
+        cell_text(out, 1, r, got, sizeof got);
+        assert_string_equal(got, hex);
+    }
+    char hex[65], got[65];
+    ferry_sha256_hex("NaN", 3, hex);
+    cell_text(out, 3, 0, got, sizeof got);
+    assert_string_equal(got, hex);
+    ferry_sha256_hex("1.50", 4, hex);
+    cell_text(out, 3, 1, got, sizeof got);
+    assert_string_equal(got, hex);
+    ferry_batch_unref(out);
+    compiled_free(&c);
+
+    /* without special values (the source refuses them), INT32_MAX is a date like any other:
+     * beyond a timestamp, refused */
+    c = compile_ok("  - {cast: day, to: timestamp}\n", "specials", s);
+    out = NULL;
+    assert_int_equal(ferry_transforms_apply(c.chain, special_batch(s), &out, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "column \"day\" row 0 of batch 1 of specials"));
+    assert_non_null(strstr(err.message, "is beyond the range of a timestamp"));
+    compiled_free(&c);
+    ferry_schema_unref(s);
+}
+
+/* Text -> float: NaN, +-Infinity, -0 and subnormals are read as themselves; a finite text
+ * that would become +-Infinity or 0 (beyond the type's range) is refused naming the row. */
+static void test_cast_text_to_float_range(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = text_schema();
+    static const char *const rows[][10] = {
+        {NULL, NULL, NULL, NULL, NULL, NULL, "1e-45", NULL, "4.9e-324"},
+        {NULL, NULL, NULL, NULL, NULL, NULL, "-0", NULL, "-0"},
+        {NULL, NULL, NULL, NULL, NULL, NULL, "-Infinity", NULL, "NaN"},
+    };
+    struct compiled c = compile_ok("  - {cast: f, to: float32}\n  - {cast: n, to: float64}\n",
+                                   "texts", s);
+    struct ferry_batch *out = apply_ok(c.chain, text_batch(s, rows, 3));
+    assert_true(ferry_col_float(out, 7, 0) > 0 && ferry_col_float(out, 7, 0) < 2e-45);
+    assert_true(ferry_col_float(out, 9, 0) > 0 && ferry_col_float(out, 9, 0) < 1e-323);
+    assert_true(ferry_col_float(out, 7, 1) == 0 && signbit(ferry_col_float(out, 7, 1)));
+    assert_true(ferry_col_float(out, 9, 1) == 0 && signbit(ferry_col_float(out, 9, 1)));
+    assert_true(isinf(ferry_col_float(out, 7, 2)) && ferry_col_float(out, 7, 2) < 0);
+    assert_true(isnan(ferry_col_float(out, 9, 2)));
+    ferry_batch_unref(out);
+    compiled_free(&c);
+    static const struct {
+        const char *to, *value, *type;
+    } bad[] = {{"float64", "1e400", "float64"},   {"float64", "-1e309", "float64"},
+               {"float64", "1e-400", "float64"},  {"float32", "1e39", "float32"},
+               {"float32", "-1e-50", "float32"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char tr[64], msg[256];
+        snprintf(tr, sizeof tr, "  - {cast: f, to: %s}\n", bad[i].to);
+        const char *const row[1][10] = {{NULL, NULL, NULL, NULL, NULL, NULL, bad[i].value}};
+        struct compiled b = compile_ok(tr, "texts", s);
+        struct ferry_batch *o = NULL;
+        struct ferry_error err = {0};
+        assert_int_equal(ferry_transforms_apply(b.chain, text_batch(s, row, 1), &o, &err),
+                         FERRY_EINVAL);
+        snprintf(msg, sizeof msg,
+                 "transforms[0] (cast): column \"f\" row 0 of batch 1 of texts: value \"%s\" "
+                 "is not a valid %s",
+                 bad[i].value, bad[i].type);
+        assert_string_equal(err.message, msg);
+        compiled_free(&b);
+    }
+    ferry_schema_unref(s);
+}
+
 /* Filter, mask, add and cast chained with projections: the output is what each step
  * promises, applied in file order. */
 static void test_chain_of_every_kind(void **state)
@@ -1773,6 +1954,8 @@ int main(void)
         cmocka_unit_test(test_filter_keeps_deletes),
         cmocka_unit_test(test_cast_widen),
         cmocka_unit_test(test_cast_from_text),
+        cmocka_unit_test(test_cast_special_values),
+        cmocka_unit_test(test_cast_text_to_float_range),
         cmocka_unit_test(test_chain_of_every_kind),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_out_of_memory),

@@ -104,6 +104,38 @@ check_counts "$run" '{"d":{"null":0,"clamp":2},"ts":{"null":0,"clamp":2},"tz":{"
   "n":{"null":1,"clamp":0},"f":{"null":0,"clamp":1}}'
 pass "sqlite: null and clamp convert ±infinity, years outside 0001..9999, numeric NaN and -0, counted per column in show, resource.completed and batch.written; every other value exact"
 
+# ---- cast and hash see the special values under null (PostgreSQL's text), else the source
+# refuses them naming resource, column and row ----
+tr_lines='transforms:
+  - {cast: d, to: timestamp}
+  - {cast: n, to: utf8}
+  - {column: tz, hash: sha256}'
+pipeline s_tr null "{type: sqlite, path: $T/tr.db, write: append}"
+printf '%s\n' "$tr_lines" >> s_tr.yaml
+expect_exit 0 ferry run s_tr.yaml
+run=$(run_id "$OUT")
+h() { printf '%s' "$1" | sha256sum | cut -c1-64; }
+got=$(q tr.db "SELECT id, quote(d), quote(n), tz FROM conv ORDER BY id")
+want="1|'2024-01-01 00:00:00.000000'|'1.50'|$(h '2024-01-01T10:00:00+00')
+2|NULL|'NaN'|$(h -infinity)
+3|NULL|'2.25'|$(h 568984953600000000)
+4|NULL|NULL|
+5|'0001-01-01 00:00:00.000000'|'-3.00'|$(h '1970-01-01T00:00:00+00')"
+[ "$got" = "$want" ] || fail "cast/hash under null:
+$got
+want:
+$want"
+check_counts "$run" '{"d":{"null":2,"clamp":0},"ts":{"null":2,"clamp":0},"f":{"null":1,"clamp":0}}'
+pipeline s_trf fail "{type: sqlite, path: $T/trf.db, write: append}"
+printf '%s\n' "$tr_lines" >> s_trf.yaml
+expect_exit 1 ferry run s_trf.yaml
+for want in 'public.conv' 'column "d"' 'row' 'infinity'; do
+  printf '%s' "$OUT" | grep -q -F -- "$want" || fail "cast without on_unrepresentable: the error does not name $want: $OUT"
+done
+[ "$(q trf.db "SELECT count(*) FROM sqlite_master WHERE name = 'conv'")" != 1 ] ||
+  [ "$(q trf.db "SELECT count(*) FROM conv")" = 0 ] || fail "cast without on_unrepresentable: rows were written"
+pass "cast and hash under null: -infinity dates cast to timestamps then converted and counted, numeric NaN cast to the text NaN, -infinity hashed as its text; without the option the source refuses naming resource, column and row"
+
 # ---- Parquet: holds every date and timestamp and -0; only the special values convert ----
 pipeline pq clamp "{type: files, path: $T/pq, format: parquet, write: append}"
 expect_exit 0 ferry run pq.yaml

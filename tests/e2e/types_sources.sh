@@ -65,6 +65,7 @@ jsonl|float|-|1.5 ; -0.0 ; 5e-324
 jsonl|huge|-|1e400 ; 1
 jsonl|str|-|"" ; "\u0000" ; "\udbff\udfff" ; "tab\t"
 jsonl|obj|-|{"a":[1,2.50]} ; []
+jsonl|obj_nul|-|{"a":"\u0000"}
 jsonl|bool|-|true ; false
 parquet|int64|BIGINT|-9223372036854775808 ; 9223372036854775807
 parquet|double|DOUBLE|'NaN' ; 'inf' ; '-inf' ; '-0.0' ; 5e-324
@@ -176,7 +177,7 @@ run_all() { # SOURCE SINK
 }
 
 # The files sinks' tables, read by python: csv as RFC 4180 records remembering which fields
-# were quoted (an empty unquoted field is NULL), jsonl by json (exact big integers).
+# were quoted (an empty unquoted field is NULL), jsonl as each value's own JSON text.
 # Prints [case, id, text, type] per row.
 cat > files_read.py <<'PY'
 import glob, json, sys
@@ -220,7 +221,10 @@ for case, table in (c.split('=') for c in cases):
         else:
             for l in text.splitlines():
                 r = json.loads(l)
-                t = 'NULL' if r['v'] is None else show(r['v'])
+                # the value's own text ("-0" stays -0): the line is {"id":N,"v":VALUE}
+                raw = l[l.index('"v":') + 4:l.rstrip().rindex('}')].strip()
+                if json.loads(raw) != r['v'] and r['v'] == r['v']: raise SystemExit(l)
+                t = 'NULL' if r['v'] is None else raw
                 print(json.dumps([case, r['id'], t, 'JSON']))
 PY
 
@@ -245,7 +249,8 @@ collect() { # SOURCE SINK
       ty=$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "my_types.txt")
       case $ty in *blob* | *binary*) ex="CONCAT('0x', HEX(v))" ;; *) ex="QUOTE(v)" ;; esac
       ty=${ty//\'/\'\'} # enum('a','b c')
-      sel="$sel${sel:+ UNION ALL }SELECT JSON_ARRAY('$name', id, IFNULL($ex, 'NULL'), '$ty') FROM \`$t\`" ;;
+      sel="$sel${sel:+ UNION ALL }SELECT CONVERT(JSON_ARRAY('$name', id, IFNULL($ex, 'NULL'), '$ty')
+        USING utf8mb4) COLLATE utf8mb4_bin FROM \`$t\`" ;;
     csv | jsonl) arg+=("$name=$t") ;;
     parquet) sel="$sel${sel:+ UNION ALL }SELECT '$name' AS c, id, coalesce(v::VARCHAR, 'NULL') AS t,
         typeof(v) AS ty FROM read_parquet('$T/out_${src}_parquet/$t/*.parquet')" ;;
@@ -255,41 +260,12 @@ collect() { # SOURCE SINK
   : > "$out"
   case $sink in
   sqlite) [ -z "$sel" ] || q "out_$src.db" "$sel" > "$out" ;;
-  postgres) [ -z "$sel" ] || p -c "$sel" > "$out" ;;
+  postgres) # (COPY: psql's own output drops U+10FFFF)
+    [ -z "$sel" ] || p -c "COPY ($sel) TO STDOUT WITH (FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01')" > "$out" ;;
   mysql) [ -z "$sel" ] || myq -r -e "$sel" > "$out" ;;
   csv | jsonl) [ ${#arg[@]} = 0 ] || python3 files_read.py "$sink" "out_${src}_$sink" "${arg[@]}" > "$out" ;;
   parquet) [ -z "$sel" ] || duck "$sel" > "$out" ;;
   esac 2> collect.err || fail "$src into $sink: the destination could not be read back: $(cat collect.err)"
-}
-
-# jq: a value shown on one line (control characters escaped); a value without its SQL or
-# JSON quotes, for comparing it with the literal written.
-JQ_DEFS='def shown: [explode[] | if . == 10 then "\\n" elif . == 9 then "\\t"
-           elif . < 32 then "\\u\(.)" else ([.] | implode) end] | join("");
-         def norm: if test("^\u0027.*\u0027$"; "s") then .[1:-1] | gsub("\u0027\u0027"; "\u0027")
-           elif test("^\".*\"$"; "s") then .[1:-1] else . end;'
-
-cell() { # SOURCE SINK NAME VALS -> the matrix cell
-  local msg f="rb_$1_$2.json" n first type stored want
-  msg=$(awk -F'|' -v n="$3" '$1 == n { sub(/^[^|]*\|/, ""); print; exit }' "$1.$2.refused")
-  if [ -n "$msg" ]; then
-    printf 'refused: %s' "$(printf '%s' "$msg" | clean | cut -c1-160)"
-    return
-  fi
-  local rows="map(select(.[0] == \$c)) | sort_by(.[1] | tonumber)"
-  n=$(jq -s --arg c "$3" "$rows | length" "$f")
-  [ "$n" = "$(( $(vals_of "$4" | wc -l) + 1 ))" ] ||
-    fail "$1 into $2: case $3 has $n rows: $(jq -c --arg c "$3" 'select(.[0] == $c)' "$f")"
-  first=$(jq -r -s --arg c "$3" "$rows | .[0][2]" "$f")
-  [ "$first" = NULL ] || fail "$1 into $2: case $3 lost its NULL (row 1 holds $first)"
-  type=$(jq -r -s --arg c "$3" "$rows | .[0][3]" "$f")
-  stored=$(jq -r -s --arg c "$3" "$JQ_DEFS $rows | .[1:] | map(.[2] | norm | shown) | join(\"\\u0001\")" "$f")
-  want=$(printf '%s' "$4" | jq -R -r "$JQ_DEFS split(\" ; \") | map(norm | shown) | join(\"\\u0001\")")
-  if [ "$stored" = "$want" ]; then
-    printf 'exact, as %s' "$type"
-  else
-    printf '%s: %s' "$type" "$(printf '%s' "$stored" | sed 's/\x01/, /g' | clean | cut -c1-120)"
-  fi
 }
 
 for src in $SOURCES; do
@@ -306,31 +282,62 @@ for src in $SOURCES; do
 done
 pass "every source into every sink: one run each (refusals noted)"
 
-title() {
-  case $1 in
-  sqlite) echo "SQLite (declared column types)" ;;
-  mysql) echo "MariaDB / MySQL" ;;
-  csv) echo "CSV files (inferred, or \`schema:\` as shown)" ;;
-  jsonl) echo "JSON Lines files (inferred)" ;;
-  parquet) echo "Parquet files (written by DuckDB)" ;;
-  esac
-}
-{
-  for src in $SOURCES; do
-    printf '\n### %s\n\n' "$(title "$src")"
-    printf '| source type | values (after a NULL) | sqlite | postgres | mysql | csv | jsonl | parquet |\n'
-    printf '|---|---|---|---|---|---|---|---|\n'
-    while IFS='|' read -r _ name type vals; do
-      [ "$type" = - ] && type=inferred
-      printf '| `%s` (%s) | `%s` |' "$type" "$name" "$(printf '%s' "$vals" | sed 's/ ; /, /g' | clean | cut -c1-70)"
-      for sink in $SINKS; do
-        c=$(cell "$src" "$sink" "$name" "$vals") || exit 1
-        printf ' %s |' "$c"
-      done
-      printf '\n'
-    done < <(cases_of "$src")
-  done
-} > matrix.md
+# The matrix: one python pass over cases.txt, SOURCE.SINK.refused and rb_SOURCE_SINK.json.
+# Fails (exit 1, naming source, sink and case) when a case that was not refused lacks a row
+# or lost its NULL.
+cat > render.py <<'PY'
+import json, re, sys
+T, sources, sinks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+titles = {'sqlite': 'SQLite (declared column types)', 'mysql': 'MariaDB / MySQL',
+          'csv': 'CSV files (inferred, or `schema:` as shown)',
+          'jsonl': 'JSON Lines files (inferred)', 'parquet': 'Parquet files (written by DuckDB)'}
+def clean(t):  # no run folder, port or table pipe; one line
+    t = t.replace(T + '/', '')
+    t = re.sub(r'127\.0\.0\.1:[0-9]*', 'HOST', t).replace('|', '\\|')
+    t = re.sub(r'\.tmp-[0-9]+-[0-9]+-[0-9]+', '.tmp-RUN-ATTEMPT-N', t)
+    return ' '.join(t.split('\n')).rstrip()
+def shown(t):
+    return ''.join('\\n' if c == '\n' else '\\t' if c == '\t' else
+                   '\\x%02x' % ord(c) if ord(c) < 32 else c for c in t)
+def norm(t):  # without its SQL or JSON quotes
+    if len(t) >= 2 and t[0] == t[-1] == "'": return t[1:-1].replace("''", "'")
+    if len(t) >= 2 and t[0] == t[-1] == '"': return t[1:-1]
+    return t
+cases = [l.rstrip('\n').split('|', 3) for l in open('cases.txt', encoding='utf-8')]
+out = []
+for src in sources:
+    out += ['', '### ' + titles[src], '',
+            '| source type | values (after a NULL) | sqlite | postgres | mysql | csv | jsonl | parquet |',
+            '|---|---|---|---|---|---|---|---|']
+    rb, refused = {}, {}
+    for sink in sinks:
+        refused[sink] = dict(l.rstrip('\n').split('|', 1)
+                             for l in open(f'{src}.{sink}.refused', encoding='utf-8') if '|' in l)
+        rows = {}
+        for l in open(f'rb_{src}_{sink}.json', encoding='utf-8'):
+            if l.strip():
+                r = json.loads(l)
+                rows.setdefault(r[0], []).append((int(r[1]), r[2], r[3]))
+        rb[sink] = rows
+    for _, name, typ, vals in (c for c in cases if c[0] == src):
+        want = [shown(norm(v)) for v in vals.split(' ; ')]
+        line = '| `%s` (%s) | `%s` |' % ('inferred' if typ == '-' else typ, name,
+                                         clean(vals.replace(' ; ', ', '))[:70])
+        for sink in sinks:
+            if name in refused[sink]:
+                line += ' refused: %s |' % clean(refused[sink][name])[:160]
+                continue
+            rows = sorted(rb[sink].get(name, []))
+            where = f'{src} into {sink}: case {name}'
+            if len(rows) != len(want) + 1: sys.exit(f'{where} has {len(rows)} rows: {rows}')
+            if rows[0][1] != 'NULL': sys.exit(f'{where} lost its NULL (row 1 holds {rows[0][1]})')
+            got = [shown(norm(r[1])) for r in rows[1:]]
+            line += (' exact, as %s |' % rows[0][2] if got == want else
+                     ' %s: %s |' % (rows[0][2], clean(', '.join(got))[:120]))
+        out.append(line)
+print('\n'.join(out))
+PY
+python3 render.py "$T" "$SOURCES" "$SINKS" > matrix.md || fail "the matrix (above: a case lost a row or its NULL)"
 pass "every case read back: all rows present, the NULL kept, or refused naming the column"
 
 DOC="$FERRY_SRC/docs/types.md"

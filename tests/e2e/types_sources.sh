@@ -78,6 +78,8 @@ parquet|blob|BLOB|'\x00\xFF'::BLOB
 parquet|uuid|UUID|'ffffffff-ffff-ffff-ffff-ffffffffffff'
 parquet|bool|BOOLEAN|true ; false
 EOF
+# a 1000-digit decimal and its smallest fraction, as CSV text
+printf 'csv|digits|-|%s.5 ; -0.%s1\n' "$(printf '9%.0s' $(seq 1000))" "$(printf '0%.0s' $(seq 999))" >> cases.txt
 SOURCES="sqlite mysql csv jsonl parquet"
 SINKS="sqlite postgres mysql csv jsonl parquet"
 
@@ -284,7 +286,7 @@ pass "every source into every sink: one run each (refusals noted)"
 
 # The matrix: one python pass over cases.txt, SOURCE.SINK.refused and rb_SOURCE_SINK.json.
 # Fails (exit 1, naming source, sink and case) when a case that was not refused lacks a row
-# or lost its NULL.
+# or lost its NULL, or when a refusal does not name the column.
 cat > render.py <<'PY'
 import json, re, sys
 T, sources, sinks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
@@ -325,7 +327,10 @@ for src in sources:
                                          clean(vals.replace(' ; ', ', '))[:70])
         for sink in sinks:
             if name in refused[sink]:
-                line += ' refused: %s |' % clean(refused[sink][name])[:160]
+                msg = refused[sink][name]
+                if not re.search(r'column "?v\b', msg):
+                    sys.exit(f'{src} into {sink}: case {name} refused without naming column v: {msg}')
+                line += ' refused: %s |' % clean(msg)[:160]
                 continue
             rows = sorted(rb[sink].get(name, []))
             where = f'{src} into {sink}: case {name}'
@@ -337,7 +342,7 @@ for src in sources:
         out.append(line)
 print('\n'.join(out))
 PY
-python3 render.py "$T" "$SOURCES" "$SINKS" > matrix.md || fail "the matrix (above: a case lost a row or its NULL)"
+python3 render.py "$T" "$SOURCES" "$SINKS" > matrix.md || fail "the matrix (above: a case lost a row or its NULL, or a refusal names no column)"
 pass "every case read back: all rows present, the NULL kept, or refused naming the column"
 
 DOC="$FERRY_SRC/docs/types.md"

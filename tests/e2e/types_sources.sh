@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The type matrix of the sources other than PostgreSQL (issue 23): SQLite, MariaDB, CSV, JSON
-# Lines and Parquet, each into every sink (sqlite, postgres, mysql, files csv / jsonl /
+# The type matrix of the sources (issue 23): PostgreSQL, SQLite, MariaDB, CSV, JSON Lines and
+# Parquet, each into every sink (sqlite, postgres, mysql, files csv / jsonl /
 # parquet), from real round trips on one PostgreSQL and one MariaDB server:
 #   each case is one table or file (id, v) holding NULL (id 1) and the type's edge values;
 #   ONE ferry run per source and sink copies every case (on_resource_error: continue; a case
@@ -26,6 +26,39 @@ duck() { node "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "$1"; }
 # source|name|type ("-": inferred)|values, separated by " ; " (SQL literals for sqlite, mysql
 # and parquet (DuckDB makes the file); the raw field for csv, the raw JSON value for jsonl)
 cat > cases.txt <<'EOF'
+postgres|bool|boolean|true ; false
+postgres|int2|smallint|-32768 ; 32767
+postgres|int8|bigint|-9223372036854775808 ; 9223372036854775807
+postgres|float4|real|'NaN' ; 'Infinity' ; '-0' ; '1e-45'
+postgres|float8|double precision|'NaN' ; '-Infinity' ; '-0' ; '4.9e-324' ; '1.7976931348623157e+308'
+postgres|numeric|numeric|'NaN' ; '-0.000001' ; '123456789012345678901234567890.123456789'
+postgres|numeric_p|numeric(20,2)|'123456789012345678.91' ; '-0.01'
+postgres|text|text|'' ; 'a''b'
+postgres|varchar|varchar(5)|'é😀' ; ''
+postgres|char|character(3)|'ab '
+postgres|bytea|bytea|'\x' ; '\x00ff'
+postgres|date|date|'0001-01-01' ; '9999-12-31' ; '4713-01-01 BC'
+postgres|date_inf|date|'infinity' ; '-infinity'
+postgres|ts|timestamp without time zone|'0001-01-01 00:00:00' ; '9999-12-31 23:59:59.999999'
+postgres|ts_inf|timestamp without time zone|'infinity'
+postgres|tstz|timestamp with time zone|'2024-02-29 12:00:00.000001+00'
+postgres|time|time without time zone|'00:00:00' ; '24:00:00' ; '23:59:59.999999'
+postgres|timetz|time with time zone|'12:00:00+05:30'
+postgres|interval|interval|'1 year 2 mons 3 days 04:05:06.789' ; '-00:00:01'
+postgres|uuid|uuid|'ffffffff-ffff-ffff-ffff-ffffffffffff'
+postgres|json|json|'{"a": [1, 2.50]}' ; '[]'
+postgres|jsonb|jsonb|'{"a": [1, 2.50]}'
+postgres|inet|inet|'192.168.0.1/24' ; '::1'
+postgres|money|money|'-92233720368547758.08'
+postgres|int_array|integer[]|'{1,NULL,3}' ; '{}'
+postgres|range|int4range|'[1,10)' ; 'empty'
+postgres|point|point|'(1.5,-2)'
+postgres|varbit|bit varying(8)|'101'
+postgres|enum|srcpg.mood|'happy'
+postgres|domain|srcpg.posint|1 ; 2147483647
+postgres|composite|srcpg.pair|'(1,x)'
+postgres|oid|oid|0 ; 4294967295
+postgres|xml|xml|'<a>1</a>'
 sqlite|int|INTEGER|-9223372036854775808 ; 9223372036854775807 ; 0
 sqlite|real|REAL|1.7976931348623157e308 ; 4.9e-324 ; 9e999 ; -9e999 ; -1.5
 sqlite|text|TEXT|'' ; 'a''b"c' ; char(1114111) ; 'tab'||char(9)||'nl'||char(10)
@@ -80,7 +113,7 @@ parquet|bool|BOOLEAN|true ; false
 EOF
 # a 1000-digit decimal and its smallest fraction, as CSV text
 printf 'csv|digits|-|%s.5 ; -0.%s1\n' "$(printf '9%.0s' $(seq 1000))" "$(printf '0%.0s' $(seq 999))" >> cases.txt
-SOURCES="sqlite mysql csv jsonl parquet"
+SOURCES="postgres sqlite mysql csv jsonl parquet"
 SINKS="sqlite postgres mysql csv jsonl parquet"
 
 cases_of() { awk -F'|' -v s="$1" '$1 == s' cases.txt; }
@@ -88,6 +121,9 @@ vals_of() { printf '%s' "$1" | awk -v RS=' ; ' '{ sub(/\n$/, ""); print }'; }
 
 # ---- the sources ----
 mkdir -p src_csv src_jsonl src_parquet
+p -c "CREATE SCHEMA srcpg; CREATE TYPE srcpg.mood AS ENUM ('sad', 'happy');
+      CREATE DOMAIN srcpg.posint AS integer CHECK (VALUE > 0); CREATE TYPE srcpg.pair AS (a int, b text)" \
+  || fail "postgres source types"
 while IFS='|' read -r src name type vals; do
   i=1 rows="(1, NULL)"
   [ "$src" = parquet ] && rows="(1, NULL::$type)" # DuckDB: every value typed
@@ -97,6 +133,8 @@ while IFS='|' read -r src name type vals; do
     rows="$rows, ($i, $v)"
   done < <(vals_of "$vals")
   case $src in
+  postgres) p -c "CREATE TABLE srcpg.c_$name (id int PRIMARY KEY, v $type);
+            INSERT INTO srcpg.c_$name VALUES $rows;" || fail "postgres case $name" ;;
   sqlite) sqlite3 src.db "CREATE TABLE c_$name (id INTEGER PRIMARY KEY, v $type);
             INSERT INTO c_$name VALUES $rows;" || fail "sqlite case $name" ;;
   mysql) myq -e "SET sql_mode = 'STRICT_ALL_TABLES'; CREATE TABLE c_$name (id int PRIMARY KEY, v $type);
@@ -112,11 +150,12 @@ while IFS='|' read -r src name type vals; do
   esac
 done < cases.txt
 duck "$(cat parquet.sql)" > /dev/null || fail "DuckDB could not write the Parquet cases"
-pass "sources made: SQLite tables, MariaDB tables, CSV and JSON Lines files, Parquet files written by DuckDB"
+pass "sources made: PostgreSQL tables, SQLite tables, MariaDB tables, CSV and JSON Lines files, Parquet files written by DuckDB"
 
 source_yaml() { # SOURCE NAMES-FILE
   local src=$1 name type
   case $src in
+  postgres) printf 'source:\n  type: postgres\n  url: env:FERRY_PG_URL\n  resources:\n' ;;
   sqlite) printf 'source:\n  type: sqlite\n  path: %s/src.db\n  resources:\n' "$T" ;;
   mysql) printf 'source:\n  type: mysql\n  url: env:FERRY_MY_READER_URL\n  resources:\n' ;;
   *) printf 'source:\n  type: files\n  resources:\n' ;;
@@ -124,6 +163,7 @@ source_yaml() { # SOURCE NAMES-FILE
   while read -r name; do
     type=$(awk -F'|' -v s="$src" -v n="$name" '$1 == s && $2 == n { print $3 }' cases.txt)
     case $src in
+    postgres) printf '    - {table: srcpg.c_%s, target: t_%s_%s}\n' "$name" "$src" "$name" ;;
     sqlite | mysql) printf '    - {table: c_%s, target: t_%s_%s}\n' "$name" "$src" "$name" ;;
     parquet) printf '    - {table: c_%s, target: t_%s_%s, path: %s/src_parquet/c_%s.parquet}\n' \
                "$name" "$src" "$name" "$T" "$name" ;;
@@ -290,7 +330,8 @@ pass "every source into every sink: one run each (refusals noted)"
 cat > render.py <<'PY'
 import json, re, sys
 T, sources, sinks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-titles = {'sqlite': 'SQLite (declared column types)', 'mysql': 'MariaDB / MySQL',
+titles = {'postgres': 'PostgreSQL (into PostgreSQL: see also the matrix above)',
+          'sqlite': 'SQLite (declared column types)', 'mysql': 'MariaDB / MySQL',
           'csv': 'CSV files (inferred, or `schema:` as shown)',
           'jsonl': 'JSON Lines files (inferred)', 'parquet': 'Parquet files (written by DuckDB)'}
 def clean(t):  # no run folder, port or table pipe; one line
@@ -354,4 +395,4 @@ if [ "${FERRY_UPDATE_DOCS:-0}" = 1 ]; then
 fi
 awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1 }' "$DOC" > doc_matrix.md
 diff -u doc_matrix.md matrix.md || fail "docs/types.md's source matrix differs from this run (FERRY_UPDATE_DOCS=1 rewrites it)"
-pass "docs/types.md's matrix of the sqlite, mysql, csv, jsonl and parquet sources is this run's output"
+pass "docs/types.md's matrix of the postgres, sqlite, mysql, csv, jsonl and parquet sources is this run's output"

@@ -381,6 +381,16 @@ struct ferry_sink_vtable {
 
     /* optional (`ferry verify`), appended to ABI 1 */
     ferry_verify_open_fn verify_open;
+
+    /* optional (commit groups: cdc streams of one source log applied in one destination
+     * transaction per source transaction, docs/internals/cdc.md), appended to ABI 1. In a
+     * session of durability per_apply: group_begin opens a transaction that the following
+     * applies join (they neither begin nor commit one of their own), group_commit makes it
+     * durable with every checkpoint its applies carried, group_abort rolls it back (never
+     * fails). All three or none. */
+    int (*group_begin)(void *ctx, struct ferry_error *err);
+    int (*group_commit)(void *ctx, struct ferry_error *err);
+    void (*group_abort)(void *ctx);
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

@@ -1016,7 +1016,10 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
         struct ferry_pg_demux_frame fr;
         rc = ferry__pg_demux_next(s->member, 100, &fr, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
-        if (fr.n > 0) {
+        if (fr.cut && !s->in_txn && !s->done) {
+            /* a commit-group cut: this table's batch closes here, also when empty */
+            rc = ferry_rw_close_group(s->rw, err);
+        } else if (fr.n > 0) {
             rc = on_frame(s, fr.p, fr.n, fr.epoch_end, err);
             ferry__pg_demux_frame_release(&fr);
             /* A busy stream looks at stop requests now and then (every frame may be a Begin

@@ -12,6 +12,19 @@
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
+# background processes (pollers, ferry --follow, workload) never outlive the test
+BG=()
+stop_bg() {
+  touch "$T/stop_lite" 2>/dev/null || true
+  local p
+  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+prev_trap=$(trap -p EXIT)
+prev_trap=${prev_trap#trap -- \'}
+prev_trap=${prev_trap%\' EXIT}
+# shellcheck disable=SC2064
+trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
 
 psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
 export SRC_URL="$FERRY_PG_URL"
@@ -92,6 +105,7 @@ END \$\$;
 SQL
 pgq -d dest -c "SELECT poll($TOTAL)" > poll_pg.out 2>&1 &
 ppg=$!
+BG+=($ppg)
 
 # The SQLite reader, the same in Python (each SELECT reads one snapshot).
 cat > poll.py <<'PY'
@@ -118,6 +132,7 @@ print(bad, seen, polls, first)
 PY
 python3 poll.py "$T/lite.db" "$TOTAL" "$T/stop_lite" > poll_lite.out 2>&1 &
 plite=$!
+BG+=($plite)
 
 workload 1 500 &
 wl=$!
@@ -125,6 +140,7 @@ wl=$!
 fpg=$!
 "$FERRY_BIN" run lite.yaml --follow --epoch 300ms --quiet > follow_lite1.log 2>&1 &
 flite=$!
+BG+=($wl $fpg $flite)
 # kill -9 once each has applied some of the workload (notes the transfers wrote)
 applied() { # the destination's count of transfer notes in acct_b
   if [ "$1" = pg ]; then pgq -d dest -c "SELECT count(*) FROM acct_b WHERE note LIKE 'k%'"
@@ -142,8 +158,9 @@ wait $flite 2>/dev/null || true
 fpg=$!
 "$FERRY_BIN" run lite.yaml --follow --epoch 300ms --quiet > follow_lite2.log 2>&1 &
 flite=$!
+BG+=($fpg $flite)
+wait $wl  # (two workloads at once could deadlock each other at the source)
 workload 2 300
-wait $wl
 sleep 1
 kill -TERM $fpg $flite
 set +e

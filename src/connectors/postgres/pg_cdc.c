@@ -1068,10 +1068,15 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     s.n_user = t->sc->n_fields - (t->change_log ? 3 : t->soft_delete ? 1 : 0);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
-    if (rc == FERRY_OK && nothing && t->streams > 1) ferry__pg_demux_decline(s.slot);
+    /* a table that will not join: its session need not wait for it */
+    if ((rc != FERRY_OK || nothing) && t->streams > 1 && s.slot != NULL)
+        ferry__pg_demux_decline(s.slot);
     if (rc != FERRY_OK || nothing) return rc; /* nothing left to read up to the frozen end */
     s.map = ferry_calloc((size_t)(s.n_user > 0 ? s.n_user : 1), sizeof *s.map);
-    if (s.map == NULL) return nomem(err);
+    if (s.map == NULL) {
+        if (t->streams > 1) ferry__pg_demux_decline(s.slot);
+        return nomem(err);
+    }
     ferry_pg_repl_decoder_init(&s.dec);
     ferry_buf_init(&s.scratch, 0);
     rc = stream_join(&s, plan, err);

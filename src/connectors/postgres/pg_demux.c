@@ -25,6 +25,10 @@
 #define QUEUE_FRAMES 1024                 /* per table: frames waiting to be read */
 #define QUEUE_BYTES ((size_t)4 << 20)     /* and their bytes (one frame always fits) */
 #define GATHER_US INT64_C(3000000)        /* wait this long after the last join for others */
+/* A commit group's session waits for every table it expects (a late one would stream in a
+ * session of its own, its transactions split from the others'), this long at most, and no
+ * longer once a table that joined is asked to stop. */
+#define GATHER_GROUP_US INT64_C(120000000)
 #define STATUS_EVERY_US INT64_C(10000000) /* standby status even when idle */
 #define PROBE_EVERY_US INT64_C(100000)    /* ask for a keepalive (server position) when idle */
 #define PARK_MAX_US INT64_C(20000000)     /* below the default wal_sender_timeout (60 s) */
@@ -645,13 +649,30 @@ int ferry__pg_demux_park_ack(const char *slot, uint64_t lsn)
 
 /* ---- the reader thread ----------------------------------------------------------------- */
 
-/* Until `expected` members joined, or none joined for GATHER_US, or every one left. */
+/* mu held: whether a member that joined was asked to stop (pause, cancel). */
+static bool stop_asked(const struct demux *d)
+{
+    for (int i = 0; i < d->n_m; i++)
+        if (!d->m[i]->left && d->m[i]->j.rw != NULL && ferry_rw_stop_requested(d->m[i]->j.rw))
+            return true;
+    return false;
+}
+
+/* Until `expected` members joined, or none joined for GATHER_US (a commit group's:
+ * GATHER_GROUP_US, or a stop request), or every one left. */
 static void gather(struct demux *d)
 {
     pthread_mutex_lock(&mu);
     while (d->n_m + d->n_declined < d->expected && active_members(d) > 0 &&
-           ferry_now_mono_us() - d->last_join < GATHER_US)
+           ferry_now_mono_us() - d->last_join < (d->group ? GATHER_GROUP_US : GATHER_US) &&
+           !(d->group && stop_asked(d)))
         timed_wait(&d->cv, 50);
+    if (d->group && d->n_m + d->n_declined < d->expected && active_members(d) > 0)
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": slot %s: %d of %d table(s) joined its session: a table that joins "
+                       "later streams in a session of its own, its source transactions not "
+                       "applied together with the others' in this run",
+                  d->slot, d->n_m, d->expected);
     d->state = D_RUNNING;
     d->start = UINT64_MAX;
     for (int i = 0; i < d->n_m; i++)

@@ -191,6 +191,11 @@ struct ferry_source_vtable {
      * each with a source instance of its own, and tells each how many started together
      * (ferry_read_context.cdc_streams_together). */
     bool cdc_one_stream;
+    /* With cdc_one_stream: its streams mark commit-group cuts between source transactions
+     * (ferry_rw_grouped, ferry_rw_group_enter, ferry_rw_close_group in ferry/batch.h), so the
+     * runner applies them in one destination transaction per cut into a sink with group
+     * transactions (docs/internals/cdc.md). */
+    bool cdc_commit_groups;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are

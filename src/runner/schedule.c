@@ -477,11 +477,13 @@ static void streams_finish(struct stream_run *sr, int n)
     }
 }
 
-/* Whether the wave's streams apply as one commit group (pipeline/commit_group.h): a sink
- * with group transactions, every stream durable per apply into lane 0's instance. */
+/* Whether the wave's streams apply as one commit group (pipeline/commit_group.h): a source
+ * that marks cuts, a sink with group transactions, every stream durable per apply into lane
+ * 0's instance. */
 static bool wave_groupable(const struct run *r, const struct stream_run *sr, int n)
 {
     const struct ferry_sink_vtable *vt = r->p->sink_vt;
+    if (!r->p->source_vt->cdc_commit_groups) return false;
     if (vt->group_begin == NULL || vt->group_commit == NULL || vt->group_abort == NULL)
         return false;
     int ready = 0;

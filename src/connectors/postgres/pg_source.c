@@ -1652,6 +1652,7 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_progress = src_cdc_progress,
     /* the streams of a pipeline's slot read one replication session (pg_demux.c) */
     .cdc_one_stream = true,
+    .cdc_commit_groups = true,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
 };

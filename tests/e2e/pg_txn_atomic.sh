@@ -195,3 +195,51 @@ read -r bad seen polls first < poll_lite.out
 [ "$bad" = 0 ] || fail "sqlite: $bad of $polls polls saw half of a source transaction (first sum $first, want $TOTAL)"
 [ "$seen" -gt 0 ] || fail "sqlite: the poller never saw the destination change ($polls polls)"
 pass "800 transfers across 3 tables, kill -9 while following: no reader saw half a source transaction (postgres, sqlite), destinations equal"
+
+# TRUNCATE in stream order inside a multi-table source transaction (schema_changes: evolve,
+# the default): acct_c's money moves to acct_a and acct_c is emptied, then refilled in the
+# same transaction; the destinations follow (postgres and sqlite).
+pgq >/dev/null <<'SQL'
+BEGIN;
+UPDATE acct_a SET bal = bal + (SELECT sum(bal) FROM acct_c) WHERE id = 1;
+INSERT INTO acct_c VALUES (999999, 0, 'gone with the truncate');
+TRUNCATE acct_c;
+INSERT INTO acct_c VALUES (1, 0, 'after'), (2, 0, 'after');
+COMMIT;
+SQL
+expect_exit 0 ferry run pg.yaml
+expect_exit 0 ferry run lite.yaml
+for t in a b c; do
+  a=$(pgq -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)
+  [ "$a" = "$(pgq -d dest -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)" ] ||
+    fail "postgres after the truncate: acct_$t differs"
+  [ "$a" = "$(q -separator $'\t' lite.db "SELECT id, bal, note FROM acct_$t ORDER BY id" | md5sum)" ] ||
+    fail "sqlite after the truncate: acct_$t differs"
+done
+[ "$(pgq -d dest -c "SELECT string_agg(id::text, ',' ORDER BY id) FROM acct_c")" = "1,2" ] ||
+  fail "postgres: acct_c after the truncate"
+[ "$(pgq -d dest -c "$SUM_SQL")" = "$TOTAL" ] || fail "postgres: sum after the truncate"
+pass "TRUNCATE inside a transaction across tables applied in stream order (postgres, sqlite)"
+
+# A publication that leaves a kind of change out would lose those changes silently: refused,
+# naming it and the fix.
+pgq -c "CREATE PUBLICATION no_trunc FOR TABLE acct_a, acct_b WITH (publish = 'insert, update, delete')" >/dev/null
+cat > given.yaml <<EOF2
+version: 1
+name: txn_given
+source:
+  type: postgres
+  url: env:SRC_URL
+  publication: no_trunc
+  resources:
+    - {tables: [public.acct_a, public.acct_b], mode: cdc}
+sink: {type: sqlite, path: $T/given.db, write: merge}
+EOF2
+set +e; ferry run given.yaml > given.out 2>&1; rc=$?; set -e
+[ $rc != 0 ] || fail "a publication without truncate was accepted"
+grep -qF 'publication "no_trunc" does not publish truncate' given.out || fail "message: $(cat given.out)"
+grep -qF "ALTER PUBLICATION \"no_trunc\" SET (publish = 'insert, update, delete, truncate')" given.out ||
+  fail "the message names no fix: $(cat given.out)"
+[ "$(pgq -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ferry_txn_given'")" = 0 ] ||
+  fail "a slot was made for a refused publication"
+pass "a publication that does not publish truncate is refused, naming it and the ALTER that fixes it"

@@ -224,8 +224,48 @@ int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
     return FERRY_OK;
 }
 
+int ferry__pg_cdc_check_publish(PGconn *c, const char *peer, const char *pub,
+                                struct ferry_error *err)
+{
+    static const char *const kinds[4] = {"insert", "update", "delete", "truncate"};
+    const char *p1[1] = {pub};
+    PGresult *res = NULL;
+    /* through to_jsonb: pubtruncate exists from PostgreSQL 11 on */
+    int rc = query(c,
+                   "SELECT coalesce((j->>'pubinsert')::bool, true), "
+                   "coalesce((j->>'pubupdate')::bool, true), "
+                   "coalesce((j->>'pubdelete')::bool, true), "
+                   "coalesce((j->>'pubtruncate')::bool, true) FROM (SELECT to_jsonb(p) AS j "
+                   "FROM pg_catalog.pg_publication p WHERE p.pubname = $1) x",
+                   1, p1, &res, peer, "reading what the publication publishes", err);
+    if (rc != FERRY_OK) return rc;
+    char missing[64] = "";
+    for (int i = 0; PQntuples(res) == 1 && i < 4; i++)
+        if (strcmp(PQgetvalue(res, 0, i), "t") != 0)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", kinds[i]);
+    PQclear(res);
+    if (missing[0] == '\0') return FERRY_OK;
+    return ferry_error_set(err, FERRY_ECONFIG, "postgres",
+                           WHAT ": %s: publication \"%s\" does not publish %s: those changes "
+                                "would never reach the destination; run ALTER PUBLICATION "
+                                "\"%s\" SET (publish = 'insert, update, delete, truncate')",
+                           peer, pub, missing, pub);
+}
+
+static int ensure_members(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
+                          const struct ferry_pg_cdc_target *t, struct ferry_error *err);
+
+/* The publication publishes the table, and every kind of change. */
 static int ensure_publication(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
                               const struct ferry_pg_cdc_target *t, struct ferry_error *err)
+{
+    int rc = ensure_members(c, peer, o, t, err);
+    return rc == FERRY_OK ? ferry__pg_cdc_check_publish(c, peer, o->publication, err) : rc;
+}
+
+static int ensure_members(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
+                          const struct ferry_pg_cdc_target *t, struct ferry_error *err)
 {
     const char *p1[1] = {o->publication};
     PGresult *res = NULL;

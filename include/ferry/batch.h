@@ -155,6 +155,9 @@ struct ferry_batch {
     uint32_t digest;  /* set by the pipeline just before sink apply */
     size_t bytes;     /* approximate payload bytes */
     struct ferry_batch *parent; /* slices: the batch that owns the buffers */
+    /* The last batch of the resource before a commit-group cut (ferry_rw_close_group): the
+     * cdc streams of one source log that share a destination commit there together. */
+    bool group_cut;
 };
 
 /* An empty batch (length 0) with allocated column headers; builders fill it.
@@ -249,6 +252,16 @@ void ferry_rw_set_position_columns(struct ferry_row_writer *rw, int n, const int
 /* Closes the current batch now (end of shard, end of transaction). With `done`, the
  * position says the shard is complete, and a batch is emitted even when empty. */
 FERRY_MUST_CHECK int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_error *err);
+/* Commit groups (cdc streams of one source log applied in one destination transaction,
+ * docs/internals/cdc.md "One destination transaction per source transaction"):
+ * ferry_rw_grouped() says whether this resource's flow is in one (the source then marks
+ * cuts); ferry_rw_group_enter() counts the resource in the group from now on (call it when
+ * it joined the shared log session, before any change of it can be read); and
+ * ferry_rw_close_group() closes the current batch at a cut, also when it is empty (the
+ * position must then be at a source commit boundary, no row of an open transaction). */
+bool ferry_rw_grouped(const struct ferry_row_writer *rw);
+void ferry_rw_group_enter(struct ferry_row_writer *rw);
+FERRY_MUST_CHECK int ferry_rw_close_group(struct ferry_row_writer *rw, struct ferry_error *err);
 /* The schema rows must follow. */
 const struct ferry_schema *ferry_rw_schema(const struct ferry_row_writer *rw);
 /* Non-zero once the run was asked to stop (pause or cancel): the source should return. */

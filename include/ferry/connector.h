@@ -191,6 +191,11 @@ struct ferry_source_vtable {
      * each with a source instance of its own, and tells each how many started together
      * (ferry_read_context.cdc_streams_together). */
     bool cdc_one_stream;
+    /* With cdc_one_stream: its streams mark commit-group cuts between source transactions
+     * (ferry_rw_grouped, ferry_rw_group_enter, ferry_rw_close_group in ferry/batch.h), so the
+     * runner applies them in one destination transaction per cut into a sink with group
+     * transactions (docs/internals/cdc.md). */
+    bool cdc_commit_groups;
 
     /* required */
     /* Reads its keys from the source section (cfg) and connects. Unknown keys are
@@ -381,6 +386,16 @@ struct ferry_sink_vtable {
 
     /* optional (`ferry verify`), appended to ABI 1 */
     ferry_verify_open_fn verify_open;
+
+    /* optional (commit groups: cdc streams of one source log applied in one destination
+     * transaction per source transaction, docs/internals/cdc.md), appended to ABI 1. In a
+     * session of durability per_apply: group_begin opens a transaction that the following
+     * applies join (they neither begin nor commit one of their own), group_commit makes it
+     * durable with every checkpoint its applies carried, group_abort rolls it back (never
+     * fails). All three or none. */
+    int (*group_begin)(void *ctx, struct ferry_error *err);
+    int (*group_commit)(void *ctx, struct ferry_error *err);
+    void (*group_abort)(void *ctx);
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

@@ -224,6 +224,7 @@ struct ferry_batch *ferry_batch_slice(struct ferry_batch *b, int64_t offset, int
     }
     s->seq = b->seq;
     s->shard = b->shard;
+    s->group_cut = b->group_cut && offset + length == b->length;
     s->length = length;
     s->offset = b->offset + offset;
     s->ops = b->ops;
@@ -293,6 +294,7 @@ struct ferry_batch *ferry_batch_copy(const struct ferry_batch *b)
     if (d == NULL) return NULL;
     d->seq = b->seq;
     d->shard = b->shard;
+    d->group_cut = b->group_cut;
     d->digest = b->digest;
     d->bytes = b->bytes;
     d->length = b->length;

@@ -112,6 +112,9 @@ struct ferry_row_writer {
     struct next_bufs *next;
     ferry_skip_fn skip_fn;
     void *skip_ctx;
+    void (*group_enter)(void *ctx); /* ferry__rw_set_group */
+    void *group_ctx;
+    bool cut_next; /* the batch close_batch makes ends at a commit-group cut */
 
     /* sticky error: the first one wins */
     int code;
@@ -514,6 +517,8 @@ static int close_batch(struct ferry_row_writer *rw, bool done)
     if (b == NULL || ferry_batch_set_position(b, rw->pos.data) != FERRY_OK) goto nomem;
     b->seq = rw->seq + 1;
     b->shard = rw->shard;
+    b->group_cut = rw->cut_next;
+    rw->cut_next = false;
     int64_t next_rows = 0;
     if (rows == 0) {
         if (!fill_empty(b)) goto nomem;
@@ -1062,6 +1067,34 @@ int ferry_rw_flush(struct ferry_row_writer *rw, bool shard_done, struct ferry_er
     }
     if ((rw->row > 0 || shard_done) && close_batch(rw, shard_done) != FERRY_OK)
         return report(rw, err);
+    return FERRY_OK;
+}
+
+void ferry__rw_set_group(struct ferry_row_writer *rw, void (*enter)(void *ctx), void *ctx)
+{
+    rw->group_enter = enter;
+    rw->group_ctx = ctx;
+}
+
+bool ferry_rw_grouped(const struct ferry_row_writer *rw)
+{
+    return rw->group_enter != NULL;
+}
+
+void ferry_rw_group_enter(struct ferry_row_writer *rw)
+{
+    if (rw->group_enter != NULL) rw->group_enter(rw->group_ctx);
+}
+
+int ferry_rw_close_group(struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    if (rw->code != FERRY_OK) return report(rw, err);
+    if (rw->in_row) {
+        fail(rw, FERRY_EINVAL, "ferry_rw_close_group() inside a row");
+        return report(rw, err);
+    }
+    rw->cut_next = true;
+    if (close_batch(rw, false) != FERRY_OK) return report(rw, err);
     return FERRY_OK;
 }
 

@@ -53,5 +53,7 @@ int64_t ferry__rw_rows(const struct ferry_row_writer *rw);
 /* Where ferry_rw_report_skipped() goes (the flow publishes it); unset: dropped. */
 typedef void (*ferry_skip_fn)(void *ctx, int shard, int64_t count, const char *samples_json);
 void ferry__rw_set_skip_report(struct ferry_row_writer *rw, ferry_skip_fn fn, void *ctx);
+/* The flow's commit group (ferry_rw_grouped/ferry_rw_group_enter); unset: none. */
+void ferry__rw_set_group(struct ferry_row_writer *rw, void (*enter)(void *ctx), void *ctx);
 
 #endif

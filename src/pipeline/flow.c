@@ -17,6 +17,7 @@
 #include "ferry/event.h"
 #include "ferry/failpoint.h"
 #include "pipeline/flow.h"
+#include "pipeline/commit_group.h"
 #include "pipeline/queue.h"
 #include "pipeline/schema_change.h"
 
@@ -55,6 +56,12 @@ struct flow_run {
     int tr_rc;
     struct ferry_error tr_err;
     const void *tag; /* the caller's run (schema_change.h): the readers' too */
+    /* a commit group's member: batch events held until the group's next commit */
+    struct held {
+        const char *type;
+        char *payload;
+    } *held;
+    int n_held, cap_held;
 };
 
 static bool position_done(const char *pos)
@@ -282,8 +289,64 @@ static void flip_one_bit(struct ferry_batch *b)
     if (b->length > 0) b->ops[b->offset] ^= 0x01;
 }
 
-static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_error *err)
+/* Publishes a batch event now, or (commit group) holds it until the group's commit. A held
+ * batch.written is checked when it is published (release_held). */
+static int batch_event(struct flow_run *fr, const char *type, const char *payload,
+                       struct ferry_error *err)
 {
+    struct ferry_flow *f = fr->f;
+    if (f->group == NULL) {
+        if (strcmp(type, FERRY_EV_BATCH_WRITTEN) != 0) {
+            publish(f, type, payload);
+            return FERRY_OK;
+        }
+        return ferry_bus_emit(f->bus, f->run_id, f->attempt, f->spec->table, type, payload, err);
+    }
+    if (fr->n_held == fr->cap_held) {
+        int cap = fr->cap_held ? 2 * fr->cap_held : 16;
+        struct held *v = ferry_realloc(fr->held, (size_t)cap * sizeof *v);
+        if (v == NULL) return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
+        fr->held = v;
+        fr->cap_held = cap;
+    }
+    char *copy = ferry_strdup(payload);
+    if (copy == NULL) return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
+    fr->held[fr->n_held++] = (struct held){.type = type, .payload = copy};
+    return FERRY_OK;
+}
+
+/* The group committed: the held events are published (publish: false drops them). */
+static int release_held(struct flow_run *fr, bool publish_them, struct ferry_error *err)
+{
+    struct ferry_flow *f = fr->f;
+    int rc = FERRY_OK;
+    for (int i = 0; i < fr->n_held; i++) {
+        struct held *h = &fr->held[i];
+        if (publish_them && rc == FERRY_OK && !strcmp(h->type, FERRY_EV_BATCH_WRITTEN))
+            rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, f->spec->table, h->type,
+                                h->payload, err);
+        else if (publish_them && rc == FERRY_OK)
+            publish(f, h->type, h->payload);
+        ferry_free(h->payload);
+    }
+    fr->n_held = 0;
+    if (rc != FERRY_OK) ferry_error_prefix(err, "resource %s", f->spec->table);
+    return rc;
+}
+
+static int sink_apply(struct ferry_flow *f, struct ferry_batch *b, struct ferry_receipt *r,
+                      struct ferry_error *err)
+{
+    if (f->group != NULL) return ferry_commit_group_apply(f->group, f->target, b, r, err);
+    if (f->sink_lock) pthread_mutex_lock(f->sink_lock);
+    int rc = f->sink_vt->apply(f->sink_ctx, f->target, b, r, err);
+    if (f->sink_lock) pthread_mutex_unlock(f->sink_lock);
+    return rc;
+}
+
+static int write_one(struct flow_run *fr, struct ferry_batch *b, struct ferry_error *err)
+{
+    struct ferry_flow *f = fr->f;
     const char *res = f->spec->table;
     b->digest = ferry_batch_digest(b);
     switch (FERRY_FAILPOINT("before_sink_apply")) {
@@ -300,9 +363,7 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
     }
     struct ferry_receipt r;
     memset(&r, 0, sizeof r);
-    if (f->sink_lock) pthread_mutex_lock(f->sink_lock);
-    int rc = f->sink_vt->apply(f->sink_ctx, f->target, b, &r, err);
-    if (f->sink_lock) pthread_mutex_unlock(f->sink_lock);
+    int rc = sink_apply(f, b, &r, err);
     if (rc != FERRY_OK)
         return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     char payload[768];
@@ -339,25 +400,51 @@ static int write_one(struct ferry_flow *f, struct ferry_batch *b, struct ferry_e
     ferry_buf_json_string(&pb, r.uri, strlen(r.uri));
     ferry_convert_json(f->convert, false, &pb); /* on_unrepresentable: this batch's counts */
     ferry_buf_append(&pb, "}", 1);
-    rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
-                        pb.data ? pb.data : "{}", err);
+    rc = batch_event(fr, FERRY_EV_BATCH_WRITTEN, pb.data ? pb.data : "{}", err);
     ferry_buf_release(&pb);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"crc\":%u}", b->seq, b->digest);
-    publish(f, FERRY_EV_BATCH_VERIFIED, payload);
-    if (r.has_encoded_crc) {
+    rc = batch_event(fr, FERRY_EV_BATCH_VERIFIED, payload, err);
+    if (rc == FERRY_OK && r.has_encoded_crc) {
         snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"encoded_crc\":%u}", b->seq,
                  r.encoded_crc);
-        publish(f, FERRY_EV_BATCH_ENCODED_VERIFIED, payload);
+        rc = batch_event(fr, FERRY_EV_BATCH_ENCODED_VERIFIED, payload, err);
     }
+    /* a cut: the group's transaction commits once every table of the log reached it */
+    if (rc == FERRY_OK && f->group != NULL && b->group_cut) {
+        rc = ferry_commit_group_arrive(f->group, err);
+        if (rc == FERRY_OK) rc = release_held(fr, true, err);
+    }
+    if (rc != FERRY_OK) return rc;
     atomic_fetch_add(&f->rows_written, r.rows);
     atomic_fetch_add(&f->bytes_written, r.bytes);
     atomic_fetch_add(&f->batches_written, 1);
     return FERRY_OK;
 }
 
+/* A commit group's member at the flow's end: a clean end waits for the commit of what it
+ * applied since the last one, then publishes the held events; any other end breaks the group
+ * (its open transaction is rolled back) and drops them. */
+static int group_end(struct flow_run *fr, int rc, struct ferry_error *err)
+{
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int grc = ferry_commit_group_finish(fr->f->group, rc, err ? err->message : "", &e);
+    if (rc == FERRY_OK && grc != FERRY_OK) {
+        rc = grc;
+        if (err) *err = e;
+    }
+    int hrc = release_held(fr, rc == FERRY_OK, &e);
+    if (rc == FERRY_OK && hrc != FERRY_OK) {
+        rc = hrc;
+        if (err) *err = e;
+    }
+    return rc;
+}
+
 static void flow_free(struct flow_run *fr)
 {
+    ferry_free(fr->held);
     for (int i = 0; fr->readers && i < fr->n_readers; i++)
         ferry__rw_free(fr->readers[i].rw);
     ferry_free(fr->readers);
@@ -414,6 +501,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         /* One reader keeps the runner's tick itself; several get theirs from the ticker. */
         if (ok) ferry__rw_set_signals(rd->rw, fr.n_readers > 1 ? &rd->tick : &f->tick, f->stop);
         if (ok) ferry__rw_set_skip_report(rd->rw, report_skipped, rd);
+        if (ok && f->group) ferry__rw_set_group(rd->rw, ferry_commit_group_enter, f->group);
     }
     if (!ok) {
         flow_free(&fr);
@@ -469,7 +557,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
             break;
         }
         rc = ferry_convert_apply(f->convert, &b, err);
-        if (rc == FERRY_OK) rc = write_one(f, b, err);
+        if (rc == FERRY_OK) rc = write_one(&fr, b, err);
         ferry_batch_unref(b);
         if (rc != FERRY_OK) break;
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
@@ -520,6 +608,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
                 ferry_error_prefix(err, "resource %s", f->spec->table);
         }
     }
+    if (f->group != NULL) rc = group_end(&fr, rc, err);
     flow_free(&fr);
     return rc;
 }

@@ -55,6 +55,11 @@ struct ferry_flow {
     /* Flows that share one sink instance (streams run side by side): apply is called under
      * this lock. NULL: the flow has the instance to itself. */
     pthread_mutex_t *sink_lock;
+    /* cdc streams of one source log committing together (pipeline/commit_group.h): applies
+     * go through the group (under its lock, which is sink_lock), a batch with group_cut waits
+     * for the group's commit, and the batch events wait for the commit that made the batch
+     * durable (a broken group drops them). NULL: none. */
+    struct ferry_commit_member *group;
     /* run */
     struct ferry_bus *bus;
     int64_t run_id;

@@ -843,6 +843,7 @@ static struct ferry_batch *project(const struct step *st, struct ferry_batch *in
     out->ops = in->ops;
     out->seq = in->seq;
     out->shard = in->shard;
+    out->group_cut = in->group_cut;
     out->bytes = in->bytes;
     out->parent = ferry_batch_ref(in); /* `in` owns the buffers */
     if (in->position && ferry_batch_set_position(out, in->position) != FERRY_OK) {
@@ -1342,6 +1343,7 @@ static int filter_rows(const struct step *st, struct ferry_batch **io, struct fe
     if (rc == FERRY_OK) {
         o->seq = b->seq;
         o->shard = b->shard;
+        o->group_cut = b->group_cut;
         o->length = m;
         o->bytes = n > 0 ? (size_t)((double)b->bytes * (double)m / (double)n) : 0;
         o->ops = ferry_malloc((size_t)m + 1);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
+#include "pipeline/commit_group.h"
 #include "pipeline/flow.h"
 #include "pipeline/convert.h"
 #include "pipeline/transform.h"
@@ -476,6 +477,57 @@ static void streams_finish(struct stream_run *sr, int n)
     }
 }
 
+/* Whether the wave's streams apply as one commit group (pipeline/commit_group.h): a source
+ * that marks cuts, a sink with group transactions, every stream durable per apply into lane
+ * 0's instance. */
+static bool wave_groupable(const struct run *r, const struct stream_run *sr, int n)
+{
+    const struct ferry_sink_vtable *vt = r->p->sink_vt;
+    if (!r->p->source_vt->cdc_commit_groups) return false;
+    if (vt->group_begin == NULL || vt->group_commit == NULL || vt->group_abort == NULL)
+        return false;
+    int ready = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        if (sr[i].rr->caps.durability != FERRY_DURABLE_PER_APPLY) return false;
+        ready++;
+    }
+    return ready > 0;
+}
+
+/* The wave's commit group, each ready stream a member; NULL: none (not groupable, or out of
+ * memory: logged, the streams then commit per batch as before). */
+static struct ferry_commit_group *wave_group(struct run *r, struct stream_run *sr, int n,
+                                             pthread_mutex_t *lock)
+{
+    if (!wave_groupable(r, sr, n)) return NULL;
+    struct ferry_commit_group *g = ferry_commit_group_new(r->p->sink_vt, r->sink_ctx, lock);
+    for (int i = 0; g != NULL && i < n; i++) {
+        if (!sr[i].ready) continue;
+        sr[i].f->group = ferry_commit_group_member(g, sr[i].rr->spec->table);
+        if (sr[i].f->group == NULL) {
+            for (int k = 0; k < n; k++)
+                if (sr[k].ready) sr[k].f->group = NULL;
+            ferry_commit_group_free(g);
+            g = NULL;
+        }
+    }
+    if (g == NULL)
+        ferry_log(FERRY_LOG_WARN, "out of memory for the commit group: the cdc streams commit "
+                                  "per batch");
+    return g;
+}
+
+static void wave_group_end(struct ferry_commit_group *g, struct stream_run *sr, int n)
+{
+    if (g == NULL) return;
+    for (int i = 0; i < n; i++)
+        if (sr[i].ready) sr[i].f->group = NULL;
+    ferry_log(FERRY_LOG_INFO, "commit group: %ld destination transaction(s) for %d stream(s)",
+              ferry_commit_group_commits(g), n);
+    ferry_commit_group_free(g);
+}
+
 /* Streams side by side at most: each holds a source connection of its own, and a wave's
  * connections may still count on the server while the next wave's open (200 tables stream
  * from a server with the default 100 connections; e2e/cdc_one_slot: 50 tables, 48
@@ -504,8 +556,10 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
         n_ready += sr[n].ready;
         n++;
     }
+    struct ferry_commit_group *g = wave_group(r, sr, n, lock);
     streams_start(sr, n, n_ready, lock);
     streams_wait(r, sr, n);
+    wave_group_end(g, sr, n);
     streams_finish(sr, n);
     ferry_free(sr);
     return n > 0;

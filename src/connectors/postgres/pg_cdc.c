@@ -224,8 +224,48 @@ int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
     return FERRY_OK;
 }
 
+int ferry__pg_cdc_check_publish(PGconn *c, const char *peer, const char *pub,
+                                struct ferry_error *err)
+{
+    static const char *const kinds[4] = {"insert", "update", "delete", "truncate"};
+    const char *p1[1] = {pub};
+    PGresult *res = NULL;
+    /* through to_jsonb: pubtruncate exists from PostgreSQL 11 on */
+    int rc = query(c,
+                   "SELECT coalesce((j->>'pubinsert')::bool, true), "
+                   "coalesce((j->>'pubupdate')::bool, true), "
+                   "coalesce((j->>'pubdelete')::bool, true), "
+                   "coalesce((j->>'pubtruncate')::bool, true) FROM (SELECT to_jsonb(p) AS j "
+                   "FROM pg_catalog.pg_publication p WHERE p.pubname = $1) x",
+                   1, p1, &res, peer, "reading what the publication publishes", err);
+    if (rc != FERRY_OK) return rc;
+    char missing[64] = "";
+    for (int i = 0; PQntuples(res) == 1 && i < 4; i++)
+        if (strcmp(PQgetvalue(res, 0, i), "t") != 0)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", kinds[i]);
+    PQclear(res);
+    if (missing[0] == '\0') return FERRY_OK;
+    return ferry_error_set(err, FERRY_ECONFIG, "postgres",
+                           WHAT ": %s: publication \"%s\" does not publish %s: those changes "
+                                "would never reach the destination; run ALTER PUBLICATION "
+                                "\"%s\" SET (publish = 'insert, update, delete, truncate')",
+                           peer, pub, missing, pub);
+}
+
+static int ensure_members(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
+                          const struct ferry_pg_cdc_target *t, struct ferry_error *err);
+
+/* The publication publishes the table, and every kind of change. */
 static int ensure_publication(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
                               const struct ferry_pg_cdc_target *t, struct ferry_error *err)
+{
+    int rc = ensure_members(c, peer, o, t, err);
+    return rc == FERRY_OK ? ferry__pg_cdc_check_publish(c, peer, o->publication, err) : rc;
+}
+
+static int ensure_members(PGconn *c, const char *peer, const struct ferry_pg_cdc_opts *o,
+                          const struct ferry_pg_cdc_target *t, struct ferry_error *err)
 {
     const char *p1[1] = {o->publication};
     PGresult *res = NULL;
@@ -1016,7 +1056,10 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
         struct ferry_pg_demux_frame fr;
         rc = ferry__pg_demux_next(s->member, 100, &fr, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
-        if (fr.n > 0) {
+        if (fr.cut && !s->in_txn && !s->done) {
+            /* a commit-group cut: this table's batch closes here, also when empty */
+            rc = ferry_rw_close_group(s->rw, err);
+        } else if (fr.n > 0) {
             rc = on_frame(s, fr.p, fr.n, fr.epoch_end, err);
             ferry__pg_demux_frame_release(&fr);
             /* A busy stream looks at stop requests now and then (every frame may be a Begin
@@ -1065,10 +1108,15 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     s.n_user = t->sc->n_fields - (t->change_log ? 3 : t->soft_delete ? 1 : 0);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
-    if (rc == FERRY_OK && nothing && t->streams > 1) ferry__pg_demux_decline(s.slot);
+    /* a table that will not join: its session need not wait for it */
+    if ((rc != FERRY_OK || nothing) && t->streams > 1 && s.slot != NULL)
+        ferry__pg_demux_decline(s.slot);
     if (rc != FERRY_OK || nothing) return rc; /* nothing left to read up to the frozen end */
     s.map = ferry_calloc((size_t)(s.n_user > 0 ? s.n_user : 1), sizeof *s.map);
-    if (s.map == NULL) return nomem(err);
+    if (s.map == NULL) {
+        if (t->streams > 1) ferry__pg_demux_decline(s.slot);
+        return nomem(err);
+    }
     ferry_pg_repl_decoder_init(&s.dec);
     ferry_buf_init(&s.scratch, 0);
     rc = stream_join(&s, plan, err);

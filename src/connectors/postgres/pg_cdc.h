@@ -152,6 +152,11 @@ int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
 int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params,
                         PGresult **res, const char *peer, const char *what,
                         struct ferry_error *err);
+/* The publication publishes inserts, updates, deletes and truncates (one left out would be
+ * skipped by the server's decoder, silently): else ECONFIG naming it and the ALTER that
+ * fixes it. */
+int ferry__pg_cdc_check_publish(PGconn *c, const char *peer, const char *pub,
+                                struct ferry_error *err);
 /* The table has a replica identity (else updates and deletes could not be captured). */
 int ferry__pg_cdc_check_identity(PGconn *c, const char *peer, const char *from,
                                  struct ferry_error *err);

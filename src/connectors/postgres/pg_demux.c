@@ -18,16 +18,26 @@
 #include <unistd.h>
 #include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
+#include "ferry/batch.h"
 #include "ferry/core.h"
 
 #define WHAT "postgres source"
 #define QUEUE_FRAMES 1024                 /* per table: frames waiting to be read */
 #define QUEUE_BYTES ((size_t)4 << 20)     /* and their bytes (one frame always fits) */
 #define GATHER_US INT64_C(3000000)        /* wait this long after the last join for others */
+/* A commit group's session waits for every table it expects (a late one would stream in a
+ * session of its own, its transactions split from the others'), this long at most, and no
+ * longer once a table that joined is asked to stop. */
+#define GATHER_GROUP_US INT64_C(120000000)
 #define STATUS_EVERY_US INT64_C(10000000) /* standby status even when idle */
 #define PROBE_EVERY_US INT64_C(100000)    /* ask for a keepalive (server position) when idle */
 #define PARK_MAX_US INT64_C(20000000)     /* below the default wal_sender_timeout (60 s) */
 #define MAX_PARKED 32
+/* Commit groups: a cut after a commit once this long or this many changes passed since the
+ * last one, or when the stream is idle this long after a commit. */
+#define CUT_US INT64_C(500000)
+#define CUT_CHANGES 50000
+#define CUT_IDLE_US INT64_C(20000)
 
 /* ---- frames and queues ----------------------------------------------------------------- */
 
@@ -44,6 +54,7 @@ struct qent {
     int n;
     int kind;
     bool epoch; /* a Commit that ends the table's run (row-count epoch) */
+    bool cut;   /* no bytes: a commit-group cut (between transactions) */
     struct shared *sh;
 };
 
@@ -141,6 +152,9 @@ struct demux {
     uint64_t txn_final; /* the open transaction's commit LSN (Begin) */
     int64_t epoch_rows; /* --epoch-rows: the session's tables end at the first commit after */
     int64_t routed;     /* changes handed to tables so far */
+    /* commit groups (a member's row writer is grouped): cuts between transactions */
+    bool group, uncut;
+    int64_t last_cut, routed_at_cut;
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
@@ -271,6 +285,30 @@ static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry
     return FERRY_OK;
 }
 
+/* mu held: a commit-group cut to every member still reading, between two transactions:
+ * each closes its batch there and the destination commits them together
+ * (pipeline/commit_group.h). */
+static void broadcast_cut(struct demux *d)
+{
+    for (int i = 0; i < d->n_m; i++) {
+        if (d->m[i]->left) continue;
+        struct qent e = {.kind = F_OWN, .cut = true};
+        push(d, d->m[i], &e); /* may wait, releasing mu */
+    }
+    d->uncut = false;
+    d->last_cut = ferry_now_mono_us();
+    d->routed_at_cut = d->routed;
+}
+
+/* mu held, after a Commit went to every member: a cut when enough time or changes passed. */
+static void maybe_cut(struct demux *d)
+{
+    if (!d->group || d->stopped_reading) return;
+    d->uncut = true;
+    if (d->routed - d->routed_at_cut >= CUT_CHANGES || ferry_now_mono_us() - d->last_cut >= CUT_US)
+        broadcast_cut(d);
+}
+
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -364,6 +402,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     bool epoch = kind == 'C' && d->epoch_rows > 0 && d->routed >= d->epoch_rows;
     rc = broadcast(d, buf, n, epoch, err);
     if (rc == FERRY_OK && kind == 'C') d->stopped_reading = all_finished(d, 'C', commit_end, epoch);
+    if (rc == FERRY_OK && kind == 'C') maybe_cut(d);
     return rc;
 }
 
@@ -610,13 +649,30 @@ int ferry__pg_demux_park_ack(const char *slot, uint64_t lsn)
 
 /* ---- the reader thread ----------------------------------------------------------------- */
 
-/* Until `expected` members joined, or none joined for GATHER_US, or every one left. */
+/* mu held: whether a member that joined was asked to stop (pause, cancel). */
+static bool stop_asked(const struct demux *d)
+{
+    for (int i = 0; i < d->n_m; i++)
+        if (!d->m[i]->left && d->m[i]->j.rw != NULL && ferry_rw_stop_requested(d->m[i]->j.rw))
+            return true;
+    return false;
+}
+
+/* Until `expected` members joined, or none joined for GATHER_US (a commit group's:
+ * GATHER_GROUP_US, or a stop request), or every one left. */
 static void gather(struct demux *d)
 {
     pthread_mutex_lock(&mu);
     while (d->n_m + d->n_declined < d->expected && active_members(d) > 0 &&
-           ferry_now_mono_us() - d->last_join < GATHER_US)
+           ferry_now_mono_us() - d->last_join < (d->group ? GATHER_GROUP_US : GATHER_US) &&
+           !(d->group && stop_asked(d)))
         timed_wait(&d->cv, 50);
+    if (d->group && d->n_m + d->n_declined < d->expected && active_members(d) > 0)
+        ferry_log(FERRY_LOG_WARN,
+                  WHAT ": slot %s: %d of %d table(s) joined its session: a table that joins "
+                       "later streams in a session of its own, its source transactions not "
+                       "applied together with the others' in this run",
+                  d->slot, d->n_m, d->expected);
     d->state = D_RUNNING;
     d->start = UINT64_MAX;
     for (int i = 0; i < d->n_m; i++)
@@ -736,6 +792,10 @@ static int read_once(struct demux *d, struct ferry_error *err)
         d->last_probe = now;
         rc = send_status(d, true);
     }
+    /* idle after a commit: the commit group need not wait for more */
+    if (rc == FERRY_OK && d->group && d->uncut && !d->in_txn && !d->stopped_reading &&
+        now - d->last_data >= CUT_IDLE_US)
+        broadcast_cut(d);
     pthread_mutex_unlock(&mu);
     if (rc != FERRY_OK)
         return ferry__pg_error(err, FERRY_EIO, d->c, NULL,
@@ -886,6 +946,11 @@ static int add_member(struct demux *d, const struct ferry_pg_demux_join *j,
     m->d = d;
     m->j = *j;
     m->finished = j->start >= j->end;
+    /* counted in its commit group before the session can read anything of it */
+    if (j->rw != NULL && ferry_rw_grouped(j->rw)) {
+        d->group = true;
+        ferry_rw_group_enter(j->rw);
+    }
     pthread_cond_init(&m->cv, NULL);
     d->m[d->n_m++] = m;
     d->last_join = ferry_now_mono_us();
@@ -996,6 +1061,7 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
         f->p = (const uint8_t *)e->buf;
         f->n = (size_t)e->n;
         f->epoch_end = e->epoch;
+        f->cut = e->cut;
         f->buf_ = e->buf;
         f->kind_ = e->kind;
         f->shared_ = e->sh;

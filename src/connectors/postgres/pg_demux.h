@@ -42,7 +42,9 @@ struct ferry_pg_demux_join {
     bool keep_session;               /* --follow: the session may be parked at the end */
     bool can_continue;               /* no rows to skip: a parked session may serve it */
     int64_t epoch_rows;              /* --epoch-rows (the same for every table of a run) */
-    struct ferry_row_writer *rw;     /* its stop request ends a wait */
+    struct ferry_row_writer *rw;     /* its stop request ends a wait; grouped (ferry_rw_grouped):
+                                        the session marks commit-group cuts, and the table
+                                        enters its group when it joins the session */
 };
 
 /* A frame handed to a table: release it with ferry__pg_demux_frame_release. */
@@ -50,6 +52,7 @@ struct ferry_pg_demux_frame {
     const uint8_t *p;
     size_t n;
     bool epoch_end; /* a Commit at which the table's run ends (row-count epoch) */
+    bool cut;       /* n == 0: a commit-group cut, between two transactions */
     /* private: who frees the bytes */
     char *buf_;
     int kind_;

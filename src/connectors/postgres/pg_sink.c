@@ -1654,6 +1654,48 @@ static void sink_abort(void *ctx)
     PQclear(PQexec(s->conn, ok ? "COMMIT" : "ROLLBACK"));
 }
 
+/* ---- commit groups (cdc streams of one source log, pipeline/commit_group.h) --------------- */
+
+/* A transaction the following applies join (per_apply sessions only). */
+static int sink_group_begin(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session || s->at_commit || s->in_tx)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": a commit group needs a per_apply session, no transaction open");
+    int rc = exec(s, "BEGIN", WHAT ": begin (commit group)", err);
+    if (rc == FERRY_OK) s->in_tx = true;
+    return rc;
+}
+
+/* The group's data and every checkpoint its applies carried, in one commit. */
+static int sink_group_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    int rc = flush_pending(s, err);
+    if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": commit (commit group)", err);
+    if (rc != FERRY_OK && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(s->conn, "ROLLBACK"));
+    s->in_tx = false;
+    return rc;
+}
+
+static void sink_group_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    s->streaming = -1;
+    drop_pending(s);
+    if (s->conn != NULL && PQtransactionStatus(s->conn) == PQTRANS_ACTIVE) {
+        PQputCopyEnd(s->conn, "ferry: commit group rolled back");
+        PGresult *r = NULL;
+        while ((r = PQgetResult(s->conn)) != NULL)
+            PQclear(r);
+    }
+    if (s->conn != NULL && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(s->conn, "ROLLBACK"));
+    s->in_tx = false;
+}
+
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
 static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_checkpoint **out,
@@ -1739,6 +1781,33 @@ static int guarded_commit(void *ctx, struct ferry_error *err)
     return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
 }
 
+static int guarded_group_begin(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_group_begin(ctx, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static int guarded_group_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    int rc = sink_group_commit(ctx, err);
+    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
+static void guarded_group_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    sink_group_abort(ctx);
+    ferry__pg_guard_end(&g);
+}
+
 static void guarded_abort(void *ctx)
 {
     struct sink *s = ctx;
@@ -1762,4 +1831,7 @@ const struct ferry_sink_vtable ferry__postgres_sink = {
     .close = sink_close,
     .checkpoints = sink_checkpoints,
     .verify_open = ferry__pg_verify_open,
+    .group_begin = guarded_group_begin,
+    .group_commit = guarded_group_commit,
+    .group_abort = guarded_group_abort,
 };

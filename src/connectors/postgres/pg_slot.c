@@ -209,6 +209,13 @@ static int publications(PGconn *c, const char *peer, struct ferry_pg_slot *sl,
             ours = sl->tabs[i].publication;
     }
     if (rc == FERRY_OK && ours != NULL) rc = ensure_publication(c, peer, sl, ours, missing, err);
+    /* every publication used publishes every kind of change (each checked once) */
+    for (int i = 0; i < sl->n_tabs && rc == FERRY_OK; i++) {
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++)
+            seen = !strcmp(sl->tabs[k].publication, sl->tabs[i].publication);
+        if (!seen) rc = ferry__pg_cdc_check_publish(c, peer, sl->tabs[i].publication, err);
+    }
     ferry_free(missing);
     return rc;
 }

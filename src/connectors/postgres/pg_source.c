@@ -49,6 +49,7 @@
 #include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_slot.h"
 #include "connectors/postgres/pg_common.h"
+#include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_guard.h"
 #include "connectors/postgres/pg_repl.h"
@@ -1408,9 +1409,14 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                           const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct rel r;
-    int rc = resolve(s, spec->table, &r, err);
-    if (rc != FERRY_OK) return rc;
     const struct ferry_read_context *run = ferry_read_context_of(spec);
+    const char *slot = json_string_value(json_object_get(plan, "slot"));
+    int rc = resolve(s, spec->table, &r, err);
+    if (rc != FERRY_OK) {
+        /* its slot's session need not wait for a table that will not join */
+        if (run->cdc_streams_together > 1 && slot != NULL) ferry__pg_demux_decline(slot);
+        return rc;
+    }
     struct ferry_pg_cdc_target t = {.schema_name = r.schema_name,
                                     .table = r.table,
                                     .from = r.from,
@@ -1428,6 +1434,8 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
     ferry_rw_set_shard(rw, shard);
     if (json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
+    if (rc != FERRY_OK && run->cdc_streams_together > 1 && slot != NULL)
+        ferry__pg_demux_decline(slot);
     if (rc == FERRY_OK)
         rc = ferry__pg_cdc_stream(s->url, &s->opts, s->peer, &t, plan, resume, rw, &s->progress,
                                   err);
@@ -1644,6 +1652,7 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .cdc_progress = src_cdc_progress,
     /* the streams of a pipeline's slot read one replication session (pg_demux.c) */
     .cdc_one_stream = true,
+    .cdc_commit_groups = true,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
 };

@@ -1040,6 +1040,41 @@ static int sink_commit(void *ctx, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* ---- commit groups (cdc streams of one source log, pipeline/commit_group.h) -------------- */
+
+static int sink_group_begin(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session || s->at_commit || s->in_tx)
+        return ferry_error_set(err, FERRY_EINVAL, "sqlite",
+                               "sqlite sink: %s: a commit group needs a per_apply session, no "
+                               "transaction open",
+                               s->path);
+    int rc = ferry__sqlite_exec(s->db, "BEGIN IMMEDIATE", "sqlite sink: begin (commit group)", err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->path);
+    s->in_tx = true;
+    return FERRY_OK;
+}
+
+static int sink_group_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    int rc = ferry__sqlite_exec(s->db, "COMMIT", "sqlite sink: commit (commit group)", err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "%s", s->path);
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    s->in_tx = false;
+    return rc;
+}
+
+static void sink_group_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_tx = false;
+}
+
 static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
@@ -1142,4 +1177,7 @@ const struct ferry_sink_vtable ferry__sqlite_sink = {
     .close = sink_close,
     .checkpoints = sink_checkpoints,
     .verify_open = ferry__sqlite_verify_open,
+    .group_begin = sink_group_begin,
+    .group_commit = sink_group_commit,
+    .group_abort = sink_group_abort,
 };

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "checkpoint/position.h"
 #include "connectors/files/files_pq.h"
 #include "connectors/files/files_text.h"
 #include "ferry/config.h"
@@ -366,25 +367,23 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
     return rc;
 }
 
+/* The resume position's offset n and done, decoded by the checkpoint codec. */
 static int parse_resume(const char *resume, const char *file, int64_t *n, bool *done,
                         struct ferry_error *err)
 {
     *n = 0;
     *done = false;
     if (resume == NULL) return FERRY_OK;
-    json_t *root = json_loads(resume, 0, NULL);
-    int rc = FERRY_OK;
-    if (!json_is_object(root)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "files",
-                             "files source: %s: the resume position is not a JSON object: %.200s",
-                             file, resume);
-    } else {
-        *done = json_is_true(json_object_get(root, "done"));
-        json_t *v = json_object_get(root, "n");
-        if (json_is_integer(v)) *n = (int64_t)json_integer_value(v);
+    struct ferry_position p;
+    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "files source: %s: the resume position", file);
+        return rc;
     }
-    json_decref(root);
-    return rc;
+    *done = p.done;
+    if (p.has_n) *n = p.n;
+    ferry_position_clear(&p);
+    return FERRY_OK;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,

@@ -19,9 +19,9 @@
  * next position is the largest cursor value of the files planned; the plan says how many
  * groups it skipped ("row_groups_skipped", in resource.started).
  *
- * Schema, inference and on_error: files_text.c (shared with the s3 source).
+ * Schema, inference and on_error: formats/text_source.c (shared with the s3 source).
  *
- * Owns the configuration. Calls files_text.c (CSV, JSON Lines), files_pq_source.c (Parquet),
+ * Owns the configuration. Calls formats/text_source.c (CSV, JSON Lines), files_pq_source.c (Parquet),
  * jansson for the plan.
  * Registered in connectors/registry.c; driven by the runner, one instance per thread. */
 #include <errno.h>
@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include "checkpoint/position.h"
 #include "connectors/files/files_pq.h"
-#include "connectors/files/files_text.h"
+#include "formats/text_source.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 

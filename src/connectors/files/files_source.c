@@ -21,8 +21,8 @@
  *
  * Schema, inference and on_error: formats/text_source.c (shared with the s3 source).
  *
- * Owns the configuration. Calls formats/text_source.c (CSV, JSON Lines), files_pq_source.c (Parquet),
- * jansson for the plan.
+ * Owns the configuration. Calls formats/text_source.c (CSV, JSON Lines), files_pq_source.c
+ * (Parquet), jansson for the plan, the checkpoint codec for resume positions.
  * Registered in connectors/registry.c; driven by the runner, one instance per thread. */
 #include <errno.h>
 #include <glob.h>

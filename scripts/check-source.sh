@@ -8,6 +8,7 @@
 #    the line that closes it). Every one is listed; the check fails on any not in KNOWN_LONG
 #    below: the ones left to split (issue 16), so that no new one appears. Remove a line
 #    from KNOWN_LONG when its function is split.
+# 3. A connector including another connector's header; libcurl outside src/net/.
 # Exits non-zero on a finding. Needs bash and awk only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +45,22 @@ if [ -n "$long" ]; then
     status=1
   fi
 fi
+# 3. Layers (issue 16): a connector never includes another connector's folder (shared code
+#    lives in src/formats/, src/objstore/, src/net/); only src/net/ includes libcurl.
+cross=$(grep -rnE '^#include "connectors/[a-z0-9_]+/' src/connectors --include='*.c' --include='*.h' |
+        awk -F: '{ split($1, own, "/"); match($3, /connectors\/[a-z0-9_]+\//);
+                   inc = substr($3, RSTART + 11, RLENGTH - 12); if (inc != own[3]) print }')
+if [ -n "$cross" ]; then
+  echo "check-source: a connector includes another connector's header:" >&2
+  echo "$cross" >&2
+  status=1
+fi
+if curl=$(grep -rln --include='*.c' --include='*.h' '#include <curl/curl.h>' src include |
+          grep -v '^src/net/'); then
+  echo "check-source: libcurl used outside src/net/ (use net/http.h):" >&2
+  echo "$curl" >&2
+  status=1
+fi
+
 [ $status -eq 0 ] && echo "check-source: ok"
 exit $status

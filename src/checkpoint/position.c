@@ -24,6 +24,7 @@ void ferry_position_clear(struct ferry_position *p)
     for (int i = 0; p->key && i < p->n_key; i++)
         ferry_free(p->key[i].text);
     ferry_free(p->key);
+    ferry_free(p->tag);
     ferry_free(p->object);
     ferry_free(p->snapshot);
     ferry_position_init(p);
@@ -363,8 +364,8 @@ static int text_member(struct rd *r, const char *member, char **out, struct ferr
     return *out ? FERRY_OK : oom(r->err);
 }
 
-static const char *const MEMBERS[] = {"shard", "key",    "n",        "k",      "done",
-                                      "reset", "object", "snapshot", "attempt"};
+static const char *const MEMBERS[] = {"shard", "key",   "n",      "k",        "g",
+                                      "done",  "reset", "object", "snapshot", "attempt"};
 #define N_MEMBERS (int)(sizeof MEMBERS / sizeof MEMBERS[0])
 
 static int decode_member(struct rd *r, int m, struct ferry_position *p, struct ferry_buf *b)
@@ -387,15 +388,18 @@ static int decode_member(struct rd *r, int m, struct ferry_position *p, struct f
         rc = int_member(r, "k", INT64_MAX, &p->k, b);
         break;
     case 4:
-        rc = flag_member(r, "done", &p->done, b);
+        rc = text_member(r, "g", &p->tag, b);
         break;
     case 5:
-        rc = flag_member(r, "reset", &p->reset, b);
+        rc = flag_member(r, "done", &p->done, b);
         break;
     case 6:
-        rc = text_member(r, "object", &p->object, b);
+        rc = flag_member(r, "reset", &p->reset, b);
         break;
     case 7:
+        rc = text_member(r, "object", &p->object, b);
+        break;
+    case 8:
         rc = text_member(r, "snapshot", &p->snapshot, b);
         break;
     default:
@@ -514,6 +518,10 @@ static int put_members(const struct ferry_position *p, struct ferry_buf *b)
     }
     if (rc == FERRY_OK && p->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, p->n);
     if (rc == FERRY_OK && p->k > 0) rc = ferry_buf_printf(b, ",\"k\":%" PRId64, p->k);
+    if (rc == FERRY_OK && p->has_n && p->tag) {
+        rc = ferry_buf_append(b, ",\"g\":", 5);
+        if (rc == FERRY_OK) rc = ferry_buf_json_string(b, p->tag, strlen(p->tag));
+    }
     if (rc == FERRY_OK && p->done) rc = ferry_buf_append(b, ",\"done\":true", 12);
     if (rc == FERRY_OK && p->reset) rc = ferry_buf_append(b, ",\"reset\":true", 13);
     if (rc == FERRY_OK && p->object) {

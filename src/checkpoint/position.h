@@ -4,7 +4,7 @@
  * tables, batch.written payloads) it is a JSON object; this is the only code that should
  * read or write that text (docs/internals/checkpoint.md lists who still does):
  *
- *   {"shard":S,"key":[v,...],"n":N,"k":K,"done":true,"reset":true,"object":"..",
+ *   {"shard":S,"key":[v,...],"n":N,"k":K,"g":"..","done":true,"reset":true,"object":"..",
  *    "snapshot":"..","attempt":A}
  *
  * every member optional (shard 0 when absent), in that order when encoded, which is the
@@ -48,6 +48,7 @@ struct ferry_position {
     bool has_n;
     int64_t n;      /* log position (LSN), byte or row offset: the source's */
     int64_t k;      /* with n: rows of the following unit already written */
+    char *tag;      /* owned, with n: the text beside it (a MySQL GTID set), or NULL */
     bool done;      /* the shard is read to its end */
     bool reset;     /* the saved point was dropped (`ferry cdc drop`) */
     char *object;   /* owned: the object or file the offset is in, or NULL */

@@ -4,7 +4,6 @@
  * server, POST /v1/runs/RUN/retry (the run is dispatched again); without one, the failed
  * run is resumed in this process from its checkpoints, as its own worker would. Calls
  * cli/client, the runner (retry.h), the store. Called by main.c. */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -14,6 +13,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "ferry/core.h"
+#include "net/http.h"
 #include "runner/retry.h"
 #include "store/store.h"
 
@@ -134,9 +134,9 @@ int ferry_cli_schedules(int argc, char **argv)
     } else if (rc == FERRY_OK && list) {
         char path[600] = "/v1/schedules";
         if (pipeline) {
-            char *q = curl_easy_escape(NULL, pipeline, 0);
+            char *q = ferry__http_escape(pipeline, strlen(pipeline));
             snprintf(path, sizeof path, "/v1/schedules?pipeline=%s", q ? q : "");
-            curl_free(q);
+            ferry_free(q);
         }
         rc = call(&cl, "GET", path, NULL, &reply, &err);
         size_t i;

@@ -5,7 +5,6 @@
  * start --watch): as `ferry run` for the run's final state (0 completed, 1 failed,
  * 6 canceled). Calls cli/client, the runner, control (requests), the store. Called by
  * main.c (plain `ferry runs` stays the local listing in main.c). */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -19,6 +18,7 @@
 #include "cli/commands.h"
 #include "control/control.h"
 #include "ferry/core.h"
+#include "net/http.h"
 #include "runner/runner.h"
 #include "store/store.h"
 
@@ -170,9 +170,9 @@ static int start_remote(struct ferry_client *cl, const char *arg, const char *ke
                         int64_t *run, struct ferry_error *err)
 {
     char path[512];
-    char *enc = curl_easy_escape(NULL, arg, 0);
+    char *enc = ferry__http_escape(arg, strlen(arg));
     snprintf(path, sizeof path, "/v1/pipelines/%s/runs", enc ? enc : arg);
-    curl_free(enc);
+    ferry_free(enc);
     json_t *b = key ? json_pack("{s:s}", "idempotency_key", key) : json_object();
     char *body = json_dumps(b, JSON_COMPACT);
     json_decref(b);

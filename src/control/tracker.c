@@ -4,7 +4,9 @@
  * an optional folding thread. A group of up to 256 events is folded in ONE store
  * transaction together with the new mark, so a crash leaves either the whole group folded
  * and marked, or nothing: a redelivered event (seq <= mark) changes nothing. Calls the
- * store, the bus and jansson. Called by the embedded runner, `ferry serve` and the tests.
+ * store, the bus, jansson and the checkpoint rules (checkpoint/promote.h: which scope a
+ * written position takes, which run positions become route positions; the tracker only
+ * stores what they decide). Called by the embedded runner, `ferry serve` and the tests.
  *
  * Fencing: an event whose attempt is not the run's current attempt is ignored whole. Its
  * batches belong to an attempt that lost its lease; the current attempt re-reads from the
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include "bus/bus.h"
+#include "checkpoint/promote.h"
 #include "control/tracker.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
@@ -189,7 +192,8 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
         return ferry_error_set(err, FERRY_ENOMEM, "tracker", "event %lld: out of memory",
                                (long long)ev->seq);
     int shard = (int)jint(c->p, "shard");
-    if (json_is_true(json_object_get(c->p, "durable")))
+    bool durable = json_is_true(json_object_get(c->p, "durable"));
+    if (ferry_checkpoint_written_scope(durable) == FERRY_CHECKPOINT_RUN)
         rc = ferry_store_run_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard, text,
                                              err);
     else
@@ -197,14 +201,6 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
                                                  text, err);
     ferry_free(text);
     return rc;
-}
-
-static bool position_carries_progress(const char *position)
-{
-    json_t *j = position ? json_loads(position, 0, NULL) : NULL;
-    bool yes = j && (json_object_get(j, "key") != NULL || json_object_get(j, "n") != NULL);
-    json_decref(j);
-    return yes;
 }
 
 /* A plan's "route_checkpoint" (sources reading incrementally without a cursor: the s3 and
@@ -220,7 +216,7 @@ static int save_plan_route(struct fold_ctx *c, const struct ferry_resource_state
     json_t *pj = plan ? json_loads(plan, 0, NULL) : NULL;
     json_t *rcp = json_object_get(pj, "route_checkpoint");
     *has = json_is_object(rcp);
-    char *text = *has && whole && strcmp(res->state, "completed") == 0
+    char *text = *has && ferry_checkpoint_plan_route_due(whole, res->state)
                      ? json_dumps(rcp, JSON_COMPACT)
                      : NULL;
     if (rc == FERRY_OK && text != NULL)
@@ -232,8 +228,9 @@ static int save_plan_route(struct fold_ctx *c, const struct ferry_resource_state
     return rc;
 }
 
-/* Run checkpoints of every incremental or cdc resource become its route checkpoints.
- * completed: the run completed (else it paused after a commit). */
+/* Run checkpoints of every incremental or cdc resource become its route checkpoints
+ * (the rules: checkpoint/promote.h). completed: the run completed (else it paused after a
+ * commit). */
 static int advance_routes(struct fold_ctx *c, bool completed, struct ferry_error *err)
 {
     struct ferry_store *st = c->tr->st;
@@ -242,7 +239,7 @@ static int advance_routes(struct fold_ctx *c, bool completed, struct ferry_error
     c->tr->group_moves_checkpoints = true;
     int rc = ferry_store_resource_list(st, c->run->id, &res, &nres, err);
     for (int i = 0; rc == FERRY_OK && i < nres; i++) {
-        if (strcmp(res[i].mode, "incremental") != 0 && strcmp(res[i].mode, "cdc") != 0) continue;
+        if (!ferry_checkpoint_mode_has_route(res[i].mode)) continue;
         const char *route = res[i].route[0] ? res[i].route : res[i].resource;
         bool has = false;
         rc = save_plan_route(c, &res[i], route, completed, &has, err);
@@ -253,7 +250,7 @@ static int advance_routes(struct fold_ctx *c, bool completed, struct ferry_error
         for (int k = 0; rc == FERRY_OK && k < ncp; k++) {
             /* A run that read nothing new ends its shard with a position that only says
              * "done": there is nothing to carry, and the route keeps where it was. */
-            if (!position_carries_progress(cps[k].position)) continue;
+            if (!ferry_checkpoint_carries_progress(cps[k].position)) continue;
             rc = ferry_store_route_checkpoint_save(st, c->run->pipeline, c->run->version, route,
                                                    cps[k].shard, cps[k].position, c->run->id, err);
         }

@@ -185,7 +185,8 @@ static void set_policy(struct ferry__http *h, CURL *c)
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, o->low_speed_time_s);
     }
     if (h->ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-    if (o->https_only) curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+    /* never file://, ftp:// or any other scheme libcurl knows: a URL comes from config */
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, o->https_only ? "https" : "http,https");
     curl_easy_setopt(c, CURLOPT_USERAGENT, h->user_agent);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);

@@ -8,7 +8,8 @@
  * query string, never a header: credentials travel only in headers and request bodies, so
  * nothing secret reaches an error or a log line.
  *
- * Used by objstore/s3_client.c, connectors/iceberg/rest.c, control/k8s.c and cli/client.c.
+ * Used by objstore/s3_client.c, connectors/iceberg/rest.c, control/k8s.c, cli/client.c and
+ * notify/ (webhooks, OTLP export). Only http:// and https:// URLs are followed.
  * Not thread-safe: one thread uses a client; only ferry__http_cancel may be called from
  * another thread. */
 #ifndef FERRY_NET_HTTP_H

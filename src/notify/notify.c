@@ -5,12 +5,12 @@
  * `ferry events`), keeps those a target subscribes to, and records one row per (run,
  * event, target) in the state store (migration 9) before any attempt: a crash loses no
  * notification, and a duplicate event (redelivery) adds no row. Delivery claims a due row
- * (next_us moves forward, so two deliverers never send it at once), POSTs it with libcurl
+ * (next_us moves forward, so two deliverers never send it at once), POSTs it (net/http.h)
  * and records the result: delivered; or pending again after backoff 1 s * 2^(n-1) capped at
  * 5 min; or dead after FERRY_NOTIFY_MAX_ATTEMPTS (default 12) or a 4xx other than 408/429.
  * Secrets and webhook URLs given as env:/file: references are resolved at each attempt and
- * never stored, logged or returned. Calls the store, the bus, config (secrets), libcurl. */
-#include <curl/curl.h>
+ * never stored, logged or returned. Calls the store, the bus, config (secrets), the HTTP
+ * client (net/http.h). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
+#include "net/http.h"
 #include "notify/notify.h"
 #include "store/store.h"
 
@@ -179,10 +180,49 @@ static int max_attempts(void)
     return n >= 1 && n <= 100 ? n : 12;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
+/* The POST itself, through the engine's HTTP client (net/http.h): 5 s to connect, 15 s in
+ * all, no retry here (the delivery's own backoff retries), the answer discarded (at most
+ * 1 MiB). The target is named "webhook" in errors: its URL may hold a token (Slack). */
+static int send_post(const struct ferry_notification *n, const char *url, const char *body,
+                     const char *secret, time_t now, bool *permanent, char *why, size_t why_len)
 {
-    (void)p, (void)ud;
-    return size * n;
+    char ts[64], ev[160], id[64], sig_line[96];
+    snprintf(ts, sizeof ts, "X-Ferry-Timestamp: %lld", (long long)now);
+    snprintf(ev, sizeof ev, "X-Ferry-Event: %s", n->event);
+    snprintf(id, sizeof id, "X-Ferry-Delivery: %" PRId64, n->id);
+    const char *headers[6] = {"Content-Type: application/json", ts, ev, id, NULL, NULL};
+    if (secret) {
+        char sig[72];
+        ferry_notify_signature(secret, body, strlen(body), sig);
+        snprintf(sig_line, sizeof sig_line, "X-Ferry-Signature: %s", sig);
+        headers[4] = sig_line;
+    }
+    struct ferry__http_opts o = {.what = "notify", .origin = "notify",
+                                 .connect_timeout_ms = 5000, .total_timeout_ms = 15000,
+                                 .body_cap = (size_t)1 << 20};
+    struct ferry__http *h = NULL;
+    struct ferry_error e;
+    int rc = ferry__http_open(&o, &h, &e);
+    long st = 0;
+    if (rc == FERRY_OK) {
+        struct ferry__http_req q = {.method = "POST", .url = url, .headers = headers,
+                                    .body = body, .len = strlen(body), .name = "webhook"};
+        struct ferry_buf answer;
+        ferry_buf_init(&answer, 0);
+        rc = ferry__http_do(h, &q, &answer, &st, &e);
+        ferry_buf_release(&answer);
+        ferry__http_close(h);
+    }
+    if (rc != FERRY_OK) {
+        snprintf(why, why_len, "%s", e.message);
+        return rc == FERRY_ENOMEM ? rc : FERRY_EIO;
+    }
+    if (st < 200 || st > 299) {
+        snprintf(why, why_len, "HTTP %ld", st);
+        *permanent = st >= 400 && st < 500 && st != 408 && st != 429;
+        return FERRY_EIO;
+    }
+    return FERRY_OK;
 }
 
 /* One POST. FERRY_OK on 2xx; *permanent for a 4xx other than 408 and 429. */
@@ -211,52 +251,9 @@ static int post(const struct ferry_notification *n, bool *permanent, char *why, 
     if (j && strcmp(n->format, "slack") != 0) json_object_set_new(j, "sent_at", json_integer(now));
     if (j) body = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
-    int rc = FERRY_ENOMEM;
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    if (c && body && url) {
-        char line[160];
-        h = curl_slist_append(h, "Content-Type: application/json");
-        snprintf(line, sizeof line, "X-Ferry-Timestamp: %lld", (long long)now);
-        h = curl_slist_append(h, line);
-        snprintf(line, sizeof line, "X-Ferry-Event: %s", n->event);
-        h = curl_slist_append(h, line);
-        snprintf(line, sizeof line, "X-Ferry-Delivery: %" PRId64, n->id);
-        h = curl_slist_append(h, line);
-        if (secret) {
-            char sig[72];
-            ferry_notify_signature(secret, body, strlen(body), sig);
-            snprintf(line, sizeof line, "X-Ferry-Signature: %s", sig);
-            h = curl_slist_append(h, line);
-        }
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-        CURLcode cc = curl_easy_perform(c);
-        long st = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        /* the URL may hold a token (Slack): name the target as written, never the URL */
-        if (cc != CURLE_OK) {
-            snprintf(why, why_len, "%s", curl_easy_strerror(cc));
-            rc = FERRY_EIO;
-        } else if (st < 200 || st > 299) {
-            snprintf(why, why_len, "HTTP %ld", st);
-            *permanent = st >= 400 && st < 500 && st != 408 && st != 429;
-            rc = FERRY_EIO;
-        } else {
-            rc = FERRY_OK;
-        }
-    } else {
-        snprintf(why, why_len, "out of memory");
-    }
-    curl_slist_free_all(h);
-    if (c) curl_easy_cleanup(c);
+    int rc = body && url ? send_post(n, url, body, secret, now, permanent, why, why_len)
+                         : FERRY_ENOMEM;
+    if (rc == FERRY_ENOMEM) snprintf(why, why_len, "out of memory");
     free(body);
     ferry_secret_free(url);
     ferry_secret_free(secret);

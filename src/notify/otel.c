@@ -6,8 +6,8 @@
  * previous event to it. Ids are random (/dev/urandom); one trace per attempt. Times are
  * the events' wall clock. The same pass collects the attempt's metrics (rows, bytes and
  * batches per resource, the run's duration, the newest cdc lag), exported to the OTLP
- * metrics endpoint beside the trace. Calls the bus, the store, libcurl, jansson. */
-#include <curl/curl.h>
+ * metrics endpoint beside the trace. Calls the bus, the store, the HTTP client (net/http.h),
+ * jansson. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
+#include "net/http.h"
 #include "notify/otel.h"
 #include "store/store.h"
 
@@ -105,36 +106,28 @@ static const char *endpoint(const char *signal, char *buf, size_t len)
     return buf;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
-{
-    (void)p, (void)ud;
-    return size * n;
-}
-
+/* One POST through the engine's HTTP client (net/http.h): 5 s to connect, 15 s in all, no
+ * retry (the next attempt's export follows), an answer body of at most 1 MiB (discarded). */
 static int post(const char *url, const char *body, struct ferry_error *err)
 {
-    CURL *c = curl_easy_init();
-    if (c == NULL) return ferry_error_set(err, FERRY_ENOMEM, "otel", "out of memory");
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    CURLcode cc = curl_easy_perform(c);
+    struct ferry__http_opts o = {.what = "OTLP export", .origin = "otel",
+                                 .connect_timeout_ms = 5000, .total_timeout_ms = 15000,
+                                 .body_cap = (size_t)1 << 20};
+    struct ferry__http *h = NULL;
+    int rc = ferry__http_open(&o, &h, err);
+    if (rc != FERRY_OK) return rc;
+    static const char *const headers[] = {"Content-Type: application/json", NULL};
+    struct ferry__http_req q = {.method = "POST", .url = url, .headers = headers,
+                                .body = body, .len = strlen(body)};
+    struct ferry_buf answer;
+    ferry_buf_init(&answer, 0);
     long st = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    if (cc != CURLE_OK)
-        return ferry_error_set(err, FERRY_EIO, "otel", "OTLP export: %s", curl_easy_strerror(cc));
-    if (st < 200 || st > 299)
-        return ferry_error_set(err, FERRY_EIO, "otel", "OTLP export: HTTP %ld", st);
-    return FERRY_OK;
+    rc = ferry__http_do(h, &q, &answer, &st, err);
+    ferry_buf_release(&answer);
+    ferry__http_close(h);
+    if (rc == FERRY_OK && (st < 200 || st > 299))
+        rc = ferry_error_set(err, FERRY_EIO, "otel", "OTLP export: HTTP %ld", st);
+    return rc;
 }
 
 /* ---- metrics (OTLP/HTTP JSON, one export per attempt) ----

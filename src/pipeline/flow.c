@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "batch/builder.h"
 #include "bus/bus.h"
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "ferry/digest.h"
 #include "ferry/event.h"
@@ -66,11 +67,7 @@ struct flow_run {
 
 static bool position_done(const char *pos)
 {
-    if (pos == NULL) return false;
-    json_t *j = json_loads(pos, 0, NULL);
-    bool done = j && json_is_true(json_object_get(j, "done"));
-    json_decref(j);
-    return done;
+    return ferry_position_text_done(pos);
 }
 
 static void publish(struct ferry_flow *f, const char *type, const char *payload)

@@ -4,11 +4,13 @@
  * it was given. A task is a flow over one shard of a resource, reporting through a bus that
  * tags batch.written with the task's token, stopped by flow_stop (which follows the run's
  * stop flag, or cancels a task whose lease was lost). Calls: run.c, schedule.c (flows),
- * tracker, store, the sink (checkpoints). Called by runner.c. */
+ * tracker, store, the sink (checkpoints), the checkpoint rules (checkpoint/promote.h).
+ * Called by runner.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "checkpoint/promote.h"
 #include "control/tracker.h"
 #include "ferry/core.h"
 #include "pipeline/flow.h"
@@ -35,17 +37,21 @@ static int task_resume(struct run *r, struct resource_run *rr, int shard, char *
     rc = p->sink_vt->checkpoints(r->sink_ctx, r->dest_key, &scp, &n_scp, err);
     if (rc != FERRY_OK)
         return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
-    for (int i = 0; i < n_scp; i++) {
+    for (int i = 0; i < n_scp && rc == FERRY_OK; i++) {
         struct ferry_sink_checkpoint *c = &scp[i];
-        if (c->shard == shard && !strcmp(c->resource, rr->spec->table) && c->run_id == r->run_id &&
-            c->position) {
+        if (c->shard != shard || strcmp(c->resource, rr->spec->table) != 0) continue;
+        struct ferry_held_checkpoint held = {c->run_id, c->position};
+        bool record = false;
+        const char *use = ferry_checkpoint_resume_of(*pos, &held, r->run_id, &record);
+        if (record) {
+            char *copy = ferry_strdup(use);
+            if (copy == NULL) rc = ferry__run_oom(err);
             ferry_free(*pos);
-            *pos = ferry_strdup(c->position);
-            break;
+            *pos = copy;
         }
     }
     ferry_sink_checkpoints_free(scp, n_scp);
-    return FERRY_OK;
+    return rc;
 }
 
 static void set_task(struct run *r, const struct ferry_shard_task *t)

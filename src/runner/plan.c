@@ -3,12 +3,15 @@
  * policy, refuse unknown keys (everything that can refuse the pipeline happens here, before
  * a run is recorded); then freeze each resource's plan for the chosen run and find where
  * each shard resumes. Calls: run.c, connectors (open, discover, plan, capabilities,
- * checkpoints), transforms, policy, store. Called by runner.c. */
+ * checkpoints), transforms, policy, store, the checkpoint rules (checkpoint/promote.h:
+ * which of the store's and the destination's checkpoints a plan starts from and a shard
+ * resumes from). Called by runner.c. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "checkpoint/promote.h"
 #include "ferry/core.h"
 #include "ferry/tables.h"
 #include "pipeline/convert.h"
@@ -289,18 +292,30 @@ static struct ferry_sink_checkpoint *sink_checkpoint(struct ferry_sink_checkpoin
 
 /* Whether run_id ran this pipeline version: a destination checkpoint written by another
  * version (another cursor, another mode) has another shape and must not be used. */
-static bool run_has_version(struct ferry_store *st, int64_t run_id, const char *version)
+static bool run_has_version(void *ctx, int64_t run_id)
 {
+    struct run *r = ctx;
     struct ferry_run_info info;
     memset(&info, 0, sizeof info);
-    bool same = ferry_store_run_get(st, run_id, &info, NULL) == FERRY_OK &&
-                strcmp(info.version, version) == 0;
+    bool same = ferry_store_run_get(r->st, run_id, &info, NULL) == FERRY_OK &&
+                strcmp(info.version, r->p->version) == 0;
     ferry_run_info_clear(&info);
     return same;
 }
 
+static struct ferry_held_checkpoint held_of(const struct ferry_sink_checkpoint *c)
+{
+    struct ferry_held_checkpoint h = {0, NULL};
+    if (c != NULL) {
+        h.run_id = c->run_id;
+        h.position = c->position;
+    }
+    return h;
+}
+
 /* Where a new plan of rr starts: the route checkpoint for incremental reads, or the
- * destination's own when it stored a later one in its commit. Owned, NULL: the start. */
+ * destination's own when it stored a later one in its commit (checkpoint/promote.h).
+ * Owned, NULL: the start. */
 static int plan_lower(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
                       int n_scp, char **lower, struct ferry_error *err)
 {
@@ -310,10 +325,11 @@ static int plan_lower(struct run *r, struct resource_run *rr, struct ferry_sink_
     int rc = ferry__run_route_position(r, rr, lower, &route_run, err);
     if (rc != FERRY_OK) return rc;
     struct ferry_sink_checkpoint *s = sink_checkpoint(scp, n_scp, rr->spec->table, 0);
-    if (s && s->run_id > route_run && s->position && strstr(s->position, "\"key\"") &&
-        run_has_version(r->st, s->run_id, r->p->version)) {
+    struct ferry_held_checkpoint held = held_of(s);
+    if (s && ferry_checkpoint_lower_from_held(route_run, &held, run_has_version, r)) {
         ferry_free(*lower);
         *lower = ferry_strdup(s->position);
+        if (*lower == NULL) return ferry__run_oom(err);
         if (r->o->out && !r->o->quiet)
             fprintf(r->o->out,
                     "%s: the destination holds rows of run %" PRId64
@@ -399,11 +415,14 @@ static int resume_positions(struct run *r, struct resource_run *rr,
         }
     ferry_checkpoints_free(cps, n);
     for (int s = 0; s < rr->n_shards && rc == FERRY_OK; s++) {
-        struct ferry_sink_checkpoint *c = sink_checkpoint(scp, n_scp, res, s);
-        if (c && c->run_id == r->run_id && c->position &&
-            (rr->resume[s] == NULL || strcmp(rr->resume[s], c->position) != 0)) {
+        struct ferry_held_checkpoint held = held_of(sink_checkpoint(scp, n_scp, res, s));
+        bool record = false;
+        const char *pos = ferry_checkpoint_resume_of(rr->resume[s], &held, r->run_id, &record);
+        if (record) {
+            char *copy = ferry_strdup(pos);
+            if (copy == NULL) return ferry__run_oom(err);
             ferry_free(rr->resume[s]);
-            rr->resume[s] = ferry_strdup(c->position);
+            rr->resume[s] = copy;
             /* The destination made it durable, the store never heard (a crash between the
              * sink's commit and the fold of sink.committed): record it, else this attempt
              * may read nothing more and complete without moving the route, and the next
@@ -411,7 +430,7 @@ static int resume_positions(struct run *r, struct resource_run *rr,
              * task it leases (coordinator.c, task_resume). */
             if (!r->shard_mode)
                 rc = ferry_store_run_checkpoint_save(r->st, r->run_id, r->attempt, res, s,
-                                                     c->position, err);
+                                                     copy, err);
         }
         if (rr->resume[s]) rr->resumed_any = true;
     }

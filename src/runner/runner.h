@@ -5,7 +5,8 @@
  * The runner owns the run's connectors and its sink session. Checkpoints move mostly
  * through its events, which the tracker folds into the state store; the runner writes a
  * run checkpoint itself only to record what a transactional destination committed beyond
- * the store (plan.c); a distributed run's exported snapshot id is a field of the run
+ * the store (plan.c, by the rules of checkpoint/promote.h); a distributed run's exported
+ * snapshot id is a field of the run
  * (readers.c, ferry_store_run_snapshot_set). */
 #ifndef FERRY_RUNNER_H
 #define FERRY_RUNNER_H

@@ -5,9 +5,9 @@
  * and once more after the sink's commit is folded, before the run's final event (which
  * stays the attempt's last). Route checkpoints move with run.completed (or a committed
  * run.paused): that event reports them. Shard workers leave it to their coordinator.
- * Calls: run.c, store. Called by control.c and runner.c (never at the same time). */
-#include <jansson.h>
+ * Calls: run.c, store, the position codec. Called by control.c and runner.c (never at the same time). */
 #include <string.h>
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "runner/run.h"
 
@@ -22,13 +22,13 @@ static int publish(struct run *r, const char *resource, int shard, const char *p
     return rc;
 }
 
-/* Whether text is a JSON object (a position the store holds is one; anything else is
- * not published raw into a payload). */
-static bool is_object(const char *text)
+/* Whether text is a position (what the store holds is one; anything else is not published
+ * raw into a payload). Read with the codec (checkpoint/position.h). */
+static bool is_position(const char *text)
 {
-    json_t *j = json_loads(text, 0, NULL);
-    bool yes = json_is_object(j);
-    json_decref(j);
+    struct ferry_position p;
+    bool yes = ferry_position_decode(text, strlen(text), &p, NULL) == FERRY_OK;
+    ferry_position_clear(&p);
     return yes;
 }
 
@@ -49,7 +49,7 @@ static void report_resource(struct run *r, struct resource_run *rr, struct ferry
         if (s < 0 || s >= rr->n_shards || pos == NULL) continue;
         if (rr->saved_seen[s] && !strcmp(rr->saved_seen[s], pos)) continue;
         char *copy = ferry_strdup(pos);
-        if (copy == NULL || !is_object(pos) || publish(r, rr->spec->table, s, pos) != FERRY_OK) {
+        if (copy == NULL || !is_position(pos) || publish(r, rr->spec->table, s, pos) != FERRY_OK) {
             ferry_free(copy);
             continue;
         }

@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz_position.c - cursor and checkpoint JSON as the sources read it back from the
  * state store or a destination: route checkpoints (plan's lower bound), resume positions and
- * frozen plans, for the sample and the sqlite sources (the postgres source parses the same
- * shapes through the same jansson calls, but needs a server; its plan text is built, not
- * parsed, from these). The first byte picks the call, the second the shard. Extraction is
+ * frozen plans, for the sample and the sqlite sources (the postgres source decodes the same
+ * positions with the same codec, checkpoint/position.h, but needs a server; its plan text is
+ * built, not parsed, from these). The first byte picks the call, the second the shard. Extraction is
  * stopped after 5000 rows (a fuzzed plan may promise billions). */
 #include <sqlite3.h>
 #include <stdlib.h>

@@ -51,6 +51,10 @@ static void test_stored_forms(void **state)
     assert_round_trip("{\"shard\":0,\"reset\":true}");
     assert_round_trip("{\"shard\":2,\"key\":[],\"done\":true}");
     assert_round_trip("{\"shard\":0,\"done\":true}");
+    /* the MySQL source's binlog position with its GTID set ("g", ferry_rw_set_offset_tag) */
+    assert_round_trip("{\"shard\":0,\"n\":1099511628211,\"k\":3,"
+                      "\"g\":\"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5\",\"done\":true}");
+    assert_true(ferry_position_text_done("{\"shard\":0,\"n\":4,\"g\":\"u:1-2\",\"done\":true}"));
     /* the coordinator's snapshot record has no shard: it decodes as shard 0 */
     struct ferry_position p = decoded("{\"attempt\":3,\"snapshot\":\"00000003-00000002-1\"}");
     assert_int_equal(p.shard, 0);
@@ -79,6 +83,7 @@ static void test_every_kind(void **state)
     p.has_n = true;
     p.n = INT64_MAX;
     p.k = 5;
+    p.tag = (char *)"uuid:1-9,uuid2:4";
     p.done = true;
     p.reset = true;
     p.object = (char *)"dir/part-0001.parquet";
@@ -103,6 +108,7 @@ static void test_every_kind(void **state)
     assert_true(q.has_n);
     assert_true(q.n == INT64_MAX);
     assert_int_equal(q.k, 5);
+    assert_string_equal(q.tag, "uuid:1-9,uuid2:4");
     assert_true(q.done);
     assert_true(q.reset);
     assert_string_equal(q.object, "dir/part-0001.parquet");
@@ -188,6 +194,7 @@ static void test_malformed(void **state)
     expect_refused("{\"key\":{\"a\":1}}", "\"key\" is not an array");
     expect_refused("{\"key\":[1,[2]]}", "key value 1 is an array or an object");
     expect_refused("{\"snapshot\":5}", "\"snapshot\" is not a string");
+    expect_refused("{\"n\":1,\"g\":[1]}", "\"g\" is not a string");
     expect_refused("{\"shard\":0,\"shard\":1}", "\"shard\" appears twice");
     expect_refused("{\"shard\":0,\"cursor\":5}", "unknown member \"cursor\"");
     struct ferry_position p;
@@ -204,7 +211,7 @@ static void test_allocation_failures(void **state)
 {
     (void)state;
     const char *text = "{\"shard\":3,\"key\":[null,true,-9,2.5,\"text\",\"more text\"],\"n\":9,"
-                       "\"k\":2,\"done\":true,\"object\":\"o\",\"snapshot\":\"s\",\"attempt\":4}";
+                       "\"k\":2,\"g\":\"u:1-3\",\"done\":true,\"object\":\"o\",\"snapshot\":\"s\",\"attempt\":4}";
     bool succeeded = false;
     int failures = 0;
     for (long n = 0; n < 10000 && !succeeded; n++) {

@@ -19,10 +19,10 @@
  * next position is the largest cursor value of the files planned; the plan says how many
  * groups it skipped ("row_groups_skipped", in resource.started).
  *
- * Schema, inference and on_error: files_text.c (shared with the s3 source).
+ * Schema, inference and on_error: formats/text_source.c (shared with the s3 source).
  *
- * Owns the configuration. Calls files_text.c (CSV, JSON Lines), files_pq_source.c (Parquet),
- * jansson for the plan.
+ * Owns the configuration. Calls formats/text_source.c (CSV, JSON Lines), files_pq_source.c
+ * (Parquet), jansson for the plan, the checkpoint codec for resume positions.
  * Registered in connectors/registry.c; driven by the runner, one instance per thread. */
 #include <errno.h>
 #include <glob.h>
@@ -31,8 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "checkpoint/position.h"
 #include "connectors/files/files_pq.h"
-#include "connectors/files/files_text.h"
+#include "formats/text_source.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 
@@ -366,25 +367,23 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
     return rc;
 }
 
+/* The resume position's offset n and done, decoded by the checkpoint codec. */
 static int parse_resume(const char *resume, const char *file, int64_t *n, bool *done,
                         struct ferry_error *err)
 {
     *n = 0;
     *done = false;
     if (resume == NULL) return FERRY_OK;
-    json_t *root = json_loads(resume, 0, NULL);
-    int rc = FERRY_OK;
-    if (!json_is_object(root)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "files",
-                             "files source: %s: the resume position is not a JSON object: %.200s",
-                             file, resume);
-    } else {
-        *done = json_is_true(json_object_get(root, "done"));
-        json_t *v = json_object_get(root, "n");
-        if (json_is_integer(v)) *n = (int64_t)json_integer_value(v);
+    struct ferry_position p;
+    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "files source: %s: the resume position", file);
+        return rc;
     }
-    json_decref(root);
-    return rc;
+    *done = p.done;
+    if (p.has_n) *n = p.n;
+    ferry_position_clear(&p);
+    return FERRY_OK;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,

@@ -5,7 +5,8 @@
  * slot's one replication session through pg_demux.c, which reads the socket and answers the
  * server), the conversion of its tuples into the row writer, and acknowledging (advancing)
  * the slot. Calls libpq, pg_common.c, pg_demux.c, pg_repl.c (the pure decoder), the row
- * writer, the batch text parsers and jansson. Called by pg_source.c (plan, extract of shard
+ * writer, the batch text parsers, jansson (plans) and the checkpoint codec (saved positions:
+ * checkpoint/position.h). Called by pg_source.c (plan, extract of shard
  * 0, cdc_ack, cdc_drop) on the thread that owns the source instance.
  *
  * The rule that matters most: the slot's confirmed position moves only through
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "checkpoint/position.h"
 #include "connectors/postgres/pg_cdc.h"
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_demux.h"
@@ -337,20 +339,20 @@ int ferry__pg_cdc_position(const char *position, uint64_t *lsn, int64_t *k, stru
     *lsn = 0;
     if (k) *k = 0;
     if (position == NULL) return FERRY_OK;
-    json_t *j = json_loads(position, 0, NULL);
-    json_t *n = json_object_get(j, "n"), *kk = json_object_get(j, "k");
-    int rc = FERRY_OK;
-    if (!json_is_object(j) || (n != NULL && !json_is_integer(n)) ||
-        (n != NULL && json_integer_value(n) < 0) || (kk != NULL && !json_is_integer(kk)) ||
-        (kk != NULL && json_integer_value(kk) < 0))
-        rc = ferry_error_set(err, FERRY_EINVAL, "postgres",
-                             WHAT ": the saved cdc position is not a log position");
-    else if (n != NULL) {
-        *lsn = (uint64_t)json_integer_value(n);
-        if (k && kk != NULL) *k = (int64_t)json_integer_value(kk);
+    struct ferry_position p;
+    struct ferry_error e;
+    if (ferry_position_decode(position, strlen(position), &p, &e) != FERRY_OK) {
+        if (e.code == FERRY_ENOMEM) return nomem(err);
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": the saved cdc position is not a log position (%s)",
+                               e.message);
     }
-    json_decref(j);
-    return rc;
+    if (p.has_n) {
+        *lsn = (uint64_t)p.n;
+        if (k) *k = p.k;
+    }
+    ferry_position_clear(&p);
+    return FERRY_OK;
 }
 
 static int position_lsn(const char *position, uint64_t *lsn, struct ferry_error *err)

@@ -11,7 +11,7 @@
  * CSV and JSON Lines (plain, gzip or zstd: recognised by their first bytes): each object is
  * one shard, streamed by ranged GETs of CHUNK bytes (one chunk in memory, never the whole
  * object) through formats/input.c into the shared record loop (connectors/files/
- * files_text.c): the same keys, schema inference, on_error and resume by decompressed byte
+ * formats/text_source.c): the same keys, schema inference, on_error and resume by decompressed byte
  * offset as the files source. Every chunk's ETag must be the listed one, so an object that
  * changes or disappears during the run stops it with an error naming the object.
  *
@@ -25,7 +25,7 @@
  * Full reads only: `mode: incremental` is refused at plan time (not yet).
  *
  * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
- * parquet_reader.c, files_text.c, jansson. Registered in connectors/registry.c; one instance
+ * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one instance
  * per reader thread. */
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -33,7 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/files/files_text.h"
+#include "formats/text_source.h"
 #include "formats/parquet_reader.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"

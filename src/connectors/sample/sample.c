@@ -3,8 +3,9 @@
  * Two tables, `orders` and `users`, whose every value is a pure function of (seed,
  * table, id, version, column) through a splitmix64-style mixer, so two runs with the
  * same keys produce the same bytes on any machine, and tests and benchmarks need no
- * server. Calls the row writer (ferry/batch.h), the config accessors and jansson for
- * plan and position JSON. Registered in connectors/registry.c; driven by the runner.
+ * server. Calls the row writer (ferry/batch.h), the config accessors, jansson for plan
+ * JSON and the checkpoint codec for positions (checkpoint/position.h). Registered in
+ * connectors/registry.c; driven by the runner.
  *
  * Time model. Row i exists from the start with version 0 and
  *     created_at = updated_at = 2020-01-01T00:00:00Z + i ms.
@@ -28,6 +29,7 @@
 #include <string.h>
 #include "ferry/connector.h"
 #include "ferry/core.h"
+#include "checkpoint/position.h"
 
 #define BASE_US INT64_C(1577836800000000) /* 2020-01-01T00:00:00Z */
 #define TICK_US INT64_C(3155760000000000) /* 100 years of 365.25 days */
@@ -564,45 +566,35 @@ static int tuple_cmp(int64_t u1, int64_t i1, int64_t u2, int64_t i2)
     return i1 < i2 ? -1 : i1 > i2;
 }
 
-/* {"key":[a]} or {"key":[a,b]} -> integers; *done when the position says so. */
-static int parse_position(const char *json, const char *what, int want, int64_t *key, bool *has_key,
-                          bool *done, struct ferry_error *err)
+/* {"key":[a]} or {"key":[a,b]} -> integers; *done when the position says so. Decoded by
+ * the checkpoint codec (checkpoint/position.h), never parsed here. */
+static int parse_position(const char *text, const char *what, int want, int64_t *key,
+                          bool *has_key, bool *done, struct ferry_error *err)
 {
     *has_key = false;
     *done = false;
-    json_error_t jerr;
-    json_t *root = json_loads(json, 0, &jerr);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "sample",
-                               "sample source: %s is not a JSON "
-                               "object: %.200s",
-                               what, json);
+    struct ferry_position p;
+    int rc = ferry_position_decode(text, strlen(text), &p, err);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "sample source: %s", what);
+        return rc;
     }
-    *done = json_is_true(json_object_get(root, "done"));
-    json_t *k = json_object_get(root, "key");
-    int rc = FERRY_OK;
-    if (k != NULL) {
-        if (!json_is_array(k) || (int)json_array_size(k) != want) {
+    *done = p.done;
+    if (p.has_key && p.n_key != want)
+        rc = ferry_error_set(err, FERRY_EINVAL, "sample",
+                             "sample source: %s has a key of the wrong shape (want %d "
+                             "integers): %.200s",
+                             what, want, text);
+    for (int i = 0; p.has_key && i < want && rc == FERRY_OK; i++) {
+        if (p.key[i].kind != FERRY_KEY_INT)
             rc = ferry_error_set(err, FERRY_EINVAL, "sample",
-                                 "sample source: %s has a key of the wrong shape (want %d "
-                                 "integers): %.200s",
-                                 what, want, json);
-        } else {
-            for (int i = 0; i < want && rc == FERRY_OK; i++) {
-                json_t *v = json_array_get(k, (size_t)i);
-                if (!json_is_integer(v))
-                    rc = ferry_error_set(err, FERRY_EINVAL, "sample",
-                                         "sample source: %s: key value %d is not an integer: "
-                                         "%.200s",
-                                         what, i + 1, json);
-                else
-                    key[i] = (int64_t)json_integer_value(v);
-            }
-            if (rc == FERRY_OK) *has_key = true;
-        }
+                                 "sample source: %s: key value %d is not an integer: %.200s",
+                                 what, i + 1, text);
+        else
+            key[i] = p.key[i].i;
     }
-    json_decref(root);
+    if (rc == FERRY_OK) *has_key = p.has_key;
+    ferry_position_clear(&p);
     return rc;
 }
 

@@ -1,10 +1,10 @@
-/* connectors/files/files_text.h - CSV and JSON Lines as a source (files_text.c), shared by
+/* formats/text_source.h - CSV and JSON Lines as a source (text_source.c), shared by
  * the files source and the s3 source: the options, the schema (declared or inferred from
  * the first object) and the record loop of one object. Each function that takes an input
  * owns it from then on (closed before it returns, on every path). Errors name `name` (a
  * path or s3://bucket/key), line and column. */
-#ifndef FERRY_CONNECTORS_FILES_TEXT_H
-#define FERRY_CONNECTORS_FILES_TEXT_H
+#ifndef FERRY_FORMATS_TEXT_SOURCE_H
+#define FERRY_FORMATS_TEXT_SOURCE_H
 
 #include <stdbool.h>
 #include <stdint.h>

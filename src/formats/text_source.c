@@ -1,4 +1,4 @@
-/* connectors/files/files_text.c - CSV and JSON Lines as a source: options, schema inference
+/* formats/text_source.c - CSV and JSON Lines as a source: options, schema inference
  * and the record loop, shared by the files source (local files) and the s3 source (objects
  * streamed by ranged GETs). Both hand over a ferry__files_input (formats/input.c: plain,
  * gzip or zstd, recognised by magic bytes) and a name used in every error.
@@ -32,7 +32,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "connectors/files/files_text.h"
+#include "formats/text_source.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 

@@ -99,3 +99,42 @@ int ferry__parquet_cursor_groups(struct ferry_parquet_reader *r, const char *nam
     *n = ng;
     return FERRY_OK;
 }
+
+static bool value_excluded(int64_t v, bool has_min, int64_t min, bool has_max, int64_t max)
+{
+    return (has_min && v < min) || (has_max && v > max);
+}
+
+bool ferry__stats_excludes(const struct ferry_read_filter *f, bool has_min, int64_t min,
+                           bool has_max, int64_t max)
+{
+    if (f->n_values < 1) return false;
+    switch (f->op) {
+    case FERRY_READ_FILTER_GREATER: /* x > v: none when max <= v */
+        return has_max && max <= f->values[0];
+    case FERRY_READ_FILTER_LESS: /* x < v: none when min >= v */
+        return has_min && min >= f->values[0];
+    case FERRY_READ_FILTER_EQUALS:
+        return value_excluded(f->values[0], has_min, min, has_max, max);
+    case FERRY_READ_FILTER_IN:
+        for (int i = 0; i < f->n_values; i++)
+            if (!value_excluded(f->values[i], has_min, min, has_max, max)) return false;
+        return true;
+    }
+    return false;
+}
+
+bool ferry__parquet_group_filtered(struct ferry_parquet_reader *r, int g,
+                                   const struct ferry_read_filter *f, int n)
+{
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    for (int i = 0; i < n; i++) {
+        int k = ferry_schema_find(fs, f[i].column);
+        if (k < 0 || fs->fields[k].type != f[i].type) continue;
+        int64_t mn = 0, mx = 0;
+        bool has_min = ferry__parquet_reader_group_min(r, g, f[i].column, &mn);
+        bool has_max = ferry__parquet_reader_group_max(r, g, f[i].column, &mx);
+        if (ferry__stats_excludes(&f[i], has_min, mn, has_max, mx)) return true;
+    }
+    return false;
+}

@@ -100,6 +100,8 @@ struct pchunk {
     int64_t num_values, data_off, dict_off, size;
     uint8_t max[8]; /* Statistics.max_value of a 4- or 8-byte column, PLAIN */
     int max_len;    /* 0: none, or not exact (is_max_value_exact false) */
+    uint8_t min[8]; /* Statistics.min_value, the same way */
+    int min_len;    /* 0: none, or not exact (is_min_value_exact false) */
 };
 
 struct prg {
@@ -471,29 +473,31 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
     }
 }
 
-/* Statistics: only max_value (5) of 4- or 8-byte values is kept, and dropped when
- * is_max_value_exact (7) says it is not exact. The deprecated max (1) is not used: its sort
- * order was undefined for some types. */
+/* Statistics: only max_value (5) and min_value (6) of 4- or 8-byte values are kept, each
+ * dropped when is_max_value_exact (7) / is_min_value_exact (8) says it is not exact. The
+ * deprecated max (1) and min (2) are not used: their sort order was undefined for some
+ * types. */
 static void parse_stats(struct tc *t, struct pchunk *k)
 {
     int16_t last = 0, id;
     int type;
-    bool exact = true;
+    bool exact = true, min_exact = true;
     while ((type = tc_field(t, &last, &id)) != 0) {
-        if (id == 5 && type == 8) {
+        if ((id == 5 || id == 6) && type == 8) {
             size_t n;
             const uint8_t *v = tc_binary(t, &n);
             if (v && (n == 4 || n == 8)) {
-                memcpy(k->max, v, n);
-                k->max_len = (int)n;
+                memcpy(id == 5 ? k->max : k->min, v, n);
+                *(id == 5 ? &k->max_len : &k->min_len) = (int)n;
             }
-        } else if (id == 7 && (type == 1 || type == 2)) {
-            exact = type == 1;
+        } else if ((id == 7 || id == 8) && (type == 1 || type == 2)) {
+            *(id == 7 ? &exact : &min_exact) = type == 1;
         } else {
             tc_skip(t, type, 3);
         }
     }
     if (!exact) k->max_len = 0;
+    if (!min_exact) k->min_len = 0;
 }
 
 static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
@@ -2100,6 +2104,22 @@ static const struct pcol *ordered_int(const struct ferry_parquet_reader *r, cons
     return c;
 }
 
+/* One statistics value (max or min) of column c as ferry's int64 value. */
+static bool stat_value(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *b,
+                       int len, int64_t *out)
+{
+    if (len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
+    uint8_t slot[16];
+    struct ferry_error e = {0};
+    struct ferry_error *keep = r->err;
+    r->err = &e; /* a value plain() refuses (a nanosecond remainder) is just not usable */
+    int rc = plain(r, c, b, b + len, 1, slot, NULL, 0);
+    r->err = keep;
+    if (rc != FERRY_OK) return false;
+    memcpy(out, slot, 8);
+    return true;
+}
+
 bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
                                      int64_t *max)
 {
@@ -2107,16 +2127,17 @@ bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, cons
     const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
     if (c == NULL) return false;
     const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
-    if (k->max_len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
-    uint8_t slot[16];
-    struct ferry_error e = {0};
-    struct ferry_error *keep = r->err;
-    r->err = &e; /* a maximum plain() refuses (a nanosecond remainder) is just not usable */
-    int rc = plain(r, c, k->max, k->max + k->max_len, 1, slot, NULL, 0);
-    r->err = keep;
-    if (rc != FERRY_OK) return false;
-    memcpy(max, slot, 8);
-    return true;
+    return stat_value(r, c, k->max, k->max_len, max);
+}
+
+bool ferry__parquet_reader_group_min(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *min)
+{
+    int top;
+    const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
+    if (c == NULL) return false;
+    const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
+    return stat_value(r, c, k->min, k->min_len, min);
 }
 
 int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *field,

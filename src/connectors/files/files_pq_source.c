@@ -125,3 +125,23 @@ int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq
     if (rc != FERRY_OK) return ferry_error_prefix(err, "files source");
     return FERRY_OK;
 }
+
+int ferry__files_pq_filter_groups(const char *path, const struct ferry_read_filter *f, int nf,
+                                  bool **want, int ng, int *skipped, struct ferry_error *err)
+{
+    if (*want == NULL) {
+        *want = ferry_calloc((size_t)ng + 1, sizeof **want);
+        if (*want == NULL)
+            return ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+        for (int g = 0; g < ng; g++) (*want)[g] = true;
+    }
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    for (int g = 0; rc == FERRY_OK && g < ng && g < ferry__parquet_reader_num_groups(r); g++)
+        if ((*want)[g] && ferry__parquet_group_filtered(r, g, f, nf)) {
+            (*want)[g] = false;
+            (*skipped)++;
+        }
+    ferry__parquet_reader_free(r);
+    return rc == FERRY_OK ? FERRY_OK : ferry_error_prefix(err, "files source");
+}

@@ -445,8 +445,8 @@ static int cursor_groups(struct s3src *s, struct ferry_parquet_reader *r, const 
  * read here: a corrupt or lying one stops the run before any write; with a cursor only the
  * groups that may hold rows above it, carrying the floor), one for text. */
 static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, const json_t *ob,
-                       const json_t *first, struct cursor_plan *cp, json_t *shards,
-                       json_int_t *rows, struct ferry_error *err)
+                       const json_t *first, struct cursor_plan *cp, int *fskipped,
+                       json_t *shards, json_int_t *rows, struct ferry_error *err)
 {
     const char *key = ob_key(ob), *bucket = ferry__s3_client_bucket(s->cli);
     bool pq = is_parquet(s, key);
@@ -473,8 +473,14 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
     bool *want = NULL;
     int rc = open_object(s, key, ob_etag(ob), ob_size(ob), &o, &r, err);
     if (rc == FERRY_OK) rc = cursor_groups(s, r, key, cp, &want, err);
+    const struct ferry_read_context *rx = ferry_read_context_of(spec);
     for (int g = 0; rc == FERRY_OK && g < ferry__parquet_reader_num_groups(r); g++) {
         if (want && !want[g]) continue;
+        /* a row group a `filter` transform provably rejects whole is not planned */
+        if (rx->n_filters > 0 && ferry__parquet_group_filtered(r, g, rx->filters, rx->n_filters)) {
+            (*fskipped)++;
+            continue;
+        }
         json_t *sh = json_pack("{s:s,s:I,s:s,s:i}", "key", key, "size", (json_int_t)ob_size(ob),
                                "etag", ob_etag(ob), "group", g);
         char fl[32];
@@ -567,6 +573,7 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     json_t *objs = NULL, *shards = json_array(), *prev = NULL, *next = NULL;
     bool incr = spec->mode == FERRY_READ_INCREMENTAL;
     struct cursor_plan cpl = {{NULL, false, 0}, 0, false, 0}, *cp = NULL;
+    int fskipped = 0;
     int rc = shards == NULL ? nomem(err) : list_objects(s, spec, &objs, err);
     json_int_t rows = 0;
     if (rc == FERRY_OK && spec->cursor != NULL) {
@@ -583,19 +590,19 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
         const json_t *ob = json_array_get(objs, i);
         if (seen && seen_before(seen, ob)) continue;
-        rc = plan_object(s, spec, ob, json_array_get(objs, 0), cp, shards, &rows, err);
+        rc = plan_object(s, spec, ob, json_array_get(objs, 0), cp, &fskipped, shards, &rows, err);
     }
     if (rc == FERRY_OK && json_array_size(shards) == 0 &&
         json_array_append_new(shards, json_pack("{s:b}", "none", 1)) != 0)
         rc = nomem(err);
-    if (rc == FERRY_OK && cp != NULL) {
+    if (rc == FERRY_OK && cp != NULL)
         rc = cursor_next(cp, &next, err);
-        if (rc == FERRY_OK &&
-            json_object_set_new(plan, "row_groups_skipped", json_integer(cp->skipped)) != 0)
-            rc = nomem(err);
-    } else if (rc == FERRY_OK && incr) {
+    else if (rc == FERRY_OK && incr)
         rc = remember(objs, &next, err);
-    }
+    if (rc == FERRY_OK && (cp != NULL || ferry_read_context_of(spec)->n_filters > 0) &&
+        json_object_set_new(plan, "row_groups_skipped",
+                            json_integer((cp ? cp->skipped : 0) + fskipped)) != 0)
+        rc = nomem(err);
     if (rc == FERRY_OK && (json_object_set(plan, "shards", shards) != 0 ||
                            json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
                            (next && json_object_set(plan, "route_checkpoint", next) != 0)))

@@ -12,6 +12,9 @@
 #     g. ferry: s3 source (S3_OBJECTS copies of orders.parquet on s3rver, tests/s3/server.mjs)
 #        -> null sink: every column decoded, nothing written
 #     h. curl --aws-sigv4 downloading the same objects to /dev/null, one after another
+#     i. ferry: files source over local copies of the same objects -> null sink (the decoding
+#        cost alone: g - i is what reading from S3 adds)
+#   S3_ONLY=1 runs g, h and i only.
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked (g: the null sink's count in ferry's summary).
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
@@ -94,6 +97,7 @@ run_duck() {
   q -c "TRUNCATE $3; CHECKPOINT"
 }
 
+if [ "${S3_ONLY:-0}" != 1 ]; then
 echo "a. ferry files (parquet) -> postgres" >&2
 run_ferry pq ferry.yaml orders
 echo "b. DuckDB -> CSV -> psql \\copy" >&2
@@ -138,6 +142,8 @@ run_ferry nest nested.yaml nested
 echo "f. DuckDB to_json -> CSV -> psql \\copy" >&2
 run_duck nestd "SELECT id, to_json(items), to_json(tags), to_json(addr), to_json(attrs) FROM '$W/nested.parquet'" nested
 
+fi
+
 # ---- S3 source against a plain download of the same objects ---------------------------------------
 echo "uploading $S3_OBJECTS copies of orders.parquet to s3rver (setup)" >&2
 for i in $(seq 1 "$S3_OBJECTS"); do
@@ -172,6 +178,20 @@ for i in $(seq 1 "$S3_OBJECTS"); do
 done
 T_curl=$(echo "$(now) - $t0" | bc)
 M_curl=$(tail -n1 curl.rss)
+echo "i. ferry files source (local copies of the objects) -> null sink" >&2
+mkdir -p local
+for i in $(seq 1 "$S3_OBJECTS"); do cp orders.parquet "local/part-$i.parquet"; done
+cat > local.yaml <<YAML
+version: 1
+name: bench_lake_local
+source: {type: files, path: "$W/local/*.parquet", resources: [{table: orders, mode: full}]}
+sink: {type: "null"}
+YAML
+t0=$(now)
+/usr/bin/time -f '%M' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
+  || { cat local.out >&2; exit 1; }
+T_local=$(echo "$(now) - $t0" | bc)
+M_local=$(tail -n1 local.rss)
 
 row() { # LABEL NAME [DUCK_NAME]
   local t m; eval "t=\$T_$2; m=\$M_$2"
@@ -187,8 +207,9 @@ row() { # LABEL NAME [DUCK_NAME]
 }
 
 mkdir -p "$FERRY_SRC/bench/results"
-out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows").md"
+out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3").md"
 {
+  if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"
   echo
   echo "Inputs: orders.parquet ($((S_pq / 1048576)) MiB zstd, flat), the same rows as an Iceberg table"
@@ -203,6 +224,7 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
   row "DuckDB read_parquet(data files) -> CSV -> psql \\copy" iced
   row "ferry files (nested parquet -> jsonb) -> postgres" nest nestd
   row "DuckDB to_json -> CSV -> psql \\copy" nestd
+  fi
   echo
   echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on s3rver (loopback)."
   echo
@@ -212,6 +234,8 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
     "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_s3" | bc -l)" "$(echo "$M_s3 / 1024" | bc -l)" "$(echo "$T_s3 / $T_curl" | bc -l)"
   printf '| curl --aws-sigv4 GET -> /dev/null, one object after another | %.2f | %.1f | %.1f | |\n' "$T_curl" \
     "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_curl" | bc -l)" "$(echo "$M_curl / 1024" | bc -l)"
+  printf '| ferry files source (local copies, every column decoded) -> null | %.2f | %.1f | %.1f | %.2f |\n' "$T_local" \
+    "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_local" | bc -l)" "$(echo "$M_local / 1024" | bc -l)" "$(echo "$T_local / $T_curl" | bc -l)"
   echo
   echo "Same run, same server (tests/pg/pg.sh: fsync off), the table emptied (TRUNCATE + CHECKPOINT) between."
   echo "DuckDB reads the Iceberg table's data files directly (no deletes in it; no iceberg extension offline)."

@@ -804,6 +804,8 @@ static int parse_schema(struct ferry_parquet_reader *r, struct tc *t, int n, str
     return FERRY_OK;
 }
 
+#define TAIL_READ ((size_t)64 << 10)
+
 static int parse_footer(struct ferry_parquet_reader *r)
 {
     if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
@@ -811,14 +813,18 @@ static int parse_footer(struct ferry_parquet_reader *r)
     if (head == NULL) return r->err->code;
     if (memcmp(head, "PAR1", 4))
         return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
-    const uint8_t *tail = range(r, r->n - 8, 8, &r->chunk);
+    /* Ranged (an object store): the last TAIL_READ bytes in one read, which hold the footer
+     * of most files, so opening costs two requests (head magic, tail), not three. */
+    size_t tn = r->p == NULL ? (r->n < TAIL_READ ? r->n : TAIL_READ) : 8;
+    const uint8_t *tail = range(r, r->n - tn, tn, &r->chunk);
     if (tail == NULL) return r->err->code;
+    tail += tn - 8;
     if (memcmp(tail + 4, "PAR1", 4))
         return bad(r, r->n - 4, "not a Parquet file (no PAR1 magic at its end: truncated?)");
     uint32_t flen = le32(tail);
     if (flen > r->n - 12) return bad(r, r->n - 8, "footer length larger than the file");
     size_t foff = r->n - 8 - flen;
-    const uint8_t *fp = range(r, foff, flen, &r->chunk);
+    const uint8_t *fp = flen + 8 <= tn ? tail - flen : range(r, foff, flen, &r->chunk);
     if (fp == NULL) return r->err->code;
     struct tc t = {fp, fp + flen, fp, foff, false, NULL};
     struct ferry_buf nm;

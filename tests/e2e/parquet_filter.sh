@@ -7,7 +7,10 @@
 #   1. files source: greater_than, in, less_than on a timestamp, a filter after a rename
 #      (pushed down under the source name): the groups skipped and the rows kept;
 #   2. a filter after a cast of its column, and not_equals: nothing skipped, same rows;
-#   3. s3 source (the same file on the S3 test server): groups skipped, rows kept.
+#   3. s3 source (the same file on the S3 test server): groups skipped, rows kept;
+#   4. iceberg source (a table ferry wrote in three appends of disjoint id ranges): a full
+#      read skips the data files whose manifest bounds rule the filter out (counted in
+#      row_groups_skipped), the rows kept are DuckDB's.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
@@ -85,3 +88,33 @@ YAML
 check s3gt "$(ruled_out id 'mx::BIGINT <= 6000')" "id > 6000"
 [ "$(skipped)" -ge 1 ] || fail "the s3 source skipped no group"
 pass "s3 source: the same row groups skipped, the same rows"
+
+# ---- 4 ----
+for part in 0 1 2; do
+  duck "COPY (SELECT * FROM '$T/data/f.parquet' WHERE id >= $((part * 3000)) AND id < $((part * 3000 + 3000)))
+    TO '$T/data/part$part.parquet' (FORMAT parquet)" >/dev/null
+  cat > "to_ice$part.yaml" <<YAML
+version: 1
+name: to_ice$part
+source: {type: files, path: "$T/data/part$part.parquet", resources: [{table: t}]}
+sink: {type: iceberg, warehouse: $T/wh, namespace: db, write: append}
+YAML
+  expect_exit 0 ferry run "to_ice$part.yaml"
+done
+ice_pipe() { # NAME TRANSFORM
+  cat > "$1.yaml" <<YAML
+version: 1
+name: $1
+source: {type: iceberg, warehouse: $T/wh, namespace: db, resources: [{table: t}]}
+sink: {type: sqlite, path: $T/$1.db}
+transforms:
+  - $2
+YAML
+}
+ice_pipe icegt "{filter: id, greater_than: 6500}"
+check icegt 2 "id > 6500"
+ice_pipe icein "{filter: id, in: [10, 8999]}"
+check icein 1 "id IN (10, 8999)"
+ice_pipe icene "{filter: id, not_equals: 4}"
+check icene 0 "id <> 4"
+pass "iceberg source: data files ruled out by their manifest bounds are not read; the rows kept are DuckDB's"

@@ -30,8 +30,8 @@ static int oom(struct ferry_error *err)
 }
 
 /* The largest value of column `cursor` in group g, decoded (no usable statistics). */
-static int decoded_max(struct ferry_parquet_reader *r, int g, const char *cursor,
-                       struct col_max *m, struct ferry_error *err)
+static int decoded_max(struct ferry_parquet_reader *r, int g, const char *cursor, struct col_max *m,
+                       struct ferry_error *err)
 {
     const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
     int k = ferry_schema_find(fs, cursor);
@@ -60,8 +60,7 @@ static bool cursor_type(enum ferry_type t)
 
 int ferry__parquet_cursor_groups(struct ferry_parquet_reader *r, const char *name,
                                  const struct ferry_parquet_floor *f, bool **want, int *n,
-                                 int *skipped, int64_t *hi, bool *has_hi,
-                                 struct ferry_error *err)
+                                 int *skipped, int64_t *hi, bool *has_hi, struct ferry_error *err)
 {
     *want = NULL;
     *n = 0;
@@ -69,10 +68,9 @@ int ferry__parquet_cursor_groups(struct ferry_parquet_reader *r, const char *nam
     int k = ferry_schema_find(fs, f->column);
     int ng = ferry__parquet_reader_num_groups(r);
     if (k < 0 || !cursor_type(fs->fields[k].type))
-        return ferry_error_set(err, FERRY_ECONFIG, "parquet", "%s: the cursor column \"%s\" %s",
-                               name, f->column,
-                               k < 0 ? "is not in the file"
-                                     : "is not an integer, date or timestamp column");
+        return ferry_error_set(
+            err, FERRY_ECONFIG, "parquet", "%s: the cursor column \"%s\" %s", name, f->column,
+            k < 0 ? "is not in the file" : "is not an integer, date or timestamp column");
     bool *w = ferry_calloc((size_t)ng + 1, sizeof *w);
     if (w == NULL) return oom(err);
     int rc = FERRY_OK;

@@ -29,8 +29,7 @@ struct ferry_parquet_floor {
  * Leaves the reader's column selection changed: select again before reading. */
 int ferry__parquet_cursor_groups(struct ferry_parquet_reader *r, const char *name,
                                  const struct ferry_parquet_floor *f, bool **want, int *n,
-                                 int *skipped, int64_t *hi, bool *has_hi,
-                                 struct ferry_error *err);
+                                 int *skipped, int64_t *hi, bool *has_hi, struct ferry_error *err);
 
 /* Whether no value in [min, max] can pass filter f (connector.h, ferry_read_filter; a
  * bound not known: has_min / has_max false). NULLs never pass such a filter, so a range

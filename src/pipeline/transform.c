@@ -1458,9 +1458,10 @@ static bool pushable_type(enum ferry_type t)
 static int push_filter(struct ferry_transform_chain *c, const struct step *st,
                        const struct ferry_schema *in, int src, struct ferry_error *err)
 {
-    static const int ops[] = {[OP_EQ] = FERRY_READ_FILTER_EQUALS, [OP_NE] = -1,
-                              [OP_IN] = FERRY_READ_FILTER_IN,     [OP_IS_NULL] = -1,
-                              [OP_GT] = FERRY_READ_FILTER_GREATER, [OP_LT] = FERRY_READ_FILTER_LESS};
+    static const int ops[] = {
+        [OP_EQ] = FERRY_READ_FILTER_EQUALS,  [OP_NE] = -1,
+        [OP_IN] = FERRY_READ_FILTER_IN,      [OP_IS_NULL] = -1,
+        [OP_GT] = FERRY_READ_FILTER_GREATER, [OP_LT] = FERRY_READ_FILTER_LESS};
     const struct ferry_field *f = &in->fields[src];
     if (ops[st->op] < 0 || !pushable_type(f->type) || st->n_vals < 1) return FERRY_OK;
     struct ferry_read_filter *v = ferry_realloc(c->push, sizeof *v * (size_t)(c->n_push + 1));
@@ -1473,15 +1474,15 @@ static int push_filter(struct ferry_transform_chain *c, const struct step *st,
         ferry_free(name);
         return oom(err);
     }
-    for (int k = 0; k < st->n_vals; k++) vals[k] = st->vals[k].i;
-    v[c->n_push++] = (struct ferry_read_filter){name, f->type, (enum ferry_read_filter_op)ops[st->op],
-                                                vals, st->n_vals};
+    for (int k = 0; k < st->n_vals; k++)
+        vals[k] = st->vals[k].i;
+    v[c->n_push++] = (struct ferry_read_filter){
+        name, f->type, (enum ferry_read_filter_op)ops[st->op], vals, st->n_vals};
     return FERRY_OK;
 }
 
 int ferry_transforms_pushdown(struct ferry_transform_chain *chain, const struct ferry_schema *in,
-                              const struct ferry_read_filter **out, int *n,
-                              struct ferry_error *err)
+                              const struct ferry_read_filter **out, int *n, struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -1490,20 +1491,24 @@ int ferry_transforms_pushdown(struct ferry_transform_chain *chain, const struct 
     if (!chain->push_done) {
         /* org[j]: the source column column j of the current step's input is, or -1 */
         int width = in->n_fields, cap = in->n_fields + chain->n_steps + 1;
-        int *org = ferry_calloc((size_t)cap, sizeof *org), *next = ferry_calloc((size_t)cap, sizeof *next);
+        int *org = ferry_calloc((size_t)cap, sizeof *org),
+            *next = ferry_calloc((size_t)cap, sizeof *next);
         if (org == NULL || next == NULL) rc = oom(err);
-        for (int j = 0; rc == FERRY_OK && j < width; j++) org[j] = j;
+        for (int j = 0; rc == FERRY_OK && j < width; j++)
+            org[j] = j;
         for (int i = 0; rc == FERRY_OK && i < chain->n_steps; i++) {
             const struct step *st = &chain->steps[i];
             int nw = st->schema ? st->schema->n_fields : width;
             if (st->kind == STEP_PROJECT && st->map) {
-                for (int j = 0; j < nw && j < cap; j++) next[j] = st->map[j] < width ? org[st->map[j]] : -1;
+                for (int j = 0; j < nw && j < cap; j++)
+                    next[j] = st->map[j] < width ? org[st->map[j]] : -1;
                 memcpy(org, next, sizeof *org * (size_t)(nw < cap ? nw : cap));
             } else if (st->kind == STEP_FILTER && st->column >= 0 && org[st->column] >= 0) {
                 rc = push_filter(chain, st, in, org[st->column], err);
             } else if (st->kind != STEP_FILTER) {
                 if (st->column >= 0 && st->column < cap) org[st->column] = -1;
-                for (int j = width; j < nw && j < cap; j++) org[j] = -1;
+                for (int j = width; j < nw && j < cap; j++)
+                    org[j] = -1;
             }
             width = nw < cap ? nw : cap;
         }

@@ -11,11 +11,11 @@
  * difference chunk by chunk as with two databases, and the other side lists only the rows
  * of the differing chunks. Keys of a type whose order differs between engines (decimal,
  * float, timestamptz, ...) leave the side whole_only: the walk then compares the full
- * listing of both sides when the digests differ. A files-sink Parquet destination is read the same way
- * through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads the
- * source once more, untransformed, and keeps it indexed by key until the side closes.
- * Calls the source vtable, the row writer, the transform chain, the Parquet reader and
- * canon.c. Called by verify.c and repair.c (fetch). */
+ * listing of both sides when the digests differ. A files-sink Parquet destination is read
+ * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads
+ * the source once more, untransformed, and keeps it indexed by key until the side closes. Calls the
+ * source vtable, the row writer, the transform chain, the Parquet reader and canon.c. Called by
+ * verify.c and repair.c (fetch). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -278,8 +278,7 @@ static int64_t row_after(const struct stside *s, const struct ferry_vkey *k, boo
 }
 
 /* The rows [*i, *j) of the sorted list in range r: (lo, hi], [lo, hi] when lo_incl. */
-static void range_rows(const struct stside *s, const struct ferry_vrange *r, int64_t *i,
-                       int64_t *j)
+static void range_rows(const struct stside *s, const struct ferry_vrange *r, int64_t *i, int64_t *j)
 {
     *i = row_after(s, r->lo, r->lo_incl);
     *j = r->hi ? row_after(s, r->hi, false) : s->rows.n;
@@ -289,8 +288,7 @@ static void range_rows(const struct stside *s, const struct ferry_vrange *r, int
 static int whole_only_error(struct ferry_vside *base, struct ferry_error *err)
 {
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
-                           "verify: %s %s is read whole, not by key range", base->what,
-                           base->name);
+                           "verify: %s %s is read whole, not by key range", base->what, base->name);
 }
 
 static int st_digest_send(struct ferry_vside *base, const struct ferry_vrange *r,
@@ -420,8 +418,8 @@ static int st_rows(struct ferry_vside *base, const struct ferry_vrange *r, struc
 {
     struct stside *s = (struct stside *)base;
     int n = base->t->n_key;
-    bool one_key = r->lo != NULL && r->hi != NULL && r->lo_incl &&
-                   key_order(r->lo, r->hi, n, s->kint) == 0;
+    bool one_key =
+        r->lo != NULL && r->hi != NULL && r->lo_incl && key_order(r->lo, r->hi, n, s->kint) == 0;
     if (base->whole_only && !one_key && (r->lo != NULL || r->hi != NULL))
         return whole_only_error(base, err);
     int64_t i, j;

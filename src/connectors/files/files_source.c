@@ -159,8 +159,8 @@ struct cursor_plan {
  * here, so a corrupt or lying footer stops the run before anything is written), with a
  * cursor only the groups that may hold rows above it; else one. */
 static int plan_file(const struct src *s, const char *path, const struct stat *st,
-                     struct cursor_plan *cp, const struct ferry_read_context *rx,
-                     int *fskipped, struct ferry_buf *b, int *nshards, struct ferry_error *err)
+                     struct cursor_plan *cp, const struct ferry_read_context *rx, int *fskipped,
+                     struct ferry_buf *b, int *nshards, struct ferry_error *err)
 {
     int groups = -1, rc = FERRY_OK, brc = FERRY_OK;
     enum ferry__files_fmt fmt = ferry__text_format_of(&s->t, path);
@@ -171,8 +171,8 @@ static int plan_file(const struct src *s, const char *path, const struct stat *s
                                "(remove it to read new files incrementally)",
                                path);
     if (cp != NULL)
-        rc = ferry__files_pq_cursor_groups(path, &cp->floor, &want, &groups, &cp->skipped,
-                                           &cp->hi, &cp->has_hi, err);
+        rc = ferry__files_pq_cursor_groups(path, &cp->floor, &want, &groups, &cp->skipped, &cp->hi,
+                                           &cp->has_hi, err);
     else if (fmt == FILES_FMT_PARQUET)
         rc = ferry__files_pq_groups(path, &groups, err);
     /* row groups a `filter` transform provably rejects whole are not planned */
@@ -294,7 +294,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     }
     const char *pattern = NULL;
     json_t *seen = NULL, *next = incr ? json_object() : NULL;
-    if (rc == FERRY_OK) rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
+    if (rc == FERRY_OK)
+        rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
     if (rc == FERRY_OK && incr && cp == NULL) rc = seen_files(spec, route_checkpoint, &seen, err);
     glob_t g;
     memset(&g, 0, sizeof g);
@@ -339,7 +340,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 struct shard_info {
     char *file;
     int64_t size, mtime_ns;
-    int group; /* parquet: the row group; else -1 */
+    int group;      /* parquet: the row group; else -1 */
     bool has_floor; /* a cursor read: only rows above floor */
     int64_t floor;
 };

@@ -445,8 +445,8 @@ static int cursor_groups(struct s3src *s, struct ferry_parquet_reader *r, const 
  * read here: a corrupt or lying one stops the run before any write; with a cursor only the
  * groups that may hold rows above it, carrying the floor), one for text. */
 static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, const json_t *ob,
-                       const json_t *first, struct cursor_plan *cp, int *fskipped,
-                       json_t *shards, json_int_t *rows, struct ferry_error *err)
+                       const json_t *first, struct cursor_plan *cp, int *fskipped, json_t *shards,
+                       json_int_t *rows, struct ferry_error *err)
 {
     const char *key = ob_key(ob), *bucket = ferry__s3_client_bucket(s->cli);
     bool pq = is_parquet(s, key);
@@ -556,9 +556,8 @@ static int cursor_next(const struct cursor_plan *cp, json_t **next, struct ferry
 {
     char v[32];
     bool any = cp->has_hi || cp->floor.has_value;
-    int64_t hi = cp->has_hi && (!cp->floor.has_value || cp->hi > cp->floor.value)
-                     ? cp->hi
-                     : cp->floor.value;
+    int64_t hi =
+        cp->has_hi && (!cp->floor.has_value || cp->hi > cp->floor.value) ? cp->hi : cp->floor.value;
     snprintf(v, sizeof v, "%" PRId64, hi);
     *next = json_pack("{s:o}", "cursor", any ? json_string(v) : json_null());
     return *next ? FERRY_OK : nomem(err);

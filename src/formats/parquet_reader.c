@@ -131,6 +131,9 @@ struct ferry_parquet_reader {
     void *read_ctx;
     int fd;                 /* open_file: the file, read by ranges; else -1 */
     struct ferry_buf chunk; /* ranged: the column chunk being decoded */
+    struct ferry_buf grp;   /* ranged: the selected chunks of the group being read, */
+    size_t grp_off;         /* fetched in one request from grp_off (grp.len bytes) */
+    bool grp_valid;
     int *sel;               /* the top-level fields read (index into tops), in order */
     int nsel;
     struct pvals *vals; /* per file column, allocated at the first group read */
@@ -643,6 +646,9 @@ static const uint8_t *range(struct ferry_parquet_reader *r, size_t off, size_t n
         return NULL;
     }
     if (r->p != NULL) return r->p + off;
+    if (r->grp_valid && off >= r->grp_off && n <= r->grp.len - (off - r->grp_off) &&
+        off - r->grp_off <= r->grp.len)
+        return (const uint8_t *)r->grp.data + (off - r->grp_off);
     ferry_buf_reset(buf);
     if (ferry_buf_reserve(buf, n + 1)) {
         oom(r);
@@ -2014,6 +2020,44 @@ static int alloc_vals(struct ferry_parquet_reader *r)
 
 /* Decodes the columns of the selected fields of group g, then writes its rows from `skip`
  * on. With offsets, each row's position is its 1-based index in the group. */
+#define GROUP_FETCH_MAX ((int64_t)64 << 20)
+
+/* Ranged: the byte span of group g's selected column chunks in one request, when it is at
+ * most GROUP_FETCH_MAX and at most twice what those chunks hold (unselected columns between
+ * them are fetched too), so a group costs one request, not one per column (range() serves
+ * the chunks from it). Any doubt (a chunk outside the file): nothing fetched, read_chunk
+ * reads and reports each chunk alone. */
+static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
+{
+    r->grp_valid = false;
+    if (r->p != NULL) return FERRY_OK;
+    int64_t lo = INT64_MAX, hi = 0, sum = 0;
+    for (int j = 0; j < r->nsel; j++) {
+        const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
+        for (int i = nd->first_leaf; i < nd->first_leaf + nd->nleaves; i++) {
+            const struct pchunk *k = &pg->cols[i];
+            int64_t start = k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off
+                                                                           : k->data_off;
+            if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
+                (uint64_t)k->size > r->n - 8 - (uint64_t)start)
+                return FERRY_OK;
+            lo = start < lo ? start : lo;
+            hi = start + k->size > hi ? start + k->size : hi;
+            sum += k->size;
+        }
+    }
+    if (lo >= hi || hi - lo > GROUP_FETCH_MAX || hi - lo > 2 * sum) return FERRY_OK;
+    size_t n = (size_t)(hi - lo);
+    ferry_buf_reset(&r->grp);
+    if (ferry_buf_reserve(&r->grp, n + 1)) return oom(r);
+    if (r->read_at(r->read_ctx, (uint64_t)lo, n, r->grp.data, r->err) != FERRY_OK)
+        return r->err->code;
+    r->grp.len = n;
+    r->grp_off = (size_t)lo;
+    r->grp_valid = true;
+    return FERRY_OK;
+}
+
 static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool offsets,
                       struct ferry_row_writer *rw, struct ferry_error *err)
 {
@@ -2029,6 +2073,7 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
     int rc = alloc_vals(r);
     const struct prg *pg = &r->rgs[g];
     struct pvals *vals = r->vals;
+    if (rc == FERRY_OK) rc = fetch_group(r, pg);
     for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
         const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
         for (int i = nd->first_leaf; i < nd->first_leaf + nd->nleaves && rc == FERRY_OK; i++) {
@@ -2037,6 +2082,7 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
             rc = read_chunk(r, i, &pg->cols[i], pg->num_rows, &vals[i]);
         }
     }
+    r->grp_valid = false; /* decoded: the chunks are in vals now */
     skip = skip < 0 ? 0 : skip;
     for (int64_t row = 0; row < pg->num_rows && rc == FERRY_OK; row++) {
         bool write = row >= skip && above_floor(r, row);
@@ -2211,6 +2257,7 @@ static int open_common(struct ferry_parquet_reader *r, const char *name,
     ferry_buf_init(&r->lens, 0);
     ferry_buf_init(&r->lens2, 0);
     ferry_buf_init(&r->chunk, 0);
+    ferry_buf_init(&r->grp, 0);
     ferry_buf_init(&r->json, 0);
     ferry_buf_init(&r->key, 0);
     if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
@@ -2331,6 +2378,7 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     ferry_buf_release(&r->lens);
     ferry_buf_release(&r->lens2);
     ferry_buf_release(&r->chunk);
+    ferry_buf_release(&r->grp);
     for (int i = 0; r->vals && i < r->ncols; i++) {
         ferry_free(r->vals[i].slot);
         ferry_free(r->vals[i].isnull);

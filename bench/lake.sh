@@ -9,8 +9,14 @@
 #     d. DuckDB reading that table's data files (read_parquet) -> CSV -> psql \copy
 #     e. ferry: a nested Parquet file (lists, struct, map) -> postgres jsonb columns
 #     f. DuckDB to_json of the same file -> CSV -> psql \copy into the same table
+#     g. ferry: s3 source (S3_OBJECTS copies of orders.parquet on s3rver, tests/s3/server.mjs)
+#        -> null sink: every column decoded, nothing written
+#     h. curl --aws-sigv4 downloading the same objects to /dev/null, one after another
+#     i. ferry: files source over local copies of the same objects -> null sink (the decoding
+#        cost alone: g - i is what reading from S3 adds)
+#   S3_ONLY=1 runs g, h and i only.
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
-#   count checked.
+#   count checked (g: the null sink's count in ferry's summary).
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
 # test, never gates CI.
 #   ROWS=5000000 bash bench/lake.sh
@@ -31,8 +37,17 @@ FERRY=$FERRY_SRC/build/bench/ferry
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-lakebench.XXXXXX")
 chmod 755 "$W"
 T=$W
-trap 'rm -rf "$W"' EXIT
+S3PID=
+trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W"
+S3_OBJECTS=${S3_OBJECTS:-4}
+mkdir -p s3data
+node "$FERRY_SRC/tests/s3/server.mjs" "$W/s3data" "$W/s3.port" lake > s3rver.log 2>&1 &
+S3PID=$!
+for _ in $(seq 1 100); do [ -s s3.port ] && break; sleep 0.1; done
+[ -s s3.port ] || { cat s3rver.log >&2; echo "s3rver did not start" >&2; exit 1; }
+S3_ENDPOINT=http://127.0.0.1:$(cat s3.port)
+export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
 pg_start
@@ -82,6 +97,7 @@ run_duck() {
   q -c "TRUNCATE $3; CHECKPOINT"
 }
 
+if [ "${S3_ONLY:-0}" != 1 ]; then
 echo "a. ferry files (parquet) -> postgres" >&2
 run_ferry pq ferry.yaml orders
 echo "b. DuckDB -> CSV -> psql \\copy" >&2
@@ -126,6 +142,57 @@ run_ferry nest nested.yaml nested
 echo "f. DuckDB to_json -> CSV -> psql \\copy" >&2
 run_duck nestd "SELECT id, to_json(items), to_json(tags), to_json(addr), to_json(attrs) FROM '$W/nested.parquet'" nested
 
+fi
+
+# ---- S3 source against a plain download of the same objects ---------------------------------------
+echo "uploading $S3_OBJECTS copies of orders.parquet to s3rver (setup)" >&2
+for i in $(seq 1 "$S3_OBJECTS"); do
+  node "$FERRY_SRC/tests/s3/client.mjs" "$S3_ENDPOINT" lake put "orders/part-$i.parquet" orders.parquet
+done
+cat > s3.yaml <<YAML
+version: 1
+name: bench_lake_s3
+source:
+  type: s3
+  bucket: lake
+  endpoint: "$S3_ENDPOINT"
+  path_style: true
+  access_key_id: env:S3_KEY
+  secret_access_key: env:S3_SECRET
+  resources: [{table: orders, prefix: orders/, glob: "*.parquet", mode: full}]
+sink: {type: "null"}
+YAML
+echo "g. ferry s3 source (parquet) -> null sink" >&2
+t0=$(now)
+/usr/bin/time -f '%M' -o s3.rss "$FERRY" run s3.yaml --fresh --state "$W/state-s3.db" >s3.out 2>&1 \
+  || { cat s3.out >&2; exit 1; }
+T_s3=$(echo "$(now) - $t0" | bc)
+M_s3=$(tail -n1 s3.rss)
+grep -q "$((ROWS * S3_OBJECTS))" s3.out || { echo "g: ferry's summary lacks $((ROWS * S3_OBJECTS)) rows:" >&2; cat s3.out >&2; exit 1; }
+echo "h. curl downloads of the same objects" >&2
+t0=$(now)
+for i in $(seq 1 "$S3_OBJECTS"); do
+  # curl signs the header given (the hash of an empty body); s3rver refuses a request without it
+  /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_ENDPOINT/lake/orders/part-$i.parquet"
+done
+T_curl=$(echo "$(now) - $t0" | bc)
+M_curl=$(tail -n1 curl.rss)
+echo "i. ferry files source (local copies of the objects) -> null sink" >&2
+mkdir -p local
+for i in $(seq 1 "$S3_OBJECTS"); do cp orders.parquet "local/part-$i.parquet"; done
+cat > local.yaml <<YAML
+version: 1
+name: bench_lake_local
+source: {type: files, path: "$W/local/*.parquet", resources: [{table: orders, mode: full}]}
+sink: {type: "null"}
+YAML
+t0=$(now)
+/usr/bin/time -f '%M' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
+  || { cat local.out >&2; exit 1; }
+T_local=$(echo "$(now) - $t0" | bc)
+M_local=$(tail -n1 local.rss)
+
 row() { # LABEL NAME [DUCK_NAME]
   local t m; eval "t=\$T_$2; m=\$M_$2"
   if [ -n "${3:-}" ]; then
@@ -140,8 +207,9 @@ row() { # LABEL NAME [DUCK_NAME]
 }
 
 mkdir -p "$FERRY_SRC/bench/results"
-out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows").md"
+out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3").md"
 {
+  if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"
   echo
   echo "Inputs: orders.parquet ($((S_pq / 1048576)) MiB zstd, flat), the same rows as an Iceberg table"
@@ -156,6 +224,18 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
   row "DuckDB read_parquet(data files) -> CSV -> psql \\copy" iced
   row "ferry files (nested parquet -> jsonb) -> postgres" nest nestd
   row "DuckDB to_json -> CSV -> psql \\copy" nestd
+  fi
+  echo
+  echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on s3rver (loopback)."
+  echo
+  echo "| tool | wall s | MiB/s | peak RSS MiB | ferry / curl |"
+  echo "|---|---|---|---|---|"
+  printf '| ferry s3 source (parquet, every column decoded) -> null | %.2f | %.1f | %.1f | %.2f |\n' "$T_s3" \
+    "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_s3" | bc -l)" "$(echo "$M_s3 / 1024" | bc -l)" "$(echo "$T_s3 / $T_curl" | bc -l)"
+  printf '| curl --aws-sigv4 GET -> /dev/null, one object after another | %.2f | %.1f | %.1f | |\n' "$T_curl" \
+    "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_curl" | bc -l)" "$(echo "$M_curl / 1024" | bc -l)"
+  printf '| ferry files source (local copies, every column decoded) -> null | %.2f | %.1f | %.1f | %.2f |\n' "$T_local" \
+    "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_local" | bc -l)" "$(echo "$M_local / 1024" | bc -l)" "$(echo "$T_local / $T_curl" | bc -l)"
   echo
   echo "Same run, same server (tests/pg/pg.sh: fsync off), the table emptied (TRUNCATE + CHECKPOINT) between."
   echo "DuckDB reads the Iceberg table's data files directly (no deletes in it; no iceberg extension offline)."

@@ -94,6 +94,31 @@ struct ferry_read_context {
     int cdc_streams_together;
     /* `on_unrepresentable:` of this resource (else the pipeline's; default fail). */
     enum ferry_unrepresentable on_unrepresentable;
+    /* The resource's `filter` transforms a source may use to skip data its statistics prove
+     * holds no passing row (Parquet row groups, Iceberg data files): never to drop rows
+     * itself, the transform still runs on what is read. Borrowed from the transform chain
+     * (ferry_transforms_pushdown), set by the runner before plan; NULL/0: none. */
+    const struct ferry_read_filter *filters;
+    int n_filters;
+};
+
+/* A filter a source can check against value statistics: a source column of an integer,
+ * date or timestamp type, with its constants in ferry's int64 form of that type (days for
+ * date32, microseconds since 1970 UTC for timestamps). A row passes when its value is not
+ * NULL and equals / is in / is greater than / is less than the constants. */
+enum ferry_read_filter_op {
+    FERRY_READ_FILTER_EQUALS = 0,
+    FERRY_READ_FILTER_IN,
+    FERRY_READ_FILTER_GREATER,
+    FERRY_READ_FILTER_LESS
+};
+
+struct ferry_read_filter {
+    const char *column;
+    enum ferry_type type;
+    enum ferry_read_filter_op op;
+    const int64_t *values;
+    int n_values;
 };
 
 /* Special values, only in batches read with ferry_read_context.special_values: +-infinity

@@ -100,6 +100,8 @@ struct pchunk {
     int64_t num_values, data_off, dict_off, size;
     uint8_t max[8]; /* Statistics.max_value of a 4- or 8-byte column, PLAIN */
     int max_len;    /* 0: none, or not exact (is_max_value_exact false) */
+    uint8_t min[8]; /* Statistics.min_value, the same way */
+    int min_len;    /* 0: none, or not exact (is_min_value_exact false) */
 };
 
 struct prg {
@@ -129,6 +131,9 @@ struct ferry_parquet_reader {
     void *read_ctx;
     int fd;                 /* open_file: the file, read by ranges; else -1 */
     struct ferry_buf chunk; /* ranged: the column chunk being decoded */
+    struct ferry_buf grp;   /* ranged: the selected chunks of the group being read, */
+    size_t grp_off;         /* fetched in one request from grp_off (grp.len bytes) */
+    bool grp_valid;
     int *sel;               /* the top-level fields read (index into tops), in order */
     int nsel;
     struct pvals *vals; /* per file column, allocated at the first group read */
@@ -471,29 +476,31 @@ static void parse_schema_elem(struct tc *t, struct pcol *c, int *children, struc
     }
 }
 
-/* Statistics: only max_value (5) of 4- or 8-byte values is kept, and dropped when
- * is_max_value_exact (7) says it is not exact. The deprecated max (1) is not used: its sort
- * order was undefined for some types. */
+/* Statistics: only max_value (5) and min_value (6) of 4- or 8-byte values are kept, each
+ * dropped when is_max_value_exact (7) / is_min_value_exact (8) says it is not exact. The
+ * deprecated max (1) and min (2) are not used: their sort order was undefined for some
+ * types. */
 static void parse_stats(struct tc *t, struct pchunk *k)
 {
     int16_t last = 0, id;
     int type;
-    bool exact = true;
+    bool exact = true, min_exact = true;
     while ((type = tc_field(t, &last, &id)) != 0) {
-        if (id == 5 && type == 8) {
+        if ((id == 5 || id == 6) && type == 8) {
             size_t n;
             const uint8_t *v = tc_binary(t, &n);
             if (v && (n == 4 || n == 8)) {
-                memcpy(k->max, v, n);
-                k->max_len = (int)n;
+                memcpy(id == 5 ? k->max : k->min, v, n);
+                *(id == 5 ? &k->max_len : &k->min_len) = (int)n;
             }
-        } else if (id == 7 && (type == 1 || type == 2)) {
-            exact = type == 1;
+        } else if ((id == 7 || id == 8) && (type == 1 || type == 2)) {
+            *(id == 7 ? &exact : &min_exact) = type == 1;
         } else {
             tc_skip(t, type, 3);
         }
     }
     if (!exact) k->max_len = 0;
+    if (!min_exact) k->min_len = 0;
 }
 
 static void parse_col_meta(struct tc *t, struct pchunk *k, int *ptype)
@@ -639,6 +646,9 @@ static const uint8_t *range(struct ferry_parquet_reader *r, size_t off, size_t n
         return NULL;
     }
     if (r->p != NULL) return r->p + off;
+    if (r->grp_valid && off >= r->grp_off && n <= r->grp.len - (off - r->grp_off) &&
+        off - r->grp_off <= r->grp.len)
+        return (const uint8_t *)r->grp.data + (off - r->grp_off);
     ferry_buf_reset(buf);
     if (ferry_buf_reserve(buf, n + 1)) {
         oom(r);
@@ -800,6 +810,8 @@ static int parse_schema(struct ferry_parquet_reader *r, struct tc *t, int n, str
     return FERRY_OK;
 }
 
+#define TAIL_READ ((size_t)64 << 10)
+
 static int parse_footer(struct ferry_parquet_reader *r)
 {
     if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
@@ -807,14 +819,18 @@ static int parse_footer(struct ferry_parquet_reader *r)
     if (head == NULL) return r->err->code;
     if (memcmp(head, "PAR1", 4))
         return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
-    const uint8_t *tail = range(r, r->n - 8, 8, &r->chunk);
+    /* Ranged (an object store): the last TAIL_READ bytes in one read, which hold the footer
+     * of most files, so opening costs two requests (head magic, tail), not three. */
+    size_t tn = r->p == NULL ? (r->n < TAIL_READ ? r->n : TAIL_READ) : 8;
+    const uint8_t *tail = range(r, r->n - tn, tn, &r->chunk);
     if (tail == NULL) return r->err->code;
+    tail += tn - 8;
     if (memcmp(tail + 4, "PAR1", 4))
         return bad(r, r->n - 4, "not a Parquet file (no PAR1 magic at its end: truncated?)");
     uint32_t flen = le32(tail);
     if (flen > r->n - 12) return bad(r, r->n - 8, "footer length larger than the file");
     size_t foff = r->n - 8 - flen;
-    const uint8_t *fp = range(r, foff, flen, &r->chunk);
+    const uint8_t *fp = flen + 8 <= tn ? tail - flen : range(r, foff, flen, &r->chunk);
     if (fp == NULL) return r->err->code;
     struct tc t = {fp, fp + flen, fp, foff, false, NULL};
     struct ferry_buf nm;
@@ -2004,6 +2020,44 @@ static int alloc_vals(struct ferry_parquet_reader *r)
 
 /* Decodes the columns of the selected fields of group g, then writes its rows from `skip`
  * on. With offsets, each row's position is its 1-based index in the group. */
+#define GROUP_FETCH_MAX ((int64_t)64 << 20)
+
+/* Ranged: the byte span of group g's selected column chunks in one request, when it is at
+ * most GROUP_FETCH_MAX and at most twice what those chunks hold (unselected columns between
+ * them are fetched too), so a group costs one request, not one per column (range() serves
+ * the chunks from it). Any doubt (a chunk outside the file): nothing fetched, read_chunk
+ * reads and reports each chunk alone. */
+static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
+{
+    r->grp_valid = false;
+    if (r->p != NULL) return FERRY_OK;
+    int64_t lo = INT64_MAX, hi = 0, sum = 0;
+    for (int j = 0; j < r->nsel; j++) {
+        const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
+        for (int i = nd->first_leaf; i < nd->first_leaf + nd->nleaves; i++) {
+            const struct pchunk *k = &pg->cols[i];
+            int64_t start = k->dict_off >= 4 && k->dict_off < k->data_off ? k->dict_off
+                                                                           : k->data_off;
+            if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
+                (uint64_t)k->size > r->n - 8 - (uint64_t)start)
+                return FERRY_OK;
+            lo = start < lo ? start : lo;
+            hi = start + k->size > hi ? start + k->size : hi;
+            sum += k->size;
+        }
+    }
+    if (lo >= hi || hi - lo > GROUP_FETCH_MAX || hi - lo > 2 * sum) return FERRY_OK;
+    size_t n = (size_t)(hi - lo);
+    ferry_buf_reset(&r->grp);
+    if (ferry_buf_reserve(&r->grp, n + 1)) return oom(r);
+    if (r->read_at(r->read_ctx, (uint64_t)lo, n, r->grp.data, r->err) != FERRY_OK)
+        return r->err->code;
+    r->grp.len = n;
+    r->grp_off = (size_t)lo;
+    r->grp_valid = true;
+    return FERRY_OK;
+}
+
 static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool offsets,
                       struct ferry_row_writer *rw, struct ferry_error *err)
 {
@@ -2019,6 +2073,7 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
     int rc = alloc_vals(r);
     const struct prg *pg = &r->rgs[g];
     struct pvals *vals = r->vals;
+    if (rc == FERRY_OK) rc = fetch_group(r, pg);
     for (int j = 0; j < r->nsel && rc == FERRY_OK; j++) {
         const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
         for (int i = nd->first_leaf; i < nd->first_leaf + nd->nleaves && rc == FERRY_OK; i++) {
@@ -2027,6 +2082,7 @@ static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool 
             rc = read_chunk(r, i, &pg->cols[i], pg->num_rows, &vals[i]);
         }
     }
+    r->grp_valid = false; /* decoded: the chunks are in vals now */
     skip = skip < 0 ? 0 : skip;
     for (int64_t row = 0; row < pg->num_rows && rc == FERRY_OK; row++) {
         bool write = row >= skip && above_floor(r, row);
@@ -2100,6 +2156,22 @@ static const struct pcol *ordered_int(const struct ferry_parquet_reader *r, cons
     return c;
 }
 
+/* One statistics value (max or min) of column c as ferry's int64 value. */
+static bool stat_value(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *b,
+                       int len, int64_t *out)
+{
+    if (len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
+    uint8_t slot[16];
+    struct ferry_error e = {0};
+    struct ferry_error *keep = r->err;
+    r->err = &e; /* a value plain() refuses (a nanosecond remainder) is just not usable */
+    int rc = plain(r, c, b, b + len, 1, slot, NULL, 0);
+    r->err = keep;
+    if (rc != FERRY_OK) return false;
+    memcpy(out, slot, 8);
+    return true;
+}
+
 bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
                                      int64_t *max)
 {
@@ -2107,16 +2179,17 @@ bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, cons
     const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
     if (c == NULL) return false;
     const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
-    if (k->max_len != (c->ptype == PT_INT32 ? 4 : 8)) return false;
-    uint8_t slot[16];
-    struct ferry_error e = {0};
-    struct ferry_error *keep = r->err;
-    r->err = &e; /* a maximum plain() refuses (a nanosecond remainder) is just not usable */
-    int rc = plain(r, c, k->max, k->max + k->max_len, 1, slot, NULL, 0);
-    r->err = keep;
-    if (rc != FERRY_OK) return false;
-    memcpy(max, slot, 8);
-    return true;
+    return stat_value(r, c, k->max, k->max_len, max);
+}
+
+bool ferry__parquet_reader_group_min(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *min)
+{
+    int top;
+    const struct pcol *c = r && g >= 0 && g < r->nrg ? ordered_int(r, field, &top) : NULL;
+    if (c == NULL) return false;
+    const struct pchunk *k = &r->rgs[g].cols[c - r->cols];
+    return stat_value(r, c, k->min, k->min_len, min);
 }
 
 int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *field,
@@ -2184,6 +2257,7 @@ static int open_common(struct ferry_parquet_reader *r, const char *name,
     ferry_buf_init(&r->lens, 0);
     ferry_buf_init(&r->lens2, 0);
     ferry_buf_init(&r->chunk, 0);
+    ferry_buf_init(&r->grp, 0);
     ferry_buf_init(&r->json, 0);
     ferry_buf_init(&r->key, 0);
     if ((r->name = ferry_strdup(name ? name : "(memory)")) == NULL) {
@@ -2304,6 +2378,7 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     ferry_buf_release(&r->lens);
     ferry_buf_release(&r->lens2);
     ferry_buf_release(&r->chunk);
+    ferry_buf_release(&r->grp);
     for (int i = 0; r->vals && i < r->ncols; i++) {
         ferry_free(r->vals[i].slot);
         ferry_free(r->vals[i].isnull);

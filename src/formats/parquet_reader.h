@@ -66,6 +66,9 @@ int ferry__parquet_reader_num_groups(const struct ferry_parquet_reader *r);
  * INT96 columns), else false (the group must be read to know). */
 bool ferry__parquet_reader_group_max(struct ferry_parquet_reader *r, int g, const char *field,
                                      int64_t *max);
+/* The smallest value, from an exact min_value, the same way. */
+bool ferry__parquet_reader_group_min(struct ferry_parquet_reader *r, int g, const char *field,
+                                     int64_t *min);
 /* From now on only rows whose value of field (one of the selected fields, as group_max
  * takes) is not null and above floor are written (a cursor's saved position); their
  * offsets stay their index in the group. select() clears it. */

@@ -59,6 +59,9 @@ struct ferry_transform_chain {
     bool has_run;
     int64_t run_id;
     bool specials; /* batches may hold special values (ferry_transforms_set_specials) */
+    bool push_done; /* ferry_transforms_pushdown: built once */
+    struct ferry_read_filter *push;
+    int n_push;
 };
 
 static void step_clear(struct step *st)
@@ -77,6 +80,11 @@ void ferry_transforms_free(struct ferry_transform_chain *chain)
     for (int i = 0; i < chain->n_steps; i++)
         step_clear(&chain->steps[i]);
     ferry_free(chain->steps);
+    for (int i = 0; i < chain->n_push; i++) {
+        ferry_free((char *)chain->push[i].column);
+        ferry_free((int64_t *)chain->push[i].values);
+    }
+    ferry_free(chain->push);
     ferry_free(chain);
 }
 
@@ -1536,6 +1544,80 @@ static int cast_column(const struct step *st, bool specials, struct ferry_batch 
     set_column(b, col, tt, values, cap, NULL, n);
     set_schema(b, st->schema);
     return FERRY_OK;
+}
+
+static bool pushable_type(enum ferry_type t)
+{
+    return t == FERRY_TYPE_INT8 || t == FERRY_TYPE_INT16 || t == FERRY_TYPE_INT32 ||
+           t == FERRY_TYPE_INT64 || t == FERRY_TYPE_DATE32 || t == FERRY_TYPE_TIMESTAMP_US ||
+           t == FERRY_TYPE_TIMESTAMPTZ_US;
+}
+
+/* The pushdown filter of filter step st on source column `src` of in, appended. */
+static int push_filter(struct ferry_transform_chain *c, const struct step *st,
+                       const struct ferry_schema *in, int src, struct ferry_error *err)
+{
+    static const int ops[] = {
+        [OP_EQ] = FERRY_READ_FILTER_EQUALS,  [OP_NE] = -1,
+        [OP_IN] = FERRY_READ_FILTER_IN,      [OP_IS_NULL] = -1,
+        [OP_GT] = FERRY_READ_FILTER_GREATER, [OP_LT] = FERRY_READ_FILTER_LESS};
+    const struct ferry_field *f = &in->fields[src];
+    if (ops[st->op] < 0 || !pushable_type(f->type) || st->n_vals < 1) return FERRY_OK;
+    struct ferry_read_filter *v = ferry_realloc(c->push, sizeof *v * (size_t)(c->n_push + 1));
+    if (v == NULL) return oom(err);
+    c->push = v;
+    int64_t *vals = ferry_calloc((size_t)st->n_vals, sizeof *vals);
+    char *name = ferry_strdup(f->name);
+    if (vals == NULL || name == NULL) {
+        ferry_free(vals);
+        ferry_free(name);
+        return oom(err);
+    }
+    for (int k = 0; k < st->n_vals; k++)
+        vals[k] = st->vals[k].i;
+    v[c->n_push++] = (struct ferry_read_filter){
+        name, f->type, (enum ferry_read_filter_op)ops[st->op], vals, st->n_vals};
+    return FERRY_OK;
+}
+
+int ferry_transforms_pushdown(struct ferry_transform_chain *chain, const struct ferry_schema *in,
+                              const struct ferry_read_filter **out, int *n, struct ferry_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (chain == NULL || in == NULL) return FERRY_OK;
+    int rc = FERRY_OK;
+    if (!chain->push_done) {
+        /* org[j]: the source column column j of the current step's input is, or -1 */
+        int width = in->n_fields, cap = in->n_fields + chain->n_steps + 1;
+        int *org = ferry_calloc((size_t)cap, sizeof *org),
+            *next = ferry_calloc((size_t)cap, sizeof *next);
+        if (org == NULL || next == NULL) rc = oom(err);
+        for (int j = 0; rc == FERRY_OK && j < width; j++)
+            org[j] = j;
+        for (int i = 0; rc == FERRY_OK && i < chain->n_steps; i++) {
+            const struct step *st = &chain->steps[i];
+            int nw = st->schema ? st->schema->n_fields : width;
+            if (st->kind == STEP_PROJECT && st->map) {
+                for (int j = 0; j < nw && j < cap; j++)
+                    next[j] = st->map[j] < width ? org[st->map[j]] : -1;
+                memcpy(org, next, sizeof *org * (size_t)(nw < cap ? nw : cap));
+            } else if (st->kind == STEP_FILTER && st->column >= 0 && org[st->column] >= 0) {
+                rc = push_filter(chain, st, in, org[st->column], err);
+            } else if (st->kind != STEP_FILTER) {
+                if (st->column >= 0 && st->column < cap) org[st->column] = -1;
+                for (int j = width; j < nw && j < cap; j++)
+                    org[j] = -1;
+            }
+            width = nw < cap ? nw : cap;
+        }
+        ferry_free(org);
+        ferry_free(next);
+        chain->push_done = rc == FERRY_OK;
+    }
+    *out = chain->push;
+    *n = chain->n_push;
+    return rc;
 }
 
 int ferry_transforms_apply(struct ferry_transform_chain *chain, struct ferry_batch *in,

@@ -17,6 +17,7 @@
 #define FERRY_PIPELINE_TRANSFORM_H
 
 #include "ferry/batch.h"
+#include "ferry/connector.h"
 #include "ferry/pipeline.h"
 
 struct ferry_transform_chain;
@@ -25,6 +26,14 @@ struct ferry_transform_chain;
 int ferry_transforms_compile(const struct ferry_pipeline_spec *p, const char *resource,
                              struct ferry_schema *in, struct ferry_transform_chain **chain,
                              struct ferry_schema **out_schema, struct ferry_error *err);
+/* The chain's `filter` steps a source may check against statistics (connector.h,
+ * ferry_read_filter): those on an integer, date or timestamp column that comes unchanged
+ * from the source column of schema `in` (renames followed; hash, mask, cast and add break
+ * the link), with equals, in, greater_than or less_than. Owned by the chain (valid until it
+ * is freed); *n 0 for a NULL chain. */
+int ferry_transforms_pushdown(struct ferry_transform_chain *chain, const struct ferry_schema *in,
+                              const struct ferry_read_filter **out, int *n,
+                              struct ferry_error *err);
 /* Consumes `in`, returns the transformed batch in *out. */
 int ferry_transforms_apply(struct ferry_transform_chain *chain, struct ferry_batch *in,
                            struct ferry_batch **out, struct ferry_error *err);

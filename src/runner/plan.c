@@ -190,6 +190,10 @@ static int open_source_side(struct run *r, struct ferry_error *err)
         if (rc == FERRY_OK && rr->gone == NULL)
             rc = ferry_transforms_compile(p, rr->spec->table, rr->schema, &rr->chain,
                                           &rr->out_schema, err);
+        /* filters the source may check against statistics (borrowed from the chain) */
+        if (rc == FERRY_OK && rr->gone == NULL)
+            rc = ferry_transforms_pushdown(rr->chain, rr->schema, &rr->read.filters,
+                                           &rr->read.n_filters, err);
     }
     /* The source section and the transforms are fully read: refuse unknown keys there before
      * the sink is even opened. */

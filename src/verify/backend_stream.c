@@ -4,14 +4,18 @@
  * batch, and every row's hash is computed in C from the batch values (canon.c), exactly
  * as the destination should hold them.
  *
- * The whole resource is read once, at open, into a sorted list of (key, row hash): such a
- * side answers the whole-table digest and row listings, and single keys for the second
- * pass, but not key ranges (whole_only): the walk then compares the full listing of both
- * sides when the digests differ. A files-sink Parquet destination is read the same way
- * through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads the
- * source once more, untransformed, and keeps it indexed by key until the side closes.
- * Calls the source vtable, the row writer, the transform chain, the Parquet reader and
- * canon.c. Called by verify.c and repair.c (fetch). */
+ * The whole resource is read once, at open, into a list of (key, row hash) sorted in the
+ * order the database sides use (integer key parts by value, the others by their normal
+ * text's bytes) with prefix sums of the hashes: such a side answers any key range - digest,
+ * split points, bucket digests, listing - by binary search, so the walk narrows a
+ * difference chunk by chunk as with two databases, and the other side lists only the rows
+ * of the differing chunks. Keys of a type whose order differs between engines (decimal,
+ * float, timestamptz, ...) leave the side whole_only: the walk then compares the full
+ * listing of both sides when the digests differ. A files-sink Parquet destination is read
+ * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads
+ * the source once more, untransformed, and keeps it indexed by key until the side closes. Calls the
+ * source vtable, the row writer, the transform chain, the Parquet reader and canon.c. Called by
+ * verify.c and repair.c (fetch). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -24,9 +28,16 @@
 
 struct stside {
     struct ferry_vside base;
-    struct ferry_vrows rows; /* sorted by key */
+    struct ferry_vrows rows; /* sorted by key (key_order) */
     int64_t count;
     uint64_t sum;
+    uint64_t *prefix; /* prefix[i]: sum of the hashes of rows [0, i) */
+    bool *kint;       /* per key part: an integer, ordered by value */
+    int64_t dcount;   /* the last digest asked (digest_send) */
+    uint64_t dsum;
+    int64_t *bcnt; /* the last bucket digests asked (buckets_send) */
+    uint64_t *bsum;
+    int64_t nb;
     int *bcol; /* column of the transformed batch for each compared column */
     struct ferry_transform_chain *chain;
     struct ferry_buf scratch;
@@ -70,11 +81,38 @@ static int key_cmp(const struct ferry_vkey *a, const struct ferry_vkey *b, int n
 }
 
 static _Thread_local int sort_nkey;
+static _Thread_local const bool *sort_kint;
+
+/* Two normal texts of integers ("-12", "7"; no leading zeros) by value. */
+static int int_text_cmp(const char *x, const char *y)
+{
+    bool nx = x[0] == '-', ny = y[0] == '-';
+    if (nx != ny) return nx ? -1 : 1;
+    size_t lx = strlen(x), ly = strlen(y);
+    int c = lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y);
+    return nx ? -c : c;
+}
+
+/* The order of the database sides: integer parts by value, others by bytes, NULL first. */
+static int key_order(const struct ferry_vkey *a, const struct ferry_vkey *b, int n,
+                     const bool *kint)
+{
+    for (int i = 0; i < n; i++) {
+        const char *x = a->part[i], *y = b->part[i];
+        if (x == NULL || y == NULL) {
+            if (x != y) return x == NULL ? -1 : 1;
+            continue;
+        }
+        int c = kint && kint[i] ? int_text_cmp(x, y) : strcmp(x, y);
+        if (c != 0) return c;
+    }
+    return 0;
+}
 
 static int row_cmp(const void *a, const void *b)
 {
-    return key_cmp(&((const struct ferry_vrow *)a)->key, &((const struct ferry_vrow *)b)->key,
-                   sort_nkey);
+    return key_order(&((const struct ferry_vrow *)a)->key, &((const struct ferry_vrow *)b)->key,
+                     sort_nkey, sort_kint);
 }
 
 /* Row r of column c as a hash input; decimal128 becomes its text in dec[]. */
@@ -222,13 +260,47 @@ static int emit(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     return rc;
 }
 
+/* First row of the sorted list after k (after or at k when incl); 0 for no bound. */
+static int64_t row_after(const struct stside *s, const struct ferry_vkey *k, bool incl)
+{
+    if (k == NULL) return 0;
+    int n = s->base.t->n_key;
+    int64_t lo = 0, hi = s->rows.n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = key_order(&s->rows.v[mid].key, k, n, s->kint);
+        if (c < 0 || (c == 0 && !incl))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The rows [*i, *j) of the sorted list in range r: (lo, hi], [lo, hi] when lo_incl. */
+static void range_rows(const struct stside *s, const struct ferry_vrange *r, int64_t *i, int64_t *j)
+{
+    *i = row_after(s, r->lo, r->lo_incl);
+    *j = r->hi ? row_after(s, r->hi, false) : s->rows.n;
+    if (*j < *i) *j = *i;
+}
+
+static int whole_only_error(struct ferry_vside *base, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
+                           "verify: %s %s is read whole, not by key range", base->what, base->name);
+}
+
 static int st_digest_send(struct ferry_vside *base, const struct ferry_vrange *r,
                           struct ferry_error *err)
 {
-    if (r->lo != NULL || r->hi != NULL)
-        return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
-                               "verify: %s %s is read whole, not by key range", base->what,
-                               base->name);
+    struct stside *s = (struct stside *)base;
+    if (base->whole_only && (r->lo != NULL || r->hi != NULL)) return whole_only_error(base, err);
+    int64_t i, j;
+    range_rows(s, r, &i, &j);
+    s->dcount = j - i;
+    s->dsum = s->prefix[j] - s->prefix[i];
+    base->queries++;
     return FERRY_OK;
 }
 
@@ -237,16 +309,9 @@ static int st_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *su
 {
     struct stside *s = (struct stside *)base;
     (void)err;
-    *count = s->count;
-    *sum = s->sum;
+    *count = s->dcount;
+    *sum = s->dsum;
     return FERRY_OK;
-}
-
-static int st_bounds(struct ferry_vside *base, const struct ferry_vrange *r, int64_t step,
-                     struct ferry_vrows *out, struct ferry_error *err)
-{
-    (void)base, (void)r, (void)step, (void)out, (void)err;
-    return FERRY_OK; /* no split points: the walk lists rows */
 }
 
 static int copy_row(struct stside *s, const struct ferry_vrow *row, struct ferry_vrows *out,
@@ -269,33 +334,127 @@ static int copy_row(struct stside *s, const struct ferry_vrow *row, struct ferry
     return rc;
 }
 
+/* Split points: the key of every step-th row of the range, each larger than the last. */
+static int st_bounds(struct ferry_vside *base, const struct ferry_vrange *r, int64_t step,
+                     struct ferry_vrows *out, struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    if (base->whole_only) return FERRY_OK; /* no split points: the walk lists rows */
+    int64_t i, j;
+    range_rows(s, r, &i, &j);
+    const struct ferry_vrow *last = NULL;
+    for (int64_t k = i + step - 1; step > 0 && k < j - 1; k += step) {
+        const struct ferry_vrow *row = &s->rows.v[k];
+        if (last && key_order(&last->key, &row->key, base->t->n_key, s->kint) == 0) continue;
+        int rc = copy_row(s, row, out, err);
+        if (rc != FERRY_OK) return rc;
+        last = row;
+    }
+    base->queries++;
+    return FERRY_OK;
+}
+
+/* Single integer key: the smallest and largest key of the range. */
+static int st_key_span(struct ferry_vside *base, const struct ferry_vrange *r, char **min,
+                       char **max, struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    *min = *max = NULL;
+    int64_t i, j;
+    range_rows(s, r, &i, &j);
+    base->queries++;
+    if (j == i || s->rows.v[i].key.part[0] == NULL) return FERRY_OK;
+    *min = ferry_strdup(s->rows.v[i].key.part[0]);
+    *max = ferry_strdup(s->rows.v[j - 1].key.part[0]);
+    if (*min == NULL || *max == NULL) {
+        ferry_free(*min);
+        ferry_free(*max);
+        *min = *max = NULL;
+        return oom(err);
+    }
+    return FERRY_OK;
+}
+
+/* Single integer key: the digests of (lo, c1], (c1, c2], ..., (cn, hi] of r. */
+static int st_buckets_send(struct ferry_vside *base, const struct ferry_vrange *r,
+                           const struct ferry_vrows *cuts, struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    int64_t nb = cuts->n + 1;
+    ferry_free(s->bcnt);
+    ferry_free(s->bsum);
+    s->bcnt = ferry_calloc((size_t)nb, sizeof *s->bcnt);
+    s->bsum = ferry_calloc((size_t)nb, sizeof *s->bsum);
+    s->nb = nb;
+    if (s->bcnt == NULL || s->bsum == NULL) return oom(err);
+    int64_t i, j;
+    range_rows(s, r, &i, &j);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t e = b < cuts->n ? row_after(s, &cuts->v[b].key, false) : j;
+        if (e > j) e = j;
+        if (e < i) e = i;
+        s->bcnt[b] = e - i;
+        s->bsum[b] = s->prefix[e] - s->prefix[i];
+        i = e;
+    }
+    base->queries++;
+    return FERRY_OK;
+}
+
+static int st_buckets_recv(struct ferry_vside *base, int64_t *counts, uint64_t *sums, int64_t n,
+                           struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    (void)err;
+    for (int64_t b = 0; b < n; b++) {
+        counts[b] = b < s->nb ? s->bcnt[b] : 0;
+        sums[b] = b < s->nb ? s->bsum[b] : 0;
+    }
+    return FERRY_OK;
+}
+
 static int st_rows(struct ferry_vside *base, const struct ferry_vrange *r, struct ferry_vrows *out,
                    struct ferry_error *err)
 {
     struct stside *s = (struct stside *)base;
     int n = base->t->n_key;
-    if (r->lo == NULL && r->hi == NULL) {
-        for (int64_t i = 0; i < s->rows.n; i++) {
-            int rc = copy_row(s, &s->rows.v[i], out, err);
-            if (rc != FERRY_OK) return rc;
-        }
-        return FERRY_OK;
-    }
-    if (r->lo == NULL || r->hi == NULL || !r->lo_incl || key_cmp(r->lo, r->hi, n) != 0)
-        return st_digest_send(base, r, err);
-    /* one key: binary search in the sorted list */
-    int64_t lo = 0, hi = s->rows.n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (key_cmp(&s->rows.v[mid].key, r->lo, n) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < s->rows.n && key_cmp(&s->rows.v[lo].key, r->lo, n) == 0; lo++) {
-        int rc = copy_row(s, &s->rows.v[lo], out, err);
+    bool one_key =
+        r->lo != NULL && r->hi != NULL && r->lo_incl && key_order(r->lo, r->hi, n, s->kint) == 0;
+    if (base->whole_only && !one_key && (r->lo != NULL || r->hi != NULL))
+        return whole_only_error(base, err);
+    int64_t i, j;
+    range_rows(s, r, &i, &j);
+    for (; i < j; i++) {
+        int rc = copy_row(s, &s->rows.v[i], out, err);
         if (rc != FERRY_OK) return rc;
     }
+    base->queries++;
+    return FERRY_OK;
+}
+
+/* After the read: the rows sorted in the database sides' key order, the prefix sums of
+ * their hashes, and whether key ranges can be answered (every key part orderable alike on
+ * every engine: ferry__vcanon_key_orderable). */
+static int index_rows(struct stside *s, struct ferry_error *err)
+{
+    const struct ferry_vtable *t = s->base.t;
+    s->kint = ferry_calloc((size_t)t->n_key + 1, sizeof *s->kint);
+    s->prefix = ferry_calloc((size_t)s->rows.n + 1, sizeof *s->prefix);
+    if (s->kint == NULL || s->prefix == NULL) return oom(err);
+    bool orderable = t->n_key > 0;
+    for (int i = 0; i < t->n_key; i++) {
+        enum ferry_type ty = t->cols[t->key[i]].type;
+        s->kint[i] = ty == FERRY_TYPE_INT8 || ty == FERRY_TYPE_INT16 || ty == FERRY_TYPE_INT32 ||
+                     ty == FERRY_TYPE_INT64;
+        orderable &= ferry__vcanon_key_orderable(ty);
+    }
+    sort_nkey = t->n_key;
+    sort_kint = s->kint;
+    if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
+    for (int64_t i = 0; i < s->rows.n; i++)
+        s->prefix[i + 1] = s->prefix[i] + (uint64_t)s->rows.v[i].hash;
+    s->base.whole_only = !orderable;
+    s->base.read_whole = true;
     return FERRY_OK;
 }
 
@@ -456,6 +615,10 @@ static void st_close(struct ferry_vside *base)
     ferry_free(s->fb);
     ferry_free(s->kcol);
     ferry_free(s->bcol);
+    ferry_free(s->prefix);
+    ferry_free(s->kint);
+    ferry_free(s->bcnt);
+    ferry_free(s->bsum);
     ferry_transforms_free(s->chain);
     ferry_buf_release(&s->scratch);
     ferry_free(s);
@@ -465,6 +628,9 @@ static const struct ferry_vside_ops st_ops = {
     .digest_send = st_digest_send,
     .digest_recv = st_digest_recv,
     .bounds = st_bounds,
+    .key_span = st_key_span,
+    .buckets_send = st_buckets_send,
+    .buckets_recv = st_buckets_recv,
     .rows = st_rows,
     .fetch = st_fetch,
     .refresh = st_refresh,
@@ -481,7 +647,7 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
     s->base.ops = &st_ops;
     s->base.what = what;
     s->base.t = t;
-    s->base.whole_only = true;
+    s->base.whole_only = true; /* until index_rows */
     snprintf(s->base.name, sizeof s->base.name, "%s", r->table);
     ferry_buf_init(&s->scratch, 0);
     if (t->source) { /* a destination read as a source (files sink output) never fetches */
@@ -517,10 +683,7 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
     ferry_schema_unref(schema);
     ferry_schema_unref(outs);
     if (ctx) p->source_vt->close(ctx);
-    if (rc == FERRY_OK) {
-        sort_nkey = t->n_key;
-        if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
-    }
+    if (rc == FERRY_OK) rc = index_rows(s, err);
     if (rc != FERRY_OK) {
         ferry_error_prefix(err, "verify: %s %s", what, r->table);
         st_close(&s->base);
@@ -544,7 +707,7 @@ int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
     s->base.ops = &st_ops;
     s->base.what = what;
     s->base.t = t;
-    s->base.whole_only = true;
+    s->base.whole_only = true; /* until index_rows */
     snprintf(s->base.name, sizeof s->base.name, "%s", name);
     ferry_buf_init(&s->scratch, 0);
     int rc = FERRY_OK;
@@ -563,10 +726,8 @@ int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
         ferry__rw_free(rw);
         ferry__parquet_reader_free(pr);
     }
-    if (rc == FERRY_OK) {
-        sort_nkey = t->n_key;
-        if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
-    } else {
+    if (rc == FERRY_OK) rc = index_rows(s, err);
+    if (rc != FERRY_OK) {
         ferry_error_prefix(err, "verify: %s %s", what, name);
         st_close(&s->base);
         return rc;

@@ -1055,7 +1055,7 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
                        err);
     if (rc == FERRY_OK)
         rc = open_side(p, p->sink_type, p->sink, false, r, &dt, outs, &dst, &res->dest_table, err);
-    if (rc == FERRY_OK && until.n > 0 && src->whole_only)
+    if (rc == FERRY_OK && until.n > 0 && src->read_whole)
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
                              "verify --until-checkpoint: the %s source is read whole; it needs "
                              "a postgres or sqlite source",

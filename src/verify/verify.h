@@ -161,6 +161,7 @@ struct ferry_vside {
     int64_t bytes; /* bytes that crossed to ferry (results + statements) */
     int64_t queries;
     bool whole_only; /* answers only the whole range and single keys */
+    bool read_whole; /* read whole at open: cannot honour --until-checkpoint */
 };
 
 /* A side read through the pipeline's source connector and transforms (backend_stream.c). */

@@ -7,7 +7,10 @@
 #      source's reading of the same files (tests/e2e/parquet_source.sh checks that one
 #      against DuckDB), and only the matching objects;
 #   2. selected columns only;
-#   3. a truncated object, a corrupt footer: one error naming the object, nothing written; no matching object:
+#   3. a truncated object, a corrupt footer, a footer that lies about its column chunks, an
+#      object deleted between the frozen plan and its read (a run failed at its first sink
+#      write, the object deleted, the run resumed): one error naming the object, nothing
+#      written (exit 1; 7 for the deleted one); no matching object:
 #      an error naming the bucket and prefix; a declared schema on Parquet objects: refused.
 # CSV and JSON Lines objects: tests/e2e/s3_source_text.sh.
 . "$(dirname "$0")/lib.sh"
@@ -98,10 +101,31 @@ set +e; OUT=$(ferry run bent.yaml 2>&1); got=$?; set -e
 printf '%s\n' "$OUT" | grep -q "s3://lake/bent/bent.parquet" || fail "the error should name the object with the corrupt footer: $OUT"
 [ ! -f bent.db ] || [ -z "$(q bent.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q bent.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from an object with a corrupt footer"
+# the footer kept, the data before it cut: every column chunk offset now lies
+{ head -c 1000 data/p1.parquet; tail -c $((flen + 8)) data/p1.parquet; } > data/lying.parquet
+s3c lake put lying/lying.parquet data/lying.parquet
+s3_pipe lying.yaml s3-lying "$S3_ENDPOINT" "$T/lying.db" ", prefix: lying/, glob: '*.parquet'"
+expect_exit 1 ferry run lying.yaml
+printf '%s\n' "$OUT" | grep -q "s3://lake/lying/lying.parquet" || fail "the error should name the lying object: $OUT"
+printf '%s\n' "$OUT" | grep -q "column chunk lies outside" || fail "the error should say what lies: $OUT"
+[ ! -f lying.db ] || [ -z "$(q lying.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
+  || [ "$(q lying.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from an object whose footer lies"
+# deleted between the frozen plan (footers read) and the read of its row groups
+s3c lake put gone/a.parquet data/p1.parquet
+s3c lake put gone/b.parquet data/p2.parquet
+s3_pipe gone.yaml s3-gone "$S3_ENDPOINT" "$T/gone.db" ", prefix: gone/, glob: '*.parquet'"
+if FERRY_FAILPOINTS=before_sink_apply=error "$FERRY_BIN" run gone.yaml --quiet >/dev/null 2>&1; then
+  fail "the failpoint should fail the first attempt"
+fi
+s3c lake delete gone/b.parquet
+expect_exit 7 ferry run gone.yaml
+printf '%s\n' "$OUT" | grep -q "s3://lake/gone/b.parquet is gone" || fail "a deleted Parquet object should be named: $OUT"
+[ ! -f gone.db ] || [ -z "$(q gone.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
+  || [ "$(q gone.db 'SELECT count(*) FROM t WHERE id >= 3000')" = 0 ] || fail "rows of the deleted object written"
 s3_pipe none.yaml s3-none "$S3_ENDPOINT" "$T/none.db" ", prefix: nothing/"
 expect_exit 7 ferry run none.yaml
 printf '%s\n' "$OUT" | grep -q "no object under s3://lake/nothing/" || fail "no match: $OUT"
 s3_pipe decl.yaml s3-decl "$S3_ENDPOINT" "$T/decl.db" ", schema: {id: int64}"
 expect_exit 2 ferry run decl.yaml
 printf '%s\n' "$OUT" | grep -q "Parquet objects carry their schema" || fail "a declared schema on Parquet should be refused: $OUT"
-pass "s3 source: truncated object, no match, declared schema on Parquet: errors naming them; nothing written"
+pass "s3 source: truncated object, corrupt or lying footer, object deleted after the plan, no match, declared schema on Parquet: errors naming them; nothing written"

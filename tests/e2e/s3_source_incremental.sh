@@ -6,7 +6,13 @@
 #   3. an object changes: it is re-read whole; with write: append its unchanged rows arrive
 #      twice (documented), with write: upsert and a key they do not;
 #   4. a run failing at its first write: the next run (its resumption) reads the new object;
-#   5. a cursor with the s3 source is refused naming the key.
+#   5. a cursor over CSV objects is refused naming the object;
+#   6. a cursor over Parquet objects (written by DuckDB, row groups of 2048 rows): the first
+#      run reads every row; after a new object lands (ids above the cursor, plus rows below
+#      it that a cursor read leaves out by design) and an old object is rewritten with the
+#      same ids, the next run reads only the rows above the saved cursor, the old objects' row
+#      groups skipped by their statistics (resource.started's row_groups_skipped), read by
+#      ranged GETs of the footer and the groups it plans.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
@@ -84,5 +90,52 @@ pass "s3 incremental: a failed run does not move the checkpoint"
 # ---- 5 ----
 pipe cur.yaml inc-cur "$T/cur.db" append ", cursor: [id]"
 expect_exit 2 ferry run cur.yaml
-printf '%s\n' "$OUT" | grep -q "cursor" || fail "a cursor should be refused: $OUT"
-pass "s3 incremental: a cursor is refused"
+printf '%s\n' "$OUT" | grep -q 's3://lake/in/a.csv: a `cursor:` is read from Parquet objects only' \
+  || fail "a cursor over CSV objects should be refused naming the object: $OUT"
+pass "s3 incremental: a cursor over CSV objects is refused naming the object"
+
+# ---- 6 ----
+DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
+pq() { # FROM TO FILE: ids FROM..TO-1, row groups of 2048 rows
+  node "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range($1, $2) t(i))
+    TO '$T/data/$3' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null || fail "DuckDB failed"
+}
+pq 0 5000 p1.parquet
+pq 5000 6000 p2.parquet
+s3c lake put pq/p1.parquet data/p1.parquet
+s3c lake put pq/p2.parquet data/p2.parquet
+sed -e 's#prefix: in/#prefix: pq/#; s#name: inc-cur#name: inc-pq#; s#cur.db#pq.db#' cur.yaml > pq.yaml
+skipped() { # the last run's row_groups_skipped
+  ferry events "$(json_field "$OUT" .run_id)" --json \
+    | jq -r 'select(.type == "resource.started") | .payload.row_groups_skipped' | tail -1
+}
+expect_exit 0 ferry run pq.yaml --json
+[ "$(q pq.db 'SELECT count(*) || "|" || count(DISTINCT id) || "|" || sum(id) FROM t')" = "6000|6000|17997000" ] \
+  || fail "first cursor run: $(q pq.db 'SELECT count(*), count(DISTINCT id), sum(id) FROM t')"
+[ "$(skipped)" = 0 ] || fail "first cursor run skipped $(skipped) row groups"
+# a new object: 2000 rows above the cursor (5999) and 100 below it; p1 rewritten (new ETag)
+node "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range(6000, 8000) t(i)
+  UNION ALL SELECT i::BIGINT, 'late' || i FROM range(10, 110) t(i) ORDER BY 1)
+  TO '$T/data/p3.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null || fail "DuckDB failed"
+s3c lake put pq/p3.parquet data/p3.parquet
+pq 0 5000 p1b.parquet
+s3c lake put pq/p1.parquet data/p1b.parquet
+expect_exit 0 ferry run pq.yaml --json
+[ "$(q pq.db 'SELECT count(*) || "|" || count(DISTINCT id) || "|" || max(id) FROM t')" = "8000|8000|7999" ] \
+  || fail "second cursor run: $(q pq.db 'SELECT count(*), count(DISTINCT id), max(id) FROM t')"
+[ "$(q pq.db "SELECT count(*) FROM t WHERE val LIKE 'late%'")" = 0 ] || fail "rows below the cursor were read"
+# p1's and p2's groups all end at or below 5999; each of p3's groups holds rows above it
+groups() { # FILE...: row groups, as DuckDB counts them
+  local f n=0
+  for f in "$@"; do
+    n=$((n + $(node "$DUCK" "SELECT count(DISTINCT row_group_id)::INTEGER AS n FROM parquet_metadata('$T/data/$f')" | jq '.[0]')))
+  done
+  echo "$n"
+}
+old_groups=$(groups p1b.parquet p2.parquet)
+[ "$old_groups" -ge 2 ] || fail "DuckDB wrote $old_groups row groups for p1 and p2"
+[ "$(skipped)" = "$old_groups" ] || fail "the second run should skip $old_groups row groups by statistics, skipped $(skipped)"
+expect_exit 0 ferry run pq.yaml --json
+[ "$(q pq.db 'SELECT count(*) FROM t')" = 8000 ] || fail "a run with nothing new read rows"
+[ "$(skipped)" = "$(groups p1b.parquet p2.parquet p3.parquet)" ] || fail "a run with nothing new should skip every group: $(skipped)"
+pass "s3 incremental: a Parquet cursor reads only rows above it, row groups skipped by statistics"

@@ -3,7 +3,10 @@
 # files applied) and an s3 destination (the Parquet objects the manifests list), from a
 # PostgreSQL source, on one PostgreSQL server and one s3rver:
 #   1. right after the copy both verify equal (exit 0);
-#   2. rows changed at the source (an update, a delete) are reported by key (exit 8);
+#   2. rows changed at the source (an update, a delete, an insert) are reported by key
+#      (different, extra, missing; exit 8), and the walk is chunked as with two databases:
+#      the differing key ranges are narrowed by digests, so PostgreSQL lists only the rows of
+#      a few small chunks (bytes counted by the report), never the whole table;
 #   3. tampering: an s3 object replaced by another valid Parquet object with one value changed
 #      is reported by key (exit 8); an iceberg data file damaged in place fails the check (the
 #      damaged values reported by key, or the file named when it no longer decodes), and
@@ -74,15 +77,25 @@ done
 pass "fresh copies: an iceberg and an s3 destination verify equal"
 
 # ---- 2. source changes --------------------------------------------------------------------------
-pgq -c "UPDATE v SET amount = amount + 1 WHERE id = 77; DELETE FROM v WHERE id = 2500"
+# A full listing of v costs PostgreSQL about 3000 rows x (key, hash) = over 60 KB in the
+# report's byte count; the chunked walk lists three chunks of about 3000/16 rows.
+whole=$("$FERRY_BIN" verify s3.yaml --json | jq '.resources[0].source_bytes')
+pgq -c "UPDATE v SET amount = amount + 1 WHERE id = 77; DELETE FROM v WHERE id = 2500;
+        INSERT INTO v SELECT 3001, 'late', 1, ts, u, flag, f, d FROM v WHERE id = 1"
 for f in ice.yaml s3.yaml; do
   vjson "$f"
   [ "$RC" = 8 ] || fail "$f: changed source rows should fail the check with 8: exit $RC: $J $(cat verify.err)"
   [ "$(keys different)" = 77 ] || fail "$f: the changed row: $(keys different) in $J"
   [ "$(keys extra)" = 2500 ] || fail "$f: the row deleted at the source: $(keys extra) in $J"
+  [ "$(keys missing)" = 3001 ] || fail "$f: the row inserted at the source: $(keys missing) in $J"
+  jq -e '.resources[0] | .chunks > 3 and .chunks_mismatched >= 4 and .chunks_mismatched < .chunks' \
+    <<< "$J" >/dev/null || fail "$f: the walk should narrow three differences to chunks: $J"
+  sb=$(jq '.resources[0].source_bytes' <<< "$J")
+  [ "$sb" -lt 30000 ] || fail "$f: PostgreSQL sent $sb bytes (equal: $whole): the whole table listed? $J"
 done
-pgq -c "UPDATE v SET amount = amount - 1 WHERE id = 77; INSERT INTO v SELECT * FROM w WHERE id = 2500"
-pass "rows changed at the source are reported by key for both destinations (exit 8)"
+pgq -c "UPDATE v SET amount = amount - 1 WHERE id = 77; INSERT INTO v SELECT * FROM w WHERE id = 2500;
+        DELETE FROM v WHERE id = 3001"
+pass "rows changed at the source are reported by key for both destinations, chunk by chunk (exit 8)"
 
 # ---- 3. tampering -------------------------------------------------------------------------------
 mine=$(s3c lake list out/v/ | grep '\.parquet$' | head -1)

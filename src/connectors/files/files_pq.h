@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "ferry/batch.h"
+#include "ferry/connector.h"
 #include "ferry/error.h"
 
 /* ---- parquet (files_pq_source.c) ---------------------------------------------------------
@@ -33,5 +34,11 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
 int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq_floor *f,
                                   bool **want, int *n, int *skipped, int64_t *hi, bool *has_hi,
                                   struct ferry_error *err);
+
+/* A read under `filter` transforms (f, nf: the read context's filters): clears want[g] of
+ * every row group of path whose statistics prove no row passes (parquet_cursor.h), counting
+ * them in *skipped. *want (ng entries) is allocated all true when NULL. */
+int ferry__files_pq_filter_groups(const char *path, const struct ferry_read_filter *f, int nf,
+                                  bool **want, int ng, int *skipped, struct ferry_error *err);
 
 #endif

@@ -17,6 +17,7 @@
 #include "batch/builder.h"
 #include "connectors/files/files_pq.h"
 #include "formats/text.h"
+#include "formats/parquet_cursor.h"
 #include "formats/parquet_reader.h"
 
 int ferry__files_pq_schema(const char *path, struct ferry_schema **out, struct ferry_error *err)
@@ -109,54 +110,6 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
 
 /* ---- cursor reads ------------------------------------------------------------------------- */
 
-struct col_max {
-    int64_t max;
-    bool any;
-};
-
-static int collect_max(void *ctx, struct ferry_batch *b, struct ferry_error *err)
-{
-    (void)err;
-    struct col_max *m = ctx;
-    for (int64_t i = 0; i < b->length; i++) {
-        if (ferry_col_is_null(b, 0, i)) continue;
-        int64_t v = ferry_col_int(b, 0, i);
-        if (!m->any || v > m->max) m->max = v;
-        m->any = true;
-    }
-    ferry_batch_unref(b);
-    return FERRY_OK;
-}
-
-/* The largest value of column `cursor` in group g, decoded (no usable statistics). */
-static int decoded_max(struct ferry_parquet_reader *r, int g, const char *cursor,
-                       struct col_max *m, struct ferry_error *err)
-{
-    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
-    int k = ferry_schema_find(fs, cursor);
-    struct ferry_schema *s = ferry_schema_new();
-    int rc = s ? FERRY_OK : ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
-    if (rc == FERRY_OK) rc = ferry_schema_add_field(s, cursor, fs->fields[k].type, true, err);
-    if (rc == FERRY_OK) rc = ferry_schema_finish(s, err);
-    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, &cursor, 1, err);
-    struct ferry_rw_limits lim = {.rows = 8192, .bytes = INT64_MAX};
-    struct ferry_row_writer *rw = rc == FERRY_OK ? ferry__rw_new(s, cursor, lim, collect_max, m) : NULL;
-    if (rc == FERRY_OK && rw == NULL)
-        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
-    if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, g, 0, rw, err);
-    if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
-    ferry__rw_free(rw);
-    ferry_schema_unref(s);
-    return rc;
-}
-
-static bool cursor_type(enum ferry_type t)
-{
-    return t == FERRY_TYPE_INT8 || t == FERRY_TYPE_INT16 || t == FERRY_TYPE_INT32 ||
-           t == FERRY_TYPE_INT64 || t == FERRY_TYPE_DATE32 || t == FERRY_TYPE_TIMESTAMP_US ||
-           t == FERRY_TYPE_TIMESTAMPTZ_US;
-}
-
 int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq_floor *f,
                                   bool **want, int *n, int *skipped, int64_t *hi, bool *has_hi,
                                   struct ferry_error *err)
@@ -165,39 +118,30 @@ int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq
     *n = 0;
     struct ferry_parquet_reader *r = NULL;
     int rc = ferry__parquet_reader_open_file(path, &r, err);
-    if (rc != FERRY_OK) return rc;
-    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
-    int k = ferry_schema_find(fs, f->column);
-    int ng = ferry__parquet_reader_num_groups(r);
-    if (k < 0 || !cursor_type(fs->fields[k].type))
-        rc = ferry_error_set(err, FERRY_ECONFIG, "files",
-                             "files source: %s: the cursor column \"%s\" %s", path, f->column,
-                             k < 0 ? "is not in the file"
-                                   : "is not an integer, date or timestamp column");
-    bool *w = rc == FERRY_OK ? ferry_calloc((size_t)ng + 1, sizeof *w) : NULL;
-    if (rc == FERRY_OK && w == NULL)
-        rc = ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
-    for (int g = 0; g < ng && rc == FERRY_OK; g++) {
-        struct col_max m = {0, false};
-        m.any = ferry__parquet_reader_group_max(r, g, f->column, &m.max);
-        bool from_stats = m.any;
-        if (!from_stats && ferry__parquet_reader_group_rows(r, g) > 0)
-            rc = decoded_max(r, g, f->column, &m, err);
-        /* no usable statistics: read it anyway (its rows are filtered by the floor) */
-        w[g] = !(from_stats && f->has_value && m.max <= f->value) &&
-               ferry__parquet_reader_group_rows(r, g) > 0;
-        if (from_stats && !w[g]) (*skipped)++;
-        if (m.any && (!*has_hi || m.max > *hi)) {
-            *hi = m.max;
-            *has_hi = true;
-        }
-    }
+    struct ferry_parquet_floor pf = {f->column, f->has_value, f->value};
+    if (rc == FERRY_OK)
+        rc = ferry__parquet_cursor_groups(r, path, &pf, want, n, skipped, hi, has_hi, err);
     ferry__parquet_reader_free(r);
-    if (rc != FERRY_OK) {
-        ferry_free(w);
-        return rc;
-    }
-    *want = w;
-    *n = ng;
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "files source");
     return FERRY_OK;
+}
+
+int ferry__files_pq_filter_groups(const char *path, const struct ferry_read_filter *f, int nf,
+                                  bool **want, int ng, int *skipped, struct ferry_error *err)
+{
+    if (*want == NULL) {
+        *want = ferry_calloc((size_t)ng + 1, sizeof **want);
+        if (*want == NULL)
+            return ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+        for (int g = 0; g < ng; g++) (*want)[g] = true;
+    }
+    struct ferry_parquet_reader *r = NULL;
+    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    for (int g = 0; rc == FERRY_OK && g < ng && g < ferry__parquet_reader_num_groups(r); g++)
+        if ((*want)[g] && ferry__parquet_group_filtered(r, g, f, nf)) {
+            (*want)[g] = false;
+            (*skipped)++;
+        }
+    ferry__parquet_reader_free(r);
+    return rc == FERRY_OK ? FERRY_OK : ferry_error_prefix(err, "files source");
 }

@@ -160,8 +160,8 @@ struct cursor_plan {
  * here, so a corrupt or lying footer stops the run before anything is written), with a
  * cursor only the groups that may hold rows above it; else one. */
 static int plan_file(const struct src *s, const char *path, const struct stat *st,
-                     struct cursor_plan *cp, struct ferry_buf *b, int *nshards,
-                     struct ferry_error *err)
+                     struct cursor_plan *cp, const struct ferry_read_context *rx, int *fskipped,
+                     struct ferry_buf *b, int *nshards, struct ferry_error *err)
 {
     int groups = -1, rc = FERRY_OK, brc = FERRY_OK;
     enum ferry__files_fmt fmt = ferry__text_format_of(&s->t, path);
@@ -172,11 +172,18 @@ static int plan_file(const struct src *s, const char *path, const struct stat *s
                                "(remove it to read new files incrementally)",
                                path);
     if (cp != NULL)
-        rc = ferry__files_pq_cursor_groups(path, &cp->floor, &want, &groups, &cp->skipped,
-                                           &cp->hi, &cp->has_hi, err);
+        rc = ferry__files_pq_cursor_groups(path, &cp->floor, &want, &groups, &cp->skipped, &cp->hi,
+                                           &cp->has_hi, err);
     else if (fmt == FILES_FMT_PARQUET)
         rc = ferry__files_pq_groups(path, &groups, err);
-    if (rc != FERRY_OK) return rc;
+    /* row groups a `filter` transform provably rejects whole are not planned */
+    if (rc == FERRY_OK && fmt == FILES_FMT_PARQUET && rx->n_filters > 0 && groups > 0)
+        rc = ferry__files_pq_filter_groups(path, rx->filters, rx->n_filters, &want, groups,
+                                           fskipped, err);
+    if (rc != FERRY_OK) {
+        ferry_free(want);
+        return rc;
+    }
     for (int k = 0; k < (groups < 0 ? 1 : groups) && brc == FERRY_OK; k++) {
         if (want && !want[k]) continue;
         brc = ferry_buf_printf(b, "%s{\"file\":", (*nshards)++ ? "," : "");
@@ -246,7 +253,7 @@ static int saved_cursor(const struct ferry_resource_spec *spec, const char *rout
 /* The plan's tail: a `none` shard when nothing is to be read, and, incremental, the next
  * route checkpoint (every file matched now). */
 static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, const struct cursor_plan *cp,
-                     struct ferry_error *err)
+                     int fskipped, bool filtered, struct ferry_error *err)
 {
     int brc = ferry_buf_printf(b, "%s]", nshards ? "" : "{\"none\":true}");
     char *text = next ? json_dumps(next, JSON_COMPACT) : NULL;
@@ -261,8 +268,8 @@ static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, const struc
                                    : cp->floor.value);
     else if (brc == FERRY_OK && cp != NULL)
         brc = ferry_buf_printf(b, ",\"route_checkpoint\":{\"cursor\":null}");
-    if (brc == FERRY_OK && cp != NULL)
-        brc = ferry_buf_printf(b, ",\"row_groups_skipped\":%d", cp->skipped);
+    if (brc == FERRY_OK && (cp != NULL || filtered))
+        brc = ferry_buf_printf(b, ",\"row_groups_skipped\":%d", (cp ? cp->skipped : 0) + fskipped);
     free(text);
     if (brc == FERRY_OK) brc = ferry_buf_printf(b, "}");
     return brc == FERRY_OK ? FERRY_OK : nomem(err);
@@ -288,7 +295,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     }
     const char *pattern = NULL;
     json_t *seen = NULL, *next = incr ? json_object() : NULL;
-    if (rc == FERRY_OK) rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
+    if (rc == FERRY_OK)
+        rc = incr && next == NULL ? nomem(err) : resource_glob(s, spec, &pattern, err);
     if (rc == FERRY_OK && incr && cp == NULL) rc = seen_files(spec, route_checkpoint, &seen, err);
     glob_t g;
     memset(&g, 0, sizeof g);
@@ -298,7 +306,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK &&
         ferry_buf_printf(&b, "{\"mode\":\"%s\",\"shards\":[", incr ? "incremental" : "full"))
         rc = nomem(err);
-    int nshards = 0;
+    int nshards = 0, fskipped = 0;
+    const struct ferry_read_context *rx = ferry_read_context_of(spec);
     for (size_t i = 0; i < g.gl_pathc && rc == FERRY_OK; i++) {
         const char *path = g.gl_pathv[i];
         struct stat st;
@@ -313,9 +322,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
         if (next && json_object_set_new(next, path, json_string(v)) != 0) rc = nomem(err);
         const char *was = json_string_value(json_object_get(seen, path));
         if (rc != FERRY_OK || (was && strcmp(was, v) == 0)) continue; /* read before */
-        rc = plan_file(s, path, &st, cp, &b, &nshards, err);
+        rc = plan_file(s, path, &st, cp, rx, &fskipped, &b, &nshards, err);
     }
-    if (rc == FERRY_OK) rc = plan_tail(&b, nshards, next, cp, err);
+    if (rc == FERRY_OK) rc = plan_tail(&b, nshards, next, cp, fskipped, rx->n_filters > 0, err);
     if (listed) globfree(&g);
     json_decref(seen);
     json_decref(next);
@@ -332,7 +341,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 struct shard_info {
     char *file;
     int64_t size, mtime_ns;
-    int group; /* parquet: the row group; else -1 */
+    int group;      /* parquet: the row group; else -1 */
     bool has_floor; /* a cursor read: only rows above floor */
     int64_t floor;
 };

@@ -41,6 +41,7 @@
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
+#include "formats/parquet_cursor.h"
 
 static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", NULL};
 
@@ -566,7 +567,53 @@ struct scan {
     json_int_t snap_id;
     bool deletes_ok; /* the sink applies deletes (write: merge) */
     json_t *posdel_targets; /* full plans: position delete file -> {data file path: true} */
+    const struct ferry_read_context *rx; /* its filters: data files skipped by bounds */
+    json_t *ids;                         /* column name -> field id (current schema) */
+    int skipped;                         /* data files the filters ruled out */
 };
+
+/* The bound of field `id` in a data file's lower_bounds / upper_bounds (Iceberg's
+ * single-value serialization: int and date 4 bytes, long and timestamps 8, little-endian). */
+static bool file_bound(json_t *bounds, json_int_t id, int64_t *v)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(bounds, i, e)
+    {
+        if (jint(e, "key", -1) != id) continue;
+        const char *h = json_string_value(json_object_get(e, "value"));
+        uint8_t b[8];
+        long n = h ? ferry__iceberg_unhex(h, b, sizeof b) : -1;
+        if (n == 4) {
+            *v = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                           (uint32_t)b[3] << 24);
+            return true;
+        }
+        if (n != 8) return false;
+        uint64_t u = 0;
+        for (int k = 7; k >= 0; k--) u = u << 8 | b[k];
+        *v = (int64_t)u;
+        return true;
+    }
+    return false;
+}
+
+/* Whether the manifest bounds of data file entry x prove that no row passes the read's
+ * `filter` transforms (a column without bounds proves nothing). */
+static bool bounds_exclude(const struct scan *sc, json_t *x)
+{
+    const struct ferry_read_context *rx = sc->rx;
+    json_t *df = json_object_get(x, "df");
+    for (int i = 0; rx && i < rx->n_filters; i++) {
+        json_int_t id = jint(sc->ids, rx->filters[i].column, -1);
+        if (id < 0) continue;
+        int64_t mn = 0, mx = 0;
+        bool has_min = file_bound(json_object_get(df, "lower_bounds"), id, &mn);
+        bool has_max = file_bound(json_object_get(df, "upper_bounds"), id, &mx);
+        if (ferry__stats_excludes(&rx->filters[i], has_min, mn, has_max, mx)) return true;
+    }
+    return false;
+}
 
 /* The unit reading data file d of a full read: its deletes attached. */
 static int full_unit(struct scan *sc, json_t *d, json_t *entries, json_t **out,
@@ -664,6 +711,10 @@ static int full_shards(struct scan *sc, json_t *shards, json_int_t *rows, struct
     {
         if (rc != FERRY_OK) break;
         if (df_int(x, "content") > CONTENT_DATA) continue;
+        if (bounds_exclude(sc, x)) { /* a full read: its rows would all be filtered out */
+            sc->skipped++;
+            continue;
+        }
         json_t *u = NULL;
         rc = full_unit(sc, x, entries, &u, err);
         json_t *sh = rc == FERRY_OK ? json_pack("{s:[o]}", "units", u) : NULL;
@@ -982,7 +1033,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                "resource %s: the iceberg source reads in mode full or incremental",
                                spec->table);
     struct scan sc = {.s = s, .table = spec->table,
-                      .deletes_ok = ferry_read_context_of(spec)->applies_deletes};
+                      .deletes_ok = ferry_read_context_of(spec)->applies_deletes,
+                      .rx = ferry_read_context_of(spec)};
     int rc = load_table(s, spec->table, &sc.meta, err);
     if (rc == FERRY_OK) rc = pick_snapshot(s, spec, sc.meta, &sc.snap, err);
     sc.sc = rc == FERRY_OK ? table_schema(sc.meta, sc.snap) : NULL;
@@ -1000,6 +1052,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     /* shard 0 of an incremental plan carries the snapshot read up to */
     if (rc == FERRY_OK && incr)
         rc = append_unit(shards, json_pack("{s:I}", "marker", sc.snap ? sc.snap_id : (from < 0 ? 0 : from)), err);
+    sc.ids = rc == FERRY_OK ? ids_by_name(sc.sc) : NULL;
     if (rc == FERRY_OK)
         rc = incr ? incremental_shards(&sc, schema, from <= 0 ? -1 : from, shards, &rows, err)
                   : (sc.snap ? full_shards(&sc, shards, &rows, err) : FERRY_OK);
@@ -1009,7 +1062,12 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                               "snapshot_id", sc.snap_id, "shards", shards,
                                               "rows_estimate", rows, "field_ids", ids_by_name(sc.sc))
                                   : NULL;
+    /* full reads: the data files the filters ruled out by their bounds (resource.started) */
+    if (rc == FERRY_OK && !incr && sc.rx->n_filters > 0 &&
+        json_object_set_new(plan, "row_groups_skipped", json_integer(sc.skipped)) != 0)
+        rc = nomem(err);
     if (rc == FERRY_OK) rc = dump_plan(plan, plan_json, err);
+    json_decref(sc.ids);
     json_decref(plan);
     json_decref(shards);
     json_decref(sc.meta);

@@ -22,17 +22,21 @@
  * connection keys of the s3 sink (endpoint, region, path_style, credentials by reference,
  * max_attempts: s3_client.c retries, signs with SigV4). A resource may set its own prefix
  * and glob. Parquet and text objects under one resource: refused naming the object.
- * Full reads only: `mode: incremental` is refused at plan time (not yet).
+ * mode: incremental without a cursor plans the objects new or changed (key, ETag, size)
+ * since the route checkpoint; with `cursor: [column]` (Parquet objects only) every object
+ * is planned, but only its row groups whose statistics allow a row above the saved cursor
+ * ({"cursor": "N"}), those rows alone read (formats/parquet_cursor.c, as the files source).
  *
  * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
- * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one instance
- * per reader thread. */
+ * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one
+ * instance per reader thread. */
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "formats/parquet_cursor.h"
 #include "formats/text_source.h"
 #include "formats/parquet_reader.h"
 #include "ferry/config.h"
@@ -415,11 +419,34 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
 
 /* ---- plan ---------------------------------------------------------------------------------- */
 
+/* A cursor read (Parquet objects, `cursor: [column]`): the saved cursor (route checkpoint
+ * {"cursor": "N"}), the largest value of the objects planned and the groups skipped. */
+struct cursor_plan {
+    struct ferry_parquet_floor floor;
+    int64_t hi;
+    bool has_hi;
+    int skipped;
+};
+
+/* The row groups of r a cursor read wants (want: NULL without a cursor: every group). */
+static int cursor_groups(struct s3src *s, struct ferry_parquet_reader *r, const char *key,
+                         struct cursor_plan *cp, bool **want, struct ferry_error *err)
+{
+    *want = NULL;
+    if (cp == NULL) return FERRY_OK;
+    char name[1200];
+    snprintf(name, sizeof name, "s3 source: s3://%s/%s", ferry__s3_client_bucket(s->cli), key);
+    int n = 0;
+    return ferry__parquet_cursor_groups(r, name, &cp->floor, want, &n, &cp->skipped, &cp->hi,
+                                        &cp->has_hi, err);
+}
+
 /* The shards of one object appended to `shards`: a row group each for Parquet (every footer
- * read here: a corrupt or lying one stops the run before any write), one for text. */
+ * read here: a corrupt or lying one stops the run before any write; with a cursor only the
+ * groups that may hold rows above it, carrying the floor), one for text. */
 static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, const json_t *ob,
-                       const json_t *first, json_t *shards, json_int_t *rows,
-                       struct ferry_error *err)
+                       const json_t *first, struct cursor_plan *cp, int *fskipped, json_t *shards,
+                       json_int_t *rows, struct ferry_error *err)
 {
     const char *key = ob_key(ob), *bucket = ferry__s3_client_bucket(s->cli);
     bool pq = is_parquet(s, key);
@@ -430,6 +457,11 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
                                "not both (narrow the glob)",
                                spec->table, bucket, key, pq ? "Parquet" : "text", bucket,
                                ob_key(first));
+    if (!pq && cp != NULL)
+        return ferry_error_set(err, FERRY_ECONFIG, "s3",
+                               "s3 source: resource %s: s3://%s/%s: a `cursor:` is read from "
+                               "Parquet objects only (remove it to read new objects incrementally)",
+                               spec->table, bucket, key);
     if (!pq) {
         json_t *sh = json_pack("{s:s,s:I,s:s,s:s}", "key", key, "size", (json_int_t)ob_size(ob),
                                "etag", ob_etag(ob), "format",
@@ -438,13 +470,27 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
     }
     struct obj o;
     struct ferry_parquet_reader *r = NULL;
+    bool *want = NULL;
     int rc = open_object(s, key, ob_etag(ob), ob_size(ob), &o, &r, err);
+    if (rc == FERRY_OK) rc = cursor_groups(s, r, key, cp, &want, err);
+    const struct ferry_read_context *rx = ferry_read_context_of(spec);
     for (int g = 0; rc == FERRY_OK && g < ferry__parquet_reader_num_groups(r); g++) {
+        if (want && !want[g]) continue;
+        /* a row group a `filter` transform provably rejects whole is not planned */
+        if (rx->n_filters > 0 && ferry__parquet_group_filtered(r, g, rx->filters, rx->n_filters)) {
+            (*fskipped)++;
+            continue;
+        }
         json_t *sh = json_pack("{s:s,s:I,s:s,s:i}", "key", key, "size", (json_int_t)ob_size(ob),
                                "etag", ob_etag(ob), "group", g);
+        char fl[32];
+        snprintf(fl, sizeof fl, "%" PRId64, cp ? cp->floor.value : 0);
+        if (sh && cp && cp->floor.has_value && json_object_set_new(sh, "floor", json_string(fl)))
+            rc = nomem(err);
         if (sh == NULL || json_array_append_new(shards, sh) != 0) rc = nomem(err);
         *rows += ferry__parquet_reader_group_rows(r, g);
     }
+    ferry_free(want);
     ferry__parquet_reader_free(r);
     return rc;
 }
@@ -475,16 +521,64 @@ static int remember(const json_t *objs, json_t **out, struct ferry_error *err)
     return *out ? FERRY_OK : nomem(err);
 }
 
+/* A cursor read's saved position: the route checkpoint's {"cursor": "N"} (none on the first
+ * run, or while no row was seen). One cursor column. */
+static int saved_cursor(const struct ferry_resource_spec *spec, const char *route_checkpoint,
+                        struct ferry_parquet_floor *f, struct ferry_error *err)
+{
+    f->column = spec->cursor[0];
+    if (spec->n_cursor != 1)
+        return ferry_error_set(err, FERRY_ECONFIG, "s3",
+                               "resource %s: the s3 source reads one cursor column", spec->table);
+    if (route_checkpoint == NULL) return FERRY_OK;
+    json_t *root = json_loads(route_checkpoint, 0, NULL);
+    json_t *c = json_object_get(root, "cursor");
+    const char *v = json_string_value(c);
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    int rc = FERRY_OK;
+    if (v != NULL && end != v && *end == '\0') {
+        f->has_value = true;
+        f->value = x;
+    } else if (!json_is_null(c)) {
+        rc = ferry_error_set(err, FERRY_EINVAL, "s3",
+                             "resource %s: the saved position is not an s3 cursor position "
+                             "(was the cursor added since?): %.200s",
+                             spec->table, route_checkpoint);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* A cursor read's next route checkpoint: the largest value planned (the objects are frozen
+ * by their ETags: no row above it is read now), or the saved one. */
+static int cursor_next(const struct cursor_plan *cp, json_t **next, struct ferry_error *err)
+{
+    char v[32];
+    bool any = cp->has_hi || cp->floor.has_value;
+    int64_t hi =
+        cp->has_hi && (!cp->floor.has_value || cp->hi > cp->floor.value) ? cp->hi : cp->floor.value;
+    snprintf(v, sizeof v, "%" PRId64, hi);
+    *next = json_pack("{s:o}", "cursor", any ? json_string(v) : json_null());
+    return *next ? FERRY_OK : nomem(err);
+}
+
 /* The shards of every listed object (incremental: of those new or changed since the route
- * checkpoint; none: one empty shard) and, incremental, the next route checkpoint. */
+ * checkpoint, or with a cursor the row groups above it; none: one empty shard) and,
+ * incremental, the next route checkpoint. */
 static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
                        const char *route_checkpoint, json_t *plan, struct ferry_error *err)
 {
     json_t *objs = NULL, *shards = json_array(), *prev = NULL, *next = NULL;
     bool incr = spec->mode == FERRY_READ_INCREMENTAL;
+    struct cursor_plan cpl = {{NULL, false, 0}, 0, false, 0}, *cp = NULL;
+    int fskipped = 0;
     int rc = shards == NULL ? nomem(err) : list_objects(s, spec, &objs, err);
     json_int_t rows = 0;
-    if (rc == FERRY_OK && incr && route_checkpoint != NULL) {
+    if (rc == FERRY_OK && spec->cursor != NULL) {
+        cp = &cpl;
+        rc = saved_cursor(spec, route_checkpoint, &cpl.floor, err);
+    } else if (rc == FERRY_OK && incr && route_checkpoint != NULL) {
         prev = json_loads(route_checkpoint, 0, NULL);
         if (!json_is_object(json_object_get(prev, "objects")))
             rc = ferry_error_set(err, FERRY_EINVAL, "s3",
@@ -495,12 +589,19 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
         const json_t *ob = json_array_get(objs, i);
         if (seen && seen_before(seen, ob)) continue;
-        rc = plan_object(s, spec, ob, json_array_get(objs, 0), shards, &rows, err);
+        rc = plan_object(s, spec, ob, json_array_get(objs, 0), cp, &fskipped, shards, &rows, err);
     }
     if (rc == FERRY_OK && json_array_size(shards) == 0 &&
         json_array_append_new(shards, json_pack("{s:b}", "none", 1)) != 0)
         rc = nomem(err);
-    if (rc == FERRY_OK && incr) rc = remember(objs, &next, err);
+    if (rc == FERRY_OK && cp != NULL)
+        rc = cursor_next(cp, &next, err);
+    else if (rc == FERRY_OK && incr)
+        rc = remember(objs, &next, err);
+    if (rc == FERRY_OK && (cp != NULL || ferry_read_context_of(spec)->n_filters > 0) &&
+        json_object_set_new(plan, "row_groups_skipped",
+                            json_integer((cp ? cp->skipped : 0) + fskipped)) != 0)
+        rc = nomem(err);
     if (rc == FERRY_OK && (json_object_set(plan, "shards", shards) != 0 ||
                            json_object_set_new(plan, "rows_estimate", json_integer(rows)) != 0 ||
                            (next && json_object_set(plan, "route_checkpoint", next) != 0)))
@@ -523,11 +624,6 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                "resource %s: the s3 source reads in mode full or incremental, "
                                "not %s",
                                spec->table, ferry_read_mode_name(spec->mode));
-    if (spec->cursor != NULL)
-        return ferry_error_set(err, FERRY_ECONFIG, "s3",
-                               "resource %s: the s3 source reads incrementally by object (key, "
-                               "ETag, size), without a cursor: remove `cursor`",
-                               spec->table);
     json_t *plan = json_pack("{s:s}", "mode", ferry_read_mode_name(spec->mode));
     int rc = plan == NULL ? nomem(err) : plan_shards(s, spec, route_checkpoint, plan, err);
     char *text = rc == FERRY_OK ? json_dumps(plan, JSON_COMPACT) : NULL;
@@ -542,8 +638,9 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 /* ---- extract ------------------------------------------------------------------------------- */
 
 /* One row group of a Parquet object, from row `skip` on. */
-static int extract_group(struct s3src *s, const struct ferry_schema *schema, const json_t *sh,
-                         int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
+static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec,
+                         const struct ferry_schema *schema, const json_t *sh, int64_t skip,
+                         struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct obj o;
     struct ferry_parquet_reader *r = NULL;
@@ -564,6 +661,10 @@ static int extract_group(struct s3src *s, const struct ferry_schema *schema, con
                                  ferry__s3_client_bucket(s->cli), key, want->name);
     }
     if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, names, schema->n_fields, err);
+    /* a cursor read: only the rows above the saved cursor (the shard's floor) */
+    const char *fl = json_string_value(json_object_get(sh, "floor"));
+    if (rc == FERRY_OK && fl != NULL && spec->cursor != NULL)
+        rc = ferry__parquet_reader_set_floor(r, spec->cursor[0], strtoll(fl, NULL, 10), err);
     int g = (int)json_integer_value(json_object_get(sh, "group"));
     if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, g, skip, rw, err);
     ferry_free(names);
@@ -607,7 +708,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     ferry_rw_set_shard(rw, shard);
     if (json_is_integer(json_object_get(sh, "group"))) {
-        rc = extract_group(s, schema, sh, skip, rw, err);
+        rc = extract_group(s, spec, schema, sh, skip, rw, err);
     } else {
         struct obj o;
         char name[1200];
@@ -626,6 +727,7 @@ const struct ferry_source_vtable ferry__s3_source = {
     .tuning_keys = src_tuning_keys,
     .supports_incremental = true,
     .incremental_without_cursor = true,
+    .incremental_cursor_optional = true,
     .supports_cdc = false,
     .open = src_open,
     .discover = src_discover,

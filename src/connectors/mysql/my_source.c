@@ -3009,4 +3009,5 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .use_snapshot = src_use_snapshot,
     .list_tables = src_list_tables,
     .cdc_ack = src_cdc_ack,
+    .verify_open = ferry__my_verify_open,
 };

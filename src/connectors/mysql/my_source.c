@@ -42,6 +42,7 @@
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
+#include "connectors/mysql/my_json.h"
 #include "connectors/mysql/my_hub.h"
 #include "pipeline/schema_change.h"
 #include <mariadb_rpl.h>
@@ -2011,9 +2012,17 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
         return 0;
     }
     case FERRY_MY_BL_BYTES: {
-        if (v->mysql_json) {
-            *why = "MySQL's binary JSON in the binary log is not decoded yet";
+        if (v->mysql_json && !is(col->data_type, "json")) {
+            *why = "binary JSON (type 245) logged for a column that is not MySQL's JSON";
             return -1;
+        }
+        if (v->mysql_json) { /* MySQL 8: binary JSON, printed as MySQL prints it */
+            struct ferry_error jerr;
+            if (ferry__my_json_to_text(v->p, v->n, b, &jerr) != FERRY_OK) {
+                *why = "MySQL binary JSON that does not decode";
+                return -1;
+            }
+            return 0;
         }
         const uint8_t *p = v->p;
         size_t n = v->n;

@@ -1318,6 +1318,31 @@ static int cdc_setting_error(struct ferry_error *err, const char *table, const c
                            table, setting, want, peer, setting, value ? value : "NULL", setting);
 }
 
+/* Plan time: rows events the decoder reads. MariaDB's log_bin_compress writes compressed
+ * QUERY and rows events (types 165..171), MySQL's binlog_row_value_options = PARTIAL_JSON
+ * partial JSON updates (type 39); the stream refuses both (on_event), so the plan does
+ * first. A server without the setting (the other flavor) passes. */
+static int cdc_check_events(struct src *s, const char *table, struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    int rc = query(s,
+                   "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin_compress', "
+                   "'binlog_row_value_options')",
+                   &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row;
+    while (rc == FERRY_OK && (row = mysql_fetch_row(res)) != NULL) {
+        if (row[0] == NULL || row[1] == NULL) continue;
+        if (!strcmp(row[0], "log_bin_compress") && strcasecmp(row[1], "OFF") != 0)
+            rc = cdc_setting_error(err, table, s->conn.peer, "log_bin_compress", row[1], "OFF");
+        else if (!strcmp(row[0], "binlog_row_value_options") && row[1][0] != '\0')
+            rc = cdc_setting_error(err, table, s->conn.peer, "binlog_row_value_options", row[1],
+                                   "''");
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
 /* Plan time: the binary log on, in ROW format with FULL row images. */
 static int cdc_check_server(struct src *s, const char *table, struct ferry_error *err)
 {
@@ -1336,7 +1361,7 @@ static int cdc_check_server(struct src *s, const char *table, struct ferry_error
     else if (row[2] == NULL || strcasecmp(row[2], "FULL") != 0)
         rc = cdc_setting_error(err, table, s->conn.peer, "binlog_row_image", row[2], "FULL");
     mysql_free_result(res);
-    return rc;
+    return rc == FERRY_OK ? cdc_check_events(s, table, err) : rc;
 }
 
 /* SHOW MASTER STATUS: the end of the log now. */
@@ -2505,6 +2530,19 @@ static int map_columns(struct stream *st, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* An event the decoder does not read (partial JSON updates, compressed events): skipping
+ * it could lose rows or a DDL, so the stream stops naming the server setting (the plan
+ * checks them too: cdc_check_events). */
+static int undecoded_event(struct stream *st, uint8_t type, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": table %s: binary log event type %u is not decoded (%s); the "
+                           "stream stops here",
+                           st->r->from, type,
+                           type == 39 ? "a partial JSON update: set binlog_row_value_options = ''"
+                                      : "a compressed event: set log_bin_compress = OFF");
+}
+
 /* One event (raw: header, body, the CRC trailer when st->crc); tm_phl: the TABLE_MAP
  * post-header length the format description gave. */
 static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
@@ -2571,6 +2609,10 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     case FERRY_MY_BL_HEARTBEAT:
         on_heartbeat(st, &h, body, body_n);
         return FERRY_OK;
+    case 39:  /* MySQL: PARTIAL_UPDATE_ROWS_EVENT */
+    case 165: /* MariaDB log_bin_compress: QUERY_COMPRESSED_EVENT, compressed rows events */
+    case 166: case 167: case 168: case 169: case 170: case 171:
+        return undecoded_event(st, h.type, err);
     default:
         if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&
             h.type != FERRY_MY_BL_FORMAT_DESCRIPTION)

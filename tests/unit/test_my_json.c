@@ -35,7 +35,8 @@ static void dbl(double d, const char *want)
     uint8_t p[9] = {0x0b};
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    for (int i = 0; i < 8; i++) p[1 + i] = (uint8_t)(bits >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[1 + i] = (uint8_t)(bits >> (8 * i));
     expect(p, sizeof p, want);
 }
 
@@ -76,17 +77,18 @@ static void test_containers(void **state)
     (void)state;
     /* {"a": 1, "bc": "x"}: count 2, size 23; key entries (18, 1) (19, 2); value entries
      * int16 inlined 1, string at 21; keys; the string */
-    static const uint8_t obj[] = {0x00, 2, 0, 23, 0, 18, 0, 1, 0, 19, 0, 2, 0, 0x05, 1, 0,
-                                  0x0c, 21, 0, 'a', 'b', 'c', 1, 'x'};
+    static const uint8_t obj[] = {0x00, 2,    0, 23, 0,    18, 0, 1,   0,   19,  0, 2,
+                                  0,    0x05, 1, 0,  0x0c, 21, 0, 'a', 'b', 'c', 1, 'x'};
     expect(obj, sizeof obj, "{\"a\": 1, \"bc\": \"x\"}");
     /* large array [1, [true, null], 3.5]: int32 inlined, a small array at 23, a double at 33 */
-    uint8_t arr[42] = {0x03, 3, 0, 0, 0, 41, 0, 0, 0, 0x07, 1, 0, 0, 0, 0x02, 23, 0, 0, 0,
-                       0x0b, 33, 0, 0, 0,
-                       /* 23: */ 2, 0, 10, 0, 0x04, 1, 0, 0x04, 0, 0};
+    uint8_t arr[42] = {0x03,        3, 0,    0,  0,    41, 0, 0,    0,  0x07, 1, 0,
+                       0,           0, 0x02, 23, 0,    0,  0, 0x0b, 33, 0,    0, 0,
+                       /* 23: */ 2, 0, 10,   0,  0x04, 1,  0, 0x04, 0,  0};
     double d = 3.5;
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    for (int i = 0; i < 8; i++) arr[34 + i] = (uint8_t)(bits >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        arr[34 + i] = (uint8_t)(bits >> (8 * i));
     expect(arr, sizeof arr, "[1, [true, null], 3.5]");
     expect((const uint8_t[]){0x02, 0, 0, 4, 0}, 5, "[]");
     expect((const uint8_t[]){0x00, 0, 0, 4, 0}, 5, "{}");
@@ -94,7 +96,8 @@ static void test_containers(void **state)
 
 static void put_le(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void test_opaque(void **state)
@@ -123,13 +126,13 @@ static void test_opaque(void **state)
 static void test_bad(void **state)
 {
     (void)state;
-    refused((const uint8_t[]){0x04, 0x03}, 2);             /* literal 3 */
-    refused((const uint8_t[]){0x0e, 0x00}, 2);             /* no type 14 */
-    refused((const uint8_t[]){0x09, 1, 2, 3}, 4);          /* int64 cut short */
-    refused((const uint8_t[]){0x0c, 5, 'a'}, 3);           /* string past the end */
+    refused((const uint8_t[]){0x04, 0x03}, 2);                            /* literal 3 */
+    refused((const uint8_t[]){0x0e, 0x00}, 2);                            /* no type 14 */
+    refused((const uint8_t[]){0x09, 1, 2, 3}, 4);                         /* int64 cut short */
+    refused((const uint8_t[]){0x0c, 5, 'a'}, 3);                          /* string past the end */
     refused((const uint8_t[]){0x0c, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, 7); /* length */
-    refused((const uint8_t[]){0x02, 1, 0, 9, 0, 0x0c, 40, 0, 1}, 9); /* offset outside */
-    refused((const uint8_t[]){0x02, 1, 0, 90, 0, 0x04, 1, 0}, 8);    /* size too large */
+    refused((const uint8_t[]){0x02, 1, 0, 9, 0, 0x0c, 40, 0, 1}, 9);      /* offset outside */
+    refused((const uint8_t[]){0x02, 1, 0, 90, 0, 0x04, 1, 0}, 8);         /* size too large */
     refused((const uint8_t[]){0x00, 1, 0, 11, 0, 200, 0, 1, 0, 0x04, 1, 0}, 12); /* key */
     refused((const uint8_t[]){0x0f, 246, 1, 5}, 4); /* decimal without bytes */
     /* nested arrays [[[...[]...]]]: 101 levels decode, 102 are refused for their depth */

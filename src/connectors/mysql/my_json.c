@@ -48,7 +48,8 @@ static bool need(struct jr *j, size_t at, size_t k, size_t end, const char *what
 static uint64_t le(const uint8_t *p, int w)
 {
     uint64_t v = 0;
-    for (int i = w - 1; i >= 0; i--) v = v << 8 | p[i];
+    for (int i = w - 1; i >= 0; i--)
+        v = v << 8 | p[i];
     return v;
 }
 
@@ -92,13 +93,27 @@ static void string_out(struct jr *j, const uint8_t *s, size_t n)
         run = i + 1;
         char e[8];
         switch (c) {
-        case '"': puts_(j, "\\\""); break;
-        case '\\': puts_(j, "\\\\"); break;
-        case '\b': puts_(j, "\\b"); break;
-        case '\f': puts_(j, "\\f"); break;
-        case '\n': puts_(j, "\\n"); break;
-        case '\r': puts_(j, "\\r"); break;
-        case '\t': puts_(j, "\\t"); break;
+        case '"':
+            puts_(j, "\\\"");
+            break;
+        case '\\':
+            puts_(j, "\\\\");
+            break;
+        case '\b':
+            puts_(j, "\\b");
+            break;
+        case '\f':
+            puts_(j, "\\f");
+            break;
+        case '\n':
+            puts_(j, "\\n");
+            break;
+        case '\r':
+            puts_(j, "\\r");
+            break;
+        case '\t':
+            puts_(j, "\\t");
+            break;
         default:
             snprintf(e, sizeof e, "\\u%04x", c);
             puts_(j, e);
@@ -122,15 +137,19 @@ static void double_out(struct jr *j, double d)
         o[k++] = *c;
         if (*c != 'e') continue;
         c++;
-        if (*c == '-') o[k++] = *c++;
-        else if (*c == '+') c++;
-        while (*c == '0' && c[1]) c++;
-        while (*c && k < sizeof o - 3) o[k++] = *c++;
+        if (*c == '-')
+            o[k++] = *c++;
+        else if (*c == '+')
+            c++;
+        while (*c == '0' && c[1])
+            c++;
+        while (*c && k < sizeof o - 3)
+            o[k++] = *c++;
         break;
     }
     o[k] = 0;
-    if (strpbrk(o, ".en") == NULL) strcat(o, ".0");
     puts_(j, o);
+    if (strpbrk(o, ".en") == NULL) puts_(j, ".0");
 }
 
 /* DATE/DATETIME/TIMESTAMP/TIME in MySQL's packed 8-byte form: (hms or ymd<<17|hms) << 24
@@ -153,8 +172,8 @@ static void temporal_out(struct jr *j, uint8_t type, int64_t packed)
     if (type == 10)
         snprintf(b, sizeof b, "\"%04u-%02u-%02u\"", year, month, day);
     else
-        snprintf(b, sizeof b, "\"%04u-%02u-%02u %02u:%02u:%02u.%06u\"", year, month, day,
-                 hms >> 12, (hms >> 6) & 63, hms & 63, (unsigned)frac);
+        snprintf(b, sizeof b, "\"%04u-%02u-%02u %02u:%02u:%02u.%06u\"", year, month, day, hms >> 12,
+                 (hms >> 6) & 63, hms & 63, (unsigned)frac);
     puts_(j, b);
 }
 
@@ -181,8 +200,8 @@ static void opaque(struct jr *j, size_t at, size_t end)
     if (type == 246) { /* DECIMAL: precision, scale, the binary decimal */
         char t[100];
         size_t used;
-        if (len < 2 || ferry__my_bl_decimal_text(d + 2, len - 2, d[0], d[1], t, sizeof t,
-                                                 &used) != FERRY_OK) {
+        if (len < 2 ||
+            ferry__my_bl_decimal_text(d + 2, len - 2, d[0], d[1], t, sizeof t, &used) != FERRY_OK) {
             if (!j->bad) j->bad = "opaque decimal";
             return;
         }
@@ -224,8 +243,8 @@ static void container(struct jr *j, size_t at, size_t end, bool large, bool obj,
     if (!need(j, at, size, end, "container size")) return;
     size_t cend = at + size, ke = at + 2 * (size_t)w;
     size_t ve = ke + (obj ? (size_t)count * ((size_t)w + 2) : 0);
-    if (count > size || !need(j, ke, obj ? (size_t)count * ((size_t)w + 2) : 0, cend,
-                              "key entries") ||
+    if (count > size ||
+        !need(j, ke, obj ? (size_t)count * ((size_t)w + 2) : 0, cend, "key entries") ||
         !need(j, ve, (size_t)count * (1 + (size_t)w), cend, "value entries"))
         return;
     put(j, obj ? "{" : "[", 1);
@@ -255,12 +274,24 @@ static void int_out(struct jr *j, uint8_t t, const uint8_t *p)
 {
     char b[32];
     switch (t) {
-    case J_INT16: snprintf(b, sizeof b, "%d", (int16_t)le(p, 2)); break;
-    case J_UINT16: snprintf(b, sizeof b, "%u", (unsigned)le(p, 2)); break;
-    case J_INT32: snprintf(b, sizeof b, "%ld", (long)(int32_t)le(p, 4)); break;
-    case J_UINT32: snprintf(b, sizeof b, "%lu", (unsigned long)le(p, 4)); break;
-    case J_INT64: snprintf(b, sizeof b, "%lld", (long long)(int64_t)le(p, 8)); break;
-    default: snprintf(b, sizeof b, "%llu", (unsigned long long)le(p, 8)); break;
+    case J_INT16:
+        snprintf(b, sizeof b, "%d", (int16_t)le(p, 2));
+        break;
+    case J_UINT16:
+        snprintf(b, sizeof b, "%u", (unsigned)le(p, 2));
+        break;
+    case J_INT32:
+        snprintf(b, sizeof b, "%ld", (long)(int32_t)le(p, 4));
+        break;
+    case J_UINT32:
+        snprintf(b, sizeof b, "%lu", (unsigned long)le(p, 4));
+        break;
+    case J_INT64:
+        snprintf(b, sizeof b, "%lld", (long long)(int64_t)le(p, 8));
+        break;
+    default:
+        snprintf(b, sizeof b, "%llu", (unsigned long long)le(p, 8));
+        break;
     }
     puts_(j, b);
 }
@@ -316,7 +347,7 @@ int ferry__my_json_to_text(const uint8_t *p, size_t n, struct ferry_buf *out,
     struct jr j = {p, n, out, NULL};
     value(&j, p[0], 1, n, 0);
     if (j.bad)
-        return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                               "MySQL binary JSON: bad %s (%zu bytes)", j.bad, n);
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", "MySQL binary JSON: bad %s (%zu bytes)",
+                               j.bad, n);
     return FERRY_OK;
 }

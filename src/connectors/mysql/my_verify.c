@@ -264,7 +264,8 @@ static void count_row(struct myside *s, MYSQL_RES *res)
 {
     unsigned long *len = mysql_fetch_lengths(res);
     s->base.bytes += 7;
-    for (unsigned i = 0; i < mysql_num_fields(res); i++) s->base.bytes += 4 + (int64_t)len[i];
+    for (unsigned i = 0; i < mysql_num_fields(res); i++)
+        s->base.bytes += 4 + (int64_t)len[i];
 }
 
 static int my_digest_send(struct ferry_vside *base, const struct ferry_vrange *r,
@@ -316,8 +317,8 @@ static int collect(struct myside *s, MYSQL_RES *res, bool with_hash, struct ferr
         if (parts == NULL) return oom(err);
         for (int k = 0; k < t->n_key && rc == FERRY_OK; k++)
             if (row[k] != NULL)
-                rc = ferry__vcanon_key_text(t->cols[t->key[k]].type, row[k], len[k], &parts[k],
-                                            err);
+                rc =
+                    ferry__vcanon_key_text(t->cols[t->key[k]].type, row[k], len[k], &parts[k], err);
         int64_t h = with_hash && row[t->n_key] ? (int64_t)strtoull(row[t->n_key], NULL, 10) : 0;
         if (rc == FERRY_OK) rc = ferry__vrows_push(out, parts, h, err);
         if (rc != FERRY_OK) {
@@ -345,7 +346,8 @@ static int my_bounds(struct ferry_vside *base, const struct ferry_vrange *r, int
     if (rc != FERRY_OK) return oom(err);
     rc = range_cond(s, r, err);
     if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&s->sql, ") q WHERE `_ferry_rn` %% %" PRId64 " = 0 ORDER BY `_ferry_rn`",
+        rc = ferry_buf_printf(&s->sql,
+                              ") q WHERE `_ferry_rn` %% %" PRId64 " = 0 ORDER BY `_ferry_rn`",
                               step) == FERRY_OK
                  ? FERRY_OK
                  : oom(err);
@@ -431,7 +433,8 @@ static void my_close(struct ferry_vside *base)
     if (s->c) mysql_close(s->c);
     ferry__my_conn_free(&s->conn);
     if (s->data_type)
-        for (int i = 0; i < s->base.t->n_cols; i++) ferry_free(s->data_type[i]);
+        for (int i = 0; i < s->base.t->n_cols; i++)
+            ferry_free(s->data_type[i]);
     ferry_free(s->data_type);
     ferry_free(s->bits);
     ferry_free(s->db);
@@ -473,7 +476,7 @@ static int read_catalog(struct myside *s, struct ferry_error *err)
         for (int i = 0; i < t->n_cols && rc == FERRY_OK; i++)
             if (row[0] && strcmp(row[0], colname(t, i)) == 0 && s->data_type[i] == NULL) {
                 if ((s->data_type[i] = ferry_strdup(row[1] ? row[1] : "")) == NULL) rc = oom(err);
-                s->bits[i] = row[2] ? atoi(row[2]) : 0;
+                s->bits[i] = row[2] ? (int)strtol(row[2], NULL, 10) : 0;
             }
     }
     mysql_free_result(res);

@@ -818,8 +818,7 @@ static bool md5_key_type(enum ferry_type ty)
 {
     return ty == FERRY_TYPE_INT8 || ty == FERRY_TYPE_INT16 || ty == FERRY_TYPE_INT32 ||
            ty == FERRY_TYPE_INT64 || ty == FERRY_TYPE_UTF8 || ty == FERRY_TYPE_DECIMAL128 ||
-           ty == FERRY_TYPE_DATE32 ||
-           ty == FERRY_TYPE_TIMESTAMP_US || ty == FERRY_TYPE_UUID;
+           ty == FERRY_TYPE_DATE32 || ty == FERRY_TYPE_TIMESTAMP_US || ty == FERRY_TYPE_UUID;
 }
 
 /* Whether a pair with a MySQL side can have its digests computed by both servers on the

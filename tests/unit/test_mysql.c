@@ -148,10 +148,8 @@ static void test_auth_plugins(void **state)
     (void)state;
     MYSQL *m = mysql_init(NULL);
     assert_non_null(m);
-    assert_non_null(mysql_client_find_plugin(m, "caching_sha2_password",
-                                             AUTH_PLUGIN));
-    assert_non_null(
-        mysql_client_find_plugin(m, "sha256_password", AUTH_PLUGIN));
+    assert_non_null(mysql_client_find_plugin(m, "caching_sha2_password", AUTH_PLUGIN));
+    assert_non_null(mysql_client_find_plugin(m, "sha256_password", AUTH_PLUGIN));
     assert_null(mysql_client_find_plugin(m, "no_such_plugin", AUTH_PLUGIN));
     mysql_close(m);
     mysql_library_end();

@@ -498,7 +498,7 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
 }
 
 int ferry__my_bl_decimal_text(const uint8_t *p, size_t n, int precision, int scale, char *out,
-                               size_t cap, size_t *used)
+                              size_t cap, size_t *used)
 {
     struct rd r = {p, n, 0, NULL};
     struct ferry_my_bl_value v;

@@ -2537,7 +2537,7 @@ static int undecoded_event(struct stream *st, uint8_t type, struct ferry_error *
 {
     return ferry_error_set(err, FERRY_ESOURCE, "mysql",
                            WHAT ": table %s: binary log event type %u is not decoded (%s); the "
-                           "stream stops here",
+                                "stream stops here",
                            st->r->from, type,
                            type == 39 ? "a partial JSON update: set binlog_row_value_options = ''"
                                       : "a compressed event: set log_bin_compress = OFF");
@@ -2611,7 +2611,12 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
         return FERRY_OK;
     case 39:  /* MySQL: PARTIAL_UPDATE_ROWS_EVENT */
     case 165: /* MariaDB log_bin_compress: QUERY_COMPRESSED_EVENT, compressed rows events */
-    case 166: case 167: case 168: case 169: case 170: case 171:
+    case 166:
+    case 167:
+    case 168:
+    case 169:
+    case 170:
+    case 171:
         return undecoded_event(st, h.type, err);
     default:
         if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&

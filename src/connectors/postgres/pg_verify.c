@@ -149,8 +149,8 @@ static int md5_text_expr(struct ferry_buf *b, const struct ferry_vtable *t, int 
     case FERRY_TYPE_TIMESTAMP_US:
         return ferry_buf_printf(b, "to_char(%s::timestamp, 'YYYY-MM-DD HH24:MI:SS.US')", x);
     case FERRY_TYPE_TIMESTAMPTZ_US: /* the session's TimeZone is UTC */
-        return ferry_buf_printf(b, "to_char(%s::timestamptz::timestamp, 'YYYY-MM-DD HH24:MI:SS.US')",
-                                x);
+        return ferry_buf_printf(
+            b, "to_char(%s::timestamptz::timestamp, 'YYYY-MM-DD HH24:MI:SS.US')", x);
     case FERRY_TYPE_TIME64_US:
         return ferry_buf_printf(b, "to_char(%s::time, 'HH24:MI:SS.US')", x);
     case FERRY_TYPE_BINARY:

@@ -110,6 +110,9 @@ INSERT INTO vt SELECT g, g::bigint * 1000000007, g / 7.0, 'row ' || g || ' é', 
   TIME '00:00:00' + g * INTERVAL '1.5 second'
 FROM generate_series(1, 3000) g;
 INSERT INTO vt VALUES (0, NULL, NULL, '', NULL, NULL, NULL, '', NULL, NULL);
+CREATE TABLE tk (at timestamp, d date, v text, PRIMARY KEY (at, d));
+INSERT INTO tk SELECT TIMESTAMP '2024-01-01' + (g / 2) * INTERVAL '1.25 second', DATE '2001-01-01' + g % 2,
+  'v' || g FROM generate_series(1, 2500) g;
 SQL
 cat > c.yaml <<EOF
 version: 1
@@ -119,21 +122,30 @@ source:
   url: env:FERRY_PG_URL
   resources:
     - table: public.vt
+    - table: public.tk
 sink:
   type: mysql
   url: env:FERRY_MY_WRITER_URL
   write: append
 EOF
 expect_exit 0 ferry run c.yaml
-expect_exit 0 ferry verify c.yaml --json
+expect_exit 0 ferry verify c.yaml --resource public.vt --json
 [ "$(counts)" = "3001 3001 0 0 0" ] || fail "verify of an equal PostgreSQL -> MariaDB copy: $OUT"
 [ "$(res .dest_bytes)" -lt 4000 ] || fail "verify PostgreSQL -> MariaDB moved more than digests: $OUT"
 myq -e "UPDATE vt SET tm = '00:00:01' WHERE id = 6; DELETE FROM vt WHERE id = 2999"
-expect_exit 8 ferry verify c.yaml --json
+expect_exit 8 ferry verify c.yaml --resource public.vt --json
 [ "$(counts)" = "3001 3000 1 1 0" ] || fail "verify finds a changed time and a missing row in MariaDB: $OUT"
 [ "$(res '.missing.keys[0]') $(res '.different.keys[0]')" = "2999 6" ] ||
   fail "the missing and the different row named by key: $OUT"
 pass "verify PostgreSQL -> MariaDB (bool, uuid, time, bytea, timestamptz, numeric, text): digests in both servers; a changed value and a missing row found"
+# a (timestamp, date) key: split keys and range bounds travel as ferry's timestamp text
+expect_exit 0 ferry verify c.yaml --resource public.tk --json
+[ "$(counts)" = "2500 2500 0 0 0" ] && [ "$(res .dest_bytes)" -lt 30000 ] ||
+  fail "verify of an equal table with a (timestamp, date) key: $OUT"
+myq -e "UPDATE tk SET v = 'changed' WHERE v = 'v1001'"
+expect_exit 8 ferry verify c.yaml --resource public.tk --json
+[ "$(counts)" = "2500 2500 0 1 0" ] || fail "verify finds the changed row under a (timestamp, date) key: $OUT"
+pass "verify with a (timestamp, date) key into MariaDB: equal, then the changed row found"
 
 # ---- 4. MariaDB -> MariaDB -------------------------------------------------------------------
 myq -e "CREATE DATABASE copy; GRANT ALL ON copy.* TO 'ferry_writer'@'127.0.0.1'"

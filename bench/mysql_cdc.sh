@@ -134,8 +134,8 @@ echo "committing $CHANGES changes ($ins inserts, $upd updates, $del deletes) in 
 # the IO thread holds the whole log before the apply is timed
 target=$(myq -e "SHOW MASTER STATUS" | cut -f2)
 for _ in $(seq 1 6000); do
-  st=$(rq -e "SHOW SLAVE STATUS\G")
-  rp=$(printf '%s\n' "$st" | awk '/ Read_Master_Log_Pos:/ {print $2}')
+  st=$(mariadb --no-defaults -S "$RD/sock" -uroot -e "SHOW SLAVE STATUS\G") # (-N hides the names)
+  rp=$(printf '%s\n' "$st" | awk '$1 == "Read_Master_Log_Pos:" {print $2}')
   [ "$rp" = "$target" ] && break
   sleep 0.1
 done

@@ -12,7 +12,8 @@
 #   3. PostgreSQL -> MariaDB (bool, uuid, time, bytea, timestamptz, numeric, text as ferry's
 #      DDL writes them): equal, then a changed value and a missing row found;
 #   4. MariaDB -> MariaDB: equal, then one changed value found;
-#   5. a float column: the pair is read through ferry (lookup3) as before, and still equal.
+#   5. a float column: the pair is read through ferry (lookup3) as before, and still equal;
+#   6. --until-checkpoint with a MySQL incremental source: bounded by the saved cursor.
 # The source is read as the least-privilege `ferry_reader`.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
@@ -183,3 +184,30 @@ expect_exit 0 ferry verify e.yaml --json
 [ "$(counts)" = "2000 2000 0 0 0" ] || fail "verify of a float table: $OUT"
 [ "$(res .source_bytes)" -gt 20000 ] || fail "a float table is read through ferry (its bytes): $OUT"
 pass "verify of a float column: MySQL read through ferry (lookup3), equal"
+
+# ---- 6. --until-checkpoint with a MySQL source ----------------------------------------------
+myq -e "CREATE TABLE inc (id int PRIMARY KEY, up datetime(6) NOT NULL, v varchar(20));
+        INSERT INTO inc SELECT seq, '2024-01-01' + INTERVAL seq SECOND, CONCAT('v', seq) FROM seq_1_to_1500"
+cat > f.yaml <<EOF
+version: 1
+name: f
+source:
+  type: mysql
+  url: env:FERRY_MY_READER_URL
+  resources:
+    - table: inc
+      mode: incremental
+      cursor: [up]
+sink:
+  type: postgres
+  url: env:FERRY_PG_URL
+  write: append
+EOF
+expect_exit 0 ferry run f.yaml
+myq -e "INSERT INTO inc SELECT 1500 + seq, '2030-01-01' + INTERVAL seq SECOND, 'late' FROM seq_1_to_100"
+expect_exit 8 ferry verify f.yaml --json
+[ "$(counts)" = "1600 1500 100 0 0" ] || fail "rows added after the run are missing without --until-checkpoint: $OUT"
+expect_exit 0 ferry verify f.yaml --until-checkpoint --json
+[ "$(counts)" = "1500 1500 0 0 0" ] && [ "$(res .source_bytes)" -lt 4000 ] ||
+  fail "--until-checkpoint with a MySQL source: digests up to the saved cursor: $OUT"
+pass "verify --until-checkpoint with a MySQL source: the saved (cursor, key) bounds the digests in MySQL"

@@ -1677,6 +1677,38 @@ static int cdc_position_lost(struct src *s, const struct rel *r, uint32_t seq, c
 
 /* A first run: the consistent snapshot the copy shards read (kept by src_snapshot, which
  * the runner calls after planning), the binlog position it was taken at, and its GTIDs. */
+/* MySQL has no binlog_snapshot_file: the snapshot starts under a brief global read lock
+ * (FLUSH TABLES WITH READ LOCK, the RELOAD privilege), the log's end is read while no
+ * commit can happen, then the lock is released; the snapshot stays. Failpoint
+ * my_snapshot_lock (error) takes this path on MariaDB too (tests). */
+static int snapshot_with_lock(struct src *s, const struct rel *r, struct ferry_error *err)
+{
+    end_snapshot(s);
+    int rc = ferry__my_exec(s->c, "FLUSH TABLES WITH READ LOCK", FERRY_ESOURCE, WHAT, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err,
+                                  "%s: table %s: the server gives no binlog_snapshot_file, so the "
+                                  "snapshot's binary log position needs a brief global read "
+                                  "lock (grant RELOAD)",
+                                  s->conn.peer, r->from);
+    rc = begin_snapshot(s, err);
+    MYSQL_RES *res = NULL;
+    if (rc == FERRY_OK) rc = query(s, "SHOW MASTER STATUS", &res, r->from, err);
+    MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+    ferry_free(s->snapshot_id);
+    s->snapshot_id =
+        row && row[0] && row[1] ? ferry_asprintf("%s:%s", row[0], row[1]) : ferry_strdup("");
+    if (res) mysql_free_result(res);
+    struct ferry_error e;
+    int urc = ferry__my_exec(s->c, "UNLOCK TABLES", FERRY_ESOURCE, WHAT, &e);
+    if (rc == FERRY_OK && urc != FERRY_OK) {
+        *err = e;
+        rc = urc;
+    }
+    if (rc == FERRY_OK && s->snapshot_id == NULL) rc = nomem(err);
+    return rc;
+}
+
 static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_t cap,
                            int64_t *start, char **gtid, struct ferry_error *err)
 {
@@ -1687,6 +1719,9 @@ static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_
         ferry_free(s->snapshot_id);
         s->snapshot_id = snapshot_coordinates(s);
         if (s->snapshot_id == NULL) return nomem(err);
+        if (s->snapshot_id[0] == '\0' || FERRY_FAILPOINT("my_snapshot_lock") == FERRY_FP_ERROR)
+            rc = snapshot_with_lock(s, r, err);
+        if (rc != FERRY_OK) return rc;
         s->cdc_snapshot = true;
     }
     char *colon = strrchr(s->snapshot_id, ':');

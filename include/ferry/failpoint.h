@@ -14,7 +14,9 @@
  * after_sink_commit, before_checkpoint_save, after_checkpoint_save, after_bus_publish,
  * before_store_commit, before_slot_ack, after_policy_check (a served run's worker, between
  * its policy check and its connectors' connect; sleep only); by connectors: cdc_before_end (postgres and mysql cdc,
- * before the WAL / binlog position a run streams to is taken), files_sink_write, files_before_manifest,
+ * before the WAL / binlog position a run streams to is taken), my_snapshot_lock (mysql cdc, error:
+ * the first run's snapshot takes MySQL's FLUSH TABLES WITH READ LOCK path on MariaDB too;
+ * tests/e2e/mysql_snapshot_lock.sh), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,
  * files_after_switch, s3_after_switch (write: replace, after the data set manifest),
  * iceberg_upload_part (after each part of a multipart data file upload); by the

@@ -787,7 +787,14 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
     int rc;
     if (!source && !strcmp(type, "files"))
         return open_files_dest(cfg, r, outs, t, out, table_out, err);
-    if (!source && !strcmp(type, "mysql")) return open_mysql_dest(cfg, r, t, out, table_out, err);
+    if (!source && !strcmp(type, "mysql") && !t->text_md5)
+        return open_mysql_dest(cfg, r, t, out, table_out, err);
+    if (source && !strcmp(type, "mysql") && !t->text_md5) {
+        rc = ferry__vside_stream_open(p, r, t, what, out, err);
+        if (rc == FERRY_OK && (*table_out = ferry_asprintf("%s %s", type, r->table)) == NULL)
+            rc = oom(err);
+        return rc;
+    }
     /* a database side: the connector's chunk-digest slot */
     const struct ferry_source_vtable *sv = source ? ferry_source_find(type) : NULL;
     const struct ferry_sink_vtable *kv = source ? NULL : ferry_sink_find(type);
@@ -806,6 +813,37 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
 }
 
 /* ---- one resource --------------------------------------------------------------------- */
+
+static bool md5_key_type(enum ferry_type ty)
+{
+    return ty == FERRY_TYPE_INT8 || ty == FERRY_TYPE_INT16 || ty == FERRY_TYPE_INT32 ||
+           ty == FERRY_TYPE_INT64 || ty == FERRY_TYPE_UTF8 || ty == FERRY_TYPE_DECIMAL128 ||
+           ty == FERRY_TYPE_DATE32 || ty == FERRY_TYPE_TIMESTAMP_US || ty == FERRY_TYPE_UUID;
+}
+
+/* Whether a pair with a MySQL side can have its digests computed by both servers on the
+ * text_md5 form (verify.h): MySQL or PostgreSQL on both ends, every compared column with a
+ * text form both print alike (not floats, not json into jsonb, no hashed column), keys of
+ * types both order alike, no --repair (rows are then fetched through the mysql source).
+ * Otherwise a MySQL side is read through ferry and hashed in C (lookup3). */
+static bool use_text_md5(const struct ferry_pipeline_spec *p, const struct ferry_verify_opts *o,
+                         const struct ferry_vtable *t)
+{
+    const char *a = p->source_type, *b = p->sink_type;
+    if (a == NULL || b == NULL || o->repair) return false;
+    if (strcmp(a, "mysql") != 0 && strcmp(b, "mysql") != 0) return false;
+    if ((strcmp(a, "mysql") != 0 && strcmp(a, "postgres") != 0) ||
+        (strcmp(b, "mysql") != 0 && strcmp(b, "postgres") != 0))
+        return false;
+    for (int i = 0; i < t->n_cols; i++) {
+        const struct ferry_vcol *c = &t->cols[i];
+        if (c->how != FERRY_VHOW_PLAIN || c->type == FERRY_TYPE_FLOAT32 ||
+            c->type == FERRY_TYPE_FLOAT64 || (c->type == FERRY_TYPE_JSON && t->json_normalize))
+            return false;
+        if (c->key_pos > 0 && !md5_key_type(c->type)) return false;
+    }
+    return true;
+}
 
 static int discover(const struct ferry_pipeline_spec *p, const struct ferry_resource_spec *r,
                     struct ferry_schema **out, struct ferry_error *err)
@@ -1047,7 +1085,12 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
                               p->sink_type && !strcmp(p->sink_type, "postgres"),
                               until.col,
                               until.val,
-                              until.n};
+                              until.n,
+                              false};
+    if (use_text_md5(p, o, &st)) {
+        st.text_md5 = true;
+        st.byte_order_text = true; /* MySQL collations differ between tables and from "C" */
+    }
     struct ferry_vtable dt = st;
     dt.source = false;
     if (rc == FERRY_OK)

@@ -93,6 +93,11 @@ struct ferry_vtable {
     const int *until_col;
     char *const *until;
     int n_until;
+    /* The second canonical form, for pairs with a MySQL side (MySQL's SQL has no lookup3):
+     * row hash = the first 64 bits (big-endian) of MD5 over the row's canonical text, one
+     * piece per compared column, 'N' for NULL else 'V' <byte length> ':' <text>; texts in
+     * docs/internals/verify.md. Computed by my_verify.c and pg_verify.c only. */
+    bool text_md5;
 };
 
 /* A key: one normalized text per key column (NULL for a null part). */

@@ -3,7 +3,7 @@
 # plan time naming the setting; snapshot then stream of every type into PostgreSQL (merge),
 # compared column by column; several tables changed concurrently (inserts, updates,
 # deletes, a key update) while ferry streams, into PostgreSQL and SQLite (merge), set-equal
-# afterwards; a 50 000-row transaction with kill -9 in the middle, resumed: exact; the
+# afterwards; a 200 000-row transaction with kill -9 in the middle, resumed: exact; the
 # binary log purged past the saved position -> "resnapshot required"; positions carry the GTID
 # position and a stream whose saved file is gone resumes by GTID (MariaDB's
 # @slave_connect_state), also when nothing is new (the run ends at a heartbeat); server_id
@@ -37,8 +37,11 @@ case $OUT in *"binlog_row_image = FULL"*MINIMAL*) ;; *) fail "row image refused 
 myq -e "SET GLOBAL binlog_row_image = 'FULL'; SET GLOBAL binlog_format = 'STATEMENT'"
 expect_exit 2 ferry run bad.yaml
 case $OUT in *"binlog_format = ROW"*STATEMENT*) ;; *) fail "binlog format refused by name: $OUT" ;; esac
-myq -e "SET GLOBAL binlog_format = 'ROW'"
-pass "cdc refused at plan time naming binlog_row_image and binlog_format"
+myq -e "SET GLOBAL binlog_format = 'ROW'; SET GLOBAL log_bin_compress = ON"
+expect_exit 2 ferry run bad.yaml
+case $OUT in *"log_bin_compress = OFF"*ON*) ;; *) fail "compressed binlog events refused by name: $OUT" ;; esac
+myq -e "SET GLOBAL log_bin_compress = OFF"
+pass "cdc refused at plan time naming binlog_row_image, binlog_format and log_bin_compress"
 
 # ---- every type: snapshot then stream ----------------------------------------------------
 myq <<'SQL'
@@ -190,8 +193,8 @@ done
 [ "$(q lite.db 'SELECT count(*) FROM b')" = "$(myq -e 'SELECT COUNT(*) FROM b')" ] || fail "SQLite b count"
 pass "two tables changed concurrently (inserts, updates, deletes, key updates): PostgreSQL and SQLite equal to MariaDB"
 
-# ---- one 50 000-row transaction, kill -9 in the middle, resumed ---------------------------
-ROWS=${ROWS:-50000}
+# ---- one 200 000-row transaction, kill -9 in the middle, resumed --------------------------
+ROWS=${ROWS:-200000}
 myq -e "CREATE TABLE big (id bigint PRIMARY KEY, payload varchar(40), n int);
         INSERT INTO big SELECT seq, 'seed', seq FROM seq_1_to_1000"
 pipeline big_pg.yaml mybig_pg "$PG_SINK" big

@@ -497,6 +497,20 @@ static void read_value(struct rd *r, uint8_t type, uint16_t meta, struct ferry_m
     }
 }
 
+int ferry__my_bl_decimal_text(const uint8_t *p, size_t n, int precision, int scale, char *out,
+                              size_t cap, size_t *used)
+{
+    struct rd r = {p, n, 0, NULL};
+    struct ferry_my_bl_value v;
+    memset(&v, 0, sizeof v);
+    if (precision < 1 || precision > 65 || scale < 0 || scale > 30) return FERRY_EINVAL;
+    read_decimal(&r, (uint16_t)(precision << 8 | scale), &v);
+    if (r.bad || v.kind != FERRY_MY_BL_DECIMAL || strlen(v.text) + 1 > cap) return FERRY_EINVAL;
+    memcpy(out, v.text, strlen(v.text) + 1);
+    *used = r.off;
+    return FERRY_OK;
+}
+
 int ferry__my_bl_rows_table_id(const uint8_t *body, size_t n, uint64_t *table_id,
                                struct ferry_error *err)
 {

@@ -13,8 +13,8 @@
  *     `on_row_end`; values are decoded exactly (struct ferry_my_bl_value) and borrow the
  *     event's bytes. Signedness is not in the binary log (without binlog_row_metadata=FULL):
  *     integers come as the stored bits and the caller applies the column's signedness.
- * Not decoded: MySQL 8's binary JSON (type 245) is returned as FERRY_MY_BL_BYTES with
- * `mysql_json` set, for the caller to refuse (untested: no MySQL server in the suite). */
+ * MySQL 8's binary JSON (type 245) is returned as FERRY_MY_BL_BYTES with `mysql_json` set;
+ * my_json.h turns it into text. */
 #ifndef FERRY_MY_BINLOG_H
 #define FERRY_MY_BINLOG_H
 #include <stdbool.h>
@@ -121,6 +121,10 @@ int ferry__my_bl_rows_table_id(const uint8_t *body, size_t n, uint64_t *table_id
 int ferry__my_bl_rows(uint8_t type, const uint8_t *body, size_t n,
                       const struct ferry_my_bl_table *t, const struct ferry_my_bl_rows_cb *cb,
                       struct ferry_error *err);
+/* A NEWDECIMAL value (precision, scale) at p as exact text into out (cap bytes, NUL
+ * included); *used: its byte length. FERRY_EINVAL for bad metadata or bytes. */
+int ferry__my_bl_decimal_text(const uint8_t *p, size_t n, int precision, int scale, char *out,
+                              size_t cap, size_t *used);
 /* ROTATE: the next file's name and position. XID: the transaction id. */
 int ferry__my_bl_rotate(const uint8_t *body, size_t n, uint64_t *pos, char *file, size_t cap,
                         struct ferry_error *err);

@@ -67,4 +67,13 @@ struct ferry_table_info;
 int ferry__my_list_tables(MYSQL *m, const char *default_db, struct ferry_table_info **out, int *n,
                           char **default_schema, struct ferry_error *err);
 
+/* The verify_open slot of the mysql source and sink (my_verify.c): a side whose chunk
+ * digests MySQL computes, on verify's `text_md5` canonical form only. */
+struct ferry_resource_spec;
+struct ferry_vtable;
+struct ferry_vside;
+int ferry__my_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry_resource_spec *r,
+                          const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                          char **table_out, struct ferry_error *err);
+
 #endif

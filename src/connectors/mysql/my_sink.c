@@ -1125,4 +1125,5 @@ const struct ferry_sink_vtable ferry__mysql_sink = {
     .abort = sink_abort,
     .close = sink_close,
     .checkpoints = sink_checkpoints,
+    .verify_open = ferry__my_verify_open,
 };

@@ -42,6 +42,7 @@
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
+#include "connectors/mysql/my_json.h"
 #include "connectors/mysql/my_hub.h"
 #include "pipeline/schema_change.h"
 #include <mariadb_rpl.h>
@@ -1317,6 +1318,31 @@ static int cdc_setting_error(struct ferry_error *err, const char *table, const c
                            table, setting, want, peer, setting, value ? value : "NULL", setting);
 }
 
+/* Plan time: rows events the decoder reads. MariaDB's log_bin_compress writes compressed
+ * QUERY and rows events (types 165..171), MySQL's binlog_row_value_options = PARTIAL_JSON
+ * partial JSON updates (type 39); the stream refuses both (on_event), so the plan does
+ * first. A server without the setting (the other flavor) passes. */
+static int cdc_check_events(struct src *s, const char *table, struct ferry_error *err)
+{
+    MYSQL_RES *res = NULL;
+    int rc = query(s,
+                   "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin_compress', "
+                   "'binlog_row_value_options')",
+                   &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row;
+    while (rc == FERRY_OK && (row = mysql_fetch_row(res)) != NULL) {
+        if (row[0] == NULL || row[1] == NULL) continue;
+        if (!strcmp(row[0], "log_bin_compress") && strcasecmp(row[1], "OFF") != 0)
+            rc = cdc_setting_error(err, table, s->conn.peer, "log_bin_compress", row[1], "OFF");
+        else if (!strcmp(row[0], "binlog_row_value_options") && row[1][0] != '\0')
+            rc = cdc_setting_error(err, table, s->conn.peer, "binlog_row_value_options", row[1],
+                                   "''");
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
 /* Plan time: the binary log on, in ROW format with FULL row images. */
 static int cdc_check_server(struct src *s, const char *table, struct ferry_error *err)
 {
@@ -1335,7 +1361,7 @@ static int cdc_check_server(struct src *s, const char *table, struct ferry_error
     else if (row[2] == NULL || strcasecmp(row[2], "FULL") != 0)
         rc = cdc_setting_error(err, table, s->conn.peer, "binlog_row_image", row[2], "FULL");
     mysql_free_result(res);
-    return rc;
+    return rc == FERRY_OK ? cdc_check_events(s, table, err) : rc;
 }
 
 /* SHOW MASTER STATUS: the end of the log now. */
@@ -1651,6 +1677,38 @@ static int cdc_position_lost(struct src *s, const struct rel *r, uint32_t seq, c
 
 /* A first run: the consistent snapshot the copy shards read (kept by src_snapshot, which
  * the runner calls after planning), the binlog position it was taken at, and its GTIDs. */
+/* MySQL has no binlog_snapshot_file: the snapshot starts under a brief global read lock
+ * (FLUSH TABLES WITH READ LOCK, the RELOAD privilege), the log's end is read while no
+ * commit can happen, then the lock is released; the snapshot stays. Failpoint
+ * my_snapshot_lock (error) takes this path on MariaDB too (tests). */
+static int snapshot_with_lock(struct src *s, const struct rel *r, struct ferry_error *err)
+{
+    end_snapshot(s);
+    int rc = ferry__my_exec(s->c, "FLUSH TABLES WITH READ LOCK", FERRY_ESOURCE, WHAT, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err,
+                                  "%s: table %s: the server gives no binlog_snapshot_file, so the "
+                                  "snapshot's binary log position needs a brief global read "
+                                  "lock (grant RELOAD)",
+                                  s->conn.peer, r->from);
+    rc = begin_snapshot(s, err);
+    MYSQL_RES *res = NULL;
+    if (rc == FERRY_OK) rc = query(s, "SHOW MASTER STATUS", &res, r->from, err);
+    MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+    ferry_free(s->snapshot_id);
+    s->snapshot_id =
+        row && row[0] && row[1] ? ferry_asprintf("%s:%s", row[0], row[1]) : ferry_strdup("");
+    if (res) mysql_free_result(res);
+    struct ferry_error e;
+    int urc = ferry__my_exec(s->c, "UNLOCK TABLES", FERRY_ESOURCE, WHAT, &e);
+    if (rc == FERRY_OK && urc != FERRY_OK) {
+        *err = e;
+        rc = urc;
+    }
+    if (rc == FERRY_OK && s->snapshot_id == NULL) rc = nomem(err);
+    return rc;
+}
+
 static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_t cap,
                            int64_t *start, char **gtid, struct ferry_error *err)
 {
@@ -1661,6 +1719,9 @@ static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_
         ferry_free(s->snapshot_id);
         s->snapshot_id = snapshot_coordinates(s);
         if (s->snapshot_id == NULL) return nomem(err);
+        if (s->snapshot_id[0] == '\0' || FERRY_FAILPOINT("my_snapshot_lock") == FERRY_FP_ERROR)
+            rc = snapshot_with_lock(s, r, err);
+        if (rc != FERRY_OK) return rc;
         s->cdc_snapshot = true;
     }
     char *colon = strrchr(s->snapshot_id, ':');
@@ -2011,9 +2072,17 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
         return 0;
     }
     case FERRY_MY_BL_BYTES: {
-        if (v->mysql_json) {
-            *why = "MySQL's binary JSON in the binary log is not decoded yet";
+        if (v->mysql_json && !is(col->data_type, "json")) {
+            *why = "binary JSON (type 245) logged for a column that is not MySQL's JSON";
             return -1;
+        }
+        if (v->mysql_json) { /* MySQL 8: binary JSON, printed as MySQL prints it */
+            struct ferry_error jerr;
+            if (ferry__my_json_to_text(v->p, v->n, b, &jerr) != FERRY_OK) {
+                *why = "MySQL binary JSON that does not decode";
+                return -1;
+            }
+            return 0;
         }
         const uint8_t *p = v->p;
         size_t n = v->n;
@@ -2496,6 +2565,19 @@ static int map_columns(struct stream *st, struct ferry_error *err)
     return FERRY_OK;
 }
 
+/* An event the decoder does not read (partial JSON updates, compressed events): skipping
+ * it could lose rows or a DDL, so the stream stops naming the server setting (the plan
+ * checks them too: cdc_check_events). */
+static int undecoded_event(struct stream *st, uint8_t type, struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": table %s: binary log event type %u is not decoded (%s); the "
+                                "stream stops here",
+                           st->r->from, type,
+                           type == 39 ? "a partial JSON update: set binlog_row_value_options = ''"
+                                      : "a compressed event: set log_bin_compress = OFF");
+}
+
 /* One event (raw: header, body, the CRC trailer when st->crc); tm_phl: the TABLE_MAP
  * post-header length the format description gave. */
 static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
@@ -2562,6 +2644,15 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     case FERRY_MY_BL_HEARTBEAT:
         on_heartbeat(st, &h, body, body_n);
         return FERRY_OK;
+    case 39:  /* MySQL: PARTIAL_UPDATE_ROWS_EVENT */
+    case 165: /* MariaDB log_bin_compress: QUERY_COMPRESSED_EVENT, compressed rows events */
+    case 166:
+    case 167:
+    case 168:
+    case 169:
+    case 170:
+    case 171:
+        return undecoded_event(st, h.type, err);
     default:
         if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&
             h.type != FERRY_MY_BL_FORMAT_DESCRIPTION)
@@ -3009,4 +3100,5 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .use_snapshot = src_use_snapshot,
     .list_tables = src_list_tables,
     .cdc_ack = src_cdc_ack,
+    .verify_open = ferry__my_verify_open,
 };

@@ -136,11 +136,70 @@ static int value_expr(struct ferry_buf *b, const struct ferry_vtable *t, int i, 
     return rc;
 }
 
+/* verify.h's text_md5 form (pairs with a MySQL side, connectors/mysql/my_verify.c): the
+ * canonical text of column i, NULL when the value is. */
+static int md5_text_expr(struct ferry_buf *b, const struct ferry_vtable *t, int i, uint32_t oid,
+                         const char *x)
+{
+    switch (t->cols[i].type) {
+    case FERRY_TYPE_BOOL:
+        return ferry_buf_printf(b, "%s::int4::text", x);
+    case FERRY_TYPE_DATE32:
+        return ferry_buf_printf(b, "to_char(%s::date, 'YYYY-MM-DD')", x);
+    case FERRY_TYPE_TIMESTAMP_US:
+        return ferry_buf_printf(b, "to_char(%s::timestamp, 'YYYY-MM-DD HH24:MI:SS.US')", x);
+    case FERRY_TYPE_TIMESTAMPTZ_US: /* the session's TimeZone is UTC */
+        return ferry_buf_printf(
+            b, "to_char(%s::timestamptz::timestamp, 'YYYY-MM-DD HH24:MI:SS.US')", x);
+    case FERRY_TYPE_TIME64_US:
+        return ferry_buf_printf(b, "to_char(%s::time, 'HH24:MI:SS.US')", x);
+    case FERRY_TYPE_BINARY:
+        return ferry_buf_printf(b, "encode(%s::bytea, 'hex')", x);
+    default: /* ints, decimals, uuid, text, json: the text output */
+        if (oid == FERRY_PG_OID_BPCHAR)
+            return ferry_buf_printf(b, "convert_from(bpcharsend(%s), 'UTF8')", x);
+        return ferry_buf_printf(b, "%s::text", x);
+    }
+}
+
+/* ('x' || left(md5(piece || ...), 16))::bit(64)::int8, piece = 'N' for NULL, else
+ * 'V' || octet_length(text) || ':' || text */
+static int md5_row_expr(struct pgside *s, struct ferry_buf *b, struct ferry_error *err)
+{
+    const struct ferry_vtable *t = s->base.t;
+    struct ferry_buf q, tx;
+    ferry_buf_init(&q, 0);
+    ferry_buf_init(&tx, 0);
+    int rc = ferry_buf_printf(b, "('x' || left(md5(");
+    for (int i = 0; i < t->n_cols && rc == FERRY_OK; i++) {
+        ferry_buf_reset(&q);
+        ferry_buf_reset(&tx);
+        rc = ferry__pg_quote_ident(&q, colname(t, i), err);
+        if (rc == FERRY_OK) rc = ferry_buf_append(&q, "", 1);
+        if (rc == FERRY_OK) rc = md5_text_expr(&tx, t, i, s->oid[i], q.data);
+        if (rc == FERRY_OK)
+            rc = ferry_buf_printf(b, "%scoalesce('V' || octet_length(%s)::text || ':' || %s, 'N')",
+                                  i > 0 ? " || " : "", tx.data, tx.data);
+    }
+    if (rc == FERRY_OK) rc = ferry_buf_printf(b, "), 16))::bit(64)::int8");
+    ferry_buf_release(&q);
+    ferry_buf_release(&tx);
+    return rc;
+}
+
+static int key_exprs(struct pgside *s, struct ferry_error *err);
+
 static int build_exprs(struct pgside *s, struct ferry_error *err)
 {
     const struct ferry_vtable *t = s->base.t;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
+    if (t->text_md5) {
+        int rc = md5_row_expr(s, &b, err);
+        if (rc == FERRY_OK && (s->hash_expr = ferry_buf_take(&b)) == NULL) rc = oom(err);
+        ferry_buf_release(&b);
+        return rc == FERRY_OK ? key_exprs(s, err) : rc;
+    }
     int rc = ferry_buf_printf(&b, "hashint8extended(");
     for (int i = 0; i < t->n_cols && rc == FERRY_OK; i++) {
         if (i > 0) rc = ferry_buf_printf(&b, " # ");
@@ -154,6 +213,13 @@ static int build_exprs(struct pgside *s, struct ferry_error *err)
     if (rc == FERRY_OK) rc = ferry_buf_printf(&b, ", 0)");
     if (rc == FERRY_OK && (s->hash_expr = ferry_buf_take(&b)) == NULL) rc = oom(err);
     ferry_buf_release(&b);
+    return rc == FERRY_OK ? key_exprs(s, err) : rc;
+}
+
+static int key_exprs(struct pgside *s, struct ferry_error *err)
+{
+    const struct ferry_vtable *t = s->base.t;
+    int rc = FERRY_OK;
     struct ferry_buf kt, ko, tu;
     ferry_buf_init(&kt, 0);
     ferry_buf_init(&ko, 0);

@@ -38,6 +38,7 @@
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
 #include "ferry/digest.h"
+#include "ferry/failpoint.h"
 
 #define WHAT "postgres sink"
 /* COPY bytes handed to libpq at once. PQputCopyData copies them into its own buffer; with
@@ -1591,6 +1592,8 @@ static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b,
     if (b->length > 0) rc = write_rows(s, ti, b, false, crc, err);
     if (rc == FERRY_OK && b->position != NULL)
         rc = put_checkpoint(s, b->resource, b->shard, b->position, err);
+    /* Between the two commits: the previous batch's COMMIT in flight, this one's rows sent. */
+    if (rc == FERRY_OK) rc = ferry_failpoint_check("pg_sink_between_commits", err);
     if (rc == FERRY_OK) rc = settle(s, err); /* the previous batch is durable */
     if (rc == FERRY_OK && PQsendQuery(s->conn, "COMMIT") != 1)
         rc = ferry__pg_error(err, FERRY_ESINK, s->conn, NULL,
@@ -1605,6 +1608,7 @@ static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b,
     s->spare = c;
     s->swapped = !s->swapped;
     s->committing = true;
+    (void)FERRY_FAILPOINT("pg_sink_commit_sent"); /* crash: the COMMIT was sent, unanswered */
     return FERRY_OK;
 }
 

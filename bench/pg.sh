@@ -22,6 +22,8 @@
 #   FERRY_REV=label names the source tree in the results (default: git HEAD).
 #   OUT=pg-20261130-atcommit.md names the results file (default pg-<date>[-<rows>rows].md).
 #   QUICK=1 runs only a, b0, b and b" (no pgcopydb, pgloader, upsert).
+#   FSYNC=on runs the server with fsync, synchronous_commit and full_page_writes on (the
+#   throw-away server of tests/pg/pg.sh has them off): each commit then waits for the disk.
 #   PROFILE=1 also records `perf record -g` of one ferry append run (write it to results).
 # Upserts at the staging limit (issue 22): a table of UPSERT_ROWS rows (default 1000000, the
 # first rows of the source) upserted into a keyed destination prepared with three key mixes:
@@ -85,7 +87,11 @@ chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
-pg_start
+if [ "${FSYNC:-off}" = on ]; then
+  PG_CONF_EXTRA="$(printf "%s\n%s\n%s" "fsync = on" "synchronous_commit = on" "full_page_writes = on")" pg_start
+else
+  pg_start
+fi
 cd "$W"
 
 psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "batch/builder.h"
+#include "batch/pool.h"
 #include "bus/bus.h"
 #include "ferry/core.h"
 #include "ferry/digest.h"
@@ -465,6 +466,9 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         flow_free(&fr);
         return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
     }
+    /* The pool keeps what this flow's readers will take again: one batch each. */
+    long long pool_share = f->opts.bytes * fr.n_readers;
+    ferry__pool_reserve(pool_share);
 
     atomic_store(&fr.seq, f->seq_base);
     atomic_store(&fr.running, fr.n_readers);
@@ -476,6 +480,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         }
         if (i == 0) {
             flow_free(&fr);
+            ferry__pool_reserve(-pool_share);
             return ferry_error_set(err, FERRY_ENOMEM, "pipeline",
                                    "cannot start the source thread");
         }
@@ -571,5 +576,6 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         }
     }
     flow_free(&fr);
+    ferry__pool_reserve(-pool_share);
     return rc;
 }

@@ -58,7 +58,9 @@ SQL
 # candidates for smaller defaults instead (the defaults of the build under test first).
 # SET=overlap: the defaults and 2MiB/queue 2, each with overlap_commits false and true
 # (a third field: more sink keys).
-if [ "${SET:-}" = overlap ]; then
+if [ "${SET:-}" = defaults ]; then
+CONFIGS=("defaults of this build|")
+elif [ "${SET:-}" = overlap ]; then
 CONFIGS=(
   "defaults, overlap_commits: false||, overlap_commits: false"
   "defaults, overlap_commits: true||, overlap_commits: true"

@@ -1538,6 +1538,8 @@ static int settle(struct sink *s, struct ferry_error *err)
 {
     if (!s->committing) return s->lag_rc;
     s->committing = false;
+    struct ferry_error scratch; /* abort passes none; an error code must not read as OK */
+    if (err == NULL) err = &scratch;
     struct ferry_pg_guard g;
     ferry__pg_guard_begin(&g, s->spare, s->opts.io_timeout_ms);
     int rc = FERRY_OK;

@@ -8,6 +8,9 @@
 # batches (libraries, connections, state). Optional: PROFILE=1 `perf record -g` of one run
 # with the default settings (ferry's own samples, top self symbols).
 #   ROWS=1000000 REPS=2 [FERRY=path/to/ferry] [LABEL=text] [OUT=name.md] bash bench/memory.sh
+# MODE=incremental reads by a cursor (updated_at) instead; MODE=cdc runs twice per measurement
+# (write: merge): the snapshot copy, then an UPDATE of every row, then the run that streams it;
+# the peak is the larger of the two runs (each run's own is in the file).
 # Writes bench/results/memory-<date>[-LABEL].md. Never gates CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +54,30 @@ FROM generate_series(1, $ROWS) g;
 VACUUM ANALYZE public.orders;
 SQL
 
-# CONFIGS: "label|batch yaml" (empty yaml: the defaults)
+# CONFIGS: "label|batch yaml" (empty yaml: the defaults). SET=issue22 measures the
+# candidates for smaller defaults instead (the defaults of the build under test first).
+# SET=overlap: the defaults and 2MiB/queue 2, each with overlap_commits false and true
+# (a third field: more sink keys).
+if [ "${SET:-}" = defaults ]; then
+CONFIGS=("defaults of this build|")
+elif [ "${SET:-}" = overlap ]; then
+CONFIGS=(
+  "defaults, overlap_commits: false||, overlap_commits: false"
+  "defaults, overlap_commits: true||, overlap_commits: true"
+  "2MiB batches, queue 2, overlap_commits: false|batch: {bytes: 2MiB, queue: 2}|, overlap_commits: false"
+  "2MiB batches, queue 2, overlap_commits: true|batch: {bytes: 2MiB, queue: 2}|, overlap_commits: true"
+)
+elif [ "${SET:-}" = issue22 ]; then
+CONFIGS=(
+  "defaults of this build|"
+  "4MiB batches, queue 4|batch: {bytes: 4MiB, queue: 4}"
+  "2MiB batches, queue 2|batch: {bytes: 2MiB, queue: 2}"
+  "2MiB batches, queue 1|batch: {bytes: 2MiB, queue: 1}"
+  "1MiB batches, queue 4|batch: {bytes: 1MiB, queue: 4}"
+  "1MiB batches, queue 2|batch: {bytes: 1MiB, queue: 2}"
+  "baseline: 64KiB batches, queue 1|batch: {bytes: 64KiB, queue: 1}"
+)
+else
 CONFIGS=(
   "defaults (4MiB batches, queue 4)|"
   "queue 2|batch: {queue: 2}"
@@ -61,25 +87,47 @@ CONFIGS=(
   "1MiB batches, queue 2|batch: {bytes: 1MiB, queue: 2}"
   "baseline: 64KiB batches, queue 1|batch: {bytes: 64KiB, queue: 1}"
 )
-yaml() { # yaml FILE BATCH_YAML
+fi
+MODE=${MODE:-full}
+case $MODE in
+  full) RES_YAML="{table: public.orders, mode: full}" WRITE=append ;;
+  incremental) RES_YAML="{table: public.orders, mode: incremental, cursor: updated_at}" WRITE=append ;;
+  cdc) RES_YAML="{table: public.orders, mode: cdc}" WRITE=merge ;;
+  *) echo "memory.sh: MODE full|incremental|cdc" >&2; exit 2 ;;
+esac
+yaml() { # yaml FILE BATCH_YAML [SINK_EXTRA]
   cat > "$1" <<Y
 version: 1
 name: membench
-source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders, mode: full}]}
-sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append}
+source: {type: postgres, url: env:BENCH_SRC_URL, resources: [$RES_YAML]}
+sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: $WRITE${3:-}}
 $2
 Y
+}
+drop_slots() {
+  psql -qXAt -d src -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active" >/dev/null 2>&1 || true
 }
 one() { # one YAML -> "rss_kib wall_s cpu_s ferry_peak_mib" or "FAIL …"
   psql -qX -d dst -c "DROP TABLE IF EXISTS public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" >/dev/null 2>&1
   rm -f "$W"/state.db*
+  drop_slots
   if ! /usr/bin/time -f '%M %e %U %S' -o "$W/t" "$FERRY" run "$1" --fresh --state "$W/state.db" >"$W/out" 2>&1; then
     echo "FAIL $(tail -n1 "$W/out")"; return
   fi
-  local n
+  local n copy_rss=0
   n=$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")
   [ "$n" = "$ROWS" ] || { echo "FAIL $n rows arrived"; return; }
-  echo "$(awk '{printf "%s %s %.2f", $1, $2, $3 + $4}' "$W/t") $(grep -o 'peak memory [0-9.]*' "$W/out" | awk '{print $3}')"
+  if [ "$MODE" = cdc ]; then
+    copy_rss=$(cut -d' ' -f1 "$W/t")
+    psql -qX -d src -c "UPDATE public.orders SET quantity = quantity % 50 + 1" >/dev/null
+    if ! /usr/bin/time -f '%M %e %U %S' -o "$W/t" "$FERRY" run "$1" --state "$W/state.db" >"$W/out" 2>&1; then
+      echo "FAIL stream: $(tail -n1 "$W/out")"; return
+    fi
+    [ "$(psql -qXAt -d dst -c "SELECT sum(quantity) FROM public.orders")" = \
+      "$(psql -qXAt -d src -c "SELECT sum(quantity) FROM public.orders")" ] || { echo "FAIL the stream did not land"; return; }
+    echo "cdc copy peak $((copy_rss / 1024)) MiB, stream peak $(($(cut -d' ' -f1 "$W/t") / 1024)) MiB" >&2
+  fi
+  echo "$(awk -v c="$copy_rss" '{printf "%s %s %.2f", ($1 > c ? $1 : c), $2, $3 + $4}' "$W/t") $(grep -o 'peak memory [0-9.]*' "$W/out" | awk '{print $3}')"
 }
 declare -A RES
 LOADS=""
@@ -87,7 +135,10 @@ for round in $(seq 1 "$REPS"); do
   for i in "${!CONFIGS[@]}"; do
     c=${CONFIGS[$i]}
     echo "round $round/$REPS: ${c%%|*}" >&2
-    yaml "$W/p$i.yaml" "${c#*|}"
+    rest=${c#*|}
+    extra=""
+    case $rest in *"|"*) extra=${rest#*|}; rest=${rest%%|*} ;; esac
+    yaml "$W/p$i.yaml" "$rest" "$extra"
     LOADS="$LOADS $(cut -d' ' -f1 /proc/loadavg)"
     RES[$i]="${RES[$i]:-}$(one "$W/p$i.yaml");"
   done
@@ -104,7 +155,7 @@ fi
 mkdir -p "$FERRY_SRC/bench/results"
 out="$FERRY_SRC/bench/results/${OUT:-memory-$(date -u +%Y%m%d)${LABEL:+-$LABEL}.md}"
 {
-  echo "# Peak memory, PostgreSQL → PostgreSQL full copy ($(date -u +%Y-%m-%d)${LABEL:+, $LABEL})"
+  echo "# Peak memory, PostgreSQL → PostgreSQL $MODE ($(date -u +%Y-%m-%d)${LABEL:+, $LABEL})"
   echo
   echo "$ROWS rows of the orders-like table of bench/pg.sh, database \`src\` → database \`dst\` on one"
   echo "PostgreSQL 15 server; \`ferry run\`, write: append, per-batch durability, integrity on; each setting"

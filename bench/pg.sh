@@ -4,6 +4,8 @@
 # src; then, on the same data in one run, best of REPS wall times for
 #   a. psql COPY … TO STDOUT (FORMAT binary) | psql COPY … FROM STDIN (FORMAT binary)
 #   b. ferry postgres → postgres, write: append (integrity digest on), parallelism 1
+#   b0. ferry append per_apply with `overlap_commits: false` (one connection, each batch's
+#      COMMIT waited for before the next batch starts: the A/B of overlapped commits)
 #   b". the same with `durability: at_commit`: one destination transaction, like the pipe's
 #      single COPY; the source then reads without key order (docs/connectors.md)
 #   c. pgcopydb copy table-data
@@ -19,6 +21,9 @@
 #   in parallel).
 #   FERRY_REV=label names the source tree in the results (default: git HEAD).
 #   OUT=pg-20261130-atcommit.md names the results file (default pg-<date>[-<rows>rows].md).
+#   QUICK=1 runs only a, b0, b and b" (no pgcopydb, pgloader, upsert).
+#   FSYNC=on runs the server with fsync, synchronous_commit and full_page_writes on (the
+#   throw-away server of tests/pg/pg.sh has them off): each commit then waits for the disk.
 #   PROFILE=1 also records `perf record -g` of one ferry append run (write it to results).
 # Upserts at the staging limit (issue 22): a table of UPSERT_ROWS rows (default 1000000, the
 # first rows of the source) upserted into a keyed destination prepared with three key mixes:
@@ -82,7 +87,11 @@ chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
-pg_start
+if [ "${FSYNC:-off}" = on ]; then
+  PG_CONF_EXTRA="$(printf "%s\n%s\n%s" "fsync = on" "synchronous_commit = on" "full_page_writes = on")" pg_start
+else
+  pg_start
+fi
 cd "$W"
 
 psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
@@ -256,6 +265,9 @@ vacuum_up() { qd -c "VACUUM up.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE"
 if [ "$RUN_COPY" = 1 ]; then
 ferry_yaml "$W/append1.yaml" bench_append append public 1
 ferry_yaml "$W/append1c.yaml" bench_append_c append public 1 at_commit
+ferry_yaml "$W/append1s.yaml" bench_append_s append public 1
+echo "  overlap_commits: false" >> "$W/append1s.yaml"
+QUICK=${QUICK:-0}
 ferry_yaml "$W/upsert.yaml" bench_upsert upsert up 1
 ferry_yaml "$W/append2.yaml" bench_append2 append public 2
 echo "populating the keyed table dst.up.orders for e (COPY pipe, once)" >&2
@@ -265,8 +277,10 @@ measure keyed noop up.orders one_pipe up
 for round in $(seq 1 "$REPS"); do
   echo "round $round/$REPS: a. COPY pipe, b. ferry append (per_apply, at_commit), c. pgcopydb, d. pgloader, e. ferry upsert" >&2
   measure pipe fresh_dst public.orders one_pipe public
+  measure fs fresh_dst public.orders one_ferry "$W/append1s.yaml"
   measure f1 fresh_dst public.orders one_ferry "$W/append1.yaml"
   measure fc fresh_dst public.orders one_ferry "$W/append1c.yaml"
+  [ "$QUICK" = 1 ] && continue
   [ "$PAR2" = 1 ] && measure f2 fresh_dst public.orders one_ferry "$W/append2.yaml"
   measure pgc fresh_dst public.orders one_pgcopydb
   measure pgl fresh_dst public.orders one_pgloader
@@ -276,6 +290,7 @@ r_pipe=$(result pipe) v_pipe=$(note pipe) r_f1=$(result f1) v_f1=$(note f1)
 r_pgc=$(result pgc) v_pgc=$(note pgc) r_pgl=$(result pgl) v_pgl=$(note pgl)
 r_keyed=$(result keyed) v_keyed=$(note keyed) r_up=$(result up) v_up=$(note up)
 r_f2=$(result f2) v_f2=$(note f2) r_fc=$(result fc) v_fc=$(note fc)
+r_fs=$(result fs) v_fs=$(note fs)
 
 if [ "$PROFILE" = 1 ]; then
   # Two views of one ferry append run each: ferry's own samples (where the client spends its
@@ -346,6 +361,7 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
   echo "| tool | wall s | rows/s | MB/s | client peak RSS MiB | client CPU s | × COPY pipe | verified |"
   echo "|---|---|---|---|---|---|---|---|"
   row "a. psql COPY binary \\| psql COPY binary" "$r_pipe" "$v_pipe"
+  row "b0. ferry append, per_apply, overlap_commits: false (integrity on)" "$r_fs" "$v_fs"
   row "b. ferry append, parallelism 1 (integrity on)" "$r_f1" "$v_f1"
   row "b\". ferry append, durability at_commit, parallelism 1 (integrity on)" "$r_fc" "$v_fc"
   if [ "$PAR2" = 1 ]; then

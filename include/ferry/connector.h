@@ -331,6 +331,11 @@ struct ferry_sink_caps {
          * Infinity (0: any text) */
         int decimal_int_digits, decimal_frac_digits;
     } values;
+    /* Appended to ABI 1. per_apply durability with overlapped commits: when apply(N)
+     * returns, every batch applied before N is durable, and N becomes durable when the next
+     * apply(), settle() or commit() returns FERRY_OK (they report its failure). The flow
+     * records N as durable only then. Requires the settle slot. */
+    bool durable_after_next;
 };
 
 /* What the sink will write for one resource. */
@@ -421,6 +426,10 @@ struct ferry_sink_vtable {
     int (*group_begin)(void *ctx, struct ferry_error *err);
     int (*group_commit)(void *ctx, struct ferry_error *err);
     void (*group_abort)(void *ctx);
+    /* optional (required with caps.durable_after_next), appended to ABI 1: waits until every
+     * batch whose apply() returned is durable; FERRY_OK when they are. After a failed apply
+     * it still tells whether the batches before it are. */
+    int (*settle)(void *ctx, struct ferry_error *err);
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

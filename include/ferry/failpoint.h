@@ -18,6 +18,8 @@
  * the first run's snapshot takes MySQL's FLUSH TABLES WITH READ LOCK path on MariaDB too;
  * tests/e2e/mysql_snapshot_lock.sh), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,
+ * pg_sink_between_commits (overlapped commits: the previous batch's COMMIT in flight, the
+ * next batch's rows sent), pg_sink_commit_sent (a batch's COMMIT sent, unanswered),
  * files_after_switch, s3_after_switch (write: replace, after the data set manifest),
  * iceberg_upload_part (after each part of a multipart data file upload); by the
  * state store's SQLite VFS shim (store/fault_vfs.c, only registered when named here):

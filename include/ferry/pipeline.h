@@ -5,7 +5,7 @@
  *   source: {type: sample, ..., resources: [{table: orders, mode: full}]}
  *   sink:   {type: sqlite, path: out/demo.db, write: append}
  *   transforms: [{resource: orders, column: email, hash: sha256}]
- *   batch:  {rows: 50000, bytes: 4MiB, flush_after: 1s, queue: 4}
+ *   batch:  {rows: 50000, bytes: 2MiB, flush_after: 1s, queue: 2}
  *
  * ferry_pipeline_load() checks the keys the engine owns (everything but the connector
  * sections, which connectors read when opened) and computes the version hash: SHA-256
@@ -36,9 +36,9 @@ struct ferry_retry_policy {
 
 struct ferry_batch_opts {
     int64_t rows;           /* default 50000 */
-    int64_t bytes;          /* default 4 MiB */
+    int64_t bytes;          /* default 2 MiB */
     int64_t flush_after_ms; /* default 1000 */
-    int64_t queue;          /* ready batches waiting for the writer, default 4 */
+    int64_t queue;          /* ready batches waiting for the writer, default 2 */
 };
 
 struct ferry_transform_spec {

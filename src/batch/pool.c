@@ -18,6 +18,21 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct slot slots[FERRY_POOL_SLOTS];
 static int n_slots;
 static size_t pooled_bytes;
+static long long reserved; /* flows' shares (ferry__pool_reserve) */
+
+/* The byte bound now (under the lock). */
+static size_t bound(void)
+{
+    return reserved > 0 && (size_t)reserved < FERRY_POOL_BYTES ? (size_t)reserved
+                                                                : FERRY_POOL_BYTES;
+}
+
+void ferry__pool_reserve(long long delta)
+{
+    pthread_mutex_lock(&lock);
+    reserved += delta;
+    pthread_mutex_unlock(&lock);
+}
 
 /* A request rounded up to its size class: 8 classes per doubling (at most 12.5 % more),
  * so that the slightly different sizes of consecutive batches share buffers. */
@@ -68,7 +83,12 @@ void ferry__pool_put(void *p)
     void *evicted[FERRY_POOL_SLOTS];
     int n_evicted = 0;
     pthread_mutex_lock(&lock);
-    while (n_slots == FERRY_POOL_SLOTS || pooled_bytes + cap > FERRY_POOL_BYTES) {
+    if (cap > bound()) {
+        pthread_mutex_unlock(&lock);
+        ferry_free(p);
+        return;
+    }
+    while (n_slots == FERRY_POOL_SLOTS || pooled_bytes + cap > bound()) {
         evicted[n_evicted++] = slots[0].p;
         pooled_bytes -= slots[0].cap;
         memmove(&slots[0], &slots[1], (size_t)(n_slots - 1) * sizeof *slots);

@@ -6,7 +6,9 @@
  * and a heap that does not fragment across the reader and writer threads.
  *
  * Process-wide and thread-safe: one mutex, taken once per buffer, never per row. Keeps at
- * most FERRY_POOL_SLOTS buffers and FERRY_POOL_BYTES bytes, the most recently released
+ * most FERRY_POOL_SLOTS buffers and FERRY_POOL_BYTES bytes, or while flows run the bytes
+ * they reserved (one batch per reader each: what the next batches take), if less; the
+ * most recently released
  * (docs/pipeline-file.md counts them in the peak memory); a buffer under FERRY_POOL_MIN
  * bytes or over FERRY_POOL_BYTES is freed. A buffer's size is what the allocator says it
  * holds (malloc_usable_size), never what a caller claims. */
@@ -26,6 +28,11 @@
 void *ferry__pool_get(size_t need, size_t *cap);
 /* Takes p (a ferry_malloc'd buffer, or NULL): pooled, or freed. */
 void ferry__pool_put(void *p);
+/* A running flow reserves (delta > 0) and at its end returns (delta < 0) its share of the
+ * pool's bound: with anything reserved the pool keeps at most the reserved bytes (and never
+ * more than FERRY_POOL_BYTES), so that a writer ahead of its reader does not park more
+ * released batches than the readers will take. */
+void ferry__pool_reserve(long long delta);
 /* Frees every pooled buffer (tests; a process may also just exit). */
 void ferry__pool_drain(void);
 /* Buffers and bytes pooled now. */

@@ -510,9 +510,10 @@ static int load_batch(struct ferry_pipeline_spec *p, struct ferry_error *err)
 {
     struct ferry_batch_opts *b = &p->batch;
     b->rows = 50000;
-    b->bytes = (int64_t)4 << 20;
+    /* 2 MiB batches, 2 queued: a PG -> PG copy peaks near 30 MiB (docs/pipeline-file.md) */
+    b->bytes = (int64_t)2 << 20;
     b->flush_after_ms = 1000;
-    b->queue = 4;
+    b->queue = 2;
     struct ferry_cfg *map;
     int rc = section(p->root, "batch", false, FERRY_CFG_MAP, &map, err);
     if (rc || map == NULL) return rc;

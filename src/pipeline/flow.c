@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "batch/builder.h"
+#include "batch/pool.h"
 #include "bus/bus.h"
 #include "checkpoint/position.h"
 #include "ferry/core.h"
@@ -286,6 +287,56 @@ static void flip_one_bit(struct ferry_batch *b)
     if (b->length > 0) b->ops[b->offset] ^= 0x01;
 }
 
+/* What a written batch leaves to record: its batch.written event (which moves the
+ * checkpoint), the verified events and the counts. A sink with caps.durable_after_next
+ * makes batch N durable only when its next apply (or settle) returns: the writer holds N's
+ * record until then, so no checkpoint is saved as durable before the sink's data is. */
+struct written {
+    bool held;
+    struct ferry_buf event; /* batch.written payload */
+    char verified[96], encoded[96];
+    int64_t rows, bytes;
+};
+
+static int batch_event(struct flow_run *fr, const char *type, const char *payload,
+                       struct ferry_error *err);
+
+/* Records w's events (held by a commit group's member until its commit: batch_event). */
+static int record_written(struct flow_run *fr, struct written *w, struct ferry_error *err)
+{
+    struct ferry_flow *f = fr->f;
+    if (!w->held) return FERRY_OK;
+    w->held = false;
+    int rc = batch_event(fr, FERRY_EV_BATCH_WRITTEN, w->event.data ? w->event.data : "{}", err);
+    if (rc == FERRY_OK) rc = batch_event(fr, FERRY_EV_BATCH_VERIFIED, w->verified, err);
+    if (rc == FERRY_OK && w->encoded[0])
+        rc = batch_event(fr, FERRY_EV_BATCH_ENCODED_VERIFIED, w->encoded, err);
+    if (rc != FERRY_OK) return rc;
+    atomic_fetch_add(&f->rows_written, w->rows);
+    atomic_fetch_add(&f->bytes_written, w->bytes);
+    atomic_fetch_add(&f->batches_written, 1);
+    return FERRY_OK;
+}
+
+/* After the last apply (or a failed one): the held record once the sink says the batch is
+ * durable. A sink that cannot say so fails a flow that had not failed yet. */
+static int settle_written(struct flow_run *fr, struct written *w, int rc, struct ferry_error *err)
+{
+    struct ferry_flow *f = fr->f;
+    struct ferry_error scratch;
+    struct ferry_error *e = rc == FERRY_OK ? err : &scratch;
+    if (w->held) {
+        if (f->sink_lock) pthread_mutex_lock(f->sink_lock);
+        int src = f->sink_vt->settle ? f->sink_vt->settle(f->sink_ctx, e) : FERRY_OK;
+        if (f->sink_lock) pthread_mutex_unlock(f->sink_lock);
+        if (src == FERRY_OK) src = record_written(fr, w, e);
+        if (src != FERRY_OK && rc == FERRY_OK)
+            rc = ferry_error_prefix(err, "resource %s: the last batch", f->spec->table);
+    }
+    ferry_buf_release(&w->event);
+    return rc;
+}
+
 /* Publishes a batch event now, or (commit group) holds it until the group's commit. A held
  * batch.written is checked when it is published (release_held). */
 static int batch_event(struct flow_run *fr, const char *type, const char *payload,
@@ -341,7 +392,8 @@ static int sink_apply(struct ferry_flow *f, struct ferry_batch *b, struct ferry_
     return rc;
 }
 
-static int write_one(struct flow_run *fr, struct ferry_batch *b, struct ferry_error *err)
+static int write_one(struct flow_run *fr, struct ferry_batch *b, struct written *w,
+                     struct ferry_error *err)
 {
     struct ferry_flow *f = fr->f;
     const char *res = f->spec->table;
@@ -380,43 +432,46 @@ static int write_one(struct flow_run *fr, struct ferry_batch *b, struct ferry_er
                                "resource %s batch %" PRIu64 ": the %s sink advertises encoded "
                                "integrity but returned no encoded CRC",
                                res, b->seq, f->sink_vt->name);
+    /* The previous batch (held) is durable now that this apply returned. */
+    rc = record_written(fr, w, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     int fp = FERRY_FAILPOINT("after_sink_apply");
     if (fp == FERRY_FP_ERROR)
         return ferry_error_set(err, FERRY_EFAILPOINT, "failpoint",
                                "resource %s batch %" PRIu64 ": failpoint after_sink_apply", res,
                                b->seq);
 
-    struct ferry_buf pb;
-    ferry_buf_init(&pb, 0);
-    ferry_buf_printf(&pb,
+    struct ferry_buf *pb = &w->event;
+    ferry_buf_reset(pb);
+    ferry_buf_printf(pb,
                      "{\"seq\":%" PRIu64 ",\"rows\":%" PRId64 ",\"bytes\":%" PRId64
                      ",\"shard\":%d,\"durable\":%s,\"crc\":%u,\"position\":%s,\"uri\":",
                      b->seq, r.rows, r.bytes, b->shard,
                      f->caps.durability == FERRY_DURABLE_PER_APPLY ? "true" : "false", b->digest,
                      b->position ? b->position : "null");
-    ferry_buf_json_string(&pb, r.uri, strlen(r.uri));
-    ferry_convert_json(f->convert, false, &pb); /* on_unrepresentable: this batch's counts */
-    ferry_buf_append(&pb, "}", 1);
-    rc = batch_event(fr, FERRY_EV_BATCH_WRITTEN, pb.data ? pb.data : "{}", err);
-    ferry_buf_release(&pb);
+    ferry_buf_json_string(pb, r.uri, strlen(r.uri));
+    ferry_convert_json(f->convert, false, pb); /* on_unrepresentable: this batch's counts */
+    ferry_buf_append(pb, "}", 1);
+    snprintf(w->verified, sizeof w->verified, "{\"seq\":%" PRIu64 ",\"crc\":%u}", b->seq,
+             b->digest);
+    w->encoded[0] = '\0';
+    if (r.has_encoded_crc)
+        snprintf(w->encoded, sizeof w->encoded, "{\"seq\":%" PRIu64 ",\"encoded_crc\":%u}",
+                 b->seq, r.encoded_crc);
+    w->rows = r.rows;
+    w->bytes = r.bytes;
+    w->held = true;
+    /* Durable after the next apply: held until then. A commit group's member records at once
+     * (its events wait for the group's commit instead, batch_event). */
+    if (f->group == NULL && f->caps.durable_after_next) return FERRY_OK;
+    rc = record_written(fr, w, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
-    snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"crc\":%u}", b->seq, b->digest);
-    rc = batch_event(fr, FERRY_EV_BATCH_VERIFIED, payload, err);
-    if (rc == FERRY_OK && r.has_encoded_crc) {
-        snprintf(payload, sizeof payload, "{\"seq\":%" PRIu64 ",\"encoded_crc\":%u}", b->seq,
-                 r.encoded_crc);
-        rc = batch_event(fr, FERRY_EV_BATCH_ENCODED_VERIFIED, payload, err);
-    }
     /* a cut: the group's transaction commits once every table of the log reached it */
-    if (rc == FERRY_OK && f->group != NULL && b->group_cut) {
+    if (f->group != NULL && b->group_cut) {
         rc = ferry_commit_group_arrive(f->group, err);
         if (rc == FERRY_OK) rc = release_held(fr, true, err);
     }
-    if (rc != FERRY_OK) return rc;
-    atomic_fetch_add(&f->rows_written, r.rows);
-    atomic_fetch_add(&f->bytes_written, r.bytes);
-    atomic_fetch_add(&f->batches_written, 1);
-    return FERRY_OK;
+    return rc;
 }
 
 /* A commit group's member at the flow's end: a clean end waits for the commit of what it
@@ -504,6 +559,9 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         flow_free(&fr);
         return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
     }
+    /* The pool keeps what this flow's readers will take again: one batch each. */
+    long long pool_share = f->opts.bytes * fr.n_readers;
+    ferry__pool_reserve(pool_share);
 
     atomic_store(&fr.seq, f->seq_base);
     atomic_store(&fr.running, fr.n_readers);
@@ -515,6 +573,7 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
         }
         if (i == 0) {
             flow_free(&fr);
+            ferry__pool_reserve(-pool_share);
             return ferry_error_set(err, FERRY_ENOMEM, "pipeline",
                                    "cannot start the source thread");
         }
@@ -545,6 +604,9 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
 
     int rc = FERRY_OK;
     bool stopped_source = false;
+    struct written w;
+    memset(&w, 0, sizeof w);
+    ferry_buf_init(&w.event, 0);
     struct ferry_batch *b;
     while ((b = ferry_queue_pop(fr.write)) != NULL) {
         if (atomic_load(f->stop) == FERRY_ECANCELED && !atomic_load(&fr.reader_stopped)) {
@@ -554,12 +616,13 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
             break;
         }
         rc = ferry_convert_apply(f->convert, &b, err);
-        if (rc == FERRY_OK) rc = write_one(&fr, b, err);
+        if (rc == FERRY_OK) rc = write_one(&fr, b, &w, err);
         ferry_batch_unref(b);
         if (rc != FERRY_OK) break;
         atomic_store(&f->queue_depth, ferry_queue_length(fr.ready));
         note_waits(&fr);
     }
+    rc = settle_written(&fr, &w, rc, err);
     if (rc != FERRY_OK) {
         /* Stop the other stages: nothing after a failed write may be applied. The readers
          * hear it through *stop at their next row (they may be reading, not pushing). */
@@ -607,5 +670,6 @@ int ferry_flow_run(struct ferry_flow *f, struct ferry_error *err)
     }
     if (f->group != NULL) rc = group_end(&fr, rc, err);
     flow_free(&fr);
+    ferry__pool_reserve(-pool_share);
     return rc;
 }

@@ -53,6 +53,8 @@ struct fake_sink {
     uint64_t fail_seq;      /* fail apply of this batch (0: never) */
     atomic_int calls;
     atomic_int applied; /* applies that returned FERRY_OK */
+    int settle_calls;   /* caps.durable_after_next: settle() calls, and what they return */
+    int settle_rc;
     struct sink_batch *batches;
     int n_batches, cap;
     int64_t *keys; /* column 0 of each row, -1 for null */
@@ -111,10 +113,19 @@ static void sink_records_free(struct fake_sink *s)
     free(s->shards);
 }
 
+static int sink_settle(void *ctx, struct ferry_error *err)
+{
+    struct fake_sink *s = ctx;
+    s->settle_calls++;
+    if (s->settle_rc == FERRY_OK) return FERRY_OK;
+    return ferry_error_set(err, s->settle_rc, "fake", "fake sink: the last commit failed");
+}
+
 static const struct ferry_sink_vtable fake_sink_vt = {
     .abi = FERRY_CONNECTOR_ABI,
     .name = "fake",
     .apply = sink_apply,
+    .settle = sink_settle,
 };
 
 /* ---- fake source: rows k = 1..rows[shard] of (k int64, shard int32, label utf8) ----
@@ -914,6 +925,71 @@ static void test_written_events_at_commit_sink(void **state)
     assert_written_events(x, false);
 }
 
+/* A sink whose batch N is durable only when apply(N+1) or settle() returned: every batch
+ * is recorded once, after that; settle is called once, after the last apply. */
+static void test_durable_after_next_records_every_batch(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->src.rows[0] = 35;
+    run_ok(x);
+    assert_int_equal(x->sink.n_batches, 4);
+    assert_int_equal(x->sink.settle_calls, 1);
+    assert_written_events(x, true);
+}
+
+/* The last batch's commit fails (settle): the run fails and that batch is never recorded. */
+static void test_durable_after_next_failed_settle(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->src.rows[0] = 35;
+    x->sink.settle_rc = FERRY_ESINK;
+    assert_int_equal(run(x), FERRY_ESINK);
+    assert_contains(x->err.message, "resource orders: the last batch");
+    assert_contains(x->err.message, "fake sink: the last commit failed");
+    struct events e = read_events(x);
+    assert_int_equal(count_type(&e, FERRY_EV_BATCH_WRITTEN), 3);
+    json_t *j = find_event(&e, FERRY_EV_BATCH_WRITTEN, 4);
+    assert_null(j);
+    events_free(&e);
+}
+
+/* apply(3) fails: batch 1 was recorded when apply(2) returned, batch 2 only if settle says
+ * it is durable. */
+static void test_durable_after_next_failed_apply(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->src.rows[0] = 5000;
+    x->sink.fail_seq = 3;
+    assert_int_equal(run(x), FERRY_ESINK);
+    assert_string_equal(x->err.message, "resource orders batch 3: fake sink: disk on fire");
+    assert_int_equal(x->sink.settle_calls, 1);
+    struct events e = read_events(x);
+    assert_int_equal(count_type(&e, FERRY_EV_BATCH_WRITTEN), 2);
+    events_free(&e);
+
+}
+
+static void test_durable_after_next_failed_apply_and_settle(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->src.rows[0] = 5000;
+    x->sink.fail_seq = 3;
+    x->sink.settle_rc = FERRY_ESINK;
+    assert_int_equal(run(x), FERRY_ESINK);
+    /* the apply's error is the run's, not the settle's */
+    assert_string_equal(x->err.message, "resource orders batch 3: fake sink: disk on fire");
+    struct events e = read_events(x);
+    assert_int_equal(count_type(&e, FERRY_EV_BATCH_WRITTEN), 1);
+    json_t *j = find_event(&e, FERRY_EV_BATCH_WRITTEN, 1);
+    assert_non_null(j);
+    json_decref(j);
+    events_free(&e);
+}
+
 /* ---- transforms ---- */
 
 static void test_transform_stage_runs(void **state)
@@ -1268,6 +1344,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_row_once_in_order_across_shards, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_resume_positions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_after_next_records_every_batch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_durable_after_next_failed_settle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_after_next_failed_apply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_after_next_failed_apply_and_settle, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_backpressure_bounds_batches_alive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause_drains_accepted_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause_mid_batch_flushes_the_partial_batch, setup,

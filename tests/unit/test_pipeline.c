@@ -110,9 +110,9 @@ static void test_demo_loads(void **state)
     assert_int_equal(p->n_transforms, 0);
     assert_null(p->transforms);
     assert_int_equal(p->batch.rows, 50000);
-    assert_int_equal(p->batch.bytes, 4 << 20);
+    assert_int_equal(p->batch.bytes, 2 << 20);
     assert_int_equal(p->batch.flush_after_ms, 1000);
-    assert_int_equal(p->batch.queue, 4);
+    assert_int_equal(p->batch.queue, 2);
     assert_null(p->verify);
     assert_int_equal(strlen(p->version), 64);
     for (int i = 0; i < 64; i++) assert_non_null(strchr("0123456789abcdef", p->version[i]));
@@ -597,9 +597,9 @@ static void test_batch(void **state)
     text = with("", "", "", "batch: {rows: 7}\n");
     p = load(text);
     assert_int_equal(p->batch.rows, 7);
-    assert_int_equal(p->batch.bytes, 4 << 20);
+    assert_int_equal(p->batch.bytes, 2 << 20);
     assert_int_equal(p->batch.flush_after_ms, 1000);
-    assert_int_equal(p->batch.queue, 4);
+    assert_int_equal(p->batch.queue, 2);
     ferry_pipeline_free(p);
     ferry_free(text);
 

@@ -87,6 +87,28 @@ static void test_bounds_hold(void **state)
     assert_int_equal(bytes, 0);
 }
 
+/* While flows have reserved less than FERRY_POOL_BYTES, that is the bound; a buffer larger
+ * than it is freed; when they return their shares the full bound is back. */
+static void test_flows_reservation_bounds_the_pool(void **state)
+{
+    reset(state);
+    size_t cap = 0, bytes = 0;
+    void *held[8];
+    ferry__pool_reserve(1 << 20);
+    for (int i = 0; i < 8; i++) held[i] = ferry__pool_get(256 << 10, &cap);
+    for (int i = 0; i < 8; i++) ferry__pool_put(held[i]);
+    int n = pooled(&bytes); /* 256 KiB each, plus the allocator's rounding */
+    assert_true(n >= 3 && n <= 4);
+    assert_true(bytes <= (size_t)1 << 20);
+    ferry__pool_put(ferry__pool_get((1 << 20) + (64 << 10), &cap)); /* over the share: freed */
+    assert_int_equal(pooled(NULL), n);
+    ferry__pool_reserve(-(1 << 20));
+    for (int i = 0; i < 8; i++) held[i] = ferry__pool_get(256 << 10, &cap);
+    for (int i = 0; i < 8; i++) ferry__pool_put(held[i]);
+    assert_int_equal(pooled(&bytes), 8);
+    ferry__pool_drain();
+}
+
 struct kept {
     struct ferry_batch *b[8];
     int n;
@@ -180,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_small_buffers_are_not_pooled),
         cmocka_unit_test(test_a_pooled_buffer_serves_what_it_fits),
         cmocka_unit_test(test_bounds_hold),
+        cmocka_unit_test(test_flows_reservation_bounds_the_pool),
         cmocka_unit_test(test_the_next_batch_reuses_a_released_one),
         cmocka_unit_test(test_two_threads),
     };

@@ -17,7 +17,9 @@
  * rows ran in order.
  *
  * Transactions. per_apply: every apply() is one transaction (rows + checkpoint), so what
- * apply returned is committed. at_commit: one transaction from begin() to commit(). replace
+ * apply returned is committed; append batches overlap their commits (`overlap_commits`,
+ * apply_overlapped: what apply returned is committed once the next apply, settle or commit
+ * returns). at_commit: one transaction from begin() to commit(). replace
  * reports at_commit durability: at commit, one transaction adds the key to the staging
  * table, drops the old table and renames the staging one, so readers see the old table or
  * the new one, and a failed run keeps the old one.
@@ -36,6 +38,7 @@
 #include "ferry/connector.h"
 #include "ferry/crc32c.h"
 #include "ferry/digest.h"
+#include "ferry/failpoint.h"
 
 #define WHAT "postgres sink"
 /* COPY bytes handed to libpq at once. PQputCopyData copies them into its own buffer; with
@@ -48,7 +51,7 @@
 
 static const char *const sink_tuning_keys[] = {
     "durability", "connect_timeout", "statement_timeout", "idle_timeout", "keepalives_idle",
-    "io_timeout", NULL};
+    "io_timeout", "overlap_commits", NULL};
 static const char *const durability_words[] = {"per_apply", "at_commit", NULL};
 
 struct target {
@@ -97,6 +100,15 @@ struct sink {
     int streaming;
     struct pending_checkpoint *pending;
     int n_pending, cap_pending;
+    /* Overlapped commits (apply_overlapped): `spare` is the second connection. While
+     * `committing`, the COMMIT sent on it is not answered yet (of a batch into `lag_table`);
+     * `lag_rc` is the last answer's outcome. `swapped`: conn is the second connection, not
+     * the one begin() set up (with the session's temporary tables). */
+    bool overlap;
+    PGconn *spare;
+    bool committing, swapped;
+    int lag_rc;
+    char lag_table[160];
 };
 
 struct pending_checkpoint {
@@ -148,6 +160,7 @@ static void sink_close(void *ctx)
     drop_pending(s);
     ferry_free(s->pending);
     if (s->conn) PQfinish(s->conn);
+    if (s->spare) PQfinish(s->spare);
     for (int i = 0; i < s->n_t; i++)
         free_target(&s->t[i]);
     ferry_free(s->t);
@@ -174,6 +187,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     static const char *const create_words[] = {"like_source", NULL};
     int create = 0;
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
+    s->overlap = true;
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "overlap_commits", false, &s->overlap, err);
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
     if (rc == FERRY_OK) {
@@ -230,7 +245,8 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->deletes = true;
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
     caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
-    caps->concurrent_sessions = true; /* one connection per instance */
+    caps->concurrent_sessions = true; /* its own connections per instance */
+    caps->durable_after_next = s->overlap && !s->at_commit && mode == FERRY_WRITE_APPEND;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -1228,6 +1244,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     if (rc != FERRY_OK) return rc;
     s->session = true;
     s->streaming = -1;
+    s->lag_rc = FERRY_OK;
     drop_pending(s);
     return FERRY_OK;
 }
@@ -1502,6 +1519,101 @@ static int flush_pending(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
+/* ---- overlapped commits (per_apply append) -------------------------------------------------
+ *
+ * A per_apply batch waits for its COMMIT, which waits for the WAL flush; meanwhile the
+ * destination backend is idle. Here batch N's COMMIT is sent without waiting and apply
+ * returns; batch N+1 is copied on the other connection meanwhile. Order and durability:
+ * N+1's checkpoint row is the same row as N's (same shard), so writing it waits for N's row
+ * lock, which the server releases only after N's commit record is flushed; and N+1's COMMIT
+ * is sent only after N's was answered OK (settle), else N+1 is rolled back. So the stored
+ * checkpoints become durable in apply order, a checkpoint is never durable before the rows
+ * it accounts for, and a crash loses at most the batches the runner never recorded as
+ * durable (caps.durable_after_next: the flow records N only when the next apply, settle or
+ * commit returned). Only the connection begin() set up holds the session's temporary
+ * tables: every other path goes back to it first (go_home). */
+
+/* Collects the answer of the COMMIT in flight on the spare connection. */
+static int settle(struct sink *s, struct ferry_error *err)
+{
+    if (!s->committing) return s->lag_rc;
+    s->committing = false;
+    struct ferry_error scratch; /* abort passes none; an error code must not read as OK */
+    if (err == NULL) err = &scratch;
+    struct ferry_pg_guard g;
+    ferry__pg_guard_begin(&g, s->spare, s->opts.io_timeout_ms);
+    int rc = FERRY_OK;
+    PGresult *r = NULL;
+    while ((r = PQgetResult(s->spare)) != NULL) {
+        if (rc == FERRY_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = ferry__pg_error(err, FERRY_ESINK, s->spare, r,
+                                 WHAT ": committing a batch into %s", s->lag_table);
+        PQclear(r);
+    }
+    if (rc == FERRY_OK && PQstatus(s->spare) != CONNECTION_OK)
+        rc = ferry__pg_error(err, FERRY_ESINK, s->spare, NULL,
+                             WHAT ": committing a batch into %s", s->lag_table);
+    s->lag_rc = ferry__pg_guard_result(&g, rc, s->spare, WHAT, s->opts.io_timeout_ms, err);
+    return s->lag_rc;
+}
+
+/* Settles, then makes the connection begin() set up the current one again. */
+static int go_home(struct sink *s, struct ferry_error *err)
+{
+    int rc = settle(s, err);
+    if (s->swapped) {
+        PGconn *c = s->conn;
+        s->conn = s->spare;
+        s->spare = c;
+        s->swapped = false;
+    }
+    return rc;
+}
+
+static bool overlapped(const struct sink *s, const struct target *t)
+{
+    return s->overlap && !s->in_tx && t->mode == FERRY_WRITE_APPEND && !t->temp &&
+           !t->insert_sql && !t->upsert_sql && !t->delete_sql;
+}
+
+static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b, uint32_t *crc,
+                            struct ferry_error *err)
+{
+    struct target *t = &s->t[ti];
+    int rc = FERRY_OK;
+    if (s->spare == NULL || PQstatus(s->spare) != CONNECTION_OK) {
+        rc = settle(s, err); /* a broken spare's answer, before it is replaced */
+        if (s->spare) PQfinish(s->spare);
+        s->spare = NULL;
+        if (rc == FERRY_OK) rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->spare, err);
+        if (rc != FERRY_OK) return rc;
+        PQsetNoticeProcessor(s->spare, notice, NULL);
+    }
+    rc = exec(s, "BEGIN", WHAT ": begin", err);
+    if (rc != FERRY_OK) return rc;
+    if (b->length > 0) rc = write_rows(s, ti, b, false, crc, err);
+    if (rc == FERRY_OK && b->position != NULL)
+        rc = put_checkpoint(s, b->resource, b->shard, b->position, err);
+    /* Between the two commits: the previous batch's COMMIT in flight, this one's rows sent. */
+    if (rc == FERRY_OK) rc = ferry_failpoint_check("pg_sink_between_commits", err);
+    if (rc == FERRY_OK) rc = settle(s, err); /* the previous batch is durable */
+    if (rc == FERRY_OK && PQsendQuery(s->conn, "COMMIT") != 1)
+        rc = ferry__pg_error(err, FERRY_ESINK, s->conn, NULL,
+                             WHAT ": committing a batch into \"%s\".\"%s\"", s->schema, t->table);
+    if (rc != FERRY_OK) {
+        PQclear(PQexec(s->conn, "ROLLBACK"));
+        return rc;
+    }
+    snprintf(s->lag_table, sizeof s->lag_table, "\"%s\".\"%s\"", s->schema, t->table);
+    PGconn *c = s->conn;
+    s->conn = s->spare;
+    s->spare = c;
+    s->swapped = !s->swapped;
+    s->committing = true;
+    (void)FERRY_FAILPOINT("pg_sink_commit_sent"); /* crash: the COMMIT was sent, unanswered */
+    return FERRY_OK;
+}
+
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
@@ -1521,7 +1633,14 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
 
     uint32_t crc = 0;
     int rc = FERRY_OK;
-    if (!s->in_tx) rc = exec(s, "BEGIN", WHAT ": begin", err);
+    if (overlapped(s, t)) {
+        rc = apply_overlapped(s, target->index, b, &crc, err);
+        receipt->encoded_crc = crc;
+        receipt->has_encoded_crc = rc == FERRY_OK;
+        return rc;
+    }
+    rc = go_home(s, err);
+    if (rc == FERRY_OK && !s->in_tx) rc = exec(s, "BEGIN", WHAT ": begin", err);
     if (rc != FERRY_OK) return rc;
     bool keep_open = s->in_tx && !t->temp && !t->upsert_sql && !t->delete_sql;
     if (!keep_open) rc = close_stream(s, err);
@@ -1597,13 +1716,13 @@ static int sink_commit(void *ctx, struct ferry_error *err)
     struct sink *s = ctx;
     if (!s->session)
         return ferry_error_set(err, FERRY_EINVAL, "postgres", WHAT ": commit without a session");
-    int rc = FERRY_OK;
-    if (!s->in_tx) {
+    int rc = go_home(s, err);
+    if (rc == FERRY_OK && !s->in_tx) {
         rc = exec(s, "BEGIN", WHAT ": begin", err);
         if (rc != FERRY_OK) return rc;
         s->in_tx = true;
     }
-    rc = flush_pending(s, err);
+    if (rc == FERRY_OK) rc = flush_pending(s, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
             rc = swap_staging(s, &s->t[i], err);
@@ -1620,6 +1739,7 @@ static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL || s->conn == NULL) return;
+    go_home(s, NULL); /* the batch in flight commits or not: its checkpoint goes with it */
     s->streaming = -1;
     drop_pending(s);
     if (PQtransactionStatus(s->conn) == PQTRANS_ACTIVE) {
@@ -1663,7 +1783,8 @@ static int sink_group_begin(void *ctx, struct ferry_error *err)
     if (!s->session || s->at_commit || s->in_tx)
         return ferry_error_set(err, FERRY_EINVAL, "postgres",
                                WHAT ": a commit group needs a per_apply session, no transaction open");
-    int rc = exec(s, "BEGIN", WHAT ": begin (commit group)", err);
+    int rc = go_home(s, err); /* an overlapped commit still in flight (copies before) */
+    if (rc == FERRY_OK) rc = exec(s, "BEGIN", WHAT ": begin (commit group)", err);
     if (rc == FERRY_OK) s->in_tx = true;
     return rc;
 }
@@ -1808,6 +1929,11 @@ static void guarded_group_abort(void *ctx)
     ferry__pg_guard_end(&g);
 }
 
+static int sink_settle(void *ctx, struct ferry_error *err)
+{
+    return settle(ctx, err);
+}
+
 static void guarded_abort(void *ctx)
 {
     struct sink *s = ctx;
@@ -1834,4 +1960,5 @@ const struct ferry_sink_vtable ferry__postgres_sink = {
     .group_begin = guarded_group_begin,
     .group_commit = guarded_group_commit,
     .group_abort = guarded_group_abort,
+    .settle = sink_settle,
 };

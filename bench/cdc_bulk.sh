@@ -44,6 +44,10 @@ if [ -z "${FERRY_BIN:-}" ]; then
   FERRY_BIN=$FERRY_SRC/$BUILD/ferry
 fi
 
+W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cdcbulk.XXXXXX")
+chmod 755 "$W"
+trap 'rm -rf "$W"' EXIT
+# (before pg_start: its EXIT trap runs this one after stopping the server)
 . tests/pg/pg.sh
 if [ "$FSYNC" = on ]; then
   PG_CONF_EXTRA="fsync = on
@@ -53,9 +57,6 @@ else
   PG_CONF_EXTRA="max_wal_size = 4GB" pg_start
 fi
 PGB=$PG_BIN/pgbench
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cdcbulk.XXXXXX")
-chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
 export FERRY_STATE=$W/state.db
 pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -73,7 +74,7 @@ for db in dst_ferry dst_native; do pgq -c "CREATE DATABASE $db" >/dev/null; done
 pg_dump -s -t bulk ferry | psql -qX -v ON_ERROR_STOP=1 -d dst_native >/dev/null
 NATIVE_PW=native-pw-$RANDOM$RANDOM
 pgq -c "CREATE ROLE native_repl LOGIN REPLICATION PASSWORD '$NATIVE_PW'" >/dev/null
-pgq -c "GRANT SELECT ON bulk TO native_repl" >/dev/null
+pgq -c "GRANT CONNECT ON DATABASE ferry TO native_repl; GRANT SELECT ON bulk TO native_repl" >/dev/null
 
 export SRC_URL="$FERRY_PG_URL"
 export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dst_ferry"
@@ -91,7 +92,9 @@ YAML
 echo "initial copies... (load $(load))" >&2
 "$FERRY_BIN" run "$W/p.yaml" --quiet >/dev/null
 pgq -c "CREATE PUBLICATION native_pub FOR TABLE bulk" >/dev/null
-pgq -d dst_native -c "CREATE SUBSCRIPTION native_sub CONNECTION 'host=127.0.0.1 port=$PGPORT dbname=ferry user=native_repl password=$NATIVE_PW' PUBLICATION native_pub WITH (copy_data = true)" >/dev/null
+# The slot first: CREATE SUBSCRIPTION making its slot on its own server would hang.
+pgq -c "SELECT pg_create_logical_replication_slot('native_sub', 'pgoutput')" >/dev/null
+pgq -d dst_native -c "CREATE SUBSCRIPTION native_sub CONNECTION 'host=127.0.0.1 port=$PGPORT dbname=ferry user=native_repl password=$NATIVE_PW' PUBLICATION native_pub WITH (create_slot = false, slot_name = 'native_sub', copy_data = true)" >/dev/null
 until [ "$(pgq -d dst_native -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ]; do sleep 0.2; done
 
 sums() { pgq -d "$1" -c "SELECT count(*) || '/' || coalesce(sum(v), 0) FROM bulk"; }
@@ -138,6 +141,7 @@ watch_stop() { touch "$W/stop-watch"; wait "$WATCH_PID"; }
 level() {
   pgq -c "CHECKPOINT" >/dev/null
   "$FERRY_BIN" run "$W/p.yaml" --quiet >/dev/null
+  pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub ENABLE" >/dev/null
   wait_native_at "$(lsn)"
   sleep 1
   native_off

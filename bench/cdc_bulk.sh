@@ -124,7 +124,7 @@ cpu_watch() {
   local -A first last
   while [ ! -e "$W/stop-watch" ]; do
     for p in $(pgrep -f "^$pat" || true); do
-      read -r -a st < "/proc/$p/stat" 2>/dev/null || continue
+      read -r -a st 2>/dev/null < "/proc/$p/stat" || continue
       [ -z "${first[$p]:-}" ] && first[$p]=$([ $started = 1 ] && echo 0 || echo $((st[13] + st[14])))
       last[$p]=$((st[13] + st[14]))
     done

@@ -12,7 +12,7 @@
 # Per case, while both consumers are stopped (subscription disabled, no ferry running), the
 # source makes the backlog:
 #   U. one UPDATE of every row, one transaction (BULK_ROWS changes)
-#   S. SMALL_TXNS single-row UPDATE transactions (pgbench, 4 clients; their commits with
+#   S. SMALL_TXNS single-row UPDATE transactions (one DO block committing after every row,
 #      synchronous_commit off: making the backlog is not what is measured)
 # then each consumer alone replays it: the native subscription is enabled and its database
 # polled (every 0.2 s) until it equals the source; `ferry run` (bounded: streams to the
@@ -201,10 +201,10 @@ for c in $CASES; do
   echo "case $c: making the backlog... (load $(load))" >&2
   case $c in
     U) pgq -c "UPDATE bulk SET v = v + 1" >/dev/null; CHANGES[$c]=$BULK_ROWS ;;
-    S) printf '\\set id random(1, %s)\nUPDATE bulk SET v = v + 1 WHERE id = :id;\n' "$BULK_ROWS" > "$W/one.sql"
-       PGOPTIONS="-c synchronous_commit=off" "$PGB" -n -c 4 -j 2 -t $((SMALL_TXNS / 4)) -f "$W/one.sql" ferry > "$W/pgbench.log" 2>&1 \
-         || { cat "$W/pgbench.log" >&2; exit 1; }
-       CHANGES[$c]=$(( SMALL_TXNS / 4 * 4 )) ;;
+    S) # one session, a COMMIT after every row (a DO block may commit): SMALL_TXNS transactions
+       PGOPTIONS="-c synchronous_commit=off" pgq -c "DO \$\$ BEGIN FOR i IN 1..$SMALL_TXNS LOOP
+           UPDATE bulk SET v = v + 1 WHERE id = 1 + (i::bigint * 7919) % $BULK_ROWS; COMMIT; END LOOP; END \$\$" >/dev/null
+       CHANGES[$c]=$SMALL_TXNS ;;
   esac
   WAL[$c]=$(pgq -c "SELECT pg_current_wal_lsn() - '$w0'")
   WANT=$(sums ferry)

@@ -14,9 +14,15 @@
 # by pgbench (3 updates per transaction) / (load time + catch-up time). Peak RSS of the
 # ferry process (/usr/bin/time). Writes bench/results/cdc-<date>.md. Never gates CI.
 #   SCALE=5 CLIENTS=4 SECONDS_=30 EPOCH=1s bash bench/cdc.sh
+# Then the bulk replay cases of issue 22 (one 1M-row UPDATE transaction, 200,000 single-row
+# transactions; ferry merge against a native subscription): bench/cdc_bulk.sh, on a server of
+# its own, results in bench/results/cdc-bulk-<date>.md. ONLY=load runs only the load part,
+# ONLY=bulk only the bulk cases (BULK_ROWS, SMALL_TXNS: see bench/cdc_bulk.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
+ONLY=${ONLY:-}
+if [ "$ONLY" = bulk ]; then exec bash bench/cdc_bulk.sh; fi
 SCALE=${SCALE:-5}
 CLIENTS=${CLIENTS:-4}
 DURATION=${SECONDS_:-30}
@@ -35,11 +41,12 @@ if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFERRY_WERROR=ON >/dev
 fi
 FERRY=$FERRY_SRC/$BUILD/ferry
 
+W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cdcbench.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+# (before pg_start: its EXIT trap stops the server, then runs this one)
 . tests/pg/pg.sh
 pg_start
 PGB=$PG_BIN/pgbench
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cdcbench.XXXXXX")
-trap 'rm -rf "$W"' EXIT
 export FERRY_STATE=$W/state.db
 pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
 
@@ -151,3 +158,9 @@ out=bench/results/cdc-$(date -u +%Y%m%d).md
   echo "Where ferry's extra lag comes from (by design, not measured separately here): one slot per table, so the server decodes the WAL once per captured table (three times here, the subscription once); each epoch streams the tables one after the other; and a slot is confirmed only after the epoch's data is committed and its position saved (through the replication session \`--follow\` keeps open between epochs). Peak RSS is the ferry process's (/usr/bin/time); the subscription's apply worker is a server process and is not counted."
 } > "$out"
 cat "$out"
+
+if [ "$ONLY" != load ]; then
+  # the bulk cases on a server of their own (this one stops first)
+  pg_stop
+  FERRY_BIN=$FERRY bash bench/cdc_bulk.sh
+fi

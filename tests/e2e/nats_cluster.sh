@@ -10,10 +10,6 @@
 NATS_BIN=${NATS_BIN:-$(command -v nats-server || true)}
 [ -x "$NATS_BIN" ] || fail "nats-server is not installed (scripts/install-deps.sh)"
 
-base=$((20000 + RANDOM % 20000))
-P=($base $((base + 1)) $((base + 2)))
-C=($((base + 10)) $((base + 11)) $((base + 12)))
-ROUTES="nats://127.0.0.1:${C[0]},nats://127.0.0.1:${C[1]},nats://127.0.0.1:${C[2]}"
 PIDS=()
 cleanup_nats() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 prev_trap=$(trap -p EXIT)
@@ -21,15 +17,39 @@ prev_trap=${prev_trap#trap -- \'}
 prev_trap=${prev_trap%\' EXIT}
 # shellcheck disable=SC2064
 trap "__rc=\$?; cleanup_nats; set +e; (exit \$__rc); $prev_trap" EXIT
-for i in 0 1 2; do
-  "$NATS_BIN" -js -sd "$T/n$i" -n "n$i" -p "${P[$i]}" -a 127.0.0.1 --cluster_name ferry \
-    --cluster "nats://127.0.0.1:${C[$i]}" --routes "$ROUTES" >"$T/n$i.log" 2>&1 &
-  PIDS+=($!)
+# Three nodes on six fixed-at-start ports (each node's route list names the others' cluster
+# ports before they listen). Ports below the kernel's ephemeral range (32768..) so no
+# outgoing connection holds one; a port another program took meanwhile makes a node exit:
+# every node is stopped and the cluster started again on other ports (at most 5 times).
+start_cluster() {
+  local i
+  base=$((20000 + RANDOM % 12000))
+  P=($base $((base + 1)) $((base + 2)))
+  C=($((base + 10)) $((base + 11)) $((base + 12)))
+  ROUTES="nats://127.0.0.1:${C[0]},nats://127.0.0.1:${C[1]},nats://127.0.0.1:${C[2]}"
+  PIDS=()
+  for i in 0 1 2; do
+    rm -rf "$T/n$i"
+    "$NATS_BIN" -js -sd "$T/n$i" -n "n$i" -p "${P[$i]}" -a 127.0.0.1 --cluster_name ferry \
+      --cluster "nats://127.0.0.1:${C[$i]}" --routes "$ROUTES" >"$T/n$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for i in 0 1 2; do
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/${P[$i]}") 2>/dev/null && break; sleep 0.1; done
+    (exec 3<>"/dev/tcp/127.0.0.1/${P[$i]}") 2>/dev/null || { BAD=$i; return 1; }
+  done
+  sleep 0.5 # a node that lost its cluster port exits just after opening its client port
+  for i in 0 1 2; do kill -0 "${PIDS[$i]}" 2>/dev/null || { BAD=$i; return 1; }; done
+}
+started=0
+for attempt in 1 2 3 4 5; do
+  if start_cluster; then started=1; break; fi
+  grep -q "address already in use" "$T/n$BAD.log" || { cat "$T/n$BAD.log" >&2; fail "node n$BAD did not start"; }
+  echo "  attempt $attempt: a port of node n$BAD was taken meanwhile; starting the cluster again"
+  cleanup_nats
+  wait "${PIDS[@]}" 2>/dev/null || true
 done
-for i in 0 1 2; do
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/${P[$i]}") 2>/dev/null && break; sleep 0.1; done
-  (exec 3<>"/dev/tcp/127.0.0.1/${P[$i]}") 2>/dev/null || { cat "$T/n$i.log" >&2; fail "node n$i did not start"; }
-done
+[ $started = 1 ] || { cat "$T/n$BAD.log" >&2; fail "node n$BAD did not start (5 attempts)"; }
 URL="nats://127.0.0.1:${P[0]},nats://127.0.0.1:${P[1]},nats://127.0.0.1:${P[2]}?stream=CLUSTER&replicas=3"
 
 pipeline() { # FILE NAME DB ROWS

@@ -526,7 +526,7 @@ static int cmd_events(struct cli *c, int64_t id)
         }
         fflush(stdout);
         ferry_events_free(evs, n);
-        if (!c->follow || (ended && n < 500)) break;
+        if (n < 500 && (!c->follow || ended)) break; /* pages of 500 until the last one */
         if (n == 0 && bus == NULL) usleep(200000);
     }
     ferry_bus_close(bus);

@@ -35,3 +35,14 @@ write_pipeline inc.yaml inc 3000 inc.db append incremental "" "" "batch: {rows: 
 expect_exit 0 ferry run inc.yaml
 check_run inc
 pass "incremental: the reported checkpoint carries the saved key"
+
+# `ferry events` prints every event of a run, past its pages of 500 (it stopped after the
+# first page): 60,000 rows in batches of 100 make well over 500 events.
+write_pipeline many.yaml many 60000 many.db append full "" "" "batch: {rows: 100}"
+expect_exit 0 ferry run many.yaml
+run=$(ferry runs --json | jq -r '[.[] | select(.pipeline == "many")][0].id')
+stored=$(q "$FERRY_STATE" "SELECT count(*) FROM events WHERE run_id = $run")
+[ "$stored" -gt 1000 ] || fail "many: only $stored events stored (the case needs more than two pages)"
+[ "$(ferry events "$run" --json | wc -l)" = "$stored" ] || fail "many: ferry events printed $(ferry events "$run" --json | wc -l) of $stored events"
+[ "$(ferry events "$run" | wc -l)" = "$stored" ] || fail "many: ferry events (text) printed fewer than $stored events"
+pass "ferry events prints all $stored events of a run, past the first page of 500"

@@ -81,7 +81,7 @@ sink:
   url: env:DST_URL
   schema: $2
   write: append
-${3:-}
+${3:-  overlap_commits: true}
 batch: {rows: 2000}
 EOF
 }

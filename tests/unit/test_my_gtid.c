@@ -2,7 +2,9 @@
  * per domain, the newest transaction replacing its domain's entry) and MySQL 8 sets
  * (uuid:interval lists: parsed, merged when intervals touch, formatted canonically), bad
  * text refused naming it, flavors not mixed, and the two GTID events decoded from
- * hand-built bytes laid out from the public documentation. */
+ * hand-built bytes laid out from the public documentation; MySQL's binary GTID set and the
+ * COM_BINLOG_DUMP_GTID payload on hand-built bytes, subsets, and the dump dialect chosen by
+ * server and position. */
 #include <string.h>
 #include "unit.h"
 #include "connectors/mysql/my_gtid.h"
@@ -143,6 +145,174 @@ static void test_events(void **state)
     assert_int_equal(ferry__my_gtid_event_mysql(y, 24, uuid, &gno, &err), FERRY_EINVAL);
 }
 
+/* The SID block of COM_BINLOG_DUMP_GTID, laid out by hand from the protocol documentation:
+ * n_sids (8 LE), then per source uuid (16), n_intervals (8 LE), start (8 LE), end (8 LE,
+ * exclusive). "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7" is one source, [1,6) and [7,8). */
+static const uint8_t sid_block[] = {
+    1,    0,    0,    0,    0,    0,    0,    0,                                     /* n_sids */
+    0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95,
+    0x62,                                                                            /* uuid */
+    2,    0,    0,    0,    0,    0,    0,    0,                                     /* n_iv */
+    1,    0,    0,    0,    0,    0,    0,    0,    6, 0, 0, 0, 0, 0, 0, 0,            /* 1-5 */
+    7,    0,    0,    0,    0,    0,    0,    0,    8, 0, 0, 0, 0, 0, 0, 0,            /* 7 */
+};
+
+static void test_binary_set(void **state)
+{
+    (void)state;
+    struct ferry_my_gtid_set g;
+    struct ferry_error err;
+    struct ferry_buf b;
+    ferry__my_gtid_init(&g);
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__my_gtid_parse(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7", &err),
+                     FERRY_OK);
+    assert_int_equal(ferry__my_gtid_encode(&g, &b, &err), FERRY_OK);
+    assert_int_equal(b.len, sizeof sid_block);
+    assert_memory_equal(b.data, sid_block, sizeof sid_block);
+    /* decoded back (PREVIOUS_GTIDS_LOG_EVENT's body has the same form) */
+    assert_int_equal(ferry__my_gtid_decode(&g, sid_block, sizeof sid_block, &err), FERRY_OK);
+    assert_int_equal(g.flavor, FERRY_MY_GTID_MYSQL);
+    expect_text(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7");
+    /* the empty set: n_sids 0 */
+    ferry__my_gtid_release(&g);
+    ferry_buf_reset(&b);
+    assert_int_equal(ferry__my_gtid_encode(&g, &b, &err), FERRY_OK);
+    assert_int_equal(b.len, 8);
+    assert_memory_equal(b.data, "\0\0\0\0\0\0\0\0", 8);
+    assert_int_equal(ferry__my_gtid_decode(&g, (const uint8_t *)b.data, b.len, &err), FERRY_OK);
+    assert_int_equal(g.n_src, 0);
+    /* a MariaDB position has no binary form */
+    assert_int_equal(ferry__my_gtid_parse(&g, "0-1-5", &err), FERRY_OK);
+    ferry_buf_reset(&b);
+    assert_int_equal(ferry__my_gtid_encode(&g, &b, &err), FERRY_EINVAL);
+    ferry__my_gtid_release(&g);
+    ferry_buf_release(&b);
+}
+
+static void expect_bad_binary(const uint8_t *p, size_t n, const char *why)
+{
+    struct ferry_my_gtid_set g;
+    struct ferry_error err;
+    ferry__my_gtid_init(&g);
+    assert_int_equal(ferry__my_gtid_decode(&g, p, n, &err), FERRY_EINVAL);
+    if (strstr(err.message, why) == NULL) fail_msg("\"%s\" for \"%s\"", err.message, why);
+    assert_int_equal(g.n_src, 0);
+    assert_int_equal(g.flavor, FERRY_MY_GTID_NONE);
+    ferry__my_gtid_release(&g);
+}
+
+static void test_binary_bad(void **state)
+{
+    (void)state;
+    uint8_t b[sizeof sid_block + 1];
+    memcpy(b, sid_block, sizeof sid_block);
+    expect_bad_binary(b, 7, "truncated");
+    expect_bad_binary(b, sizeof sid_block - 1, "more intervals than bytes");
+    b[sizeof sid_block] = 0;
+    expect_bad_binary(b, sizeof b, "bytes after the last source");
+    memcpy(b, sid_block, sizeof sid_block);
+    b[0] = 2; /* two sources announced, one present */
+    expect_bad_binary(b, sizeof sid_block, "truncated source");
+    b[0] = 3;
+    expect_bad_binary(b, sizeof sid_block, "more sources than bytes");
+    memcpy(b, sid_block, sizeof sid_block);
+    b[7] = 1; /* the tagged format's byte */
+    expect_bad_binary(b, sizeof sid_block, "tagged GTIDs");
+    memcpy(b, sid_block, sizeof sid_block);
+    b[32] = 0; /* interval start 0 */
+    expect_bad_binary(b, sizeof sid_block, "interval out of range");
+    memcpy(b, sid_block, sizeof sid_block);
+    b[40] = 1; /* end 1 <= start 1 */
+    expect_bad_binary(b, sizeof sid_block, "interval out of range");
+}
+
+static void test_dump_packet(void **state)
+{
+    (void)state;
+    struct ferry_my_gtid_set g;
+    struct ferry_error err;
+    struct ferry_buf b;
+    ferry__my_gtid_init(&g);
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__my_gtid_parse(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7", &err),
+                     FERRY_OK);
+    assert_int_equal(ferry__my_gtid_dump_packet(0x01020304, &g, &b, &err), FERRY_OK);
+    static const uint8_t head[] = {
+        0x1e,                   /* COM_BINLOG_DUMP_GTID */
+        4,    0,                /* flags: BINLOG_THROUGH_GTID */
+        4,    3,    2, 1,       /* server_id */
+        0,    0,    0, 0,       /* binlog-filename-len, no name */
+        4,    0,    0, 0, 0, 0, 0, 0, /* binlog-pos */
+        sizeof sid_block, 0, 0, 0,    /* data-size */
+    };
+    assert_int_equal(b.len, sizeof head + sizeof sid_block);
+    assert_memory_equal(b.data, head, sizeof head);
+    assert_memory_equal((const uint8_t *)b.data + sizeof head, sid_block, sizeof sid_block);
+    ferry__my_gtid_release(&g);
+    ferry_buf_release(&b);
+}
+
+static void test_subset(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *a, *b;
+        bool in;
+    } cases[] = {
+        {"", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", true},
+        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9", true},
+        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:2-3:7", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7",
+         true},
+        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-6", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7",
+         false}, /* 6 is missing: the server purged a transaction the position has not seen */
+        {"00000000-0000-0000-0000-000000000001:1", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
+         false},
+        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1", "", false},
+        {"0-1-5", "0-2-7,1-1-1", true},
+        {"0-1-5,1-1-2", "0-2-7,1-1-1", false},
+        {"0-1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct ferry_my_gtid_set a, b;
+        struct ferry_error err;
+        ferry__my_gtid_init(&a);
+        ferry__my_gtid_init(&b);
+        assert_int_equal(ferry__my_gtid_parse(&a, cases[i].a, &err), FERRY_OK);
+        assert_int_equal(ferry__my_gtid_parse(&b, cases[i].b, &err), FERRY_OK);
+        if (ferry__my_gtid_subset(&a, &b) != cases[i].in) fail_msg("case %zu", i);
+        ferry__my_gtid_release(&a);
+        ferry__my_gtid_release(&b);
+    }
+}
+
+/* The dialect: file:offset without a GTID; MariaDB's connect state on MariaDB; MySQL's
+ * COM_BINLOG_DUMP_GTID on MySQL; a position of the other kind of server refused by name. */
+static void test_dump_kind(void **state)
+{
+    (void)state;
+    enum ferry_my_dump_kind k = FERRY_MY_DUMP_MYSQL_GTID;
+    struct ferry_error err;
+    assert_int_equal(ferry__my_gtid_dump_kind(true, NULL, &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_FILE);
+    assert_int_equal(ferry__my_gtid_dump_kind(false, NULL, &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_FILE);
+    assert_int_equal(ferry__my_gtid_dump_kind(true, "0-1-5", &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_MARIADB_GTID);
+    const char *my = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5";
+    assert_int_equal(ferry__my_gtid_dump_kind(false, my, &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_MYSQL_GTID);
+    assert_int_equal(ferry__my_gtid_dump_kind(false, "", &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_MYSQL_GTID);
+    assert_int_equal(ferry__my_gtid_dump_kind(true, "", &k, &err), FERRY_OK);
+    assert_int_equal(k, FERRY_MY_DUMP_MARIADB_GTID);
+    assert_int_equal(ferry__my_gtid_dump_kind(true, my, &k, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "is a MySQL position, but the server is MariaDB"));
+    assert_int_equal(ferry__my_gtid_dump_kind(false, "0-1-5", &k, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "is a MariaDB position, but the server is MySQL"));
+    assert_int_equal(ferry__my_gtid_dump_kind(false, "junk", &k, &err), FERRY_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +320,11 @@ int main(void)
         cmocka_unit_test(test_mysql),
         cmocka_unit_test(test_bad_text),
         cmocka_unit_test(test_events),
+        cmocka_unit_test(test_binary_set),
+        cmocka_unit_test(test_binary_bad),
+        cmocka_unit_test(test_dump_packet),
+        cmocka_unit_test(test_subset),
+        cmocka_unit_test(test_dump_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,3 +275,164 @@ int ferry__my_gtid_event_mysql(const uint8_t *body, size_t n, uint8_t uuid[16], 
     *gno = le(body + 17, 8);
     return FERRY_OK;
 }
+
+/* ---- subset, MySQL's binary set, the dump's dialect ---- */
+
+static bool interval_in(const struct ferry_my_gtid_source *b, uint64_t lo, uint64_t hi)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->iv[i].lo <= lo && hi <= b->iv[i].hi) return true;
+    return false;
+}
+
+static const struct ferry_my_gtid_source *find_source(const struct ferry_my_gtid_set *g,
+                                                      const uint8_t uuid[16])
+{
+    for (int i = 0; i < g->n_src; i++)
+        if (memcmp(g->src[i].uuid, uuid, 16) == 0) return &g->src[i];
+    return NULL;
+}
+
+bool ferry__my_gtid_subset(const struct ferry_my_gtid_set *a, const struct ferry_my_gtid_set *b)
+{
+    if (a->n_dom == 0 && a->n_src == 0) return true;
+    if (a->flavor != b->flavor) return false;
+    for (int i = 0; i < a->n_dom; i++) {
+        int j = 0;
+        while (j < b->n_dom && b->dom[j].domain != a->dom[i].domain)
+            j++;
+        if (j == b->n_dom || b->dom[j].seq < a->dom[i].seq) return false;
+    }
+    for (int i = 0; i < a->n_src; i++) {
+        const struct ferry_my_gtid_source *s = find_source(b, a->src[i].uuid);
+        for (int k = 0; k < a->src[i].n; k++)
+            if (s == NULL || !interval_in(s, a->src[i].iv[k].lo, a->src[i].iv[k].hi))
+                return false;
+    }
+    return true;
+}
+
+static void put_le(struct ferry_buf *out, uint64_t v, int k)
+{
+    uint8_t b[8];
+    for (int i = 0; i < k; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    ferry_buf_append(out, b, (size_t)k); /* a failure sticks to the buffer */
+}
+
+int ferry__my_gtid_encode(const struct ferry_my_gtid_set *g, struct ferry_buf *out,
+                          struct ferry_error *err)
+{
+    if (g->flavor == FERRY_MY_GTID_MARIADB)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               "mysql gtid: a MariaDB GTID position has no MySQL binary form");
+    put_le(out, (uint64_t)g->n_src, 8);
+    for (int i = 0; i < g->n_src; i++) {
+        ferry_buf_append(out, g->src[i].uuid, 16);
+        put_le(out, (uint64_t)g->src[i].n, 8);
+        for (int k = 0; k < g->src[i].n; k++) {
+            put_le(out, g->src[i].iv[k].lo, 8);
+            put_le(out, g->src[i].iv[k].hi + 1, 8); /* exclusive (hi < UINT64_MAX: add/parse) */
+        }
+    }
+    return ferry_buf_failed(out) ? nomem(err) : FERRY_OK;
+}
+
+static int bad_binary(struct ferry_my_gtid_set *g, const char *why, size_t at,
+                      struct ferry_error *err)
+{
+    ferry__my_gtid_release(g);
+    return ferry_error_set(err, FERRY_EINVAL, "mysql", "mysql gtid: binary GTID set: %s (byte %zu)",
+                           why, at);
+}
+
+/* One source's block at p[*at]: uuid, n_intervals, intervals. */
+static int decode_source(struct ferry_my_gtid_set *g, const uint8_t *p, size_t n, size_t *at,
+                         struct ferry_error *err)
+{
+    if (n - *at < 24) return bad_binary(g, "truncated source", *at, err);
+    struct ferry_my_gtid_source *s = source_of(g, p + *at);
+    if (s == NULL) return nomem(err);
+    uint64_t n_iv = le(p + *at + 16, 8);
+    *at += 24;
+    if (n_iv > (n - *at) / 16) return bad_binary(g, "more intervals than bytes", *at, err);
+    for (uint64_t k = 0; k < n_iv; k++, *at += 16) {
+        uint64_t lo = le(p + *at, 8), end = le(p + *at + 8, 8);
+        if (lo == 0 || end <= lo || end > INT64_MAX)
+            return bad_binary(g, "interval out of range", *at, err);
+        if (add_interval(s, lo, end - 1) != FERRY_OK) return nomem(err);
+    }
+    return FERRY_OK;
+}
+
+int ferry__my_gtid_decode(struct ferry_my_gtid_set *g, const uint8_t *p, size_t n,
+                          struct ferry_error *err)
+{
+    ferry__my_gtid_release(g);
+    if (p == NULL || n < 8) return bad_binary(g, "truncated", 0, err);
+    uint64_t n_sids = le(p, 8);
+    if (n_sids >> 56 != 0)
+        return bad_binary(g, "tagged GTIDs (MySQL 8.3 and later) are not supported", 7, err);
+    if (n_sids > (n - 8) / 24) return bad_binary(g, "more sources than bytes", 0, err);
+    g->flavor = FERRY_MY_GTID_MYSQL;
+    size_t at = 8;
+    for (uint64_t i = 0; i < n_sids; i++) {
+        int rc = decode_source(g, p, n, &at, err);
+        if (rc != FERRY_OK) {
+            ferry__my_gtid_release(g);
+            return rc;
+        }
+    }
+    if (at != n) return bad_binary(g, "bytes after the last source", at, err);
+    return FERRY_OK;
+}
+
+static const char *flavor_name(bool mariadb)
+{
+    return mariadb ? "MariaDB" : "MySQL";
+}
+
+int ferry__my_gtid_dump_kind(bool server_is_mariadb, const char *gtid,
+                             enum ferry_my_dump_kind *kind, struct ferry_error *err)
+{
+    *kind = FERRY_MY_DUMP_FILE;
+    if (gtid == NULL) return FERRY_OK;
+    struct ferry_my_gtid_set g;
+    ferry__my_gtid_init(&g);
+    int rc = ferry__my_gtid_parse(&g, gtid, err);
+    enum ferry_my_gtid_flavor f = g.flavor;
+    ferry__my_gtid_release(&g);
+    if (rc != FERRY_OK) return rc;
+    if (f != FERRY_MY_GTID_NONE && (f == FERRY_MY_GTID_MARIADB) != server_is_mariadb)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               "mysql gtid: the saved GTID position \"%.100s\" is a %s position, "
+                               "but the server is %s (a pipeline pointed at another kind of "
+                               "server cannot resume by GTID: resnapshot)",
+                               gtid, flavor_name(f == FERRY_MY_GTID_MARIADB),
+                               flavor_name(server_is_mariadb));
+    *kind = server_is_mariadb ? FERRY_MY_DUMP_MARIADB_GTID : FERRY_MY_DUMP_MYSQL_GTID;
+    return FERRY_OK;
+}
+
+int ferry__my_gtid_dump_packet(uint32_t server_id, const struct ferry_my_gtid_set *g,
+                               struct ferry_buf *out, struct ferry_error *err)
+{
+    struct ferry_buf data;
+    ferry_buf_init(&data, 0);
+    int rc = ferry__my_gtid_encode(g, &data, err);
+    if (rc == FERRY_OK && data.len > UINT32_MAX)
+        rc = ferry_error_set(err, FERRY_EINVAL, "mysql", "mysql gtid: the GTID set is too large");
+    if (rc == FERRY_OK) {
+        uint8_t cmd = 0x1e; /* COM_BINLOG_DUMP_GTID */
+        ferry_buf_append(out, &cmd, 1);
+        put_le(out, 4, 2); /* BINLOG_THROUGH_GTID */
+        put_le(out, server_id, 4);
+        put_le(out, 0, 4); /* no file name: the server finds the first file it needs */
+        put_le(out, 4, 8);
+        put_le(out, data.len, 4);
+        if (data.len > 0) ferry_buf_append(out, data.data, data.len);
+        if (ferry_buf_failed(out)) rc = nomem(err);
+    }
+    ferry_buf_release(&data);
+    return rc;
+}

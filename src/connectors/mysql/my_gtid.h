@@ -8,7 +8,9 @@
  *   MySQL 8: a set of `uuid:interval[:interval...]` per source, comma-separated
  *     ("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7"); GTID_LOG_EVENT (33): flags (1),
  *     source uuid (16), gno (8 LE). Tagged GTIDs (MySQL 8.3's uuid:tag:n) are refused.
- *     Written from the docs only: no MySQL server in the suite.
+ *     Written from the docs only: no MySQL server in the suite. The binary set MySQL's
+ *     COM_BINLOG_DUMP_GTID carries (encode/decode, dump_packet below): from the public
+ *     client/server protocol documentation ("COM_BINLOG_DUMP_GTID", the SID block).
  * One set holds one flavor. Adding allocates only when a new domain, source or interval
  * appears (once per transaction at most). */
 #ifndef FERRY_MY_GTID_H
@@ -60,5 +62,36 @@ int ferry__my_gtid_event_mariadb(const uint8_t *body, size_t n, uint64_t *seq, u
                                  uint8_t *flags2, struct ferry_error *err);
 int ferry__my_gtid_event_mysql(const uint8_t *body, size_t n, uint8_t uuid[16], uint64_t *gno,
                                struct ferry_error *err);
+
+/* Whether every transaction of a is in b (MySQL: by intervals; MariaDB: each domain of a
+ * present in b at or past a's seq). An empty a is in every b; flavors differ: false. */
+bool ferry__my_gtid_subset(const struct ferry_my_gtid_set *a, const struct ferry_my_gtid_set *b);
+
+/* MySQL's binary GTID set (COM_BINLOG_DUMP_GTID's data, PREVIOUS_GTIDS_LOG_EVENT's body),
+ * all integers little-endian: n_sids (8), per source its uuid (16), n_intervals (8), per
+ * interval start (8) and end (8, exclusive). encode appends it to out (a MariaDB set is
+ * FERRY_EINVAL); decode replaces g (a MySQL set; the tagged form of MySQL 8.3, format byte 1
+ * in the top byte of n_sids, and any inconsistency are FERRY_EINVAL). */
+int ferry__my_gtid_encode(const struct ferry_my_gtid_set *g, struct ferry_buf *out,
+                          struct ferry_error *err);
+int ferry__my_gtid_decode(struct ferry_my_gtid_set *g, const uint8_t *p, size_t n,
+                          struct ferry_error *err);
+
+/* How a binlog dump is opened. */
+enum ferry_my_dump_kind {
+    FERRY_MY_DUMP_FILE = 0,     /* COM_BINLOG_DUMP at file:offset */
+    FERRY_MY_DUMP_MARIADB_GTID, /* @slave_connect_state, then COM_BINLOG_DUMP */
+    FERRY_MY_DUMP_MYSQL_GTID    /* COM_BINLOG_DUMP_GTID with the encoded set */
+};
+/* The dump for a start after GTID position `gtid` (NULL: by file:offset) on a server that
+ * is MariaDB or not: the position's flavor must be the server's ("" is the empty set of
+ * either). FERRY_EINVAL names both when they differ or the text does not parse. */
+int ferry__my_gtid_dump_kind(bool server_is_mariadb, const char *gtid,
+                             enum ferry_my_dump_kind *kind, struct ferry_error *err);
+/* COM_BINLOG_DUMP_GTID's payload, command byte (0x1e) first: flags (2) = BINLOG_THROUGH_GTID
+ * (4), server_id (4), binlog file name length (4) = 0, no name, position (8) = 4, data
+ * length (4), the encoded set. Appended to out. */
+int ferry__my_gtid_dump_packet(uint32_t server_id, const struct ferry_my_gtid_set *g,
+                               struct ferry_buf *out, struct ferry_error *err);
 
 #endif

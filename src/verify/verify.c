@@ -823,7 +823,7 @@ static bool md5_key_type(enum ferry_type ty)
 
 /* Whether a pair with a MySQL side can have its digests computed by both servers on the
  * text_md5 form (verify.h): MySQL or PostgreSQL on both ends, every compared column with a
- * text form both print alike (not floats, not json into jsonb, no hashed column), keys of
+ * text form both print alike (floats as their bits; not json into jsonb, no hashed column), keys of
  * types both order alike, no --repair (rows are then fetched through the mysql source).
  * Otherwise a MySQL side is read through ferry and hashed in C (lookup3). */
 static bool use_text_md5(const struct ferry_pipeline_spec *p, const struct ferry_verify_opts *o,
@@ -837,8 +837,7 @@ static bool use_text_md5(const struct ferry_pipeline_spec *p, const struct ferry
         return false;
     for (int i = 0; i < t->n_cols; i++) {
         const struct ferry_vcol *c = &t->cols[i];
-        if (c->how != FERRY_VHOW_PLAIN || c->type == FERRY_TYPE_FLOAT32 ||
-            c->type == FERRY_TYPE_FLOAT64 || (c->type == FERRY_TYPE_JSON && t->json_normalize))
+        if (c->how != FERRY_VHOW_PLAIN || (c->type == FERRY_TYPE_JSON && t->json_normalize))
             return false;
         if (c->key_pos > 0 && !md5_key_type(c->type)) return false;
     }

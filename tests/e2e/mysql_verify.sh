@@ -12,7 +12,8 @@
 #   3. PostgreSQL -> MariaDB (bool, uuid, time, bytea, timestamptz, numeric, text as ferry's
 #      DDL writes them): equal, then a changed value and a missing row found;
 #   4. MariaDB -> MariaDB: equal, then one changed value found;
-#   5. a float column: the pair is read through ferry (lookup3) as before, and still equal;
+#   5. float and double columns both ways: digests of the IEEE bits in both servers (edge
+#      values), equal; values one ULP apart found on either side;
 #   6. --until-checkpoint with a MySQL incremental source: bounded by the saved cursor.
 # The source is read as the least-privilege `ferry_reader`.
 . "$FERRY_SRC/tests/e2e/lib.sh"
@@ -175,15 +176,47 @@ expect_exit 8 ferry verify d.yaml --json
   fail "verify finds the changed BIT value in the MariaDB destination: $OUT"
 pass "verify MariaDB -> MariaDB: digests in the server, a changed BIT value found"
 
-# ---- 5. floats: read through ferry -----------------------------------------------------------
-myq -e "CREATE TABLE fl (id int PRIMARY KEY, f float, d double);
-        INSERT INTO fl SELECT seq, seq / 3, -seq / 7 FROM seq_1_to_2000"
+# ---- 5. floats: digests in the servers (the IEEE bits) -----------------------------------
+# edge values: float and double extremes, subnormals, the neighbours of powers of two (where
+# MySQL's LOG2 is one off), zeros and NULL
+myq <<'SQL'
+CREATE TABLE fl (id int PRIMARY KEY, f float, d double);
+INSERT INTO fl SELECT seq, seq / 3, -seq / 7 FROM seq_1_to_2000;
+INSERT INTO fl VALUES (0, NULL, NULL), (-1, 0, 0), (-2, 3.4028234663852886e38, 1.7976931348623157e308),
+  (-3, 1.401298464324817e-45, 5e-324), (-4, 1.1754942106924411e-38, 2.225073858507201e-308),
+  (-5, 1.1754943508222875e-38, 2.2250738585072014e-308), (-6, -1, 4.4501477170144023e-308),
+  (-7, 16777216, 1023.9999999999999), (-8, 0.1, 0.30000000000000004),
+  (-9, -3.4028234663852886e38, -1e-320), (-10, 100, 1.0000000000000002);
+SQL
 sed -e 's/t1/fl/; s/name: a/name: e/' a.yaml > e.yaml
 expect_exit 0 ferry run e.yaml
 expect_exit 0 ferry verify e.yaml --json
-[ "$(counts)" = "2000 2000 0 0 0" ] || fail "verify of a float table: $OUT"
-[ "$(res .source_bytes)" -gt 20000 ] || fail "a float table is read through ferry (its bytes): $OUT"
-pass "verify of a float column: MySQL read through ferry (lookup3), equal"
+[ "$(counts)" = "2011 2011 0 0 0" ] || fail "verify of a float table: $OUT"
+[ "$(res .source_bytes)" -lt 4000 ] && [ "$(res .dest_bytes)" -lt 4000 ] ||
+  fail "verify of a float table moved more than digests: $OUT"
+# one ULP off on each side: a double just below 2^-1021 in PostgreSQL, a float in MariaDB
+pgq -c "UPDATE fl SET d = 4.450147717014403e-308 WHERE id = -6"
+myq -e "UPDATE fl SET f = 100.00000762939453 WHERE id = -10"
+expect_exit 8 ferry verify e.yaml --json
+[ "$(counts)" = "2011 2011 0 2 0" ] && [ "$(res '.different.keys | sort | join(",")')" = "-10,-6" ] ||
+  fail "verify finds a double and a float one ULP apart: $OUT"
+pass "verify of float and double columns MariaDB -> PostgreSQL: digests of the IEEE bits in both servers (extremes, subnormals), equal; one ULP apart on either side found"
+pgq >/dev/null <<'SQL'
+CREATE TABLE fv (id int PRIMARY KEY, r real, d float8);
+INSERT INTO fv SELECT g, g / 11.0, -g * 1e300 / 13 FROM generate_series(1, 1500) g;
+INSERT INTO fv VALUES (0, NULL, NULL), (-1, '1e-45', '5e-324'), (-2, '-3.4028235e38', '-1.7976931348623157e308'),
+  (-3, '1.17549435e-38', '2.2250738585072014e-308'), (-4, 0, '1e-320');
+SQL
+sed -e 's/public.vt/public.fv/; /public.tk/d; s/name: c/name: g/' c.yaml > g.yaml
+expect_exit 0 ferry run g.yaml
+expect_exit 0 ferry verify g.yaml --json
+[ "$(counts)" = "1505 1505 0 0 0" ] && [ "$(res .dest_bytes)" -lt 4000 ] ||
+  fail "verify of real and float8 columns PostgreSQL -> MariaDB: $OUT"
+myq -e "UPDATE fv SET d = -2.225073858507201e-308 WHERE id = -3"
+expect_exit 8 ferry verify g.yaml --json
+[ "$(counts)" = "1505 1505 0 1 0" ] && [ "$(res '.different.keys[0]')" = -3 ] ||
+  fail "verify finds a changed double in MariaDB: $OUT"
+pass "verify of real and float8 columns PostgreSQL -> MariaDB: digests in both servers, equal; a changed double found"
 
 # ---- 6. --until-checkpoint with a MySQL source ----------------------------------------------
 myq -e "CREATE TABLE inc (id int PRIMARY KEY, up datetime(6) NOT NULL, v varchar(20));

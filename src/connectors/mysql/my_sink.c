@@ -715,8 +715,11 @@ static int put_value(struct target *t, const struct ferry_batch *bt, int c, int6
         if (v == 0 && signbit(v))
             return bad_value(t, c, r, "float -0 cannot be stored exactly (MariaDB keeps it as 0)",
                              err);
-        /* An exponent makes it an approximate-value (double) literal, never a DECIMAL. */
-        n = snprintf(tmp, sizeof tmp, f->type == FERRY_TYPE_FLOAT32 ? "%.9g" : "%.17g", v);
+        /* An exponent makes it an approximate-value (double) literal, never a DECIMAL. A
+         * float is printed as its exact double too: the server reads a literal as a double,
+         * then narrows it to FLOAT, and "%.9g" of FLT_MAX reads back above FLT_MAX (error
+         * 1264), of other floats possibly rounded twice. */
+        n = snprintf(tmp, sizeof tmp, "%.17g", v);
         if (strchr(tmp, 'e') == NULL) n += snprintf(tmp + n, sizeof tmp - (size_t)n, "e0");
         return ferry_buf_append(b, tmp, (size_t)n);
     }

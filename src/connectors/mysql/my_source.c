@@ -69,6 +69,7 @@ struct src {
     atomic_int canceled;
     bool in_snapshot;  /* s->c holds the attempt's consistent-snapshot transaction */
     char *snapshot_id; /* "binlog-file:position" of that transaction, or "" */
+    char *snapshot_gtid; /* MySQL with gtid_mode ON: gtid_executed there (snapshot_with_lock) */
     bool cdc_snapshot; /* that transaction was taken by a cdc plan: the copy shards read it */
     int64_t server_id; /* the source's `server_id:`: the shared stream's (0: derived) */
     struct {
@@ -92,6 +93,7 @@ static void src_close(void *ctx)
     if (s->c) mysql_close(s->c);
     ferry__my_conn_free(&s->conn);
     ferry_free(s->snapshot_id);
+    ferry_free(s->snapshot_gtid);
     for (int i = 0; i < s->n_ids; i++)
         ferry_free(s->ids[i].route);
     ferry_free(s->ids);
@@ -1594,6 +1596,32 @@ static int cdc_gtid_servable(struct src *s, const char *table, const char *g, bo
     return rc;
 }
 
+/* Whether MySQL can still send every transaction after GTID set g: gtid_mode ON and
+ * gtid_purged (what the binary logs no longer hold) within g. The check the server makes
+ * for COM_BINLOG_DUMP_GTID, made at plan time so the message names the setting. */
+static int cdc_gtid_servable_mysql(struct src *s, const char *table, const char *g, bool *ok,
+                                   struct ferry_error *err)
+{
+    *ok = false;
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SELECT @@global.gtid_mode, @@global.gtid_purged", &res, table, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    struct ferry_my_gtid_set saved, purged;
+    ferry__my_gtid_init(&saved);
+    ferry__my_gtid_init(&purged);
+    struct ferry_error e;
+    if (row && row[0] && row[1] && strcasecmp(row[0], "ON") == 0 &&
+        ferry__my_gtid_parse(&saved, g, &e) == FERRY_OK &&
+        saved.flavor != FERRY_MY_GTID_MARIADB &&
+        ferry__my_gtid_parse(&purged, row[1], &e) == FERRY_OK)
+        *ok = ferry__my_gtid_subset(&purged, &saved);
+    mysql_free_result(res);
+    ferry__my_gtid_release(&saved);
+    ferry__my_gtid_release(&purged);
+    return FERRY_OK;
+}
+
 /* Whether text a and b are the same GTID set (canonical forms compared); unparsable: no. */
 static bool same_gtids(const char *a, const char *b)
 {
@@ -1650,6 +1678,8 @@ static int cdc_position_lost(struct src *s, const struct rel *r, uint32_t seq, c
     int rc = FERRY_OK;
     if (g != NULL && g[0] != '\0' && mariadb_connection(s->c))
         rc = cdc_gtid_servable(s, r->from, g, by_gtid, err);
+    else if (g != NULL && !mariadb_connection(s->c)) /* ("" is MySQL's empty set) */
+        rc = cdc_gtid_servable_mysql(s, r->from, g, by_gtid, err);
     if (rc != FERRY_OK) return rc;
     if (*by_gtid) {
         ferry_log(FERRY_LOG_INFO,
@@ -1677,6 +1707,25 @@ static int cdc_position_lost(struct src *s, const struct rel *r, uint32_t seq, c
 
 /* A first run: the consistent snapshot the copy shards read (kept by src_snapshot, which
  * the runner calls after planning), the binlog position it was taken at, and its GTIDs. */
+/* Under the global read lock on MySQL: with gtid_mode ON, gtid_executed is the GTID set at
+ * the log position read with it (MySQL has no BINLOG_GTID_POS); any other mode keeps no set
+ * (anonymous transactions would make it incomplete). MariaDB (the failpoint): nothing. */
+static int snapshot_gtid_locked(struct src *s, const struct rel *r, struct ferry_error *err)
+{
+    ferry_free(s->snapshot_gtid);
+    s->snapshot_gtid = NULL;
+    if (mariadb_connection(s->c)) return FERRY_OK;
+    MYSQL_RES *res = NULL;
+    int rc = query(s, "SELECT @@global.gtid_mode, @@global.gtid_executed", &res, r->from, err);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (row && row[0] && row[1] && strcasecmp(row[0], "ON") == 0 &&
+        (s->snapshot_gtid = ferry_strdup(row[1])) == NULL)
+        rc = nomem(err);
+    mysql_free_result(res);
+    return rc;
+}
+
 /* MySQL has no binlog_snapshot_file: the snapshot starts under a brief global read lock
  * (FLUSH TABLES WITH READ LOCK, the RELOAD privilege), the log's end is read while no
  * commit can happen, then the lock is released; the snapshot stays. Failpoint
@@ -1699,6 +1748,7 @@ static int snapshot_with_lock(struct src *s, const struct rel *r, struct ferry_e
     s->snapshot_id =
         row && row[0] && row[1] ? ferry_asprintf("%s:%s", row[0], row[1]) : ferry_strdup("");
     if (res) mysql_free_result(res);
+    if (rc == FERRY_OK) rc = snapshot_gtid_locked(s, r, err);
     struct ferry_error e;
     int urc = ferry__my_exec(s->c, "UNLOCK TABLES", FERRY_ESOURCE, WHAT, &e);
     if (rc == FERRY_OK && urc != FERRY_OK) {
@@ -1714,6 +1764,8 @@ static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_
 {
     if (!s->cdc_snapshot) {
         end_snapshot(s);
+        ferry_free(s->snapshot_gtid);
+        s->snapshot_gtid = NULL;
         int rc = begin_snapshot(s, err);
         if (rc != FERRY_OK) return rc;
         ferry_free(s->snapshot_id);
@@ -1735,6 +1787,9 @@ static int cdc_first_start(struct src *s, const struct rel *r, char *base, size_
     int bad = split_binlog_name(s->snapshot_id, base, cap, &seq);
     uint32_t off = (uint32_t)strtoul(colon + 1, NULL, 10);
     int rc = bad ? FERRY_OK : cdc_gtid_at(s, r->from, s->snapshot_id, off, gtid, err);
+    if (rc == FERRY_OK && *gtid == NULL && s->snapshot_gtid != NULL &&
+        (*gtid = ferry_strdup(s->snapshot_gtid)) == NULL)
+        rc = nomem(err);
     *colon = ':';
     if (bad)
         return ferry_error_set(err, FERRY_ESOURCE, "mysql",
@@ -2216,6 +2271,22 @@ static void gtid_commit(struct stream *st)
                             st->gtid_text.len);
 }
 
+/* A transaction without a GTID (MySQL with gtid_mode other than ON): a tracked set would
+ * miss it and claim a resume by GTID from there had seen everything, so the set is dropped
+ * (positions carry file:offset only from here on). */
+static void gtid_forget(struct stream *st)
+{
+    if (!st->gtid_known) return;
+    ferry_log(FERRY_LOG_WARN,
+              WHAT ": table %s: a transaction without a GTID in the binary log (gtid_mode is "
+                   "not ON): GTIDs no longer tracked",
+              st->r->from);
+    st->gtid_known = false;
+    st->pending = 0;
+    ferry_buf_reset(&st->gtid_text);
+    ferry_rw_set_offset_tag(st->rw, "", 0);
+}
+
 /* GTID events open a transaction: its id is applied at the commit. */
 static int on_gtid(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
                    size_t n, struct ferry_error *err)
@@ -2653,6 +2724,9 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     case 170:
     case 171:
         return undecoded_event(st, h.type, err);
+    case 34: /* MySQL: ANONYMOUS_GTID_LOG_EVENT, a transaction without a GTID */
+        gtid_forget(st);
+        /* fall through */
     default:
         if (!st->in_txn && h.log_pos != 0 && h.type != FERRY_MY_BL_HEARTBEAT &&
             h.type != FERRY_MY_BL_FORMAT_DESCRIPTION)
@@ -2691,13 +2765,17 @@ static int stream_prepare(struct stream *st, struct ferry_error *err)
 
 /* The session a binlog dump needs: checksums as the server writes them (libmariadb strips
  * nothing), a heartbeat every second (a quiet log is told from a dead connection:
- * io_timeout), MariaDB's GTID capability, and with `gtid` the GTID position to start after
- * (@slave_connect_state: the server then ignores file and offset). */
+ * io_timeout), MariaDB's GTID capability, and with `gtid` MariaDB's GTID position to start
+ * after (@slave_connect_state: the server then ignores file and offset). The @source_
+ * names are MySQL 8.0.26's for the @master_ ones (spec only: no MySQL server in the tests);
+ * user variables a server does not read are harmless. */
 static int stream_session(struct stream *st, MYSQL *m, const char *gtid, struct ferry_error *err)
 {
     int rc = ferry__my_exec(m,
                             "SET @master_binlog_checksum = @@global.binlog_checksum, "
+                            "@source_binlog_checksum = @@global.binlog_checksum, "
                             "@master_heartbeat_period = 1000000000, "
+                            "@source_heartbeat_period = 1000000000, "
                             "@mariadb_slave_capability = 4",
                             FERRY_ESOURCE, WHAT ": binlog stream", err);
     if (rc == FERRY_OK && gtid != NULL) {
@@ -2733,9 +2811,34 @@ static int position_gone(struct stream *st, MYSQL *m, const char *from, struct f
                            st->s->conn.peer, st->r->from, from, mysql_error(m));
 }
 
-/* Opens the dump at file:offset, or after the GTID position `gtid` (file and offset unused). */
+/* MySQL's dump after GTID set `gtid`: COM_BINLOG_DUMP_GTID (libmariadb's rpl_open sends
+ * only COM_BINLOG_DUMP), sent through the connection's command method; the events then come
+ * through mariadb_rpl_fetch as for any dump. The server starts at the first file holding a
+ * transaction outside the set and skips those inside it; a set missing purged transactions
+ * is error 1236 (cdc_gtid_servable_mysql checked it at plan time). */
+static int dump_mysql_gtid(MYSQL *m, uint32_t server_id, const char *gtid,
+                           struct ferry_error *err)
+{
+    struct ferry_my_gtid_set g;
+    struct ferry_buf pkt;
+    ferry__my_gtid_init(&g);
+    ferry_buf_init(&pkt, 0);
+    int rc = ferry__my_gtid_parse(&g, gtid, err);
+    if (rc == FERRY_OK) rc = ferry__my_gtid_dump_packet(server_id, &g, &pkt, err);
+    if (rc == FERRY_OK &&
+        m->methods->db_command(m, (enum enum_server_command)(unsigned char)pkt.data[0], pkt.data + 1,
+                               pkt.len - 1, 1, NULL) != 0)
+        rc = FERRY_EIO; /* the caller names it from mysql_errno */
+    ferry__my_gtid_release(&g);
+    ferry_buf_release(&pkt);
+    return rc;
+}
+
+/* Opens the dump at file:offset, or after the GTID position `gtid` (file and offset unused)
+ * in the dialect `kind` (ferry__my_gtid_dump_kind). */
 static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t start,
-                       int64_t server_id, const char *gtid, struct ferry_error *err)
+                       int64_t server_id, const char *gtid, enum ferry_my_dump_kind kind,
+                       struct ferry_error *err)
 {
     char file[300], from[400];
     snprintf(file, sizeof file, "%s.%06" PRIu32, st->base, BL_SEQ(start));
@@ -2748,7 +2851,10 @@ static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t s
     if (rpl == NULL) return nomem(err);
     *out = rpl;
     unsigned int sid = (unsigned int)server_id;
-    if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file,
+    if (kind == FERRY_MY_DUMP_MYSQL_GTID) {
+        int rc = dump_mysql_gtid(m, sid, gtid, err);
+        if (rc != FERRY_EIO) return rc;
+    } else if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file,
                              gtid ? 0 : strlen(file)) == 0 &&
         mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) == 0 &&
         mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) == 0 && mariadb_rpl_open(rpl) == 0)
@@ -2813,7 +2919,7 @@ static int hub_open(void *ctx, int64_t start, MYSQL **m, MARIADB_RPL **rpl, bool
     int64_t id = st->stream_server_id;
     int rc = ferry__my_connect(&st->s->conn, WHAT, m, err);
     if (rc == FERRY_OK) rc = stream_session(st, *m, NULL, err);
-    if (rc == FERRY_OK) rc = stream_open(st, *m, rpl, start, id, NULL, err);
+    if (rc == FERRY_OK) rc = stream_open(st, *m, rpl, start, id, NULL, FERRY_MY_DUMP_FILE, err);
     *crc = st->crc;
     if (rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO,
@@ -2886,9 +2992,15 @@ static int stream_alone(struct stream *st, int64_t start, int64_t server_id, boo
 {
     MYSQL *m = NULL;
     MARIADB_RPL *rpl = NULL;
+    enum ferry_my_dump_kind kind = FERRY_MY_DUMP_FILE;
     int rc = ferry__my_connect(&st->s->conn, WHAT, &m, err);
-    if (rc == FERRY_OK) rc = stream_session(st, m, by_gtid ? gtid : NULL, err);
-    if (rc == FERRY_OK) rc = stream_open(st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, err);
+    if (rc == FERRY_OK) rc = ferry__my_gtid_dump_kind(mariadb_connection(m), by_gtid ? gtid : NULL,
+                                                      &kind, err);
+    if (rc == FERRY_EINVAL) ferry_error_prefix(err, "%s: table %s", st->s->conn.peer, st->r->from);
+    if (rc == FERRY_OK)
+        rc = stream_session(st, m, kind == FERRY_MY_DUMP_MARIADB_GTID ? gtid : NULL, err);
+    if (rc == FERRY_OK)
+        rc = stream_open(st, m, &rpl, start, server_id, by_gtid ? gtid : NULL, kind, err);
     if (rc == FERRY_OK) rc = stream_loop(st, m, rpl, by_gtid, gtid, err);
     if (rpl != NULL) mariadb_rpl_close(rpl);
     if (m != NULL) mysql_close(m);

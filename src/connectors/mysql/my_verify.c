@@ -67,6 +67,42 @@ static bool is_temporal(const char *d)
 
 /* The canonical text of column i (NULL when the value is, or is a zero date, which the
  * source reads as NULL), x its quoted name. */
+/* float32/float64: the 16 lowercase hex digits of the IEEE 754 double's bits, big-endian
+ * (PostgreSQL: encode(float8send(x), 'hex'); a float widens to a double exactly, on both).
+ * MySQL has no bit cast, so the bits are computed in double arithmetic, every step exact:
+ * a = |x|; the exponent e from FLOOR(LOG2(a)), which may be one off near a power of two,
+ * clamped to [-1022, 1023] and corrected by comparing a with POW(2, e) and POW(2, e + 1)
+ * (never a / 2, which rounds below 2^-1021); the 52-bit fraction (a / 2^e - 1) * 2^52 (a
+ * subnormal's: a * 2^1022 * 2^52, exponent field 0); the sign from x < 0, or for a zero from
+ * ATAN2(x, -1) < 0 (-0: -pi; MariaDB stores -0 as 0, MySQL 8 may keep it). No NaN or
+ * infinity exists in MySQL. Checked bit for bit against PostgreSQL on 3,000 values
+ * (powers of two and their neighbours from 2^-1074 to 2^1023, random bit patterns). */
+static int float_bits_expr(struct ferry_buf *b, const char *col)
+{
+    struct ferry_buf a, e0, e;
+    ferry_buf_init(&a, 0);
+    ferry_buf_init(&e0, 0);
+    ferry_buf_init(&e, 0);
+    ferry_buf_printf(&a, "ABS(%s * 1e0)", col);
+    ferry_buf_printf(&e0, "LEAST(GREATEST(FLOOR(LOG2(%s)), -1022), 1023)", a.data);
+    ferry_buf_printf(&e, "(%s - (%s < POW(2, %s)) + (%s >= POW(2, LEAST(%s + 1, 1023)) AND %s < 1023))",
+                     e0.data, a.data, e0.data, a.data, e0.data, e0.data);
+    int rc = ferry_buf_failed(&a) || ferry_buf_failed(&e0) || ferry_buf_failed(&e)
+                 ? FERRY_ENOMEM
+                 : ferry_buf_printf(
+                       b,
+                       "IF(%s IS NULL, NULL, LOWER(CONCAT("
+                       "LPAD(HEX(CAST(IF(%s < 0 OR (%s = 0 AND ATAN2(%s * 1e0, -1) < 0), 2048, 0)"
+                       " + CASE WHEN %s < POW(2, -1022) THEN 0 ELSE %s + 1023 END AS UNSIGNED)), 3, '0'),"
+                       " LPAD(HEX(CAST(CASE WHEN %s < POW(2, -1022) THEN %s * POW(2, 1022) * POW(2, 52)"
+                       " ELSE (%s / POW(2, %s) - 1) * POW(2, 52) END AS UNSIGNED)), 13, '0'))))",
+                       col, col, col, col, a.data, e.data, a.data, a.data, a.data, e.data);
+    ferry_buf_release(&a);
+    ferry_buf_release(&e0);
+    ferry_buf_release(&e);
+    return rc;
+}
+
 static int text_expr(struct ferry_buf *b, const struct myside *s, int i, const char *x)
 {
     const struct ferry_vcol *c = &s->base.t->cols[i];
@@ -96,6 +132,9 @@ static int text_expr(struct ferry_buf *b, const struct myside *s, int i, const c
         return ferry_buf_printf(b, "TIME_FORMAT(%s, '%%H:%%i:%%s.%%f')", x);
     case FERRY_TYPE_UUID:
         return ferry_buf_printf(b, "LOWER(CONVERT(%s USING utf8mb4))", x);
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        return float_bits_expr(b, x);
     case FERRY_TYPE_BINARY:
         if (is(d, "bit"))
             return ferry_buf_printf(b, "LPAD(LOWER(HEX(%s + 0)), %d, '0')", x,
@@ -174,7 +213,11 @@ static int build_exprs(struct myside *s, struct ferry_error *err)
         struct ferry_buf tx;
         ferry_buf_init(&tx, 0);
         rc = text_expr(&tx, s, i, q.data);
-        if (rc == FERRY_OK)
+        enum ferry_type ty = t->cols[i].type;
+        if (rc == FERRY_OK && (ty == FERRY_TYPE_FLOAT32 || ty == FERRY_TYPE_FLOAT64))
+            rc = ferry_buf_printf(&b, "%sCOALESCE(CONCAT('V16:', %s), 'N')", i > 0 ? ", " : "",
+                                  tx.data); /* always 16 hex digits: the expression once */
+        else if (rc == FERRY_OK)
             rc = ferry_buf_printf(&b, "%sCOALESCE(CONCAT('V', LENGTH(%s), ':', %s), 'N')",
                                   i > 0 ? ", " : "", tx.data, tx.data);
         ferry_buf_release(&tx);

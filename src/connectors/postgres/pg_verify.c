@@ -155,6 +155,12 @@ static int md5_text_expr(struct ferry_buf *b, const struct ferry_vtable *t, int 
         return ferry_buf_printf(b, "to_char(%s::time, 'HH24:MI:SS.US')", x);
     case FERRY_TYPE_BINARY:
         return ferry_buf_printf(b, "encode(%s::bytea, 'hex')", x);
+    case FERRY_TYPE_FLOAT32: /* the double's bits in hex (a float4 widens exactly), NaN one */
+    case FERRY_TYPE_FLOAT64:
+        return ferry_buf_printf(b,
+                                "CASE WHEN %s::float8 = 'NaN' THEN '7ff8000000000000' "
+                                "ELSE encode(float8send(%s::float8), 'hex') END",
+                                x, x);
     default: /* ints, decimals, uuid, text, json: the text output */
         if (oid == FERRY_PG_OID_BPCHAR)
             return ferry_buf_printf(b, "convert_from(bpcharsend(%s), 'UTF8')", x);

@@ -72,3 +72,14 @@ sed -i 's/out.db/none.db/; s/^name: m$/name: none/' none.yaml
 expect_exit 7 ferry run none.yaml
 printf '%s\n' "$OUT" | grep -q "table pattern 'nothing_\*' matches no table" || fail "no-match error: $OUT"
 pass "a pattern matching no table is refused, naming it"
+
+# parallel readers: MySQL and MariaDB cannot share one consistent snapshot between
+# connections, so a second reader is refused with the reason rather than reading shards at
+# different moments
+sed -e 's/^name: m$/name: par/; s/out.db/par.db/' -e 's/^  type: mysql$/  type: mysql\n  parallelism: 2\n  shard_rows: 2000/' \
+  m.yaml > par.yaml
+grep -q "parallelism: 2" par.yaml || fail "par.yaml was not written: $(cat par.yaml)"
+expect_exit 1 ferry run par.yaml
+printf '%s\n' "$OUT" | grep -qF 'cannot share one consistent snapshot between connections; read with `parallelism: 1`' ||
+  fail "parallelism: 2 is not refused with its reason: $OUT"
+pass "parallelism: 2 refused: one consistent snapshot cannot be shared between connections"

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 #include "unit.h"
 #include "connectors/mysql/my_binlog.h"
 #include "ferry/error.h"
@@ -384,6 +385,36 @@ static void test_names_query(void **state)
     test_free(t);
 }
 
+/* binlog_checksum = CRC32: the ISO-HDLC CRC-32 of the event before its 4-byte trailer. The
+ * standard check value: CRC-32("The quick brown fox jumps over the lazy dog") = 0x414fa339,
+ * here as a 43-byte "event" and its trailer. A FORMAT_DESCRIPTION event's is computed with
+ * its in-use flag (bit 0 of byte 17) clear. */
+static void test_checksum(void **state)
+{
+    (void)state;
+    uint8_t ev[47];
+    memcpy(ev, "The quick brown fox jumps over the lazy dog", 43);
+    ev[43] = 0x39, ev[44] = 0xa3, ev[45] = 0x4f, ev[46] = 0x41;
+    assert_true(ferry__my_bl_checksum_ok(ev, sizeof ev));
+    ev[30] ^= 0x20;
+    assert_false(ferry__my_bl_checksum_ok(ev, sizeof ev));
+    ev[30] ^= 0x20;
+    ev[46] ^= 1;
+    assert_false(ferry__my_bl_checksum_ok(ev, sizeof ev));
+    assert_false(ferry__my_bl_checksum_ok(ev, 22)); /* shorter than a header and a trailer */
+    assert_false(ferry__my_bl_checksum_ok(NULL, 47));
+    /* a FORMAT_DESCRIPTION event: checksummed with byte 17's bit 0 clear ("o" -> "n") */
+    memcpy(ev, "The \x0fuick brown fnx jumps over the lazy dog", 43);
+    uLong c = crc32(crc32(0L, Z_NULL, 0), ev, 43);
+    for (int i = 0; i < 4; i++)
+        ev[43 + i] = (uint8_t)(c >> (8 * i));
+    assert_true(ferry__my_bl_checksum_ok(ev, sizeof ev));
+    ev[17] |= 1; /* the server sets the flag while the file is open */
+    assert_true(ferry__my_bl_checksum_ok(ev, sizeof ev));
+    ev[4] = 0x71; /* any other event: the flag counts */
+    assert_false(ferry__my_bl_checksum_ok(ev, sizeof ev));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_update_delete),
         cmocka_unit_test(test_rotate_xid),
         cmocka_unit_test(test_names_query),
+        cmocka_unit_test(test_checksum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 #include "connectors/mysql/my_binlog.h"
 
 struct rd {
@@ -70,6 +71,22 @@ static int bad(struct ferry_error *err, const char *event, const char *what)
 {
     return ferry_error_set(err, FERRY_EINVAL, "mysql", "binlog %s event: bad or truncated %s",
                            event, what);
+}
+
+bool ferry__my_bl_checksum_ok(const uint8_t *raw, size_t event_size)
+{
+    if (raw == NULL || event_size < FERRY_MY_BL_HEADER + 4 || event_size - 4 > UINT32_MAX)
+        return false;
+    size_t n = event_size - 4;
+    uint8_t flags = raw[17]; /* (flags: bytes 17-18, little-endian) */
+    if (raw[4] == FERRY_MY_BL_FORMAT_DESCRIPTION) flags &= (uint8_t)~1u;
+    uLong c = crc32(0L, Z_NULL, 0);
+    c = crc32(c, raw, 17);
+    c = crc32(c, &flags, 1);
+    c = crc32(c, raw + 18, (uInt)(n - 18));
+    uint32_t want = (uint32_t)raw[n] | (uint32_t)raw[n + 1] << 8 | (uint32_t)raw[n + 2] << 16 |
+                    (uint32_t)raw[n + 3] << 24;
+    return (uint32_t)c == want;
 }
 
 int ferry__my_bl_header(const uint8_t *p, size_t n, struct ferry_my_bl_header *h,

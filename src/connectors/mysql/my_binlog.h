@@ -101,6 +101,13 @@ struct ferry_my_bl_rows_cb {
     int (*on_row_end)(void *ctx, struct ferry_error *err);
 };
 
+/* Whether an event's CRC32 trailer (binlog_checksum = CRC32: the ISO-HDLC CRC-32, as zlib's
+ * crc32(), of the event_size - 4 bytes before it, little-endian) matches. A
+ * FORMAT_DESCRIPTION event's is computed with its LOG_EVENT_BINLOG_IN_USE_F flag (0x1)
+ * clear: the server sets the flag in the file after checksumming. raw holds event_size
+ * bytes (at least the header and the trailer, else false). */
+bool ferry__my_bl_checksum_ok(const uint8_t *raw, size_t event_size);
+
 int ferry__my_bl_header(const uint8_t *p, size_t n, struct ferry_my_bl_header *h,
                         struct ferry_error *err);
 /* post_header_len: the table map's post-header length from the format description (8 on

@@ -2658,7 +2658,15 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     int rc = ferry__my_bl_header(raw, n, &h, err);
     if (rc != FERRY_OK) return rc;
     size_t body_n = h.event_size - FERRY_MY_BL_HEADER;
-    if (st->crc && body_n >= 4) body_n -= 4; /* the CRC32 trailer (TCP already checks) */
+    if (st->crc && body_n >= 4) body_n -= 4; /* the CRC32 trailer, checked: */
+    if (st->crc && h.event_size <= n && !ferry__my_bl_checksum_ok(raw, h.event_size))
+        return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                               WHAT ": %s: table %s: the binlog event of type %u ending at "
+                                    "%s.%06" PRIu32 ":%" PRIu32 " fails its CRC32 checksum (a "
+                                    "damaged binary log?); nothing after the last commit was "
+                                    "taken",
+                               st->s->conn.peer, st->r->from, (unsigned)h.type, st->base,
+                               st->seq, h.log_pos);
     if (body_n > n - FERRY_MY_BL_HEADER)
         return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": truncated binlog event");
     const uint8_t *body = raw + FERRY_MY_BL_HEADER;

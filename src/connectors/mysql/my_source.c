@@ -1967,6 +1967,7 @@ struct stream {
      * position; img holds img_cap values per image */
     int *bmap;
     int bmap_cap, img_cap;
+    struct cs_map *cs_maps; /* single-byte character sets met in the stream (cs_map_of) */
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -2029,6 +2030,66 @@ static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
         if (i == n) return true;
     }
     return false;
+}
+
+/* A single-byte character set's bytes in UTF-8, as the server itself converts them (read
+ * once per set from the server: its tables differ from iconv's in greek, hebrew, koi8u,
+ * cp866, cp1256, macroman); len 0: a byte the set does not define (the server would print
+ * '?'), refused by the stream rather than guessed. */
+struct cs_map {
+    struct cs_map *next;
+    char name[64];
+    bool usable; /* false: multi-byte, or not readable: values refused */
+    uint8_t len[256];
+    uint8_t utf8[256][4];
+};
+
+static int cs_map_read(struct src *s, struct cs_map *m)
+{
+    struct ferry_buf sql;
+    ferry_buf_init(&sql, 0);
+    ferry_buf_printf(&sql, "SELECT MAXLEN");
+    for (int i = 0; i < 256; i++)
+        ferry_buf_printf(&sql, ", HEX(CONVERT(CONVERT(UNHEX('%02X') USING %s) USING utf8mb4))", i,
+                         m->name);
+    ferry_buf_printf(&sql, " FROM information_schema.CHARACTER_SETS WHERE CHARACTER_SET_NAME = '%s'",
+                     m->name);
+    MYSQL_RES *res = NULL;
+    struct ferry_error e;
+    int rc = ferry_buf_failed(&sql) ? FERRY_ENOMEM : ensure_conn(s, &e);
+    if (rc == FERRY_OK) rc = query(s, sql.data, &res, m->name, &e);
+    ferry_buf_release(&sql);
+    if (rc != FERRY_OK) return rc;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    m->usable = row != NULL && row[0] != NULL && strcmp(row[0], "1") == 0;
+    for (int i = 0; m->usable && i < 256; i++) {
+        const char *h = row[1 + i];
+        size_t n = h ? strlen(h) / 2 : 0;
+        if (n == 0 || n > 4 || (n == 1 && strcmp(h, "3F") == 0 && i != 0x3f)) continue;
+        for (size_t k = 0; k < n; k++)
+            m->utf8[i][k] = (uint8_t)strtoul((char[3]){h[2 * k], h[2 * k + 1], 0}, NULL, 16);
+        m->len[i] = (uint8_t)n;
+    }
+    mysql_free_result(res);
+    return FERRY_OK;
+}
+
+/* The map of character set `name` (found, or read from the server on first use); NULL when
+ * it cannot be used (a multi-byte set, an odd name, no memory, a failed query). */
+static const struct cs_map *cs_map_of(struct stream *st, const char *name)
+{
+    for (struct cs_map *m = st->cs_maps; m != NULL; m = m->next)
+        if (strcmp(m->name, name) == 0) return m->usable ? m : NULL;
+    size_t n = strlen(name);
+    if (n == 0 || n >= sizeof st->cs_maps->name || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+        return NULL;
+    struct cs_map *m = ferry_calloc(1, sizeof *m);
+    if (m == NULL) return NULL;
+    memcpy(m->name, name, n + 1);
+    if (cs_map_read(st->s, m) != FERRY_OK) m->usable = false;
+    m->next = st->cs_maps;
+    st->cs_maps = m;
+    return m->usable ? m : NULL;
 }
 
 /* One binlog value in the text form the full read's decode() takes (the server's text
@@ -2168,8 +2229,17 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
                 put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
             return 0;
         }
+        const struct cs_map *m = cs_map_of(st, cs);
+        for (size_t i = 0; m != NULL && i < n; i++) {
+            if (m->len[p[i]] == 0) {
+                *why = "a byte its character set does not define";
+                return -1;
+            }
+            ferry_buf_append(b, m->utf8[p[i]], m->len[p[i]]);
+        }
+        if (m != NULL) return 0;
         *why = "character set not converted from the binary log (utf8mb4, utf8mb3, ascii, "
-               "latin1 and binary are)";
+               "binary and the single-byte sets are)";
         return -1;
     }
     }
@@ -3109,6 +3179,11 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_free(st.img[0]);
     ferry_free(st.img[1]);
     ferry_free(st.bmap);
+    while (st.cs_maps != NULL) {
+        struct cs_map *next = st.cs_maps->next;
+        ferry_free(st.cs_maps);
+        st.cs_maps = next;
+    }
     rel_free(&st.now);
     ferry_buf_release(&st.text);
     ferry_buf_release(&st.gtid_text);

@@ -149,12 +149,14 @@ static void test_events(void **state)
  * n_sids (8 LE), then per source uuid (16), n_intervals (8 LE), start (8 LE), end (8 LE,
  * exclusive). "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7" is one source, [1,6) and [7,8). */
 static const uint8_t sid_block[] = {
-    1,    0,    0,    0,    0,    0,    0,    0,                                     /* n_sids */
-    0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95,
-    0x62,                                                                            /* uuid */
-    2,    0,    0,    0,    0,    0,    0,    0,                                     /* n_iv */
-    1,    0,    0,    0,    0,    0,    0,    0,    6, 0, 0, 0, 0, 0, 0, 0,            /* 1-5 */
-    7,    0,    0,    0,    0,    0,    0,    0,    8, 0, 0, 0, 0, 0, 0, 0,            /* 7 */
+    1,    0,    0,    0,    0,    0,    0,    0, /* n_sids */
+    0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1,
+    0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95, 0x62, /* uuid */
+    2,    0,    0,    0,    0,    0,    0,    0,    /* n_iv */
+    1,    0,    0,    0,    0,    0,    0,    0,
+    6,    0,    0,    0,    0,    0,    0,    0, /* 1-5 */
+    7,    0,    0,    0,    0,    0,    0,    0,
+    8,    0,    0,    0,    0,    0,    0,    0, /* 7 */
 };
 
 static void test_binary_set(void **state)
@@ -239,12 +241,29 @@ static void test_dump_packet(void **state)
                      FERRY_OK);
     assert_int_equal(ferry__my_gtid_dump_packet(0x01020304, &g, &b, &err), FERRY_OK);
     static const uint8_t head[] = {
-        0x1e,                   /* COM_BINLOG_DUMP_GTID */
-        4,    0,                /* flags: BINLOG_THROUGH_GTID */
-        4,    3,    2, 1,       /* server_id */
-        0,    0,    0, 0,       /* binlog-filename-len, no name */
-        4,    0,    0, 0, 0, 0, 0, 0, /* binlog-pos */
-        sizeof sid_block, 0, 0, 0,    /* data-size */
+        0x1e, /* COM_BINLOG_DUMP_GTID */
+        4,
+        0, /* flags: BINLOG_THROUGH_GTID */
+        4,
+        3,
+        2,
+        1, /* server_id */
+        0,
+        0,
+        0,
+        0, /* binlog-filename-len, no name */
+        4,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0, /* binlog-pos */
+        sizeof sid_block,
+        0,
+        0,
+        0, /* data-size */
     };
     assert_int_equal(b.len, sizeof head + sizeof sid_block);
     assert_memory_equal(b.data, head, sizeof head);
@@ -261,7 +280,8 @@ static void test_subset(void **state)
         bool in;
     } cases[] = {
         {"", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", true},
-        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9", true},
+        {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9",
+         true},
         {"3e11fa47-71ca-11e1-9e33-c80aa9429562:2-3:7", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7",
          true},
         {"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-6", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7",
@@ -316,14 +336,10 @@ static void test_dump_kind(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mariadb),
-        cmocka_unit_test(test_mysql),
-        cmocka_unit_test(test_bad_text),
-        cmocka_unit_test(test_events),
-        cmocka_unit_test(test_binary_set),
-        cmocka_unit_test(test_binary_bad),
-        cmocka_unit_test(test_dump_packet),
-        cmocka_unit_test(test_subset),
+        cmocka_unit_test(test_mariadb),     cmocka_unit_test(test_mysql),
+        cmocka_unit_test(test_bad_text),    cmocka_unit_test(test_events),
+        cmocka_unit_test(test_binary_set),  cmocka_unit_test(test_binary_bad),
+        cmocka_unit_test(test_dump_packet), cmocka_unit_test(test_subset),
         cmocka_unit_test(test_dump_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -306,8 +306,7 @@ bool ferry__my_gtid_subset(const struct ferry_my_gtid_set *a, const struct ferry
     for (int i = 0; i < a->n_src; i++) {
         const struct ferry_my_gtid_source *s = find_source(b, a->src[i].uuid);
         for (int k = 0; k < a->src[i].n; k++)
-            if (s == NULL || !interval_in(s, a->src[i].iv[k].lo, a->src[i].iv[k].hi))
-                return false;
+            if (s == NULL || !interval_in(s, a->src[i].iv[k].lo, a->src[i].iv[k].hi)) return false;
     }
     return true;
 }

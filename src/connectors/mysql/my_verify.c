@@ -85,18 +85,21 @@ static int float_bits_expr(struct ferry_buf *b, const char *col)
     ferry_buf_init(&e, 0);
     ferry_buf_printf(&a, "ABS(%s * 1e0)", col);
     ferry_buf_printf(&e0, "LEAST(GREATEST(FLOOR(LOG2(%s)), -1022), 1023)", a.data);
-    ferry_buf_printf(&e, "(%s - (%s < POW(2, %s)) + (%s >= POW(2, LEAST(%s + 1, 1023)) AND %s < 1023))",
+    ferry_buf_printf(&e,
+                     "(%s - (%s < POW(2, %s)) + (%s >= POW(2, LEAST(%s + 1, 1023)) AND %s < 1023))",
                      e0.data, a.data, e0.data, a.data, e0.data, e0.data);
-    int rc = ferry_buf_failed(&a) || ferry_buf_failed(&e0) || ferry_buf_failed(&e)
-                 ? FERRY_ENOMEM
-                 : ferry_buf_printf(
-                       b,
-                       "IF(%s IS NULL, NULL, LOWER(CONCAT("
-                       "LPAD(HEX(CAST(IF(%s < 0 OR (%s = 0 AND ATAN2(%s * 1e0, -1) < 0), 2048, 0)"
-                       " + CASE WHEN %s < POW(2, -1022) THEN 0 ELSE %s + 1023 END AS UNSIGNED)), 3, '0'),"
-                       " LPAD(HEX(CAST(CASE WHEN %s < POW(2, -1022) THEN %s * POW(2, 1022) * POW(2, 52)"
-                       " ELSE (%s / POW(2, %s) - 1) * POW(2, 52) END AS UNSIGNED)), 13, '0'))))",
-                       col, col, col, col, a.data, e.data, a.data, a.data, a.data, e.data);
+    int rc =
+        ferry_buf_failed(&a) || ferry_buf_failed(&e0) || ferry_buf_failed(&e)
+            ? FERRY_ENOMEM
+            : ferry_buf_printf(
+                  b,
+                  "IF(%s IS NULL, NULL, LOWER(CONCAT("
+                  "LPAD(HEX(CAST(IF(%s < 0 OR (%s = 0 AND ATAN2(%s * 1e0, -1) < 0), 2048, 0)"
+                  " + CASE WHEN %s < POW(2, -1022) THEN 0 ELSE %s + 1023 END AS UNSIGNED)), 3, "
+                  "'0'),"
+                  " LPAD(HEX(CAST(CASE WHEN %s < POW(2, -1022) THEN %s * POW(2, 1022) * POW(2, 52)"
+                  " ELSE (%s / POW(2, %s) - 1) * POW(2, 52) END AS UNSIGNED)), 13, '0'))))",
+                  col, col, col, col, a.data, e.data, a.data, a.data, a.data, e.data);
     ferry_buf_release(&a);
     ferry_buf_release(&e0);
     ferry_buf_release(&e);

@@ -1612,8 +1612,7 @@ static int cdc_gtid_servable_mysql(struct src *s, const char *table, const char 
     ferry__my_gtid_init(&purged);
     struct ferry_error e;
     if (row && row[0] && row[1] && strcasecmp(row[0], "ON") == 0 &&
-        ferry__my_gtid_parse(&saved, g, &e) == FERRY_OK &&
-        saved.flavor != FERRY_MY_GTID_MARIADB &&
+        ferry__my_gtid_parse(&saved, g, &e) == FERRY_OK && saved.flavor != FERRY_MY_GTID_MARIADB &&
         ferry__my_gtid_parse(&purged, row[1], &e) == FERRY_OK)
         *ok = ferry__my_gtid_subset(&purged, &saved);
     mysql_free_result(res);
@@ -2052,8 +2051,8 @@ static int cs_map_read(struct src *s, struct cs_map *m)
     for (int i = 0; i < 256; i++)
         ferry_buf_printf(&sql, ", HEX(CONVERT(CONVERT(UNHEX('%02X') USING %s) USING utf8mb4))", i,
                          m->name);
-    ferry_buf_printf(&sql, " FROM information_schema.CHARACTER_SETS WHERE CHARACTER_SET_NAME = '%s'",
-                     m->name);
+    ferry_buf_printf(
+        &sql, " FROM information_schema.CHARACTER_SETS WHERE CHARACTER_SET_NAME = '%s'", m->name);
     MYSQL_RES *res = NULL;
     struct ferry_error e;
     int rc = ferry_buf_failed(&sql) ? FERRY_ENOMEM : ensure_conn(s, &e);
@@ -2081,7 +2080,8 @@ static const struct cs_map *cs_map_of(struct stream *st, const char *name)
     for (struct cs_map *m = st->cs_maps; m != NULL; m = m->next)
         if (strcmp(m->name, name) == 0) return m->usable ? m : NULL;
     size_t n = strlen(name);
-    if (n == 0 || n >= sizeof st->cs_maps->name || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+    if (n == 0 || n >= sizeof st->cs_maps->name ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
         return NULL;
     struct cs_map *m = ferry_calloc(1, sizeof *m);
     if (m == NULL) return NULL;
@@ -2735,8 +2735,8 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
                                     "%s.%06" PRIu32 ":%" PRIu32 " fails its CRC32 checksum (a "
                                     "damaged binary log?); nothing after the last commit was "
                                     "taken",
-                               st->s->conn.peer, st->r->from, (unsigned)h.type, st->base,
-                               st->seq, h.log_pos);
+                               st->s->conn.peer, st->r->from, (unsigned)h.type, st->base, st->seq,
+                               h.log_pos);
     if (body_n > n - FERRY_MY_BL_HEADER)
         return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": truncated binlog event");
     const uint8_t *body = raw + FERRY_MY_BL_HEADER;
@@ -2894,8 +2894,7 @@ static int position_gone(struct stream *st, MYSQL *m, const char *from, struct f
  * through mariadb_rpl_fetch as for any dump. The server starts at the first file holding a
  * transaction outside the set and skips those inside it; a set missing purged transactions
  * is error 1236 (cdc_gtid_servable_mysql checked it at plan time). */
-static int dump_mysql_gtid(MYSQL *m, uint32_t server_id, const char *gtid,
-                           struct ferry_error *err)
+static int dump_mysql_gtid(MYSQL *m, uint32_t server_id, const char *gtid, struct ferry_error *err)
 {
     struct ferry_my_gtid_set g;
     struct ferry_buf pkt;
@@ -2904,8 +2903,8 @@ static int dump_mysql_gtid(MYSQL *m, uint32_t server_id, const char *gtid,
     int rc = ferry__my_gtid_parse(&g, gtid, err);
     if (rc == FERRY_OK) rc = ferry__my_gtid_dump_packet(server_id, &g, &pkt, err);
     if (rc == FERRY_OK &&
-        m->methods->db_command(m, (enum enum_server_command)(unsigned char)pkt.data[0], pkt.data + 1,
-                               pkt.len - 1, 1, NULL) != 0)
+        m->methods->db_command(m, (enum enum_server_command)(unsigned char)pkt.data[0],
+                               pkt.data + 1, pkt.len - 1, 1, NULL) != 0)
         rc = FERRY_EIO; /* the caller names it from mysql_errno */
     ferry__my_gtid_release(&g);
     ferry_buf_release(&pkt);
@@ -2933,9 +2932,10 @@ static int stream_open(struct stream *st, MYSQL *m, MARIADB_RPL **out, int64_t s
         int rc = dump_mysql_gtid(m, sid, gtid, err);
         if (rc != FERRY_EIO) return rc;
     } else if (mariadb_rpl_optionsv(rpl, MARIADB_RPL_FILENAME, gtid ? "" : file,
-                             gtid ? 0 : strlen(file)) == 0 &&
-        mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) == 0 &&
-        mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) == 0 && mariadb_rpl_open(rpl) == 0)
+                                    gtid ? 0 : strlen(file)) == 0 &&
+               mariadb_rpl_optionsv(rpl, MARIADB_RPL_START, spos) == 0 &&
+               mariadb_rpl_optionsv(rpl, MARIADB_RPL_SERVER_ID, sid) == 0 &&
+               mariadb_rpl_open(rpl) == 0)
         return FERRY_OK;
     if (mysql_errno(m) == 1236) /* ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or no such file */
         return position_gone(st, m, from, err);
@@ -3072,8 +3072,8 @@ static int stream_alone(struct stream *st, int64_t start, int64_t server_id, boo
     MARIADB_RPL *rpl = NULL;
     enum ferry_my_dump_kind kind = FERRY_MY_DUMP_FILE;
     int rc = ferry__my_connect(&st->s->conn, WHAT, &m, err);
-    if (rc == FERRY_OK) rc = ferry__my_gtid_dump_kind(mariadb_connection(m), by_gtid ? gtid : NULL,
-                                                      &kind, err);
+    if (rc == FERRY_OK)
+        rc = ferry__my_gtid_dump_kind(mariadb_connection(m), by_gtid ? gtid : NULL, &kind, err);
     if (rc == FERRY_EINVAL) ferry_error_prefix(err, "%s: table %s", st->s->conn.peer, st->r->from);
     if (rc == FERRY_OK)
         rc = stream_session(st, m, kind == FERRY_MY_DUMP_MARIADB_GTID ? gtid : NULL, err);

@@ -391,7 +391,8 @@ static void stream_prepare(struct stream_run *sr)
         atomic_store(&rr->active, NULL);
     }
     if (rc == FERRY_OK) {
-        rc = r->p->source_vt->open(r->p->source, &sr->src, e);
+        const struct ferry_source_vtable *vt = r->p->source_vt;
+        rc = (vt->open_stream ? vt->open_stream : vt->open)(r->p->source, &sr->src, e);
         if (rc != FERRY_OK)
             ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type, rr->spec->table);
     }
@@ -528,18 +529,25 @@ static void wave_group_end(struct ferry_commit_group *g, struct stream_run *sr, 
     ferry_commit_group_free(g);
 }
 
-/* Streams side by side at most: each holds a source connection of its own, and a wave's
- * connections may still count on the server while the next wave's open (200 tables stream
- * from a server with the default 100 connections; e2e/cdc_one_slot: 50 tables, 48
- * connections); more go in waves, one after another, each reading the shared log once. */
+/* Streams side by side at most when each holds a source connection of its own (a source
+ * without open_stream): a wave's connections may still count on the server while the next
+ * wave's open (200 tables stream from a server with the default 100 connections); more go
+ * in waves, one after another, each reading the shared log once. A source with open_stream
+ * streams every table in one wave: one session, one commit group. */
 #define MAX_SIDE_BY_SIDE 16
 
-/* One wave: the next streams of lane 0 from *k on, at most MAX_SIDE_BY_SIDE; false when
- * none was left. */
+static int wave_limit(const struct run *r)
+{
+    return r->p->source_vt->open_stream != NULL ? r->lanes[0].n_res : MAX_SIDE_BY_SIDE;
+}
+
+/* One wave: the next streams of lane 0 from *k on, at most wave_limit(); false when none
+ * was left. */
 static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
 {
     struct lane *ln = &r->lanes[0];
-    struct stream_run *sr = ferry_calloc(MAX_SIDE_BY_SIDE, sizeof *sr);
+    int limit = wave_limit(r);
+    struct stream_run *sr = ferry_calloc((size_t)limit, sizeof *sr);
     if (sr == NULL) { /* stops the run (stops_run) */
         struct ferry_error e;
         ferry_error_clear(&e);
@@ -547,7 +555,7 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
         return false;
     }
     int n = 0, n_ready = 0;
-    for (; *k < ln->n_res && n < MAX_SIDE_BY_SIDE; (*k)++) {
+    for (; *k < ln->n_res && n < limit; (*k)++) {
         struct resource_run *rr = &r->res[ln->res[*k]];
         if (rr->copy_phase) continue;
         sr[n].r = r;

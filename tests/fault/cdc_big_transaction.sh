@@ -35,7 +35,7 @@ count_of() { # NAME
 for f in pg lite log; do
   before=$(count_of $f)
   # The sink is slowed so that the kill lands inside the transaction's stream.
-  FERRY_FAILPOINTS="before_sink_apply=sleep(150)" "$FERRY_BIN" run $f.yaml --quiet > kill-$f.log 2>&1 &
+  FERRY_FAILPOINTS="before_sink_apply=sleep(300)" "$FERRY_BIN" run $f.yaml --quiet > kill-$f.log 2>&1 &
   pid=$!
   # 5 batches of 5000 rows applied (into the destination transaction the commit group holds
   # open until the source transaction's commit), 35 more to go

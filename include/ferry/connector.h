@@ -293,6 +293,12 @@ struct ferry_source_vtable {
      * the source then reads by it instead of its own position (the files source's Parquet
      * files). */
     bool incremental_cursor_optional;
+    /* Appended to ABI 1. With cdc_one_stream: opens an instance for one stream run side by
+     * side (its extract of a stream shard, cdc_progress, cancel, close; nothing else), which
+     * holds no connection of its own while it streams (it may connect briefly when its
+     * extract starts): the runner then starts every stream of a run at once. NULL: open(),
+     * and the runner starts at most 16 at once (each stream holding a connection). */
+    int (*open_stream)(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err);
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */

@@ -101,11 +101,58 @@ static int run_phase(struct resource_run *rr, struct ferry_flow *f, bool copy,
     return rc;
 }
 
-static int run_flow(struct resource_run *rr, struct ferry_flow *f, struct ferry_error *err)
+/* Whether a cdc stream run alone applies as a commit group of one: a source that marks
+ * cuts, a sink with group transactions, durable per apply, lane 0's sink instance. */
+static bool alone_groupable(const struct run *r, const struct resource_run *rr,
+                            const struct ferry_flow *f)
 {
-    if (rr->spec->mode != FERRY_READ_CDC || rr->n_shards < 2) return ferry_flow_run(f, err);
+    const struct ferry_sink_vtable *vt = r->p->sink_vt;
+    return rr->spec->mode == FERRY_READ_CDC && r->p->source_vt->cdc_commit_groups &&
+           vt->group_begin != NULL && vt->group_commit != NULL && vt->group_abort != NULL &&
+           rr->caps.durability == FERRY_DURABLE_PER_APPLY && f->sink_ctx == r->sink_ctx &&
+           f->sink_lock == NULL && f->group == NULL && !r->distributed && !r->shard_mode;
+}
+
+/* The stream of a cdc resource run alone (not side by side), in a commit group of one when
+ * alone_groupable: its destination transactions end only at cuts between source
+ * transactions, so a source transaction larger than a batch is never seen in parts
+ * (docs/internals/cdc.md). phased: the stream phase of a plan with copy shards. */
+static int stream_alone(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                        bool phased, struct ferry_error *err)
+{
+    pthread_mutex_t lock;
+    pthread_mutex_init(&lock, NULL);
+    struct ferry_commit_group *g = NULL;
+    if (alone_groupable(r, rr, f)) {
+        g = ferry_commit_group_new(r->p->sink_vt, r->sink_ctx, &lock);
+        f->group = g ? ferry_commit_group_member(g, rr->spec->table) : NULL;
+        if (f->group == NULL) {
+            ferry_commit_group_free(g);
+            g = NULL;
+            ferry_log(FERRY_LOG_WARN, "out of memory for the commit group: the cdc stream of "
+                                      "%s commits per batch", rr->spec->table);
+        }
+    }
+    if (g != NULL) f->sink_lock = &lock;
+    int rc = phased ? run_phase(rr, f, false, err) : ferry_flow_run(f, err);
+    if (g != NULL) {
+        f->group = NULL;
+        f->sink_lock = NULL;
+        ferry_log(FERRY_LOG_INFO, "commit group: %ld destination transaction(s) for 1 stream",
+                  ferry_commit_group_commits(g));
+        ferry_commit_group_free(g);
+    }
+    pthread_mutex_destroy(&lock);
+    return rc;
+}
+
+static int run_flow(struct run *r, struct resource_run *rr, struct ferry_flow *f,
+                    struct ferry_error *err)
+{
+    if (rr->spec->mode != FERRY_READ_CDC) return ferry_flow_run(f, err);
+    if (rr->n_shards < 2) return stream_alone(r, rr, f, false, err);
     int rc = run_phase(rr, f, true, err);
-    return rc == FERRY_OK ? run_phase(rr, f, false, err) : rc;
+    return rc == FERRY_OK ? stream_alone(r, rr, f, true, err) : rc;
 }
 
 /* The run's totals, added by every lane. */
@@ -222,7 +269,7 @@ static int run_resource(struct run *r, struct resource_run *rr, struct lane *ln,
     if (rc != FERRY_OK) return rc;
     int64_t t_res = ferry_now_mono_us();
     atomic_store(&rr->active, f);
-    rc = run_flow(rr, f, err);
+    rc = run_flow(r, rr, f, err);
     atomic_store(&rr->active, NULL);
     return resource_end(r, rr, f, t_res, rc, r->n_lanes <= 1, err);
 }
@@ -391,7 +438,8 @@ static void stream_prepare(struct stream_run *sr)
         atomic_store(&rr->active, NULL);
     }
     if (rc == FERRY_OK) {
-        rc = r->p->source_vt->open(r->p->source, &sr->src, e);
+        const struct ferry_source_vtable *vt = r->p->source_vt;
+        rc = (vt->open_stream ? vt->open_stream : vt->open)(r->p->source, &sr->src, e);
         if (rc != FERRY_OK)
             ferry_error_prefix(e, "%s source: stream of %s", r->p->source_type, rr->spec->table);
     }
@@ -528,18 +576,25 @@ static void wave_group_end(struct ferry_commit_group *g, struct stream_run *sr, 
     ferry_commit_group_free(g);
 }
 
-/* Streams side by side at most: each holds a source connection of its own, and a wave's
- * connections may still count on the server while the next wave's open (200 tables stream
- * from a server with the default 100 connections; e2e/cdc_one_slot: 50 tables, 48
- * connections); more go in waves, one after another, each reading the shared log once. */
+/* Streams side by side at most when each holds a source connection of its own (a source
+ * without open_stream): a wave's connections may still count on the server while the next
+ * wave's open (200 tables stream from a server with the default 100 connections); more go
+ * in waves, one after another, each reading the shared log once. A source with open_stream
+ * streams every table in one wave: one session, one commit group. */
 #define MAX_SIDE_BY_SIDE 16
 
-/* One wave: the next streams of lane 0 from *k on, at most MAX_SIDE_BY_SIDE; false when
- * none was left. */
+static int wave_limit(const struct run *r)
+{
+    return r->p->source_vt->open_stream != NULL ? r->lanes[0].n_res : MAX_SIDE_BY_SIDE;
+}
+
+/* One wave: the next streams of lane 0 from *k on, at most wave_limit(); false when none
+ * was left. */
 static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
 {
     struct lane *ln = &r->lanes[0];
-    struct stream_run *sr = ferry_calloc(MAX_SIDE_BY_SIDE, sizeof *sr);
+    int limit = wave_limit(r);
+    struct stream_run *sr = ferry_calloc((size_t)limit, sizeof *sr);
     if (sr == NULL) { /* stops the run (stops_run) */
         struct ferry_error e;
         ferry_error_clear(&e);
@@ -547,7 +602,7 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
         return false;
     }
     int n = 0, n_ready = 0;
-    for (; *k < ln->n_res && n < MAX_SIDE_BY_SIDE; (*k)++) {
+    for (; *k < ln->n_res && n < limit; (*k)++) {
         struct resource_run *rr = &r->res[ln->res[*k]];
         if (rr->copy_phase) continue;
         sr[n].r = r;

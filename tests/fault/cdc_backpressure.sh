@@ -73,11 +73,12 @@ before=$(dest_count)
 "$FERRY_BIN" run p.yaml > bp.log 2>&1 &
 pid=$!
 backend=
+# The sink's backend once it writes the stream (the commit group of one keeps the source
+# transaction's rows in one open destination transaction: a write transaction id, nothing
+# visible to a count yet).
 for _ in $(seq 1 1200); do
-  if [ "$(dest_count)" -gt $((before + 3000)) ]; then
-    backend=$(pgq -c "SELECT pid FROM pg_stat_activity WHERE datname = 'dest' AND backend_type = 'client backend' AND application_name = 'ferry' LIMIT 1")
-    [ -n "$backend" ] && break
-  fi
+  backend=$(pgq -c "SELECT pid FROM pg_stat_activity WHERE datname = 'dest' AND backend_type = 'client backend' AND application_name = 'ferry' AND backend_xid IS NOT NULL LIMIT 1")
+  [ -n "$backend" ] && break
   kill -0 $pid 2>/dev/null || fail "SIGSTOP: ferry ended before the stream was under way: $(cat bp.log)"
   sleep 0.05
 done

@@ -40,6 +40,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,7 @@ struct src {
     int n_keep;
     struct ferry_pg_cdc_progress progress; /* the stream running on this instance */
     struct ferry_pg_slot slot; /* the pipeline's shared slot (pg_slot.h) */
+    bool lazy; /* a stream's instance: c only while its extract starts (src_open_stream) */
 };
 
 static int nomem(struct ferry_error *err)
@@ -105,7 +107,8 @@ static void src_close(void *ctx)
     ferry_free(s);
 }
 
-static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+/* The instance with its keys read, not connected yet. */
+static int src_new(struct ferry_cfg *cfg, struct src **out, struct ferry_error *err)
 {
     char *url = NULL;
     struct ferry_pg_conn_opts opts;
@@ -129,17 +132,41 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         src_close(s);
         return rc;
     }
-    rc = ferry__pg_connect(url, &opts, WHAT, &s->c, err);
+    *out = s;
+    return FERRY_OK;
+}
+
+/* s->c and its cancel handle. */
+static int src_connect(struct src *s, struct ferry_error *err)
+{
+    int rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->c, err);
+    if (rc != FERRY_OK) return rc;
+    ferry__pg_describe(s->c, s->peer, sizeof s->peer);
+    s->cancel = PQgetCancel(s->c);
+    return s->cancel == NULL ? nomem(err) : FERRY_OK;
+}
+
+static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    struct src *s = NULL;
+    int rc = src_new(cfg, &s, err);
+    if (rc == FERRY_OK) rc = src_connect(s, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
     }
-    ferry__pg_describe(s->c, s->peer, sizeof s->peer);
-    s->cancel = PQgetCancel(s->c);
-    if (s->cancel == NULL) {
-        src_close(s);
-        return nomem(err);
-    }
+    *ctx = s;
+    return FERRY_OK;
+}
+
+/* A stream's instance (connector.h open_stream): connects only while its extract starts
+ * (extract_stream), so that any number of streams share the one replication session. */
+static int src_open_stream(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    struct src *s = NULL;
+    int rc = src_new(cfg, &s, err);
+    if (rc != FERRY_OK) return rc;
+    s->lazy = true;
     *ctx = s;
     return FERRY_OK;
 }
@@ -1403,6 +1430,46 @@ static int run_copy(struct reader *rd, struct ferry_row_writer *rw, struct ferry
     return ferry__pg_exec(s->c, "COMMIT", FERRY_ESOURCE, rd->what, err);
 }
 
+/* A stream instance's (src_open_stream) brief connections: at most this many of a
+ * process's streams hold one at a time, so that any number of streams start at once on a
+ * server with few connections. */
+#define BRIEF_CONNECTIONS 4
+static pthread_mutex_t brief_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t brief_free = PTHREAD_COND_INITIALIZER;
+static int brief_held;
+
+/* The table of a stream shard. A stream's own instance (lazy) connects for the catalog and,
+ * on a run that copied the table, for raising the plan's end (ferry__pg_cdc_extend_end),
+ * then lets the connection go: the stream itself needs only the slot's replication
+ * session (pg_demux.c). No cancel handle is made for that connection (cancel may read
+ * s->cancel from any thread); connect_timeout and statement_timeout bound it. */
+static int stream_resolve(struct src *s, const char *table, json_t *plan, struct rel *r,
+                          struct ferry_error *err)
+{
+    if (!s->lazy) return resolve(s, table, r, err);
+    pthread_mutex_lock(&brief_lock);
+    while (brief_held >= BRIEF_CONNECTIONS)
+        pthread_cond_wait(&brief_free, &brief_lock);
+    brief_held++;
+    pthread_mutex_unlock(&brief_lock);
+    int rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->c, err);
+    if (rc == FERRY_OK) {
+        ferry__pg_describe(s->c, s->peer, sizeof s->peer);
+        rc = resolve(s, table, r, err);
+        if (rc == FERRY_OK && json_is_string(json_object_get(plan, "snapshot"))) {
+            rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
+            if (rc != FERRY_OK) rel_free(r);
+        }
+        PQfinish(s->c);
+        s->c = NULL;
+    }
+    pthread_mutex_lock(&brief_lock);
+    brief_held--;
+    pthread_cond_signal(&brief_free);
+    pthread_mutex_unlock(&brief_lock);
+    return rc;
+}
+
 /* Shard 0 of a cdc plan: the replication stream (pg_cdc.c). */
 static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                           const struct ferry_schema *sc, json_t *plan, int shard,
@@ -1411,7 +1478,7 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
     struct rel r;
     const struct ferry_read_context *run = ferry_read_context_of(spec);
     const char *slot = json_string_value(json_object_get(plan, "slot"));
-    int rc = resolve(s, spec->table, &r, err);
+    int rc = stream_resolve(s, spec->table, plan, &r, err);
     if (rc != FERRY_OK) {
         /* its slot's session need not wait for a table that will not join */
         if (run->cdc_streams_together > 1 && slot != NULL) ferry__pg_demux_decline(slot);
@@ -1432,7 +1499,7 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .specials = run->special_values,
                                     .streams = run->cdc_streams_together};
     ferry_rw_set_shard(rw, shard);
-    if (json_is_string(json_object_get(plan, "snapshot")))
+    if (!s->lazy && json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);
     if (rc != FERRY_OK && run->cdc_streams_together > 1 && slot != NULL)
         ferry__pg_demux_decline(slot);
@@ -1517,6 +1584,13 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         json_decref(plan);
         json_decref(resume_key);
         return src;
+    }
+    if (s->lazy && !cdc) { /* open_stream's contract: stream shards only */
+        json_decref(plan);
+        json_decref(resume_key);
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": table \"%s\": a stream instance reads streams only",
+                               spec->table);
     }
     /* A cdc copy shard reads on a connection of its own, under the slot's snapshot. */
     struct src own;
@@ -1653,6 +1727,7 @@ const struct ferry_source_vtable ferry__postgres_source = {
     /* the streams of a pipeline's slot read one replication session (pg_demux.c) */
     .cdc_one_stream = true,
     .cdc_commit_groups = true,
+    .open_stream = src_open_stream,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
 };

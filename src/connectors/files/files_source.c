@@ -376,39 +376,20 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
     return rc;
 }
 
-/* The resume position's offset n and done, decoded by the checkpoint codec. */
-static int parse_resume(const char *resume, const char *file, int64_t *n, bool *done,
-                        struct ferry_error *err)
-{
-    *n = 0;
-    *done = false;
-    if (resume == NULL) return FERRY_OK;
-    struct ferry_position p;
-    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
-    if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "files source: %s: the resume position", file);
-        return rc;
-    }
-    *done = p.done;
-    if (p.has_n) *n = p.n;
-    ferry_position_clear(&p);
-    return FERRY_OK;
-}
-
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct src *s = ctx;
     struct shard_info si = {0};
     int rc = load_shard(spec->table, plan_json, shard, &si, err);
     if (rc != FERRY_OK || si.file == NULL) return rc; /* error, or the `none` shard */
-    int64_t start = 0;
-    bool done = false;
-    rc = parse_resume(resume, si.file, &start, &done, err);
-    if (rc != FERRY_OK || done) {
+    /* The resume position's offset n (a byte or a row offset) and done. */
+    int64_t start = resume != NULL && resume->has_n ? resume->n : 0;
+    if (resume != NULL && resume->done) {
         ferry_free(si.file);
-        return rc;
+        return FERRY_OK;
     }
     struct stat st;
     if (stat(si.file, &st) != 0) {

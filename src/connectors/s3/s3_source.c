@@ -39,6 +39,7 @@
 #include "formats/parquet_cursor.h"
 #include "formats/text_source.h"
 #include "formats/parquet_reader.h"
+#include "checkpoint/position.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "objstore/s3_client.h"
@@ -672,23 +673,18 @@ static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec
     return rc;
 }
 
-/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered;
- * 1 when the shard is done. */
-static int parse_resume(const char *resume, int64_t *skip)
+/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered
+ * ("n"); 1 when the shard is done. */
+static int parse_resume(const struct ferry_position *resume, int64_t *skip)
 {
-    *skip = 0;
-    if (resume == NULL) return 0;
-    json_t *pos = json_loads(resume, 0, NULL);
-    int done = json_is_true(json_object_get(pos, "done"));
-    json_t *n = json_object_get(pos, "n");
-    if (json_is_integer(n)) *skip = (int64_t)json_integer_value(n);
-    json_decref(pos);
-    return done;
+    *skip = resume != NULL && resume->has_n ? resume->n : 0;
+    return resume != NULL && resume->done;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct s3src *s = ctx;
     json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);

@@ -150,7 +150,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
  * cursor (the route checkpoint {"cursor": "N"}), the largest value seen now, and the row
  * groups the statistics let the plan skip. */
 struct cursor_plan {
-    struct ferry__files_pq_floor floor;
+    struct ferry_parquet_floor floor;
     int64_t hi;
     bool has_hi;
     int skipped;
@@ -221,35 +221,6 @@ static int seen_files(const struct ferry_resource_spec *spec, const char *route_
     return FERRY_OK;
 }
 
-/* A cursor read's saved position: the route checkpoint's {"cursor": "N"} (none on the first
- * run, or when no row was seen yet). One cursor column. */
-static int saved_cursor(const struct ferry_resource_spec *spec, const char *route_checkpoint,
-                        struct ferry__files_pq_floor *f, struct ferry_error *err)
-{
-    f->column = spec->cursor[0];
-    if (spec->n_cursor != 1)
-        return ferry_error_set(err, FERRY_ECONFIG, "files",
-                               "resource %s: the files source reads one cursor column", spec->table);
-    if (route_checkpoint == NULL) return FERRY_OK;
-    json_t *root = json_loads(route_checkpoint, 0, NULL);
-    json_t *c = json_object_get(root, "cursor");
-    const char *v = json_string_value(c);
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    int rc = FERRY_OK;
-    if (v != NULL && end != v && *end == '\0') {
-        f->has_value = true;
-        f->value = x;
-    } else if (!json_is_null(c)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "files",
-                             "resource %s: the saved position is not a files cursor position "
-                             "(was the cursor added since?): %.200s",
-                             spec->table, route_checkpoint);
-    }
-    json_decref(root);
-    return rc;
-}
-
 /* The plan's tail: a `none` shard when nothing is to be read, and, incremental, the next
  * route checkpoint (every file matched now). */
 static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, const struct cursor_plan *cp,
@@ -291,7 +262,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     int rc = FERRY_OK;
     if (spec->cursor != NULL) {
         cp = &cpl;
-        rc = saved_cursor(spec, route_checkpoint, &cpl.floor, err);
+        rc = ferry__parquet_saved_cursor(spec, route_checkpoint, "files", &cpl.floor, err);
     }
     const char *pattern = NULL;
     json_t *seen = NULL, *next = incr ? json_object() : NULL;
@@ -404,7 +375,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     if (rc == FERRY_OK && si.group >= 0) {
         ferry_rw_set_shard(rw, shard);
-        struct ferry__files_pq_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
+        struct ferry_parquet_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
                                            si.floor};
         rc = ferry__files_pq_extract(si.file, si.group, schema, start, spec->cursor ? &fl : NULL,
                                      rw, err);

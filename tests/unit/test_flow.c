@@ -565,6 +565,20 @@ static void test_resume_positions(void **state)
     assert_int_equal(x->sink.n_batches, 1);
     assert_int_equal(x->sink.batches[0].shard, 1);
     assert_non_null(strstr(x->sink.batches[0].position, "\"done\":true"));
+
+    /* Saved text that is no position: the flow refuses it naming resource and shard, before
+     * the source is asked to read that shard (sources never see position text). */
+    sink_records_free(&x->sink);
+    memset(&x->sink, 0, sizeof x->sink);
+    free(x->resume[1]);
+    x->resume[1] = strdup("{\"shard\":1,\"key\":[7],\"cursor\":\"9\"}");
+    free(x->resume[2]);
+    x->resume[2] = NULL;
+    int calls = atomic_load(&x->src.extract_calls[1]);
+    assert_int_equal(run(x), FERRY_EINVAL);
+    assert_non_null(strstr(x->err.message, "resource orders: shard 1: the saved position"));
+    assert_non_null(strstr(x->err.message, "unknown member \"cursor\""));
+    assert_int_equal(atomic_load(&x->src.extract_calls[1]), calls);
 }
 
 /* ---- backpressure ---- */

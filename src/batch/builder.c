@@ -3,9 +3,9 @@
  * Owns struct ferry_row_writer, the buffers of the batch being built, its typed position
  * (checkpoint/position.h, encoded once per batch by the codec into the batch's stored form)
  * and its sticky error. Calls core (memory, buffers, errors), batch.c (ferry_batch_new),
- * text.c (position keys), the checkpoint codec and the emit callback it was given. Called by sources (through
- * the ferry_rw_* calls of ferry/batch.h, on the source thread) and by the pipeline
- * (ferry__rw_* of batch/builder.h); only the tick/stop signals cross threads.
+ * text.c (position keys), the checkpoint codec and the emit callback it was given. Called
+ * by sources (through the ferry_rw_* calls of ferry/batch.h, on the source thread) and by
+ * the pipeline (ferry__rw_* of batch/builder.h); only the tick/stop signals cross threads.
  *
  * Why it is fast (docs/internals/batch.md has the long form):
  *   - Row capacity is checked once per row, in ferry_rw_begin(): every fixed-width

@@ -15,7 +15,8 @@
  *
  * Ownership: a decoded position owns its key values and strings; ferry_position_clear frees
  * them (and accepts a zeroed or cleared position). A position built to be encoded may borrow
- * them instead (the batch builder's does) and is then never cleared. Not thread-safe; no global state. */
+ * them instead (the batch builder's does) and is then never cleared. Not thread-safe; no global
+ * state. */
 #ifndef FERRY_CHECKPOINT_POSITION_H
 #define FERRY_CHECKPOINT_POSITION_H
 

@@ -31,10 +31,11 @@ int ferry__parquet_saved_cursor(const struct ferry_resource_spec *spec,
         f->has_value = true;
         f->value = x;
     } else if (!json_is_null(c)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, source,
-                             "resource %s: the saved position is not the %s source's cursor position "
-                             "(was the cursor added since?): %.200s",
-                             spec->table, source, route_checkpoint);
+        rc = ferry_error_set(
+            err, FERRY_EINVAL, source,
+            "resource %s: the saved position is not the %s source's cursor position "
+            "(was the cursor added since?): %.200s",
+            spec->table, source, route_checkpoint);
     }
     json_decref(root);
     return rc;

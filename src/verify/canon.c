@@ -315,8 +315,7 @@ void ferry__vrows_clear(struct ferry_vrows *r, int n_key)
 }
 
 int ferry__vrows_push_cells(struct ferry_vrows *r, const struct ferry_vtable *t,
-                            ferry_vcell_fn cell, void *ctx, int64_t hash,
-                            struct ferry_error *err)
+                            ferry_vcell_fn cell, void *ctx, int64_t hash, struct ferry_error *err)
 {
     char **parts = ferry_calloc((size_t)(t->n_key > 0 ? t->n_key : 1), sizeof *parts);
     if (parts == NULL) return ferry_error_set(err, FERRY_ENOMEM, "verify", "out of memory");

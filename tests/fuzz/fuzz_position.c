@@ -1,9 +1,10 @@
 /* tests/fuzz/fuzz_position.c - cursor and checkpoint JSON as the sources read it back from the
  * state store or a destination: route checkpoints (plan's lower bound), resume positions
- * (decoded by the codec, as the flow hands them to extract) and frozen plans, for the sample and the sqlite sources (the postgres source decodes the same
- * positions with the same codec, checkpoint/position.h, but needs a server; its plan text is
- * built, not parsed, from these). The first byte picks the call, the second the shard. Extraction is
- * stopped after 5000 rows (a fuzzed plan may promise billions). */
+ * (decoded by the codec, as the flow hands them to extract) and frozen plans, for the sample and
+ * the sqlite sources (the postgres source decodes the same positions with the same codec,
+ * checkpoint/position.h, but needs a server; its plan text is built, not parsed, from these). The
+ * first byte picks the call, the second the shard. Extraction is stopped after 5000 rows (a fuzzed
+ * plan may promise billions). */
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <unistd.h>

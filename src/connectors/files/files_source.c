@@ -376,7 +376,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK && si.group >= 0) {
         ferry_rw_set_shard(rw, shard);
         struct ferry_parquet_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
-                                           si.floor};
+                                         si.floor};
         rc = ferry__files_pq_extract(si.file, si.group, schema, start, spec->cursor ? &fl : NULL,
                                      rw, err);
         ferry_free(si.file);

@@ -326,8 +326,7 @@ static int collect(struct myside *s, MYSQL_RES *res, bool with_hash, struct ferr
     while (rc == FERRY_OK && (c.row = mysql_fetch_row(res)) != NULL) {
         count_row(s, res);
         c.len = mysql_fetch_lengths(res);
-        int64_t h =
-            with_hash && c.row[t->n_key] ? (int64_t)strtoull(c.row[t->n_key], NULL, 10) : 0;
+        int64_t h = with_hash && c.row[t->n_key] ? (int64_t)strtoull(c.row[t->n_key], NULL, 10) : 0;
         rc = ferry__vrows_push_cells(out, t, my_cell, &c, h, err);
     }
     return rc;

@@ -568,14 +568,14 @@ static int tuple_cmp(int64_t u1, int64_t i1, int64_t u2, int64_t i2)
 
 /* A decoded position's key {"key":[a]} or {"key":[a,b]} -> integers (checkpoint codec,
  * checkpoint/position.h: position text is never parsed here). */
-static int position_key(const struct ferry_position *p, const char *what, int want,
-                        int64_t *key, bool *has_key, struct ferry_error *err)
+static int position_key(const struct ferry_position *p, const char *what, int want, int64_t *key,
+                        bool *has_key, struct ferry_error *err)
 {
     *has_key = false;
     if (p->has_key && p->n_key != want)
         return ferry_error_set(err, FERRY_EINVAL, "sample",
-                               "sample source: %s has a key of %d values (want %d integers)",
-                               what, p->n_key, want);
+                               "sample source: %s has a key of %d values (want %d integers)", what,
+                               p->n_key, want);
     for (int i = 0; p->has_key && i < want; i++) {
         if (p->key[i].kind != FERRY_KEY_INT)
             return ferry_error_set(err, FERRY_EINVAL, "sample",

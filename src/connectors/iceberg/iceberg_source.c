@@ -960,13 +960,16 @@ static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, js
     return rc;
 }
 
-/* The checkpointed snapshot id (shard 0's "n"), or -1 for none. */
+/* The checkpointed snapshot id (shard 0's "n", read by the checkpoint codec), or -1 for
+ * none. */
 static int64_t checkpoint_snapshot(const char *route_checkpoint)
 {
-    json_t *j = route_checkpoint ? json_loads(route_checkpoint, 0, NULL) : NULL;
-    json_t *n = json_object_get(j, "n");
-    int64_t id = json_is_integer(n) ? (int64_t)json_integer_value(n) : -1;
-    json_decref(j);
+    struct ferry_position p;
+    if (route_checkpoint == NULL ||
+        ferry_position_decode(route_checkpoint, strlen(route_checkpoint), &p, NULL) != FERRY_OK)
+        return -1;
+    int64_t id = p.has_n ? p.n : -1;
+    ferry_position_clear(&p);
     return id;
 }
 

@@ -16,6 +16,8 @@
 #include "ferry/config.h"
 #include "ferry/error.h"
 
+struct ferry_position; /* checkpoint/position.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -241,12 +243,14 @@ struct ferry_source_vtable {
                 const struct ferry_schema *schema, const char *route_checkpoint,
                 char **plan_json, struct ferry_error *err);
     /* Reads one shard of a frozen plan into rw, starting after `resume` (a position this
-     * source produced earlier for this shard, or NULL for the beginning). Returns FERRY_OK
-     * at the end of the shard, or the code ferry_rw_end() returned (pause, cancel). The
-     * caller flushes the shard. */
+     * source produced earlier for this shard, decoded by the caller with the checkpoint
+     * codec, checkpoint/position.h: a source never parses position text; NULL for the
+     * beginning; borrowed for the call). Returns FERRY_OK at the end of the shard, or the
+     * code ferry_rw_end() returned (pause, cancel). The caller flushes the shard. */
     int (*extract)(void *ctx, const struct ferry_resource_spec *spec,
                    const struct ferry_schema *schema, const char *plan_json, int shard,
-                   const char *resume, struct ferry_row_writer *rw, struct ferry_error *err);
+                   const struct ferry_position *resume, struct ferry_row_writer *rw,
+                   struct ferry_error *err);
     void (*close)(void *ctx);
 
     /* optional */

@@ -1,10 +1,11 @@
 /* batch/builder.c - the row writer: typed columnar builders a source appends rows into.
  *
- * Owns struct ferry_row_writer, the buffers of the batch being built, its position JSON
+ * Owns struct ferry_row_writer, the buffers of the batch being built, its typed position
+ * (checkpoint/position.h, encoded once per batch by the codec into the batch's stored form)
  * and its sticky error. Calls core (memory, buffers, errors), batch.c (ferry_batch_new),
- * text.c (position keys) and the emit callback it was given. Called by sources (through
- * the ferry_rw_* calls of ferry/batch.h, on the source thread) and by the pipeline
- * (ferry__rw_* of batch/builder.h); only the tick/stop signals cross threads.
+ * text.c (position keys), the checkpoint codec and the emit callback it was given. Called
+ * by sources (through the ferry_rw_* calls of ferry/batch.h, on the source thread) and by
+ * the pipeline (ferry__rw_* of batch/builder.h); only the tick/stop signals cross threads.
  *
  * Why it is fast (docs/internals/batch.md has the long form):
  *   - Row capacity is checked once per row, in ferry_rw_begin(): every fixed-width
@@ -32,6 +33,7 @@
 #include <string.h>
 #include "batch/builder.h"
 #include "batch/pool.h"
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -107,8 +109,12 @@ struct ferry_row_writer {
     struct ferry_buf tag; /* ferry_rw_set_offset_tag(): "g" in positions when not empty */
     int *pos_cols;
     int n_pos;
-    struct ferry_buf pos;
-    struct ferry_buf last_key; /* ,"key":[...] of the shard's last emitted row, or empty */
+    /* The shard's position, typed: its key is the shard's last emitted row's (kept for an
+     * empty final batch, which still says where the shard got); key values borrow their
+     * text from key_text (one buffer per position column), never cleared by the codec. */
+    struct ferry_position position;
+    struct ferry_buf *key_text;
+    struct ferry_buf pos; /* the position's stored form, encoded once per batch */
     struct next_bufs *next;
     ferry_skip_fn skip_fn;
     void *skip_ctx;
@@ -265,112 +271,123 @@ __attribute__((noinline)) static bool alloc_validity(struct ferry_row_writer *rw
     return true;
 }
 
-/* ---- position JSON ---- */
+/* ---- the typed position ---- */
 
-static int json_double(struct ferry_buf *b, double v, bool single)
+/* A TEXT key value holding a copy of s (n bytes) in t. */
+static int key_text(struct ferry_key_value *v, struct ferry_buf *t, const char *s, size_t n)
 {
-    if (isnan(v)) return ferry_buf_append(b, "\"NaN\"", 5);
-    if (isinf(v))
-        return v > 0 ? ferry_buf_append(b, "\"Infinity\"", 10)
-                     : ferry_buf_append(b, "\"-Infinity\"", 11);
-    /* The shortest form that reads back as the same value. */
-    char tmp[40];
-    for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) break;
-    }
-    return ferry_buf_append(b, tmp, strlen(tmp));
+    ferry_buf_reset(t);
+    if (ferry_buf_reserve(t, n + 1) != FERRY_OK) return FERRY_ENOMEM;
+    if (n > 0) memcpy(t->data, s, n);
+    t->len = n;
+    t->data[n] = '\0';
+    v->kind = FERRY_KEY_TEXT;
+    v->text = t->data;
+    v->len = n;
+    return FERRY_OK;
 }
 
-static int json_key_value(struct ferry_row_writer *rw, const struct bcol *c, int64_t r)
+/* A float key value: NaN and infinities are text ("NaN", "Infinity", "-Infinity"). */
+static int key_real(struct ferry_key_value *v, struct ferry_buf *t, double x, bool single)
 {
-    struct ferry_buf *b = &rw->pos;
-    if (c->validity != NULL && !(c->validity[r >> 3] & (1u << (r & 7))))
-        return ferry_buf_append(b, "null", 4);
-    char tmp[128];
-    switch (c->type) {
-    case FERRY_TYPE_BOOL: {
-        bool v = (c->values[r >> 3] >> (r & 7)) & 1u;
-        return v ? ferry_buf_append(b, "true", 4) : ferry_buf_append(b, "false", 5);
+    if (isnan(x)) return key_text(v, t, "NaN", 3);
+    if (isinf(x)) return x > 0 ? key_text(v, t, "Infinity", 8) : key_text(v, t, "-Infinity", 9);
+    v->kind = FERRY_KEY_REAL;
+    v->real = x;
+    v->single = single;
+    return FERRY_OK;
+}
+
+static int key_hex(struct ferry_key_value *v, struct ferry_buf *t, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    ferry_buf_reset(t);
+    if (ferry_buf_reserve(t, 2 * n + 1) != FERRY_OK) return FERRY_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        t->data[2 * i] = hex[p[i] >> 4];
+        t->data[2 * i + 1] = hex[p[i] & 15];
     }
+    t->len = 2 * n;
+    t->data[2 * n] = '\0';
+    v->kind = FERRY_KEY_TEXT;
+    v->text = t->data;
+    v->len = 2 * n;
+    return FERRY_OK;
+}
+
+/* Key value i of the position: column c at row r, typed as the position stores it (a date
+ * is days, a time or timestamp microseconds, decimal and uuid their text, binary hex). */
+static int key_value(struct ferry_row_writer *rw, int i, const struct bcol *c, int64_t r)
+{
+    struct ferry_key_value *v = &rw->position.key[i];
+    struct ferry_buf *t = &rw->key_text[i];
+    memset(v, 0, sizeof *v);
+    char tmp[128];
+    if (c->validity != NULL && !(c->validity[r >> 3] & (1u << (r & 7)))) return FERRY_OK;
+    v->kind = FERRY_KEY_INT;
+    switch (c->type) {
+    case FERRY_TYPE_BOOL:
+        v->kind = FERRY_KEY_BOOL;
+        v->b = (c->values[r >> 3] >> (r & 7)) & 1u;
+        return FERRY_OK;
     case FERRY_TYPE_INT8:
-        return ferry_buf_printf(b, "%d", ((const int8_t *)c->values)[r]);
+        v->i = ((const int8_t *)c->values)[r];
+        return FERRY_OK;
     case FERRY_TYPE_INT16:
-        return ferry_buf_printf(b, "%d", ((const int16_t *)c->values)[r]);
+        v->i = ((const int16_t *)c->values)[r];
+        return FERRY_OK;
     case FERRY_TYPE_INT32:
     case FERRY_TYPE_DATE32:
-        return ferry_buf_printf(b, "%" PRId32, ((const int32_t *)c->values)[r]);
+        v->i = ((const int32_t *)c->values)[r];
+        return FERRY_OK;
     case FERRY_TYPE_INT64:
     case FERRY_TYPE_TIME64_US:
     case FERRY_TYPE_TIMESTAMP_US:
     case FERRY_TYPE_TIMESTAMPTZ_US:
-        return ferry_buf_printf(b, "%" PRId64, ((const int64_t *)c->values)[r]);
-    case FERRY_TYPE_FLOAT32:
-        return json_double(b, ((const float *)c->values)[r], true);
-    case FERRY_TYPE_FLOAT64:
-        return json_double(b, ((const double *)c->values)[r], false);
-    case FERRY_TYPE_DECIMAL128: {
-        struct ferry_decimal128 v;
-        memcpy(&v.lo, c->values + r * 16, 8);
-        memcpy(&v.hi, c->values + r * 16 + 8, 8);
-        int n = ferry_decimal128_to_text(v, c->scale, tmp, sizeof tmp);
-        if (n < 0) return FERRY_EINVAL;
-        return ferry_buf_json_string(b, tmp, (size_t)n);
-    }
-    case FERRY_TYPE_UUID: {
-        int n = ferry_uuid_to_text(c->values + r * 16, tmp, sizeof tmp);
-        return ferry_buf_json_string(b, tmp, (size_t)n);
-    }
-    case FERRY_TYPE_BINARY: {
-        static const char hex[] = "0123456789abcdef";
-        size_t n = (size_t)(c->offsets[r + 1] - c->offsets[r]);
-        const uint8_t *p = c->data + c->offsets[r];
-        if (ferry_buf_reserve(b, 2 * n + 2) != FERRY_OK) return FERRY_ENOMEM;
-        b->data[b->len++] = '"';
-        for (size_t i = 0; i < n; i++) {
-            b->data[b->len++] = hex[p[i] >> 4];
-            b->data[b->len++] = hex[p[i] & 15];
-        }
-        b->data[b->len++] = '"';
-        b->data[b->len] = '\0';
+        v->i = ((const int64_t *)c->values)[r];
         return FERRY_OK;
+    case FERRY_TYPE_FLOAT32:
+        return key_real(v, t, ((const float *)c->values)[r], true);
+    case FERRY_TYPE_FLOAT64:
+        return key_real(v, t, ((const double *)c->values)[r], false);
+    case FERRY_TYPE_DECIMAL128: {
+        struct ferry_decimal128 d;
+        memcpy(&d.lo, c->values + r * 16, 8);
+        memcpy(&d.hi, c->values + r * 16 + 8, 8);
+        int n = ferry_decimal128_to_text(d, c->scale, tmp, sizeof tmp);
+        return n < 0 ? FERRY_EINVAL : key_text(v, t, tmp, (size_t)n);
     }
+    case FERRY_TYPE_UUID:
+        return key_text(v, t, tmp, (size_t)ferry_uuid_to_text(c->values + r * 16, tmp, sizeof tmp));
+    case FERRY_TYPE_BINARY:
+        return key_hex(v, t, c->data + c->offsets[r], (size_t)(c->offsets[r + 1] - c->offsets[r]));
     default: /* utf8, json, decimal text */
-        return ferry_buf_json_string(b, (const char *)c->data + c->offsets[r],
-                                     (size_t)(c->offsets[r + 1] - c->offsets[r]));
+        return key_text(v, t, (const char *)c->data + c->offsets[r],
+                        (size_t)(c->offsets[r + 1] - c->offsets[r]));
     }
 }
 
-/* {"shard":S,"key":[...],"n":N,"done":true} of the batch's last row (builder.h). */
+/* The batch's position (its last row's key, the offset, done), encoded by the codec into
+ * rw->pos: {"shard":S,"key":[...],"n":N,"k":K,"g":"..","done":true} (builder.h). */
 static int build_position(struct ferry_row_writer *rw, bool done)
 {
-    struct ferry_buf *b = &rw->pos;
-    ferry_buf_reset(b);
-    int rc = ferry_buf_printf(b, "{\"shard\":%d", rw->shard);
-    if (rc == FERRY_OK && rw->row > 0 && rw->n_pos > 0) {
-        size_t start = b->len;
-        rc = ferry_buf_append(b, ",\"key\":[", 8);
-        for (int k = 0; rc == FERRY_OK && k < rw->n_pos; k++) {
-            if (k > 0) rc = ferry_buf_append(b, ",", 1);
-            if (rc == FERRY_OK) rc = json_key_value(rw, &rw->cols[rw->pos_cols[k]], rw->row - 1);
-        }
-        if (rc == FERRY_OK) rc = ferry_buf_append(b, "]", 1);
-        /* Remembered for this shard: an empty final batch still says where the shard got. */
-        if (rc == FERRY_OK) {
-            ferry_buf_reset(&rw->last_key);
-            rc = ferry_buf_append(&rw->last_key, b->data + start, b->len - start);
-        }
-    } else if (rc == FERRY_OK && rw->last_key.len > 0) {
-        rc = ferry_buf_append(b, rw->last_key.data, rw->last_key.len);
+    struct ferry_position *p = &rw->position;
+    int rc = FERRY_OK;
+    if (rw->row > 0 && rw->n_pos > 0) {
+        for (int k = 0; rc == FERRY_OK && k < rw->n_pos; k++)
+            rc = key_value(rw, k, &rw->cols[rw->pos_cols[k]], rw->row - 1);
+        p->has_key = rc == FERRY_OK;
+        p->n_key = p->has_key ? rw->n_pos : 0;
+        if (rc != FERRY_OK) return rc;
     }
-    if (rc == FERRY_OK && rw->has_n) rc = ferry_buf_printf(b, ",\"n\":%" PRId64, rw->n);
-    if (rc == FERRY_OK && rw->has_n && rw->k > 0)
-        rc = ferry_buf_printf(b, ",\"k\":%" PRId64, rw->k);
-    if (rc == FERRY_OK && rw->has_n && rw->tag.len > 0)
-        rc = ferry_buf_printf(b, ",\"g\":\"%.*s\"", (int)rw->tag.len, rw->tag.data);
-    if (rc == FERRY_OK && done) rc = ferry_buf_append(b, ",\"done\":true", 12);
-    if (rc == FERRY_OK) rc = ferry_buf_append(b, "}", 1);
-    return rc;
+    p->shard = rw->shard;
+    p->has_n = rw->has_n;
+    p->n = rw->n;
+    p->k = rw->has_n ? rw->k : 0;
+    p->tag = rw->has_n && rw->tag.len > 0 ? rw->tag.data : NULL;
+    p->done = done;
+    ferry_buf_reset(&rw->pos);
+    return ferry_position_encode(p, &rw->pos, NULL);
 }
 
 /* ---- closing a batch ---- */
@@ -573,8 +590,8 @@ struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *
     rw->emit = emit;
     rw->emit_ctx = emit_ctx;
     ferry_buf_init(&rw->pos, 0);
-    ferry_buf_init(&rw->last_key, 0);
     ferry_buf_init(&rw->tag, 0);
+    ferry_position_init(&rw->position);
     if (limits.rows <= 0) limits.rows = DEFAULT_ROWS;
     if (limits.bytes <= 0) limits.bytes = DEFAULT_BYTES;
     if (limits.max_value_bytes <= 0) limits.max_value_bytes = DEFAULT_MAX_VALUE;
@@ -587,8 +604,13 @@ struct ferry_row_writer *ferry__rw_new(struct ferry_schema *schema, const char *
     rw->cols = ferry_calloc(ncap, sizeof *rw->cols);
     rw->next = ferry_calloc(ncap, sizeof *rw->next);
     rw->pos_cols = ferry_calloc(ncap, sizeof *rw->pos_cols);
-    if (rw->resource == NULL || rw->cols == NULL || rw->next == NULL || rw->pos_cols == NULL)
+    rw->position.key = ferry_calloc(ncap, sizeof *rw->position.key);
+    rw->key_text = ferry_calloc(ncap, sizeof *rw->key_text);
+    if (rw->resource == NULL || rw->cols == NULL || rw->next == NULL || rw->pos_cols == NULL ||
+        rw->position.key == NULL || rw->key_text == NULL)
         goto fail;
+    for (size_t k = 0; k < ncap; k++)
+        ferry_buf_init(&rw->key_text[k], 0);
 
     rw->row_bytes = 1;
     for (int j = 0; j < n; j++) {
@@ -653,8 +675,11 @@ void ferry__rw_free(struct ferry_row_writer *rw)
     ferry_free(rw->cols);
     ferry_free(rw->ops);
     ferry_free(rw->pos_cols);
+    for (int k = 0; rw->key_text != NULL && k < (rw->ncols > 0 ? rw->ncols : 1); k++)
+        ferry_buf_release(&rw->key_text[k]);
+    ferry_free(rw->key_text);
+    ferry_free(rw->position.key); /* its text is key_text's: not ferry_position_clear */
     ferry_buf_release(&rw->pos);
-    ferry_buf_release(&rw->last_key);
     ferry_buf_release(&rw->tag);
     ferry_free(rw->resource);
     ferry_schema_unref(rw->schema);
@@ -1014,7 +1039,8 @@ void ferry_rw_set_shard(struct ferry_row_writer *rw, int shard)
     rw->shard = shard;
     rw->has_n = false;
     rw->k = 0;
-    ferry_buf_reset(&rw->last_key);
+    rw->position.has_key = false;
+    rw->position.n_key = 0;
     ferry_buf_reset(&rw->tag);
 }
 

@@ -476,13 +476,13 @@ bool ferry_position_text_done(const char *text)
 
 /* ---- encode ---- */
 
-/* The shortest form that reads back as the same double (the builder's). */
-static int put_real(struct ferry_buf *b, double v)
+/* The shortest form that reads back as the same double, or with single as the same float. */
+static int put_real(struct ferry_buf *b, double v, bool single)
 {
     char tmp[40];
-    for (int prec = 15; prec <= 17; prec++) {
+    for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v) break;
+        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) break;
     }
     return ferry_buf_append(b, tmp, strlen(tmp));
 }
@@ -498,7 +498,7 @@ static int put_key_value(struct ferry_buf *b, const struct ferry_key_value *v)
         return ferry_buf_printf(b, "%" PRId64, v->i);
     case FERRY_KEY_REAL:
         if (!isfinite(v->real)) return FERRY_EINVAL;
-        return put_real(b, v->real);
+        return put_real(b, v->real, v->single);
     case FERRY_KEY_TEXT:
         return ferry_buf_json_string(b, v->text ? v->text : "", v->len);
     }

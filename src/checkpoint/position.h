@@ -7,13 +7,16 @@
  *   {"shard":S,"key":[v,...],"n":N,"k":K,"g":"..","done":true,"reset":true,"object":"..",
  *    "snapshot":"..","attempt":A}
  *
- * every member optional (shard 0 when absent), in that order when encoded, which is the
- * order the batch builder writes (stored forms of earlier versions decode unchanged).
+ * every member optional (shard 0 when absent), in that order when encoded. The batch builder
+ * carries its position typed and encodes it here (stored forms of earlier versions decode
+ * and re-encode unchanged).
  * Key values are typed as JSON types: null, bool, integer, real, text; what they mean is
  * the source's business (its column types: a date is days, binary is hex text...).
  *
  * Ownership: a decoded position owns its key values and strings; ferry_position_clear frees
- * them (and accepts a zeroed or cleared position). Not thread-safe; no global state. */
+ * them (and accepts a zeroed or cleared position). A position built to be encoded may borrow
+ * them instead (the batch builder's does) and is then never cleared. Not thread-safe; no global
+ * state. */
 #ifndef FERRY_CHECKPOINT_POSITION_H
 #define FERRY_CHECKPOINT_POSITION_H
 
@@ -36,6 +39,8 @@ struct ferry_key_value {
     bool b;
     int64_t i;
     double real;
+    bool single; /* REAL: a 4-byte float's value, encoded in the shortest form that reads back
+                  * as the same float (the builder's); decoding leaves it false */
     char *text; /* TEXT: owned, NUL-terminated, may hold NUL bytes (len counts them) */
     size_t len;
 };

@@ -1,9 +1,45 @@
 /* formats/parquet_cursor.c - which row groups of a Parquet file a cursor read plans
  * (parquet_cursor.h). Calls parquet_reader.c and the row writer; called by the files source
- * (connectors/files/files_pq_source.c) and the s3 source (connectors/s3/s3_source.c). */
+ * (connectors/files/files_pq_source.c) and the s3 source (connectors/s3/s3_source.c), which
+ * also read their saved cursor here (jansson: that route checkpoint is theirs, not a
+ * checkpoint position). */
 #include "formats/parquet_cursor.h"
+#include <jansson.h>
+#include <stdlib.h>
 #include "batch/builder.h"
 #include "ferry/core.h"
+
+int ferry__parquet_saved_cursor(const struct ferry_resource_spec *spec,
+                                const char *route_checkpoint, const char *source,
+                                struct ferry_parquet_floor *f, struct ferry_error *err)
+{
+    f->column = spec->cursor[0];
+    f->has_value = false;
+    f->value = 0;
+    if (spec->n_cursor != 1)
+        return ferry_error_set(err, FERRY_ECONFIG, source,
+                               "resource %s: the %s source reads one cursor column", spec->table,
+                               source);
+    if (route_checkpoint == NULL) return FERRY_OK;
+    json_t *root = json_loads(route_checkpoint, 0, NULL);
+    json_t *c = json_object_get(root, "cursor");
+    const char *v = json_string_value(c);
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    int rc = FERRY_OK;
+    if (v != NULL && end != v && *end == '\0') {
+        f->has_value = true;
+        f->value = x;
+    } else if (!json_is_null(c)) {
+        rc = ferry_error_set(
+            err, FERRY_EINVAL, source,
+            "resource %s: the saved position is not the %s source's cursor position "
+            "(was the cursor added since?): %.200s",
+            spec->table, source, route_checkpoint);
+    }
+    json_decref(root);
+    return rc;
+}
 
 struct col_max {
     int64_t max;

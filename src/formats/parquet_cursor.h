@@ -20,6 +20,15 @@ struct ferry_parquet_floor {
     int64_t value;
 };
 
+/* A cursor read's saved position into f: the route checkpoint's {"cursor": "N"} (the files
+ * and s3 sources' own object, not a checkpoint position; NULL on the first run, and a null
+ * "cursor" while no row was seen leave f->has_value false). f->column is the resource's one
+ * cursor column: FERRY_ECONFIG for more than one, FERRY_EINVAL for saved text that is no
+ * cursor position (was the cursor added since?); errors name `source` and the resource. */
+int ferry__parquet_saved_cursor(const struct ferry_resource_spec *spec,
+                                const char *route_checkpoint, const char *source,
+                                struct ferry_parquet_floor *f, struct ferry_error *err);
+
 /* For each of the *n row groups of r, want[g] (caller frees *want): false when the exact
  * statistics maximum of the cursor column is at or below the saved value (the group is
  * skipped; *skipped counts those) or when the group is empty. A group without usable

@@ -182,6 +182,32 @@ static void reader_leave(struct flow_run *fr)
     ferry_queue_close(fr->ready, rc == FERRY_EPAUSED ? FERRY_OK : rc);
 }
 
+/* One shard: its saved position decoded here, once (a source never parses position
+ * text), nothing when it says done, else extracted and flushed. */
+static int read_shard(struct ferry_flow *f, struct reader *rd, int shard)
+{
+    const char *text = f->resume ? f->resume[shard] : NULL;
+    struct ferry_position pos;
+    ferry_position_init(&pos);
+    if (text != NULL && ferry_position_decode(text, strlen(text), &pos, &rd->err) != FERRY_OK)
+        return ferry_error_prefix(&rd->err, "resource %s: shard %d: the saved position",
+                                  f->spec->table, shard);
+    if (pos.done) {
+        ferry_position_clear(&pos);
+        return FERRY_OK;
+    }
+    /* Asked to stop between shards: do not start another one. */
+    int rc = atomic_load(f->stop);
+    if (rc == FERRY_OK) {
+        ferry_rw_set_shard(rd->rw, shard);
+        rc = f->src_vt->extract(rd->ctx, f->spec, f->schema, f->plan_json, shard,
+                                text ? &pos : NULL, rd->rw, &rd->err);
+    }
+    ferry_position_clear(&pos);
+    if (rc == FERRY_OK) rc = ferry_rw_flush(rd->rw, true, &rd->err);
+    return rc;
+}
+
 static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
@@ -192,18 +218,7 @@ static void *reader_main(void *arg)
     while (rc == FERRY_OK) {
         int shard = atomic_fetch_add(&fr->next_shard, 1);
         if (shard >= f->n_shards) break;
-        const char *resume = f->resume ? f->resume[shard] : NULL;
-        if (position_done(resume)) continue;
-        /* Asked to stop between shards: do not start another one. */
-        int stop = atomic_load(f->stop);
-        if (stop != 0) {
-            rc = stop;
-            break;
-        }
-        ferry_rw_set_shard(rd->rw, shard);
-        rc = f->src_vt->extract(rd->ctx, f->spec, f->schema, f->plan_json, shard, resume, rd->rw,
-                                &rd->err);
-        if (rc == FERRY_OK) rc = ferry_rw_flush(rd->rw, true, &rd->err);
+        rc = read_shard(f, rd, shard);
     }
     if (rc == FERRY_EPAUSED) {
         /* The rows accepted so far are part of what the pause drains. */

@@ -314,6 +314,26 @@ void ferry__vrows_clear(struct ferry_vrows *r, int n_key)
     memset(r, 0, sizeof *r);
 }
 
+int ferry__vrows_push_cells(struct ferry_vrows *r, const struct ferry_vtable *t,
+                            ferry_vcell_fn cell, void *ctx, int64_t hash, struct ferry_error *err)
+{
+    char **parts = ferry_calloc((size_t)(t->n_key > 0 ? t->n_key : 1), sizeof *parts);
+    if (parts == NULL) return ferry_error_set(err, FERRY_ENOMEM, "verify", "out of memory");
+    int rc = FERRY_OK;
+    for (int k = 0; k < t->n_key && rc == FERRY_OK; k++) {
+        size_t len = 0;
+        const char *text = cell(ctx, k, &len);
+        if (text != NULL)
+            rc = ferry__vcanon_key_text(t->cols[t->key[k]].type, text, len, &parts[k], err);
+    }
+    if (rc == FERRY_OK) rc = ferry__vrows_push(r, parts, hash, err);
+    if (rc != FERRY_OK) {
+        struct ferry_vkey key = {parts};
+        ferry__vkey_free(&key, t->n_key);
+    }
+    return rc;
+}
+
 int ferry__vrows_push(struct ferry_vrows *r, char **parts, int64_t hash, struct ferry_error *err)
 {
     if (r->n == r->cap) {

@@ -187,6 +187,13 @@ int ferry__vrepair_put(struct ferry_row_writer *rw, const struct ferry_field *f,
 
 void ferry__vrows_clear(struct ferry_vrows *r, int n_key);
 int ferry__vrows_push(struct ferry_vrows *r, char **parts, int64_t hash, struct ferry_error *err);
+/* One row a side's database answered to a chunk walk (bounds, rows), pushed into r: its key
+ * cells read through cell (key column k's text and length, NULL for SQL NULL), each
+ * normalized by ferry__vcanon_key_text for t's key column type, and hash. The database
+ * sides' shared plumbing (postgres, mysql, sqlite): each only reads its result. */
+typedef const char *(*ferry_vcell_fn)(void *ctx, int k, size_t *len);
+int ferry__vrows_push_cells(struct ferry_vrows *r, const struct ferry_vtable *t,
+                            ferry_vcell_fn cell, void *ctx, int64_t hash, struct ferry_error *err);
 void ferry__vkey_free(struct ferry_vkey *k, int n_key);
 
 /* ---- repair (repair.c) ------------------------------------------------------------------ */

@@ -1,13 +1,15 @@
 /* tests/fuzz/fuzz_position.c - cursor and checkpoint JSON as the sources read it back from the
- * state store or a destination: route checkpoints (plan's lower bound), resume positions and
- * frozen plans, for the sample and the sqlite sources (the postgres source decodes the same
- * positions with the same codec, checkpoint/position.h, but needs a server; its plan text is
- * built, not parsed, from these). The first byte picks the call, the second the shard. Extraction is
- * stopped after 5000 rows (a fuzzed plan may promise billions). */
+ * state store or a destination: route checkpoints (plan's lower bound), resume positions
+ * (decoded by the codec, as the flow hands them to extract) and frozen plans, for the sample and
+ * the sqlite sources (the postgres source decodes the same positions with the same codec,
+ * checkpoint/position.h, but needs a server; its plan text is built, not parsed, from these). The
+ * first byte picks the call, the second the shard. Extraction is stopped after 5000 rows (a fuzzed
+ * plan may promise billions). */
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "batch/builder.h"
+#include "checkpoint/position.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "ferry/core.h"
@@ -88,10 +90,13 @@ static void extract(struct src *s, const struct ferry_resource_spec *spec, struc
     if (rw == NULL) return;
     emitted = 0;
     ferry_rw_set_shard(rw, shard);
-    if (s->vt->extract(s->ctx, spec, sc, plan, shard, resume, rw, &err) == FERRY_OK)
-        if (ferry_rw_flush(rw, true, &err) != FERRY_OK) {
-            /* refused input is fine; only a crash or a leak is a finding */
-        }
+    /* decoded as the flow does; refused input is fine, only a crash or a leak is a finding */
+    struct ferry_position pos;
+    if (resume == NULL || ferry_position_decode(resume, strlen(resume), &pos, &err) == FERRY_OK) {
+        int rc = s->vt->extract(s->ctx, spec, sc, plan, shard, resume ? &pos : NULL, rw, &err);
+        if (rc == FERRY_OK) rc = ferry_rw_flush(rw, true, &err);
+        if (resume) ferry_position_clear(&pos);
+    }
     ferry__rw_free(rw);
 }
 

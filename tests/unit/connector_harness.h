@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch/builder.h"
+#include "checkpoint/position.h"
 #include "ferry/connector.h"
 #include "ferry/core.h"
 #include "ferry/digest.h"
@@ -68,7 +69,8 @@ static struct ferry_resource_spec spec_of(const char *table, enum ferry_read_mod
     return s;
 }
 
-/* Reads one shard (then flushes it as done, like the pipeline). */
+/* Reads one shard (then flushes it as done, like the pipeline), from the stored resume
+ * text decoded with the checkpoint codec as the flow does (a done shard is skipped). */
 static int read_shard(const struct ferry_source_vtable *vt, void *ctx,
                       const struct ferry_resource_spec *spec, struct ferry_schema *schema,
                       const char *plan, int shard, const char *resume, int64_t batch_rows,
@@ -79,7 +81,11 @@ static int read_shard(const struct ferry_source_vtable *vt, void *ctx,
     struct ferry_row_writer *rw = ferry__rw_new(schema, spec->table, lim, collect_emit, out);
     assert_non_null(rw);
     ferry_rw_set_shard(rw, shard);
-    int rc = vt->extract(ctx, spec, schema, plan, shard, resume, rw, err);
+    struct ferry_position pos;
+    int rc = resume ? ferry_position_decode(resume, strlen(resume), &pos, err) : FERRY_OK;
+    if (rc == FERRY_OK && !(resume && pos.done))
+        rc = vt->extract(ctx, spec, schema, plan, shard, resume ? &pos : NULL, rw, err);
+    if (resume) ferry_position_clear(&pos); /* cleared by a failed decode, too */
     if (rc == FERRY_OK) rc = ferry_rw_flush(rw, true, err);
     ferry__rw_free(rw);
     return rc;

@@ -796,8 +796,11 @@ static void test_allocation_failures(void **state)
     (void)state;
     struct ferry_schema *s = schema_of("id:int64 name:utf8 f:float64 ok:bool");
     /* every allocation the writer makes, from creation to the third batch, fails in turn:
-     * the writer reports ENOMEM (or fails to be created) and leaks nothing */
+     * the writer reports ENOMEM (or fails to be created) and leaks nothing; the position's
+     * text key value (name) and its encoding allocate too */
+    const int pos_cols[] = {1, 0};
     int failed = 0;
+    bool succeeded = false;
     for (long n = 0; n < 400; n++) {
         struct sink sk = {0};
         ferry_mem_fail_after(n);
@@ -808,6 +811,7 @@ static void test_allocation_failures(void **state)
             failed++;
             continue;
         }
+        ferry_rw_set_position_columns(rw, 2, pos_cols);
         int rc = FERRY_OK;
         struct ferry_error err;
         for (int i = 0; i < 2000 && rc == FERRY_OK; i++) {
@@ -831,6 +835,13 @@ static void test_allocation_failures(void **state)
             failed++;
         } else {
             assert_int_equal(sk.n, 3);
+            /* the last row's key: name 'x' * (1999 % 600), id 1999 */
+            char x[200], want[300];
+            memset(x, 'x', 199);
+            x[199] = '\0';
+            snprintf(want, sizeof want, "{\"shard\":0,\"key\":[\"%s\",1999],\"done\":true}", x);
+            assert_string_equal(sk.b[2]->position, want);
+            succeeded = true;
             ferry__rw_free(rw);
             sink_clear(&sk);
             break;
@@ -838,6 +849,7 @@ static void test_allocation_failures(void **state)
         ferry__rw_free(rw);
         sink_clear(&sk);
     }
+    assert_true(succeeded);
     assert_true(failed > 20);
     ferry_schema_unref(s);
 }

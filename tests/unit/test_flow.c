@@ -22,6 +22,7 @@
 #include "unit.h"
 #include "batch/builder.h"
 #include "bus/bus.h"
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "ferry/digest.h"
 #include "ferry/event.h"
@@ -158,12 +159,13 @@ struct fake_reader {
     atomic_int cancel_calls;
 };
 
-static int src_extract_rows(struct fake_src *s, int shard, const char *resume,
+static int src_extract_rows(struct fake_src *s, int shard, const struct ferry_position *resume,
                             struct ferry_row_writer *rw, struct ferry_error *err);
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     (void)spec;
     (void)schema;
@@ -177,23 +179,22 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     return rc;
 }
 
-static int src_extract_rows(struct fake_src *s, int shard, const char *resume,
+static int src_extract_rows(struct fake_src *s, int shard, const struct ferry_position *resume,
                             struct ferry_row_writer *rw, struct ferry_error *err)
 {
     atomic_fetch_add(&s->extract_calls[shard], 1);
     int start = 1;
     if (resume != NULL) {
-        json_t *j = json_loads(resume, 0, NULL);
-        if (j == NULL || json_integer_value(json_object_get(j, "shard")) != shard) {
-            json_decref(j);
-            return ferry_error_set(err, FERRY_ESOURCE, "fake", "fake source: bad resume %s",
-                                   resume);
+        /* decoded by the flow: a done shard is never extracted */
+        if (resume->shard != shard || resume->done)
+            return ferry_error_set(err, FERRY_ESOURCE, "fake",
+                                   "fake source: bad resume (shard %d, done %d) for shard %d",
+                                   resume->shard, resume->done, shard);
+        if (resume->has_key && resume->n_key > 0) {
+            if (resume->key[0].kind != FERRY_KEY_INT)
+                return ferry_error_set(err, FERRY_ESOURCE, "fake", "fake source: bad key");
+            start = (int)resume->key[0].i + 1;
         }
-        bool done = json_is_true(json_object_get(j, "done"));
-        json_t *key = json_array_get(json_object_get(j, "key"), 0);
-        if (key) start = (int)json_integer_value(key) + 1;
-        json_decref(j);
-        if (done) return FERRY_OK;
     }
     s->start_key[shard] = start;
     int pos = 0;
@@ -564,6 +565,20 @@ static void test_resume_positions(void **state)
     assert_int_equal(x->sink.n_batches, 1);
     assert_int_equal(x->sink.batches[0].shard, 1);
     assert_non_null(strstr(x->sink.batches[0].position, "\"done\":true"));
+
+    /* Saved text that is no position: the flow refuses it naming resource and shard, before
+     * the source is asked to read that shard (sources never see position text). */
+    sink_records_free(&x->sink);
+    memset(&x->sink, 0, sizeof x->sink);
+    free(x->resume[1]);
+    x->resume[1] = strdup("{\"shard\":1,\"key\":[7],\"cursor\":\"9\"}");
+    free(x->resume[2]);
+    x->resume[2] = NULL;
+    int calls = atomic_load(&x->src.extract_calls[1]);
+    assert_int_equal(run(x), FERRY_EINVAL);
+    assert_non_null(strstr(x->err.message, "resource orders: shard 1: the saved position"));
+    assert_non_null(strstr(x->err.message, "unknown member \"cursor\""));
+    assert_int_equal(atomic_load(&x->src.extract_calls[1]), calls);
 }
 
 /* ---- backpressure ---- */

@@ -1,5 +1,6 @@
 /* tests/unit/test_position.c - the checkpoint position codec (src/checkpoint/position.h):
- * a round trip of every kind of member and key value, the stored forms earlier versions
+ * a round trip of every kind of member and key value (a 4-byte float's shortest form
+ * included), the stored forms earlier versions
  * wrote, malformed input with a clear error each, and an allocation-failure loop over
  * decode and encode (every allocation fails in turn). */
 #include "unit.h"
@@ -134,6 +135,53 @@ static void test_every_kind(void **state)
     assert_non_null(strstr(err.message, "not finite"));
 }
 
+/* A 4-byte float's key value (single) encodes in the shortest form that reads back as the
+ * same float, as the builder always stored it ("0.1", not the double's 0.10000000149011612),
+ * and decodes to a double that converts back to the very float. */
+static void test_single_real(void **state)
+{
+    (void)state;
+    const struct {
+        float v;
+        const char *text;
+        enum ferry_key_kind back; /* what the text decodes as */
+    } cases[] = {{0.1f, "0.1", FERRY_KEY_REAL},
+                 {1e7f, "1e+07", FERRY_KEY_REAL},
+                 {-3.4028235e38f, "-3.4028235e+38", FERRY_KEY_REAL},
+                 {1.17549435e-38f, "1.1754944e-38", FERRY_KEY_REAL},
+                 {16777217.0f, "16777216", FERRY_KEY_INT},
+                 {0.0f, "0", FERRY_KEY_INT}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ferry_key_value v = {.kind = FERRY_KEY_REAL, .real = cases[i].v, .single = true};
+        struct ferry_position p;
+        ferry_position_init(&p);
+        p.has_key = true;
+        p.n_key = 1;
+        p.key = &v;
+        char *t = encoded(&p);
+        char expect[64];
+        snprintf(expect, sizeof expect, "{\"shard\":0,\"key\":[%s]}", cases[i].text);
+        assert_string_equal(t, expect);
+        struct ferry_position q = decoded(t);
+        assert_int_equal(q.key[0].kind, cases[i].back);
+        double back = q.key[0].kind == FERRY_KEY_REAL ? q.key[0].real : (double)q.key[0].i;
+        assert_true((float)back == cases[i].v);
+        assert_false(q.key[0].single);
+        ferry_position_clear(&q);
+        ferry_free(t);
+    }
+    /* without single the same value is the double's shortest form */
+    struct ferry_key_value d = {.kind = FERRY_KEY_REAL, .real = 0.1f};
+    struct ferry_position p;
+    ferry_position_init(&p);
+    p.has_key = true;
+    p.n_key = 1;
+    p.key = &d;
+    char *t = encoded(&p);
+    assert_string_equal(t, "{\"shard\":0,\"key\":[0.10000000149011612]}");
+    ferry_free(t);
+}
+
 static void expect_refused(const char *text, const char *words)
 {
     struct ferry_position p;
@@ -244,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_forms),
         cmocka_unit_test(test_every_kind),
+        cmocka_unit_test(test_single_real),
         cmocka_unit_test(test_key_json),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_allocation_failures),

@@ -8,6 +8,7 @@
 #include "ferry/batch.h"
 #include "ferry/connector.h"
 #include "ferry/error.h"
+#include "formats/parquet_cursor.h"
 
 /* ---- parquet (files_pq_source.c) ---------------------------------------------------------
  * The schema of a Parquet file's footer (every field nullable, not finished); its row
@@ -16,14 +17,9 @@
 int ferry__files_pq_schema(const char *path, struct ferry_schema **out, struct ferry_error *err);
 int ferry__files_pq_groups(const char *path, int *n, struct ferry_error *err);
 /* floor: NULL, or a cursor read: only rows whose `floor->column` value is above
- * floor->value (when has_value) are written. */
-struct ferry__files_pq_floor {
-    const char *column;
-    bool has_value;
-    int64_t value;
-};
+ * floor->value (when has_value) are written (formats/parquet_cursor.h). */
 int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
-                            int64_t skip, const struct ferry__files_pq_floor *floor,
+                            int64_t skip, const struct ferry_parquet_floor *floor,
                             struct ferry_row_writer *rw, struct ferry_error *err);
 
 /* A cursor read's plan of one file: want[g] says whether row group g is read. A group is
@@ -31,7 +27,7 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
  * statistics (exact ones only, parquet_reader.h); groups without usable statistics are
  * read (their cursor column decoded here) to learn their maximum. *hi / *has_hi: the
  * largest cursor value of the file's rows. *skipped counts the skipped groups. */
-int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq_floor *f,
+int ferry__files_pq_cursor_groups(const char *path, const struct ferry_parquet_floor *f,
                                   bool **want, int *n, int *skipped, int64_t *hi, bool *has_hi,
                                   struct ferry_error *err);
 

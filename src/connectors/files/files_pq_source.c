@@ -85,7 +85,7 @@ static int check_columns(struct ferry_parquet_reader *r, const char *path,
 }
 
 int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
-                            int64_t skip, const struct ferry__files_pq_floor *floor,
+                            int64_t skip, const struct ferry_parquet_floor *floor,
                             struct ferry_row_writer *rw, struct ferry_error *err)
 {
     struct ferry_parquet_reader *r = NULL;
@@ -110,7 +110,7 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
 
 /* ---- cursor reads ------------------------------------------------------------------------- */
 
-int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq_floor *f,
+int ferry__files_pq_cursor_groups(const char *path, const struct ferry_parquet_floor *f,
                                   bool **want, int *n, int *skipped, int64_t *hi, bool *has_hi,
                                   struct ferry_error *err)
 {
@@ -118,9 +118,8 @@ int ferry__files_pq_cursor_groups(const char *path, const struct ferry__files_pq
     *n = 0;
     struct ferry_parquet_reader *r = NULL;
     int rc = ferry__parquet_reader_open_file(path, &r, err);
-    struct ferry_parquet_floor pf = {f->column, f->has_value, f->value};
     if (rc == FERRY_OK)
-        rc = ferry__parquet_cursor_groups(r, path, &pf, want, n, skipped, hi, has_hi, err);
+        rc = ferry__parquet_cursor_groups(r, path, f, want, n, skipped, hi, has_hi, err);
     ferry__parquet_reader_free(r);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "files source");
     return FERRY_OK;

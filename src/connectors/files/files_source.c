@@ -150,7 +150,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
  * cursor (the route checkpoint {"cursor": "N"}), the largest value seen now, and the row
  * groups the statistics let the plan skip. */
 struct cursor_plan {
-    struct ferry__files_pq_floor floor;
+    struct ferry_parquet_floor floor;
     int64_t hi;
     bool has_hi;
     int skipped;
@@ -221,35 +221,6 @@ static int seen_files(const struct ferry_resource_spec *spec, const char *route_
     return FERRY_OK;
 }
 
-/* A cursor read's saved position: the route checkpoint's {"cursor": "N"} (none on the first
- * run, or when no row was seen yet). One cursor column. */
-static int saved_cursor(const struct ferry_resource_spec *spec, const char *route_checkpoint,
-                        struct ferry__files_pq_floor *f, struct ferry_error *err)
-{
-    f->column = spec->cursor[0];
-    if (spec->n_cursor != 1)
-        return ferry_error_set(err, FERRY_ECONFIG, "files",
-                               "resource %s: the files source reads one cursor column", spec->table);
-    if (route_checkpoint == NULL) return FERRY_OK;
-    json_t *root = json_loads(route_checkpoint, 0, NULL);
-    json_t *c = json_object_get(root, "cursor");
-    const char *v = json_string_value(c);
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    int rc = FERRY_OK;
-    if (v != NULL && end != v && *end == '\0') {
-        f->has_value = true;
-        f->value = x;
-    } else if (!json_is_null(c)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "files",
-                             "resource %s: the saved position is not a files cursor position "
-                             "(was the cursor added since?): %.200s",
-                             spec->table, route_checkpoint);
-    }
-    json_decref(root);
-    return rc;
-}
-
 /* The plan's tail: a `none` shard when nothing is to be read, and, incremental, the next
  * route checkpoint (every file matched now). */
 static int plan_tail(struct ferry_buf *b, int nshards, json_t *next, const struct cursor_plan *cp,
@@ -291,7 +262,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     int rc = FERRY_OK;
     if (spec->cursor != NULL) {
         cp = &cpl;
-        rc = saved_cursor(spec, route_checkpoint, &cpl.floor, err);
+        rc = ferry__parquet_saved_cursor(spec, route_checkpoint, "files", &cpl.floor, err);
     }
     const char *pattern = NULL;
     json_t *seen = NULL, *next = incr ? json_object() : NULL;
@@ -376,39 +347,20 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
     return rc;
 }
 
-/* The resume position's offset n and done, decoded by the checkpoint codec. */
-static int parse_resume(const char *resume, const char *file, int64_t *n, bool *done,
-                        struct ferry_error *err)
-{
-    *n = 0;
-    *done = false;
-    if (resume == NULL) return FERRY_OK;
-    struct ferry_position p;
-    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
-    if (rc != FERRY_OK) {
-        ferry_error_prefix(err, "files source: %s: the resume position", file);
-        return rc;
-    }
-    *done = p.done;
-    if (p.has_n) *n = p.n;
-    ferry_position_clear(&p);
-    return FERRY_OK;
-}
-
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct src *s = ctx;
     struct shard_info si = {0};
     int rc = load_shard(spec->table, plan_json, shard, &si, err);
     if (rc != FERRY_OK || si.file == NULL) return rc; /* error, or the `none` shard */
-    int64_t start = 0;
-    bool done = false;
-    rc = parse_resume(resume, si.file, &start, &done, err);
-    if (rc != FERRY_OK || done) {
+    /* The resume position's offset n (a byte or a row offset) and done. */
+    int64_t start = resume != NULL && resume->has_n ? resume->n : 0;
+    if (resume != NULL && resume->done) {
         ferry_free(si.file);
-        return rc;
+        return FERRY_OK;
     }
     struct stat st;
     if (stat(si.file, &st) != 0) {
@@ -423,8 +375,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     if (rc == FERRY_OK && si.group >= 0) {
         ferry_rw_set_shard(rw, shard);
-        struct ferry__files_pq_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
-                                           si.floor};
+        struct ferry_parquet_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
+                                         si.floor};
         rc = ferry__files_pq_extract(si.file, si.group, schema, start, spec->cursor ? &fl : NULL,
                                      rw, err);
         ferry_free(si.file);

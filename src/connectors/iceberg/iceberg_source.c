@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "checkpoint/position.h"
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
@@ -959,13 +960,16 @@ static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, js
     return rc;
 }
 
-/* The checkpointed snapshot id (shard 0's "n"), or -1 for none. */
+/* The checkpointed snapshot id (shard 0's "n", read by the checkpoint codec), or -1 for
+ * none. */
 static int64_t checkpoint_snapshot(const char *route_checkpoint)
 {
-    json_t *j = route_checkpoint ? json_loads(route_checkpoint, 0, NULL) : NULL;
-    json_t *n = json_object_get(j, "n");
-    int64_t id = json_is_integer(n) ? (int64_t)json_integer_value(n) : -1;
-    json_decref(j);
+    struct ferry_position p;
+    if (route_checkpoint == NULL ||
+        ferry_position_decode(route_checkpoint, strlen(route_checkpoint), &p, NULL) != FERRY_OK)
+        return -1;
+    int64_t id = p.has_n ? p.n : -1;
+    ferry_position_clear(&p);
     return id;
 }
 
@@ -1078,15 +1082,14 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct isrc *s = ctx;
     json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
     json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
-    json_t *pos = resume ? json_loads(resume, 0, NULL) : NULL;
-    int64_t skip = json_is_integer(json_object_get(pos, "n")) ? json_integer_value(json_object_get(pos, "n")) : 0;
-    bool done = json_is_true(json_object_get(pos, "done"));
-    json_decref(pos);
+    int64_t skip = resume != NULL && resume->has_n ? resume->n : 0;
+    bool done = resume != NULL && resume->done;
     int rc = FERRY_OK;
     ferry_rw_set_shard(rw, shard);
     json_t *marker = json_object_get(sh, "marker");

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "checkpoint/position.h"
 #include "connectors/mysql/my_binlog.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
@@ -688,6 +689,30 @@ static int plan_lookback(const struct ferry_resource_spec *spec, const struct fe
     return FERRY_OK;
 }
 
+/* The key of a saved route position (checkpoint codec): *lo is a new jansson array of n
+ * values, or stays as it was when the position has no key. */
+static int saved_key(const char *text, const char *table, int n, json_t **lo,
+                     struct ferry_error *err)
+{
+    struct ferry_position p;
+    int rc = ferry_position_decode(text, strlen(text), &p, err);
+    if (rc != FERRY_OK)
+        return ferry_error_prefix(err, WHAT ": table %s: the saved position", table);
+    if (p.has_key && p.n_key != n)
+        rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
+                             WHAT ": table %s: the saved position has %d values, the cursor and "
+                                  "key have %d (did the cursor or key change?)",
+                             table, p.n_key, n);
+    json_t *key = rc == FERRY_OK && p.has_key ? ferry_position_key_json(&p) : NULL;
+    if (rc == FERRY_OK && p.has_key && key == NULL) rc = nomem(err);
+    ferry_position_clear(&p);
+    if (key != NULL) {
+        json_decref(*lo);
+        *lo = key;
+    }
+    return rc;
+}
+
 static int plan_incremental(struct src *s, const struct ferry_resource_spec *spec,
                             const struct ferry_schema *sc, const struct rel *r,
                             const char *route_checkpoint, json_t *plan, struct ferry_error *err)
@@ -709,26 +734,8 @@ static int plan_incremental(struct src *s, const struct ferry_resource_spec *spe
     /* The saved lower bound, in the position form. */
     json_t *lo = json_null();
     if (route_checkpoint != NULL) {
-        json_t *root = json_loads(route_checkpoint, 0, NULL);
-        json_t *key = json_object_get(root, "key");
-        if (!json_is_object(root) || (key != NULL && !json_is_array(key))) {
-            json_decref(root);
-            return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                                   WHAT ": table %s: the saved position is not a position object",
-                                   r->from);
-        }
-        if (key != NULL) {
-            if ((int)json_array_size(key) != n) {
-                json_decref(root);
-                return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                                       WHAT
-                                       ": table %s: the saved position has %zu values, the "
-                                       "cursor and key have %d (did the cursor or key change?)",
-                                       r->from, json_array_size(key), n);
-            }
-            lo = json_incref(key);
-        }
-        json_decref(root);
+        int rc = saved_key(route_checkpoint, r->from, n, &lo, err);
+        if (rc != FERRY_OK) return rc;
     }
     if (!json_is_null(lo) && spec->lookback_ms > 0) {
         int rc = plan_lookback(spec, sc, r, ord[0], json_array_get(lo, 0), plan, err);
@@ -1179,23 +1186,16 @@ static int read_rows(struct src *s, const char *sql, const struct ferry_schema *
     return rc;
 }
 
-static int resume_key_of(const char *resume, const char *table, json_t **key, bool *done,
+/* The resume position's key as a jansson array (NULL when it has none) and whether its
+ * shard is done. */
+static int resume_key_of(const struct ferry_position *resume, json_t **key, bool *done,
                          struct ferry_error *err)
 {
     *key = NULL;
-    *done = false;
-    if (resume == NULL) return FERRY_OK;
-    json_t *root = json_loads(resume, 0, NULL);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return ferry_error_set(err, FERRY_EINVAL, "mysql",
-                               WHAT ": table %s: the resume position is not a JSON object", table);
-    }
-    *done = json_is_true(json_object_get(root, "done"));
-    json_t *k = json_object_get(root, "key");
-    if (json_is_array(k)) *key = json_incref(k);
-    json_decref(root);
-    return FERRY_OK;
+    *done = resume != NULL && resume->done;
+    if (resume == NULL || *done || !resume->has_key) return FERRY_OK;
+    *key = ferry_position_key_json(resume);
+    return *key ? FERRY_OK : nomem(err);
 }
 
 /* WHERE + ORDER BY of one shard of a frozen plan. */
@@ -1404,29 +1404,35 @@ static int cdc_log_exists(struct src *s, const char *table, uint32_t seq, bool *
     return FERRY_OK;
 }
 
-/* A saved cdc position: n (file << 32 | offset), k (rows of the open transaction already
+/* A cdc position: n (file << 32 | offset), k (rows of the open transaction already
  * written) and g (the GTID set at n, or NULL: older positions, or a server without GTIDs). */
-static int cdc_position(const char *position, int64_t *n, int64_t *k, char **g,
+static int cdc_position(const struct ferry_position *p, int64_t *n, int64_t *k, char **g,
                         struct ferry_error *err)
 {
-    *n = 0;
-    *k = 0;
+    *n = p != NULL && p->has_n ? p->n : 0;
+    *k = p != NULL ? p->k : 0;
     if (g) *g = NULL;
-    if (position == NULL) return FERRY_OK;
-    json_t *j = json_loads(position, 0, NULL);
-    json_t *jn = json_object_get(j, "n"), *jk = json_object_get(j, "k"),
-           *jg = json_object_get(j, "g");
-    int rc = FERRY_OK;
-    if (!json_is_object(j) || (jn != NULL && !json_is_integer(jn)) ||
-        (jk != NULL && !json_is_integer(jk)) || (jg != NULL && !json_is_string(jg)))
-        rc = ferry_error_set(err, FERRY_EINVAL, "mysql",
-                             WHAT ": the saved cdc position is not a binary log position");
-    else {
-        if (jn) *n = json_integer_value(jn);
-        if (jk) *k = json_integer_value(jk);
-        if (jg && g && (*g = ferry_strdup(json_string_value(jg))) == NULL) rc = nomem(err);
+    if (p != NULL && p->tag != NULL && g && (*g = ferry_strdup(p->tag)) == NULL) return nomem(err);
+    return FERRY_OK;
+}
+
+/* cdc_position of stored position text (a route checkpoint; NULL: none). */
+static int cdc_saved_position(const char *text, int64_t *n, int64_t *k, char **g,
+                              struct ferry_error *err)
+{
+    if (text == NULL) return cdc_position(NULL, n, k, g, err);
+    struct ferry_position p;
+    struct ferry_error e;
+    if (ferry_position_decode(text, strlen(text), &p, &e) != FERRY_OK) {
+        cdc_position(NULL, n, k, NULL, err);
+        if (g) *g = NULL;
+        if (e.code == FERRY_ENOMEM) return nomem(err);
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": the saved cdc position is not a binary log position (%s)",
+                               e.message);
     }
-    json_decref(j);
+    int rc = cdc_position(&p, n, k, g, err);
+    ferry_position_clear(&p);
     return rc;
 }
 
@@ -1872,7 +1878,7 @@ static int plan_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (rc == FERRY_OK)
         rc = cdc_check_server_id(s, route ? route : spec->table, r->from, server_id, err);
     if (rc == FERRY_OK) rc = cdc_check_server_id(s, SHARED_ROUTE, r->from, stream_id, err);
-    if (rc == FERRY_OK) rc = cdc_position(route_checkpoint, &start, &skip, &gtid, err);
+    if (rc == FERRY_OK) rc = cdc_saved_position(route_checkpoint, &start, &skip, &gtid, err);
     /* Tests change the source here: after discover, before the end a run streams to. */
     if (rc == FERRY_OK) rc = ferry_failpoint_check("cdc_before_end", err);
     if (rc == FERRY_OK) rc = cdc_log_end(s, r->from, base, sizeof base, &end, err);
@@ -3087,7 +3093,8 @@ static int stream_alone(struct stream *st, int64_t start, int64_t server_id, boo
 
 static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
                       const struct ferry_schema *sc, struct rel *r, json_t *plan,
-                      const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                      const struct ferry_position *resume, struct ferry_row_writer *rw,
+                      struct ferry_error *err)
 {
     struct stream st;
     memset(&st, 0, sizeof st);
@@ -3193,12 +3200,13 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *sc, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct src *s = ctx;
     json_t *resume_key = NULL;
     bool done = false;
-    int rc = resume_key_of(resume, spec->table, &resume_key, &done, err);
+    int rc = resume_key_of(resume, &resume_key, &done, err);
     if (rc != FERRY_OK || done) return rc;
     json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
     json_t *sh = json_array_get(json_object_get(plan, "shards"), (size_t)shard);

@@ -349,28 +349,31 @@ static int my_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *su
     return FERRY_OK;
 }
 
+/* One fetched row's cells (ferry__vrows_push_cells). */
+struct my_cells {
+    MYSQL_ROW row;
+    unsigned long *len;
+};
+
+static const char *my_cell(void *ctx, int k, size_t *len)
+{
+    const struct my_cells *c = ctx;
+    *len = c->row[k] ? (size_t)c->len[k] : 0;
+    return c->row[k];
+}
+
 /* Rows of a result: the first n_key columns are key texts, normalized; then the hash. */
 static int collect(struct myside *s, MYSQL_RES *res, bool with_hash, struct ferry_vrows *out,
                    struct ferry_error *err)
 {
     const struct ferry_vtable *t = s->base.t;
     int rc = FERRY_OK;
-    MYSQL_ROW row;
-    while (rc == FERRY_OK && (row = mysql_fetch_row(res)) != NULL) {
+    struct my_cells c;
+    while (rc == FERRY_OK && (c.row = mysql_fetch_row(res)) != NULL) {
         count_row(s, res);
-        unsigned long *len = mysql_fetch_lengths(res);
-        char **parts = ferry_calloc((size_t)t->n_key, sizeof *parts);
-        if (parts == NULL) return oom(err);
-        for (int k = 0; k < t->n_key && rc == FERRY_OK; k++)
-            if (row[k] != NULL)
-                rc =
-                    ferry__vcanon_key_text(t->cols[t->key[k]].type, row[k], len[k], &parts[k], err);
-        int64_t h = with_hash && row[t->n_key] ? (int64_t)strtoull(row[t->n_key], NULL, 10) : 0;
-        if (rc == FERRY_OK) rc = ferry__vrows_push(out, parts, h, err);
-        if (rc != FERRY_OK) {
-            struct ferry_vkey k = {parts};
-            ferry__vkey_free(&k, t->n_key);
-        }
+        c.len = mysql_fetch_lengths(res);
+        int64_t h = with_hash && c.row[t->n_key] ? (int64_t)strtoull(c.row[t->n_key], NULL, 10) : 0;
+        rc = ferry__vrows_push_cells(out, t, my_cell, &c, h, err);
     }
     return rc;
 }

@@ -977,8 +977,8 @@ static int on_frame(struct stream *s, const uint8_t *p, size_t n, bool epoch_end
 
 /* The frozen plan's range, the resume position, flush and skip into s; *nothing when the
  * table has nothing left to read up to its end. */
-static int stream_plan(struct stream *s, json_t *plan, const char *resume, bool *nothing,
-                       struct ferry_error *err)
+static int stream_plan(struct stream *s, json_t *plan, const struct ferry_position *resume,
+                       bool *nothing, struct ferry_error *err)
 {
     s->slot = json_string_value(json_object_get(plan, "slot"));
     s->pub = json_string_value(json_object_get(plan, "publication"));
@@ -988,9 +988,10 @@ static int stream_plan(struct stream *s, json_t *plan, const char *resume, bool 
                                s->t->from);
     int rc = ferry__pg_cdc_plan_lsn(plan, "start", &s->start, err);
     if (rc == FERRY_OK) rc = ferry__pg_cdc_plan_lsn(plan, "end", &s->end, err);
-    uint64_t resumed = 0;
-    int64_t resumed_k = 0;
-    if (rc == FERRY_OK) rc = ferry__pg_cdc_position(resume, &resumed, &resumed_k, err);
+    /* the resume position's LSN ("n") and rows of the next transaction written ("k") */
+    bool has_n = resume != NULL && resume->has_n;
+    uint64_t resumed = has_n ? (uint64_t)resume->n : 0;
+    int64_t resumed_k = has_n ? resume->k : 0;
     /* flush never moves past what was saved before this run: the plan's start, or for a
      * slot shared by the pipeline's tables the slot's confirmed position at plan time (the
      * minimum over every table, pg_slot.c). */
@@ -1101,9 +1102,9 @@ static void stream_finish(struct stream *s, int rc)
 }
 
 int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts, const char *peer,
-                         const struct ferry_pg_cdc_target *t, json_t *plan, const char *resume,
-                         struct ferry_row_writer *rw, struct ferry_pg_cdc_progress *progress,
-                         struct ferry_error *err)
+                         const struct ferry_pg_cdc_target *t, json_t *plan,
+                         const struct ferry_position *resume, struct ferry_row_writer *rw,
+                         struct ferry_pg_cdc_progress *progress, struct ferry_error *err)
 {
     struct stream s = {.progress = progress, .peer = peer, .url = url, .opts = opts, .t = t,
                        .rw = rw};

@@ -114,9 +114,9 @@ struct ferry_pg_cdc_progress {
  * stopped at a schema change, leaving the position before it), the row writer's stop
  * code, or an error naming the table. */
 int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts, const char *peer,
-                         const struct ferry_pg_cdc_target *t, json_t *plan, const char *resume,
-                         struct ferry_row_writer *rw, struct ferry_pg_cdc_progress *progress,
-                         struct ferry_error *err);
+                         const struct ferry_pg_cdc_target *t, json_t *plan,
+                         const struct ferry_position *resume, struct ferry_row_writer *rw,
+                         struct ferry_pg_cdc_progress *progress, struct ferry_error *err);
 
 /* First runs: the copy shards of a resumed attempt read a snapshot later than the slot's
  * (the exported one died with the earlier process), so the stream must reach at least a

@@ -1473,7 +1473,8 @@ static int stream_resolve(struct src *s, const char *table, json_t *plan, struct
 /* Shard 0 of a cdc plan: the replication stream (pg_cdc.c). */
 static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                           const struct ferry_schema *sc, json_t *plan, int shard,
-                          const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                          const struct ferry_position *resume, struct ferry_row_writer *rw,
+                          struct ferry_error *err)
 {
     struct rel r;
     const struct ferry_read_context *run = ferry_read_context_of(spec);
@@ -1551,21 +1552,15 @@ static int cdc_copy_connection(struct src *s, json_t *plan, struct src *own,
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *sc, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct src *s = ctx;
     json_t *resume_key = NULL;
     if (resume != NULL) {
-        struct ferry_position p;
-        int rc = ferry_position_decode(resume, strlen(resume), &p, err);
-        if (rc != FERRY_OK)
-            return ferry_error_prefix(err, WHAT ": table \"%s\": the resume position",
-                                      spec->table);
-        bool done = p.done;
-        if (!done && p.has_key && (resume_key = ferry_position_key_json(&p)) == NULL)
-            rc = nomem(err);
-        ferry_position_clear(&p);
-        if (done || rc != FERRY_OK) return rc;
+        if (resume->done) return FERRY_OK;
+        if (resume->has_key && (resume_key = ferry_position_key_json(resume)) == NULL)
+            return nomem(err);
     }
     json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
     json_t *sh = json_array_get(json_object_get(plan, "shards"), (size_t)shard);

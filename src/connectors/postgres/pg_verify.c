@@ -439,6 +439,21 @@ static int pg_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *su
     return rc;
 }
 
+/* One result row's cells (ferry__vrows_push_cells). */
+struct pg_cells {
+    PGresult *res;
+    int row;
+};
+
+static const char *pg_cell(void *ctx, int k, size_t *len)
+{
+    const struct pg_cells *c = ctx;
+    *len = 0;
+    if (PQgetisnull(c->res, c->row, k)) return NULL;
+    *len = (size_t)PQgetlength(c->res, c->row, k);
+    return PQgetvalue(c->res, c->row, k);
+}
+
 /* Rows of a result: the first n_key columns are key texts, normalized; then the hash. */
 static int collect(struct pgside *s, PGresult *res, bool with_hash, struct ferry_vrows *out,
                    struct ferry_error *err)
@@ -447,18 +462,9 @@ static int collect(struct pgside *s, PGresult *res, bool with_hash, struct ferry
     int rows = PQntuples(res);
     int rc = FERRY_OK;
     for (int r = 0; r < rows && rc == FERRY_OK; r++) {
-        char **parts = ferry_calloc((size_t)t->n_key, sizeof *parts);
-        if (parts == NULL) return oom(err);
-        for (int k = 0; k < t->n_key && rc == FERRY_OK; k++)
-            if (!PQgetisnull(res, r, k))
-                rc = ferry__vcanon_key_text(t->cols[t->key[k]].type, PQgetvalue(res, r, k),
-                                            (size_t)PQgetlength(res, r, k), &parts[k], err);
+        struct pg_cells c = {res, r};
         int64_t h = with_hash ? strtoll(PQgetvalue(res, r, t->n_key), NULL, 10) : 0;
-        if (rc == FERRY_OK) rc = ferry__vrows_push(out, parts, h, err);
-        if (rc != FERRY_OK) {
-            struct ferry_vkey k = {parts};
-            ferry__vkey_free(&k, t->n_key);
-        }
+        rc = ferry__vrows_push_cells(out, t, pg_cell, &c, h, err);
     }
     return rc;
 }

@@ -39,6 +39,7 @@
 #include "formats/parquet_cursor.h"
 #include "formats/text_source.h"
 #include "formats/parquet_reader.h"
+#include "checkpoint/position.h"
 #include "ferry/config.h"
 #include "ferry/connector.h"
 #include "objstore/s3_client.h"
@@ -521,35 +522,6 @@ static int remember(const json_t *objs, json_t **out, struct ferry_error *err)
     return *out ? FERRY_OK : nomem(err);
 }
 
-/* A cursor read's saved position: the route checkpoint's {"cursor": "N"} (none on the first
- * run, or while no row was seen). One cursor column. */
-static int saved_cursor(const struct ferry_resource_spec *spec, const char *route_checkpoint,
-                        struct ferry_parquet_floor *f, struct ferry_error *err)
-{
-    f->column = spec->cursor[0];
-    if (spec->n_cursor != 1)
-        return ferry_error_set(err, FERRY_ECONFIG, "s3",
-                               "resource %s: the s3 source reads one cursor column", spec->table);
-    if (route_checkpoint == NULL) return FERRY_OK;
-    json_t *root = json_loads(route_checkpoint, 0, NULL);
-    json_t *c = json_object_get(root, "cursor");
-    const char *v = json_string_value(c);
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    int rc = FERRY_OK;
-    if (v != NULL && end != v && *end == '\0') {
-        f->has_value = true;
-        f->value = x;
-    } else if (!json_is_null(c)) {
-        rc = ferry_error_set(err, FERRY_EINVAL, "s3",
-                             "resource %s: the saved position is not an s3 cursor position "
-                             "(was the cursor added since?): %.200s",
-                             spec->table, route_checkpoint);
-    }
-    json_decref(root);
-    return rc;
-}
-
 /* A cursor read's next route checkpoint: the largest value planned (the objects are frozen
  * by their ETags: no row above it is read now), or the saved one. */
 static int cursor_next(const struct cursor_plan *cp, json_t **next, struct ferry_error *err)
@@ -577,7 +549,7 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     json_int_t rows = 0;
     if (rc == FERRY_OK && spec->cursor != NULL) {
         cp = &cpl;
-        rc = saved_cursor(spec, route_checkpoint, &cpl.floor, err);
+        rc = ferry__parquet_saved_cursor(spec, route_checkpoint, "s3", &cpl.floor, err);
     } else if (rc == FERRY_OK && incr && route_checkpoint != NULL) {
         prev = json_loads(route_checkpoint, 0, NULL);
         if (!json_is_object(json_object_get(prev, "objects")))
@@ -672,23 +644,18 @@ static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec
     return rc;
 }
 
-/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered;
- * 1 when the shard is done. */
-static int parse_resume(const char *resume, int64_t *skip)
+/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered
+ * ("n"); 1 when the shard is done. */
+static int parse_resume(const struct ferry_position *resume, int64_t *skip)
 {
-    *skip = 0;
-    if (resume == NULL) return 0;
-    json_t *pos = json_loads(resume, 0, NULL);
-    int done = json_is_true(json_object_get(pos, "done"));
-    json_t *n = json_object_get(pos, "n");
-    if (json_is_integer(n)) *skip = (int64_t)json_integer_value(n);
-    json_decref(pos);
-    return done;
+    *skip = resume != NULL && resume->has_n ? resume->n : 0;
+    return resume != NULL && resume->done;
 }
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *schema, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct s3src *s = ctx;
     json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);

@@ -566,8 +566,29 @@ static int tuple_cmp(int64_t u1, int64_t i1, int64_t u2, int64_t i2)
     return i1 < i2 ? -1 : i1 > i2;
 }
 
-/* {"key":[a]} or {"key":[a,b]} -> integers; *done when the position says so. Decoded by
- * the checkpoint codec (checkpoint/position.h), never parsed here. */
+/* A decoded position's key {"key":[a]} or {"key":[a,b]} -> integers (checkpoint codec,
+ * checkpoint/position.h: position text is never parsed here). */
+static int position_key(const struct ferry_position *p, const char *what, int want, int64_t *key,
+                        bool *has_key, struct ferry_error *err)
+{
+    *has_key = false;
+    if (p->has_key && p->n_key != want)
+        return ferry_error_set(err, FERRY_EINVAL, "sample",
+                               "sample source: %s has a key of %d values (want %d integers)", what,
+                               p->n_key, want);
+    for (int i = 0; p->has_key && i < want; i++) {
+        if (p->key[i].kind != FERRY_KEY_INT)
+            return ferry_error_set(err, FERRY_EINVAL, "sample",
+                                   "sample source: %s: key value %d is not an integer", what,
+                                   i + 1);
+        key[i] = p->key[i].i;
+    }
+    *has_key = p->has_key;
+    return FERRY_OK;
+}
+
+/* Stored position text (a route checkpoint) -> its key as position_key; *done when the
+ * position says so. */
 static int parse_position(const char *text, const char *what, int want, int64_t *key,
                           bool *has_key, bool *done, struct ferry_error *err)
 {
@@ -580,20 +601,7 @@ static int parse_position(const char *text, const char *what, int want, int64_t 
         return rc;
     }
     *done = p.done;
-    if (p.has_key && p.n_key != want)
-        rc = ferry_error_set(err, FERRY_EINVAL, "sample",
-                             "sample source: %s has a key of the wrong shape (want %d "
-                             "integers): %.200s",
-                             what, want, text);
-    for (int i = 0; p.has_key && i < want && rc == FERRY_OK; i++) {
-        if (p.key[i].kind != FERRY_KEY_INT)
-            rc = ferry_error_set(err, FERRY_EINVAL, "sample",
-                                 "sample source: %s: key value %d is not an integer: %.200s",
-                                 what, i + 1, text);
-        else
-            key[i] = p.key[i].i;
-    }
-    if (rc == FERRY_OK) *has_key = p.has_key;
+    rc = position_key(&p, what, want, key, has_key, err);
     ferry_position_clear(&p);
     return rc;
 }
@@ -829,7 +837,8 @@ static int extract_incremental(const struct gen *g, const struct frozen *fz, str
 
 static int sample_extract(void *ctx, const struct ferry_resource_spec *spec,
                           const struct ferry_schema *schema, const char *plan_json, int shard,
-                          const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                          const struct ferry_position *resume, struct ferry_row_writer *rw,
+                          struct ferry_error *err)
 {
     struct sample *s = ctx;
     const struct table_def *t;
@@ -841,11 +850,11 @@ static int sample_extract(void *ctx, const struct ferry_resource_spec *spec,
     if (rc != FERRY_OK) return rc;
 
     int64_t key[2] = {0, 0};
-    bool has_key = false, done = false;
+    bool has_key = false;
     if (resume != NULL) {
-        rc = parse_position(resume, "resume position", fz.full ? 1 : 2, key, &has_key, &done, err);
+        if (resume->done) return FERRY_OK;
+        rc = position_key(resume, "resume position", fz.full ? 1 : 2, key, &has_key, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s shard %d", t->name, shard);
-        if (done) return FERRY_OK;
     }
 
     int *cols = ferry_malloc(sizeof *cols * (size_t)(schema->n_fields ? schema->n_fields : 1));

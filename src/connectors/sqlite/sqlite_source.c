@@ -1505,21 +1505,14 @@ static int build_incremental(struct reader *rd, const struct ferry_resource_spec
 }
 
 /* The resume position's key (NULL when it has none) and whether its shard is done. */
-static int resume_key_of(const char *resume, const char *table, json_t **key, bool *done,
+static int resume_key_of(const struct ferry_position *resume, json_t **key, bool *done,
                          struct ferry_error *err)
 {
     *key = NULL;
-    *done = false;
-    if (resume == NULL) return FERRY_OK;
-    struct ferry_position p;
-    int rc = ferry_position_decode(resume, strlen(resume), &p, err);
-    if (rc != FERRY_OK)
-        return ferry_error_prefix(err, "sqlite source: table \"%s\": resume position %.200s",
-                                  table, resume);
-    *done = p.done;
-    if (p.has_key && (*key = ferry_position_key_json(&p)) == NULL) rc = nomem(err);
-    ferry_position_clear(&p);
-    return rc;
+    *done = resume != NULL && resume->done;
+    if (resume == NULL || *done || !resume->has_key) return FERRY_OK;
+    *key = ferry_position_key_json(resume);
+    return *key ? FERRY_OK : nomem(err);
 }
 
 static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct ferry_error *err)
@@ -1565,12 +1558,13 @@ static int run_select(struct reader *rd, struct ferry_row_writer *rw, struct fer
 
 static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        const struct ferry_schema *sc, const char *plan_json, int shard,
-                       const char *resume, struct ferry_row_writer *rw, struct ferry_error *err)
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
 {
     struct src *s = ctx;
     json_t *resume_key = NULL;
     bool done = false;
-    int rc = resume_key_of(resume, spec->table, &resume_key, &done, err);
+    int rc = resume_key_of(resume, &resume_key, &done, err);
     if (rc != FERRY_OK || done) return rc;
     json_t *plan = json_loads(plan_json ? plan_json : "", 0, NULL);
     json_t *sh = json_array_get(json_object_get(plan, "shards"), (size_t)shard);

@@ -297,29 +297,33 @@ static int sq_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *su
     return FERRY_OK;
 }
 
+/* One stepped row's cells (ferry__vrows_push_cells), counting the bytes read. */
+struct sq_cells {
+    struct sqside *s;
+    sqlite3_stmt *st;
+};
+
+static const char *sq_cell(void *ctx, int k, size_t *len)
+{
+    struct sq_cells *c = ctx;
+    *len = 0;
+    if (sqlite3_column_type(c->st, k) == SQLITE_NULL) return NULL;
+    const char *v = (const char *)sqlite3_column_text(c->st, k);
+    *len = (size_t)sqlite3_column_bytes(c->st, k);
+    c->s->base.bytes += (int64_t)*len + 4;
+    return v ? v : "";
+}
+
 static int collect(struct sqside *s, sqlite3_stmt *st, bool with_hash, struct ferry_vrows *out,
                    struct ferry_error *err)
 {
     const struct ferry_vtable *t = s->base.t;
     int rc = FERRY_OK, src;
+    struct sq_cells c = {s, st};
     while (rc == FERRY_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        char **parts = ferry_calloc((size_t)t->n_key, sizeof *parts);
-        if (parts == NULL) rc = oom(err);
-        for (int k = 0; k < t->n_key && rc == FERRY_OK; k++) {
-            if (sqlite3_column_type(st, k) == SQLITE_NULL) continue;
-            const char *v = (const char *)sqlite3_column_text(st, k);
-            size_t n = (size_t)sqlite3_column_bytes(st, k);
-            s->base.bytes += (int64_t)n + 4;
-            rc = ferry__vcanon_key_text(t->cols[t->key[k]].type, v ? v : "", n, &parts[k], err);
-        }
         int64_t h = with_hash ? sqlite3_column_int64(st, t->n_key) : 0;
         if (with_hash) s->base.bytes += 8;
-        if (rc == FERRY_OK) rc = ferry__vrows_push(out, parts, h, err);
-        if (rc != FERRY_OK && parts) {
-            struct ferry_vkey k = {parts};
-            ferry__vkey_free(&k, t->n_key);
-        }
-        if (rc != FERRY_OK) break;
+        rc = ferry__vrows_push_cells(out, t, sq_cell, &c, h, err);
     }
     if (rc == FERRY_OK && src != SQLITE_DONE) return step_error(s, st, err);
     sqlite3_finalize(st);

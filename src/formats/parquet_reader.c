@@ -2022,15 +2022,14 @@ static int alloc_vals(struct ferry_parquet_reader *r)
  * on. With offsets, each row's position is its 1-based index in the group. */
 #define GROUP_FETCH_MAX ((int64_t)64 << 20)
 
-/* Ranged: the byte span of group g's selected column chunks in one request, when it is at
- * most GROUP_FETCH_MAX and at most twice what those chunks hold (unselected columns between
- * them are fetched too), so a group costs one request, not one per column (range() serves
- * the chunks from it). Any doubt (a chunk outside the file): nothing fetched, read_chunk
+/* Ranged: the byte span of group g's selected column chunks, fetched in one request when it
+ * is at most GROUP_FETCH_MAX and at most twice what those chunks hold (unselected columns
+ * between them are fetched too), so a group costs one request, not one per column (range()
+ * serves the chunks from it). Any doubt (a chunk outside the file): false, and read_chunk
  * reads and reports each chunk alone. */
-static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
+static bool group_span(const struct ferry_parquet_reader *r, const struct prg *pg, int64_t *off,
+                       int64_t *len)
 {
-    r->grp_valid = false;
-    if (r->p != NULL) return FERRY_OK;
     int64_t lo = INT64_MAX, hi = 0, sum = 0;
     for (int j = 0; j < r->nsel; j++) {
         const struct pnode *nd = &r->nodes[r->tops[r->sel[j]]];
@@ -2040,14 +2039,24 @@ static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
                                                                            : k->data_off;
             if (start < 4 || k->size < 0 || (uint64_t)start > r->n - 8 ||
                 (uint64_t)k->size > r->n - 8 - (uint64_t)start)
-                return FERRY_OK;
+                return false;
             lo = start < lo ? start : lo;
             hi = start + k->size > hi ? start + k->size : hi;
             sum += k->size;
         }
     }
-    if (lo >= hi || hi - lo > GROUP_FETCH_MAX || hi - lo > 2 * sum) return FERRY_OK;
-    size_t n = (size_t)(hi - lo);
+    if (lo >= hi || hi - lo > GROUP_FETCH_MAX || hi - lo > 2 * sum) return false;
+    *off = lo;
+    *len = hi - lo;
+    return true;
+}
+
+static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
+{
+    r->grp_valid = false;
+    int64_t lo, len;
+    if (r->p != NULL || !group_span(r, pg, &lo, &len)) return FERRY_OK;
+    size_t n = (size_t)len;
     ferry_buf_reset(&r->grp);
     if (ferry_buf_reserve(&r->grp, n + 1)) return oom(r);
     if (r->read_at(r->read_ctx, (uint64_t)lo, n, r->grp.data, r->err) != FERRY_OK)
@@ -2056,6 +2065,17 @@ static int fetch_group(struct ferry_parquet_reader *r, const struct prg *pg)
     r->grp_off = (size_t)lo;
     r->grp_valid = true;
     return FERRY_OK;
+}
+
+bool ferry__parquet_reader_group_span(const struct ferry_parquet_reader *r, int g, uint64_t *off,
+                                      size_t *n)
+{
+    int64_t lo, len;
+    if (r == NULL || r->p != NULL || g < 0 || g >= r->nrg || !group_span(r, &r->rgs[g], &lo, &len))
+        return false;
+    *off = (uint64_t)lo;
+    *n = (size_t)len;
+    return true;
 }
 
 static int read_group(struct ferry_parquet_reader *r, int g, int64_t skip, bool offsets,

@@ -50,6 +50,7 @@ static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sa
 
 #define CHUNK (4u << 20)        /* bytes per ranged GET of a text object */
 #define AHEAD_MAX ((size_t)32 << 20) /* larger row groups are not fetched ahead */
+#define AHEAD_MISSES 2
 
 struct s3src;
 
@@ -75,6 +76,8 @@ struct ahead {
     struct ferry_buf buf;
     int rc; /* th's outcome: FERRY_OK when buf holds the n bytes */
     struct ferry_error err;
+    int misses; /* fetched ahead and not read next (another reader took that shard): at
+                 * AHEAD_MISSES this instance stops fetching ahead */
 };
 
 struct s3src {
@@ -747,10 +750,12 @@ static void ahead_take(struct s3src *s, int g)
     bool was = a->busy;
     ahead_wait(a);
     s->ready_valid = false;
-    if (!was || a->rc != FERRY_OK || !ferry__parquet_reader_group_span(s->r, g, &off, &n) ||
-        off != a->off || n != a->n || strcmp(a->key, s->ro.key) != 0 ||
-        strcmp(a->etag, s->ro.etag) != 0)
+    if (!was || a->rc != FERRY_OK) return;
+    if (!ferry__parquet_reader_group_span(s->r, g, &off, &n) || off != a->off || n != a->n ||
+        strcmp(a->key, s->ro.key) != 0 || strcmp(a->etag, s->ro.etag) != 0) {
+        a->misses++;
         return;
+    }
     struct ferry_buf t = s->ready;
     s->ready = a->buf;
     a->buf = t;
@@ -767,7 +772,7 @@ static void ahead_start(struct s3src *s, const json_t *next)
     uint64_t off;
     size_t n;
     json_t *g = json_object_get(next, "group");
-    if (!json_is_integer(g) || !json_is_string(json_object_get(next, "key")) ||
+    if (a->misses >= AHEAD_MISSES || !json_is_integer(g) || !json_is_string(json_object_get(next, "key")) ||
         strcmp(ob_key(next), s->ro.key) != 0 || strcmp(ob_etag(next), s->ro.etag) != 0 ||
         !ferry__parquet_reader_group_span(s->r, (int)json_integer_value(g), &off, &n) ||
         n > AHEAD_MAX)

@@ -2,9 +2,11 @@
  * prefix whose keys match a glob.
  *
  * Parquet: each row group of each object is one shard; an object is never read whole: the
- * footer first (three ranged GETs: magic, length, footer), then only the column chunks of
- * the selected columns of the shard's row group, one at a time (parquet_reader.h). A batch
- * position is the number of the group's rows delivered. The schema is the first object's
+ * footer first (two ranged GETs, once per object while its shards come in a row), then the
+ * span of the selected column chunks of the shard's row group in one GET, the next shard's
+ * span fetched ahead on a thread with its own client while this one is decoded
+ * (parquet_reader.h; docs/internals/s3-source.md). A batch position is the number of the
+ * group's rows delivered. The schema is the first object's
  * footer (every column nullable); every other object must have each selected column with
  * the same type.
  *
@@ -27,7 +29,8 @@
  * is planned, but only its row groups whose statistics allow a row above the saved cursor
  * ({"cursor": "N"}), those rows alone read (formats/parquet_cursor.c, as the files source).
  *
- * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
+ * Owns two S3 clients (the second only for the fetch-ahead thread), a response buffer, the
+ * reader of the object last read and the text options. Calls s3_client.c,
  * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one
  * instance per reader thread. */
 #include <fnmatch.h>

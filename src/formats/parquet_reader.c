@@ -2147,6 +2147,9 @@ static int window_open(struct ferry_parquet_reader *r, int ci, const struct pchu
     v->s_end = (size_t)(start + k->size);
     v->cp = range(r, v->s_pos, (size_t)k->size, &r->chunk);
     if (v->cp == NULL) return r->err->code;
+    /* every window's column reads its own chunk at once: never the shared `chunk` buffer */
+    if (v->cp == (const uint8_t *)r->chunk.data && k->size > 0)
+        return bad(r, (size_t)start, "column chunk outside its row group's span");
     v->s_row = 0;
     v->dict_n = -1;
     v->n = 0;

@@ -79,6 +79,11 @@ int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, i
  * row's offset (ferry_rw_set_offset) is its 1-based index in the group. */
 int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int64_t skip,
                                      struct ferry_row_writer *rw, struct ferry_error *err);
+/* Ranged readers: the byte span read_group(g) fetches in one read_at call for the selected
+ * columns (a caller may fetch it ahead, e.g. while group g - 1 is decoded); false when g is
+ * read chunk by chunk instead (or the reader is not ranged). */
+bool ferry__parquet_reader_group_span(const struct ferry_parquet_reader *r, int g, uint64_t *off,
+                                      size_t *n);
 /* Accepts NULL. */
 void ferry__parquet_reader_free(struct ferry_parquet_reader *r);
 

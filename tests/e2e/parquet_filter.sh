@@ -10,7 +10,10 @@
 #   3. s3 source (the same file on the S3 test server): groups skipped, rows kept;
 #   4. iceberg source (a table ferry wrote in three appends of disjoint id ranges): a full
 #      read skips the data files whose manifest bounds rule the filter out (counted in
-#      row_groups_skipped), the rows kept are DuckDB's.
+#      row_groups_skipped), the rows kept are DuckDB's;
+#   5. iceberg source, mode incremental: the first read skips as a full one; after two more
+#      appends (ids above the filter's bound, then below it) the next read skips the data
+#      file the filter rules out, and the table holds DuckDB's rows of all five files.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
@@ -118,3 +121,31 @@ check icein 1 "id IN (10, 8999)"
 ice_pipe icene "{filter: id, not_equals: 4}"
 check icene 0 "id <> 4"
 pass "iceberg source: data files ruled out by their manifest bounds are not read; the rows kept are DuckDB's"
+
+# ---- 5 ----
+ice_append() { # PART SELECT
+  duck "COPY ($2) TO '$T/data/part$1.parquet' (FORMAT parquet)" >/dev/null
+  sed -e "s/part0/part$1/; s/to_ice0/to_ice$1/" to_ice0.yaml > "to_ice$1.yaml"
+  expect_exit 0 ferry run "to_ice$1.yaml"
+}
+cat > iceinc.yaml <<YAML
+version: 1
+name: iceinc
+source: {type: iceberg, warehouse: $T/wh, namespace: db, resources: [{table: t, mode: incremental}]}
+sink: {type: sqlite, path: $T/iceinc.db, write: append}
+transforms:
+  - {filter: id, greater_than: 6500}
+YAML
+expect_exit 0 ferry run iceinc.yaml --json
+[ "$(skipped)" = 2 ] || fail "incremental, first read: $(skipped) data files skipped, 2 ruled out"
+ice_append 3 "SELECT (20000 + i)::BIGINT AS id, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_seconds(i::BIGINT) AS ts,
+  'w' || i AS s FROM range(0, 1000) t(i)"
+ice_append 4 "SELECT (100 + i)::BIGINT AS id, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_seconds(i::BIGINT) AS ts,
+  'x' || i AS s FROM range(0, 1000) t(i)"
+expect_exit 0 ferry run iceinc.yaml --json
+[ "$(skipped)" = 1 ] || fail "incremental: $(skipped) added data files skipped, the filter rules out 1 (ids 100..1099)"
+want=$(duck "SELECT count(*)::INTEGER AS n, sum(id)::INTEGER AS s FROM read_parquet(['$T/data/part0.parquet',
+  '$T/data/part1.parquet', '$T/data/part2.parquet', '$T/data/part3.parquet', '$T/data/part4.parquet']) WHERE id > 6500" | jq -c .)
+got=$(q iceinc.db "SELECT '[' || count(*) || ',' || CAST(sum(id) AS INTEGER) || ']' FROM t")
+[ "$got" = "$want" ] || fail "incremental: rows (count, sum of ids) $got, DuckDB $want"
+pass "iceberg source, incremental: added data files ruled out by their bounds are not read; the rows kept are DuckDB's"

@@ -950,6 +950,11 @@ static int snapshot_units(struct scan *sc, const struct ferry_schema *schema, js
     {
         if (rc != FERRY_OK) break;
         if (jint(x, "status", -1) != STATUS_ADDED || df_int(x, "content") != CONTENT_DATA) continue;
+        /* an added file's rows would all be filtered out (its deletes, above, are kept) */
+        if (bounds_exclude(sc, x)) {
+            sc->skipped++;
+            continue;
+        }
         rc = append_unit(units, json_pack("{s:s,s:I,s:s,s:O}", "file", df_path(x), "size",
                                           df_int(x, "file_size_in_bytes"), "op", "insert", "pos",
                                           posdels), err);
@@ -1066,8 +1071,8 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
                                               "snapshot_id", sc.snap_id, "shards", shards,
                                               "rows_estimate", rows, "field_ids", ids_by_name(sc.sc))
                                   : NULL;
-    /* full reads: the data files the filters ruled out by their bounds (resource.started) */
-    if (rc == FERRY_OK && !incr && sc.rx->n_filters > 0 &&
+    /* the data files the filters ruled out by their bounds (resource.started) */
+    if (rc == FERRY_OK && sc.rx->n_filters > 0 &&
         json_object_set_new(plan, "row_groups_skipped", json_integer(sc.skipped)) != 0)
         rc = nomem(err);
     if (rc == FERRY_OK) rc = dump_plan(plan, plan_json, err);

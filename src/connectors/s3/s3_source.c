@@ -2,9 +2,11 @@
  * prefix whose keys match a glob.
  *
  * Parquet: each row group of each object is one shard; an object is never read whole: the
- * footer first (three ranged GETs: magic, length, footer), then only the column chunks of
- * the selected columns of the shard's row group, one at a time (parquet_reader.h). A batch
- * position is the number of the group's rows delivered. The schema is the first object's
+ * footer first (two ranged GETs, once per object while its shards come in a row), then the
+ * span of the selected column chunks of the shard's row group in one GET, the next shard's
+ * span fetched ahead on a thread with its own client while this one is decoded
+ * (parquet_reader.h; docs/internals/s3-source.md). A batch position is the number of the
+ * group's rows delivered. The schema is the first object's
  * footer (every column nullable); every other object must have each selected column with
  * the same type.
  *
@@ -27,12 +29,14 @@
  * is planned, but only its row groups whose statistics allow a row above the saved cursor
  * ({"cursor": "N"}), those rows alone read (formats/parquet_cursor.c, as the files source).
  *
- * Owns one S3 client, a response buffer and the text options. Calls s3_client.c,
+ * Owns two S3 clients (the second only for the fetch-ahead thread), a response buffer, the
+ * reader of the object last read and the text options. Calls s3_client.c,
  * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one
  * instance per reader thread. */
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +52,37 @@
 static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sample_rows",
                                               "max_keys", NULL};
 
-#define CHUNK (4u << 20) /* bytes per ranged GET of a text object */
+#define CHUNK (4u << 20)        /* bytes per ranged GET of a text object */
+#define AHEAD_MAX ((size_t)32 << 20) /* larger row groups are not fetched ahead */
+#define AHEAD_MISSES 2
+
+struct s3src;
+
+/* A ranged read of the object being read: key and ETag owned (ETag "" when none listed). */
+struct obj {
+    struct s3src *s;
+    const char *key;
+    const char *etag;  /* as listed ("" when the store sent none) */
+    int64_t size, pos; /* text stream: the next byte to fetch */
+    size_t at;         /* text stream: bytes of s->resp already handed out */
+};
+
+/* The next shard's row group fetched ahead by a thread with its own client while the
+ * current one is decoded (docs/internals/s3-source.md, "Fetching ahead"). */
+struct ahead {
+    struct ferry__s3_client *cli;
+    struct s3src *s;
+    pthread_t th;
+    bool busy; /* th started and not joined */
+    char *key, *etag;
+    uint64_t off;
+    size_t n;
+    struct ferry_buf buf;
+    int rc; /* th's outcome: FERRY_OK when buf holds the n bytes */
+    struct ferry_error err;
+    int misses; /* fetched ahead and not read next (another reader took that shard): at
+                 * AHEAD_MISSES this instance stops fetching ahead */
+};
 
 struct s3src {
     struct ferry__s3_client *cli;
@@ -56,6 +90,15 @@ struct s3src {
     int64_t max_keys;         /* listing page size (S3: at most 1000) */
     struct ferry__text_src t; /* format, CSV / JSON Lines keys */
     struct ferry_buf resp;    /* ranged GET bodies */
+    /* Parquet: the object last read, its footer reused by its next shards */
+    struct ferry_parquet_reader *r;
+    struct obj ro; /* r's read_at context; ro.key and ro.etag owned */
+    int64_t r_size;
+    struct ahead ahead;
+    struct ferry_buf ready; /* the current group's bytes, taken from ahead */
+    uint64_t ready_off;
+    size_t ready_n;
+    bool ready_valid;
 };
 
 static int nomem(struct ferry_error *err)
@@ -63,10 +106,33 @@ static int nomem(struct ferry_error *err)
     return ferry_error_set(err, FERRY_ENOMEM, "s3", "s3 source: out of memory");
 }
 
+static void ahead_wait(struct ahead *a)
+{
+    if (a->busy) pthread_join(a->th, NULL);
+    a->busy = false;
+}
+
+/* Forgets the cached reader (after an error, or for another object). */
+static void drop_reader(struct s3src *s)
+{
+    ferry__parquet_reader_free(s->r);
+    s->r = NULL;
+    ferry_free((char *)s->ro.key);
+    ferry_free((char *)s->ro.etag);
+    s->ro.key = s->ro.etag = NULL;
+}
+
 static void src_close(void *ctx)
 {
     struct s3src *s = ctx;
     if (s == NULL) return;
+    ahead_wait(&s->ahead);
+    drop_reader(s);
+    ferry__s3_client_close(s->ahead.cli);
+    ferry_free(s->ahead.key);
+    ferry_free(s->ahead.etag);
+    ferry_buf_release(&s->ahead.buf);
+    ferry_buf_release(&s->ready);
     ferry__s3_client_close(s->cli);
     ferry_free(s->prefix);
     ferry_free(s->glob);
@@ -87,6 +153,9 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     struct s3src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
     ferry_buf_init(&s->resp, 0);
+    ferry_buf_init(&s->ahead.buf, 0);
+    ferry_buf_init(&s->ready, 0);
+    s->ahead.s = s;
     s->max_keys = max_keys;
     rc = ferry__text_src_open(cfg, &s->t, err);
     if (rc != FERRY_OK) {
@@ -101,6 +170,9 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     }
     rc =
         ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source", &s->cli, err);
+    if (rc == FERRY_OK)
+        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source",
+                                   &s->ahead.cli, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
@@ -237,14 +309,6 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
 
 /* ---- ranged reads -------------------------------------------------------------------------- */
 
-struct obj {
-    struct s3src *s;
-    const char *key;
-    const char *etag;  /* as listed ("" when the store sent none) */
-    int64_t size, pos; /* text stream: the next byte to fetch */
-    size_t at;         /* text stream: bytes of s->resp already handed out */
-};
-
 static void unquote(const char **p, size_t *n)
 {
     if (*n >= 2 && (*p)[0] == '"' && (*p)[*n - 1] == '"') {
@@ -262,41 +326,53 @@ static bool etag_eq(const char *a, const char *b)
     return na == nb && memcmp(a, b, na) == 0;
 }
 
-/* Bytes [off, off + n) of the object into s->resp: one ranged GET (s3_client.c retries),
+/* Bytes [off, off + n) of key into out through cli: one ranged GET (s3_client.c retries),
  * checked against the listed size and ETag. */
-static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *err)
+static int fetch_range(struct ferry__s3_client *cli, const char *key, const char *want_etag,
+                       uint64_t off, size_t n, struct ferry_buf *out, struct ferry_error *err)
 {
-    struct s3src *s = o->s;
-    const char *bucket = ferry__s3_client_bucket(s->cli);
+    const char *bucket = ferry__s3_client_bucket(cli);
     char range[64], etag[256];
     snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, off + n - 1);
-    struct ferry__s3_req q = {.method = "GET", .key = o->key, .query = "", .range = range};
-    ferry_buf_reset(&s->resp);
-    int rc = ferry__s3_call(s->cli, &q, true, &s->resp, err);
+    struct ferry__s3_req q = {.method = "GET", .key = key, .query = "", .range = range};
+    ferry_buf_reset(out);
+    int rc = ferry__s3_call(cli, &q, true, out, err);
     if (rc == FERRY_ENOTFOUND)
         return ferry_error_set(err, FERRY_ENOTFOUND, "s3",
                                "s3 source: s3://%s/%s is gone (deleted after it was listed)",
-                               bucket, o->key);
+                               bucket, key);
     if (rc != FERRY_OK) return rc;
-    if (o->etag && o->etag[0] && ferry__s3_last_header(s->cli, "ETag", etag, sizeof etag) &&
-        !etag_eq(etag, o->etag))
+    if (want_etag && want_etag[0] && ferry__s3_last_header(cli, "ETag", etag, sizeof etag) &&
+        !etag_eq(etag, want_etag))
         return ferry_error_set(err, FERRY_ESOURCE, "s3",
                                "s3 source: s3://%s/%s changed since it was listed (ETag %s, "
                                "listed %s); start a new run",
-                               bucket, o->key, etag, o->etag);
-    if (s->resp.len != n)
+                               bucket, key, etag, want_etag);
+    if (out->len != n)
         return ferry_error_set(err, FERRY_ESOURCE, "s3",
                                "s3 source: s3://%s/%s: %zu bytes at %" PRIu64 " asked, %zu came "
                                "(the object changed since it was listed?)",
-                               bucket, o->key, n, off, s->resp.len);
+                               bucket, key, n, off, out->len);
     return FERRY_OK;
 }
 
+static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *err)
+{
+    return fetch_range(o->s->cli, o->key, o->etag, off, n, &o->s->resp, err);
+}
+
+/* The parquet reader's reads: the group fetched ahead when it is the one asked, else a GET. */
 static int obj_read_at(void *ctx, uint64_t off, size_t n, void *p, struct ferry_error *err)
 {
     struct obj *o = ctx;
+    struct s3src *s = o->s;
+    if (o == &s->ro && s->ready_valid && off == s->ready_off && n == s->ready_n) {
+        memcpy(p, s->ready.data, n);
+        s->ready_valid = false;
+        return FERRY_OK;
+    }
     int rc = get_range(o, off, n, err);
-    if (rc == FERRY_OK) memcpy(p, o->s->resp.data, n);
+    if (rc == FERRY_OK) memcpy(p, s->resp.data, n);
     return rc;
 }
 
@@ -609,18 +685,91 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 
 /* ---- extract ------------------------------------------------------------------------------- */
 
-/* One row group of a Parquet object, from row `skip` on. */
-static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec,
-                         const struct ferry_schema *schema, const json_t *sh, int64_t skip,
-                         struct ferry_row_writer *rw, struct ferry_error *err)
+/* The reader of key (its footer read once per object and reader instance, reused by the
+ * object's next shards while they come in a row). */
+static int reader_for(struct s3src *s, const json_t *sh, struct ferry_error *err)
 {
-    struct obj o;
-    struct ferry_parquet_reader *r = NULL;
-    const char *key = ob_key(sh);
-    int rc = open_object(s, key, ob_etag(sh), ob_size(sh), &o, &r, err);
+    const char *key = ob_key(sh), *etag = ob_etag(sh);
+    if (s->r != NULL && strcmp(s->ro.key, key) == 0 && strcmp(s->ro.etag, etag) == 0 &&
+        s->r_size == ob_size(sh))
+        return FERRY_OK;
+    drop_reader(s);
+    char name[1200];
+    obj_init(&s->ro, s, key, etag, ob_size(sh), name, sizeof name);
+    s->ro.key = ferry_strdup(key);
+    s->ro.etag = ferry_strdup(etag);
+    s->r_size = ob_size(sh);
+    int rc = s->ro.key && s->ro.etag ? FERRY_OK : nomem(err);
+    if (rc == FERRY_OK)
+        rc = ferry__parquet_reader_open_ranged((uint64_t)s->r_size, obj_read_at, &s->ro, name,
+                                               &s->r, err);
+    if (rc != FERRY_OK) drop_reader(s);
+    return rc;
+}
+
+static void *ahead_run(void *arg)
+{
+    struct ahead *a = arg;
+    a->rc = fetch_range(a->cli, a->key, a->etag, a->off, a->n, &a->buf, &a->err);
+    return NULL;
+}
+
+/* Waits for the fetch ahead; when it holds group g's span of the current object, s->ready
+ * serves it to the reader's read (a failed fetch ahead is forgotten: the reader's own GET
+ * then reports what is wrong). */
+static void ahead_take(struct s3src *s, int g)
+{
+    struct ahead *a = &s->ahead;
+    uint64_t off;
+    size_t n;
+    bool was = a->busy;
+    ahead_wait(a);
+    s->ready_valid = false;
+    if (!was || a->rc != FERRY_OK) return;
+    if (!ferry__parquet_reader_group_span(s->r, g, &off, &n) || off != a->off || n != a->n ||
+        strcmp(a->key, s->ro.key) != 0 || strcmp(a->etag, s->ro.etag) != 0) {
+        a->misses++;
+        return;
+    }
+    struct ferry_buf t = s->ready;
+    s->ready = a->buf;
+    a->buf = t;
+    s->ready_off = off;
+    s->ready_n = n;
+    s->ready_valid = true;
+}
+
+/* Starts fetching the span of the plan's next shard when it is a row group of the same
+ * object (the shard this reader most likely reads next). */
+static void ahead_start(struct s3src *s, const json_t *next)
+{
+    struct ahead *a = &s->ahead;
+    uint64_t off;
+    size_t n;
+    json_t *g = json_object_get(next, "group");
+    if (a->misses >= AHEAD_MISSES || !json_is_integer(g) || !json_is_string(json_object_get(next, "key")) ||
+        strcmp(ob_key(next), s->ro.key) != 0 || strcmp(ob_etag(next), s->ro.etag) != 0 ||
+        !ferry__parquet_reader_group_span(s->r, (int)json_integer_value(g), &off, &n) ||
+        n > AHEAD_MAX)
+        return;
+    ferry_free(a->key);
+    ferry_free(a->etag);
+    a->key = ferry_strdup(s->ro.key);
+    a->etag = ferry_strdup(s->ro.etag);
+    a->off = off;
+    a->n = n;
+    a->rc = FERRY_EINVAL;
+    if (a->key && a->etag && pthread_create(&a->th, NULL, ahead_run, a) == 0) a->busy = true;
+}
+
+/* The selected columns of the shard's object, in the first object's types. */
+static int select_columns(struct s3src *s, const struct ferry_schema *schema,
+                          struct ferry_error *err)
+{
     const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
-    if (rc == FERRY_OK && names == NULL) rc = nomem(err);
-    const struct ferry_schema *fs = ferry__parquet_reader_schema(r);
+    if (names == NULL) return nomem(err);
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(s->r);
+    int rc = FERRY_OK;
     for (int i = 0; rc == FERRY_OK && i < schema->n_fields; i++) {
         const struct ferry_field *want = &schema->fields[i];
         int k = ferry_schema_find(fs, want->name);
@@ -630,17 +779,33 @@ static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec
             rc = ferry_error_set(err, FERRY_EINVAL, "s3",
                                  "s3 source: s3://%s/%s: column \"%s\" is missing or of another "
                                  "type than in the first object",
-                                 ferry__s3_client_bucket(s->cli), key, want->name);
+                                 ferry__s3_client_bucket(s->cli), s->ro.key, want->name);
     }
-    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(r, names, schema->n_fields, err);
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(s->r, names, schema->n_fields, err);
+    ferry_free(names);
+    return rc;
+}
+
+/* One row group of a Parquet object, from row `skip` on; the next shard's group (`next`,
+ * may be NULL) fetched ahead meanwhile. */
+static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec,
+                         const struct ferry_schema *schema, const json_t *sh, const json_t *next,
+                         int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
+{
+    int rc = reader_for(s, sh, err);
+    if (rc == FERRY_OK) rc = select_columns(s, schema, err);
     /* a cursor read: only the rows above the saved cursor (the shard's floor) */
     const char *fl = json_string_value(json_object_get(sh, "floor"));
     if (rc == FERRY_OK && fl != NULL && spec->cursor != NULL)
-        rc = ferry__parquet_reader_set_floor(r, spec->cursor[0], strtoll(fl, NULL, 10), err);
+        rc = ferry__parquet_reader_set_floor(s->r, spec->cursor[0], strtoll(fl, NULL, 10), err);
     int g = (int)json_integer_value(json_object_get(sh, "group"));
-    if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, g, skip, rw, err);
-    ferry_free(names);
-    ferry__parquet_reader_free(r);
+    if (rc == FERRY_OK) {
+        ahead_take(s, g);
+        ahead_start(s, next);
+        rc = ferry__parquet_reader_read_group(s->r, g, skip, rw, err);
+    }
+    s->ready_valid = false;
+    if (rc != FERRY_OK) drop_reader(s);
     return rc;
 }
 
@@ -675,7 +840,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     ferry_rw_set_shard(rw, shard);
     if (json_is_integer(json_object_get(sh, "group"))) {
-        rc = extract_group(s, spec, schema, sh, skip, rw, err);
+        json_t *next = json_array_get(json_object_get(root, "shards"), (size_t)shard + 1);
+        rc = extract_group(s, spec, schema, sh, next, skip, rw, err);
     } else {
         struct obj o;
         char name[1200];

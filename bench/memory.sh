@@ -73,6 +73,8 @@ CONFIGS=(
   "defaults of this build|"
   "row_group_bytes: 64MiB||, row_group_bytes: 64MiB"
   "row_group_bytes: 32MiB||, row_group_bytes: 32MiB"
+  "row_group_bytes: 16MiB||, row_group_bytes: 16MiB"
+  "row_group_bytes: 24MiB||, row_group_bytes: 24MiB"
   "baseline: row_group_bytes: 1MiB||, row_group_bytes: 1MiB"
 )
 elif [ "${SET:-}" = issue22 ]; then

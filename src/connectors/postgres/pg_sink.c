@@ -188,7 +188,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     static const char *const create_words[] = {"like_source", NULL};
     int create = 0;
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
-    s->overlap = false;
+    s->overlap = true;
     if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "overlap_commits", false, &s->overlap, err);
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");

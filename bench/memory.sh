@@ -10,7 +10,8 @@
 #   ROWS=1000000 REPS=2 [FERRY=path/to/ferry] [LABEL=text] [OUT=name.md] bash bench/memory.sh
 # MODE=incremental reads by a cursor (updated_at) instead; MODE=cdc runs twice per measurement
 # (write: merge): the snapshot copy, then an UPDATE of every row, then the run that streams it;
-# the peak is the larger of the two runs (each run's own is in the file).
+# the peak is the larger of the two runs (each run's own is in the file). MODE=parquet writes
+# the table to Parquet files instead (files sink, zstd; SET=parquet compares row_group_bytes).
 # Writes bench/results/memory-<date>[-LABEL].md. Never gates CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +68,15 @@ CONFIGS=(
   "2MiB batches, queue 2, overlap_commits: false|batch: {bytes: 2MiB, queue: 2}|, overlap_commits: false"
   "2MiB batches, queue 2, overlap_commits: true|batch: {bytes: 2MiB, queue: 2}|, overlap_commits: true"
 )
+elif [ "${SET:-}" = parquet ]; then
+CONFIGS=(
+  "defaults of this build|"
+  "row_group_bytes: 64MiB||, row_group_bytes: 64MiB"
+  "row_group_bytes: 32MiB||, row_group_bytes: 32MiB"
+  "row_group_bytes: 16MiB||, row_group_bytes: 16MiB"
+  "row_group_bytes: 24MiB||, row_group_bytes: 24MiB"
+  "baseline: row_group_bytes: 1MiB||, row_group_bytes: 1MiB"
+)
 elif [ "${SET:-}" = issue22 ]; then
 CONFIGS=(
   "defaults of this build|"
@@ -93,14 +103,25 @@ case $MODE in
   full) RES_YAML="{table: public.orders, mode: full}" WRITE=append ;;
   incremental) RES_YAML="{table: public.orders, mode: incremental, cursor: updated_at}" WRITE=append ;;
   cdc) RES_YAML="{table: public.orders, mode: cdc}" WRITE=merge ;;
-  *) echo "memory.sh: MODE full|incremental|cdc" >&2; exit 2 ;;
+  parquet) RES_YAML="{table: public.orders, mode: full}" WRITE=append ;;
+  *) echo "memory.sh: MODE full|incremental|cdc|parquet" >&2; exit 2 ;;
 esac
+SINK_YAML="type: postgres, url: env:BENCH_DST_URL, schema: public, write: $WRITE"
+[ "$MODE" = parquet ] && SINK_YAML="type: files, path: $W/pq, format: parquet, compression: zstd"
+# Rows the last run landed: the destination table, or (parquet) the run's own count.
+landed() {
+  if [ "$MODE" = parquet ]; then
+    grep -o 'completed: [0-9]* rows' "$W/out" | awk '{print $2}'
+  else
+    psql -qXAt -d dst -c "SELECT count(*) FROM public.orders"
+  fi
+}
 yaml() { # yaml FILE BATCH_YAML [SINK_EXTRA]
   cat > "$1" <<Y
 version: 1
 name: membench
 source: {type: postgres, url: env:BENCH_SRC_URL, resources: [$RES_YAML]}
-sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: $WRITE${3:-}}
+sink: {$SINK_YAML${3:-}}
 $2
 Y
 }
@@ -109,13 +130,13 @@ drop_slots() {
 }
 one() { # one YAML -> "rss_kib wall_s cpu_s ferry_peak_mib" or "FAIL …"
   psql -qX -d dst -c "DROP TABLE IF EXISTS public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" >/dev/null 2>&1
-  rm -f "$W"/state.db*
+  rm -rf "$W"/state.db* "$W/pq"
   drop_slots
   if ! /usr/bin/time -f '%M %e %U %S' -o "$W/t" "$FERRY" run "$1" --fresh --state "$W/state.db" >"$W/out" 2>&1; then
     echo "FAIL $(tail -n1 "$W/out")"; return
   fi
   local n copy_rss=0
-  n=$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")
+  n=$(landed)
   [ "$n" = "$ROWS" ] || { echo "FAIL $n rows arrived"; return; }
   if [ "$MODE" = cdc ]; then
     copy_rss=$(cut -d' ' -f1 "$W/t")
@@ -155,7 +176,7 @@ fi
 mkdir -p "$FERRY_SRC/bench/results"
 out="$FERRY_SRC/bench/results/${OUT:-memory-$(date -u +%Y%m%d)${LABEL:+-$LABEL}.md}"
 {
-  echo "# Peak memory, PostgreSQL → PostgreSQL $MODE ($(date -u +%Y-%m-%d)${LABEL:+, $LABEL})"
+  echo "# Peak memory, PostgreSQL → $([ "$MODE" = parquet ] && echo "Parquet files" || echo "PostgreSQL $MODE") ($(date -u +%Y-%m-%d)${LABEL:+, $LABEL})"
   echo
   echo "$ROWS rows of the orders-like table of bench/pg.sh, database \`src\` → database \`dst\` on one"
   echo "PostgreSQL 15 server; \`ferry run\`, write: append, per-batch durability, integrity on; each setting"

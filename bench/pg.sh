@@ -264,7 +264,7 @@ vacuum_up() { qd -c "VACUUM up.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE"
 
 if [ "$RUN_COPY" = 1 ]; then
 ferry_yaml "$W/append1.yaml" bench_append append public 1
-echo "  overlap_commits: true" >> "$W/append1.yaml" # (off by default)
+echo "  overlap_commits: true" >> "$W/append1.yaml" # (the default; said for older builds)
 ferry_yaml "$W/append1c.yaml" bench_append_c append public 1 at_commit
 ferry_yaml "$W/append1s.yaml" bench_append_s append public 1
 echo "  overlap_commits: false" >> "$W/append1s.yaml"

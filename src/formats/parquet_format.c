@@ -33,7 +33,7 @@ static int pq_configure(struct ferry_cfg *cfg, void **conf, struct ferry_error *
     struct ferry_parquet_options o;
     ferry__parquet_options_default(&o);
     int codec = (int)o.codec;
-    int64_t rg = o.row_group_bytes ? (int64_t)o.row_group_bytes : INT64_C(64) << 20;
+    int64_t rg = o.row_group_bytes ? (int64_t)o.row_group_bytes : INT64_C(32) << 20;
     bool dict = o.dictionary;
     int rc = ferry_cfg_enum(cfg, "compression", false, codec_words, &codec, err);
     if (rc == FERRY_OK) rc = ferry_cfg_size(cfg, "row_group_bytes", false, &rg, err);

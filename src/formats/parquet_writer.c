@@ -25,6 +25,7 @@
 #define MIB ((size_t)1 << 20)
 #define STEP_ROWS 4096
 #define STEP_VAR_BYTES MIB
+#define PAGE_SLACK (STEP_ROWS * 16) /* a page's fill past page_bytes: one fixed-width step */
 /* Binary statistics longer than this are left out rather than truncated: an exact
  * min/max of a huge value would bloat the footer, and a truncated one needs care. */
 #define STATS_MAX_BYTES 256
@@ -37,6 +38,21 @@ enum { CT_UTF8 = 0, CT_DECIMAL = 5, CT_DATE = 6, CT_TIMESTAMP_MICROS = 10, CT_IN
 enum { ENC_PLAIN = 0, ENC_RLE = 3, ENC_RLE_DICTIONARY = 8 };
 enum { PAGE_DATA = 0, PAGE_DICTIONARY = 2 };
 enum { CODEC_UNCOMPRESSED = 0, CODEC_SNAPPY = 1, CODEC_GZIP = 2, CODEC_ZSTD = 6 };
+
+/* A column chunk's finished pages: a chain of fixed-size blocks, filled in order and kept
+ * for the next row groups. Unlike one growing buffer it is never copied by a realloc and
+ * holds at most one partly filled block per column: the row group's pages take the memory
+ * they need, not up to twice that plus the holes the copies left (parquet_writer.h). */
+#define BLOCK_BYTES ((size_t)128 * 1024)
+struct block {
+    struct block *next;
+    size_t len;
+    unsigned char data[];
+};
+struct pages {
+    struct block *head, *cur; /* cur: the block being filled; the ones after it are spare */
+    size_t len;               /* bytes in the chain */
+};
 
 /* How a column's values are compared for min/max (parquet "type defined order"). */
 enum order { ORD_BOOL, ORD_INT, ORD_FLOAT, ORD_DEC128, ORD_BYTES };
@@ -64,7 +80,7 @@ struct column {
     int64_t page_bools;      /* BOOLEAN: bits used in `values` */
 
     /* the current chunk */
-    struct ferry_buf chunk;  /* finished data pages, headers included */
+    struct pages chunk;      /* finished data pages, headers included */
     int64_t chunk_values, chunk_nulls;
     int64_t chunk_uncompressed; /* page headers + uncompressed page bodies */
     bool used_plain, used_dict;
@@ -122,7 +138,7 @@ void ferry__parquet_options_default(struct ferry_parquet_options *o)
 {
     memset(o, 0, sizeof(*o));
     o->codec = FERRY_PARQUET_ZSTD;
-    o->row_group_bytes = 64 * MIB;
+    o->row_group_bytes = 32 * MIB;
     o->page_bytes = MIB;
     o->dictionary = true;
     o->dictionary_bytes = 4 * MIB;
@@ -408,6 +424,64 @@ static int emit(struct ferry_parquet_writer *w, const void *p, size_t n, struct 
     return FERRY_OK;
 }
 
+static int pages_append(struct pages *pg, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    while (n > 0) {
+        if (pg->cur == NULL || pg->cur->len == BLOCK_BYTES) {
+            struct block *next = pg->cur ? pg->cur->next : pg->head;
+            if (next == NULL) {
+                next = ferry_malloc(sizeof *next + BLOCK_BYTES);
+                if (next == NULL)
+                    return FERRY_ENOMEM;
+                next->next = NULL;
+                next->len = 0;
+                if (pg->cur)
+                    pg->cur->next = next;
+                else
+                    pg->head = next;
+            }
+            pg->cur = next;
+        }
+        size_t k = BLOCK_BYTES - pg->cur->len < n ? BLOCK_BYTES - pg->cur->len : n;
+        memcpy(pg->cur->data + pg->cur->len, q, k);
+        pg->cur->len += k;
+        pg->len += k;
+        q += k;
+        n -= k;
+    }
+    return FERRY_OK;
+}
+
+/* Empties the chain, keeping its blocks. */
+static void pages_reset(struct pages *pg)
+{
+    for (struct block *b = pg->head; b != NULL && b->len > 0; b = b->next)
+        b->len = 0;
+    pg->cur = NULL;
+    pg->len = 0;
+}
+
+static void pages_free(struct pages *pg)
+{
+    while (pg->head != NULL) {
+        struct block *b = pg->head;
+        pg->head = b->next;
+        ferry_free(b);
+    }
+    pg->cur = NULL;
+    pg->len = 0;
+}
+
+static int emit_pages(struct ferry_parquet_writer *w, const struct pages *pg,
+                      struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    for (const struct block *b = pg->head; b != NULL && b->len > 0 && rc == FERRY_OK; b = b->next)
+        rc = emit(w, b->data, b->len, err);
+    return rc;
+}
+
 /* Serializes a PageHeader for a body already compressed into w->packed. */
 static int page_header(struct ferry_parquet_writer *w, int type, size_t raw, size_t packed,
                        int32_t num_values, int encoding)
@@ -615,9 +689,9 @@ static int finish_page(struct ferry_parquet_writer *w, struct column *c, struct 
         rc = page_header(w, PAGE_DATA, body->len, w->packed.len, (int32_t)c->page_values,
                          dict_page ? ENC_RLE_DICTIONARY : ENC_PLAIN);
     if (rc == FERRY_OK)
-        rc = ferry_buf_append(&c->chunk, w->head.data, w->head.len);
+        rc = pages_append(&c->chunk, w->head.data, w->head.len);
     if (rc == FERRY_OK)
-        rc = ferry_buf_append(&c->chunk, w->packed.data, w->packed.len);
+        rc = pages_append(&c->chunk, w->packed.data, w->packed.len);
     if (rc != FERRY_OK)
         return fail(w, err, rc, "column %s: encoding a data page failed", c->field->name);
     c->chunk_uncompressed += (int64_t)(w->head.len + body->len);
@@ -917,6 +991,10 @@ static int append_column(struct ferry_parquet_writer *w, struct column *c, const
                             c->field->name);
     }
     int width = ferry_type_width(c->field->type);
+    /* A page's buffer at its full size at once: grown by doubling it would be copied up to
+     * page_bytes and leave the copies' holes in the heap. */
+    if (c->values.cap == 0 && ferry_buf_reserve(&c->values, w->opt.page_bytes + PAGE_SLACK) != FERRY_OK)
+        return fail(w, err, FERRY_ENOMEM, "column %s: out of memory", c->field->name);
     if (!c->varwidth && c->field->type != FERRY_TYPE_BOOL) {
         /* fixed width: reserve the page space once for the whole step */
         size_t out_w = c->ptype == PT_INT32 || c->ptype == PT_FLOAT ? 4
@@ -1055,7 +1133,7 @@ static int append_column(struct ferry_parquet_writer *w, struct column *c, const
 
 static void reset_chunk(struct ferry_parquet_writer *w, struct column *c)
 {
-    c->chunk.len = 0;
+    pages_reset(&c->chunk);
     c->chunk_values = c->chunk_nulls = c->chunk_uncompressed = 0;
     c->used_plain = c->used_dict = false;
     c->dict.len = 0;
@@ -1192,7 +1270,7 @@ static int flush_group(struct ferry_parquet_writer *w, struct ferry_error *err)
             }
         }
         int64_t data_off = w->offset;
-        rc = emit(w, c->chunk.data, c->chunk.len, err);
+        rc = emit_pages(w, &c->chunk, err);
         if (rc != FERRY_OK) {
             ferry_buf_release(&rg);
             return ferry_error_prefix(err, "column %s", c->field->name);
@@ -1372,7 +1450,7 @@ int ferry__parquet_open(const struct ferry_schema *schema, const struct ferry_pa
     if (o != NULL) {
         w->opt = *o;
         if (w->opt.row_group_bytes == 0)
-            w->opt.row_group_bytes = 64 * MIB;
+            w->opt.row_group_bytes = 32 * MIB;
         if (w->opt.page_bytes == 0)
             w->opt.page_bytes = MIB;
         if (w->opt.dictionary_bytes == 0)
@@ -1394,7 +1472,6 @@ int ferry__parquet_open(const struct ferry_schema *schema, const struct ferry_pa
     for (int i = 0; i < w->n_cols; i++) {
         struct column *c = &w->cols[i];
         ferry_buf_init(&c->values, 0);
-        ferry_buf_init(&c->chunk, 0);
         ferry_buf_init(&c->dict, 0);
         ferry_buf_init(&c->min_b, 0);
         ferry_buf_init(&c->max_b, 0);
@@ -1620,7 +1697,7 @@ void ferry__parquet_free(struct ferry_parquet_writer *w)
     for (int i = 0; w->cols != NULL && i < w->n_cols; i++) {
         struct column *c = &w->cols[i];
         ferry_buf_release(&c->values);
-        ferry_buf_release(&c->chunk);
+        pages_free(&c->chunk);
         ferry_buf_release(&c->dict);
         ferry_buf_release(&c->min_b);
         ferry_buf_release(&c->max_b);

@@ -10,7 +10,9 @@
  * (uncompressed) pages, plus per column one dictionary (<= dictionary_bytes of values
  * and its hash table) and one page being compressed; rows are taken in steps of at most
  * 4096 rows and ~1 MiB of var-width data, so a row group overshoots row_group_bytes by at
- * most one such step. docs/internals/parquet.md has the layout and type mapping.
+ * most one such step. Finished pages are kept compressed, in blocks of 128 KiB (no
+ * realloc copies), so the row group's resident size is its compressed size plus the open
+ * pages (one page_bytes buffer per column) and the dictionaries. docs/internals/parquet.md has the layout and type mapping.
  *
  * Every row of a batch is written whatever its operation byte (insert, update, delete):
  * the sink decides what a row means. Not thread-safe: one thread owns a writer.
@@ -35,7 +37,7 @@ enum ferry_parquet_codec {
 struct ferry_parquet_options {
     enum ferry_parquet_codec codec;
     int level;               /* codec level; 0 = codec default (zstd 3, gzip 6) */
-    size_t row_group_bytes;  /* 0 = 64 MiB */
+    size_t row_group_bytes;  /* 0 = 32 MiB */
     size_t page_bytes;       /* target data page size before compression; 0 = 1 MiB */
     bool dictionary;         /* dictionary-encode byte-array (utf8, binary, json, decimal
                                 text) and INT32/INT64/FLOAT/DOUBLE columns where it pays:
@@ -48,7 +50,7 @@ struct ferry_parquet_options {
                                  Read at open() only. */
 };
 
-/* zstd, 64 MiB row groups, 1 MiB pages, dictionary on with a 4 MiB limit. */
+/* zstd, 32 MiB row groups, 1 MiB pages, dictionary on with a 4 MiB limit. */
 void ferry__parquet_options_default(struct ferry_parquet_options *o);
 /* "zstd" | "snappy" | "gzip" | "none" (also "uncompressed"). FERRY_ECONFIG otherwise. */
 int ferry__parquet_codec_from_name(const char *name, enum ferry_parquet_codec *out,

@@ -42,12 +42,14 @@ p -c "CREATE TABLE public.src (id bigint PRIMARY KEY, v text, n numeric, t times
 p -c "INSERT INTO public.src SELECT g, md5(g::text), g / 7.0, '2024-01-01'::timestamptz + g * interval '1 s' FROM generate_series(1, $ROWS) g"
 p -c "GRANT SELECT ON public.src TO ferry_reader"
 
+# CONN_RESET_OVERLAP=true|false: the sink's overlap_commits (unset: its default)
+SINK_EXTRA=${CONN_RESET_OVERLAP:+, overlap_commits: $CONN_RESET_OVERLAP}
 pipeline() { # FILE NAME SCHEMA [EXTRA_SOURCE] [EXTRA_SINK]
   cat > "$1" <<EOF
 version: 1
 name: $2
 source: {type: postgres, url: env:SRC_URL, io_timeout: 3s${4:-}, resources: [{table: public.src, mode: full}]}
-sink: {type: postgres, url: env:DEST_URL, schema: $3, write: append, io_timeout: 3s${5:-}}
+sink: {type: postgres, url: env:DEST_URL, schema: $3, write: append, io_timeout: 3s$SINK_EXTRA${5:-}}
 batch: {rows: 1000}
 EOF
 }

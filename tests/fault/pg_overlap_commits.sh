@@ -16,7 +16,13 @@
 #     holding id 7001): the run fails naming the commit and the table, nothing of that batch
 #     or a later one is in the destination, its checkpoint is the batch before, the store
 #     never recorded the failed batch; after the trigger is dropped the resume is exact;
-#   - overlap_commits: false gives the same table with one destination backend.
+#   - overlap_commits: false gives the same table with one destination backend;
+#   - network faults through tests/tools/tcpproxy.mjs (io_timeout 3 s): the connection cut
+#     right after or before a COMMIT passes while the next batch is copied on the other
+#     connection, and a black hole opened after the first batch (the abort then goes back
+#     to the first connection, also black-holed: it must be watched by io_timeout too, it
+#     used to wait there forever): each run fails with a clear error naming the sink, never
+#     hangs, the destination and the store stay consistent, the resume is exact.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -147,3 +153,72 @@ pd -c "DROP TRIGGER boom ON f1.ord" >/dev/null
 expect_exit 0 ferry run f1.yaml
 exact f1 "failed commit, resumed"
 pass "a failed COMMIT: run fails naming it, destination and store stop at id 6000, resume exact"
+
+# ---- network faults while a COMMIT is in flight (through a proxy) --------------------------
+command -v node > /dev/null || fail "node is needed (scripts/install-deps.sh)"
+node "$FERRY_SRC/tests/tools/tcpproxy.mjs" "$PGPORT" "$T/px.port" "$T/px.ctl" > "$T/px.log" 2>&1 &
+PX_PID=$!
+trap "__ov_rc=\$?; kill $PX_PID 2>/dev/null || true; set +e; (exit \$__ov_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+for _ in $(seq 1 100); do [ -s "$T/px.ctl" ] && break; sleep 0.1; done
+[ -s "$T/px.ctl" ] || fail "proxy did not start: $(cat "$T/px.log")"
+PX_CTL=$(cat "$T/px.ctl")
+ctl() { curl -fsS "http://127.0.0.1:$PX_CTL$1" > /dev/null; }
+export PX_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$(cat "$T/px.port")/dst?sslmode=disable"
+net_pipeline() { # FILE NAME
+  pipeline "$1" "$2" "  overlap_commits: true
+  io_timeout: 3s"
+  sed -i 's/env:DST_URL/env:PX_URL/' "$1"
+}
+# run_bounded SECONDS FAILPOINTS FILE: runs ferry in the background; a run still going after
+# SECONDS is a hang (killed, the test fails); sets RC and OUT; RUN_PID while it runs
+run_start() { FERRY_FAILPOINTS=$1 "$FERRY_BIN" run "$2" > "$T/run.log" 2>&1 & RUN_PID=$!; }
+run_wait() { # SECONDS LABEL
+  local i
+  for i in $(seq 1 $(($1 * 10))); do kill -0 $RUN_PID 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $RUN_PID 2>/dev/null; then
+    kill -9 $RUN_PID
+    fail "$2: ferry still running $1 s after the fault (a silent hang): $(tail -n 3 "$T/run.log")"
+  fi
+  set +e; wait $RUN_PID; RC=$?; set -e
+  OUT=$(cat "$T/run.log")
+  [ $RC = 1 ] || fail "$2: exit $RC, want 1: $OUT"
+  grep -q "postgres sink" <<< "$OUT" || fail "$2: the error does not name the sink: $OUT"
+  ! grep -q -e "$PGPASSWORD" <<< "$OUT" || fail "$2: the password is shown"
+}
+
+commit_hex=$(printf 'Q\0\0\0\013COMMIT\0' | od -An -tx1 | tr -d ' \n')
+for when in after before; do
+  name="cut_$when"
+  rm -f "$FERRY_STATE"*
+  net_pipeline "$name.yaml" "$name"
+  ctl "/cut?dir=up&hex=$commit_hex&when=$when&skip=3"
+  run_start "after_sink_apply=sleep(20)" "$name.yaml"
+  run_wait 60 "cut $when a COMMIT"
+  sleep 1.5 # `after`: the proxy closes the server side 1 s after the COMMIT passed
+  k=$(consistent "$name" "cut $when a COMMIT")
+  expect_exit 0 ferry run "$name.yaml"
+  exact "$name" "cut $when a COMMIT, resumed"
+  pass "connection cut $when a COMMIT in flight: clear error ($(grep -o 'postgres sink[^;]*' "$T/run.log" | head -n 1 | cut -c1-90)), destination ids 1..$k, store no further; resume exact"
+done
+
+# The first batch's COMMIT answered, the run paused (the second connection is current); then
+# every connection is black-holed: the second apply times out, and the abort goes back to
+# the first connection, which must be watched by io_timeout as well.
+rm -f "$FERRY_STATE"*
+net_pipeline hole.yaml hole
+run_start "after_sink_apply=sleep(6000)@1" hole.yaml
+for _ in $(seq 1 600); do
+  [ "$(dest_key hole)" -gt 0 ] && break
+  kill -0 $RUN_PID 2>/dev/null || fail "black hole: the run ended early: $(cat "$T/run.log")"
+  sleep 0.05
+done
+sleep 0.3 # the COMMIT's answer on its way through the proxy
+ctl /stall
+run_wait 60 "black hole"
+ctl /reset
+ctl /pass
+grep -q "io_timeout" <<< "$OUT" || fail "black hole: the error does not name io_timeout: $OUT"
+k=$(consistent hole "black hole")
+expect_exit 0 ferry run hole.yaml
+exact hole "black hole, resumed"
+pass "black hole after the first overlapped batch: io_timeout on both connections, no hang ($(grep -o 'made no progress[^;]*' "$T/run.log" | head -n 1)); destination ids 1..$k; resume exact"

@@ -45,7 +45,7 @@ static void *watchdog(void *arg)
         int64_t now = ferry_now_mono_us();
         pthread_mutex_lock(&lock);
         for (struct ferry_pg_guard *g = armed; g != NULL; g = g->next) {
-            if (g->fired) continue;
+            if (g->cut) continue;
             uint64_t a = 0, r = 0;
             if (g->tcp && progress(g->fd, &a, &r) && (a != g->acked || r != g->received)) {
                 g->acked = a;
@@ -56,6 +56,7 @@ static void *watchdog(void *arg)
             if (now - g->last_us >= g->timeout_us) {
                 /* The blocked poll() in libpq wakes up with EOF/an error on this socket. */
                 shutdown(g->fd, SHUT_RDWR);
+                g->cut = true;
                 g->fired = true;
             }
         }
@@ -75,36 +76,56 @@ static void start(void)
     if (!thread_ok) ferry_log(FERRY_LOG_WARN, "postgres: cannot start the io_timeout watchdog");
 }
 
-void ferry__pg_guard_begin(struct ferry_pg_guard *g, PGconn *c, int64_t timeout_ms)
+/* Starts watching c's socket (none: nothing to watch, nothing can block on it). */
+static void watch(struct ferry_pg_guard *g, PGconn *c)
 {
-    memset(g, 0, sizeof *g);
-    g->fd = -1;
     int fd = c ? PQsocket(c) : -1;
-    if (timeout_ms <= 0 || fd < 0) return;
-    pthread_once(&once, start);
-    if (!thread_ok) return;
+    if (fd < 0) return;
     g->fd = fd;
-    g->timeout_us = timeout_ms * 1000;
+    g->cut = false;
     g->last_us = ferry_now_mono_us();
     g->tcp = progress(fd, &g->acked, &g->received);
     pthread_mutex_lock(&lock);
+    g->prev = NULL;
     g->next = armed;
     if (armed) armed->prev = g;
     armed = g;
     pthread_mutex_unlock(&lock);
 }
 
-bool ferry__pg_guard_end(struct ferry_pg_guard *g)
+static void unwatch(struct ferry_pg_guard *g)
 {
-    if (g->fd < 0) return false;
+    if (g->fd < 0) return;
     pthread_mutex_lock(&lock);
     if (g->prev) g->prev->next = g->next;
     else armed = g->next;
     if (g->next) g->next->prev = g->prev;
-    bool fired = g->fired;
     pthread_mutex_unlock(&lock);
     g->fd = -1;
-    return fired;
+}
+
+void ferry__pg_guard_begin(struct ferry_pg_guard *g, PGconn *c, int64_t timeout_ms)
+{
+    memset(g, 0, sizeof *g);
+    g->fd = -1;
+    if (timeout_ms <= 0 || c == NULL) return;
+    pthread_once(&once, start);
+    if (!thread_ok) return;
+    g->timeout_us = timeout_ms * 1000;
+    watch(g, c);
+}
+
+void ferry__pg_guard_move(struct ferry_pg_guard *g, PGconn *c)
+{
+    if (g == NULL || g->timeout_us <= 0) return;
+    unwatch(g);
+    watch(g, c);
+}
+
+bool ferry__pg_guard_end(struct ferry_pg_guard *g)
+{
+    unwatch(g);
+    return g->fired; /* the watchdog writes it under the lock unwatch took */
 }
 
 int ferry__pg_guard_result(struct ferry_pg_guard *g, int rc, PGconn *c, const char *what,

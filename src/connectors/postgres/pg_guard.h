@@ -29,11 +29,15 @@ struct ferry_pg_guard {
     int64_t last_us;    /* last progress (monotonic) */
     uint64_t acked, received;
     bool tcp;           /* TCP_INFO available */
-    bool fired;
+    bool cut;           /* the watchdog shut this fd down */
+    bool fired;         /* it did so to any connection since begin */
     struct ferry_pg_guard *prev, *next;
 };
 
 void ferry__pg_guard_begin(struct ferry_pg_guard *g, PGconn *c, int64_t timeout_ms);
+/* The work of the armed stretch goes on on another connection (a sink swapping its two):
+ * the guard watches c from now on, with a fresh deadline. No-op on an unarmed guard. */
+void ferry__pg_guard_move(struct ferry_pg_guard *g, PGconn *c);
 /* Disarms; true when the watchdog cut the connection while the guard was armed. */
 bool ferry__pg_guard_end(struct ferry_pg_guard *g);
 /* When the guard fired: replaces *err (code FERRY_ETIMEOUT) with a message naming the peer and

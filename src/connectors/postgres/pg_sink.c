@@ -109,6 +109,7 @@ struct sink {
     bool committing, swapped;
     int lag_rc;
     char lag_table[160];
+    struct ferry_pg_guard *guard; /* the guarded_* call's io_timeout guard, follows `conn` */
 };
 
 struct pending_checkpoint {
@@ -187,7 +188,7 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     static const char *const create_words[] = {"like_source", NULL};
     int create = 0;
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
-    s->overlap = false;
+    s->overlap = true;
     if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "overlap_commits", false, &s->overlap, err);
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
@@ -1533,6 +1534,17 @@ static int flush_pending(struct sink *s, struct ferry_error *err)
  * commit returned). Only the connection begin() set up holds the session's temporary
  * tables: every other path goes back to it first (go_home). */
 
+/* The two connections trade places; the io_timeout guard of the call in progress follows the
+ * current one (the work after the swap, e.g. abort's rollback, waits on it). */
+static void swap_conns(struct sink *s)
+{
+    PGconn *c = s->conn;
+    s->conn = s->spare;
+    s->spare = c;
+    s->swapped = !s->swapped;
+    ferry__pg_guard_move(s->guard, s->conn);
+}
+
 /* Collects the answer of the COMMIT in flight on the spare connection. */
 static int settle(struct sink *s, struct ferry_error *err)
 {
@@ -1561,12 +1573,7 @@ static int settle(struct sink *s, struct ferry_error *err)
 static int go_home(struct sink *s, struct ferry_error *err)
 {
     int rc = settle(s, err);
-    if (s->swapped) {
-        PGconn *c = s->conn;
-        s->conn = s->spare;
-        s->spare = c;
-        s->swapped = false;
-    }
+    if (s->swapped) swap_conns(s);
     return rc;
 }
 
@@ -1605,10 +1612,7 @@ static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b,
         return rc;
     }
     snprintf(s->lag_table, sizeof s->lag_table, "\"%s\".\"%s\"", s->schema, t->table);
-    PGconn *c = s->conn;
-    s->conn = s->spare;
-    s->spare = c;
-    s->swapped = !s->swapped;
+    swap_conns(s);
     s->committing = true;
     (void)FERRY_FAILPOINT("pg_sink_commit_sent"); /* crash: the COMMIT was sent, unanswered */
     return FERRY_OK;
@@ -1864,23 +1868,36 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
 }
 
 /* The session's work under the io_timeout guard (pg_guard.h): a server that stops answering
- * while its kernel still acknowledges fails the call instead of hanging the run. */
+ * while its kernel still acknowledges fails the call instead of hanging the run. The guard
+ * watches the current connection, also after an overlapped commit swapped it (swap_conns). */
+static void arm(struct sink *s, struct ferry_pg_guard *g)
+{
+    ferry__pg_guard_begin(g, s->conn, s->opts.io_timeout_ms);
+    s->guard = g;
+}
+
+static int disarm(struct sink *s, struct ferry_pg_guard *g, int rc, struct ferry_error *err)
+{
+    s->guard = NULL;
+    return ferry__pg_guard_result(g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+}
+
 static int guarded_prepare(void *ctx, const struct ferry_target *target, struct ferry_error *err)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_prepare(ctx, target, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static int guarded_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_begin(ctx, run, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static int guarded_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
@@ -1888,44 +1905,45 @@ static int guarded_apply(void *ctx, const struct ferry_target *target, struct fe
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_apply(ctx, target, b, receipt, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static int guarded_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_commit(ctx, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static int guarded_group_begin(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_group_begin(ctx, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static int guarded_group_commit(void *ctx, struct ferry_error *err)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     int rc = sink_group_commit(ctx, err);
-    return ferry__pg_guard_result(&g, rc, s->conn, WHAT, s->opts.io_timeout_ms, err);
+    return disarm(s, &g, rc, err);
 }
 
 static void guarded_group_abort(void *ctx)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     sink_group_abort(ctx);
+    s->guard = NULL;
     ferry__pg_guard_end(&g);
 }
 
@@ -1938,8 +1956,9 @@ static void guarded_abort(void *ctx)
 {
     struct sink *s = ctx;
     struct ferry_pg_guard g;
-    ferry__pg_guard_begin(&g, s->conn, s->opts.io_timeout_ms);
+    arm(s, &g);
     sink_abort(ctx);
+    s->guard = NULL;
     ferry__pg_guard_end(&g);
 }
 

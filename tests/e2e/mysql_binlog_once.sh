@@ -101,7 +101,13 @@ expect_exit 0 ferry run once.yaml # the rest
 runs=$((runs + 1))
 rm -f sampling
 wait $spid
-[ "$(dumps)" = $((d0 + runs)) ] || fail "$runs runs made $(( $(dumps) - d0 )) binlog dumps, want one per run"
+# a run that streamed changes made exactly one dump, a run with nothing to read none (the
+# writer may finish before a run plans: the next run then has nothing)
+busy=$(ferry runs --pipeline myonce --json | jq --argjson n "$runs" '[.[:$n][] | select(.rows > 0)] | length')
+[ "$busy" -ge 1 ] || fail "no run streamed the writer's changes"
+made=$(( $(dumps) - d0 ))
+[ "$made" -ge "$busy" ] && [ "$made" -le "$runs" ] ||
+  fail "$runs runs ($busy with changes) made $made binlog dumps, want one per run with changes, at most one per run"
 [ "$(cat most.txt)" -le 1 ] || fail "$(cat most.txt) ferry dump threads at once, want at most 1"
 same_tables "after concurrent multi-table transactions"
 pass "$runs runs during 30 transactions over 8 tables (inserts, updates, deletes, a key update, log rotations): one dump per run, never two at once; all tables equal"

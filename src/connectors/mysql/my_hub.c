@@ -377,11 +377,16 @@ int ferry__my_hub_join(const char *key, const char *peer, int expected, bool wan
     }
     pthread_mutex_lock(&h->lock);
     struct timespec until = deadline_in(FERRY_MY_HUB_WAIT_MS);
-    while (!h->closed)
+    int seen = h->answered;
+    while (!h->closed) {
         if (pthread_cond_timedwait(&h->cond, &h->lock, &until) == ETIMEDOUT) {
             h->closed = true; /* a sibling that never answers does not hold the others */
             pthread_cond_broadcast(&h->cond);
+        } else if (h->answered != seen) { /* siblings still answering: wait on */
+            seen = h->answered;
+            until = deadline_in(FERRY_MY_HUB_WAIT_MS);
         }
+    }
     int rc = hub_start(h, me, err);
     bool running = h->state == RUNNING;
     if (running) {

@@ -5,7 +5,8 @@
  * together (`expected`). Each stream answers ferry__my_hub_join once, with `want` (it can
  * be served: a file:offset start) or not (it streams alone: a GTID start, nothing to do, an
  * error). The hub of a key (pipeline, server, server_id) gathers the answers; when all came
- * (or after FERRY_MY_HUB_WAIT_MS, so a sibling that never answers cannot hold the others),
+ * (or when none came for FERRY_MY_HUB_WAIT_MS, so a sibling that never answers cannot hold
+ * the others, while many siblings starting one after another are all waited for),
  * the subscriber with the least start opens the dump there (its `open` callback) and a
  * reader thread reads each event once and copies it into the bounded queue
  * (FERRY_MY_HUB_SLOTS events) of the streams it concerns: a TABLE_MAP of a subscriber's table

@@ -78,6 +78,8 @@ struct src {
         int64_t id;
     } * ids; /* the server_id of each cdc route planned here (duplicates are refused) */
     int n_ids;
+    bool lazy;  /* a stream's instance (src_open_stream): c only while it needs the catalog */
+    bool brief; /* it holds one of the brief connections (brief_take) */
 };
 
 static int nomem(struct ferry_error *err)
@@ -87,11 +89,41 @@ static int nomem(struct ferry_error *err)
 
 /* ---- open / close / cancel ----------------------------------------------------------- */
 
+/* A stream instance's (src_open_stream) brief connections: at most this many of a
+ * process's streams hold one at a time, so that any number of streams start at once on a
+ * server with few connections (max_connections). */
+#define BRIEF_CONNECTIONS 4
+static pthread_mutex_t brief_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t brief_free = PTHREAD_COND_INITIALIZER;
+static int brief_held;
+
+static void brief_take(struct src *s)
+{
+    if (!s->lazy || s->brief) return;
+    pthread_mutex_lock(&brief_lock);
+    while (brief_held >= BRIEF_CONNECTIONS)
+        pthread_cond_wait(&brief_free, &brief_lock);
+    brief_held++;
+    pthread_mutex_unlock(&brief_lock);
+    s->brief = true;
+}
+
+static void brief_give(struct src *s)
+{
+    if (!s->brief) return;
+    pthread_mutex_lock(&brief_lock);
+    brief_held--;
+    pthread_cond_signal(&brief_free);
+    pthread_mutex_unlock(&brief_lock);
+    s->brief = false;
+}
+
 static void src_close(void *ctx)
 {
     struct src *s = ctx;
     if (s == NULL) return;
     if (s->c) mysql_close(s->c);
+    brief_give(s);
     ferry__my_conn_free(&s->conn);
     ferry_free(s->snapshot_id);
     ferry_free(s->snapshot_gtid);
@@ -101,10 +133,12 @@ static void src_close(void *ctx)
     ferry_free(s);
 }
 
-static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+/* The instance with its keys read; connected unless lazy. */
+static int src_new(struct ferry_cfg *cfg, bool lazy, void **ctx, struct ferry_error *err)
 {
     struct src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
+    s->lazy = lazy;
     s->shard_rows = 1000000;
     static const char *const zero_words[] = {"null", "error", NULL};
     int zd = ZERO_NULL;
@@ -113,15 +147,28 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (rc == FERRY_OK)
         rc = ferry_cfg_int(cfg, "server_id", false, 1, UINT32_MAX, &s->server_id, err);
     if (rc == FERRY_OK) rc = ferry__my_read_conn_config(cfg, WHAT, &s->conn, err);
-    if (rc == FERRY_OK) rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
+    if (rc == FERRY_OK && !lazy) rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
     }
     s->zero_dates = (enum zero_policy)zd;
-    atomic_store(&s->thread_id, mysql_thread_id(s->c));
+    if (s->c) atomic_store(&s->thread_id, mysql_thread_id(s->c));
     *ctx = s;
     return FERRY_OK;
+}
+
+static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    return src_new(cfg, false, ctx, err);
+}
+
+/* A stream's instance (connector.h open_stream): it connects only while it reads the
+ * catalog (its extract's start, a DDL or character set met in the log), so that any number
+ * of streams share the pipeline's one binlog connection (my_hub.c). */
+static int src_open_stream(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
+{
+    return src_new(cfg, true, ctx, err);
 }
 
 /* Interrupts the running statement: KILL QUERY from a short connection of its own. */
@@ -130,6 +177,7 @@ static void src_cancel(void *ctx)
     struct src *s = ctx;
     if (s == NULL) return;
     atomic_store(&s->canceled, 1);
+    if (atomic_load(&s->thread_id) == 0) return; /* a stream's instance between connections */
     MYSQL *k = NULL;
     struct ferry_error e;
     if (ferry__my_connect(&s->conn, WHAT, &k, &e) != FERRY_OK) return;
@@ -179,10 +227,14 @@ static void rel_free(struct rel *r)
     memset(r, 0, sizeof *r);
 }
 
+static int ensure_conn(struct src *s, struct ferry_error *err);
+
 static int query(struct src *s, const char *sql, MYSQL_RES **res, const char *table,
                  struct ferry_error *err)
 {
     *res = NULL;
+    int rc = ensure_conn(s, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", table);
     if (mysql_real_query(s->c, sql, strlen(sql)) != 0 || (*res = mysql_store_result(s->c)) == NULL)
         return ferry__my_error(err, FERRY_ESOURCE, s->c, WHAT ": %s: table %s", s->conn.peer,
                                table);
@@ -258,9 +310,21 @@ static int load_columns(struct src *s, struct rel *r, struct ferry_error *err)
 static int ensure_conn(struct src *s, struct ferry_error *err)
 {
     if (s->c != NULL) return FERRY_OK;
+    brief_take(s);
     int rc = ferry__my_connect(&s->conn, WHAT, &s->c, err);
     if (rc == FERRY_OK) atomic_store(&s->thread_id, mysql_thread_id(s->c));
+    if (rc != FERRY_OK) brief_give(s);
     return rc;
+}
+
+/* A stream's instance lets its catalog connection go once it has what it needs. */
+static void lazy_release(struct src *s)
+{
+    if (!s->lazy) return;
+    atomic_store(&s->thread_id, 0);
+    if (s->c != NULL) mysql_close(s->c);
+    s->c = NULL;
+    brief_give(s);
 }
 
 static void drop_conn(struct src *s)
@@ -2988,6 +3052,7 @@ static int stream_loop(struct stream *st, MYSQL *m, MARIADB_RPL *rpl, bool by_gt
         size_t n = ev->raw_data_size;
         if (n == (size_t)ev->event_length + 1) raw++, n--; /* the packet's OK byte */
         rc = on_event(st, raw, n, rpl->post_header_len[TABLE_MAP_EVENT - 1] == 6 ? 6 : 8, err);
+        if (st->s->c != NULL) lazy_release(st->s);
     }
     if (ev != NULL) mariadb_free_rpl_event(ev);
     return rc;
@@ -3065,6 +3130,7 @@ static int hub_loop(struct stream *st, struct ferry_my_hub_sub *sub, struct ferr
         int tm_phl = 8;
         rc = ferry__my_hub_next(sub, &p, &n, &tm_phl, 200, err);
         if (rc == FERRY_OK && p != NULL) rc = on_event(st, p, n, tm_phl, err);
+        if (st->s->c != NULL) lazy_release(st->s); /* (a DDL's or character set's catalog read) */
     }
     if (rc == FERRY_EIO) ferry_error_prefix(err, "table %s", st->r->from);
     return rc;
@@ -3167,6 +3233,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
     bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
     if (work) rc = stream_prepare(&st, err);
+    lazy_release(s); /* a stream's instance: the catalog is read */
     /* streams run together share one connection (by file:offset only; a GTID start alone) */
     struct ferry_my_hub_sub *sub = NULL;
     int hrc = hub_join(&st, work && rc == FERRY_OK && !by_gtid, start, &sub, err);
@@ -3198,12 +3265,11 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     return rc;
 }
 
-static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
-                       const struct ferry_schema *sc, const char *plan_json, int shard,
-                       const struct ferry_position *resume, struct ferry_row_writer *rw,
-                       struct ferry_error *err)
+static int extract_shard(struct src *s, const struct ferry_resource_spec *spec,
+                         const struct ferry_schema *sc, const char *plan_json, int shard,
+                         const struct ferry_position *resume, struct ferry_row_writer *rw,
+                         struct ferry_error *err)
 {
-    struct src *s = ctx;
     json_t *resume_key = NULL;
     bool done = false;
     int rc = resume_key_of(resume, &resume_key, &done, err);
@@ -3217,19 +3283,26 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                                WHAT ": table %s: shard %d is not in the frozen plan", spec->table,
                                shard);
     }
+    bool stream = spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream"));
+    if (s->lazy && !stream) { /* open_stream's contract: stream shards only */
+        json_decref(plan);
+        json_decref(resume_key);
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": table %s: a stream instance reads streams only",
+                               spec->table);
+    }
     struct rel r;
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
     int ord[MAX_ORDER], n_ord = 0;
     rc = resolve(s, spec->table, &r, err);
-    if (rc != FERRY_OK && spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream")))
-        hub_decline(s, spec, plan); /* the other streams need not wait for this one */
+    if (rc != FERRY_OK && stream) hub_decline(s, spec, plan); /* the others need not wait */
     if (rc != FERRY_OK) {
         json_decref(plan);
         json_decref(resume_key);
         return rc;
     }
-    if (spec->mode == FERRY_READ_CDC && json_is_true(json_object_get(sh, "stream"))) {
+    if (stream) {
         json_t *cols = json_object_get(plan, "columns");
         if (json_is_array(cols)) rc = columns_from_plan(&r, cols, err);
         if (rc == FERRY_OK) rc = stream_cdc(s, spec, sc, &r, plan, resume, rw, err);
@@ -3258,6 +3331,16 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     rel_free(&r);
     json_decref(plan);
     json_decref(resume_key);
+    return rc;
+}
+
+static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
+                       const struct ferry_schema *sc, const char *plan_json, int shard,
+                       const struct ferry_position *resume, struct ferry_row_writer *rw,
+                       struct ferry_error *err)
+{
+    int rc = extract_shard(ctx, spec, sc, plan_json, shard, resume, rw, err);
+    lazy_release(ctx); /* (a stream's instance) */
     return rc;
 }
 
@@ -3294,6 +3377,7 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .snapshot_one_connection = true,
     .cdc_one_stream = true,
     .open = src_open,
+    .open_stream = src_open_stream,
     .discover = src_discover,
     .plan = src_plan,
     .extract = src_extract,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # PostgreSQL -> PostgreSQL, every built-in type at its edges (issue 23), one server:
 #   each case is a table src.t_NAME (id, v TYPE) holding NULL and the type's edge values; all
 #   cases are copied by ONE ferry run per destination (write: append, on_resource_error:

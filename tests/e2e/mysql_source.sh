@@ -1,4 +1,5 @@
 # tests/e2e/mysql_source.sh - the mysql source against a real MariaDB 10.11 (tests/mysql/mysql.sh)
+# shared: pg mysql
 # labels: asan
 # read by the least-privilege user: every type's edge values to PostgreSQL (compared column by
 # column, as MD5s of one canonical text on both sides) and to Parquet (read back by DuckDB);
@@ -7,10 +8,7 @@
 # Resumption: mysql_resume.sh; errors, secrets and TLS: mysql_security.sh.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
-. "$FERRY_SRC/tests/pg/pg.sh"
-my_start
-pg_start
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+my_pg_start
 export PGTZ=UTC
 
 # ---- every type ------------------------------------------------------------------------

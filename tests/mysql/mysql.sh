@@ -36,16 +36,38 @@ my_as() {
 
 myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uroot -N -B "${MY_DB:-ferry}" "$@"; }
 
+# my_pg_start : the preamble of the MariaDB -> PostgreSQL tests: MariaDB (my_start) and
+# PostgreSQL (tests/pg/pg.sh's pg_start, which also defines pgq), both stopped on exit.
+my_pg_start() {
+  # shellcheck source=../pg/pg.sh
+  . "$FERRY_SRC/tests/pg/pg.sh"
+  my_start
+  pg_start
+}
+
+# my_db NAME : one more database for the test; prints its name: NAME on a server of the
+# test's own, <the test's database>_NAME on the shared server (my_stop drops it there).
+my_db() {
+  local db=$1
+  [ -n "${MY_SHARED_DB:-}" ] && db=${MY_SHARED_DB}_$1
+  mariadb --no-defaults -S "$MY_SOCK" -uroot -e "CREATE DATABASE \`$db\`" >/dev/null || return 1
+  printf '%s' "$db"
+}
+
 # my_shared_env : the file the fixture writes (tests/fixture.sh), under the suite's folder.
 my_shared_env() { printf '%s/my-shared.env' "${FERRY_TEST_TMP:-${FERRY_SHARED_HOME:-/nonexistent}}"; }
 
 my_stop() {
   if [ -n "${MY_SHARED_DB:-}" ]; then
-    mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL ||
-DROP DATABASE IF EXISTS \`$MY_SHARED_DB\`;
-DROP USER IF EXISTS '$MY_READER'@'127.0.0.1', '$MY_WRITER'@'127.0.0.1';
-SQL
-      echo "mysql.sh: could not drop database $MY_SHARED_DB on the shared server" >&2
+    local d
+    for d in $(mariadb --no-defaults -S "$MY_SOCK" -uroot -N -B \
+      -e "SHOW DATABASES LIKE '${MY_SHARED_DB//_/\\_}\\_%'" 2>/dev/null) "$MY_SHARED_DB"; do
+      mariadb --no-defaults -S "$MY_SOCK" -uroot -e "DROP DATABASE IF EXISTS \`$d\`" >/dev/null ||
+        echo "mysql.sh: could not drop database $d on the shared server" >&2
+    done
+    mariadb --no-defaults -S "$MY_SOCK" -uroot \
+      -e "DROP USER IF EXISTS '$MY_READER'@'127.0.0.1', '$MY_WRITER'@'127.0.0.1'" >/dev/null ||
+      echo "mysql.sh: could not drop the users of $MY_SHARED_DB on the shared server" >&2
     MY_SHARED_DB=
   fi
   if [ -n "${MY_DIR:-}" ]; then

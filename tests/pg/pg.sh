@@ -32,21 +32,40 @@ pg_as() {
 # pg_shared_env : the file the fixture writes (tests/fixture.sh), under the suite's folder.
 pg_shared_env() { printf '%s/pg-shared.env' "${FERRY_TEST_TMP:-${FERRY_SHARED_HOME:-/nonexistent}}"; }
 
-# pg_shared_drop : drops this test's database and role on the shared server (pg_stop).
+# pg_shared_drop : drops this test's databases (and their replication slots) and reader role
+# on the shared server (pg_stop).
 pg_shared_drop() {
-  local db=$PG_SHARED_DB role=$PG_READER i
+  local db=$PG_SHARED_DB role=$PG_READER i d dbs err=${TMPDIR:-/tmp}/pg-drop.err
   PG_SHARED_DB=
+  local -x PGDATABASE=postgres PGPASSWORD=$PG_ADMIN_PASSWORD PGUSER=ferry_admin PGHOST=127.0.0.1
+  local -x PGPORT=$PG_SHARED_PORT
   for i in $(seq 1 50); do
-    PGDATABASE=postgres PGPASSWORD=$PG_ADMIN_PASSWORD PGUSER=ferry_admin PGHOST=127.0.0.1 \
-      PGPORT=$PG_SHARED_PORT psql -v ON_ERROR_STOP=1 -qXAt >/dev/null 2>"$TMPDIR/pg-drop.err" <<SQL && return 0
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db' AND pid <> pg_backend_pid();
-SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$db' AND NOT active;
-DROP DATABASE IF EXISTS "$db" WITH (FORCE);
-DROP ROLE IF EXISTS "$role";
+    if dbs=$(psql -qXAt -v ON_ERROR_STOP=1 2>"$err" <<SQL
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE (datname = '$db' OR starts_with(datname, '${db}_')) AND pid <> pg_backend_pid();
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+ WHERE (database = '$db' OR starts_with(database, '${db}_')) AND NOT active;
+SELECT datname FROM pg_database WHERE datname = '$db' OR starts_with(datname, '${db}_');
 SQL
+    ); then
+      for d in $(printf '%s\n' "$dbs" | grep "^$db"); do
+        psql -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS \"$d\" WITH (FORCE)" >/dev/null 2>"$err" ||
+          continue 2
+      done
+      psql -qX -v ON_ERROR_STOP=1 -c "DROP ROLE IF EXISTS \"$role\"" >/dev/null 2>"$err" && return 0
+    fi
     sleep 0.2 # a walsender still holding a slot ends a moment after its termination
   done
-  echo "pg.sh: could not drop database $db on the shared server: $(cat "$TMPDIR/pg-drop.err")" >&2
+  echo "pg.sh: could not drop database $db on the shared server: $(cat "$err")" >&2
+}
+
+# pg_db NAME : one more database for the test; prints its name: NAME on a server of the
+# test's own, <the test's database>_NAME on the shared server (pg_stop drops it there).
+pg_db() {
+  local db=$1
+  [ -n "${PG_SHARED_DB:-}" ] && db=${PG_SHARED_DB}_$1
+  PGDATABASE=postgres psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE \"$db\"" >/dev/null || return 1
+  printf '%s' "$db"
 }
 
 pg_stop() {

@@ -212,7 +212,7 @@ pg_shared_server() {
   if [ -f "$env" ]; then # a previous run's server, stopped by force
     dir=$(sed -n 's/^dir=//p' "$env")
     [ -f "$dir/data/postmaster.pid" ] &&
-      pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
+      { pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; }
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

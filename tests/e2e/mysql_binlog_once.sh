@@ -98,10 +98,13 @@ expect_exit 0 ferry run once.yaml # the rest
 runs=$((runs + 1))
 rm -f sampling
 wait $spid
-[ "$(dumps)" = $((d0 + runs)) ] || fail "$runs runs made $(( $(dumps) - d0 )) binlog dumps, want one per run"
+# one dump per run at most; a run that starts when the slow writer (a loaded machine) has
+# committed nothing since the previous run's end needs none (as the first run above)
+made=$(( $(dumps) - d0 ))
+[ "$made" -ge 1 ] && [ "$made" -le "$runs" ] || fail "$runs runs made $made binlog dumps, want one per run at most"
 [ "$(cat most.txt)" -le 1 ] || fail "$(cat most.txt) ferry dump threads at once, want at most 1"
 same_tables "after concurrent multi-table transactions"
-pass "$runs runs during 30 transactions over 8 tables (inserts, updates, deletes, a key update, log rotations): one dump per run, never two at once; all tables equal"
+pass "$runs runs during 30 transactions over 8 tables (inserts, updates, deletes, a key update, log rotations): at most one dump per run, never two at once; all tables equal"
 
 # ---- kill -9 inside one transaction over all 8 tables, resumed ----------------------------
 ROWS=${ROWS:-4000}

@@ -8,7 +8,8 @@
 # The server's folder, port and admin password go to $FERRY_TEST_TMP/pg-shared.env (or
 # my-shared.env; $FERRY_SHARED_HOME, in the build folder, when FERRY_TEST_TMP is unset);
 # tests/pg/pg.sh and tests/mysql/mysql.sh read it and give each test a fresh database.
-# `start` first stops a server a killed earlier run left behind.
+# `start` first stops a server a killed earlier run left behind; a server whose run (the ctest
+# that started it, the fixture's parent) is still going is left alone, and `start` fails.
 set -euo pipefail
 kind=$1 action=$2
 FERRY_SRC=${FERRY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -23,6 +24,8 @@ case "$kind" in
     [ "$action" = start ] && echo "shared PostgreSQL on port $PGPORT ($(pg_shared_env))"
     ;;
   mysql)
+    # shellcheck source=pg/pg.sh
+    . "$FERRY_SRC/tests/pg/pg.sh" # shared_owner_busy
     # shellcheck source=mysql/mysql.sh
     . "$FERRY_SRC/tests/mysql/mysql.sh"
     my_shared_server "$action"

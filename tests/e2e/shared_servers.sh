@@ -4,12 +4,13 @@
 # fresh databases and users, neither reader can enter the other's database, a replication slot
 # and an extra database (pg_db / my_db) of a test are dropped with it when it exits (failing
 # or not), and the fixture's stop leaves no server running; a fixture start after a killed run
-# stops the server that run left.
+# stops the server that run left, and leaves alone (refusing) one whose run is still going.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 home=$(mktemp -d "${TMPDIR:-/tmp}/ferry-shared.XXXXXX") # the servers run as other users: not under $T (0700)
 chmod 755 "$home"
 fixture() { FERRY_TEST_TMP=$home FERRY_SRC=$FERRY_SRC bash "$FERRY_SRC/tests/fixture.sh" "$@" >/dev/null; }
-stop_all() { fixture pg stop; fixture mysql stop; }
+other=
+stop_all() { [ -z "$other" ] || kill "$other" 2>/dev/null || true; fixture pg stop; fixture mysql stop; }
 prev=$(trap -p EXIT); prev=${prev#trap -- \'}; prev=${prev%\' EXIT}
 trap "__rc=\$?; stop_all; (exit \$__rc); $prev" EXIT
 fixture pg start
@@ -87,9 +88,27 @@ wait $apid || fail "the first test failed: $(cat a.err)"
 [ "$(root -e "SHOW DATABASES LIKE 'ferry\\_%'")" = "" ] || fail "MariaDB databases left"
 pass "a passing test's databases, slot and users are dropped"
 
-# a run killed before its cleanup: the next start stops the server it left
+# another run's server (its ctest still going) is left alone: a start fails naming it, a stop
+# keeps it
+sleep 300 &
+other=$!
+sed -i "s/^owner=.*/owner=$other/" "$home/pg-shared.env"
 pgdir=$(sed -n 's/^dir=//p' "$home/pg-shared.env")
 pgpid=$(head -n 1 "$pgdir/data/postmaster.pid")
+set +e
+OUT=$(FERRY_TEST_TMP=$home bash "$FERRY_SRC/tests/fixture.sh" pg start 2>&1)
+rc=$?
+set -e
+[ $rc != 0 ] || fail "a start over another run's live server should fail"
+printf '%s' "$OUT" | grep -q "belongs to another test run (pid $other)" || fail "the refusal should name the run: $OUT"
+fixture pg stop
+kill -0 "$pgpid" 2>/dev/null || fail "a stop ended another run's server"
+[ "$(sed -n 's/^dir=//p' "$home/pg-shared.env")" = "$pgdir" ] || fail "another run's server was replaced"
+kill "$other"; wait "$other" 2>/dev/null || true
+other=
+pass "another run's live server: a start refuses naming the run, a stop leaves it"
+
+# a run killed before its cleanup (its owner gone): the next start stops the server it left
 fixture pg start
 kill -0 "$pgpid" 2>/dev/null && fail "the next fixture start left the old server running"
 [ "$(sed -n 's/^dir=//p' "$home/pg-shared.env")" != "$pgdir" ] || fail "the old server's folder was reused"

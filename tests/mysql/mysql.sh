@@ -234,7 +234,13 @@ my_shared_attach() {
 my_shared_server() {
   local env dir pid
   env=$(my_shared_env)
-  if [ -f "$env" ]; then # a previous run's server, stopped by force
+  if [ -f "$env" ] && shared_owner_busy "$env"; then # tests/pg/pg.sh
+    echo "mysql.sh: the shared server of $env belongs to another test run (pid" \
+      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+    [ "$1" = stop ] && return 0
+    exit 1
+  fi
+  if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
     pid=$(cat "$dir/pid" 2>/dev/null || true)
     if [ -n "$pid" ]; then
@@ -258,7 +264,7 @@ my_shared_server() {
 CREATE USER 'ferry_admin'@'127.0.0.1' IDENTIFIED BY '$MY_ADMIN_PASSWORD';
 GRANT ALL PRIVILEGES ON *.* TO 'ferry_admin'@'127.0.0.1';
 SQL
-  printf 'dir=%s\nsock=%s\nport=%s\npassword=%s\n' "$dir" "$MY_SOCK" "$MY_PORT" \
-    "$MY_ADMIN_PASSWORD" > "$env.tmp"
+  printf 'dir=%s\nsock=%s\nport=%s\npassword=%s\nowner=%s\n' "$dir" "$MY_SOCK" "$MY_PORT" \
+    "$MY_ADMIN_PASSWORD" "$PPID" > "$env.tmp"
   mv "$env.tmp" "$env"
 }

@@ -205,11 +205,26 @@ pg_shared_attach() {
 }
 
 # pg_shared_server start|stop : the fixture's server (tests/fixture.sh), settings for -j3 of
-# the shared tests; its port and admin password go to $(pg_shared_env).
+# the shared tests; its port, admin password and owner (the ctest run: our parent) go to
+# $(pg_shared_env).
+# shared_owner_busy ENV : the server of ENV belongs to another ctest run that is still going
+# (its owner, the ctest that started it, is alive and not ours): it is left alone.
+shared_owner_busy() {
+  local owner
+  owner=$(sed -n 's/^owner=//p' "$1")
+  [ -n "$owner" ] && [ "$owner" != "$PPID" ] && kill -0 "$owner" 2>/dev/null
+}
+
 pg_shared_server() {
   local env dir
   env=$(pg_shared_env)
-  if [ -f "$env" ]; then # a previous run's server, stopped by force
+  if [ -f "$env" ] && shared_owner_busy "$env"; then
+    echo "pg.sh: the shared server of $env belongs to another test run (pid" \
+      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+    [ "$1" = stop ] && return 0
+    exit 1
+  fi
+  if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
     [ -f "$dir/data/postmaster.pid" ] &&
       { pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; }
@@ -220,7 +235,8 @@ pg_shared_server() {
   PG_CONF_EXTRA="max_connections = 400
 max_wal_senders = 60
 max_replication_slots = 60" pg_server_start "$dir"
-  printf 'dir=%s\nport=%s\npassword=%s\n' "$dir" "$PGPORT" "$PG_ADMIN_PASSWORD" > "$env.tmp"
+  printf 'dir=%s\nport=%s\npassword=%s\nowner=%s\n' "$dir" "$PGPORT" "$PG_ADMIN_PASSWORD" "$PPID" \
+    > "$env.tmp"
   mv "$env.tmp" "$env"
 }
 

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shared: pg mysql
 # The type matrix of the sources (issue 23): PostgreSQL, SQLite, MariaDB, CSV, JSON Lines and
 # Parquet, each into every sink (sqlite, postgres, mysql, files csv / jsonl /
 # parquet), from real round trips on one PostgreSQL and one MariaDB server:

@@ -84,7 +84,8 @@ pg_expr() {
   esac
 }
 cols=$(myq -e "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ' ')
-               FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'ferry' AND TABLE_NAME = 'every'")
+               FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'every'")
+[ "$(wc -w <<<"$cols")" -ge 20 ] || fail "the columns of every: [$cols]"
 # One query a side: id then one MD5 per column; a difference names its column.
 my_list="id" pg_list="id"
 for c in $cols; do

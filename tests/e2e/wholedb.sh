@@ -112,7 +112,7 @@ digests() {
 # same_as_source DB [SKIP_REGEX] : every source table (tmp_* excluded) equal in DB's copy schema
 same_as_source() {
   local skip=${2:-^$}
-  digests ferry public | grep -v '^tmp_' | grep -Ev "$skip" > src.dig || true
+  digests "$PGDATABASE" public | grep -v '^tmp_' | grep -Ev "$skip" > src.dig || true
   digests "$1" copy | grep -Ev "$skip" > dst.dig || true
   [ "$(wc -l < src.dig)" -ge 200 ] || fail "the source lists only $(wc -l < src.dig) tables"
   diff src.dig dst.dig > dig.diff || fail "$1 differs from the source: $(head -20 dig.diff)"

@@ -8,7 +8,7 @@
 . "$FERRY_SRC/tests/e2e/lib.sh"
 home=$(mktemp -d "${TMPDIR:-/tmp}/ferry-shared.XXXXXX") # the servers run as other users: not under $T (0700)
 chmod 755 "$home"
-fixture() { FERRY_TEST_TMP=$home FERRY_SRC=$FERRY_SRC bash "$FERRY_SRC/tests/fixture.sh" "$@" >/dev/null; }
+fixture() { FERRY_TEST_TMP=$home bash "$FERRY_SRC/tests/fixture.sh" "$@" >/dev/null; }
 other=
 stop_all() { [ -z "$other" ] || kill "$other" 2>/dev/null || true; fixture pg stop; fixture mysql stop; }
 prev=$(trap -p EXIT); prev=${prev#trap -- \'}; prev=${prev%\' EXIT}

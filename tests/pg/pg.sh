@@ -35,11 +35,11 @@ pg_shared_env() { printf '%s/pg-shared.env' "${FERRY_TEST_TMP:-${FERRY_SHARED_HO
 # pg_shared_drop : drops this test's databases (and their replication slots) and reader role
 # on the shared server (pg_stop).
 pg_shared_drop() {
-  local db=$PG_SHARED_DB role=$PG_READER i d dbs err=${TMPDIR:-/tmp}/pg-drop.err
+  local db=$PG_SHARED_DB role=$PG_READER d dbs err=${TMPDIR:-/tmp}/pg-drop.err
   PG_SHARED_DB=
   local -x PGDATABASE=postgres PGPASSWORD=$PG_ADMIN_PASSWORD PGUSER=ferry_admin PGHOST=127.0.0.1
   local -x PGPORT=$PG_SHARED_PORT
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     if dbs=$(psql -qXAt -v ON_ERROR_STOP=1 2>"$err" <<SQL
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
  WHERE (datname = '$db' OR starts_with(datname, '${db}_')) AND pid <> pg_backend_pid();

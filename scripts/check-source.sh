@@ -62,5 +62,24 @@ if curl=$(grep -rln --include='*.c' --include='*.h' '#include <curl/curl.h>' src
   status=1
 fi
 
+# 4. Tests on the shared servers (tests/fixture.sh, docs/internals/testing.md): ferry names a
+#    replication slot and a binlog client's server_id after the pipeline, so a pipeline name
+#    written in a shared CDC test (`name: X`, `pipeline FILE X`) must not appear in another.
+dup=$(grep -lE '^# shared:.*\b(pg|mysql)\b' tests/e2e/*.sh tests/fault/*.sh 2>/dev/null |
+      xargs -r grep -l 'mode: cdc' |
+      xargs -r grep -oHE '(name: |^pipeline [^ ]+ )[a-z][a-z0-9_]*' |
+      sed -E 's/^([^:]+):(name: |pipeline [^ ]+ )/\1 /' | sort -u |
+      awk '{ file[NR] = $1; name[NR] = $2 }
+           END { for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
+                   if (file[i] == file[j]) continue
+                   a = name[i]; b = name[j] # a name ending in _ is a printf prefix (X_%s)
+                   if (a == b || (a ~ /_$/ && index(b, a) == 1) || (b ~ /_$/ && index(a, b) == 1))
+                     print a " (" file[i] ") ~ " b " (" file[j] ")" } }')
+if [ -n "$dup" ]; then
+  echo "check-source: a pipeline name used by two shared CDC tests (slot names would collide):" >&2
+  echo "$dup" >&2
+  status=1
+fi
+
 [ $status -eq 0 ] && echo "check-source: ok"
 exit $status

@@ -14,7 +14,9 @@
 #   (a developer's loop, a few minutes).
 # Tests run in parallel (one more job than cores: they wait on servers and disks), each in its
 # own temporary folder (tests/run-test.sh); PostgreSQL clusters are copied from one template
-# (and MariaDB data folders) made here instead of an initdb per test. At the end the suite prints its slowest tests and
+# (and MariaDB data folders) made here instead of an initdb per test; the tests marked
+# `# shared:` get a database on one server of each kind instead (CTest fixtures,
+# tests/fixture.sh, started and stopped by ctest in each pass). At the end the suite prints its slowest tests and
 # its total time, and fails if any server or process it started is still running.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -40,6 +42,8 @@ phase_times=()
 
 # Anything a test started (a server, a worker, a node process) lives under a ferry-t.* folder
 # (tests/run-test.sh) and must be gone when the suite ends.
+# The shared servers (ferry-pg.shared.*, ferry-my.shared.*) must be gone too: their fixture
+# cleanup ran.
 leftovers() { pgrep -af 'ferry-t\.|ferry-pg\.|ferry-my\.' | grep -v -e pgrep -e 'scripts/test.sh' || true; }
 
 report() {
@@ -58,6 +62,9 @@ report() {
     echo "== FAIL: processes left running by the tests:" >&2
     printf '%s\n' "$left" >&2
     [ "$rc" = 0 ] && rc=1
+    # a shared server whose fixture cleanup never ran (ctest killed): stopped all the same
+    bash tests/fixture.sh pg stop >/dev/null 2>&1
+    bash tests/fixture.sh mysql stop >/dev/null 2>&1
   fi
   if [ "$rc" = 0 ]; then rm -rf "$suite_tmp"; else echo "(test folders kept under $suite_tmp)"; fi
   exit "$rc"

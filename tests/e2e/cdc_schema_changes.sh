@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # `schema_changes:` of cdc resources, columns changed at the source while a run streams:
 #  - evolve (the default), into PostgreSQL and SQLite: ADD COLUMN; widening smallint ->
 #    integer, integer -> bigint, varchar(10) -> text, numeric(8,2) -> numeric(12,4),
@@ -18,9 +19,9 @@
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
 
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
+dest=$(pg_db dest)
 export SRC_URL="$FERRY_PG_URL"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 pgq >/dev/null <<'SQL'
 CREATE TABLE ev (id int PRIMARY KEY, small smallint, n int, v varchar(10), gone text NOT NULL,
                  amount numeric(8,2), f real);
@@ -55,7 +56,7 @@ q lite.db 'CREATE TABLE "ev" ("id" INT4 NOT NULL, "small" SMALLINT, "n" INT4, "v
 # the first runs: snapshot copies, slots created
 for y in pg lite rt fl fz fzl tr trp tf; do expect_exit 0 ferry run $y.yaml; done
 # and the PostgreSQL destination's user makes a column NOT NULL
-pgq -d dest -c "ALTER TABLE ev ALTER COLUMN gone SET NOT NULL" >/dev/null
+pgq -d "$dest" -c "ALTER TABLE ev ALTER COLUMN gone SET NOT NULL" >/dev/null
 
 # The failpoint announces itself on stderr when it fires: discover is done by then.
 held() { # LOG
@@ -97,7 +98,7 @@ events() {
     FERRY_STATE="$T/$2.state" ferry events "$run" --json
   done | jq -c 'select(.type == "schema.changed") | .payload | if type == "string" then fromjson else . end'
 }
-pgcols() { pgq -d dest -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' nn' ELSE '' END, ', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'public.$1'::regclass AND attnum > 0 AND NOT attisdropped"; }
+pgcols() { pgq -d "$dest" -c "SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' nn' ELSE '' END, ', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'public.$1'::regclass AND attnum > 0 AND NOT attisdropped"; }
 
 # ---- evolve: ADD COLUMN -----------------------------------------------------------------
 hold_run add pg.yaml lite.yaml
@@ -109,7 +110,7 @@ UPDATE ev SET extra = 7, v = 'upd' WHERE id = 1;
 SQL
 wait_runs 0 add pg.yaml lite.yaml
 grep -q 'new column "extra"' add.pg.yaml || fail "pg: no stop at the new column: $(cat add.pg.yaml)"
-[ "$(pgq -d dest -c "SELECT extra FROM ev WHERE id = 1001")" = 42 ] || fail "pg: extra of 1001"
+[ "$(pgq -d "$dest" -c "SELECT extra FROM ev WHERE id = 1001")" = 42 ] || fail "pg: extra of 1001"
 [ "$(q lite.db "SELECT extra FROM ev WHERE id = 1001")" = 42 ] || fail "sqlite: extra of 1001"
 pass "evolve: a column added mid-stream reaches PostgreSQL and SQLite"
 
@@ -129,8 +130,8 @@ done
 got=$(pgcols ev)
 want='id integer nn, small integer, n bigint, v text, gone text nn, amount numeric(12,4), f double precision, extra integer'
 [ "$got" = "$want" ] || fail "pg destination columns: $got (want $want)"
-[ "$(pgq -d dest -c "SELECT n || ' ' || amount || ' ' || small || ' ' || f FROM ev WHERE id = 1003")" = "5000000000 12345678.1234 100000 0.1" ] ||
-  fail "pg: widened values of 1003: $(pgq -d dest -c 'SELECT * FROM ev WHERE id = 1003')"
+[ "$(pgq -d "$dest" -c "SELECT n || ' ' || amount || ' ' || small || ' ' || f FROM ev WHERE id = 1003")" = "5000000000 12345678.1234 100000 0.1" ] ||
+  fail "pg: widened values of 1003: $(pgq -d "$dest" -c 'SELECT * FROM ev WHERE id = 1003')"
 [ "$(q lite.db "SELECT n || ' ' || amount || ' ' || small FROM ev WHERE id = 1003")" = "5000000000 12345678.1234 100000" ] ||
   fail "sqlite: widened values of 1003: $(q lite.db 'SELECT * FROM ev WHERE id = 1003')"
 [ "$(q lite.db "SELECT v FROM ev WHERE id = 1003")" = "a text much longer than ten" ] || fail "sqlite: v of 1003"
@@ -149,7 +150,7 @@ grep -q 'column "gone" was dropped' drop.pg.yaml || fail "pg: no stop at the dro
 got=$(pgcols ev)
 want='id integer nn, small integer, n bigint, v text, gone text, amount numeric(12,4), f double precision, extra integer'
 [ "$got" = "$want" ] || fail "pg destination columns after the drop: $got"
-[ "$(pgq -d dest -c "SELECT coalesce(gone, 'NULL') FROM ev WHERE id IN (5, 1004) ORDER BY id" | tr '\n' ' ')" = "g5 NULL " ] ||
+[ "$(pgq -d "$dest" -c "SELECT coalesce(gone, 'NULL') FROM ev WHERE id IN (5, 1004) ORDER BY id" | tr '\n' ' ')" = "g5 NULL " ] ||
   fail "pg: gone kept for old rows, NULL for new ones"
 [ "$(q lite.db "SELECT coalesce(gone, 'NULL') FROM ev WHERE id IN (5, 1004) ORDER BY id" | tr '\n' ' ')" = "g5 NULL " ] ||
   fail "sqlite: gone kept for old rows, NULL for new ones"
@@ -158,7 +159,7 @@ q lite.db "SELECT sql FROM sqlite_schema WHERE name = 'ev'" | grep -qF '"n" INTE
 [ "$(q lite.db "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'ev_v'")" = 1 ] || fail "sqlite: the rebuild lost index ev_v"
 cols='id, small, n, v, amount, f, extra'
 a=$(pgq -c "COPY (SELECT $cols FROM ev ORDER BY id) TO STDOUT" | md5sum)
-b=$(pgq -d dest -c "COPY (SELECT $cols FROM ev ORDER BY id) TO STDOUT" | md5sum)
+b=$(pgq -d "$dest" -c "COPY (SELECT $cols FROM ev ORDER BY id) TO STDOUT" | md5sum)
 [ "$a" = "$b" ] || fail "pg destination rows differ from the source"
 # SQLite keeps the decimal text of rows written before the widening at their old scale
 # (1.25, the same value as 1.2500): compared as numbers with 4 decimals
@@ -222,10 +223,10 @@ grep -qF 'table "public"."rt": column "code" changed type at the source from int
 grep -q 'table "public"."fl": column "x" was added at the source .*schema_changes: fail' bad.fl.yaml ||
   fail "fail policy error does not name table and column: $(cat bad.fl.yaml)"
 [ "$rc2" = 0 ] || fail "freeze: run exited $rc2: $(cat bad.fz.yaml)"
-[ "$(pgq -d dest -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'fz' AND column_name = 'x'")" = 0 ] ||
+[ "$(pgq -d "$dest" -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'fz' AND column_name = 'x'")" = 0 ] ||
   fail "freeze: the destination got the new column"
-[ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 1")" = upd ] || fail "freeze: the update after the new column"
-[ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 100")" = after ] || fail "freeze: the insert after the new column"
+[ "$(pgq -d "$dest" -c "SELECT note FROM fz WHERE id = 1")" = upd ] || fail "freeze: the update after the new column"
+[ "$(pgq -d "$dest" -c "SELECT note FROM fz WHERE id = 100")" = after ] || fail "freeze: the insert after the new column"
 pass "narrowing retype and fail policy name table and column; freeze ignores the new column"
 [ "$rc3" = 0 ] || fail "truncate into sqlite: run exited $rc3: $(cat bad.tr.yaml)"
 [ "$rc4" = 0 ] || fail "truncate into postgres: run exited $rc4: $(cat bad.trp.yaml)"
@@ -233,8 +234,8 @@ want=$(pgq -c "SELECT string_agg(id || ':' || note, ' ' ORDER BY id) FROM tr")
 [ "$want" = "1:again 102:last" ] || fail "source after the truncates: $want"
 [ "$(q lite.db "SELECT group_concat(id || ':' || note, ' ') FROM (SELECT * FROM tr ORDER BY id)")" = "$want" ] ||
   fail "sqlite after the truncates: $(q lite.db 'SELECT * FROM tr')"
-[ "$(pgq -d dest -c "SELECT string_agg(id || ':' || note, ' ' ORDER BY id) FROM tr")" = "$want" ] ||
-  fail "postgres after the truncates: $(pgq -d dest -c 'SELECT * FROM tr')"
+[ "$(pgq -d "$dest" -c "SELECT string_agg(id || ':' || note, ' ' ORDER BY id) FROM tr")" = "$want" ] ||
+  fail "postgres after the truncates: $(pgq -d "$dest" -c 'SELECT * FROM tr')"
 events sc_tr tr.yaml | grep -qF '"column":null,"change":"truncated","old_type":null,"new_type":null,"policy":"evolve","action":"apply"' ||
   fail "no schema.changed event for the truncate: $(events sc_tr tr.yaml)"
 [ "$rc5" != 0 ] || fail "a truncate under schema_changes: fail did not fail the run"
@@ -251,9 +252,9 @@ q lite.db "SELECT name FROM pragma_table_info('fz')" | grep -qx x && fail "freez
 a=$(pgq -c "SELECT id || '|' || note FROM fz ORDER BY id" | md5sum)
 b=$(q lite.db "SELECT id || '|' || note FROM fz ORDER BY id" | md5sum)
 [ "$a" = "$b" ] || fail "freeze: sqlite rows differ from the source: $(q lite.db 'SELECT * FROM fz')"
-[ "$(pgq -d dest -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'fz' AND column_name = 'x'")" = 0 ] ||
+[ "$(pgq -d "$dest" -c "SELECT count(*) FROM information_schema.columns WHERE table_name = 'fz' AND column_name = 'x'")" = 0 ] ||
   fail "freeze: a later run added the new column"
-[ "$(pgq -d dest -c "SELECT note FROM fz WHERE id = 101")" = later ] || fail "freeze: the row of the later run"
+[ "$(pgq -d "$dest" -c "SELECT note FROM fz WHERE id = 101")" = later ] || fail "freeze: the row of the later run"
 events sc_fz fz.yaml | grep -qF '"column":"x","change":"added","old_type":null,"new_type":"int32","policy":"freeze","action":"continue"' ||
   fail "freeze: no schema.changed event: $(events sc_fz fz.yaml)"
 pass "freeze: later runs leave the destination's columns as they are (postgres and sqlite)"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # Leader election of the control plane (docs/operations.md, scale-out): two `ferry serve
 # --role control` replicas and one `--role api` share one state. Only the holder of the
 # store lease "control" dispatches; the leader is killed with kill -9 while runs are queued

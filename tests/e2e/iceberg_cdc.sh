@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # PostgreSQL change data capture (mode: cdc, wal_level=logical) into Iceberg tables with
 # `write: merge` (merge-on-read: equality delete files by the key, position deletes for rows a
 # later change of the same commit replaces), into a local warehouse (filesystem catalog) and an

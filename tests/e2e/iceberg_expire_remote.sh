@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # `ferry iceberg expire TABLE --pipeline FILE` where the table is not a local folder with a
 # local catalog: it opens the catalog and storage of FILE's iceberg sink.
 #   1. S3 warehouse (s3rver on loopback, SigV4 checked) + SQL catalog (SQLite): two appends,

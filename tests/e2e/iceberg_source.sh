@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # The iceberg source reads back what the iceberg sink wrote: PostgreSQL -> Iceberg -> PostgreSQL,
 # set equality of whole rows every time (EXCEPT ALL both ways), on one PostgreSQL server:
 #   1. full read of a local warehouse (filesystem catalog) with every type the sink writes;

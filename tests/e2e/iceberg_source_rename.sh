@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # The iceberg source matches a data file's columns by Iceberg field id, not by name:
 #   1. a column renamed after its data files were written (a new schema in a new metadata
 #      version: same field id, new name) reads its values under the new name, in full and

@@ -12,10 +12,7 @@
 # transaction: every row once.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
-. "$FERRY_SRC/tests/pg/pg.sh"
-my_start
-pg_start
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+my_pg_start
 export PGTZ=UTC
 
 pipeline() { # FILE NAME SINK TABLES...

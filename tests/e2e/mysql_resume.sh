@@ -1,4 +1,5 @@
 # tests/e2e/mysql_resume.sh - the mysql source's keyset shards resumed against a real MariaDB
+# shared: mysql
 # 10.11 (tests/mysql/mysql.sh), read by the least-privilege user into SQLite: a multi-shard
 # full copy killed with SIGKILL and resumed, and one paused with SIGINT mid-shard (the
 # streamed result is abandoned, not drained) and resumed: each an equal set with no duplicate.

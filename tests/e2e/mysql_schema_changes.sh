@@ -12,10 +12,7 @@
 # column names (binlog_row_metadata = FULL); without them, see e2e/mysql_cdc (DDL section).
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
-. "$FERRY_SRC/tests/pg/pg.sh"
-my_start
-pg_start
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+my_pg_start
 export PGTZ=UTC
 # column names in the binary log's table maps: changes logged before a DDL map by name
 myq -e "SET GLOBAL binlog_row_metadata = 'FULL'"

@@ -1,4 +1,5 @@
 # tests/e2e/mysql_source.sh - the mysql source against a real MariaDB 10.11 (tests/mysql/mysql.sh)
+# shared: pg mysql
 # labels: asan
 # read by the least-privilege user: every type's edge values to PostgreSQL (compared column by
 # column, as MD5s of one canonical text on both sides) and to Parquet (read back by DuckDB);
@@ -7,10 +8,7 @@
 # Resumption: mysql_resume.sh; errors, secrets and TLS: mysql_security.sh.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
-. "$FERRY_SRC/tests/pg/pg.sh"
-my_start
-pg_start
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+my_pg_start
 export PGTZ=UTC
 
 # ---- every type ------------------------------------------------------------------------
@@ -86,7 +84,8 @@ pg_expr() {
   esac
 }
 cols=$(myq -e "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ' ')
-               FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'ferry' AND TABLE_NAME = 'every'")
+               FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'every'")
+[ "$(wc -w <<<"$cols")" -ge 20 ] || fail "the columns of every: [$cols]"
 # One query a side: id then one MD5 per column; a difference names its column.
 my_list="id" pg_list="id"
 for c in $cols; do

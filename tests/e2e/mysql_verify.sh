@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg mysql
 # tests/e2e/mysql_verify.sh - `ferry verify` with MySQL as source or destination, chunk
 # digests computed inside MariaDB 10.11 and PostgreSQL on verify's text_md5 form
 # (docs/internals/verify.md), against real servers (tests/mysql/mysql.sh, tests/pg/pg.sh):
@@ -18,10 +19,7 @@
 # The source is read as the least-privilege `ferry_reader`.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
-. "$FERRY_SRC/tests/pg/pg.sh"
-my_start
-pg_start
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
+my_pg_start
 export PGTZ=UTC
 counts() { printf '%s' "$OUT" | jq -r '.resources[0] | "\(.source_rows) \(.dest_rows) \(.missing.count) \(.different.count) \(.extra.count)"'; }
 res() { printf '%s' "$OUT" | jq -r ".resources[0] | $1"; }
@@ -150,7 +148,8 @@ expect_exit 8 ferry verify c.yaml --resource public.tk --json
 pass "verify with a (timestamp, date) key into MariaDB: equal, then the changed row found"
 
 # ---- 4. MariaDB -> MariaDB -------------------------------------------------------------------
-myq -e "CREATE DATABASE copy; GRANT ALL ON copy.* TO 'ferry_writer'@'127.0.0.1'"
+copy=$(my_db copy)
+myq -e "GRANT ALL ON \`$copy\`.* TO '$MY_WRITER'@'127.0.0.1'"
 cat > d.yaml <<EOF
 version: 1
 name: d
@@ -164,13 +163,13 @@ sink:
   url: env:COPY_URL
   write: append
 EOF
-export COPY_URL=${FERRY_MY_WRITER_URL%/ferry}/copy
+export COPY_URL=${FERRY_MY_WRITER_URL%/*}/$copy
 expect_exit 0 ferry run d.yaml
 expect_exit 0 ferry verify d.yaml --json
 [ "$(counts)" = "5002 5002 0 0 0" ] || fail "verify of an equal MariaDB -> MariaDB copy: $OUT"
 [ "$(res .source_bytes)" -lt 4000 ] && [ "$(res .dest_bytes)" -lt 4000 ] ||
   fail "verify MariaDB -> MariaDB moved more than digests: $OUT"
-myq -e "UPDATE copy.t1 SET b13 = b'1' WHERE id = 77"
+myq -e "UPDATE \`$copy\`.t1 SET b13 = b'1' WHERE id = 77"
 expect_exit 8 ferry verify d.yaml --json
 [ "$(counts)" = "5002 5002 0 1 0" ] && [ "$(res '.different.keys[0]')" = 77 ] ||
   fail "verify finds the changed BIT value in the MariaDB destination: $OUT"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # The notification events e2e/notify.sh does not reach (docs/operations.md, notifications),
 # each delivered by `ferry run` to tests/tools/webhook_receiver.py, which verifies every
 # signature and timestamp apart from ferry's code:

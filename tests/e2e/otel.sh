@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # OpenTelemetry traces over OTLP/HTTP JSON (docs/operations.md, traces) received by a
 # receiver started here (tests/tools/otlp_receiver.mjs, checking ids and times): a
 # `ferry run` of two resources and a run served by `ferry serve` each give one trace with a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # The files source reading Parquet files incrementally by a cursor column, with row groups
 # skipped by their column statistics (docs/connectors.md, "Cursor reads of Parquet files"):
 #   1. a first run reads every row; files added later (new row groups, higher cursors) are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # Nested Parquet fields (LIST, MAP, structs, repeated fields without annotation) read by the
 # files source as one JSON column per top-level field (docs/connectors.md, "Nested fields"):
 #   1. files DuckDB writes with lists, maps, structs nested in each other, NULLs and empty

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # labels: asan
 # The files source with Parquet files, against readers ferry did not write:
 #   1. DuckDB writes the same table of every type it writes (signed and unsigned integers,

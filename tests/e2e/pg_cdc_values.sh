@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # PostgreSQL's special values arriving by change data capture (pgoutput's text form) and
 # timestamps past ferry's range (issue 23, never silent), against a real server:
 #   - into SQLite (default on_unrepresentable: fail) a change holding 'infinity' or numeric
@@ -16,8 +17,8 @@
 pg_start
 export PGTZ=UTC
 p() { psql "$FERRY_PG_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+dest=$(pg_db dest)
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 pd() { psql "$DEST_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
 
 p -c "CREATE TABLE cv (id integer PRIMARY KEY, d date, ts timestamptz, n numeric(10,2), v text);

@@ -1,4 +1,5 @@
 # tests/e2e/pg_source.sh - the postgres source against a real PostgreSQL 15 (tests/pg/pg.sh):
+# shared: pg
 # labels: asan
 # every type with edge values to sqlite and to the null sink, compared column by column with
 # psql's text of the source; multi-shard full copy killed with SIGKILL and resumed (set
@@ -169,11 +170,11 @@ pass "incremental: ties across 700-row batches, 3 runs, exact; NULL cursor rows 
 
 # ---- clear messages, no secret ---------------------------------------------------------
 canary="Canary-$RANDOM-pw"
-export BAD_URL="postgresql://ferry_admin:$canary@127.0.0.1:$PGPORT/ferry"
+export BAD_URL="postgresql://ferry_admin:$canary@127.0.0.1:$PGPORT/$PGDATABASE"
 sed -e 's/FERRY_PG_URL/BAD_URL/' -e 's/name: pgtypes/name: pgbad/' types.yaml > bad.yaml
 expect_exit 1 ferry run bad.yaml
 grep -q "password authentication failed" <<<"$OUT" || fail "wrong password: $OUT"
-grep -q "127.0.0.1:$PGPORT/ferry" <<<"$OUT" || fail "wrong password names the host: $OUT"
+grep -q "127.0.0.1:$PGPORT/$PGDATABASE" <<<"$OUT" || fail "wrong password names the host: $OUT"
 grep -q "$canary" <<<"$OUT" && fail "the password leaked: $OUT"
 [ "$(grep -c "password authentication failed" <<<"$OUT")" = 1 ] || fail "one message: $OUT"
 pass "wrong password: one message naming the host, no secret"
@@ -261,8 +262,8 @@ for _ in $(seq 1 400); do
   sleep 0.05
 done
 # 3 readers and the exporting session, all on one snapshot (one xmin).
-sessions=$(pgq -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ferry' AND usename = 'ferry_reader'")
-xmins=$(pgq -c "SELECT count(DISTINCT backend_xmin::text) FROM pg_stat_activity WHERE application_name = 'ferry' AND usename = 'ferry_reader' AND backend_xmin IS NOT NULL")
+sessions=$(pgq -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ferry' AND usename = '$PG_READER'")
+xmins=$(pgq -c "SELECT count(DISTINCT backend_xmin::text) FROM pg_stat_activity WHERE application_name = 'ferry' AND usename = '$PG_READER' AND backend_xmin IS NOT NULL")
 pgq >/dev/null <<'SQL'
 UPDATE par SET v = v + 1000;
 INSERT INTO par SELECT 2 * g + 1, 5000, 'new' FROM generate_series(0, 39999) g;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # One destination transaction per source transaction across tables (issue 17), against a real
 # PostgreSQL: three account tables followed by one pipeline (`tables: [public.acct_*]`, cdc,
 # merge) into PostgreSQL and by a second one into SQLite. Source transactions move money
@@ -26,9 +27,9 @@ prev_trap=${prev_trap%\' EXIT}
 # shellcheck disable=SC2064
 trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
 
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
+dest=$(pg_db dest)
 export SRC_URL="$FERRY_PG_URL"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 
 N=40
 {
@@ -59,7 +60,7 @@ pipeline lite.yaml txn_lite "{type: sqlite, path: $T/lite.db, write: merge}"
 
 expect_exit 0 ferry run pg.yaml
 expect_exit 0 ferry run lite.yaml
-[ "$(pgq -d dest -c "$SUM_SQL")" = "$TOTAL" ] || fail "first run (copy): postgres sum"
+[ "$(pgq -d "$dest" -c "$SUM_SQL")" = "$TOTAL" ] || fail "first run (copy): postgres sum"
 [ "$(q lite.db "$SUM_SQL")" = "$TOTAL" ] || fail "first run (copy): sqlite sum"
 
 # The source's transactions: every one keeps the sum (and touches two tables).
@@ -79,7 +80,7 @@ workload() { # SEED COUNT
 
 # The PostgreSQL reader: polls the sum (one statement, one snapshot) until stop_poll has a
 # row; returns "broken-polls changes-seen polls first-broken-sum".
-pgq -d dest >/dev/null <<SQL
+pgq -d "$dest" >/dev/null <<SQL
 CREATE TABLE stop_poll (x int);
 CREATE FUNCTION poll(want bigint) RETURNS text LANGUAGE plpgsql AS \$\$
 DECLARE bad int := 0; seen int := 0; polls int := 0; s bigint; prev text := ''; cur text;
@@ -103,7 +104,7 @@ BEGIN
   RETURN bad || ' ' || seen || ' ' || polls || ' ' || first;
 END \$\$;
 SQL
-pgq -d dest -c "SELECT poll($TOTAL)" > poll_pg.out 2>&1 &
+pgq -d "$dest" -c "SELECT poll($TOTAL)" > poll_pg.out 2>&1 &
 ppg=$!
 BG+=($ppg)
 
@@ -143,7 +144,7 @@ flite=$!
 BG+=($wl $fpg $flite)
 # kill -9 once each has applied some of the workload (notes the transfers wrote)
 applied() { # the destination's count of transfer notes in acct_b
-  if [ "$1" = pg ]; then pgq -d dest -c "SELECT count(*) FROM acct_b WHERE note LIKE 'k%'"
+  if [ "$1" = pg ]; then pgq -d "$dest" -c "SELECT count(*) FROM acct_b WHERE note LIKE 'k%'"
   else q lite.db "SELECT count(*) FROM acct_b WHERE note LIKE 'k%'"; fi
 }
 while kill -0 $wl 2>/dev/null; do
@@ -174,14 +175,14 @@ expect_exit 0 ferry run pg.yaml
 expect_exit 0 ferry run pg.yaml
 expect_exit 0 ferry run lite.yaml
 expect_exit 0 ferry run lite.yaml
-pgq -d dest -c "INSERT INTO stop_poll VALUES (1)" >/dev/null
+pgq -d "$dest" -c "INSERT INTO stop_poll VALUES (1)" >/dev/null
 touch "$T/stop_lite"
 wait $ppg || fail "postgres poller: $(cat poll_pg.out)"
 wait $plite || fail "sqlite poller: $(cat poll_lite.out)"
 
 for t in a b c; do
   a=$(pgq -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)
-  b=$(pgq -d dest -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)
+  b=$(pgq -d "$dest" -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)
   c=$(q -separator $'\t' lite.db "SELECT id, bal, note FROM acct_$t ORDER BY id" | md5sum)
   [ "$a" = "$b" ] || fail "postgres: acct_$t differs from the source"
   [ "$a" = "$c" ] || fail "sqlite: acct_$t differs from the source"
@@ -211,14 +212,14 @@ expect_exit 0 ferry run pg.yaml
 expect_exit 0 ferry run lite.yaml
 for t in a b c; do
   a=$(pgq -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)
-  [ "$a" = "$(pgq -d dest -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)" ] ||
+  [ "$a" = "$(pgq -d "$dest" -c "COPY (SELECT id, bal, note FROM acct_$t ORDER BY id) TO STDOUT" | md5sum)" ] ||
     fail "postgres after the truncate: acct_$t differs"
   [ "$a" = "$(q -separator $'\t' lite.db "SELECT id, bal, note FROM acct_$t ORDER BY id" | md5sum)" ] ||
     fail "sqlite after the truncate: acct_$t differs"
 done
-[ "$(pgq -d dest -c "SELECT string_agg(id::text, ',' ORDER BY id) FROM acct_c")" = "1,2" ] ||
+[ "$(pgq -d "$dest" -c "SELECT string_agg(id::text, ',' ORDER BY id) FROM acct_c")" = "1,2" ] ||
   fail "postgres: acct_c after the truncate"
-[ "$(pgq -d dest -c "$SUM_SQL")" = "$TOTAL" ] || fail "postgres: sum after the truncate"
+[ "$(pgq -d "$dest" -c "$SUM_SQL")" = "$TOTAL" ] || fail "postgres: sum after the truncate"
 pass "TRUNCATE inside a transaction across tables applied in stream order (postgres, sqlite)"
 
 # A publication that leaves a kind of change out would lose those changes silently: refused,

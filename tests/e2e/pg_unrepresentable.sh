@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg mysql
 # PostgreSQL -> SQLite, Parquet, CSV and MariaDB under `on_unrepresentable: null | clamp`
 # (issue 23, never silent): every value the sink cannot hold (±infinity dates and timestamps,
 # dates and timestamps outside years 0001..9999 where the sink writes them as text, numeric

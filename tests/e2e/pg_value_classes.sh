@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # PostgreSQL -> SQLite, CSV and Parquet (issue 23, never silent): the value classes ferry has
 # no value for (±infinity dates and timestamps, a timestamp past year 294247, NaN in a
 # numeric(p,s)) stop the run with an error naming the resource, the column, the row and the

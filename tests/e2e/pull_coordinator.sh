@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # A distributed run whose coordinator dies (docs/operations.md, scale-out): three `ferry
 # worker --pull` processes copy a 300 000-row PostgreSQL table in 10 shards (upsert); the
 # worker that claimed the run (its coordinator) is killed with SIGKILL mid-run. Its run

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # Pull workers and a distributed run (docs/operations.md, scale-out): a PostgreSQL table of
 # 300 000 rows planned into 10 keyset shards (shard_rows 30 000) is copied to PostgreSQL by
 # three `ferry worker --pull` processes sharing the state with `ferry serve --dispatch

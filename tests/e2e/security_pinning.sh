@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # DNS pinning (docs/security.md): a served run's worker checks the policy after resolving
 # the source's host name, and its PostgreSQL connection goes to the address it approved,
 # not to what the name says a moment later. A name in /etc/hosts points at loopback (the

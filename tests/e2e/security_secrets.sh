@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # The secrets store (issue 19, docs/security.md): a PostgreSQL URL whose password exists
 # only as a secret (stdin -> sealed in the state store) is copied from, through the CLI
 # (`ferry run`, key in FERRY_STORE_KEY) and through `ferry serve --secret-key` (PUT

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # `ferry serve --bus` on the external buses: the control plane, its tracker, the API's event
 # streams and the worker processes all use the bus the server was given (workers get it
 # through FERRY_BUS, never on a command line). Two set-ups, each with three runs requested
@@ -33,8 +34,8 @@ YAML
 pipeline_yaml ref "$T/ref.db" >ref.yaml
 "$FERRY_BIN" run ref.yaml --state "$T/ref-state.db" --quiet >/dev/null
 
-psql "$FERRY_PG_URL" -XAtqc "CREATE DATABASE state_db" >/dev/null
-STORE_PG="${FERRY_PG_URL%/*}/state_db?schema=ferry_e2e"
+state_db=$(pg_db state_db)
+STORE_PG="${FERRY_PG_URL%/*}/$state_db?schema=ferry_e2e"
 export BUSPW_URL="$FERRY_PG_URL?bus_schema=ferry_bus_serve"
 
 check_setup() { # LABEL STORE BUS
@@ -73,9 +74,9 @@ check_setup() { # LABEL STORE BUS
 }
 
 check_setup pgnats "$STORE_PG" "$NATS_URL"
-[ "$(psql "${FERRY_PG_URL%/*}/state_db" -XAtqc 'SELECT count(*) FROM ferry_e2e.events')" = 0 ] \
+[ "$(psql "${FERRY_PG_URL%/*}/$state_db" -XAtqc 'SELECT count(*) FROM ferry_e2e.events')" = 0 ] \
   || fail "events in the PostgreSQL store's log: the bus was not used"
-[ "$(psql "${FERRY_PG_URL%/*}/state_db" -XAtqc "SELECT count(*) FROM ferry_e2e.runs WHERE state = 'completed'")" = 3 ] \
+[ "$(psql "${FERRY_PG_URL%/*}/$state_db" -XAtqc "SELECT count(*) FROM ferry_e2e.runs WHERE state = 'completed'")" = 3 ] \
   || fail "runs completed in the store"
 pass "PostgreSQL store + NATS bus: 3 API runs complete, exact counts, SSE live and replayed"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # tests/e2e/tables.sh - table patterns (`tables:` / `exclude:`) on the sqlite and postgres
 # sources: `ferry check` prints one resource per matching table, a run copies each (set
 # equality per table), exclusions and explicit `table:` entries win, quoted parts match
@@ -75,8 +76,8 @@ INSERT INTO sales."Big Deals" VALUES (1, 'a'), (2, 'b');
 CREATE TABLE sales.deals (id int PRIMARY KEY);
 INSERT INTO sales.deals VALUES (7);
 SQL
-pgq -c "CREATE DATABASE dest" >/dev/null
-export SRC_URL="$FERRY_PG_URL" DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+dest=$(pg_db dest)
+export SRC_URL="$FERRY_PG_URL" DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 cat > p.yaml <<'EOF'
 version: 1
 name: p
@@ -101,37 +102,37 @@ for pair in "public.orders|copy.orders" "public.users|copy.users" "public.events
             'sales."Big Deals"|copy."Big Deals"'; do
   s=${pair%%|*} d=${pair#*|}
   a=$(pgq -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM $s t")
-  b=$(pgq -d dest -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM $d t")
+  b=$(pgq -d "$dest" -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM $d t")
   [ "$a" = "$b" ] || fail "postgres: $s [$a] differs from $d [$b]"
 done
-[ "$(pgq -d dest -c "SELECT count(*) FROM copy.events")" = 700 ] || fail "the partitioned table was not read exactly once"
-[ "$(pgq -d dest -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy' AND tablename LIKE 'events\_%'")" = 0 ] \
+[ "$(pgq -d "$dest" -c "SELECT count(*) FROM copy.events")" = 700 ] || fail "the partitioned table was not read exactly once"
+[ "$(pgq -d "$dest" -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy' AND tablename LIKE 'events\_%'")" = 0 ] \
   || fail "partitions were copied as tables of their own"
 pass "postgres: public.* and a quoted sales table, excluding audit_*, each equal; the partitioned events read once through its parent"
 
 # ---- ferry copy: the same in one line ----------------------------------------------------
-pgq -c "CREATE DATABASE dest2" >/dev/null
-export DEST2_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest2"
+dest2=$(pg_db dest2)
+export DEST2_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest2"
 expect_exit 0 ferry copy env:SRC_URL env:DEST2_URL --tables 'public.*' --exclude 'audit_*' \
   --schema copy --save copy.yaml --quiet
 grep -q 'url: "env:SRC_URL"' copy.yaml || fail "the saved pipeline does not reference the source: $(cat copy.yaml)"
 grep -q "$PGPASSWORD" copy.yaml && fail "the saved pipeline holds the password"
 for t in orders users events; do
   a=$(pgq -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM public.$t t")
-  b=$(pgq -d dest2 -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM copy.$t t")
+  b=$(pgq -d "$dest2" -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM copy.$t t")
   [ "$a" = "$b" ] || fail "ferry copy: $t [$a] differs from [$b]"
 done
-[ "$(pgq -d dest2 -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy'")" = 3 ] \
-  || fail "ferry copy wrote other tables: $(pgq -d dest2 -c "SELECT tablename FROM pg_tables WHERE schemaname = 'copy'")"
+[ "$(pgq -d "$dest2" -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy'")" = 3 ] \
+  || fail "ferry copy wrote other tables: $(pgq -d "$dest2" -c "SELECT tablename FROM pg_tables WHERE schemaname = 'copy'")"
 # the same command again replaces (write: replace), never doubles
 pgq -c "INSERT INTO public.users VALUES (1000, 'late')"
 expect_exit 0 ferry copy env:SRC_URL env:DEST2_URL --tables 'public.*' --exclude 'audit_*' \
   --schema copy --save copy.yaml --quiet
-[ "$(pgq -d dest2 -c "SELECT count(*) FROM copy.users")" = 51 ] || fail "a second ferry copy did not replace users"
-[ "$(pgq -d dest2 -c "SELECT count(*) FROM copy.orders")" = 20000 ] || fail "a second ferry copy doubled orders"
+[ "$(pgq -d "$dest2" -c "SELECT count(*) FROM copy.users")" = 51 ] || fail "a second ferry copy did not replace users"
+[ "$(pgq -d "$dest2" -c "SELECT count(*) FROM copy.orders")" = 20000 ] || fail "a second ferry copy doubled orders"
 expect_exit 0 ferry run copy.yaml --quiet
 pass "ferry copy env:SRC env:DEST --tables --exclude: each table equal, the saved pipeline runs again, re-runs replace"
-expect_exit 2 ferry copy "postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/ferry" env:DEST2_URL
+expect_exit 2 ferry copy "postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$PGDATABASE" env:DEST2_URL
 printf '%s\n' "$OUT" | grep -q "password on the command line" || fail "a URL with a password: $OUT"
 printf '%s\n' "$OUT" | grep -q "$PGPASSWORD" && fail "the refusal echoes the password"
 expect_exit 2 ferry copy env:NOT_SET_ANYWHERE env:DEST2_URL

@@ -1,4 +1,5 @@
 # tests/e2e/verify.sh - `ferry verify` against a real PostgreSQL 15 (tests/pg/pg.sh) and
+# shared: pg
 # labels: asan smoke
 # real SQLite files: identical tables report zero differences (exit 0); in a 1-million-row
 # table one row deleted, one added, one value changed, a NULL vs '' change and a -0 vs 0

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # `ferry verify` with an iceberg destination (read back through the iceberg source, delete
 # files applied) and an s3 destination (the Parquet objects the manifests list), from a
 # PostgreSQL source, on one PostgreSQL server and one s3rver:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # tests/e2e/wholedb.sh - a whole PostgreSQL database (200+ tables of mixed sizes) cloned by one
 # pipeline `tables: [public.*]` with `exclude:` and `concurrency: 4` (issue 17):
 #   1. taken while a writer inserts a parent and its children in one statement: every
@@ -73,10 +74,12 @@ INSERT INTO public.parents SELECT g, 'p' || g FROM generate_series(1, 30000) g;
 INSERT INTO public.children SELECT g, (g + 1) / 2, g FROM generate_series(1, 60000) g;
 ANALYZE;
 SQL
-for d in dest dest2 dest3; do pgq -c "CREATE DATABASE $d" >/dev/null; done
+dest=$(pg_db dest)
+dest2=$(pg_db dest2)
+dest3=$(pg_db dest3)
 export SRC_URL="$FERRY_PG_URL"
 for d in dest dest2 dest3; do
-  export "${d^^}_URL=postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$d"
+  export "${d^^}_URL=postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/${!d}"
 done
 
 # pipeline NAME DEST_ENV : the whole-database pipeline into DEST_ENV's schema copy
@@ -109,7 +112,7 @@ digests() {
 # same_as_source DB [SKIP_REGEX] : every source table (tmp_* excluded) equal in DB's copy schema
 same_as_source() {
   local skip=${2:-^$}
-  digests ferry public | grep -v '^tmp_' | grep -Ev "$skip" > src.dig || true
+  digests "$PGDATABASE" public | grep -v '^tmp_' | grep -Ev "$skip" > src.dig || true
   digests "$1" copy | grep -Ev "$skip" > dst.dig || true
   [ "$(wc -l < src.dig)" -ge 200 ] || fail "the source lists only $(wc -l < src.dig) tables"
   diff src.dig dst.dig > dig.diff || fail "$1 differs from the source: $(head -20 dig.diff)"
@@ -137,27 +140,27 @@ expect_exit 0 ferry run whole.yaml
 rm -f writing
 wait $writer || true
 printf '%s\n' "$OUT" | grep -q "204 resources, 4 at once" || fail "the run does not copy 4 tables at once: $(printf '%s\n' "$OUT" | head -3)"
-same_as_source dest '^(parents|children)\|'
-moved=$(pgq -d dest -c "SELECT count(*) FROM copy.parents WHERE id > 30000")
-[ "$(pgq -c "SELECT count(*) FROM public.parents")" -gt "$(pgq -d dest -c "SELECT count(*) FROM copy.parents")" ] \
+same_as_source "$dest" '^(parents|children)\|'
+moved=$(pgq -d "$dest" -c "SELECT count(*) FROM copy.parents WHERE id > 30000")
+[ "$(pgq -c "SELECT count(*) FROM public.parents")" -gt "$(pgq -d "$dest" -c "SELECT count(*) FROM copy.parents")" ] \
   || fail "the writer wrote nothing while the run copied: the test shows nothing"
-orphans=$(pgq -d dest -c "SELECT count(*) FROM copy.children c LEFT JOIN copy.parents p ON p.id = c.parent_id WHERE p.id IS NULL")
+orphans=$(pgq -d "$dest" -c "SELECT count(*) FROM copy.children c LEFT JOIN copy.parents p ON p.id = c.parent_id WHERE p.id IS NULL")
 [ "$orphans" = 0 ] || fail "$orphans children in the destination have no parent: the tables were read at different moments"
 # each written table is exactly the source up to the moment read (ids grow with commits)
 for t in parents children; do
-  max=$(pgq -d dest -c "SELECT max(id) FROM copy.$t")
+  max=$(pgq -d "$dest" -c "SELECT max(id) FROM copy.$t")
   a=$(pgq -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM public.$t t WHERE id <= $max")
-  b=$(pgq -d dest -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM copy.$t t")
+  b=$(pgq -d "$dest" -c "SELECT count(*), md5(string_agg(t::text, ',' ORDER BY t::text)) FROM copy.$t t")
   [ "$a" = "$b" ] || fail "$t: the destination [$b] is not the source as of one moment [$a]"
 done
-lastp=$(pgq -d dest -c "SELECT max(id) FROM copy.parents")
+lastp=$(pgq -d "$dest" -c "SELECT max(id) FROM copy.parents")
 [ "$(pgq -c "SELECT count(*) FROM public.children WHERE parent_id <= $lastp")" = \
-  "$(pgq -d dest -c "SELECT count(*) FROM copy.children")" ] \
-  || fail "children of the copied parents (up to $lastp) are missing or children of later parents were copied: source $(pgq -c "SELECT count(*), max(id) FROM public.children WHERE parent_id <= $lastp"), destination $(pgq -d dest -c "SELECT count(*), max(id), max(parent_id) FROM copy.children")"
+  "$(pgq -d "$dest" -c "SELECT count(*) FROM copy.children")" ] \
+  || fail "children of the copied parents (up to $lastp) are missing or children of later parents were copied: source $(pgq -c "SELECT count(*), max(id) FROM public.children WHERE parent_id <= $lastp"), destination $(pgq -d "$dest" -c "SELECT count(*), max(id), max(parent_id) FROM copy.children")"
 pass "204 tables (tmp_* excluded) at concurrency 4 under a writer: each equal, parents and children from one moment, no orphan ($moved parents written during the copy)"
 
 # ---- 2. one table failing does not stop the others ----------------------------------------
-pgq -d dest2 >/dev/null <<'SQL'
+pgq -d "$dest2" >/dev/null <<'SQL'
 CREATE SCHEMA copy;
 CREATE TABLE copy.big2 (id int, payload text, CHECK (id <= 5000));
 SQL
@@ -176,14 +179,14 @@ run=$(ferry runs --pipeline iso --json | jq -r '.[0].id')
 jq -e '.state == "failed" and ([.resources[] | select(.state == "completed")] | length) == 203
        and ([.resources[] | select(.resource == "big2")][0] | .state == "failed" and (.error | test("big2")))' \
   show.json > /dev/null || fail "ferry show: $(jq -c '{state, resources: [.resources[] | select(.state != "completed") | {resource, state, error}]}' show.json)"
-same_as_source dest2 '^big2\|'
+same_as_source "$dest2" '^big2\|'
 pass "big2 rejected by the destination: the run failed naming it, the 203 other tables completed and equal"
-pgq -d dest2 -c "ALTER TABLE copy.big2 DROP CONSTRAINT big2_id_check"
+pgq -d "$dest2" -c "ALTER TABLE copy.big2 DROP CONSTRAINT big2_id_check"
 expect_exit 0 ferry run iso.yaml
 printf '%s\n' "$OUT" | grep -q "resuming run $run" || fail "the failed run was not resumed: $(printf '%s\n' "$OUT" | head -3)"
 copied=$(printf '%s\n' "$OUT" | grep -E '^[a-z0-9_]+: [0-9]+ rows' | grep -vE '^[a-z0-9_]+: 0 rows' | cut -d: -f1 | sort | tr '\n' ' ')
 [ "$copied" = "big2 " ] || fail "the resumed run copied rows of other tables than big2: $copied"
-same_as_source dest2
+same_as_source "$dest2"
 pass "resumed after the fix: only big2 moved rows; every table equal, big2 without duplicates"
 
 # ---- 3. the table list is frozen with the run; a planned table dropped since fails alone -----
@@ -199,12 +202,12 @@ set -e
 [ $rc != 0 ] || fail "the resumed run completed although a planned table is gone: $(cat frozen.json)"
 [ "$(jq -r .resumed frozen.json)" = true ] || fail "not resumed: $(cat frozen.json)"
 grep -q "table big1 was dropped after run [0-9]* planned it" frozen.err || fail "the error does not name big1: $(cat frozen.err)"
-[ "$(pgq -d dest3 -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy' AND tablename IN ('newcomer', 'gone_soon')")" = 0 ] \
+[ "$(pgq -d "$dest3" -c "SELECT count(*) FROM pg_tables WHERE schemaname = 'copy' AND tablename IN ('newcomer', 'gone_soon')")" = 0 ] \
   || fail "the resumed attempt copied a table created after the run was planned"
-same_as_source dest3 '^(big1|newcomer|gone_soon)\|'
+same_as_source "$dest3" '^(big1|newcomer|gone_soon)\|'
 pass "killed mid-copy (crash at the 8th batch), resumed: the first attempt's table list (not the new table), the dropped one fails naming it, the others equal"
 pgq -c "ALTER TABLE public.gone_soon RENAME TO big1; ALTER TABLE public.big1 ADD PRIMARY KEY (id); DROP TABLE public.newcomer"
 expect_exit 0 ferry run frozen.yaml
 printf '%s\n' "$OUT" | grep -q "resuming run" || fail "the failed run was not resumed: $(printf '%s\n' "$OUT" | head -3)"
-same_as_source dest3
+same_as_source "$dest3"
 pass "big1 back, the same command again: the run converges, every table equal, none doubled"

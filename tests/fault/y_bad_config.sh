@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # labels: asan
 # tests/fault/y_bad_config.sh - the bad_config row of the fault catalog for every connector
 # (tests/e2e/bad_config.sh covers the engine's own keys). For each connector type - sample,
@@ -16,8 +17,8 @@
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
 pgq -c "CREATE TABLE t (id bigint PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a')"
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
-export PG_URL="$FERRY_PG_URL" PG_DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+dest=$(pg_db dest)
+export PG_URL="$FERRY_PG_URL" PG_DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 ferry() { env -u PGPASSWORD "$FERRY_BIN" "$@"; }
 
 # A listener that accepts and counts connections (never answers).
@@ -56,7 +57,7 @@ check() { # LABEL PATTERN SOURCE_YAML SINK_YAML
   [ ! -e out.db ] && [ ! -e out ] && [ ! -e wh ] || fail "$label: a destination was written: $(ls)"
   [ "$(ferry runs --json | jq length)" = 0 ] || fail "$label: a run was recorded"
   [ "$(cat listen.count)" = 0 ] || fail "$label: a connection was attempted"
-  [ "$(pgq dest -c "SELECT count(*) FROM pg_class WHERE relnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema', 'pg_toast'))")" = 0 ] \
+  [ "$(pgq "$dest" -c "SELECT count(*) FROM pg_class WHERE relnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema', 'pg_toast'))")" = 0 ] \
     || fail "$label: something was created in the destination database"
   echo "ok - $label: $(printf '%s\n' "$OUT" | grep -i error)"
 }
@@ -73,7 +74,7 @@ check "postgres source: unknown key" "source.paralelism" '{type: postgres, url: 
 check "postgres cdc: unknown resource key" "slott" '{type: postgres, url: env:PG_URL, resources: [{table: public.t, mode: cdc, slott: x}]}' "$NULLSINK"
 check "postgres source: bad duration" "source.io_timeout" '{type: postgres, url: env:BAD_PG_URL, io_timeout: soon, resources: [{table: t}]}' "$NULLSINK"
 check "postgres cdc: bad on_slot_lost" "on_slot_lost" '{type: postgres, url: env:PG_URL, resources: [{table: public.t, mode: cdc, on_slot_lost: ignore}]}' "$NULLSINK"
-[ "$(pgq -c "SELECT count(*) FROM pg_replication_slots") $(pgq -c "SELECT count(*) FROM pg_publication")" = "0 0" ] \
+[ "$(pgq -c "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()") $(pgq -c "SELECT count(*) FROM pg_publication")" = "0 0" ] \
   || fail "a refused cdc pipeline left a slot or a publication"
 check "postgres source: plain password" "source.url" '{type: postgres, url: "postgresql://u:secretpw@127.0.0.1:1/db", resources: [{table: t}]}' "$NULLSINK"
 check "files source: missing" "path" '{type: files, format: csv, resources: [{table: t}]}' "$NULLSINK"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # tests/fault/y_hostile_cdc.sh - hostile_identifiers for the PostgreSQL cdc source (the plain
 # postgres source and sink are tests/e2e/pg_security.sh). A captured table whose schema, table
 # and column names hold quotes, semicolons, `--`, spaces, dots, unicode and a 63-byte name,
@@ -22,9 +23,9 @@ C63="L$(printf 'ü%.0s' $(seq 1 31))" # 63 bytes, PostgreSQL's longest
 [ "$(printf '%s' "$C63" | wc -c)" = 63 ] || fail "test setup: the long column is not 63 bytes"
 QS=$(qi "$SCH") QT=$(qi "$TBL")
 
-psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
+dest=$(pg_db dest)
 export SRC_URL="$FERRY_PG_URL"
-export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
 pgq <<SQL
 CREATE TABLE public.canary (v text); INSERT INTO public.canary VALUES ('alive');
 CREATE SCHEMA $QS;
@@ -37,7 +38,7 @@ INSERT INTO $QS.$QT SELECT g,
   'sp ' || g, CASE WHEN g % 4 <> 0 THEN g * 7 END
 FROM generate_series(1, 2000) g;
 SQL
-pgq dest -c "CREATE TABLE public.canary (v text); INSERT INTO public.canary VALUES ('alive')"
+pgq "$dest" -c "CREATE TABLE public.canary (v text); INSERT INTO public.canary VALUES ('alive')"
 
 pipeline() { # FILE NAME SINK_YAML
   {
@@ -59,7 +60,7 @@ pipeline pg.yaml hostile_cdc_pg "{type: postgres, url: env:DEST_URL, schema: $(y
 src_json() { pgq -c "SELECT row_to_json(t)::text FROM $QS.$QT t ORDER BY 1"; }
 compare() { # LABEL
   src_json > src.jsonl
-  pgq dest -c "SELECT row_to_json(t)::text FROM (SELECT $(qi "$C_ID"), $(qi "$C_TXT"), $(qi "$C_SP"), $(qi "$C63") FROM $QS.$QT) t ORDER BY 1" > pg.jsonl \
+  pgq "$dest" -c "SELECT row_to_json(t)::text FROM (SELECT $(qi "$C_ID"), $(qi "$C_TXT"), $(qi "$C_SP"), $(qi "$C63") FROM $QS.$QT) t ORDER BY 1" > pg.jsonl \
     || fail "$1: the postgres destination table $QS.$QT cannot be read"
   python3 - src.jsonl pg.jsonl "$T/lite.db" "$TBL" <<'PY' || fail "$1: a destination differs from the source"
 import json, sqlite3, sys
@@ -79,7 +80,7 @@ for name, got in (('postgres', pg), ('sqlite', lite)):
         sys.exit(1)
 print('%d rows equal in postgres and sqlite' % len(src))
 PY
-  [ "$(pgq -c "SELECT string_agg(v, ',') FROM public.canary")|$(pgq -c "SELECT string_agg(v, ',') FROM $QS.canary")|$(pgq dest -c "SELECT string_agg(v, ',') FROM public.canary")" = "alive|alive|alive" ] \
+  [ "$(pgq -c "SELECT string_agg(v, ',') FROM public.canary")|$(pgq -c "SELECT string_agg(v, ',') FROM $QS.canary")|$(pgq "$dest" -c "SELECT string_agg(v, ',') FROM public.canary")" = "alive|alive|alive" ] \
     || fail "$1: a canary table changed"
 }
 
@@ -101,7 +102,7 @@ pass "cdc stream: inserts, updates (a key moved) and deletes with hostile names 
 
 # The slots and publications ferry made carry the documented folded names (a-z0-9_, <= 63
 # bytes), never the raw hostile text.
-pgq -c "SELECT slot_name FROM pg_replication_slots UNION ALL SELECT pubname FROM pg_publication" > names.txt
+pgq -c "SELECT slot_name FROM pg_replication_slots WHERE database = current_database() UNION ALL SELECT pubname FROM pg_publication" > names.txt
 [ "$(grep -c . names.txt)" -ge 4 ] || fail "want two slots and two publications: $(cat names.txt)"
 if grep -v -E '^[a-z0-9_]{1,63}$' names.txt; then fail "a slot or publication name is not folded"; fi
 pass "cdc: slots and publications named with folded names: $(tr '\n' ' ' < names.txt)"

@@ -16,6 +16,15 @@
 # With MY_TLS=1 the server also speaks TLS with a certificate for 127.0.0.1 signed by a CA
 # made here (openssl): MY_TLS_CA is that CA's file, MY_TLS_OTHER_CA an unrelated CA's, and the
 # user `ferry_tls` (REQUIRE SSL) has the reader's grants: FERRY_MY_TLS_URL.
+# MY_DB, MY_READER and MY_WRITER name the test's database and users (ferry, ferry_reader,
+# ferry_writer on a server of the test's own).
+#
+# Shared server (CTest fixture my_shared, tests/fixture.sh): when the test opted in (line 2
+# `# shared: mysql`, CMake exports FERRY_MY_SHARED=1) and the fixture's server is up, my_start
+# starts no server: it makes a FRESH database `ferry_<test>_<pid>` and users
+# `ferry_reader_<test>_<pid>`, `ferry_writer_<test>_<pid>` (the grants above, on that database)
+# on the suite's one server, exports the same variables (MY_DIR is empty) and my_stop drops
+# them, pass or fail. MY_TLS=1 always gets a server of its own.
 
 MY_ADMIN_PASSWORD=${MY_ADMIN_PASSWORD:-admin-pw-$RANDOM$RANDOM}
 MY_READER_PASSWORD=${MY_READER_PASSWORD:-reader-pw-$RANDOM$RANDOM}
@@ -25,9 +34,42 @@ my_as() {
   if [ "$(id -u)" = 0 ]; then runuser -u mysql -- "$@"; else "$@"; fi
 }
 
-myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uroot -N -B ferry "$@"; }
+myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uroot -N -B "${MY_DB:-ferry}" "$@"; }
+
+# my_pg_start : the preamble of the MariaDB -> PostgreSQL tests: MariaDB (my_start) and
+# PostgreSQL (tests/pg/pg.sh's pg_start, which also defines pgq), both stopped on exit.
+my_pg_start() {
+  # shellcheck source=../pg/pg.sh
+  . "$FERRY_SRC/tests/pg/pg.sh"
+  my_start
+  pg_start
+}
+
+# my_db NAME : one more database for the test; prints its name: NAME on a server of the
+# test's own, <the test's database>_NAME on the shared server (my_stop drops it there).
+my_db() {
+  local db=$1
+  [ -n "${MY_SHARED_DB:-}" ] && db=${MY_SHARED_DB}_$1
+  mariadb --no-defaults -S "$MY_SOCK" -uroot -e "CREATE DATABASE \`$db\`" >/dev/null || return 1
+  printf '%s' "$db"
+}
+
+# my_shared_env : the file the fixture writes (tests/fixture.sh), under the suite's folder.
+my_shared_env() { printf '%s/my-shared.env' "${FERRY_TEST_TMP:-${FERRY_SHARED_HOME:-/nonexistent}}"; }
 
 my_stop() {
+  if [ -n "${MY_SHARED_DB:-}" ]; then
+    local d
+    for d in $(mariadb --no-defaults -S "$MY_SOCK" -uroot -N -B \
+      -e "SHOW DATABASES LIKE '${MY_SHARED_DB//_/\\_}\\_%'" 2>/dev/null) "$MY_SHARED_DB"; do
+      mariadb --no-defaults -S "$MY_SOCK" -uroot -e "DROP DATABASE IF EXISTS \`$d\`" >/dev/null ||
+        echo "mysql.sh: could not drop database $d on the shared server" >&2
+    done
+    mariadb --no-defaults -S "$MY_SOCK" -uroot \
+      -e "DROP USER IF EXISTS '$MY_READER'@'127.0.0.1', '$MY_WRITER'@'127.0.0.1'" >/dev/null ||
+      echo "mysql.sh: could not drop the users of $MY_SHARED_DB on the shared server" >&2
+    MY_SHARED_DB=
+  fi
   if [ -n "${MY_DIR:-}" ]; then
     local f pid
     # the server, and a replica a test started in $MY_DIR/replica (e2e/mysql_cdc)
@@ -64,15 +106,19 @@ my_template() {
 my_start() {
   command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] ||
     { echo "mysql.sh: no MariaDB server (install mariadb-server)" >&2; exit 1; }
-  MY_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-my.XXXXXX")
-  chmod 755 "$MY_DIR"
-  [ "$(id -u)" = 0 ] && chown mysql "$MY_DIR"
   local prev_trap
   prev_trap=$(trap -p EXIT)
   prev_trap=${prev_trap#trap -- \'}
   prev_trap=${prev_trap%\' EXIT}
   # shellcheck disable=SC2064
   trap "__my_rc=\$?; my_stop; set +e; (exit \$__my_rc); $prev_trap" EXIT
+  if [ "${FERRY_MY_SHARED:-}" = 1 ] && [ "${MY_TLS:-0}" != 1 ] && [ -f "$(my_shared_env)" ]; then
+    my_shared_attach
+    return
+  fi
+  MY_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-my.XXXXXX")
+  chmod 755 "$MY_DIR"
+  [ "$(id -u)" = 0 ] && chown mysql "$MY_DIR"
   if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
     # the suite's template (my_template below): a copy instead of an install per test
     my_as cp -a "$FERRY_MY_TEMPLATE/data" "$MY_DIR/data" ||
@@ -99,49 +145,13 @@ my_start() {
     tls_args=(--ssl-ca="$d/ca.pem" --ssl-cert="$d/server.pem" --ssl-key="$d/server.key")
     export MY_TLS_CA=$d/ca.pem MY_TLS_OTHER_CA=$d/other.pem
   fi
-  local tries=0 up
-  while :; do
-    MY_PORT=$((20000 + RANDOM % 20000))
-    my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MY_DIR/data" --socket="$MY_SOCK" \
-      --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$MY_DIR/pid" --tmpdir="$MY_DIR" \
-      --log-bin="$MY_DIR/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
-      --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
-      --sync-binlog=0 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
-      --skip-name-resolve --log-error="$MY_DIR/server.log" "${tls_args[@]}" >/dev/null 2>&1 &
-    up=0
-    for _ in $(seq 1 300); do
-      # ready on the socket and on TCP (the connectors under test come by TCP; `ping` answers
-      # alive even when the TCP user is refused)
-      if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1 &&
-        mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$MY_PORT" -unobody \
-          --connect-timeout=5 ping >/dev/null 2>&1; then up=1; break; fi
-      grep -q "Do you already have another server running" "$MY_DIR/server.log" 2>/dev/null && break
-      sleep 0.1
-    done
-    [ $up = 1 ] && break
-    [ -f "$MY_DIR/pid" ] && kill -9 "$(cat "$MY_DIR/pid")" 2>/dev/null || true
-    tries=$((tries + 1))
-    if [ $tries -ge 5 ]; then
-      cat "$MY_DIR/server.log" >&2 || true
-      echo "mysql.sh: MariaDB did not start" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
+  my_server_start "$MY_DIR" "${tls_args[@]}"
+  MY_DB=ferry MY_READER=ferry_reader MY_WRITER=ferry_writer
   mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
-CREATE DATABASE ferry CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
 CREATE USER 'ferry_admin'@'127.0.0.1' IDENTIFIED BY '$MY_ADMIN_PASSWORD';
 GRANT ALL PRIVILEGES ON *.* TO 'ferry_admin'@'127.0.0.1';
-CREATE USER 'ferry_reader'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
-GRANT SELECT ON ferry.* TO 'ferry_reader'@'127.0.0.1';
-GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'ferry_reader'@'127.0.0.1';
-CREATE USER 'ferry_writer'@'127.0.0.1' IDENTIFIED BY '$MY_WRITER_PASSWORD';
-GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER ON ferry.* TO 'ferry_writer'@'127.0.0.1';
 SQL
-  export MY_SOCK MY_PORT
-  export FERRY_MY_URL="mysql://ferry_admin:$MY_ADMIN_PASSWORD@127.0.0.1:$MY_PORT/ferry"
-  export FERRY_MY_READER_URL="mysql://ferry_reader:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
-  export FERRY_MY_WRITER_URL="mysql://ferry_writer:$MY_WRITER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
+  my_test_db
   if [ "${MY_TLS:-0}" = 1 ]; then
     mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
 CREATE USER 'ferry_tls'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD' REQUIRE SSL;
@@ -149,4 +159,112 @@ GRANT SELECT ON ferry.* TO 'ferry_tls'@'127.0.0.1';
 SQL
     export FERRY_MY_TLS_URL="mysql://ferry_tls:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/ferry"
   fi
+}
+
+# my_server_start DIR [MARIADBD ARGS...] : mariadbd on DIR/data (already there), its socket
+# DIR/sock, on a free port; sets MY_SOCK and MY_PORT.
+my_server_start() {
+  local dir=$1
+  shift
+  MY_SOCK=$dir/sock
+  local tries=0 up
+  while :; do
+    MY_PORT=$((20000 + RANDOM % 20000))
+    my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$dir/data" --socket="$MY_SOCK" \
+      --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$dir/pid" --tmpdir="$dir" \
+      --log-bin="$dir/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
+      --innodb-buffer-pool-size=64M --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
+      --sync-binlog=0 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+      --skip-name-resolve --log-error="$dir/server.log" "$@" >/dev/null 2>&1 &
+    up=0
+    for _ in $(seq 1 300); do
+      # ready on the socket and on TCP (the connectors under test come by TCP; `ping` answers
+      # alive even when the TCP user is refused)
+      if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1 &&
+        mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$MY_PORT" -unobody \
+          --connect-timeout=5 ping >/dev/null 2>&1; then up=1; break; fi
+      grep -q "Do you already have another server running" "$dir/server.log" 2>/dev/null && break
+      sleep 0.1
+    done
+    [ $up = 1 ] && break
+    [ -f "$dir/pid" ] && kill -9 "$(cat "$dir/pid")" 2>/dev/null || true
+    tries=$((tries + 1))
+    if [ $tries -ge 5 ]; then
+      cat "$dir/server.log" >&2 || true
+      echo "mysql.sh: MariaDB did not start" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  export MY_SOCK MY_PORT
+}
+
+# my_test_db : the database $MY_DB, its reader $MY_READER and writer $MY_WRITER (grants in
+# the header) and the URLs; ferry_admin already exists.
+my_test_db() {
+  mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
+CREATE DATABASE \`$MY_DB\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+CREATE USER '$MY_READER'@'127.0.0.1' IDENTIFIED BY '$MY_READER_PASSWORD';
+GRANT SELECT ON \`$MY_DB\`.* TO '$MY_READER'@'127.0.0.1';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$MY_READER'@'127.0.0.1';
+CREATE USER '$MY_WRITER'@'127.0.0.1' IDENTIFIED BY '$MY_WRITER_PASSWORD';
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER ON \`$MY_DB\`.* TO '$MY_WRITER'@'127.0.0.1';
+SQL
+  export MY_SOCK MY_PORT MY_DB MY_READER MY_WRITER
+  export FERRY_MY_URL="mysql://ferry_admin:$MY_ADMIN_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB"
+  export FERRY_MY_READER_URL="mysql://$MY_READER:$MY_READER_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB"
+  export FERRY_MY_WRITER_URL="mysql://$MY_WRITER:$MY_WRITER_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB"
+}
+
+# my_shared_attach : this test's fresh database and users on the fixture's server.
+my_shared_attach() {
+  local env id
+  env=$(my_shared_env)
+  MY_SOCK=$(sed -n 's/^sock=//p' "$env")
+  MY_PORT=$(sed -n 's/^port=//p' "$env")
+  MY_ADMIN_PASSWORD=$(sed -n 's/^password=//p' "$env")
+  id=$(basename "$0" .sh | tr -c 'a-z0-9_\n' _ | cut -c1-30)_$$
+  MY_DB=ferry_$id MY_READER=ferry_reader_$id MY_WRITER=ferry_writer_$id
+  MY_SHARED_DB=$MY_DB MY_DIR=
+  my_test_db
+}
+
+# my_shared_server start|stop : the fixture's server (tests/fixture.sh); its socket, port and
+# admin password go to $(my_shared_env).
+my_shared_server() {
+  local env dir pid
+  env=$(my_shared_env)
+  if [ -f "$env" ] && shared_owner_busy "$env"; then # tests/pg/pg.sh
+    echo "mysql.sh: the shared server of $env belongs to another test run (pid" \
+      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+    [ "$1" = stop ] && return 0
+    exit 1
+  fi
+  if [ -f "$env" ]; then # ours, or a killed run's: stopped
+    dir=$(sed -n 's/^dir=//p' "$env")
+    pid=$(cat "$dir/pid" 2>/dev/null || true)
+    if [ -n "$pid" ]; then
+      kill -9 "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -rf "$dir" "$env"
+  fi
+  [ "$1" = stop ] && return 0
+  dir=$(mktemp -d "${FERRY_TEST_TMP:-$FERRY_SHARED_HOME}/ferry-my.shared.XXXXXX")
+  chmod 755 "$dir"
+  [ "$(id -u)" = 0 ] && chown mysql "$dir"
+  if [ -n "${FERRY_MY_TEMPLATE:-}" ] && [ -d "$FERRY_MY_TEMPLATE/data/mysql" ]; then
+    my_as cp -a "$FERRY_MY_TEMPLATE/data" "$dir/data" ||
+      { echo "mysql.sh: cannot copy the template $FERRY_MY_TEMPLATE" >&2; exit 1; }
+  else
+    my_install "$dir"
+  fi
+  my_server_start "$dir" --max-connections=500
+  mariadb --no-defaults -S "$MY_SOCK" -uroot >/dev/null <<SQL
+CREATE USER 'ferry_admin'@'127.0.0.1' IDENTIFIED BY '$MY_ADMIN_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO 'ferry_admin'@'127.0.0.1';
+SQL
+  printf 'dir=%s\nsock=%s\nport=%s\npassword=%s\nowner=%s\n' "$dir" "$MY_SOCK" "$MY_PORT" \
+    "$MY_ADMIN_PASSWORD" "$PPID" > "$env.tmp"
+  mv "$env.tmp" "$env"
 }

@@ -11,6 +11,15 @@
 # and removes the folder; an earlier EXIT trap of the caller still runs afterwards.
 # PG_CONF_EXTRA (optional): more postgresql.conf lines, e.g. `PG_CONF_EXTRA="max_connections = 48" pg_start`.
 # If the server cannot start, pg_start prints its log and exits non-zero: never a skip.
+#
+# Shared server (CTest fixture pg_shared, tests/fixture.sh): when the test opted in (line 2
+# `# shared: pg`, CMake exports FERRY_PG_SHARED=1) and the fixture's server is up, pg_start
+# starts no server: it makes a FRESH database `ferry_<test>_<pid>` and reader role
+# `ferry_reader_<test>_<pid>` on the suite's one server and exports the same variables
+# (PGDATABASE and the URLs name that database; PG_READER names the reader role, PG_DIR is
+# empty); pg_stop drops both (and any replication slot of that database), pass or fail.
+# A test that sets PG_CONF_EXTRA always gets its own server. Run by hand (no fixture), every
+# test gets its own server as before.
 
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 PG_ADMIN_PASSWORD=${PG_ADMIN_PASSWORD:-admin-pw-$RANDOM$RANDOM}
@@ -20,7 +29,47 @@ pg_as() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# pg_shared_env : the file the fixture writes (tests/fixture.sh), under the suite's folder.
+pg_shared_env() { printf '%s/pg-shared.env' "${FERRY_TEST_TMP:-${FERRY_SHARED_HOME:-/nonexistent}}"; }
+
+# pg_shared_drop : drops this test's databases (and their replication slots) and reader role
+# on the shared server (pg_stop).
+pg_shared_drop() {
+  local db=$PG_SHARED_DB role=$PG_READER d dbs err=${TMPDIR:-/tmp}/pg-drop.err
+  PG_SHARED_DB=
+  local -x PGDATABASE=postgres PGPASSWORD=$PG_ADMIN_PASSWORD PGUSER=ferry_admin PGHOST=127.0.0.1
+  local -x PGPORT=$PG_SHARED_PORT
+  for _ in $(seq 1 50); do
+    if dbs=$(psql -qXAt -v ON_ERROR_STOP=1 2>"$err" <<SQL
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE (datname = '$db' OR starts_with(datname, '${db}_')) AND pid <> pg_backend_pid();
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+ WHERE (database = '$db' OR starts_with(database, '${db}_')) AND NOT active;
+SELECT datname FROM pg_database WHERE datname = '$db' OR starts_with(datname, '${db}_');
+SQL
+    ); then
+      for d in $(printf '%s\n' "$dbs" | grep "^$db"); do
+        psql -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS \"$d\" WITH (FORCE)" >/dev/null 2>"$err" ||
+          continue 2
+      done
+      psql -qX -v ON_ERROR_STOP=1 -c "DROP ROLE IF EXISTS \"$role\"" >/dev/null 2>"$err" && return 0
+    fi
+    sleep 0.2 # a walsender still holding a slot ends a moment after its termination
+  done
+  echo "pg.sh: could not drop database $db on the shared server: $(cat "$err")" >&2
+}
+
+# pg_db NAME : one more database for the test; prints its name: NAME on a server of the
+# test's own, <the test's database>_NAME on the shared server (pg_stop drops it there).
+pg_db() {
+  local db=$1
+  [ -n "${PG_SHARED_DB:-}" ] && db=${PG_SHARED_DB}_$1
+  PGDATABASE=postgres psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE \"$db\"" >/dev/null || return 1
+  printf '%s' "$db"
+}
+
 pg_stop() {
+  [ -n "${PG_SHARED_DB:-}" ] && pg_shared_drop
   if [ -n "${PG_DIR:-}" ] && [ -f "$PG_DIR/data/postmaster.pid" ]; then
     pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
   fi
@@ -52,34 +101,51 @@ pg_template() {
 }
 
 pg_start() {
-  [ -x "$PG_BIN/initdb" ] || { echo "pg.sh: no PostgreSQL server binaries (install postgresql)" >&2; exit 1; }
-  PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pg.XXXXXX")
-  chmod 755 "$PG_DIR"
-  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
   local prev_trap
   prev_trap=$(trap -p EXIT)
   prev_trap=${prev_trap#trap -- \'}
   prev_trap=${prev_trap%\' EXIT}
+  if [ "${FERRY_PG_SHARED:-}" = 1 ] && [ -z "${PG_CONF_EXTRA:-}" ] && [ -f "$(pg_shared_env)" ]; then
+    # shellcheck disable=SC2064
+    trap "__pg_rc=\$?; pg_stop; set +e; (exit \$__pg_rc); $prev_trap" EXIT
+    pg_shared_attach
+    return
+  fi
+  [ -x "$PG_BIN/initdb" ] || { echo "pg.sh: no PostgreSQL server binaries (install postgresql)" >&2; exit 1; }
+  PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pg.XXXXXX")
   # shellcheck disable=SC2064
   # Keep the exit status for the caller's trap (lib.sh reports failures from it).
   trap "__pg_rc=\$?; pg_stop; set +e; (exit \$__pg_rc); $prev_trap" EXIT
+  pg_server_start "$PG_DIR"
+  psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE ferry" >/dev/null
+  export PGDATABASE=ferry PG_READER=ferry_reader
+  pg_test_db ferry ferry_reader
+}
+
+# pg_server_start DIR : a server in DIR/data (a copy of the suite's template, or an initdb),
+# its sockets in DIR, on a free port, as ferry_admin with $PG_ADMIN_PASSWORD; exports PGHOST
+# PGPORT PGUSER PGPASSWORD and PGDATABASE=postgres.
+pg_server_start() {
+  local dir=$1
+  chmod 755 "$dir"
+  [ "$(id -u)" = 0 ] && chown postgres "$dir"
   local template_pw=
   if [ -n "${FERRY_PG_TEMPLATE:-}" ] && [ -f "$FERRY_PG_TEMPLATE/data/PG_VERSION" ]; then
     # The suite's template cluster (pg_template below): a copy costs a fraction of an initdb.
     # Its admin password is replaced by this test's own once the server is up.
-    pg_as cp -a "$FERRY_PG_TEMPLATE/data" "$PG_DIR/data" ||
+    pg_as cp -a "$FERRY_PG_TEMPLATE/data" "$dir/data" ||
       { echo "pg.sh: cannot copy the template cluster $FERRY_PG_TEMPLATE" >&2; exit 1; }
     template_pw=$(cat "$FERRY_PG_TEMPLATE/pw")
   else
-    pg_initdb "$PG_DIR" "$PG_ADMIN_PASSWORD"
+    pg_initdb "$dir" "$PG_ADMIN_PASSWORD"
   fi
   local tries=0
   while :; do
     PGPORT=$((20000 + RANDOM % 20000))
-    cat >>"$PG_DIR/data/postgresql.conf" <<CONF
+    cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $PGPORT
-unix_socket_directories = '$PG_DIR'
+unix_socket_directories = '$dir'
 wal_level = logical
 max_wal_senders = 10
 max_replication_slots = 10
@@ -88,12 +154,12 @@ synchronous_commit = off
 full_page_writes = off
 ${PG_CONF_EXTRA:-}
 CONF
-    if pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null 2>&1; then
+    if pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null 2>&1; then
       break
     fi
     tries=$((tries + 1))
     if [ $tries -ge 5 ]; then
-      cat "$PG_DIR/server.log" >&2 || true
+      cat "$dir/server.log" >&2 || true
       echo "pg.sh: PostgreSQL did not start" >&2
       exit 1
     fi
@@ -103,18 +169,75 @@ CONF
     PGPASSWORD=$template_pw psql -v ON_ERROR_STOP=1 -qX \
       -c "ALTER ROLE ferry_admin PASSWORD '$PG_ADMIN_PASSWORD'" >/dev/null
   fi
-  psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE ferry" >/dev/null
-  export PGDATABASE=ferry
+}
+
+# pg_test_db DB READER : in the (new, connected: $PGDATABASE) database DB, the reader role
+# READER (CONNECT, USAGE on public, SELECT on its tables by default privileges) and the URLs.
+pg_test_db() {
+  local db=$1 reader=$2
   psql -v ON_ERROR_STOP=1 -qX >/dev/null <<SQL
-CREATE ROLE ferry_reader LOGIN PASSWORD '$PG_READER_PASSWORD';
-REVOKE ALL ON DATABASE ferry FROM PUBLIC;
+CREATE ROLE "$reader" LOGIN PASSWORD '$PG_READER_PASSWORD';
+REVOKE ALL ON DATABASE "$db" FROM PUBLIC;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-GRANT CONNECT ON DATABASE ferry TO ferry_reader;
-GRANT USAGE ON SCHEMA public TO ferry_reader;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO ferry_reader;
+GRANT CONNECT ON DATABASE "$db" TO "$reader";
+GRANT USAGE ON SCHEMA public TO "$reader";
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO "$reader";
 SQL
-  export FERRY_PG_URL="postgresql://ferry_admin:$PG_ADMIN_PASSWORD@127.0.0.1:$PGPORT/ferry"
-  export FERRY_PG_READER_URL="postgresql://ferry_reader:$PG_READER_PASSWORD@127.0.0.1:$PGPORT/ferry"
+  export FERRY_PG_URL="postgresql://ferry_admin:$PG_ADMIN_PASSWORD@127.0.0.1:$PGPORT/$db"
+  export FERRY_PG_READER_URL="postgresql://$reader:$PG_READER_PASSWORD@127.0.0.1:$PGPORT/$db"
+}
+
+# pg_shared_attach : this test's fresh database and reader role on the fixture's server.
+pg_shared_attach() {
+  local env id
+  env=$(pg_shared_env)
+  PG_SHARED_PORT=$(sed -n 's/^port=//p' "$env")
+  PG_ADMIN_PASSWORD=$(sed -n 's/^password=//p' "$env")
+  id=$(basename "$0" .sh | tr -c 'a-z0-9_\n' _ | cut -c1-30)_$$
+  PG_DIR=
+  export PGHOST=127.0.0.1 PGPORT=$PG_SHARED_PORT PGUSER=ferry_admin PGPASSWORD=$PG_ADMIN_PASSWORD
+  export PGDATABASE=postgres
+  psql -v ON_ERROR_STOP=1 -qX -c "CREATE DATABASE \"ferry_$id\"" >/dev/null ||
+    { echo "pg.sh: cannot make a database on the shared server (port $PG_SHARED_PORT, $env)" >&2; exit 1; }
+  PG_SHARED_DB=ferry_$id
+  export PGDATABASE=ferry_$id PG_READER=ferry_reader_$id
+  pg_test_db "ferry_$id" "ferry_reader_$id"
+}
+
+# pg_shared_server start|stop : the fixture's server (tests/fixture.sh), settings for -j3 of
+# the shared tests; its port, admin password and owner (the ctest run: our parent) go to
+# $(pg_shared_env).
+# shared_owner_busy ENV : the server of ENV belongs to another ctest run that is still going
+# (its owner, the ctest that started it, is alive and not ours): it is left alone.
+shared_owner_busy() {
+  local owner
+  owner=$(sed -n 's/^owner=//p' "$1")
+  [ -n "$owner" ] && [ "$owner" != "$PPID" ] && kill -0 "$owner" 2>/dev/null
+}
+
+pg_shared_server() {
+  local env dir
+  env=$(pg_shared_env)
+  if [ -f "$env" ] && shared_owner_busy "$env"; then
+    echo "pg.sh: the shared server of $env belongs to another test run (pid" \
+      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+    [ "$1" = stop ] && return 0
+    exit 1
+  fi
+  if [ -f "$env" ]; then # ours, or a killed run's: stopped
+    dir=$(sed -n 's/^dir=//p' "$env")
+    [ -f "$dir/data/postmaster.pid" ] &&
+      { pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; }
+    rm -rf "$dir" "$env"
+  fi
+  [ "$1" = stop ] && return 0
+  dir=$(mktemp -d "${FERRY_TEST_TMP:-$FERRY_SHARED_HOME}/ferry-pg.shared.XXXXXX")
+  PG_CONF_EXTRA="max_connections = 400
+max_wal_senders = 60
+max_replication_slots = 60" pg_server_start "$dir"
+  printf 'dir=%s\nport=%s\npassword=%s\nowner=%s\n' "$dir" "$PGPORT" "$PG_ADMIN_PASSWORD" "$PPID" \
+    > "$env.tmp"
+  mv "$env.tmp" "$env"
 }
 
 # psql as the admin, quiet, stop on error, unaligned tuples only.

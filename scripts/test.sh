@@ -42,9 +42,9 @@ phase_times=()
 
 # Anything a test started (a server, a worker, a node process) lives under a ferry-t.* folder
 # (tests/run-test.sh) and must be gone when the suite ends.
-# The shared servers (ferry-pg.shared.*, ferry-my.shared.*) must be gone too: their fixture
-# cleanup ran.
-leftovers() { pgrep -af 'ferry-t\.|ferry-pg\.|ferry-my\.' | grep -v -e pgrep -e 'scripts/test.sh' || true; }
+# The shared servers (ferry-pg.shared.*, ferry-my.shared.*, ferry-s3.shared.*) must be gone
+# too: their fixture cleanup ran.
+leftovers() { pgrep -af 'ferry-t\.|ferry-pg\.|ferry-my\.|ferry-s3\.' | grep -v -e pgrep -e 'scripts/test.sh' || true; }
 
 report() {
   local rc=$?
@@ -65,6 +65,7 @@ report() {
     # a shared server whose fixture cleanup never ran (ctest killed): stopped all the same
     bash tests/fixture.sh pg stop >/dev/null 2>&1
     bash tests/fixture.sh mysql stop >/dev/null 2>&1
+    bash tests/fixture.sh s3 stop >/dev/null 2>&1
   fi
   if [ "$rc" = 0 ]; then rm -rf "$suite_tmp"; else echo "(test folders kept under $suite_tmp)"; fi
   exit "$rc"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shared: pg
+# shared: pg s3
 # PostgreSQL change data capture (mode: cdc, wal_level=logical) into Iceberg tables with
 # `write: merge` (merge-on-read: equality delete files by the key, position deletes for rows a
 # later change of the same commit replaces), into a local warehouse (filesystem catalog) and an
@@ -45,7 +45,7 @@ pipeline() { # FILE NAME SINK_LINES...
   } > "$file"
 }
 pipeline local.yaml ice_cdc "type: iceberg" "warehouse: $T/wh" "namespace: db" "write: merge"
-pipeline s3.yaml ice_cdc_s3 "type: iceberg" "warehouse: s3://lake/wh" "namespace: db" "write: merge" \
+pipeline s3.yaml ice_cdc_s3 "type: iceberg" "warehouse: s3://$S3_BUCKET/wh" "namespace: db" "write: merge" \
   "catalog: sql" "catalog_uri: $T/catalog.db" "endpoint: \"$S3_ENDPOINT\"" "path_style: true" \
   "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET"
 
@@ -89,7 +89,7 @@ ice_rows() { # WHERE TABLE
   else
     local loc
     loc=$(q "$T/catalog.db" "SELECT metadata_location FROM iceberg_tables WHERE table_name = '$2'")
-    node "$READ" s3://lake/wh db "$2" "$(basename "$loc")" | canon "$2"
+    node "$READ" s3://$S3_BUCKET/wh db "$2" "$(basename "$loc")" | canon "$2"
   fi
 }
 check() { # LABEL

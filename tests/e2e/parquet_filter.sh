@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # `filter` transforms pushed down to Parquet row-group statistics (docs/pipeline-file.md,
 # "filter"): the files and s3 sources do not plan a row group whose exact min/max prove no
 # row passes; the transform still runs on what is read. DuckDB writes the file (row groups
@@ -24,7 +25,7 @@ duck() { node "$DUCK" "$1" || fail "DuckDB failed: $1"; }
 mkdir data
 duck "COPY (SELECT i::BIGINT AS id, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_seconds(i::BIGINT) AS ts,
   'v' || i AS s FROM range(0, 9000) t(i)) TO '$T/data/f.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null
-s3c lake put in/f.parquet data/f.parquet
+s3c "$S3_BUCKET" put in/f.parquet data/f.parquet
 # groups DuckDB's statistics rule out: WHERE over (min, max) of column COL
 ruled_out() { # COL CONDITION_ON_min_AND_max
   duck "SELECT count(*)::INTEGER FROM (SELECT stats_min_value AS mn, stats_max_value AS mx
@@ -77,7 +78,7 @@ version: 1
 name: s3gt
 source:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   endpoint: "$S3_ENDPOINT"
   path_style: true
   access_key_id: env:S3_KEY

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # labels: asan smoke
 # The s3 sink end to end against s3rver (a real S3-compatible HTTP server that checks SigV4
 # signatures) on loopback; the objects are read back with an independent signed client (the
@@ -22,7 +23,7 @@ s3_start lake
 
 s3_pipeline() { # FILE NAME ROWS ENDPOINT SINK_YAML...
   local file=$1 name=$2 rows=$3 ep=$4; shift 4
-  sample_pipeline "$file" "$name" "$rows" "type: s3" "bucket: lake" "endpoint: \"$ep\"" \
+  sample_pipeline "$file" "$name" "$rows" "type: s3" "bucket: $S3_BUCKET" "endpoint: \"$ep\"" \
     "path_style: true" "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET" "$@"
 }
 
@@ -32,17 +33,17 @@ s3_pipeline() { # FILE NAME ROWS ENDPOINT SINK_YAML...
 fetch() {
   local prefix=$1 run=$2 dir=$3 key bytes crc listed stored
   mkdir -p "$dir"
-  s3c lake get "$prefix/_runs/run=$run/_manifest.json" > "$dir/_manifest.json" \
+  s3c "$S3_BUCKET" get "$prefix/_runs/run=$run/_manifest.json" > "$dir/_manifest.json" \
     || fail "no manifest for run $run under $prefix"
   jq -r '.objects[] | "\(.key) \(.bytes) \(.crc32c)"' "$dir/_manifest.json" > "$dir/listed.txt"
   while read -r key bytes crc; do
     mkdir -p "$dir/$(dirname "$key")"
-    s3c lake get "$key" > "$dir/$key" || fail "listed object $key cannot be read"
+    s3c "$S3_BUCKET" get "$key" > "$dir/$key" || fail "listed object $key cannot be read"
     [ "$(stat -c %s "$dir/$key")" = "$bytes" ] || fail "$key: size differs from the manifest"
     [ "$(crc32c "$dir/$key")" = "$crc" ] || fail "$key: CRC32-C differs from the manifest"
   done < "$dir/listed.txt"
   listed=$(cut -d' ' -f1 "$dir/listed.txt" | sort)
-  stored=$(s3c lake list "$prefix/" | grep "/run=$run/attempt=" | sort || true)
+  stored=$(s3c "$S3_BUCKET" list "$prefix/" | grep "/run=$run/attempt=" | sort || true)
   [ "$listed" = "$stored" ] || fail "objects under run $run differ from its manifest: listed [$listed] stored [$stored]"
 }
 
@@ -134,18 +135,18 @@ csv_rows() { # FILE...: data records of CSV files with a header (quoted line bre
 key=$(jq -r '.objects[] | select(.table == "orders") | .key' got-mp/_manifest.json)
 key=${key//=/%3D}   # as the request line has it (URI-encoded)
 reqs="$T/flaky.count.requests"
-grep -q "^POST /lake/$key?uploads" "$reqs" || fail "$key: no CreateMultipartUpload"
-[ "$(grep -c "^PUT /lake/$key?partNumber=" "$reqs")" = 2 ] || fail "$key: want 2 UploadPart requests"
-grep -q "^POST /lake/$key?uploadId=" "$reqs" || fail "$key: no CompleteMultipartUpload"
+grep -q "^POST /$S3_BUCKET/$key?uploads" "$reqs" || fail "$key: no CreateMultipartUpload"
+[ "$(grep -c "^PUT /$S3_BUCKET/$key?partNumber=" "$reqs")" = 2 ] || fail "$key: want 2 UploadPart requests"
+grep -q "^POST /$S3_BUCKET/$key?uploadId=" "$reqs" || fail "$key: no CompleteMultipartUpload"
 pass "a part above multipart_chunk: multipart upload, size and CRC32-C match the manifest"
 
 # ---- 3. crashes and errors before publishing ----------------------------------------------------
 s3_pipeline crash.yaml crash 6000 "$S3_ENDPOINT" "prefix: crash" "format: csv" "part_rows: 1000"
 expect_exit 137 env FERRY_FAILPOINTS=before_sink_commit=crash "$FERRY_BIN" run crash.yaml --quiet
-[ -z "$(s3c lake list crash/_runs/)" ] || fail "a crash before commit wrote a manifest"
-[ -n "$(s3c lake list crash/ | grep '/attempt=')" ] || fail "the crashed attempt should have left objects"
+[ -z "$(s3c "$S3_BUCKET" list crash/_runs/)" ] || fail "a crash before commit wrote a manifest"
+[ -n "$(s3c "$S3_BUCKET" list crash/ | grep '/attempt=')" ] || fail "the crashed attempt should have left objects"
 expect_exit 137 env FERRY_FAILPOINTS=s3_before_manifest=crash "$FERRY_BIN" run crash.yaml --quiet
-[ -z "$(s3c lake list crash/_runs/)" ] || fail "no manifest before the failpoint"
+[ -z "$(s3c "$S3_BUCKET" list crash/_runs/)" ] || fail "no manifest before the failpoint"
 expect_exit 0 ferry run crash.yaml --json
 json_field "$OUT" '.state' | grep -qx completed || fail "resume after the crashes: $OUT"
 run=$(json_field "$OUT" '.run_id')
@@ -157,7 +158,7 @@ n=$(csv_rows $(objects got-crash orders))
 
 s3_pipeline err.yaml err 3000 "$S3_ENDPOINT" "prefix: err" "format: csv" "part_rows: 1000"
 expect_exit 1 env FERRY_FAILPOINTS=s3_before_manifest=error "$FERRY_BIN" run err.yaml --quiet
-[ -z "$(s3c lake list err/)" ] || fail "abort should delete the attempt's objects: $(s3c lake list err/)"
+[ -z "$(s3c "$S3_BUCKET" list err/)" ] || fail "abort should delete the attempt's objects: $(s3c "$S3_BUCKET" list err/)"
 pass "crash before commit / before the manifest: nothing published, leftovers removed; abort deletes uploads"
 
 # ---- 4. a store that throttles every 3rd request ------------------------------------------------
@@ -186,7 +187,7 @@ printf '%s' "$OUT" | grep -q 'SignatureDoesNotMatch' || fail "the error should s
 printf '%s' "$OUT" | grep -q 'secret_access_key' || fail "the error should point at the credentials: $OUT"
 if printf '%s' "$OUT" | grep -q "$WRONG_SECRET"; then fail "the secret was printed: $OUT"; fi
 if printf '%s' "$OUT" | grep -qi 'authorization'; then fail "a header value was printed: $OUT"; fi
-[ -z "$(s3c lake list wrong/)" ] || fail "a failed run should leave nothing"
+[ -z "$(s3c "$S3_BUCKET" list wrong/)" ] || fail "a failed run should leave nothing"
 pass "a wrong secret: one clear error, the secret never printed"
 
 # ---- 6. bad sink keys ---------------------------------------------------------------------------
@@ -201,6 +202,6 @@ bad 'endpoint' 's|endpoint: .*|endpoint: "ftp://127.0.0.1:1"|'
 bad 'multipart_chunk' 's/format: csv/format: csv\n  multipart_chunk: 1MiB/'
 bad 'secret_access_key' 's/env:S3_SECRET/plain-secret-value/'
 if printf '%s' "$OUT" | grep -q 'plain-secret-value'; then fail "a plain secret was echoed: $OUT"; fi
-bad 'bucket' 's/bucket: lake/bucket: Bad_Bucket/'
-[ -z "$(s3c lake list bad/)" ] || fail "a config error should send nothing"
+bad 'bucket' "s/bucket: $S3_BUCKET/bucket: Bad_Bucket/"
+[ -z "$(s3c "$S3_BUCKET" list bad/)" ] || fail "a config error should send nothing"
 pass "bad sink keys: a config error naming the key, nothing sent"

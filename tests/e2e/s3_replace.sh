@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # `write: replace` into the s3 sink (Parquet) against s3rver on loopback, read back the way a
 # reader is told to (docs/connectors.md): <prefix>/_manifest.json lists the whole data set.
 # Objects are fetched with the independent signed client (tests/s3), their sizes and CRC32-C
@@ -26,7 +27,7 @@ source:
     - {table: $3, path: in/$3.csv, schema: {id: int64, v: utf8, n: int64}}
 sink:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   prefix: lake/raw
   endpoint: "$S3_ENDPOINT"
   path_style: true
@@ -44,10 +45,10 @@ EOF
 read_table() {
   local t=$1 d key bytes crc list=""
   d=$(mktemp -d "$T/fetch.XXXXXX")
-  s3c lake get lake/raw/_manifest.json > "$d/m.json" 2>/dev/null || { echo "NO-DATASET"; return; }
+  s3c "$S3_BUCKET" get lake/raw/_manifest.json > "$d/m.json" 2>/dev/null || { echo "NO-DATASET"; return; }
   while read -r key bytes crc; do
     mkdir -p "$d/$(dirname "$key")"
-    s3c lake get "$key" > "$d/$key" 2>/dev/null || { echo "BROKEN: $key missing"; return; }
+    s3c "$S3_BUCKET" get "$key" > "$d/$key" 2>/dev/null || { echo "BROKEN: $key missing"; return; }
     [ "$(stat -c %s "$d/$key")" = "$bytes" ] || { echo "BROKEN: $key size"; return; }
     [ "$(crc32c "$d/$key")" = "$crc" ] || { echo "BROKEN: $key crc"; return; }
     list="$list'$d/$key',"
@@ -57,8 +58,8 @@ read_table() {
 }
 check_listed() { # WHAT: every object under lake/raw/t/ is listed by the data set manifest
   local listed stored
-  listed=$(s3c lake get lake/raw/_manifest.json | jq -r '.objects[] | select(.table == "t") | .key' | sort)
-  stored=$(s3c lake list lake/raw/t/ | sort || true)
+  listed=$(s3c "$S3_BUCKET" get lake/raw/_manifest.json | jq -r '.objects[] | select(.table == "t") | .key' | sort)
+  stored=$(s3c "$S3_BUCKET" list lake/raw/t/ | sort || true)
   [ "$listed" = "$stored" ] || fail "$1: objects of t differ from the data set: listed [$listed] stored [$stored]"
 }
 
@@ -68,8 +69,8 @@ pipeline t.yaml s3-replace-t t replace
 
 # ---- 1 -----------------------------------------------------------------------------------------
 replace_twice
-[ "$(s3c lake list lake/raw/_runs/ | grep -c _manifest.json)" = 2 ] \
-  || fail "the replaced run's manifest should be deleted: $(s3c lake list lake/raw/_runs/)"
+[ "$(s3c "$S3_BUCKET" list lake/raw/_runs/ | grep -c _manifest.json)" = 2 ] \
+  || fail "the replaced run's manifest should be deleted: $(s3c "$S3_BUCKET" list lake/raw/_runs/)"
 pass "s3 replace: the new input replaces table t whole, table u is kept, replaced objects deleted"
 
 # ---- 2 -----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # labels: asan
 # The s3 source (Parquet objects by ranged GETs) against the S3 test server:
 #   1. DuckDB Parquet files (snappy v1 and zstd v2 pages, several row groups) uploaded under a
@@ -31,10 +32,10 @@ mkdir data
 node "$DUCK" "COPY ($(sel 0 3000)) TO 'data/p1.parquet' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 1000);
  COPY ($(sel 3000 7000)) TO 'data/p2.parquet' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 1500)" \
   >/dev/null || fail "DuckDB could not write the files"
-s3c lake put in/2024/p1.parquet data/p1.parquet
-s3c lake put in/2025/p2.parquet data/p2.parquet
-s3c lake put in/2025/notes.txt data/p1.parquet   # excluded by the glob
-s3c lake put other/p3.parquet data/p1.parquet    # outside the prefix
+s3c "$S3_BUCKET" put in/2024/p1.parquet data/p1.parquet
+s3c "$S3_BUCKET" put in/2025/p2.parquet data/p2.parquet
+s3c "$S3_BUCKET" put in/2025/notes.txt data/p1.parquet   # excluded by the glob
+s3c "$S3_BUCKET" put other/p3.parquet data/p1.parquet    # outside the prefix
 
 s3_pipe() { # FILE NAME ENDPOINT DB RESOURCE_EXTRA [SOURCE_EXTRA]
   cat > "$1" <<EOF
@@ -42,7 +43,7 @@ version: 1
 name: $2
 source:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   endpoint: "$3"
   path_style: true
   access_key_id: env:S3_KEY
@@ -84,47 +85,47 @@ pass "s3 source: selected columns only"
 
 # ---- 3. bad input ------------------------------------------------------------------------------------------
 head -c 3000 data/p2.parquet > data/cut.parquet
-s3c lake put bad/cut.parquet data/cut.parquet
+s3c "$S3_BUCKET" put bad/cut.parquet data/cut.parquet
 s3_pipe bad.yaml s3-bad "$S3_ENDPOINT" "$T/bad.db" ", prefix: bad/, glob: '*.parquet'"
 expect_exit 1 ferry run bad.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/bad/cut.parquet" || fail "the error should name the object: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/bad/cut.parquet" || fail "the error should name the object: $OUT"
 [ ! -f bad.db ] || [ -z "$(q bad.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q bad.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from a truncated object"
 # a corrupt footer: 64 bytes of the Thrift footer overwritten (length and magic intact)
 cp data/p1.parquet data/bent.parquet
 flen=$(od -An -t u4 -j $(( $(stat -c %s data/p1.parquet) - 8 )) -N 4 data/p1.parquet | tr -d ' ')
 printf '\377%.0s' $(seq 1 64) | dd of=data/bent.parquet bs=1 seek=$(( $(stat -c %s data/p1.parquet) - 8 - flen + 4 )) conv=notrunc status=none
-s3c lake put bent/bent.parquet data/bent.parquet
+s3c "$S3_BUCKET" put bent/bent.parquet data/bent.parquet
 s3_pipe bent.yaml s3-bent "$S3_ENDPOINT" "$T/bent.db" ", prefix: bent/, glob: '*.parquet'"
 set +e; OUT=$(ferry run bent.yaml 2>&1); got=$?; set -e
 [ "$got" != 0 ] || fail "a corrupt footer should fail the run"
-printf '%s\n' "$OUT" | grep -q "s3://lake/bent/bent.parquet" || fail "the error should name the object with the corrupt footer: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/bent/bent.parquet" || fail "the error should name the object with the corrupt footer: $OUT"
 [ ! -f bent.db ] || [ -z "$(q bent.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q bent.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from an object with a corrupt footer"
 # the footer kept, the data before it cut: every column chunk offset now lies
 { head -c 1000 data/p1.parquet; tail -c $((flen + 8)) data/p1.parquet; } > data/lying.parquet
-s3c lake put lying/lying.parquet data/lying.parquet
+s3c "$S3_BUCKET" put lying/lying.parquet data/lying.parquet
 s3_pipe lying.yaml s3-lying "$S3_ENDPOINT" "$T/lying.db" ", prefix: lying/, glob: '*.parquet'"
 expect_exit 1 ferry run lying.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/lying/lying.parquet" || fail "the error should name the lying object: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/lying/lying.parquet" || fail "the error should name the lying object: $OUT"
 printf '%s\n' "$OUT" | grep -q "column chunk lies outside" || fail "the error should say what lies: $OUT"
 [ ! -f lying.db ] || [ -z "$(q lying.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q lying.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from an object whose footer lies"
 # deleted between the frozen plan (footers read) and the read of its row groups
-s3c lake put gone/a.parquet data/p1.parquet
-s3c lake put gone/b.parquet data/p2.parquet
+s3c "$S3_BUCKET" put gone/a.parquet data/p1.parquet
+s3c "$S3_BUCKET" put gone/b.parquet data/p2.parquet
 s3_pipe gone.yaml s3-gone "$S3_ENDPOINT" "$T/gone.db" ", prefix: gone/, glob: '*.parquet'"
 if FERRY_FAILPOINTS=before_sink_apply=error "$FERRY_BIN" run gone.yaml --quiet >/dev/null 2>&1; then
   fail "the failpoint should fail the first attempt"
 fi
-s3c lake delete gone/b.parquet
+s3c "$S3_BUCKET" delete gone/b.parquet
 expect_exit 7 ferry run gone.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/gone/b.parquet is gone" || fail "a deleted Parquet object should be named: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/gone/b.parquet is gone" || fail "a deleted Parquet object should be named: $OUT"
 [ ! -f gone.db ] || [ -z "$(q gone.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q gone.db 'SELECT count(*) FROM t WHERE id >= 3000')" = 0 ] || fail "rows of the deleted object written"
 s3_pipe none.yaml s3-none "$S3_ENDPOINT" "$T/none.db" ", prefix: nothing/"
 expect_exit 7 ferry run none.yaml
-printf '%s\n' "$OUT" | grep -q "no object under s3://lake/nothing/" || fail "no match: $OUT"
+printf '%s\n' "$OUT" | grep -q "no object under s3://$S3_BUCKET/nothing/" || fail "no match: $OUT"
 s3_pipe decl.yaml s3-decl "$S3_ENDPOINT" "$T/decl.db" ", schema: {id: int64}"
 expect_exit 2 ferry run decl.yaml
 printf '%s\n' "$OUT" | grep -q "Parquet objects carry their schema" || fail "a declared schema on Parquet should be refused: $OUT"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # mode: incremental of the s3 source against the S3 test server (route checkpoint: the key,
 # ETag and size of every object listed by the last completed run):
 #   1. two CSV objects read; a run with nothing new reads nothing;
@@ -28,7 +29,7 @@ version: 1
 name: $2
 source:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   endpoint: "$S3_ENDPOINT"
   path_style: true
   access_key_id: env:S3_KEY
@@ -41,8 +42,8 @@ YAML
 mkdir data
 gen_csv 0 100 > data/a.csv
 gen_csv 100 200 > data/b.csv
-s3c lake put in/a.csv data/a.csv
-s3c lake put in/b.csv data/b.csv
+s3c "$S3_BUCKET" put in/a.csv data/a.csv
+s3c "$S3_BUCKET" put in/b.csv data/b.csv
 pipe app.yaml inc-app "$T/app.db" append
 pipe ups.yaml inc-ups "$T/ups.db" upsert ", key: [id]"
 
@@ -56,7 +57,7 @@ pass "s3 incremental: first run reads every object; a run with nothing new reads
 
 # ---- 2 ----
 gen_csv 200 250 | gzip -c > data/c.csv.gz
-s3c lake put in/c.csv.gz data/c.csv.gz
+s3c "$S3_BUCKET" put in/c.csv.gz data/c.csv.gz
 expect_exit 0 ferry run app.yaml
 expect_exit 0 ferry run ups.yaml
 [ "$(q app.db 'SELECT count(*) || "|" || count(DISTINCT id) || "|" || max(id) FROM t')" = "250|250|249" ] \
@@ -65,7 +66,7 @@ pass "s3 incremental: a new object is read, the others are not"
 
 # ---- 3 ----
 { gen_csv 100 200; echo "1000,new"; } | sed 's/^150,v150$/150,changed/' > data/b2.csv
-s3c lake put in/b.csv data/b2.csv
+s3c "$S3_BUCKET" put in/b.csv data/b2.csv
 expect_exit 0 ferry run app.yaml
 expect_exit 0 ferry run ups.yaml
 [ "$(q app.db 'SELECT count(*) FROM t')" = 351 ] || fail "append after a change: $(q app.db 'SELECT count(*) FROM t') rows, want 250 + 101"
@@ -78,7 +79,7 @@ pass "s3 incremental: a changed object is re-read whole (append: its rows again;
 
 # ---- 4 ----
 gen_csv 300 310 > data/d.csv
-s3c lake put in/d.csv data/d.csv
+s3c "$S3_BUCKET" put in/d.csv data/d.csv
 if FERRY_FAILPOINTS=before_sink_apply=error "$FERRY_BIN" run app.yaml --quiet >/dev/null 2>&1; then
   fail "the failpoint should fail the run"
 fi
@@ -90,7 +91,7 @@ pass "s3 incremental: a failed run does not move the checkpoint"
 # ---- 5 ----
 pipe cur.yaml inc-cur "$T/cur.db" append ", cursor: [id]"
 expect_exit 2 ferry run cur.yaml
-printf '%s\n' "$OUT" | grep -q 's3://lake/in/a.csv: a `cursor:` is read from Parquet objects only' \
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/in/a.csv: a \`cursor:\` is read from Parquet objects only" \
   || fail "a cursor over CSV objects should be refused naming the object: $OUT"
 pass "s3 incremental: a cursor over CSV objects is refused naming the object"
 
@@ -102,8 +103,8 @@ pq() { # FROM TO FILE: ids FROM..TO-1, row groups of 2048 rows
 }
 pq 0 5000 p1.parquet
 pq 5000 6000 p2.parquet
-s3c lake put pq/p1.parquet data/p1.parquet
-s3c lake put pq/p2.parquet data/p2.parquet
+s3c "$S3_BUCKET" put pq/p1.parquet data/p1.parquet
+s3c "$S3_BUCKET" put pq/p2.parquet data/p2.parquet
 sed -e 's#prefix: in/#prefix: pq/#; s#name: inc-cur#name: inc-pq#; s#cur.db#pq.db#' cur.yaml > pq.yaml
 skipped() { # the last run's row_groups_skipped
   ferry events "$(json_field "$OUT" .run_id)" --json \
@@ -117,9 +118,9 @@ expect_exit 0 ferry run pq.yaml --json
 node "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range(6000, 8000) t(i)
   UNION ALL SELECT i::BIGINT, 'late' || i FROM range(10, 110) t(i) ORDER BY 1)
   TO '$T/data/p3.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null || fail "DuckDB failed"
-s3c lake put pq/p3.parquet data/p3.parquet
+s3c "$S3_BUCKET" put pq/p3.parquet data/p3.parquet
 pq 0 5000 p1b.parquet
-s3c lake put pq/p1.parquet data/p1b.parquet
+s3c "$S3_BUCKET" put pq/p1.parquet data/p1b.parquet
 expect_exit 0 ferry run pq.yaml --json
 [ "$(q pq.db 'SELECT count(*) || "|" || count(DISTINCT id) || "|" || max(id) FROM t')" = "8000|8000|7999" ] \
   || fail "second cursor run: $(q pq.db 'SELECT count(*), count(DISTINCT id), max(id) FROM t')"

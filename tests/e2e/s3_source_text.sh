@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # The s3 source on CSV and JSON Lines objects against the S3 test server:
 #   1. a plain CSV object larger than one 4 MiB ranged GET (records cross the chunk edges), a
 #      gzip one and a zstd one, next to an object the glob excludes, read through a proxy
@@ -29,10 +30,10 @@ gen_csv 0 120000 > data/a.csv
 gen_csv 120000 123000 | gzip -c > data/b.csv.gz
 gen_csv 123000 125000 | zstd -q -c > data/c.csv.zst
 [ "$(stat -c %s data/a.csv)" -gt $((4 << 20)) ] || fail "a.csv should be larger than one ranged GET"
-s3c lake put in/a.csv data/a.csv
-s3c lake put in/sub/b.csv.gz data/b.csv.gz
-s3c lake put in/sub/c.csv.zst data/c.csv.zst
-s3c lake put in/notes.txt data/a.csv   # excluded without a glob (not a known name)
+s3c "$S3_BUCKET" put in/a.csv data/a.csv
+s3c "$S3_BUCKET" put in/sub/b.csv.gz data/b.csv.gz
+s3c "$S3_BUCKET" put in/sub/c.csv.zst data/c.csv.zst
+s3c "$S3_BUCKET" put in/notes.txt data/a.csv   # excluded without a glob (not a known name)
 
 s3_pipe() { # FILE NAME ENDPOINT DB RESOURCE_EXTRA [SOURCE_EXTRA]
   cat > "$1" <<YAML
@@ -40,7 +41,7 @@ version: 1
 name: $2
 source:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   endpoint: "$3"
   path_style: true
   access_key_id: env:S3_KEY
@@ -88,8 +89,8 @@ pass "s3 source: CSV objects (plain > 4 MiB, gzip, zstd) through a 503ing proxy,
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "{\"id\":%d,\"s\":%s,\"x\":%s,\"o\":{\"k\":[%d]},\"ok\":%s}\n", i, (i % 5 ? "\"v" i "\"" : "null"), i / 4, i, (i % 3 ? "true" : "false") }' > data/j1.jsonl
 awk 'BEGIN { for (i = 3000; i < 4000; i++) printf "{\"ok\":false,\"id\":%d,\"x\":%s,\"s\":\"w\\u00e9%d\"}\n", i, i / 4, i }' > data/j2.ndjson
 gzip -c data/j1.jsonl > data/j1.jsonl.gz
-s3c lake put js/2024/j1.jsonl.gz data/j1.jsonl.gz
-s3c lake put js/2025/j2.ndjson data/j2.ndjson
+s3c "$S3_BUCKET" put js/2024/j1.jsonl.gz data/j1.jsonl.gz
+s3c "$S3_BUCKET" put js/2025/j2.ndjson data/j2.ndjson
 s3_pipe js.yaml s3-js "$S3_ENDPOINT" "$T/js.db" ", prefix: js/, glob: '*/j*'"
 expect_exit 0 ferry run js.yaml
 mkdir jref && cp data/j1.jsonl.gz data/j2.ndjson jref/
@@ -102,38 +103,38 @@ pass "s3 source: JSON Lines objects (gzip, plain) equal the files source"
 
 # ---- 3. bad input ---------------------------------------------------------------------------------
 head -c 20000 data/b.csv.gz > data/cut.csv.gz
-s3c lake put bad/cut.csv.gz data/cut.csv.gz
+s3c "$S3_BUCKET" put bad/cut.csv.gz data/cut.csv.gz
 s3_pipe cut.yaml s3-cut "$S3_ENDPOINT" "$T/cut.db" ", prefix: bad/"
 expect_exit 1 ferry run cut.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/bad/cut.csv.gz: truncated gzip" || fail "the error should name the object: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/bad/cut.csv.gz: truncated gzip" || fail "the error should name the object: $OUT"
 [ ! -f cut.db ] || [ -z "$(q cut.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q cut.db 'SELECT count(*) FROM t')" = 0 ] || fail "rows written from a truncated object"
 
-s3c lake put gone/a.csv data/a.csv
+s3c "$S3_BUCKET" put gone/a.csv data/a.csv
 gen_csv 200000 201000 > data/z.csv
-s3c lake put gone/z.csv data/z.csv
+s3c "$S3_BUCKET" put gone/z.csv data/z.csv
 s3_pipe gone.yaml s3-gone "$S3_ENDPOINT" "$T/gone.db" ", prefix: gone/"
 # the first attempt fails at its first sink write: its plan (both objects listed) is frozen
 if FERRY_FAILPOINTS=before_sink_apply=error "$FERRY_BIN" run gone.yaml --quiet >/dev/null 2>&1; then
   fail "the failpoint should fail the first attempt"
 fi
-s3c lake delete gone/z.csv
+s3c "$S3_BUCKET" delete gone/z.csv
 expect_exit 7 ferry run gone.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/gone/z.csv is gone" || fail "a deleted object should be named: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/gone/z.csv is gone" || fail "a deleted object should be named: $OUT"
 [ ! -f gone.db ] || [ -z "$(q gone.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
   || [ "$(q gone.db 'SELECT count(*) FROM t WHERE id >= 200000')" = 0 ] || fail "rows of the deleted object written"
 
 cp data/a.csv data/m.csv
-s3c lake put mix/a.csv data/m.csv
+s3c "$S3_BUCKET" put mix/a.csv data/m.csv
 printf 'PAR1xxxxPAR1' > data/m.parquet
-s3c lake put mix/b.parquet data/m.parquet
+s3c "$S3_BUCKET" put mix/b.parquet data/m.parquet
 s3_pipe mix.yaml s3-mix "$S3_ENDPOINT" "$T/mix.db" ", prefix: mix/"
 expect_exit 1 ferry run mix.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/mix/b.parquet" || fail "the Parquet object among CSV ones should be named: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/mix/b.parquet" || fail "the Parquet object among CSV ones should be named: $OUT"
 [ ! -f mix.db ] || [ -z "$(q mix.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] || fail "rows written"
 s3_pipe cz.yaml s3-cz "$S3_ENDPOINT" "$T/cz.db" ", prefix: in/sub/, glob: 'c*'" "  compression: gzip"
 expect_exit 1 ferry run cz.yaml
-printf '%s\n' "$OUT" | grep -q "s3://lake/in/sub/c.csv.zst: compression: gzip, but its bytes are zstd" || fail "compression: gzip on a zstd object: $OUT"
+printf '%s\n' "$OUT" | grep -q "s3://$S3_BUCKET/in/sub/c.csv.zst: compression: gzip, but its bytes are zstd" || fail "compression: gzip on a zstd object: $OUT"
 s3_pipe zz.yaml s3-zz "$S3_ENDPOINT" "$T/zz.db" ", prefix: in/sub/, glob: 'c*'" "  compression: zstd"
 expect_exit 0 ferry run zz.yaml
 [ "$(q zz.db 'SELECT count(*) FROM t')" = 2000 ] || fail "compression: zstd: $(q zz.db 'SELECT count(*) FROM t') rows"

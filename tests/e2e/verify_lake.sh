@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shared: pg
+# shared: pg s3
 # `ferry verify` with an iceberg destination (read back through the iceberg source, delete
 # files applied) and an s3 destination (the Parquet objects the manifests list), from a
 # PostgreSQL source, on one PostgreSQL server and one s3rver:
@@ -47,7 +47,7 @@ name: $2
 source: {type: postgres, url: env:PG_URL, resources: [{table: $3, target: v, key: [id]}]}
 sink:
   type: s3
-  bucket: lake
+  bucket: $S3_BUCKET
   prefix: $4
   format: parquet
   endpoint: "$S3_ENDPOINT"
@@ -99,15 +99,15 @@ pgq -c "UPDATE v SET amount = amount - 1 WHERE id = 77; INSERT INTO v SELECT * F
 pass "rows changed at the source are reported by key for both destinations, chunk by chunk (exit 8)"
 
 # ---- 3. tampering -------------------------------------------------------------------------------
-mine=$(s3c lake list out/v/ | grep '\.parquet$' | head -1)
-theirs=$(s3c lake list other/v/ | grep '\.parquet$' | head -1)
+mine=$(s3c "$S3_BUCKET" list out/v/ | grep '\.parquet$' | head -1)
+theirs=$(s3c "$S3_BUCKET" list other/v/ | grep '\.parquet$' | head -1)
 [ -n "$mine" ] && [ -n "$theirs" ] || fail "objects: '$mine' '$theirs'"
-s3c lake get "$theirs" > theirs.parquet
-s3c lake get "$mine" > mine.parquet
-s3c lake put "$mine" theirs.parquet
+s3c "$S3_BUCKET" get "$theirs" > theirs.parquet
+s3c "$S3_BUCKET" get "$mine" > mine.parquet
+s3c "$S3_BUCKET" put "$mine" theirs.parquet
 vjson s3.yaml
 [ "$RC" = 8 ] && [ "$(keys different)" = 1234 ] || fail "a replaced s3 object: exit $RC, different $(keys different): $J $(cat verify.err)"
-s3c lake put "$mine" mine.parquet
+s3c "$S3_BUCKET" put "$mine" mine.parquet
 vjson s3.yaml
 [ "$RC" = 0 ] || fail "the restored s3 object: exit $RC: $J"
 pass "s3: an object replaced by another with one value changed is reported by key"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shared: pg
+# shared: pg s3
 # `ferry iceberg expire TABLE --pipeline FILE` where the table is not a local folder with a
 # local catalog: it opens the catalog and storage of FILE's iceberg sink.
 #   1. S3 warehouse (s3rver on loopback, SigV4 checked) + SQL catalog (SQLite): two appends,
@@ -27,6 +27,7 @@ ROWS=${ROWS:-1500}
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 S3_CONDITIONAL_BUCKETS=cond s3_start lake cond
+COND=$(s3_bucket cond)
 export S3_ENDPOINT
 S3KEYS=("endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
         "secret_access_key: env:S3_SECRET")
@@ -113,21 +114,21 @@ check_s3_expire() {
 # ---- 1. S3 warehouse, SQL catalog (SQLite) ---------------------------------------------------------
 CAT="$T/catalog.db"
 meta_loc() { q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'orders'"; }
-sql_meta() { local k; k=$(meta_loc); s3c lake get "${k#s3://lake/}"; }
+sql_meta() { local k; k=$(meta_loc); s3c "$S3_BUCKET" get "${k#s3://$S3_BUCKET/}"; }
 sql_name() { basename "$(meta_loc)"; }
-history p1 "type: iceberg" "warehouse: s3://lake/wh" "namespace: db" "catalog: sql" "catalog_uri: $CAT" "${S3KEYS[@]}"
+history p1 "type: iceberg" "warehouse: s3://$S3_BUCKET/wh" "namespace: db" "catalog: sql" "catalog_uri: $CAT" "${S3KEYS[@]}"
 before_loc=$(meta_loc)
-check_s3_expire lake wh/db/orders sql_name sql_meta
+check_s3_expire "$S3_BUCKET" wh/db/orders sql_name sql_meta
 [ "$(meta_loc)" != "$before_loc" ] || fail "the SQL catalog still points at the old metadata"
 pass "S3 warehouse + SQL catalog: old snapshots expired by a catalog swap, unreferenced objects deleted, referenced ones kept; icebird and DuckDB read the current rows"
 
 # ---- 2. filesystem catalog on a bucket with conditional writes ----------------------------------------
-hint_meta() { local v; v=$(s3c cond get wh/db/orders/metadata/version-hint.text); s3c cond get "wh/db/orders/metadata/v$v.metadata.json"; }
+hint_meta() { local v; v=$(s3c "$COND" get wh/db/orders/metadata/version-hint.text); s3c "$COND" get "wh/db/orders/metadata/v$v.metadata.json"; }
 hint_name() { :; }
-history p2 "type: iceberg" "warehouse: s3://cond/wh" "namespace: db" "${S3KEYS[@]}"
-v_before=$(s3c cond get wh/db/orders/metadata/version-hint.text)
-check_s3_expire cond wh/db/orders hint_name hint_meta
-[ "$(s3c cond get wh/db/orders/metadata/version-hint.text)" -gt "$v_before" ] || fail "version-hint.text did not move"
+history p2 "type: iceberg" "warehouse: s3://$COND/wh" "namespace: db" "${S3KEYS[@]}"
+v_before=$(s3c "$COND" get wh/db/orders/metadata/version-hint.text)
+check_s3_expire "$COND" wh/db/orders hint_name hint_meta
+[ "$(s3c "$COND" get wh/db/orders/metadata/version-hint.text)" -gt "$v_before" ] || fail "version-hint.text did not move"
 pass "S3 warehouse + filesystem catalog (conditional write): expired, files cleaned, icebird reads through the hint"
 
 # ---- 3. S3 warehouse, SQL catalog on PostgreSQL (tests/pg/pg.sh) ------------------------------------
@@ -136,11 +137,11 @@ pg_start
 export ICE_CATALOG_URL="$FERRY_PG_URL"
 pg_loc() { psql "$FERRY_PG_URL" -X -A -t -q -c "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'orders'"; }
 pg_name() { basename "$(pg_loc)"; }
-pg_meta() { local k; k=$(pg_loc); s3c lake get "${k#s3://lake/}"; }
-history p4 "type: iceberg" "warehouse: s3://lake/pgwh" "namespace: db" "catalog: sql" \
+pg_meta() { local k; k=$(pg_loc); s3c "$S3_BUCKET" get "${k#s3://$S3_BUCKET/}"; }
+history p4 "type: iceberg" "warehouse: s3://$S3_BUCKET/pgwh" "namespace: db" "catalog: sql" \
   "catalog_uri: env:ICE_CATALOG_URL" "${S3KEYS[@]}"
 before_loc=$(pg_loc)
-WHNAME=pgwh check_s3_expire lake pgwh/db/orders pg_name pg_meta
+WHNAME=pgwh check_s3_expire "$S3_BUCKET" pgwh/db/orders pg_name pg_meta
 [ "$(pg_loc)" != "$before_loc" ] || fail "the PostgreSQL catalog still points at the old metadata"
 ! grep -qF "$FERRY_PG_URL" <<< "$OUT" || fail "the catalog URL was printed"
 pass "S3 warehouse + SQL catalog on PostgreSQL: expired by the compare-and-swap UPDATE, objects cleaned, icebird and DuckDB read the current rows"
@@ -179,13 +180,13 @@ REST_S3_ENDPOINT="$S3_ENDPOINT" rest_start "$T/rest-s3"
 URI2=$REST_URI
 rs3_loc() { jq -r --arg k "db"$'\x1f'"orders" '.tables[$k]' "$T/rest-s3/catalog.json"; }
 rs3_name() { basename "$(rs3_loc)"; }
-rs3_meta() { local l; l=$(rs3_loc); s3c lake get "${l#s3://lake/}"; }
-history p5 "type: iceberg" "warehouse: s3://lake/restwh" "namespace: db" "catalog: rest" \
+rs3_meta() { local l; l=$(rs3_loc); s3c "$S3_BUCKET" get "${l#s3://$S3_BUCKET/}"; }
+history p5 "type: iceberg" "warehouse: s3://$S3_BUCKET/restwh" "namespace: db" "catalog: rest" \
   "catalog_uri: \"$URI2\"" "catalog_token: env:REST_TOKEN" "${S3KEYS[@]}"
-[[ $(rs3_loc) == s3://lake/restwh/db/orders/metadata/*.metadata.json ]] || fail "REST on S3: the table's metadata is at $(rs3_loc)"
+[[ $(rs3_loc) == s3://$S3_BUCKET/restwh/db/orders/metadata/*.metadata.json ]] || fail "REST on S3: the table's metadata is at $(rs3_loc)"
 before_loc=$(rs3_loc)
 commits=$(grep -c "^POST /v1/ferry-test/namespaces/db/tables/orders 200$" "$T/rest-s3/requests.log")
-WHNAME=restwh check_s3_expire lake restwh/db/orders rs3_name rs3_meta
+WHNAME=restwh check_s3_expire "$S3_BUCKET" restwh/db/orders rs3_name rs3_meta
 # the dry run commits nothing, each expire that removes snapshots commits once, the second none
 [ "$(grep -c "^POST /v1/ferry-test/namespaces/db/tables/orders 200$" "$T/rest-s3/requests.log")" = $((commits + 1)) ] \
   || fail "REST on S3: expire should commit once through commit-table: $(grep POST "$T/rest-s3/requests.log" | tail -n 5)"

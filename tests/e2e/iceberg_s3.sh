@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The iceberg sink with an S3 warehouse (`warehouse: s3://lake/wh`) on s3rver (loopback, every
+# shared: s3
+# The iceberg sink with an S3 warehouse (`warehouse: s3://$S3_BUCKET/wh`) on s3rver (loopback, every
 # request's SigV4 checked: tests/s3/server.mjs), committed through the SQL catalog (SQLite).
 # Every table is read back by icebird over HTTP from the S3 server (tests/tools/read_iceberg.mjs
 # maps the s3:// locations to it and signs with `aws4`), values compared with a reference copy
 # of the same sample (set equality of whole rows); the data files the manifests list are
 # downloaded with the independent client and read by DuckDB.
-#   1. append twice: metadata, manifests and data are objects under s3://lake/wh/db/<table>/,
+#   1. append twice: metadata, manifests and data are objects under s3://$S3_BUCKET/wh/db/<table>/,
 #      every location is an s3:// URI, nothing is written locally; rows equal the source;
 #   2. a crash (failpoint crash = _exit, as kill -9) just before the catalog commit: no new
 #      snapshot, the resumed run commits once and deletes the dead attempt's data objects;
@@ -31,8 +32,9 @@
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 S3_CONDITIONAL_BUCKETS=cond s3_start lake cond
+COND=$(s3_bucket cond)
 export S3_ENDPOINT
-SWH=s3://lake/wh
+SWH=s3://$S3_BUCKET/wh
 CAT="$T/catalog.db"
 S3KEYS=("endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
         "secret_access_key: env:S3_SECRET")
@@ -41,7 +43,7 @@ SINK=("type: iceberg" "warehouse: $SWH" "namespace: db" "catalog: sql" "catalog_
 
 meta_loc() { q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = '$1'"; }
 meta_name() { basename "$(meta_loc "$1")"; }
-meta_json() { local k; k=$(meta_loc "$1"); s3c lake get "${k#s3://lake/}"; }
+meta_json() { local k; k=$(meta_loc "$1"); s3c "$S3_BUCKET" get "${k#s3://$S3_BUCKET/}"; }
 
 # check_s3 COPIES: orders as icebird (over HTTP from s3rver) and DuckDB (data files fetched
 # with the independent client) read it equals the reference COPIES times.
@@ -53,8 +55,8 @@ check_s3() {
   node "$READ" "$SWH" db --files orders "$m" > files.jsonl || fail "icebird: manifests unreadable"
   rm -rf dl && mkdir dl
   for f in $(jq -r '.data_file.file_path' files.jsonl); do
-    case "$f" in s3://lake/wh/db/orders/data/*) ;; *) fail "data file outside the table: $f" ;; esac
-    s3c lake get "${f#s3://lake/}" > "dl/$(basename "$f")" || fail "cannot fetch $f"
+    case "$f" in s3://$S3_BUCKET/wh/db/orders/data/*) ;; *) fail "data file outside the table: $f" ;; esac
+    s3c "$S3_BUCKET" get "${f#s3://$S3_BUCKET/}" > "dl/$(basename "$f")" || fail "cannot fetch $f"
     files="$files${files:+,}'$T/dl/$(basename "$f")'"
   done
   [ -n "$files" ] || fail "no data file listed"
@@ -64,17 +66,17 @@ check_s3() {
   python3 compare.py "$T/ref.db" duckdb dk.jsonl "$1" || fail "DuckDB rows differ from the source"
 }
 snapshots() { meta_json orders | jq '.snapshots | length'; }
-data_objects() { s3c lake list wh/db/orders/data/ | grep -c '\.parquet$' || true; }
+data_objects() { s3c "$S3_BUCKET" list wh/db/orders/data/ | grep -c '\.parquet$' || true; }
 
 # ---- 1. append twice ---------------------------------------------------------------------------
 pipeline app.yaml app "$ROWS" "${SINK[@]}"
 expect_exit 0 ferry run app.yaml --quiet
 loc=$(meta_loc orders)
-case "$loc" in s3://lake/wh/db/orders/metadata/00002-*.metadata.json) ;; *) fail "metadata_location: $loc" ;; esac
+case "$loc" in s3://$S3_BUCKET/wh/db/orders/metadata/00002-*.metadata.json) ;; *) fail "metadata_location: $loc" ;; esac
 meta_json orders > m.json
-[ "$(jq -r .location m.json)" = s3://lake/wh/db/orders ] || fail "table location: $(jq -r .location m.json)"
+[ "$(jq -r .location m.json)" = s3://$S3_BUCKET/wh/db/orders ] || fail "table location: $(jq -r .location m.json)"
 jq -e '.snapshots | length == 1' m.json >/dev/null || fail "one snapshot after one run"
-case "$(jq -r '.snapshots[0]."manifest-list"' m.json)" in s3://lake/wh/db/orders/metadata/snap-*.avro) ;;
+case "$(jq -r '.snapshots[0]."manifest-list"' m.json)" in s3://$S3_BUCKET/wh/db/orders/metadata/snap-*.avro) ;;
   *) fail "manifest list: $(jq -r '.snapshots[0]."manifest-list"' m.json)" ;; esac
 [ ! -e "$T/s3:" ] && [ ! -e "$(pwd)/s3:" ] || fail "an s3:// location was written as a local path"
 check_s3 1
@@ -82,7 +84,7 @@ check_s3 1
 expect_exit 0 ferry run app.yaml --quiet
 [ "$(snapshots)" = 2 ] || fail "two snapshots after two runs"
 check_s3 2
-pass "append twice into s3://lake/wh (SQL catalog): s3:// locations, rows equal the source (icebird over HTTP, DuckDB)"
+pass "append twice into s3://$S3_BUCKET/wh (SQL catalog): s3:// locations, rows equal the source (icebird over HTTP, DuckDB)"
 
 # ---- 2. crashes around the catalog commit ------------------------------------------------------
 before=$(meta_loc orders)
@@ -117,8 +119,8 @@ expect_exit 0 ferry run kill.yaml --quiet
 kloc=$(q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'kill' AND table_name = 'orders'")
 got=$(node "$READ" "$SWH" kill orders "$(basename "$kloc")" | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)
 [ "$got" = 0 ] || fail "after kill -9 and resume: $got ids not exactly $copies times"
-listed=$(node "$READ" "$SWH" kill --files orders "$(basename "$kloc")" | jq -r '.data_file.file_path' | sed 's|^s3://lake/||' | sort)
-stored=$(s3c lake list wh/kill/orders/data/ | sort)
+listed=$(node "$READ" "$SWH" kill --files orders "$(basename "$kloc")" | jq -r '.data_file.file_path' | sed "s|^s3://$S3_BUCKET/||" | sort)
+stored=$(s3c "$S3_BUCKET" list wh/kill/orders/data/ | sort)
 [ "$listed" = "$stored" ] || fail "after kill -9: data objects differ from the snapshot's: [$stored] vs [$listed]"
 pass "crash before / after the catalog commit, kill -9 mid-run: no half snapshot, no second commit of a checkpoint, orphans removed"
 
@@ -145,25 +147,25 @@ want=$(q "$T/src.db" "SELECT id || '=' || v FROM u ORDER BY id" | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "merge read back by icebird: [$got], want [$want]"
 meta_json u | jq -e '.snapshots[1].summary | .operation == "overwrite" and ."added-delete-files" == "1"' >/dev/null \
   || fail "merge snapshot summary: $(meta_json u | jq -c '.snapshots[1].summary')"
-s3c lake list wh/db/u/data/ | grep -q . || fail "no data objects for db.u"
+s3c "$S3_BUCKET" list wh/db/u/data/ | grep -q . || fail "no data objects for db.u"
 pass "merge on S3: equality delete files, read back merged by icebird"
 
 # ---- 5. the filesystem catalog where conditional writes are not honoured ------------------------
-pipeline fs.yaml fsc 100 "type: iceberg" "warehouse: s3://lake/fswh" "namespace: db" "${S3KEYS[@]}"
+pipeline fs.yaml fsc 100 "type: iceberg" "warehouse: s3://$S3_BUCKET/fswh" "namespace: db" "${S3KEYS[@]}"
 expect_exit 2 ferry run fs.yaml --quiet
-echo "$OUT" | grep -q "s3://lake/fswh" || fail "the refusal should name the warehouse: $OUT"
+echo "$OUT" | grep -q "s3://$S3_BUCKET/fswh" || fail "the refusal should name the warehouse: $OUT"
 echo "$OUT" | grep -q "If-None-Match" || fail "the refusal should say why: $OUT"
 echo "$OUT" | grep -q "catalog: sql" || fail "the refusal should point to the SQL catalog: $OUT"
-[ -z "$(s3c lake list fswh/)" ] || fail "a refused run left objects: $(s3c lake list fswh/)"
+[ -z "$(s3c "$S3_BUCKET" list fswh/)" ] || fail "a refused run left objects: $(s3c "$S3_BUCKET" list fswh/)"
 pass "filesystem catalog on a store without conditional writes: refused clearly, exit non-zero, nothing written"
 
 # ---- 6. the filesystem catalog where conditional writes are honoured ----------------------------
-pipeline fa.yaml fs-a "$ROWS" "type: iceberg" "warehouse: s3://cond/wh" "namespace: db" "${S3KEYS[@]}"
-pipeline fb.yaml fs-b "$ROWS" "type: iceberg" "warehouse: s3://cond/wh" "namespace: db" "${S3KEYS[@]}"
+pipeline fa.yaml fs-a "$ROWS" "type: iceberg" "warehouse: s3://$COND/wh" "namespace: db" "${S3KEYS[@]}"
+pipeline fb.yaml fs-b "$ROWS" "type: iceberg" "warehouse: s3://$COND/wh" "namespace: db" "${S3KEYS[@]}"
 expect_exit 0 ferry run fa.yaml --quiet
-[ "$(s3c cond get wh/db/orders/metadata/version-hint.text)" = 2 ] || fail "version-hint.text should say 2"
-s3c cond list wh/db/orders/metadata/ | grep -q '/v2.metadata.json$' || fail "no v2.metadata.json object"
-node "$READ" s3://cond/wh db orders > ib.jsonl || fail "icebird could not read s3://cond/wh (version hint)"
+[ "$(s3c "$COND" get wh/db/orders/metadata/version-hint.text)" = 2 ] || fail "version-hint.text should say 2"
+s3c "$COND" list wh/db/orders/metadata/ | grep -q '/v2.metadata.json$' || fail "no v2.metadata.json object"
+node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh (version hint)"
 python3 compare.py "$T/ref.db" icebird ib.jsonl 1 || fail "filesystem catalog on S3: rows differ"
 FERRY_FAILPOINTS='iceberg_before_catalog_commit=sleep(1500)' FERRY_LOG=info "$FERRY_BIN" run fa.yaml \
   --quiet --state "$T/fa.db" > fa.log 2>&1 &
@@ -174,9 +176,9 @@ pb=$!
 wait "$pa" || fail "concurrent writer a failed: $(cat fa.log)"
 wait "$pb" || fail "concurrent writer b failed: $(cat fb.log)"
 grep -q "conflict, retrying" fa.log fb.log || fail "the concurrent commits never conflicted"
-node "$READ" s3://cond/wh db orders > ib.jsonl || fail "icebird could not read s3://cond/wh"
+node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh"
 python3 compare.py "$T/ref.db" icebird ib.jsonl 3 || fail "concurrent appends on S3: not exactly 3 copies"
-[ "$(node "$READ" s3://cond/wh db --metadata orders | jq '.snapshots | length')" = 3 ] || fail "want 3 snapshots"
+[ "$(node "$READ" s3://$COND/wh db --metadata orders | jq '.snapshots | length')" = 3 ] || fail "want 3 snapshots"
 pass "filesystem catalog on S3 with conditional writes: committed by If-None-Match, a racing writer retries, both appends kept"
 
 # ---- 7. multipart data files ---------------------------------------------------------------------
@@ -196,20 +198,20 @@ loc=$(q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespa
 node "$READ" "$SWH" mp --files orders "$(basename "$loc")" > mpfiles.jsonl || fail "multipart: manifests unreadable"
 f=$(jq -r '.data_file.file_path' mpfiles.jsonl)
 [ "$(wc -l <<< "$f")" = 1 ] || fail "multipart: want one data file, got: $f"
-k="/lake/${f#s3://lake/}"
+k="/$S3_BUCKET/${f#s3://$S3_BUCKET/}"
 grep -q "^POST $k?uploads" "$T/flaky.count.requests" && grep -q "^PUT $k?partNumber=2&" "$T/flaky.count.requests" \
   && grep -q "^POST $k?uploadId=" "$T/flaky.count.requests" \
   || fail "multipart: $f was not a multipart upload of 2+ parts: $(grep -F "$k" "$T/flaky.count.requests" | cut -c1-120)"
 parts=$(grep -c "^PUT $k?partNumber=" "$T/flaky.count.requests")
 [ "$(node "$READ" "$SWH" mp orders "$(basename "$loc")" | jq -r .id | sort -u | wc -l)" = 150000 ] \
   || fail "multipart: icebird does not read 150000 distinct rows"
-s3c lake get "${f#s3://lake/}" > mp.parquet
+s3c "$S3_BUCKET" get "${f#s3://$S3_BUCKET/}" > mp.parquet
 [ "$(node "$DUCK" "SELECT count(*), count(DISTINCT id) FROM read_parquet('$T/mp.parquet')" | jq -c 'map(tonumber)')" = '[150000,150000]' ] \
   || fail "multipart: DuckDB does not read 150000 rows"
 pass "a data file above multipart_chunk: a multipart upload of $parts parts, read whole by icebird and DuckDB"
 
 # ---- 8. a wrong secret ------------------------------------------------------------------------------
-pipeline bad.yaml badsecret 100 "type: iceberg" "warehouse: s3://lake/badwh" "namespace: db" "catalog: sql" \
+pipeline bad.yaml badsecret 100 "type: iceberg" "warehouse: s3://$S3_BUCKET/badwh" "namespace: db" "catalog: sql" \
   "catalog_uri: $T/bad.db" "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY" \
   "secret_access_key: env:BAD_SECRET"
 set +e
@@ -219,5 +221,5 @@ set -e
 [ "$st" != 0 ] || fail "a wrong secret should fail the run"
 grep -q "403" <<< "$OUT" && grep -q "secret_access_key" <<< "$OUT" || fail "wrong secret: unclear error: $OUT"
 ! grep -q "canary-secret-4711" <<< "$OUT" || fail "the secret was printed: $OUT"
-[ -z "$(s3c lake list badwh/)" ] || fail "a refused run left objects: $(s3c lake list badwh/)"
+[ -z "$(s3c "$S3_BUCKET" list badwh/)" ] || fail "a refused run left objects: $(s3c "$S3_BUCKET" list badwh/)"
 pass "wrong secret: HTTP 403 named with a hint, exit $st, the secret never printed, nothing written"

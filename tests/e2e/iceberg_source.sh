@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shared: pg
+# shared: pg s3
 # The iceberg source reads back what the iceberg sink wrote: PostgreSQL -> Iceberg -> PostgreSQL,
 # set equality of whole rows every time (EXCEPT ALL both ways), on one PostgreSQL server:
 #   1. full read of a local warehouse (filesystem catalog) with every type the sink writes;
@@ -24,6 +24,7 @@
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 S3_CONDITIONAL_BUCKETS=cond s3_start lake cond
+COND=$(s3_bucket cond)
 export S3_ENDPOINT
 pg_start
 export PG_URL="$FERRY_PG_URL"
@@ -186,7 +187,7 @@ pass "time travel to an expired snapshot: refused naming it"
 
 # ---- 4. S3 warehouse ------------------------------------------------------------------------------
 pgq -c "CREATE TABLE t_local AS SELECT * FROM t" # what the local warehouse holds
-S3W=("warehouse: s3://lake/wh" "namespace: db" "catalog: sql" "catalog_uri: $T/catalog.db"
+S3W=("warehouse: s3://$S3_BUCKET/wh" "namespace: db" "catalog: sql" "catalog_uri: $T/catalog.db"
      "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
      "secret_access_key: env:S3_SECRET")
 writer s3in.yaml ice_s3in t upsert "${S3W[@]}"
@@ -204,7 +205,7 @@ same t s3i.t "S3 warehouse, incremental after an upsert"
 pass "S3 warehouse (SQL catalog): full and incremental reads back exactly"
 
 # the filesystem catalog on S3 (a bucket honouring If-None-Match, as the writer needs)
-S3F=("warehouse: s3://cond/wh" "namespace: db" "endpoint: \"$S3_ENDPOINT\"" "path_style: true"
+S3F=("warehouse: s3://$COND/wh" "namespace: db" "endpoint: \"$S3_ENDPOINT\"" "path_style: true"
      "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET")
 pgq -c "CREATE SCHEMA s3f"
 writer s3fin.yaml ice_s3fin t append "${S3F[@]}"
@@ -212,7 +213,7 @@ expect_exit 0 ferry run s3fin.yaml --quiet
 reader s3ffull.yaml ice_s3ffull s3f full replace "" "${S3F[@]}"
 expect_exit 0 ferry run s3ffull.yaml --quiet
 same t s3f.t "S3 warehouse, filesystem catalog, full read"
-[ -z "$(s3c cond list wh/ | grep -F .ferry-probe)" ] || fail "a probe object was left behind"
+[ -z "$(s3c "$COND" list wh/ | grep -F .ferry-probe)" ] || fail "a probe object was left behind"
 pass "S3 warehouse (filesystem catalog): full read back exactly"
 
 # ---- 5. a cdc merge table: position and equality deletes ------------------------------------------

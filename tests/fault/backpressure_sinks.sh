@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # backpressure_sinks: the catalog's slow_sink_backpressure row for the sinks besides
 # postgres (pg_faults.sh stops the PostgreSQL backend): sqlite, files (jsonl, parquet),
 # iceberg and s3 (Parquet objects in s3rver, read back with the independent signed client). The sink stalls for 9 s at its 5th batch (before_sink_apply=sleep(9000)@5) while
@@ -20,7 +21,7 @@ sink_yaml() { # KIND
     sqlite) echo "{type: sqlite, path: $T/bp.db}" ;;
     jsonl | parquet) echo "{type: files, path: $T/bp-$1, format: $1}" ;;
     iceberg) echo "{type: iceberg, warehouse: $T/bp-wh, namespace: db}" ;;
-    s3) echo "{type: s3, bucket: bp, prefix: bp, format: parquet, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET}" ;;
+    s3) echo "{type: s3, bucket: $S3_BUCKET, prefix: bp, format: parquet, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET}" ;;
   esac
 }
 ids_of() { # KIND: "count distinct min max" of the ids a reader sees
@@ -41,11 +42,11 @@ ids_of() { # KIND: "count distinct min max" of the ids a reader sees
       node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")' ;;
     s3) # the objects the run's manifest lists, downloaded by the signed client
       mkdir -p "$T/bp-s3"
-      m=$(s3c bp list bp/ | grep '/_manifest.json$' | head -n 1)
-      s3c bp get "$m" > "$T/bp-s3/manifest.json"
+      m=$(s3c "$S3_BUCKET" list bp/ | grep '/_manifest.json$' | head -n 1)
+      s3c "$S3_BUCKET" get "$m" > "$T/bp-s3/manifest.json"
       local i=0 key
       for key in $(jq -r '.objects[].key' "$T/bp-s3/manifest.json"); do
-        i=$((i + 1)); s3c bp get "$key" > "$T/bp-s3/$i.parquet"
+        i=$((i + 1)); s3c "$S3_BUCKET" get "$key" > "$T/bp-s3/$i.parquet"
       done
       node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet('$T/bp-s3/*.parquet')" | jq -r 'map(tostring) | join(" ")' ;;
   esac

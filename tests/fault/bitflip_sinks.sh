@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # labels: asan
 # bitflip_sinks: the catalog's bitflip row on every sink besides sqlite (failpoints.sh has
 # sqlite): one bit of batch 3 flipped between the pipeline's digest and the sink
@@ -37,7 +38,7 @@ sink_yaml() { # KIND TAG
   case $1 in
     postgres) echo "{type: postgres, url: env:DEST_URL, schema: $2, write: append, durability: per_apply}" ;;
     jsonl | parquet) echo "{type: files, path: $T/$2, format: $1}" ;;
-    s3) echo "{type: s3, bucket: lake, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
+    s3) echo "{type: s3, bucket: $S3_BUCKET, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
     iceberg) echo "{type: iceberg, warehouse: $T/$2, namespace: db}" ;;
   esac
 }
@@ -64,9 +65,9 @@ rows() {
         node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" >> "$out"
       done ;;
     s3)
-      for m in $(s3c lake list "$tag/_runs/" | grep '_manifest.json$'); do
-        for key in $(s3c lake get "$m" | jq -r '.objects[].key'); do
-          s3c lake get "$key" | jq -c '[.id, .customer_id, .status, .quantity, .amount, .discount, .express, .note, .created_at, .updated_at]' >> "$out"
+      for m in $(s3c "$S3_BUCKET" list "$tag/_runs/" | grep '_manifest.json$'); do
+        for key in $(s3c "$S3_BUCKET" get "$m" | jq -r '.objects[].key'); do
+          s3c "$S3_BUCKET" get "$key" | jq -c '[.id, .customer_id, .status, .quantity, .amount, .discount, .express, .note, .created_at, .updated_at]' >> "$out"
         done
       done ;;
     iceberg)

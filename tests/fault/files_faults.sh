@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # labels: asan
 # crash_before_sink_commit, crash_after_sink_commit and kill -9 at seeded random moments for
 # the two publishing sinks, files (local folder) and s3 (s3rver on loopback), JSON Lines:
@@ -27,7 +28,7 @@ pipeline() { # FILE NAME KIND(files|s3) PREFIX
     if [ "$3" = files ]; then
       echo "sink: {type: files, path: $T/$4, format: jsonl}"
     else
-      echo "sink: {type: s3, bucket: lake, prefix: $4, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}"
+      echo "sink: {type: s3, bucket: $S3_BUCKET, prefix: $4, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}"
     fi
     echo "batch: {rows: 2000}"
   } > "$1"
@@ -50,11 +51,11 @@ published() {
       done < <(jq -r '.files[] | "\(.path) \(.bytes) \(.crc32c)"' "$m")
     done
   else
-    for m in $(s3c lake list "$prefix/_runs/" | grep '_manifest.json$'); do
+    for m in $(s3c "$S3_BUCKET" list "$prefix/_runs/" | grep '_manifest.json$'); do
       n=$((n + 1))
-      s3c lake get "$m" > "$dir/manifest.json"
+      s3c "$S3_BUCKET" get "$m" > "$dir/manifest.json"
       while read -r key bytes crc; do
-        s3c lake get "$key" > "$dir/obj"
+        s3c "$S3_BUCKET" get "$key" > "$dir/obj"
         [ "$(stat -c %s "$dir/obj")" = "$bytes" ] || fail "$key: size differs from the manifest"
         [ "$(crc32c "$dir/obj")" = "$crc" ] || fail "$key: CRC32-C differs from the manifest"
         att=$(printf '%s' "$key" | sed -E 's|.*/attempt=([0-9]+)/.*|\1|')

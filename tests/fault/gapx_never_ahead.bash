@@ -24,7 +24,7 @@ sink_yaml() { # KIND DEST
     sqlite) echo "{type: sqlite, path: $T/$2.db, durability: per_apply}" ;;
     sqlite_at) echo "{type: sqlite, path: $T/$2.db, durability: at_commit}" ;;
     jsonl | csv | parquet) echo "{type: files, path: $T/$2, format: $1}" ;;
-    s3) echo "{type: s3, bucket: $S3_BUCKET, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
+    s3) echo "{type: s3, bucket: lake, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
     iceberg) echo "{type: iceberg, warehouse: $T/$2, namespace: db}" ;;
   esac
 }
@@ -62,9 +62,9 @@ for r in csv.DictReader(open(sys.argv[1], newline="")): print(r["id"])' "$T/$d/$
         done
       done ;;
     s3)
-      for m in $(s3c "$S3_BUCKET" list "$d/_runs/" | grep '_manifest.json$'); do
-        s3c "$S3_BUCKET" get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
-          s3c "$S3_BUCKET" get "$k" | jq -r .id
+      for m in $(s3c lake list "$d/_runs/" | grep '_manifest.json$'); do
+        s3c lake get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
+          s3c lake get "$k" | jq -r .id
         done
       done ;;
     iceberg)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # iceberg_conn_reset_remote: the catalog's conn_reset row for the Iceberg sink on remote
 # catalogs (the PostgreSQL SQL catalog: iceberg_conn_reset.sh). tests/tools/tcpproxy.mjs sits
 # between ferry and the server that takes the commit, and cuts the connection when the commit
@@ -18,6 +19,7 @@ ROWS=20000
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 S3_CONDITIONAL_BUCKETS=cond s3_start cond
+COND=$(s3_bucket cond)
 export S3_ENDPOINT
 
 PIDS=()
@@ -42,26 +44,26 @@ ice_pipeline() { # FILE NAME SINK_LINES...: the orders table only
   pipeline "$file" "$name" "$ROWS" "$@"
   sed -i '/- {table: users, mode: full}/d' "$file"
 }
-ice_pipeline s3.yaml ice-s3 "type: iceberg" "warehouse: s3://cond/wh" "namespace: db" \
+ice_pipeline s3.yaml ice-s3 "type: iceberg" "warehouse: s3://$COND/wh" "namespace: db" \
   "endpoint: \"$PX_EP\"" "path_style: true" "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET"
 export FERRY_STATE="$T/state-s3.db"
-s3_meta() { node "$READ" s3://cond/wh db --metadata orders > "$1" || fail "icebird could not read the table metadata"; }
+s3_meta() { node "$READ" s3://$COND/wh db --metadata orders > "$1" || fail "icebird could not read the table metadata"; }
 s3_complete() { # META: every snapshot's manifest list is an object
   local ml
   for ml in $(jq -r '.snapshots[]."manifest-list"' "$1"); do
-    s3c cond get "${ml#s3://cond/}" > /dev/null 2>&1 || fail "half snapshot: manifest list $ml is missing"
+    s3c "$COND" get "${ml#s3://$COND/}" > /dev/null 2>&1 || fail "half snapshot: manifest list $ml is missing"
   done
 }
 s3_rows() { # COPIES
-  node "$READ" s3://cond/wh db orders > ib.jsonl || fail "icebird could not read s3://cond/wh db.orders"
+  node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh db.orders"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
 }
 expect_exit 0 ferry run s3.yaml --quiet
 s3_rows 1
 copies=1
 for when in before after; do
-  v=$(s3c cond get wh/db/orders/metadata/version-hint.text)
-  ctl s3px "/cut?dir=up&hex=$(hex "PUT /cond/wh/db/orders/metadata/v$((v + 1)).metadata.json")&when=$when" > /dev/null
+  v=$(s3c "$COND" get wh/db/orders/metadata/version-hint.text)
+  ctl s3px "/cut?dir=up&hex=$(hex "PUT /$COND/wh/db/orders/metadata/v$((v + 1)).metadata.json")&when=$when" > /dev/null
   set +e
   FERRY_LOG=info "$FERRY_BIN" run s3.yaml > run.log 2>&1
   rc=$?

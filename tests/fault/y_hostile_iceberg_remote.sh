@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # hostile_identifiers for the iceberg sink on remote catalogs and warehouses: a sqlite source
 # table whose table and column names hold quotes, spaces, `;`, `--`, percent signs (`%`,
 # `%2F`, `%00`), `?`, `#`, unicode and 63/64-byte names, with hostile values, is copied
@@ -72,7 +73,7 @@ pipeline() { # FILE NAME RESOURCE_YAML SINK_LINES...
 }
 RES="{table: $(yq "$TBL"), mode: full}"
 TBL0=$TBL
-S3SINK=("type: iceberg" "warehouse: s3://lake/wh" "catalog: sql" "catalog_uri: $T/catalog.db"
+S3SINK=("type: iceberg" "warehouse: s3://$S3_BUCKET/wh" "catalog: sql" "catalog_uri: $T/catalog.db"
         "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET")
 RESTSINK=("type: iceberg" "warehouse: $T/wh" "catalog: rest" "catalog_uri: \"$URI\"" "catalog_token: env:REST_TOKEN")
 
@@ -100,13 +101,13 @@ EOF
 
 # canaries: objects beside and inside the warehouse (written by the s3 sink: the test server
 # wants a checksum on every PUT), their keys and ETags recorded
-S3OBJ=("type: s3" "bucket: lake" "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
+S3OBJ=("type: s3" "bucket: $S3_BUCKET" "endpoint: \"$S3_ENDPOINT\"" "path_style: true" "access_key_id: env:S3_KEY"
        "secret_access_key: env:S3_SECRET" "format: jsonl")
 for pre in canary-out wh/canary-in; do
   pipeline co.yaml "canary-${pre//\//-}" "{table: canary, mode: full}" "${S3OBJ[@]}" "prefix: $pre"
   expect_exit 0 ferry run co.yaml --quiet
 done
-canary_objects() { local k; for k in $(s3c lake list canary-out/) $(s3c lake list wh/canary-in/); do echo "$k $(s3c lake etag "$k")"; done; }
+canary_objects() { local k; for k in $(s3c "$S3_BUCKET" list canary-out/) $(s3c "$S3_BUCKET" list wh/canary-in/); do echo "$k $(s3c "$S3_BUCKET" etag "$k")"; done; }
 canary_objects > canary-objects.txt
 [ "$(grep -c . canary-objects.txt)" -ge 4 ] || fail "canary objects not written: $(cat canary-objects.txt)"
 pipeline c3.yaml canary-s3 "{table: plain, target: canary, mode: full}" "${S3SINK[@]}" "namespace: db"
@@ -122,7 +123,7 @@ canaries() {
   [ "$(q catalog.db "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'canary'")" = "$s3_canary_meta" ] \
     || fail "the S3 canary table was committed to"
   [ "$(jq -r --arg k "db"$'\x1f'"canary" '.tables[$k]' rest/catalog.json)" = "$rest_canary_meta" ] || fail "the REST canary table was committed to"
-  [ "$(node "$READ" s3://lake/wh db canary "$(basename "$s3_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] || fail "the S3 canary table reads differently"
+  [ "$(node "$READ" s3://$S3_BUCKET/wh db canary "$(basename "$s3_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] || fail "the S3 canary table reads differently"
   [ "$(node "$READ" "$T/wh" db canary "$(basename "$rest_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] \
     || fail "the REST canary table reads differently"
 }
@@ -135,9 +136,9 @@ read_files() {
   FILES=()
   while read -r f; do
     if [ "$2" = s3 ]; then
-      case "$f" in "s3://lake/wh/$NS/$TBL/data/"*) ;; *) fail "$1: data file outside the table: $f" ;; esac
-      k=${f#s3://lake/}
-      s3c lake get "$k" > "dl.$i.parquet" || fail "$1: the signed client cannot fetch $k"
+      case "$f" in "s3://$S3_BUCKET/wh/$NS/$TBL/data/"*) ;; *) fail "$1: data file outside the table: $f" ;; esac
+      k=${f#s3://$S3_BUCKET/}
+      s3c "$S3_BUCKET" get "$k" > "dl.$i.parquet" || fail "$1: the signed client cannot fetch $k"
     else
       f=${f#file://} # a path verbatim, as Java's HadoopFileIO and pyiceberg read locations
       case "$f" in "$T/wh/"*) ;; *) fail "$1: data file outside the warehouse: $f" ;; esac
@@ -152,18 +153,18 @@ read_files() {
 
 # ---- 1. S3 warehouse ---------------------------------------------------------------------------
 hostile_s3() { # uses NS, TBL, RES
-s3c lake list "" | sort > objects.before
+s3c "$S3_BUCKET" list "" | sort > objects.before
 pipeline h3.yaml "hostile-s3-$((++HN))" "$RES" "${S3SINK[@]}" "namespace: $(yq "$NS")"
 expect_exit 0 ferry run h3.yaml --quiet
 loc=$(q catalog.db "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = '${NS//\'/\'\'}' AND table_name = '${TBL//\'/\'\'}'")
 [ -n "$loc" ] || fail "s3: no catalog row for the hostile namespace and table: $(q catalog.db 'SELECT table_namespace, table_name FROM iceberg_tables')"
-case "$loc" in "s3://lake/wh/$NS/$TBL/metadata/"*) ;; *) fail "s3: metadata location not where the names say: $loc" ;; esac
-s3c lake list "" | sort > objects.after
+case "$loc" in "s3://$S3_BUCKET/wh/$NS/$TBL/metadata/"*) ;; *) fail "s3: metadata location not where the names say: $loc" ;; esac
+s3c "$S3_BUCKET" list "" | sort > objects.after
 new=$(comm -13 objects.before objects.after)
 bad=$(printf '%s\n' "$new" | grep -v -F "wh/$NS/$TBL/" || true)
 [ -z "$bad" ] || fail "s3: objects outside wh/<namespace>/<table>/: $bad"
-names=$(s3c lake get "${loc#s3://lake/}" | jq -c '[.schemas[-1].fields[].name]')
-node "$READ" s3://lake/wh "$NS" --files "$TBL" "$(basename "$loc")" > files.jsonl || fail "s3: icebird cannot list the table's files"
+names=$(s3c "$S3_BUCKET" get "${loc#s3://$S3_BUCKET/}" | jq -c '[.schemas[-1].fields[].name]')
+node "$READ" s3://$S3_BUCKET/wh "$NS" --files "$TBL" "$(basename "$loc")" > files.jsonl || fail "s3: icebird cannot list the table's files"
 read_files s3 s3
 python3 compare.py src.db "$TBL" "$names" "${FILES[@]}" || fail "s3: the round trip differs"
 canaries
@@ -210,7 +211,7 @@ refused() { # LABEL YAML NAME: exit 2, one error line naming NAME
   printf '%s\n' "$OUT" | grep -i error | grep -q -F -- "$3" || fail "$1: the message does not name $3: $OUT"
   echo "ok - $1: $(printf '%s\n' "$OUT" | grep -i error)"
 }
-s3c lake list "" | sort > objects.before
+s3c "$S3_BUCKET" list "" | sort > objects.before
 cp rest/catalog.json catalog.before
 find wh -type f | sort > files.before
 for t in '../x' '..' 'a/b' "$T/x"; do
@@ -223,7 +224,7 @@ for t in '../x' '..' 'a/b' "$T/x"; do
   pipeline t.yaml trav-rest "{table: plain, mode: full}" "${RESTSINK[@]}" "namespace: $(yq "$t")"
   refused "rest namespace $t" t.yaml sink.namespace
 done
-s3c lake list "" | sort > objects.after
+s3c "$S3_BUCKET" list "" | sort > objects.after
 [ -z "$(comm -13 objects.before objects.after)" ] || fail "a refused run wrote objects: $(comm -13 objects.before objects.after)"
 cmp -s rest/catalog.json catalog.before || fail "a refused run changed the REST catalog"
 [ -z "$(find wh -type f | sort | comm -13 files.before -)" ] || fail "a refused run wrote files"

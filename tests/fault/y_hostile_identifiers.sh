@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # labels: asan
 # tests/fault/y_hostile_identifiers.sh - hostile_identifiers for the publishing sinks (the
 # postgres and sqlite connectors are tests/e2e/pg_security.sh). A sqlite source table whose
@@ -245,7 +246,7 @@ pass "iceberg: traversal names refused as table and namespace, nothing written"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 s3_start lake
-S3SINK=("type: s3" "bucket: lake" "endpoint: \"$S3_ENDPOINT\"" "path_style: true"
+S3SINK=("type: s3" "bucket: $S3_BUCKET" "endpoint: \"$S3_ENDPOINT\"" "path_style: true"
   "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET")
 run=0
 for fmt in jsonl csv parquet; do
@@ -254,7 +255,7 @@ for fmt in jsonl csv parquet; do
   run=$(json_field "$OUT" '.run_id // .id // empty')
   [ -n "$run" ] || run=$(ferry runs --json | jq -r '.[0].id')
   rm -rf "s3-$fmt" && mkdir -p "s3-$fmt"
-  s3c lake get "$fmt/_runs/run=$run/_manifest.json" > "s3-$fmt/_manifest.json" || fail "s3/$fmt: no manifest for run $run"
+  s3c "$S3_BUCKET" get "$fmt/_runs/run=$run/_manifest.json" > "s3-$fmt/_manifest.json" || fail "s3/$fmt: no manifest for run $run"
   files=()
   while IFS= read -r b64; do
     key=$(printf '%s' "$b64" | base64 -d)
@@ -262,7 +263,7 @@ for fmt in jsonl csv parquet; do
       || fail "s3/$fmt: the manifest's table name differs from the source's"
     [[ $key == "$fmt/$TBL/run=$run/"* ]] || fail "s3/$fmt: object $key is not under the table's prefix"
     f="s3-$fmt/obj.${#files[@]}"
-    s3c lake get "$key" > "$f" || fail "s3/$fmt: listed object $key cannot be read"
+    s3c "$S3_BUCKET" get "$key" > "$f" || fail "s3/$fmt: listed object $key cannot be read"
     if [ "$fmt" = parquet ]; then
       node "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "$f.jsonl" || fail "DuckDB could not read $key"
       f="$f.jsonl"
@@ -278,5 +279,5 @@ for t in '../x' '..' '.x' 'a/b' '_runs'; do
   pipeline t.yaml trav-s3 "{table: plain, target: $(yq "$t"), mode: full}" "${S3SINK[@]}" "prefix: trav" "format: jsonl"
   refused "s3 target $t" t.yaml "\"$t\" cannot name a folder"
 done
-[ -z "$(s3c lake list "trav/")" ] || fail "a refused s3 run uploaded: $(s3c lake list "trav/")"
+[ -z "$(s3c "$S3_BUCKET" list "trav/")" ] || fail "a refused s3 run uploaded: $(s3c "$S3_BUCKET" list "trav/")"
 pass "s3: traversal names refused, nothing uploaded"

@@ -15,8 +15,9 @@
 # starts nothing: each bucket NAME becomes a FRESH bucket `NAME-<test>-<pid>` on the suite's one
 # front (s3_bucket NAME; S3_BUCKET is the first one's), made the way s3rver's filesystem store
 # makes one (a folder under its data folder, S3_DATA); s3_stop removes those folders, objects
-# and all, pass or fail. A test that sets S3_CONDITIONAL_BUCKETS or S3_UPLOAD_BUCKETS (the
-# front reads them when it starts) always gets its own front, as does a test run by hand.
+# and all, pass or fail. S3_CONDITIONAL_BUCKETS=NAME,... works there too (a flag file the front
+# checks, removed with the bucket); a test that sets S3_UPLOAD_BUCKETS (the front reads it when
+# it starts) always gets its own front, as does a test run by hand.
 S3_TOOLS="$FERRY_SRC/tests/s3"
 S3_PIDS=()
 S3_SHARED_BUCKETS=()
@@ -44,7 +45,7 @@ s3_bucket() { printf '%s' "${S3_NAMES[$1]:?s3.sh: no bucket $1 (s3_start $1)}"; 
 
 s3_start() {
   local b
-  if [ "${FERRY_S3_SHARED:-}" = 1 ] && [ -z "${S3_CONDITIONAL_BUCKETS:-}${S3_UPLOAD_BUCKETS:-}" ] &&
+  if [ "${FERRY_S3_SHARED:-}" = 1 ] && [ -z "${S3_UPLOAD_BUCKETS:-}" ] &&
      [ -f "$(s3_shared_env)" ]; then
     s3_shared_attach "$@"
     return
@@ -63,8 +64,9 @@ s3_start() {
 
 # s3_shared_attach BUCKET... : this test's fresh buckets on the fixture's front.
 s3_shared_attach() {
-  local env id b name
+  local env id b name flags
   env=$(s3_shared_env)
+  flags=$(sed -n 's/^flags=//p' "$env")
   S3_PORT=$(sed -n 's/^port=//p' "$env")
   S3_DATA=$(sed -n 's/^data=//p' "$env")
   [ -n "$S3_PORT" ] && [ -d "$S3_DATA" ] || fail "s3.sh: the shared S3 front of $env is not up"
@@ -75,6 +77,10 @@ s3_shared_attach() {
     mkdir "$S3_DATA/$name" || fail "s3.sh: cannot make bucket $name on the shared front ($env)"
     S3_SHARED_BUCKETS+=("$S3_DATA/$name")
     S3_NAMES[$b]=$name
+    if [[ ",${S3_CONDITIONAL_BUCKETS:-}," == *",$b,"* ]]; then
+      : > "$flags/$name.conditional" || fail "s3.sh: cannot flag bucket $name conditional ($env)"
+      S3_SHARED_BUCKETS+=("$flags/$name.conditional")
+    fi
   done
   S3_BUCKET=${1:+${S3_NAMES[$1]}}
   echo "s3.sh: buckets ${S3_NAMES[*]} on the shared S3 front, port $S3_PORT" >&2
@@ -130,8 +136,8 @@ s3_shared_server() {
   fi
   [ "$1" = stop ] && return 0
   dir=$(mktemp -d "${FERRY_TEST_TMP:-$FERRY_SHARED_HOME}/ferry-s3.shared.XXXXXX")
-  mkdir "$dir/s3data"
-  setsid node "$S3_TOOLS/server.mjs" "$dir/s3data" "$dir/s3.port" \
+  mkdir "$dir/s3data" "$dir/flags"
+  S3_FLAGS_DIR=$dir/flags setsid node "$S3_TOOLS/server.mjs" "$dir/s3data" "$dir/s3.port" \
     > "$dir/s3rver.log" 2>&1 < /dev/null &
   pid=$!
   if ! _s3_wait_file "$dir/s3.port" "$pid"; then
@@ -142,8 +148,8 @@ s3_shared_server() {
     exit 1
   fi
   S3_PORT=$(cat "$dir/s3.port")
-  printf 'dir=%s\ndata=%s\nport=%s\npid=%s\nowner=%s\n' "$dir" "$dir/s3data" "$S3_PORT" "$pid" \
-    "$PPID" > "$env.tmp"
+  printf 'dir=%s\ndata=%s\nflags=%s\nport=%s\npid=%s\nowner=%s\n' "$dir" "$dir/s3data" \
+    "$dir/flags" "$S3_PORT" "$pid" "$PPID" > "$env.tmp"
   mv "$env.tmp" "$env"
 }
 

@@ -14,6 +14,10 @@
 // PreconditionFailed when the key exists; such PUTs are serialised per key so that two writers
 // racing for one key cannot both succeed. Other buckets behave like s3rver (the condition is
 // ignored), which is what ferry must detect and refuse for the Iceberg filesystem catalog.
+// The shared front (tests/fixture.sh s3) learns such buckets while it runs: with
+// $S3_FLAGS_DIR set, a bucket B is conditional too when the file $S3_FLAGS_DIR/B.conditional
+// exists (tests/s3/s3.sh makes it for a test's bucket named in that test's
+// S3_CONDITIONAL_BUCKETS).
 //
 // s3rver answers ListMultipartUploads with 501 NotImplemented and AbortMultipartUpload with 405,
 // like the stores that leave unfinished uploads to a lifecycle rule. For the buckets named in
@@ -23,7 +27,7 @@
 // pages hold $S3_MAX_UPLOADS uploads (default 1000) with S3's key / upload-id markers; an abort
 // removes the record and its parts (204), an unknown one is 404 NoSuchUpload.
 import { createRequire } from 'node:module';
-import { writeFileSync, renameSync, statfsSync, readdirSync, readFileSync, statSync, rmSync } from 'node:fs';
+import { existsSync, writeFileSync, renameSync, statfsSync, readdirSync, readFileSync, statSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -153,6 +157,10 @@ function abortUpload(res, bucket, key, id) {
 }
 
 const conditional = new Set((process.env.S3_CONDITIONAL_BUCKETS || '').split(',').filter(Boolean));
+const flagsDir = process.env.S3_FLAGS_DIR || '';
+const isConditional = (bucket) => conditional.has(bucket) ||
+  (flagsDir !== '' && bucket !== '' && !bucket.includes('/') && !bucket.startsWith('.') &&
+   existsSync(join(flagsDir, bucket + '.conditional')));
 const keyLocks = new Map(); // path -> promise of the last conditional PUT on it
 
 function forward(req, res, body, done) {
@@ -201,7 +209,7 @@ const front = http.createServer((req, res) => {
       if (req.method === 'DELETE' && key !== '' && q.has('uploadId'))
         return abortUpload(res, bucket, key, q.get('uploadId'));
     }
-    if (req.method !== 'PUT' || req.headers['if-none-match'] !== '*' || !conditional.has(bucket))
+    if (req.method !== 'PUT' || req.headers['if-none-match'] !== '*' || !isConditional(bucket))
       return forward(req, res, body, () => {});
     const prev = keyLocks.get(path) || Promise.resolve();
     const mine = prev.then(async () => {

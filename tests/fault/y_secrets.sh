@@ -123,7 +123,7 @@ ferry secrets >> outputs.txt 2>&1 || true
 pass "cli: cdc runs with a bad password, a bad host, a sink that cannot connect, a sink error and two crashes; the resumes are exact"
 
 # ---- 2. ferry serve --------------------------------------------------------------------------
-export FERRY_FAILPOINTS="after_sink_apply=sleep(20)"
+export FERRY_FAILPOINTS="after_sink_apply=sleep(50)"
 start_serve --lease 4s --workers 2
 api POST /v1/pipelines --data-binary @good.yaml > /dev/null; [ "$CODE" = 201 ] || [ "$CODE" = 200 ] || fail "register: $CODE $BODY"
 api POST /v1/pipelines --data-binary @deadsrc.yaml > /dev/null
@@ -150,7 +150,11 @@ r_ok=$(api POST /v1/pipelines/sec_cdc/runs | jq -r .id)
 wait_state "$r_ok" completed 1200
 same_dest "served run"
 # a worker killed mid-run: the reaper fails the run; resuming it completes
-pgq -c "INSERT INTO t SELECT g, 'big ' || g, g FROM generate_series(100000, 160000) g"
+# 30 source transactions: one cdc table applies each source transaction whole (a commit group
+# of one), so the run's rows show only at a transaction's end; with many, it is still running.
+for i in $(seq 0 29); do
+  echo "INSERT INTO t SELECT g, 'big ' || g, g FROM generate_series($((100000 + i * 2000)), $((101999 + i * 2000))) g;"
+done | pgq
 r_kill=$(api POST /v1/pipelines/sec_cdc/runs | jq -r .id)
 wait_rows "$r_kill"
 wpid=$(api GET "/v1/runs/$r_kill" | jq -r .pid)

@@ -226,8 +226,15 @@ pg_shared_server() {
   fi
   if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
-    [ -f "$dir/data/postmaster.pid" ] &&
+    local pid=""
+    [ -f "$dir/data/postmaster.pid" ] && pid=$(head -n 1 "$dir/data/postmaster.pid")
+    [ -n "$pid" ] &&
       { pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; }
+    # the postmaster removes its pid file just before it exits: wait for the process itself
+    if [ -n "$pid" ]; then
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/" && kill -KILL "$pid" 2>/dev/null || true
+    fi
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

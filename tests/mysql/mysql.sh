@@ -234,9 +234,7 @@ my_shared_attach() {
 my_shared_server() {
   local env dir pid
   env=$(my_shared_env)
-  if [ -f "$env" ] && shared_owner_busy "$env"; then # tests/pg/pg.sh
-    echo "mysql.sh: the shared server of $env belongs to another test run (pid" \
-      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+  if [ -f "$env" ] && shared_owner_busy "$env" "mysql.sh: the shared server"; then # tests/pg/pg.sh
     [ "$1" = stop ] && return 0
     exit 1
   fi

@@ -207,20 +207,21 @@ pg_shared_attach() {
 # pg_shared_server start|stop : the fixture's server (tests/fixture.sh), settings for -j3 of
 # the shared tests; its port, admin password and owner (the ctest run: our parent) go to
 # $(pg_shared_env).
-# shared_owner_busy ENV : the server of ENV belongs to another ctest run that is still going
-# (its owner, the ctest that started it, is alive and not ours): it is left alone.
+# shared_owner_busy ENV WHAT : the server of ENV belongs to another ctest run that is still
+# going (its owner, the ctest that started it, is alive and not ours): it is left alone, and
+# WHAT is named in the message that says so.
 shared_owner_busy() {
   local owner
   owner=$(sed -n 's/^owner=//p' "$1")
-  [ -n "$owner" ] && [ "$owner" != "$PPID" ] && kill -0 "$owner" 2>/dev/null
+  [ -n "$owner" ] && [ "$owner" != "$PPID" ] && kill -0 "$owner" 2>/dev/null || return 1
+  echo "$2 of $1 belongs to another test run (pid $owner) still going: give each run its" \
+    "own FERRY_TEST_TMP" >&2
 }
 
 pg_shared_server() {
   local env dir
   env=$(pg_shared_env)
-  if [ -f "$env" ] && shared_owner_busy "$env"; then
-    echo "pg.sh: the shared server of $env belongs to another test run (pid" \
-      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+  if [ -f "$env" ] && shared_owner_busy "$env" "pg.sh: the shared server"; then
     [ "$1" = stop ] && return 0
     exit 1
   fi

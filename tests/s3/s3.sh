@@ -118,9 +118,7 @@ s3_stop() {
 s3_shared_server() {
   local env dir pid
   env=$(s3_shared_env)
-  if [ -f "$env" ] && shared_owner_busy "$env"; then # tests/pg/pg.sh
-    echo "s3.sh: the shared S3 front of $env belongs to another test run (pid" \
-      "$(sed -n 's/^owner=//p' "$env")) still going: give each run its own FERRY_TEST_TMP" >&2
+  if [ -f "$env" ] && shared_owner_busy "$env" "s3.sh: the shared S3 front"; then # tests/pg/pg.sh
     [ "$1" = stop ] && return 0
     exit 1
   fi

@@ -18,15 +18,21 @@ shared_pid_in() { tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF "$2/";
 
 # shared_stop_pid PID DIR [COMMAND...] : stops the server process PID of the folder DIR (ours,
 # or one a killed run left). A pid file outlives its process and its number may be another
-# process's by now: PID is touched only while its command line names DIR. COMMAND (default
-# `kill -TERM PID`; its output dropped) asks it to stop; then it gets 10 s to be gone (a
-# server removes its pid file before it exits: the process itself is waited for), then
-# SIGKILL.
+# process's by now, so a signal goes to PID only while its command line names DIR: SIGTERM
+# first, unless COMMAND (the server's own stop, which checks the process itself: pg_ctl -D)
+# is given, then it runs instead (output dropped). Then PID gets 10 s to be gone (a server
+# removes its pid file before it exits: the process itself is waited for), then SIGKILL.
 shared_stop_pid() {
   local pid=$1 dir=$2
   shift 2
-  [ -n "$pid" ] && shared_pid_in "$pid" "$dir" || return 0
-  if [ $# -gt 0 ]; then "$@" >/dev/null 2>&1 || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+  [ -n "$pid" ] || return 0
+  if [ $# -gt 0 ]; then
+    "$@" >/dev/null 2>&1 || true
+  elif shared_pid_in "$pid" "$dir"; then
+    kill -TERM "$pid" 2>/dev/null || true
+  else
+    return 0
+  fi
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   shared_pid_in "$pid" "$dir" && { kill -KILL "$pid" 2>/dev/null || true; }
   for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done

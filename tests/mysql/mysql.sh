@@ -268,7 +268,7 @@ my_shared_server() {
   if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
     pid=$(cat "$dir/pid" 2>/dev/null || true)
-    shared_stop_pid "$pid" "$dir" kill -KILL "$pid" # tests/shared.sh
+    shared_stop_pid "$pid" "$dir" # tests/shared.sh
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

@@ -28,28 +28,13 @@ command -v perf >/dev/null || { echo "overlap_profile.sh: needs perf (apt-get in
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-ovprof.XXXXXX")
 chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT
-. "$FERRY_SRC/tests/pg/pg.sh"
-PG_CONF_EXTRA="$(printf '%s\n%s\n%s' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on')" pg_start
+# shellcheck source=lib.sh
+. "$FERRY_SRC/bench/lib.sh" # the server, src and dst, the orders table
+bench_pg_start on # fsync, synchronous_commit, full_page_writes
 cd "$W"
 UPTIME0=$(uptime)
-psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
-export BENCH_SRC_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/src"
-export BENCH_DST_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/dst"
-psql -v ON_ERROR_STOP=1 -qX -d src >/dev/null <<SQL
-CREATE TABLE public.orders (id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
-  amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8, paid bool NOT NULL,
-  note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, PRIMARY KEY (id));
-INSERT INTO public.orders
-SELECT g, (hashint8(g) & 1048575)::int,
-       (ARRAY['new', 'paid', 'shipped', 'delivered', 'cancelled', 'refunded'])[1 + (g % 6)],
-       round(((hashint8(g + 1) & 16777215) / 100.0)::numeric, 2), (1 + (g % 50))::smallint,
-       CASE WHEN g % 5 = 0 THEN NULL ELSE ((hashint8(g + 2) & 65535) / 65536.0)::float8 END,
-       g % 3 = 0, CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || substr(md5(g::text), 1, 8 + (g % 24)::int) END,
-       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds',
-       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds' + (g % 86400) * interval '1 second'
-FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE public.orders;
-SQL
+bench_src_dst
+bench_orders "$ROWS"
 PM=$(head -n1 "$PG_DIR/data/postmaster.pid")
 TCK=$(getconf CLK_TCK)
 server_ticks() { # the postmaster's own + reaped children's + live children's user+sys ticks

@@ -85,45 +85,19 @@ FERRY=$FERRY_SRC/build/bench/ferry
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pgbench.XXXXXX")
 chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT
-# shellcheck source=../tests/pg/pg.sh
-. "$FERRY_SRC/tests/pg/pg.sh"
-if [ "${FSYNC:-off}" = on ]; then
-  PG_CONF_EXTRA="$(printf "%s\n%s\n%s" "fsync = on" "synchronous_commit = on" "full_page_writes = on")" pg_start
-else
-  pg_start
-fi
+# shellcheck source=lib.sh
+. "$FERRY_SRC/bench/lib.sh" # the server, src and dst, the orders table
+bench_pg_start "${FSYNC:-off}"
 cd "$W"
 
-psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
-url() { echo "postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/$1"; }
-export BENCH_SRC_URL BENCH_DST_URL
-BENCH_SRC_URL=$(url src)
-BENCH_DST_URL=$(url dst)
+bench_src_dst
 qs() { psql -v ON_ERROR_STOP=1 -qXAt -d src "$@"; }
 qd() { psql -v ON_ERROR_STOP=1 -qXAt -d dst "$@"; }
-
-COLS="id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
-  amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8,
-  paid bool NOT NULL, note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL"
+COLS=$BENCH_ORDERS_COLS
 
 UPTIME0=$(uptime)
 echo "generating $ROWS rows in src.public.orders..." >&2
-qs <<SQL
-CREATE TABLE public.orders ($COLS, PRIMARY KEY (id));
-INSERT INTO public.orders
-SELECT g,
-       (hashint8(g) & 1048575)::int,
-       (ARRAY['new', 'paid', 'shipped', 'delivered', 'cancelled', 'refunded'])[1 + (g % 6)],
-       round(((hashint8(g + 1) & 16777215) / 100.0)::numeric, 2),
-       (1 + (g % 50))::smallint,
-       CASE WHEN g % 5 = 0 THEN NULL ELSE ((hashint8(g + 2) & 65535) / 65536.0)::float8 END,
-       g % 3 = 0,
-       CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || substr(md5(g::text), 1, 8 + (g % 24)::int) END,
-       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds',
-       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds' + (g % 86400) * interval '1 second'
-FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE public.orders;
-SQL
+bench_orders "$ROWS"
 # a-d land in a table like the source without a key (what ferry's append creates itself);
 # e needs the key: up.orders, populated by one COPY pipe (timed once, shown for context).
 qd -c "CREATE TABLE public.orders ($COLS)" -c "CREATE SCHEMA up" -c "CREATE TABLE up.orders ($COLS, PRIMARY KEY (id))"

@@ -17,6 +17,8 @@ FERRY_SRC=${FERRY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 home=${FERRY_TEST_TMP:-${FERRY_SHARED_HOME:?FERRY_SHARED_HOME or FERRY_TEST_TMP}}
 mkdir -p "$home"
 case "$action" in start|stop) ;; *) echo "usage: tests/fixture.sh pg|mysql|s3 start|stop" >&2; exit 2 ;; esac
+# shellcheck source=shared.sh
+. "$FERRY_SRC/tests/shared.sh" # shared_owner_busy, shared_stop_pid
 case "$kind" in
   pg)
     # shellcheck source=pg/pg.sh
@@ -25,16 +27,12 @@ case "$kind" in
     [ "$action" = start ] && echo "shared PostgreSQL on port $PGPORT ($(pg_shared_env))"
     ;;
   mysql)
-    # shellcheck source=pg/pg.sh
-    . "$FERRY_SRC/tests/pg/pg.sh" # shared_owner_busy
     # shellcheck source=mysql/mysql.sh
     . "$FERRY_SRC/tests/mysql/mysql.sh"
     my_shared_server "$action"
     [ "$action" = start ] && echo "shared MariaDB on port $MY_PORT ($(my_shared_env))"
     ;;
   s3)
-    # shellcheck source=pg/pg.sh
-    . "$FERRY_SRC/tests/pg/pg.sh" # shared_owner_busy
     # shellcheck source=s3/s3.sh
     S3_FIXTURE=1 . "$FERRY_SRC/tests/s3/s3.sh"
     s3_shared_server "$action"

@@ -33,7 +33,6 @@ pipeline once.yaml myonce $tables
 
 # Every COM_BINLOG_DUMP of the reader is one line of the general log (command_type).
 myq -e "SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 1"
-dumps() { myq -e "SELECT COUNT(*) FROM mysql.general_log WHERE command_type = 'Binlog Dump'"; }
 same_tables() { # all tables equal in MariaDB and PostgreSQL
   local t
   for t in $tables; do
@@ -44,15 +43,15 @@ same_tables() { # all tables equal in MariaDB and PostgreSQL
 }
 
 # ---- first run: snapshot of 8 tables, then one stream --------------------------------------
-d0=$(dumps)
+d0=$(my_dumps)
 expect_exit 0 ferry run once.yaml
 # (nothing written since the snapshot: no dump needed at all)
-[ "$(dumps)" -le $((d0 + 1)) ] || fail "first run: $(( $(dumps) - d0 )) binlog dumps, want at most 1"
+[ "$(my_dumps)" -le $((d0 + 1)) ] || fail "first run: $(( $(my_dumps) - d0 )) binlog dumps, want at most 1"
 same_tables "first run"
 myq -e "INSERT INTO t1 VALUES (100001, 'x', 1); INSERT INTO t8 VALUES (100001, 'y', 1)"
-d0=$(dumps)
+d0=$(my_dumps)
 FERRY_LOG=info expect_exit 0 ferry run once.yaml
-[ "$(dumps)" = $((d0 + 1)) ] || fail "second run: $(( $(dumps) - d0 )) binlog dumps, want 1"
+[ "$(my_dumps)" = $((d0 + 1)) ] || fail "second run: $(( $(my_dumps) - d0 )) binlog dumps, want 1"
 case $OUT in *"one binlog connection"*) ;; *) fail "the shared stream's log line expected: $OUT" ;; esac
 same_tables "second run"
 pass "8 tables copied, then streamed on one binlog connection (1 COM_BINLOG_DUMP)"
@@ -86,28 +85,13 @@ touch sampling
 sampler &
 spid=$!
 writer &
-wpid=$!
-d0=$(dumps)
-runs=0
-while kill -0 $wpid 2>/dev/null; do
-  expect_exit 0 ferry run once.yaml
-  runs=$((runs + 1))
-done
-wait $wpid
-expect_exit 0 ferry run once.yaml # the rest
-runs=$((runs + 1))
+# runs until the writer is done: one dump per run with changes (tests/mysql/mysql.sh)
+my_runs_during $! once.yaml myonce
 rm -f sampling
 wait $spid
-# a run that streamed changes made exactly one dump, a run with nothing to read none (the
-# writer may finish before a run plans: the next run then has nothing)
-busy=$(ferry runs --pipeline myonce --json | jq --argjson n "$runs" '[.[:$n][] | select(.rows > 0)] | length')
-[ "$busy" -ge 1 ] || fail "no run streamed the writer's changes"
-made=$(( $(dumps) - d0 ))
-[ "$made" -ge "$busy" ] && [ "$made" -le "$runs" ] ||
-  fail "$runs runs ($busy with changes) made $made binlog dumps, want one per run with changes, at most one per run"
 [ "$(cat most.txt)" -le 1 ] || fail "$(cat most.txt) ferry dump threads at once, want at most 1"
 same_tables "after concurrent multi-table transactions"
-pass "$runs runs during 30 transactions over 8 tables (inserts, updates, deletes, a key update, log rotations): at most one dump per run, never two at once; all tables equal"
+pass "$MY_RUNS runs during 30 transactions over 8 tables (inserts, updates, deletes, a key update, log rotations): at most one dump per run, never two at once; all tables equal"
 
 # ---- kill -9 inside one transaction over all 8 tables, resumed ----------------------------
 ROWS=${ROWS:-4000}
@@ -127,9 +111,9 @@ wait $pid 2>/dev/null || true
 at_kill=$(pg_new)
 [ "$at_kill" -gt 0 ] && [ "$at_kill" -lt "$total_new" ] ||
   fail "the kill did not land inside the transaction ($at_kill of $total_new rows)"
-d0=$(dumps)
+d0=$(my_dumps)
 expect_exit 0 ferry run once.yaml
-[ "$(dumps)" = $((d0 + 1)) ] || fail "resumed run: $(( $(dumps) - d0 )) binlog dumps, want 1"
+[ "$(my_dumps)" = $((d0 + 1)) ] || fail "resumed run: $(( $(my_dumps) - d0 )) binlog dumps, want 1"
 same_tables "after the kill"
 r=$(ferry runs --pipeline myonce --json | jq -r '.[0] | "\(.state) \(.attempt) \(.rows)"')
 [ "$r" = "completed 2 $total_new" ] || fail "the resumed run (state attempt rows) is $r, want completed 2 $total_new"
@@ -143,9 +127,9 @@ pipeline once.yaml myonce $tables late
 expect_exit 0 ferry run once.yaml # t1..t8 stream from their positions; late is copied, then streams
 myq -e "INSERT INTO late VALUES (2, 'l2', 2); INSERT INTO t2 VALUES (900002, 'after-late', 2);
         UPDATE late SET v = 'l1' WHERE id = 1"
-d0=$(dumps)
+d0=$(my_dumps)
 expect_exit 0 ferry run once.yaml
-[ "$(dumps)" = $((d0 + 1)) ] || fail "with a table that joined later: $(( $(dumps) - d0 )) binlog dumps, want 1"
+[ "$(my_dumps)" = $((d0 + 1)) ] || fail "with a table that joined later: $(( $(my_dumps) - d0 )) binlog dumps, want 1"
 tables="$tables late"
 same_tables "a table joined later"
 [ "$(ferry runs --pipeline myonce --json | jq -r '.[0].rows')" = 3 ] ||

@@ -32,7 +32,6 @@ myq -e "$sql"
 myq -e "SET GLOBAL max_connections = $MAX_CONN; SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 1"
 [ "$(myq -e 'SELECT @@global.max_connections')" = $MAX_CONN ] || fail "max_connections not set"
 
-dumps() { myq -e "SELECT COUNT(*) FROM mysql.general_log WHERE command_type = 'Binlog Dump'"; }
 same_tables() { # all tables equal in MariaDB and PostgreSQL
   local t
   for t in $tables; do
@@ -60,9 +59,9 @@ pass "$N_TABLES cdc tables copied on a server with max_connections = $MAX_CONN"
 # ---- transactions spanning all 40 tables: one wave, one binlog dump ------------------------
 for i in 1 2 3 4 5; do txn $i; done
 myq -e "UPDATE w7 SET id = id + 100000 WHERE id = 10"
-d0=$(dumps)
+d0=$(my_dumps)
 FERRY_LOG=info expect_exit 0 ferry run wide.yaml
-[ "$(dumps)" = $((d0 + 1)) ] || fail "$N_TABLES streams made $(( $(dumps) - d0 )) binlog dumps, want 1"
+[ "$(my_dumps)" = $((d0 + 1)) ] || fail "$N_TABLES streams made $(( $(my_dumps) - d0 )) binlog dumps, want 1"
 case $OUT in *"one binlog connection"*) ;; *) fail "the shared stream's log line expected: $OUT" ;; esac
 case $OUT in *"on a binlog connection of its own"*) fail "a stream left the shared connection: $OUT" ;; esac
 same_tables "5 transactions over $N_TABLES tables"
@@ -80,21 +79,7 @@ writer() {
   return 0
 }
 writer &
-wpid=$!
-d0=$(dumps)
-runs=0
-while kill -0 $wpid 2>/dev/null; do
-  expect_exit 0 ferry run wide.yaml
-  runs=$((runs + 1))
-done
-wait $wpid
-expect_exit 0 ferry run wide.yaml # the rest
-runs=$((runs + 1))
-# a run that streamed changes made exactly one dump, a run with nothing to read none
-busy=$(ferry runs --pipeline mywide --json | jq --argjson n "$runs" '[.[:$n][] | select(.rows > 0)] | length')
-[ "$busy" -ge 1 ] || fail "no run streamed the writer's changes"
-made=$(( $(dumps) - d0 ))
-[ "$made" -ge "$busy" ] && [ "$made" -le "$runs" ] ||
-  fail "$runs runs ($busy with changes) made $made binlog dumps, want one per run with changes, at most one per run"
+# runs until the writer is done: one dump per run with changes (tests/mysql/mysql.sh)
+my_runs_during $! wide.yaml mywide
 same_tables "runs during 5 transactions over $N_TABLES tables"
-pass "$runs runs during 5 transactions over $N_TABLES tables: one dump per run with changes, all tables equal"
+pass "$MY_RUNS runs during 5 transactions over $N_TABLES tables: one dump per run with changes, all tables equal"

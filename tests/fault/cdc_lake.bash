@@ -11,12 +11,12 @@ command -v node > /dev/null || fail "node is needed (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules/icebird" ] || fail "tests/tools/node_modules/icebird missing: npm ci --prefix tests/tools"
 
 # lake_sink KIND ROOT: the sink of a cdc pipeline into ROOT (a folder, or an S3 prefix of the
-# bucket `lake`); files and s3 cannot delete: a change log (append); iceberg merges, and
-# iceberg_log is a change log (append) into an Iceberg table
+# bucket $S3_BUCKET: s3_start lake); files and s3 cannot delete: a change log (append);
+# iceberg merges, and iceberg_log is a change log (append) into an Iceberg table
 lake_sink() {
   case $1 in
     jsonl | parquet) echo "{type: files, path: $2, format: $1, write: append}" ;;
-    s3) echo "{type: s3, bucket: lake, prefix: $2, format: jsonl, write: append, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET}" ;;
+    s3) echo "{type: s3, bucket: $S3_BUCKET, prefix: $2, format: jsonl, write: append, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET}" ;;
     iceberg) echo "{type: iceberg, warehouse: $2, namespace: db, write: merge}" ;;
     iceberg_log) echo "{type: iceberg, warehouse: $2, namespace: db, write: append}" ;;
   esac
@@ -45,10 +45,10 @@ lake_log() {
           regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 1) || ':' || regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 2)
         FROM read_parquet([$files], filename = true)" | jq -r '@tsv' ;;
     s3)
-      for m in $(s3c lake list "$root/_runs/" | grep '_manifest.json$'); do
-        s3c lake get "$m" | jq -r '.objects[].key' | while read -r p; do
+      for m in $(s3c "$S3_BUCKET" list "$root/_runs/" | grep '_manifest.json$'); do
+        s3c "$S3_BUCKET" get "$m" | jq -r '.objects[].key' | while read -r p; do
           # <table>/run=<run>/attempt=<a>/part-<n>.jsonl
-          s3c lake get "$p" | jq -r --arg o "$(printf '%s' "$p" | sed -E 's|.*/run=([0-9]+)/attempt=([0-9]+)/.*|\1:\2|')" \
+          s3c "$S3_BUCKET" get "$p" | jq -r --arg o "$(printf '%s' "$p" | sed -E 's|.*/run=([0-9]+)/attempt=([0-9]+)/.*|\1:\2|')" \
             '[._ferry_lsn, ._ferry_op, .id, .v, .n, $o] | @tsv'
         done
       done ;;

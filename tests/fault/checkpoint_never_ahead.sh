@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # checkpoint_never_ahead: a slow PostgreSQL sink (sleep failpoint after each apply), two
 # resources of six shards each read by three parallel readers. While the run goes, the state
 # file is sampled again and again (an independent sqlite3 reader); for every saved checkpoint

@@ -9,8 +9,9 @@
 # i.e. all K-lo+1 ids of shard S up to K present (the sample's ids are contiguous). Then the
 # re-run completes and every id is there; duplicates only where docs/guarantees.md allows them
 # (across attempts of the publishing sinks files and s3). Needs lib.sh sourced first; s3 needs
-# s3_start lake. SEED replays the kill moments. never_ahead_kinds runs `ferry run`;
-# never_ahead_serve (needs tests/serve/lib.sh) the same crashes under `ferry serve`.
+# s3_start lake (its bucket $S3_BUCKET: `lake`, or a fresh one on the shared front). SEED
+# replays the kill moments. never_ahead_kinds runs `ferry run`; never_ahead_serve (needs
+# tests/serve/lib.sh) the same crashes under `ferry serve`.
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 READ="$FERRY_SRC/tests/tools/read_iceberg.mjs"
 SEED=${SEED:-${FERRY_SEED:-$RANDOM}}
@@ -24,7 +25,7 @@ sink_yaml() { # KIND DEST
     sqlite) echo "{type: sqlite, path: $T/$2.db, durability: per_apply}" ;;
     sqlite_at) echo "{type: sqlite, path: $T/$2.db, durability: at_commit}" ;;
     jsonl | csv | parquet) echo "{type: files, path: $T/$2, format: $1}" ;;
-    s3) echo "{type: s3, bucket: lake, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
+    s3) echo "{type: s3, bucket: $S3_BUCKET, prefix: $2, endpoint: \"$S3_ENDPOINT\", path_style: true, access_key_id: env:S3_KEY, secret_access_key: env:S3_SECRET, format: jsonl}" ;;
     iceberg) echo "{type: iceberg, warehouse: $T/$2, namespace: db}" ;;
   esac
 }
@@ -62,9 +63,9 @@ for r in csv.DictReader(open(sys.argv[1], newline="")): print(r["id"])' "$T/$d/$
         done
       done ;;
     s3)
-      for m in $(s3c lake list "$d/_runs/" | grep '_manifest.json$'); do
-        s3c lake get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
-          s3c lake get "$k" | jq -r .id
+      for m in $(s3c "$S3_BUCKET" list "$d/_runs/" | grep '_manifest.json$'); do
+        s3c "$S3_BUCKET" get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
+          s3c "$S3_BUCKET" get "$k" | jq -r .id
         done
       done ;;
     iceberg)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # checkpoint_never_ahead, crashes around the commit, for the lake sinks: files (parquet, read
 # by DuckDB), s3 (s3rver on loopback, the signed client) and iceberg (icebird): see
 # gapx_never_ahead.bash for what is injected and checked.

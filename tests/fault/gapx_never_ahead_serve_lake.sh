@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: s3
 # checkpoint_never_ahead under `ferry serve` for the lake sinks: files (parquet, read by
 # DuckDB), s3 (s3rver on loopback, the signed client) and iceberg (icebird). The server runs
 # with a crash failpoint its workers inherit (after_sink_apply@4, before/after_sink_commit,

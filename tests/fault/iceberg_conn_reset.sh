@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shared: pg
 # iceberg_conn_reset: the catalog's conn_reset row for the Iceberg sink. The SQL catalog in
 # PostgreSQL (tests/pg/pg.sh) behind tests/tools/tcpproxy.mjs; the catalog connection is cut
 # when the commit's UPDATE of iceberg_tables passes, `before` (the server never sees it) and
@@ -18,7 +19,7 @@ ROWS=30000
 pg_start
 . "$FERRY_SRC/tests/tools/tcpproxy.bash"
 px_start "$PGPORT"
-export ICE_CATALOG_URL="postgresql://ferry_admin:$PG_ADMIN_PASSWORD@127.0.0.1:$(cat "$T/px.port")/ferry?sslmode=disable"
+export ICE_CATALOG_URL="postgresql://ferry_admin:$PG_ADMIN_PASSWORD@127.0.0.1:$(cat "$T/px.port")/$PGDATABASE?sslmode=disable"
 psql_q() { psql "$FERRY_PG_URL" -X -A -t -q -c "$1"; }
 UPDATE_HEX=$(printf 'UPDATE "iceberg_tables"' | od -An -tx1 | tr -d ' \n')
 

@@ -36,6 +36,33 @@ my_as() {
 
 myq() { mariadb --no-defaults --default-character-set=utf8mb4 -S "$MY_SOCK" -uroot -N -B "${MY_DB:-ferry}" "$@"; }
 
+# my_dumps : the COM_BINLOG_DUMP commands in the server's general log (the test turned it on:
+# SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 1).
+my_dumps() { myq -e "SELECT COUNT(*) FROM mysql.general_log WHERE command_type = 'Binlog Dump'"; }
+
+# my_runs_during PID FILE NAME : (after tests/e2e/lib.sh) runs the pipeline FILE, named NAME,
+# again and again while the process PID (a writer) lives, then once more for the rest, each
+# run exiting 0; MY_RUNS is their number. Then the binlog dumps they made (my_dumps): a run
+# that streamed changes made exactly one, a run with nothing to read none (the writer may
+# finish before a run plans: the next run then has nothing), and at least one run streamed.
+my_runs_during() {
+  local wpid=$1 file=$2 name=$3 d0 busy made
+  d0=$(my_dumps)
+  MY_RUNS=0
+  while kill -0 "$wpid" 2>/dev/null; do
+    expect_exit 0 ferry run "$file"
+    MY_RUNS=$((MY_RUNS + 1))
+  done
+  wait "$wpid"
+  expect_exit 0 ferry run "$file" # the rest
+  MY_RUNS=$((MY_RUNS + 1))
+  busy=$(ferry runs --pipeline "$name" --json | jq --argjson n "$MY_RUNS" '[.[:$n][] | select(.rows > 0)] | length')
+  [ "$busy" -ge 1 ] || fail "no run streamed the writer's changes"
+  made=$(( $(my_dumps) - d0 ))
+  [ "$made" -ge "$busy" ] && [ "$made" -le "$MY_RUNS" ] ||
+    fail "$MY_RUNS runs ($busy with changes) made $made binlog dumps, want one per run with changes, at most one per run"
+}
+
 # my_pg_start : the preamble of the MariaDB -> PostgreSQL tests: MariaDB (my_start) and
 # PostgreSQL (tests/pg/pg.sh's pg_start, which also defines pgq), both stopped on exit.
 my_pg_start() {
@@ -234,17 +261,14 @@ my_shared_attach() {
 my_shared_server() {
   local env dir pid
   env=$(my_shared_env)
-  if [ -f "$env" ] && shared_owner_busy "$env" "mysql.sh: the shared server"; then # tests/pg/pg.sh
+  if [ -f "$env" ] && shared_owner_busy "$env" "mysql.sh: the shared server"; then # tests/shared.sh
     [ "$1" = stop ] && return 0
     exit 1
   fi
   if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
     pid=$(cat "$dir/pid" 2>/dev/null || true)
-    if [ -n "$pid" ]; then
-      kill -9 "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
+    shared_stop_pid "$pid" "$dir" # tests/shared.sh
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

@@ -207,17 +207,6 @@ pg_shared_attach() {
 # pg_shared_server start|stop : the fixture's server (tests/fixture.sh), settings for -j3 of
 # the shared tests; its port, admin password and owner (the ctest run: our parent) go to
 # $(pg_shared_env).
-# shared_owner_busy ENV WHAT : the server of ENV belongs to another ctest run that is still
-# going (its owner, the ctest that started it, is alive and not ours): it is left alone, and
-# WHAT is named in the message that says so.
-shared_owner_busy() {
-  local owner
-  owner=$(sed -n 's/^owner=//p' "$1")
-  [ -n "$owner" ] && [ "$owner" != "$PPID" ] && kill -0 "$owner" 2>/dev/null || return 1
-  echo "$2 of $1 belongs to another test run (pid $owner) still going: give each run its" \
-    "own FERRY_TEST_TMP" >&2
-}
-
 pg_shared_server() {
   local env dir
   env=$(pg_shared_env)
@@ -229,13 +218,7 @@ pg_shared_server() {
     dir=$(sed -n 's/^dir=//p' "$env")
     local pid=""
     [ -f "$dir/data/postmaster.pid" ] && pid=$(head -n 1 "$dir/data/postmaster.pid")
-    [ -n "$pid" ] &&
-      { pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; }
-    # the postmaster removes its pid file just before it exits: wait for the process itself
-    if [ -n "$pid" ]; then
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/" && kill -KILL "$pid" 2>/dev/null || true
-    fi
+    shared_stop_pid "$pid" "$dir" pg_as "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop # tests/shared.sh
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

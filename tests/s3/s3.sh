@@ -118,18 +118,14 @@ s3_stop() {
 s3_shared_server() {
   local env dir pid
   env=$(s3_shared_env)
-  if [ -f "$env" ] && shared_owner_busy "$env" "s3.sh: the shared S3 front"; then # tests/pg/pg.sh
+  if [ -f "$env" ] && shared_owner_busy "$env" "s3.sh: the shared S3 front"; then # tests/shared.sh
     [ "$1" = stop ] && return 0
     exit 1
   fi
   if [ -f "$env" ]; then # ours, or a killed run's: stopped
     dir=$(sed -n 's/^dir=//p' "$env")
     pid=$(sed -n 's/^pid=//p' "$env")
-    if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/"; then
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
+    shared_stop_pid "$pid" "$dir" # tests/shared.sh
     rm -rf "$dir" "$env"
   fi
   [ "$1" = stop ] && return 0

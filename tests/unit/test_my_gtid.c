@@ -20,28 +20,49 @@ static void expect_text(const struct ferry_my_gtid_set *g, const char *want)
     ferry_buf_release(&b);
 }
 
-static void roundtrip(const char *in, const char *want)
+/* g (uninitialised) becomes the set `text` parses to; the parse must succeed */
+static void parsed(struct ferry_my_gtid_set *g, const char *text)
 {
-    struct ferry_my_gtid_set g;
     struct ferry_error err;
-    ferry__my_gtid_init(&g);
-    assert_int_equal(ferry__my_gtid_parse(&g, in, &err), FERRY_OK);
-    expect_text(&g, want);
-    ferry__my_gtid_release(&g);
+    ferry__my_gtid_init(g);
+    if (ferry__my_gtid_parse(g, text, &err) != FERRY_OK)
+        fail_msg("parse \"%s\": %s", text, err.message);
+}
+
+/* Texts that parse, and their canonical form: MariaDB positions (domains sorted), MySQL sets
+ * (touching and overlapping intervals merged, sources sorted by uuid, newlines after commas
+ * as @@gtid_executed prints them). */
+static void test_round_trips(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"0-1-42", "0-1-42"},
+        {" 5-2-7 , 0-1-42", "0-1-42,5-2-7"},
+        {"", ""},
+        {"4294967295-4294967295-18446744073709551615",
+         "4294967295-4294967295-18446744073709551615"},
+        {"3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:11-18:7",
+         "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7:11-18"},
+        {"ffffffff-0000-0000-0000-000000000000:3,\n"
+         "00000000-0000-0000-0000-00000000000a:1-2:3-4:4-9:20",
+         "00000000-0000-0000-0000-00000000000a:1-9:20,ffffffff-0000-0000-0000-000000000000:3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct ferry_my_gtid_set g;
+        parsed(&g, cases[i].in);
+        expect_text(&g, cases[i].want);
+        ferry__my_gtid_release(&g);
+    }
 }
 
 static void test_mariadb(void **state)
 {
     (void)state;
-    roundtrip("0-1-42", "0-1-42");
-    roundtrip(" 5-2-7 , 0-1-42", "0-1-42,5-2-7");
-    roundtrip("", "");
-    roundtrip("4294967295-4294967295-18446744073709551615",
-              "4294967295-4294967295-18446744073709551615");
     struct ferry_my_gtid_set g;
     struct ferry_error err;
-    ferry__my_gtid_init(&g);
-    assert_int_equal(ferry__my_gtid_parse(&g, "0-1-42", &err), FERRY_OK);
+    parsed(&g, "0-1-42");
     assert_int_equal(g.flavor, FERRY_MY_GTID_MARIADB);
     /* a failover: the same domain's next transaction from another server */
     assert_int_equal(ferry__my_gtid_add_mariadb(&g, 0, 2, 43, &err), FERRY_OK);
@@ -57,18 +78,9 @@ static void test_mariadb(void **state)
 static void test_mysql(void **state)
 {
     (void)state;
-    roundtrip("3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:11-18:7",
-              "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7:11-18");
-    /* touching and overlapping intervals merge; sources sorted by uuid; newlines after commas
-     * (as @@gtid_executed prints them) */
-    roundtrip("ffffffff-0000-0000-0000-000000000000:3,\n"
-              "00000000-0000-0000-0000-00000000000a:1-2:3-4:4-9:20",
-              "00000000-0000-0000-0000-00000000000a:1-9:20,ffffffff-0000-0000-0000-000000000000:3");
     struct ferry_my_gtid_set g;
     struct ferry_error err;
-    ferry__my_gtid_init(&g);
-    assert_int_equal(ferry__my_gtid_parse(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7", &err),
-                     FERRY_OK);
+    parsed(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7");
     uint8_t u[16] = {0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1,
                      0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95, 0x62};
     assert_int_equal(ferry__my_gtid_add_mysql(&g, u, 6, &err), FERRY_OK); /* joins both */
@@ -165,10 +177,8 @@ static void test_binary_set(void **state)
     struct ferry_my_gtid_set g;
     struct ferry_error err;
     struct ferry_buf b;
-    ferry__my_gtid_init(&g);
+    parsed(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7");
     ferry_buf_init(&b, 0);
-    assert_int_equal(ferry__my_gtid_parse(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7", &err),
-                     FERRY_OK);
     assert_int_equal(ferry__my_gtid_encode(&g, &b, &err), FERRY_OK);
     assert_int_equal(b.len, sizeof sid_block);
     assert_memory_equal(b.data, sid_block, sizeof sid_block);
@@ -204,29 +214,33 @@ static void expect_bad_binary(const uint8_t *p, size_t n, const char *why)
     ferry__my_gtid_release(&g);
 }
 
+/* sid_block with at most one byte changed, its first `len` bytes read (one past its end: a
+ * zero byte more) */
 static void test_binary_bad(void **state)
 {
     (void)state;
-    uint8_t b[sizeof sid_block + 1];
-    memcpy(b, sid_block, sizeof sid_block);
-    expect_bad_binary(b, 7, "truncated");
-    expect_bad_binary(b, sizeof sid_block - 1, "more intervals than bytes");
-    b[sizeof sid_block] = 0;
-    expect_bad_binary(b, sizeof b, "bytes after the last source");
-    memcpy(b, sid_block, sizeof sid_block);
-    b[0] = 2; /* two sources announced, one present */
-    expect_bad_binary(b, sizeof sid_block, "truncated source");
-    b[0] = 3;
-    expect_bad_binary(b, sizeof sid_block, "more sources than bytes");
-    memcpy(b, sid_block, sizeof sid_block);
-    b[7] = 1; /* the tagged format's byte */
-    expect_bad_binary(b, sizeof sid_block, "tagged GTIDs");
-    memcpy(b, sid_block, sizeof sid_block);
-    b[32] = 0; /* interval start 0 */
-    expect_bad_binary(b, sizeof sid_block, "interval out of range");
-    memcpy(b, sid_block, sizeof sid_block);
-    b[40] = 1; /* end 1 <= start 1 */
-    expect_bad_binary(b, sizeof sid_block, "interval out of range");
+    enum { SID = sizeof sid_block, NONE = -1 };
+    static const struct {
+        int at; /* the byte changed, or NONE */
+        uint8_t to;
+        size_t len;
+        const char *why;
+    } cases[] = {
+        {NONE, 0, 7, "truncated"},
+        {NONE, 0, SID - 1, "more intervals than bytes"},
+        {NONE, 0, SID + 1, "bytes after the last source"},
+        {0, 2, SID, "truncated source"}, /* two sources announced, one present */
+        {0, 3, SID, "more sources than bytes"},
+        {7, 1, SID, "tagged GTIDs"},           /* the tagged format's byte */
+        {32, 0, SID, "interval out of range"}, /* interval start 0 */
+        {40, 1, SID, "interval out of range"}, /* end 1 <= start 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t b[SID + 1] = {0};
+        memcpy(b, sid_block, SID);
+        if (cases[i].at != NONE) b[cases[i].at] = cases[i].to;
+        expect_bad_binary(b, cases[i].len, cases[i].why);
+    }
 }
 
 static void test_dump_packet(void **state)
@@ -235,10 +249,8 @@ static void test_dump_packet(void **state)
     struct ferry_my_gtid_set g;
     struct ferry_error err;
     struct ferry_buf b;
-    ferry__my_gtid_init(&g);
+    parsed(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7");
     ferry_buf_init(&b, 0);
-    assert_int_equal(ferry__my_gtid_parse(&g, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7", &err),
-                     FERRY_OK);
     assert_int_equal(ferry__my_gtid_dump_packet(0x01020304, &g, &b, &err), FERRY_OK);
     static const uint8_t head[] = {
         0x1e, /* COM_BINLOG_DUMP_GTID */
@@ -295,11 +307,8 @@ static void test_subset(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct ferry_my_gtid_set a, b;
-        struct ferry_error err;
-        ferry__my_gtid_init(&a);
-        ferry__my_gtid_init(&b);
-        assert_int_equal(ferry__my_gtid_parse(&a, cases[i].a, &err), FERRY_OK);
-        assert_int_equal(ferry__my_gtid_parse(&b, cases[i].b, &err), FERRY_OK);
+        parsed(&a, cases[i].a);
+        parsed(&b, cases[i].b);
         if (ferry__my_gtid_subset(&a, &b) != cases[i].in) fail_msg("case %zu", i);
         ferry__my_gtid_release(&a);
         ferry__my_gtid_release(&b);
@@ -311,36 +320,46 @@ static void test_subset(void **state)
 static void test_dump_kind(void **state)
 {
     (void)state;
-    enum ferry_my_dump_kind k = FERRY_MY_DUMP_MYSQL_GTID;
-    struct ferry_error err;
-    assert_int_equal(ferry__my_gtid_dump_kind(true, NULL, &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_FILE);
-    assert_int_equal(ferry__my_gtid_dump_kind(false, NULL, &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_FILE);
-    assert_int_equal(ferry__my_gtid_dump_kind(true, "0-1-5", &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_MARIADB_GTID);
-    const char *my = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5";
-    assert_int_equal(ferry__my_gtid_dump_kind(false, my, &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_MYSQL_GTID);
-    assert_int_equal(ferry__my_gtid_dump_kind(false, "", &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_MYSQL_GTID);
-    assert_int_equal(ferry__my_gtid_dump_kind(true, "", &k, &err), FERRY_OK);
-    assert_int_equal(k, FERRY_MY_DUMP_MARIADB_GTID);
-    assert_int_equal(ferry__my_gtid_dump_kind(true, my, &k, &err), FERRY_EINVAL);
-    assert_non_null(strstr(err.message, "is a MySQL position, but the server is MariaDB"));
-    assert_int_equal(ferry__my_gtid_dump_kind(false, "0-1-5", &k, &err), FERRY_EINVAL);
-    assert_non_null(strstr(err.message, "is a MariaDB position, but the server is MySQL"));
-    assert_int_equal(ferry__my_gtid_dump_kind(false, "junk", &k, &err), FERRY_EINVAL);
+#define MY_POS "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+    static const struct {
+        bool mariadb;     /* the server */
+        const char *gtid; /* the position (NULL: none) */
+        int rc;
+        enum ferry_my_dump_kind kind; /* when FERRY_OK */
+        const char *words;            /* in the error, when given */
+    } cases[] = {
+        {true, NULL, FERRY_OK, FERRY_MY_DUMP_FILE, NULL},
+        {false, NULL, FERRY_OK, FERRY_MY_DUMP_FILE, NULL},
+        {true, "0-1-5", FERRY_OK, FERRY_MY_DUMP_MARIADB_GTID, NULL},
+        {false, MY_POS, FERRY_OK, FERRY_MY_DUMP_MYSQL_GTID, NULL},
+        {false, "", FERRY_OK, FERRY_MY_DUMP_MYSQL_GTID, NULL},
+        {true, "", FERRY_OK, FERRY_MY_DUMP_MARIADB_GTID, NULL},
+        {true, MY_POS, FERRY_EINVAL, 0, "is a MySQL position, but the server is MariaDB"},
+        {false, "0-1-5", FERRY_EINVAL, 0, "is a MariaDB position, but the server is MySQL"},
+        {false, "junk", FERRY_EINVAL, 0, NULL},
+    };
+#undef MY_POS
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* a kind other than the expected one, so that each case must set it */
+        enum ferry_my_dump_kind k =
+            cases[i].kind == FERRY_MY_DUMP_FILE ? FERRY_MY_DUMP_MYSQL_GTID : FERRY_MY_DUMP_FILE;
+        struct ferry_error err;
+        int rc = ferry__my_gtid_dump_kind(cases[i].mariadb, cases[i].gtid, &k, &err);
+        if (rc != cases[i].rc) fail_msg("case %zu: rc %d, want %d", i, rc, cases[i].rc);
+        if (rc == FERRY_OK && k != cases[i].kind) fail_msg("case %zu: kind %d", i, (int)k);
+        if (cases[i].words != NULL && strstr(err.message, cases[i].words) == NULL)
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err.message, cases[i].words);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mariadb),     cmocka_unit_test(test_mysql),
-        cmocka_unit_test(test_bad_text),    cmocka_unit_test(test_events),
-        cmocka_unit_test(test_binary_set),  cmocka_unit_test(test_binary_bad),
-        cmocka_unit_test(test_dump_packet), cmocka_unit_test(test_subset),
-        cmocka_unit_test(test_dump_kind),
+        cmocka_unit_test(test_round_trips), cmocka_unit_test(test_mariadb),
+        cmocka_unit_test(test_mysql),       cmocka_unit_test(test_bad_text),
+        cmocka_unit_test(test_events),      cmocka_unit_test(test_binary_set),
+        cmocka_unit_test(test_binary_bad),  cmocka_unit_test(test_dump_packet),
+        cmocka_unit_test(test_subset),      cmocka_unit_test(test_dump_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,20 +41,35 @@ static void assert_round_trip(const char *text)
     ferry_position_clear(&p);
 }
 
+/* A position of the one key value v (not owned). */
+static struct ferry_position one_key(struct ferry_key_value *v)
+{
+    struct ferry_position p;
+    ferry_position_init(&p);
+    p.has_key = true;
+    p.n_key = 1;
+    p.key = v;
+    return p;
+}
+
 /* Forms the builder, the sources and the runner have stored: they read back unchanged. */
 static void test_stored_forms(void **state)
 {
     (void)state;
-    assert_round_trip("{\"shard\":0,\"key\":[-42]}");
-    assert_round_trip("{\"shard\":0,\"key\":[\"O\\\"Brien\\\\\\u000a\",-42]}");
-    assert_round_trip("{\"shard\":1,\"n\":77,\"done\":true}");
-    assert_round_trip("{\"shard\":0,\"n\":123456789,\"k\":17}");
-    assert_round_trip("{\"shard\":0,\"reset\":true}");
-    assert_round_trip("{\"shard\":2,\"key\":[],\"done\":true}");
-    assert_round_trip("{\"shard\":0,\"done\":true}");
-    /* the MySQL source's binlog position with its GTID set ("g", ferry_rw_set_offset_tag) */
-    assert_round_trip("{\"shard\":0,\"n\":1099511628211,\"k\":3,"
-                      "\"g\":\"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5\",\"done\":true}");
+    static const char *const forms[] = {
+        "{\"shard\":0,\"key\":[-42]}",
+        "{\"shard\":0,\"key\":[\"O\\\"Brien\\\\\\u000a\",-42]}",
+        "{\"shard\":1,\"n\":77,\"done\":true}",
+        "{\"shard\":0,\"n\":123456789,\"k\":17}",
+        "{\"shard\":0,\"reset\":true}",
+        "{\"shard\":2,\"key\":[],\"done\":true}",
+        "{\"shard\":0,\"done\":true}",
+        /* the MySQL source's binlog position with its GTID set ("g", ferry_rw_set_offset_tag) */
+        "{\"shard\":0,\"n\":1099511628211,\"k\":3,"
+        "\"g\":\"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5\",\"done\":true}",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
+        assert_round_trip(forms[i]);
     assert_true(ferry_position_text_done("{\"shard\":0,\"n\":4,\"g\":\"u:1-2\",\"done\":true}"));
     /* the coordinator's snapshot record has no shard: it decodes as shard 0 */
     struct ferry_position p = decoded("{\"attempt\":3,\"snapshot\":\"00000003-00000002-1\"}");
@@ -123,11 +138,7 @@ static void test_every_kind(void **state)
     ferry_position_clear(&q);
     /* a real key value that is not finite is refused (the builder stores those as text) */
     struct ferry_key_value inf = {.kind = FERRY_KEY_REAL, .real = INFINITY};
-    struct ferry_position r;
-    ferry_position_init(&r);
-    r.has_key = true;
-    r.n_key = 1;
-    r.key = &inf;
+    struct ferry_position r = one_key(&inf);
     char *none = NULL;
     struct ferry_error err;
     assert_int_equal(ferry_position_to_text(&r, &none, &err), FERRY_EINVAL);
@@ -153,11 +164,7 @@ static void test_single_real(void **state)
                  {0.0f, "0", FERRY_KEY_INT}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct ferry_key_value v = {.kind = FERRY_KEY_REAL, .real = cases[i].v, .single = true};
-        struct ferry_position p;
-        ferry_position_init(&p);
-        p.has_key = true;
-        p.n_key = 1;
-        p.key = &v;
+        struct ferry_position p = one_key(&v);
         char *t = encoded(&p);
         char expect[64];
         snprintf(expect, sizeof expect, "{\"shard\":0,\"key\":[%s]}", cases[i].text);
@@ -172,11 +179,7 @@ static void test_single_real(void **state)
     }
     /* without single the same value is the double's shortest form */
     struct ferry_key_value d = {.kind = FERRY_KEY_REAL, .real = 0.1f};
-    struct ferry_position p;
-    ferry_position_init(&p);
-    p.has_key = true;
-    p.n_key = 1;
-    p.key = &d;
+    struct ferry_position p = one_key(&d);
     char *t = encoded(&p);
     assert_string_equal(t, "{\"shard\":0,\"key\":[0.10000000149011612]}");
     ferry_free(t);
@@ -227,24 +230,30 @@ static void test_key_json(void **state)
 static void test_malformed(void **state)
 {
     (void)state;
-    expect_refused("", "not JSON");
-    expect_refused("{\"shard\":0", "not JSON");
-    expect_refused("{\"shard\":0} trailing", "not JSON");
-    expect_refused("[1,2]", "not a JSON object");
-    expect_refused("\"done\"", "not a JSON object");
-    expect_refused("{\"shard\":-1}", "\"shard\" is not a non-negative integer");
-    expect_refused("{\"shard\":\"0\"}", "\"shard\"");
-    expect_refused("{\"shard\":4294967296}", "\"shard\"");
-    expect_refused("{\"n\":-5}", "\"n\"");
-    expect_refused("{\"n\":1.5}", "\"n\"");
-    expect_refused("{\"k\":true}", "\"k\"");
-    expect_refused("{\"done\":1}", "\"done\" is not true or false");
-    expect_refused("{\"key\":{\"a\":1}}", "\"key\" is not an array");
-    expect_refused("{\"key\":[1,[2]]}", "key value 1 is an array or an object");
-    expect_refused("{\"snapshot\":5}", "\"snapshot\" is not a string");
-    expect_refused("{\"n\":1,\"g\":[1]}", "\"g\" is not a string");
-    expect_refused("{\"shard\":0,\"shard\":1}", "\"shard\" appears twice");
-    expect_refused("{\"shard\":0,\"cursor\":5}", "unknown member \"cursor\"");
+    static const struct {
+        const char *text, *words; /* the input, and what its error must say */
+    } cases[] = {
+        {"", "not JSON"},
+        {"{\"shard\":0", "not JSON"},
+        {"{\"shard\":0} trailing", "not JSON"},
+        {"[1,2]", "not a JSON object"},
+        {"\"done\"", "not a JSON object"},
+        {"{\"shard\":-1}", "\"shard\" is not a non-negative integer"},
+        {"{\"shard\":\"0\"}", "\"shard\""},
+        {"{\"shard\":4294967296}", "\"shard\""},
+        {"{\"n\":-5}", "\"n\""},
+        {"{\"n\":1.5}", "\"n\""},
+        {"{\"k\":true}", "\"k\""},
+        {"{\"done\":1}", "\"done\" is not true or false"},
+        {"{\"key\":{\"a\":1}}", "\"key\" is not an array"},
+        {"{\"key\":[1,[2]]}", "key value 1 is an array or an object"},
+        {"{\"snapshot\":5}", "\"snapshot\" is not a string"},
+        {"{\"n\":1,\"g\":[1]}", "\"g\" is not a string"},
+        {"{\"shard\":0,\"shard\":1}", "\"shard\" appears twice"},
+        {"{\"shard\":0,\"cursor\":5}", "unknown member \"cursor\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_refused(cases[i].text, cases[i].words);
     struct ferry_position p;
     struct ferry_error err;
     assert_int_equal(ferry_position_decode(NULL, 0, &p, &err), FERRY_EINVAL);

@@ -1,0 +1,49 @@
+# bench/lib.sh - the PostgreSQL set-up the benchmarks share (sourced, not run; bench/pg.sh,
+# memory.sh, overlap_profile.sh). Needs FERRY_SRC; source it after setting the script's own
+# EXIT trap: pg_start chains onto it (the server is stopped first, then the script's trap runs).
+#   bench_pg_start [on]  tests/pg/pg.sh's throw-away server (fsync, synchronous_commit and
+#                        full_page_writes off); `on`: all three on, each COMMIT waits for the
+#                        disk (the scripts' FSYNC=on)
+#   bench_src_dst        the databases src and dst; exports BENCH_SRC_URL and BENCH_DST_URL
+#   bench_orders ROWS    src's public.orders, keyed by id: ROWS orders-like rows made with
+#                        generate_series (NULLs in discount and note), VACUUM ANALYZE;
+#                        BENCH_ORDERS_COLS: its columns (without the PRIMARY KEY clause)
+# shellcheck source=../tests/pg/pg.sh
+. "$FERRY_SRC/tests/pg/pg.sh"
+
+BENCH_ORDERS_COLS="id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
+  amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8,
+  paid bool NOT NULL, note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL"
+
+bench_pg_start() {
+  if [ "${1:-off}" = on ]; then
+    PG_CONF_EXTRA="$(printf '%s\n%s\n%s' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on')" pg_start
+  else
+    pg_start
+  fi
+}
+
+bench_src_dst() {
+  psql -v ON_ERROR_STOP=1 -qX -d postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
+  export BENCH_SRC_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/src"
+  export BENCH_DST_URL="postgresql://$PGUSER:$PGPASSWORD@127.0.0.1:$PGPORT/dst"
+}
+
+bench_orders() {
+  psql -v ON_ERROR_STOP=1 -qX -d src >/dev/null <<SQL
+CREATE TABLE public.orders ($BENCH_ORDERS_COLS, PRIMARY KEY (id));
+INSERT INTO public.orders
+SELECT g,
+       (hashint8(g) & 1048575)::int,
+       (ARRAY['new', 'paid', 'shipped', 'delivered', 'cancelled', 'refunded'])[1 + (g % 6)],
+       round(((hashint8(g + 1) & 16777215) / 100.0)::numeric, 2),
+       (1 + (g % 50))::smallint,
+       CASE WHEN g % 5 = 0 THEN NULL ELSE ((hashint8(g + 2) & 65535) / 65536.0)::float8 END,
+       g % 3 = 0,
+       CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || substr(md5(g::text), 1, 8 + (g % 24)::int) END,
+       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds',
+       timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds' + (g % 86400) * interval '1 second'
+FROM generate_series(1, $1) g;
+VACUUM ANALYZE public.orders;
+SQL
+}

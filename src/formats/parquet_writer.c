@@ -511,6 +511,22 @@ static int page_header(struct ferry_parquet_writer *w, int type, size_t raw, siz
 
 static int dict_rehash(struct column *c);
 
+/* A dictionary trial that failed gives its memory back (dictionary, offsets, hash table,
+ * indexes), or every distinct-valued column would keep them for the rest of the file. */
+static void dict_release(struct column *c)
+{
+    ferry_buf_release(&c->dict);
+    ferry_free(c->slots);
+    c->slots = NULL;
+    c->slot_cap = 0;
+    ferry_free(c->dict_off);
+    c->dict_off = NULL;
+    c->dict_off_cap = 0;
+    ferry_free(c->idx);
+    c->idx = NULL;
+    c->idx_cap = 0;
+}
+
 static uint64_t fixed_key(const uint8_t *p, int width)
 {
     uint64_t v = 0;
@@ -595,17 +611,7 @@ static int fixed_dict_page(struct ferry_parquet_writer *w, struct column *c)
         c->dict_n = c->used_dict ? n0 : 0;
         c->dict.len = c->used_dict ? len0 : 0;
         c->idx_n = 0;
-        if (!c->used_dict) {
-            /* A trial that failed: give its memory back, or every distinct-valued column
-             * would keep a page-sized dictionary, hash table and index array. */
-            ferry_buf_release(&c->dict);
-            ferry_free(c->slots);
-            c->slots = NULL;
-            c->slot_cap = 0;
-            ferry_free(c->idx);
-            c->idx = NULL;
-            c->idx_cap = 0;
-        }
+        if (!c->used_dict) dict_release(c);
         return FERRY_OK;
     }
     c->idx_n = n;
@@ -614,10 +620,11 @@ static int fixed_dict_page(struct ferry_parquet_writer *w, struct column *c)
 
 static const uint8_t *dict_entry(const struct column *c, uint32_t i, size_t *n);
 
-/* Byte arrays: the chunk's first page decides as for fixed widths. Mostly distinct values
- * (ids, free text) gain nothing from a dictionary but pay for its indexes: the page's
- * values are then written back as PLAIN (dictionary entries are PLAIN-encoded already) and
- * the rest of the chunk is PLAIN. */
+/* Byte arrays: the chunk's first values decide as for fixed widths (the first page, or
+ * earlier once the trial's bounds below are reached). Mostly distinct values (ids, free
+ * text) gain nothing from a dictionary but pay for its indexes: the page's values are then
+ * written back as PLAIN (dictionary entries are PLAIN-encoded already), the trial's memory
+ * is given back and the rest of the chunk is PLAIN. */
 static int bytes_dict_decide(struct column *c)
 {
     c->dict_decided = true;
@@ -638,8 +645,8 @@ static int bytes_dict_decide(struct column *c)
     }
     c->idx_n = 0;
     c->dict_n = 0;
-    c->dict.len = 0;
     c->dict_active = false;
+    dict_release(c);
     return FERRY_OK;
 }
 
@@ -700,6 +707,9 @@ static int finish_page(struct ferry_parquet_writer *w, struct column *c, struct 
     else
         c->used_plain = true;
     c->values.len = 0;
+    /* A page grown past its reserved size (a dictionary trial written back as PLAIN, a huge
+     * value) gives the extra back: the next page reserves page_bytes again. */
+    if (c->values.cap > 2 * (w->opt.page_bytes + PAGE_SLACK)) ferry_buf_release(&c->values);
     c->idx_n = 0;
     c->def_n = 0;
     c->page_values = 0;
@@ -936,6 +946,17 @@ static int dict_lookup(struct ferry_parquet_writer *w, struct column *c, const u
 
 /* ---- appending rows ------------------------------------------------------------------ */
 
+/* Whether a byte-array chunk's dictionary trial has seen enough: FIXED_DICT_TRIAL values
+ * (or the end of the first page, or a full dictionary: finish_page). Bounded by the page
+ * alone, a page of distinct short texts (4 + 1 bytes of index and level each: ~200,000
+ * values in 1 MiB) filled the dictionary up to dictionary_bytes, its hash table and
+ * offsets, then a PLAIN copy of that size, before the page closed and found that the
+ * dictionary did not pay; those buffers stayed allocated for the rest of the file. */
+static bool bytes_trial_done(const struct column *c)
+{
+    return c->idx_n >= FIXED_DICT_TRIAL;
+}
+
 static int append_bytes(struct ferry_parquet_writer *w, struct column *c, const uint8_t *p,
                         size_t n, struct ferry_error *err)
 {
@@ -949,6 +970,8 @@ static int append_bytes(struct ferry_parquet_writer *w, struct column *c, const 
             if (grow((void **)&c->idx, &c->idx_cap, c->idx_n + 1, sizeof(uint32_t)) != FERRY_OK)
                 return fail(w, err, FERRY_ENOMEM, "column %s: out of memory", c->field->name);
             c->idx[c->idx_n++] = idx;
+            if (!c->dict_decided && bytes_trial_done(c) && bytes_dict_decide(c) != FERRY_OK)
+                return fail(w, err, FERRY_ENOMEM, "column %s: out of memory", c->field->name);
             return FERRY_OK;
         }
         /* The dictionary is full: the pages so far keep it, the rest of the chunk is
@@ -967,7 +990,10 @@ static int append_bytes(struct ferry_parquet_writer *w, struct column *c, const 
     }
     uint8_t len[4];
     put_le32(len, (uint32_t)n);
-    rc = ferry_buf_append(&c->values, len, 4);
+    rc = c->values.cap == 0 ? ferry_buf_reserve(&c->values, w->opt.page_bytes + PAGE_SLACK)
+                            : FERRY_OK;
+    if (rc == FERRY_OK)
+        rc = ferry_buf_append(&c->values, len, 4);
     if (rc == FERRY_OK)
         rc = ferry_buf_append(&c->values, p, n);
     if (rc == FERRY_OK)

@@ -163,7 +163,8 @@ int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
     /* wal_status exists from PostgreSQL 13; through jsonb the query runs on older ones. */
     static const char sql[] = "SELECT s.plugin, s.database = pg_catalog.current_database(), "
                               "COALESCE(s.confirmed_flush_lsn::pg_catalog.text, ''), "
-                              "COALESCE(pg_catalog.to_jsonb(s) ->> 'wal_status', ''), s.active "
+                              "COALESCE(pg_catalog.to_jsonb(s) ->> 'wal_status', ''), s.active, "
+                              "COALESCE(s.restart_lsn::pg_catalog.text, '') "
                               "FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $1";
     const char *params[1] = {slot};
     PGresult *res = NULL;
@@ -180,6 +181,8 @@ int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
         si->lost = !strcmp(PQgetvalue(res, 0, 3), "lost");
         si->unreserved = !strcmp(PQgetvalue(res, 0, 3), "unreserved");
         si->active = PQgetvalue(res, 0, 4)[0] == 't';
+        const char *rs = PQgetvalue(res, 0, 5);
+        if (rs[0] != '\0') ferry_pg_lsn_parse(rs, &si->restart);
     }
     PQclear(res);
     return FERRY_OK;
@@ -1160,25 +1163,14 @@ int ferry__pg_cdc_ack(PGconn *c, const char *peer, const char *plan_json, const 
     return ferry__pg_cdc_advance(c, peer, name, lsn, err);
 }
 
-int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *name, uint64_t lsn,
-                          struct ferry_error *err)
+/* pg_replication_slot_advance(name, lsn), retried while the ending stream's walsender
+ * still releases the slot (SQLSTATE 55006, up to 10 s). */
+static int slot_advance(PGconn *c, const char *peer, const char *name, uint64_t lsn,
+                        struct ferry_error *err)
 {
-    struct ferry_pg_slot_info si;
-    int rc = ferry__pg_cdc_slot_info(c, peer, name, &si, err);
-    if (rc != FERRY_OK) return rc;
-    if (!si.exists)
-        return ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
-                               WHAT ": %s: replication slot \"%s\" disappeared before it could be "
-                                    "acknowledged",
-                               peer, name);
-    if (lsn <= si.confirmed) return FERRY_OK; /* never backwards */
-    rc = ferry_failpoint_check("before_slot_ack", err);
-    if (rc != FERRY_OK) return rc;
-    if (ferry__pg_demux_park_ack(name, lsn) == FERRY_OK) return FERRY_OK; /* its session holds the slot */
     char at[32];
     ferry_pg_lsn_format(lsn, at, sizeof at);
     const char *params[2] = {name, at};
-    /* The stream's walsender may still be releasing the slot for a moment. */
     int64_t deadline = ferry_now_mono_us() + 10000000;
     for (;;) {
         PGresult *res = PQexecParams(
@@ -1191,15 +1183,60 @@ int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *name, uint64_
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
         bool busy = state != NULL && !strcmp(state, "55006");
         if (!busy || ferry_now_mono_us() > deadline) {
-            rc = ferry__pg_error(err, FERRY_ESOURCE, c, res,
-                                 WHAT ": %s: acknowledging replication slot \"%s\" up to %s", peer,
-                                 name, at);
+            int rc = ferry__pg_error(err, FERRY_ESOURCE, c, res,
+                                     WHAT ": %s: acknowledging replication slot \"%s\" up to %s",
+                                     peer, name, at);
             PQclear(res);
             return rc;
         }
         PQclear(res);
         usleep(100000);
     }
+}
+
+/* A session (or an advance) moves restart_lsn to one running-transactions record only: the
+ * first it decodes past the confirmed position it started with, applied once the position is
+ * confirmed beyond it. A bounded run confirms only at its end, so the slot kept its
+ * restart_lsn near where the run began, and every later session decoded the run's WAL again
+ * (122 MB after a bulk copy: bench/results/cdc-bulk-20261202.md). An advance to the
+ * confirmed position itself (allowed: it never moves confirmed) decodes from restart_lsn
+ * with every record before the position already confirmed, so it moves restart_lsn up to
+ * the last one. Decoding once here spares that WAL to every later session. Best effort: a
+ * failure only leaves the slot as it was (logged). */
+#define RESTART_PULL_BYTES ((uint64_t)4 << 20)
+
+static void pull_restart(PGconn *c, const char *peer, const char *name)
+{
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    struct ferry_pg_slot_info si;
+    if (ferry__pg_cdc_slot_info(c, peer, name, &si, &e) != FERRY_OK || !si.exists || si.active ||
+        si.restart == 0 || si.confirmed < si.restart + RESTART_PULL_BYTES)
+        return;
+    if (slot_advance(c, peer, name, si.confirmed, &e) != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "%s (its restart_lsn stays behind)", e.message);
+}
+
+int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *name, uint64_t lsn,
+                          struct ferry_error *err)
+{
+    struct ferry_pg_slot_info si;
+    int rc = ferry__pg_cdc_slot_info(c, peer, name, &si, err);
+    if (rc != FERRY_OK) return rc;
+    if (!si.exists)
+        return ferry_error_set(err, FERRY_ENOTFOUND, "postgres",
+                               WHAT ": %s: replication slot \"%s\" disappeared before it could be "
+                                    "acknowledged",
+                               peer, name);
+    if (lsn > si.confirmed) { /* never backwards */
+        rc = ferry_failpoint_check("before_slot_ack", err);
+        if (rc != FERRY_OK) return rc;
+        if (ferry__pg_demux_park_ack(name, lsn) == FERRY_OK) return FERRY_OK; /* its session holds the slot */
+        rc = slot_advance(c, peer, name, lsn, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    pull_restart(c, peer, name);
+    return FERRY_OK;
 }
 
 int ferry__pg_cdc_drop(PGconn *c, const char *peer, const struct ferry_resource_spec *spec,

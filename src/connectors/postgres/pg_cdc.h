@@ -145,6 +145,7 @@ struct ferry_pg_slot_info {
     bool pgoutput;
     bool this_db;
     uint64_t confirmed;
+    uint64_t restart; /* restart_lsn: where a new session (or an advance) starts decoding */
 };
 int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
                             struct ferry_pg_slot_info *si, struct ferry_error *err);
@@ -172,7 +173,10 @@ int ferry__pg_cdc_plan_lsn(json_t *plan, const char *key, uint64_t *out, struct 
 int ferry__pg_cdc_create_slot(const char *url, const struct ferry_pg_conn_opts *opts,
                               const char *peer, const char *slot, json_t *plan, PGconn **keep,
                               struct ferry_error *err);
-/* Moves the slot's confirmed position to lsn (never back). */
+/* Moves the slot's confirmed position to lsn (never back); then, when the slot is free and
+ * its restart_lsn trails its confirmed position by RESTART_PULL_BYTES or more, advances it
+ * once more to its confirmed position, which moves restart_lsn up to the last
+ * running-transactions record before it (docs/internals/cdc.md, "restart_lsn"). */
 int ferry__pg_cdc_advance(PGconn *c, const char *peer, const char *slot, uint64_t lsn,
                           struct ferry_error *err);
 /* Drops `slot` when it exists (an error when a session holds it), then publication `pub`

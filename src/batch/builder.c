@@ -1133,3 +1133,247 @@ int ferry_rw_stop_requested(const struct ferry_row_writer *rw)
 {
     return rw->stop != NULL ? atomic_load_explicit(rw->stop, memory_order_relaxed) : 0;
 }
+
+/* ---- column-at-a-time appends (builder.h, ferry__rw_bulk_*) ----
+ *
+ * Rows [row, row + n) are written column by column into the same buffers the row appends
+ * use, then committed by bulk_end as n ferry_rw_end() calls would. A column call that meets
+ * a value the row path would refuse writes no accounting (validity, null counts, data
+ * bytes) and returns false; bulk_cancel undoes the columns already written, and the caller
+ * writes the rows again one at a time, so the error names the column and row as usual. */
+
+int64_t ferry__rw_bulk_begin(struct ferry_row_writer *rw, int64_t want, const int64_t *row_var)
+{
+    if (rw->in_row || rw->code != FERRY_OK || want <= 0) return 0;
+    int64_t n = rw->limits.rows - rw->row;
+    if (n > want) n = want;
+    while (rw->row + n > rw->row_cap)
+        if (!grow_rows(rw)) return 0;
+    /* the row whose bytes reach the limit closes the batch, as in ferry_rw_end() */
+    int64_t left = rw->limits.bytes - approx_bytes(rw);
+    int64_t k = 0;
+    while (k < n && left > 0) {
+        left -= rw->row_bytes + (row_var ? row_var[k] : 0);
+        k++;
+    }
+    rw->cursor = 0;
+    return k > 0 ? k : 1;
+}
+
+/* How many of isnull[0, n) are set; false when column c may hold none of them. */
+static bool bulk_null_count(const struct bcol *c, const uint8_t *isnull, int64_t n, int64_t *cnt)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        k += isnull[i] != 0;
+    *cnt = k;
+    return k == 0 || c->nullable;
+}
+
+/* Clears the validity bits of the null rows (their values were stored as zeros). */
+static bool bulk_nulls(struct ferry_row_writer *rw, struct bcol *c, const uint8_t *isnull,
+                       int64_t n, int64_t cnt)
+{
+    if (cnt == 0) return true;
+    if (c->validity == NULL && !alloc_validity(rw, c)) return false;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rw->row + i;
+        if (isnull[i]) c->validity[r >> 3] &= (uint8_t) ~(1u << (r & 7));
+    }
+    if (c->null_count == 0) rw->n_validity++;
+    c->null_count += cnt;
+    return true;
+}
+
+/* The next column of the bulk write, when it has type class `want` (0 fixed, 1 var). */
+static struct bcol *bulk_col(struct ferry_row_writer *rw, bool var)
+{
+    if (rw->cursor >= rw->ncols || rw->in_row) return NULL;
+    struct bcol *c = &rw->cols[rw->cursor];
+    return c->var == var ? c : NULL;
+}
+
+bool ferry__rw_bulk_int(struct ferry_row_writer *rw, const int64_t *v, const uint8_t *isnull,
+                        int64_t n)
+{
+    struct bcol *c = bulk_col(rw, false);
+    int64_t cnt;
+    if (c == NULL || !bulk_null_count(c, isnull, n, &cnt)) return false;
+    int64_t r = rw->row;
+    bool ok = true;
+    switch (c->type) {
+    case FERRY_TYPE_INT8:
+        for (int64_t i = 0; i < n; i++) {
+            ok &= v[i] >= INT8_MIN && v[i] <= INT8_MAX;
+            ((int8_t *)c->values)[r + i] = (int8_t)v[i];
+        }
+        break;
+    case FERRY_TYPE_INT16:
+        for (int64_t i = 0; i < n; i++) {
+            ok &= v[i] >= INT16_MIN && v[i] <= INT16_MAX;
+            ((int16_t *)c->values)[r + i] = (int16_t)v[i];
+        }
+        break;
+    case FERRY_TYPE_INT32:
+    case FERRY_TYPE_DATE32:
+        for (int64_t i = 0; i < n; i++) {
+            ok &= v[i] >= INT32_MIN && v[i] <= INT32_MAX;
+            ((int32_t *)c->values)[r + i] = (int32_t)v[i];
+        }
+        break;
+    case FERRY_TYPE_TIME64_US:
+        for (int64_t i = 0; i < n; i++)
+            ok &= v[i] >= 0 && v[i] <= US_PER_DAY;
+        /* fall through */
+    case FERRY_TYPE_INT64:
+    case FERRY_TYPE_TIMESTAMP_US:
+    case FERRY_TYPE_TIMESTAMPTZ_US:
+        memcpy((int64_t *)c->values + r, v, (size_t)n * sizeof *v);
+        break;
+    default:
+        return false;
+    }
+    if (!ok || !bulk_nulls(rw, c, isnull, n, cnt)) return false;
+    rw->cursor++;
+    return true;
+}
+
+bool ferry__rw_bulk_float(struct ferry_row_writer *rw, const double *v, const uint8_t *isnull,
+                          int64_t n)
+{
+    struct bcol *c = bulk_col(rw, false);
+    int64_t cnt;
+    if (c == NULL || !bulk_null_count(c, isnull, n, &cnt)) return false;
+    if (c->type == FERRY_TYPE_FLOAT64) {
+        memcpy((double *)c->values + rw->row, v, (size_t)n * sizeof *v);
+    } else if (c->type == FERRY_TYPE_FLOAT32) {
+        bool ok = true;
+        for (int64_t i = 0; i < n; i++) {
+            ok &= !(isfinite(v[i]) && fabs(v[i]) > FLT_MAX);
+            ((float *)c->values)[rw->row + i] = ok ? (float)v[i] : 0;
+        }
+        if (!ok) return false;
+    } else {
+        return false;
+    }
+    if (!bulk_nulls(rw, c, isnull, n, cnt)) return false;
+    rw->cursor++;
+    return true;
+}
+
+bool ferry__rw_bulk_bool(struct ferry_row_writer *rw, const int64_t *v, const uint8_t *isnull,
+                         int64_t n)
+{
+    struct bcol *c = bulk_col(rw, false);
+    int64_t cnt;
+    if (c == NULL || c->type != FERRY_TYPE_BOOL || !bulk_null_count(c, isnull, n, &cnt))
+        return false;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rw->row + i;
+        uint8_t m = (uint8_t)(1u << (r & 7));
+        if (v[i])
+            c->values[r >> 3] |= m;
+        else
+            c->values[r >> 3] &= (uint8_t)~m;
+    }
+    if (!bulk_nulls(rw, c, isnull, n, cnt)) return false;
+    rw->cursor++;
+    return true;
+}
+
+bool ferry__rw_bulk_fixed16(struct ferry_row_writer *rw, const uint8_t *v, const uint8_t *isnull,
+                            int64_t n)
+{
+    struct bcol *c = bulk_col(rw, false);
+    int64_t cnt;
+    if (c == NULL || !bulk_null_count(c, isnull, n, &cnt)) return false;
+    if (c->type == FERRY_TYPE_UUID) {
+        memcpy(c->values + (size_t)rw->row * 16, v, (size_t)n * 16);
+    } else if (c->type == FERRY_TYPE_DECIMAL128) {
+        for (int64_t i = 0; i < n; i++) {
+            struct ferry_decimal128 d;
+            memcpy(&d, v + i * 16, 16);
+            u128 u = ((u128)(uint64_t)d.hi << 64) | d.lo;
+            u128 mag = d.hi < 0 ? -u : u;
+            if (mag >= c->dec_bound && !(d.hi == INT64_MAX && d.lo == UINT64_MAX)) return false;
+            uint8_t *p = c->values + (size_t)(rw->row + i) * 16;
+            store_le64(p, d.lo);
+            store_le64(p + 8, (uint64_t)d.hi);
+        }
+    } else {
+        return false;
+    }
+    if (!bulk_nulls(rw, c, isnull, n, cnt)) return false;
+    rw->cursor++;
+    return true;
+}
+
+#define SPAN_HI (UINT64_C(1) << 63)
+
+bool ferry__rw_bulk_text(struct ferry_row_writer *rw, const uint64_t *spans,
+                         const char *const bases[2], const uint8_t *isnull, int64_t n)
+{
+    struct bcol *c = bulk_col(rw, true);
+    int64_t cnt;
+    if (c == NULL || !bulk_null_count(c, isnull, n, &cnt)) return false;
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = (size_t)((spans[i] & ~SPAN_HI) >> 32);
+        if (len > (size_t)rw->max_value) return false;
+        total += len;
+    }
+    int64_t r = rw->row;
+    size_t off = (size_t)c->offsets[r];
+    if (off + total > c->data_cap && !grow_data(rw, c, off + total)) return false;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t s = spans[i];
+        size_t len = (size_t)((s & ~SPAN_HI) >> 32);
+        if (len) memcpy(c->data + off, bases[s >> 63] + (s & UINT32_MAX), len);
+        off += len;
+        c->offsets[r + i + 1] = (int32_t)off;
+    }
+    if (!bulk_nulls(rw, c, isnull, n, cnt)) return false;
+    rw->data_bytes += (int64_t)total;
+    rw->cursor++;
+    return true;
+}
+
+void ferry__rw_bulk_cancel(struct ferry_row_writer *rw, int64_t n)
+{
+    int64_t r0 = rw->row;
+    for (int j = 0; j < rw->cursor && j < rw->ncols; j++) {
+        struct bcol *c = &rw->cols[j];
+        for (int64_t r = r0; c->validity != NULL && c->null_count > 0 && r < r0 + n; r++)
+            if (!(c->validity[r >> 3] & (1u << (r & 7)))) {
+                c->validity[r >> 3] |= (uint8_t)(1u << (r & 7));
+                if (--c->null_count == 0) rw->n_validity--;
+            }
+        if (c->var) rw->data_bytes -= c->offsets[r0 + n] - c->offsets[r0];
+    }
+    rw->cursor = 0;
+}
+
+int ferry__rw_bulk_end(struct ferry_row_writer *rw, int64_t n, struct ferry_error *err)
+{
+    if (rw->code != FERRY_OK || rw->cursor != rw->ncols || rw->in_row) {
+        int written = rw->cursor;
+        ferry__rw_bulk_cancel(rw, n);
+        if (rw->code == FERRY_OK)
+            fail(rw, FERRY_EINVAL, "a bulk write of %d columns, schema has %d", written,
+                 rw->ncols);
+        return report(rw, err);
+    }
+    memset(rw->ops + rw->row, FERRY_OP_INSERT, (size_t)n);
+    rw->cursor = 0;
+    rw->row += n;
+    rw->total_rows += n;
+    if (rw->row >= rw->limits.rows || approx_bytes(rw) >= rw->limits.bytes ||
+        (rw->tick != NULL && atomic_load_explicit(rw->tick, memory_order_relaxed))) {
+        if (close_batch(rw, false) != FERRY_OK) return report(rw, err);
+    }
+    if (rw->stop != NULL) {
+        int s = atomic_load_explicit(rw->stop, memory_order_relaxed);
+        if (s != 0) return stopped(rw, s, err);
+    }
+    return FERRY_OK;
+}

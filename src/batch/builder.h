@@ -56,4 +56,35 @@ void ferry__rw_set_skip_report(struct ferry_row_writer *rw, ferry_skip_fn fn, vo
 /* The flow's commit group (ferry_rw_grouped/ferry_rw_group_enter); unset: none. */
 void ferry__rw_set_group(struct ferry_row_writer *rw, void (*enter)(void *ctx), void *ctx);
 
+/* Column-at-a-time appends, for a source that decodes values by column (the Parquet reader):
+ *     n = ferry__rw_bulk_begin(rw, want, row_var);   // rows to write now, 0: use ferry_rw_*
+ *     ferry__rw_bulk_int(rw, v, isnull, n); ...      // one call per column, in schema order
+ *     ferry_rw_set_offset(rw, ...);                  // the last row's, if any
+ *     rc = ferry__rw_bulk_end(rw, n, err);           // as n ferry_rw_end() calls (inserts)
+ * begin returns at most `want` rows and no more than the batch takes by its row and byte
+ * limits (row_var[i]: the var-width bytes of row i, NULL when none), growing the buffers for
+ * them; 0 when a row is open or an error is sticky. isnull[i] != 0 makes row i null, whose
+ * value must be zero (an empty span). A column call returns false and counts nothing when
+ * the column is of another type class or a value does not fit (out of range, a null in a NOT
+ * NULL column, a value above the size limit): the caller then calls ferry__rw_bulk_cancel(rw,
+ * n) and writes those rows with ferry_rw_begin()/ferry_rw_end(), whose error names the
+ * column and the row. int: ints, dates, times, timestamps (narrowed, range-checked); float:
+ * both float types; bool: v[i] != 0; fixed16: uuid bytes or struct ferry_decimal128 values
+ * (16 bytes each); text: every var-width type, spans[i] = length << 32 | offset into
+ * bases[spans[i] >> 63] (bit 63 picks the base). */
+int64_t ferry__rw_bulk_begin(struct ferry_row_writer *rw, int64_t want, const int64_t *row_var);
+bool ferry__rw_bulk_int(struct ferry_row_writer *rw, const int64_t *v, const uint8_t *isnull,
+                        int64_t n);
+bool ferry__rw_bulk_float(struct ferry_row_writer *rw, const double *v, const uint8_t *isnull,
+                          int64_t n);
+bool ferry__rw_bulk_bool(struct ferry_row_writer *rw, const int64_t *v, const uint8_t *isnull,
+                         int64_t n);
+bool ferry__rw_bulk_fixed16(struct ferry_row_writer *rw, const uint8_t *v, const uint8_t *isnull,
+                            int64_t n);
+bool ferry__rw_bulk_text(struct ferry_row_writer *rw, const uint64_t *spans,
+                         const char *const bases[2], const uint8_t *isnull, int64_t n);
+void ferry__rw_bulk_cancel(struct ferry_row_writer *rw, int64_t n);
+FERRY_MUST_CHECK int ferry__rw_bulk_end(struct ferry_row_writer *rw, int64_t n,
+                                        struct ferry_error *err);
+
 #endif

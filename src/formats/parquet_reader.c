@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
+#include "batch/builder.h"
 #include "formats/parquet_reader.h"
 #include "formats/text.h"
 #include "ferry/core.h"
@@ -159,6 +160,8 @@ struct ferry_parquet_reader {
     struct ferry_buf lens, lens2; /* delta byte arrays: lengths, prefix lengths */
     struct ferry_buf tmp;         /* read_windows: the var-width bytes kept for the next window */
     uint32_t *idx;                /* read_windows: level and index scratch */
+    ZSTD_DCtx *zstd;              /* made at the first zstd page, kept for every other */
+    int64_t *rowvar;              /* write_bulk: var-width bytes per row of a chunk */
     struct ferry_error *err;
 };
 
@@ -971,7 +974,9 @@ static int decompress(struct ferry_parquet_reader *r, int codec, const uint8_t *
         break;
     }
     case CODEC_ZSTD: {
-        size_t got = ZSTD_decompress(out->data, want, in, n);
+        /* one context per reader: ZSTD_decompress() would make (and free) one per page */
+        if (r->zstd == NULL && (r->zstd = ZSTD_createDCtx()) == NULL) return oom(r);
+        size_t got = ZSTD_decompressDCtx(r->zstd, out->data, want, in, n);
         if (ZSTD_isError(got) || got != want) return bad(r, off, "corrupt zstd page");
         break;
     }
@@ -1007,6 +1012,16 @@ static int hybrid(struct ferry_parquet_reader *r, const uint8_t *p, const uint8_
             uint64_t acc = 0;
             int bits = 0;
             const uint8_t *q = t.p;
+            if ((size_t)(t.end - t.p) >= bytes + 8) { /* room to load 8 bytes at any value */
+                uint64_t take = groups * 8, mask = (UINT64_C(1) << width) - 1;
+                if (take > (uint64_t)(count - got)) take = (uint64_t)(count - got);
+                for (uint64_t i = 0; i < take; i++) {
+                    uint64_t bit = i * (uint64_t)width;
+                    out[got++] = (uint32_t)((le64(q + (bit >> 3)) >> (bit & 7)) & mask);
+                }
+                t.p += bytes;
+                continue;
+            }
             for (uint64_t i = 0; i < groups * 8; i++) {
                 while (bits < width) {
                     acc |= (uint64_t)*q++ << bits;
@@ -1040,6 +1055,16 @@ static int slot_width(enum ferry_type t)
     return t == FERRY_TYPE_DECIMAL128 || t == FERRY_TYPE_UUID ? 16 : 8;
 }
 
+/* A var-width slot: length << 32 | offset into the column's data, or into its dictionary's
+ * bytes (dict_data) when SLOT_DICT is set (a dictionary-encoded value is not copied). */
+#define SLOT_DICT (UINT64_C(1) << 63)
+
+static const char *slot_bytes(const struct pvals *v, uint64_t u, size_t *len)
+{
+    *len = (size_t)((u & ~SLOT_DICT) >> 32);
+    return (u & SLOT_DICT ? v->dict_data.data : v->data.data) + (u & UINT32_MAX);
+}
+
 static void put_dec(uint8_t *slot, int64_t lo_signed)
 {
     struct ferry_decimal128 d = {(uint64_t)lo_signed, lo_signed < 0 ? -1 : 0};
@@ -1062,6 +1087,17 @@ static int put_be_dec(struct ferry_parquet_reader *r, uint8_t *slot, const uint8
     d.hi = (int64_t)hi;
     memcpy(slot, &d, 16);
     return FERRY_OK;
+}
+
+/* Whether the 8-byte values of column c go to their slots unchanged (doubles, int64,
+ * microsecond times and timestamps). */
+static bool as_is64(const struct pcol *c)
+{
+    if (c->ft == FERRY_TYPE_DECIMAL128) return false;
+    if (c->ft != FERRY_TYPE_TIME64_US && c->ft != FERRY_TYPE_TIMESTAMP_US &&
+        c->ft != FERRY_TYPE_TIMESTAMPTZ_US)
+        return true;
+    return (c->lt ? c->lt_unit : (c->converted == CT_TS_MILLIS ? 1 : 2)) == 2;
 }
 
 /* Decodes n PLAIN values of column c from [p, end) into slots (width w), var-width bytes
@@ -1111,6 +1147,13 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
     case PT_INT64:
     case PT_DOUBLE:
         if ((uint64_t)n > avail / 8) return bad(r, off, "too few 8-byte values");
+        if (as_is64(c)) { /* the common case in a loop of its own: a load and a store */
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t u = le64(p + 8 * i);
+                memcpy(slots + i * 8, &u, 8);
+            }
+            return FERRY_OK;
+        }
         for (int64_t i = 0; i < n; i++) {
             uint64_t u = le64(p + 8 * i);
             uint8_t *s = slots + i * w;
@@ -1418,6 +1461,13 @@ static int dict_page(struct ferry_parquet_reader *r, const struct pcol *c, const
     rc = plain(r, c, (const uint8_t *)r->page.data, (const uint8_t *)r->page.data + r->page.len,
                h->num_values, (uint8_t *)v->dict.data, &v->dict_data, body);
     v->dict_n = h->num_values;
+    if (rc == FERRY_OK && ferry_type_is_varwidth(c->ft))
+        for (int64_t i = 0; i < v->dict_n; i++) {
+            uint64_t pk;
+            memcpy(&pk, v->dict.data + i * 8, 8);
+            pk |= SLOT_DICT;
+            memcpy(v->dict.data + i * 8, &pk, 8);
+        }
     return rc;
 }
 
@@ -1491,22 +1541,61 @@ static int level_width(int max)
     return w;
 }
 
+/* hybrid() for levels (width <= 8) into bytes: an RLE run (a page without nulls is one)
+ * is a memset. */
+static int hybrid8(struct ferry_parquet_reader *r, const uint8_t *p, const uint8_t *end, int width,
+                   uint8_t *out, int64_t count, size_t off)
+{
+    int64_t got = 0;
+    struct tc t = {p, end, p, off, false, NULL};
+    while (got < count) {
+        uint64_t h = tc_varint(&t);
+        if (t.bad) return bad(r, tc_off(&t), "truncated level or index run");
+        uint64_t run = (h & 1) ? (h >> 1) * 8 : h >> 1;
+        int64_t k = run < (uint64_t)(count - got) ? (int64_t)run : count - got;
+        if (!(h & 1) || width == 0) {
+            int nb = (width + 7) / 8;
+            if (nb > t.end - t.p) return bad(r, tc_off(&t), "RLE run truncated");
+            if (run == 0) return bad(r, tc_off(&t), "empty RLE run");
+            memset(out + got, (h & 1) || nb == 0 ? 0 : t.p[0], (size_t)k);
+            t.p += (h & 1) ? 0 : nb;
+            got += k;
+            continue;
+        }
+        size_t bytes = (size_t)(h >> 1) * (size_t)width;
+        if (h >> 1 == 0 || (h >> 1) > (uint64_t)(t.end - t.p) || bytes > (size_t)(t.end - t.p))
+            return bad(r, tc_off(&t), "bit-packed run truncated");
+        uint64_t mask = (UINT64_C(1) << width) - 1;
+        for (int64_t i = 0; i < k; i++) {
+            uint64_t bit = (uint64_t)i * (uint64_t)width, x = 0;
+            size_t at = (size_t)(bit >> 3);
+            for (size_t b = 0; b < 2 && at + b < bytes; b++) /* a value spans at most 2 bytes */
+                x |= (uint64_t)t.p[at + b] << (8 * b);
+            out[got++] = (uint8_t)((x >> (bit & 7)) & mask);
+        }
+        t.p += bytes;
+    }
+    return FERRY_OK;
+}
+
 /* n levels of at most max from [lp, le) into out (uint8, may be NULL). With nul (definition
  * levels): nul[i] = level < max, *nn = how many values are present. */
 static int levels(struct ferry_parquet_reader *r, const uint8_t *lp, const uint8_t *le, int max,
-                  int64_t n, uint32_t **idx, uint8_t *out, uint8_t *nul, int64_t *nn, size_t body)
+                  int64_t n, uint8_t *out, uint8_t *nul, int64_t *nn, size_t body)
 {
-    int rc = idx_room(r, idx, n);
-    if (rc == FERRY_OK) rc = hybrid(r, lp, le, level_width(max), *idx, n, body);
+    uint8_t *lv = out ? out : nul; /* decoded in place into nul when the levels are not kept */
+    if (lv == NULL) return FERRY_OK;
+    int rc = hybrid8(r, lp, le, level_width(max), lv, n, body);
     if (rc) return rc;
     int64_t present = 0;
+    bool over = false;
     for (int64_t i = 0; i < n; i++) {
-        uint32_t l = (*idx)[i];
-        if (l > (uint32_t)max) return bad(r, body, "level above the column's maximum");
-        if (out) out[i] = (uint8_t)l;
-        if (nul) nul[i] = l < (uint32_t)max;
-        present += l == (uint32_t)max;
+        uint8_t l = lv[i];
+        over |= l > max;
+        if (nul) nul[i] = l < max;
+        present += l == max;
     }
+    if (over) return bad(r, body, "level above the column's maximum");
     if (nn) *nn = present;
     return FERRY_OK;
 }
@@ -1547,8 +1636,8 @@ static int decode_rle_bool(struct ferry_parquet_reader *r, const uint8_t *vp, co
     return FERRY_OK;
 }
 
-/* Dictionary indexes into slots; variable-width entries point into dict_data and are
- * copied over into v->data. */
+/* Dictionary indexes into slots; variable-width entries point into dict_data (SLOT_DICT),
+ * where they stay: the dictionary lives as long as the chunk's values. */
 static int decode_dict(struct ferry_parquet_reader *r, const struct pcol *c, const uint8_t *vp,
                        const uint8_t *ve, int64_t nn, uint8_t *dst, struct pvals *v, uint32_t **idx,
                        size_t body, size_t pos)
@@ -1562,17 +1651,6 @@ static int decode_dict(struct ferry_parquet_reader *r, const struct pcol *c, con
     for (int64_t i = 0; i < nn; i++) {
         if ((int64_t)(*idx)[i] >= v->dict_n) return bad(r, body, "dictionary index out of range");
         memcpy(dst + i * w, v->dict.data + (size_t)(*idx)[i] * (size_t)w, (size_t)w);
-    }
-    if (!ferry_type_is_varwidth(c->ft)) return FERRY_OK;
-    for (int64_t i = 0; i < nn; i++) {
-        uint64_t pk;
-        memcpy(&pk, dst + i * w, 8);
-        size_t o = (size_t)(pk & UINT32_MAX), l = (size_t)(pk >> 32);
-        uint64_t no = v->data.len;
-        if (no > UINT32_MAX) return bad(r, body, "row group data above 4 GiB");
-        if (ferry_buf_append(&v->data, v->dict_data.data + o, l)) return oom(r);
-        pk = (uint64_t)l << 32 | no;
-        memcpy(dst + i * w, &pk, 8);
     }
     return FERRY_OK;
 }
@@ -1614,6 +1692,14 @@ static int decode_values(struct ferry_parquet_reader *r, const struct pcol *c, c
 static void spread(uint8_t *slots, const uint8_t *dst, const uint8_t *nul, int64_t n, int w)
 {
     int64_t j = 0;
+    if (w == 8) { /* a fixed-size copy: no memmove call per value */
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t x = 0;
+            if (!nul[i]) memcpy(&x, dst + 8 * j++, 8);
+            memcpy(slots + 8 * i, &x, 8);
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         if (nul[i]) {
             memset(slots + i * w, 0, (size_t)w);
@@ -1641,10 +1727,10 @@ static int data_page(struct ferry_parquet_reader *r, const struct pcol *c, const
     if (rc) return rc;
     uint8_t *nul = v->isnull + row;
     memset(nul, 0, (size_t)n);
-    if (pp.rp && (rc = levels(r, pp.rp, pp.re, c->max_rep, n, idx, v->rep + row, NULL, NULL, body)))
+    if (pp.rp && (rc = levels(r, pp.rp, pp.re, c->max_rep, n, v->rep + row, NULL, NULL, body)))
         return rc;
-    if (pp.dp && (rc = levels(r, pp.dp, pp.de, c->max_def, n, idx, c->nested ? v->def + row : NULL,
-                              nul, &nn, body)))
+    if (pp.dp && (rc = levels(r, pp.dp, pp.de, c->max_def, n, c->nested ? v->def + row : NULL, nul,
+                              &nn, body)))
         return rc;
     if (c->nested && !pp.dp) memset(v->def + row, 0, (size_t)n);
     if (c->nested && !pp.rp) memset(v->rep + row, 0, (size_t)n);
@@ -1764,6 +1850,7 @@ static int json_leaf(struct ferry_parquet_reader *r, int leaf)
     char t[64];
     int64_t x;
     uint64_t u;
+    size_t len;
     double d;
     struct ferry_decimal128 dec;
     int n = -1;
@@ -1795,14 +1882,16 @@ static int json_leaf(struct ferry_parquet_reader *r, int leaf)
         n = ferry_timestamp_to_text(x, c->ft == FERRY_TYPE_TIMESTAMPTZ_US, t, sizeof t);
         break;
     case FERRY_TYPE_UTF8:
-    case FERRY_TYPE_JSON:
+    case FERRY_TYPE_JSON: {
         memcpy(&u, s, 8);
-        return ferry_buf_json_string(b, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
+        const char *q = slot_bytes(v, u, &len);
+        return ferry_buf_json_string(b, q, len);
+    }
     case FERRY_TYPE_BINARY: {
         memcpy(&u, s, 8);
-        const uint8_t *p = (const uint8_t *)v->data.data + (u & UINT32_MAX);
+        const uint8_t *p = (const uint8_t *)slot_bytes(v, u, &len);
         ferry_buf_append(b, "\"\\\\x", 4);
-        for (size_t k = 0; k < (size_t)(u >> 32); k++)
+        for (size_t k = 0; k < len; k++)
             ferry_buf_printf(b, "%02x", p[k]);
         return ferry_buf_append(b, "\"", 1);
     }
@@ -1988,10 +2077,13 @@ static void flat_value(const struct pcol *c, const struct pvals *v, int64_t row,
     case FERRY_TYPE_UTF8:
     case FERRY_TYPE_JSON:
     case FERRY_TYPE_BINARY:
-    case FERRY_TYPE_DECIMAL_TEXT:
+    case FERRY_TYPE_DECIMAL_TEXT: {
         memcpy(&u, s, 8);
-        ferry_rw_text(rw, v->data.data + (u & UINT32_MAX), (size_t)(u >> 32));
+        size_t len;
+        const char *q = slot_bytes(v, u, &len);
+        ferry_rw_text(rw, q, len);
         break;
+    }
     default:
         memcpy(&x, s, 8);
         ferry_rw_int(rw, x);
@@ -2084,9 +2176,9 @@ bool ferry__parquet_reader_group_span(const struct ferry_parquet_reader *r, int 
     return true;
 }
 
-/* Writes rows [from, to) of group g; a flat column's values of row `row` sit at slot
- * row - base (read_windows), a nested field's at its cursors. */
-static int write_rows(struct ferry_parquet_reader *r, int g, int64_t from, int64_t to,
+/* Writes rows [from, to) of group g one at a time; a flat column's values of row `row` sit
+ * at slot row - base (read_windows), a nested field's at its cursors. */
+static int write_each(struct ferry_parquet_reader *r, int g, int64_t from, int64_t to,
                       int64_t base, int64_t skip, bool offsets, struct ferry_row_writer *rw,
                       struct ferry_error *err)
 {
@@ -2115,6 +2207,104 @@ static int write_rows(struct ferry_parquet_reader *r, int g, int64_t from, int64
             ferry_error_prefix(err, "parquet: %s: row group %d row %" PRId64, r->name, g, row);
     }
     return rc;
+}
+
+/* ---- flat rows column by column --------------------------------------------------------
+ *
+ * Flat columns go to the builder a column at a time (builder.h, ferry__rw_bulk_*): BULK_ROWS
+ * rows per call instead of a function call per value, var-width values copied once, from
+ * the page's bytes or the dictionary straight into the batch. A chunk the builder refuses
+ * (a value that does not fit its column) is written again row by row, whose error names
+ * the column and the row. */
+#define BULK_ROWS ((int64_t)4096)
+
+static bool bulk_column(const struct pcol *c, const struct pvals *v, int64_t at, int64_t n,
+                        struct ferry_row_writer *rw)
+{
+    const uint8_t *s = v->slot + at * slot_width(c->ft);
+    const uint8_t *nul = v->isnull + at;
+    switch (c->ft) {
+    case FERRY_TYPE_BOOL:
+        return ferry__rw_bulk_bool(rw, (const int64_t *)(const void *)s, nul, n);
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64:
+        return ferry__rw_bulk_float(rw, (const double *)(const void *)s, nul, n);
+    case FERRY_TYPE_DECIMAL128:
+    case FERRY_TYPE_UUID:
+        return ferry__rw_bulk_fixed16(rw, s, nul, n);
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_JSON:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_DECIMAL_TEXT: {
+        const char *const bases[2] = {v->data.data, v->dict_data.data};
+        return ferry__rw_bulk_text(rw, (const uint64_t *)(const void *)s, bases, nul, n);
+    }
+    default:
+        return ferry__rw_bulk_int(rw, (const int64_t *)(const void *)s, nul, n);
+    }
+}
+
+/* The var-width bytes of each of rows [at, at + n) of the selected columns into r->rowvar;
+ * false when no selected column is var-width. */
+static bool row_var_bytes(struct ferry_parquet_reader *r, int64_t at, int64_t n)
+{
+    bool any = false;
+    for (int j = 0; j < r->nsel; j++) {
+        int i = r->nodes[r->tops[r->sel[j]]].first_leaf;
+        if (!ferry_type_is_varwidth(r->cols[i].ft)) continue;
+        if (!any) memset(r->rowvar, 0, (size_t)n * sizeof *r->rowvar);
+        any = true;
+        const uint8_t *s = r->vals[i].slot + at * 8;
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t u;
+            memcpy(&u, s + k * 8, 8);
+            r->rowvar[k] += (int64_t)((u & ~SLOT_DICT) >> 32);
+        }
+    }
+    return any;
+}
+
+/* write_each's work for flat columns without a floor, BULK_ROWS rows at a time. */
+static int write_bulk(struct ferry_parquet_reader *r, int g, int64_t from, int64_t to,
+                      int64_t base, bool offsets, struct ferry_row_writer *rw,
+                      struct ferry_error *err)
+{
+    if (r->rowvar == NULL && (r->rowvar = ferry_malloc(BULK_ROWS * sizeof *r->rowvar)) == NULL)
+        return oom(r);
+    int rc = FERRY_OK;
+    for (int64_t row = from; row < to && rc == FERRY_OK;) {
+        int64_t want = to - row < BULK_ROWS ? to - row : BULK_ROWS;
+        bool var = row_var_bytes(r, row - base, want);
+        int64_t n = ferry__rw_bulk_begin(rw, want, var ? r->rowvar : NULL);
+        bool ok = n > 0;
+        for (int j = 0; j < r->nsel && ok; j++) {
+            int i = r->nodes[r->tops[r->sel[j]]].first_leaf;
+            ok = bulk_column(&r->cols[i], &r->vals[i], row - base, n, rw);
+        }
+        if (!ok) {
+            if (n > 0) ferry__rw_bulk_cancel(rw, n);
+            n = n > 0 ? n : want;
+            rc = write_each(r, g, row, row + n, base, 0, offsets, rw, err);
+        } else {
+            if (offsets) ferry_rw_set_offset(rw, row + n);
+            rc = ferry__rw_bulk_end(rw, n, err);
+        }
+        row += n;
+    }
+    return rc;
+}
+
+/* Rows [from, to) of group g from row `skip` on (see write_each). */
+static int write_rows(struct ferry_parquet_reader *r, int g, int64_t from, int64_t to,
+                      int64_t base, int64_t skip, bool offsets, struct ferry_row_writer *rw,
+                      struct ferry_error *err)
+{
+    bool flat = r->floor_sel < 0;
+    for (int j = 0; j < r->nsel && flat; j++)
+        flat = !top_nested(&r->nodes[r->tops[r->sel[j]]]);
+    if (!flat) return write_each(r, g, from, to, base, skip, offsets, rw, err);
+    from = from > skip ? from : skip;
+    return from < to ? write_bulk(r, g, from, to, base, offsets, rw, err) : FERRY_OK;
 }
 
 /* ---- flat row groups in windows ----------------------------------------------------------
@@ -2202,6 +2392,7 @@ static int window_shift(struct ferry_parquet_reader *r, int ci, struct pvals *v,
         if (v->isnull[i]) continue;
         uint64_t pk;
         memcpy(&pk, v->slot + i * w, 8);
+        if (pk & SLOT_DICT) continue; /* the dictionary stays for the whole chunk */
         uint64_t no = r->tmp.len;
         if (ferry_buf_append(&r->tmp, v->data.data + (pk & UINT32_MAX), (size_t)(pk >> 32)))
             return oom(r);
@@ -2547,6 +2738,8 @@ void ferry__parquet_reader_free(struct ferry_parquet_reader *r)
     ferry_buf_release(&r->grp);
     ferry_buf_release(&r->tmp);
     ferry_free(r->idx);
+    ZSTD_freeDCtx(r->zstd);
+    ferry_free(r->rowvar);
     for (int i = 0; r->vals && i < r->ncols; i++) {
         ferry_free(r->vals[i].slot);
         ferry_free(r->vals[i].isnull);

@@ -915,6 +915,129 @@ static void test_bool_bitmap_and_growth(void **state)
     ferry_schema_unref(s);
 }
 
+/* ---- column-at-a-time appends (ferry__rw_bulk_*) ---- */
+
+/* One bulk write of rows [0, n) of the arrays below into rw: n rows or false. */
+static const int64_t b_int[6] = {1, -2, 0, 4, 32767, 6};
+static const double b_flt[6] = {0.5, -1.25, 0, 3e300, NAN, 6};
+static const int64_t b_bool[6] = {1, 0, 0, 1, 1, 0};
+static const uint8_t b_null[6] = {0, 0, 1, 0, 0, 0};
+static const char b_lo[] = "alphabeta";
+static const char b_hi[] = "xyz";
+
+static void bulk_spans(uint64_t sp[6])
+{
+    const uint64_t hi = UINT64_C(1) << 63;
+    sp[0] = UINT64_C(5) << 32 | 0;      /* alpha */
+    sp[1] = hi | UINT64_C(3) << 32 | 0; /* xyz, from the second base */
+    sp[2] = 0;                          /* null */
+    sp[3] = UINT64_C(4) << 32 | 5;      /* beta */
+    sp[4] = 0;                          /* empty */
+    sp[5] = hi | UINT64_C(1) << 32 | 2; /* z */
+}
+
+static bool bulk_write(struct ferry_row_writer *rw, int64_t at, int64_t n, const int64_t *ints)
+{
+    uint64_t sp[6];
+    bulk_spans(sp);
+    const char *const bases[2] = {b_lo, b_hi};
+    struct ferry_decimal128 dec[6];
+    for (int i = 0; i < 6; i++)
+        dec[i] = (struct ferry_decimal128){(uint64_t)(i * 100), 0};
+    return ferry__rw_bulk_int(rw, ints + at, b_null + at, n) &&
+           ferry__rw_bulk_text(rw, sp + at, bases, b_null + at, n) &&
+           ferry__rw_bulk_float(rw, b_flt + at, b_null + at, n) &&
+           ferry__rw_bulk_bool(rw, b_bool + at, b_null + at, n) &&
+           ferry__rw_bulk_fixed16(rw, (const uint8_t *)(dec + at), b_null + at, n);
+}
+
+static void test_bulk(void **state)
+{
+    (void)state;
+    struct ferry_schema *s = schema_of("a:int16 b:utf8 c:float64 d:bool e:decimal128");
+    struct sink sk = {0};
+    struct ferry_row_writer *rw = writer(s, "t", 4, 0, &sk);
+    /* the batch takes 4 rows: begin says so, and the end closes it */
+    int64_t n = ferry__rw_bulk_begin(rw, 6, NULL);
+    assert_int_equal(n, 4);
+    assert_true(bulk_write(rw, 0, n, b_int));
+    ferry_rw_set_offset(rw, 4);
+    assert_int_equal(ferry__rw_bulk_end(rw, n, NULL), FERRY_OK);
+    assert_int_equal(sk.n, 1);
+    /* a value out of int16's range: false, cancel, and the row path names column and row */
+    const int64_t bad[6] = {1, 2, 3, 4, 40000, 6};
+    n = ferry__rw_bulk_begin(rw, 2, NULL);
+    assert_int_equal(n, 2);
+    assert_true(bulk_write(rw, 4, n, b_int));
+    ferry__rw_bulk_cancel(rw, n);
+    n = ferry__rw_bulk_begin(rw, 2, NULL);
+    assert_false(bulk_write(rw, 4, n, bad));
+    ferry__rw_bulk_cancel(rw, n);
+    struct ferry_error err;
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_int(rw, bad[4]);
+    ferry_rw_text(rw, "q", 1);
+    ferry_rw_float(rw, 1);
+    ferry_rw_bool(rw, true);
+    ferry_rw_dec128(rw, (struct ferry_decimal128){7, 0});
+    assert_int_equal(ferry_rw_end(rw, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "column a (int16): value 40000 is out of range (row 5)"));
+    ferry__rw_free(rw);
+
+    struct ferry_batch *b = sk.b[0];
+    assert_int_equal(b->length, 4);
+    assert_string_equal(b->position, "{\"shard\":0,\"n\":4}");
+    const char *texts[4] = {"alpha", "xyz", "", "beta"};
+    for (int64_t r = 0; r < 4; r++) {
+        bool null = r == 2;
+        for (int c = 0; c < 5; c++)
+            assert_int_equal(ferry_col_is_null(b, c, r), null);
+        size_t len;
+        const uint8_t *p = ferry_col_bytes(b, 1, r, &len);
+        assert_int_equal(len, strlen(texts[r]));
+        assert_memory_equal(p, texts[r], len);
+        if (null) continue;
+        assert_int_equal(ferry_col_int(b, 0, r), b_int[r]);
+        assert_true(ferry_col_float(b, 2, r) == b_flt[r]);
+        assert_int_equal(ferry_col_bool(b, 3, r), b_bool[r] != 0);
+        assert_int_equal(ferry_col_dec128(b, 4, r).lo, (uint64_t)(r * 100));
+    }
+    for (int c = 0; c < 5; c++)
+        assert_int_equal(b->columns[c].null_count, 1);
+    sink_clear(&sk);
+
+    /* a NOT NULL column refuses a null; the byte limit ends a bulk write early; a cancel
+     * gives back the nulls and bytes it counted */
+    struct ferry_schema *s2 = schema_of("a:int64! b:utf8");
+    rw = writer(s2, "t", 100, 100, &sk);
+    n = ferry__rw_bulk_begin(rw, 3, NULL);
+    assert_false(ferry__rw_bulk_int(rw, b_int, b_null, n));
+    ferry__rw_bulk_cancel(rw, n);
+    const int64_t var[5] = {30, 30, 30, 30, 30}; /* 13 fixed bytes + 30 a row: 100 at row 3 */
+    n = ferry__rw_bulk_begin(rw, 5, var);
+    assert_int_equal(n, 3);
+    uint64_t sp[6];
+    bulk_spans(sp);
+    const char *const bases[2] = {b_lo, b_hi};
+    const uint8_t none[6] = {0};
+    assert_true(ferry__rw_bulk_int(rw, b_int, none, 3));
+    assert_true(ferry__rw_bulk_text(rw, sp, bases, b_null, 3));
+    ferry__rw_bulk_cancel(rw, 3);
+    assert_true(ferry__rw_bulk_int(rw, b_int, none, 1));
+    assert_true(ferry__rw_bulk_text(rw, sp, bases, none, 1));
+    assert_int_equal(ferry__rw_bulk_end(rw, 1, NULL), FERRY_OK);
+    assert_int_equal(ferry_rw_flush(rw, false, NULL), FERRY_OK);
+    assert_int_equal(sk.n, 1);
+    b = sk.b[0];
+    assert_int_equal(b->length, 1);
+    assert_int_equal(b->columns[1].null_count, 0);
+    assert_int_equal(b->bytes, 13 + 5 + 4); /* 8 + 4 + 1 a row, 5 text bytes, 4 per var column */
+    ferry__rw_free(rw);
+    sink_clear(&sk);
+    ferry_schema_unref(s2);
+    ferry_schema_unref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -931,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_bool_bitmap_and_growth),
+        cmocka_unit_test(test_bulk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

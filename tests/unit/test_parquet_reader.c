@@ -431,6 +431,40 @@ static void test_windows(void **state)
     }
 }
 
+/* A value the row writer refuses (the file's INT16 column read into an int8 column): the
+ * column-at-a-time write hands the chunk back and the row path names file, row and column;
+ * nothing of the refused chunk reaches a batch. */
+static void test_refused_value(void **state)
+{
+    (void)state;
+    struct ferry_buf f;
+    make_file(&f, NULL, 3000, 3000);
+    struct ferry_parquet_reader *r = NULL;
+    struct ferry_error err = {0};
+    assert_int_equal(
+        ferry__parquet_reader_open_mem((const uint8_t *)f.data, f.len, "n.parquet", &r, &err),
+        FERRY_OK);
+    const char *const names[] = {"id", "i16"};
+    assert_int_equal(ferry__parquet_reader_select(r, names, 2, &err), FERRY_OK);
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "i16", FERRY_TYPE_INT8, true, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct got g = {0};
+    struct ferry_rw_limits lim = {.rows = 1000, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "t", lim, collect, &g);
+    assert_non_null(rw);
+    assert_int_equal(ferry__parquet_reader_read(r, rw, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "parquet: n.parquet: row group 0 row 1"));
+    assert_non_null(strstr(err.message, "column i16 (int8): value -32768 is out of range (row 2)"));
+    assert_int_equal(g.n, 0);
+    ferry__rw_free(rw);
+    got_free(&g);
+    ferry_schema_unref(s);
+    ferry__parquet_reader_free(r);
+    ferry_buf_release(&f);
+}
+
 static int hostile(const struct ferry_buf *f)
 {
     struct got g = {0};
@@ -819,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_every_codec),
         cmocka_unit_test(test_defaults_and_empty),
         cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_refused_value),
         cmocka_unit_test(test_truncated_and_garbage),
         cmocka_unit_test(test_errors_name_file_and_offset),
         cmocka_unit_test(test_duckdb_files),

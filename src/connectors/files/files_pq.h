@@ -9,6 +9,7 @@
 #include "ferry/connector.h"
 #include "ferry/error.h"
 #include "formats/parquet_cursor.h"
+#include "formats/parquet_reader.h"
 
 /* ---- parquet (files_pq_source.c) ---------------------------------------------------------
  * The schema of a Parquet file's footer (every field nullable, not finished); its row
@@ -18,9 +19,18 @@ int ferry__files_pq_schema(const char *path, struct ferry_schema **out, struct f
 int ferry__files_pq_groups(const char *path, int *n, struct ferry_error *err);
 /* floor: NULL, or a cursor read: only rows whose `floor->column` value is above
  * floor->value (when has_value) are written (formats/parquet_cursor.h). */
-int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
-                            int64_t skip, const struct ferry_parquet_floor *floor,
-                            struct ferry_row_writer *rw, struct ferry_error *err);
+/* The reader of the file last extracted, kept for its next row group (one footer parse
+ * and one set of decode buffers per file and reader thread, not per shard). keep may be
+ * NULL; release accepts an empty one. */
+struct ferry__files_pq_keep {
+    char *path;
+    struct ferry_parquet_reader *r;
+};
+void ferry__files_pq_keep_release(struct ferry__files_pq_keep *keep);
+int ferry__files_pq_extract(struct ferry__files_pq_keep *keep, const char *path, int group,
+                            const struct ferry_schema *schema, int64_t skip,
+                            const struct ferry_parquet_floor *floor, struct ferry_row_writer *rw,
+                            struct ferry_error *err);
 
 /* A cursor read's plan of one file: want[g] says whether row group g is read. A group is
  * skipped when the saved cursor (f->has_value) is at or above its maximum from the column

@@ -6,6 +6,8 @@
  * position is the number of the group's rows delivered, so a resumed shard decodes its
  * group again and skips them. Only the selected columns' chunks are read, by ranges
  * (pread): memory is one column chunk plus one decoded row group of the selected columns.
+ * The reader of the file last read is kept by the source instance for the file's next
+ * group (ferry__files_pq_keep): one footer parse and one set of buffers per file.
  * Every other file of the glob must have each selected column with the same type, else the
  * run stops naming the file and the column before writing anything of that file.
  * Cursor reads (mode: incremental with `cursor:`): a group whose cursor maximum from the
@@ -84,12 +86,43 @@ static int check_columns(struct ferry_parquet_reader *r, const char *path,
     return FERRY_OK;
 }
 
-int ferry__files_pq_extract(const char *path, int group, const struct ferry_schema *schema,
-                            int64_t skip, const struct ferry_parquet_floor *floor,
-                            struct ferry_row_writer *rw, struct ferry_error *err)
+void ferry__files_pq_keep_release(struct ferry__files_pq_keep *keep)
+{
+    if (keep == NULL) return;
+    ferry__parquet_reader_free(keep->r);
+    ferry_free(keep->path);
+    keep->r = NULL;
+    keep->path = NULL;
+}
+
+/* keep's reader when it reads path, else a new one (kept in place of the old). The caller
+ * checked that the file is the planned one (size, modification time) before. */
+static int reader_for(struct ferry__files_pq_keep *keep, const char *path,
+                      struct ferry_parquet_reader **r, struct ferry_error *err)
+{
+    if (keep != NULL && keep->r != NULL && strcmp(keep->path, path) == 0) {
+        *r = keep->r;
+        return FERRY_OK;
+    }
+    ferry__files_pq_keep_release(keep);
+    int rc = ferry__parquet_reader_open_file(path, r, err);
+    if (rc != FERRY_OK || keep == NULL) return rc;
+    if ((keep->path = ferry_strdup(path)) == NULL) {
+        ferry__parquet_reader_free(*r);
+        *r = NULL;
+        return ferry_error_set(err, FERRY_ENOMEM, "files", "files source: out of memory");
+    }
+    keep->r = *r;
+    return FERRY_OK;
+}
+
+int ferry__files_pq_extract(struct ferry__files_pq_keep *keep, const char *path, int group,
+                            const struct ferry_schema *schema, int64_t skip,
+                            const struct ferry_parquet_floor *floor, struct ferry_row_writer *rw,
+                            struct ferry_error *err)
 {
     struct ferry_parquet_reader *r = NULL;
-    int rc = ferry__parquet_reader_open_file(path, &r, err);
+    int rc = reader_for(keep, path, &r, err);
     if (rc != FERRY_OK) return rc;
     const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
     if (names == NULL)
@@ -104,7 +137,11 @@ int ferry__files_pq_extract(const char *path, int group, const struct ferry_sche
         rc = ferry__parquet_reader_set_floor(r, floor->column, floor->value, err);
     if (rc == FERRY_OK) rc = ferry__parquet_reader_read_group(r, group, skip, rw, err);
     ferry_free(names);
-    ferry__parquet_reader_free(r);
+    /* a reader that failed is not kept: the next shard starts from a fresh one */
+    if (keep == NULL)
+        ferry__parquet_reader_free(r);
+    else if (rc != FERRY_OK && rc != FERRY_EPAUSED && rc != FERRY_ECANCELED)
+        ferry__files_pq_keep_release(keep);
     return rc;
 }
 

@@ -42,6 +42,7 @@ static const char *const tuning_keys[] = {"sample_rows", "parallelism", NULL};
 struct src {
     char *path; /* the source's glob, or NULL (each resource then names its own) */
     struct ferry__text_src t;
+    struct ferry__files_pq_keep pq; /* the Parquet file last read, kept for its next group */
 };
 
 static int nomem(struct ferry_error *err)
@@ -57,6 +58,7 @@ static void src_close(void *ctx)
     if (s == NULL) return;
     ferry_free(s->path);
     ferry__text_src_release(&s->t);
+    ferry__files_pq_keep_release(&s->pq);
     ferry_free(s);
 }
 
@@ -377,8 +379,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         ferry_rw_set_shard(rw, shard);
         struct ferry_parquet_floor fl = {spec->cursor ? spec->cursor[0] : NULL, si.has_floor,
                                          si.floor};
-        rc = ferry__files_pq_extract(si.file, si.group, schema, start, spec->cursor ? &fl : NULL,
-                                     rw, err);
+        rc = ferry__files_pq_extract(&s->pq, si.file, si.group, schema, start,
+                                     spec->cursor ? &fl : NULL, rw, err);
         ferry_free(si.file);
         return rc;
     }

@@ -60,18 +60,24 @@ pipeline log LOG_URL append
 
 # cols TABLE: the source's columns of a table, in order
 cols() { pgq -c "SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_schema = 'public' AND table_name = '$1'"; }
-# digest TABLE [DB]: md5 of the table's rows over the source's columns, in key order
-digest() { pgq ${2:+-d "$2"} -c "SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x.id), '')) FROM (SELECT $(cols "$1") FROM $1) x"; }
-same_all() { # WHAT TABLES...
-  local what=$1 t bad=""; shift
-  for t in "$@"; do
-    [ "$(digest "$t")" = "$(digest "$t" dest)" ] || {
-      [ -n "$bad" ] || diff <(pgq -c "COPY (SELECT $(cols "$t") FROM $t ORDER BY id) TO STDOUT") \
-           <(pgq -d dest -c "COPY (SELECT $(cols "$t") FROM $t ORDER BY id) TO STDOUT") | head -10
-      bad="$bad $t"
-    }
-  done
-  [ -z "$bad" ] || fail "$what: tables differ:$bad"
+# digests_sql TABLES...: one query giving "table|md5 of its rows over the source's columns"
+digests_sql() {
+  local sql="" t c
+  while IFS='|' read -r t c; do
+    [ -n "$sql" ] && sql="$sql UNION ALL "
+    sql="$sql SELECT '$t', md5(coalesce(string_agg(x::text, ',' ORDER BY x.id), '')) FROM (SELECT $c FROM $t) x"
+  done < <(pgq -c "SELECT table_name, string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_schema = 'public' AND table_name = ANY ('{$(echo "$@" | tr ' ' ',')}') GROUP BY 1 ORDER BY 1")
+  echo "$sql ORDER BY 1"
+}
+same_all() { # WHAT TABLES...: every table equal (rows over the source's columns)
+  local what=$1 sql t bad; shift
+  sql=$(digests_sql "$@")
+  bad=$(diff <(pgq -c "$sql") <(pgq -d dest -c "$sql") | sed -n 's/^< \([^|]*\)|.*/\1/p' | tr '\n' ' ')
+  [ -z "$bad" ] && return 0
+  t=${bad%% *}
+  diff <(pgq -c "COPY (SELECT $(cols "$t") FROM $t ORDER BY id) TO STDOUT") \
+       <(pgq -d dest -c "COPY (SELECT $(cols "$t") FROM $t ORDER BY id) TO STDOUT") | head -10
+  fail "$what: tables differ: $bad"
 }
 tables_upto() { seq -f 't%02g' 1 "$1"; }
 

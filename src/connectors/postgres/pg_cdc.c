@@ -362,9 +362,9 @@ int ferry__pg_cdc_plan_chunks(json_t *plan, const char *position, struct ferry_e
     struct ferry_position p;
     struct ferry_error e;
     if (ferry_position_decode(position, strlen(position), &p, &e) != FERRY_OK)
-        return ferry_error_set(err, e.code == FERRY_ENOMEM ? FERRY_ENOMEM : FERRY_EINVAL,
-                               "postgres", WHAT ": the saved cdc position is not a log position (%s)",
-                               e.message);
+        return ferry_error_set(
+            err, e.code == FERRY_ENOMEM ? FERRY_ENOMEM : FERRY_EINVAL, "postgres",
+            WHAT ": the saved cdc position is not a log position (%s)", e.message);
     int rc = FERRY_OK;
     if (p.has_n && p.tag != NULL && p.tag[0] == 'c') {
         json_object_set_new(plan, "chunked", json_true());
@@ -900,7 +900,8 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
     if (!s->rel_known || m->relid != s->relid) return FERRY_OK;
     if (chunk_active(s)) {
         /* inside a chunk's window: the stream's value of these keys wins over the chunk's */
-        int rc = m->kind == 'D' ? FERRY_OK : ferry__pg_chunk_note(&s->chunk, &m->new_tuple, s->map, err);
+        int rc =
+            m->kind == 'D' ? FERRY_OK : ferry__pg_chunk_note(&s->chunk, &m->new_tuple, s->map, err);
         if (rc == FERRY_OK && m->old_kind)
             rc = ferry__pg_chunk_note(&s->chunk, &m->old_tuple, s->map, err);
         if (rc != FERRY_OK) return rc;
@@ -1020,8 +1021,9 @@ static int write_chunk(struct stream *s, uint64_t lsn, struct ferry_error *err)
     ferry__pg_chunk_next(ch);
     if (ch->phase == CHUNK_DONE) {
         ferry_rw_set_offset_tag(s->rw, "d", 1);
-        ferry_log(FERRY_LOG_INFO, WHAT ": table %s: snapshot read in %lld chunks (%" PRId64
-                                  " rows) while streaming",
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: snapshot read in %lld chunks (%" PRId64
+                       " rows) while streaming",
                   s->t->from, (long long)ch->no, s->snapshot_rows);
     }
     return FERRY_OK;
@@ -1175,7 +1177,8 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
         /* the next chunk of a joining table, between source transactions */
         if (chunk_active(s) && s->chunk.phase == CHUNK_IDLE && !s->in_txn) {
             rc = ferry__pg_chunk_start(&s->chunk, err);
-            if (rc == FERRY_OK && s->chunk.phase == CHUNK_DONE) ferry_rw_set_offset_tag(s->rw, "d", 1);
+            if (rc == FERRY_OK && s->chunk.phase == CHUNK_DONE)
+                ferry_rw_set_offset_tag(s->rw, "d", 1);
             if (rc != FERRY_OK) return rc;
         }
         struct ferry_pg_demux_frame fr;

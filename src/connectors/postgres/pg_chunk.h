@@ -34,9 +34,9 @@ struct ferry_pg_chunk {
     char nonce[40];
     int64_t no; /* the current chunk */
     enum ferry_pg_chunk_phase phase;
-    PGresult *rows; /* the current chunk: the user fields as text, in schema order */
-    bool last;      /* fewer rows than asked: the snapshot ends with this chunk */
-    bool truncated; /* a TRUNCATE inside the window: the chunk is dropped */
+    PGresult *rows;         /* the current chunk: the user fields as text, in schema order */
+    bool last;              /* fewer rows than asked: the snapshot ends with this chunk */
+    bool truncated;         /* a TRUNCATE inside the window: the chunk is dropped */
     struct ferry_buf after; /* the last written key, serialised (empty: from the start) */
     struct ferry_buf keys;  /* keys seen in the window, serialised, one after another */
     uint32_t *slots;        /* open addressing over keys: offset + 1, 0 empty */

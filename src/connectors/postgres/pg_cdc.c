@@ -1249,6 +1249,12 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     ferry_buf_init(&s.scratch, 0);
     if (s.chunking)
         rc = ferry__pg_chunk_open(&s.chunk, url, opts, peer, t, s.n_user, s.chunk_tag, err);
+    if (rc == FERRY_OK && chunk_active(&s)) {
+        /* every position of this run says the snapshot is unfinished, also one saved before
+         * the first chunk's rows (a run ended by a row-count epoch or a schema change) */
+        const char *tag = s.chunk_tag != NULL && s.chunk_tag[0] == 'c' ? s.chunk_tag : "c";
+        ferry_rw_set_offset_tag(rw, tag, strlen(tag));
+    }
     if (rc != FERRY_OK && t->streams > 1) ferry__pg_demux_decline(s.slot);
     if (rc == FERRY_OK) rc = stream_join(&s, plan, err);
     if (rc == FERRY_OK) {

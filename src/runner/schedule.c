@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "checkpoint/position.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/commit_group.h"
@@ -463,6 +464,21 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* Whether a ready stream's saved position says it is done (it finished in the interrupted
+ * attempt this one resumes): the flow never starts it, so it is not counted among the
+ * streams that start together (their source would wait for it). */
+static bool stream_done(const struct stream_run *sr)
+{
+    const char *text = sr->f != NULL && sr->f->resume != NULL ? sr->f->resume[0] : NULL;
+    if (text == NULL) return false;
+    struct ferry_position pos;
+    struct ferry_error e;
+    ferry_position_init(&pos);
+    bool done = ferry_position_decode(text, strlen(text), &pos, &e) == FERRY_OK && pos.done;
+    ferry_position_clear(&pos);
+    return done;
+}
+
 /* Starts the ready streams (n_ready of them) on threads sharing lane 0's sink. */
 static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mutex_t *lock)
 {
@@ -608,7 +624,7 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
         sr[n].r = r;
         sr[n].rr = rr;
         stream_prepare(&sr[n]);
-        n_ready += sr[n].ready;
+        n_ready += sr[n].ready && !stream_done(&sr[n]);
         n++;
     }
     struct ferry_commit_group *g = wave_group(r, sr, n, lock);

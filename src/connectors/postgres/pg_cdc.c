@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "checkpoint/position.h"
 #include "connectors/postgres/pg_cdc.h"
+#include "connectors/postgres/pg_chunk.h"
 #include "connectors/postgres/pg_copy.h"
 #include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
@@ -358,6 +359,24 @@ int ferry__pg_cdc_position(const char *position, uint64_t *lsn, int64_t *k, stru
     return FERRY_OK;
 }
 
+int ferry__pg_cdc_plan_chunks(json_t *plan, const char *position, struct ferry_error *err)
+{
+    if (position == NULL) return FERRY_OK;
+    struct ferry_position p;
+    struct ferry_error e;
+    if (ferry_position_decode(position, strlen(position), &p, &e) != FERRY_OK)
+        return ferry_error_set(
+            err, e.code == FERRY_ENOMEM ? FERRY_ENOMEM : FERRY_EINVAL, "postgres",
+            WHAT ": the saved cdc position is not a log position (%s)", e.message);
+    int rc = FERRY_OK;
+    if (p.has_n && p.tag != NULL && p.tag[0] == 'c') {
+        json_object_set_new(plan, "chunked", json_true());
+        if (json_object_set_new(plan, "chunk_after", json_string(p.tag)) != 0) rc = nomem(err);
+    }
+    ferry_position_clear(&p);
+    return rc;
+}
+
 static int position_lsn(const char *position, uint64_t *lsn, struct ferry_error *err)
 {
     return ferry__pg_cdc_position(position, lsn, NULL, err);
@@ -576,7 +595,18 @@ struct stream {
     struct ferry_pg_cdc_progress *progress;
     struct ferry_buf scratch;
     const char *value_class; /* put_text's FERRY_EUNSUPPORTED: the special value refused */
+    /* A table that joined a running slot: read in watermark chunks (pg_chunk.h) */
+    bool chunking;
+    const char *chunk_tag; /* where its snapshot got: plan's "chunk_after" or the resume tag */
+    struct ferry_pg_chunk chunk;
+    int64_t snapshot_rows;
 };
+
+/* Whether the table's snapshot is still being read in chunks: it does not end before. */
+static bool chunk_active(const struct stream *s)
+{
+    return s->chunking && s->chunk.phase != CHUNK_DONE;
+}
 
 static void report(struct stream *s)
 {
@@ -871,6 +901,14 @@ static bool key_changed(const struct stream *s, const struct ferry_pg_repl_tuple
 static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct ferry_error *err)
 {
     if (!s->rel_known || m->relid != s->relid) return FERRY_OK;
+    if (chunk_active(s)) {
+        /* inside a chunk's window: the stream's value of these keys wins over the chunk's */
+        int rc =
+            m->kind == 'D' ? FERRY_OK : ferry__pg_chunk_note(&s->chunk, &m->new_tuple, s->map, err);
+        if (rc == FERRY_OK && m->old_kind)
+            rc = ferry__pg_chunk_note(&s->chunk, &m->old_tuple, s->map, err);
+        if (rc != FERRY_OK) return rc;
+    }
     switch (m->kind) {
     case 'I':
         return write_row(s, FERRY_OP_INSERT, &m->new_tuple, NULL, err);
@@ -907,7 +945,7 @@ static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool 
         s->last_commit_end = m->end_lsn;
         ferry_rw_set_offset(s->rw, (int64_t)m->end_lsn);
     }
-    if (m->end_lsn >= s->end) s->done = true;
+    if (m->end_lsn >= s->end && !chunk_active(s)) s->done = true;
     /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
     if (!s->done && epoch_end) s->epoch_stop = true;
     s->last_commit_time_us = m->time + FERRY_PG_REPL_EPOCH_US;
@@ -920,8 +958,77 @@ static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, stru
     for (int i = 0; i < m->n_rels; i++)
         if (ferry_pg_repl_truncate_relid(m, i) == s->relid) {
             int rc = ferry__pg_schema_truncate(s->t, err);
+            if (chunk_active(s)) ferry__pg_chunk_truncated(&s->chunk);
             return rc == FERRY_OK ? write_truncate(s, err) : rc;
         }
+    return FERRY_OK;
+}
+
+/* Row r of the chunk as an insert (merge: an upsert; change log: `_ferry_lsn` = our high
+ * watermark's position, no commit time, like the rows of a first copy). */
+static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t lsn,
+                              struct ferry_error *err)
+{
+    const struct ferry_schema *sc = s->t->sc;
+    struct ferry_row_writer *rw = s->rw;
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    for (int f = 0; f < s->n_user; f++) {
+        if (PQgetisnull(res, r, f)) {
+            ferry_rw_null(rw);
+            continue;
+        }
+        int rc = put_text(s, &sc->fields[f], (const uint8_t *)PQgetvalue(res, r, f),
+                          (size_t)PQgetlength(res, r, f));
+        if (rc == FERRY_OK) continue;
+        ferry_rw_cancel_row(rw);
+        if (rc == FERRY_ENOMEM) return nomem(err);
+        int k = sc->n_key > 0 ? sc->key[0] : 0;
+        return ferry_error_set(err, rc, "postgres",
+                               WHAT ": table %s: column \"%s\" of the row %s=%.60s of a snapshot "
+                                    "chunk cannot be read as %s%s%s",
+                               s->t->from, sc->fields[f].name, sc->fields[k].name,
+                               PQgetvalue(res, r, k), ferry_type_name(sc->fields[f].type),
+                               rc == FERRY_EUNSUPPORTED ? ": " : "",
+                               rc == FERRY_EUNSUPPORTED ? s->value_class : "");
+    }
+    if (s->t->change_log) {
+        ferry_rw_text(rw, "insert", 6);
+        ferry_rw_int(rw, (int64_t)lsn);
+        ferry_rw_null(rw);
+    } else if (s->t->soft_delete) {
+        ferry_rw_null(rw);
+    }
+    s->snapshot_rows++;
+    return ferry_rw_end(rw, err);
+}
+
+/* Our high watermark arrived: the chunk's rows whose key the stream did not change since
+ * our low one are written here. Each row's key becomes the position's tag before the row
+ * (a batch closes after a row: its position then covers it), so a resume reads on after
+ * the last durable row. */
+static int write_chunk(struct stream *s, uint64_t lsn, struct ferry_error *err)
+{
+    struct ferry_pg_chunk *ch = &s->chunk;
+    int n = ferry__pg_chunk_rows(ch);
+    int rc = FERRY_OK;
+    for (int r = 0; r < n && rc == FERRY_OK; r++) {
+        bool drop = ferry__pg_chunk_dropped(ch, r);
+        const char *tag = NULL;
+        size_t tn = 0;
+        rc = ferry__pg_chunk_written(ch, r, &tag, &tn, err);
+        if (rc != FERRY_OK) break;
+        ferry_rw_set_offset_tag(s->rw, tag, tn);
+        if (!drop) rc = write_snapshot_row(s, ch->rows, r, lsn, err);
+    }
+    if (rc != FERRY_OK) return rc;
+    ferry__pg_chunk_next(ch);
+    if (ch->phase == CHUNK_DONE) {
+        ferry_rw_set_offset_tag(s->rw, "d", 1);
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: snapshot read in %lld chunks (%" PRId64
+                       " rows) while streaming",
+                  s->t->from, (long long)ch->no, s->snapshot_rows);
+    }
     return FERRY_OK;
 }
 
@@ -952,8 +1059,14 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, bool epoch_e
         return s->dropping ? FERRY_OK : on_change(s, &m, err);
     case 'T':
         return on_truncate(s, &m, err);
+    case 'M':
+        /* our high watermark (between transactions): the chunk's rows go in here */
+        if (chunk_active(s) && !s->in_txn &&
+            ferry__pg_chunk_message(&s->chunk, m.prefix, m.content, m.content_len))
+            return write_chunk(s, m.commit_lsn, err);
+        return FERRY_OK;
     default:
-        return FERRY_OK; /* origin, type, logical messages */
+        return FERRY_OK; /* origin, type */
     }
 }
 
@@ -967,7 +1080,7 @@ static int on_frame(struct stream *s, const uint8_t *p, size_t n, bool epoch_end
         if (f.wal_end > s->received) s->received = f.wal_end;
         /* Decoding passed the end with no transaction open: everything committed before the
          * end has been received. */
-        if (!s->in_txn && f.wal_end >= s->end) s->done = true;
+        if (!s->in_txn && f.wal_end >= s->end && !chunk_active(s)) s->done = true;
         report(s);
         return FERRY_OK; /* the session's reader answers the server */
     }
@@ -1004,13 +1117,17 @@ static int stream_plan(struct stream *s, json_t *plan, const struct ferry_positi
     if (rc != FERRY_OK) return rc;
     json_t *skip = json_object_get(plan, "skip");
     if (json_is_integer(skip) && json_integer_value(skip) > 0) s->skip = json_integer_value(skip);
+    /* a table that joined a running slot: its snapshot in watermark chunks */
+    s->chunking = json_is_true(json_object_get(plan, "chunked"));
+    s->chunk_tag = json_string_value(json_object_get(plan, "chunk_after"));
     if (resumed >= s->start && resume != NULL && resumed != 0) {
         s->start = resumed;
         s->skip = resumed_k;
+        if (s->chunking) s->chunk_tag = resume->tag; /* the last durable chunk row, "d" */
     }
     s->last_commit_end = s->start;
     ferry_rw_set_offset(s->rw, (int64_t)s->start);
-    *nothing = s->start >= s->end;
+    *nothing = s->start >= s->end && !s->chunking;
     return FERRY_OK;
 }
 
@@ -1034,7 +1151,8 @@ static int stream_join(struct stream *s, json_t *plan, struct ferry_error *err)
                                           .table = s->t->table,
                                           .from = s->t->from,
                                           .start = s->start,
-                                          .end = s->end,
+                                          /* chunks: its watermarks lie past the end */
+                                          .end = chunk_active(s) ? UINT64_MAX : s->end,
                                           .flush = s->flush,
                                           .expected = expected,
                                           .keep_session = s->t->keep_session,
@@ -1059,6 +1177,13 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
     int rc = FERRY_OK;
     unsigned frames = 0;
     while (rc == FERRY_OK && !s->done && !s->schema_stop && !s->epoch_stop) {
+        /* the next chunk of a joining table, between source transactions */
+        if (chunk_active(s) && s->chunk.phase == CHUNK_IDLE && !s->in_txn) {
+            rc = ferry__pg_chunk_start(&s->chunk, err);
+            if (rc == FERRY_OK && s->chunk.phase == CHUNK_DONE)
+                ferry_rw_set_offset_tag(s->rw, "d", 1);
+            if (rc != FERRY_OK) return rc;
+        }
         struct ferry_pg_demux_frame fr;
         rc = ferry__pg_demux_next(s->member, 100, &fr, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
@@ -1125,7 +1250,16 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
     }
     ferry_pg_repl_decoder_init(&s.dec);
     ferry_buf_init(&s.scratch, 0);
-    rc = stream_join(&s, plan, err);
+    if (s.chunking)
+        rc = ferry__pg_chunk_open(&s.chunk, url, opts, peer, t, s.n_user, s.chunk_tag, err);
+    if (rc == FERRY_OK && chunk_active(&s)) {
+        /* every position of this run says the snapshot is unfinished, also one saved before
+         * the first chunk's rows (a run ended by a row-count epoch or a schema change) */
+        const char *tag = s.chunk_tag != NULL && s.chunk_tag[0] == 'c' ? s.chunk_tag : "c";
+        ferry_rw_set_offset_tag(rw, tag, strlen(tag));
+    }
+    if (rc != FERRY_OK && t->streams > 1) ferry__pg_demux_decline(s.slot);
+    if (rc == FERRY_OK) rc = stream_join(&s, plan, err);
     if (rc == FERRY_OK) {
         if (progress != NULL) {
             atomic_store(&progress->final_pending, 0);
@@ -1135,6 +1269,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
         rc = stream_loop(&s, err);
         stream_finish(&s, rc);
     }
+    if (s.chunking) ferry__pg_chunk_close(&s.chunk);
     ferry_buf_release(&s.scratch);
     ferry_pg_repl_decoder_release(&s.dec);
     ferry_free(s.map);

@@ -149,6 +149,9 @@ struct ferry_pg_slot_info {
 };
 int ferry__pg_cdc_slot_info(PGconn *c, const char *peer, const char *slot,
                             struct ferry_pg_slot_info *si, struct ferry_error *err);
+/* A saved position whose tag says a snapshot in chunks is unfinished ("c<key>", pg_chunk.h):
+ * "chunked" and "chunk_after" into the plan. */
+int ferry__pg_cdc_plan_chunks(json_t *plan, const char *position, struct ferry_error *err);
 /* A parameterised query that returns rows; *res is the caller's to clear. */
 int ferry__pg_cdc_query(PGconn *c, const char *sql, int np, const char *const *params,
                         PGresult **res, const char *peer, const char *what,

@@ -479,8 +479,10 @@ static int start_sql(struct demux *d, struct ferry_buf *sql, struct ferry_error 
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, "START_REPLICATION SLOT ");
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, d->slot, err);
     if (rc == FERRY_OK)
-        rc = ferry_buf_printf(sql, " LOGICAL %s (\"proto_version\" '1', \"publication_names\" %s)",
-                              at, lit);
+        rc = ferry_buf_printf(
+            sql, " LOGICAL %s (\"proto_version\" '1', \"publication_names\" %s%s)", at, lit,
+            /* logical messages: the watermarks of tables read in chunks */
+            PQserverVersion(d->c) >= 140000 ? ", \"messages\" 'true'" : "");
     if (rc == FERRY_ENOMEM) rc = nomem(err);
     if (lit) PQfreemem(lit);
     ferry_buf_release(&names);

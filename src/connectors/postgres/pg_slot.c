@@ -420,6 +420,9 @@ int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
         ferry__pg_cdc_set_lsn(plan, "start", saved);
         if (saved_k > 0) json_object_set_new(plan, "skip", json_integer(saved_k));
         json_object_set_new(plan, "snapshot", json_null());
+        /* a snapshot in chunks that an earlier run did not finish goes on after its key */
+        rc = ferry__pg_cdc_plan_chunks(plan, route_checkpoint, err);
+        if (rc != FERRY_OK) return rc;
         if (sl->unreserved) {
             json_object_set_new(plan, "wal_status", json_string("unreserved"));
             ferry_log(FERRY_LOG_WARN,
@@ -431,8 +434,17 @@ int ferry__pg_slot_plan(struct ferry_pg_slot *sl, PGconn *c, const char *url,
         }
         return FERRY_OK;
     }
+    /* Joining a slot that serves other tables already: read in watermark chunks inside its
+     * stream, from the slot's position (needs pgoutput's messages: PostgreSQL 14). */
+    if (!sl->fresh && PQserverVersion(c) >= 140000) {
+        json_object_set_new(plan, "snapshot", json_null());
+        json_object_set_new(plan, "chunked", json_true());
+        ferry__pg_cdc_set_lsn(plan, "start", sl->confirmed);
+        return FERRY_OK;
+    }
     /* Copied now: from the new slot's snapshot at its start, or (the slot serves other
-     * tables already) from a snapshot taken now, streaming from the slot's position. */
+     * tables already, an older server) from a snapshot taken now, streaming from the slot's
+     * position. */
     if (!sl->fresh) rc = export_snapshot(sl, url, opts, peer, err);
     if (rc != FERRY_OK) return rc;
     json_object_set_new(plan, "snapshot", json_string(sl->snapshot));

@@ -41,6 +41,7 @@
 #include <strings.h>
 #include "checkpoint/position.h"
 #include "connectors/mysql/my_binlog.h"
+#include "connectors/mysql/my_charset.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
 #include "connectors/mysql/my_json.h"
@@ -2054,24 +2055,6 @@ static const uint16_t cp1252[32] = {
     0x2039, 0x0152, 0xfffd, 0x017d, 0xfffd, 0xfffd, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022,
     0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0xfffd, 0x017e, 0x0178};
 
-static void put_utf8(struct ferry_buf *b, uint32_t cp)
-{
-    char u[3];
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        ferry_buf_append(b, u, 1);
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 0x3f));
-        ferry_buf_append(b, u, 2);
-    } else {
-        u[0] = (char)(0xe0 | cp >> 12);
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[2] = (char)(0x80 | (cp & 0x3f));
-        ferry_buf_append(b, u, 3);
-    }
-}
-
 /* The n-th (1-based) label of enum('a','b''c',...) / set(...) into b; false when absent. */
 static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
 {
@@ -2101,50 +2084,78 @@ static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
     return false;
 }
 
-/* A single-byte character set's bytes in UTF-8, as the server itself converts them (read
- * once per set from the server: its tables differ from iconv's in greek, hebrew, koi8u,
- * cp866, cp1256, macroman); len 0: a byte the set does not define (the server would print
- * '?'), refused by the stream rather than guessed. */
+/* A character set's bytes in UTF-8, as the server itself converts them (my_charset.h): the
+ * tables are read once per set and stream from the server (its single-byte tables differ
+ * from iconv's in greek, hebrew, koi8u, cp866, cp1256, macroman; its multi-byte ones have
+ * their own vendor extensions); a sequence the set does not define (the server would print
+ * '?') is refused by the stream rather than guessed. */
 struct cs_map {
     struct cs_map *next;
     char name[64];
-    bool usable; /* false: multi-byte, or not readable: values refused */
-    uint8_t len[256];
-    uint8_t utf8[256][4];
+    bool usable; /* false: not readable (a failed query, no memory): values refused */
+    struct ferry_my_cs cs;
 };
 
-static int cs_map_read(struct src *s, struct cs_map *m)
+/* Reads part of m's table: one query of the server's conversion of each entry's bytes
+ * (entries numbered by a recursive CTE: no Sequence engine needed, MySQL 8 has none). */
+static int cs_part_read(struct src *s, struct cs_map *m, enum ferry_my_cs_part part)
 {
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
-    ferry_buf_printf(&sql, "SELECT MAXLEN");
-    for (int i = 0; i < 256; i++)
-        ferry_buf_printf(&sql, ", HEX(CONVERT(CONVERT(UNHEX('%02X') USING %s) USING utf8mb4))", i,
-                         m->name);
-    ferry_buf_printf(
-        &sql, " FROM information_schema.CHARACTER_SETS WHERE CHARACTER_SET_NAME = '%s'", m->name);
+    ferry_buf_printf(&sql,
+                     "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < "
+                     "255) SELECT i, HEX(CONVERT(CONVERT(%s USING %s) USING utf8mb4)) FROM "
+                     "(SELECT hi.n * 256 + lo.n AS i FROM b hi, b lo) x WHERE i < %" PRIu32,
+                     ferry__my_cs_bytes_sql(part), m->name, ferry__my_cs_count(part));
     MYSQL_RES *res = NULL;
     struct ferry_error e;
     int rc = ferry_buf_failed(&sql) ? FERRY_ENOMEM : ensure_conn(s, &e);
     if (rc == FERRY_OK) rc = query(s, sql.data, &res, m->name, &e);
     ferry_buf_release(&sql);
     if (rc != FERRY_OK) return rc;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    m->usable = row != NULL && row[0] != NULL && strcmp(row[0], "1") == 0;
-    for (int i = 0; m->usable && i < 256; i++) {
-        const char *h = row[1 + i];
-        size_t n = h ? strlen(h) / 2 : 0;
-        if (n == 0 || n > 4 || (n == 1 && strcmp(h, "3F") == 0 && i != 0x3f)) continue;
-        for (size_t k = 0; k < n; k++)
-            m->utf8[i][k] = (uint8_t)strtoul((char[3]){h[2 * k], h[2 * k + 1], 0}, NULL, 16);
-        m->len[i] = (uint8_t)n;
+    MYSQL_ROW row;
+    uint8_t u[8];
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        const char *h = row[1] ? row[1] : "";
+        size_t n = strlen(h) / 2;
+        for (size_t k = 0; k < n && k < sizeof u; k++)
+            u[k] = (uint8_t)strtoul((char[3]){h[2 * k], h[2 * k + 1], 0}, NULL, 16);
+        ferry__my_cs_set(&m->cs, part, (uint32_t)strtoul(row[0], NULL, 10), u,
+                         n > sizeof u ? 0 : n);
     }
     mysql_free_result(res);
     return FERRY_OK;
 }
 
+static int cs_map_read(struct src *s, struct cs_map *m)
+{
+    enum ferry_my_cs_kind kind = ferry__my_cs_kind(m->name);
+    int maxlen = 1;
+    if (kind == FERRY_MY_CS_TABLE) {
+        char sql[160];
+        MYSQL_RES *res = NULL;
+        struct ferry_error e;
+        snprintf(sql, sizeof sql,
+                 "SELECT MAXLEN FROM information_schema.CHARACTER_SETS WHERE "
+                 "CHARACTER_SET_NAME = '%s'", m->name);
+        int rc = ensure_conn(s, &e);
+        if (rc == FERRY_OK) rc = query(s, sql, &res, m->name, &e);
+        if (rc != FERRY_OK) return rc;
+        MYSQL_ROW row = mysql_fetch_row(res);
+        maxlen = row != NULL && row[0] != NULL ? atoi(row[0]) : 0;
+        mysql_free_result(res);
+        if (maxlen < 1) return FERRY_ENOTFOUND;
+    }
+    int rc = ferry__my_cs_init(&m->cs, m->name, kind, maxlen);
+    for (int part = FERRY_MY_CS_ONE; rc == FERRY_OK && part <= FERRY_MY_CS_FOUR; part++)
+        if (ferry__my_cs_needs(&m->cs, (enum ferry_my_cs_part)part))
+            rc = cs_part_read(s, m, (enum ferry_my_cs_part)part);
+    m->usable = rc == FERRY_OK;
+    return rc;
+}
+
 /* The map of character set `name` (found, or read from the server on first use); NULL when
- * it cannot be used (a multi-byte set, an odd name, no memory, a failed query). */
+ * it cannot be used (an odd name, no memory, a failed query). */
 static const struct cs_map *cs_map_of(struct stream *st, const char *name)
 {
     for (struct cs_map *m = st->cs_maps; m != NULL; m = m->next)
@@ -2296,20 +2307,19 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
         }
         if (strcmp(cs, "latin1") == 0) {
             for (size_t i = 0; i < n; i++)
-                put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
+                ferry__my_put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
             return 0;
         }
         const struct cs_map *m = cs_map_of(st, cs);
-        for (size_t i = 0; m != NULL && i < n; i++) {
-            if (m->len[p[i]] == 0) {
-                *why = "a byte its character set does not define";
-                return -1;
-            }
-            ferry_buf_append(b, m->utf8[p[i]], m->len[p[i]]);
+        size_t bad = 0;
+        if (m != NULL && ferry__my_cs_to_utf8(&m->cs, p, n, b, &bad) == 1) {
+            *why = "a byte its character set does not define (a sequence the server "
+                   "converts to '?')";
+            return -1;
         }
         if (m != NULL) return 0;
-        *why = "character set not converted from the binary log (utf8mb4, utf8mb3, ascii, "
-               "binary and the single-byte sets are)";
+        *why = "character set not converted from the binary log (its conversion table could "
+               "not be read from the server)";
         return -1;
     }
     }
@@ -3255,6 +3265,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_free(st.bmap);
     while (st.cs_maps != NULL) {
         struct cs_map *next = st.cs_maps->next;
+        ferry__my_cs_release(&st.cs_maps->cs);
         ferry_free(st.cs_maps);
         st.cs_maps = next;
     }

@@ -2644,12 +2644,6 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     enum ferry_schema_changes p = ferry_read_context_of(st->spec)->schema_changes;
     int64_t pos = BL_POS(st->seq, h->log_pos);
     if (p == FERRY_SCHEMA_FAIL) return ddl_error(st, h, q, n, "schema_changes: fail", err);
-    size_t lead = 0;
-    while (lead < n && isspace((unsigned char)q[lead]))
-        lead++;
-    if (n - lead >= 8 && strncasecmp(q + lead, "TRUNCATE", 8) == 0) /* no rows in the log */
-        return ddl_error(st, h, q, n, "TRUNCATE is not applied by the mysql stream (not done)",
-                         err);
     if (st->in_txn) return ddl_error(st, h, q, n, "a DDL inside a transaction", err);
     struct rel now;
     struct ferry_error e;
@@ -2684,6 +2678,123 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     return rc;
 }
 
+/* Skips blanks and one identifier (`quoted`, `` doubled, or plain) at q[*i..n) into out
+ * (unquoted, NUL-terminated); false when there is none or it does not fit. */
+static bool ident_at(const char *q, size_t n, size_t *i, char *out, size_t cap)
+{
+    size_t k = 0, j = *i;
+    while (j < n && isspace((unsigned char)q[j]))
+        j++;
+    bool quoted = j < n && q[j] == '`';
+    for (j += quoted; j < n && k + 1 < cap; j++) {
+        if (quoted && q[j] == '`' && j + 1 < n && q[j + 1] == '`') {
+            out[k++] = q[j++];
+        } else if (quoted && q[j] == '`') {
+            j++;
+            break;
+        } else if (!quoted && !(isalnum((unsigned char)q[j]) || q[j] == '_' || q[j] == '$' ||
+                                (unsigned char)q[j] >= 0x80)) {
+            break;
+        } else {
+            out[k++] = q[j];
+        }
+    }
+    out[k] = '\0';
+    *i = j;
+    return k > 0 && k + 1 < cap;
+}
+
+/* `TRUNCATE [TABLE] [db.]name`: 1 when it empties the stream's table (db: the statement's
+ * default database), 0 when it is no TRUNCATE, -1 when it truncates another table. */
+static int truncate_of(const struct stream *st, const char *q, size_t n, const char *db,
+                       size_t dbn)
+{
+    size_t i = 0;
+    char a[200], b[200];
+    while (i < n && isspace((unsigned char)q[i]))
+        i++;
+    if (n - i < 9 || strncasecmp(q + i, "TRUNCATE", 8) != 0 || !isspace((unsigned char)q[i + 8]))
+        return 0;
+    i += 8;
+    size_t at = i;
+    if (ident_at(q, n, &i, a, sizeof a) && strcasecmp(a, "TABLE") == 0 && q[i - 1] != '`')
+        at = i; /* TABLE is optional: a table named `table` needs quotes anyway */
+    i = at;
+    if (!ident_at(q, n, &i, a, sizeof a)) return -1;
+    const char *table = a;
+    bool in_db = dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0;
+    if (i < n && q[i] == '.') {
+        i++;
+        if (!ident_at(q, n, &i, b, sizeof b)) return -1;
+        in_db = strcmp(a, st->r->db) == 0;
+        table = b;
+    }
+    return in_db && strcmp(table, st->r->table) == 0 ? 1 : -1;
+}
+
+/* A placeholder for key (or NOT NULL) field f of a truncate row: the sink ignores it. */
+static void truncate_placeholder(struct ferry_row_writer *rw, const struct ferry_field *f)
+{
+    static const uint8_t zero[16];
+    switch (f->type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, false); return;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, 0); return;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, (struct ferry_decimal128){0, 0}); return;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, zero, 16); return;
+    case FERRY_TYPE_DECIMAL_TEXT: ferry_rw_text(rw, "0", 1); return;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON: ferry_rw_text(rw, "", 0); return;
+    default: ferry_rw_int(rw, 0); return; /* integers, dates, times, timestamps */
+    }
+}
+
+/* A TRUNCATE of the table (its own transaction in the log, which holds no rows for it):
+ * under evolve/freeze, into a sink that applies truncates (ferry_read_context.truncates),
+ * one FERRY_OP_TRUNCATE row in stream order (as the postgres source sends it); otherwise the
+ * stream stops naming the table and the statement. */
+static int on_truncate(struct stream *st, const struct ferry_my_bl_header *h, const char *q,
+                       size_t n, struct ferry_error *err)
+{
+    const struct ferry_read_context *ctx = ferry_read_context_of(st->spec);
+    enum ferry_schema_action a = ferry_schema_change_decide(ctx->schema_changes, FERRY_SC_TRUNCATED);
+    if (a == FERRY_SC_APPLY && !ctx->truncates) a = FERRY_SC_ERROR;
+    ferry_schema_change_note(ctx->route ? ctx->route : st->spec->table, st->r->from, NULL,
+                             FERRY_SC_TRUNCATED, NULL, NULL, ctx->schema_changes, a);
+    if (a != FERRY_SC_APPLY)
+        return ddl_error(st, h, q, n,
+                         ctx->schema_changes == FERRY_SCHEMA_FAIL
+                             ? "schema_changes: fail; resnapshot the resource (`ferry cdc drop`, "
+                               "empty the destination, run)"
+                             : "a truncate is applied only by write: upsert or merge without "
+                               "soft_delete into a postgres or sqlite sink; resnapshot the "
+                               "resource (`ferry cdc drop`, empty the destination, run)",
+                         err);
+    st->txn_rows++;
+    if (st->skip > 0) { /* written before an interruption */
+        st->skip--;
+    } else {
+        ferry_rw_set_suboffset(st->rw, st->txn_rows);
+        ferry_rw_begin(st->rw, FERRY_OP_TRUNCATE);
+        for (int f = 0; f < st->sc->n_fields; f++) {
+            const struct ferry_field *fld = &st->sc->fields[f];
+            if (fld->key_pos > 0 || !fld->nullable)
+                truncate_placeholder(st->rw, fld);
+            else
+                ferry_rw_null(st->rw);
+        }
+        st->changes++;
+        int rc = ferry_rw_end(st->rw, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    ferry_log(FERRY_LOG_INFO, WHAT ": table %s was truncated at the source (%s.%06" PRIu32
+                                   ":%" PRIu32 "); applied in stream order",
+              st->r->from, st->base, st->seq, h->log_pos);
+    cdc_commit(st, BL_POS(st->seq, h->log_pos));
+    return FERRY_OK;
+}
+
 static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
                     size_t body_n, struct ferry_error *err)
 {
@@ -2702,7 +2813,9 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const
     }
     bool our_db = (dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0) ||
                   mentions(q, n, st->r->db);
-    if (our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
+    int trunc = truncate_of(st, q, n, db, dbn);
+    if (trunc == 1) return on_truncate(st, h, q, n, err);
+    if (trunc == 0 && our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
     if (!st->in_txn) cdc_commit(st, BL_POS(st->seq, h->log_pos)); /* DDL: its own transaction */
     return FERRY_OK;
 }

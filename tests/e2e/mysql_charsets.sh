@@ -59,9 +59,18 @@ done
 myq -e "UPDATE mbcs SET c_utf32 = CONCAT(c_utf32, CONVERT(X'0010FFFF' USING utf32)), c_utf16 = CONCAT(c_utf16, CONVERT(X'DBFFDFFF' USING utf16)) WHERE id = 21000"
 n=$(myq -e "SELECT count(*) FROM mbcs")
 chars=$(myq -e "SELECT SUM($(for s in $SETS; do printf 'IFNULL(CHAR_LENGTH(c_%s), 0) + ' "$s"; done) 0) FROM mbcs")
+# the log's end after the changes, as a position (file number << 32 | offset)
+p0=$(myq -e "SHOW MASTER STATUS" | awk '{ n = split($1, a, "."); printf "%.0f", a[n] * 4294967296 + $2 }')
 [ "$n" -gt 1000 ] && [ "$chars" -gt 200000 ] || fail "too few rows ($n) or characters ($chars) inserted"
 expect_exit 0 ferry run cdc.yaml
 [ "$(pgq -c 'SELECT count(*) FROM mbcs')" = "$n" ] || fail "the stream wrote $(pgq -c 'SELECT count(*) FROM mbcs') of $n rows"
+# lag reporting: the stream's position and lag in the run's events and in `ferry show`; the
+# run ended caught up, so its last report has the log's end as position and no lag
+run=$(ferry runs --pipeline mycharsets --json | jq '.[0].id')
+wm=$(ferry events "$run" --json | jq -c 'select(.type == "cursor.watermark_advanced") | .payload | if type == "string" then fromjson else . end' | tail -1)
+[ "$(jq -r '"\(.lag_bytes) \(.lag_seconds) \(.position.n >= '"$p0"')"' <<<"$wm")" = "0 0 true" ] ||
+  fail "the last watermark of a caught-up stream: $wm (the log's end after the changes: $p0)"
+ferry show "$run" | grep -q 'cdc position .*lag .* bytes' || fail "ferry show has no cdc lag: $(ferry show "$run")"
 
 # the same rows by the full read (the server converts them) into SQLite
 sed -e 's/^name: mycharsets$/name: mycharsets_full/; s/mode: cdc/mode: full/' \

@@ -81,6 +81,11 @@ struct src {
     int n_ids;
     bool lazy;  /* a stream's instance (src_open_stream): c only while it needs the catalog */
     bool brief; /* it holds one of the brief connections (brief_take) */
+    /* the stream running on this instance, for src_cdc_progress (any thread) */
+    struct {
+        _Atomic long long position, lag_bytes, lag_us;
+        atomic_int active, final_pending; /* final: ended, its last report not read yet */
+    } progress;
 };
 
 static int nomem(struct ferry_error *err)
@@ -2037,7 +2042,11 @@ struct stream {
      * position; img holds img_cap values per image */
     int *bmap;
     int bmap_cap, img_cap;
-    struct cs_map *cs_maps; /* single-byte character sets met in the stream (cs_map_of) */
+    struct cs_map *cs_maps; /* character sets met in the stream (cs_map_of) */
+    /* lag (progress_report): the header timestamp (unix seconds) of the last event with one,
+     * of the last commit, and the furthest log position seen (a heartbeat's: the log's end) */
+    uint32_t event_time, commit_time;
+    int64_t seen;
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -2475,9 +2484,31 @@ static void on_heartbeat(struct stream *st, const struct ferry_my_bl_header *h, 
     }
 }
 
+/* The stream's position and lag for src_cdc_progress: bytes from the last commit to the
+ * log's end as far as known (the plan's end, or a later position seen): exact within one
+ * file; when the end is in a later file, the end's offset in it (the files between are not
+ * counted: a lower bound); seconds since the last commit's event was logged (its header
+ * timestamp; 0 once caught up). */
+static void progress_report(struct stream *st)
+{
+    int64_t pos = st->last_commit, ahead = st->seen > st->end ? st->seen : st->end;
+    long long bytes = 0, us = 0;
+    if (!st->done && ahead > pos)
+        bytes = BL_SEQ(ahead) == BL_SEQ(pos) ? (long long)BL_OFF(ahead) - BL_OFF(pos)
+                                             : (long long)BL_OFF(ahead);
+    if (!st->done && st->commit_time > 0) {
+        us = (long long)(ferry_now_wall_us() - (int64_t)st->commit_time * 1000000);
+        if (us < 0) us = 0;
+    }
+    atomic_store(&st->s->progress.position, (long long)pos);
+    atomic_store(&st->s->progress.lag_bytes, bytes);
+    atomic_store(&st->s->progress.lag_us, us);
+}
+
 static void cdc_commit(struct stream *st, int64_t pos)
 {
     if (!st->synced) return;
+    if (st->event_time > 0) st->commit_time = st->event_time;
     gtid_commit(st);
     st->in_txn = false;
     st->txn_rows = 0;
@@ -2488,6 +2519,7 @@ static void cdc_commit(struct stream *st, int64_t pos)
         ferry_rw_set_offset(st->rw, pos);
     }
     if (pos >= st->end) st->done = true;
+    progress_report(st);
     int64_t epoch_rows = ferry_read_context_of(st->spec)->cdc_epoch_rows;
     if (!st->done && epoch_rows > 0 && st->changes >= epoch_rows)
         st->epoch_stop = true;
@@ -2933,6 +2965,8 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     if (body_n > n - FERRY_MY_BL_HEADER)
         return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": truncated binlog event");
     const uint8_t *body = raw + FERRY_MY_BL_HEADER;
+    if (h.timestamp > 0) st->event_time = h.timestamp;
+    if (h.log_pos > 0 && BL_POS(st->seq, h.log_pos) > st->seen) st->seen = BL_POS(st->seq, h.log_pos);
     switch (h.type) {
     case FERRY_MY_BL_ROTATE: {
         char file[512], base[256];
@@ -3355,6 +3389,9 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_rw_set_offset(rw, start);
     if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
     bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
+    atomic_store(&s->progress.active, 1);
+    atomic_store(&s->progress.final_pending, 0);
+    progress_report(&st);
     if (work) rc = stream_prepare(&st, err);
     lazy_release(s); /* a stream's instance: the catalog is read */
     /* streams run together share one connection (by file:offset only; a GTID start alone) */
@@ -3364,8 +3401,14 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (work && rc == FERRY_OK)
         rc = sub ? hub_loop(&st, sub, err) : stream_alone(&st, start, server_id, by_gtid, gtid, err);
     ferry__my_hub_leave(sub);
-    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
+    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end) {
         ferry_rw_set_offset(rw, st.end);
+        st.last_commit = st.end;
+    }
+    if (rc == FERRY_OK && !work) st.done = true; /* nothing to stream: caught up */
+    progress_report(&st);
+    atomic_store(&s->progress.final_pending, 1);
+    atomic_store(&s->progress.active, 0);
     if (work) report_zero_dates(&st.d, rw);
     if (work && rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,
@@ -3471,6 +3514,20 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
 /* Nothing to release on the server (it keeps no replica state for ferry); *caught_up is
  * false for a stream that stopped after a schema change (the runner starts the next run at
  * once, whose discover and sink take the change in). */
+/* The stream running on this instance (any thread): position and lag (progress_report); a
+ * stream that ended is reported once more, with its final position. */
+static int src_cdc_progress(void *ctx, int64_t *position, int64_t *lag_bytes, int64_t *lag_us)
+{
+    struct src *s = ctx;
+    if (s == NULL) return FERRY_ENOTFOUND;
+    if (!atomic_load(&s->progress.active) && !atomic_exchange(&s->progress.final_pending, 0))
+        return FERRY_ENOTFOUND;
+    *position = atomic_load(&s->progress.position);
+    *lag_bytes = atomic_load(&s->progress.lag_bytes);
+    *lag_us = atomic_load(&s->progress.lag_us);
+    return FERRY_OK;
+}
+
 static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
                        const char *position, bool *caught_up, struct ferry_error *err)
 {
@@ -3511,5 +3568,6 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .use_snapshot = src_use_snapshot,
     .list_tables = src_list_tables,
     .cdc_ack = src_cdc_ack,
+    .cdc_progress = src_cdc_progress,
     .verify_open = ferry__my_verify_open,
 };

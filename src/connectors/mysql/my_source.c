@@ -1436,12 +1436,22 @@ static int cdc_check_server(struct src *s, const char *table, struct ferry_error
     return rc == FERRY_OK ? cdc_check_events(s, table, err) : rc;
 }
 
-/* SHOW MASTER STATUS: the end of the log now. */
+/* SHOW MASTER STATUS, or SHOW BINARY LOG STATUS where MySQL 8.4 refuses the first
+ * (ferry__my_log_status_sql): the log's end now, as a result. */
+static int log_status(struct src *s, MYSQL_RES **res, const char *table, struct ferry_error *err)
+{
+    const char *sql = ferry__my_log_status_sql(NULL, 0);
+    int rc = query(s, sql, res, table, err);
+    const char *next = rc != FERRY_OK && s->c ? ferry__my_log_status_sql(sql, mysql_errno(s->c)) : NULL;
+    return next != NULL ? query(s, next, res, table, err) : rc;
+}
+
+/* The end of the log now (log_status). */
 static int cdc_log_end(struct src *s, const char *table, char *base, size_t cap, int64_t *pos,
                        struct ferry_error *err)
 {
     MYSQL_RES *res = NULL;
-    int rc = query(s, "SHOW MASTER STATUS", &res, table, err);
+    int rc = log_status(s, &res, table, err);
     if (rc != FERRY_OK) return rc;
     MYSQL_ROW row = mysql_fetch_row(res);
     uint32_t seq = 0;
@@ -1817,7 +1827,7 @@ static int snapshot_with_lock(struct src *s, const struct rel *r, struct ferry_e
                                   s->conn.peer, r->from);
     rc = begin_snapshot(s, err);
     MYSQL_RES *res = NULL;
-    if (rc == FERRY_OK) rc = query(s, "SHOW MASTER STATUS", &res, r->from, err);
+    if (rc == FERRY_OK) rc = log_status(s, &res, r->from, err);
     MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
     ferry_free(s->snapshot_id);
     s->snapshot_id =

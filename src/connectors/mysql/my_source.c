@@ -2161,7 +2161,7 @@ static int cs_map_read(struct src *s, struct cs_map *m)
         if (rc == FERRY_OK) rc = query(s, sql, &res, m->name, &e);
         if (rc != FERRY_OK) return rc;
         MYSQL_ROW row = mysql_fetch_row(res);
-        maxlen = row != NULL && row[0] != NULL ? atoi(row[0]) : 0;
+        maxlen = row != NULL && row[0] != NULL ? (int)strtol(row[0], NULL, 10) : 0;
         mysql_free_result(res);
         if (maxlen < 1) return FERRY_ENOTFOUND;
     }

@@ -2720,13 +2720,27 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     return rc;
 }
 
+/* Skips blanks and C-style comments at q[*i..n); false when a comment does not end. */
+static bool skip_blank(const char *q, size_t n, size_t *i)
+{
+    for (;;) {
+        while (*i < n && isspace((unsigned char)q[*i]))
+            (*i)++;
+        if (*i + 1 >= n || q[*i] != '/' || q[*i + 1] != '*') return true;
+        const char *end = NULL;
+        for (size_t k = *i + 2; k + 1 < n && end == NULL; k++)
+            if (q[k] == '*' && q[k + 1] == '/') end = q + k;
+        if (end == NULL) return false;
+        *i = (size_t)(end - q) + 2;
+    }
+}
+
 /* Skips blanks and one identifier (`quoted`, `` doubled, or plain) at q[*i..n) into out
  * (unquoted, NUL-terminated); false when there is none or it does not fit. */
 static bool ident_at(const char *q, size_t n, size_t *i, char *out, size_t cap)
 {
     size_t k = 0, j = *i;
-    while (j < n && isspace((unsigned char)q[j]))
-        j++;
+    if (!skip_blank(q, n, &j)) return false;
     bool quoted = j < n && q[j] == '`';
     for (j += quoted; j < n && k + 1 < cap; j++) {
         if (quoted && q[j] == '`' && j + 1 < n && q[j + 1] == '`') {
@@ -2747,7 +2761,8 @@ static bool ident_at(const char *q, size_t n, size_t *i, char *out, size_t cap)
 }
 
 /* `TRUNCATE [TABLE] [db.]name`: 1 when it empties the stream's table (db: the statement's
- * default database), 0 when it is no TRUNCATE, -1 when it truncates another table. */
+ * default database), 0 when it is no TRUNCATE, -1 when it truncates another table, 2 when
+ * its table cannot be read from it (a comment inside, ...). */
 static int truncate_of(const struct stream *st, const char *q, size_t n, const char *db,
                        size_t dbn)
 {
@@ -2755,22 +2770,29 @@ static int truncate_of(const struct stream *st, const char *q, size_t n, const c
     char a[200], b[200];
     while (i < n && isspace((unsigned char)q[i]))
         i++;
-    if (n - i < 9 || strncasecmp(q + i, "TRUNCATE", 8) != 0 || !isspace((unsigned char)q[i + 8]))
+    if (n - i < 9 || strncasecmp(q + i, "TRUNCATE", 8) != 0 ||
+        !(isspace((unsigned char)q[i + 8]) || q[i + 8] == '`' || q[i + 8] == '/'))
         return 0;
     i += 8;
     size_t at = i;
     if (ident_at(q, n, &i, a, sizeof a) && strcasecmp(a, "TABLE") == 0 && q[i - 1] != '`')
         at = i; /* TABLE is optional: a table named `table` needs quotes anyway */
     i = at;
-    if (!ident_at(q, n, &i, a, sizeof a)) return -1;
+    if (!ident_at(q, n, &i, a, sizeof a)) return 2;
     const char *table = a;
     bool in_db = dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0;
     if (i < n && q[i] == '.') {
         i++;
-        if (!ident_at(q, n, &i, b, sizeof b)) return -1;
+        if (!ident_at(q, n, &i, b, sizeof b)) return 2;
         in_db = strcmp(a, st->r->db) == 0;
         table = b;
     }
+    bool end = skip_blank(q, n, &i);
+    if (end && i < n && q[i] == ';') {
+        i++;
+        end = skip_blank(q, n, &i);
+    }
+    if (!end || i < n) return 2; /* more after the name */
     return in_db && strcmp(table, st->r->table) == 0 ? 1 : -1;
 }
 
@@ -2857,6 +2879,8 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const
                   mentions(q, n, st->r->db);
     int trunc = truncate_of(st, q, n, db, dbn);
     if (trunc == 1) return on_truncate(st, h, q, n, err);
+    if (trunc == 2 && our_db && mentions(q, n, st->r->table))
+        return ddl_error(st, h, q, n, "a TRUNCATE whose table ferry cannot read from it", err);
     if (trunc == 0 && our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
     if (!st->in_txn) cdc_commit(st, BL_POS(st->seq, h->log_pos)); /* DDL: its own transaction */
     return FERRY_OK;

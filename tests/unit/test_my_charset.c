@@ -17,10 +17,10 @@ static void conv(const struct ferry_my_cs *cs, const char *p, size_t n, const ch
     size_t at = 999;
     int rc = ferry__my_cs_to_utf8(cs, (const uint8_t *)p, n, &b, &at);
     if (want == NULL) {
-        assert_int_equal(rc, 1);
+        assert_int_equal(rc, FERRY_EINVAL);
         assert_int_equal(at, bad);
     } else {
-        assert_int_equal(rc, 0);
+        assert_int_equal(rc, FERRY_OK);
         assert_int_equal(b.len, strlen(want));
         assert_memory_equal(b.data, want, b.len);
     }

@@ -189,10 +189,10 @@ int ferry__my_cs_to_utf8(const struct ferry_my_cs *cs, const uint8_t *p, size_t 
                                                     : unicode_char(cs->kind, p + i, n - i, &len);
         if (cp == FERRY_MY_CS_NONE) {
             *bad = i;
-            return 1;
+            return FERRY_EINVAL;
         }
         ferry__my_put_utf8(out, cp);
         i += len;
     }
-    return ferry_buf_failed(out) ? FERRY_ENOMEM : 0;
+    return ferry_buf_failed(out) ? FERRY_ENOMEM : FERRY_OK;
 }

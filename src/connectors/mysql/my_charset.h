@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ferry/core.h"
+#include "ferry/error.h"
 
 #define FERRY_MY_CS_NONE UINT32_MAX /* a sequence the set does not define */
 
@@ -69,8 +70,8 @@ const char *ferry__my_cs_bytes_sql(enum ferry_my_cs_part part);
 void ferry__my_cs_set(struct ferry_my_cs *cs, enum ferry_my_cs_part part, uint32_t i,
                       const uint8_t *utf8, size_t n);
 
-/* Appends p[0..n) as UTF-8 to out. 0: done; 1: a sequence the set does not define at byte
- * *bad of p (nothing of it appended); FERRY_ENOMEM from the buffer. */
+/* Appends p[0..n) as UTF-8 to out. FERRY_OK; FERRY_EINVAL: a sequence the set does not
+ * define at byte *bad of p (nothing of it appended); FERRY_ENOMEM from the buffer. */
 int ferry__my_cs_to_utf8(const struct ferry_my_cs *cs, const uint8_t *p, size_t n,
                          struct ferry_buf *out, size_t *bad);
 

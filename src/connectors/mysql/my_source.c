@@ -2331,7 +2331,7 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
         }
         const struct cs_map *m = cs_map_of(st, cs);
         size_t bad = 0;
-        if (m != NULL && ferry__my_cs_to_utf8(&m->cs, p, n, b, &bad) == 1) {
+        if (m != NULL && ferry__my_cs_to_utf8(&m->cs, p, n, b, &bad) == FERRY_EINVAL) {
             *why = "a byte its character set does not define (a sequence the server "
                    "converts to '?')";
             return -1;

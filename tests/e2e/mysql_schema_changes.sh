@@ -7,8 +7,8 @@
 # after it have NULL there); `freeze` (an added column's values are not written, a dropped
 # column is NULL from then on, the stream does not stop); `fail` (the run stops naming the
 # table, the statement and the policy, nothing after it written, again on the next run); a DDL that
-# changes nothing ferry sees (an index) goes on; TRUNCATE stops the run (not applied, never
-# silently passed); the schema.changed events. The server logs
+# changes nothing ferry sees (an index) goes on; TRUNCATE applied in stream order under evolve
+# and freeze, stopping the run under fail; the schema.changed events. The server logs
 # column names (binlog_row_metadata = FULL); without them, see e2e/mysql_cdc (DDL section).
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
@@ -82,12 +82,18 @@ expect_exit 0 ferry run ev.yaml
 myq -e "CREATE INDEX ev_a ON ev (a); INSERT INTO ev VALUES (10, 'ten', 'c10')"
 expect_exit 0 ferry run ev.yaml
 [ "$(pgq -c 'SELECT count(*) FROM ev')" = 10 ] || fail "a DDL that changes no column: the stream goes on"
-# TRUNCATE has no rows in the log: never silently past it
-myq -e "TRUNCATE TABLE ev; INSERT INTO ev VALUES (11, 'eleven', 'c11')"
-expect_exit 1 ferry run ev.yaml
-case $OUT in *"table \`ferry\`.\`ev\`"*"TRUNCATE TABLE ev"*"not applied"*) ;; *) fail "TRUNCATE: a clear error expected: $OUT" ;; esac
-[ "$(pgq -c 'SELECT count(*) FROM ev')" = 10 ] || fail "TRUNCATE: nothing written past it"
-pass "evolve: DROP COLUMN (NOT NULL) mid-stream: NOT NULL let go, later rows NULL there; an index DDL goes on; TRUNCATE stops naming it"
+pass "evolve: DROP COLUMN (NOT NULL) mid-stream: NOT NULL let go, later rows NULL there; an index DDL goes on"
+
+# TRUNCATE (no rows in the log): applied in stream order into the merge sink, rows before it
+# gone, rows after it kept; a TRUNCATE of another table that mentions ev is not ev's
+myq -e "CREATE TABLE evo (id int PRIMARY KEY); INSERT INTO ev VALUES (11, 'eleven', 'c11');
+        TRUNCATE TABLE ev; INSERT INTO ev VALUES (12, 'twelve', 'c12'); UPDATE ev SET a = 'TWELVE' WHERE id = 12;
+        TRUNCATE evo /* not ev */; INSERT INTO ev VALUES (13, 'thirteen', NULL)"
+expect_exit 0 ferry run ev.yaml
+[ "$(rows ev "id, a, c")" = "12|TWELVE|c12,13|thirteen" ] || fail "TRUNCATE: rows $(rows ev "id, a, c")"
+events myev | grep -F '"change":"truncated"' | grep -qF '"policy":"evolve","action":"apply"' ||
+  fail "TRUNCATE: a schema.changed event (truncated, apply) expected: $(events myev)"
+pass "evolve: TRUNCATE applied in stream order (rows before it gone, rows after it kept, a schema.changed event); another table's TRUNCATE passes"
 
 # ---- freeze: the destination keeps its columns; the stream does not stop -----------------
 myq -e "CREATE TABLE fr (id int PRIMARY KEY, a varchar(20), b int);
@@ -102,6 +108,10 @@ held_run fr.yaml "INSERT INTO fr VALUES (2, 'two', 20); ALTER TABLE fr ADD COLUM
   fail "freeze: rows $(rows fr "id, a, coalesce(b::text, 'null')")"
 [ "$(ferry runs --pipeline myfr --json | jq -r 'length')" = 2 ] || fail "freeze: one run streams through both DDLs"
 pass "freeze: ADD and DROP COLUMN mid-stream in one run: the new column not written, the dropped one NULL from then on"
+myq -e "INSERT INTO fr VALUES (5, 'five', 5); TRUNCATE \`${MY_DB:-ferry}\`.\`fr\`; INSERT INTO fr VALUES (6, 'six', 6)"
+expect_exit 0 ferry run fr.yaml
+[ "$(rows fr "id, a")" = "6|six" ] || fail "freeze: TRUNCATE: rows $(rows fr "id, a")"
+pass "freeze: TRUNCATE applied in stream order as under evolve (docs/pipeline-file.md)"
 
 # ---- fail: the run stops at the DDL, naming table and statement --------------------------
 myq -e "CREATE TABLE fa (id int PRIMARY KEY, a varchar(20)); INSERT INTO fa VALUES (1, 'one')"
@@ -113,3 +123,13 @@ case $OUT in *"table \`ferry\`.\`fa\`"*"schema change (DDL)"*"ALTER TABLE fa ADD
 expect_exit 1 ferry run fa.yaml
 [ "$(pgq -c 'SELECT count(*) FROM fa WHERE id = 3')" = 0 ] || fail "fail: a change after the DDL was written: $(rows fa "id, a")"
 pass "fail: the run stops at the DDL naming table, statement and policy, again on the next run; nothing after it written"
+
+myq -e "CREATE TABLE fb (id int PRIMARY KEY); INSERT INTO fb VALUES (1)"
+pipeline fb.yaml myfb fail fb
+expect_exit 0 ferry run fb.yaml
+myq -e "INSERT INTO fb VALUES (2); TRUNCATE TABLE fb; INSERT INTO fb VALUES (3)"
+expect_exit 1 ferry run fb.yaml
+case $OUT in *"table \`ferry\`.\`fb\`"*"TRUNCATE TABLE fb"*"schema_changes: fail"*) ;;
+  *) fail "fail: TRUNCATE: an error naming the table, the statement and the policy expected: $OUT" ;; esac
+[ "$(pgq -c 'SELECT count(*) FROM fb WHERE id IN (1, 3)')" = 1 ] || fail "fail: TRUNCATE: applied or passed: $(rows fb id)"
+pass "fail: TRUNCATE stops the run naming table, statement and policy; not applied, nothing after it written"

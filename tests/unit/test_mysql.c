@@ -155,6 +155,19 @@ static void test_auth_plugins(void **state)
     mysql_library_end();
 }
 
+/* The log end's statement: SHOW MASTER STATUS, then SHOW BINARY LOG STATUS only after the
+ * syntax error of MySQL 8.4 (which removed the first); other errors are not retried. */
+static void test_log_status_sql(void **state)
+{
+    (void)state;
+    const char *first = ferry__my_log_status_sql(NULL, 0);
+    assert_string_equal(first, "SHOW MASTER STATUS");
+    assert_string_equal(ferry__my_log_status_sql(first, 1064), "SHOW BINARY LOG STATUS");
+    assert_null(ferry__my_log_status_sql(first, 1227)); /* access denied: said as is */
+    assert_null(ferry__my_log_status_sql(first, 2013)); /* connection lost */
+    assert_null(ferry__my_log_status_sql("SHOW BINARY LOG STATUS", 1064));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_quote),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_auth_plugins),
+        cmocka_unit_test(test_log_status_sql),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -374,3 +374,11 @@ int ferry__my_split_name(const char *qualified, char **db, char **table, struct 
     }
     return FERRY_OK;
 }
+
+const char *ferry__my_log_status_sql(const char *failed, unsigned errnum)
+{
+    if (failed == NULL) return "SHOW MASTER STATUS";
+    if (strcmp(failed, "SHOW MASTER STATUS") == 0 && errnum == 1064) /* ER_PARSE_ERROR */
+        return "SHOW BINARY LOG STATUS";
+    return NULL;
+}

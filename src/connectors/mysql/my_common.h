@@ -54,6 +54,11 @@ int ferry__my_error(struct ferry_error *err, int code, MYSQL *m, const char *fmt
 int ferry__my_exec(MYSQL *m, const char *sql, int code, const char *what, struct ferry_error *err);
 /* `name` backquoted (backquotes doubled) appended to b. Empty names, names over 64
  * characters and NUL are FERRY_ECONFIG. */
+/* The statement that reads the binary log's end (file, position) after `failed` (NULL: the
+ * first try) was refused with MySQL error number errnum: "SHOW MASTER STATUS" first; MySQL 8.4
+ * removed it (a syntax error, 1064), so "SHOW BINARY LOG STATUS" (8.2+) next; NULL: no
+ * other statement to try. Spec only: no MySQL 8.4 server in the suite. */
+const char *ferry__my_log_status_sql(const char *failed, unsigned errnum);
 int ferry__my_quote_ident(struct ferry_buf *b, const char *name, struct ferry_error *err);
 /* 'text' with the connection's escaping appended to b. */
 int ferry__my_quote_text(MYSQL *m, struct ferry_buf *b, const char *s, size_t n);

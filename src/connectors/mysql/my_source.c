@@ -41,6 +41,7 @@
 #include <strings.h>
 #include "checkpoint/position.h"
 #include "connectors/mysql/my_binlog.h"
+#include "connectors/mysql/my_charset.h"
 #include "connectors/mysql/my_common.h" /* (mysql.h, which mariadb_rpl.h needs first) */
 #include "connectors/mysql/my_gtid.h"
 #include "connectors/mysql/my_json.h"
@@ -80,6 +81,11 @@ struct src {
     int n_ids;
     bool lazy;  /* a stream's instance (src_open_stream): c only while it needs the catalog */
     bool brief; /* it holds one of the brief connections (brief_take) */
+    /* the stream running on this instance, for src_cdc_progress (any thread) */
+    struct {
+        _Atomic long long position, lag_bytes, lag_us;
+        atomic_int active, final_pending; /* final: ended, its last report not read yet */
+    } progress;
 };
 
 static int nomem(struct ferry_error *err)
@@ -1430,12 +1436,22 @@ static int cdc_check_server(struct src *s, const char *table, struct ferry_error
     return rc == FERRY_OK ? cdc_check_events(s, table, err) : rc;
 }
 
-/* SHOW MASTER STATUS: the end of the log now. */
+/* SHOW MASTER STATUS, or SHOW BINARY LOG STATUS where MySQL 8.4 refuses the first
+ * (ferry__my_log_status_sql): the log's end now, as a result. */
+static int log_status(struct src *s, MYSQL_RES **res, const char *table, struct ferry_error *err)
+{
+    const char *sql = ferry__my_log_status_sql(NULL, 0);
+    int rc = query(s, sql, res, table, err);
+    const char *next = rc != FERRY_OK && s->c ? ferry__my_log_status_sql(sql, mysql_errno(s->c)) : NULL;
+    return next != NULL ? query(s, next, res, table, err) : rc;
+}
+
+/* The end of the log now (log_status). */
 static int cdc_log_end(struct src *s, const char *table, char *base, size_t cap, int64_t *pos,
                        struct ferry_error *err)
 {
     MYSQL_RES *res = NULL;
-    int rc = query(s, "SHOW MASTER STATUS", &res, table, err);
+    int rc = log_status(s, &res, table, err);
     if (rc != FERRY_OK) return rc;
     MYSQL_ROW row = mysql_fetch_row(res);
     uint32_t seq = 0;
@@ -1811,7 +1827,7 @@ static int snapshot_with_lock(struct src *s, const struct rel *r, struct ferry_e
                                   s->conn.peer, r->from);
     rc = begin_snapshot(s, err);
     MYSQL_RES *res = NULL;
-    if (rc == FERRY_OK) rc = query(s, "SHOW MASTER STATUS", &res, r->from, err);
+    if (rc == FERRY_OK) rc = log_status(s, &res, r->from, err);
     MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
     ferry_free(s->snapshot_id);
     s->snapshot_id =
@@ -2036,7 +2052,11 @@ struct stream {
      * position; img holds img_cap values per image */
     int *bmap;
     int bmap_cap, img_cap;
-    struct cs_map *cs_maps; /* single-byte character sets met in the stream (cs_map_of) */
+    struct cs_map *cs_maps; /* character sets met in the stream (cs_map_of) */
+    /* lag (progress_report): the header timestamp (unix seconds) of the last event with one,
+     * of the last commit, and the furthest log position seen (a heartbeat's: the log's end) */
+    uint32_t event_time, commit_time;
+    int64_t seen;
 };
 
 static int on_bl_value(void *ctx, enum ferry_my_bl_image img, uint32_t col,
@@ -2053,24 +2073,6 @@ static const uint16_t cp1252[32] = {
     0x20ac, 0xfffd, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021, 0x02c6, 0x2030, 0x0160,
     0x2039, 0x0152, 0xfffd, 0x017d, 0xfffd, 0xfffd, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022,
     0x2013, 0x2014, 0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0xfffd, 0x017e, 0x0178};
-
-static void put_utf8(struct ferry_buf *b, uint32_t cp)
-{
-    char u[3];
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        ferry_buf_append(b, u, 1);
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 0x3f));
-        ferry_buf_append(b, u, 2);
-    } else {
-        u[0] = (char)(0xe0 | cp >> 12);
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[2] = (char)(0x80 | (cp & 0x3f));
-        ferry_buf_append(b, u, 3);
-    }
-}
 
 /* The n-th (1-based) label of enum('a','b''c',...) / set(...) into b; false when absent. */
 static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
@@ -2101,50 +2103,78 @@ static bool nth_label(const char *column_type, uint64_t n, struct ferry_buf *b)
     return false;
 }
 
-/* A single-byte character set's bytes in UTF-8, as the server itself converts them (read
- * once per set from the server: its tables differ from iconv's in greek, hebrew, koi8u,
- * cp866, cp1256, macroman); len 0: a byte the set does not define (the server would print
- * '?'), refused by the stream rather than guessed. */
+/* A character set's bytes in UTF-8, as the server itself converts them (my_charset.h): the
+ * tables are read once per set and stream from the server (its single-byte tables differ
+ * from iconv's in greek, hebrew, koi8u, cp866, cp1256, macroman; its multi-byte ones have
+ * their own vendor extensions); a sequence the set does not define (the server would print
+ * '?') is refused by the stream rather than guessed. */
 struct cs_map {
     struct cs_map *next;
     char name[64];
-    bool usable; /* false: multi-byte, or not readable: values refused */
-    uint8_t len[256];
-    uint8_t utf8[256][4];
+    bool usable; /* false: not readable (a failed query, no memory): values refused */
+    struct ferry_my_cs cs;
 };
 
-static int cs_map_read(struct src *s, struct cs_map *m)
+/* Reads part of m's table: one query of the server's conversion of each entry's bytes
+ * (entries numbered by a recursive CTE: no Sequence engine needed, MySQL 8 has none). */
+static int cs_part_read(struct src *s, struct cs_map *m, enum ferry_my_cs_part part)
 {
     struct ferry_buf sql;
     ferry_buf_init(&sql, 0);
-    ferry_buf_printf(&sql, "SELECT MAXLEN");
-    for (int i = 0; i < 256; i++)
-        ferry_buf_printf(&sql, ", HEX(CONVERT(CONVERT(UNHEX('%02X') USING %s) USING utf8mb4))", i,
-                         m->name);
-    ferry_buf_printf(
-        &sql, " FROM information_schema.CHARACTER_SETS WHERE CHARACTER_SET_NAME = '%s'", m->name);
+    ferry_buf_printf(&sql,
+                     "WITH RECURSIVE b(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM b WHERE n < "
+                     "255) SELECT i, HEX(CONVERT(CONVERT(%s USING %s) USING utf8mb4)) FROM "
+                     "(SELECT hi.n * 256 + lo.n AS i FROM b hi, b lo) x WHERE i < %" PRIu32,
+                     ferry__my_cs_bytes_sql(part), m->name, ferry__my_cs_count(part));
     MYSQL_RES *res = NULL;
     struct ferry_error e;
     int rc = ferry_buf_failed(&sql) ? FERRY_ENOMEM : ensure_conn(s, &e);
     if (rc == FERRY_OK) rc = query(s, sql.data, &res, m->name, &e);
     ferry_buf_release(&sql);
     if (rc != FERRY_OK) return rc;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    m->usable = row != NULL && row[0] != NULL && strcmp(row[0], "1") == 0;
-    for (int i = 0; m->usable && i < 256; i++) {
-        const char *h = row[1 + i];
-        size_t n = h ? strlen(h) / 2 : 0;
-        if (n == 0 || n > 4 || (n == 1 && strcmp(h, "3F") == 0 && i != 0x3f)) continue;
-        for (size_t k = 0; k < n; k++)
-            m->utf8[i][k] = (uint8_t)strtoul((char[3]){h[2 * k], h[2 * k + 1], 0}, NULL, 16);
-        m->len[i] = (uint8_t)n;
+    MYSQL_ROW row;
+    uint8_t u[8];
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        const char *h = row[1] ? row[1] : "";
+        size_t n = strlen(h) / 2;
+        for (size_t k = 0; k < n && k < sizeof u; k++)
+            u[k] = (uint8_t)strtoul((char[3]){h[2 * k], h[2 * k + 1], 0}, NULL, 16);
+        ferry__my_cs_set(&m->cs, part, (uint32_t)strtoul(row[0], NULL, 10), u,
+                         n > sizeof u ? 0 : n);
     }
     mysql_free_result(res);
     return FERRY_OK;
 }
 
+static int cs_map_read(struct src *s, struct cs_map *m)
+{
+    enum ferry_my_cs_kind kind = ferry__my_cs_kind(m->name);
+    int maxlen = 1;
+    if (kind == FERRY_MY_CS_TABLE) {
+        char sql[160];
+        MYSQL_RES *res = NULL;
+        struct ferry_error e;
+        snprintf(sql, sizeof sql,
+                 "SELECT MAXLEN FROM information_schema.CHARACTER_SETS WHERE "
+                 "CHARACTER_SET_NAME = '%s'", m->name);
+        int rc = ensure_conn(s, &e);
+        if (rc == FERRY_OK) rc = query(s, sql, &res, m->name, &e);
+        if (rc != FERRY_OK) return rc;
+        MYSQL_ROW row = mysql_fetch_row(res);
+        maxlen = row != NULL && row[0] != NULL ? (int)strtol(row[0], NULL, 10) : 0;
+        mysql_free_result(res);
+        if (maxlen < 1) return FERRY_ENOTFOUND;
+    }
+    int rc = ferry__my_cs_init(&m->cs, m->name, kind, maxlen);
+    for (int part = FERRY_MY_CS_ONE; rc == FERRY_OK && part <= FERRY_MY_CS_FOUR; part++)
+        if (ferry__my_cs_needs(&m->cs, (enum ferry_my_cs_part)part))
+            rc = cs_part_read(s, m, (enum ferry_my_cs_part)part);
+    m->usable = rc == FERRY_OK;
+    return rc;
+}
+
 /* The map of character set `name` (found, or read from the server on first use); NULL when
- * it cannot be used (a multi-byte set, an odd name, no memory, a failed query). */
+ * it cannot be used (an odd name, no memory, a failed query). */
 static const struct cs_map *cs_map_of(struct stream *st, const char *name)
 {
     for (struct cs_map *m = st->cs_maps; m != NULL; m = m->next)
@@ -2296,20 +2326,19 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
         }
         if (strcmp(cs, "latin1") == 0) {
             for (size_t i = 0; i < n; i++)
-                put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
+                ferry__my_put_utf8(b, p[i] >= 0x80 && p[i] < 0xa0 ? cp1252[p[i] - 0x80] : p[i]);
             return 0;
         }
         const struct cs_map *m = cs_map_of(st, cs);
-        for (size_t i = 0; m != NULL && i < n; i++) {
-            if (m->len[p[i]] == 0) {
-                *why = "a byte its character set does not define";
-                return -1;
-            }
-            ferry_buf_append(b, m->utf8[p[i]], m->len[p[i]]);
+        size_t bad = 0;
+        if (m != NULL && ferry__my_cs_to_utf8(&m->cs, p, n, b, &bad) == FERRY_EINVAL) {
+            *why = "a byte its character set does not define (a sequence the server "
+                   "converts to '?')";
+            return -1;
         }
         if (m != NULL) return 0;
-        *why = "character set not converted from the binary log (utf8mb4, utf8mb3, ascii, "
-               "binary and the single-byte sets are)";
+        *why = "character set not converted from the binary log (its conversion table could "
+               "not be read from the server)";
         return -1;
     }
     }
@@ -2465,9 +2494,31 @@ static void on_heartbeat(struct stream *st, const struct ferry_my_bl_header *h, 
     }
 }
 
+/* The stream's position and lag for src_cdc_progress: bytes from the last commit to the
+ * log's end as far as known (the plan's end, or a later position seen): exact within one
+ * file; when the end is in a later file, the end's offset in it (the files between are not
+ * counted: a lower bound); seconds since the last commit's event was logged (its header
+ * timestamp; 0 once caught up). */
+static void progress_report(struct stream *st)
+{
+    int64_t pos = st->last_commit, ahead = st->seen > st->end ? st->seen : st->end;
+    long long bytes = 0, us = 0;
+    if (!st->done && ahead > pos)
+        bytes = BL_SEQ(ahead) == BL_SEQ(pos) ? (long long)BL_OFF(ahead) - BL_OFF(pos)
+                                             : (long long)BL_OFF(ahead);
+    if (!st->done && st->commit_time > 0) {
+        us = (long long)(ferry_now_wall_us() - (int64_t)st->commit_time * 1000000);
+        if (us < 0) us = 0;
+    }
+    atomic_store(&st->s->progress.position, (long long)pos);
+    atomic_store(&st->s->progress.lag_bytes, bytes);
+    atomic_store(&st->s->progress.lag_us, us);
+}
+
 static void cdc_commit(struct stream *st, int64_t pos)
 {
     if (!st->synced) return;
+    if (st->event_time > 0) st->commit_time = st->event_time;
     gtid_commit(st);
     st->in_txn = false;
     st->txn_rows = 0;
@@ -2478,6 +2529,7 @@ static void cdc_commit(struct stream *st, int64_t pos)
         ferry_rw_set_offset(st->rw, pos);
     }
     if (pos >= st->end) st->done = true;
+    progress_report(st);
     int64_t epoch_rows = ferry_read_context_of(st->spec)->cdc_epoch_rows;
     if (!st->done && epoch_rows > 0 && st->changes >= epoch_rows)
         st->epoch_stop = true;
@@ -2634,12 +2686,6 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     enum ferry_schema_changes p = ferry_read_context_of(st->spec)->schema_changes;
     int64_t pos = BL_POS(st->seq, h->log_pos);
     if (p == FERRY_SCHEMA_FAIL) return ddl_error(st, h, q, n, "schema_changes: fail", err);
-    size_t lead = 0;
-    while (lead < n && isspace((unsigned char)q[lead]))
-        lead++;
-    if (n - lead >= 8 && strncasecmp(q + lead, "TRUNCATE", 8) == 0) /* no rows in the log */
-        return ddl_error(st, h, q, n, "TRUNCATE is not applied by the mysql stream (not done)",
-                         err);
     if (st->in_txn) return ddl_error(st, h, q, n, "a DDL inside a transaction", err);
     struct rel now;
     struct ferry_error e;
@@ -2674,6 +2720,145 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     return rc;
 }
 
+/* Skips blanks and C-style comments at q[*i..n); false when a comment does not end. */
+static bool skip_blank(const char *q, size_t n, size_t *i)
+{
+    for (;;) {
+        while (*i < n && isspace((unsigned char)q[*i]))
+            (*i)++;
+        if (*i + 1 >= n || q[*i] != '/' || q[*i + 1] != '*') return true;
+        const char *end = NULL;
+        for (size_t k = *i + 2; k + 1 < n && end == NULL; k++)
+            if (q[k] == '*' && q[k + 1] == '/') end = q + k;
+        if (end == NULL) return false;
+        *i = (size_t)(end - q) + 2;
+    }
+}
+
+/* Skips blanks and one identifier (`quoted`, `` doubled, or plain) at q[*i..n) into out
+ * (unquoted, NUL-terminated); false when there is none or it does not fit. */
+static bool ident_at(const char *q, size_t n, size_t *i, char *out, size_t cap)
+{
+    size_t k = 0, j = *i;
+    if (!skip_blank(q, n, &j)) return false;
+    bool quoted = j < n && q[j] == '`';
+    for (j += quoted; j < n && k + 1 < cap; j++) {
+        if (quoted && q[j] == '`' && j + 1 < n && q[j + 1] == '`') {
+            out[k++] = q[j++];
+        } else if (quoted && q[j] == '`') {
+            j++;
+            break;
+        } else if (!quoted && !(isalnum((unsigned char)q[j]) || q[j] == '_' || q[j] == '$' ||
+                                (unsigned char)q[j] >= 0x80)) {
+            break;
+        } else {
+            out[k++] = q[j];
+        }
+    }
+    out[k] = '\0';
+    *i = j;
+    return k > 0 && k + 1 < cap;
+}
+
+/* `TRUNCATE [TABLE] [db.]name`: 1 when it empties the stream's table (db: the statement's
+ * default database), 0 when it is no TRUNCATE, -1 when it truncates another table, 2 when
+ * its table cannot be read from it (a comment inside, ...). */
+static int truncate_of(const struct stream *st, const char *q, size_t n, const char *db,
+                       size_t dbn)
+{
+    size_t i = 0;
+    char a[200], b[200];
+    while (i < n && isspace((unsigned char)q[i]))
+        i++;
+    if (n - i < 9 || strncasecmp(q + i, "TRUNCATE", 8) != 0 ||
+        !(isspace((unsigned char)q[i + 8]) || q[i + 8] == '`' || q[i + 8] == '/'))
+        return 0;
+    i += 8;
+    size_t at = i;
+    if (ident_at(q, n, &i, a, sizeof a) && strcasecmp(a, "TABLE") == 0 && q[i - 1] != '`')
+        at = i; /* TABLE is optional: a table named `table` needs quotes anyway */
+    i = at;
+    if (!ident_at(q, n, &i, a, sizeof a)) return 2;
+    const char *table = a;
+    bool in_db = dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0;
+    if (i < n && q[i] == '.') {
+        i++;
+        if (!ident_at(q, n, &i, b, sizeof b)) return 2;
+        in_db = strcmp(a, st->r->db) == 0;
+        table = b;
+    }
+    bool end = skip_blank(q, n, &i);
+    if (end && i < n && q[i] == ';') {
+        i++;
+        end = skip_blank(q, n, &i);
+    }
+    if (!end || i < n) return 2; /* more after the name */
+    return in_db && strcmp(table, st->r->table) == 0 ? 1 : -1;
+}
+
+/* A placeholder for key (or NOT NULL) field f of a truncate row: the sink ignores it. */
+static void truncate_placeholder(struct ferry_row_writer *rw, const struct ferry_field *f)
+{
+    static const uint8_t zero[16];
+    switch (f->type) {
+    case FERRY_TYPE_BOOL: ferry_rw_bool(rw, false); return;
+    case FERRY_TYPE_FLOAT32:
+    case FERRY_TYPE_FLOAT64: ferry_rw_float(rw, 0); return;
+    case FERRY_TYPE_DECIMAL128: ferry_rw_dec128(rw, (struct ferry_decimal128){0, 0}); return;
+    case FERRY_TYPE_UUID: ferry_rw_fixed(rw, zero, 16); return;
+    case FERRY_TYPE_DECIMAL_TEXT: ferry_rw_text(rw, "0", 1); return;
+    case FERRY_TYPE_UTF8:
+    case FERRY_TYPE_BINARY:
+    case FERRY_TYPE_JSON: ferry_rw_text(rw, "", 0); return;
+    default: ferry_rw_int(rw, 0); return; /* integers, dates, times, timestamps */
+    }
+}
+
+/* A TRUNCATE of the table (its own transaction in the log, which holds no rows for it):
+ * under evolve/freeze, into a sink that applies truncates (ferry_read_context.truncates),
+ * one FERRY_OP_TRUNCATE row in stream order (as the postgres source sends it); otherwise the
+ * stream stops naming the table and the statement. */
+static int on_truncate(struct stream *st, const struct ferry_my_bl_header *h, const char *q,
+                       size_t n, struct ferry_error *err)
+{
+    const struct ferry_read_context *ctx = ferry_read_context_of(st->spec);
+    enum ferry_schema_action a = ferry_schema_change_decide(ctx->schema_changes, FERRY_SC_TRUNCATED);
+    if (a == FERRY_SC_APPLY && !ctx->truncates) a = FERRY_SC_ERROR;
+    ferry_schema_change_note(ctx->route ? ctx->route : st->spec->table, st->r->from, NULL,
+                             FERRY_SC_TRUNCATED, NULL, NULL, ctx->schema_changes, a);
+    if (a != FERRY_SC_APPLY)
+        return ddl_error(st, h, q, n,
+                         ctx->schema_changes == FERRY_SCHEMA_FAIL
+                             ? "schema_changes: fail; resnapshot the resource (`ferry cdc drop`, "
+                               "empty the destination, run)"
+                             : "a truncate is applied only by write: upsert or merge without "
+                               "soft_delete into a postgres or sqlite sink; resnapshot the "
+                               "resource (`ferry cdc drop`, empty the destination, run)",
+                         err);
+    st->txn_rows++;
+    if (st->skip > 0) { /* written before an interruption */
+        st->skip--;
+    } else {
+        ferry_rw_set_suboffset(st->rw, st->txn_rows);
+        ferry_rw_begin(st->rw, FERRY_OP_TRUNCATE);
+        for (int f = 0; f < st->sc->n_fields; f++) {
+            const struct ferry_field *fld = &st->sc->fields[f];
+            if (fld->key_pos > 0 || !fld->nullable)
+                truncate_placeholder(st->rw, fld);
+            else
+                ferry_rw_null(st->rw);
+        }
+        st->changes++;
+        int rc = ferry_rw_end(st->rw, err);
+        if (rc != FERRY_OK) return rc;
+    }
+    ferry_log(FERRY_LOG_INFO, WHAT ": table %s was truncated at the source (%s.%06" PRIu32
+                                   ":%" PRIu32 "); applied in stream order",
+              st->r->from, st->base, st->seq, h->log_pos);
+    cdc_commit(st, BL_POS(st->seq, h->log_pos));
+    return FERRY_OK;
+}
+
 static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const uint8_t *body,
                     size_t body_n, struct ferry_error *err)
 {
@@ -2692,7 +2877,11 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const
     }
     bool our_db = (dbn == strlen(st->r->db) && strncmp(db, st->r->db, dbn) == 0) ||
                   mentions(q, n, st->r->db);
-    if (our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
+    int trunc = truncate_of(st, q, n, db, dbn);
+    if (trunc == 1) return on_truncate(st, h, q, n, err);
+    if (trunc == 2 && our_db && mentions(q, n, st->r->table))
+        return ddl_error(st, h, q, n, "a TRUNCATE whose table ferry cannot read from it", err);
+    if (trunc == 0 && our_db && mentions(q, n, st->r->table)) return on_ddl(st, h, q, n, err);
     if (!st->in_txn) cdc_commit(st, BL_POS(st->seq, h->log_pos)); /* DDL: its own transaction */
     return FERRY_OK;
 }
@@ -2810,6 +2999,8 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
     if (body_n > n - FERRY_MY_BL_HEADER)
         return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": truncated binlog event");
     const uint8_t *body = raw + FERRY_MY_BL_HEADER;
+    if (h.timestamp > 0) st->event_time = h.timestamp;
+    if (h.log_pos > 0 && BL_POS(st->seq, h.log_pos) > st->seen) st->seen = BL_POS(st->seq, h.log_pos);
     switch (h.type) {
     case FERRY_MY_BL_ROTATE: {
         char file[512], base[256];
@@ -3232,6 +3423,9 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_rw_set_offset(rw, start);
     if (st.gtid_known) ferry_rw_set_offset_tag(rw, st.gtid_text.data, st.gtid_text.len);
     bool work = rc == FERRY_OK && (by_gtid || start < st.end); /* else: nothing up to the end */
+    atomic_store(&s->progress.active, 1);
+    atomic_store(&s->progress.final_pending, 0);
+    progress_report(&st);
     if (work) rc = stream_prepare(&st, err);
     lazy_release(s); /* a stream's instance: the catalog is read */
     /* streams run together share one connection (by file:offset only; a GTID start alone) */
@@ -3241,8 +3435,14 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     if (work && rc == FERRY_OK)
         rc = sub ? hub_loop(&st, sub, err) : stream_alone(&st, start, server_id, by_gtid, gtid, err);
     ferry__my_hub_leave(sub);
-    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end)
+    if (work && rc == FERRY_OK && st.done && st.last_commit < st.end) {
         ferry_rw_set_offset(rw, st.end);
+        st.last_commit = st.end;
+    }
+    if (rc == FERRY_OK && !work) st.done = true; /* nothing to stream: caught up */
+    progress_report(&st);
+    atomic_store(&s->progress.final_pending, 1);
+    atomic_store(&s->progress.active, 0);
     if (work) report_zero_dates(&st.d, rw);
     if (work && rc == FERRY_OK)
         ferry_log(FERRY_LOG_INFO, WHAT ": table %s: %" PRId64 " changes streamed%s", r->from,
@@ -3255,6 +3455,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     ferry_free(st.bmap);
     while (st.cs_maps != NULL) {
         struct cs_map *next = st.cs_maps->next;
+        ferry__my_cs_release(&st.cs_maps->cs);
         ferry_free(st.cs_maps);
         st.cs_maps = next;
     }
@@ -3347,6 +3548,20 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
 /* Nothing to release on the server (it keeps no replica state for ferry); *caught_up is
  * false for a stream that stopped after a schema change (the runner starts the next run at
  * once, whose discover and sink take the change in). */
+/* The stream running on this instance (any thread): position and lag (progress_report); a
+ * stream that ended is reported once more, with its final position. */
+static int src_cdc_progress(void *ctx, int64_t *position, int64_t *lag_bytes, int64_t *lag_us)
+{
+    struct src *s = ctx;
+    if (s == NULL) return FERRY_ENOTFOUND;
+    if (!atomic_load(&s->progress.active) && !atomic_exchange(&s->progress.final_pending, 0))
+        return FERRY_ENOTFOUND;
+    *position = atomic_load(&s->progress.position);
+    *lag_bytes = atomic_load(&s->progress.lag_bytes);
+    *lag_us = atomic_load(&s->progress.lag_us);
+    return FERRY_OK;
+}
+
 static int src_cdc_ack(void *ctx, const struct ferry_resource_spec *spec, const char *plan_json,
                        const char *position, bool *caught_up, struct ferry_error *err)
 {
@@ -3387,5 +3602,6 @@ const struct ferry_source_vtable ferry__mysql_source = {
     .use_snapshot = src_use_snapshot,
     .list_tables = src_list_tables,
     .cdc_ack = src_cdc_ack,
+    .cdc_progress = src_cdc_progress,
     .verify_open = ferry__my_verify_open,
 };

@@ -6,7 +6,8 @@
 # and under evolve, again on the next run, nothing after it written. A column the catalog has
 # and the earlier changes lack (ADD COLUMN) is NULL in them, which is what they held. Real
 # MariaDB 10.11 with binlog_row_metadata = FULL (column names in the table maps) into
-# PostgreSQL (merge). See docs/internals/mysql.md ("Schema changes").
+# PostgreSQL (merge); then without names (MINIMAL): the positional guard stops the same DROP.
+# See docs/internals/mysql.md ("Schema changes").
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 my_pg_start
@@ -44,3 +45,17 @@ expect_exit 0 ferry run d_add.yaml
 [ "$(rows d_add "id, a, coalesce(c::text, 'null')")" = "1|one|null,2|two|null,3|three|3" ] ||
   fail "ADD COLUMN before the run: rows $(rows d_add "id, a, coalesce(c::text, 'null')")"
 pass "evolve: a column added before the run: NULL in the changes logged before it, its values after it"
+
+# without column names in the log (binlog_row_metadata = MINIMAL) the same DROP stops the
+# run on the positional guard (the log's column count is not the table's), naming the table
+myq -e "SET GLOBAL binlog_row_metadata = 'MINIMAL'"
+myq -e "CREATE TABLE d_pos (id int PRIMARY KEY, a varchar(20), b int); INSERT INTO d_pos VALUES (1, 'one', 10)"
+pipeline d_pos.yaml pd_pos freeze d_pos
+expect_exit 0 ferry run d_pos.yaml
+myq -e "INSERT INTO d_pos VALUES (2, 'two', 20); ALTER TABLE d_pos DROP COLUMN b; INSERT INTO d_pos VALUES (3, 'three')"
+expect_exit 1 ferry run d_pos.yaml
+case $OUT in *"table \`ferry\`.\`d_pos\`"*"the binary log has 3 columns, the table has 2"*) ;;
+  *) fail "no names: a DROP COLUMN before the run: an error naming the table expected: $OUT" ;; esac
+[ "$(rows d_pos "id, a, coalesce(b::text, 'null')")" = "1|one|10" ] ||
+  fail "no names: rows written past the change: $(rows d_pos "id, a, coalesce(b::text, 'null')")"
+pass "without column names: a column dropped before the run stops the stream on the positional guard, nothing written past it"

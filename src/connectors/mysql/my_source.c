@@ -2674,6 +2674,17 @@ static bool was_added(const struct stream *st, const char *name)
     return false;
 }
 
+/* The columns of `now` (a DDL's re-read) that the plan's lack join st->added. */
+static int note_added(struct stream *st, const struct rel *now)
+{
+    for (int c = 0; c < now->n_cols; c++) {
+        const char *name = now->cols[c].name;
+        if (col_index(st->r, name) >= 0 || was_added(st, name)) continue;
+        if (ferry_buf_append(&st->added, name, strlen(name) + 1) != FERRY_OK) return FERRY_ENOMEM;
+    }
+    return FERRY_OK;
+}
+
 /* Whether the table maps carry column names (binlog_row_metadata = FULL). */
 static bool names_logged(struct stream *st)
 {
@@ -2703,12 +2714,10 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     struct ferry_error e;
     if (resolve(st->s, st->spec->table, &now, &e) != FERRY_OK)
         return ddl_error(st, h, q, n, e.message, err);
-    for (int c = 0; c < now.n_cols; c++)
-        if (col_index(st->r, now.cols[c].name) < 0 && !was_added(st, now.cols[c].name) &&
-            ferry_buf_append(&st->added, now.cols[c].name, strlen(now.cols[c].name) + 1) != FERRY_OK) {
-            rel_free(&now);
-            return nomem(err);
-        }
+    if (note_added(st, &now) != FERRY_OK) {
+        rel_free(&now);
+        return nomem(err);
+    }
     struct ddl_diff d = {0};
     ddl_compare(st, &now, &d);
     if (d.error > 0) {

@@ -34,6 +34,7 @@ expect_exit 0 ferry run ev.yaml
 # on stderr, then sleeps) while SQL changes the source: the DDL lands after discover and
 # before the end the run streams to, so the stream meets it mid-stream.
 held_run() {
+  : > held.log # the last held run's "fired" line must not be read as this one's
   FERRY_FAILPOINTS="cdc_before_end=sleep(4000)@1" FERRY_LOG=info "$FERRY_BIN" run "$1" > held.log 2>&1 &
   local pid=$! i
   for i in $(seq 1 600); do

@@ -2047,6 +2047,10 @@ struct stream {
      * run; under `freeze` the table's columns are read again and mapped by name (`now`) */
     bool schema_stop;
     struct rel now;
+    /* columns the table gained after the plan read its catalog, as DDLs met in the stream
+     * found them (NUL-separated): a table map may name them; any other name it has that the
+     * plan's columns lack was dropped before the plan read the catalog (map_columns) */
+    struct ferry_buf added;
     /* table column -> column of the rows events' images (-1: not in them: NULL), from the
      * last TABLE_MAP: by name when it carries names (binlog_row_metadata = FULL), else by
      * position; img holds img_cap values per image */
@@ -2662,6 +2666,25 @@ static int ddl_remap(struct stream *st, struct rel *now, struct ferry_error *err
     return FERRY_OK;
 }
 
+/* Whether a DDL met in the stream found column `name` added after the plan. */
+static bool was_added(const struct stream *st, const char *name)
+{
+    for (size_t i = 0; i < st->added.len; i += strlen(st->added.data + i) + 1)
+        if (strcmp(st->added.data + i, name) == 0) return true;
+    return false;
+}
+
+/* The columns of `now` (a DDL's re-read) that the plan's lack join st->added. */
+static int note_added(struct stream *st, const struct rel *now)
+{
+    for (int c = 0; c < now->n_cols; c++) {
+        const char *name = now->cols[c].name;
+        if (col_index(st->r, name) >= 0 || was_added(st, name)) continue;
+        if (ferry_buf_append(&st->added, name, strlen(name) + 1) != FERRY_OK) return FERRY_ENOMEM;
+    }
+    return FERRY_OK;
+}
+
 /* Whether the table maps carry column names (binlog_row_metadata = FULL). */
 static bool names_logged(struct stream *st)
 {
@@ -2691,6 +2714,10 @@ static int on_ddl(struct stream *st, const struct ferry_my_bl_header *h, const c
     struct ferry_error e;
     if (resolve(st->s, st->spec->table, &now, &e) != FERRY_OK)
         return ddl_error(st, h, q, n, e.message, err);
+    if (note_added(st, &now) != FERRY_OK) {
+        rel_free(&now);
+        return nomem(err);
+    }
     struct ddl_diff d = {0};
     ddl_compare(st, &now, &d);
     if (d.error > 0) {
@@ -2922,10 +2949,29 @@ static int grow(void **p, int *cap, int want, size_t size)
     return FERRY_OK;
 }
 
+/* A column of a table map (with names) that neither the plan's columns nor a DDL met in
+ * the stream know: the table lost it (DROP COLUMN, a rename) before the plan read its
+ * catalog, after the changes being read were logged. Its values cannot be written anywhere:
+ * the stream stops rather than drop them. */
+static int unknown_column(struct stream *st, const char *name, uint32_t log_pos,
+                          struct ferry_error *err)
+{
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": table %s: column \"%s\" is in the binary log's table map at "
+                                "%s.%06" PRIu32 ":%" PRIu32 " but not among the table's columns "
+                                "this run read: a schema change (DROP or RENAME COLUMN) was "
+                                "executed before the run read them, after changes still to be "
+                                "streamed were logged; their \"%s\" values would be lost, so the "
+                                "stream stops here (positions up to the last commit are kept; "
+                                "a new snapshot of the table, e.g. another pipeline name, reads "
+                                "it as it is now)",
+                           st->r->from, name, st->base, st->seq, log_pos, name);
+}
+
 /* The table's columns found in the last TABLE_MAP (st->bmap): by name when it has names,
  * else by position, which needs the same count and fitting types (a later DDL would make
  * positions lie). */
-static int map_columns(struct stream *st, struct ferry_error *err)
+static int map_columns(struct stream *st, uint32_t log_pos, struct ferry_error *err)
 {
     const struct ferry_my_bl_table *t = st->tm;
     int n = (int)t->n_cols;
@@ -2942,6 +2988,11 @@ static int map_columns(struct stream *st, struct ferry_error *err)
         st->bmap[c] = -1;
         for (int b = 0; t->has_names && b < n; b++)
             if (strcmp(t->names + t->name_off[b], st->r->cols[c].name) == 0) st->bmap[c] = b;
+    }
+    for (int b = 0; t->has_names && b < n; b++) {
+        const char *name = t->names + t->name_off[b];
+        if (col_index(st->r, name) < 0 && !was_added(st, name))
+            return unknown_column(st, name, log_pos, err);
     }
     if (t->has_names) return FERRY_OK;
     if (n != st->r->n_cols)
@@ -3028,7 +3079,7 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
         snprintf(table, sizeof table, "%.*s", body[off], (const char *)body + off + 1);
         if (strcmp(db, st->r->db) != 0 || strcmp(table, st->r->table) != 0) return FERRY_OK;
         rc = ferry__my_bl_table_map(body, body_n, tm_phl, st->tm, err);
-        if (rc == FERRY_OK) rc = map_columns(st, err);
+        if (rc == FERRY_OK) rc = map_columns(st, h.log_pos, err);
         if (rc != FERRY_OK) return rc;
         st->have_tm = true;
         return FERRY_OK;
@@ -3359,6 +3410,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     st.d.s = s, st.d.sc = sc, st.d.r = r;
     ferry_buf_init(&st.text, 0);
     ferry_buf_init(&st.gtid_text, 0);
+    ferry_buf_init(&st.added, 0);
     ferry__my_gtid_init(&st.gtid);
     int64_t start = json_integer_value(json_object_get(plan, "start"));
     st.end = json_integer_value(json_object_get(plan, "end"));
@@ -3462,6 +3514,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     rel_free(&st.now);
     ferry_buf_release(&st.text);
     ferry_buf_release(&st.gtid_text);
+    ferry_buf_release(&st.added);
     ferry__my_gtid_release(&st.gtid);
     return rc;
 }

@@ -194,9 +194,12 @@ my_server_start() {
   local dir=$1
   shift
   MY_SOCK=$dir/sock
-  local tries=0 up
+  local tries=0 up from
   while :; do
     MY_PORT=$((20000 + RANDOM % 20000))
+    # this attempt's lines only: an earlier attempt's "another server running" would end
+    # every later wait at once (and kill the server it was waiting for)
+    from=$(($(stat -c %s "$dir/server.log" 2>/dev/null || echo 0) + 1))
     my_as /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$dir/data" --socket="$MY_SOCK" \
       --port="$MY_PORT" --bind-address=127.0.0.1 --pid-file="$dir/pid" --tmpdir="$dir" \
       --log-bin="$dir/data/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1 \
@@ -210,11 +213,12 @@ my_server_start() {
       if mariadb-admin --no-defaults -S "$MY_SOCK" -uroot ping >/dev/null 2>&1 &&
         mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$MY_PORT" -unobody \
           --connect-timeout=5 ping >/dev/null 2>&1; then up=1; break; fi
-      grep -q "Do you already have another server running" "$dir/server.log" 2>/dev/null && break
+      tail -c +"$from" "$dir/server.log" 2>/dev/null | grep -q "Do you already have another server running" && break
       sleep 0.1
     done
     [ $up = 1 ] && break
     [ -f "$dir/pid" ] && kill -9 "$(cat "$dir/pid")" 2>/dev/null || true
+    wait $! 2>/dev/null || true # the failed server gone (and its lock on the datadir) before the next try
     tries=$((tries + 1))
     if [ $tries -ge 5 ]; then
       cat "$dir/server.log" >&2 || true

@@ -244,8 +244,9 @@ static void test_fetch_wakes_on_publish(void **state)
     assert_int_equal(ft.rc, FERRY_OK);
     assert_int_equal(ft.n, 1);
     assert_int_equal(ft.first_seq, seq);
-    assert_true(ft.took_ms >= 100);
-    assert_true(ft.took_ms < 3000);
+    /* woken by the publish, not by the 10 s timeout (no lower bound: under load the
+     * fetcher may start only after the publish and find the event at once) */
+    assert_true(ft.took_ms < 9000);
 }
 
 static void test_wake_ends_waits(void **state)

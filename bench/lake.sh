@@ -14,7 +14,7 @@
 #     h. curl --aws-sigv4 downloading the same objects to /dev/null, one after another
 #     i. ferry: files source over local copies of the same objects -> null sink (the decoding
 #        cost alone: g - i is what reading from S3 adds)
-#   S3_ONLY=1 runs g, h and i only.
+#   S3_ONLY=1 runs g, h and i only; PARALLELISM=N gives g and i N readers (default 1).
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked (g: the null sink's count in ferry's summary).
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
@@ -41,6 +41,7 @@ S3PID=
 trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W"
 S3_OBJECTS=${S3_OBJECTS:-4}
+PARALLELISM=${PARALLELISM:-1} # the s3 and local files sources' readers (g, i)
 mkdir -p s3data
 node "$FERRY_SRC/tests/s3/server.mjs" "$W/s3data" "$W/s3.port" lake > s3rver.log 2>&1 &
 S3PID=$!
@@ -159,6 +160,7 @@ source:
   path_style: true
   access_key_id: env:S3_KEY
   secret_access_key: env:S3_SECRET
+  parallelism: $PARALLELISM
   resources: [{table: orders, prefix: orders/, glob: "*.parquet", mode: full}]
 sink: {type: "null"}
 YAML
@@ -184,7 +186,8 @@ for i in $(seq 1 "$S3_OBJECTS"); do cp orders.parquet "local/part-$i.parquet"; d
 cat > local.yaml <<YAML
 version: 1
 name: bench_lake_local
-source: {type: files, path: "$W/local/*.parquet", resources: [{table: orders, mode: full}]}
+source: {type: files, path: "$W/local/*.parquet", parallelism: $PARALLELISM,
+         resources: [{table: orders, mode: full}]}
 sink: {type: "null"}
 YAML
 t0=$(now)
@@ -207,7 +210,7 @@ row() { # LABEL NAME [DUCK_NAME]
 }
 
 mkdir -p "$FERRY_SRC/bench/results"
-out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3").md"
+out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3")$([ "$PARALLELISM" = 1 ] || echo "-p$PARALLELISM").md"
 {
   if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"
@@ -226,7 +229,7 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
   row "DuckDB to_json -> CSV -> psql \\copy" nestd
   fi
   echo
-  echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on s3rver (loopback)."
+  echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on s3rver (loopback), source parallelism $PARALLELISM."
   echo
   echo "| tool | wall s | MiB/s | peak RSS MiB | ferry / curl |"
   echo "|---|---|---|---|---|"

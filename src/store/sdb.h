@@ -48,6 +48,8 @@ struct sdb_driver {
     void (*finalize)(struct sdb_stmt *s);
     /* Rows changed by the last finished INSERT/UPDATE/DELETE of this connection. */
     int64_t (*changes)(struct sdb *db);
+    /* SQLite only (NULL on PostgreSQL): the rowid of this connection's last INSERT. */
+    int64_t (*last_rowid)(struct sdb *db);
     enum sdb_violation (*violation)(struct sdb *db);
     /* A script without parameters (migrations, transaction control). */
     int (*exec)(struct sdb *db, const char *sql, const char *what, struct ferry_error *err);

@@ -311,6 +311,11 @@ static void sl_finalize(struct sdb_stmt *s)
     ferry_free(s);
 }
 
+static int64_t sl_last_rowid(struct sdb *db)
+{
+    return sqlite3_last_insert_rowid(DB(db)->db);
+}
+
 static int64_t sl_changes(struct sdb *db)
 {
     return sqlite3_changes(DB(db)->db);
@@ -436,6 +441,7 @@ static const struct sdb_driver sqlite_driver = {
     .reset = sl_reset,
     .finalize = sl_finalize,
     .changes = sl_changes,
+    .last_rowid = sl_last_rowid,
     .violation = sl_violation,
     .exec = sl_exec,
     .begin = sl_begin,

@@ -1669,6 +1669,23 @@ int ferry_store_route_checkpoint_list(struct ferry_store *st, const char *pipeli
  * 11), so appenders serialise on a transaction-level advisory lock of this schema, taken
  * before the sequence is drawn and held until the appending transaction commits. */
 
+/* SQLite: a plain INSERT, then the connection's last rowid (seq is the rowid). Not
+ * RETURNING: SQLite gathers RETURNING rows in an ephemeral table whose pager it opens and
+ * frees per statement, and glibc then trims the thread's heap (madvise, a TLB shootdown on
+ * every core): 14 % of the client's CPU on a 50-table CDC stream, which appends three events
+ * per table per commit group. */
+static int sqlite_event_append(struct ferry_store *st, struct ferry_event *ev, const char *what,
+                               struct ferry_error *err)
+{
+    int rc = exec_q(st,
+                    "INSERT INTO \"events\" (\"time_us\", \"run_id\", \"attempt\", \"resource\","
+                    " \"type\", \"payload\") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    what, err, "iidttt", ev->time_us, ev->run_id, ev->attempt, ev->resource,
+                    ev->type, ev->payload ? ev->payload : "{}");
+    if (rc == FERRY_OK) ev->seq = DRV(st)->last_rowid(st->db);
+    return rc;
+}
+
 int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
                              struct ferry_error *err)
 {
@@ -1679,12 +1696,13 @@ int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
     if (rc != FERRY_OK) return rc;
     if (ev->time_us == 0) ev->time_us = ferry_now_wall_us();
     snprintf(what, sizeof what, "appending event %s", ev->type);
+    if (!IS_PG(st)) return sqlite_event_append(st, ev, what, err);
     struct sdb_stmt *s =
         bound(st,
               "INSERT INTO \"events\" (\"time_us\", \"run_id\", \"attempt\", \"resource\","
               " \"type\", \"payload\") SELECT ?1, ?2, ?3, ?4, ?5, ?6"
-              "/*pg: FROM (SELECT pg_advisory_xact_lock(1718773110, hashtext(current_schema())))"
-              " AS \"ordered\"*/ RETURNING \"seq\"",
+              " FROM (SELECT pg_advisory_xact_lock(1718773110, hashtext(current_schema())))"
+              " AS \"ordered\" RETURNING \"seq\"",
               err,
               "iidtt"
               "t",

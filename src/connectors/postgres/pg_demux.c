@@ -669,7 +669,14 @@ static void gather(struct demux *d)
            ferry_now_mono_us() - d->last_join < (d->group ? GATHER_GROUP_US : GATHER_US) &&
            !(d->group && stop_asked(d)))
         timed_wait(&d->cv, 50);
-    if (d->group && d->n_m + d->n_declined < d->expected && active_members(d) > 0)
+    bool partial = d->n_m + d->n_declined < d->expected && active_members(d) > 0;
+    if (d->group && partial && stop_asked(d)) {
+        /* Paused or canceled while tables were still joining: not one frame is read. A
+         * group of the tables that joined would commit their part of source transactions
+         * whose other part belongs to tables not there yet (a reader saw half of them until
+         * the next run); each member ends where it started (ferry__pg_demux_next). */
+        d->stopped_reading = true;
+    } else if (d->group && partial)
         ferry_log(FERRY_LOG_WARN,
                   WHAT ": slot %s: %d of %d table(s) joined its session: a table that joins "
                        "later streams in a session of its own, its source transactions not "
@@ -1075,6 +1082,11 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
     } else if (d->failed) {
         if (err) *err = d->err;
         rc = d->err.code;
+    } else if (d->stopped_reading && ferry_rw_stop_requested(m->j.rw) != 0) {
+        /* the session stopped for a pause or cancel (gather): this stream stops too */
+        rc = ferry_rw_stop_requested(m->j.rw) == FERRY_ECANCELED ? FERRY_ECANCELED
+                                                                 : FERRY_EPAUSED;
+        ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", m->j.from);
     } else if (d->stopped_reading) {
         rc = ferry_error_set(err, FERRY_EIO, "postgres",
                              WHAT ": slot \"%s\": the replication session ended before the "

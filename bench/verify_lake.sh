@@ -16,9 +16,11 @@ FERRY_SRC=$PWD
 ROWS=${ROWS:-5000000}
 REPS=${REPS:-2}
 
-cmake -S . -B build/verify-bench -DCMAKE_BUILD_TYPE=Release -DFERRY_WERROR=OFF >/dev/null
-cmake --build build/verify-bench -j2 --target ferry >/dev/null
-FERRY=$FERRY_SRC/build/verify-bench/ferry
+if [ -z "${FERRY:-}" ]; then # FERRY=path: a binary built already (Release, please)
+  cmake -S . -B build/verify-bench -DCMAKE_BUILD_TYPE=Release -DFERRY_WERROR=OFF >/dev/null
+  cmake --build build/verify-bench -j2 --target ferry >/dev/null
+  FERRY=$FERRY_SRC/build/verify-bench/ferry
+fi
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-vlbench.XXXXXX")
 trap 'rm -rf "$W"' EXIT

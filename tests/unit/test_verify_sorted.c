@@ -5,7 +5,8 @@
  * of a key (before, at, between and after the keys, inclusive or not) and every prefix sum.
  * Keys: one integer part (negative, several digit counts), one text part, a composite
  * (integer, text) key with NULL parts, equal keys in several runs; and an empty list. The
- * temporary folder (TMPDIR) is empty while the spilled list is open and after it is freed. */
+ * temporary folder (TMPDIR) is empty while the spilled list is open and after it is freed;
+ * a folder that cannot be written fails the add, naming the side. */
 #include "unit.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -159,6 +160,26 @@ static void test_empty_and_small(void **state)
     run_case(1, kint, false, 513, false); /* one page and one row */
 }
 
+/* A temporary folder that cannot be written: the spill fails naming the side, the rows
+ * added are freed with the list (ASan's leak check). */
+static void test_spill_error_names_side(void **state)
+{
+    (void)state;
+    bool kint[] = {true};
+    struct ferry_error err;
+    struct ferry_vsorted *v = NULL;
+    setenv("TMPDIR", "/nonexistent/ferry", 1);
+    assert_int_equal(ferry__vsorted_new(1, kint, 200, "iceberg db.big", &v, &err), FERRY_OK);
+    int rc = FERRY_OK;
+    for (int i = 0; i < 100 && rc == FERRY_OK; i++)
+        rc = ferry__vsorted_add(v, make_key(1, false, i, false), i, &err);
+    setenv("TMPDIR", tmpdir, 1);
+    assert_int_equal(rc, FERRY_EIO);
+    assert_non_null(strstr(err.message, "iceberg db.big"));
+    assert_non_null(strstr(err.message, "temporary sort file"));
+    ferry__vsorted_free(v);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/vsorted-XXXXXX",
@@ -170,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_text_key_duplicates),
         cmocka_unit_test(test_composite_key_nulls),
         cmocka_unit_test(test_empty_and_small),
+        cmocka_unit_test(test_spill_error_names_side),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rmdir(tmpdir);

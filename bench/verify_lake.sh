@@ -5,7 +5,8 @@
 #   A. held in memory (FERRY_VERIFY_SORT_BYTES=1TiB: the only path before issue 20), or
 #   B. with the default budget (a quarter of `memory:`, 64 MiB): spilled in sorted runs to a
 #      temporary file under TMPDIR, merged, read by pages through a sparse index;
-# interleaved A B A B ... (REPS pairs), each with /usr/bin/time (wall seconds, peak RSS).
+#   C. with the smallest budget (1 MiB): what the verification costs besides the list;
+# interleaved A B C A B C ... (REPS rounds), each with /usr/bin/time (wall s, peak RSS).
 # Then one source row changed and both verified again (the walk lists a few chunks). bench/
 # verify.sh is the PostgreSQL -> PostgreSQL benchmark (no side read through ferry there).
 # The load average before and after is recorded: the machine is shared. Never gates CI.
@@ -45,6 +46,7 @@ mkdir -p "$W/tmp"
 one() {
   local budget=
   [ "$1" = A ] && budget=$((1 << 40))
+  [ "$1" = C ] && budget=$((1 << 20))
   set +e
   TMPDIR=$W/tmp FERRY_VERIFY_SORT_BYTES=$budget /usr/bin/time -f '%e %M' -o "$W/time.txt" \
     "$FERRY" verify "$W/ice.yaml" --json > "$W/$1.json"
@@ -55,13 +57,14 @@ one() {
     >> "$W/$1.$2.txt"
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-for _ in $(seq "$REPS"); do one A equal; one B equal; done
-grep -qv ' 0$' "$W/A.equal.txt" "$W/B.equal.txt" && { echo "not equal" >&2; cat "$W"/*.json >&2; exit 1; }
+for _ in $(seq "$REPS"); do one A equal; one B equal; one C equal; done
+grep -qv ' 0$' "$W/A.equal.txt" "$W/B.equal.txt" "$W/C.equal.txt" && { echo "not equal" >&2; cat "$W"/*.json >&2; exit 1; }
 psql -qXAt -d src -c "UPDATE public.orders SET amount = amount + 1 WHERE id = $((ROWS / 3))"
 one A diff
 one B diff
+one C diff
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-same_keys=$(jq -c '.resources[0] | [.different.keys, .chunks]' "$W/A.json" "$W/B.json" | uniq | wc -l)
+same_keys=$(jq -c '.resources[0] | [.different.keys, .chunks]' "$W"/[ABC].json | uniq | wc -l)
 
 row() { # MODE KIND LABEL
   awk -v label="$3" '{ s = s sep $1 " s / " int($2 / 1024) " MiB"; sep = ", "; runs = $3 }
@@ -83,8 +86,10 @@ out="bench/results/verify-lake-$(date +%Y%m%d).md"
   row A equal "A. equal, list in memory (as before issue 20)"
   row B equal "B. equal, default budget 64 MiB (spilled)"
   row A diff "A. one row changed, in memory"
+  row C equal "C. equal, budget 1 MiB (spilled)"
   row B diff "B. one row changed, spilled"
+  row C diff "C. one row changed, budget 1 MiB"
   echo
-  echo "A and B report the same different keys and chunks walked: $([ "$same_keys" = 1 ] && echo yes || echo NO)."
+  echo "A, B and C report the same different keys and chunks walked: $([ "$same_keys" = 1 ] && echo yes || echo NO)."
 } > "$out"
 cat "$out"

@@ -13,7 +13,8 @@
 #      is the same as with the list in memory: the walk does not change;
 #   3. the temporary folder is empty afterwards (the files are unlinked when created);
 #   4. the spilled verification's peak RSS (/usr/bin/time %M) stays below the in-memory one
-#      by at least 40 bytes per row (the in-memory list holds about 100 bytes per row).
+#      by at least 40 bytes per row (the in-memory list holds about 100 bytes per row; not
+#      compared for a sanitizer build, whose quarantine keeps freed memory).
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -61,17 +62,23 @@ vjson disk
 [ "$(jq -r '.resources[0].dest_rows' <<< "$J")" = "$ROWS" ] || fail "disk: rows: $J"
 [ "$(same)" = "$mem_report" ] || fail "disk: reports differ: $mem_report vs $(same)"
 echo "peak RSS: list in memory $mem_rss KiB, spilled ($(runs) runs) $RSS KiB, $ROWS rows"
-[ $(((mem_rss - RSS) * 1024)) -ge $((ROWS * 40)) ] ||
-  fail "spilled peak RSS $RSS KiB is not 40 B/row below the in-memory $mem_rss KiB"
+# a sanitizer build keeps freed memory in quarantine: its RSS says nothing about the list
+if ldd "$FERRY_BIN" 2>/dev/null | grep -q 'lib[at]san'; then
+  echo "sanitizer build: peak RSS not compared"
+else
+  [ $(((mem_rss - RSS) * 1024)) -ge $((ROWS * 40)) ] ||
+    fail "spilled peak RSS $RSS KiB is not 40 B/row below the in-memory $mem_rss KiB"
+fi
 pass "fresh copy: equal in memory and spilled ($(runs) runs), RSS $mem_rss -> $RSS KiB"
 
-pgq -c "UPDATE big SET amount = amount + 1 WHERE id = 77777; DELETE FROM big WHERE id = 250000;
+changed=$((ROWS / 5 + 7)) deleted=$((ROWS * 5 / 8))
+pgq -c "UPDATE big SET amount = amount + 1 WHERE id = $changed; DELETE FROM big WHERE id = $deleted;
         INSERT INTO big VALUES ($ROWS + 1, 'late', 1)"
 for mode in mem disk; do
   vjson $mode
   [ "$RC" = 8 ] || fail "$mode: changed source rows should fail the check with 8: exit $RC: $J $(cat verify.err)"
   k() { jq -r "[.resources[0].$1.keys[]] | join(\",\")" <<< "$J"; }
-  [ "$(k different)" = 77777 ] && [ "$(k extra)" = 250000 ] && [ "$(k missing)" = $((ROWS + 1)) ] ||
+  [ "$(k different)" = $changed ] && [ "$(k extra)" = $deleted ] && [ "$(k missing)" = $((ROWS + 1)) ] ||
     fail "$mode: different $(k different), extra $(k extra), missing $(k missing): $J"
   jq -e '.resources[0] | .chunks > 3 and .chunks_mismatched < .chunks' <<< "$J" >/dev/null ||
     fail "$mode: the walk should narrow the differences chunk by chunk: $J"

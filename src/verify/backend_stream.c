@@ -6,16 +6,17 @@
  *
  * The whole resource is read once, at open, into a list of (key, row hash) sorted in the
  * order the database sides use (integer key parts by value, the others by their normal
- * text's bytes) with prefix sums of the hashes: such a side answers any key range - digest,
+ * text's bytes) with prefix sums of the hashes, in bounded memory (vsorted.c: spilled to a
+ * temporary file above a quarter of `memory:`): such a side answers any key range - digest,
  * split points, bucket digests, listing - by binary search, so the walk narrows a
  * difference chunk by chunk as with two databases, and the other side lists only the rows
  * of the differing chunks. Keys of a type whose order differs between engines (decimal,
  * float, timestamptz, ...) leave the side whole_only: the walk then compares the full
  * listing of both sides when the digests differ. A files-sink Parquet destination is read
- * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads
- * the source once more, untransformed, and keeps it indexed by key until the side closes. Calls the
- * source vtable, the row writer, the transform chain, the Parquet reader and canon.c. Called by
- * verify.c and repair.c (fetch). */
+ * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch
+ * reads the source once more, untransformed, and keeps it indexed by key until the side
+ * closes (not bounded). Calls the source vtable, the row writer, the transform chain, the
+ * Parquet reader, vsorted.c and canon.c. Called by verify.c and repair.c (fetch). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>

@@ -6,16 +6,17 @@
  *
  * The whole resource is read once, at open, into a list of (key, row hash) sorted in the
  * order the database sides use (integer key parts by value, the others by their normal
- * text's bytes) with prefix sums of the hashes: such a side answers any key range - digest,
+ * text's bytes) with prefix sums of the hashes, in bounded memory (vsorted.c: spilled to a
+ * temporary file above a quarter of `memory:`): such a side answers any key range - digest,
  * split points, bucket digests, listing - by binary search, so the walk narrows a
  * difference chunk by chunk as with two databases, and the other side lists only the rows
  * of the differing chunks. Keys of a type whose order differs between engines (decimal,
  * float, timestamptz, ...) leave the side whole_only: the walk then compares the full
  * listing of both sides when the digests differ. A files-sink Parquet destination is read
- * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch reads
- * the source once more, untransformed, and keeps it indexed by key until the side closes. Calls the
- * source vtable, the row writer, the transform chain, the Parquet reader and canon.c. Called by
- * verify.c and repair.c (fetch). */
+ * the same way through the Parquet reader (ferry__vside_parquet_open). For --repair, fetch
+ * reads the source once more, untransformed, and keeps it indexed by key until the side
+ * closes (not bounded). Calls the source vtable, the row writer, the transform chain, the
+ * Parquet reader, vsorted.c and canon.c. Called by verify.c and repair.c (fetch). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -28,12 +29,10 @@
 
 struct stside {
     struct ferry_vside base;
-    struct ferry_vrows rows; /* sorted by key (key_order) */
-    int64_t count;
-    uint64_t sum;
-    uint64_t *prefix; /* prefix[i]: sum of the hashes of rows [0, i) */
-    bool *kint;       /* per key part: an integer, ordered by value */
-    int64_t dcount;   /* the last digest asked (digest_send) */
+    struct ferry_vsorted *vs; /* (key, hash) of every row, sorted by key (vsorted.c) */
+    bool *kint;               /* per key part: an integer, ordered by value */
+    bool orderable;           /* every key part ordered alike by every engine */
+    int64_t dcount;           /* the last digest asked (digest_send) */
     uint64_t dsum;
     int64_t *bcnt; /* the last bucket digests asked (buckets_send) */
     uint64_t *bsum;
@@ -81,40 +80,6 @@ static int key_cmp(const struct ferry_vkey *a, const struct ferry_vkey *b, int n
 }
 
 static _Thread_local int sort_nkey;
-static _Thread_local const bool *sort_kint;
-
-/* Two normal texts of integers ("-12", "7"; no leading zeros) by value. */
-static int int_text_cmp(const char *x, const char *y)
-{
-    bool nx = x[0] == '-', ny = y[0] == '-';
-    if (nx != ny) return nx ? -1 : 1;
-    size_t lx = strlen(x), ly = strlen(y);
-    int c = lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y);
-    return nx ? -c : c;
-}
-
-/* The order of the database sides: integer parts by value, others by bytes, NULL first. */
-static int key_order(const struct ferry_vkey *a, const struct ferry_vkey *b, int n,
-                     const bool *kint)
-{
-    for (int i = 0; i < n; i++) {
-        const char *x = a->part[i], *y = b->part[i];
-        if (x == NULL || y == NULL) {
-            if (x != y) return x == NULL ? -1 : 1;
-            continue;
-        }
-        int c = kint && kint[i] ? int_text_cmp(x, y) : strcmp(x, y);
-        if (c != 0) return c;
-    }
-    return 0;
-}
-
-static int row_cmp(const void *a, const void *b)
-{
-    return key_order(&((const struct ferry_vrow *)a)->key, &((const struct ferry_vrow *)b)->key,
-                     sort_nkey, sort_kint);
-}
-
 /* Row r of column c as a hash input; decimal128 becomes its text in dec[]. */
 static void batch_value(const struct ferry_batch *b, int c, int64_t r, int scale,
                         struct ferry_vvalue *v, char *dec, size_t cap)
@@ -233,14 +198,8 @@ static int hash_batch(struct stside *s, struct ferry_batch *b, struct ferry_erro
             if (t->cols[i].key_pos > 0 && t->cols[i].key_pos <= t->n_key)
                 parts[t->cols[i].key_pos - 1] = key_text(t->cols[i].type, &v);
         }
-        int64_t h = ferry__vcanon_row_hash(x);
-        s->count++;
-        s->sum += (uint64_t)h;
-        if (ferry__vrows_push(&s->rows, parts, h, err) != FERRY_OK) {
-            struct ferry_vkey k = {parts};
-            ferry__vkey_free(&k, t->n_key);
-            return oom(err);
-        }
+        int rc = ferry__vsorted_add(s->vs, parts, ferry__vcanon_row_hash(x), err);
+        if (rc != FERRY_OK) return rc;
     }
     return FERRY_OK;
 }
@@ -260,29 +219,26 @@ static int emit(void *ctx, struct ferry_batch *b, struct ferry_error *err)
     return rc;
 }
 
-/* First row of the sorted list after k (after or at k when incl); 0 for no bound. */
-static int64_t row_after(const struct stside *s, const struct ferry_vkey *k, bool incl)
+/* The rows [*i, *j) of the sorted list in range r: (lo, hi], [lo, hi] when lo_incl. */
+static int range_rows(struct stside *s, const struct ferry_vrange *r, int64_t *i, int64_t *j,
+                      struct ferry_error *err)
 {
-    if (k == NULL) return 0;
-    int n = s->base.t->n_key;
-    int64_t lo = 0, hi = s->rows.n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = key_order(&s->rows.v[mid].key, k, n, s->kint);
-        if (c < 0 || (c == 0 && !incl))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    *j = ferry__vsorted_count(s->vs);
+    int rc = ferry__vsorted_after(s->vs, r->lo, r->lo_incl, i, err);
+    if (rc == FERRY_OK && r->hi) rc = ferry__vsorted_after(s->vs, r->hi, false, j, err);
+    if (*j < *i) *j = *i;
+    return rc;
 }
 
-/* The rows [*i, *j) of the sorted list in range r: (lo, hi], [lo, hi] when lo_incl. */
-static void range_rows(const struct stside *s, const struct ferry_vrange *r, int64_t *i, int64_t *j)
+/* Sum of the hashes of rows [i, j). */
+static int range_sum(struct stside *s, int64_t i, int64_t j, uint64_t *sum,
+                     struct ferry_error *err)
 {
-    *i = row_after(s, r->lo, r->lo_incl);
-    *j = r->hi ? row_after(s, r->hi, false) : s->rows.n;
-    if (*j < *i) *j = *i;
+    uint64_t a = 0, b = 0;
+    int rc = ferry__vsorted_prefix(s->vs, i, &a, err);
+    if (rc == FERRY_OK) rc = ferry__vsorted_prefix(s->vs, j, &b, err);
+    *sum = b - a;
+    return rc;
 }
 
 static int whole_only_error(struct ferry_vside *base, struct ferry_error *err)
@@ -297,11 +253,11 @@ static int st_digest_send(struct ferry_vside *base, const struct ferry_vrange *r
     struct stside *s = (struct stside *)base;
     if (base->whole_only && (r->lo != NULL || r->hi != NULL)) return whole_only_error(base, err);
     int64_t i, j;
-    range_rows(s, r, &i, &j);
+    int rc = range_rows(s, r, &i, &j, err);
     s->dcount = j - i;
-    s->dsum = s->prefix[j] - s->prefix[i];
+    if (rc == FERRY_OK) rc = range_sum(s, i, j, &s->dsum, err);
     base->queries++;
-    return FERRY_OK;
+    return rc;
 }
 
 static int st_digest_recv(struct ferry_vside *base, int64_t *count, uint64_t *sum,
@@ -340,18 +296,18 @@ static int st_bounds(struct ferry_vside *base, const struct ferry_vrange *r, int
 {
     struct stside *s = (struct stside *)base;
     if (base->whole_only) return FERRY_OK; /* no split points: the walk lists rows */
-    int64_t i, j;
-    range_rows(s, r, &i, &j);
-    const struct ferry_vrow *last = NULL;
-    for (int64_t k = i + step - 1; step > 0 && k < j - 1; k += step) {
-        const struct ferry_vrow *row = &s->rows.v[k];
-        if (last && key_order(&last->key, &row->key, base->t->n_key, s->kint) == 0) continue;
-        int rc = copy_row(s, row, out, err);
-        if (rc != FERRY_OK) return rc;
-        last = row;
+    int64_t i, j, n0 = out->n;
+    int rc = range_rows(s, r, &i, &j, err);
+    for (int64_t k = i + step - 1; rc == FERRY_OK && step > 0 && k < j - 1; k += step) {
+        const struct ferry_vrow *row;
+        rc = ferry__vsorted_row(s->vs, k, &row, err);
+        if (rc != FERRY_OK) break;
+        const struct ferry_vkey *last = out->n > n0 ? &out->v[out->n - 1].key : NULL;
+        if (last && ferry__vkey_order(last, &row->key, base->t->n_key, s->kint) == 0) continue;
+        rc = copy_row(s, row, out, err);
     }
     base->queries++;
-    return FERRY_OK;
+    return rc;
 }
 
 /* Single integer key: the smallest and largest key of the range. */
@@ -361,11 +317,18 @@ static int st_key_span(struct ferry_vside *base, const struct ferry_vrange *r, c
     struct stside *s = (struct stside *)base;
     *min = *max = NULL;
     int64_t i, j;
-    range_rows(s, r, &i, &j);
+    const struct ferry_vrow *row = NULL;
+    int rc = range_rows(s, r, &i, &j, err);
     base->queries++;
-    if (j == i || s->rows.v[i].key.part[0] == NULL) return FERRY_OK;
-    *min = ferry_strdup(s->rows.v[i].key.part[0]);
-    *max = ferry_strdup(s->rows.v[j - 1].key.part[0]);
+    if (rc == FERRY_OK && j > i) rc = ferry__vsorted_row(s->vs, i, &row, err);
+    if (rc != FERRY_OK || j == i || row->key.part[0] == NULL) return rc;
+    *min = ferry_strdup(row->key.part[0]);
+    if ((rc = ferry__vsorted_row(s->vs, j - 1, &row, err)) != FERRY_OK) {
+        ferry_free(*min);
+        *min = NULL;
+        return rc;
+    }
+    *max = ferry_strdup(row->key.part[0]);
     if (*min == NULL || *max == NULL) {
         ferry_free(*min);
         ferry_free(*max);
@@ -388,17 +351,18 @@ static int st_buckets_send(struct ferry_vside *base, const struct ferry_vrange *
     s->nb = nb;
     if (s->bcnt == NULL || s->bsum == NULL) return oom(err);
     int64_t i, j;
-    range_rows(s, r, &i, &j);
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t e = b < cuts->n ? row_after(s, &cuts->v[b].key, false) : j;
+    int rc = range_rows(s, r, &i, &j, err);
+    for (int64_t b = 0; b < nb && rc == FERRY_OK; b++) {
+        int64_t e = j;
+        if (b < cuts->n) rc = ferry__vsorted_after(s->vs, &cuts->v[b].key, false, &e, err);
         if (e > j) e = j;
         if (e < i) e = i;
         s->bcnt[b] = e - i;
-        s->bsum[b] = s->prefix[e] - s->prefix[i];
+        if (rc == FERRY_OK) rc = range_sum(s, i, e, &s->bsum[b], err);
         i = e;
     }
     base->queries++;
-    return FERRY_OK;
+    return rc;
 }
 
 static int st_buckets_recv(struct ferry_vside *base, int64_t *counts, uint64_t *sums, int64_t n,
@@ -419,28 +383,29 @@ static int st_rows(struct ferry_vside *base, const struct ferry_vrange *r, struc
     struct stside *s = (struct stside *)base;
     int n = base->t->n_key;
     bool one_key =
-        r->lo != NULL && r->hi != NULL && r->lo_incl && key_order(r->lo, r->hi, n, s->kint) == 0;
+        r->lo != NULL && r->hi != NULL && r->lo_incl &&
+        ferry__vkey_order(r->lo, r->hi, n, s->kint) == 0;
     if (base->whole_only && !one_key && (r->lo != NULL || r->hi != NULL))
         return whole_only_error(base, err);
     int64_t i, j;
-    range_rows(s, r, &i, &j);
-    for (; i < j; i++) {
-        int rc = copy_row(s, &s->rows.v[i], out, err);
-        if (rc != FERRY_OK) return rc;
+    int rc = range_rows(s, r, &i, &j, err);
+    for (; i < j && rc == FERRY_OK; i++) {
+        const struct ferry_vrow *row;
+        rc = ferry__vsorted_row(s->vs, i, &row, err);
+        if (rc == FERRY_OK) rc = copy_row(s, row, out, err);
     }
     base->queries++;
-    return FERRY_OK;
+    return rc;
 }
 
-/* After the read: the rows sorted in the database sides' key order, the prefix sums of
- * their hashes, and whether key ranges can be answered (every key part orderable alike on
- * every engine: ferry__vcanon_key_orderable). */
-static int index_rows(struct stside *s, struct ferry_error *err)
+/* Before the read: the sorted list (budget: ferry__vsorted_budget), which key parts are
+ * integers, and whether key ranges can be answered (every key part orderable alike on every
+ * engine: ferry__vcanon_key_orderable). */
+static int sorted_new(struct stside *s, struct ferry_error *err)
 {
     const struct ferry_vtable *t = s->base.t;
     s->kint = ferry_calloc((size_t)t->n_key + 1, sizeof *s->kint);
-    s->prefix = ferry_calloc((size_t)s->rows.n + 1, sizeof *s->prefix);
-    if (s->kint == NULL || s->prefix == NULL) return oom(err);
+    if (s->kint == NULL) return oom(err);
     bool orderable = t->n_key > 0;
     for (int i = 0; i < t->n_key; i++) {
         enum ferry_type ty = t->cols[t->key[i]].type;
@@ -448,14 +413,19 @@ static int index_rows(struct stside *s, struct ferry_error *err)
                      ty == FERRY_TYPE_INT64;
         orderable &= ferry__vcanon_key_orderable(ty);
     }
-    sort_nkey = t->n_key;
-    sort_kint = s->kint;
-    if (s->rows.n > 1) qsort(s->rows.v, (size_t)s->rows.n, sizeof *s->rows.v, row_cmp);
-    for (int64_t i = 0; i < s->rows.n; i++)
-        s->prefix[i + 1] = s->prefix[i] + (uint64_t)s->rows.v[i].hash;
-    s->base.whole_only = !orderable;
+    s->orderable = orderable;
+    return ferry__vsorted_new(t->n_key, s->kint, ferry__vsorted_budget(), s->base.name, &s->vs,
+                              err);
+}
+
+/* After the read: the list sorted (runs merged), ranges answerable when orderable. */
+static int sorted_finish(struct stside *s, struct ferry_error *err)
+{
+    int rc = ferry__vsorted_finish(s->vs, err);
+    s->base.sort_runs = ferry__vsorted_runs(s->vs);
+    s->base.whole_only = !s->orderable;
     s->base.read_whole = true;
-    return FERRY_OK;
+    return rc;
 }
 
 static int frow_cmp(const void *a, const void *b)
@@ -608,14 +578,13 @@ static void st_close(struct ferry_vside *base)
 {
     struct stside *s = (struct stside *)base;
     if (s == NULL) return;
-    ferry__vrows_clear(&s->rows, base->t->n_key);
+    ferry__vsorted_free(s->vs);
     for (int64_t i = 0; i < s->n_fr; i++) ferry__vkey_free(&s->fr[i].key, base->t->n_key);
     ferry_free(s->fr);
     for (int i = 0; i < s->n_fb; i++) ferry_batch_unref(s->fb[i]);
     ferry_free(s->fb);
     ferry_free(s->kcol);
     ferry_free(s->bcol);
-    ferry_free(s->prefix);
     ferry_free(s->kint);
     ferry_free(s->bcnt);
     ferry_free(s->bsum);
@@ -647,7 +616,7 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
     s->base.ops = &st_ops;
     s->base.what = what;
     s->base.t = t;
-    s->base.whole_only = true; /* until index_rows */
+    s->base.whole_only = true; /* until sorted_finish */
     snprintf(s->base.name, sizeof s->base.name, "%s", r->table);
     ferry_buf_init(&s->scratch, 0);
     if (t->source) { /* a destination read as a source (files sink output) never fetches */
@@ -658,7 +627,8 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
     struct ferry_schema *schema = NULL, *outs = NULL;
     char *plan = NULL;
     struct ferry_row_writer *rw = NULL;
-    int rc = p->source_vt->open(p->source, &ctx, err);
+    int rc = sorted_new(s, err);
+    if (rc == FERRY_OK) rc = p->source_vt->open(p->source, &ctx, err);
     if (rc == FERRY_OK) rc = p->source_vt->discover(ctx, r, &schema, err);
     if (rc == FERRY_OK) rc = ferry_transforms_compile(p, r->table, schema, &s->chain, &outs, err);
     ferry_transforms_set_run(s->chain, 0);
@@ -683,7 +653,7 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
     ferry_schema_unref(schema);
     ferry_schema_unref(outs);
     if (ctx) p->source_vt->close(ctx);
-    if (rc == FERRY_OK) rc = index_rows(s, err);
+    if (rc == FERRY_OK) rc = sorted_finish(s, err);
     if (rc != FERRY_OK) {
         ferry_error_prefix(err, "verify: %s %s", what, r->table);
         st_close(&s->base);
@@ -707,10 +677,10 @@ int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
     s->base.ops = &st_ops;
     s->base.what = what;
     s->base.t = t;
-    s->base.whole_only = true; /* until index_rows */
+    s->base.whole_only = true; /* until sorted_finish */
     snprintf(s->base.name, sizeof s->base.name, "%s", name);
     ferry_buf_init(&s->scratch, 0);
-    int rc = FERRY_OK;
+    int rc = sorted_new(s, err);
     for (int i = 0; i < n_paths && rc == FERRY_OK; i++) {
         struct ferry_parquet_reader *pr = NULL;
         rc = ferry__parquet_reader_open_file(paths[i], &pr, err);
@@ -726,7 +696,7 @@ int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
         ferry__rw_free(rw);
         ferry__parquet_reader_free(pr);
     }
-    if (rc == FERRY_OK) rc = index_rows(s, err);
+    if (rc == FERRY_OK) rc = sorted_finish(s, err);
     if (rc != FERRY_OK) {
         ferry_error_prefix(err, "verify: %s %s", what, name);
         st_close(&s->base);

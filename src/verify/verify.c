@@ -1122,6 +1122,7 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
             /* the sink writes where this side reads (a SQLite file it may switch to WAL) */
             res->dest_bytes = dst->bytes;
             res->dest_queries = dst->queries;
+            res->dest_sort_runs = dst->sort_runs;
             dst->ops->close(dst);
             dst = w.dst = NULL;
             rc = repair(p, r, &w, err);
@@ -1130,11 +1131,13 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
     if (src) {
         res->source_bytes = src->bytes;
         res->source_queries = src->queries;
+        res->source_sort_runs = src->sort_runs;
         src->ops->close(src);
     }
     if (dst) {
         res->dest_bytes = dst->bytes;
         res->dest_queries = dst->queries;
+        res->dest_sort_runs = dst->sort_runs;
         dst->ops->close(dst);
     }
     if (rc == FERRY_OK && res->repaired > 0) {
@@ -1183,6 +1186,7 @@ int ferry_verify_run(const struct ferry_pipeline_spec *p, const struct ferry_ver
         return oom(err);
     }
     int64_t t0 = ferry_now_mono_us();
+    ferry__vsorted_set_memory(p->memory); /* sides read through ferry sort in a quarter */
     int rc = FERRY_OK;
     bool found = false;
     for (int i = 0; i < p->n_resources && rc == FERRY_OK; i++) {
@@ -1272,9 +1276,11 @@ char *ferry_verify_report_json(const struct ferry_verify_report *r)
             ",\"source_rows\":%" PRId64 ",\"dest_rows\":%" PRId64 ",\"chunks\":%" PRId64
             ",\"chunks_mismatched\":%" PRId64 ",\"source_bytes\":%" PRId64
             ",\"dest_bytes\":%" PRId64 ",\"source_queries\":%" PRId64 ",\"dest_queries\":%" PRId64
+            ",\"source_sort_runs\":%d,\"dest_sort_runs\":%d"
             ",\"seconds\":%.3f,\"repaired\":%" PRId64 ",\"repair_verified_equal\":%s",
             x->source_rows, x->dest_rows, x->chunks, x->chunks_mismatched, x->source_bytes,
-            x->dest_bytes, x->source_queries, x->dest_queries, x->seconds, x->repaired,
+            x->dest_bytes, x->source_queries, x->dest_queries, x->source_sort_runs,
+            x->dest_sort_runs, x->seconds, x->repaired,
             x->repair_done ? (x->repair_clean ? "true" : "false") : "null");
         for (int k = 0; k < FERRY_VDIFF_KINDS; k++) {
             ferry_buf_printf(&b, ",\"%s\":{\"count\":%" PRId64 ",\"keys\":[", kind_names[k],

@@ -167,7 +167,42 @@ struct ferry_vside {
     int64_t queries;
     bool whole_only; /* answers only the whole range and single keys */
     bool read_whole; /* read whole at open: cannot honour --until-checkpoint */
+    int sort_runs;   /* read through ferry: sorted runs spilled to disk (0: held in memory) */
 };
+
+/* ---- the sorted (key, hash) list of a side read through ferry (vsorted.c) ---------------- */
+
+/* The order of the database sides: integer parts (kint[i]) by value, others by the bytes of
+ * their normal text, NULL first. */
+int ferry__vkey_order(const struct ferry_vkey *a, const struct ferry_vkey *b, int n,
+                      const bool *kint);
+/* Rows added in any order; above `budget` bytes held they are sorted and spilled as runs to
+ * an unlinked temporary file under TMPDIR, merged at finish into one sorted file with a
+ * sparse index (every 512th record: key, offset, prefix sum). Positions are 0-based in key
+ * order; after(k, incl) is the first row after k (at or after when incl; 0 for k NULL). */
+struct ferry_vsorted;
+/* The budget of one side: FERRY_VERIFY_SORT_BYTES (tests) or a quarter of the `memory:`
+ * the verification set (set_memory, per thread; 0: the default 256 MiB), at least 1 MiB. */
+void ferry__vsorted_set_memory(int64_t memory);
+int64_t ferry__vsorted_budget(void);
+int ferry__vsorted_new(int n_key, const bool *kint, int64_t budget, const char *name,
+                       struct ferry_vsorted **out, struct ferry_error *err);
+/* Takes parts (n_key texts, NULL for a null part), also on failure. */
+int ferry__vsorted_add(struct ferry_vsorted *v, char **parts, int64_t hash,
+                       struct ferry_error *err);
+int ferry__vsorted_finish(struct ferry_vsorted *v, struct ferry_error *err);
+int64_t ferry__vsorted_count(const struct ferry_vsorted *v);
+uint64_t ferry__vsorted_sum(const struct ferry_vsorted *v);
+int ferry__vsorted_runs(const struct ferry_vsorted *v); /* runs spilled (0: in memory) */
+int ferry__vsorted_after(struct ferry_vsorted *v, const struct ferry_vkey *k, bool incl,
+                         int64_t *pos, struct ferry_error *err);
+/* Sum of the hashes of rows [0, i). */
+int ferry__vsorted_prefix(struct ferry_vsorted *v, int64_t i, uint64_t *sum,
+                          struct ferry_error *err);
+/* Row i (0 <= i < count), valid until the next call on v. */
+int ferry__vsorted_row(struct ferry_vsorted *v, int64_t i, const struct ferry_vrow **row,
+                       struct ferry_error *err);
+void ferry__vsorted_free(struct ferry_vsorted *v);
 
 /* A side read through the pipeline's source connector and transforms (backend_stream.c). */
 int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
@@ -241,6 +276,7 @@ struct ferry_verify_resource {
     int64_t chunks, chunks_mismatched;
     int64_t source_bytes, dest_bytes;
     int64_t source_queries, dest_queries;
+    int source_sort_runs, dest_sort_runs; /* runs spilled by a side read through ferry */
     char **not_compared; /* "email (hmac_sha256)" */
     int n_not_compared;
     int64_t repaired;  /* rows re-copied or deleted by --repair */

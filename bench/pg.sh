@@ -33,7 +33,10 @@
 # binary); INSERT … SELECT … ON CONFLICT (id) DO UPDATE), the same with MERGE (PostgreSQL
 # 15), and ferry write: upsert; ratio to the INSERT anchor; every destination verified.
 #   ONLY=upsert runs only that part (ONLY=copy only a-e); UPSERT=0 skips it.
-#   UPSERT_PROFILE=1 also records `perf record -g` of one ferry upsert run (half mix).
+#   UPSERT_PROFILE=1 also records `perf record -g` of one ferry upsert run (half mix), with and
+#   without FERRY_PG_NO_MERGE=1. UPSERT_OLD=1 adds per mix a ferry run with FERRY_PG_NO_MERGE=1.
+#   Then merge with deletes (bench/pg_merge.sh: a cdc backlog of UPSERT_ROWS × 1.25 changes,
+#   ferry's MERGE path and pre-15 SQL against the two anchors); MERGE_CDC=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD

@@ -3,7 +3,10 @@
 # Destination: dst.up.orders_up (primary key on id), prepared before each run (untimed) with
 # one key mix: new (empty), existing (every key, status 'stale' so that the update shows),
 # half (the even keys, 'stale'). Per mix and round, interleaved: the INSERT … ON CONFLICT
-# anchor, the MERGE anchor, ferry write: upsert. Defines upsert_report for the results file.
+# anchor, the MERGE anchor, ferry write: upsert, and with UPSERT_OLD=1 ferry with
+# FERRY_PG_NO_MERGE=1 (its SQL before PostgreSQL 15; the batches of a full read hold inserts
+# only, which take INSERT … ON CONFLICT on either path). Then the merge-with-deletes case of
+# bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report for the results file.
 
 UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
 qs -c "DROP TABLE IF EXISTS public.orders_up" \
@@ -29,6 +32,15 @@ prep_mix() {
 set_list() { local c out=""; for c in $UCOLS; do out="$out${out:+, }$c = $1.$c"; done; echo "$out"; }
 ANCHOR_INSERT="INSERT INTO up.orders_up SELECT * FROM s ON CONFLICT (id) DO UPDATE SET $(set_list EXCLUDED)"
 ANCHOR_MERGE="MERGE INTO up.orders_up d USING s ON d.id = s.id WHEN MATCHED THEN UPDATE SET $(set_list s) WHEN NOT MATCHED THEN INSERT VALUES (s.id, $(for c in $UCOLS; do printf 's.%s, ' "$c"; done | sed 's/, $//'))"
+
+# one_ferry_old FILE ROWS: one_ferry on ferry's SQL before PostgreSQL 15 (INSERT … ON CONFLICT).
+one_ferry_old() {
+  local line
+  export FERRY_PG_NO_MERGE=1
+  line=$(one_ferry "$@")
+  unset FERRY_PG_NO_MERGE
+  echo "$line"
+}
 
 # one_anchor SQL: COPY binary from src into a temporary table of one dst transaction, then SQL.
 one_anchor() {
@@ -77,19 +89,24 @@ for round in $(seq 1 "$REPS"); do
     measure_up "ai_$mix" "$mix" one_anchor "$ANCHOR_INSERT"
     measure_up "am_$mix" "$mix" one_anchor "$ANCHOR_MERGE"
     measure_up "fu_$mix" "$mix" one_ferry "$W/upsert_mix.yaml" "$UPSERT_ROWS"
+    [ "${UPSERT_OLD:-0}" = 1 ] && measure_up "fo_$mix" "$mix" one_ferry_old "$W/upsert_mix.yaml" "$UPSERT_ROWS"
   done
 done
+[ "${MERGE_CDC:-1}" = 1 ] && . "$FERRY_SRC/bench/pg_merge.sh"
 
 if [ "$UPSERT_PROFILE" = 1 ]; then
   # The ferry process's own samples only: on a shared machine `perf record -a` also samples
   # other users' ferry and postgres processes under the same command names.
-  echo "profile: perf record -g of one ferry upsert run (half mix)" >&2
-  prep_mix half
-  rm -f "$W"/state.db*
-  perf record -q -g -o "$W/perf.up" -- "$FERRY" run "$W/upsert_mix.yaml" --quiet --fresh \
-    --state "$W/state.db" >/dev/null 2>"$W/perf.err" || true
-  perf report -i "$W/perf.up" --no-children --sort dso,symbol --stdio 2>/dev/null |
-    grep -E '^ +[0-9.]+%' | head -n 20 | cut -c1-110 > "$W/perf.up.ferry" || true
+  # Before (FERRY_PG_NO_MERGE=1: INSERT … ON CONFLICT) and after (MERGE).
+  for no_merge in 1 0; do
+    echo "profile: perf record -g of one ferry upsert run (half mix, FERRY_PG_NO_MERGE=$no_merge)" >&2
+    prep_mix half
+    rm -f "$W"/state.db*
+    FERRY_PG_NO_MERGE=$no_merge perf record -q -g -o "$W/perf.up" -- "$FERRY" run \
+      "$W/upsert_mix.yaml" --quiet --fresh --state "$W/state.db" >/dev/null 2>"$W/perf.err" || true
+    perf report -i "$W/perf.up" --no-children --sort dso,symbol --stdio 2>/dev/null |
+      grep -E '^ +[0-9.]+%' | head -n 20 | cut -c1-110 > "$W/perf.up.ferry.$no_merge" || true
+  done
 fi
 
 # urow LABEL KEY ANCHOR_KEY: a table row for the upsert part.
@@ -130,12 +147,16 @@ upsert_report() {
     urow "$mix: anchor INSERT … ON CONFLICT" "ai_$mix" "ai_$mix"
     urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
     urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
+    [ "${UPSERT_OLD:-0}" = 1 ] && urow "$mix: ferry upsert, FERRY_PG_NO_MERGE=1" "fo_$mix" "ai_$mix"
   done
-  if [ -s "$W/perf.up.ferry" ]; then
+  for no_merge in 1 0; do
+    [ -s "$W/perf.up.ferry.$no_merge" ] || continue
     echo
-    echo "### perf record -g of one ferry upsert run (half mix): ferry's top self symbols"
+    echo "### perf record -g of one ferry upsert run (half mix, FERRY_PG_NO_MERGE=$no_merge): ferry's top self symbols"
     echo
-    echo '```'; cat "$W/perf.up.ferry"; echo '```'
-  fi
+    echo '```'; cat "$W/perf.up.ferry.$no_merge"; echo '```'
+  done
+  echo
+  [ "${MERGE_CDC:-1}" = 1 ] && merge_report
   echo
 }

@@ -5,6 +5,7 @@
  * Needs a server: without FERRY_PG_URL the program runs itself again under
  * tests/pg/pg.sh (which starts a throw-away PostgreSQL and stops it afterwards). If the
  * server cannot start the test fails; it never skips. */
+#include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,203 @@ static void test_merge_deletes(void **state)
     }
 }
 
+/* ---- one key changed several times in a batch, under both SQL paths ---------------------- */
+
+/* A row of the mixed batches: `mark` is the soft_delete column (0: NULL). */
+struct mrow {
+    enum ferry_op op;
+    int64_t id;
+    const char *v;
+    int64_t mark;
+};
+
+enum { MAX_KEY = 16 };
+
+/* What the destination holds, applied row by row in batch order (the contract). */
+struct model {
+    bool live[MAX_KEY];
+    const char *v[MAX_KEY];
+    int64_t mark[MAX_KEY];
+};
+
+static void model_apply(struct model *m, enum ferry_write_mode mode, bool soft,
+                        const struct mrow *r)
+{
+    int64_t k = r->id;
+    if (r->op != FERRY_OP_DELETE || mode == FERRY_WRITE_UPSERT) {
+        m->live[k] = true;
+        m->v[k] = r->v;
+        m->mark[k] = r->mark;
+    } else if (soft) {
+        if (m->live[k]) m->mark[k] = r->mark; /* marked, values kept */
+    } else {
+        m->live[k] = false;
+    }
+}
+
+static void model_text(const struct model *m, bool soft, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < MAX_KEY && n < len; k++) {
+        if (!m->live[k]) continue;
+        char mark[24] = "~";
+        if (m->mark[k]) snprintf(mark, sizeof mark, "%" PRId64, m->mark[k]);
+        n += (size_t)snprintf(buf + n, len - n, "%s%d:%s%s%s", n ? "," : "", k,
+                              m->v[k] ? m->v[k] : "~", soft ? ":" : "", soft ? mark : "");
+    }
+}
+
+static struct ferry_schema *mschema(bool soft)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "id", FERRY_TYPE_INT64, false, NULL), FERRY_OK);
+    assert_int_equal(ferry_schema_add_field(s, "v", FERRY_TYPE_UTF8, true, NULL), FERRY_OK);
+    if (soft)
+        assert_int_equal(ferry_schema_add_field(s, "gone", FERRY_TYPE_INT64, true, NULL), FERRY_OK);
+    s->fields[0].key_pos = 1;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    s->soft_delete = soft ? 3 : 0;
+    return s;
+}
+
+static struct ferry_batch *mbatch(struct ferry_schema *s, const struct mrow *rows, int n,
+                                  enum ferry_write_mode mode, const char *position)
+{
+    struct ferry_batch *out = NULL;
+    struct ferry_rw_limits lim = {.rows = 1000, .bytes = INT64_MAX};
+    struct ferry_row_writer *rw = ferry__rw_new(s, "items", lim, take, &out);
+    struct ferry_error err;
+    for (int i = 0; i < n; i++) {
+        if (mode == FERRY_WRITE_UPSERT && rows[i].op == FERRY_OP_DELETE) continue;
+        ferry_rw_begin(rw, rows[i].op);
+        ferry_rw_int(rw, rows[i].id);
+        if (rows[i].v)
+            ferry_rw_text(rw, rows[i].v, strlen(rows[i].v));
+        else
+            ferry_rw_null(rw);
+        if (s->soft_delete && rows[i].mark)
+            ferry_rw_int(rw, rows[i].mark);
+        else if (s->soft_delete)
+            ferry_rw_null(rw);
+        assert_int_equal(ferry_rw_end(rw, &err), FERRY_OK);
+    }
+    assert_int_equal(ferry_rw_flush(rw, false, &err), FERRY_OK);
+    ferry__rw_free(rw);
+    assert_non_null(out);
+    assert_int_equal(ferry_batch_set_position(out, position), FERRY_OK);
+    out->digest = ferry_batch_digest(out);
+    return out;
+}
+
+/* Batches: keys 1-6 inserted; then one key inserted, updated, deleted and inserted again,
+ * others deleted and re-inserted, inserted and deleted, deleted without existing, updated
+ * twice; then inserts only with keys twice (new and existing: the plain statement refuses
+ * them, the ordered one applies them); then inserts only, each key once. */
+static const struct mrow mix1[] = {{FERRY_OP_INSERT, 1, "1a", 0}, {FERRY_OP_INSERT, 2, "2a", 0},
+                                   {FERRY_OP_INSERT, 3, "3a", 0}, {FERRY_OP_INSERT, 4, "4a", 0},
+                                   {FERRY_OP_INSERT, 5, "5a", 0}, {FERRY_OP_INSERT, 6, "6a", 0}};
+static const struct mrow mix2[] = {
+    {FERRY_OP_UPDATE, 1, "1b", 0},   {FERRY_OP_DELETE, 2, NULL, 21}, {FERRY_OP_INSERT, 7, "7a", 0},
+    {FERRY_OP_DELETE, 1, NULL, 11},  {FERRY_OP_UPDATE, 3, "3b", 0},  {FERRY_OP_INSERT, 8, "8a", 0},
+    {FERRY_OP_INSERT, 2, "2b", 0},   {FERRY_OP_UPDATE, 7, "7b", 0},  {FERRY_OP_DELETE, 9, NULL, 91},
+    {FERRY_OP_INSERT, 1, "1c", 0},   {FERRY_OP_DELETE, 8, NULL, 81}, {FERRY_OP_DELETE, 7, NULL, 71},
+    {FERRY_OP_DELETE, 4, NULL, 41},  {FERRY_OP_UPDATE, 3, "3c", 0},  {FERRY_OP_DELETE, 2, NULL, 22},
+    {FERRY_OP_INSERT, 10, "10a", 0}, {FERRY_OP_UPDATE, 1, "1d", 0},  {FERRY_OP_INSERT, 7, "7c", 0}};
+static const struct mrow mix3[] = {{FERRY_OP_INSERT, 11, "11a", 0},
+                                   {FERRY_OP_INSERT, 5, "5b", 0},
+                                   {FERRY_OP_INSERT, 11, "11b", 0},
+                                   {FERRY_OP_INSERT, 5, "5c", 0},
+                                   {FERRY_OP_INSERT, 12, "12a", 0}};
+static const struct mrow mix4[] = {{FERRY_OP_INSERT, 6, "6b", 0},
+                                   {FERRY_OP_INSERT, 13, "13a", 0},
+                                   {FERRY_OP_INSERT, 12, "12b", 0}};
+
+static void run_mix(enum ferry_write_mode mode, bool soft, bool no_merge)
+{
+    char sch[32];
+    snprintf(sch, sizeof sch, "mix_%s%s_%s", ferry_write_mode_name(mode), soft ? "_soft" : "",
+             no_merge ? "old" : "new");
+    setenv("FERRY_PG_NO_MERGE", no_merge ? "1" : "0", 1);
+    /* The table made beforehand, with a trigger noting the statement that wrote each row. */
+    char ddl[512];
+    snprintf(ddl, sizeof ddl,
+             "CREATE SCHEMA %s; CREATE TABLE %s.items (id bigint PRIMARY KEY, v text%s); "
+             "CREATE TRIGGER note AFTER INSERT OR UPDATE OR DELETE ON %s.items FOR EACH ROW "
+             "EXECUTE FUNCTION public.note_stmt()",
+             sch, sch, soft ? ", gone bigint" : "", sch);
+    PGresult *r = PQexec(db, ddl);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) fprintf(stderr, "%s", PQerrorMessage(db));
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    void *ctx = open_sink(sch, "");
+    struct ferry_schema *s = mschema(soft);
+    struct ferry_target t = {
+        .index = 0, .resource = "items", .table = "items", .schema = s, .mode = mode};
+    struct ferry_session_info run = {.pipeline = sch, .run_id = 3};
+    struct ferry_error err;
+    assert_int_equal(vt->prepare(ctx, &t, &err), FERRY_OK);
+    assert_int_equal(vt->begin(ctx, &run, &err), FERRY_OK);
+    const struct mrow *mixes[] = {mix1, mix2, mix3, mix4};
+    const int sizes[] = {6, 18, 5, 3};
+    struct model m;
+    memset(&m, 0, sizeof m);
+    char want[512], sql[256], pos[64];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(string_agg(id || ':' || coalesce(v, '~')%s, ',' ORDER BY id), '') "
+             "FROM %s.items",
+             soft ? " || ':' || coalesce(gone::text, '~')" : "", sch);
+    for (int i = 0; i < 4; i++) {
+        snprintf(pos, sizeof pos, "{\"shard\":0,\"key\":[%d]}", i);
+        struct ferry_batch *b = mbatch(s, mixes[i], sizes[i], mode, pos);
+        apply_ok(ctx, &t, b);
+        ferry_batch_unref(b);
+        for (int j = 0; j < sizes[i]; j++)
+            if (mode != FERRY_WRITE_UPSERT || mixes[i][j].op != FERRY_OP_DELETE)
+                model_apply(&m, mode, soft, &mixes[i][j]);
+        model_text(&m, soft, want, sizeof want);
+        expect_sql(sql, want);
+    }
+    assert_int_equal(vt->commit(ctx, &err), FERRY_OK);
+    /* The path taken: batches of inserts only by INSERT ... ON CONFLICT, the others by MERGE
+     * on 15+ (soft deletes: then their marks), else INSERT ... ON CONFLICT (hard deletes:
+     * after DELETE ... USING). */
+    bool merge = !no_merge && PQserverVersion(db) >= 150000;
+    const char *kinds = merge ? (soft ? "INSERT,MERGE,UPDATE" : "INSERT,MERGE")
+                              : (soft                        ? "INSERT,UPDATE"
+                                 : mode == FERRY_WRITE_MERGE ? "DELETE,INSERT"
+                                                             : "INSERT");
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(DISTINCT kind, ',' ORDER BY kind) FROM public.stmts "
+             "WHERE sch = '%s'",
+             sch);
+    expect_sql(sql, kinds);
+    ferry_schema_unref(s);
+    vt->close(ctx);
+    unsetenv("FERRY_PG_NO_MERGE");
+}
+
+/* The contract "a batch is applied as if its rows ran in order" under both SQL paths: MERGE
+ * (PostgreSQL 15+) and INSERT ... ON CONFLICT with the separate DELETE (FERRY_PG_NO_MERGE),
+ * for merge (hard deletes), merge with soft_delete, and upsert; the destination after every
+ * batch equals a model that applies the rows one by one. */
+static void test_mixed_batches(void **state)
+{
+    (void)state;
+    PGresult *r = PQexec(db, "CREATE TABLE public.stmts (sch text, kind text); "
+                             "CREATE FUNCTION public.note_stmt() RETURNS trigger "
+                             "LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.stmts VALUES "
+                             "(TG_TABLE_SCHEMA, upper(split_part(ltrim(current_query()), ' ', "
+                             "1))); RETURN NULL; END $$");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    for (int no_merge = 0; no_merge < 2; no_merge++) {
+        run_mix(FERRY_WRITE_MERGE, false, no_merge);
+        run_mix(FERRY_WRITE_MERGE, true, no_merge);
+        run_mix(FERRY_WRITE_UPSERT, false, no_merge);
+    }
+}
+
 /* A batch whose digest differs is not written (nor its checkpoint); the receipt says so. */
 static void test_digest_mismatch(void **state)
 {
@@ -255,6 +453,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_deletes),
+        cmocka_unit_test(test_mixed_batches),
         cmocka_unit_test(test_digest_mismatch),
         cmocka_unit_test(test_refusals),
     };

@@ -12,9 +12,11 @@
  * receipt's encoded_crc. append copies into the table; replace into "<table>__ferry_staging"
  * (no key while loading), swapped in at commit; upsert and merge copy into a session-local
  * temporary table that also carries each row's batch position and operation, then one
- * INSERT ... SELECT ... ON CONFLICT DO UPDATE keeps the last row of each key (and merge
- * first deletes the keys whose last operation is a delete), so a batch is applied as if its
- * rows ran in order.
+ * statement keeps the last row of each key: on PostgreSQL 15+ a MERGE (which also deletes
+ * the keys of a merge whose last operation is a delete), before 15 an INSERT ... SELECT ...
+ * ON CONFLICT DO UPDATE (merge first deletes those keys); so a batch is applied as if its
+ * rows ran in order. A batch of inserts only first tries INSERT ... ON CONFLICT of every
+ * staged row as it is (apply_upsert).
  *
  * Transactions. per_apply: every apply() is one transaction (rows + checkpoint), so what
  * apply returned is committed; append batches overlap their commits (`overlap_commits`,
@@ -77,7 +79,8 @@ struct target {
      * insert_sql moves an append/replace batch from the staging table (see plan_casts). */
     char **cast;
     char *insert_sql;
-    int soft_col;     /* merge: the target's soft_delete field, else -1 */
+    int soft_col; /* merge: the target's soft_delete field, else -1 */
+    bool merge;   /* upsert_sql is a MERGE statement (build_merge) */
     char uri[512];
 };
 
@@ -1010,9 +1013,104 @@ static int build_upsert(struct target *t, bool ordered, char **out, struct ferry
     return *out ? FERRY_OK : oom(err);
 }
 
-static int build_upsert_sql(struct target *t, struct ferry_error *err)
+/* `WHEN NOT MATCHED [AND l.op <> delete] THEN INSERT (...) OVERRIDING SYSTEM VALUE VALUES (l...)`,
+ * the tail of build_merge. */
+static int merge_insert(struct ferry_buf *b, const struct target *t, bool hard,
+                        struct ferry_error *err)
 {
-    int rc = build_upsert(t, true, &t->upsert_sql, err);
+    const struct ferry_schema *sc = t->schema;
+    int rc = ferry_buf_printf(b, " WHEN NOT MATCHED") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK && hard &&
+        ferry_buf_printf(b, " AND l.\"" OP_COL "\" <> %d", FERRY_OP_DELETE) != FERRY_OK)
+        rc = oom(err);
+    if (rc == FERRY_OK && ferry_buf_printf(b, " THEN INSERT (") != FERRY_OK) rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(b, sc->fields[i].name, err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(b, ") OVERRIDING SYSTEM VALUE VALUES (") != FERRY_OK)
+        rc = oom(err);
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (i && ferry_buf_printf(b, ", ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(b, t, i, "l", err);
+    }
+    if (rc == FERRY_OK && ferry_buf_printf(b, ")") != FERRY_OK) rc = oom(err);
+    return rc;
+}
+
+/* The ordered move of build_upsert as one MERGE (PostgreSQL 15) from the last row of each
+ * key: the rows matched by key are updated, the others inserted; a hard-delete merge also
+ * deletes, in the same statement, the keys whose last row is a delete (so it runs no
+ * separate delete_sql). Unlike ON CONFLICT, a key another session inserts meanwhile fails it
+ * with 23505: ferry is the only writer of its keys (docs/internals/postgres.md). */
+static int build_merge(struct target *t, char **out, struct ferry_error *err)
+{
+    const struct ferry_schema *sc = t->schema;
+    bool soft = t->mode == FERRY_WRITE_MERGE && t->soft_col >= 0;
+    bool hard = t->mode == FERRY_WRITE_MERGE && !soft;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry_buf_printf(&b, "MERGE INTO %s AS d USING ", t->qtable) == FERRY_OK ? FERRY_OK
+                                                                                      : oom(err);
+    if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", soft, err);
+    for (int k = 0; k < sc->n_key && rc == FERRY_OK; k++) {
+        if (ferry_buf_printf(&b, k ? " AND d." : " ON d.") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[sc->key[k]].name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, sc->key[k], "l", err);
+    }
+    if (rc == FERRY_OK && hard &&
+        ferry_buf_printf(&b, " WHEN MATCHED AND l.\"" OP_COL "\" = %d THEN DELETE",
+                         FERRY_OP_DELETE) != FERRY_OK)
+        rc = oom(err);
+    int n_set = 0;
+    for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
+        if (sc->fields[i].key_pos > 0) continue;
+        if (ferry_buf_printf(&b, n_set++ ? ", " : " WHEN MATCHED THEN UPDATE SET ") != FERRY_OK)
+            rc = oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
+        if (rc == FERRY_OK && ferry_buf_printf(&b, " = ") != FERRY_OK) rc = oom(err);
+        if (rc == FERRY_OK) rc = staged_col(&b, t, i, "l", err);
+    }
+    if (rc == FERRY_OK) rc = merge_insert(&b, t, hard, err);
+    if (rc != FERRY_OK) {
+        ferry_buf_release(&b);
+        return rc;
+    }
+    *out = ferry_buf_take(&b);
+    return *out ? FERRY_OK : oom(err);
+}
+
+/* Whether the target's batches move with MERGE: the server has it (15+), the table has no
+ * rules (MERGE refuses those), and FERRY_PG_NO_MERGE is not set (tests run both paths on one
+ * server with it; docs/internals/postgres.md). */
+static int choose_merge(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    const char *off = getenv("FERRY_PG_NO_MERGE");
+    t->merge = PQserverVersion(s->conn) >= 150000 && !(off && off[0] && strcmp(off, "0"));
+    if (!t->merge) return FERRY_OK;
+    const char *p[1] = {t->qtable};
+    PGresult *r = NULL;
+    char what[200];
+    snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
+    int rc = query(s, "SELECT relhasrules FROM pg_catalog.pg_class WHERE oid = $1::regclass", 1, p,
+                   &r, what, err);
+    if (rc != FERRY_OK) return rc;
+    t->merge = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 'f';
+    PQclear(r);
+    return FERRY_OK;
+}
+
+/* The ordered statement is a MERGE where the server has it (measured faster, and a merge's
+ * deletes need no second sort); the plain one stays INSERT ... ON CONFLICT: a MERGE from the
+ * whole staged batch is planned as a hash join over a sequential scan of the destination,
+ * per batch, several times slower into a large table (docs/internals/postgres.md). */
+static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    int rc = choose_merge(s, t, err);
+    if (rc == FERRY_OK)
+        rc = t->merge ? build_merge(t, &t->upsert_sql, err)
+                      : build_upsert(t, true, &t->upsert_sql, err);
     return rc == FERRY_OK ? build_upsert(t, false, &t->upsert_fast_sql, err) : rc;
 }
 
@@ -1157,7 +1255,7 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     if (t->mode == FERRY_WRITE_REPLACE) return build_copy_sql(s, t, err); /* staging: begin() */
     rc = ensure_table(s, t, t->table, keyed, t->mode != FERRY_WRITE_APPEND, err);
     if (rc == FERRY_OK) rc = build_copy_sql(s, t, err);
-    if (rc == FERRY_OK && keyed) rc = build_upsert_sql(t, err);
+    if (rc == FERRY_OK && keyed) rc = build_upsert_sql(s, t, err);
     if (rc == FERRY_OK && t->mode == FERRY_WRITE_MERGE) rc = build_delete_sql(t, err);
     return rc;
 }
@@ -1436,12 +1534,13 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     unsigned ops = rc == FERRY_OK && t->temp ? batch_ops(b) : 0;
     if (ops & (1u << FERRY_OP_TRUNCATE)) rc = apply_truncate(s, t, err);
     if (rc != FERRY_OK || !t->upsert_sql) return rc;
-    /* Hard deletes go first (a key's last change is either written or deleted); soft ones
-     * mark what the upsert just wrote (a row inserted then deleted in one batch is kept).
-     * A batch without deletes has none to apply. */
+    /* Hard deletes go first (a key's last change is either written or deleted), or, with
+     * MERGE, in the upsert's own statement; soft ones mark what the upsert just wrote (a
+     * row inserted then deleted in one batch is kept). A batch without deletes has none to
+     * apply. */
     bool soft = t->soft_col >= 0;
     bool deletes = t->delete_sql && (ops & (1u << FERRY_OP_DELETE | 1u << FERRY_OP_TRUNCATE));
-    if (rc == FERRY_OK && deletes && !soft)
+    if (rc == FERRY_OK && deletes && !soft && !t->merge)
         rc = exec_step(s, t, t->delete_sql, "merge deletes in", err);
     /* Inserts only (every batch of a full or incremental read) try the plain statement; a
      * change stream's batch, where one key often changes twice, goes straight to the

@@ -321,12 +321,16 @@ static int publish_batch_events(struct flow_run *fr, struct ferry_event *evs, in
                                 struct ferry_error *err)
 {
     struct ferry_flow *f = fr->f;
-    int rc = ferry_bus_publish_n(f->bus, evs, n, err);
+    struct ferry_error e;
+    int rc = ferry_bus_publish_n(f->bus, evs, n, &e);
     if (rc == FERRY_OK) return FERRY_OK;
-    for (int i = 0; i < n; i++)
-        if (evs[i].seq == 0 && strcmp(evs[i].type, FERRY_EV_BATCH_WRITTEN) == 0) return rc;
-    ferry_log(FERRY_LOG_WARN, "resource %s: could not publish %s: %s", f->spec->table, evs[0].type,
-              err ? err->message : "");
+    for (int i = 0; i < n; i++) {
+        if (evs[i].seq == 0 && strcmp(evs[i].type, FERRY_EV_BATCH_WRITTEN) == 0) {
+            if (err) *err = e;
+            return rc;
+        }
+    }
+    ferry_log(FERRY_LOG_WARN, "resource %s: could not publish: %s", f->spec->table, e.message);
     return FERRY_OK;
 }
 

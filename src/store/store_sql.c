@@ -1717,8 +1717,8 @@ int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
 /* Several events in one transaction (a savepoint inside the caller's): every payload is
  * checked before the first insert, and a failure rolls all of them back (their seq 0 again).
  * The transaction holds the write lock (SQLite) or the append lock (PostgreSQL) from its
- * first insert to its commit, so the seqs are consecutive. It does not take the explicit
- * transactions' lock: appends never wait for a tracker's fold. */
+ * first insert to its commit, so the seqs are consecutive. On PostgreSQL it does not take the
+ * explicit transactions' lock (op_begin's): an append never waits for a tracker's fold. */
 int ferry_store_event_append_n(struct ferry_store *st, struct ferry_event *evs, int n,
                                struct ferry_error *err)
 {

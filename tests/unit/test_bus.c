@@ -186,8 +186,8 @@ static void test_emit_and_durability(void **state)
     ferry_events_free(evs, n);
 }
 
-/* n events of run `run`, payload {"k":K,"i":I}; a NULL payload text for index `bad` gives
- * that one "{not json". The payloads are the caller's to free (free_payloads). */
+/* n events of run `run`, payload {"k":K,"i":I}, except "{not json" at index `bad`. The
+ * payloads are the caller's to free (free_payloads). */
 static void make_events(struct ferry_event *evs, int n, int64_t run, int k, int bad)
 {
     static const char *const types[] = {"batch.written", "batch.integrity_verified",
@@ -195,7 +195,10 @@ static void make_events(struct ferry_event *evs, int n, int64_t run, int k, int 
     struct ferry_error err = {0};
     for (int i = 0; i < n; i++) {
         char p[64];
-        snprintf(p, sizeof p, i == bad ? "{not json" : "{\"k\":%d,\"i\":%d}", k, i);
+        if (i == bad)
+            snprintf(p, sizeof p, "{not json");
+        else
+            snprintf(p, sizeof p, "{\"k\":%d,\"i\":%d}", k, i);
         assert_int_equal(ferry_bus_event_init(&evs[i], run, 1, "orders", types[i % 3],
                                               ferry_strdup(p), &err),
                          FERRY_OK);

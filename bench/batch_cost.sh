@@ -28,7 +28,7 @@ pipeline "$W/sqlite.yaml" "{type: sqlite, path: $W/sink.db}"
 
 # incl FILE FUNCTION -> inclusive instructions of FUNCTION (0 when absent)
 incl() {
-  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+  callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$1" 2>/dev/null |
     awk -v f="$2" '{ n = $1; gsub(",", "", n) }
       $0 ~ ("[:* ]" f "( |$|\\[)") && n ~ /^[0-9]+$/ { s += n } END { print s + 0 }'
 }
@@ -50,6 +50,6 @@ for bin in "$@"; do
     awk -v b="$bin" -v p="$p" -v t="$total" -v n="$batches" -v r="$rows" -v pu="$pub" \
       -v tr="$trk" 'BEGIN { printf "| %s | sample -> %s | %.1f | %d | %.0f | %.1f | %.1f | %.1f |\n",
         b, p, t / 1e6, n, t / n, t / r, pu / 1e6, tr / 1e6 }'
-    [ -z "${KEEP:-}" ] || cp "$cg" "$KEEP.$(basename "$(dirname "$bin")").$p"
+    [ -z "${KEEP:-}" ] || cp "$cg" "$KEEP.$(basename "$bin").$p"
   done
 done

@@ -34,7 +34,8 @@ incl() {
       $0 ~ ("[:* ]" f "( |$|\\[)") && n ~ /^[0-9]+$/ && n + 0 > m { m = n + 0 } END { print m + 0 }'
 }
 
-echo "| binary | pipeline | instructions (M) | batches | per batch | per row | publish (M) | tracker (M) |"
+echo "| binary | pipeline | instructions (M) | batches | per batch | per row |" \
+  "publish (M) | tracker (M) |"
 echo "|---|---|---|---|---|---|---|---|"
 for bin in "$@"; do
   for p in null sqlite; do
@@ -49,8 +50,8 @@ for bin in "$@"; do
     pub=$(( $(incl "$cg" inproc_publish) + $(incl "$cg" inproc_publish_n) ))
     trk=$(incl "$cg" tracker_main)
     awk -v b="$bin" -v p="$p" -v t="$total" -v n="$batches" -v r="$rows" -v pu="$pub" \
-      -v tr="$trk" 'BEGIN { printf "| %s | sample -> %s | %.1f | %d | %.0f | %.1f | %.1f | %.1f |\n",
-        b, p, t / 1e6, n, t / n, t / r, pu / 1e6, tr / 1e6 }'
+      -v tr="$trk" 'BEGIN { f = "| %s | sample -> %s | %.1f | %d | %.0f | %.1f | %.1f | %.1f |\n"
+        printf f, b, p, t / 1e6, n, t / n, t / r, pu / 1e6, tr / 1e6 }'
     [ -z "${KEEP:-}" ] || cp "$cg" "$KEEP.$(basename "$bin").$p"
   done
 done

@@ -1,8 +1,9 @@
 /* bus/bus.c - what every bus implementation shares: ferry_bus_emit, which builds an event
- * from parts and publishes it, and ferry_bus_open, which picks an implementation from a URL (and, for fault tests only, wraps
- * an external bus in chaos delivery when FERRY_CHAOS_BUS is set, bus/chaos.c), and the
- * fetch wait loop of the in-process and NATS buses (ferry__bus_fetch_wait). The event free
- * functions live below the store, in core/event.c.
+ * from parts and publishes it (ferry_bus_event_init: the same without copying the payload,
+ * for ferry_bus_publish_n), and ferry_bus_open, which picks an implementation from a URL
+ * (and, for fault tests only, wraps an external bus in chaos delivery when FERRY_CHAOS_BUS
+ * is set, bus/chaos.c), and the fetch wait loop of the in-process and NATS buses
+ * (ferry__bus_fetch_wait). The event free functions live below the store, in core/event.c.
  *
  * Calls core, config (secret references), the store (instance id) and the bus
  * implementations. Called by the runner, the CLI, the control plane and the tests. */
@@ -15,27 +16,36 @@
 #include "ferry/core.h"
 #include "store/store.h"
 
+int ferry_bus_event_init(struct ferry_event *ev, int64_t run_id, int attempt, const char *resource,
+                         const char *type, char *payload_json, struct ferry_error *err)
+{
+    memset(ev, 0, sizeof *ev);
+    if (type == NULL || type[0] == '\0' || strlen(type) >= sizeof ev->type)
+        return ferry_error_set(err, FERRY_EINVAL, "bus", "event type '%s' is empty or too long",
+                               type ? type : "(null)");
+    if (resource != NULL && strlen(resource) >= sizeof ev->resource)
+        return ferry_error_set(err, FERRY_EINVAL, "bus",
+                               "event %s: resource name longer than %zu bytes: %.64s...", type,
+                               sizeof ev->resource - 1, resource);
+    ev->time_us = ferry_now_wall_us();
+    ev->run_id = run_id;
+    ev->attempt = attempt;
+    snprintf(ev->resource, sizeof ev->resource, "%s", resource ? resource : "");
+    snprintf(ev->type, sizeof ev->type, "%s", type);
+    ev->payload = payload_json;
+    return FERRY_OK;
+}
+
 int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char *resource,
                    const char *type, const char *payload_json, struct ferry_error *err)
 {
     struct ferry_event ev;
-    memset(&ev, 0, sizeof ev);
-    if (type == NULL || type[0] == '\0' || strlen(type) >= sizeof ev.type)
-        return ferry_error_set(err, FERRY_EINVAL, "bus", "event type '%s' is empty or too long",
-                               type ? type : "(null)");
-    if (resource != NULL && strlen(resource) >= sizeof ev.resource)
-        return ferry_error_set(err, FERRY_EINVAL, "bus",
-                               "event %s: resource name longer than %zu bytes: %.64s...", type,
-                               sizeof ev.resource - 1, resource);
-    ev.time_us = ferry_now_wall_us();
-    ev.run_id = run_id;
-    ev.attempt = attempt;
-    snprintf(ev.resource, sizeof ev.resource, "%s", resource ? resource : "");
-    snprintf(ev.type, sizeof ev.type, "%s", type);
+    int rc = ferry_bus_event_init(&ev, run_id, attempt, resource, type, NULL, err);
+    if (rc != FERRY_OK) return rc;
     ev.payload = ferry_strdup(payload_json ? payload_json : "{}");
     if (ev.payload == NULL)
         return ferry_error_set(err, FERRY_ENOMEM, "bus", "event %s: out of memory", type);
-    int rc = ferry_bus_publish(b, &ev, err);
+    rc = ferry_bus_publish(b, &ev, err);
     ferry_event_clear(&ev);
     return rc;
 }

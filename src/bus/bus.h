@@ -24,6 +24,12 @@ struct ferry_bus_vtable {
      * the process; the in-process bus reaches the disk with the next FULL commit of the
      * state file (the tracker's), which is what makes checkpoints durable. */
     int (*publish)(struct ferry_bus *bus, struct ferry_event *ev, struct ferry_error *err);
+    /* Stores evs[0..n) in that order and sets each seq; the in-process and PostgreSQL buses
+     * in one transaction: all or none (on failure every seq is 0), seqs consecutive. NATS has
+     * no atomic publish of several messages: it publishes them in turn and stops at the
+     * first failure (those before it are stored, seq set). NULL: publish one by one. */
+    int (*publish_n)(struct ferry_bus *bus, struct ferry_event *evs, int n,
+                     struct ferry_error *err);
     /* Up to max events with seq > after (all runs when run_id == 0), waiting up to
      * timeout_ms for the first. *evs is freed with ferry_events_free. */
     int (*fetch)(struct ferry_bus *bus, int64_t after, int64_t run_id, int max, int timeout_ms,
@@ -104,6 +110,16 @@ static inline int ferry_bus_publish(struct ferry_bus *b, struct ferry_event *ev,
 {
     return b->vt->publish(b, ev, err);
 }
+/* A batch's events in one call (vtable publish_n; one by one when the bus has none). */
+static inline int ferry_bus_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                                      struct ferry_error *err)
+{
+    if (b->vt->publish_n) return b->vt->publish_n(b, evs, n, err);
+    int rc = FERRY_OK;
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        rc = b->vt->publish(b, &evs[i], err);
+    return rc;
+}
 static inline int ferry_bus_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max,
                                   int timeout_ms, struct ferry_event **evs, int *n,
                                   struct ferry_error *err)
@@ -118,5 +134,10 @@ static inline void ferry_bus_close(struct ferry_bus *b)
 /* Helper: publish an event built from parts (payload copied). */
 int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char *resource,
                    const char *type, const char *payload_json, struct ferry_error *err);
+/* Fills *ev from parts, time now; the payload is borrowed, not copied (NULL means "{}"):
+ * never ferry_event_clear such an event. FERRY_EINVAL naming the type when a part does not
+ * fit. For ferry_bus_publish_n of events whose payloads the caller keeps. */
+int ferry_bus_event_init(struct ferry_event *ev, int64_t run_id, int attempt, const char *resource,
+                         const char *type, char *payload_json, struct ferry_error *err);
 
 #endif

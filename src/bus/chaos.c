@@ -39,6 +39,13 @@ static int chaos_publish(struct ferry_bus *b, struct ferry_event *ev, struct fer
     return ferry_bus_publish(c->inner, ev, err);
 }
 
+static int chaos_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                           struct ferry_error *err)
+{
+    struct chaos_bus *c = b->ctx;
+    return ferry_bus_publish_n(c->inner, evs, n, err);
+}
+
 /* Each event of *evs repeated 1-3 times, in order; the copies own their payloads. */
 static int repeat(struct chaos_bus *c, struct ferry_event **evs, int *n, struct ferry_error *err)
 {
@@ -106,6 +113,7 @@ static void chaos_close(struct ferry_bus *b)
 static const struct ferry_bus_vtable chaos_vtable = {
     .name = "chaos",
     .publish = chaos_publish,
+    .publish_n = chaos_publish_n,
     .fetch = chaos_fetch,
     .wake = chaos_wake,
     .close = chaos_close,

@@ -3,12 +3,13 @@
  *
  * publish appends through a store handle of its own (guarded by a mutex) and returns once
  * the append has committed, so a published event is durable; then it signals a condition
- * variable. fetch reads through a second handle, so readers never queue behind a publisher,
- * and when nothing is there waits on the condition variable up to its timeout, re-reading
- * the table every 200 ms so that events published by other processes on the same state file
- * are seen too (the wait loop is bus.c's ferry__bus_fetch_wait). FERRY_CHAOS_BUS=1 (fault
- * tests, docs/internals/faults.md) wraps the bus in bus/chaos.c's redelivering fetch, as for
- * the external buses. Calls the store and core. Called through bus/bus.h by the runner, the
+ * variable. publish_n appends several events in one transaction (one commit per batch).
+ * fetch reads through a second handle, so readers never queue behind a publisher, and when
+ * nothing is there waits on the condition variable up to its timeout, re-reading the table
+ * every 200 ms so that events published by other processes on the same state file are seen
+ * too (the wait loop is bus.c's ferry__bus_fetch_wait). FERRY_CHAOS_BUS=1 (fault tests,
+ * docs/internals/faults.md) wraps the bus in bus/chaos.c's redelivering fetch, as for the
+ * external buses. Calls the store and core. Called through bus/bus.h by the runner, the
  * tracker and the control plane. */
 #include <pthread.h>
 #include "bus/bus.h"
@@ -45,6 +46,24 @@ static int inproc_publish(struct ferry_bus *b, struct ferry_event *ev, struct fe
     ferry__bus_signal_published(&ip->sig);
     /* The event is stored: a crash here loses nothing, an error makes the caller retry
      * (at-least-once). */
+    return ferry_failpoint_check("after_bus_publish", err);
+}
+
+/* One transaction for all n (store: ferry_store_event_append_n), one wake-up of the
+ * readers; the failpoint once, after the commit. */
+static int inproc_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                            struct ferry_error *err)
+{
+    struct inproc *ip = ctx_of(b);
+    if (n <= 0) return FERRY_OK;
+    pthread_mutex_lock(&ip->pub_lock);
+    int rc = ferry_store_event_append_n(ip->pub, evs, n, err);
+    pthread_mutex_unlock(&ip->pub_lock);
+    if (rc != FERRY_OK) {
+        ferry_error_prefix(err, "publishing %d events from %s (none stored)", n, evs[0].type);
+        return rc;
+    }
+    ferry__bus_signal_published(&ip->sig);
     return ferry_failpoint_check("after_bus_publish", err);
 }
 
@@ -86,6 +105,7 @@ static void inproc_close(struct ferry_bus *b)
 static const struct ferry_bus_vtable inproc_vtable = {
     .name = "inproc",
     .publish = inproc_publish,
+    .publish_n = inproc_publish_n,
     .fetch = inproc_fetch,
     .wake = inproc_wake,
     .close = inproc_close,

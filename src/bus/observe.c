@@ -24,6 +24,17 @@ static int observe_publish(struct ferry_bus *b, struct ferry_event *ev, struct f
     return rc;
 }
 
+/* The observer sees every event the wrapped bus stored (seq set), in order. */
+static int observe_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                             struct ferry_error *err)
+{
+    struct observe_bus *o = b->ctx;
+    int rc = ferry_bus_publish_n(o->inner, evs, n, err);
+    for (int i = 0; i < n; i++)
+        if (rc == FERRY_OK || evs[i].seq > 0) o->fn(o->fn_ctx, &evs[i]);
+    return rc;
+}
+
 static int observe_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max,
                          int timeout_ms, struct ferry_event **evs, int *n, struct ferry_error *err)
 {
@@ -47,6 +58,7 @@ static void observe_close(struct ferry_bus *b)
 static const struct ferry_bus_vtable observe_vt = {
     .name = "observed",
     .publish = observe_publish,
+    .publish_n = observe_publish_n,
     .fetch = observe_fetch,
     .wake = observe_wake,
     .close = observe_close,

@@ -14,6 +14,7 @@
  * so the next publisher gets its seq only after the previous one is committed and visible.
  * Publishes serialize on that row (one short statement each), which is the price of a
  * reader that never skips. The NOTIFY is sent in the same statement, i.e. on commit.
+ * publish_n runs several such statements in one transaction (all or none, seqs consecutive).
  *
  * Calls libpq and core. Called through bus/bus.h (ferry_bus_open). */
 #include <errno.h>
@@ -194,9 +195,11 @@ static int ensure_schema(struct pgbus *pb, PGconn *c, const char *s, struct ferr
     return rc;
 }
 
-static int pg_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
+/* One event through the publishing connection (pub_lock held, pb->pub connected): the
+ * statement draws the seq from the counter row, inserts and notifies. A dropped connection
+ * is finished (the next publish dials again). */
+static int publish_one(struct pgbus *pb, struct ferry_event *ev, struct ferry_error *err)
 {
-    struct pgbus *pb = ctx_of(b);
     if (ev->time_us == 0) ev->time_us = ferry_now_wall_us();
     char t[24], run[24], att[16];
     snprintf(t, sizeof t, "%" PRId64, ev->time_us);
@@ -205,28 +208,81 @@ static int pg_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_
     const char *params[8] = {
         pb->scope,  t, run, att, ev->resource, ev->type, ev->payload ? ev->payload : "{}",
         pb->channel};
+    int rc = FERRY_OK;
+    PGresult *r = PQexecParams(pb->pub, pb->q_publish, 8, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        ev->seq = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    } else {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        /* class 22 (data exception): the payload is not JSON; anything else is I/O */
+        int code = state && strncmp(state, "22", 2) == 0 ? FERRY_EINVAL : FERRY_EIO;
+        rc = ferry_error_set(err, code, "libpq", "%s: %s", pb->where, pq_msg(pb->pub, r));
+        if (PQstatus(pb->pub) != CONNECTION_OK) {
+            PQfinish(pb->pub);
+            pb->pub = NULL; /* reconnect on the next publish */
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static int pg_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
+{
+    struct pgbus *pb = ctx_of(b);
     pthread_mutex_lock(&pb->pub_lock);
     int rc = FERRY_OK;
     if (pb->pub == NULL) rc = connect_one(pb, false, &pb->pub, err);
-    if (rc == FERRY_OK) {
-        PGresult *r = PQexecParams(pb->pub, pb->q_publish, 8, NULL, params, NULL, NULL, 0);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-            ev->seq = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        } else {
-            const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-            /* class 22 (data exception): the payload is not JSON; anything else is I/O */
-            int code = state && strncmp(state, "22", 2) == 0 ? FERRY_EINVAL : FERRY_EIO;
-            rc = ferry_error_set(err, code, "libpq", "%s: %s", pb->where, pq_msg(pb->pub, r));
-            if (PQstatus(pb->pub) != CONNECTION_OK) {
-                PQfinish(pb->pub);
-                pb->pub = NULL; /* reconnect on the next publish */
-            }
-        }
-        PQclear(r);
-    }
+    if (rc == FERRY_OK) rc = publish_one(pb, ev, err);
     pthread_mutex_unlock(&pb->pub_lock);
     if (rc != FERRY_OK) ferry_error_prefix(err, "publishing %s", ev->type);
     return rc;
+}
+
+/* BEGIN, COMMIT or ROLLBACK on the publishing connection (pub_lock held). */
+static int pub_exec(struct pgbus *pb, const char *sql, struct ferry_error *err)
+{
+    if (pb->pub == NULL)
+        return ferry_error_set(err, FERRY_EIO, "libpq", "%s: lost the connection", pb->where);
+    PGresult *r = PQexec(pb->pub, sql);
+    int rc = FERRY_OK;
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = ferry_error_set(err, FERRY_EIO, "libpq", "%s: %s: %s", pb->where, sql,
+                             pq_msg(pb->pub, r));
+    PQclear(r);
+    if (rc != FERRY_OK && PQstatus(pb->pub) != CONNECTION_OK) {
+        PQfinish(pb->pub);
+        pb->pub = NULL;
+    }
+    return rc;
+}
+
+/* All n in one transaction: the counter row stays locked from the first event to the commit,
+ * so the seqs are consecutive and become visible together; a failure rolls all back. */
+static int pg_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                        struct ferry_error *err)
+{
+    struct pgbus *pb = ctx_of(b);
+    if (n <= 1) return n == 1 ? pg_publish(b, evs, err) : FERRY_OK;
+    pthread_mutex_lock(&pb->pub_lock);
+    int rc = FERRY_OK;
+    if (pb->pub == NULL) rc = connect_one(pb, false, &pb->pub, err);
+    if (rc == FERRY_OK) rc = pub_exec(pb, "BEGIN", err);
+    bool open = rc == FERRY_OK;
+    int failed = -1; /* the event whose statement failed */
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        if ((rc = publish_one(pb, &evs[i], err)) != FERRY_OK) failed = i;
+    if (rc == FERRY_OK)
+        rc = pub_exec(pb, "COMMIT", err);
+    else if (open && pb->pub != NULL)
+        pub_exec(pb, "ROLLBACK", NULL);
+    pthread_mutex_unlock(&pb->pub_lock);
+    if (rc == FERRY_OK) return FERRY_OK;
+    for (int i = 0; i < n; i++)
+        evs[i].seq = 0;
+    if (failed >= 0)
+        return ferry_error_prefix(err, "publishing %s (event %d of %d, none stored)",
+                                  evs[failed].type, failed + 1, n);
+    return ferry_error_prefix(err, "publishing %d events from %s (none stored)", n, evs[0].type);
 }
 
 static PGconn *pool_take(struct pgbus *pb)
@@ -416,6 +472,7 @@ static void pg_close(struct ferry_bus *b)
 static const struct ferry_bus_vtable pg_vtable = {
     .name = "postgres",
     .publish = pg_publish,
+    .publish_n = pg_publish_n,
     .fetch = pg_fetch,
     .wake = pg_wake,
     .close = pg_close,

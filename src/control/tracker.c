@@ -419,30 +419,72 @@ static int fold_counter(struct fold_ctx *c, bool diverged, struct ferry_error *e
     return rc;
 }
 
-static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
+static int rule_verified(struct fold_ctx *c, struct ferry_error *err)
 {
-    const char *t = c->ev->type;
-    if (strcmp(t, FERRY_EV_BATCH_WRITTEN) == 0) return fold_batch_written(c, err);
-    if (strcmp(t, FERRY_EV_BATCH_VERIFIED) == 0) return fold_counter(c, false, err);
-    if (strcmp(t, FERRY_EV_RESOURCE_ROWS_SKIPPED) == 0) return fold_skipped(c, err);
-    if (strcmp(t, FERRY_EV_BATCH_DIVERGENCE) == 0) return fold_counter(c, true, err);
-    if (strcmp(t, FERRY_EV_SINK_COMMITTED) == 0) {
-        c->tr->group_moves_checkpoints = true;
-        return ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
-    }
-    if (strcmp(t, FERRY_EV_RUN_HEARTBEAT) == 0)
-        return ferry_store_run_heartbeat(c->tr->st, c->ev->run_id, c->ev->attempt, err);
-    if (strcmp(t, FERRY_EV_RUN_STARTED) == 0)
-        return ferry_run_state_is_final(c->run->state)
-                   ? FERRY_OK
-                   : set_run_state(c, FERRY_RUN_RUNNING, NULL, err);
-    if (strcmp(t, FERRY_EV_RESOURCE_STARTED) == 0 || strcmp(t, FERRY_EV_RESOURCE_COMPLETED) == 0 ||
-        strcmp(t, FERRY_EV_RESOURCE_FAILED) == 0)
-        return fold_resource(c, t, err);
-    if (strcmp(t, FERRY_EV_RUN_COMPLETED) == 0 || strcmp(t, FERRY_EV_RUN_PAUSED) == 0 ||
-        strcmp(t, FERRY_EV_RUN_FAILED) == 0 || strcmp(t, FERRY_EV_RUN_CANCELED) == 0)
-        return fold_run_end(c, t, err);
-    return FERRY_OK; /* informational: requested, buffered, watermarks, worker.lost... */
+    return fold_counter(c, false, err);
+}
+
+static int rule_divergence(struct fold_ctx *c, struct ferry_error *err)
+{
+    return fold_counter(c, true, err);
+}
+
+static int rule_committed(struct fold_ctx *c, struct ferry_error *err)
+{
+    c->tr->group_moves_checkpoints = true;
+    return ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+}
+
+static int rule_heartbeat(struct fold_ctx *c, struct ferry_error *err)
+{
+    return ferry_store_run_heartbeat(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+}
+
+static int rule_started(struct fold_ctx *c, struct ferry_error *err)
+{
+    return ferry_run_state_is_final(c->run->state) ? FERRY_OK
+                                                   : set_run_state(c, FERRY_RUN_RUNNING, NULL, err);
+}
+
+static int rule_resource(struct fold_ctx *c, struct ferry_error *err)
+{
+    return fold_resource(c, c->ev->type, err);
+}
+
+static int rule_run_end(struct fold_ctx *c, struct ferry_error *err)
+{
+    return fold_run_end(c, c->ev->type, err);
+}
+
+typedef int (*fold_rule)(struct fold_ctx *c, struct ferry_error *err);
+
+/* The rule of an event type; NULL for the types that change nothing (run.requested,
+ * batch.buffered, batch.encoded_integrity_verified, watermarks, worker.lost...), which
+ * fold_one passes over before parsing their payload or reading their run. */
+static fold_rule rule_of(const char *t)
+{
+    static const struct {
+        const char *type;
+        fold_rule fn;
+    } rules[] = {
+        {FERRY_EV_BATCH_WRITTEN, fold_batch_written},
+        {FERRY_EV_BATCH_VERIFIED, rule_verified},
+        {FERRY_EV_RESOURCE_ROWS_SKIPPED, fold_skipped},
+        {FERRY_EV_BATCH_DIVERGENCE, rule_divergence},
+        {FERRY_EV_SINK_COMMITTED, rule_committed},
+        {FERRY_EV_RUN_HEARTBEAT, rule_heartbeat},
+        {FERRY_EV_RUN_STARTED, rule_started},
+        {FERRY_EV_RESOURCE_STARTED, rule_resource},
+        {FERRY_EV_RESOURCE_COMPLETED, rule_resource},
+        {FERRY_EV_RESOURCE_FAILED, rule_resource},
+        {FERRY_EV_RUN_COMPLETED, rule_run_end},
+        {FERRY_EV_RUN_PAUSED, rule_run_end},
+        {FERRY_EV_RUN_FAILED, rule_run_end},
+        {FERRY_EV_RUN_CANCELED, rule_run_end},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(t, rules[i].type) == 0) return rules[i].fn;
+    return NULL;
 }
 
 /* Folds one event inside the group transaction. Bad input (unknown run, payload that is
@@ -450,7 +492,8 @@ static int apply_rule(struct fold_ctx *c, struct ferry_error *err)
  * a store error aborts the group, which is retried. */
 static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev, struct ferry_error *err)
 {
-    if (ev->run_id == 0) return FERRY_OK;
+    fold_rule rule = rule_of(ev->type);
+    if (ev->run_id == 0 || rule == NULL) return FERRY_OK;
     json_error_t je;
     json_t *p = json_loads(ev->payload ? ev->payload : "{}", 0, &je);
     if (!json_is_object(p)) {
@@ -479,7 +522,7 @@ static int fold_one(struct ferry_tracker *tr, const struct ferry_event *ev, stru
                   (long long)ev->seq, ev->type, (long long)ev->run_id, ev->attempt, run.attempt);
     } else {
         struct fold_ctx c = {.tr = tr, .ev = ev, .run = &run, .p = p};
-        rc = apply_rule(&c, err);
+        rc = rule(&c, err);
         if (rc != FERRY_OK)
             ferry_error_prefix(err, "tracker: folding event %lld (%s of run %lld)",
                                (long long)ev->seq, ev->type, (long long)ev->run_id);

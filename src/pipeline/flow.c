@@ -58,11 +58,9 @@ struct flow_run {
     int tr_rc;
     struct ferry_error tr_err;
     const void *tag; /* the caller's run (schema_change.h): the readers' too */
-    /* a commit group's member: batch events held until the group's next commit */
-    struct held {
-        const char *type;
-        char *payload;
-    } *held;
+    /* a commit group's member: batch events held until the group's next commit (each
+     * payload a copy owned here) */
+    struct ferry_event *held;
     int n_held, cap_held;
 };
 
@@ -313,19 +311,51 @@ struct written {
     int64_t rows, bytes;
 };
 
-static int batch_event(struct flow_run *fr, const char *type, const char *payload,
+static int hold_events(struct flow_run *fr, const struct ferry_event *evs, int n,
                        struct ferry_error *err);
 
-/* Records w's events (held by a commit group's member until its commit: batch_event). */
+/* Publishes evs[0..n) in one bus call (one store transaction on the in-process and PostgreSQL
+ * buses). A failure that left a batch.written unstored fails the flow; one that only lost a
+ * verified event is logged (the run's counters miss it, its checkpoints do not). */
+static int publish_batch_events(struct flow_run *fr, struct ferry_event *evs, int n,
+                                struct ferry_error *err)
+{
+    struct ferry_flow *f = fr->f;
+    struct ferry_error e;
+    int rc = ferry_bus_publish_n(f->bus, evs, n, &e);
+    if (rc == FERRY_OK) return FERRY_OK;
+    for (int i = 0; i < n; i++) {
+        if (evs[i].seq == 0 && strcmp(evs[i].type, FERRY_EV_BATCH_WRITTEN) == 0) {
+            if (err) *err = e;
+            return rc;
+        }
+    }
+    ferry_log(FERRY_LOG_WARN, "resource %s: could not publish: %s", f->spec->table, e.message);
+    return FERRY_OK;
+}
+
+/* Records w's events: batch.written, batch.integrity_verified and (when the sink gave one)
+ * batch.encoded_integrity_verified, in that order, in one publish; a commit group's member
+ * holds them until the group's commit instead (hold_events). */
 static int record_written(struct flow_run *fr, struct written *w, struct ferry_error *err)
 {
     struct ferry_flow *f = fr->f;
     if (!w->held) return FERRY_OK;
     w->held = false;
-    int rc = batch_event(fr, FERRY_EV_BATCH_WRITTEN, w->event.data ? w->event.data : "{}", err);
-    if (rc == FERRY_OK) rc = batch_event(fr, FERRY_EV_BATCH_VERIFIED, w->verified, err);
+    struct ferry_event evs[3];
+    int n = 2;
+    const char *res = f->spec->table;
+    int rc = ferry_bus_event_init(&evs[0], f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
+                                  w->event.data, err);
+    if (rc == FERRY_OK)
+        rc = ferry_bus_event_init(&evs[1], f->run_id, f->attempt, res, FERRY_EV_BATCH_VERIFIED,
+                                  w->verified, err);
     if (rc == FERRY_OK && w->encoded[0])
-        rc = batch_event(fr, FERRY_EV_BATCH_ENCODED_VERIFIED, w->encoded, err);
+        rc = ferry_bus_event_init(&evs[n++], f->run_id, f->attempt, res,
+                                  FERRY_EV_BATCH_ENCODED_VERIFIED, w->encoded, err);
+    if (rc == FERRY_OK)
+        rc =
+            f->group == NULL ? publish_batch_events(fr, evs, n, err) : hold_events(fr, evs, n, err);
     if (rc != FERRY_OK) return rc;
     atomic_fetch_add(&f->rows_written, w->rows);
     atomic_fetch_add(&f->bytes_written, w->bytes);
@@ -352,46 +382,42 @@ static int settle_written(struct flow_run *fr, struct written *w, int rc, struct
     return rc;
 }
 
-/* Publishes a batch event now, or (commit group) holds it until the group's commit. A held
- * batch.written is checked when it is published (release_held). */
-static int batch_event(struct flow_run *fr, const char *type, const char *payload,
+/* A commit group's member: copies of the events, held until the group's commit. */
+static int hold_events(struct flow_run *fr, const struct ferry_event *evs, int n,
                        struct ferry_error *err)
 {
-    struct ferry_flow *f = fr->f;
-    if (f->group == NULL) {
-        if (strcmp(type, FERRY_EV_BATCH_WRITTEN) != 0) {
-            publish(f, type, payload);
-            return FERRY_OK;
-        }
-        return ferry_bus_emit(f->bus, f->run_id, f->attempt, f->spec->table, type, payload, err);
-    }
-    if (fr->n_held == fr->cap_held) {
+    if (fr->n_held + n > fr->cap_held) {
         int cap = fr->cap_held ? 2 * fr->cap_held : 16;
-        struct held *v = ferry_realloc(fr->held, (size_t)cap * sizeof *v);
+        while (cap < fr->n_held + n)
+            cap *= 2;
+        struct ferry_event *v = ferry_realloc(fr->held, (size_t)cap * sizeof *v);
         if (v == NULL) return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
         fr->held = v;
         fr->cap_held = cap;
     }
-    char *copy = ferry_strdup(payload);
-    if (copy == NULL) return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
-    fr->held[fr->n_held++] = (struct held){.type = type, .payload = copy};
+    for (int i = 0; i < n; i++) {
+        char *copy = ferry_strdup(evs[i].payload ? evs[i].payload : "{}");
+        if (copy == NULL) return ferry_error_set(err, FERRY_ENOMEM, "pipeline", "out of memory");
+        fr->held[fr->n_held] = evs[i];
+        fr->held[fr->n_held++].payload = copy;
+    }
     return FERRY_OK;
 }
 
-/* The group committed: the held events are published (publish: false drops them). */
+/* The group committed: the held events are published, all in one bus call, stamped with the
+ * time of the commit (publish: false drops them). */
 static int release_held(struct flow_run *fr, bool publish_them, struct ferry_error *err)
 {
     struct ferry_flow *f = fr->f;
     int rc = FERRY_OK;
-    for (int i = 0; i < fr->n_held; i++) {
-        struct held *h = &fr->held[i];
-        if (publish_them && rc == FERRY_OK && !strcmp(h->type, FERRY_EV_BATCH_WRITTEN))
-            rc = ferry_bus_emit(f->bus, f->run_id, f->attempt, f->spec->table, h->type,
-                                h->payload, err);
-        else if (publish_them && rc == FERRY_OK)
-            publish(f, h->type, h->payload);
-        ferry_free(h->payload);
+    if (publish_them && fr->n_held > 0) {
+        int64_t now = ferry_now_wall_us();
+        for (int i = 0; i < fr->n_held; i++)
+            fr->held[i].time_us = now;
+        rc = publish_batch_events(fr, fr->held, fr->n_held, err);
     }
+    for (int i = 0; i < fr->n_held; i++)
+        ferry_free(fr->held[i].payload);
     fr->n_held = 0;
     if (rc != FERRY_OK) ferry_error_prefix(err, "resource %s", f->spec->table);
     return rc;

@@ -1,6 +1,7 @@
 /* runner/shard.c - the small pieces of distributed runs that need no connector: which
  * resources may be spread across workers, the task token carried in batch.written payloads,
- * task summaries, lease owner names, and a forwarding bus that tags a shard worker's events.
+ * task summaries, lease owner names, and a forwarding bus that tags a shard worker's events
+ * (publish and publish_n).
  *
  * Calls the bus only through the inner instance it wraps. Called by runner.c (coordinator
  * and shard modes), cli/cmd_worker.c (owner names), the tracker (payload token) and
@@ -100,6 +101,8 @@ void ferry__lease_owner(const char *name, char *out, size_t len)
 
 /* ---- the tagging bus ---- */
 
+#define TAG_FEW 8 /* events of one publish_n whose payloads are kept on the stack */
+
 struct tag_bus {
     struct ferry_bus bus;
     struct ferry_bus *inner;
@@ -107,31 +110,56 @@ struct tag_bus {
     _Atomic int64_t last_seq;
 };
 
-static int tag_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
+/* The highest seq seen so far moves up to seq. */
+static void note_seq(struct tag_bus *t, int64_t seq)
+{
+    int64_t seen = atomic_load(&t->last_seq);
+    while (seq > seen && !atomic_compare_exchange_weak(&t->last_seq, &seen, seq))
+        ;
+}
+
+/* evs[0..n) published with the task token in each batch.written payload: the tagged texts
+ * replace the payloads for the call, the caller's are put back afterwards. */
+static int tag_publish_n(struct ferry_bus *b, struct ferry_event *evs, int n,
+                         struct ferry_error *err)
 {
     struct tag_bus *t = b->ctx;
     int64_t token = atomic_load(&t->token);
-    int rc;
-    if (token > 0 && strcmp(ev->type, FERRY_EV_BATCH_WRITTEN) == 0) {
-        char *tagged = ferry__shard_tag_payload(ev->payload, token);
-        if (tagged == NULL)
-            return ferry_error_set(err, FERRY_ENOMEM, "runner",
-                                   "run %" PRId64 ": tagging a batch.written event of %s",
-                                   ev->run_id, ev->resource);
-        char *orig = ev->payload;
-        ev->payload = tagged;
-        rc = ferry_bus_publish(t->inner, ev, err);
-        ev->payload = orig;
-        ferry_free(tagged);
-    } else {
-        rc = ferry_bus_publish(t->inner, ev, err);
+    char *few[TAG_FEW];
+    char **orig = n <= TAG_FEW ? few : ferry_malloc((size_t)n * sizeof *orig);
+    if (orig == NULL)
+        return ferry_error_set(err, FERRY_ENOMEM, "runner", "run %" PRId64 ": out of memory",
+                               evs[0].run_id);
+    int rc = FERRY_OK, tagged = 0;
+    for (int i = 0; i < n; i++) {
+        orig[i] = evs[i].payload;
+        if (token <= 0 || strcmp(evs[i].type, FERRY_EV_BATCH_WRITTEN) != 0) continue;
+        char *p = ferry__shard_tag_payload(evs[i].payload, token);
+        if (p == NULL) {
+            rc = ferry_error_set(err, FERRY_ENOMEM, "runner",
+                                 "run %" PRId64 ": tagging a batch.written event of %s",
+                                 evs[i].run_id, evs[i].resource);
+            break;
+        }
+        evs[i].payload = p;
+        tagged = i + 1;
     }
-    if (rc == FERRY_OK) {
-        int64_t seen = atomic_load(&t->last_seq);
-        while (ev->seq > seen && !atomic_compare_exchange_weak(&t->last_seq, &seen, ev->seq))
-            ;
+    if (rc == FERRY_OK)
+        rc = n == 1 ? ferry_bus_publish(t->inner, evs, err)
+                    : ferry_bus_publish_n(t->inner, evs, n, err);
+    for (int i = 0; i < tagged; i++) {
+        if (evs[i].payload != orig[i]) ferry_free(evs[i].payload);
+        evs[i].payload = orig[i];
     }
+    if (orig != few) ferry_free(orig);
+    for (int i = 0; i < n; i++)
+        note_seq(t, evs[i].seq);
     return rc;
+}
+
+static int tag_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
+{
+    return tag_publish_n(b, ev, 1, err);
 }
 
 static int tag_fetch(struct ferry_bus *b, int64_t after, int64_t run_id, int max, int timeout_ms,
@@ -154,6 +182,7 @@ static void tag_close(struct ferry_bus *b)
 
 static const struct ferry_bus_vtable tag_vt = {.name = "shard",
                                                .publish = tag_publish,
+                                               .publish_n = tag_publish_n,
                                                .fetch = tag_fetch,
                                                .wake = tag_wake,
                                                .close = tag_close};

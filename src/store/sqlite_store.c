@@ -29,10 +29,19 @@
 
 #define BUSY_TIMEOUT_MS 10000
 
+/* Transaction control runs several times per batch (the publisher's commit, the tracker's
+ * group, the savepoints of fenced saves): prepared once per connection instead of parsed by
+ * sqlite3_exec at every call. */
+static const char *const tx_sql[] = {"BEGIN IMMEDIATE",        "COMMIT",
+                                     "ROLLBACK",               "SAVEPOINT \"ferry_op\"",
+                                     "RELEASE \"ferry_op\"", "ROLLBACK TO \"ferry_op\""};
+#define TX_STMTS ((int)(sizeof tx_sql / sizeof tx_sql[0]))
+
 struct sl_db {
     struct sdb base;
     sqlite3 *db;
     int last_rc; /* extended code of the last failure, for violation() and explain_damage */
+    sqlite3_stmt *tx[TX_STMTS]; /* tx_sql[i], prepared on first use */
 };
 
 struct sl_stmt {
@@ -334,9 +343,26 @@ static enum sdb_violation sl_violation(struct sdb *db)
     }
 }
 
+/* One of tx_sql through its prepared statement; -1 when sql is not one of them. */
+static int tx_exec(struct sl_db *d, const char *sql)
+{
+    int i = 0;
+    while (i < TX_STMTS && strcmp(sql, tx_sql[i]) != 0)
+        i++;
+    if (i == TX_STMTS) return -1;
+    if (d->tx[i] == NULL) {
+        int rc = sqlite3_prepare_v3(d->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &d->tx[i], NULL);
+        if (rc != SQLITE_OK) return rc;
+    }
+    int rc = sqlite3_step(d->tx[i]);
+    sqlite3_reset(d->tx[i]);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 static int sl_exec(struct sdb *db, const char *sql, const char *what, struct ferry_error *err)
 {
-    int rc = sqlite3_exec(DB(db)->db, sql, NULL, NULL, NULL);
+    int rc = tx_exec(DB(db), sql);
+    if (rc < 0) rc = sqlite3_exec(DB(db)->db, sql, NULL, NULL, NULL);
     return rc == SQLITE_OK ? FERRY_OK : sqlfail(DB(db), rc, what, err);
 }
 
@@ -417,6 +443,8 @@ static void sl_close(struct sdb *db, struct ferry_error *why)
 {
     if (db == NULL) return;
     struct sl_db *d = DB(db);
+    for (int i = 0; i < TX_STMTS; i++)
+        sqlite3_finalize(d->tx[i]);
     if (d->db) {
         if (!sqlite3_get_autocommit(d->db)) sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close_v2(d->db);

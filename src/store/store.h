@@ -258,6 +258,11 @@ int ferry_store_route_checkpoint_list(struct ferry_store *st, const char *pipeli
  * run_id 0 = every run. */
 int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
                              struct ferry_error *err); /* sets ev->seq */
+/* evs[0..n) in one transaction (a savepoint inside an explicit one): all appended in order
+ * with consecutive seqs, or none (every payload is checked first; on failure each seq is 0).
+ * The bus's publish_n: one commit for a batch's events instead of one each. */
+int ferry_store_event_append_n(struct ferry_store *st, struct ferry_event *evs, int n,
+                               struct ferry_error *err);
 int ferry_store_event_read(struct ferry_store *st, int64_t after, int64_t run_id, int max,
                            struct ferry_event **out, int *n, struct ferry_error *err);
 int64_t ferry_store_event_last_seq(struct ferry_store *st);

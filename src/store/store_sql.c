@@ -1686,15 +1686,22 @@ static int sqlite_event_append(struct ferry_store *st, struct ferry_event *ev, c
     return rc;
 }
 
-int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
-                             struct ferry_error *err)
+/* What an append refuses before touching the log: no type, a payload that is not a JSON
+ * object. Sets ev->time_us when 0. */
+static int event_check(struct ferry_store *st, struct ferry_event *ev, struct ferry_error *err)
 {
     if (ev->type[0] == '\0') return fail(st, FERRY_EINVAL, err, "event without a type");
     char what[96];
     snprintf(what, sizeof what, "payload of event %s", ev->type);
     int rc = ev->payload ? check_json(st, ev->payload, what, true, err) : FERRY_OK;
-    if (rc != FERRY_OK) return rc;
-    if (ev->time_us == 0) ev->time_us = ferry_now_wall_us();
+    if (rc == FERRY_OK && ev->time_us == 0) ev->time_us = ferry_now_wall_us();
+    return rc;
+}
+
+/* The INSERT of one checked event; sets ev->seq. */
+static int event_insert(struct ferry_store *st, struct ferry_event *ev, struct ferry_error *err)
+{
+    char what[96];
     snprintf(what, sizeof what, "appending event %s", ev->type);
     if (!IS_PG(st)) return sqlite_event_append(st, ev, what, err);
     struct sdb_stmt *s =
@@ -1710,11 +1717,43 @@ int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
               ev->payload ? ev->payload : "{}");
     if (s == NULL) return errcode(err);
     bool row = false;
-    rc = first_row(st, s, &row, what, err);
+    int rc = first_row(st, s, &row, what, err);
     if (rc == FERRY_OK && row) {
         ev->seq = ci(st, s, 0);
         rc = done1(st, s, what, err);
     }
+    return rc;
+}
+
+int ferry_store_event_append(struct ferry_store *st, struct ferry_event *ev,
+                             struct ferry_error *err)
+{
+    int rc = event_check(st, ev, err);
+    return rc == FERRY_OK ? event_insert(st, ev, err) : rc;
+}
+
+/* Several events in one transaction (a savepoint inside the caller's): every payload is
+ * checked before the first insert, and a failure rolls all of them back (their seq 0 again).
+ * The transaction holds the write lock (SQLite) or the append lock (PostgreSQL) from its
+ * first insert to its commit, so the seqs are consecutive. On PostgreSQL it does not take the
+ * explicit transactions' lock (op_begin's): an append never waits for a tracker's fold. */
+int ferry_store_event_append_n(struct ferry_store *st, struct ferry_event *evs, int n,
+                               struct ferry_error *err)
+{
+    if (n == 1) return ferry_store_event_append(st, evs, err);
+    int rc = FERRY_OK;
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        rc = event_check(st, &evs[i], err);
+    if (rc != FERRY_OK || n <= 0) return rc;
+    rc = st->in_tx ? DRV(st)->exec(st->db, "SAVEPOINT \"ferry_op\"", "starting a savepoint", err)
+                   : DRV(st)->begin(st->db, err);
+    if (rc != FERRY_OK) return rc;
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        rc = event_insert(st, &evs[i], err);
+    rc = op_end(st, rc, err); /* commit, or roll back and keep rc */
+    if (rc != FERRY_OK)
+        for (int i = 0; i < n; i++)
+            evs[i].seq = 0;
     return rc;
 }
 

@@ -188,6 +188,145 @@ static void test_emit_and_durability(void **state)
     ferry_events_free(evs, n);
 }
 
+/* n events of run `run`, payload {"k":K,"i":I}, except "{not json" at index `bad`. The
+ * payloads are the caller's to free (free_payloads). */
+static void make_events(struct ferry_event *evs, int n, int64_t run, int k, int bad)
+{
+    static const char *const types[] = {"batch.written", "batch.integrity_verified",
+                                        "batch.encoded_integrity_verified"};
+    struct ferry_error err = {0};
+    for (int i = 0; i < n; i++) {
+        char p[64];
+        if (i == bad)
+            snprintf(p, sizeof p, "{not json");
+        else
+            snprintf(p, sizeof p, "{\"k\":%d,\"i\":%d}", k, i);
+        assert_int_equal(ferry_bus_event_init(&evs[i], run, 1, "orders", types[i % 3],
+                                              ferry_strdup(p), &err),
+                         FERRY_OK);
+    }
+}
+
+static void free_payloads(struct ferry_event *evs, int n)
+{
+    for (int i = 0; i < n; i++)
+        ferry_event_clear(&evs[i]);
+}
+
+/* publish_n: the events of one call are stored in order with consecutive seqs (NATS:
+ * increasing) and read back whole; a call with a payload that is not JSON stores none of
+ * them on the in-process and PostgreSQL buses (on PostgreSQL the bad one fails inside the
+ * transaction, after the first was inserted) and every seq stays 0; NATS publishes in turn
+ * and stops at it. */
+static void test_publish_n(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    int64_t before = emit(f->bus, 5, "run.started", "{}");
+    struct ferry_event evs[3];
+    make_events(evs, 3, 5, 1, -1);
+    assert_int_equal(ferry_bus_publish_n(f->bus, evs, 3, &err), FERRY_OK);
+    assert_true(evs[0].seq > before);
+    for (int i = 1; i < 3; i++) {
+        if (strcmp(be->name, "nats") == 0)
+            assert_true(evs[i].seq > evs[i - 1].seq);
+        else
+            assert_int_equal(evs[i].seq, evs[i - 1].seq + 1);
+    }
+    int64_t last = evs[2].seq;
+    free_payloads(evs, 3);
+
+    make_events(evs, 3, 5, 2, 1); /* the second is not JSON */
+    assert_int_equal(ferry_bus_publish_n(f->bus, evs, 3, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "batch.integrity_verified")); /* the bad one */
+    bool loop = strcmp(be->name, "nats") == 0;
+    assert_true(loop ? evs[0].seq > last : evs[0].seq == 0);
+    assert_int_equal(evs[1].seq, 0);
+    assert_int_equal(evs[2].seq, 0);
+    free_payloads(evs, 3);
+
+    struct ferry_event *got = NULL;
+    int n = 0;
+    assert_int_equal(ferry_bus_fetch(f->bus, before, 5, 100, 0, &got, &n, &err), FERRY_OK);
+    assert_int_equal(n, loop ? 4 : 3);
+    const char *want[] = {"{\"k\":1,\"i\":0}", "{\"k\":1,\"i\":1}", "{\"k\":1,\"i\":2}",
+                          "{\"k\":2,\"i\":0}"};
+    const char *types[] = {"batch.written", "batch.integrity_verified",
+                           "batch.encoded_integrity_verified", "batch.written"};
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(got[i].payload, want[i]);
+        assert_string_equal(got[i].type, types[i]);
+        assert_string_equal(got[i].resource, "orders");
+        assert_int_equal(got[i].run_id, 5);
+        assert_int_equal(got[i].attempt, 1);
+    }
+    assert_int_equal(got[2].seq, last);
+    ferry_events_free(got, n);
+}
+
+struct nwriter {
+    struct ferry_bus *bus;
+    int k;
+    int64_t seqs[40][3];
+    int rc;
+};
+
+static void *publish_n_thread(void *arg)
+{
+    struct nwriter *w = arg;
+    struct ferry_error err = {0};
+    for (int j = 0; j < 40 && w->rc == FERRY_OK; j++) {
+        struct ferry_event evs[3];
+        make_events(evs, 3, 6, w->k * 100 + j, -1);
+        w->rc = j % 4 == 3 ? ferry_bus_emit(w->bus, 6, 1, "orders", "batch.buffered", "{}", &err)
+                           : ferry_bus_publish_n(w->bus, evs, 3, &err);
+        for (int i = 0; i < 3; i++)
+            w->seqs[j][i] = j % 4 == 3 ? 0 : evs[i].seq;
+        free_payloads(evs, 3);
+    }
+    if (w->rc != FERRY_OK) fprintf(stderr, "publish_n: %s\n", err.message);
+    return NULL;
+}
+
+/* Four threads publishing batches of three (and single events between them): no other
+ * event lands inside a batch (in-process, PostgreSQL) and the reader sees every event once,
+ * in seq order. */
+static void test_publish_n_concurrent(void **state)
+{
+    struct fx *f = *state;
+    struct nwriter w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].bus = f->bus;
+        w[i].k = i + 1;
+        assert_int_equal(pthread_create(&t[i], NULL, publish_n_thread, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].rc, FERRY_OK);
+    }
+    bool loop = strcmp(be->name, "nats") == 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 40; j++) {
+            if (j % 4 == 3) continue;
+            for (int k = 1; k < 3; k++) {
+                if (loop)
+                    assert_true(w[i].seqs[j][k] > w[i].seqs[j][k - 1]);
+                else
+                    assert_int_equal(w[i].seqs[j][k], w[i].seqs[j][k - 1] + 1);
+            }
+        }
+    struct ferry_error err = {0};
+    struct ferry_event *got = NULL;
+    int n = 0;
+    assert_int_equal(ferry_bus_fetch(f->bus, 0, 6, 1000, 0, &got, &n, &err), FERRY_OK);
+    assert_int_equal(n, 4 * (30 * 3 + 10));
+    for (int i = 1; i < n; i++)
+        assert_true(got[i].seq > got[i - 1].seq);
+    ferry_events_free(got, n);
+}
+
 static void test_fetch_timeout(void **state)
 {
     struct fx *f = *state;
@@ -521,6 +660,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_publish_fetch_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_emit_and_durability, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_publish_n, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_publish_n_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fetch_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fetch_wakes_on_publish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake_ends_waits, setup, teardown),

@@ -225,6 +225,37 @@ static void test_token_fencing(void **state)
     assert_int_equal(checkpoint_key(f, run, 1), 7);
 }
 
+/* publish_n through the tagging bus: only batch.written carries the token, the caller's
+ * payloads are given back untouched, the events stay one transaction (consecutive seqs) and
+ * the last seq is the highest of them. */
+static void test_tag_publish_n(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    char w[] = "{\"seq\":1,\"rows\":1,\"bytes\":1,\"shard\":0,\"durable\":true,\"position\":null}";
+    char v[] = "{\"seq\":1,\"crc\":9}";
+    struct ferry_event evs[2];
+    assert_int_equal(ferry_bus_event_init(&evs[0], 3, 1, "items", FERRY_EV_BATCH_WRITTEN, w, &err),
+                     FERRY_OK);
+    assert_int_equal(ferry_bus_event_init(&evs[1], 3, 1, "items", FERRY_EV_BATCH_VERIFIED, v, &err),
+                     FERRY_OK);
+    ferry__shard_bus_set_token(f->tag, 5);
+    assert_int_equal(ferry_bus_publish_n(f->tag, evs, 2, &err), FERRY_OK);
+    assert_ptr_equal(evs[0].payload, w);
+    assert_ptr_equal(evs[1].payload, v);
+    assert_int_equal(evs[1].seq, evs[0].seq + 1);
+    assert_int_equal(ferry__shard_bus_last_seq(f->tag), evs[1].seq);
+    struct ferry_event *got = NULL;
+    int n = 0;
+    assert_int_equal(ferry_store_event_read(f->st, evs[0].seq - 1, 3, 10, &got, &n, &err),
+                     FERRY_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ferry__shard_payload_token(got[0].payload), 5);
+    assert_int_equal(ferry__shard_payload_token(got[1].payload), 0);
+    assert_string_equal(got[1].payload, v);
+    ferry_events_free(got, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_tag_payload),
         cmocka_unit_test(test_summary_and_owner),
         cmocka_unit_test_setup_teardown(test_token_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tag_publish_n, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

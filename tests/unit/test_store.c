@@ -771,6 +771,70 @@ static void test_events(void **state)
     assert_true(s[5] > s[4]);
 }
 
+/* append_n: in order, consecutive seqs, one transaction; a bad payload anywhere appends
+ * none (seqs 0); inside an explicit transaction it is a savepoint, and the caller's rollback
+ * takes the events back with the rest. */
+static void test_events_append_n(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_store *st = f->st;
+    struct ferry_error err = {0};
+    int64_t first = 0;
+    append(st, 1, "run.started", "{}", &first);
+    struct ferry_event evs[3];
+    const char *payloads[3] = {"{\"rows\":5}", "{\"seq\":1}", "{\"seq\":1,\"encoded_crc\":2}"};
+    const char *types[3] = {"batch.written", "batch.integrity_verified",
+                            "batch.encoded_integrity_verified"};
+    memset(evs, 0, sizeof evs);
+    for (int i = 0; i < 3; i++) {
+        evs[i].run_id = 1;
+        evs[i].attempt = 1;
+        snprintf(evs[i].type, sizeof evs[i].type, "%s", types[i]);
+        evs[i].payload = (char *)payloads[i];
+    }
+    assert_int_equal(ferry_store_event_append_n(st, evs, 3, &err), FERRY_OK);
+    assert_int_equal(evs[0].seq, first + 1);
+    assert_int_equal(evs[1].seq, first + 2);
+    assert_int_equal(evs[2].seq, first + 3);
+    assert_true(evs[2].time_us > 0);
+    struct ferry_event *got = NULL;
+    int n = 0;
+    assert_int_equal(ferry_store_event_read(st, first, 0, 0, &got, &n, &err), FERRY_OK);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(got[i].type, types[i]);
+        assert_string_equal(got[i].payload, payloads[i]);
+    }
+    ferry_events_free(got, n);
+
+    /* the last one is not an object: none of the three */
+    for (int i = 0; i < 3; i++)
+        evs[i].seq = evs[i].time_us = 0;
+    evs[2].payload = (char *)"[1]";
+    assert_int_equal(ferry_store_event_append_n(st, evs, 3, &err), FERRY_EINVAL);
+    assert_non_null(strstr(err.message, "batch.encoded_integrity_verified"));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(evs[i].seq, 0);
+    assert_int_equal(ferry_store_event_last_seq(st), first + 3);
+
+    /* inside the caller's transaction: a savepoint, rolled back with it */
+    evs[2].payload = (char *)payloads[2];
+    assert_int_equal(ferry_store_begin(st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_event_append_n(st, evs, 3, &err), FERRY_OK);
+    assert_int_equal(evs[2].seq, evs[0].seq + 2);
+    ferry_store_rollback(st);
+    assert_int_equal(ferry_store_event_read(st, first + 3, 0, 0, &got, &n, &err), FERRY_OK);
+    assert_int_equal(n, 0);
+    ferry_events_free(got, n);
+    assert_int_equal(ferry_store_begin(st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_event_append_n(st, evs, 2, &err), FERRY_OK);
+    assert_int_equal(ferry_store_commit(st, &err), FERRY_OK);
+    assert_int_equal(ferry_store_event_read(st, first + 3, 0, 0, &got, &n, &err), FERRY_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(got[1].seq, got[0].seq + 1);
+    ferry_events_free(got, n);
+}
+
 static void test_marks(void **state)
 {
     struct fx *f = *state;
@@ -1336,6 +1400,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_plans_frozen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_append_n, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_handles_concurrently, setup, teardown),

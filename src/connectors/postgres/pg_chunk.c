@@ -132,8 +132,10 @@ int ferry__pg_snap_parse(struct ferry_pg_snap *s, const char *text, struct ferry
     while (ok && *p != '\0') {
         uint32_t x = 0;
         ok = xid_at(&p, &x);
-        if (ok && *p == ',') ok = *++p != '\0'; /* another one follows */
-        else if (ok) ok = *p == '\0';
+        if (ok && *p == ',')
+            ok = *++p != '\0'; /* another one follows */
+        else if (ok)
+            ok = *p == '\0';
         if (ok && add_xip(s, x) != FERRY_OK)
             return ferry_error_set(err, FERRY_ENOMEM, "postgres", WHAT ": out of memory");
     }
@@ -147,7 +149,7 @@ int ferry__pg_snap_parse(struct ferry_pg_snap *s, const char *text, struct ferry
 
 bool ferry__pg_snap_visible(const struct ferry_pg_snap *s, uint32_t xid)
 {
-    if ((int32_t)(xid - s->xmin) < 0) return true; /* ended before every running one */
+    if ((int32_t)(xid - s->xmin) < 0) return true;   /* ended before every running one */
     if ((int32_t)(xid - s->xmax) >= 0) return false; /* not ended when it was taken */
     return s->n_xip == 0 || bsearch(&xid, s->xip, s->n_xip, sizeof xid, cmp_u32) == NULL;
 }
@@ -245,14 +247,14 @@ bad:
 static int take_snapshot(struct ferry_pg_chunk *ch, struct ferry_error *err)
 {
     PGresult *res = NULL;
-    int rc = ferry__pg_cdc_query(ch->c,
-                                 "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text", 0,
-                                 NULL, &res, ch->peer, "taking a snapshot chunk's snapshot", err);
+    int rc =
+        ferry__pg_cdc_query(ch->c, "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text", 0,
+                            NULL, &res, ch->peer, "taking a snapshot chunk's snapshot", err);
     if (rc != FERRY_OK) return rc;
-    rc = PQntuples(res) == 1 ? ferry__pg_snap_parse(&ch->snap, PQgetvalue(res, 0, 0), err)
-                             : ferry_error_set(err, FERRY_ESOURCE, "postgres",
-                                               WHAT ": %s: pg_current_snapshot() returned no row",
-                                               ch->peer);
+    rc = PQntuples(res) == 1
+             ? ferry__pg_snap_parse(&ch->snap, PQgetvalue(res, 0, 0), err)
+             : ferry_error_set(err, FERRY_ESOURCE, "postgres",
+                               WHAT ": %s: pg_current_snapshot() returned no row", ch->peer);
     PQclear(res);
     return rc;
 }
@@ -278,8 +280,7 @@ static int read_chunk(struct ferry_pg_chunk *ch, const char *sql, int np, const 
         rc = ferry__pg_cdc_query(ch->c, sql, np, params, &ch->rows, ch->peer,
                                  "reading a snapshot chunk", err);
     if (rc == FERRY_OK)
-        rc = ferry__pg_exec(ch->c, "COMMIT", FERRY_ESOURCE, WHAT ": reading a snapshot chunk",
-                            err);
+        rc = ferry__pg_exec(ch->c, "COMMIT", FERRY_ESOURCE, WHAT ": reading a snapshot chunk", err);
     return rc;
 }
 

@@ -59,7 +59,7 @@ struct ferry_pg_chunk {
     struct ferry_buf keys;  /* keys the chunk drops, serialised, one after another */
     uint32_t *slots;        /* open addressing over keys: offset + 1, 0 empty */
     uint32_t n_slots, n_keys;
-    struct ferry_buf held;  /* changes no chunk's snapshot saw yet: xid, key length, key */
+    struct ferry_buf held;     /* changes no chunk's snapshot saw yet: xid, key length, key */
     struct ferry_pg_snap snap; /* the current chunk's snapshot */
     struct ferry_buf scratch;
 };

@@ -14,7 +14,10 @@
  * after_sink_commit, before_checkpoint_save, after_checkpoint_save, after_bus_publish,
  * before_store_commit, before_slot_ack, after_policy_check (a served run's worker, between
  * its policy check and its connectors' connect; sleep only); by connectors: cdc_before_end (postgres and mysql cdc,
- * before the WAL / binlog position a run streams to is taken), my_snapshot_lock (mysql cdc, error:
+ * before the WAL / binlog position a run streams to is taken), cdc_chunk (postgres cdc, before
+ * each watermark chunk of a table that joins a running slot), cdc_chunk_snapshot_first
+ * (postgres cdc, sleep: the chunk's snapshot is taken before its low watermark, the sleep
+ * between them), my_snapshot_lock (mysql cdc, error:
  * the first run's snapshot takes MySQL's FLUSH TABLES WITH READ LOCK path on MariaDB too;
  * tests/e2e/mysql_snapshot_lock.sh), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,
@@ -49,6 +52,10 @@ int ferry_failpoints_init(struct ferry_error *err);
 enum ferry_fp_action ferry__failpoint_eval(const char *name);
 
 #define FERRY_FAILPOINT(name) (ferry__failpoints_on ? ferry__failpoint_eval(name) : FERRY_FP_NONE)
+
+/* Whether FERRY_FAILPOINTS names `name` (without evaluating it: no hit counted): for a
+ * failpoint that also changes the order of what surrounds it. */
+bool ferry_failpoint_armed(const char *name);
 
 /* Convenience: evaluate; on ERROR/ENOSPC set err and return the code; else FERRY_OK. */
 int ferry_failpoint_check(const char *name, struct ferry_error *err);

@@ -209,6 +209,13 @@ enum ferry_fp_action ferry__failpoint_eval(const char *name)
     return FERRY_FP_NONE;
 }
 
+bool ferry_failpoint_armed(const char *name)
+{
+    for (int i = 0; i < n_table; i++)
+        if (strcmp(table[i].name, name) == 0) return true;
+    return false;
+}
+
 int ferry_failpoint_check(const char *name, struct ferry_error *err)
 {
     switch (FERRY_FAILPOINT(name)) {

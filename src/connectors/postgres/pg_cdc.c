@@ -587,6 +587,7 @@ struct stream {
     int64_t txn_rows; /* rows of the current transaction written (or skipped) so far */
     int64_t skip;     /* rows of the first transaction already in the destination */
     uint64_t txn_lsn;
+    uint32_t txn_xid;    /* Begin's: a chunk's snapshot may not see it (pg_chunk.h) */
     int64_t txn_time_us; /* unix microseconds */
     bool done, schema_stop;
     bool epoch_stop; /* epoch_rows changes written: this run ends at the last commit */
@@ -902,11 +903,12 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
 {
     if (!s->rel_known || m->relid != s->relid) return FERRY_OK;
     if (chunk_active(s)) {
-        /* inside a chunk's window: the stream's value of these keys wins over the chunk's */
-        int rc =
-            m->kind == 'D' ? FERRY_OK : ferry__pg_chunk_note(&s->chunk, &m->new_tuple, s->map, err);
+        /* in a chunk's window, or unseen by its snapshot: the stream's value of these keys
+         * wins over the chunk's */
+        const struct ferry_pg_repl_tuple *nw = m->kind == 'D' ? NULL : &m->new_tuple;
+        int rc = nw ? ferry__pg_chunk_note(&s->chunk, s->txn_xid, nw, s->map, err) : FERRY_OK;
         if (rc == FERRY_OK && m->old_kind)
-            rc = ferry__pg_chunk_note(&s->chunk, &m->old_tuple, s->map, err);
+            rc = ferry__pg_chunk_note(&s->chunk, s->txn_xid, &m->old_tuple, s->map, err);
         if (rc != FERRY_OK) return rc;
     }
     switch (m->kind) {
@@ -958,7 +960,8 @@ static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, stru
     for (int i = 0; i < m->n_rels; i++)
         if (ferry_pg_repl_truncate_relid(m, i) == s->relid) {
             int rc = ferry__pg_schema_truncate(s->t, err);
-            if (chunk_active(s)) ferry__pg_chunk_truncated(&s->chunk);
+            if (rc == FERRY_OK && chunk_active(s))
+                rc = ferry__pg_chunk_truncated(&s->chunk, s->txn_xid, err);
             return rc == FERRY_OK ? write_truncate(s, err) : rc;
         }
     return FERRY_OK;
@@ -1003,14 +1006,15 @@ static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t l
 }
 
 /* Our high watermark arrived: the chunk's rows whose key the stream did not change since
- * our low one are written here. Each row's key becomes the position's tag before the row
- * (a batch closes after a row: its position then covers it), so a resume reads on after
- * the last durable row. */
+ * our low one, nor in a transaction the chunk's snapshot does not see, are written here.
+ * Each row's key becomes the position's tag before the row (a batch closes after a row:
+ * its position then covers it), so a resume reads on after the last durable row. */
 static int write_chunk(struct stream *s, uint64_t lsn, struct ferry_error *err)
 {
     struct ferry_pg_chunk *ch = &s->chunk;
+    int rc = ferry__pg_chunk_at_hw(ch, err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
     int n = ferry__pg_chunk_rows(ch);
-    int rc = FERRY_OK;
     for (int r = 0; r < n && rc == FERRY_OK; r++) {
         bool drop = ferry__pg_chunk_dropped(ch, r);
         const char *tag = NULL;
@@ -1046,6 +1050,7 @@ static int on_message(struct stream *s, const uint8_t *p, size_t n, bool epoch_e
          * started at our own start). */
         s->dropping = m.final_lsn < s->start;
         s->txn_lsn = m.final_lsn;
+        s->txn_xid = m.xid;
         s->txn_time_us = m.time + FERRY_PG_REPL_EPOCH_US;
         return FERRY_OK;
     case 'C':

@@ -1,10 +1,13 @@
 /* connectors/postgres/pg_chunk.c - watermark chunks of a table that joins a running slot
- * (DBLog): the chunk reads, the watermarks and the keys seen between them. Contract in
- * pg_chunk.h; the stream that drives it is pg_cdc.c; docs/internals/cdc.md. */
+ * (DBLog): the chunk reads and their snapshots, the watermarks, the keys changed between
+ * them and the changes a chunk's snapshot may not see. Contract in pg_chunk.h; the stream
+ * that drives it is pg_cdc.c; docs/internals/cdc.md. */
 #include "connectors/postgres/pg_chunk.h"
 #include "ferry/failpoint.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,6 +44,7 @@ int ferry__pg_chunk_open(struct ferry_pg_chunk *ch, const char *url,
     ch->n_user = n_user;
     ferry_buf_init(&ch->after, 0);
     ferry_buf_init(&ch->keys, 0);
+    ferry_buf_init(&ch->held, 0);
     ferry_buf_init(&ch->scratch, 0);
     static _Atomic unsigned seq;
     snprintf(ch->nonce, sizeof ch->nonce, "%x.%llx.%x", (unsigned)getpid(),
@@ -79,9 +83,82 @@ void ferry__pg_chunk_close(struct ferry_pg_chunk *ch)
     ch->rows = NULL;
     ferry_buf_release(&ch->after);
     ferry_buf_release(&ch->keys);
+    ferry_buf_release(&ch->held);
     ferry_buf_release(&ch->scratch);
     ferry_free(ch->slots);
     ch->slots = NULL;
+    ferry__pg_snap_release(&ch->snap);
+}
+
+/* ---- snapshots ------------------------------------------------------------------------ */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One decimal xid8 at *p, cut to its 32 bits; *p moves past it. */
+static bool xid_at(const char **p, uint32_t *out)
+{
+    if (**p < '0' || **p > '9') return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(*p, &end, 10);
+    if (errno != 0) return false;
+    *p = end;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static int add_xip(struct ferry_pg_snap *s, uint32_t xid)
+{
+    if (s->n_xip == s->cap_xip) {
+        uint32_t cap = s->cap_xip ? s->cap_xip * 2 : 64;
+        uint32_t *x = ferry_realloc(s->xip, cap * sizeof *x);
+        if (x == NULL) return FERRY_ENOMEM;
+        s->xip = x;
+        s->cap_xip = cap;
+    }
+    s->xip[s->n_xip++] = xid;
+    return FERRY_OK;
+}
+
+int ferry__pg_snap_parse(struct ferry_pg_snap *s, const char *text, struct ferry_error *err)
+{
+    const char *p = text;
+    s->n_xip = 0;
+    bool ok = xid_at(&p, &s->xmin) && *p++ == ':' && xid_at(&p, &s->xmax) && *p++ == ':';
+    while (ok && *p != '\0') {
+        uint32_t x = 0;
+        ok = xid_at(&p, &x);
+        if (ok && *p == ',')
+            ok = *++p != '\0'; /* another one follows */
+        else if (ok)
+            ok = *p == '\0';
+        if (ok && add_xip(s, x) != FERRY_OK)
+            return ferry_error_set(err, FERRY_ENOMEM, "postgres", WHAT ": out of memory");
+    }
+    if (!ok)
+        return ferry_error_set(err, FERRY_EINVAL, "postgres",
+                               WHAT ": the chunk's snapshot is not xmin:xmax:xip (\"%.60s\")",
+                               text);
+    if (s->n_xip > 1) qsort(s->xip, s->n_xip, sizeof *s->xip, cmp_u32);
+    return FERRY_OK;
+}
+
+bool ferry__pg_snap_visible(const struct ferry_pg_snap *s, uint32_t xid)
+{
+    if ((int32_t)(xid - s->xmin) < 0) return true;   /* ended before every running one */
+    if ((int32_t)(xid - s->xmax) >= 0) return false; /* not ended when it was taken */
+    return s->n_xip == 0 || bsearch(&xid, s->xip, s->n_xip, sizeof xid, cmp_u32) == NULL;
+}
+
+void ferry__pg_snap_release(struct ferry_pg_snap *s)
+{
+    ferry_free(s->xip);
+    s->xip = NULL;
+    s->n_xip = s->cap_xip = 0;
 }
 
 static int watermark(struct ferry_pg_chunk *ch, const char *kind, struct ferry_error *err)
@@ -165,6 +242,48 @@ bad:
                                 "values",
                            ch->t->from, n_key);
 }
+/* The chunk's snapshot: the text of pg_current_snapshot(), the one the transaction reads
+ * with (REPEATABLE READ: taken by this first statement). */
+static int take_snapshot(struct ferry_pg_chunk *ch, struct ferry_error *err)
+{
+    PGresult *res = NULL;
+    int rc =
+        ferry__pg_cdc_query(ch->c, "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text", 0,
+                            NULL, &res, ch->peer, "taking a snapshot chunk's snapshot", err);
+    if (rc != FERRY_OK) return rc;
+    rc = PQntuples(res) == 1
+             ? ferry__pg_snap_parse(&ch->snap, PQgetvalue(res, 0, 0), err)
+             : ferry_error_set(err, FERRY_ESOURCE, "postgres",
+                               WHAT ": %s: pg_current_snapshot() returned no row", ch->peer);
+    PQclear(res);
+    return rc;
+}
+
+/* Low watermark, then the chunk in a REPEATABLE READ transaction whose snapshot is kept
+ * (a transaction the stream applies before the low watermark may still be invisible to it:
+ * at_hw() drops its keys). Failpoint cdc_chunk_snapshot_first takes the snapshot before the
+ * low watermark and sleeps between them: tests widen that race. */
+static int read_chunk(struct ferry_pg_chunk *ch, const char *sql, int np, const char **params,
+                      struct ferry_error *err)
+{
+    bool snapshot_first = ferry_failpoint_armed("cdc_chunk_snapshot_first");
+    int rc = snapshot_first ? FERRY_OK : watermark(ch, "lw", err);
+    if (rc == FERRY_OK)
+        rc = ferry__pg_exec(ch->c, "BEGIN ISOLATION LEVEL REPEATABLE READ", FERRY_ESOURCE,
+                            WHAT ": reading a snapshot chunk", err);
+    if (rc == FERRY_OK) rc = take_snapshot(ch, err);
+    if (rc == FERRY_OK && snapshot_first) {
+        rc = ferry_failpoint_check("cdc_chunk_snapshot_first", err);
+        if (rc == FERRY_OK) rc = watermark(ch, "lw", err);
+    }
+    if (rc == FERRY_OK)
+        rc = ferry__pg_cdc_query(ch->c, sql, np, params, &ch->rows, ch->peer,
+                                 "reading a snapshot chunk", err);
+    if (rc == FERRY_OK)
+        rc = ferry__pg_exec(ch->c, "COMMIT", FERRY_ESOURCE, WHAT ": reading a snapshot chunk", err);
+    return rc;
+}
+
 int ferry__pg_chunk_start(struct ferry_pg_chunk *ch, struct ferry_error *err)
 {
     const struct ferry_schema *sc = ch->t->sc;
@@ -184,16 +303,14 @@ int ferry__pg_chunk_start(struct ferry_pg_chunk *ch, struct ferry_error *err)
     ferry_buf_init(&sql, 0);
     rc = ch->after.len > 0 ? key_params(ch, params, sc->n_key, err) : FERRY_OK;
     if (rc == FERRY_OK) rc = chunk_sql(ch, &sql, err);
-    /* low watermark, the chunk (a statement of its own: read after the low one), high */
-    if (rc == FERRY_OK) rc = watermark(ch, "lw", err);
     if (rc == FERRY_OK)
-        rc = ferry__pg_cdc_query(ch->c, sql.data, ch->after.len > 0 ? sc->n_key : 0, params,
-                                 &ch->rows, ch->peer, "reading a snapshot chunk", err);
+        rc = read_chunk(ch, sql.data, ch->after.len > 0 ? sc->n_key : 0, params, err);
     ferry_buf_release(&sql);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", ch->t->from);
     ch->last = PQntuples(ch->rows) < FERRY_PG_CHUNK_ROWS;
     if (PQntuples(ch->rows) == 0) {
         ch->phase = CHUNK_DONE;
+        ferry_buf_release(&ch->held);
         return FERRY_OK;
     }
     rc = watermark(ch, "hw", err);
@@ -290,10 +407,25 @@ static int remember(struct ferry_pg_chunk *ch, const uint8_t *p, size_t n, struc
     return FERRY_OK;
 }
 
-int ferry__pg_chunk_note(struct ferry_pg_chunk *ch, const struct ferry_pg_repl_tuple *tp,
-                         const int *map, struct ferry_error *err)
+#define HELD_TRUNCATE UINT32_MAX /* a held entry's key length: a TRUNCATE, no key */
+
+/* A change no chunk's snapshot saw yet: xid, key length (host order), key. */
+static int hold(struct ferry_pg_chunk *ch, uint32_t xid, const void *key, uint32_t n,
+                struct ferry_error *err)
 {
-    if (ch->phase != CHUNK_WINDOW) return FERRY_OK;
+    uint32_t head[2] = {xid, n};
+    size_t kn = n == HELD_TRUNCATE ? 0 : n;
+    if (ferry_buf_append(&ch->held, head, sizeof head) != FERRY_OK ||
+        (kn > 0 && ferry_buf_append(&ch->held, key, kn) != FERRY_OK))
+        return nomem(err);
+    return FERRY_OK;
+}
+
+int ferry__pg_chunk_note(struct ferry_pg_chunk *ch, uint32_t xid,
+                         const struct ferry_pg_repl_tuple *tp, const int *map,
+                         struct ferry_error *err)
+{
+    if (ch->phase == CHUNK_DONE) return FERRY_OK;
     const struct ferry_schema *sc = ch->t->sc;
     ferry_buf_reset(&ch->scratch);
     for (int k = 0; k < sc->n_key; k++) {
@@ -303,12 +435,41 @@ int ferry__pg_chunk_note(struct ferry_pg_chunk *ch, const struct ferry_pg_repl_t
         if (put_key_part(&ch->scratch, (const char *)v->data, v->len) != FERRY_OK)
             return nomem(err);
     }
-    return remember(ch, (const uint8_t *)ch->scratch.data, ch->scratch.len, err);
+    if (ch->scratch.len >= HELD_TRUNCATE) return nomem(err);
+    int rc = hold(ch, xid, ch->scratch.data, (uint32_t)ch->scratch.len, err);
+    if (rc == FERRY_OK && ch->phase == CHUNK_WINDOW)
+        rc = remember(ch, (const uint8_t *)ch->scratch.data, ch->scratch.len, err);
+    return rc;
 }
 
-void ferry__pg_chunk_truncated(struct ferry_pg_chunk *ch)
+int ferry__pg_chunk_truncated(struct ferry_pg_chunk *ch, uint32_t xid, struct ferry_error *err)
 {
+    if (ch->phase == CHUNK_DONE) return FERRY_OK;
     if (ch->phase == CHUNK_WINDOW) ch->truncated = true;
+    return hold(ch, xid, NULL, HELD_TRUNCATE, err);
+}
+
+int ferry__pg_chunk_at_hw(struct ferry_pg_chunk *ch, struct ferry_error *err)
+{
+    uint8_t *b = (uint8_t *)ch->held.data;
+    size_t at = 0, kept = 0;
+    while (at < ch->held.len) {
+        uint32_t head[2];
+        memcpy(head, b + at, sizeof head);
+        size_t size = sizeof head + (head[1] == HELD_TRUNCATE ? 0 : head[1]);
+        if (!ferry__pg_snap_visible(&ch->snap, head[0])) {
+            /* committed, yet after the chunk's snapshot: the stream's value is newer */
+            if (head[1] == HELD_TRUNCATE)
+                ch->truncated = true;
+            else if (remember(ch, b + at + sizeof head, head[1], err) != FERRY_OK)
+                return FERRY_ENOMEM;
+            memmove(b + kept, b + at, size);
+            kept += size;
+        }
+        at += size;
+    }
+    ch->held.len = kept; /* what this snapshot sees, every later one sees */
+    return FERRY_OK;
 }
 
 int ferry__pg_chunk_rows(const struct ferry_pg_chunk *ch)
@@ -365,4 +526,5 @@ void ferry__pg_chunk_next(struct ferry_pg_chunk *ch)
     ch->rows = NULL;
     keys_clear(ch);
     ch->phase = ch->last ? CHUNK_DONE : CHUNK_IDLE;
+    if (ch->phase == CHUNK_DONE) ferry_buf_release(&ch->held);
 }

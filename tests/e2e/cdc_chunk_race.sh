@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The watermark visibility race of a table that joins a running slot (docs/internals/cdc.md
+# "Tables that join while streaming"): a transaction whose commit record precedes the chunk's
+# low watermark in the WAL, yet which the chunk's snapshot does not see. The stream applies it
+# before the window (its keys are not the window's), and the chunk's older rows would then
+# overwrite it at the high watermark. Failpoint cdc_chunk_snapshot_first makes the race wide:
+# the chunk's snapshot is taken, then the run sleeps, then writes the low watermark. While it
+# sleeps (its backend idle in the transaction, the snapshot its last query) this test commits
+# an UPDATE and a DELETE of rows of that chunk and checks the backend is still there (so the
+# commit came before the low watermark, after the snapshot). The destination must equal the
+# source: the updated rows with their new values, the deleted one gone. Without the snapshot
+# check (ferry__pg_chunk_at_hw) the destination keeps the old rows.
+. "$(dirname "$0")/lib.sh"
+. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
+pg_start
+BG=()
+stop_bg() {
+  local p
+  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+prev_trap=$(trap -p EXIT)
+prev_trap=${prev_trap#trap -- \'}
+prev_trap=${prev_trap%\' EXIT}
+# shellcheck disable=SC2064
+trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
+
+psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" >/dev/null
+export SRC_URL="$FERRY_PG_URL"
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dest"
+pgq -c "CREATE TABLE r01 (id int PRIMARY KEY, v int NOT NULL, note text)" \
+    -c "INSERT INTO r01 SELECT g, g, 'old' FROM generate_series(1, 50) g" >/dev/null
+cat > race.yaml <<EOF
+version: 1
+name: race
+source:
+  type: postgres
+  url: env:SRC_URL
+  resources:
+    - {tables: [public.r*], mode: cdc}
+sink: {type: postgres, url: env:DEST_URL, schema: public, write: merge}
+batch: {rows: 500, flush_after: 100ms}
+EOF
+rows() { pgq ${2:+-d "$2"} -c "COPY (SELECT id, v, note FROM $1 ORDER BY id) TO STDOUT"; }
+expect_exit 0 ferry run race.yaml
+[ "$(rows r01 dest)" = "$(rows r01)" ] || fail "first run: r01 differs"
+
+# r02 joins the running slot: read in one chunk (fewer rows than a chunk holds)
+pgq -c "CREATE TABLE r02 (id int PRIMARY KEY, v int NOT NULL, note text)" \
+    -c "INSERT INTO r02 SELECT g, g, 'old' FROM generate_series(1, 300) g" >/dev/null
+FERRY_FAILPOINTS="cdc_chunk_snapshot_first=sleep(4000)" FERRY_LOG=info \
+  "$FERRY_BIN" run race.yaml > race.log 2>&1 &
+fr=$!
+BG+=($fr)
+# the chunk's backend, holding its snapshot before the low watermark
+held="state = 'idle in transaction' AND query LIKE '%pg_current_snapshot()%' AND datname = 'ferry'"
+pid=
+for _ in $(seq 1 600); do
+  pid=$(pgq -c "SELECT pid FROM pg_stat_activity WHERE $held LIMIT 1")
+  [ -n "$pid" ] && break
+  kill -0 $fr 2>/dev/null || fail "the run ended before the chunk's snapshot: $(tail -n 20 race.log)"
+  sleep 0.05
+done
+[ -n "$pid" ] || fail "no chunk backend holding a snapshot: $(tail -n 20 race.log)"
+pgq -c "BEGIN; UPDATE r02 SET v = v + 1000, note = 'raced' WHERE id <= 10; DELETE FROM r02 WHERE id = 20; COMMIT;"
+# still before the low watermark: the commit precedes it in the WAL, after the snapshot
+[ "$(pgq -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND $held")" = 1 ] ||
+  fail "the UPDATE did not commit while the chunk's snapshot waited for its low watermark (the race was not reproduced): $(tail -n 20 race.log)"
+set +e
+wait $fr
+rc=$?
+set -e
+[ $rc = 0 ] || fail "the run exited $rc: $(tail -n 20 race.log)"
+grep -q 'r02.*snapshot read in 1 chunks' race.log ||
+  fail "r02 was not read in one chunk while streaming: $(grep -i 'chunk\|r02' race.log | tail -5)"
+grep -q 'failpoint cdc_chunk_snapshot_first fired' race.log || fail "the failpoint did not fire"
+if [ "$(rows r02 dest)" != "$(rows r02)" ]; then
+  diff <(rows r02) <(rows r02 dest) | head -10
+  fail "r02 differs after the race: the chunk's older rows overwrote a change it did not see"
+fi
+[ "$(pgq -d dest -c "SELECT count(*) FROM r02 WHERE note = 'raced'")" = 10 ] || fail "the raced rows are missing"
+[ "$(pgq -d dest -c "SELECT count(*) FROM r02 WHERE id = 20")" = 0 ] || fail "the deleted row came back"
+pass "a change committed after the chunk's snapshot, before its low watermark: its 10 updated rows keep their new values, the deleted row stays deleted"

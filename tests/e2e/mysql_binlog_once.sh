@@ -100,7 +100,10 @@ for t in $tables; do sql="$sql INSERT INTO $t SELECT 200000 + seq, MD5(seq), seq
 myq -e "$sql COMMIT;"
 total_new=$((ROWS * N_TABLES))
 pg_new() { pgq -c "SELECT $(for t in $tables; do printf '(SELECT count(*) FROM %s WHERE id > 200000) + ' "$t"; done) 0"; }
-FERRY_FAILPOINTS="before_sink_apply=sleep(100)" "$FERRY_BIN" run once.yaml --quiet > kill.log 2>&1 &
+# Each table's 2 batches wait 1 s before their apply: the tables' flows apply side by side,
+# so half the rows show after about 1 s and the rest a second later; the kill comes in that
+# second (with 100 ms a loaded machine's poll was too slow: the kill found every row written).
+FERRY_FAILPOINTS="before_sink_apply=sleep(1000)" "$FERRY_BIN" run once.yaml --quiet > kill.log 2>&1 &
 pid=$!
 for _ in $(seq 1 1200); do
   [ "$(pg_new)" -ge $((total_new / 4)) ] && break

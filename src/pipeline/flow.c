@@ -345,8 +345,11 @@ static int record_written(struct flow_run *fr, struct written *w, struct ferry_e
     struct ferry_event evs[3];
     int n = 2;
     const char *res = f->spec->table;
+    /* a batch without an event text still publishes an object: observers (the CLI's
+     * progress, SSE, OTLP) read every payload */
+    static char empty[] = "{}";
     int rc = ferry_bus_event_init(&evs[0], f->run_id, f->attempt, res, FERRY_EV_BATCH_WRITTEN,
-                                  w->event.data, err);
+                                  w->event.data ? w->event.data : empty, err);
     if (rc == FERRY_OK)
         rc = ferry_bus_event_init(&evs[1], f->run_id, f->attempt, res, FERRY_EV_BATCH_VERIFIED,
                                   w->verified, err);

@@ -68,8 +68,10 @@ const char *ferry_control_log_dir(const struct ferry_control *c);
 int ferry_control_lose(struct ferry_store *st, struct ferry_bus *bus, int64_t run_id, int attempt,
                        int64_t silent_before_us, const char *why, int lease_ms, bool *retried,
                        struct ferry_error *err);
-/* One sweep over the running runs; *lost counts the runs it failed. */
-int ferry_reaper_sweep(struct ferry_store *st, struct ferry_bus *bus, int lease_ms, int *lost,
+/* One sweep over the running runs; *lost counts the runs it failed. stuck (may be NULL) is
+ * told of a silent run the sweep could not fence because the store stayed locked. */
+int ferry_reaper_sweep(struct ferry_store *st, struct ferry_bus *bus, int lease_ms,
+                       void (*stuck)(void *arg, int64_t run_id), void *arg, int *lost,
                        int *retried, struct ferry_error *err);
 
 /* scheduler.c */

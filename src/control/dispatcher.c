@@ -411,6 +411,52 @@ static void *dispatch_main(void *arg)
     return NULL;
 }
 
+/* A local worker whose run stays silent is killed by its parent: after three leases (stopped
+ * or hung: it holds memory, connections and perhaps the state file's lock), or after one
+ * lease when the reaper could not fence it because the state file stayed locked (only_run:
+ * the likeliest holder is the silent worker itself; past its lease it is lost anyway).
+ * A fenced worker that never exits is killed the same way (its run's retry waits for that).
+ * Remote workers (kubernetes, pull) can only be fenced. Reads the store only. */
+static void kill_silent_children(struct ferry_control *c, struct ferry_store *st, int64_t only_run)
+{
+    pthread_mutex_lock(&c->lock);
+    int n = c->n_children;
+    struct child *v = n ? ferry_malloc((size_t)n * sizeof *v) : NULL;
+    if (v) memcpy(v, c->children, (size_t)n * sizeof *v);
+    pthread_mutex_unlock(&c->lock);
+    if (v == NULL) return;
+    int64_t now = ferry_now_wall_us();
+    for (int i = 0; i < n; i++) {
+        if (only_run && v[i].run_id != only_run) continue;
+        struct ferry_run_info run;
+        if (ferry_store_run_get(st, v[i].run_id, &run, NULL) != FERRY_OK) continue;
+        int64_t silent_ms = (now - run.heartbeat_us) / 1000;
+        int64_t limit_ms = (int64_t)c->o.lease_ms * (only_run ? 1 : 3);
+        /* The run's row names this worker, or none since a reap fenced it (its heartbeat is
+         * still the worker's last: a retry's worker waits for this one's exit). */
+        if ((run.pid == (int)v[i].pid || run.pid == 0) && run.heartbeat_us > 0 &&
+            silent_ms > limit_ms && kill(v[i].pid, SIGKILL) == 0)
+            ferry_log(FERRY_LOG_WARN,
+                      "run %" PRId64 ": worker pid %d silent for %" PRId64 " ms (lease %d ms)%s;"
+                      " killed",
+                      run.id, (int)v[i].pid, silent_ms, c->o.lease_ms,
+                      only_run ? " and the state file stays locked" : "");
+        ferry_run_info_clear(&run);
+    }
+    ferry_free(v);
+}
+
+struct stuck_ctx {
+    struct ferry_control *c;
+    struct ferry_store *st;
+};
+
+static void on_stuck(void *arg, int64_t run_id)
+{
+    struct stuck_ctx *x = arg;
+    kill_silent_children(x->c, x->st, run_id);
+}
+
 static void *reaper_main(void *arg)
 {
     struct ferry_control *c = arg;
@@ -423,9 +469,12 @@ static void *reaper_main(void *arg)
     while (!atomic_load(&c->stop)) {
         nap(c, c->o.sweep_ms);
         if (atomic_load(&c->stop)) break;
+        kill_silent_children(c, st, 0); /* leader or not: they are this process's children */
         if (!atomic_load(&c->leader)) continue;
         int lost = 0, retried = 0;
-        if (ferry_reaper_sweep(st, c->bus, c->o.lease_ms, &lost, &retried, &e) != FERRY_OK)
+        struct stuck_ctx x = {c, st};
+        if (ferry_reaper_sweep(st, c->bus, c->o.lease_ms, on_stuck, &x, &lost, &retried, &e) !=
+            FERRY_OK)
             ferry_log(FERRY_LOG_ERROR, "reaper: %s", e.message);
         if (lost) {
             pthread_mutex_lock(&c->lock);

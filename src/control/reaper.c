@@ -70,7 +70,8 @@ int ferry_control_lose(struct ferry_store *st, struct ferry_bus *bus, int64_t ru
     return rc;
 }
 
-int ferry_reaper_sweep(struct ferry_store *st, struct ferry_bus *bus, int lease_ms, int *lost,
+int ferry_reaper_sweep(struct ferry_store *st, struct ferry_bus *bus, int lease_ms,
+                       void (*stuck)(void *arg, int64_t run_id), void *arg, int *lost,
                        int *retried, struct ferry_error *err)
 {
     *lost = 0;
@@ -95,6 +96,7 @@ int ferry_reaper_sweep(struct ferry_store *st, struct ferry_bus *bus, int lease_
             if (again) (*retried)++;
         } else if (lrc != FERRY_EFENCED && lrc != FERRY_ECONFLICT) {
             ferry_log(FERRY_LOG_ERROR, "reaper: run %" PRId64 ": %s", v[i].id, e.message);
+            if (lrc == FERRY_ETIMEOUT && stuck) stuck(arg, v[i].id);
         }
     }
     ferry_run_infos_free(v, n);

@@ -5,6 +5,8 @@
 #  - SIGSTOP past the lease, then SIGCONT: reaped by the lease, then the zombie is fenced:
 #    it exits, the run's checkpoints do not move, its events are ignored; the run resumes;
 #  - SIGSTOP for half the lease: not reaped, completes in its first attempt;
+#  - SIGSTOP for good: the server kills its silent child (SIGKILL) after three leases, even
+#    when it was stopped holding the state file's write lock; the run resumes;
 #  - two trackers (the server's and each worker's) fold the same log and the server is
 #    restarted: counts stay exact (equal to the current attempt's batch.written events).
 . "$(dirname "$0")/../e2e/lib.sh"
@@ -43,6 +45,24 @@ until_gone() {
     sleep 0.1
   done
   fail "process $1 did not exit"
+}
+# holds_state_lock PID: PID holds a write lock on the state's WAL index (SQLite takes byte
+# 120 of state.db-shm to write, https://sqlite.org/walformat.html). A worker stopped there
+# would stop every writer until the server kills it (tested below, on its own).
+holds_state_lock() {
+  local ino
+  ino=$(stat -c %i "$T/state.db-shm") || return 1
+  grep -v -- '->' /proc/locks | awk -v p="$1" -v i=":$ino" '$4 == "WRITE" && $5 == p && substr($6, length($6) - length(i) + 1) == i' | grep -q .
+}
+# stop_outside_lock PID: SIGSTOP at a moment PID holds no state lock.
+stop_outside_lock() {
+  for _ in $(seq 1 200); do
+    kill -STOP "$1"
+    holds_state_lock "$1" || return 0
+    kill -CONT "$1"
+    sleep 0.05
+  done
+  fail "worker $1 held the state lock at every one of 200 stops"
 }
 # The run's checkpoints and attempt as the state store has them.
 checkpoints() { q "$T/state.db" "SELECT resource, shard, attempt, position, updated_us FROM run_checkpoints WHERE run_id = $1 ORDER BY 1, 2"; }
@@ -84,7 +104,7 @@ run=$(start_run stopped)
 wait_rows "$run"
 pid=$(worker_pid "$run")
 attempt=$(api GET "/v1/runs/$run" | jq -r .attempt)
-kill -STOP "$pid"
+stop_outside_lock "$pid"
 wait_state "$run" failed $(( (LEASE_S + 1 + 10) * 10 ))
 api GET "/v1/runs/$run" | jq -e '.error | contains("no heartbeat")' > /dev/null || fail "reaped by the lease: $BODY"
 sleep 0.5 # let the reaper's events be folded
@@ -109,7 +129,7 @@ register paused 0
 run=$(start_run paused)
 wait_rows "$run"
 pid=$(worker_pid "$run")
-kill -STOP "$pid"
+stop_outside_lock "$pid"
 sleep $((LEASE_S / 2))
 kill -CONT "$pid"
 wait_done "$run" completed 1200
@@ -118,6 +138,32 @@ api GET "/v1/runs/$run" > r.json
 events_of "$run" | jq -r .type | grep -qx worker.lost && fail "false reap of a briefly stopped worker"
 same_table ref.db paused.db orders || fail "destination after a brief stop"
 pass "SIGSTOP for half the lease: not reaped, completed in attempt 1"
+one_attempt_run=$run
+
+# ---- SIGSTOP for good: killed by the server after three leases ----
+# Stopped whenever, possibly holding the state's write lock: then the reaper cannot fence it
+# and the server kills it at once; otherwise the lease fences it and three leases kill it.
+register frozen 0
+run=$(start_run frozen)
+wait_rows "$run"
+pid=$(worker_pid "$run")
+locked=no
+for _ in $(seq 1 100); do # prefer the harder case: stopped inside a state write
+  kill -STOP "$pid"
+  holds_state_lock "$pid" && { locked=yes; break; }
+  kill -CONT "$pid"
+  sleep 0.01
+done
+[ "$locked" = yes ] || kill -STOP "$pid"
+until_gone "$pid"
+wait_state "$run" failed 300
+grep -q "worker pid $pid silent for .* killed" "$T/serve.err" || fail "no kill logged for pid $pid: $(tail -5 "$T/serve.err")"
+[ "$locked" = no ] || grep -q "worker pid $pid silent .*state file stays locked; killed" "$T/serve.err" || fail "stopped holding the lock: not killed for it"
+api POST "/v1/runs/$run/resume" > /dev/null
+[ "$CODE" = 202 ] || fail "resume the killed run: $CODE $BODY"
+wait_done "$run" completed 1200
+same_table ref.db frozen.db orders || fail "resumed after the kill: destination differs"
+pass "SIGSTOP for good (holding the state lock: $locked): killed by the server, resumed, destination exact"
 
 # ---- counts exact with two trackers folding, and after a server restart ----
 check_counts() {
@@ -139,7 +185,7 @@ stop_serve
 start_serve --lease ${LEASE_S}s --sweep 500ms
 sleep 1
 check_counts
-[ "$(api GET /v1/runs/"$run" | jq -r .rows)" = $ROWS ] || fail "after a restart: $BODY"
+[ "$(api GET /v1/runs/"$one_attempt_run" | jq -r .rows)" = $ROWS ] || fail "after a restart: $BODY"
 pass "counts exact with two trackers folding the same log, and after a server restart"
 stop_serve
 no_sanitizer_reports

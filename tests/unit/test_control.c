@@ -261,12 +261,12 @@ static void test_reaper(void **state)
     /* Within the lease: nothing. */
     int lost = 0, retried = 0;
     age_heartbeat(f, r1, 2000);
-    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, &lost, &retried, &e), FERRY_OK);
+    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, NULL, NULL, &lost, &retried, &e), FERRY_OK);
     assert_int_equal(lost, 0);
     /* Past it: both lost; "retry" is requested again, "once" stays failed. */
     age_heartbeat(f, r1, 5000);
     age_heartbeat(f, r2, 8000);
-    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, &lost, &retried, &e), FERRY_OK);
+    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, NULL, NULL, &lost, &retried, &e), FERRY_OK);
     assert_int_equal(lost, 2);
     assert_int_equal(retried, 1);
     struct ferry_run_info run;
@@ -301,7 +301,7 @@ static void test_reaper(void **state)
     /* The retry's second loss exhausts the policy. */
     assert_int_equal(ferry_store_run_begin_attempt(f->st, r2, 1236, &a2, &e), FERRY_OK);
     age_heartbeat(f, r2, 9000);
-    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, &lost, &retried, &e), FERRY_OK);
+    assert_int_equal(ferry_reaper_sweep(f->st, f->bus, 5000, NULL, NULL, &lost, &retried, &e), FERRY_OK);
     assert_int_equal(lost, 1);
     assert_int_equal(retried, 0);
     assert_int_equal(ferry_store_run_get(f->st, r2, &run, &e), FERRY_OK);

@@ -16,6 +16,11 @@ base=${FERRY_TEST_TMP:-${TMPDIR:-/tmp}}
 root=$(mktemp -d "$base/ferry-t.XXXXXX") || { echo "run-test: cannot make a folder in $base" >&2; exit 1; }
 chmod 1777 "$root" # like /tmp: servers running as other users (postgres, mysql) work in it
 export TMPDIR=$root
+# Debian's python3 (scripts/install-deps.sh) before a version manager's shim that PATH may
+# name first: a pyenv shim costs half a second per call, and the tests call python3 often.
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+  mkdir "$root/.bin" && ln -s /usr/bin/python3 "$root/.bin/python3" && export PATH="$root/.bin:$PATH"
+fi
 
 bash "$script"
 rc=$?

@@ -139,19 +139,33 @@ static void hub_destroy(struct ferry_my_hub *h)
     ferry_free(h);
 }
 
-/* Frees h when every answer is in (or the wait ended) and no subscriber is left. */
-static void hub_maybe_free(struct ferry_my_hub *h)
+/* With registry_lock and h->lock held: true, and h out of the registry, when every answer
+ * is in (or the wait ended) and no subscriber is left. The caller that saw it destroys h
+ * after unlocking: deciding under the registry lock, in the same section as the caller's own
+ * leave or answer, makes that caller the only one (two members leaving at once both saw
+ * active == 0 when each decided after its own unlock, and both freed h). */
+static void sub_leave_locked(struct ferry_my_hub_sub *s);
+
+static bool hub_unlink_if_gone(struct ferry_my_hub *h)
 {
+    if (!(h->closed && h->active == 0 && h->state != OPENING)) return false;
+    for (struct ferry_my_hub **pp = &registry; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    return true;
+}
+
+/* s leaves its hub; the last one out frees it. */
+static void sub_leave(struct ferry_my_hub_sub *s)
+{
+    struct ferry_my_hub *h = s->hub;
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&h->lock);
-    bool gone = h->closed && h->active == 0 && h->state != OPENING;
+    sub_leave_locked(s);
+    bool gone = hub_unlink_if_gone(h);
     pthread_mutex_unlock(&h->lock);
-    if (gone)
-        for (struct ferry_my_hub **pp = &registry; *pp; pp = &(*pp)->next)
-            if (*pp == h) {
-                *pp = h->next;
-                break;
-            }
     pthread_mutex_unlock(&registry_lock);
     if (gone) hub_destroy(h);
 }
@@ -360,19 +374,21 @@ int ferry__my_hub_join(const char *key, const char *peer, int expected, bool wan
         registry = h;
     }
     struct ferry_my_hub_sub *me = NULL;
+    bool gone = false;
     if (h != NULL) {
         pthread_mutex_lock(&h->lock);
         h->answered++;
         if (want && !h->closed && h->state == GATHER)
             me = sub_new(h, db, table, start, open, open_ctx);
         if (h->answered >= h->expected) h->closed = true;
+        if (me == NULL) gone = hub_unlink_if_gone(h); /* an answer without a subscriber */
         pthread_cond_broadcast(&h->cond);
         pthread_mutex_unlock(&h->lock);
     }
     pthread_mutex_unlock(&registry_lock);
     if (h == NULL) return FERRY_OK; /* out of memory: the stream goes alone */
     if (me == NULL) {
-        hub_maybe_free(h);
+        if (gone) hub_destroy(h);
         return FERRY_OK;
     }
     pthread_mutex_lock(&h->lock);
@@ -392,11 +408,9 @@ int ferry__my_hub_join(const char *key, const char *peer, int expected, bool wan
     if (running) {
         *sub = me;
         *crc = h->crc;
-    } else {
-        sub_leave_locked(me);
     }
     pthread_mutex_unlock(&h->lock);
-    if (!running) hub_maybe_free(h);
+    if (!running) sub_leave(me);
     return rc;
 }
 
@@ -436,10 +450,5 @@ int ferry__my_hub_next(struct ferry_my_hub_sub *s, const uint8_t **p, size_t *n,
 
 void ferry__my_hub_leave(struct ferry_my_hub_sub *s)
 {
-    if (s == NULL) return;
-    struct ferry_my_hub *h = s->hub;
-    pthread_mutex_lock(&h->lock);
-    sub_leave_locked(s);
-    pthread_mutex_unlock(&h->lock);
-    hub_maybe_free(h);
+    if (s != NULL) sub_leave(s);
 }

@@ -47,6 +47,12 @@ struct stside {
     const struct ferry_pipeline_spec *p;
     const struct ferry_resource_spec *r;
     bool fetched;
+    /* fetch_only: the keys repair will ask (sorted); the read keeps only their rows, copied
+     * into one compact batch (crw), so memory follows the differing keys, not the source. */
+    const struct ferry_vkey **want;
+    int64_t n_want, n_read;
+    bool want_set;
+    struct ferry_row_writer *crw;
     struct ferry_batch **fb;
     int n_fb, cap_fb;
     struct frow *fr;
@@ -433,12 +439,30 @@ static int frow_cmp(const void *a, const void *b)
     return key_cmp(&((const struct frow *)a)->key, &((const struct frow *)b)->key, sort_nkey);
 }
 
-/* Emit callback of the fetch read: keeps the untransformed batch (the callback owns it)
- * and indexes its rows. */
-static int keep(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+static int want_cmp(const void *a, const void *b)
 {
-    struct stside *s = ctx;
-    const struct ferry_vtable *t = s->base.t;
+    return key_cmp(*(const struct ferry_vkey *const *)a, *(const struct ferry_vkey *const *)b,
+                   sort_nkey);
+}
+
+static bool wanted(const struct stside *s, const struct ferry_vkey *k)
+{
+    int64_t lo = 0, hi = s->n_want;
+    int n = s->base.t->n_key;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = key_cmp(s->want[mid], k, n);
+        if (c == 0) return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static int fb_push(struct stside *s, struct ferry_batch *b, struct ferry_error *err)
+{
     if (s->n_fb == s->cap_fb) {
         int cap = s->cap_fb ? s->cap_fb * 2 : 16;
         struct ferry_batch **v = ferry_realloc(s->fb, sizeof *v * (size_t)cap);
@@ -450,38 +474,96 @@ static int keep(void *ctx, struct ferry_batch *b, struct ferry_error *err)
         s->cap_fb = cap;
     }
     s->fb[s->n_fb++] = b;
+    return FERRY_OK;
+}
+
+/* Emit callback of the compact writer: the one batch of the wanted rows. */
+static int keep_compact(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    return fb_push(ctx, b, err);
+}
+
+/* Row `row` of b, every column, appended to the compact writer. */
+static int keep_row(struct stside *s, const struct ferry_batch *b, int64_t row,
+                    struct ferry_error *err)
+{
+    if (s->crw == NULL) {
+        struct ferry_rw_limits lim = {INT64_C(1) << 40, INT64_C(1) << 40, 0};
+        s->crw = ferry__rw_new(b->schema, s->r->table, lim, keep_compact, s);
+        if (s->crw == NULL) return oom(err);
+    }
+    char dec[64];
+    ferry_rw_begin(s->crw, FERRY_OP_INSERT);
+    for (int c = 0; c < b->schema->n_fields; c++) {
+        struct ferry_vvalue v;
+        batch_value(b, c, row, b->schema->fields[c].scale, &v, dec, sizeof dec);
+        int rc = ferry__vrepair_put(s->crw, &b->schema->fields[c], &v, err);
+        if (rc != FERRY_OK) {
+            ferry_rw_cancel_row(s->crw);
+            return rc;
+        }
+    }
+    return ferry_rw_end(s->crw, err);
+}
+
+/* Emit callback of the fetch read: indexes the rows by key and keeps the untransformed
+ * batch (the callback owns it), or, when the wanted keys are known, copies only their rows
+ * and drops the batch. */
+static int keep(void *ctx, struct ferry_batch *b, struct ferry_error *err)
+{
+    struct stside *s = ctx;
+    const struct ferry_vtable *t = s->base.t;
+    int rc = FERRY_OK;
+    if (!s->want_set && (rc = fb_push(s, b, err)) != FERRY_OK) return rc;
     if (s->kcol == NULL) {
         s->kcol = ferry_calloc((size_t)t->n_key + 1, sizeof *s->kcol);
         if (s->kcol == NULL) return oom(err);
         for (int i = 0; i < t->n_key; i++) {
             const struct ferry_vcol *c = &t->cols[t->key[i]];
             if ((s->kcol[i] = ferry_schema_find(b->schema, c->src)) < 0)
-                return ferry_error_set(err, FERRY_EINVAL, "verify",
-                                       "verify --repair: source %s has no key column %s",
-                                       s->base.name, c->src);
+                rc = ferry_error_set(err, FERRY_EINVAL, "verify",
+                                     "verify --repair: source %s has no key column %s",
+                                     s->base.name, c->src);
         }
     }
     char dec[64];
-    for (int64_t row = 0; row < b->length; row++) {
+    for (int64_t row = 0; row < b->length && rc == FERRY_OK; row++) {
         if (ferry_batch_op(b, row) == FERRY_OP_DELETE) continue;
+        s->n_read++;
         if (s->n_fr == s->cap_fr) {
             int64_t cap = s->cap_fr ? s->cap_fr * 2 : 1024;
             struct frow *v = ferry_realloc(s->fr, sizeof *v * (size_t)cap);
-            if (v == NULL) return oom(err);
+            if (v == NULL) {
+                rc = oom(err);
+                break;
+            }
             s->fr = v;
             s->cap_fr = cap;
         }
         char **parts = ferry_calloc((size_t)t->n_key + 1, sizeof *parts);
-        if (parts == NULL) return oom(err);
+        if (parts == NULL) {
+            rc = oom(err);
+            break;
+        }
         for (int i = 0; i < t->n_key; i++) {
             const struct ferry_vcol *c = &t->cols[t->key[i]];
             struct ferry_vvalue v;
             batch_value(b, s->kcol[i], row, c->scale, &v, dec, sizeof dec);
             parts[i] = key_text(c->src_type, &v);
         }
-        s->fr[s->n_fr++] = (struct frow){{parts}, s->n_fb - 1, row};
+        struct ferry_vkey k = {parts};
+        if (!s->want_set) {
+            s->fr[s->n_fr++] = (struct frow){k, s->n_fb - 1, row};
+        } else if (!wanted(s, &k)) {
+            ferry__vkey_free(&k, t->n_key);
+        } else {
+            int64_t at = s->n_fr; /* the compact batch's row: one per kept row */
+            s->fr[s->n_fr++] = (struct frow){k, 0, at};
+            rc = keep_row(s, b, row, err);
+        }
     }
-    return FERRY_OK;
+    if (s->want_set) ferry_batch_unref(b);
+    return rc;
 }
 
 static int fetch_load(struct stside *s, struct ferry_error *err)
@@ -508,6 +590,12 @@ static int fetch_load(struct stside *s, struct ferry_error *err)
         rc = p->source_vt->extract(ctx, r, schema, plan, sh, NULL, rw, err);
         if (rc == FERRY_OK) rc = ferry_rw_flush(rw, false, err);
     }
+    if (rc == FERRY_OK && s->crw != NULL) rc = ferry_rw_flush(s->crw, false, err);
+    if (rc == FERRY_OK && s->want_set)
+        ferry_log(FERRY_LOG_INFO,
+                  "verify --repair: source %s read again: %" PRId64 " rows, %" PRId64
+                  " kept for %" PRId64 " keys to fetch",
+                  s->base.name, s->n_read, s->n_fr, s->n_want);
     ferry__rw_free(rw);
     ferry_free(plan);
     ferry_schema_unref(schema);
@@ -568,6 +656,24 @@ static int st_fetch(struct ferry_vside *base, const struct ferry_vkey *k,
     return ferry_rw_end(rw, err);
 }
 
+/* Repair, before the first fetch: only these keys will be asked (the array is copied; the
+ * keys must outlive the side's fetches). */
+static int st_fetch_only(struct ferry_vside *base, const struct ferry_vkey *const *keys, int64_t n,
+                         struct ferry_error *err)
+{
+    struct stside *s = (struct stside *)base;
+    if (s->fetched) return FERRY_OK; /* too late: everything is kept already */
+    ferry_free(s->want);
+    s->want = n ? ferry_malloc(sizeof *s->want * (size_t)n) : NULL;
+    if (n && s->want == NULL) return oom(err);
+    if (n) memcpy(s->want, keys, sizeof *s->want * (size_t)n);
+    s->n_want = n;
+    sort_nkey = base->t->n_key;
+    if (n > 1) qsort(s->want, (size_t)n, sizeof *s->want, want_cmp);
+    s->want_set = true;
+    return FERRY_OK;
+}
+
 static int st_refresh(struct ferry_vside *base, struct ferry_error *err)
 {
     (void)base, (void)err;
@@ -583,6 +689,8 @@ static void st_close(struct ferry_vside *base)
     ferry_free(s->fr);
     for (int i = 0; i < s->n_fb; i++) ferry_batch_unref(s->fb[i]);
     ferry_free(s->fb);
+    ferry__rw_free(s->crw);
+    ferry_free(s->want);
     ferry_free(s->kcol);
     ferry_free(s->bcol);
     ferry_free(s->kint);
@@ -602,6 +710,7 @@ static const struct ferry_vside_ops st_ops = {
     .buckets_recv = st_buckets_recv,
     .rows = st_rows,
     .fetch = st_fetch,
+    .fetch_only = st_fetch_only,
     .refresh = st_refresh,
     .close = st_close,
 };

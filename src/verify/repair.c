@@ -163,6 +163,15 @@ int ferry__verify_repair(const struct ferry_pipeline_spec *p, const struct ferry
         rw = ferry__rw_new(in, r->table, lim, collect, &sb);
         if (rw == NULL) rc = oom(err);
     }
+    if (rc == FERRY_OK && src->ops->fetch_only) {
+        const struct ferry_vkey **keys = ferry_malloc(sizeof *keys * (size_t)n_fix);
+        int64_t n_keys = 0;
+        if (keys == NULL) rc = ferry_error_set(err, FERRY_ENOMEM, "verify", "out of memory");
+        for (int64_t i = 0; i < n_fix && keys; i++)
+            if (!fix[i].delete_) keys[n_keys++] = &fix[i].key;
+        if (keys) rc = src->ops->fetch_only(src, keys, n_keys, err);
+        ferry_free(keys);
+    }
     for (int64_t i = 0; i < n_fix && rc == FERRY_OK; i++) {
         bool found = false;
         if (!fix[i].delete_) rc = src->ops->fetch(src, &fix[i].key, in, rw, &found, err);

@@ -153,6 +153,10 @@ struct ferry_vside_ops {
      * written into rw as one insert; *found false when the side has no such row. */
     int (*fetch)(struct ferry_vside *s, const struct ferry_vkey *k, const struct ferry_schema *sc,
                  struct ferry_row_writer *rw, bool *found, struct ferry_error *err);
+    /* Optional, before the first fetch: the only keys that will be fetched (the side reading
+     * its whole source again keeps just their rows). keys outlive the fetches. */
+    int (*fetch_only)(struct ferry_vside *s, const struct ferry_vkey *const *keys, int64_t n,
+                      struct ferry_error *err);
     /* Ends the snapshot the side reads in and starts a new one (the re-check pass). */
     int (*refresh)(struct ferry_vside *s, struct ferry_error *err);
     void (*close)(struct ferry_vside *s);

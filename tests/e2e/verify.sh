@@ -329,15 +329,19 @@ vjson fp.yaml --resource orders
 vjson fp.yaml --resource jevents
 [ "$RC" = 8 ] && [ "$(keys missing)" = 4000 ] || fail "files->PG: missing JSON Lines row: $J"
 # --repair from a source read through ferry: the source is read again, rows found by key
+# keeping only the rows of the keys to fetch (memory follows the differences, not the source)
 pgq -c "INSERT INTO copy.orders (id, note) VALUES (999999, 'extra')"
-vjson fp.yaml --repair
+FERRY_LOG=info vjson fp.yaml --repair
 [ "$RC" = 0 ] || fail "files->PG repair: exit $RC: $J $(cat verify.err)"
+grep -q "source orders read again: 30000 rows, 2 kept for 2 keys to fetch" verify.err &&
+  grep -q "source jevents read again: 5000 rows, 1 kept for 1 keys to fetch" verify.err ||
+  fail "files->PG repair: the source read again should keep only the rows to fetch: $(grep 'read again' verify.err)"
 [ "$(printf '%s' "$J" | jq -r '[.resources[].repaired] | join(",")')" = "3,1" ] || fail "files->PG repaired counts: $J"
 [ "$(pgq -c "SELECT count(*) FROM copy.orders WHERE id = 999999 OR (id = 22 AND note = '')")" = 0 ] ||
   fail "files->PG repair: extra row or changed value left"
 vjson fp.yaml
 [ "$RC" = 0 ] || fail "files->PG after repair: exit $RC: $J"
-pass "files (CSV, JSON Lines) -> PG: equal after a run; NULL vs '', a microsecond and a deleted row found; --repair fixes them"
+pass "files (CSV, JSON Lines) -> PG: equal after a run; NULL vs '', a microsecond and a deleted row found; --repair fixes them, keeping only the fetched rows"
 
 write_pipeline sv.yaml sample-verify 20000 "$T/sample.db" upsert
 expect_exit 0 ferry run sv.yaml --quiet

@@ -97,10 +97,12 @@ check_s3_expire() {
   icebird_reads "s3://$bucket/${WHNAME:-wh}" "$($name_cmd)"
   local files=""
   rm -rf dl && mkdir dl
+  local missing
   for f in $(cat live.txt); do
-    s3c "$bucket" get "$f" > "dl/$(basename "$f")" || fail "cannot fetch $f"
-    files="$files${files:+,}'$T/dl/$(basename "$f")'"
+    files="$files${files:+,}'$T/dl/$f'"
   done
+  # shellcheck disable=SC2046
+  missing=$(s3c "$bucket" getmany dl $(cat live.txt)) || fail "cannot fetch $missing"
   node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
     epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" > dk.jsonl \
     || fail "DuckDB could not read the data files"

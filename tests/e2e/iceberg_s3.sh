@@ -54,11 +54,14 @@ check_s3() {
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
   node "$READ" "$SWH" db --files orders "$m" > files.jsonl || fail "icebird: manifests unreadable"
   rm -rf dl && mkdir dl
+  local keys="" missing
   for f in $(jq -r '.data_file.file_path' files.jsonl); do
     case "$f" in s3://$S3_BUCKET/wh/db/orders/data/*) ;; *) fail "data file outside the table: $f" ;; esac
-    s3c "$S3_BUCKET" get "${f#s3://$S3_BUCKET/}" > "dl/$(basename "$f")" || fail "cannot fetch $f"
-    files="$files${files:+,}'$T/dl/$(basename "$f")'"
+    keys="$keys ${f#s3://$S3_BUCKET/}"
+    files="$files${files:+,}'$T/dl/${f#s3://$S3_BUCKET/}'"
   done
+  # shellcheck disable=SC2086
+  [ -z "$keys" ] || missing=$(s3c "$S3_BUCKET" getmany dl $keys) || fail "cannot fetch $missing"
   [ -n "$files" ] || fail "no data file listed"
   node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
     epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" > dk.jsonl \

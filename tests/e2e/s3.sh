@@ -36,9 +36,11 @@ fetch() {
   s3c "$S3_BUCKET" get "$prefix/_runs/run=$run/_manifest.json" > "$dir/_manifest.json" \
     || fail "no manifest for run $run under $prefix"
   jq -r '.objects[] | "\(.key) \(.bytes) \(.crc32c)"' "$dir/_manifest.json" > "$dir/listed.txt"
+  local missing
+  # shellcheck disable=SC2046
+  missing=$(s3c "$S3_BUCKET" getmany "$dir" $(cut -d' ' -f1 "$dir/listed.txt")) ||
+    fail "listed object $missing cannot be read"
   while read -r key bytes crc; do
-    mkdir -p "$dir/$(dirname "$key")"
-    s3c "$S3_BUCKET" get "$key" > "$dir/$key" || fail "listed object $key cannot be read"
     [ "$(stat -c %s "$dir/$key")" = "$bytes" ] || fail "$key: size differs from the manifest"
     [ "$(crc32c "$dir/$key")" = "$crc" ] || fail "$key: CRC32-C differs from the manifest"
   done < "$dir/listed.txt"

@@ -1,6 +1,9 @@
 // tests/s3/client.mjs - a signed S3 client the tests use to read what ferry wrote, independent of
 // ferry's own signer: SigV4 from the `aws4` npm package (pinned in tests/tools).
 // Usage: node client.mjs ENDPOINT BUCKET get KEY       -> the object's bytes on stdout
+//        node client.mjs ENDPOINT BUCKET getmany DIR KEY... -> each object into DIR/KEY (folders
+//                                                         made); a missing one: its key on stdout,
+//                                                         exit 1 (one process for many objects)
 //        node client.mjs ENDPOINT BUCKET list PREFIX   -> one key per line (all pages)
 //        node client.mjs ENDPOINT BUCKET put KEY FILE
 //        node client.mjs ENDPOINT BUCKET delete KEY
@@ -59,7 +62,16 @@ function request(method, path, body) {
   });
 }
 
-if (cmd === 'get') {
+if (cmd === 'getmany') {
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const { dirname } = await import('node:path');
+  for (const key of process.argv.slice(6)) {
+    const r = await request('GET', `/${bucket}/${enc(key)}`);
+    if (r.status !== 200) { process.stdout.write(key + '\n'); process.exit(1); }
+    mkdirSync(dirname(`${arg}/${key}`), { recursive: true });
+    writeFileSync(`${arg}/${key}`, r.body);
+  }
+} else if (cmd === 'get') {
   const r = await request('GET', `/${bucket}/${enc(arg)}`);
   if (r.status !== 200) { process.stderr.write(`GET ${arg}: HTTP ${r.status}\n`); process.exit(1); }
   process.stdout.write(r.body);

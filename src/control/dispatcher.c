@@ -35,6 +35,7 @@ extern char **environ;
 struct child {
     pid_t pid;
     int64_t run_id;
+    int64_t spawned_us; /* wall clock */
 };
 
 struct ferry_control {
@@ -231,7 +232,8 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
         struct child *nv = ferry_realloc(c->children, (size_t)(c->n_children + 1) * sizeof *nv);
         if (nv) {
             c->children = nv;
-            c->children[c->n_children++] = (struct child){.pid = pid, .run_id = run_id};
+            c->children[c->n_children++] =
+                (struct child){.pid = pid, .run_id = run_id, .spawned_us = ferry_now_wall_us()};
         }
         c->stats.workers_running = c->n_children;
         c->stats.workers_started++;
@@ -433,9 +435,10 @@ static void kill_silent_children(struct ferry_control *c, struct ferry_store *st
         int64_t silent_ms = (now - run.heartbeat_us) / 1000;
         int64_t limit_ms = (int64_t)c->o.lease_ms * (only_run ? 1 : 3);
         /* The run's row names this worker, or none since a reap fenced it (its heartbeat is
-         * still the worker's last: a retry's worker waits for this one's exit). */
-        if ((run.pid == (int)v[i].pid || run.pid == 0) && run.heartbeat_us > 0 &&
-            silent_ms > limit_ms && kill(v[i].pid, SIGKILL) == 0)
+         * then still the worker's last: a retry's worker waits for this one's exit). A worker
+         * started after the row's heartbeat has not begun its attempt yet: never killed. */
+        bool ours = run.pid == (int)v[i].pid || (run.pid == 0 && v[i].spawned_us < run.heartbeat_us);
+        if (ours && run.heartbeat_us > 0 && silent_ms > limit_ms && kill(v[i].pid, SIGKILL) == 0)
             ferry_log(FERRY_LOG_WARN,
                       "run %" PRId64 ": worker pid %d silent for %" PRId64 " ms (lease %d ms)%s;"
                       " killed",

@@ -51,23 +51,29 @@ dest_ids() {
       [ "$(q -cmd ".timeout 10000" "$T/$d.db" "SELECT count(*) FROM sqlite_master WHERE name = '$t'")" = 1 ] || return 0
       q -cmd ".timeout 10000" "$T/$d.db" "SELECT id FROM \"$t\"" ;;
     jsonl | csv | parquet)
+      local list=""
       for m in "$T/$d"/_runs/*/_manifest.json; do
         [ -e "$m" ] || continue
-        jq -r --arg t "$t" '.files[] | select(.table == $t) | .path' "$m" | while read -r p; do
+        while read -r p; do
           case $kind in
             jsonl) jq -r .id "$T/$d/$p" ;;
             csv) python3 -c 'import csv, sys
 for r in csv.DictReader(open(sys.argv[1], newline="")): print(r["id"])' "$T/$d/$p" ;;
-            parquet) node "$DUCK" "SELECT id FROM read_parquet('$T/$d/$p')" | jq -r '.[0]' ;;
+            parquet) list="$list${list:+,}'$T/$d/$p'" ;; # all files in one DuckDB process
           esac
-        done
-      done ;;
+        done < <(jq -r --arg t "$t" '.files[] | select(.table == $t) | .path' "$m")
+      done
+      [ -z "$list" ] || node "$DUCK" "SELECT id FROM read_parquet([$list])" | jq -r '.[0]' ;;
     s3)
+      local keys="" dl
       for m in $(s3c "$S3_BUCKET" list "$d/_runs/" | grep '_manifest.json$'); do
-        s3c "$S3_BUCKET" get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key' | while read -r k; do
-          s3c "$S3_BUCKET" get "$k" | jq -r .id
-        done
-      done ;;
+        keys="$keys $(s3c "$S3_BUCKET" get "$m" | jq -r --arg t "$t" '.objects[] | select(.table == $t) | .key')"
+      done
+      dl=$(mktemp -d "$T/dl.XXXXXX")
+      # shellcheck disable=SC2086
+      [ -z "${keys// /}" ] || s3c "$S3_BUCKET" getmany "$dl" $keys > /dev/null
+      for k in $keys; do jq -r .id "$dl/$k"; done
+      rm -rf "$dl" ;;
     iceberg)
       [ -d "$T/$d/db/$t/metadata" ] || return 0
       # no snapshot yet (a crash before the first commit): nothing durable

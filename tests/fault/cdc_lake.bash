@@ -45,13 +45,20 @@ lake_log() {
           regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 1) || ':' || regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 2)
         FROM read_parquet([$files], filename = true)" | jq -r '@tsv' ;;
     s3)
+      local keys="" dl p
       for m in $(s3c "$S3_BUCKET" list "$root/_runs/" | grep '_manifest.json$'); do
-        s3c "$S3_BUCKET" get "$m" | jq -r '.objects[].key' | while read -r p; do
-          # <table>/run=<run>/attempt=<a>/part-<n>.jsonl
-          s3c "$S3_BUCKET" get "$p" | jq -r --arg o "$(printf '%s' "$p" | sed -E 's|.*/run=([0-9]+)/attempt=([0-9]+)/.*|\1:\2|')" \
-            '[._ferry_lsn, ._ferry_op, .id, .v, .n, $o] | @tsv'
-        done
-      done ;;
+        keys="$keys $(s3c "$S3_BUCKET" get "$m" | jq -r '.objects[].key')"
+      done
+      dl=$(mktemp -d "$T/dl.XXXXXX")
+      # every listed object in one client process
+      # shellcheck disable=SC2086
+      [ -z "${keys// /}" ] || s3c "$S3_BUCKET" getmany "$dl" $keys > /dev/null
+      for p in $keys; do
+        # <table>/run=<run>/attempt=<a>/part-<n>.jsonl
+        jq -r --arg o "$(printf '%s' "$p" | sed -E 's|.*/run=([0-9]+)/attempt=([0-9]+)/.*|\1:\2|')" \
+          '[._ferry_lsn, ._ferry_op, .id, .v, .n, $o] | @tsv' "$dl/$p"
+      done
+      rm -rf "$dl" ;;
     iceberg_log)
       [ "$(lake_published iceberg "$root")" != none ] || return 0
       node "$READ" "$root" db t | jq -r '[._ferry_lsn, ._ferry_op, .id, .v, .n, "table:1"] | @tsv' ;;

@@ -437,7 +437,8 @@ static void kill_silent_children(struct ferry_control *c, struct ferry_store *st
         /* The run's row names this worker, or none since a reap fenced it (its heartbeat is
          * then still the worker's last: a retry's worker waits for this one's exit). A worker
          * started after the row's heartbeat has not begun its attempt yet: never killed. */
-        bool ours = run.pid == (int)v[i].pid || (run.pid == 0 && v[i].spawned_us < run.heartbeat_us);
+        bool ours = run.pid == (int)v[i].pid ||
+                    (run.pid == 0 && v[i].spawned_us < run.heartbeat_us);
         if (ours && run.heartbeat_us > 0 && silent_ms > limit_ms && kill(v[i].pid, SIGKILL) == 0)
             ferry_log(FERRY_LOG_WARN,
                       "run %" PRId64 ": worker pid %d silent for %" PRId64 " ms (lease %d ms)%s;"

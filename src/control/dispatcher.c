@@ -36,6 +36,8 @@ struct child {
     pid_t pid;
     int64_t run_id;
     int64_t spawned_us; /* wall clock */
+    int attempt;        /* the run's attempt when it was started: still so, the worker never
+                         * began one */
 };
 
 struct ferry_control {
@@ -195,6 +197,7 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
             continue;
         }
         bool wanted = run.state == FERRY_RUN_REQUESTED;
+        int attempt = run.attempt;
         ferry_run_info_clear(&run);
         if (!wanted) continue; /* canceled while queued, or a redelivered request */
         if (!atomic_load(&c->leader)) {
@@ -225,7 +228,7 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
         pid_t pid = 0;
         if (spawn_worker(c, run_id, &pid, &e) != FERRY_OK) {
             ferry_log(FERRY_LOG_ERROR, "dispatcher: %s", e.message);
-            ferry_store_run_set_state(st, run_id, 0, FERRY_RUN_FAILED, e.message, NULL);
+            ferry_store_run_set_state(st, run_id, attempt, FERRY_RUN_FAILED, e.message, NULL);
             continue;
         }
         pthread_mutex_lock(&c->lock);
@@ -233,7 +236,10 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
         if (nv) {
             c->children = nv;
             c->children[c->n_children++] =
-                (struct child){.pid = pid, .run_id = run_id, .spawned_us = ferry_now_wall_us()};
+                (struct child){.pid = pid,
+                               .run_id = run_id,
+                               .spawned_us = ferry_now_wall_us(),
+                               .attempt = attempt};
         }
         c->stats.workers_running = c->n_children;
         c->stats.workers_started++;
@@ -245,7 +251,9 @@ static void launch(struct ferry_control *c, struct ferry_store *st)
 
 /* A worker that exits has published its final event and waited for it to be folded, unless
  * it died: then the store still says its attempt runs (lost now, not a lease later), or,
- * when it died before starting an attempt, that the run is requested. */
+ * when it died before starting an attempt, that the run is requested at the attempt it was
+ * started for (a first run's 0, a resumed run's last). A run requested at another attempt
+ * was requested again after this worker began (a pause resumed at once, a retry): not its. */
 static void child_exited(struct ferry_control *c, struct ferry_store *st, struct child ch,
                          int status)
 {
@@ -272,17 +280,18 @@ static void child_exited(struct ferry_control *c, struct ferry_store *st, struct
             if (again) c->stats.runs_retried++;
             pthread_mutex_unlock(&c->lock);
         }
-    } else if (run.state == FERRY_RUN_REQUESTED && run.attempt == 0) {
+    } else if (run.state == FERRY_RUN_REQUESTED && run.attempt == ch.attempt) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s before starting the run (its output: %s/run-%" PRId64 ".log)",
                  why, c->log_dir, run.id);
-        if (ferry_store_run_set_state(st, run.id, 0, FERRY_RUN_FAILED, msg, &e) == FERRY_OK) {
+        if (ferry_store_run_set_state(st, run.id, run.attempt, FERRY_RUN_FAILED, msg, &e) ==
+            FERRY_OK) {
             struct ferry_buf b;
             ferry_buf_init(&b, 0);
             ferry_buf_printf(&b, "{\"code\":\"worker\",\"message\":");
             ferry_buf_json_string(&b, msg, strlen(msg));
             ferry_buf_append(&b, "}", 1);
-            ferry_bus_emit(c->bus, run.id, 0, "", FERRY_EV_RUN_FAILED, b.data, NULL);
+            ferry_bus_emit(c->bus, run.id, run.attempt, "", FERRY_EV_RUN_FAILED, b.data, NULL);
             ferry_buf_release(&b);
         }
     }

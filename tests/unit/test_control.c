@@ -426,6 +426,51 @@ static void test_resume_marks(void **state)
     ferry_free(ids);
 }
 
+/* A local worker that dies before it begins an attempt fails its run, a resumed run's too
+ * (before, a resumed run stayed `requested` with no worker, for good). /bin/false stands in
+ * for a worker that exits at once. */
+static void test_worker_dies_before_start(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error e;
+    assert_int_equal(ferry_store_pipeline_apply(f->st, "p", "v1", "{}", 0, NULL, &e), FERRY_OK);
+    int64_t first, resumed;
+    bool existed;
+    int a;
+    assert_int_equal(
+        ferry_control_request_run(f->st, f->bus, "p", "api", "1", &first, &existed, &e), FERRY_OK);
+    assert_int_equal(
+        ferry_control_request_run(f->st, f->bus, "p", "api", "2", &resumed, &existed, &e),
+        FERRY_OK);
+    assert_int_equal(ferry_store_run_begin_attempt(f->st, resumed, 1, &a, &e), FERRY_OK);
+    assert_int_equal(ferry_store_run_set_state(f->st, resumed, a, FERRY_RUN_PAUSED, NULL, &e),
+                     FERRY_OK);
+    assert_int_equal(ferry_store_run_requeue(f->st, resumed, false, &e), FERRY_OK);
+    struct ferry_control_options o = {.state_path = f->sd.url,
+                                      .worker_bin = "/bin/false",
+                                      .log_dir = f->sd.dir,
+                                      .max_workers = 2,
+                                      .lease_ms = 5000,
+                                      .sweep_ms = 200};
+    struct ferry_control *c = NULL;
+    assert_int_equal(ferry_control_start(&o, f->bus, &c, &e), FERRY_OK);
+    int64_t ids[2] = {first, resumed};
+    for (int i = 0; i < 2; i++) {
+        struct ferry_run_info run = {0};
+        for (int tries = 0; tries < 600; tries++) {
+            ferry_run_info_clear(&run);
+            assert_int_equal(ferry_store_run_get(f->st, ids[i], &run, &e), FERRY_OK);
+            if (run.state == FERRY_RUN_FAILED) break;
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        assert_int_equal(run.state, FERRY_RUN_FAILED);
+        assert_non_null(strstr(run.error, "exited with status 1 before starting the run"));
+        ferry_run_info_clear(&run);
+    }
+    ferry_control_stop(c, 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +482,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reaper, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scheduler_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_marks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_dies_before_start, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

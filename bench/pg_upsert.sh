@@ -3,9 +3,7 @@
 # Destination: dst.up.orders_up (primary key on id), prepared before each run (untimed) with
 # one key mix: new (empty), existing (every key, status 'stale' so that the update shows),
 # half (the even keys, 'stale'). Per mix and round, interleaved: the INSERT … ON CONFLICT
-# anchor, the MERGE anchor, ferry write: upsert, ferry write: upsert with `overlap_commits:
-# false` (one connection, each batch's commit waited for: the A/B of overlapped upserts;
-# UPSERT_SERIAL=0 skips it), and with UPSERT_OLD=1 ferry with
+# anchor, the MERGE anchor, ferry write: upsert, and with UPSERT_OLD=1 ferry with
 # FERRY_PG_NO_MERGE=1 (its SQL before PostgreSQL 15; the batches of a full read hold inserts
 # only, which take INSERT … ON CONFLICT on either path). Then the merge-with-deletes case of
 # bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report for the results file.
@@ -84,9 +82,6 @@ measure_up() {
 }
 
 ferry_yaml "$W/upsert_mix.yaml" bench_upsert_mix upsert up 1 per_apply public.orders_up
-sed 's/^  durability: per_apply$/  durability: per_apply\n  overlap_commits: false/' \
-  "$W/upsert_mix.yaml" > "$W/upsert_serial.yaml"
-grep -q 'overlap_commits: false' "$W/upsert_serial.yaml" || { echo "upsert_serial.yaml: no overlap line" >&2; exit 1; }
 MIXES="new existing half"
 for round in $(seq 1 "$REPS"); do
   for mix in $MIXES; do
@@ -94,7 +89,6 @@ for round in $(seq 1 "$REPS"); do
     measure_up "ai_$mix" "$mix" one_anchor "$ANCHOR_INSERT"
     measure_up "am_$mix" "$mix" one_anchor "$ANCHOR_MERGE"
     measure_up "fu_$mix" "$mix" one_ferry "$W/upsert_mix.yaml" "$UPSERT_ROWS"
-    [ "${UPSERT_SERIAL:-1}" = 1 ] && measure_up "fs_$mix" "$mix" one_ferry "$W/upsert_serial.yaml" "$UPSERT_ROWS"
     [ "${UPSERT_OLD:-0}" = 1 ] && measure_up "fo_$mix" "$mix" one_ferry_old "$W/upsert_mix.yaml" "$UPSERT_ROWS"
   done
 done
@@ -143,9 +137,8 @@ upsert_report() {
   echo "transaction: \`psql COPY … TO STDOUT (FORMAT binary) | psql -1\` with \`CREATE TEMPORARY TABLE s"
   echo "(LIKE …)\`, \`COPY s FROM STDIN (FORMAT binary)\`, then \`INSERT INTO … SELECT * FROM s ON CONFLICT"
   echo "(id) DO UPDATE SET\` every other column (or the same with \`MERGE\`). ferry: \`write: upsert\`,"
-  echo "default settings (per-batch transactions with the checkpoint, integrity digest on; commits"
-  echo "overlapped on two connections), and the same with \`overlap_commits: false\`. Interleaved"
-  echo "per mix (INSERT anchor, MERGE anchor, ferry, ferry serial), best of $REPS; every run's destination is verified"
+  echo "default settings (per-batch transactions with the checkpoint, integrity digest on). Interleaved"
+  echo "per mix (INSERT anchor, MERGE anchor, ferry), best of $REPS; every run's destination is verified"
   echo "(count + md5 over the rows in key order equal the source's)."
   echo
   echo "| run | wall s | rows/s | client peak RSS MiB | client CPU s | × INSERT anchor | verified |"
@@ -154,7 +147,6 @@ upsert_report() {
     urow "$mix: anchor INSERT … ON CONFLICT" "ai_$mix" "ai_$mix"
     urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
     urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
-    [ "${UPSERT_SERIAL:-1}" = 1 ] && urow "$mix: ferry upsert, overlap_commits: false" "fs_$mix" "ai_$mix"
     [ "${UPSERT_OLD:-0}" = 1 ] && urow "$mix: ferry upsert, FERRY_PG_NO_MERGE=1" "fo_$mix" "ai_$mix"
   done
   for no_merge in 1 0; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/fault/pg_overlap_commits.sh - overlapped commits of the postgres sink (per_apply
-# append and upsert: batch N's COMMIT in flight on one connection while batch N+1 is copied on the
+# append: batch N's COMMIT in flight on one connection while batch N+1 is copied on the
 # other; docs/internals/postgres.md), against a real PostgreSQL 15 (tests/pg/pg.sh; source
 # database `ferry`, destination `dst`), 2000-row batches of a keyed table read in key order:
 #   - the overlap happens: the destination's server log shows the COPYs of one run coming
@@ -17,9 +17,6 @@
 #     or a later one is in the destination, its checkpoint is the batch before, the store
 #     never recorded the failed batch; after the trigger is dropped the resume is exact;
 #   - overlap_commits: false gives the same table with one destination backend;
-#   - upsert overlaps as well (each connection stages into its own temporary table): two
-#     backends run the upserts, a half-filled destination (stale rows) ends equal to the
-#     source; kill -9 between the commits leaves ids 1..K as the checkpoint says, resume exact;
 #   - network faults through tests/tools/tcpproxy.mjs (io_timeout 3 s): the connection cut
 #     right after or before a COMMIT passes while the next batch is copied on the other
 #     connection, and a black hole opened after the first batch (the abort then goes back
@@ -156,35 +153,6 @@ pd -c "DROP TRIGGER boom ON f1.ord" >/dev/null
 expect_exit 0 ferry run f1.yaml
 exact f1 "failed commit, resumed"
 pass "a failed COMMIT: run fails naming it, destination and store stop at id 6000, resume exact"
-
-# ---- upsert overlaps too: each connection stages into a temporary table of its own ----------
-upsert_pipeline() { # FILE NAME
-  pipeline "$1" "$2"
-  sed -i 's/write: append/write: upsert/' "$1"
-}
-# Backends that ran the upsert statement into SCHEMA.ord after the mark.
-upsert_backends() {
-  sed -n "/ferry-test-mark $1/,\$p" "$LOG" | grep -E "(INSERT|MERGE) INTO \"$2\"\.\"ord\"" |
-    sed -E 's/^\[([0-9]+)\].*/\1/' | sort -u | wc -l
-}
-rm -f "$FERRY_STATE"*
-pd >/dev/null <<SQL
-CREATE SCHEMA up;
-CREATE TABLE up.ord (id bigint PRIMARY KEY, v int NOT NULL, note text);
-INSERT INTO up.ord SELECT g, -1, 'stale' FROM generate_series(2, $ROWS, 2) g;
-SQL
-mark up; upsert_pipeline up.yaml up
-expect_exit 0 ferry run up.yaml
-exact up "upsert overlapped"
-[ "$(upsert_backends up up)" = 2 ] || fail "upsert: upserts from $(upsert_backends up up) backends, want 2"
-rm -f "$FERRY_STATE"*
-upsert_pipeline uc.yaml uc
-FERRY_FAILPOINTS=pg_sink_between_commits=crash@3 expect_exit 137 ferry run uc.yaml
-k=$(consistent uc "upsert, crash between the commits")
-[ "$k" -gt 0 ] || fail "upsert crash: nothing committed before the crash"
-expect_exit 0 ferry run uc.yaml
-exact uc "upsert, crash between the commits, resumed"
-pass "upsert overlapped: two backends, half the keys updated and half inserted exactly; kill -9 between the commits left ids 1..$k as its checkpoint says, the store no further; resume exact"
 
 # ---- network faults while a COMMIT is in flight (through a proxy) --------------------------
 command -v node > /dev/null || fail "node is needed (scripts/install-deps.sh)"

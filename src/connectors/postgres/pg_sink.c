@@ -62,9 +62,6 @@ struct target {
     char *table;
     char *staging; /* replace: "<table>__ferry_staging" */
     char *temp;    /* upsert/merge: the temporary staging table */
-    /* temp exists, in this session's shape, on the connection begin() set up [0] and on the
-     * second one of overlapped commits [1] (temporary tables are per connection) */
-    bool temp_made[2];
     char *qtable;  /* "schema"."table", quoted */
     struct ferry_schema *schema;
     enum ferry_write_mode mode;
@@ -109,7 +106,7 @@ struct sink {
     /* Overlapped commits (apply_overlapped): `spare` is the second connection. While
      * `committing`, the COMMIT sent on it is not answered yet (of a batch into `lag_table`);
      * `lag_rc` is the last answer's outcome. `swapped`: conn is the second connection, not
-     * the one begin() set up (index 1 of target.temp_made). */
+     * the one begin() set up (with the session's temporary tables). */
     bool overlap;
     PGconn *spare;
     bool committing, swapped;
@@ -236,14 +233,6 @@ static int connect_db(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
-/* The modes whose per_apply batches overlap their commits (apply_overlapped). Not merge (a
- * change stream's): after a kill, the batch committed but not yet recorded would be missing
- * from the run's row counts, which the change streams' tests hold exact. */
-static bool overlap_mode(enum ferry_write_mode m)
-{
-    return m == FERRY_WRITE_APPEND || m == FERRY_WRITE_UPSERT;
-}
-
 static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferry_sink_caps *caps)
 {
     struct sink *s = ctx;
@@ -261,7 +250,7 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
     caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
     caps->concurrent_sessions = true; /* its own connections per instance */
-    caps->durable_after_next = s->overlap && !s->at_commit && overlap_mode(mode);
+    caps->durable_after_next = s->overlap && !s->at_commit && mode == FERRY_WRITE_APPEND;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -1325,16 +1314,6 @@ static int create_temp(struct sink *s, struct target *t, struct ferry_error *err
     return exec_buf(s, &b, rc, what, err);
 }
 
-/* The staging table on the current connection, made there the first time it is needed. */
-static int ensure_temp(struct sink *s, struct target *t, struct ferry_error *err)
-{
-    int k = s->swapped ? 1 : 0;
-    if (t->temp == NULL || t->temp_made[k]) return FERRY_OK;
-    int rc = create_temp(s, t, err);
-    t->temp_made[k] = rc == FERRY_OK;
-    return rc;
-}
-
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
@@ -1355,8 +1334,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
             if (rc == FERRY_OK) rc = ensure_table(s, t, t->staging, false, false, err);
             if (rc == FERRY_OK) rc = build_copy_sql(s, t, err); /* plan_casts may stage it */
         }
-        t->temp_made[0] = t->temp_made[1] = false; /* its shape may have changed */
-        if (rc == FERRY_OK) rc = ensure_temp(s, t, err);
+        if (rc == FERRY_OK && t->temp) rc = create_temp(s, t, err);
     }
     if (rc == FERRY_OK && s->at_commit) {
         rc = exec(s, "BEGIN", WHAT ": begin", err);
@@ -1540,8 +1518,8 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
                       uint32_t *crc, struct ferry_error *err)
 {
     struct target *t = &s->t[ti];
-    int rc = ensure_temp(s, t, err);
-    if (rc == FERRY_OK && t->temp) {
+    int rc = FERRY_OK;
+    if (t->temp) {
         struct ferry_buf q;
         ferry_buf_init(&q, 0);
         rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
@@ -1641,7 +1619,7 @@ static int flush_pending(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
-/* ---- overlapped commits (per_apply append and upsert) ---------------------------------------
+/* ---- overlapped commits (per_apply append) -------------------------------------------------
  *
  * A per_apply batch waits for its COMMIT, which waits for the WAL flush; meanwhile the
  * destination backend is idle. Here batch N's COMMIT is sent without waiting and apply
@@ -1652,11 +1630,8 @@ static int flush_pending(struct sink *s, struct ferry_error *err)
  * checkpoints become durable in apply order, a checkpoint is never durable before the rows
  * it accounts for, and a crash loses at most the batches the runner never recorded as
  * durable (caps.durable_after_next: the flow records N only when the next apply, settle or
- * commit returned). An upsert batch into rows N still holds waits for N's commit,
- * which waits for nothing of N+1's: no deadlock, and it then updates N's committed rows, in
- * order. Temporary staging tables are per connection: each connection gets its own, of the
- * same name, the first time it stages a batch (ensure_temp). Every path but apply goes back
- * to the connection begin() set up first (go_home). */
+ * commit returned). Only the connection begin() set up holds the session's temporary
+ * tables: every other path goes back to it first (go_home). */
 
 /* The two connections trade places; the io_timeout guard of the call in progress follows the
  * current one (the work after the swap, e.g. abort's rollback, waits on it). */
@@ -1703,7 +1678,8 @@ static int go_home(struct sink *s, struct ferry_error *err)
 
 static bool overlapped(const struct sink *s, const struct target *t)
 {
-    return s->overlap && !s->in_tx && overlap_mode(t->mode);
+    return s->overlap && !s->in_tx && t->mode == FERRY_WRITE_APPEND && !t->temp &&
+           !t->insert_sql && !t->upsert_sql && !t->delete_sql;
 }
 
 static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b, uint32_t *crc,
@@ -1715,8 +1691,6 @@ static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b,
         rc = settle(s, err); /* a broken spare's answer, before it is replaced */
         if (s->spare) PQfinish(s->spare);
         s->spare = NULL;
-        for (int i = 0; i < s->n_t; i++) /* its staging tables went with it */
-            s->t[i].temp_made[s->swapped ? 0 : 1] = false;
         if (rc == FERRY_OK) rc = ferry__pg_connect(s->url, &s->opts, WHAT, &s->spare, err);
         if (rc != FERRY_OK) return rc;
         PQsetNoticeProcessor(s->spare, notice, NULL);

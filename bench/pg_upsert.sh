@@ -5,8 +5,11 @@
 # half (the even keys, 'stale'). Per mix and round, interleaved: the INSERT … ON CONFLICT
 # anchor, the MERGE anchor, ferry write: upsert, and with UPSERT_OLD=1 ferry with
 # FERRY_PG_NO_MERGE=1 (its SQL before PostgreSQL 15; the batches of a full read hold inserts
-# only, which take INSERT … ON CONFLICT on either path). Then the merge-with-deletes case of
-# bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report for the results file.
+# only, which take INSERT … ON CONFLICT on either path). UPSERT_AT_COMMIT=1 adds ferry with
+# `durability: at_commit` (one destination commit); UPSERT_AB=BINARY adds the same ferry run
+# with another binary (an A/B in the same rounds; UPSERT_AB_LABEL names it). Then the
+# merge-with-deletes case of bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report
+# for the results file.
 
 UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
 qs -c "DROP TABLE IF EXISTS public.orders_up" \
@@ -40,6 +43,11 @@ one_ferry_old() {
   line=$(one_ferry "$@")
   unset FERRY_PG_NO_MERGE
   echo "$line"
+}
+
+# one_ferry_b FILE ROWS: one_ferry with the binary UPSERT_AB.
+one_ferry_b() {
+  FERRY=$UPSERT_AB one_ferry "$@"
 }
 
 # one_anchor SQL: COPY binary from src into a temporary table of one dst transaction, then SQL.
@@ -82,6 +90,7 @@ measure_up() {
 }
 
 ferry_yaml "$W/upsert_mix.yaml" bench_upsert_mix upsert up 1 per_apply public.orders_up
+ferry_yaml "$W/upsert_mix_ac.yaml" bench_upsert_mix upsert up 1 at_commit public.orders_up
 MIXES="new existing half"
 for round in $(seq 1 "$REPS"); do
   for mix in $MIXES; do
@@ -90,6 +99,8 @@ for round in $(seq 1 "$REPS"); do
     measure_up "am_$mix" "$mix" one_anchor "$ANCHOR_MERGE"
     measure_up "fu_$mix" "$mix" one_ferry "$W/upsert_mix.yaml" "$UPSERT_ROWS"
     [ "${UPSERT_OLD:-0}" = 1 ] && measure_up "fo_$mix" "$mix" one_ferry_old "$W/upsert_mix.yaml" "$UPSERT_ROWS"
+    [ "${UPSERT_AT_COMMIT:-0}" = 1 ] && measure_up "fc_$mix" "$mix" one_ferry "$W/upsert_mix_ac.yaml" "$UPSERT_ROWS"
+    [ -n "${UPSERT_AB:-}" ] && measure_up "fb_$mix" "$mix" one_ferry_b "$W/upsert_mix.yaml" "$UPSERT_ROWS"
   done
 done
 [ "${MERGE_CDC:-1}" = 1 ] && . "$FERRY_SRC/bench/pg_merge.sh"
@@ -148,6 +159,8 @@ upsert_report() {
     urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
     urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
     [ "${UPSERT_OLD:-0}" = 1 ] && urow "$mix: ferry upsert, FERRY_PG_NO_MERGE=1" "fo_$mix" "ai_$mix"
+    [ "${UPSERT_AT_COMMIT:-0}" = 1 ] && urow "$mix: ferry upsert, durability: at_commit" "fc_$mix" "ai_$mix"
+    [ -n "${UPSERT_AB:-}" ] && urow "$mix: ferry upsert, ${UPSERT_AB_LABEL:-$UPSERT_AB}" "fb_$mix" "ai_$mix"
   done
   for no_merge in 1 0; do
     [ -s "$W/perf.up.ferry.$no_merge" ] || continue

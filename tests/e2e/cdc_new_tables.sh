@@ -18,17 +18,7 @@
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
-BG=()
-stop_bg() {
-  local p
-  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-prev_trap=$(trap -p EXIT)
-prev_trap=${prev_trap#trap -- \'}
-prev_trap=${prev_trap%\' EXIT}
-# shellcheck disable=SC2064
-trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
+bg_kill_on_exit
 [ "$(pgq -c 'SHOW max_wal_senders')" = 10 ] || fail "the server must run with max_wal_senders = 10"
 
 psql -qX -v ON_ERROR_STOP=1 -c "CREATE DATABASE dest" -c "CREATE DATABASE dlog" >/dev/null

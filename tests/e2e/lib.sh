@@ -149,6 +149,23 @@ wait_run_rows() {
   return 1
 }
 
+# bg_kill_on_exit [COMMAND] : from now on, the PIDs a test appends to BG are killed (SIGKILL)
+# and reaped when it exits, after COMMAND (when given; a test's own way of telling its
+# background loops to stop), ahead of what the EXIT trap did so far (so before a server
+# started earlier is stopped).
+BG=()
+bg_kill_on_exit() {
+  BG_STOP=${1:-}
+  # shellcheck disable=SC2064,SC2154 # the previous trap is expanded now, on purpose
+  trap "__bg_rc=\$?; stop_bg; set +e; (exit \$__bg_rc); $(trap -p EXIT | sed "s/^trap -- '//; s/' EXIT\$//")" EXIT
+}
+stop_bg() {
+  local p
+  [ -z "${BG_STOP:-}" ] || eval "$BG_STOP" || true
+  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+
 # vmhwm_kb PID : the process's peak resident set size (VmHWM, KiB) from /proc
 vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 

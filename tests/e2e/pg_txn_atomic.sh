@@ -14,18 +14,7 @@
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
 # background processes (pollers, ferry --follow, workload) never outlive the test
-BG=()
-stop_bg() {
-  touch "$T/stop_lite" 2>/dev/null || true
-  local p
-  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-prev_trap=$(trap -p EXIT)
-prev_trap=${prev_trap#trap -- \'}
-prev_trap=${prev_trap%\' EXIT}
-# shellcheck disable=SC2064
-trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
+bg_kill_on_exit 'touch "$T/stop_lite"'
 
 dest=$(pg_db dest)
 export SRC_URL="$FERRY_PG_URL"

@@ -13,17 +13,7 @@
 . "$(dirname "$0")/../e2e/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
-BG=()
-stop_bg() {
-  local p
-  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-prev_trap=$(trap -p EXIT)
-prev_trap=${prev_trap#trap -- \'}
-prev_trap=${prev_trap%\' EXIT}
-# shellcheck disable=SC2064
-trap "__rc=\$?; stop_bg; set +e; (exit \$__rc); $prev_trap" EXIT
+bg_kill_on_exit
 
 SEED=${FERRY_TEST_SEED:-$(( $(date +%s) % 32768 ))}
 echo "seed $SEED (FERRY_TEST_SEED=$SEED reproduces the kill delays)"

@@ -423,13 +423,22 @@ static void stream_prepare(struct stream_run *sr)
     struct resource_run *rr = sr->rr;
     struct ferry_error *e = &sr->err;
     ferry_error_clear(e);
+    /* a stream of the wave that cannot start (tests: error), or a pause meanwhile (sleep) */
+    if (FERRY_FAILPOINT("before_stream_prepare") == FERRY_FP_ERROR) {
+        sr->rc = ferry_error_set(e, FERRY_EFAILPOINT, "failpoint",
+                                 "resource %s: failpoint before_stream_prepare", rr->spec->table);
+        record_failure(r, rr, sr->rc, e);
+        return;
+    }
     if (run_stopping(r)) {
         record_unstarted(r, rr);
+        sr->rc = ferry__run_stop_get(r) != 0 ? ferry__run_stop_get(r) : FERRY_ECANCELED;
         return;
     }
     int rc = rr->gone ? resource_gone(r, rr, e) : resource_begin(r, rr, &r->lanes[0], &sr->f, e);
     if (rc != FERRY_OK || rr->gone) {
         if (rc != FERRY_OK) record_failure(r, rr, rc, e);
+        sr->rc = rc;
         return;
     }
     sr->t0 = ferry_now_mono_us();
@@ -447,6 +456,7 @@ static void stream_prepare(struct stream_run *sr)
     if (rc != FERRY_OK) {
         resource_end(r, rr, sr->f, sr->t0, rc, false, e);
         record_failure(r, rr, rc, e);
+        sr->rc = rc;
         return;
     }
     sr->ready = true;
@@ -559,6 +569,44 @@ static bool wave_groupable(const struct run *r, const struct stream_run *sr, int
     return ready > 0;
 }
 
+/* A commit group must hold every table of its log session: when a table of the wave could
+ * not start (a pause or cancel that arrived while the wave was prepared, or a failure), the
+ * others do not stream either. Else their group would commit their part of source
+ * transactions that touched it, and a reader would see half of them until a later run caught
+ * it up (e2e/pg_txn_atomic saw it once: a SIGTERM while the wave was prepared). A dropped
+ * table (gone) has nothing to stream and holds no one back. Each ready stream ends unstarted
+ * with the stop's code, or the failed table's code naming it. */
+static void hold_partial_wave(struct run *r, struct stream_run *sr, int n)
+{
+    int missing = -1;
+    for (int i = 0; i < n && missing < 0; i++)
+        if (!sr[i].ready && !sr[i].rr->gone) missing = i;
+    if (missing < 0) return;
+    int stop = ferry__run_stop_get(r);
+    for (int i = 0; i < n; i++) {
+        if (!sr[i].ready) continue;
+        struct stream_run *s = &sr[i];
+        ferry_error_clear(&s->err);
+        if (stop == FERRY_EPAUSED || stop == FERRY_ECANCELED) {
+            s->rc = ferry_error_set(&s->err, stop, "runner", "resource %s: %s before it started",
+                                    s->rr->spec->table,
+                                    stop == FERRY_EPAUSED ? "paused" : "canceled");
+        } else {
+            int code = sr[missing].rc != FERRY_OK ? sr[missing].rc : FERRY_ECANCELED;
+            s->rc = ferry_error_set(&s->err, code, "runner",
+                                    "resource %s: not streamed: resource %s of the same "
+                                    "replication session could not start, and the changes of "
+                                    "one source transaction are applied together or not at all",
+                                    s->rr->spec->table, sr[missing].rr->spec->table);
+        }
+        s->ready = false;
+        resource_end(r, s->rr, s->f, s->t0, s->rc, false, &s->err);
+        r->p->source_vt->close(s->src);
+        s->src = NULL;
+        record_failure(r, s->rr, s->rc, &s->err);
+    }
+}
+
 /* The wave's commit group, each ready stream a member; NULL: none (not groupable, or out of
  * memory: logged, the streams then commit per batch as before). */
 static struct ferry_commit_group *wave_group(struct run *r, struct stream_run *sr, int n,
@@ -627,6 +675,7 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
         n_ready += sr[n].ready && !stream_done(&sr[n]);
         n++;
     }
+    if (wave_groupable(r, sr, n)) hold_partial_wave(r, sr, n);
     struct ferry_commit_group *g = wave_group(r, sr, n, lock);
     streams_start(sr, n, n_ready, lock);
     streams_wait(r, sr, n);

@@ -29,14 +29,12 @@ lake_log() {
   local kind=$1 root=$2 m p files
   case $kind in
     jsonl)
+      # every listed part in one jq (xargs may split a long list): part-<run>-<attempt>-<n>.jsonl
       for m in "$root"/_runs/*/_manifest.json; do
         [ -e "$m" ] || continue
-        jq -r '.files[].path' "$m" | while read -r p; do
-          # part-<run>-<attempt>-<n>.jsonl
-          jq -r --arg o "$(basename "$p" | sed -E 's/^part-([0-9]+)-([0-9]+)-.*/\1:\2/')" \
-            '[._ferry_lsn, ._ferry_op, .id, .v, .n, $o] | @tsv' "$root/$p"
-        done
-      done ;;
+        jq -r --arg d "$root" '.files[].path | "\($d)/\(.)"' "$m"
+      done | tr '\n' '\0' | xargs -0 -r jq -r '[._ferry_lsn, ._ferry_op, .id, .v, .n,
+          (input_filename | capture("part-(?<r>[0-9]+)-(?<a>[0-9]+)-[^/]*$") | "\(.r):\(.a)")] | @tsv' ;;
     parquet)
       files=$(for m in "$root"/_runs/*/_manifest.json; do
         [ -e "$m" ] && jq -r '.files[].path' "$m"; done | awk -v d="$root" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
@@ -53,11 +51,10 @@ lake_log() {
       # every listed object in one client process
       # shellcheck disable=SC2086
       [ -z "${keys// /}" ] || s3c "$S3_BUCKET" getmany "$dl" $keys > /dev/null
-      for p in $keys; do
-        # <table>/run=<run>/attempt=<a>/part-<n>.jsonl
-        jq -r --arg o "$(printf '%s' "$p" | sed -E 's|.*/run=([0-9]+)/attempt=([0-9]+)/.*|\1:\2|')" \
-          '[._ferry_lsn, ._ferry_op, .id, .v, .n, $o] | @tsv' "$dl/$p"
-      done
+      # every object in one jq (xargs may split a long list): <table>/run=<run>/attempt=<a>/part-<n>.jsonl
+      # shellcheck disable=SC2086
+      [ -z "${keys// /}" ] || (cd "$dl" && printf '%s\0' $keys | xargs -0 jq -r '[._ferry_lsn, ._ferry_op, .id, .v, .n,
+          (input_filename | capture("run=(?<r>[0-9]+)/attempt=(?<a>[0-9]+)/") | "\(.r):\(.a)")] | @tsv')
       rm -rf "$dl" ;;
     iceberg_log)
       [ "$(lake_published iceberg "$root")" != none ] || return 0

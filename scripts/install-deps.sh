@@ -4,7 +4,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git ca-certificates
       libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcmocka-dev
-      jq bc procps psmisc util-linux python3 curl zstd
+      jq bc procps psmisc util-linux python3 python3-crcmod curl zstd
       postgresql postgresql-contrib libpq-dev
       libsnappy-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
       libmicrohttpd-dev chromium libnats-dev nats-server openssl

@@ -182,19 +182,8 @@ wait_for_log() {
   grep -q "$2" "$1"
 }
 
-crc32c() { # CRC32-C (Castagnoli, reflected) of a file, computed independently of ferry
-  python3 - "$1" <<'EOF'
-import sys
-t = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    t.append(c)
-crc = 0xFFFFFFFF
-with open(sys.argv[1], 'rb') as f:
-    for b in f.read():
-        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-print(crc ^ 0xFFFFFFFF)
-EOF
+crc32c() { # CRC32-C of a file, computed independently of ferry: crcmod (python3-crcmod, C)
+  python3 -c 'import sys, crcmod.predefined
+with open(sys.argv[1], "rb") as f:
+    print(crcmod.predefined.mkCrcFun("crc-32c")(f.read()))' "$1"
 }

@@ -195,15 +195,46 @@ run_all() { # SCHEMA
   fail "run into $schema: more than 40 tries"
 }
 
-same_text() { # NAME SCHEMA: rows differing by their text form (the type's output), both ways
-  local f="id, format('%s', v) IS NULL, format('%s', v)"
-  p -c "SELECT count(*) FROM ((SELECT $f FROM src.\"t_$1\" EXCEPT ALL SELECT $f FROM $2.\"t_$1\")
-        UNION ALL (SELECT $f FROM $2.\"t_$1\" EXCEPT ALL SELECT $f FROM src.\"t_$1\")) d"
+# Every case's facts, read in one psql session (a psql per question cost most of this test's
+# time): for each case and each of the schemas made, pre and src, whether its table exists,
+# its rows, the rows differing from the source's by their text form (the type's output) both
+# ways, and its column's type. FACT[NAME.SCHEMA] = "exists|rows|differing|type"; a missing
+# table differs by "missing".
+declare -A FACT
+read_facts() {
+  local names n s e r d t
+  names=$(cut -d'|' -f1 cases.txt | sed "s/.*/'&'/" | paste -sd, -)
+  p > facts.txt <<SQL
+CREATE FUNCTION pg_temp.facts(s text, n text) RETURNS text LANGUAGE plpgsql AS \$f\$
+DECLARE
+  t regclass;
+  f text := 'id, format(''%s'', v) IS NULL, format(''%s'', v)';
+  nrows bigint;
+  ndiff bigint;
+  ty text;
+BEGIN
+  SELECT c.oid INTO t FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+   WHERE ns.nspname = s AND c.relname = 't_' || n;
+  IF t IS NULL THEN RETURN '0|0|missing|'; END IF;
+  EXECUTE format('SELECT count(*) FROM %s', t) INTO nrows;
+  EXECUTE format('SELECT count(*) FROM ((SELECT %1\$s FROM src.%2\$I EXCEPT ALL SELECT %1\$s FROM %3\$s)
+                  UNION ALL (SELECT %1\$s FROM %3\$s EXCEPT ALL SELECT %1\$s FROM src.%2\$I)) d',
+                 f, 't_' || n, t) INTO ndiff;
+  SELECT format_type(atttypid, atttypmod) INTO ty FROM pg_attribute WHERE attrelid = t AND attname = 'v';
+  RETURN '1|' || nrows || '|' || ndiff || '|' || coalesce(ty, '');
+EXCEPTION WHEN OTHERS THEN
+  RETURN '1|?|error: ' || replace(SQLERRM, '|', '/') || '|';
+END \$f\$;
+SELECT n || '|' || s || '|' || pg_temp.facts(s, n)
+  FROM unnest(ARRAY[$names]) n, unnest(ARRAY['made', 'pre', 'src']) s;
+SQL
+  while IFS='|' read -r n s e r d t; do FACT[$n.$s]="$e|$r|$d|$t"; done < facts.txt
+  [ "${#FACT[@]}" = $(( $(wc -l < cases.txt) * 3 )) ] || fail "facts: ${#FACT[@]} read for $(wc -l < cases.txt) cases"
 }
-
-col_type() { # SCHEMA NAME: the column's type
-  p -c "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-        WHERE attrelid = '$1.\"t_$2\"'::regclass AND attname = 'v'"
+fact() { # NAME SCHEMA FIELD(1 exists, 2 rows, 3 differing, 4 type)
+  local f=()
+  IFS='|' read -r -a f <<< "${FACT[$1.$2]}"
+  printf '%s\n' "${f[$(($3 - 1))]:-}"
 }
 
 # One cell: exact / refused (with the reason, errors trimmed to their last clause).
@@ -212,14 +243,12 @@ judge() { # NAME SCHEMA
   why=$(awk -v n="$name" 'index($0, n "|") == 1 { print substr($0, length(n) + 2); exit }' \
     "$schema.refused")
   if [ -z "$why" ]; then
-    n=$(same_text "$name" "$schema")
+    n=$(fact "$name" "$schema" 3)
     [ "$n" = 0 ] || { echo "CHANGED ($n rows)"; return; }
-    if [ "$schema" = made ]; then echo "exact, as $(col_type made "$name")"; else echo "exact"; fi
+    if [ "$schema" = made ]; then echo "exact, as $(fact "$name" made 4)"; else echo "exact"; fi
     return
   fi
-  n=$(p -c "SELECT count(*) FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-            WHERE s.nspname = '$schema' AND c.relname = 't_$name'")
-  [ "$n" = 0 ] || n=$(p -c "SELECT count(*) FROM $schema.\"t_$name\"")
+  n=$(fact "$name" "$schema" 2)
   [ "$n" = 0 ] || { echo "PARTLY WRITTEN ($n rows)"; return; }
   case "$why" in
     *'"v"'* | *'column v'*) ;;
@@ -234,6 +263,7 @@ judge() { # NAME SCHEMA
 
 run_all made
 run_all pre
+read_facts
 BAD=""
 {
   echo "| source type | edge values | into a table ferry creates | into an existing table of the same type |"
@@ -248,9 +278,9 @@ BAD=""
       *" $name "*)
         [ "$pre" = exact ] || BAD="$BAD $name->pre(must-carry:$pre)"
         # (a length or precision is created as ferry's type: varchar(n) as text, time(0) as time)
-        case "$(col_type src "$name")" in
+        case "$(fact "$name" src 4)" in
           character*\(* | time\(* | timestamp\(*) ;;
-          *) [ "$made" = "exact, as $(col_type src "$name")" ] || BAD="$BAD $name->made(must-carry:$made)" ;;
+          *) [ "$made" = "exact, as $(fact "$name" src 4)" ] || BAD="$BAD $name->made(must-carry:$made)" ;;
         esac ;;
     esac
     printf '| `%s` | `%s` | %s | %s |\n' "$type" "$(printf '%s' "$vals" | sed 's/|/\\|/g' | cut -c1-60)" \

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "checkpoint/position.h"
 #include "ferry/core.h"
@@ -391,7 +392,14 @@ static int copy_phase(struct run *r, struct ferry_error *err)
  * connection; their applies go to lane 0's sink one at a time (flow.sink_lock). Each stream
  * has its own stop flag (a failed table stops only its own readers), into which the waiting
  * thread copies the run's stop requests. */
+/* A wave's streams tell its waiter when one ends (streams_wait). */
+struct wave_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
 struct stream_run {
+    struct wave_sync *sync;
     struct run *r;
     struct resource_run *rr;
     struct ferry_flow *f;
@@ -470,7 +478,10 @@ static void *stream_main(void *arg)
         sr->rc = run_phase(sr->rr, sr->f, false, &sr->err);
     else
         sr->rc = ferry_flow_run(sr->f, &sr->err);
+    pthread_mutex_lock(&sr->sync->mu);
     atomic_store(&sr->finished, true);
+    pthread_cond_signal(&sr->sync->cv);
+    pthread_mutex_unlock(&sr->sync->mu);
     return NULL;
 }
 
@@ -512,9 +523,40 @@ static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mut
     }
 }
 
-/* Waits for every stream, copying the run's stop requests into their flags. */
-static void streams_wait(struct run *r, struct stream_run *sr, int n)
+static void wave_sync_init(struct wave_sync *w)
 {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w->mu, NULL);
+}
+
+static void wave_sync_destroy(struct wave_sync *w)
+{
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* Until a stream ends (it signals under the lock, held here), or 50 ms for stop requests. */
+static void wave_sync_wait(struct wave_sync *w)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 50L * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+/* Waits for every stream, copying the run's stop requests into their flags. The last stream
+ * to end wakes it at once (an epoch of `--follow` is not 50 ms longer for a poll). */
+static void streams_wait(struct run *r, struct stream_run *sr, int n, struct wave_sync *w)
+{
+    pthread_mutex_lock(&w->mu);
     for (;;) {
         bool all = true;
         int want = ferry__run_stop_get(r);
@@ -526,8 +568,9 @@ static void streams_wait(struct run *r, struct stream_run *sr, int n)
             if (want == FERRY_ECANCELED) atomic_store(&sr[i].stop, want);
         }
         if (all) break;
-        usleep(50000);
+        wave_sync_wait(w);
     }
+    pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < n; i++)
         if (sr[i].started) pthread_join(sr[i].thread, NULL);
 }
@@ -677,8 +720,13 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
     }
     if (wave_groupable(r, sr, n)) hold_partial_wave(r, sr, n);
     struct ferry_commit_group *g = wave_group(r, sr, n, lock);
+    struct wave_sync sync;
+    wave_sync_init(&sync);
+    for (int i = 0; i < n; i++)
+        sr[i].sync = &sync;
     streams_start(sr, n, n_ready, lock);
-    streams_wait(r, sr, n);
+    streams_wait(r, sr, n, &sync);
+    wave_sync_destroy(&sync);
     wave_group_end(g, sr, n);
     streams_finish(sr, n);
     ferry_free(sr);

@@ -54,8 +54,11 @@ bool ferry_cli_cdc_next_epoch(bool at_once, int64_t started_mono_us, int64_t epo
     if (at_once) return true;
     if (epoch_ms <= 0) epoch_ms = 10000;
     int64_t until = started_mono_us + epoch_ms * 1000;
-    while (!ferry_cli_signaled && ferry_now_mono_us() < until) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
+    /* to the microsecond (the next run starts at its epoch, not up to a poll later), in steps
+     * of at most 200 ms so that a signal is heard soon */
+    for (int64_t left; !ferry_cli_signaled && (left = until - ferry_now_mono_us()) > 0;) {
+        if (left > 200000) left = 200000;
+        struct timespec ts = {(time_t)(left / 1000000), (long)(left % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
     return !ferry_cli_signaled;

@@ -392,12 +392,6 @@ static int copy_phase(struct run *r, struct ferry_error *err)
  * connection; their applies go to lane 0's sink one at a time (flow.sink_lock). Each stream
  * has its own stop flag (a failed table stops only its own readers), into which the waiting
  * thread copies the run's stop requests. */
-/* A wave's streams tell its waiter when one ends (streams_wait). */
-struct wave_sync {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-};
-
 struct stream_run {
     struct wave_sync *sync;
     struct run *r;
@@ -411,6 +405,12 @@ struct stream_run {
     int rc;
     int64_t t0;
     struct ferry_error err;
+};
+
+/* A wave's streams tell its waiter when one ends (streams_wait). */
+struct wave_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 };
 
 static bool streams_together(const struct run *r)
@@ -616,7 +616,8 @@ static bool wave_groupable(const struct run *r, const struct stream_run *sr, int
  * not start (a pause or cancel that arrived while the wave was prepared, or a failure), the
  * others do not stream either. Else their group would commit their part of source
  * transactions that touched it, and a reader would see half of them until a later run caught
- * it up (e2e/pg_txn_atomic saw it once: a SIGTERM while the wave was prepared). A dropped
+ * it up (e2e/pg_txn_atomic fails one table's preparation: failpoint before_stream_prepare).
+ * (A pause that arrived before the ready ones started stops them before they read.) A dropped
  * table (gone) has nothing to stream and holds no one back. Each ready stream ends unstarted
  * with the stop's code, or the failed table's code naming it. */
 static void hold_partial_wave(struct run *r, struct stream_run *sr, int n)

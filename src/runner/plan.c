@@ -343,12 +343,14 @@ static int plan_lower(struct run *r, struct resource_run *rr, struct ferry_sink_
     return FERRY_OK;
 }
 
-/* The frozen plan of rr in this run, planned and frozen now when there is none. */
+/* The frozen plan of rr in this run, or one planned now when there is none (*fresh: to be
+ * frozen by freeze_fresh). */
 static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink_checkpoint *scp,
-                       int n_scp, struct ferry_error *err)
+                       int n_scp, bool *fresh, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
     const char *res = rr->spec->table;
+    *fresh = false;
     int rc = ferry_store_plan_get(r->st, r->run_id, res, &rr->plan_json, err);
     if (rc != FERRY_OK || rr->plan_json != NULL) return rc;
     if (rr->gone) return FERRY_OK; /* nothing to plan: it fails when its turn comes */
@@ -363,7 +365,27 @@ static int frozen_plan(struct run *r, struct resource_run *rr, struct ferry_sink
     rc = p->source_vt->plan(r->src_ctx, rr->spec, rr->schema, lower, &rr->plan_json, err);
     ferry_free(lower);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s: plan", res);
-    return ferry_store_plan_put(r->st, r->run_id, res, rr->plan_json, err);
+    *fresh = true;
+    return FERRY_OK;
+}
+
+/* Freezes the plans made now in one store transaction (one commit for a run of many
+ * tables, not one per table). Planned first, then written: a source's planning may wait on
+ * its server (a slot waiting for running transactions), which must not hold the state
+ * file's write lock. A crash before the commit freezes none; the next attempt plans again. */
+static int freeze_fresh(struct run *r, const bool *fresh, struct ferry_error *err)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_res; i++) n += fresh[i];
+    if (n == 0) return FERRY_OK;
+    int rc = n > 1 ? ferry_store_begin(r->st, err) : FERRY_OK;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++)
+        if (fresh[i])
+            rc = ferry_store_plan_put(r->st, r->run_id, r->res[i].spec->table,
+                                      r->res[i].plan_json, err);
+    if (n > 1 && rc == FERRY_OK) return ferry_store_commit(r->st, err);
+    if (n > 1) ferry_store_rollback(r->st);
+    return rc;
 }
 
 /* Shards, commit_once, rows_estimate and row_groups_skipped of rr's plan. */
@@ -453,13 +475,18 @@ int ferry__plan_freeze(struct run *r, struct ferry_error *err)
             return ferry_error_prefix(err, "%s sink: reading checkpoints", p->sink_type);
     }
     rc = freeze_tables(r, err);
+    bool *fresh = rc == FERRY_OK ? ferry_calloc((size_t)r->n_res + 1, sizeof *fresh) : NULL;
+    if (rc == FERRY_OK && fresh == NULL) rc = ferry__run_oom(err);
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++)
+        rc = frozen_plan(r, &r->res[i], scp, n_scp, &fresh[i], err);
+    if (rc == FERRY_OK) rc = freeze_fresh(r, fresh, err);
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         struct resource_run *rr = &r->res[i];
-        rc = frozen_plan(r, rr, scp, n_scp, err);
-        if (rc == FERRY_OK && rr->gone && rr->plan_json == NULL) continue;
-        if (rc == FERRY_OK) rc = plan_shape(r, rr, err);
+        if (rr->gone && rr->plan_json == NULL) continue;
+        rc = plan_shape(r, rr, err);
         if (rc == FERRY_OK) rc = resume_positions(r, rr, scp, n_scp, err);
     }
+    ferry_free(fresh);
     ferry_sink_checkpoints_free(scp, n_scp);
     return rc;
 }

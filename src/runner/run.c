@@ -87,6 +87,45 @@ void ferry__run_live_leave(struct run *r)
     pthread_mutex_unlock(&live_lock);
 }
 
+void ferry__run_emit_hold(struct run *r)
+{
+    r->holder = pthread_self();
+    atomic_store(&r->holding, true);
+}
+
+static bool held_here(struct run *r)
+{
+    return atomic_load(&r->holding) && pthread_equal(r->holder, pthread_self());
+}
+
+int ferry__run_emit_release(struct run *r, struct ferry_error *err)
+{
+    if (!held_here(r)) return FERRY_OK;
+    atomic_store(&r->holding, false);
+    int rc = r->n_held > 0 ? ferry_bus_publish_n(r->bus, r->held, r->n_held, err) : FERRY_OK;
+    ferry_events_free(r->held, r->n_held);
+    r->held = NULL;
+    r->n_held = r->cap_held = 0;
+    return rc;
+}
+
+/* Keeps a copy of ev (payload copied) for the release; false when out of memory. */
+static bool hold_event(struct run *r, const struct ferry_event *ev)
+{
+    if (r->n_held == r->cap_held) {
+        int cap = r->cap_held ? 2 * r->cap_held : 64;
+        struct ferry_event *v = ferry_realloc(r->held, sizeof *v * (size_t)cap);
+        if (v == NULL) return false;
+        r->held = v;
+        r->cap_held = cap;
+    }
+    char *payload = ferry_strdup(ev->payload);
+    if (payload == NULL) return false;
+    r->held[r->n_held] = *ev;
+    r->held[r->n_held++].payload = payload;
+    return true;
+}
+
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,
                     int64_t *seq, struct ferry_error *err)
 {
@@ -98,6 +137,12 @@ int ferry__run_emit(struct run *r, const char *resource, const char *type, const
     snprintf(ev.resource, sizeof ev.resource, "%s", resource ? resource : "");
     snprintf(ev.type, sizeof ev.type, "%s", type);
     ev.payload = (char *)(payload ? payload : "{}");
+    if (held_here(r) && seq == NULL && hold_event(r, &ev)) return FERRY_OK;
+    if (held_here(r)) { /* its seq is wanted (or no memory to hold it): the held ones first */
+        int hrc = ferry__run_emit_release(r, err);
+        if (hrc != FERRY_OK) return hrc;
+        ferry__run_emit_hold(r);
+    }
     int rc = ferry_bus_publish(r->bus, &ev, err);
     if (rc == FERRY_OK && seq) *seq = ev.seq;
     return rc;

@@ -157,6 +157,11 @@ struct run {
     struct ferry_shard_task task; /* token 0: none */
     void *own_reader;             /* shard mode: readers[0], not src_ctx */
     int64_t committed_seq;        /* seq of this attempt's sink.committed (0: none) */
+    /* ferry__run_emit_hold: the holding thread and what it holds (touched by it alone) */
+    atomic_bool holding;
+    pthread_t holder;
+    struct ferry_event *held;
+    int n_held, cap_held;
 };
 
 /* ---- run.c: the stop flag, the emitter, small shared helpers ---- */
@@ -178,6 +183,14 @@ void ferry__run_live_leave(struct run *r);
 /* Publishes one event of this run's attempt on its bus; *seq (optional) gets its seq. */
 int ferry__run_emit(struct run *r, const char *resource, const char *type, const char *payload,
                     int64_t *seq, struct ferry_error *err);
+/* Holding: from ferry__run_emit_hold until ferry__run_emit_release, the calling thread's
+ * events of r (those whose seq nobody asks for) are kept in order and then published
+ * together (ferry_bus_publish_n: one transaction of the state file instead of one per event,
+ * e.g. the ends of a wave of many tables). Other threads publish as usual meanwhile. An
+ * event that asks for its seq releases the held ones first. Release publishes and stops
+ * holding; its error is the publish's (every held event then lost, as a crash would). */
+void ferry__run_emit_hold(struct run *r);
+int ferry__run_emit_release(struct run *r, struct ferry_error *err);
 /* Publishes `type` with {"code":..,"message":..} for a failure rc with message msg. */
 int ferry__run_emit_failure(struct run *r, const char *resource, const char *type, int rc,
                             const char *msg, int64_t *seq, struct ferry_error *err);

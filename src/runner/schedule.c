@@ -575,8 +575,11 @@ static void streams_wait(struct run *r, struct stream_run *sr, int n, struct wav
         if (sr[i].started) pthread_join(sr[i].thread, NULL);
 }
 
-static void streams_finish(struct stream_run *sr, int n)
+/* Each stream's end (lag, schema changes, completed or failed), their events published
+ * together: one state-file transaction for the wave, not two or three per table. */
+static void streams_finish(struct run *r, struct stream_run *sr, int n)
 {
+    ferry__run_emit_hold(r);
     for (int i = 0; i < n; i++) {
         if (!sr[i].ready) continue;
         struct resource_run *rr = sr[i].rr;
@@ -592,6 +595,17 @@ static void streams_finish(struct stream_run *sr, int n)
         sr[i].r->p->source_vt->close(sr[i].src);
         if (rc != FERRY_OK) record_failure(sr[i].r, rr, rc, &sr[i].err);
     }
+    struct ferry_error e;
+    ferry_error_clear(&e);
+    int rc = ferry__run_emit_release(r, &e);
+    if (rc == FERRY_OK) return;
+    /* every table's end is lost, not one: the run stops on it (as on a store failure) */
+    pthread_mutex_lock(&r->lock);
+    if (r->fatal_rc == FERRY_OK) {
+        r->fatal_rc = rc;
+        r->fatal_err = e;
+    }
+    pthread_mutex_unlock(&r->lock);
 }
 
 /* Whether the wave's streams apply as one commit group (pipeline/commit_group.h): a source
@@ -729,7 +743,7 @@ static bool streams_wave(struct run *r, int *k, pthread_mutex_t *lock)
     streams_wait(r, sr, n, &sync);
     wave_sync_destroy(&sync);
     wave_group_end(g, sr, n);
-    streams_finish(sr, n);
+    streams_finish(r, sr, n);
     ferry_free(sr);
     return n > 0;
 }

@@ -81,6 +81,7 @@ struct target {
     char *insert_sql;
     int soft_col; /* merge: the target's soft_delete field, else -1 */
     bool merge;   /* upsert_sql is a MERGE statement (build_merge) */
+    bool has_rules; /* the table has rules (pg_class.relhasrules), as ensure_table read it */
     char uri[512];
 };
 
@@ -113,6 +114,7 @@ struct sink {
     int lag_rc;
     char lag_table[160];
     struct ferry_pg_guard *guard; /* the guarded_* call's io_timeout guard, follows `conn` */
+    char *schema_seen; /* the schema ensure_schema last found or made: not asked again */
 };
 
 struct pending_checkpoint {
@@ -170,6 +172,7 @@ static void sink_close(void *ctx)
     ferry_free(s->t);
     ferry_secret_free(s->url);
     ferry_free(s->schema);
+    ferry_free(s->schema_seen);
     ferry_free(s->pipeline);
     ferry_buf_release(&s->out);
     ferry_free(s);
@@ -298,7 +301,10 @@ static int query(struct sink *s, const char *sql, int n, const char *const *para
 static int ensure_schema(struct sink *s, const char *schema, struct ferry_error *err)
 {
     /* Look first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
-     * schema is there, and a least-privilege role may only have USAGE on a pre-made one. */
+     * schema is there, and a least-privilege role may only have USAGE on a pre-made one.
+     * Once per schema and instance: a schema dropped since fails the statement that needs
+     * it, naming it. */
+    if (s->schema_seen && !strcmp(s->schema_seen, schema)) return FERRY_OK;
     PGresult *r = NULL;
     const char *p[1] = {schema};
     char what[160];
@@ -308,13 +314,20 @@ static int ensure_schema(struct sink *s, const char *schema, struct ferry_error 
     if (rc != FERRY_OK) return rc;
     bool exists = PQntuples(r) > 0;
     PQclear(r);
-    if (exists) return FERRY_OK;
-    struct ferry_buf b;
-    ferry_buf_init(&b, 0);
-    rc = ferry_buf_printf(&b, "CREATE SCHEMA IF NOT EXISTS ") == FERRY_OK ? FERRY_OK : oom(err);
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, schema, err);
-    snprintf(what, sizeof what, WHAT ": creating schema \"%s\"", schema);
-    return exec_buf(s, &b, rc, what, err);
+    if (!exists) {
+        struct ferry_buf b;
+        ferry_buf_init(&b, 0);
+        rc = ferry_buf_printf(&b, "CREATE SCHEMA IF NOT EXISTS ") == FERRY_OK ? FERRY_OK
+                                                                              : oom(err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, schema, err);
+        snprintf(what, sizeof what, WHAT ": creating schema \"%s\"", schema);
+        rc = exec_buf(s, &b, rc, what, err);
+    }
+    if (rc == FERRY_OK) {
+        ferry_free(s->schema_seen);
+        s->schema_seen = ferry_strdup(schema); /* NULL: asked again next time */
+    }
+    return rc;
 }
 
 /* ---- tables ------------------------------------------------------------------------------- */
@@ -342,13 +355,15 @@ static void dest_cols_free(struct dest_col *c, int n)
     ferry_free(c);
 }
 
-/* Columns of schema.table; *exists false when there is no such table. */
-static int dest_columns(struct sink *s, const char *table, bool *exists, struct dest_col **out,
-                        int *n, struct ferry_error *err)
+/* Columns of schema.table; *exists false when there is no such table; *rules whether it
+ * has rules (MERGE refuses those: choose_merge). */
+static int dest_columns(struct sink *s, const char *table, bool *exists, bool *rules,
+                        struct dest_col **out, int *n, struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
     *exists = false;
+    *rules = false;
     char what[200];
     snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
     const char *p[2] = {s->schema, table};
@@ -366,7 +381,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
                    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
                    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
                    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef "
+                   "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
                    "FROM pg_catalog.pg_class c "
                    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
                    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -380,6 +395,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, struct 
     if (rc != FERRY_OK) return rc;
     int rows = PQntuples(r);
     *exists = rows > 0;
+    *rules = rows > 0 && PQgetvalue(r, 0, 10)[0] == 't';
     struct dest_col *c = ferry_calloc((size_t)(rows ? rows : 1), sizeof *c);
     if (c == NULL) {
         PQclear(r);
@@ -826,8 +842,8 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     const struct ferry_schema *sc = t->schema;
     struct dest_col *dc = NULL;
     int n_dc = 0;
-    bool exists;
-    int rc = dest_columns(s, table, &exists, &dc, &n_dc, err);
+    bool exists, rules;
+    int rc = dest_columns(s, table, &exists, &rules, &dc, &n_dc, err);
     if (rc != FERRY_OK) return rc;
     bool changed = false;
     if (!exists) {
@@ -854,8 +870,9 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     }
     if (rc == FERRY_OK && changed) {
         dest_cols_free(dc, n_dc);
-        rc = dest_columns(s, table, &exists, &dc, &n_dc, err);
+        rc = dest_columns(s, table, &exists, &rules, &dc, &n_dc, err);
     }
+    if (table == t->table) t->has_rules = rules;
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
@@ -1084,21 +1101,11 @@ static int build_merge(struct target *t, char **out, struct ferry_error *err)
 /* Whether the target's batches move with MERGE: the server has it (15+), the table has no
  * rules (MERGE refuses those), and FERRY_PG_NO_MERGE is not set (tests run both paths on one
  * server with it; docs/internals/postgres.md). */
-static int choose_merge(struct sink *s, struct target *t, struct ferry_error *err)
+static void choose_merge(struct sink *s, struct target *t)
 {
     const char *off = getenv("FERRY_PG_NO_MERGE");
-    t->merge = PQserverVersion(s->conn) >= 150000 && !(off && off[0] && strcmp(off, "0"));
-    if (!t->merge) return FERRY_OK;
-    const char *p[1] = {t->qtable};
-    PGresult *r = NULL;
-    char what[200];
-    snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, t->table);
-    int rc = query(s, "SELECT relhasrules FROM pg_catalog.pg_class WHERE oid = $1::regclass", 1, p,
-                   &r, what, err);
-    if (rc != FERRY_OK) return rc;
-    t->merge = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 'f';
-    PQclear(r);
-    return FERRY_OK;
+    t->merge = PQserverVersion(s->conn) >= 150000 && !(off && off[0] && strcmp(off, "0")) &&
+               !t->has_rules; /* as ensure_table read the table */
 }
 
 /* The ordered statement is a MERGE where the server has it (measured faster, and a merge's
@@ -1107,9 +1114,8 @@ static int choose_merge(struct sink *s, struct target *t, struct ferry_error *er
  * per batch, several times slower into a large table (docs/internals/postgres.md). */
 static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error *err)
 {
-    int rc = choose_merge(s, t, err);
-    if (rc == FERRY_OK)
-        rc = t->merge ? build_merge(t, &t->upsert_sql, err)
+    choose_merge(s, t);
+    int rc = t->merge ? build_merge(t, &t->upsert_sql, err)
                       : build_upsert(t, true, &t->upsert_sql, err);
     return rc == FERRY_OK ? build_upsert(t, false, &t->upsert_fast_sql, err) : rc;
 }

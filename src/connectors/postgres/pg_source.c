@@ -83,6 +83,10 @@ struct src {
     struct ferry_pg_cdc_progress progress; /* the stream running on this instance */
     struct ferry_pg_slot slot; /* the pipeline's shared slot (pg_slot.h) */
     bool lazy; /* a stream's instance: c only while its extract starts (src_open_stream) */
+    /* The relations discover read, each kept for this instance's plan of the same table
+     * (taken there): planning describes a table once, and plans what discover saw. */
+    struct rel *seen;
+    int n_seen;
 };
 
 static int nomem(struct ferry_error *err)
@@ -94,6 +98,7 @@ static int nomem(struct ferry_error *err)
 
 static void brief_stream_opened(void);
 static void brief_stream_closed(void);
+static void seen_free(struct src *s);
 
 static void src_close(void *ctx)
 {
@@ -106,6 +111,7 @@ static void src_close(void *ctx)
     for (int i = 0; i < s->n_keep; i++) PQfinish(s->keep[i]);
     ferry_free(s->keep);
     ferry__pg_slot_release(&s->slot);
+    seen_free(s);
     ferry_free(s->snapshot_id);
     ferry_secret_free(s->url);
     ferry_free(s);
@@ -203,6 +209,7 @@ struct rel {
     char relkind; /* pg_class.relkind: 'r' table, 'v' view, 'm', 'p', 'f' */
     struct col *cols;
     int n_cols;
+    char *key_name; /* kept by discover (seen_keep): the resource name it was asked for */
 };
 
 static void rel_free(struct rel *r)
@@ -215,7 +222,49 @@ static void rel_free(struct rel *r)
     ferry_free(r->schema_name);
     ferry_free(r->table);
     ferry_free(r->from);
+    ferry_free(r->key_name);
     memset(r, 0, sizeof *r);
+}
+
+static void seen_free(struct src *s)
+{
+    for (int i = 0; i < s->n_seen; i++) rel_free(&s->seen[i]);
+    ferry_free(s->seen);
+    s->seen = NULL;
+    s->n_seen = 0;
+}
+
+/* Keeps r (moved: *r is emptied) for the plan of `name`; nothing kept when out of memory
+ * (the plan then reads the catalog again). */
+static void seen_keep(struct src *s, const char *name, struct rel *r)
+{
+    struct rel *v = ferry_realloc(s->seen, sizeof *v * (size_t)(s->n_seen + 1));
+    char *key = ferry_strdup(name);
+    if (v != NULL) s->seen = v;
+    if (v == NULL || key == NULL) {
+        ferry_free(key);
+        rel_free(r);
+        return;
+    }
+    /* the name asked for is the key: resolve may have folded it to lower case */
+    ferry_free(r->key_name);
+    r->key_name = key;
+    s->seen[s->n_seen++] = *r;
+    memset(r, 0, sizeof *r);
+}
+
+/* The relation discover kept for `name`, moved into *r; false when there is none. */
+static bool seen_take(struct src *s, const char *name, struct rel *r)
+{
+    for (int i = 0; i < s->n_seen; i++) {
+        if (strcmp(s->seen[i].key_name, name) != 0) continue;
+        *r = s->seen[i];
+        s->seen[i] = s->seen[--s->n_seen];
+        ferry_free(r->key_name);
+        r->key_name = NULL;
+        return true;
+    }
+    return false;
 }
 
 static const char catalog_sql[] =
@@ -451,7 +500,10 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                                      : "must be among the selected columns");
     if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC) rc = cdc_schema(s, spec, &r, sc, err);
     if (rc == FERRY_OK) rc = ferry_schema_finish(sc, err);
-    rel_free(&r);
+    if (rc == FERRY_OK && !s->lazy)
+        seen_keep(s, spec->table, &r);
+    else
+        rel_free(&r);
     if (rc != FERRY_OK) {
         ferry_schema_unref(sc);
         return rc;
@@ -937,7 +989,7 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
     struct src *s = ctx;
     *plan_json = NULL;
     struct rel r;
-    int rc = resolve(s, spec->table, &r, err);
+    int rc = seen_take(s, spec->table, &r) ? FERRY_OK : resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
     json_t *plan = json_object();
     if (plan == NULL) {

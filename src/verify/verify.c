@@ -9,7 +9,9 @@
  * connector (discover), the transform compiler (the destination schema), the database
  * sides through the connectors' verify_open slot (connectors/postgres/pg_verify.c,
  * connectors/sqlite/sqlite_verify.c) and repair.c. Called by cli/cmd_verify.c and the
- * runner (verify: after_run). docs/internals/verify.md explains the design. */
+ * runner (verify: after_run); its files-source side for CSV and JSON Lines a sink wrote
+ * (ferry__vside_text_open) also by connectors/s3/s3_verify.c. docs/internals/verify.md
+ * explains the design. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -655,21 +657,97 @@ static int open_parquet_dest(const char *path, const char *table, const struct f
     return rc;
 }
 
-/* A files-sink destination (CSV, JSON Lines) is read back with the files source: a
- * pipeline made for the purpose reads `<path>/<table>/part-*.<ext>` with the schema the
- * sink wrote, through backend_stream.c. Parts of several runs all count (an append run
- * repeated shows as extra rows); temporary parts (.tmp-*) never match. */
-static int open_files_dest(struct ferry_cfg *cfg, const struct ferry_resource_spec *r,
-                           const struct ferry_schema *outs, const struct ferry_vtable *t,
-                           struct ferry_vside **out, char **table_out, struct ferry_error *err)
+/* The files source's pipeline for ferry__vside_text_open, into y: CSV options as the sink
+ * section has them (the sink's defaults: header, ",", null ""), the files `glob`, and the
+ * written schema with its exact types and key. */
+static int text_pipeline(struct ferry_cfg *sink, const char *glob, const char *table,
+                         const struct ferry_schema *written, struct ferry_buf *y,
+                         struct ferry_error *err)
 {
-    const char *path = NULL, *format = "csv", *nul = "", *delim = ",";
+    const char *format = "csv", *nul = "", *delim = ",";
     bool header = true;
+    int rc = ferry_cfg_str(sink, "format", false, &format, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(sink, "null", false, &nul, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_str(sink, "delimiter", false, &delim, err);
+    if (rc == FERRY_OK) rc = ferry_cfg_bool(sink, "header", false, &header, err);
+    if (rc != FERRY_OK) return rc;
+    bool csv = !strcmp(format, "csv");
+    if (!csv && strcmp(format, "jsonl") != 0)
+        return ferry_error_set(err, FERRY_EINVAL, "verify",
+                               "verify: %s files are read back as csv or jsonl only", format);
+    ferry_buf_printf(y,
+                     "version: 1\nname: verify-text-destination\nsource:\n  type: files\n"
+                     "  format: %s\n",
+                     format);
+    if (csv) {
+        ferry_buf_printf(y, "  header: %s\n  delimiter: ", header ? "true" : "false");
+        ferry_buf_json_string(y, delim, strlen(delim));
+        ferry_buf_printf(y, "\n  \"null\": ");
+        ferry_buf_json_string(y, nul, strlen(nul));
+        ferry_buf_printf(y, "\n");
+    }
+    ferry_buf_printf(y, "  resources:\n    - table: ");
+    ferry_buf_json_string(y, table, strlen(table));
+    ferry_buf_printf(y, "\n      path: ");
+    ferry_buf_json_string(y, glob, strlen(glob));
+    ferry_buf_printf(y, "\n      schema: {");
+    for (int i = 0; i < written->n_fields; i++) {
+        const struct ferry_field *f = &written->fields[i];
+        char ty[64];
+        if (f->type == FERRY_TYPE_DECIMAL128)
+            snprintf(ty, sizeof ty, "decimal128(%d,%d)", f->precision, f->scale);
+        else
+            snprintf(ty, sizeof ty, "%s", ferry_type_name(f->type));
+        ferry_buf_printf(y, "%s", i > 0 ? ", " : "");
+        ferry_buf_json_string(y, f->name, strlen(f->name));
+        ferry_buf_printf(y, ": ");
+        ferry_buf_json_string(y, ty, strlen(ty));
+    }
+    ferry_buf_printf(y, "}\n      key: [");
+    for (int k = 0; k < written->n_key; k++) {
+        const char *kn = written->fields[written->key[k]].name;
+        ferry_buf_printf(y, "%s", k > 0 ? ", " : "");
+        ferry_buf_json_string(y, kn, strlen(kn));
+    }
+    ferry_buf_printf(y, "]\nsink:\n  type: \"null\"\n");
+    return y->data == NULL ? oom(err) : FERRY_OK;
+}
+
+/* The pipeline made by text_pipeline is freed once the side is open: a stream side opened
+ * for a destination reads everything at open and keeps no reference to it (it never
+ * fetches; backend_stream.c). */
+int ferry__vside_text_open(struct ferry_cfg *sink, const char *glob, const char *table,
+                           const struct ferry_schema *written, const struct ferry_vtable *t,
+                           const char *what, struct ferry_vside **out, struct ferry_error *err)
+{
+    *out = NULL;
+    if (written == NULL || t->source) /* a source side would keep rp for its fetches */
+        return ferry_error_set(err, FERRY_EINVAL, "verify",
+                               "verify: %s %s: files are read back for a destination only, in "
+                               "the schema written",
+                               what, table);
+    struct ferry_buf y;
+    ferry_buf_init(&y, 0);
+    int rc = text_pipeline(sink, glob, table, written, &y, err);
+    struct ferry_pipeline_spec *rp = NULL;
+    if (rc == FERRY_OK) rc = ferry_pipeline_load_string(y.data, y.len, "verify", &rp, err);
+    if (rc == FERRY_OK) rc = ferry__vside_stream_open(rp, &rp->resources[0], t, what, out, err);
+    ferry_pipeline_free(rp);
+    ferry_buf_release(&y);
+    return rc;
+}
+
+/* A files-sink destination (CSV, JSON Lines) is read back with the files source
+ * (ferry__vside_text_open): `<path>/<table>/part-*.<ext>` in the schema the sink wrote.
+ * Parts of several runs all count (an append run repeated shows as extra rows); temporary
+ * parts (.tmp-*) never match. */
+static int open_files_dest(struct ferry_cfg *cfg, const struct ferry_resource_spec *r,
+                           const struct ferry_vtable *t, struct ferry_vside **out, char **table_out,
+                           struct ferry_error *err)
+{
+    const char *path = NULL, *format = "csv";
     int rc = ferry_cfg_str(cfg, "path", true, &path, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "null", false, &nul, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "delimiter", false, &delim, err);
-    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "header", false, &header, err);
     if (rc != FERRY_OK) return rc;
     if (!strcmp(format, "parquet"))
         return open_parquet_dest(path, ferry_resource_target(r), t, out, table_out, err);
@@ -680,54 +758,11 @@ static int open_files_dest(struct ferry_cfg *cfg, const struct ferry_resource_sp
                                "(csv, jsonl and parquet can)",
                                format);
     const char *table = ferry_resource_target(r);
-    struct ferry_buf y, q;
-    ferry_buf_init(&y, 0);
-    ferry_buf_init(&q, 0);
-    ferry_buf_printf(&y,
-                     "version: 1\nname: verify-files-destination\nsource:\n  type: files\n"
-                     "  format: %s\n",
-                     format);
-    if (csv) {
-        ferry_buf_printf(&y, "  header: %s\n  delimiter: ", header ? "true" : "false");
-        ferry_buf_json_string(&y, delim, strlen(delim));
-        ferry_buf_printf(&y, "\n  \"null\": ");
-        ferry_buf_json_string(&y, nul, strlen(nul));
-        ferry_buf_printf(&y, "\n");
-    }
-    ferry_buf_printf(&y, "  resources:\n    - table: ");
-    ferry_buf_json_string(&y, table, strlen(table));
-    ferry_buf_printf(&q, "%s/%s/part-*.%s", path, table, csv ? "csv" : "jsonl");
-    ferry_buf_printf(&y, "\n      path: ");
-    ferry_buf_json_string(&y, q.data ? q.data : "", q.len);
-    ferry_buf_printf(&y, "\n      schema: {");
-    for (int i = 0; i < outs->n_fields; i++) {
-        const struct ferry_field *f = &outs->fields[i];
-        char ty[64];
-        if (f->type == FERRY_TYPE_DECIMAL128)
-            snprintf(ty, sizeof ty, "decimal128(%d,%d)", f->precision, f->scale);
-        else
-            snprintf(ty, sizeof ty, "%s", ferry_type_name(f->type));
-        ferry_buf_printf(&y, "%s", i > 0 ? ", " : "");
-        ferry_buf_json_string(&y, f->name, strlen(f->name));
-        ferry_buf_printf(&y, ": ");
-        ferry_buf_json_string(&y, ty, strlen(ty));
-    }
-    ferry_buf_printf(&y, "}\n      key: [");
-    for (int k = 0; k < outs->n_key; k++) {
-        const char *kn = outs->fields[outs->key[k]].name;
-        ferry_buf_printf(&y, "%s", k > 0 ? ", " : "");
-        ferry_buf_json_string(&y, kn, strlen(kn));
-    }
-    ferry_buf_printf(&y, "]\nsink:\n  type: \"null\"\n");
-    if (y.data == NULL || q.data == NULL) rc = oom(err);
-    struct ferry_pipeline_spec *rp = NULL;
-    if (rc == FERRY_OK) rc = ferry_pipeline_load_string(y.data, y.len, "verify", &rp, err);
-    if (rc == FERRY_OK)
-        rc = ferry__vside_stream_open(rp, &rp->resources[0], t, "destination", out, err);
-    if (rc == FERRY_OK && (*table_out = ferry_strdup(q.data)) == NULL) rc = oom(err);
-    ferry_pipeline_free(rp);
-    ferry_buf_release(&y);
-    ferry_buf_release(&q);
+    char *glob = ferry_asprintf("%s/%s/part-*.%s", path, table, csv ? "csv" : "jsonl");
+    if (glob == NULL) return oom(err);
+    rc = ferry__vside_text_open(cfg, glob, table, t->written, t, "destination", out, err);
+    if (rc != FERRY_OK) ferry_free(glob);
+    if (rc == FERRY_OK) *table_out = glob; /* the report names the glob */
     return rc;
 }
 
@@ -780,13 +815,11 @@ static int open_mysql_dest(struct ferry_cfg *cfg, const struct ferry_resource_sp
 
 static int open_side(const struct ferry_pipeline_spec *p, const char *type, struct ferry_cfg *cfg,
                      bool source, const struct ferry_resource_spec *r, const struct ferry_vtable *t,
-                     const struct ferry_schema *outs, struct ferry_vside **out, char **table_out,
-                     struct ferry_error *err)
+                     struct ferry_vside **out, char **table_out, struct ferry_error *err)
 {
     const char *what = source ? "source" : "destination";
     int rc;
-    if (!source && !strcmp(type, "files"))
-        return open_files_dest(cfg, r, outs, t, out, table_out, err);
+    if (!source && !strcmp(type, "files")) return open_files_dest(cfg, r, t, out, table_out, err);
     if (!source && !strcmp(type, "mysql") && !t->text_md5)
         return open_mysql_dest(cfg, r, t, out, table_out, err);
     if (source && !strcmp(type, "mysql") && !t->text_md5) {
@@ -808,7 +841,7 @@ static int open_side(const struct ferry_pipeline_spec *p, const char *type, stru
     }
     return ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
                            "verify: a %s destination cannot be verified yet (postgres, "
-                           "sqlite, mysql and files can)",
+                           "sqlite, mysql, files, s3 and iceberg can)",
                            type);
 }
 
@@ -1085,7 +1118,8 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
                               until.col,
                               until.val,
                               until.n,
-                              false};
+                              false,
+                              outs};
     if (use_text_md5(p, o, &st)) {
         st.text_md5 = true;
         st.byte_order_text = true; /* MySQL collations differ between tables and from "C" */
@@ -1093,10 +1127,9 @@ static int verify_resource(const struct ferry_pipeline_spec *p, const struct fer
     struct ferry_vtable dt = st;
     dt.source = false;
     if (rc == FERRY_OK)
-        rc = open_side(p, p->source_type, p->source, true, r, &st, outs, &src, &res->source_table,
-                       err);
+        rc = open_side(p, p->source_type, p->source, true, r, &st, &src, &res->source_table, err);
     if (rc == FERRY_OK)
-        rc = open_side(p, p->sink_type, p->sink, false, r, &dt, outs, &dst, &res->dest_table, err);
+        rc = open_side(p, p->sink_type, p->sink, false, r, &dt, &dst, &res->dest_table, err);
     if (rc == FERRY_OK && until.n > 0 && src->read_whole)
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
                              "verify --until-checkpoint: the %s source is read whole; it needs "

@@ -98,6 +98,10 @@ struct ferry_vtable {
      * piece per compared column, 'N' for NULL else 'V' <byte length> ':' <text>; texts in
      * docs/internals/verify.md. Computed by my_verify.c and pg_verify.c only. */
     bool text_md5;
+    /* The schema the pipeline writes (the transforms' output: every destination column, its
+     * exact type, the key), borrowed: what a side reading back files the sink wrote (CSV,
+     * JSON Lines) declares to the files source. */
+    const struct ferry_schema *written;
 };
 
 /* A key: one normalized text per key column (NULL for a null part). */
@@ -216,8 +220,17 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
 int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
                               const struct ferry_vtable *t, const char *what,
                               struct ferry_vside **out, struct ferry_error *err);
+/* A side made of CSV or JSON Lines files a files or s3 sink wrote (verify.c), read by the
+ * files source through ferry__vside_stream_open: a one-resource pipeline reads the files
+ * `glob` matches (at least one must) as `table`, with format, header, delimiter and null
+ * from `sink` (the sink section; csv or jsonl) and `written` as the declared schema and key.
+ * Every file is read, hashed and closed before this returns: the caller may delete them. */
+int ferry__vside_text_open(struct ferry_cfg *sink, const char *glob, const char *table,
+                           const struct ferry_schema *written, const struct ferry_vtable *t,
+                           const char *what, struct ferry_vside **out, struct ferry_error *err);
 /* The database sides (chunk digests computed by the database) are the connectors':
- * their verify_open slot (ferry/connector.h); postgres and sqlite have one. */
+ * their verify_open slot (ferry/connector.h); postgres, sqlite, mysql, s3 and iceberg have
+ * one. */
 
 /* Writes one canonical value (as canon takes it; decimal128 as its text) of field f into
  * rw, converting to the field's type. */

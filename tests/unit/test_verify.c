@@ -220,7 +220,7 @@ static void test_sqlite_side(void **state)
         {"ts", "ts", FERRY_TYPE_TIMESTAMP_US, FERRY_TYPE_TIMESTAMP_US, 0, 0, FERRY_VHOW_PLAIN, 0},
         {"f", "f", FERRY_TYPE_FLOAT64, FERRY_TYPE_FLOAT64, 0, 0, FERRY_VHOW_PLAIN, 0}};
     int key[1] = {0};
-    struct ferry_vtable t = {cols, 4, key, 1, false, false, false, NULL, NULL, 0, false};
+    struct ferry_vtable t = {cols, 4, key, 1, false, false, false, NULL, NULL, 0, false, NULL};
     struct ferry_vside *s = NULL;
     struct ferry_error err;
     assert_int_equal(ferry__vside_sqlite_open(path, "t x", &t, "destination", &s, &err), FERRY_OK);

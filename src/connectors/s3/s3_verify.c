@@ -1,18 +1,21 @@
-/* connectors/s3/s3_verify.c - the s3 sink's verify_open slot: a destination of Parquet
- * objects read back for `ferry verify`.
+/* connectors/s3/s3_verify.c - the s3 sink's verify_open slot: a destination of Parquet,
+ * CSV or JSON Lines objects read back for `ferry verify`.
  *
  * The objects that make the table are those the manifests list, as for the files sink: the
  * data set manifest <prefix>/_manifest.json when it exists (a replace wrote it), else every
  * run manifest <prefix>/_runs/run=<run>/_manifest.json; entries whose table is the
  * destination's, sorted by key. Objects no manifest lists (a crashed attempt's) never count.
- * Each object is fetched into a private temporary folder (TMPDIR) and the folder's files are
- * read by verify's Parquet side (backend_stream.c, ferry__vside_parquet_open), which hashes
- * every row; the folder is removed before this returns. An object that is listed but gone is
- * an error naming it. Disk: the table's objects, for the time of the open. CSV and JSON Lines
- * destinations: not yet (refused naming the format).
+ * Each object is fetched into a private temporary folder (TMPDIR, mode 0700; each file named
+ * after its object, so a reader error names it) and the folder's files are hashed row by row:
+ * Parquet by verify's Parquet side (ferry__vside_parquet_open), CSV and JSON Lines by the
+ * files source (ferry__vside_text_open: the sink section's format, header, delimiter and null,
+ * the schema the pipeline writes; gzip or zstd bytes are recognised by the source, though the
+ * sink writes plain text). Both read every file whole at open, so the files and the folder
+ * are removed before this returns, on every path. An object that is listed but gone is an
+ * error naming it (s3://bucket/key). Disk: the table's objects, for the time of the open.
  *
- * Calls s3_client.c, verify/backend_stream.c, jansson. Called by `ferry verify` through the
- * sink vtable. */
+ * Calls s3_client.c, verify/verify.c and verify/backend_stream.c, jansson. Called by
+ * `ferry verify` through the sink vtable. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -129,10 +132,51 @@ static int fetch(struct ferry__s3_client *c, const char *key, const char *path,
     return rc;
 }
 
-/* Every listed object of the table fetched into dir, read by verify's Parquet side. */
-static int read_objects(struct ferry__s3_client *c, json_t *keys, const char *dir,
-                        const char *table, const struct ferry_vtable *t, const char *what,
-                        struct ferry_vside **out, struct ferry_error *err)
+/* A file name in dir for the i-th object: its index (the keys' order) and the key's last 200
+ * bytes, '/' as '_' (a reader's error then names the object; NAME_MAX is 255). */
+static char *object_path(const char *dir, size_t i, const char *key)
+{
+    size_t kl = strlen(key);
+    char *path = ferry_asprintf("%s/%06zu-%s", dir, i, kl > 200 ? key + kl - 200 : key);
+    for (char *q = path ? path + strlen(dir) + 1 : NULL; q && *q; q++)
+        if (*q == '/') *q = '_';
+    return path;
+}
+
+/* The glob of every file in dir (dir, then "/" and "*"), the metacharacters of dir (from
+ * TMPDIR) escaped for glob(3). */
+static char *folder_glob(const char *dir)
+{
+    char *g = ferry_malloc(strlen(dir) * 2 + 3), *o = g;
+    for (const char *c = dir; g && *c; c++) {
+        if (strchr("*?[\\", *c)) *o++ = '\\';
+        *o++ = *c;
+    }
+    if (g) memcpy(o, "/*", 3);
+    return g;
+}
+
+/* The fetched files (n, in key order) hashed by the side of the format. No object: an empty
+ * side (the files source wants at least one file; the Parquet side takes none). */
+static int open_files(struct ferry_cfg *cfg, const char *format, char *const *paths, size_t n,
+                      const char *dir, const char *table, const struct ferry_vtable *t,
+                      const char *what, struct ferry_vside **out, struct ferry_error *err)
+{
+    if (!strcmp(format, "parquet") || n == 0)
+        return ferry__vside_parquet_open(paths, (int)n, table, t, what, out, err);
+    char *glob = folder_glob(dir);
+    int rc =
+        glob ? ferry__vside_text_open(cfg, glob, table, t->written, t, what, out, err) : nomem(err);
+    ferry_free(glob);
+    return rc;
+}
+
+/* Every listed object of the table fetched into dir and hashed; the files are removed before
+ * this returns (the sides read them whole at open). */
+static int read_objects(struct ferry__s3_client *c, struct ferry_cfg *cfg, const char *format,
+                        json_t *keys, const char *dir, const char *table,
+                        const struct ferry_vtable *t, const char *what, struct ferry_vside **out,
+                        struct ferry_error *err)
 {
     size_t n = json_array_size(keys);
     char **paths = ferry_calloc(n + 1, sizeof *paths);
@@ -140,15 +184,12 @@ static int read_objects(struct ferry__s3_client *c, json_t *keys, const char *di
     ferry_buf_init(&b, 0);
     int rc = paths ? FERRY_OK : nomem(err);
     for (size_t i = 0; rc == FERRY_OK && i < n; i++) {
-        /* the key in the name: a file the reader refuses is named by its object */
-        paths[i] = ferry_asprintf("%s/%06zu-%s", dir, i, json_string_value(json_array_get(keys, i)));
-        for (char *q = paths[i] ? paths[i] + strlen(dir) + 1 : NULL; q && *q; q++)
-            if (*q == '/') *q = '_';
-        rc = paths[i] ? fetch(c, json_string_value(json_array_get(keys, i)), paths[i], &b, err)
-                      : nomem(err);
+        const char *key = json_string_value(json_array_get(keys, i));
+        paths[i] = object_path(dir, i, key);
+        rc = paths[i] ? fetch(c, key, paths[i], &b, err) : nomem(err);
     }
     ferry_buf_release(&b);
-    if (rc == FERRY_OK) rc = ferry__vside_parquet_open(paths, (int)n, table, t, what, out, err);
+    if (rc == FERRY_OK) rc = open_files(cfg, format, paths, n, dir, table, t, what, out, err);
     for (size_t i = 0; paths && i < n; i++) {
         if (paths[i]) unlink(paths[i]);
         ferry_free(paths[i]);
@@ -163,15 +204,16 @@ int ferry__s3_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry
 {
     *out = NULL;
     *table_out = NULL;
-    const char *bucket = NULL, *prefix = "", *format = "parquet";
+    const char *bucket = NULL, *prefix = "", *format = "csv"; /* the sink's default */
     int rc = source ? ferry_error_set(err, FERRY_EUNSUPPORTED, "s3", "s3 verify: a destination only")
                     : ferry_cfg_str(cfg, "bucket", true, &bucket, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "prefix", false, &prefix, err);
     if (rc == FERRY_OK) rc = ferry_cfg_str(cfg, "format", false, &format, err);
-    if (rc == FERRY_OK && strcmp(format, "parquet") != 0)
+    if (rc == FERRY_OK && strcmp(format, "parquet") != 0 && strcmp(format, "csv") != 0 &&
+        strcmp(format, "jsonl") != 0)
         rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "verify",
                              "verify: an s3 destination in %s format cannot be verified yet "
-                             "(parquet can)",
+                             "(parquet, csv and jsonl can)",
                              format);
     if (rc != FERRY_OK) return rc;
     char *pfx = ferry_strdup(prefix);
@@ -190,7 +232,7 @@ int ferry__s3_verify_open(struct ferry_cfg *cfg, bool source, const struct ferry
         rc = ferry_error_set(err, FERRY_EIO, "s3", "s3 verify: cannot make a temporary folder: %s",
                              strerror(errno));
     else if (rc == FERRY_OK) {
-        rc = read_objects(c, keys, dir, table, t, what, out, err);
+        rc = read_objects(c, cfg, format, keys, dir, table, t, what, out, err);
         rmdir(dir);
     }
     if (rc == FERRY_OK &&

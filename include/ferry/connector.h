@@ -303,6 +303,11 @@ struct ferry_source_vtable {
      * extract starts): the runner then starts every stream of a run at once. NULL: open(),
      * and the runner starts at most 16 at once (each stream holding a connection). */
     int (*open_stream)(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err);
+    /* Appended to ABI 1, optional: the tables discover() will be asked about next (resource
+     * names as written), so that a database source may read their catalog in one query
+     * instead of one per table. A hint: whatever goes wrong is ignored here, and discover
+     * then asks table by table and reports what it finds. */
+    void (*discover_ahead)(void *ctx, const char *const *tables, int n);
 };
 
 /* ---- Sink -------------------------------------------------------------------------- */
@@ -440,6 +445,10 @@ struct ferry_sink_vtable {
      * batch whose apply() returned is durable; FERRY_OK when they are. After a failed apply
      * it still tells whether the batches before it are. */
     int (*settle)(void *ctx, struct ferry_error *err);
+    /* Appended to ABI 1, optional: the target tables prepare() will be called for next, so
+     * that a database sink may read their columns in one query. A hint, as the source's
+     * discover_ahead: errors are left to prepare(). */
+    void (*prepare_ahead)(void *ctx, const char *const *tables, int n);
 };
 
 void ferry_sink_checkpoints_free(struct ferry_sink_checkpoint *v, int n);

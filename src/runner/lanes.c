@@ -125,6 +125,7 @@ static int open_lane_sink(struct run *r, struct lane *ln, struct ferry_error *er
     struct ferry_pipeline_spec *p = r->p;
     int rc = p->sink_vt->open(p->sink, &ln->sink_ctx, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s sink: lane %d", p->sink_type, ln->index);
+    ferry__plan_prepare_ahead(r, ln->sink_ctx, ln->index);
     for (int k = 0; k < ln->n_res && rc == FERRY_OK; k++) {
         struct resource_run *rr = &r->res[ln->res[k]];
         if (rr->gone) continue;

@@ -170,6 +170,27 @@ static int discover(struct run *r, struct resource_run *rr, struct ferry_error *
     return rr->gone ? FERRY_OK : ferry__run_oom(err);
 }
 
+/* Tells the source (and below the sink) every table it is about to be asked about, so that
+ * a database reads their catalog in one query, not one per table. */
+static const char **resource_names(const struct run *r, bool targets)
+{
+    const char **v = ferry_calloc((size_t)r->n_res + 1, sizeof *v);
+    for (int i = 0; v && i < r->n_res; i++)
+        v[i] = targets ? ferry_resource_target(&r->p->resources[i]) : r->p->resources[i].table;
+    return v;
+}
+
+void ferry__plan_prepare_ahead(struct run *r, void *sink_ctx, int lane)
+{
+    if (r->p->sink_vt->prepare_ahead == NULL || r->n_res < 2) return;
+    const char **v = resource_names(r, true);
+    int n = 0;
+    for (int i = 0; v && i < r->n_res; i++)
+        if (r->res[i].lane == lane && !r->res[i].gone) v[n++] = v[i];
+    if (n > 1) r->p->sink_vt->prepare_ahead(sink_ctx, v, n);
+    ferry_free(v);
+}
+
 static int open_source_side(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
@@ -182,6 +203,11 @@ static int open_source_side(struct run *r, struct ferry_error *err)
     /* An engine key of the source section (each connector lists it as tuning). */
     r->parallelism = 1;
     rc = ferry_cfg_int(p->source, "parallelism", false, 1, 64, &r->parallelism, err);
+    if (rc == FERRY_OK && p->source_vt->discover_ahead && r->n_res > 1) {
+        const char **v = resource_names(r, false);
+        if (v) p->source_vt->discover_ahead(r->src_ctx, v, r->n_res);
+        ferry_free(v);
+    }
     for (int i = 0; rc == FERRY_OK && i < r->n_res; i++) {
         struct resource_run *rr = &r->res[i];
         rr->spec = &p->resources[i];

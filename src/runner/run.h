@@ -216,6 +216,8 @@ int64_t ferry__run_peek(struct run *r);
 /* Opens source and sink; discovers, compiles transforms, applies the policy and refuses
  * unknown keys: everything that can refuse the pipeline, before a run exists. */
 int ferry__plan_prepare(struct run *r, struct ferry_error *err);
+/* The sink's prepare_ahead (connector.h) with the target tables of lane's resources. */
+void ferry__plan_prepare_ahead(struct run *r, void *sink_ctx, int lane);
 /* Frozen plans and resume positions of the chosen run (planned and frozen when new). */
 int ferry__plan_freeze(struct run *r, struct ferry_error *err);
 /* `ferry check`: plans from the saved route checkpoints, printed, not frozen. */

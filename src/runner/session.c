@@ -12,6 +12,7 @@ int ferry__session_begin(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
     int rc = FERRY_OK;
+    ferry__plan_prepare_ahead(r, r->sink_ctx, 0);
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         /* other lanes prepare their own targets on their own instances (lanes.c) */
         if (r->res[i].lane != 0 || r->res[i].gone) continue;

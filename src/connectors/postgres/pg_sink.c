@@ -115,6 +115,8 @@ struct sink {
     char lag_table[160];
     struct ferry_pg_guard *guard; /* the guarded_* call's io_timeout guard, follows `conn` */
     char *schema_seen; /* the schema ensure_schema last found or made: not asked again */
+    struct ahead *ahead; /* prepare_ahead: tables' columns read together, each taken once */
+    int n_ahead;
 };
 
 struct pending_checkpoint {
@@ -122,6 +124,8 @@ struct pending_checkpoint {
     int shard;
     char *position;
 };
+
+static void ahead_free(struct sink *s);
 
 static int oom(struct ferry_error *err)
 {
@@ -173,6 +177,7 @@ static void sink_close(void *ctx)
     ferry_secret_free(s->url);
     ferry_free(s->schema);
     ferry_free(s->schema_seen);
+    ahead_free(s);
     ferry_free(s->pipeline);
     ferry_buf_release(&s->out);
     ferry_free(s);
@@ -355,6 +360,64 @@ static void dest_cols_free(struct dest_col *c, int n)
     ferry_free(c);
 }
 
+/* A table's columns as prepare_ahead read them, for its first dest_columns. */
+struct ahead {
+    char *table;
+    bool exists, rules;
+    struct dest_col *cols;
+    int n;
+};
+
+static void ahead_free(struct sink *s)
+{
+    for (int i = 0; i < s->n_ahead; i++) {
+        ferry_free(s->ahead[i].table);
+        dest_cols_free(s->ahead[i].cols, s->ahead[i].n);
+    }
+    ferry_free(s->ahead);
+    s->ahead = NULL;
+    s->n_ahead = 0;
+}
+
+/* Moves what prepare_ahead read about `table` into the outputs; false when it read nothing. */
+static bool ahead_take(struct sink *s, const char *table, bool *exists, bool *rules,
+                       struct dest_col **out, int *n)
+{
+    for (int i = 0; i < s->n_ahead; i++) {
+        struct ahead *a = &s->ahead[i];
+        if (strcmp(a->table, table) != 0) continue;
+        *exists = a->exists;
+        *rules = a->rules;
+        *out = a->cols;
+        *n = a->n;
+        ferry_free(a->table);
+        s->ahead[i] = s->ahead[--s->n_ahead];
+        return true;
+    }
+    return false;
+}
+
+/* Fills c from row i of a dest_columns result whose columns start at `off`; false when out
+ * of memory (c's strings then freed by the caller's dest_cols_free). */
+static bool dest_col_fill(struct dest_col *c, PGresult *r, int i, int off)
+{
+    c->name = ferry_strdup(PQgetvalue(r, i, off + 0));
+    c->oid = (uint32_t)strtoul(PQgetvalue(r, i, off + 1), NULL, 10);
+    c->typmod = (int32_t)strtol(PQgetvalue(r, i, off + 2), NULL, 10);
+    c->type = ferry_strdup(PQgetvalue(r, i, off + 3));
+    c->pk = PQgetvalue(r, i, off + 4)[0] == 't';
+    c->base_oid = (uint32_t)strtoul(PQgetvalue(r, i, off + 5), NULL, 10);
+    c->base_typmod = (int32_t)strtol(PQgetvalue(r, i, off + 6), NULL, 10);
+    snprintf(c->recv, sizeof c->recv, "%s", PQgetvalue(r, i, off + 7));
+    c->not_null = PQgetvalue(r, i, off + 8)[0] == 't';
+    c->has_default = PQgetvalue(r, i, off + 9)[0] == 't';
+    if (c->base_oid == 0) {
+        c->base_oid = c->oid;
+        c->base_typmod = c->typmod;
+    }
+    return c->name != NULL && c->type != NULL;
+}
+
 /* Columns of schema.table; *exists false when there is no such table; *rules whether it
  * has rules (MERGE refuses those: choose_merge). */
 static int dest_columns(struct sink *s, const char *table, bool *exists, bool *rules,
@@ -364,6 +427,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, bool *r
     *n = 0;
     *exists = false;
     *rules = false;
+    if (ahead_take(s, table, exists, rules, out, n)) return FERRY_OK;
     char what[200];
     snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
     const char *p[2] = {s->schema, table};
@@ -404,22 +468,7 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, bool *r
     int k = 0;
     for (int i = 0; i < rows; i++) {
         if (PQgetisnull(r, i, 0)) continue; /* a table without columns */
-        c[k].name = ferry_strdup(PQgetvalue(r, i, 0));
-        c[k].oid = (uint32_t)strtoul(PQgetvalue(r, i, 1), NULL, 10);
-        c[k].typmod = (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10);
-        c[k].type = ferry_strdup(PQgetvalue(r, i, 3));
-        c[k].pk = PQgetvalue(r, i, 4)[0] == 't';
-        c[k].base_oid = (uint32_t)strtoul(PQgetvalue(r, i, 5), NULL, 10);
-        c[k].base_typmod = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
-        snprintf(c[k].recv, sizeof c[k].recv, "%s", PQgetvalue(r, i, 7));
-        c[k].not_null = PQgetvalue(r, i, 8)[0] == 't';
-        c[k].has_default = PQgetvalue(r, i, 9)[0] == 't';
-        if (c[k].base_oid == 0) {
-            c[k].base_oid = c[k].oid;
-            c[k].base_typmod = c[k].typmod;
-        }
-        k++;
-        if (c[k - 1].name == NULL || c[k - 1].type == NULL) {
+        if (!dest_col_fill(&c[k++], r, i, 0)) {
             PQclear(r);
             dest_cols_free(c, k);
             return oom(err);
@@ -832,6 +881,105 @@ static int freeze_narrow(struct sink *s, struct target *t, const char *table,
     ferry_schema_unref(t->schema);
     t->schema = n;
     return FERRY_OK;
+}
+
+/* dest_columns' query for the tables $2 (text[]) of schema $1, each row led by its table. */
+static const char dest_columns_many_sql[] =
+    "WITH RECURSIVE d(rel, col, oid, typmod, depth) AS ("
+    "SELECT c.oid, a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND a.attnum > 0 "
+    "UNION ALL SELECT d.rel, d.col, t.typbasetype, t.typtypmod, d.depth + 1 "
+    "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid "
+    "WHERE t.typtype = 'd' AND d.depth < 32) "
+    "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, "
+    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
+    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
+    "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
+    "FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
+    "AND NOT a.attisdropped "
+    "LEFT JOIN LATERAL (SELECT d.oid, d.typmod FROM d WHERE d.rel = c.oid AND d.col = a.attnum "
+    "ORDER BY d.depth DESC LIMIT 1) b ON true "
+    "LEFT JOIN pg_catalog.pg_type bt ON bt.oid = b.oid "
+    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p') "
+    "ORDER BY c.relname, a.attnum";
+
+/* The ahead entry of rows [first, first + n) of the many-tables result (one table). */
+static bool ahead_add(struct sink *s, PGresult *r, int first, int n)
+{
+    struct ahead *a = &s->ahead[s->n_ahead];
+    memset(a, 0, sizeof *a);
+    a->table = ferry_strdup(PQgetvalue(r, first, 0));
+    a->exists = true;
+    a->rules = PQgetvalue(r, first, 11)[0] == 't';
+    a->cols = ferry_calloc((size_t)n, sizeof *a->cols);
+    bool ok = a->table != NULL && a->cols != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        if (PQgetisnull(r, first + i, 1)) continue; /* a table without columns */
+        ok = dest_col_fill(&a->cols[a->n++], r, first + i, 1);
+    }
+    if (!ok) {
+        ferry_free(a->table);
+        dest_cols_free(a->cols, a->n);
+        return false;
+    }
+    s->n_ahead++;
+    return true;
+}
+
+/* prepare_ahead (connector.h): the columns of every table named, in one query; a table the
+ * query does not return is remembered as missing. Nothing is kept on any error. */
+static void sink_prepare_ahead(void *ctx, const char *const *tables, int n)
+{
+    struct sink *s = ctx;
+    ahead_free(s);
+    struct ferry_error e;
+    if (n < 2 || connect_db(s, &e) != FERRY_OK) return;
+    struct ferry_buf arr;
+    ferry_buf_init(&arr, 0);
+    ferry_buf_append(&arr, "{", 1);
+    for (int i = 0; i < n; i++) {
+        ferry_buf_append(&arr, i ? ",\"" : "\"", i ? 2 : 1);
+        for (const char *p = tables[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') ferry_buf_append(&arr, "\\", 1);
+            ferry_buf_append(&arr, p, 1);
+        }
+        ferry_buf_append(&arr, "\"", 1);
+    }
+    ferry_buf_append(&arr, "}", 1);
+    PGresult *r = NULL;
+    const char *p[2] = {s->schema, arr.data};
+    bool ok = arr.data != NULL &&
+              query(s, dest_columns_many_sql, 2, p, &r, WHAT ": columns", &e) == FERRY_OK;
+    ferry_buf_release(&arr);
+    int rows = ok ? PQntuples(r) : 0;
+    s->ahead = ok ? ferry_calloc((size_t)n + (size_t)rows + 1, sizeof *s->ahead) : NULL;
+    ok = ok && s->ahead != NULL;
+    for (int i = 0; ok && i < rows;) {
+        int j = i + 1;
+        while (j < rows && !strcmp(PQgetvalue(r, j, 0), PQgetvalue(r, i, 0)))
+            j++;
+        ok = ahead_add(s, r, i, j - i);
+        i = j;
+    }
+    /* the tables not returned do not exist (yet) */
+    for (int i = 0; ok && i < n; i++) {
+        bool have = false;
+        for (int k = 0; k < s->n_ahead && !have; k++)
+            have = !strcmp(s->ahead[k].table, tables[i]);
+        if (have) continue;
+        struct ahead *a = &s->ahead[s->n_ahead];
+        memset(a, 0, sizeof *a);
+        a->table = ferry_strdup(tables[i]);
+        ok = a->table != NULL;
+        if (ok) s->n_ahead++;
+    }
+    if (r) PQclear(r);
+    if (!ok) ahead_free(s);
 }
 
 /* Creates the table or checks it (adding missing columns), then chooses each column's
@@ -2052,6 +2200,16 @@ static void guarded_group_abort(void *ctx)
     ferry__pg_guard_end(&g);
 }
 
+static void guarded_prepare_ahead(void *ctx, const char *const *tables, int n)
+{
+    struct sink *s = ctx;
+    struct ferry_pg_guard g;
+    arm(s, &g);
+    sink_prepare_ahead(ctx, tables, n);
+    s->guard = NULL;
+    ferry__pg_guard_end(&g);
+}
+
 static int sink_settle(void *ctx, struct ferry_error *err)
 {
     return settle(ctx, err);
@@ -2085,4 +2243,5 @@ const struct ferry_sink_vtable ferry__postgres_sink = {
     .group_commit = guarded_group_commit,
     .group_abort = guarded_group_abort,
     .settle = sink_settle,
+    .prepare_ahead = guarded_prepare_ahead,
 };

@@ -283,6 +283,29 @@ static const char catalog_sql[] =
     "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
     "ORDER BY a.attnum";
 
+/* r's columns from rows [first, first + n) of a catalog_sql result whose columns start at
+ * column `off` (the batch query puts schema and table first). */
+static int fill_columns(struct rel *r, PGresult *res, int first, int n, int off,
+                        struct ferry_error *err)
+{
+    r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
+    if (r->cols == NULL) return nomem(err);
+    r->n_cols = n;
+    r->relkind = PQgetvalue(res, first, off + 6)[0];
+    for (int i = 0; i < n; i++) {
+        struct col *c = &r->cols[i];
+        int row = first + i;
+        c->name = ferry_strdup(PQgetvalue(res, row, off + 0));
+        c->oid = (uint32_t)strtoul(PQgetvalue(res, row, off + 1), NULL, 10);
+        c->typmod = (int32_t)strtol(PQgetvalue(res, row, off + 2), NULL, 10);
+        c->notnull = PQgetvalue(res, row, off + 3)[0] == 't';
+        c->sql_type = ferry_strdup(PQgetvalue(res, row, off + 4));
+        c->key_pos = (int)strtol(PQgetvalue(res, row, off + 5), NULL, 10);
+        if (c->name == NULL || c->sql_type == NULL) return nomem(err);
+    }
+    return FERRY_OK;
+}
+
 static int query_columns(struct src *s, struct rel *r, const char *schema_name,
                          const char *table, bool *found, struct ferry_error *err)
 {
@@ -297,33 +320,10 @@ static int query_columns(struct src *s, struct rel *r, const char *schema_name,
         return rc;
     }
     int n = PQntuples(res);
-    if (n == 0) {
-        PQclear(res);
-        return FERRY_OK;
-    }
-    r->cols = ferry_calloc((size_t)n, sizeof *r->cols);
-    if (r->cols == NULL) {
-        PQclear(res);
-        return nomem(err);
-    }
-    r->n_cols = n;
-    r->relkind = PQgetvalue(res, 0, 6)[0];
-    for (int i = 0; i < n; i++) {
-        struct col *c = &r->cols[i];
-        c->name = ferry_strdup(PQgetvalue(res, i, 0));
-        c->oid = (uint32_t)strtoul(PQgetvalue(res, i, 1), NULL, 10);
-        c->typmod = (int32_t)strtol(PQgetvalue(res, i, 2), NULL, 10);
-        c->notnull = PQgetvalue(res, i, 3)[0] == 't';
-        c->sql_type = ferry_strdup(PQgetvalue(res, i, 4));
-        c->key_pos = (int)strtol(PQgetvalue(res, i, 5), NULL, 10);
-        if (c->name == NULL || c->sql_type == NULL) {
-            PQclear(res);
-            return nomem(err);
-        }
-    }
+    int rc = n > 0 ? fill_columns(r, res, 0, n, 0, err) : FERRY_OK;
     PQclear(res);
-    *found = true;
-    return FERRY_OK;
+    *found = n > 0 && rc == FERRY_OK;
+    return rc;
 }
 
 static bool has_upper(const char *s)
@@ -340,6 +340,22 @@ static char *lowered(const char *s)
     for (char *p = l; *p; p++)
         if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
     return l;
+}
+
+/* r->from: "schema"."table", quoted. */
+static int rel_from(struct rel *r, struct ferry_error *err)
+{
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    int rc = ferry__pg_quote_ident(&b, r->schema_name, err);
+    if (rc == FERRY_OK && ferry_buf_append(&b, ".", 1) != FERRY_OK) rc = nomem(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, r->table, err);
+    if (rc == FERRY_OK) {
+        r->from = ferry_buf_take(&b);
+        if (r->from == NULL) rc = nomem(err);
+    }
+    ferry_buf_release(&b);
+    return rc;
 }
 
 /* Finds the relation: names as written first; when that fails and a name has capitals,
@@ -373,20 +389,114 @@ static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_
                              WHAT ": table \"%s\".\"%s\" not found on %s (or not visible to "
                              "this user)",
                              r->schema_name, r->table, s->peer);
-    if (rc == FERRY_OK) {
-        struct ferry_buf b;
-        ferry_buf_init(&b, 0);
-        rc = ferry__pg_quote_ident(&b, r->schema_name, err);
-        if (rc == FERRY_OK && ferry_buf_append(&b, ".", 1) != FERRY_OK) rc = nomem(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, r->table, err);
-        if (rc == FERRY_OK) {
-            r->from = ferry_buf_take(&b);
-            if (r->from == NULL) rc = nomem(err);
-        }
-        ferry_buf_release(&b);
-    }
+    if (rc == FERRY_OK) rc = rel_from(r, err);
     if (rc != FERRY_OK) rel_free(r);
     return rc;
+}
+
+/* ---- the catalog of many tables in one query (discover_ahead) ---- */
+
+static const char catalog_many_sql[] =
+    "SELECT n.nspname, c.relname, a.attname, "
+    "CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, "
+    "CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END, "
+    "a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, "
+    "pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+    "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0), c.relkind "
+    "FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS w(s, r) "
+    "JOIN pg_catalog.pg_namespace n ON n.nspname = w.s "
+    "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = w.r "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
+    "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+    "WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+    "ORDER BY n.nspname, c.relname, a.attnum";
+
+/* v as a PostgreSQL text[] literal: {"a","b"}, quotes and backslashes escaped. */
+static void text_array(struct ferry_buf *b, char *const *v, int n)
+{
+    ferry_buf_append(b, "{", 1);
+    for (int i = 0; i < n; i++) {
+        ferry_buf_append(b, i ? ",\"" : "\"", i ? 2 : 1);
+        for (const char *p = v[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') ferry_buf_append(b, "\\", 1);
+            ferry_buf_append(b, p, 1);
+        }
+        ferry_buf_append(b, "\"", 1);
+    }
+    ferry_buf_append(b, "}", 1);
+}
+
+/* Keeps the relations of rows [first, first + n) for every asked name naming them exactly. */
+static void keep_many(struct src *s, PGresult *res, int first, int n, char *const *sch,
+                      char *const *tab, const char *const *names, int n_names)
+{
+    const char *sn = PQgetvalue(res, first, 0), *tn = PQgetvalue(res, first, 1);
+    for (int k = 0; k < n_names; k++) {
+        if (sch[k] == NULL || strcmp(sch[k], sn) != 0 || strcmp(tab[k], tn) != 0) continue;
+        struct ferry_error e;
+        struct rel r;
+        memset(&r, 0, sizeof r);
+        r.schema_name = ferry_strdup(sn);
+        r.table = ferry_strdup(tn);
+        int rc = r.schema_name && r.table ? fill_columns(&r, res, first, n, 2, &e) : FERRY_ENOMEM;
+        if (rc == FERRY_OK) rc = rel_from(&r, &e);
+        if (rc == FERRY_OK)
+            seen_keep(s, names[k], &r);
+        else
+            rel_free(&r);
+    }
+}
+
+static void src_discover_ahead(void *ctx, const char *const *names, int n)
+{
+    struct src *s = ctx;
+    if (s == NULL || s->c == NULL || s->lazy || n < 2) return;
+    char **sch = ferry_calloc((size_t)n, sizeof *sch), **tab = ferry_calloc((size_t)n, sizeof *tab);
+    struct ferry_buf bs, bt;
+    ferry_buf_init(&bs, 0);
+    ferry_buf_init(&bt, 0);
+    for (int i = 0; sch && tab && i < n; i++) {
+        struct ferry_error e;
+        if (ferry__pg_split_name(names[i], &sch[i], &tab[i], &e) != FERRY_OK)
+            sch[i] = tab[i] = NULL; /* discover reports it */
+    }
+    int m = 0; /* the names that split */
+    char **vs = sch ? ferry_calloc((size_t)n, sizeof *vs) : NULL;
+    char **vt = tab ? ferry_calloc((size_t)n, sizeof *vt) : NULL;
+    for (int i = 0; vs && vt && i < n; i++)
+        if (sch[i]) {
+            vs[m] = sch[i];
+            vt[m++] = tab[i];
+        }
+    if (m > 0) {
+        text_array(&bs, vs, m);
+        text_array(&bt, vt, m);
+    }
+    if (m > 0 && bs.data && bt.data) {
+        const char *params[2] = {bs.data, bt.data};
+        PGresult *res = PQexecParams(s->c, catalog_many_sql, 2, NULL, params, NULL, NULL, 0);
+        int rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;
+        for (int i = 0; i < rows;) {
+            int j = i + 1;
+            while (j < rows && !strcmp(PQgetvalue(res, j, 0), PQgetvalue(res, i, 0)) &&
+                   !strcmp(PQgetvalue(res, j, 1), PQgetvalue(res, i, 1)))
+                j++;
+            keep_many(s, res, i, j - i, sch, tab, names, n);
+            i = j;
+        }
+        PQclear(res);
+    }
+    for (int i = 0; sch && tab && i < n; i++) {
+        ferry_free(sch[i]);
+        ferry_free(tab[i]);
+    }
+    ferry_free(sch);
+    ferry_free(tab);
+    ferry_free(vs);
+    ferry_free(vt);
+    ferry_buf_release(&bs);
+    ferry_buf_release(&bt);
 }
 
 static int col_index(const struct rel *r, const char *name)
@@ -454,7 +564,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     struct src *s = ctx;
     *out = NULL;
     struct rel r;
-    int rc = resolve(s, spec->table, &r, err);
+    int rc = seen_take(s, spec->table, &r) ? FERRY_OK : resolve(s, spec->table, &r, err);
     if (rc != FERRY_OK) return rc;
     struct ferry_schema *sc = ferry_schema_new();
     if (sc == NULL) {
@@ -1855,4 +1965,5 @@ const struct ferry_source_vtable ferry__postgres_source = {
     .open_stream = src_open_stream,
     .list_tables = src_list_tables,
     .verify_open = ferry__pg_verify_open,
+    .discover_ahead = src_discover_ahead,
 };

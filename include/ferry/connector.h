@@ -238,7 +238,10 @@ struct ferry_source_vtable {
      * {"shards": [ ... ]} (one element per shard, content connector-specific). For
      * incremental reads `route_checkpoint` is the saved position (or NULL) and the plan
      * records the lower and the frozen upper bound. Optional "rows_estimate": N, the rows
-     * the plan expects to read (a guess, e.g. the planner's), shown as progress and ETA. */
+     * the plan expects to read (a guess, e.g. the planner's), shown as progress and ETA.
+     * A full read whose shards have no resume point (a table without a key, a view: a
+     * crash reads the shard again from its first row) says "keyset": "none"; the runner
+     * then makes its batches durable together, never one by one (runner/schedule.c). */
     int (*plan)(void *ctx, const struct ferry_resource_spec *spec,
                 const struct ferry_schema *schema, const char *route_checkpoint,
                 char **plan_json, struct ferry_error *err);

@@ -414,7 +414,7 @@ static int freeze_fresh(struct run *r, const bool *fresh, struct ferry_error *er
     return rc;
 }
 
-/* Shards, commit_once, rows_estimate and row_groups_skipped of rr's plan. */
+/* Shards, commit_once, no_resume_point, rows_estimate and row_groups_skipped of rr's plan. */
 static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error *err)
 {
     const char *res = rr->spec->table;
@@ -428,6 +428,9 @@ static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error
     }
     rr->n_shards = (int)json_array_size(shards);
     rr->commit_once = json_is_true(json_object_get(pj, "commit_once"));
+    const char *keyset = json_string_value(json_object_get(pj, "keyset"));
+    rr->no_resume_point =
+        rr->spec->mode == FERRY_READ_FULL && keyset != NULL && strcmp(keyset, "none") == 0;
     json_t *est = json_object_get(pj, "rows_estimate");
     rr->rows_estimate =
         json_is_integer(est) && json_integer_value(est) >= 0 ? json_integer_value(est) : -1;

@@ -47,6 +47,7 @@ struct resource_run {
     char **resume;
     bool resumed_any;
     bool commit_once;        /* the frozen plan's "commit_once" (connector.h) */
+    bool no_resume_point;    /* a full read whose plan says "keyset": "none" (connector.h) */
     int64_t rows_estimate;   /* the plan's "rows_estimate" (connector.h), -1: none */
     int64_t row_groups_skipped; /* the plan's "row_groups_skipped" (Parquet cursor reads), -1 */
     struct ferry_flow *flow; /* owned; the last flow that ran for this resource */

@@ -103,36 +103,43 @@ static int run_phase(struct resource_run *rr, struct ferry_flow *f, bool copy,
     return rc;
 }
 
-/* Whether a cdc stream run alone applies as a commit group of one: a source that marks
- * cuts, a sink with group transactions, durable per apply, lane 0's sink instance. */
+/* Whether rr's flow applies as a commit group of one: a sink with group transactions,
+ * durable per apply, the flow alone on its sink instance, and either a cdc stream run alone
+ * from a source that marks cuts (lane 0's sink instance), or a full read without resume
+ * points (no_resume_point: a table without a key; after a crash its shard is read again from
+ * its first row, so batches committed one by one before the crash would be written twice). */
 static bool alone_groupable(const struct run *r, const struct resource_run *rr,
                             const struct ferry_flow *f)
 {
     const struct ferry_sink_vtable *vt = r->p->sink_vt;
-    return rr->spec->mode == FERRY_READ_CDC && r->p->source_vt->cdc_commit_groups &&
-           vt->group_begin != NULL && vt->group_commit != NULL && vt->group_abort != NULL &&
-           rr->caps.durability == FERRY_DURABLE_PER_APPLY && f->sink_ctx == r->sink_ctx &&
-           f->sink_lock == NULL && f->group == NULL && !r->distributed && !r->shard_mode;
+    bool cdc = rr->spec->mode == FERRY_READ_CDC && r->p->source_vt->cdc_commit_groups &&
+               f->sink_ctx == r->sink_ctx;
+    return (cdc || rr->no_resume_point) && vt->group_begin != NULL &&
+           vt->group_commit != NULL && vt->group_abort != NULL &&
+           rr->caps.durability == FERRY_DURABLE_PER_APPLY && f->sink_lock == NULL &&
+           f->group == NULL && !r->distributed && !r->shard_mode;
 }
 
-/* The stream of a cdc resource run alone (not side by side), in a commit group of one when
- * alone_groupable: its destination transactions end only at cuts between source
- * transactions, so a source transaction larger than a batch is never seen in parts
- * (docs/internals/cdc.md). phased: the stream phase of a plan with copy shards. */
-static int stream_alone(struct run *r, struct resource_run *rr, struct ferry_flow *f,
-                        bool phased, struct ferry_error *err)
+/* The flow of a resource run alone, in a commit group of one when alone_groupable: a cdc
+ * stream's destination transactions end only at cuts between source transactions, so a
+ * source transaction larger than a batch is never seen in parts (docs/internals/cdc.md); a
+ * full read without resume points commits all its batches, with their checkpoints, in one
+ * destination transaction at its end (docs/guarantees.md): all or nothing. phased: the
+ * stream phase of a cdc plan with copy shards. */
+static int run_alone(struct run *r, struct resource_run *rr, struct ferry_flow *f, bool phased,
+                     struct ferry_error *err)
 {
     pthread_mutex_t lock;
     pthread_mutex_init(&lock, NULL);
     struct ferry_commit_group *g = NULL;
     if (alone_groupable(r, rr, f)) {
-        g = ferry_commit_group_new(r->p->sink_vt, r->sink_ctx, &lock);
+        g = ferry_commit_group_new(r->p->sink_vt, f->sink_ctx, &lock);
         f->group = g ? ferry_commit_group_member(g, rr->spec->table) : NULL;
         if (f->group == NULL) {
             ferry_commit_group_free(g);
             g = NULL;
-            ferry_log(FERRY_LOG_WARN, "out of memory for the commit group: the cdc stream of "
-                                      "%s commits per batch", rr->spec->table);
+            ferry_log(FERRY_LOG_WARN, "out of memory for the commit group: %s commits per batch",
+                      rr->spec->table);
         }
     }
     if (g != NULL) f->sink_lock = &lock;
@@ -140,8 +147,8 @@ static int stream_alone(struct run *r, struct resource_run *rr, struct ferry_flo
     if (g != NULL) {
         f->group = NULL;
         f->sink_lock = NULL;
-        ferry_log(FERRY_LOG_INFO, "commit group: %ld destination transaction(s) for 1 stream",
-                  ferry_commit_group_commits(g));
+        ferry_log(FERRY_LOG_INFO, "commit group: %ld destination transaction(s) for %s",
+                  ferry_commit_group_commits(g), rr->spec->table);
         ferry_commit_group_free(g);
     }
     pthread_mutex_destroy(&lock);
@@ -151,10 +158,11 @@ static int stream_alone(struct run *r, struct resource_run *rr, struct ferry_flo
 static int run_flow(struct run *r, struct resource_run *rr, struct ferry_flow *f,
                     struct ferry_error *err)
 {
-    if (rr->spec->mode != FERRY_READ_CDC) return ferry_flow_run(f, err);
-    if (rr->n_shards < 2) return stream_alone(r, rr, f, false, err);
+    if (rr->spec->mode != FERRY_READ_CDC)
+        return rr->no_resume_point ? run_alone(r, rr, f, false, err) : ferry_flow_run(f, err);
+    if (rr->n_shards < 2) return run_alone(r, rr, f, false, err);
     int rc = run_phase(rr, f, true, err);
-    return rc == FERRY_OK ? stream_alone(r, rr, f, true, err) : rc;
+    return rc == FERRY_OK ? run_alone(r, rr, f, true, err) : rc;
 }
 
 /* The run's totals, added by every lane. */

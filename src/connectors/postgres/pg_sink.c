@@ -883,6 +883,29 @@ static int freeze_narrow(struct sink *s, struct target *t, const char *table,
     return FERRY_OK;
 }
 
+/* The i-th string of an array v of some kind (text_array). */
+typedef const char *(*text_at_fn)(const void *v, int i);
+
+static const char *string_at(const void *v, int i)
+{
+    return ((const char *const *)v)[i];
+}
+
+/* at(v, 0..n) as a PostgreSQL text[] literal {"a","b"}: quotes and backslashes escaped. */
+static void text_array(struct ferry_buf *b, const void *v, int n, text_at_fn at)
+{
+    ferry_buf_append(b, "{", 1);
+    for (int i = 0; i < n; i++) {
+        ferry_buf_append(b, i ? ",\"" : "\"", i ? 2 : 1);
+        for (const char *p = at(v, i); *p; p++) {
+            if (*p == '"' || *p == '\\') ferry_buf_append(b, "\\", 1);
+            ferry_buf_append(b, p, 1);
+        }
+        ferry_buf_append(b, "\"", 1);
+    }
+    ferry_buf_append(b, "}", 1);
+}
+
 /* dest_columns' query for the tables $2 (text[]) of schema $1, each row led by its table. */
 static const char dest_columns_many_sql[] =
     "WITH RECURSIVE d(rel, col, oid, typmod, depth) AS ("
@@ -941,16 +964,7 @@ static void sink_prepare_ahead(void *ctx, const char *const *tables, int n)
     if (n < 2 || connect_db(s, &e) != FERRY_OK) return;
     struct ferry_buf arr;
     ferry_buf_init(&arr, 0);
-    ferry_buf_append(&arr, "{", 1);
-    for (int i = 0; i < n; i++) {
-        ferry_buf_append(&arr, i ? ",\"" : "\"", i ? 2 : 1);
-        for (const char *p = tables[i]; *p; p++) {
-            if (*p == '"' || *p == '\\') ferry_buf_append(&arr, "\\", 1);
-            ferry_buf_append(&arr, p, 1);
-        }
-        ferry_buf_append(&arr, "\"", 1);
-    }
-    ferry_buf_append(&arr, "}", 1);
+    text_array(&arr, tables, n, string_at);
     PGresult *r = NULL;
     const char *p[2] = {s->schema, arr.data};
     bool ok = arr.data != NULL &&
@@ -1728,8 +1742,9 @@ static int put_checkpoint(struct sink *s, const char *resource, int shard_no,
     return rc;
 }
 
-/* The checkpoint of a batch streamed into an open COPY: the latest per (resource, shard),
- * written by flush_pending in the commit's transaction, after the COPY ended. */
+/* The checkpoint of a batch applied inside the session's transaction (a COPY kept open,
+ * at_commit, a commit group): the latest per (resource, shard), written by flush_pending in
+ * that transaction before it commits (after the COPY ended). */
 static int hold_checkpoint(struct sink *s, const struct ferry_batch *b, struct ferry_error *err)
 {
     const char *res = b->resource ? b->resource : "";
@@ -1763,12 +1778,59 @@ static int hold_checkpoint(struct sink *s, const struct ferry_batch *b, struct f
     return FERRY_OK;
 }
 
+static const char *pending_resource(const void *v, int i)
+{
+    return ((const struct pending_checkpoint *)v)[i].resource;
+}
+
+static const char *pending_position(const void *v, int i)
+{
+    return ((const struct pending_checkpoint *)v)[i].position;
+}
+
+/* Several held checkpoints in one statement (one per (resource, shard): the rows differ). */
+static int put_checkpoints(struct sink *s, struct ferry_error *err)
+{
+    struct ferry_buf res, shards, pos;
+    ferry_buf_init(&res, 0);
+    ferry_buf_init(&shards, 0);
+    ferry_buf_init(&pos, 0);
+    text_array(&res, s->pending, s->n_pending, pending_resource);
+    text_array(&pos, s->pending, s->n_pending, pending_position);
+    ferry_buf_append(&shards, "{", 1);
+    for (int i = 0; i < s->n_pending; i++)
+        ferry_buf_printf(&shards, "%s%d", i ? "," : "", s->pending[i].shard);
+    ferry_buf_append(&shards, "}", 1);
+    char run_id[24];
+    snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
+    const char *p[5] = {s->pipeline, res.data, shards.data, run_id, pos.data};
+    int rc = res.data && shards.data && pos.data ? FERRY_OK : oom(err);
+    PGresult *r = NULL;
+    if (rc == FERRY_OK)
+        rc = query(s,
+                   "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, run_id, "
+                   "position, updated_at) SELECT $1, c.r, c.s, $4::bigint, c.p, now() "
+                   "FROM ROWS FROM (pg_catalog.unnest($2::text[]), "
+                   "pg_catalog.unnest($3::integer[]), pg_catalog.unnest($5::text[])) AS c(r, s, p) "
+                   "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
+                   "run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
+                   "updated_at = EXCLUDED.updated_at",
+                   5, p, &r, WHAT ": saving the checkpoints of the commit", err);
+    if (rc == FERRY_OK) PQclear(r);
+    ferry_buf_release(&res);
+    ferry_buf_release(&shards);
+    ferry_buf_release(&pos);
+    return rc;
+}
+
 static int flush_pending(struct sink *s, struct ferry_error *err)
 {
     int rc = close_stream(s, err);
-    for (int i = 0; i < s->n_pending && rc == FERRY_OK; i++)
-        rc = put_checkpoint(s, s->pending[i].resource, s->pending[i].shard,
-                            s->pending[i].position, err);
+    if (rc == FERRY_OK && s->n_pending == 1)
+        rc = put_checkpoint(s, s->pending[0].resource, s->pending[0].shard,
+                            s->pending[0].position, err);
+    else if (rc == FERRY_OK && s->n_pending > 1)
+        rc = put_checkpoints(s, err);
     drop_pending(s);
     return rc;
 }
@@ -1902,9 +1964,11 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     bool keep_open = s->in_tx && !t->temp && !t->upsert_sql && !t->delete_sql;
     if (!keep_open) rc = close_stream(s, err);
     if (rc == FERRY_OK && b->length > 0) rc = write_rows(s, target->index, b, keep_open, &crc, err);
+    /* Inside a transaction (at_commit, a commit group) the checkpoint is held and written
+     * with the others of the commit (flush_pending: one statement), else at once. */
     if (rc == FERRY_OK && b->position != NULL)
-        rc = keep_open && s->streaming >= 0 ? hold_checkpoint(s, b, err)
-                                             : put_checkpoint(s, b->resource, b->shard, b->position, err);
+        rc = s->in_tx ? hold_checkpoint(s, b, err)
+                      : put_checkpoint(s, b->resource, b->shard, b->position, err);
     if (!s->in_tx) {
         if (rc == FERRY_OK) rc = exec_step(s, t, "COMMIT", "committing a batch into", err);
         if (rc != FERRY_OK) PQclear(PQexec(s->conn, "ROLLBACK"));

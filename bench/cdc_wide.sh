@@ -19,13 +19,17 @@
 # times the WAL is decoded (once per session reading the slot). Peak RSS and CPU of ferry.
 # Both destinations are checked against the source at the end (count and a digest of every
 # row, per table). Writes bench/results/cdc-wide-<date>.md. Never gates CI.
-#   TABLES=50 ROWS=10000 CLIENTS=4 SECONDS_=60 EPOCH=1s bash bench/cdc_wide.sh
+# RATE=N (transactions per second, pgbench --rate): a fixed offered load, so that runs of two
+# binaries face the same rate (without it pgbench offers what the machine allows, which
+# differs between runs); then the figures to compare are the lag and the catch-up.
+#   TABLES=50 ROWS=10000 CLIENTS=4 SECONDS_=60 EPOCH=1s [RATE=1500] bash bench/cdc_wide.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 TABLES=${TABLES:-50}
 ROWS=${ROWS:-10000}
 CLIENTS=${CLIENTS:-4}
+RATE=${RATE:-}
 DURATION=${SECONDS_:-60}
 EPOCH=${EPOCH:-1s}
 FSYNC=${FSYNC:-on}
@@ -162,7 +166,7 @@ cpu_watch "postgres: walsender native_repl" "$W/ws_native" & w2=$!
 cpu_watch "postgres: logical replication worker" "$W/apply_native" & w3=$!
 /usr/bin/time -f '%M %U %S' -o "$W/ferry.time" "$FERRY_BIN" run "$W/p.yaml" --follow --epoch "$EPOCH" --quiet > "$W/follow.log" 2>&1 &
 fpid=$!
-PGOPTIONS="-c synchronous_commit=off" "$PGB" -n -M simple -c "$CLIENTS" -j 2 -T "$DURATION" --max-tries=20 -f "$W/txn.sql" ferry > "$W/pgbench.log" 2>&1 &
+PGOPTIONS="-c synchronous_commit=off" "$PGB" -n -M simple -c "$CLIENTS" -j 2 -T "$DURATION" ${RATE:+--rate "$RATE"} --max-tries=20 -f "$W/txn.sql" ferry > "$W/pgbench.log" 2>&1 &
 bpid=$!
 max_f=0 max_n=0 sum_f=0 sum_n=0 k=0 half_f=0 half_k=0
 t_load=$(ms)
@@ -217,7 +221,7 @@ out=bench/results/${OUT:-cdc-wide-$(date -u +%Y%m%d)-${TABLES}t.md}
   echo "Load average (1/5/15 min) at the start: $load_start; at the end: $(load)."
   [ -n "$NOTE" ] && { echo; echo "$NOTE"; }
   echo
-  echo "$TABLES tables of $ROWS rows. pgbench, $CLIENTS clients, ${DURATION}s, each transaction updating a row in each of three random tables (synchronous_commit off for the load): $txns transactions ($tps tps), $changes row changes."
+  echo "$TABLES tables of $ROWS rows. pgbench, $CLIENTS clients, ${DURATION}s${RATE:+, offered at $RATE tps (--rate)}, each transaction updating a row in each of three random tables (synchronous_commit off for the load): $txns transactions ($tps tps), $changes row changes."
   echo "ferry: one pipeline \`tables: [public.t*]\`, \`mode: cdc\`, merge into PostgreSQL, \`ferry run --follow --epoch $EPOCH\`, default batch settings; replication slots held by the pipeline: $slots_ferry. Native: one subscription (pgoutput) to the same $TABLES tables, into another database of the same server."
   echo
   echo "| | initial copy (s) | changes/s (load + catch-up) | catch-up after the load (s) | max lag (bytes) | mean lag (bytes) | walsender processes seen | walsender CPU (s) | client / apply worker CPU (s) | peak RSS | destination |"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # shared: pg
 # tests/e2e/wholedb.sh - a whole PostgreSQL database (200+ tables of mixed sizes) cloned by one
-# pipeline `tables: [public.*]` with `exclude:` and `concurrency: 4` (issue 17):
+# pipeline `tables: [public.*]` with `exclude:` and `concurrency: 4` (issue 17); first, into
+# SQLite: 40 tables at concurrency 4, the progress line on a terminal, and a key-less table
+# whose one-transaction copy the other lanes wait for (sqlite_sink.c busy_wait);
 #   1. taken while a writer inserts a parent and its children in one statement: every
 #      table equal to the source (count and md5 of its rows, table by table), the two written
 #      tables each exactly the source as of one moment, and the foreign key holds in the
@@ -47,6 +49,39 @@ total=$(q lite.db "SELECT sum(c) FROM (SELECT count(*) AS c FROM s1 $(for i in $
 tr '\r' '\n' < tty.txt | grep -Eq "^.*tables 40/40 +$total rows +[0-9.]+[kM]? rows/s" \
   || fail "no final line with tables 40/40 and $total rows: $(tr '\r' '\n' < tty.txt | grep tables | tail -3)"
 pass "sqlite on a terminal: the run's line shows tables done of 40, rows and rate; the last one all $total rows"
+
+# A key-less table (no resume point: its whole copy is one destination transaction, so a
+# crash leaves none of it) holds the SQLite file's write lock while it is copied; the other
+# lanes wait for it instead of failing "database is locked" after the busy timeout (here
+# shortened to 200 ms; every apply slowed by 40 ms, so the copy holds it for over a second).
+{
+  echo "CREATE TABLE nokey_t (a INTEGER, b TEXT);" # a view: no rowid, no key
+  echo "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 30000)
+        INSERT INTO nokey_t SELECT x % 997, 'r' || x FROM g;"
+  echo "CREATE VIEW nokey AS SELECT a, b FROM nokey_t;"
+  for i in 1 2 3; do
+    echo "CREATE TABLE k$i (id INTEGER PRIMARY KEY, v TEXT);"
+    echo "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 4000)
+          INSERT INTO k$i SELECT x, 'v' || x FROM g;"
+  done
+} | q held.db
+cat > held.yaml <<'EOF'
+version: 1
+name: held
+concurrency: 4
+batch: {rows: 1000}
+source: {type: sqlite, path: held.db, resources: [{tables: ["k*"]}, {table: nokey}]}
+sink: {type: sqlite, path: held_out.db, write: append}
+EOF
+expect_exit 0 ferry check held.yaml
+printf '%s\n' "$OUT" | grep -q '"keyset":"none"' || fail "held: nokey is not read without a key: $OUT"
+FERRY_SQLITE_BUSY_MS=200 FERRY_FAILPOINTS='before_sink_apply=sleep(40)' expect_exit 0 ferry run held.yaml
+printf '%s\n' "$OUT" | grep -q "4 resources, 4 at once" || fail "held: not 4 at once: $(printf '%s\n' "$OUT" | head -3)"
+for t in k1 k2 k3; do same_table held.db held_out.db "$t" || fail "held: $t differs"; done
+sums="SELECT count(*) || ':' || count(DISTINCT b) || ':' || sum(a) FROM nokey"
+[ "$(q held_out.db "$sums")" = "$(q held.db "$sums")" ] ||
+  fail "held: nokey $(q held_out.db "$sums") (count:distinct:sum), source $(q held.db "$sums")"
+pass "sqlite: a key-less table's copy holds the file's write lock in one transaction; the other lanes wait for it, not for the busy timeout"
 
 pg_start
 pgq >/dev/null <<'SQL'

@@ -17,8 +17,17 @@
  * Exactly-once. The checkpoint row (pipeline, resource, shard) holds the position of the
  * last batch whose rows are committed with it; the runner reads them through the
  * `checkpoints` slot and resumes after them, so a resumed run writes no row twice even
- * in append mode. */
+ * in append mode.
+ *
+ * Waiting for the write lock. A commit group (a key-less table's whole copy, cdc streams)
+ * holds the file's write lock across applies. The run's other lanes write the same file
+ * through instances of their own: while a group of this process is open on the file they
+ * wait for it as long as it lasts (busy_wait); otherwise a lock is waited for 10 s
+ * (FERRY_SQLITE_BUSY_MS overrides it, for tests), then the apply fails naming the file. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,10 +75,14 @@ struct sink {
     int64_t run_id;
     bool session; /* begin() done, neither committed nor aborted */
     bool in_tx;   /* the at_commit transaction is open */
+    bool grouped; /* in_tx is a commit group's, counted in held[] */
+    int busy_steps; /* busy_wait's 10 ms steps since the lock was last held by a group */
     sqlite3_stmt *cp_put;
 };
 
 /* ---- open ------------------------------------------------------------------------------- */
+
+static void held_count(const struct sink *s, int delta);
 
 static int make_parents(const char *path, struct ferry_error *err)
 {
@@ -119,6 +132,7 @@ static void sink_close(void *ctx)
     if (s == NULL) return;
     finalize_all(s);
     if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (s->grouped) held_count(s, -1);
     for (int i = 0; i < s->n_t; i++) {
         struct target *t = &s->t[i];
         ferry_free(t->resource);
@@ -135,6 +149,68 @@ static void sink_close(void *ctx)
     ferry_free(s->prefix);
     ferry_free(s->pipeline);
     ferry_free(s);
+}
+
+/* ---- the write lock between this process's instances ---- */
+
+/* Commit groups open in this process, per file (as the pipeline names it). */
+struct held_file {
+    char *path;
+    int groups;
+};
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct held_file *held;
+static int n_held;
+
+/* Counts a group of s's file in (+1) or out (-1); an entry stays once made. */
+static void held_count(const struct sink *s, int delta)
+{
+    pthread_mutex_lock(&held_lock);
+    int i = 0;
+    while (i < n_held && strcmp(held[i].path, s->path) != 0)
+        i++;
+    if (i == n_held && delta > 0) {
+        struct held_file *v = realloc(held, sizeof *v * (size_t)(n_held + 1));
+        char *path = strdup(s->path);
+        if (v != NULL) held = v;
+        if (v != NULL && path != NULL) {
+            held[n_held].path = path;
+            held[n_held++].groups = 0;
+        } else {
+            free(path); /* not counted: its waiters keep the usual bound */
+        }
+    }
+    if (i < n_held) held[i].groups += delta;
+    pthread_mutex_unlock(&held_lock);
+}
+
+static bool held_here(const struct sink *s)
+{
+    pthread_mutex_lock(&held_lock);
+    bool any = false;
+    for (int i = 0; i < n_held && !any; i++)
+        any = held[i].groups > 0 && strcmp(held[i].path, s->path) == 0;
+    pthread_mutex_unlock(&held_lock);
+    return any;
+}
+
+static int busy_ms(void)
+{
+    const char *e = getenv("FERRY_SQLITE_BUSY_MS");
+    long ms = e && e[0] ? strtol(e, NULL, 10) : 10000;
+    return ms > 0 && ms < 86400000 ? (int)ms : 10000;
+}
+
+/* SQLite's busy handler: 10 ms steps, for busy_ms() in all, not counting the steps during
+ * which a commit group of this process holds the file (it commits when its table or cut is
+ * done; then the lock is tried again and the count starts over). */
+static int busy_wait(void *ctx, int tries)
+{
+    struct sink *s = ctx;
+    if (tries == 0 || held_here(s)) s->busy_steps = 0;
+    if (s->busy_steps++ * 10 >= busy_ms()) return 0;
+    usleep(10000);
+    return 1;
 }
 
 /* Opens the file on first use, not in open(): a pipeline refused at plan time (policy,
@@ -155,7 +231,7 @@ static int connect(struct sink *s, bool create, struct ferry_error *err)
         s->db = NULL;
         return rc;
     }
-    sqlite3_busy_timeout(s->db, 10000);
+    sqlite3_busy_handler(s->db, busy_wait, s);
     sqlite3_extended_result_codes(s->db, 1);
     /* WAL: readers keep their snapshot while we write; FULL: a commit survives power loss,
      * which is what per_apply promises. */
@@ -1053,7 +1129,17 @@ static int sink_group_begin(void *ctx, struct ferry_error *err)
     int rc = ferry__sqlite_exec(s->db, "BEGIN IMMEDIATE", "sqlite sink: begin (commit group)", err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "%s", s->path);
     s->in_tx = true;
+    s->grouped = true;
+    held_count(s, +1);
     return FERRY_OK;
+}
+
+/* The group's transaction is over (committed or rolled back). */
+static void group_ended(struct sink *s)
+{
+    if (s->grouped) held_count(s, -1);
+    s->grouped = false;
+    s->in_tx = false;
 }
 
 static int sink_group_commit(void *ctx, struct ferry_error *err)
@@ -1064,7 +1150,7 @@ static int sink_group_commit(void *ctx, struct ferry_error *err)
         ferry_error_prefix(err, "%s", s->path);
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
-    s->in_tx = false;
+    group_ended(s);
     return rc;
 }
 
@@ -1072,7 +1158,7 @@ static void sink_group_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    s->in_tx = false;
+    group_ended(s);
 }
 
 static void sink_abort(void *ctx)
@@ -1082,7 +1168,7 @@ static void sink_abort(void *ctx)
     finalize_all(s);
     if (s->in_tx) {
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-        s->in_tx = false;
+        group_ended(s);
     }
     if (!s->session) return;
     s->session = false;

@@ -20,10 +20,15 @@
  * `<table>__ferry_staging`, swapped in at commit by one atomic RENAME TABLE.
  *
  * Transactions. per_apply (default): every apply() is one transaction (rows + checkpoint).
- * at_commit: one transaction from begin() to commit(). MySQL commits DDL implicitly, so the
- * RENAME of replace runs after the transaction that holds the staging rows and the
- * checkpoints: a crash between them leaves a complete staging table that the resumed attempt
- * swaps in (readers see the old table until then, never half a table).
+ * at_commit: one transaction from begin() to commit(). Commit groups (per_apply only,
+ * group_begin .. group_commit): one transaction that the applies between join, for the cdc
+ * streams of one source log and for a full read without resume points (a table without a
+ * key, committed whole at its end). Inside a group each batch's checkpoint is held and
+ * written just before the group's COMMIT. MySQL commits DDL implicitly, so DDL never runs
+ * inside one (exec_ddl refuses it; apply writes rows and checkpoints only) and the RENAME of
+ * replace runs after the transaction that holds the staging rows and the checkpoints: a
+ * crash between them leaves a complete staging table that the resumed attempt swaps in
+ * (readers see the old table until then, never half a table).
  *
  * Values are SQL literals: integers and decimals bare, text quoted (the session runs with
  * NO_BACKSLASH_ESCAPES, so only the quote is doubled), binary as X'..', timestamps in UTC.
@@ -62,6 +67,13 @@ struct target {
     char uri[512];
 };
 
+/* The checkpoint of a batch applied inside a commit group: the latest per (resource, shard),
+ * written just before the group's COMMIT. */
+struct held_checkpoint {
+    char *resource, *position;
+    int shard;
+};
+
 struct sink {
     const char *collation; /* binary and NO PAD: keys differing in trailing spaces differ */
     MYSQL *c;
@@ -72,7 +84,10 @@ struct sink {
     int n_t;
     char *pipeline;
     int64_t run_id;
-    bool session, in_tx;
+    bool session, in_tx; /* in_tx: at_commit's transaction, or a commit group's */
+    bool group;          /* the open transaction is a commit group's */
+    struct held_checkpoint *held;
+    int n_held, cap_held;
     struct ferry_buf sql;
     uint32_t crc;          /* of the statements of the current apply */
     bool load;             /* append/replace by LOAD DATA LOCAL INFILE (`append_method`) */
@@ -102,10 +117,21 @@ static void free_target(struct target *t)
     ferry_schema_unref(t->schema);
 }
 
+static void drop_held(struct sink *s)
+{
+    for (int i = 0; i < s->n_held; i++) {
+        ferry_free(s->held[i].resource);
+        ferry_free(s->held[i].position);
+    }
+    s->n_held = 0;
+}
+
 static void sink_close(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL) return;
+    drop_held(s);
+    ferry_free(s->held);
     if (s->c) mysql_close(s->c);
     ferry__my_conn_free(&s->conn);
     for (int i = 0; i < s->n_t; i++)
@@ -235,6 +261,21 @@ static int exec(struct sink *s, const char *sql, const char *what, struct ferry_
 }
 
 /* ---- DDL ------------------------------------------------------------------------------ */
+
+/* MySQL and MariaDB commit an open transaction implicitly before (and after) CREATE TABLE,
+ * DROP TABLE, RENAME TABLE: inside at_commit's transaction or a commit group that would make
+ * the rows written so far durable without their checkpoints, or with only some of them. So
+ * DDL runs only outside a transaction (prepare, begin before START TRANSACTION, commit after
+ * COMMIT); anything else is a bug, refused here rather than committed half-way. */
+static int exec_ddl(struct sink *s, const char *sql, const char *what, struct ferry_error *err)
+{
+    if (s->in_tx)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               "%s: refused inside an open transaction (DDL would commit it "
+                               "implicitly)",
+                               what);
+    return exec(s, sql, what, err);
+}
 
 /* ferry type -> column type (docs/connectors.md, "mysql sink"). Key columns of variable
  * width get a bounded type: InnoDB cannot index LONGTEXT whole. */
@@ -370,7 +411,7 @@ static int create_table(struct sink *s, const char *qname, const struct ferry_sc
     if (rc == FERRY_ENOMEM) rc = oom(err);
     char what[300];
     snprintf(what, sizeof what, WHAT ": creating table %s", qname);
-    if (rc == FERRY_OK) rc = exec(s, b.data, what, err);
+    if (rc == FERRY_OK) rc = exec_ddl(s, b.data, what, err);
     ferry_buf_release(&b);
     return rc;
 }
@@ -379,7 +420,7 @@ static int drop_table(struct sink *s, const char *qname, struct ferry_error *err
 {
     char *sql = ferry_asprintf("DROP TABLE IF EXISTS %s", qname);
     if (sql == NULL) return oom(err);
-    int rc = exec(s, sql, WHAT ": dropping a staging table", err);
+    int rc = exec_ddl(s, sql, WHAT ": dropping a staging table", err);
     ferry_free(sql);
     return rc;
 }
@@ -594,13 +635,13 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 
 static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
 {
-    return exec(s,
-                "CREATE TABLE IF NOT EXISTS `" CKPT "` (pipeline VARCHAR(190) NOT NULL, "
-                "resource VARCHAR(500) NOT NULL, shard INT NOT NULL, run_id BIGINT NOT NULL, "
-                "position LONGTEXT, updated_at DATETIME(6) NOT NULL, "
-                "PRIMARY KEY (pipeline, resource, shard)) ENGINE=InnoDB DEFAULT "
-                "CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-                WHAT ": creating table " CKPT, err);
+    return exec_ddl(s,
+                    "CREATE TABLE IF NOT EXISTS `" CKPT "` (pipeline VARCHAR(190) NOT NULL, "
+                    "resource VARCHAR(500) NOT NULL, shard INT NOT NULL, run_id BIGINT NOT NULL, "
+                    "position LONGTEXT, updated_at DATETIME(6) NOT NULL, "
+                    "PRIMARY KEY (pipeline, resource, shard)) ENGINE=InnoDB DEFAULT "
+                    "CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+                    WHAT ": creating table " CKPT, err);
 }
 
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
@@ -943,25 +984,82 @@ static int write_rows(struct sink *s, struct target *t, const struct ferry_batch
     return FERRY_OK;
 }
 
-static int put_checkpoint(struct sink *s, const char *resource, int shard, const char *position,
-                          struct ferry_error *err)
+/* Checkpoint rows in one statement (one per (resource, shard): the rows differ). */
+static int put_checkpoints(struct sink *s, const struct held_checkpoint *v, int n,
+                           struct ferry_error *err)
 {
     ferry_buf_reset(&s->sql);
     int rc = ferry_buf_printf(&s->sql, "INSERT INTO `" CKPT "` (pipeline, resource, shard, run_id, "
-                                       "position, updated_at) VALUES (");
-    if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &s->sql, s->pipeline, strlen(s->pipeline));
-    if (rc == FERRY_OK) rc = ferry_buf_append(&s->sql, ", ", 2);
-    if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &s->sql, resource, strlen(resource));
-    if (rc == FERRY_OK) rc = ferry_buf_printf(&s->sql, ", %d, %" PRId64 ", ", shard, s->run_id);
-    if (rc == FERRY_OK) rc = ferry__my_quote_text(s->c, &s->sql, position, strlen(position));
+                                       "position, updated_at) VALUES ");
+    for (int i = 0; i < n && rc == FERRY_OK; i++) {
+        rc = ferry_buf_append(&s->sql, i > 0 ? ", (" : "(", i > 0 ? 3 : 1);
+        if (rc == FERRY_OK)
+            rc = ferry__my_quote_text(s->c, &s->sql, s->pipeline, strlen(s->pipeline));
+        if (rc == FERRY_OK) rc = ferry_buf_append(&s->sql, ", ", 2);
+        if (rc == FERRY_OK)
+            rc = ferry__my_quote_text(s->c, &s->sql, v[i].resource, strlen(v[i].resource));
+        if (rc == FERRY_OK)
+            rc = ferry_buf_printf(&s->sql, ", %d, %" PRId64 ", ", v[i].shard, s->run_id);
+        if (rc == FERRY_OK)
+            rc = ferry__my_quote_text(s->c, &s->sql, v[i].position, strlen(v[i].position));
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&s->sql, ", UTC_TIMESTAMP(6))");
+    }
     if (rc == FERRY_OK)
-        rc = ferry_buf_printf(&s->sql, ", UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE run_id = "
-                                       "VALUES(run_id), position = VALUES(position), "
-                                       "updated_at = VALUES(updated_at)");
+        rc = ferry_buf_printf(&s->sql, " ON DUPLICATE KEY UPDATE run_id = VALUES(run_id), "
+                                       "position = VALUES(position), updated_at = "
+                                       "VALUES(updated_at)");
     if (rc != FERRY_OK) return oom(err);
     char what[200];
-    snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %.120s", resource);
+    if (n == 1)
+        snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %.120s",
+                 v[0].resource);
+    else
+        snprintf(what, sizeof what, WHAT ": saving the checkpoints of %d resources and shards", n);
     return exec(s, s->sql.data, what, err);
+}
+
+/* Inside a commit group the checkpoint waits for its COMMIT (flush_held): one statement for
+ * the group instead of one per batch and table (a key-less table's copy: one per 2000 rows
+ * by default; a cdc cut: one per table). */
+static int hold_checkpoint(struct sink *s, const char *resource, int shard, const char *position,
+                           struct ferry_error *err)
+{
+    for (int i = 0; i < s->n_held; i++) {
+        struct held_checkpoint *c = &s->held[i];
+        if (c->shard == shard && strcmp(c->resource, resource) == 0) {
+            char *pos = ferry_strdup(position);
+            if (pos == NULL) return oom(err);
+            ferry_free(c->position);
+            c->position = pos;
+            return FERRY_OK;
+        }
+    }
+    if (s->n_held == s->cap_held) {
+        int cap = s->cap_held ? 2 * s->cap_held : 8;
+        void *m = ferry_realloc(s->held, (size_t)cap * sizeof *s->held);
+        if (m == NULL) return oom(err);
+        s->held = m;
+        s->cap_held = cap;
+    }
+    struct held_checkpoint *c = &s->held[s->n_held];
+    c->resource = ferry_strdup(resource);
+    c->position = ferry_strdup(position);
+    c->shard = shard;
+    if (c->resource == NULL || c->position == NULL) {
+        ferry_free(c->resource);
+        ferry_free(c->position);
+        return oom(err);
+    }
+    s->n_held++;
+    return FERRY_OK;
+}
+
+/* The held checkpoints, in the group's transaction, before its COMMIT. */
+static int flush_held(struct sink *s, struct ferry_error *err)
+{
+    int rc = s->n_held > 0 ? put_checkpoints(s, s->held, s->n_held, err) : FERRY_OK;
+    drop_held(s);
+    return rc;
 }
 
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
@@ -983,8 +1081,11 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     int rc = FERRY_OK;
     if (!s->in_tx) rc = exec(s, "START TRANSACTION", WHAT ": begin", err);
     if (rc == FERRY_OK && b->length > 0) rc = write_rows(s, t, b, err);
-    if (rc == FERRY_OK && b->position != NULL)
-        rc = put_checkpoint(s, b->resource ? b->resource : "", b->shard, b->position, err);
+    if (rc == FERRY_OK && b->position != NULL) {
+        struct held_checkpoint c = {b->resource ? b->resource : "", b->position, b->shard};
+        rc = s->group ? hold_checkpoint(s, c.resource, c.shard, c.position, err)
+                      : put_checkpoints(s, &c, 1, err);
+    }
     if (!s->in_tx) {
         if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": committing a batch", err);
         if (rc != FERRY_OK) mysql_query(s->c, "ROLLBACK");
@@ -1016,7 +1117,7 @@ static int swap_staging(struct sink *s, struct target *t, struct ferry_error *er
     if (rc == FERRY_OK && sql == NULL) rc = oom(err);
     char what[300];
     snprintf(what, sizeof what, WHAT ": replacing table %s", t->qtable);
-    if (rc == FERRY_OK) rc = exec(s, sql, what, err);
+    if (rc == FERRY_OK) rc = exec_ddl(s, sql, what, err);
     if (rc == FERRY_OK && exists) rc = drop_table(s, qold, err);
     ferry_free(sql);
     ferry_free(qold);
@@ -1030,9 +1131,10 @@ static int sink_commit(void *ctx, struct ferry_error *err)
         return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": commit without a session");
     int rc = FERRY_OK;
     if (s->in_tx) {
-        rc = exec(s, "COMMIT", WHAT ": commit", err);
-        if (rc != FERRY_OK) return rc;
-        s->in_tx = false;
+        rc = flush_held(s, err); /* a group left open: its checkpoints go with its rows */
+        if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": commit", err);
+        if (rc != FERRY_OK) return rc; /* abort() rolls back */
+        s->in_tx = s->group = false;
     }
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++)
         if (s->t[i].used && s->t[i].mode == FERRY_WRITE_REPLACE)
@@ -1046,9 +1148,10 @@ static void sink_abort(void *ctx)
 {
     struct sink *s = ctx;
     if (s == NULL || s->c == NULL) return;
+    drop_held(s);
     if (s->in_tx) {
         mysql_query(s->c, "ROLLBACK");
-        s->in_tx = false;
+        s->in_tx = s->group = false;
     }
     if (!s->session) return;
     s->session = false;
@@ -1064,6 +1167,46 @@ static void sink_abort(void *ctx)
             continue;
         mysql_real_query(s->c, s->sql.data, s->sql.len);
     }
+}
+
+/* ---- commit groups (pipeline/commit_group.h) ------------------------------------------ */
+
+/* A transaction the following applies join (per_apply sessions only): the cdc streams of one
+ * source log, or a full read without resume points (a table without a key) committed whole
+ * at its end. Nothing in apply runs DDL (exec_ddl), so nothing commits it implicitly. */
+static int sink_group_begin(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->session || s->at_commit || s->in_tx)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql",
+                               WHAT ": a commit group needs a per_apply session, no transaction "
+                                    "open");
+    int rc = exec(s, "START TRANSACTION", WHAT ": begin (commit group)", err);
+    if (rc == FERRY_OK) s->in_tx = s->group = true;
+    return rc;
+}
+
+/* The group's rows and every checkpoint its applies carried, in one commit. A failed COMMIT
+ * (the connection lost, a deadlock) is rolled back: whether it committed is then decided by
+ * the server alone, and the checkpoints went with the rows in either case. */
+static int sink_group_commit(void *ctx, struct ferry_error *err)
+{
+    struct sink *s = ctx;
+    if (!s->group)
+        return ferry_error_set(err, FERRY_EINVAL, "mysql", WHAT ": no commit group open");
+    int rc = flush_held(s, err);
+    if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": commit (commit group)", err);
+    if (rc != FERRY_OK) mysql_query(s->c, "ROLLBACK");
+    s->in_tx = s->group = false;
+    return rc;
+}
+
+static void sink_group_abort(void *ctx)
+{
+    struct sink *s = ctx;
+    drop_held(s);
+    if (s->group && s->c != NULL) mysql_query(s->c, "ROLLBACK");
+    if (s->group) s->in_tx = s->group = false;
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------- */
@@ -1129,4 +1272,7 @@ const struct ferry_sink_vtable ferry__mysql_sink = {
     .close = sink_close,
     .checkpoints = sink_checkpoints,
     .verify_open = ferry__my_verify_open,
+    .group_begin = sink_group_begin,
+    .group_commit = sink_group_commit,
+    .group_abort = sink_group_abort,
 };

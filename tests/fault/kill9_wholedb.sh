@@ -205,6 +205,11 @@ kill_until_done() {
     kill_moment "$name" "$pid" "$k"
     if kill -9 "$pid" 2>/dev/null; then KILLED=$((KILLED + 1)); fi
     wait "$pid" 2>/dev/null || true
+    # The killed attempt's last events may be durable but not folded yet (a kill right after
+    # its run.completed): the next ferry process folds them when it opens the state file,
+    # and `ferry check` does that without starting a run, so the state read below is the one
+    # the next `ferry run` will act on.
+    "$FERRY_BIN" check "$name.yaml" > /dev/null 2>&1 || true
     run=$(ferry runs --pipeline "$name" --json | jq -r '.[0].id // empty')
     [ -n "$run" ] || { echo "  kill $k ($MOMENT): before the run was recorded"; continue; }
     ferry show "$run" --json > show.json

@@ -680,3 +680,22 @@ bool ferry__pg_same_type(const char *origin, const char *dest)
     return strcmp(origin, dest) == 0 ||
            strcmp(ferry__pg_unqualified(origin), ferry__pg_unqualified(dest)) == 0;
 }
+
+const char *ferry__pg_string_at(const void *v, int i)
+{
+    return ((const char *const *)v)[i];
+}
+
+void ferry__pg_text_array(struct ferry_buf *b, const void *v, int n, ferry__pg_text_at_fn at)
+{
+    ferry_buf_append(b, "{", 1);
+    for (int i = 0; i < n; i++) {
+        ferry_buf_append(b, i ? ",\"" : "\"", i ? 2 : 1);
+        for (const char *p = at(v, i); *p; p++) {
+            if (*p == '"' || *p == '\\') ferry_buf_append(b, "\\", 1);
+            ferry_buf_append(b, p, 1);
+        }
+        ferry_buf_append(b, "\"", 1);
+    }
+    ferry_buf_append(b, "}", 1);
+}

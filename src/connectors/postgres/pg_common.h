@@ -56,6 +56,11 @@ int ferry__pg_exec(PGconn *c, const char *sql, int code, const char *what,
 /* "schema"."name" quoting (doubling quotes), appended to b. A name longer than 63 bytes is
  * FERRY_ECONFIG (PostgreSQL would silently truncate it). */
 int ferry__pg_quote_ident(struct ferry_buf *b, const char *name, struct ferry_error *err);
+/* at(v, 0..n) appended to b as a text[] literal {"a","b"} (quotes and backslashes escaped),
+ * for a query parameter; ferry__pg_string_at reads a plain array of strings. */
+typedef const char *(*ferry__pg_text_at_fn)(const void *v, int i);
+const char *ferry__pg_string_at(const void *v, int i);
+void ferry__pg_text_array(struct ferry_buf *b, const void *v, int n, ferry__pg_text_at_fn at);
 /* Splits "schema.table" (quoted parts allowed: "my schema"."t.x") into schema (default
  * `public`) and table. */
 int ferry__pg_split_name(const char *qualified, char **schema, char **table,

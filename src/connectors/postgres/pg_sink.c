@@ -418,6 +418,32 @@ static bool dest_col_fill(struct dest_col *c, PGresult *r, int i, int off)
     return c->name != NULL && c->type != NULL;
 }
 
+/* The columns of the tables $2 (text[]) of schema $1, each row led by its table: domains
+ * resolved to their base type, primary key, rules. dest_columns and prepare_ahead. */
+static const char dest_columns_many_sql[] =
+    "WITH RECURSIVE d(rel, col, oid, typmod, depth) AS ("
+    "SELECT c.oid, a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND a.attnum > 0 "
+    "UNION ALL SELECT d.rel, d.col, t.typbasetype, t.typtypmod, d.depth + 1 "
+    "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid "
+    "WHERE t.typtype = 'd' AND d.depth < 32) "
+    "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, "
+    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
+    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
+    "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
+    "FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
+    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
+    "AND NOT a.attisdropped "
+    "LEFT JOIN LATERAL (SELECT d.oid, d.typmod FROM d WHERE d.rel = c.oid AND d.col = a.attnum "
+    "ORDER BY d.depth DESC LIMIT 1) b ON true "
+    "LEFT JOIN pg_catalog.pg_type bt ON bt.oid = b.oid "
+    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p') "
+    "ORDER BY c.relname, a.attnum";
+
 /* Columns of schema.table; *exists false when there is no such table; *rules whether it
  * has rules (MERGE refuses those: choose_merge). */
 static int dest_columns(struct sink *s, const char *table, bool *exists, bool *rules,
@@ -430,36 +456,17 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, bool *r
     if (ahead_take(s, table, exists, rules, out, n)) return FERRY_OK;
     char what[200];
     snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
-    const char *p[2] = {s->schema, table};
+    struct ferry_buf arr;
+    ferry_buf_init(&arr, 0);
+    ferry__pg_text_array(&arr, &table, 1, ferry__pg_string_at);
+    const char *p[2] = {s->schema, arr.data};
     PGresult *r = NULL;
-    int rc = query(s,
-                   "WITH RECURSIVE d(col, oid, typmod, depth) AS ("
-                   "SELECT a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a "
-                   "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-                   "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
-                   "WHERE ns.nspname = $1 AND c.relname = $2 AND a.attnum > 0 "
-                   "UNION ALL SELECT d.col, t.typbasetype, t.typtypmod, d.depth + 1 "
-                   "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid "
-                   "WHERE t.typtype = 'd' AND d.depth < 32) "
-                   "SELECT a.attname, a.atttypid, a.atttypmod, "
-                   "pg_catalog.format_type(a.atttypid, a.atttypmod), "
-                   "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
-                   "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-                   "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
-                   "FROM pg_catalog.pg_class c "
-                   "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
-                   "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
-                   "AND NOT a.attisdropped "
-                   "LEFT JOIN LATERAL (SELECT d.oid, d.typmod FROM d WHERE d.col = a.attnum "
-                   "ORDER BY d.depth DESC LIMIT 1) b ON true "
-                   "LEFT JOIN pg_catalog.pg_type bt ON bt.oid = b.oid "
-                   "WHERE ns.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') "
-                   "ORDER BY a.attnum",
-                   2, p, &r, what, err);
+    int rc = arr.data ? query(s, dest_columns_many_sql, 2, p, &r, what, err) : oom(err);
+    ferry_buf_release(&arr);
     if (rc != FERRY_OK) return rc;
     int rows = PQntuples(r);
     *exists = rows > 0;
-    *rules = rows > 0 && PQgetvalue(r, 0, 10)[0] == 't';
+    *rules = rows > 0 && PQgetvalue(r, 0, 11)[0] == 't';
     struct dest_col *c = ferry_calloc((size_t)(rows ? rows : 1), sizeof *c);
     if (c == NULL) {
         PQclear(r);
@@ -467,8 +474,8 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, bool *r
     }
     int k = 0;
     for (int i = 0; i < rows; i++) {
-        if (PQgetisnull(r, i, 0)) continue; /* a table without columns */
-        if (!dest_col_fill(&c[k++], r, i, 0)) {
+        if (PQgetisnull(r, i, 1)) continue; /* a table without columns */
+        if (!dest_col_fill(&c[k++], r, i, 1)) {
             PQclear(r);
             dest_cols_free(c, k);
             return oom(err);
@@ -883,54 +890,6 @@ static int freeze_narrow(struct sink *s, struct target *t, const char *table,
     return FERRY_OK;
 }
 
-/* The i-th string of an array v of some kind (text_array). */
-typedef const char *(*text_at_fn)(const void *v, int i);
-
-static const char *string_at(const void *v, int i)
-{
-    return ((const char *const *)v)[i];
-}
-
-/* at(v, 0..n) as a PostgreSQL text[] literal {"a","b"}: quotes and backslashes escaped. */
-static void text_array(struct ferry_buf *b, const void *v, int n, text_at_fn at)
-{
-    ferry_buf_append(b, "{", 1);
-    for (int i = 0; i < n; i++) {
-        ferry_buf_append(b, i ? ",\"" : "\"", i ? 2 : 1);
-        for (const char *p = at(v, i); *p; p++) {
-            if (*p == '"' || *p == '\\') ferry_buf_append(b, "\\", 1);
-            ferry_buf_append(b, p, 1);
-        }
-        ferry_buf_append(b, "\"", 1);
-    }
-    ferry_buf_append(b, "}", 1);
-}
-
-/* dest_columns' query for the tables $2 (text[]) of schema $1, each row led by its table. */
-static const char dest_columns_many_sql[] =
-    "WITH RECURSIVE d(rel, col, oid, typmod, depth) AS ("
-    "SELECT c.oid, a.attnum, a.atttypid, a.atttypmod, 0 FROM pg_catalog.pg_attribute a "
-    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
-    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND a.attnum > 0 "
-    "UNION ALL SELECT d.rel, d.col, t.typbasetype, t.typtypmod, d.depth + 1 "
-    "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid "
-    "WHERE t.typtype = 'd' AND d.depth < 32) "
-    "SELECT c.relname, a.attname, a.atttypid, a.atttypmod, "
-    "pg_catalog.format_type(a.atttypid, a.atttypmod), "
-    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
-    "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-    "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
-    "FROM pg_catalog.pg_class c "
-    "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
-    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
-    "AND NOT a.attisdropped "
-    "LEFT JOIN LATERAL (SELECT d.oid, d.typmod FROM d WHERE d.rel = c.oid AND d.col = a.attnum "
-    "ORDER BY d.depth DESC LIMIT 1) b ON true "
-    "LEFT JOIN pg_catalog.pg_type bt ON bt.oid = b.oid "
-    "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p') "
-    "ORDER BY c.relname, a.attnum";
-
 /* The ahead entry of rows [first, first + n) of the many-tables result (one table). */
 static bool ahead_add(struct sink *s, PGresult *r, int first, int n)
 {
@@ -964,7 +923,7 @@ static void sink_prepare_ahead(void *ctx, const char *const *tables, int n)
     if (n < 2 || connect_db(s, &e) != FERRY_OK) return;
     struct ferry_buf arr;
     ferry_buf_init(&arr, 0);
-    text_array(&arr, tables, n, string_at);
+    ferry__pg_text_array(&arr, tables, n, ferry__pg_string_at);
     PGresult *r = NULL;
     const char *p[2] = {s->schema, arr.data};
     bool ok = arr.data != NULL &&
@@ -1795,8 +1754,8 @@ static int put_checkpoints(struct sink *s, struct ferry_error *err)
     ferry_buf_init(&res, 0);
     ferry_buf_init(&shards, 0);
     ferry_buf_init(&pos, 0);
-    text_array(&res, s->pending, s->n_pending, pending_resource);
-    text_array(&pos, s->pending, s->n_pending, pending_position);
+    ferry__pg_text_array(&res, s->pending, s->n_pending, pending_resource);
+    ferry__pg_text_array(&pos, s->pending, s->n_pending, pending_position);
     ferry_buf_append(&shards, "{", 1);
     for (int i = 0; i < s->n_pending; i++)
         ferry_buf_printf(&shards, "%s%d", i ? "," : "", s->pending[i].shard);

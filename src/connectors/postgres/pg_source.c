@@ -267,23 +267,26 @@ static bool seen_take(struct src *s, const char *name, struct rel *r)
     return false;
 }
 
-static const char catalog_sql[] =
-    "SELECT a.attname, "
+/* The columns of the tables named by $1 (schemas) and $2 (names), text[] of equal length,
+ * each row led by schema and table: base types of domains, NOT NULL, the declared type,
+ * the position in the primary key, relkind. query_columns and discover_ahead. */
+static const char catalog_many_sql[] =
+    "SELECT n.nspname, c.relname, a.attname, "
     "CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, "
     "CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END, "
     "a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod), "
     "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, "
     "pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
     "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0), c.relkind "
-    "FROM pg_catalog.pg_class c "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS w(s, r) "
+    "JOIN pg_catalog.pg_namespace n ON n.nspname = w.s "
+    "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = w.r "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
     "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
-    "WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped "
-    "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
-    "ORDER BY a.attnum";
+    "WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+    "ORDER BY n.nspname, c.relname, a.attnum";
 
-/* r's columns from rows [first, first + n) of a catalog_sql result whose columns start at
+/* r's columns from rows [first, first + n) of a catalog_many_sql result whose columns start at
  * column `off` (the batch query puts schema and table first). */
 static int fill_columns(struct rel *r, PGresult *res, int first, int n, int off,
                         struct ferry_error *err)
@@ -309,9 +312,21 @@ static int fill_columns(struct rel *r, PGresult *res, int first, int n, int off,
 static int query_columns(struct src *s, struct rel *r, const char *schema_name,
                          const char *table, bool *found, struct ferry_error *err)
 {
-    const char *params[2] = {schema_name, table};
-    PGresult *res = PQexecParams(s->c, catalog_sql, 2, NULL, params, NULL, NULL, 0);
+    struct ferry_buf bs, bt;
+    ferry_buf_init(&bs, 0);
+    ferry_buf_init(&bt, 0);
+    ferry__pg_text_array(&bs, &schema_name, 1, ferry__pg_string_at);
+    ferry__pg_text_array(&bt, &table, 1, ferry__pg_string_at);
     *found = false;
+    if (bs.data == NULL || bt.data == NULL) {
+        ferry_buf_release(&bs);
+        ferry_buf_release(&bt);
+        return nomem(err);
+    }
+    const char *params[2] = {bs.data, bt.data};
+    PGresult *res = PQexecParams(s->c, catalog_many_sql, 2, NULL, params, NULL, NULL, 0);
+    ferry_buf_release(&bs);
+    ferry_buf_release(&bt);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         int rc = ferry__pg_error(err, FERRY_ESOURCE, s->c, res,
                                  WHAT ": %s: reading the catalog for table \"%s\".\"%s\"",
@@ -320,7 +335,7 @@ static int query_columns(struct src *s, struct rel *r, const char *schema_name,
         return rc;
     }
     int n = PQntuples(res);
-    int rc = n > 0 ? fill_columns(r, res, 0, n, 0, err) : FERRY_OK;
+    int rc = n > 0 ? fill_columns(r, res, 0, n, 2, err) : FERRY_OK;
     PQclear(res);
     *found = n > 0 && rc == FERRY_OK;
     return rc;
@@ -396,37 +411,6 @@ static int resolve(struct src *s, const char *name, struct rel *r, struct ferry_
 
 /* ---- the catalog of many tables in one query (discover_ahead) ---- */
 
-static const char catalog_many_sql[] =
-    "SELECT n.nspname, c.relname, a.attname, "
-    "CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, "
-    "CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END, "
-    "a.attnotnull, pg_catalog.format_type(a.atttypid, a.atttypmod), "
-    "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, "
-    "pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
-    "WHERE i.indrelid = c.oid AND i.indisprimary AND k.attnum = a.attnum), 0), c.relkind "
-    "FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS w(s, r) "
-    "JOIN pg_catalog.pg_namespace n ON n.nspname = w.s "
-    "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = w.r "
-    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid "
-    "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
-    "WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
-    "ORDER BY n.nspname, c.relname, a.attnum";
-
-/* v as a PostgreSQL text[] literal: {"a","b"}, quotes and backslashes escaped. */
-static void text_array(struct ferry_buf *b, char *const *v, int n)
-{
-    ferry_buf_append(b, "{", 1);
-    for (int i = 0; i < n; i++) {
-        ferry_buf_append(b, i ? ",\"" : "\"", i ? 2 : 1);
-        for (const char *p = v[i]; *p; p++) {
-            if (*p == '"' || *p == '\\') ferry_buf_append(b, "\\", 1);
-            ferry_buf_append(b, p, 1);
-        }
-        ferry_buf_append(b, "\"", 1);
-    }
-    ferry_buf_append(b, "}", 1);
-}
-
 /* Keeps the relations of rows [first, first + n) for every asked name naming them exactly. */
 static void keep_many(struct src *s, PGresult *res, int first, int n, char *const *sch,
                       char *const *tab, const char *const *names, int n_names)
@@ -470,8 +454,8 @@ static void src_discover_ahead(void *ctx, const char *const *names, int n)
             vt[m++] = tab[i];
         }
     if (m > 0) {
-        text_array(&bs, vs, m);
-        text_array(&bt, vt, m);
+        ferry__pg_text_array(&bs, vs, m, ferry__pg_string_at);
+        ferry__pg_text_array(&bt, vt, m, ferry__pg_string_at);
     }
     if (m > 0 && bs.data && bt.data) {
         const char *params[2] = {bs.data, bt.data};

@@ -27,6 +27,9 @@ for it in $(seq 1 "$ITER"); do
       sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
       if kill -9 "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
       wait "$pid" 2>/dev/null || true
+      # fold what the killed process made durable but did not fold (a kill just after its
+      # run.completed), without starting a run: see tests/fault/kill9_wholedb.sh
+      "$FERRY_BIN" check p.yaml > /dev/null 2>&1 || true
       state=$(ferry runs --pipeline "k$it-$durability" --json | jq -r '.[0].state')
       [ "$state" = completed ] && break
     done

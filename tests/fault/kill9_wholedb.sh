@@ -246,24 +246,21 @@ kill_until_done() {
   [ -z "$again" ] || fail "seed $SEED, $name: tables completed by an earlier attempt were copied again: $again"
 }
 
-# pg_same SCHEMA [TABLE...] : those tables (default: all) of the destination's SCHEMA equal the source
-pg_same() {
-  local schema=$1 pat
-  shift
-  pat=$(if [ $# = 0 ]; then cut -d'|' -f1 src.dig; else printf '%s\n' "$@"; fi | sed 's/.*/^&|/')
-  grep -f <(printf '%s\n' "$pat") src.dig > want.dig
-  pg_digests "$dest" "$schema" "$@" > got.dig
-  diff want.dig got.dig > dig.diff || { echo "$schema: $(head -10 dig.diff)" >&2; return 1; }
+# same_digests WANT LABEL GOT ARG [TABLE...] : those tables (default: every table of WANT, a
+# digest file) give the same lines from `GOT ARG TABLE...` as in WANT
+same_digests() {
+  local want=$1 label=$2 got=$3 arg=$4 pat
+  shift 4
+  pat=$(if [ $# = 0 ]; then cut -d'|' -f1 "$want"; else printf '%s\n' "$@"; fi | sed 's/.*/^&|/')
+  grep -f <(printf '%s\n' "$pat") "$want" > want.dig
+  "$got" "$arg" "$@" > got.dig
+  diff want.dig got.dig > dig.diff || { echo "$label: $(head -10 dig.diff)" >&2; return 1; }
 }
+pg_dest_digests() { pg_digests "$dest" "$@"; }
+# pg_same SCHEMA [TABLE...] : those tables of the destination's SCHEMA equal the source
+pg_same() { same_digests src.dig "$1" pg_dest_digests "$@"; }
 # lite_same DB [TABLE...] : the same for a SQLite destination, against the reference
-lite_same() {
-  local db=$1 pat
-  shift
-  pat=$(if [ $# = 0 ]; then cut -d'|' -f1 ref.dig; else printf '%s\n' "$@"; fi | sed 's/.*/^&|/')
-  grep -f <(printf '%s\n' "$pat") ref.dig > want.dig
-  lite_digests "$db" "$@" > got.dig
-  diff want.dig got.dig > dig.diff || { echo "$db: $(head -10 dig.diff)" >&2; return 1; }
-}
+lite_same() { same_digests ref.dig "$1" lite_digests "$@"; }
 
 # into PostgreSQL, append (schema copyN)
 case_pg() {

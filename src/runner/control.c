@@ -3,10 +3,11 @@
  * (saved.c) and the leases of a distributed run's tasks. It reads the resources' active flows
  * (resource_run.active) and never changes the run's plan. Calls: run.c, progress.c, saved.c, store.
  * Called by runner.c. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include <time.h>
 #include "ferry/core.h"
 #include "pipeline/flow.h"
 #include "runner/run.h"
@@ -86,6 +87,22 @@ static void poll_requests(struct run *r, struct ferry_store *st)
     }
 }
 
+/* Sleeps 20 ms, or less when ferry__control_stop asks the thread to end. */
+static void control_sleep(struct run *r)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 20000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&r->control_mu);
+    while (!atomic_load(&r->control_stop))
+        if (pthread_cond_timedwait(&r->control_cv, &r->control_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&r->control_mu);
+}
+
 static void *control_main(void *arg)
 {
     struct run *r = arg;
@@ -98,7 +115,8 @@ static void *control_main(void *arg)
     int64_t last_progress = 0, last_lag = 0, last_lag_position = -1, last_renew = 0;
     int64_t flush_us = r->p->batch.flush_after_ms * 1000;
     while (!atomic_load(&r->control_stop)) {
-        usleep(20000);
+        control_sleep(r);
+        if (atomic_load(&r->control_stop)) break;
         int64_t now = ferry_now_mono_us();
         struct ferry_flow *f = first_active(r);
         (void)ferry__run_stop_get(r); /* the process's signals into the run's flag */
@@ -149,14 +167,30 @@ static void *control_main(void *arg)
 
 void ferry__control_start(struct run *r)
 {
-    if (pthread_create(&r->control, NULL, control_main, r) == 0) r->control_started = true;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->control_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&r->control_mu, NULL);
+    if (pthread_create(&r->control, NULL, control_main, r) == 0) {
+        r->control_started = true;
+        return;
+    }
+    pthread_cond_destroy(&r->control_cv);
+    pthread_mutex_destroy(&r->control_mu);
 }
 
 void ferry__control_stop(struct run *r)
 {
     if (r->control_started) {
+        pthread_mutex_lock(&r->control_mu);
         atomic_store(&r->control_stop, 1);
+        pthread_cond_broadcast(&r->control_cv);
+        pthread_mutex_unlock(&r->control_mu);
         pthread_join(r->control, NULL);
         r->control_started = false;
+        pthread_cond_destroy(&r->control_cv);
+        pthread_mutex_destroy(&r->control_mu);
     }
 }

@@ -115,6 +115,8 @@ struct run {
     struct resource_run *res;
     int n_res;
     atomic_int control_stop;
+    pthread_mutex_t control_mu; /* with control_cv: the control thread's 20 ms sleep, which */
+    pthread_cond_t control_cv;  /* ferry__control_stop cuts short (monotonic clock) */
     pthread_t control;
     bool control_started;
     int64_t t0;

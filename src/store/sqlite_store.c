@@ -10,8 +10,9 @@
  * Durability: WAL mode so readers (the bus consumers, `ferry status`) never block the
  * writer; synchronous=FULL by default so that a commit, and so a saved checkpoint, is on disk
  * when the call returns, power loss included (the bus publisher and the heartbeat switch
- * their handles to NORMAL, see sl_set_sync_full); busy_timeout 10 s because several handles
- * (bus, tracker, runner, other processes) write the same file and SQLite serialises them.
+ * their handles to NORMAL, see sl_set_sync_full); a busy wait of up to 10 s (busy_wait)
+ * because several handles (bus, tracker, runner, other processes) write the same file and
+ * SQLite serialises them.
  * Transactions that will write start with BEGIN IMMEDIATE, so a check and the write that
  * follows see the same state. Nothing here opens a descriptor of a healthy state file
  * outside SQLite (see explain_damage). docs/internals/state-and-events.md explains why. */
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "ferry/core.h"
 #include "store/sdb.h"
@@ -215,10 +217,28 @@ static void explain_damage(const char *path, struct ferry_error *err)
                         path, pages, page, (long long)sb.st_size);
 }
 
+/* SQLite's busy handler: waits while another handle holds the file's write lock, for
+ * BUSY_TIMEOUT_MS in all. The holders are mostly ferry's own short transactions (an event,
+ * a checkpoint: well under a millisecond, a few with an fsync), which sqlite3_busy_timeout
+ * would wait out in steps of 1, 2, 5, 10, 15... ms: here 50 us doubling to 1.6 ms, then 2 ms
+ * steps. N is the number of waits before this one. */
+static int busy_wait(void *arg, int n)
+{
+    (void)arg;
+    enum { RAMP = 6, STEP_US = 2000 }; /* 50 .. 1600 us: 3150 us in the ramp */
+    long waited_us = n < RAMP ? 50L * ((1L << n) - 1) : 3150L + (long)(n - RAMP) * STEP_US;
+    if (waited_us >= BUSY_TIMEOUT_MS * 1000L) return 0;
+    long us = n < RAMP ? 50L << n : STEP_US;
+    struct timespec ts = {0, us * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    return 1;
+}
+
 static int set_pragmas(struct sl_db *st, struct ferry_error *err)
 {
     sqlite3_extended_result_codes(st->db, 1);
-    sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    sqlite3_busy_handler(st->db, busy_wait, NULL);
     sqlite3_stmt *s = NULL;
     int rc;
     /* Two processes opening a new state file at once (`serve --role api` and `--role

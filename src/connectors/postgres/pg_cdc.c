@@ -931,6 +931,17 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
 
 /* A commit: the position moves to its end (every table's, also without rows of its own).
  * epoch_end: the session's row-count epoch ends the run here (pg_demux.c). */
+/* The stream passed a commit ending at end_lsn: the position moves there, and the table is
+ * done once it reaches its end. */
+static void pass_commit(struct stream *s, uint64_t end_lsn)
+{
+    if (end_lsn > s->last_commit_end) {
+        s->last_commit_end = end_lsn;
+        ferry_rw_set_offset(s->rw, (int64_t)end_lsn);
+    }
+    if (end_lsn >= s->end && !chunk_active(s)) s->done = true;
+}
+
 static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool epoch_end)
 {
     s->in_txn = false;
@@ -943,11 +954,7 @@ static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool 
     s->txn_rows = 0;
     s->skip = 0;
     ferry_rw_set_suboffset(s->rw, 0);
-    if (m->end_lsn > s->last_commit_end) {
-        s->last_commit_end = m->end_lsn;
-        ferry_rw_set_offset(s->rw, (int64_t)m->end_lsn);
-    }
-    if (m->end_lsn >= s->end && !chunk_active(s)) s->done = true;
+    pass_commit(s, m->end_lsn);
     /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
     if (!s->done && epoch_end) s->epoch_stop = true;
     s->last_commit_time_us = m->time + FERRY_PG_REPL_EPOCH_US;
@@ -1193,7 +1200,12 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
         rc = ferry__pg_demux_next(s->member, 100, &fr, err);
         if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", s->t->from);
         if (fr.cut && !s->in_txn && !s->done) {
-            /* a commit-group cut: this table's batch closes here, also when empty */
+            /* a commit-group cut: this table's batch closes here, also when empty, at the
+             * session's last commit (the Commits of transactions without this table are not
+             * sent to it) */
+            if (fr.cut_commit > s->received) s->received = fr.cut_commit;
+            pass_commit(s, fr.cut_commit);
+            report(s);
             rc = ferry_rw_close_group(s->rw, err);
         } else if (fr.n > 0) {
             rc = on_frame(s, fr.p, fr.n, fr.epoch_end, err);

@@ -53,8 +53,9 @@ struct qent {
     char *buf;
     int n;
     int kind;
-    bool epoch; /* a Commit that ends the table's run (row-count epoch) */
-    bool cut;   /* no bytes: a commit-group cut (between transactions) */
+    bool epoch;      /* a Commit that ends the table's run (row-count epoch) */
+    bool cut;        /* no bytes: a commit-group cut (between transactions) */
+    uint64_t commit; /* cut: the end of the session's last commit */
     struct shared *sh;
 };
 
@@ -129,6 +130,7 @@ struct ferry_pg_demux_member {
     uint64_t pos;
     uint32_t relid;
     bool has_rel;
+    bool got_begin; /* the open transaction's Begin went to this table (send_begin) */
 };
 
 struct demux {
@@ -155,6 +157,10 @@ struct demux {
     /* commit groups (a member's row writer is grouped): cuts between transactions */
     bool group, uncut;
     int64_t last_cut, routed_at_cut;
+    /* the open transaction's Begin (one reference kept until its Commit): a table gets it
+     * with its first frame of the transaction, and the Commit only when it got the Begin */
+    struct shared *begin;
+    int begin_n;
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
@@ -252,11 +258,22 @@ static void push(struct demux *d, struct ferry_pg_demux_member *m, struct qent *
     pthread_cond_signal(&m->cv);
 }
 
-/* buf (libpq's) to every member that still reads (a member that leaves meanwhile releases
- * its reference). */
-static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry_error *err)
+/* Whether m takes a Commit ending at commit_end (0: not a Commit, every member takes it): a
+ * table that had a part in the transaction, or whose run ends there (its end, a row-count
+ * epoch). The others learn the position from the next cut (broadcast_cut): waking each of
+ * them for every transaction of the slot was most of a many-table stream's cost. */
+static bool takes(const struct ferry_pg_demux_member *m, uint64_t commit_end, bool epoch)
 {
-    int k = active_members(d);
+    return !m->left && (commit_end == 0 || m->got_begin || epoch || commit_end >= m->j.end);
+}
+
+/* buf (libpq's) to every member that still reads and takes it (a member that leaves
+ * meanwhile releases its reference). */
+static int broadcast(struct demux *d, char *buf, int n, bool epoch, uint64_t commit_end,
+                     struct ferry_error *err)
+{
+    int k = 0;
+    for (int i = 0; i < d->n_m; i++) k += takes(d->m[i], commit_end, epoch);
     if (k == 0) {
         PQfreemem(buf);
         return FERRY_OK;
@@ -272,7 +289,7 @@ static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry
     }
     int given = 0;
     for (int i = 0; i < d->n_m && given < k; i++) {
-        if (d->m[i]->left) continue;
+        if (!takes(d->m[i], commit_end, epoch)) continue;
         struct qent e = {
             .buf = buf, .n = n, .kind = sh ? F_SHARED : F_LIBPQ, .sh = sh, .epoch = epoch};
         given++;
@@ -285,6 +302,42 @@ static int broadcast(struct demux *d, char *buf, int n, bool epoch, struct ferry
     return FERRY_OK;
 }
 
+/* mu held: the demux's own reference to the open transaction's Begin dropped. */
+static void begin_drop(struct demux *d)
+{
+    if (d->begin == NULL) return;
+    struct qent e = {.kind = F_SHARED, .sh = d->begin};
+    qent_release(&e);
+    d->begin = NULL;
+}
+
+/* mu held: the Begin just read becomes the open transaction's (the previous one's freed). */
+static int begin_keep(struct demux *d, char *buf, int n, struct ferry_error *err)
+{
+    begin_drop(d);
+    struct shared *sh = ferry_malloc(sizeof *sh);
+    if (sh == NULL) {
+        PQfreemem(buf);
+        return nomem(err);
+    }
+    atomic_init(&sh->refs, 1);
+    sh->buf = buf;
+    d->begin = sh;
+    d->begin_n = n;
+    for (int i = 0; i < d->n_m; i++) d->m[i]->got_begin = false;
+    return FERRY_OK;
+}
+
+/* mu held: m's copy of the open transaction's Begin, before its first frame of it. */
+static void send_begin(struct demux *d, struct ferry_pg_demux_member *m)
+{
+    if (m->got_begin || d->begin == NULL || m->left) return;
+    atomic_fetch_add(&d->begin->refs, 1);
+    struct qent e = {.buf = d->begin->buf, .n = d->begin_n, .kind = F_SHARED, .sh = d->begin};
+    m->got_begin = true;
+    push(d, m, &e); /* may wait, releasing mu */
+}
+
 /* mu held: a commit-group cut to every member still reading, between two transactions:
  * each closes its batch there and the destination commits them together
  * (pipeline/commit_group.h). */
@@ -292,7 +345,7 @@ static void broadcast_cut(struct demux *d)
 {
     for (int i = 0; i < d->n_m; i++) {
         if (d->m[i]->left) continue;
-        struct qent e = {.kind = F_OWN, .cut = true};
+        struct qent e = {.kind = F_OWN, .cut = true, .commit = d->last_commit};
         push(d, d->m[i], &e); /* may wait, releasing mu */
     }
     d->uncut = false;
@@ -362,7 +415,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
             rc =
                 ferry__pg_error(err, FERRY_EIO, d->c, NULL,
                                 WHAT ": %s: slot \"%s\": sending standby status", d->peer, d->slot);
-        int brc = broadcast(d, buf, n, false, err);
+        int brc = broadcast(d, buf, n, false, 0, err);
         if (rc == FERRY_OK) rc = brc;
         if (rc != FERRY_OK) return rc;
         d->stopped_reading = all_finished(d, 'k', f.wal_end, false);
@@ -377,6 +430,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
             struct ferry_pg_demux_member *mb = d->m[i];
             if (!mb->left && mb->has_rel && mb->relid == relid) {
                 if (d->txn_final >= mb->j.start) d->routed++; /* not a transaction it drops */
+                send_begin(d, mb);
                 struct qent e = {.buf = buf, .n = n, .kind = F_LIBPQ};
                 push(d, mb, &e);
                 return FERRY_OK;
@@ -392,15 +446,25 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
         rc = ferry_pg_repl_decode(&d->dec, f.data, f.len, &m, err);
         d->in_txn = kind == 'B';
         if (kind == 'B') d->txn_final = m.final_lsn;
-        commit_end = m.end_lsn;
+        if (kind == 'C') commit_end = m.end_lsn;
         if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit) d->last_commit = m.end_lsn;
     }
     if (rc != FERRY_OK) {
         PQfreemem(buf);
         return rc;
     }
+    if (kind == 'B') return begin_keep(d, buf, n, err); /* sent with a table's first frame */
+    /* inside a transaction: the Relation's table, and for a Truncate every table, first get
+     * the Begin (a table takes the transaction's Commit only when it got its Begin) */
+    if (d->in_txn && (kind == 'R' || kind == 'T') && f.len >= 5) {
+        uint32_t relid = be32(f.data + 1);
+        for (int i = 0; i < d->n_m; i++)
+            if (kind == 'T' || (d->m[i]->has_rel && d->m[i]->relid == relid))
+                send_begin(d, d->m[i]);
+    }
     bool epoch = kind == 'C' && d->epoch_rows > 0 && d->routed >= d->epoch_rows;
-    rc = broadcast(d, buf, n, epoch, err);
+    rc = broadcast(d, buf, n, epoch, commit_end, err);
+    if (kind == 'C') begin_drop(d);
     if (rc == FERRY_OK && kind == 'C') d->stopped_reading = all_finished(d, 'C', commit_end, epoch);
     if (rc == FERRY_OK && kind == 'C') maybe_cut(d);
     return rc;
@@ -909,6 +973,7 @@ static void demux_free(struct demux *d)
         ferry_free(d->m[i]);
     }
     ferry_free(d->m);
+    begin_drop(d);
     rels_free(&d->rels);
     ferry_pg_repl_decoder_release(&d->dec);
     pthread_cond_destroy(&d->cv);
@@ -1071,6 +1136,7 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
         f->n = (size_t)e->n;
         f->epoch_end = e->epoch;
         f->cut = e->cut;
+        f->cut_commit = e->commit;
         f->buf_ = e->buf;
         f->kind_ = e->kind;
         f->shared_ = e->sh;

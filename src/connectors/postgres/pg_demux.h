@@ -53,6 +53,9 @@ struct ferry_pg_demux_frame {
     size_t n;
     bool epoch_end; /* a Commit at which the table's run ends (row-count epoch) */
     bool cut;       /* n == 0: a commit-group cut, between two transactions */
+    /* cut: the end of the session's last commit; a table that had no part in the
+     * transactions since its last frame moves its position there */
+    uint64_t cut_commit;
     /* private: who frees the bytes */
     char *buf_;
     int kind_;

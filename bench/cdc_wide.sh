@@ -22,7 +22,9 @@
 # RATE=N (transactions per second, pgbench --rate): a fixed offered load, so that runs of two
 # binaries face the same rate (without it pgbench offers what the machine allows, which
 # differs between runs); then the figures to compare are the lag and the catch-up.
-#   TABLES=50 ROWS=10000 CLIENTS=4 SECONDS_=60 EPOCH=1s [RATE=1500] bash bench/cdc_wide.sh
+# BACKLOG=1: change throughput as replay speed instead (bench/cdc_wide_backlog.sh): the same load
+# made while both consumers are stopped, then each alone catches up, one after the other.
+#   TABLES=50 ROWS=10000 CLIENTS=4 SECONDS_=60 EPOCH=1s [RATE=1500] [BACKLOG=1] bash bench/cdc_wide.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
@@ -34,6 +36,7 @@ DURATION=${SECONDS_:-60}
 EPOCH=${EPOCH:-1s}
 FSYNC=${FSYNC:-on}
 NOTE=${NOTE:-}
+BACKLOG=${BACKLOG:-0}
 jobs=$(nproc 2>/dev/null || echo 2)
 [ "$jobs" -gt 2 ] && jobs=2
 
@@ -158,6 +161,9 @@ UPDATE t:b SET v = v + 1 WHERE id = :j;
 UPDATE t:c SET v = v + 1 WHERE id = :k;
 END;
 SQL
+
+# shellcheck source=bench/cdc_wide_backlog.sh
+if [ "$BACKLOG" = 1 ]; then . bench/cdc_wide_backlog.sh; exit 0; fi
 
 echo "load ${DURATION}s, both following... (load $(load))" >&2
 rm -f "$W/stop-watch"

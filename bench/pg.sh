@@ -302,12 +302,13 @@ row() {
     FAIL*) printf '| %s | failed | | | | | | %s |\n' "$label" "${res#FAIL }"; return ;;
   esac
   set -- $res
-  awk -v l="$label" -v s="$1" -v k1="$2" -v c1="$3" -v k2="${4:-}" -v c2="${5:-}" -v r="$ROWS" \
+  # (the label through the environment: awk -v would turn its "\|" into a bare "|")
+  L="$label" awk -v s="$1" -v k1="$2" -v c1="$3" -v k2="${4:-}" -v c2="${5:-}" -v r="$ROWS" \
       -v b="$copy_bytes" -v p="$pipe_s" -v v="$ver" 'BEGIN{
     rss = (k2 == "") ? sprintf("%.1f", k1/1024) : sprintf("%.1f + %.1f", k1/1024, k2/1024);
     cpu = (k2 == "") ? sprintf("%.2f", c1) : sprintf("%.2f + %.2f", c1, c2);
     ratio = (p ~ /^[0-9.]+$/) ? sprintf("%.2f×", s/p) : "n/a";
-    printf "| %s | %.2f | %.0f | %.1f | %s | %s | %s | %s |\n", l, s, r/s, b/s/1e6, rss, cpu, ratio, v }'
+    printf "| %s | %.2f | %.0f | %.1f | %s | %s | %s | %s |\n", ENVIRON["L"], s, r/s, b/s/1e6, rss, cpu, ratio, v }'
 }
 pgset() { qs -c "SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings WHERE name IN ($1)"; }
 

@@ -15,6 +15,9 @@
 #     i. ferry: files source over local copies of the same objects -> null sink (the decoding
 #        cost alone: g - i is what reading from S3 adds)
 #   S3_ONLY=1 runs g, h and i only; PARALLELISM=N gives g and i N readers (default 1).
+#   S3_NET=RATE_MIB[,LATENCY_MS]: g and h go through bench/s3_net.mjs, which makes the store
+#   behave like one across a network (all bodies together at RATE_MIB MiB/s, each response's
+#   first byte LATENCY_MS late, default 20); without it they read s3rver on loopback.
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked (g: the null sink's count in ferry's summary).
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
@@ -37,8 +40,8 @@ FERRY=$FERRY_SRC/build/bench/ferry
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-lakebench.XXXXXX")
 chmod 755 "$W"
 T=$W
-S3PID=
-trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; rm -rf "$W"' EXIT
+S3PID="" NETPID=""
+trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; [ -n "$NETPID" ] && kill "$NETPID" 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W"
 S3_OBJECTS=${S3_OBJECTS:-4}
 PARALLELISM=${PARALLELISM:-1} # the s3 and local files sources' readers (g, i)
@@ -48,6 +51,17 @@ S3PID=$!
 for _ in $(seq 1 100); do [ -s s3.port ] && break; sleep 0.1; done
 [ -s s3.port ] || { cat s3rver.log >&2; echo "s3rver did not start" >&2; exit 1; }
 S3_ENDPOINT=http://127.0.0.1:$(cat s3.port)
+S3_READ_ENDPOINT=$S3_ENDPOINT S3_WHERE="s3rver (loopback)"
+if [ -n "${S3_NET:-}" ]; then
+  net_rate=${S3_NET%%,*} net_latency=20
+  [ "$S3_NET" = "$net_rate" ] || net_latency=${S3_NET#*,}
+  node "$FERRY_SRC/bench/s3_net.mjs" "$(cat s3.port)" "$net_rate" "$net_latency" "$W/net.port" > s3net.log 2>&1 &
+  NETPID=$!
+  for _ in $(seq 1 100); do [ -s net.port ] && break; sleep 0.1; done
+  [ -s net.port ] || { cat s3net.log >&2; echo "bench/s3_net.mjs did not start" >&2; exit 1; }
+  S3_READ_ENDPOINT=http://127.0.0.1:$(cat net.port)
+  S3_WHERE="s3rver behind bench/s3_net.mjs: $net_rate MiB/s shared by all responses, first byte $net_latency ms late"
+fi
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
@@ -156,7 +170,7 @@ name: bench_lake_s3
 source:
   type: s3
   bucket: lake
-  endpoint: "$S3_ENDPOINT"
+  endpoint: "$S3_READ_ENDPOINT"
   path_style: true
   access_key_id: env:S3_KEY
   secret_access_key: env:S3_SECRET
@@ -176,7 +190,7 @@ t0=$(now)
 for i in $(seq 1 "$S3_OBJECTS"); do
   # curl signs the header given (the hash of an empty body); s3rver refuses a request without it
   /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
-    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_ENDPOINT/lake/orders/part-$i.parquet"
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_READ_ENDPOINT/lake/orders/part-$i.parquet"
 done
 T_curl=$(echo "$(now) - $t0" | bc)
 M_curl=$(tail -n1 curl.rss)
@@ -210,7 +224,7 @@ row() { # LABEL NAME [DUCK_NAME]
 }
 
 mkdir -p "$FERRY_SRC/bench/results"
-out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3")$([ "$PARALLELISM" = 1 ] || echo "-p$PARALLELISM").md"
+out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3")$([ "$PARALLELISM" = 1 ] || echo "-p$PARALLELISM")$([ -z "${S3_NET:-}" ] || echo "-net${S3_NET%%,*}").md"
 {
   if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"
@@ -229,7 +243,7 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
   row "DuckDB to_json -> CSV -> psql \\copy" nestd
   fi
   echo
-  echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on s3rver (loopback), source parallelism $PARALLELISM."
+  echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on $S3_WHERE, source parallelism $PARALLELISM."
   echo
   echo "| tool | wall s | MiB/s | peak RSS MiB | ferry / curl |"
   echo "|---|---|---|---|---|"

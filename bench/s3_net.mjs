@@ -38,7 +38,7 @@ const server = http.createServer((req, res) => {
                             path: req.url, headers: req.headers }, (ur) => {
     relay(ur, res).catch(() => res.destroy());
   });
-  up.on('error', () => { res.writeHead(502); res.end(); });
+  up.on('error', () => { if (res.headersSent) res.destroy(); else { res.writeHead(502); res.end(); } });
   req.pipe(up);
 });
 server.listen(0, '127.0.0.1', () => {

@@ -26,7 +26,8 @@ const server = http.createServer((req, res) => {
     res.writeHead(ur.statusCode, ur.headers);
     ur.pipe(res);
   });
-  up.on('error', () => { res.writeHead(502); res.end(); });
+  // (after the answer began, a second head would throw and stop the proxy: cut it instead)
+  up.on('error', () => { if (res.headersSent) res.destroy(); else { res.writeHead(502); res.end(); } });
   req.pipe(up);
 });
 server.listen(0, '127.0.0.1', () => {

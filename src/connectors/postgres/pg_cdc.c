@@ -929,19 +929,21 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
     }
 }
 
-/* A commit: the position moves to its end (every table's, also without rows of its own).
- * epoch_end: the session's row-count epoch ends the run here (pg_demux.c). */
-/* The stream passed a commit ending at end_lsn: the position moves there, and the table is
- * done once it reaches its end. */
-static void pass_commit(struct stream *s, uint64_t end_lsn)
+/* The stream passed a commit ending at end_lsn, made at time_us (pgoutput's clock): the
+ * position moves there, and the table is done once it reaches its end. */
+static void pass_commit(struct stream *s, uint64_t end_lsn, int64_t time_us)
 {
     if (end_lsn > s->last_commit_end) {
         s->last_commit_end = end_lsn;
         ferry_rw_set_offset(s->rw, (int64_t)end_lsn);
+        s->last_commit_time_us = time_us + FERRY_PG_REPL_EPOCH_US;
     }
     if (end_lsn >= s->end && !chunk_active(s)) s->done = true;
 }
 
+/* A commit of a transaction the table had a part in, or at its end or a row-count epoch's
+ * (the session sends no other Commit: the other positions move at cuts, stream_loop).
+ * epoch_end: the session's row-count epoch ends the run here (pg_demux.c). */
 static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool epoch_end)
 {
     s->in_txn = false;
@@ -954,10 +956,9 @@ static void on_commit(struct stream *s, const struct ferry_pg_repl_msg *m, bool 
     s->txn_rows = 0;
     s->skip = 0;
     ferry_rw_set_suboffset(s->rw, 0);
-    pass_commit(s, m->end_lsn);
+    pass_commit(s, m->end_lsn, m->time);
     /* A row-count epoch ends at a commit, the position exact; the next run goes on. */
     if (!s->done && epoch_end) s->epoch_stop = true;
-    s->last_commit_time_us = m->time + FERRY_PG_REPL_EPOCH_US;
     report(s);
 }
 
@@ -1204,7 +1205,7 @@ static int stream_loop(struct stream *s, struct ferry_error *err)
              * session's last commit (the Commits of transactions without this table are not
              * sent to it) */
             if (fr.cut_commit > s->received) s->received = fr.cut_commit;
-            pass_commit(s, fr.cut_commit);
+            pass_commit(s, fr.cut_commit, fr.cut_commit_time);
             report(s);
             rc = ferry_rw_close_group(s->rw, err);
         } else if (fr.n > 0) {

@@ -56,6 +56,7 @@ struct qent {
     bool epoch;      /* a Commit that ends the table's run (row-count epoch) */
     bool cut;        /* no bytes: a commit-group cut (between transactions) */
     uint64_t commit; /* cut: the end of the session's last commit */
+    int64_t commit_time; /* cut: its commit time (pgoutput's, microseconds since 2000) */
     struct shared *sh;
 };
 
@@ -161,6 +162,7 @@ struct demux {
      * with its first frame of the transaction, and the Commit only when it got the Begin */
     struct shared *begin;
     int begin_n;
+    int64_t last_commit_time; /* of last_commit */
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
@@ -345,7 +347,10 @@ static void broadcast_cut(struct demux *d)
 {
     for (int i = 0; i < d->n_m; i++) {
         if (d->m[i]->left) continue;
-        struct qent e = {.kind = F_OWN, .cut = true, .commit = d->last_commit};
+        struct qent e = {.kind = F_OWN,
+                         .cut = true,
+                         .commit = d->last_commit,
+                         .commit_time = d->last_commit_time};
         push(d, d->m[i], &e); /* may wait, releasing mu */
     }
     d->uncut = false;
@@ -447,7 +452,10 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
         d->in_txn = kind == 'B';
         if (kind == 'B') d->txn_final = m.final_lsn;
         if (kind == 'C') commit_end = m.end_lsn;
-        if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit) d->last_commit = m.end_lsn;
+        if (rc == FERRY_OK && kind == 'C' && m.end_lsn > d->last_commit) {
+            d->last_commit = m.end_lsn;
+            d->last_commit_time = m.time;
+        }
     }
     if (rc != FERRY_OK) {
         PQfreemem(buf);
@@ -1137,6 +1145,7 @@ int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
         f->epoch_end = e->epoch;
         f->cut = e->cut;
         f->cut_commit = e->commit;
+        f->cut_commit_time = e->commit_time;
         f->buf_ = e->buf;
         f->kind_ = e->kind;
         f->shared_ = e->sh;

@@ -56,6 +56,7 @@ struct ferry_pg_demux_frame {
     /* cut: the end of the session's last commit; a table that had no part in the
      * transactions since its last frame moves its position there */
     uint64_t cut_commit;
+    int64_t cut_commit_time; /* its commit time, pgoutput's (microseconds since 2000) */
     /* private: who frees the bytes */
     char *buf_;
     int kind_;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "bus/bus.h"
+#include "core/mono.h"
 #include "ferry/config.h"
 #include "ferry/core.h"
 #include "store/store.h"
@@ -53,11 +54,7 @@ int ferry_bus_emit(struct ferry_bus *b, int64_t run_id, int attempt, const char 
 void ferry__bus_signal_init(struct ferry__bus_signal *s)
 {
     memset(s, 0, sizeof *s);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&s->cond);
     pthread_mutex_init(&s->lock, NULL);
 }
 

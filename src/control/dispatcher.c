@@ -25,6 +25,7 @@
 #include "bus/bus.h"
 #include "control/control.h"
 #include "control/k8s.h"
+#include "core/mono.h"
 #include "ferry/core.h"
 #include "store/store.h"
 
@@ -594,11 +595,7 @@ int ferry_control_start(const struct ferry_control_options *o, struct ferry_bus 
     c->worker_bin = ferry_strdup(o->worker_bin);
     c->log_dir = ferry_strdup(o->log_dir);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&c->cond);
     *out = c;
     if (!c->state_path || !c->worker_bin || !c->log_dir)
         return ferry_error_set(err, FERRY_ENOMEM, "control", "out of memory");

@@ -24,6 +24,7 @@
 #include "bus/bus.h"
 #include "checkpoint/promote.h"
 #include "control/tracker.h"
+#include "core/mono.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "store/store.h"
@@ -644,20 +645,9 @@ int ferry_tracker_open(const char *state_path, struct ferry_bus *bus, struct fer
     }
     pthread_mutex_init(&tr->fold_lock, NULL);
     pthread_mutex_init(&tr->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&tr->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&tr->cond);
     *out = tr;
     return FERRY_OK;
-}
-
-static struct timespec mono_after_us(int64_t us)
-{
-    int64_t t = ferry_now_mono_us() + us;
-    struct timespec ts = {.tv_sec = (time_t)(t / 1000000), .tv_nsec = (long)(t % 1000000) * 1000};
-    return ts;
 }
 
 static bool stopping(struct ferry_tracker *tr)
@@ -671,7 +661,7 @@ static bool stopping(struct ferry_tracker *tr)
 /* Sleeps up to POLL_MS unless stop is asked. */
 static void pause_a_little(struct ferry_tracker *tr)
 {
-    struct timespec ts = mono_after_us((int64_t)POLL_MS * 1000);
+    struct timespec ts = ferry__mono_after_us((int64_t)POLL_MS * 1000);
     pthread_mutex_lock(&tr->lock);
     while (!tr->stop)
         if (pthread_cond_timedwait(&tr->cond, &tr->lock, &ts) == ETIMEDOUT) break;
@@ -799,7 +789,7 @@ int ferry_tracker_wait(struct ferry_tracker *tr, int64_t seq, int timeout_ms,
         if (slice > deadline - now) slice = deadline - now;
         pthread_mutex_lock(&tr->lock);
         if (tr->folded < seq && slice > 0) {
-            struct timespec ts = mono_after_us(slice);
+            struct timespec ts = ferry__mono_after_us(slice);
             while (tr->folded < seq)
                 if (pthread_cond_timedwait(&tr->cond, &tr->lock, &ts) == ETIMEDOUT) break;
         }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "core/mono.h"
 #include "ferry/core.h"
 #include "pipeline/flow.h"
 #include "runner/run.h"
@@ -90,13 +91,7 @@ static void poll_requests(struct run *r, struct ferry_store *st)
 /* Sleeps 20 ms, or less when ferry__control_stop asks the thread to end. */
 static void control_sleep(struct run *r)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = ferry__mono_after_us(20000);
     pthread_mutex_lock(&r->control_mu);
     while (!atomic_load(&r->control_stop))
         if (pthread_cond_timedwait(&r->control_cv, &r->control_mu, &ts) == ETIMEDOUT) break;
@@ -167,11 +162,7 @@ static void *control_main(void *arg)
 
 void ferry__control_start(struct run *r)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->control_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&r->control_cv);
     pthread_mutex_init(&r->control_mu, NULL);
     if (pthread_create(&r->control, NULL, control_main, r) == 0) {
         r->control_started = true;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "checkpoint/position.h"
+#include "core/mono.h"
 #include "ferry/core.h"
 #include "ferry/failpoint.h"
 #include "pipeline/commit_group.h"
@@ -533,11 +534,7 @@ static void streams_start(struct stream_run *sr, int n, int n_ready, pthread_mut
 
 static void wave_sync_init(struct wave_sync *w)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&w->cv);
     pthread_mutex_init(&w->mu, NULL);
 }
 

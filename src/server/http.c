@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "bus/bus.h"
+#include "core/mono.h"
 #include "ferry/core.h"
 #include "server/internal.h"
 #include "store/store.h"
@@ -1012,12 +1013,8 @@ int ferry_server_start(const struct ferry_server_options *o, struct ferry_server
     pthread_mutex_init(&s->hub_lock, NULL);
     pthread_mutex_init(&s->stats_lock, NULL);
     pthread_mutex_init(&s->watch_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->hub_cond, &ca);
-    pthread_cond_init(&s->watch_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    ferry__cond_init_mono(&s->hub_cond);
+    ferry__cond_init_mono(&s->watch_cond);
     int rc = FERRY_OK;
     for (int i = 0; i < POOL_SIZE && rc == FERRY_OK; i++)
         rc = ferry_store_open(o->state_path, &s->pool[i], err);

@@ -6,7 +6,8 @@
 #      prefix next to objects the glob excludes; the s3 source through a proxy that fails
 #      every 4th request with 503 (retries) reads them into SQLite equal to the files
 #      source's reading of the same files (tests/e2e/parquet_source.sh checks that one
-#      against DuckDB), and only the matching objects;
+#      against DuckDB), and only the matching objects; one listing, and no range of an
+#      object fetched twice (footers kept from discovery and plan, groups fetched ahead);
 #   2. selected columns only;
 #   3. a truncated object, a corrupt footer, a footer that lies about its column chunks, an
 #      object deleted between the frozen plan and its read (a run failed at its first sink
@@ -73,7 +74,13 @@ same_table s3.db files.db t
 s3_flaky_stop
 read -r _fwd failed < "$T/flaky.count" || true
 [ "${failed:-0}" -gt 0 ] || fail "the proxy failed no request: retries untested ($(cat "$T/flaky.count"))"
-pass "s3 source: Parquet objects under prefix + glob through a 503ing proxy equal the files source's reading"
+# one listing, each object's footer once (discovery's and the plan's kept for the reads),
+# each row group once: no request forwarded twice (the retries of failed ones aside)
+dups=$(grep '^GET ' "$T/flaky.count.requests" | grep -v ' 503$' | sort | uniq -d)
+[ -z "$dups" ] || fail "requests forwarded more than once: $dups"
+[ "$(grep -c '^GET /[^ ]*/in/2024/p1.parquet bytes=' "$T/flaky.count.requests" | tr -d ' ')" -ge 4 ] \
+  || fail "p1.parquet was not read by ranges: $(grep p1.parquet "$T/flaky.count.requests")"
+pass "s3 source: Parquet objects under prefix + glob through a 503ing proxy equal the files source's reading; no range fetched twice"
 
 # ---- 2. selected columns ------------------------------------------------------------------------------
 s3_pipe sel.yaml s3-sel "$S3_ENDPOINT" "$T/sel.db" ", columns: [u, id]"

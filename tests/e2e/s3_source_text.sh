@@ -81,7 +81,8 @@ s3_flaky_stop
 read -r _fwd failed < "$T/flaky.count" || true
 [ "${failed:-0}" -gt 0 ] || fail "the proxy failed no request: retries untested"
 lists=$(grep -c 'list-type=2' "$T/flaky.count.requests" || true)
-[ "$lists" -ge 3 ] || fail "4 keys in pages of 2 should take >= 3 list requests (retries aside), saw $lists"
+# one listing (discovery's, which the plan reuses) of 4 keys in pages of 2: at least 2 pages
+[ "$lists" -ge 2 ] || fail "4 keys in pages of 2 should take >= 2 list requests (retries aside), saw $lists"
 grep -q 'notes.txt' "$T/flaky.count.requests" && fail "notes.txt was read"
 pass "s3 source: CSV objects (plain > 4 MiB, gzip, zstd) through a 503ing proxy, paged listing, equal the files source"
 

@@ -1,7 +1,8 @@
 // tests/s3/flaky.mjs - a loopback HTTP proxy in front of an S3 endpoint that answers every Nth
 // request with 503 SlowDown (after reading its body, as a throttled store would) and forwards
 // the others unchanged (N = 0: none fails). Counts go to COUNTFILE on exit: "forwarded failed";
-// every request line ("METHOD /path?query") is appended to COUNTFILE.requests.
+// every request is appended to COUNTFILE.requests as "METHOD /path?query RANGE" (RANGE: the
+// Range header, or -), with " 503" after it when this proxy failed it.
 // Usage: node flaky.mjs TARGET_PORT N PORTFILE COUNTFILE
 import http from 'node:http';
 import { writeFileSync, renameSync, appendFileSync } from 'node:fs';
@@ -9,8 +10,10 @@ const [targetPort, nth, portFile, countFile] = process.argv.slice(2);
 let seen = 0, failed = 0, forwarded = 0;
 const server = http.createServer((req, res) => {
   seen++;
-  appendFileSync(countFile + '.requests', `${req.method} ${req.url}\n`);
-  if (Number(nth) > 0 && seen % Number(nth) === 0) {
+  const fail = Number(nth) > 0 && seen % Number(nth) === 0;
+  appendFileSync(countFile + '.requests',
+                 `${req.method} ${req.url} ${req.headers.range || '-'}${fail ? ' 503' : ''}\n`);
+  if (fail) {
     req.resume();
     req.on('end', () => {
       failed++;

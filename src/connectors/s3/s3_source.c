@@ -2,11 +2,13 @@
  * prefix whose keys match a glob.
  *
  * Parquet: each row group of each object is one shard; an object is never read whole: the
- * footer first (two ranged GETs, once per object while its shards come in a row), then the
- * span of the selected column chunks of the shard's row group in one GET, the next shard's
- * span fetched ahead on a thread with its own client while this one is decoded
- * (parquet_reader.h; docs/internals/s3-source.md). A batch position is the number of the
- * group's rows delivered. The schema is the first object's
+ * footer first (head and tail: two ranged GETs, kept per instance for the objects planned
+ * so the reader does not fetch them again), then the span of the selected column chunks of
+ * the shard's row group in one GET. Up to SLOTS ranges are fetched ahead, each on a thread
+ * with its own client, while the current group is decoded: the spans of the next shards'
+ * groups and the footers of the next objects (at plan time too), at most AHEAD_BYTES
+ * (parquet_reader.h; docs/internals/s3-source.md, "Fetching ahead"). A batch position is
+ * the number of the group's rows delivered. The schema is the first object's
  * footer (every column nullable); every other object must have each selected column with
  * the same type.
  *
@@ -29,14 +31,16 @@
  * is planned, but only its row groups whose statistics allow a row above the saved cursor
  * ({"cursor": "N"}), those rows alone read (formats/parquet_cursor.c, as the files source).
  *
- * Owns two S3 clients (the second only for the fetch-ahead thread), a response buffer, the
- * reader of the object last read and the text options. Calls s3_client.c,
+ * Owns 1 + SLOTS S3 clients (one per fetch-ahead slot), a response buffer, the reader of
+ * the object last read, the footers read, the listing discovery made (for the plan) and the
+ * text options. Calls s3_client.c,
  * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one
  * instance per reader thread. */
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +56,14 @@
 static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sample_rows",
                                               "max_keys", NULL};
 
-#define CHUNK (4u << 20)        /* bytes per ranged GET of a text object */
-#define AHEAD_MAX ((size_t)32 << 20) /* larger row groups are not fetched ahead */
-#define AHEAD_MISSES 2
+#define CHUNK (4u << 20)                 /* bytes per ranged GET of a text object */
+#define SLOTS 4                          /* ranges fetched ahead at most */
+#define AHEAD_MAX ((size_t)32 << 20)     /* larger row groups are not fetched ahead */
+#define AHEAD_BYTES ((size_t)32 << 20)   /* group bytes held ahead at most (one larger group) */
+#define AHEAD_MISSES 2                   /* unused groups before fetching ahead stops */
+#define FOOTER_TAIL ((size_t)64 << 10)   /* parquet_reader.c's TAIL_READ */
+#define FOOTERS_MAX ((size_t)8 << 20)    /* footer bytes kept per instance */
+#define FOOTERS_N 256                    /* footers kept per instance */
 
 struct s3src;
 
@@ -67,21 +76,35 @@ struct obj {
     size_t at;         /* text stream: bytes of s->resp already handed out */
 };
 
-/* The next shard's row group fetched ahead by a thread with its own client while the
- * current one is decoded (docs/internals/s3-source.md, "Fetching ahead"). */
-struct ahead {
-    struct ferry__s3_client *cli;
-    struct s3src *s;
-    pthread_t th;
-    bool busy; /* th started and not joined */
+/* An object's footer bytes: its first 4 bytes and its last min(size, FOOTER_TAIL). */
+struct footer {
     char *key, *etag;
-    uint64_t off;
-    size_t n;
-    struct ferry_buf buf;
-    int rc; /* th's outcome: FERRY_OK when buf holds the n bytes */
+    int64_t size;
+    uint8_t head[4];
+    uint64_t off; /* of tail */
+    struct ferry_buf tail;
+};
+
+/* A range fetched ahead by a thread with the slot's own client (docs/internals/
+ * s3-source.md, "Fetching ahead"): a row group's span (is_footer false) or a footer. */
+struct slot {
+    struct ferry__s3_client *cli;
+    pthread_t th;
+    bool busy;   /* th started and not joined */
+    atomic_bool done; /* th has finished (joining it will not wait) */
+    bool held;   /* fetched for a read still to come */
+    bool served; /* a read took its bytes */
+    bool is_footer;
+    size_t n; /* bytes of the range at f.off */
+    int rc;   /* th's outcome, read once joined: FERRY_OK when f holds the bytes */
     struct ferry_error err;
-    int misses; /* fetched ahead and not read next (another reader took that shard): at
-                 * AHEAD_MISSES this instance stops fetching ahead */
+    struct footer f; /* a group span: key, etag, size, and the bytes at off in tail */
+};
+
+/* A Parquet object open for reading: its reader over o (key and ETag owned). */
+struct reading {
+    struct ferry_parquet_reader *r;
+    struct obj o;
 };
 
 struct s3src {
@@ -90,15 +113,15 @@ struct s3src {
     int64_t max_keys;         /* listing page size (S3: at most 1000) */
     struct ferry__text_src t; /* format, CSV / JSON Lines keys */
     struct ferry_buf resp;    /* ranged GET bodies */
-    /* Parquet: the object last read, its footer reused by its next shards */
-    struct ferry_parquet_reader *r;
-    struct obj ro; /* r's read_at context; ro.key and ro.etag owned */
-    int64_t r_size;
-    struct ahead ahead;
-    struct ferry_buf ready; /* the current group's bytes, taken from ahead */
-    uint64_t ready_off;
-    size_t ready_n;
-    bool ready_valid;
+    /* Parquet: the object being read (its footer reused by its next shards) and the next
+     * one, opened from its fetched footer to fetch its first groups ahead */
+    struct reading rd[2], *cur, *next;
+    struct slot slots[SLOTS];
+    int misses;               /* groups fetched ahead and not read (another reader took them) */
+    struct footer *footers;   /* footers read, for the reads to come */
+    int n_footers;
+    size_t footer_bytes;
+    json_t *listed;           /* {"prefix\nglob": listing} of discovery, taken by the plan */
 };
 
 static int nomem(struct ferry_error *err)
@@ -106,33 +129,46 @@ static int nomem(struct ferry_error *err)
     return ferry_error_set(err, FERRY_ENOMEM, "s3", "s3 source: out of memory");
 }
 
-static void ahead_wait(struct ahead *a)
+static void footer_free(struct footer *f)
 {
-    if (a->busy) pthread_join(a->th, NULL);
-    a->busy = false;
+    ferry_free(f->key);
+    ferry_free(f->etag);
+    ferry_buf_release(&f->tail);
+    memset(f, 0, sizeof *f);
+    ferry_buf_init(&f->tail, 0);
 }
 
-/* Forgets the cached reader (after an error, or for another object). */
-static void drop_reader(struct s3src *s)
+/* Joins the slot's fetch, if one runs. */
+static void slot_wait(struct slot *sl)
 {
-    ferry__parquet_reader_free(s->r);
-    s->r = NULL;
-    ferry_free((char *)s->ro.key);
-    ferry_free((char *)s->ro.etag);
-    s->ro.key = s->ro.etag = NULL;
+    if (sl->busy) pthread_join(sl->th, NULL);
+    sl->busy = false;
+}
+
+static void reading_drop(struct reading *x)
+{
+    ferry__parquet_reader_free(x->r);
+    x->r = NULL;
+    ferry_free((char *)x->o.key);
+    ferry_free((char *)x->o.etag);
+    x->o.key = x->o.etag = NULL;
 }
 
 static void src_close(void *ctx)
 {
     struct s3src *s = ctx;
     if (s == NULL) return;
-    ahead_wait(&s->ahead);
-    drop_reader(s);
-    ferry__s3_client_close(s->ahead.cli);
-    ferry_free(s->ahead.key);
-    ferry_free(s->ahead.etag);
-    ferry_buf_release(&s->ahead.buf);
-    ferry_buf_release(&s->ready);
+    for (int i = 0; i < SLOTS; i++) {
+        slot_wait(&s->slots[i]);
+        ferry__s3_client_close(s->slots[i].cli);
+        footer_free(&s->slots[i].f);
+    }
+    for (int i = 0; i < s->n_footers; i++)
+        footer_free(&s->footers[i]);
+    ferry_free(s->footers);
+    json_decref(s->listed);
+    reading_drop(&s->rd[0]);
+    reading_drop(&s->rd[1]);
     ferry__s3_client_close(s->cli);
     ferry_free(s->prefix);
     ferry_free(s->glob);
@@ -153,9 +189,10 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     struct s3src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) return nomem(err);
     ferry_buf_init(&s->resp, 0);
-    ferry_buf_init(&s->ahead.buf, 0);
-    ferry_buf_init(&s->ready, 0);
-    s->ahead.s = s;
+    for (int i = 0; i < SLOTS; i++)
+        ferry_buf_init(&s->slots[i].f.tail, 0);
+    s->cur = &s->rd[0];
+    s->next = &s->rd[1];
     s->max_keys = max_keys;
     rc = ferry__text_src_open(cfg, &s->t, err);
     if (rc != FERRY_OK) {
@@ -168,11 +205,10 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
         src_close(s);
         return nomem(err);
     }
-    rc =
-        ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source", &s->cli, err);
-    if (rc == FERRY_OK)
-        rc = ferry__s3_client_open(cfg, bucket, ferry_cfg_get(cfg, "bucket"), "s3 source",
-                                   &s->ahead.cli, err);
+    struct ferry_cfg *bn = ferry_cfg_get(cfg, "bucket");
+    rc = ferry__s3_client_open(cfg, bucket, bn, "s3 source", &s->cli, err);
+    for (int i = 0; rc == FERRY_OK && i < SLOTS; i++)
+        rc = ferry__s3_client_open(cfg, bucket, bn, "s3 source", &s->slots[i].cli, err);
     if (rc != FERRY_OK) {
         src_close(s);
         return rc;
@@ -217,14 +253,24 @@ static bool known_name(const char *key)
 }
 
 /* Every object under prefix matching glob (or known_name without one), as
- * [{"key", "size", "etag"}], in key order; FERRY_ENOTFOUND when none. */
-static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec, json_t **out,
-                        struct ferry_error *err)
+ * [{"key", "size", "etag"}], in key order; FERRY_ENOTFOUND when none. keep (discovery): the
+ * listing is kept for the next call with the same prefix and glob (the plan's), which takes
+ * it instead of listing again. */
+static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec, bool keep,
+                        json_t **out, struct ferry_error *err)
 {
     const char *prefix, *glob;
     int rc = where(s, spec, &prefix, &glob, err);
     if (rc != FERRY_OK) return rc;
-    json_t *arr = json_array();
+    char lk[2048];
+    snprintf(lk, sizeof lk, "%s\n%s", prefix, glob ? glob : "");
+    json_t *arr = json_object_get(s->listed, lk);
+    if (arr != NULL) { /* discovery's, just before the plan */
+        *out = json_incref(arr);
+        json_object_del(s->listed, lk);
+        return FERRY_OK;
+    }
+    arr = json_array();
     struct ferry_buf qs, resp, item, key, size, etag, tok;
     ferry_buf_init(&qs, 0);
     ferry_buf_init(&resp, 64 << 20);
@@ -304,6 +350,9 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
         return rc;
     }
     *out = arr;
+    /* kept for the plan that follows discovery (one listing, not two) */
+    if (keep && (s->listed != NULL || (s->listed = json_object()) != NULL))
+        json_object_set(s->listed, lk, arr);
     return FERRY_OK;
 }
 
@@ -361,18 +410,174 @@ static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *
     return fetch_range(o->s->cli, o->key, o->etag, off, n, &o->s->resp, err);
 }
 
-/* The parquet reader's reads: the group fetched ahead when it is the one asked, else a GET. */
+/* ---- fetching ahead ----------------------------------------------------------------------- */
+
+static bool same_object(const struct footer *f, const char *key, const char *etag, int64_t size)
+{
+    return f->key != NULL && strcmp(f->key, key) == 0 && strcmp(f->etag, etag) == 0 &&
+           f->size == size;
+}
+
+/* Whether f's range [f->off, f->off + n) (and its head, when it has one) holds [off, off + k). */
+static bool covers(const struct footer *f, bool head, size_t n, uint64_t off, size_t k)
+{
+    return (head && off + k <= 4) || (off >= f->off && k <= n && off - f->off <= n - k);
+}
+
+/* f's bytes [off, off + k) (it covers them and holds them). */
+static const void *bytes_of(const struct footer *f, bool head, uint64_t off)
+{
+    return head && off < 4 && off < f->off ? (const void *)(f->head + off)
+                                           : (const void *)(f->tail.data + (off - f->off));
+}
+
+static size_t tail_len(int64_t size)
+{
+    return (size_t)size < FOOTER_TAIL ? (size_t)size : FOOTER_TAIL;
+}
+
+static void *slot_run(void *arg)
+{
+    struct slot *sl = arg;
+    struct footer *f = &sl->f;
+    size_t n = sl->n;
+    sl->rc = FERRY_OK;
+    if (sl->is_footer && f->off > 0) {
+        sl->rc = fetch_range(sl->cli, f->key, f->etag, 0, 4, &f->tail, &sl->err);
+        if (sl->rc == FERRY_OK) memcpy(f->head, f->tail.data, 4);
+    }
+    if (sl->rc == FERRY_OK) sl->rc = fetch_range(sl->cli, f->key, f->etag, f->off, n, &f->tail, &sl->err);
+    if (sl->rc == FERRY_OK && sl->is_footer && f->off == 0) memcpy(f->head, f->tail.data, 4);
+    atomic_store(&sl->done, true);
+    return NULL;
+}
+
+/* One range to fetch ahead: a footer, or the span of a shard's row group. */
+struct want {
+    bool is_footer;
+    const char *key, *etag;
+    int64_t size;
+    uint64_t off;
+    size_t n;
+};
+
+static const struct footer *cached_footer(const struct s3src *s, const char *key, const char *etag,
+                                          int64_t size)
+{
+    for (int i = 0; i < s->n_footers; i++)
+        if (same_object(&s->footers[i], key, etag, size)) return &s->footers[i];
+    return NULL;
+}
+
+static bool slot_has(const struct slot *sl, const struct want *w)
+{
+    return sl->f.key != NULL && sl->is_footer == w->is_footer && same_object(&sl->f, w->key, w->etag, w->size) &&
+           (w->is_footer || (sl->f.off == w->off && sl->n == w->n));
+}
+
+/* Starts fetching w on sl's thread (sl idle and not held). A footer of an object too small
+ * for Parquet is not fetched ahead (the reader's own reads say what is wrong). */
+static void slot_start(struct slot *sl, const struct want *w)
+{
+    ferry_free(sl->f.key);
+    ferry_free(sl->f.etag);
+    sl->f.key = sl->f.etag = NULL;
+    ferry_buf_reset(&sl->f.tail); /* its memory serves the next fetch (no fresh pages) */
+    if (w->is_footer && w->size < 12) return;
+    sl->f.key = ferry_strdup(w->key);
+    sl->f.etag = ferry_strdup(w->etag);
+    sl->f.size = w->size;
+    sl->is_footer = w->is_footer;
+    sl->n = w->is_footer ? tail_len(w->size) : w->n;
+    sl->f.off = w->is_footer ? (uint64_t)w->size - sl->n : w->off;
+    sl->served = false;
+    if (sl->f.key == NULL || sl->f.etag == NULL || ferry_buf_reserve(&sl->f.tail, sl->n + 1)) {
+        footer_free(&sl->f);
+        return;
+    }
+    atomic_store(&sl->done, false);
+    if (pthread_create(&sl->th, NULL, slot_run, sl) != 0) {
+        footer_free(&sl->f);
+        return;
+    }
+    sl->busy = sl->held = true;
+}
+
+/* Fetches ahead what the next reads want (at most SLOTS ranges, in the order they will be
+ * read): a slot already holding one of them keeps it, a slot holding something else is let
+ * go (a row group never read counts as a miss), and the others start on free slots. */
+static void fetch_ahead(struct s3src *s, const struct want *w, int nw)
+{
+    bool have[SLOTS] = {false}, keep[SLOTS] = {false};
+    for (int j = 0; j < nw && j < SLOTS; j++) {
+        if (w[j].is_footer && cached_footer(s, w[j].key, w[j].etag, w[j].size) != NULL)
+            have[j] = true;
+        for (int i = 0; i < SLOTS && !have[j]; i++)
+            if (s->slots[i].held && slot_has(&s->slots[i], &w[j])) have[j] = keep[i] = true;
+    }
+    for (int i = 0; i < SLOTS; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->held || keep[i]) continue;
+        if (!sl->served && !sl->is_footer) s->misses++;
+        sl->held = false;
+    }
+    for (int j = 0; j < nw && j < SLOTS; j++) {
+        if (have[j]) continue;
+        int i = 0;
+        while (i < SLOTS && s->slots[i].held)
+            i++;
+        if (i == SLOTS) return;
+        slot_wait(&s->slots[i]);
+        slot_start(&s->slots[i], &w[j]);
+    }
+}
+
+/* A fetched footer kept for the next reader of its object (while there is room). */
+static void keep_footer(struct s3src *s, struct slot *sl)
+{
+    if (s->n_footers == FOOTERS_N || s->footer_bytes + sl->f.tail.len > FOOTERS_MAX) return;
+    if (s->footers == NULL && (s->footers = ferry_calloc(FOOTERS_N, sizeof *s->footers)) == NULL)
+        return;
+    s->footers[s->n_footers++] = sl->f;
+    s->footer_bytes += sl->f.tail.len;
+    memset(&sl->f, 0, sizeof sl->f);
+    ferry_buf_init(&sl->f.tail, 0);
+    sl->held = false;
+}
+
+/* Bytes [off, off + n) of o from a kept footer or a slot (its fetch joined), or NULL. */
+static const void *fetched(struct s3src *s, const struct obj *o, uint64_t off, size_t n)
+{
+    const struct footer *f = cached_footer(s, o->key, o->etag, o->size);
+    if (f != NULL && covers(f, true, f->tail.len, off, n)) return bytes_of(f, true, off);
+    for (int i = 0; i < SLOTS; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->f.key == NULL || !same_object(&sl->f, o->key, o->etag, o->size) ||
+            !covers(&sl->f, sl->is_footer, sl->n, off, n))
+            continue;
+        slot_wait(sl);
+        if (sl->rc != FERRY_OK) continue; /* the reader's own GET reports what is wrong */
+        sl->served = true;
+        const void *p = bytes_of(&sl->f, sl->is_footer, off);
+        if (!sl->is_footer) return p;
+        keep_footer(s, sl);
+        f = cached_footer(s, o->key, o->etag, o->size);
+        return f != NULL ? bytes_of(f, true, off) : p;
+    }
+    return NULL;
+}
+
+/* The parquet reader's reads: from what was fetched ahead, else a GET. */
 static int obj_read_at(void *ctx, uint64_t off, size_t n, void *p, struct ferry_error *err)
 {
     struct obj *o = ctx;
-    struct s3src *s = o->s;
-    if (o == &s->ro && s->ready_valid && off == s->ready_off && n == s->ready_n) {
-        memcpy(p, s->ready.data, n);
-        s->ready_valid = false;
+    const void *q = fetched(o->s, o, off, n);
+    if (q != NULL) {
+        memcpy(p, q, n);
         return FERRY_OK;
     }
     int rc = get_range(o, off, n, err);
-    if (rc == FERRY_OK) memcpy(p, s->resp.data, n);
+    if (rc == FERRY_OK) memcpy(p, o->s->resp.data, n);
     return rc;
 }
 
@@ -449,6 +654,30 @@ static const char *ob_etag(const json_t *ob)
     return e ? e : "";
 }
 
+/* Incremental: whether the previous runs read ob as it is now ("etag size" in `seen`). */
+static bool seen_before(const json_t *seen, const json_t *ob)
+{
+    const char *v = json_string_value(json_object_get(seen, ob_key(ob)));
+    char now[320];
+    snprintf(now, sizeof now, "%s %" PRId64, ob_etag(ob), ob_size(ob));
+    return v != NULL && strcmp(v, now) == 0;
+}
+
+/* The footers of the Parquet objects from objs[i] on that the plan reads next, fetched
+ * ahead (SLOTS in flight: a listing of many objects is planned in a fraction of the time
+ * one GET after another takes). */
+static void plan_ahead(struct s3src *s, const json_t *objs, size_t i, const json_t *seen)
+{
+    struct want w[SLOTS];
+    int nw = 0;
+    for (; i < json_array_size(objs) && nw < SLOTS; i++) {
+        const json_t *ob = json_array_get(objs, i);
+        if ((seen && seen_before(seen, ob)) || !is_parquet(s, ob_key(ob))) continue;
+        w[nw++] = (struct want){true, ob_key(ob), ob_etag(ob), ob_size(ob), 0, 0};
+    }
+    fetch_ahead(s, w, nw);
+}
+
 /* Parquet: the first object's footer; text: declared, else inferred from the first object. */
 static int discover_first(struct s3src *s, const struct ferry_resource_spec *spec,
                           const json_t *first, struct ferry_schema **out, struct ferry_error *err)
@@ -488,7 +717,9 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
 {
     struct s3src *s = ctx;
     json_t *objs = NULL;
-    int rc = list_objects(s, spec, &objs, err);
+    int rc = list_objects(s, spec, true, &objs, err);
+    /* the first objects' footers in parallel: the plan reads them next */
+    if (rc == FERRY_OK) plan_ahead(s, objs, 0, NULL);
     if (rc == FERRY_OK) rc = discover_first(s, spec, json_array_get(objs, 0), out, err);
     json_decref(objs);
     return rc;
@@ -572,15 +803,6 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
     return rc;
 }
 
-/* Incremental: whether the previous runs read ob as it is now ("etag size" in `seen`). */
-static bool seen_before(const json_t *seen, const json_t *ob)
-{
-    const char *v = json_string_value(json_object_get(seen, ob_key(ob)));
-    char now[320];
-    snprintf(now, sizeof now, "%s %" PRId64, ob_etag(ob), ob_size(ob));
-    return v != NULL && strcmp(v, now) == 0;
-}
-
 /* {"objects": {key: "etag size"}} of every object listed now: the route's next position. */
 static int remember(const json_t *objs, json_t **out, struct ferry_error *err)
 {
@@ -621,7 +843,7 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     bool incr = spec->mode == FERRY_READ_INCREMENTAL;
     struct cursor_plan cpl = {{NULL, false, 0}, 0, false, 0}, *cp = NULL;
     int fskipped = 0;
-    int rc = shards == NULL ? nomem(err) : list_objects(s, spec, &objs, err);
+    int rc = shards == NULL ? nomem(err) : list_objects(s, spec, false, &objs, err);
     json_int_t rows = 0;
     if (rc == FERRY_OK && spec->cursor != NULL) {
         cp = &cpl;
@@ -637,6 +859,7 @@ static int plan_shards(struct s3src *s, const struct ferry_resource_spec *spec,
     for (size_t i = 0; i < json_array_size(objs) && rc == FERRY_OK; i++) {
         const json_t *ob = json_array_get(objs, i);
         if (seen && seen_before(seen, ob)) continue;
+        plan_ahead(s, objs, i, seen);
         rc = plan_object(s, spec, ob, json_array_get(objs, 0), cp, &fskipped, shards, &rows, err);
     }
     if (rc == FERRY_OK && json_array_size(shards) == 0 &&
@@ -685,90 +908,37 @@ static int src_plan(void *ctx, const struct ferry_resource_spec *spec,
 
 /* ---- extract ------------------------------------------------------------------------------- */
 
-/* The reader of key (its footer read once per object and reader instance, reused by the
- * object's next shards while they come in a row). */
-static int reader_for(struct s3src *s, const json_t *sh, struct ferry_error *err)
+/* Whether x reads shard sh's object. */
+static bool reading_is(const struct reading *x, const json_t *sh)
 {
-    const char *key = ob_key(sh), *etag = ob_etag(sh);
-    if (s->r != NULL && strcmp(s->ro.key, key) == 0 && strcmp(s->ro.etag, etag) == 0 &&
-        s->r_size == ob_size(sh))
-        return FERRY_OK;
-    drop_reader(s);
+    return x->r != NULL && strcmp(x->o.key, ob_key(sh)) == 0 &&
+           strcmp(x->o.etag, ob_etag(sh)) == 0 && x->o.size == ob_size(sh);
+}
+
+/* Opens x on shard sh's object (its footer read, or taken from what was fetched ahead). */
+static int reading_open(struct s3src *s, struct reading *x, const json_t *sh,
+                        struct ferry_error *err)
+{
+    reading_drop(x);
     char name[1200];
-    obj_init(&s->ro, s, key, etag, ob_size(sh), name, sizeof name);
-    s->ro.key = ferry_strdup(key);
-    s->ro.etag = ferry_strdup(etag);
-    s->r_size = ob_size(sh);
-    int rc = s->ro.key && s->ro.etag ? FERRY_OK : nomem(err);
+    obj_init(&x->o, s, ob_key(sh), ob_etag(sh), ob_size(sh), name, sizeof name);
+    x->o.key = ferry_strdup(ob_key(sh));
+    x->o.etag = ferry_strdup(ob_etag(sh));
+    int rc = x->o.key && x->o.etag ? FERRY_OK : nomem(err);
     if (rc == FERRY_OK)
-        rc = ferry__parquet_reader_open_ranged((uint64_t)s->r_size, obj_read_at, &s->ro, name,
-                                               &s->r, err);
-    if (rc != FERRY_OK) drop_reader(s);
+        rc = ferry__parquet_reader_open_ranged((uint64_t)x->o.size, obj_read_at, &x->o, name,
+                                               &x->r, err);
+    if (rc != FERRY_OK) reading_drop(x);
     return rc;
 }
 
-static void *ahead_run(void *arg)
-{
-    struct ahead *a = arg;
-    a->rc = fetch_range(a->cli, a->key, a->etag, a->off, a->n, &a->buf, &a->err);
-    return NULL;
-}
-
-/* Waits for the fetch ahead; when it holds group g's span of the current object, s->ready
- * serves it to the reader's read (a failed fetch ahead is forgotten: the reader's own GET
- * then reports what is wrong). */
-static void ahead_take(struct s3src *s, int g)
-{
-    struct ahead *a = &s->ahead;
-    uint64_t off;
-    size_t n;
-    bool was = a->busy;
-    ahead_wait(a);
-    s->ready_valid = false;
-    if (!was || a->rc != FERRY_OK) return;
-    if (!ferry__parquet_reader_group_span(s->r, g, &off, &n) || off != a->off || n != a->n ||
-        strcmp(a->key, s->ro.key) != 0 || strcmp(a->etag, s->ro.etag) != 0) {
-        a->misses++;
-        return;
-    }
-    struct ferry_buf t = s->ready;
-    s->ready = a->buf;
-    a->buf = t;
-    s->ready_off = off;
-    s->ready_n = n;
-    s->ready_valid = true;
-}
-
-/* Starts fetching the span of the plan's next shard when it is a row group of the same
- * object (the shard this reader most likely reads next). */
-static void ahead_start(struct s3src *s, const json_t *next)
-{
-    struct ahead *a = &s->ahead;
-    uint64_t off;
-    size_t n;
-    json_t *g = json_object_get(next, "group");
-    if (a->misses >= AHEAD_MISSES || !json_is_integer(g) || !json_is_string(json_object_get(next, "key")) ||
-        strcmp(ob_key(next), s->ro.key) != 0 || strcmp(ob_etag(next), s->ro.etag) != 0 ||
-        !ferry__parquet_reader_group_span(s->r, (int)json_integer_value(g), &off, &n) ||
-        n > AHEAD_MAX)
-        return;
-    ferry_free(a->key);
-    ferry_free(a->etag);
-    a->key = ferry_strdup(s->ro.key);
-    a->etag = ferry_strdup(s->ro.etag);
-    a->off = off;
-    a->n = n;
-    a->rc = FERRY_EINVAL;
-    if (a->key && a->etag && pthread_create(&a->th, NULL, ahead_run, a) == 0) a->busy = true;
-}
-
-/* The selected columns of the shard's object, in the first object's types. */
-static int select_columns(struct s3src *s, const struct ferry_schema *schema,
+/* The selected columns of x's object, in the first object's types. */
+static int select_columns(struct s3src *s, struct reading *x, const struct ferry_schema *schema,
                           struct ferry_error *err)
 {
     const char **names = ferry_calloc((size_t)schema->n_fields + 1, sizeof *names);
     if (names == NULL) return nomem(err);
-    const struct ferry_schema *fs = ferry__parquet_reader_schema(s->r);
+    const struct ferry_schema *fs = ferry__parquet_reader_schema(x->r);
     int rc = FERRY_OK;
     for (int i = 0; rc == FERRY_OK && i < schema->n_fields; i++) {
         const struct ferry_field *want = &schema->fields[i];
@@ -779,33 +949,112 @@ static int select_columns(struct s3src *s, const struct ferry_schema *schema,
             rc = ferry_error_set(err, FERRY_EINVAL, "s3",
                                  "s3 source: s3://%s/%s: column \"%s\" is missing or of another "
                                  "type than in the first object",
-                                 ferry__s3_client_bucket(s->cli), s->ro.key, want->name);
+                                 ferry__s3_client_bucket(s->cli), x->o.key, want->name);
     }
-    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(s->r, names, schema->n_fields, err);
+    if (rc == FERRY_OK) rc = ferry__parquet_reader_select(x->r, names, schema->n_fields, err);
     ferry_free(names);
     return rc;
 }
 
-/* One row group of a Parquet object, from row `skip` on; the next shard's group (`next`,
- * may be NULL) fetched ahead meanwhile. */
+/* s->cur set to the reader of shard sh's object: the one open (its footer read once per
+ * object and instance, reused by the object's next shards while they come in a row), the
+ * next one opened ahead, or a new one; its columns selected. */
+static int reader_for(struct s3src *s, const json_t *sh, const struct ferry_schema *schema,
+                      struct ferry_error *err)
+{
+    int rc = FERRY_OK;
+    if (reading_is(s->next, sh)) {
+        struct reading *t = s->cur;
+        s->cur = s->next;
+        s->next = t;
+        reading_drop(s->next);
+    } else if (!reading_is(s->cur, sh)) {
+        struct want w = {true, ob_key(sh), ob_etag(sh), ob_size(sh), 0, 0};
+        reading_drop(s->next);
+        fetch_ahead(s, &w, 1); /* a footer not fetched ahead: through a slot, kept */
+        rc = reading_open(s, s->cur, sh, err);
+    }
+    if (rc == FERRY_OK) rc = select_columns(s, s->cur, schema, err);
+    return rc;
+}
+
+/* Whether the footer of shard sh's object was fetched (kept, or its slot's fetch done):
+ * opening a reader on it waits for nothing. */
+static bool footer_ready(struct s3src *s, const json_t *sh)
+{
+    if (cached_footer(s, ob_key(sh), ob_etag(sh), ob_size(sh)) != NULL) return true;
+    struct want w = {true, ob_key(sh), ob_etag(sh), ob_size(sh), 0, 0};
+    for (int i = 0; i < SLOTS; i++)
+        if (s->slots[i].held && slot_has(&s->slots[i], &w) && atomic_load(&s->slots[i].done))
+            return true;
+    return false;
+}
+
+/* The reading of shard sh's object for spans: the current one, the next one (opened here
+ * when its footer is at hand), or NULL. */
+static struct reading *reading_ahead(struct s3src *s, const json_t *sh,
+                                     const struct ferry_schema *schema)
+{
+    struct ferry_error e;
+    if (reading_is(s->cur, sh)) return s->cur;
+    if (reading_is(s->next, sh)) return s->next;
+    if (s->next->r != NULL || !footer_ready(s, sh)) return NULL;
+    if (reading_open(s, s->next, sh, &e) != FERRY_OK) return NULL;
+    if (select_columns(s, s->next, schema, &e) != FERRY_OK) {
+        reading_drop(s->next); /* the reader of that shard says what is wrong */
+        return NULL;
+    }
+    return s->next;
+}
+
+/* What the reads from shard i on want fetched ahead, in order: shard i's row group and the
+ * next shards' groups (up to AHEAD_BYTES, a group above AHEAD_MAX never), into the next
+ * object when its footer is at hand, else that footer. */
+static void extract_ahead(struct s3src *s, const json_t *shards, size_t i,
+                          const struct ferry_schema *schema)
+{
+    struct want w[SLOTS];
+    int nw = 0;
+    size_t bytes = 0;
+    for (; i < json_array_size(shards) && nw < SLOTS && s->misses < AHEAD_MISSES; i++) {
+        const json_t *sh = json_array_get(shards, i);
+        json_t *g = json_object_get(sh, "group");
+        if (!json_is_integer(g) || !json_is_string(json_object_get(sh, "key"))) break;
+        struct want x = {true, ob_key(sh), ob_etag(sh), ob_size(sh), 0, 0};
+        struct reading *rd = reading_ahead(s, sh, schema);
+        if (rd == NULL) {
+            w[nw++] = x; /* the next object's footer (its spans are not known yet) */
+            break;
+        }
+        x.is_footer = false;
+        if (!ferry__parquet_reader_group_span(rd->r, (int)json_integer_value(g), &x.off, &x.n) ||
+            x.n > AHEAD_MAX || (nw > 0 && bytes + x.n > AHEAD_BYTES))
+            break;
+        bytes += x.n;
+        w[nw++] = x;
+    }
+    fetch_ahead(s, w, nw);
+}
+
+/* One row group of a Parquet object (shard i of shards), from row `skip` on; the next
+ * ranges fetched ahead meanwhile. */
 static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec,
-                         const struct ferry_schema *schema, const json_t *sh, const json_t *next,
+                         const struct ferry_schema *schema, const json_t *shards, size_t i,
                          int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
 {
-    int rc = reader_for(s, sh, err);
-    if (rc == FERRY_OK) rc = select_columns(s, schema, err);
+    const json_t *sh = json_array_get(shards, i);
+    int rc = reader_for(s, sh, schema, err);
     /* a cursor read: only the rows above the saved cursor (the shard's floor) */
     const char *fl = json_string_value(json_object_get(sh, "floor"));
     if (rc == FERRY_OK && fl != NULL && spec->cursor != NULL)
-        rc = ferry__parquet_reader_set_floor(s->r, spec->cursor[0], strtoll(fl, NULL, 10), err);
+        rc = ferry__parquet_reader_set_floor(s->cur->r, spec->cursor[0], strtoll(fl, NULL, 10),
+                                             err);
     int g = (int)json_integer_value(json_object_get(sh, "group"));
     if (rc == FERRY_OK) {
-        ahead_take(s, g);
-        ahead_start(s, next);
-        rc = ferry__parquet_reader_read_group(s->r, g, skip, rw, err);
+        extract_ahead(s, shards, i, schema);
+        rc = ferry__parquet_reader_read_group(s->cur->r, g, skip, rw, err);
     }
-    s->ready_valid = false;
-    if (rc != FERRY_OK) drop_reader(s);
+    if (rc != FERRY_OK) reading_drop(s->cur);
     return rc;
 }
 
@@ -840,8 +1089,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     }
     ferry_rw_set_shard(rw, shard);
     if (json_is_integer(json_object_get(sh, "group"))) {
-        json_t *next = json_array_get(json_object_get(root, "shards"), (size_t)shard + 1);
-        rc = extract_group(s, spec, schema, sh, next, skip, rw, err);
+        rc = extract_group(s, spec, schema, json_object_get(root, "shards"), (size_t)shard, skip,
+                           rw, err);
     } else {
         struct obj o;
         char name[1200];

@@ -14,7 +14,9 @@
 #     h. curl --aws-sigv4 downloading the same objects to /dev/null, one after another
 #     i. ferry: files source over local copies of the same objects -> null sink (the decoding
 #        cost alone: g - i is what reading from S3 adds)
-#   S3_ONLY=1 runs g, h and i only; PARALLELISM=N gives g and i N readers (default 1).
+#   S3_ONLY=1 runs g, h and i only; PARALLELISM=N gives g and i N readers (default 1);
+#   S3_ROUNDS=N (default 3) runs g and h N times in alternating order, and i, and reports the
+#   medians, every round's time and the CPU the store's processes used during g and h.
 #   S3_NET=RATE_MIB[,LATENCY_MS]: g and h go through bench/s3_net.mjs, which makes the store
 #   behave like one across a network (all bodies together at RATE_MIB MiB/s, each response's
 #   first byte LATENCY_MS late, default 20); without it they read s3rver on loopback.
@@ -45,6 +47,7 @@ trap '[ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null; [ -n "$NETPID" ] && kill "$N
 cd "$W"
 S3_OBJECTS=${S3_OBJECTS:-4}
 PARALLELISM=${PARALLELISM:-1} # the s3 and local files sources' readers (g, i)
+S3_ROUNDS=${S3_ROUNDS:-3}     # g, h and i are each run this many times; medians reported
 mkdir -p s3data
 node "$FERRY_SRC/tests/s3/server.mjs" "$W/s3data" "$W/s3.port" lake > s3rver.log 2>&1 &
 S3PID=$!
@@ -178,23 +181,6 @@ source:
   resources: [{table: orders, prefix: orders/, glob: "*.parquet", mode: full}]
 sink: {type: "null"}
 YAML
-echo "g. ferry s3 source (parquet) -> null sink" >&2
-t0=$(now)
-/usr/bin/time -f '%M' -o s3.rss "$FERRY" run s3.yaml --fresh --state "$W/state-s3.db" >s3.out 2>&1 \
-  || { cat s3.out >&2; exit 1; }
-T_s3=$(echo "$(now) - $t0" | bc)
-M_s3=$(tail -n1 s3.rss)
-grep -q "$((ROWS * S3_OBJECTS))" s3.out || { echo "g: ferry's summary lacks $((ROWS * S3_OBJECTS)) rows:" >&2; cat s3.out >&2; exit 1; }
-echo "h. curl downloads of the same objects" >&2
-t0=$(now)
-for i in $(seq 1 "$S3_OBJECTS"); do
-  # curl signs the header given (the hash of an empty body); s3rver refuses a request without it
-  /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
-    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_READ_ENDPOINT/lake/orders/part-$i.parquet"
-done
-T_curl=$(echo "$(now) - $t0" | bc)
-M_curl=$(tail -n1 curl.rss)
-echo "i. ferry files source (local copies of the objects) -> null sink" >&2
 mkdir -p local
 for i in $(seq 1 "$S3_OBJECTS"); do cp orders.parquet "local/part-$i.parquet"; done
 cat > local.yaml <<YAML
@@ -204,12 +190,48 @@ source: {type: files, path: "$W/local/*.parquet", parallelism: $PARALLELISM,
          resources: [{table: orders, mode: full}]}
 sink: {type: "null"}
 YAML
-t0=$(now)
-/usr/bin/time -f '%M' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
-  || { cat local.out >&2; exit 1; }
-T_local=$(echo "$(now) - $t0" | bc)
-M_local=$(tail -n1 local.rss)
-
+# CPU (clock ticks) the store's node processes (s3rver, s3_net.mjs) have used so far: they
+# share this machine's cores with the client measured
+TCK=$(getconf CLK_TCK)
+store_ticks() {
+  local c; c=$(awk '{print $14 + $15}' "/proc/$S3PID/stat")
+  [ -z "$NETPID" ] || c=$((c + $(awk '{print $14 + $15}' "/proc/$NETPID/stat")))
+  echo "$c"
+}
+s3_g() {
+  local t0 c0; t0=$(now) c0=$(store_ticks)
+  /usr/bin/time -f '%M %U %S' -o s3.rss "$FERRY" run s3.yaml --fresh --state "$W/state-s3.db" >s3.out 2>&1 \
+    || { cat s3.out >&2; exit 1; }
+  L_s3="$L_s3 $(printf %.2f "$(echo "$(now) - $t0" | bc)")" C_s3="$C_s3 $(printf %.2f "$(echo "scale=2; ($(store_ticks) - $c0) / $TCK" | bc)")"
+  U_s3="$U_s3 $(tail -n1 s3.rss | awk '{print $2 + $3}')"
+  M_s3=$(tail -n1 s3.rss | cut -d' ' -f1)
+  grep -q "$((ROWS * S3_OBJECTS))" s3.out || { echo "g: ferry's summary lacks $((ROWS * S3_OBJECTS)) rows:" >&2; cat s3.out >&2; exit 1; }
+}
+s3_h() {
+  local t0 c0; t0=$(now) c0=$(store_ticks)
+  for i in $(seq 1 "$S3_OBJECTS"); do
+    # curl signs the header given (the hash of an empty body); s3rver refuses a request without it
+    /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
+      -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_READ_ENDPOINT/lake/orders/part-$i.parquet"
+  done
+  L_curl="$L_curl $(printf %.2f "$(echo "$(now) - $t0" | bc)")" C_curl="$C_curl $(printf %.2f "$(echo "scale=2; ($(store_ticks) - $c0) / $TCK" | bc)")"
+  M_curl=$(tail -n1 curl.rss)
+}
+s3_i() {
+  local t0; t0=$(now)
+  /usr/bin/time -f '%M %U %S' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
+    || { cat local.out >&2; exit 1; }
+  L_local="$L_local $(printf %.2f "$(echo "$(now) - $t0" | bc)")" U_local="$U_local $(tail -n1 local.rss | awk '{print $2 + $3}')"
+  M_local=$(tail -n1 local.rss | cut -d' ' -f1)
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+L_s3="" L_curl="" L_local="" C_s3="" C_curl="" U_s3="" U_local=""
+for r in $(seq 1 "$S3_ROUNDS"); do
+  echo "round $r of $S3_ROUNDS: g. ferry s3 source (parquet) -> null sink, h. curl downloads of the same objects, i. ferry files source (local copies) -> null sink" >&2
+  if [ $((r % 2)) = 1 ]; then s3_g; s3_h; else s3_h; s3_g; fi
+  s3_i
+done
+T_s3=$(echo "$L_s3" | median) T_curl=$(echo "$L_curl" | median) T_local=$(echo "$L_local" | median)
 row() { # LABEL NAME [DUCK_NAME]
   local t m; eval "t=\$T_$2; m=\$M_$2"
   if [ -n "${3:-}" ]; then
@@ -254,7 +276,14 @@ out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || 
   printf '| ferry files source (local copies, every column decoded) -> null | %.2f | %.1f | %.1f | %.2f |\n' "$T_local" \
     "$(echo "$S_pq * $S3_OBJECTS / 1048576 / $T_local" | bc -l)" "$(echo "$M_local / 1024" | bc -l)" "$(echo "$T_local / $T_curl" | bc -l)"
   echo
+  echo "Medians of $S3_ROUNDS rounds (g and h in alternating order, then i). Every round, wall s:"
+  echo "ferry s3 [$L_s3 ], curl [$L_curl ], ferry files [$L_local ]."
+  echo "CPU s of ferry (user + sys): s3 [$U_s3 ], files [$U_local ]. CPU s the store's node"
+  echo "processes used on this machine meanwhile: during ferry's s3 runs [$C_s3 ], during curl's [$C_curl ]."
+  echo
+  if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "Same run, same server (tests/pg/pg.sh: fsync off), the table emptied (TRUNCATE + CHECKPOINT) between."
   echo "DuckDB reads the Iceberg table's data files directly (no deletes in it; no iceberg extension offline)."
+  fi
   echo "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)."
 } | tee "$out"

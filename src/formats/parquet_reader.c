@@ -824,15 +824,21 @@ static int parse_schema(struct ferry_parquet_reader *r, struct tc *t, int n, str
 static int parse_footer(struct ferry_parquet_reader *r)
 {
     if (r->n < 12) return bad(r, 0, "not a Parquet file (shorter than its magic and footer)");
-    const uint8_t *head = range(r, 0, 4, &r->chunk);
-    if (head == NULL) return r->err->code;
-    if (memcmp(head, "PAR1", 4))
-        return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
     /* Ranged (an object store): the last TAIL_READ bytes in one read, which hold the footer
-     * of most files, so opening costs two requests (head magic, tail), not three. */
+     * of most files, so opening costs one request. The leading magic is checked in memory,
+     * in a local file, or when those bytes hold it (the whole object); a larger object is
+     * judged by its trailing magic and its footer, as Arrow's readers do, without a second
+     * request. */
+    bool remote = r->p == NULL && r->fd < 0;
+    const uint8_t *head = remote ? NULL : range(r, 0, 4, &r->chunk);
+    if (!remote && head == NULL) return r->err->code;
+    if (head != NULL && memcmp(head, "PAR1", 4))
+        return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
     size_t tn = r->p == NULL ? (r->n < TAIL_READ ? r->n : TAIL_READ) : 8;
     const uint8_t *tail = range(r, r->n - tn, tn, &r->chunk);
     if (tail == NULL) return r->err->code;
+    if (remote && tn == r->n && memcmp(tail, "PAR1", 4))
+        return bad(r, 0, "not a Parquet file (no PAR1 magic at its start)");
     tail += tn - 8;
     if (memcmp(tail + 4, "PAR1", 4))
         return bad(r, r->n - 4, "not a Parquet file (no PAR1 magic at its end: truncated?)");

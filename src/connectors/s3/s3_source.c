@@ -2,8 +2,8 @@
  * prefix whose keys match a glob.
  *
  * Parquet: each row group of each object is one shard; an object is never read whole: the
- * footer first (head and tail: two ranged GETs, kept per instance for the objects planned
- * so the reader does not fetch them again), then the span of the selected column chunks of
+ * footer first (its last 64 KiB in one ranged GET, kept per instance for the objects planned
+ * so the reader does not fetch it again), then the span of the selected column chunks of
  * the shard's row group in one GET. Up to SLOTS ranges are fetched ahead, each on a thread
  * with its own client, while the current group is decoded: the spans of the next shards'
  * groups and the footers of the next objects (at plan time too), at most AHEAD_BYTES
@@ -76,13 +76,13 @@ struct obj {
     size_t at;         /* text stream: bytes of s->resp already handed out */
 };
 
-/* An object's footer bytes: its first 4 bytes and its last min(size, FOOTER_TAIL). */
-struct footer {
+/* Bytes of an object at off: its footer (its last min(size, FOOTER_TAIL) bytes, all the
+ * Parquet reader reads to open a remote object) or a row group's span. */
+struct span {
     char *key, *etag;
     int64_t size;
-    uint8_t head[4];
-    uint64_t off; /* of tail */
-    struct ferry_buf tail;
+    uint64_t off; /* of bytes */
+    struct ferry_buf bytes;
 };
 
 /* A range fetched ahead by a thread with the slot's own client (docs/internals/
@@ -98,7 +98,7 @@ struct slot {
     size_t n; /* bytes of the range at f.off */
     int rc;   /* th's outcome, read once joined: FERRY_OK when f holds the bytes */
     struct ferry_error err;
-    struct footer f; /* a group span: key, etag, size, and the bytes at off in tail */
+    struct span f;
 };
 
 /* A Parquet object open for reading: its reader over o (key and ETag owned). */
@@ -118,7 +118,7 @@ struct s3src {
     struct reading rd[2], *cur, *next;
     struct slot slots[SLOTS];
     int misses;               /* groups fetched ahead and not read (another reader took them) */
-    struct footer *footers;   /* footers read, for the reads to come */
+    struct span *footers;   /* footers read, for the reads to come */
     int n_footers;
     size_t footer_bytes;
     json_t *listed;           /* {"prefix\nglob": listing} of discovery, taken by the plan */
@@ -129,13 +129,13 @@ static int nomem(struct ferry_error *err)
     return ferry_error_set(err, FERRY_ENOMEM, "s3", "s3 source: out of memory");
 }
 
-static void footer_free(struct footer *f)
+static void span_free(struct span *f)
 {
     ferry_free(f->key);
     ferry_free(f->etag);
-    ferry_buf_release(&f->tail);
+    ferry_buf_release(&f->bytes);
     memset(f, 0, sizeof *f);
-    ferry_buf_init(&f->tail, 0);
+    ferry_buf_init(&f->bytes, 0);
 }
 
 /* Joins the slot's fetch, if one runs. */
@@ -161,10 +161,10 @@ static void src_close(void *ctx)
     for (int i = 0; i < SLOTS; i++) {
         slot_wait(&s->slots[i]);
         ferry__s3_client_close(s->slots[i].cli);
-        footer_free(&s->slots[i].f);
+        span_free(&s->slots[i].f);
     }
     for (int i = 0; i < s->n_footers; i++)
-        footer_free(&s->footers[i]);
+        span_free(&s->footers[i]);
     ferry_free(s->footers);
     json_decref(s->listed);
     reading_drop(&s->rd[0]);
@@ -190,7 +190,7 @@ static int src_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     if (s == NULL) return nomem(err);
     ferry_buf_init(&s->resp, 0);
     for (int i = 0; i < SLOTS; i++)
-        ferry_buf_init(&s->slots[i].f.tail, 0);
+        ferry_buf_init(&s->slots[i].f.bytes, 0);
     s->cur = &s->rd[0];
     s->next = &s->rd[1];
     s->max_keys = max_keys;
@@ -412,23 +412,16 @@ static int get_range(struct obj *o, uint64_t off, size_t n, struct ferry_error *
 
 /* ---- fetching ahead ----------------------------------------------------------------------- */
 
-static bool same_object(const struct footer *f, const char *key, const char *etag, int64_t size)
+static bool same_object(const struct span *f, const char *key, const char *etag, int64_t size)
 {
     return f->key != NULL && strcmp(f->key, key) == 0 && strcmp(f->etag, etag) == 0 &&
            f->size == size;
 }
 
-/* Whether f's range [f->off, f->off + n) (and its head, when it has one) holds [off, off + k). */
-static bool covers(const struct footer *f, bool head, size_t n, uint64_t off, size_t k)
+/* Whether f's range [f->off, f->off + n) holds [off, off + k). */
+static bool covers(const struct span *f, size_t n, uint64_t off, size_t k)
 {
-    return (head && off + k <= 4) || (off >= f->off && k <= n && off - f->off <= n - k);
-}
-
-/* f's bytes [off, off + k) (it covers them and holds them). */
-static const void *bytes_of(const struct footer *f, bool head, uint64_t off)
-{
-    return head && off < 4 && off < f->off ? (const void *)(f->head + off)
-                                           : (const void *)(f->tail.data + (off - f->off));
+    return off >= f->off && k <= n && off - f->off <= n - k;
 }
 
 static size_t tail_len(int64_t size)
@@ -439,15 +432,8 @@ static size_t tail_len(int64_t size)
 static void *slot_run(void *arg)
 {
     struct slot *sl = arg;
-    struct footer *f = &sl->f;
-    size_t n = sl->n;
-    sl->rc = FERRY_OK;
-    if (sl->is_footer && f->off > 0) {
-        sl->rc = fetch_range(sl->cli, f->key, f->etag, 0, 4, &f->tail, &sl->err);
-        if (sl->rc == FERRY_OK) memcpy(f->head, f->tail.data, 4);
-    }
-    if (sl->rc == FERRY_OK) sl->rc = fetch_range(sl->cli, f->key, f->etag, f->off, n, &f->tail, &sl->err);
-    if (sl->rc == FERRY_OK && sl->is_footer && f->off == 0) memcpy(f->head, f->tail.data, 4);
+    struct span *f = &sl->f;
+    sl->rc = fetch_range(sl->cli, f->key, f->etag, f->off, sl->n, &f->bytes, &sl->err);
     atomic_store(&sl->done, true);
     return NULL;
 }
@@ -461,7 +447,7 @@ struct want {
     size_t n;
 };
 
-static const struct footer *cached_footer(const struct s3src *s, const char *key, const char *etag,
+static const struct span *cached_footer(const struct s3src *s, const char *key, const char *etag,
                                           int64_t size)
 {
     for (int i = 0; i < s->n_footers; i++)
@@ -482,7 +468,7 @@ static void slot_start(struct slot *sl, const struct want *w)
     ferry_free(sl->f.key);
     ferry_free(sl->f.etag);
     sl->f.key = sl->f.etag = NULL;
-    ferry_buf_reset(&sl->f.tail); /* its memory serves the next fetch (no fresh pages) */
+    ferry_buf_reset(&sl->f.bytes); /* its memory serves the next fetch (no fresh pages) */
     if (w->is_footer && w->size < 12) return;
     sl->f.key = ferry_strdup(w->key);
     sl->f.etag = ferry_strdup(w->etag);
@@ -491,13 +477,13 @@ static void slot_start(struct slot *sl, const struct want *w)
     sl->n = w->is_footer ? tail_len(w->size) : w->n;
     sl->f.off = w->is_footer ? (uint64_t)w->size - sl->n : w->off;
     sl->served = false;
-    if (sl->f.key == NULL || sl->f.etag == NULL || ferry_buf_reserve(&sl->f.tail, sl->n + 1)) {
-        footer_free(&sl->f);
+    if (sl->f.key == NULL || sl->f.etag == NULL || ferry_buf_reserve(&sl->f.bytes, sl->n + 1)) {
+        span_free(&sl->f);
         return;
     }
     atomic_store(&sl->done, false);
     if (pthread_create(&sl->th, NULL, slot_run, sl) != 0) {
-        footer_free(&sl->f);
+        span_free(&sl->f);
         return;
     }
     sl->busy = sl->held = true;
@@ -535,34 +521,33 @@ static void fetch_ahead(struct s3src *s, const struct want *w, int nw)
 /* A fetched footer kept for the next reader of its object (while there is room). */
 static void keep_footer(struct s3src *s, struct slot *sl)
 {
-    if (s->n_footers == FOOTERS_N || s->footer_bytes + sl->f.tail.len > FOOTERS_MAX) return;
+    if (s->n_footers == FOOTERS_N || s->footer_bytes + sl->f.bytes.len > FOOTERS_MAX) return;
     if (s->footers == NULL && (s->footers = ferry_calloc(FOOTERS_N, sizeof *s->footers)) == NULL)
         return;
     s->footers[s->n_footers++] = sl->f;
-    s->footer_bytes += sl->f.tail.len;
+    s->footer_bytes += sl->f.bytes.len;
     memset(&sl->f, 0, sizeof sl->f);
-    ferry_buf_init(&sl->f.tail, 0);
+    ferry_buf_init(&sl->f.bytes, 0);
     sl->held = false;
 }
 
 /* Bytes [off, off + n) of o from a kept footer or a slot (its fetch joined), or NULL. */
 static const void *fetched(struct s3src *s, const struct obj *o, uint64_t off, size_t n)
 {
-    const struct footer *f = cached_footer(s, o->key, o->etag, o->size);
-    if (f != NULL && covers(f, true, f->tail.len, off, n)) return bytes_of(f, true, off);
+    const struct span *f = cached_footer(s, o->key, o->etag, o->size);
+    if (f != NULL && covers(f, f->bytes.len, off, n)) return f->bytes.data + (off - f->off);
     for (int i = 0; i < SLOTS; i++) {
         struct slot *sl = &s->slots[i];
         if (sl->f.key == NULL || !same_object(&sl->f, o->key, o->etag, o->size) ||
-            !covers(&sl->f, sl->is_footer, sl->n, off, n))
+            !covers(&sl->f, sl->n, off, n))
             continue;
         slot_wait(sl);
         if (sl->rc != FERRY_OK) continue; /* the reader's own GET reports what is wrong */
         sl->served = true;
-        const void *p = bytes_of(&sl->f, sl->is_footer, off);
-        if (!sl->is_footer) return p;
-        keep_footer(s, sl);
-        f = cached_footer(s, o->key, o->etag, o->size);
-        return f != NULL ? bytes_of(f, true, off) : p;
+        if (sl->is_footer) keep_footer(s, sl); /* moved when there is room */
+        f = sl->is_footer ? cached_footer(s, o->key, o->etag, o->size) : NULL;
+        if (f == NULL) f = &sl->f;
+        return f->bytes.data + (off - f->off);
     }
     return NULL;
 }

@@ -151,6 +151,7 @@ struct ferry_parquet_reader {
     int64_t *cur;        /* nested rows: each column's next value */
     struct ferry_buf json, key; /* one nested value being assembled, a map key */
     int floor_sel;              /* -1, or the selected field whose value must be > floor */
+    int64_t offset_base;        /* added to every row offset (set_offset_base) */
     int64_t floor;
     int nrg;
     struct prg *rgs;
@@ -2206,7 +2207,7 @@ static int write_each(struct ferry_parquet_reader *r, int g, int64_t from, int64
             break;
         }
         if (!write) continue;
-        if (offsets) ferry_rw_set_offset(rw, row + 1);
+        if (offsets) ferry_rw_set_offset(rw, r->offset_base + row + 1);
         rc = ferry_rw_end(rw, err);
         /* a value the row writer refuses (an INT32 out of an INTEGER(8)'s range) */
         if (rc == FERRY_EINVAL)
@@ -2292,7 +2293,7 @@ static int write_bulk(struct ferry_parquet_reader *r, int g, int64_t from, int64
             n = n > 0 ? n : want;
             rc = write_each(r, g, row, row + n, base, 0, offsets, rw, err);
         } else {
-            if (offsets) ferry_rw_set_offset(rw, row + n);
+            if (offsets) ferry_rw_set_offset(rw, r->offset_base + row + n);
             rc = ferry__rw_bulk_end(rw, n, err);
         }
         row += n;
@@ -2478,6 +2479,11 @@ int ferry__parquet_reader_read(struct ferry_parquet_reader *r, struct ferry_row_
     for (int g = 0; g < r->nrg && rc == FERRY_OK; g++)
         rc = read_group(r, g, 0, false, rw, err);
     return rc;
+}
+
+void ferry__parquet_reader_set_offset_base(struct ferry_parquet_reader *r, int64_t base)
+{
+    r->offset_base = base;
 }
 
 int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int64_t skip,

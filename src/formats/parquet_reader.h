@@ -76,7 +76,9 @@ int ferry__parquet_reader_set_floor(struct ferry_parquet_reader *r, const char *
                                     int64_t floor, struct ferry_error *err);
 int64_t ferry__parquet_reader_group_rows(const struct ferry_parquet_reader *r, int g);
 /* Writes the rows of row group g from row `skip` (0-based) on, the selected columns; each
- * row's offset (ferry_rw_set_offset) is its 1-based index in the group. */
+ * row's offset (ferry_rw_set_offset) is its 1-based index in the group plus the offset
+ * base (0 unless set: a shard of several groups counts on across them). */
+void ferry__parquet_reader_set_offset_base(struct ferry_parquet_reader *r, int64_t base);
 int ferry__parquet_reader_read_group(struct ferry_parquet_reader *r, int g, int64_t skip,
                                      struct ferry_row_writer *rw, struct ferry_error *err);
 /* Ranged readers: the byte span read_group(g) fetches in one read_at call for the selected

@@ -8,7 +8,8 @@
 #      source's reading of the same files (tests/e2e/parquet_source.sh checks that one
 #      against DuckDB), and only the matching objects; one listing, and no range of an
 #      object fetched twice (footers kept from discovery and plan, groups fetched ahead);
-#   2. selected columns only;
+#   2. selected columns only; a shard of several row groups killed in its middle (after a
+#      batch that crossed groups) and resumed: rows equal, none twice;
 #   3. a truncated object, a corrupt footer, a footer that lies about its column chunks, an
 #      object deleted between the frozen plan and its read (a run failed at its first sink
 #      write, the object deleted, the run resumed): one error naming the object, nothing
@@ -89,6 +90,18 @@ expect_exit 0 ferry run sel.yaml
 d=$(q sel.db "ATTACH '$T/files.db' AS f; SELECT count(*) FROM (SELECT u, id FROM t EXCEPT SELECT u, id FROM f.t)")
 [ "$d" = 0 ] && [ "$(q sel.db 'SELECT count(*) FROM t')" = 7000 ] || fail "selected columns differ: $d"
 pass "s3 source: selected columns only"
+
+# ---- 2b. a shard of several row groups resumed in its middle ------------------------------------------
+# p1's three groups of 1000 rows are one shard; batches of 700 rows cross the groups; the run
+# dies after its third batch (row 2100, in the third group) and the next run goes on from there
+s3_pipe mid.yaml s3-mid "$S3_ENDPOINT" "$T/mid.db" ""
+expect_exit 137 env FERRY_FAILPOINTS="after_sink_apply=crash@3" "$FERRY_BIN" run mid.yaml --quiet
+n=$(q mid.db 'SELECT count(*) FROM t')
+[ "$n" -gt 0 ] && [ "$n" -lt 7000 ] || fail "the killed run should have written part of the rows: $n"
+expect_exit 0 ferry run mid.yaml
+[ "$(q mid.db 'SELECT count(*) FROM t')" = 7000 ] || fail "resumed: $(q mid.db 'SELECT count(*) FROM t') rows, want 7000 (none twice)"
+same_table mid.db files.db t
+pass "s3 source: a shard of several row groups killed in its middle resumes at its row: rows equal, none twice"
 
 # ---- 3. bad input ------------------------------------------------------------------------------------------
 head -c 3000 data/p2.parquet > data/cut.parquet

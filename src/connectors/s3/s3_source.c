@@ -1,14 +1,15 @@
 /* connectors/s3/s3_source.c - the `s3` source: Parquet, CSV and JSON Lines objects under a
  * prefix whose keys match a glob.
  *
- * Parquet: each row group of each object is one shard; an object is never read whole: the
- * footer first (its last 64 KiB in one ranged GET, kept per instance for the objects planned
- * so the reader does not fetch it again), then the span of the selected column chunks of
- * the shard's row group in one GET. Up to SLOTS ranges are fetched ahead, each on a thread
- * with its own client, while the current group is decoded: the spans of the next shards'
- * groups and the footers of the next objects (at plan time too), at most AHEAD_BYTES
- * (parquet_reader.h; docs/internals/s3-source.md, "Fetching ahead"). A batch position is
- * the number of the group's rows delivered. The schema is the first object's
+ * Parquet: a shard is a run of an object's row groups (up to SHARD_BYTES of column chunks,
+ * so one reader reads them in order); an object is never read whole: its footer first (its
+ * last 64 KiB in one ranged GET, kept per instance for the objects planned so the reads do
+ * not fetch it again), then the span of the selected column chunks of each row group in one
+ * GET. Up to SLOTS ranges are fetched ahead, each on a thread with its own client, while a
+ * group is decoded: the next groups (into the next shards and objects) and the footers of
+ * the next objects (at plan time too), at most AHEAD_BYTES (parquet_reader.h;
+ * docs/internals/s3-source.md, "Fetching ahead"). A batch position is the number of the
+ * shard's rows delivered, counted on across its groups. The schema is the first object's
  * footer (every column nullable); every other object must have each selected column with
  * the same type.
  *
@@ -64,6 +65,7 @@ static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sa
 #define FOOTER_TAIL ((size_t)64 << 10)   /* parquet_reader.c's TAIL_READ */
 #define FOOTERS_MAX ((size_t)8 << 20)    /* footer bytes kept per instance */
 #define FOOTERS_N 256                    /* footers kept per instance */
+#define SHARD_BYTES ((size_t)64 << 20)   /* a Parquet shard's row groups: this many bytes */
 
 struct s3src;
 
@@ -734,9 +736,33 @@ static int cursor_groups(struct s3src *s, struct ferry_parquet_reader *r, const 
                                         &cp->has_hi, err);
 }
 
-/* The shards of one object appended to `shards`: a row group each for Parquet (every footer
- * read here: a corrupt or lying one stops the run before any write; with a cursor only the
- * groups that may hold rows above it, carrying the floor), one for text. */
+/* A Parquet shard of object ob appended to shards: its row groups `run` (taken), the first
+ * as "group" and all as "groups" when more than one; with a cursor, the floor. */
+static int add_shard(const json_t *ob, json_t *run, const struct cursor_plan *cp, json_t *shards,
+                     struct ferry_error *err)
+{
+    json_t *sh = json_pack("{s:s,s:I,s:s,s:O}", "key", ob_key(ob), "size",
+                           (json_int_t)ob_size(ob), "etag", ob_etag(ob), "group",
+                           json_array_get(run, 0));
+    int rc = sh == NULL ? nomem(err) : FERRY_OK;
+    if (rc == FERRY_OK && json_array_size(run) > 1 && json_object_set(sh, "groups", run) != 0)
+        rc = nomem(err);
+    char fl[32];
+    snprintf(fl, sizeof fl, "%" PRId64, cp ? cp->floor.value : 0);
+    if (rc == FERRY_OK && cp && cp->floor.has_value &&
+        json_object_set_new(sh, "floor", json_string(fl)) != 0)
+        rc = nomem(err);
+    if (rc == FERRY_OK && json_array_append(shards, sh) != 0) rc = nomem(err);
+    json_decref(sh);
+    json_decref(run);
+    return rc;
+}
+
+/* The shards of one object appended to `shards`: for Parquet, runs of its consecutive
+ * planned row groups up to SHARD_BYTES of column chunks (a larger group alone), so that
+ * one reader reads an object in order and fetches its groups ahead (every footer read
+ * here: a corrupt or lying one stops the run before any write; with a cursor only the
+ * groups that may hold rows above it, carrying the floor); one for text. */
 static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, const json_t *ob,
                        const json_t *first, struct cursor_plan *cp, int *fskipped, json_t *shards,
                        json_int_t *rows, struct ferry_error *err)
@@ -767,6 +793,8 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
     int rc = open_object(s, key, ob_etag(ob), ob_size(ob), &o, &r, err);
     if (rc == FERRY_OK) rc = cursor_groups(s, r, key, cp, &want, err);
     const struct ferry_read_context *rx = ferry_read_context_of(spec);
+    json_t *run = NULL; /* the groups of the shard being made */
+    size_t bytes = 0;
     for (int g = 0; rc == FERRY_OK && g < ferry__parquet_reader_num_groups(r); g++) {
         if (want && !want[g]) continue;
         /* a row group a `filter` transform provably rejects whole is not planned */
@@ -774,15 +802,21 @@ static int plan_object(struct s3src *s, const struct ferry_resource_spec *spec, 
             (*fskipped)++;
             continue;
         }
-        json_t *sh = json_pack("{s:s,s:I,s:s,s:i}", "key", key, "size", (json_int_t)ob_size(ob),
-                               "etag", ob_etag(ob), "group", g);
-        char fl[32];
-        snprintf(fl, sizeof fl, "%" PRId64, cp ? cp->floor.value : 0);
-        if (sh && cp && cp->floor.has_value && json_object_set_new(sh, "floor", json_string(fl)))
-            rc = nomem(err);
-        if (sh == NULL || json_array_append_new(shards, sh) != 0) rc = nomem(err);
+        uint64_t off;
+        size_t n = SHARD_BYTES;
+        (void)ferry__parquet_reader_group_span(r, g, &off, &n);
+        if (run != NULL && bytes + n > SHARD_BYTES) {
+            rc = add_shard(ob, run, cp, shards, err);
+            run = NULL;
+        }
+        if (run == NULL) bytes = 0;
+        if (rc == FERRY_OK && run == NULL && (run = json_array()) == NULL) rc = nomem(err);
+        if (rc == FERRY_OK && json_array_append_new(run, json_integer(g)) != 0) rc = nomem(err);
+        bytes += n;
         *rows += ferry__parquet_reader_group_rows(r, g);
     }
+    if (rc == FERRY_OK && run != NULL) rc = add_shard(ob, run, cp, shards, err);
+    else json_decref(run);
     ferry_free(want);
     ferry__parquet_reader_free(r);
     return rc;
@@ -992,19 +1026,36 @@ static struct reading *reading_ahead(struct s3src *s, const json_t *sh,
     return s->next;
 }
 
-/* What the reads from shard i on want fetched ahead, in order: shard i's row group and the
- * next shards' groups (up to AHEAD_BYTES, a group above AHEAD_MAX never), into the next
- * object when its footer is at hand, else that footer. */
-static void extract_ahead(struct s3src *s, const json_t *shards, size_t i,
+/* The row groups of a Parquet shard: "groups", else its one "group". */
+static size_t n_groups(const json_t *sh)
+{
+    const json_t *a = json_object_get(sh, "groups");
+    return json_is_array(a) ? json_array_size(a) : 1;
+}
+
+static int group_at(const json_t *sh, size_t k)
+{
+    const json_t *a = json_object_get(sh, "groups");
+    return (int)json_integer_value(json_is_array(a) ? json_array_get(a, k)
+                                                    : json_object_get(sh, "group"));
+}
+
+/* What the reads from group k of shard i on want fetched ahead, in order: the shard's
+ * groups from k, then the next shards' (unless AHEAD_MISSES of those went unread: another
+ * reader took them), into the next object when its footer is at hand, else that footer;
+ * up to AHEAD_BYTES (a group above AHEAD_MAX never). */
+static void extract_ahead(struct s3src *s, const json_t *shards, size_t i, size_t k,
                           const struct ferry_schema *schema)
 {
     struct want w[SLOTS];
     int nw = 0;
     size_t bytes = 0;
-    for (; i < json_array_size(shards) && nw < SLOTS && s->misses < AHEAD_MISSES; i++) {
-        const json_t *sh = json_array_get(shards, i);
-        json_t *g = json_object_get(sh, "group");
-        if (!json_is_integer(g) || !json_is_string(json_object_get(sh, "key"))) break;
+    bool full = false;
+    for (size_t j = i; j < json_array_size(shards) && nw < SLOTS && !full; j++, k = 0) {
+        const json_t *sh = json_array_get(shards, j);
+        if (!json_is_integer(json_object_get(sh, "group")) ||
+            !json_is_string(json_object_get(sh, "key")) || (j > i && s->misses >= AHEAD_MISSES))
+            break;
         struct want x = {true, ob_key(sh), ob_etag(sh), ob_size(sh), 0, 0};
         struct reading *rd = reading_ahead(s, sh, schema);
         if (rd == NULL) {
@@ -1012,17 +1063,19 @@ static void extract_ahead(struct s3src *s, const json_t *shards, size_t i,
             break;
         }
         x.is_footer = false;
-        if (!ferry__parquet_reader_group_span(rd->r, (int)json_integer_value(g), &x.off, &x.n) ||
-            x.n > AHEAD_MAX || (nw > 0 && bytes + x.n > AHEAD_BYTES))
-            break;
-        bytes += x.n;
-        w[nw++] = x;
+        for (; k < n_groups(sh) && nw < SLOTS && !full; k++) {
+            full = !ferry__parquet_reader_group_span(rd->r, group_at(sh, k), &x.off, &x.n) ||
+                   x.n > AHEAD_MAX || (nw > 0 && bytes + x.n > AHEAD_BYTES);
+            if (full) break;
+            bytes += x.n;
+            w[nw++] = x;
+        }
     }
     fetch_ahead(s, w, nw);
 }
 
-/* One row group of a Parquet object (shard i of shards), from row `skip` on; the next
- * ranges fetched ahead meanwhile. */
+/* The row groups of a Parquet object (shard i of shards) from row `skip` of the shard on
+ * (rows count on across its groups); the next ranges fetched ahead meanwhile. */
 static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec,
                          const struct ferry_schema *schema, const json_t *shards, size_t i,
                          int64_t skip, struct ferry_row_writer *rw, struct ferry_error *err)
@@ -1034,11 +1087,28 @@ static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec
     if (rc == FERRY_OK && fl != NULL && spec->cursor != NULL)
         rc = ferry__parquet_reader_set_floor(s->cur->r, spec->cursor[0], strtoll(fl, NULL, 10),
                                              err);
-    int g = (int)json_integer_value(json_object_get(sh, "group"));
-    if (rc == FERRY_OK) {
-        extract_ahead(s, shards, i, schema);
-        rc = ferry__parquet_reader_read_group(s->cur->r, g, skip, rw, err);
+    int64_t base = 0;
+    for (size_t k = 0; rc == FERRY_OK && k < n_groups(sh); k++) {
+        int g = group_at(sh, k);
+        if (g < 0 || g >= ferry__parquet_reader_num_groups(s->cur->r)) {
+            rc = ferry_error_set(err, FERRY_EINVAL, "s3",
+                                 "resource %s: shard %zu of the frozen plan names row group %d "
+                                 "of s3://%s/%s, which has %d",
+                                 spec->table, i, g, ferry__s3_client_bucket(s->cli), s->cur->o.key,
+                                 ferry__parquet_reader_num_groups(s->cur->r));
+            break;
+        }
+        int64_t rows = ferry__parquet_reader_group_rows(s->cur->r, g);
+        if (skip >= base + rows) { /* delivered before the resume */
+            base += rows;
+            continue;
+        }
+        extract_ahead(s, shards, i, k, schema);
+        ferry__parquet_reader_set_offset_base(s->cur->r, base);
+        rc = ferry__parquet_reader_read_group(s->cur->r, g, skip > base ? skip - base : 0, rw, err);
+        base += rows;
     }
+    if (s->cur->r != NULL) ferry__parquet_reader_set_offset_base(s->cur->r, 0);
     if (rc != FERRY_OK) reading_drop(s->cur);
     return rc;
 }

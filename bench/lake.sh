@@ -49,10 +49,13 @@ S3_OBJECTS=${S3_OBJECTS:-4}
 PARALLELISM=${PARALLELISM:-1} # the s3 and local files sources' readers (g, i)
 S3_ROUNDS=${S3_ROUNDS:-3}     # g, h and i are each run this many times; medians reported
 mkdir -p s3data
+wait_port() { # PORTFILE LOG WHAT: a node server started in the background wrote its port
+  for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+  cat "$2" >&2; echo "$3 did not start" >&2; exit 1
+}
 node "$FERRY_SRC/tests/s3/server.mjs" "$W/s3data" "$W/s3.port" lake > s3rver.log 2>&1 &
 S3PID=$!
-for _ in $(seq 1 100); do [ -s s3.port ] && break; sleep 0.1; done
-[ -s s3.port ] || { cat s3rver.log >&2; echo "s3rver did not start" >&2; exit 1; }
+wait_port s3.port s3rver.log s3rver
 S3_ENDPOINT=http://127.0.0.1:$(cat s3.port)
 S3_READ_ENDPOINT=$S3_ENDPOINT S3_WHERE="s3rver (loopback)"
 if [ -n "${S3_NET:-}" ]; then
@@ -60,8 +63,7 @@ if [ -n "${S3_NET:-}" ]; then
   [ "$S3_NET" = "$net_rate" ] || net_latency=${S3_NET#*,}
   node "$FERRY_SRC/bench/s3_net.mjs" "$(cat s3.port)" "$net_rate" "$net_latency" "$W/net.port" > s3net.log 2>&1 &
   NETPID=$!
-  for _ in $(seq 1 100); do [ -s net.port ] && break; sleep 0.1; done
-  [ -s net.port ] || { cat s3net.log >&2; echo "bench/s3_net.mjs did not start" >&2; exit 1; }
+  wait_port net.port s3net.log bench/s3_net.mjs
   S3_READ_ENDPOINT=http://127.0.0.1:$(cat net.port)
   S3_WHERE="s3rver behind bench/s3_net.mjs: $net_rate MiB/s shared by all responses, first byte $net_latency ms late"
 fi

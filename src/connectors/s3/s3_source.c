@@ -1113,8 +1113,8 @@ static int extract_group(struct s3src *s, const struct ferry_resource_spec *spec
     return rc;
 }
 
-/* The resume position: rows of the group (Parquet) or decompressed bytes (text) delivered
- * ("n"); 1 when the shard is done. */
+/* The resume position: rows of the shard (Parquet, across its groups) or decompressed
+ * bytes (text) delivered ("n"); 1 when the shard is done. */
 static int parse_resume(const struct ferry_position *resume, int64_t *skip)
 {
     *skip = resume != NULL && resume->has_n ? resume->n : 0;

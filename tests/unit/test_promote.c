@@ -1,6 +1,7 @@
 /* tests/unit/test_promote.c - the checkpoint rules (src/checkpoint/promote.h): where a
  * written position goes, which run positions move a route, and the reconciliation of a
  * destination's checkpoint with the store's for a shard's resume and a plan's lower bound. */
+#include "checkpoint/plan_cache.h"
 #include "unit.h"
 
 #include <string.h>
@@ -112,6 +113,33 @@ static void test_lower_from_held(void **state)
     assert_int_equal(v.asked, 1);
 }
 
+/* The plan cache: the same text gives the same parse (no second parse), another text a
+ * new one, NULL or broken JSON none. */
+static void test_plan_cache(void **state)
+{
+    (void)state;
+    struct ferry_plan_cache c = {NULL, NULL};
+    char a[] = "{\"shards\":[{\"key\":\"a\"},{\"key\":\"b\"}]}";
+    json_t *r1 = ferry_plan_cache_get(&c, a);
+    assert_non_null(r1);
+    assert_int_equal(json_array_size(json_object_get(r1, "shards")), 2);
+    char copy[sizeof a];
+    memcpy(copy, a, sizeof a);
+    assert_ptr_equal(ferry_plan_cache_get(&c, copy), r1);
+    copy[sizeof a - 6] = 'c'; /* another text of the same length: parsed again */
+    json_t *r2 = ferry_plan_cache_get(&c, copy);
+    assert_non_null(r2);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(r2, "shards"), 1), "key")),
+                        "c");
+    assert_null(ferry_plan_cache_get(&c, "{not json"));
+    assert_null(ferry_plan_cache_get(&c, NULL));
+    assert_non_null(ferry_plan_cache_get(&c, a));
+    ferry_plan_cache_clear(&c);
+    assert_null(c.text);
+    assert_null(c.root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +147,7 @@ int main(void)
         cmocka_unit_test(test_route_rules),
         cmocka_unit_test(test_resume_of),
         cmocka_unit_test(test_lower_from_held),
+        cmocka_unit_test(test_plan_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

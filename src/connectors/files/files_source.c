@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "checkpoint/plan_cache.h"
 #include "checkpoint/position.h"
 #include "connectors/files/files_pq.h"
 #include "formats/text_source.h"
@@ -43,6 +44,7 @@ struct src {
     char *path; /* the source's glob, or NULL (each resource then names its own) */
     struct ferry__text_src t;
     struct ferry__files_pq_keep pq; /* the Parquet file last read, kept for its next group */
+    struct ferry_plan_cache plan;   /* the frozen plan extract was last given, parsed */
 };
 
 static int nomem(struct ferry_error *err)
@@ -59,6 +61,7 @@ static void src_close(void *ctx)
     ferry_free(s->path);
     ferry__text_src_release(&s->t);
     ferry__files_pq_keep_release(&s->pq);
+    ferry_plan_cache_clear(&s->plan);
     ferry_free(s);
 }
 
@@ -319,10 +322,10 @@ struct shard_info {
     int64_t floor;
 };
 
-static int load_shard(const char *table, const char *plan_json, int shard, struct shard_info *si,
-                      struct ferry_error *err)
+static int load_shard(struct src *s, const char *table, const char *plan_json, int shard,
+                      struct shard_info *si, struct ferry_error *err)
 {
-    json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
+    json_t *root = ferry_plan_cache_get(&s->plan, plan_json);
     json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
     json_t *file = json_object_get(sh, "file");
     json_t *size = json_object_get(sh, "size"), *mt = json_object_get(sh, "mtime_ns");
@@ -345,7 +348,6 @@ static int load_shard(const char *table, const char *plan_json, int shard, struc
         si->floor = fl ? strtoll(fl, NULL, 10) : 0;
         if (si->file == NULL) rc = nomem(err);
     }
-    json_decref(root);
     return rc;
 }
 
@@ -356,7 +358,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
 {
     struct src *s = ctx;
     struct shard_info si = {0};
-    int rc = load_shard(spec->table, plan_json, shard, &si, err);
+    int rc = load_shard(s, spec->table, plan_json, shard, &si, err);
     if (rc != FERRY_OK || si.file == NULL) return rc; /* error, or the `none` shard */
     /* The resume position's offset n (a byte or a row offset) and done. */
     int64_t start = resume != NULL && resume->has_n ? resume->n : 0;

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "checkpoint/plan_cache.h"
 #include "checkpoint/position.h"
 #include "connectors/iceberg/iceberg.h"
 #include "ferry/config.h"
@@ -56,6 +57,7 @@ struct isrc {
     bool has_snapshot;
     int64_t snapshot_id; /* the section's snapshot_id */
     char *as_of;         /* the section's as_of */
+    struct ferry_plan_cache plan; /* the frozen plan extract was last given, parsed */
 };
 
 static int nomem(struct ferry_error *err)
@@ -70,6 +72,7 @@ static void src_close(void *ctx)
     ferry__iceberg_catalog_close(s->cat);
     ferry_free(s->ns);
     ferry_free(s->as_of);
+    ferry_plan_cache_clear(&s->plan);
     ferry_free(s);
 }
 
@@ -1091,7 +1094,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        struct ferry_error *err)
 {
     struct isrc *s = ctx;
-    json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
+    json_t *root = ferry_plan_cache_get(&s->plan, plan_json);
     json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
     int64_t skip = resume != NULL && resume->has_n ? resume->n : 0;
     bool done = resume != NULL && resume->done;
@@ -1116,7 +1119,6 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         }
         if (rc == FERRY_OK && emitted > 0) ferry_rw_set_offset(rw, emitted);
     }
-    json_decref(root);
     return rc;
 }
 

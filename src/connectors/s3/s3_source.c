@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "checkpoint/plan_cache.h"
 #include "formats/parquet_cursor.h"
 #include "formats/text_source.h"
 #include "formats/parquet_reader.h"
@@ -124,6 +125,7 @@ struct s3src {
     int n_footers;
     size_t footer_bytes;
     json_t *listed;           /* {"prefix\nglob": listing} of discovery, taken by the plan */
+    struct ferry_plan_cache plan; /* the frozen plan extract was last given, parsed */
 };
 
 static int nomem(struct ferry_error *err)
@@ -169,6 +171,7 @@ static void src_close(void *ctx)
         span_free(&s->footers[i]);
     ferry_free(s->footers);
     json_decref(s->listed);
+    ferry_plan_cache_clear(&s->plan);
     reading_drop(&s->rd[0]);
     reading_drop(&s->rd[1]);
     ferry__s3_client_close(s->cli);
@@ -1127,7 +1130,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                        struct ferry_error *err)
 {
     struct s3src *s = ctx;
-    json_t *root = json_loads(plan_json ? plan_json : "", 0, NULL);
+    json_t *root = ferry_plan_cache_get(&s->plan, plan_json);
     json_t *sh = json_array_get(json_object_get(root, "shards"), (size_t)shard);
     int64_t skip = 0;
     int rc = FERRY_OK;
@@ -1138,10 +1141,8 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
                              "resource %s: shard %d of the frozen plan is not an s3 plan",
                              spec->table, shard);
     if (rc != FERRY_OK || json_is_true(json_object_get(sh, "none")) ||
-        parse_resume(resume, &skip)) {
-        json_decref(root);
+        parse_resume(resume, &skip))
         return rc;
-    }
     ferry_rw_set_shard(rw, shard);
     if (json_is_integer(json_object_get(sh, "group"))) {
         rc = extract_group(s, spec, schema, json_object_get(root, "shards"), (size_t)shard, skip,
@@ -1154,7 +1155,6 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
         if (rc == FERRY_OK)
             rc = ferry__text_extract(&s->t, spec, schema, in, name, shard, skip, rw, err);
     }
-    json_decref(root);
     return rc;
 }
 

@@ -32,9 +32,9 @@
  * is planned, but only its row groups whose statistics allow a row above the saved cursor
  * ({"cursor": "N"}), those rows alone read (formats/parquet_cursor.c, as the files source).
  *
- * Owns 1 + SLOTS S3 clients (one per fetch-ahead slot), a response buffer, the reader of
- * the object last read, the footers read, the listing discovery made (for the plan) and the
- * text options. Calls s3_client.c,
+ * Owns 1 + SLOTS S3 clients (one per fetch-ahead slot), a response buffer, the readers of
+ * the object being read and of the next one, the footers read, the listing discovery made
+ * (for the plan), the parsed plan and the text options. Calls s3_client.c,
  * parquet_reader.c, formats/text_source.c, jansson. Registered in connectors/registry.c; one
  * instance per reader thread. */
 #include <fnmatch.h>
@@ -62,7 +62,7 @@ static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sa
 #define SLOTS 4                          /* ranges fetched ahead at most */
 #define AHEAD_MAX ((size_t)32 << 20)     /* larger row groups are not fetched ahead */
 #define AHEAD_BYTES ((size_t)32 << 20)   /* group bytes held ahead at most (one larger group) */
-#define AHEAD_MISSES 2                   /* unused groups before fetching ahead stops */
+#define AHEAD_MISSES 2 /* unused groups of next shards: then only the own shard's are fetched */
 #define FOOTER_TAIL ((size_t)64 << 10)   /* parquet_reader.c's TAIL_READ */
 #define FOOTERS_MAX ((size_t)8 << 20)    /* footer bytes kept per instance */
 #define FOOTERS_N 256                    /* footers kept per instance */

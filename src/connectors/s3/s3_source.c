@@ -85,6 +85,7 @@ struct span {
     char *key, *etag;
     int64_t size;
     uint64_t off; /* of bytes */
+    size_t n;     /* bytes at off (bytes.len once fetched) */
     struct ferry_buf bytes;
 };
 
@@ -98,7 +99,6 @@ struct slot {
     bool held;   /* fetched for a read still to come */
     bool served; /* a read took its bytes */
     bool is_footer;
-    size_t n; /* bytes of the range at f.off */
     int rc;   /* th's outcome, read once joined: FERRY_OK when f holds the bytes */
     struct ferry_error err;
     struct span f;
@@ -423,10 +423,10 @@ static bool same_object(const struct span *f, const char *key, const char *etag,
            f->size == size;
 }
 
-/* Whether f's range [f->off, f->off + n) holds [off, off + k). */
-static bool covers(const struct span *f, size_t n, uint64_t off, size_t k)
+/* Whether f's range [f->off, f->off + f->n) holds [off, off + k). */
+static bool covers(const struct span *f, uint64_t off, size_t k)
 {
-    return off >= f->off && k <= n && off - f->off <= n - k;
+    return off >= f->off && k <= f->n && off - f->off <= f->n - k;
 }
 
 static size_t tail_len(int64_t size)
@@ -438,7 +438,7 @@ static void *slot_run(void *arg)
 {
     struct slot *sl = arg;
     struct span *f = &sl->f;
-    sl->rc = fetch_range(sl->cli, f->key, f->etag, f->off, sl->n, &f->bytes, &sl->err);
+    sl->rc = fetch_range(sl->cli, f->key, f->etag, f->off, f->n, &f->bytes, &sl->err);
     atomic_store(&sl->done, true);
     return NULL;
 }
@@ -462,8 +462,9 @@ static const struct span *cached_footer(const struct s3src *s, const char *key, 
 
 static bool slot_has(const struct slot *sl, const struct want *w)
 {
-    return sl->f.key != NULL && sl->is_footer == w->is_footer && same_object(&sl->f, w->key, w->etag, w->size) &&
-           (w->is_footer || (sl->f.off == w->off && sl->n == w->n));
+    return sl->f.key != NULL && sl->is_footer == w->is_footer &&
+           same_object(&sl->f, w->key, w->etag, w->size) &&
+           (w->is_footer || (sl->f.off == w->off && sl->f.n == w->n));
 }
 
 /* Starts fetching w on sl's thread (sl idle and not held). A footer of an object too small
@@ -479,10 +480,10 @@ static void slot_start(struct slot *sl, const struct want *w)
     sl->f.etag = ferry_strdup(w->etag);
     sl->f.size = w->size;
     sl->is_footer = w->is_footer;
-    sl->n = w->is_footer ? tail_len(w->size) : w->n;
-    sl->f.off = w->is_footer ? (uint64_t)w->size - sl->n : w->off;
+    sl->f.n = w->is_footer ? tail_len(w->size) : w->n;
+    sl->f.off = w->is_footer ? (uint64_t)w->size - sl->f.n : w->off;
     sl->served = false;
-    if (sl->f.key == NULL || sl->f.etag == NULL || ferry_buf_reserve(&sl->f.bytes, sl->n + 1)) {
+    if (sl->f.key == NULL || sl->f.etag == NULL || ferry_buf_reserve(&sl->f.bytes, sl->f.n + 1)) {
         span_free(&sl->f);
         return;
     }
@@ -540,11 +541,11 @@ static void keep_footer(struct s3src *s, struct slot *sl)
 static const void *fetched(struct s3src *s, const struct obj *o, uint64_t off, size_t n)
 {
     const struct span *f = cached_footer(s, o->key, o->etag, o->size);
-    if (f != NULL && covers(f, f->bytes.len, off, n)) return f->bytes.data + (off - f->off);
+    if (f != NULL && covers(f, off, n)) return f->bytes.data + (off - f->off);
     for (int i = 0; i < SLOTS; i++) {
         struct slot *sl = &s->slots[i];
         if (sl->f.key == NULL || !same_object(&sl->f, o->key, o->etag, o->size) ||
-            !covers(&sl->f, sl->n, off, n))
+            !covers(&sl->f, off, n))
             continue;
         slot_wait(sl);
         if (sl->rc != FERRY_OK) continue; /* the reader's own GET reports what is wrong */
@@ -654,8 +655,7 @@ static bool seen_before(const json_t *seen, const json_t *ob)
 }
 
 /* The footers of the Parquet objects from objs[i] on that the plan reads next, fetched
- * ahead (SLOTS in flight: a listing of many objects is planned in a fraction of the time
- * one GET after another takes). */
+ * ahead (SLOTS in flight, not one GET after another). */
 static void plan_ahead(struct s3src *s, const json_t *objs, size_t i, const json_t *seen)
 {
     struct want w[SLOTS];

@@ -22,10 +22,12 @@
 #   first byte LATENCY_MS late, default 20); without it they read s3rver on loopback.
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked (g: the null sink's count in ferry's summary).
-# Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows].md. Never a CTest
-# test, never gates CI.
+# Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows][-s3][-pN][-netR].md;
+# OUT=NAME writes bench/results/NAME.md instead (a second run on the same day keeps the first's
+# file). Never a CTest test, never gates CI.
 #   ROWS=5000000 bash bench/lake.sh
 set -euo pipefail
+case "${OUT:-}" in */* | .*) echo "lake.sh: OUT=$OUT: a file name under bench/results, without .md" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-5000000}
@@ -248,7 +250,8 @@ row() { # LABEL NAME [DUCK_NAME]
 }
 
 mkdir -p "$FERRY_SRC/bench/results"
-out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3")$([ "$PARALLELISM" = 1 ] || echo "-p$PARALLELISM")$([ -z "${S3_NET:-}" ] || echo "-net${S3_NET%%,*}").md"
+out="$FERRY_SRC/bench/results/${OUT:+$OUT.md}"
+[ -n "${OUT:-}" ] || out="$FERRY_SRC/bench/results/lake-$(date -u +%Y%m%d)$([ "$ROWS" = 5000000 ] || echo "-${ROWS}rows")$([ "${S3_ONLY:-0}" != 1 ] || echo "-s3")$([ "$PARALLELISM" = 1 ] || echo "-p$PARALLELISM")$([ -z "${S3_NET:-}" ] || echo "-net${S3_NET%%,*}").md"
 {
   if [ "${S3_ONLY:-0}" != 1 ]; then
   echo "# Lake benchmark: $ROWS rows into PostgreSQL, ferry against DuckDB"

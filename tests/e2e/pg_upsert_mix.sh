@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# postgres -> postgres write: upsert through the plain-batch path (every staged row, one
-# INSERT … ON CONFLICT, under a savepoint) for three key mixes of the destination: all keys
-# new, all existing (with other values), half and half; the destination must equal the
-# source as a set. A source whose declared key repeats takes the ordered statement (one row
+# postgres -> postgres write: upsert through the plain-batch paths (a COPY straight into the
+# table under a savepoint while no key is there yet; else every staged row, one INSERT … ON
+# CONFLICT, under a savepoint) for three key mixes of the destination: all keys new (copied
+# straight, no unique violation), all existing (with other values), half and half (one
+# violation, then staged); the destination must equal the source as a set. A source whose declared key repeats takes the ordered statement (one row
 # per key). write: merge of a full run equals the source too. kill -9 mid-run, then resume:
 # no row lost, none written twice, the stale rows all replaced.
 . "$(dirname "$0")/lib.sh"
@@ -58,16 +59,34 @@ same_set() {
   [ "$diff" = "0 0 0" ] || fail "$1: source minus destination, destination minus source, duplicates: $diff"
 }
 
+# Batches of inserts only are first COPYed straight into the table; a key already there ends
+# that COPY with a unique violation, the batch is staged and so is the rest of the run: all
+# 20 batches copied straight and none staged where all keys are new; one copied straight and
+# refused, then all 20 staged where keys exist. This database logs every statement for it
+# (log_statement, reset after the loop); a refused one is logged again as the STATEMENT of
+# its error (the shared server's log holds other tests' lines too: only this test's table
+# names count).
+logged() { grep -c "$1" "$PG_DIR/server.log" || true; }
+log_statements() { p -c "DO \$\$ BEGIN EXECUTE format('ALTER DATABASE %I $1', current_database()); END \$\$" >/dev/null; }
+log_statements "SET log_statement = ''all''"
 for mix in new existing half; do
   case $mix in new) where=false ;; existing) where=true ;; half) where="id % 2 = 0" ;; esac
   prepare "mix_$mix" "$where"
   before=$(p -c "SELECT count(*) FROM \"mix_$mix\".src")
   pipeline "$mix.yaml" "up_$mix" "mix_$mix" upsert
+  straight="statement: COPY \"mix_$mix\".\"src\" ("
+  dupkey="STATEMENT:  COPY \"mix_$mix\".\"src\" ("
+  d0=$(logged "$dupkey") c0=$(logged "$straight") s0=$(logged 'statement: COPY pg_temp.')
   expect_exit 0 ferry run "$mix.yaml" --json
   [ "$(json_field "$OUT" .rows)" = "$N" ] || fail "$mix: rows reported: $OUT"
   same_set "mix_$mix"
-  pass "upsert, keys $mix ($before of $N present before): the destination equals the source"
+  got="$(( $(logged "$dupkey") - d0 )) $(( $(logged "$straight") - c0 )) $(( $(logged 'statement: COPY pg_temp.') - s0 ))"
+  want="1 1 $((N / 1000))"
+  [ $mix = new ] && want="0 $((N / 1000)) 0"
+  [ "$got" = "$want" ] || fail "$mix: unique violations, batches copied straight, batches staged: $got, want $want"
+  pass "upsert, keys $mix ($before of $N present before): the destination equals the source (violations, straight, staged: $got)"
 done
+log_statements "RESET log_statement"
 
 # merge of a full run (no deletes in its batches): the same statement, the same result.
 prepare mix_merge "id % 3 = 0"

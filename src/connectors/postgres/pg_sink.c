@@ -82,6 +82,12 @@ struct target {
     int soft_col; /* merge: the target's soft_delete field, else -1 */
     bool merge;   /* upsert_sql is a MERGE statement (build_merge) */
     bool has_rules; /* the table has rules (pg_class.relhasrules), as ensure_table read it */
+    bool has_triggers; /* ... and triggers (relhastriggers; a foreign key is one too) */
+    /* upsert/merge: COPY straight into the table (no staging columns), for batches of
+     * inserts only while no key was found there already (copy_direct); NULL when the
+     * table's rules, triggers, casts or a soft delete column rule it out */
+    char *direct_sql;
+    bool direct_off; /* a batch met a key already in the table: the rest of the run stages */
     char uri[512];
 };
 
@@ -146,6 +152,7 @@ static void free_target(struct target *t)
     ferry_free(t->copy_sql);
     ferry_free(t->upsert_sql);
     ferry_free(t->upsert_fast_sql);
+    ferry_free(t->direct_sql);
     ferry_free(t->delete_sql);
     ferry_free(t->insert_sql);
     for (int i = 0; t->cast && t->schema && i < t->schema->n_fields; i++)
@@ -363,7 +370,7 @@ static void dest_cols_free(struct dest_col *c, int n)
 /* A table's columns as prepare_ahead read them, for its first dest_columns. */
 struct ahead {
     char *table;
-    bool exists, rules;
+    bool exists, rules, triggers;
     struct dest_col *cols;
     int n;
 };
@@ -380,14 +387,15 @@ static void ahead_free(struct sink *s)
 }
 
 /* Moves what prepare_ahead read about `table` into the outputs; false when it read nothing. */
-static bool ahead_take(struct sink *s, const char *table, bool *exists, bool *rules,
+static bool ahead_take(struct sink *s, const char *table, bool *exists, bool rel[2],
                        struct dest_col **out, int *n)
 {
     for (int i = 0; i < s->n_ahead; i++) {
         struct ahead *a = &s->ahead[i];
         if (strcmp(a->table, table) != 0) continue;
         *exists = a->exists;
-        *rules = a->rules;
+        rel[0] = a->rules;
+        rel[1] = a->triggers;
         *out = a->cols;
         *n = a->n;
         ferry_free(a->table);
@@ -433,7 +441,8 @@ static const char dest_columns_many_sql[] =
     "pg_catalog.format_type(a.atttypid, a.atttypmod), "
     "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
     "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
-    "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules "
+    "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules, "
+    "c.relhastriggers "
     "FROM pg_catalog.pg_class c "
     "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
     "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -444,16 +453,16 @@ static const char dest_columns_many_sql[] =
     "WHERE ns.nspname = $1 AND c.relname = ANY ($2::text[]) AND c.relkind IN ('r', 'p') "
     "ORDER BY c.relname, a.attnum";
 
-/* Columns of schema.table; *exists false when there is no such table; *rules whether it
- * has rules (MERGE refuses those: choose_merge). */
-static int dest_columns(struct sink *s, const char *table, bool *exists, bool *rules,
+/* Columns of schema.table; *exists false when there is no such table; rel[0] whether it
+ * has rules (MERGE refuses those: choose_merge), rel[1] triggers (copy_direct). */
+static int dest_columns(struct sink *s, const char *table, bool *exists, bool rel[2],
                         struct dest_col **out, int *n, struct ferry_error *err)
 {
     *out = NULL;
     *n = 0;
     *exists = false;
-    *rules = false;
-    if (ahead_take(s, table, exists, rules, out, n)) return FERRY_OK;
+    rel[0] = rel[1] = false;
+    if (ahead_take(s, table, exists, rel, out, n)) return FERRY_OK;
     char what[200];
     snprintf(what, sizeof what, WHAT ": table \"%s\".\"%s\"", s->schema, table);
     struct ferry_buf arr;
@@ -466,7 +475,8 @@ static int dest_columns(struct sink *s, const char *table, bool *exists, bool *r
     if (rc != FERRY_OK) return rc;
     int rows = PQntuples(r);
     *exists = rows > 0;
-    *rules = rows > 0 && PQgetvalue(r, 0, 11)[0] == 't';
+    rel[0] = rows > 0 && PQgetvalue(r, 0, 11)[0] == 't';
+    rel[1] = rows > 0 && PQgetvalue(r, 0, 12)[0] == 't';
     struct dest_col *c = ferry_calloc((size_t)(rows ? rows : 1), sizeof *c);
     if (c == NULL) {
         PQclear(r);
@@ -898,6 +908,7 @@ static bool ahead_add(struct sink *s, PGresult *r, int first, int n)
     a->table = ferry_strdup(PQgetvalue(r, first, 0));
     a->exists = true;
     a->rules = PQgetvalue(r, first, 11)[0] == 't';
+    a->triggers = PQgetvalue(r, first, 12)[0] == 't';
     a->cols = ferry_calloc((size_t)n, sizeof *a->cols);
     bool ok = a->table != NULL && a->cols != NULL;
     for (int i = 0; ok && i < n; i++) {
@@ -963,8 +974,8 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     const struct ferry_schema *sc = t->schema;
     struct dest_col *dc = NULL;
     int n_dc = 0;
-    bool exists, rules;
-    int rc = dest_columns(s, table, &exists, &rules, &dc, &n_dc, err);
+    bool exists, rel[2];
+    int rc = dest_columns(s, table, &exists, rel, &dc, &n_dc, err);
     if (rc != FERRY_OK) return rc;
     bool changed = false;
     if (!exists) {
@@ -991,9 +1002,12 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     }
     if (rc == FERRY_OK && changed) {
         dest_cols_free(dc, n_dc);
-        rc = dest_columns(s, table, &exists, &rules, &dc, &n_dc, err);
+        rc = dest_columns(s, table, &exists, rel, &dc, &n_dc, err);
     }
-    if (table == t->table) t->has_rules = rules;
+    if (table == t->table) {
+        t->has_rules = rel[0];
+        t->has_triggers = rel[1];
+    }
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
         int j = 0;
@@ -1041,14 +1055,17 @@ static int drop_table(struct sink *s, const char *table, struct ferry_error *err
 
 /* ---- prepare ------------------------------------------------------------------------------ */
 
-static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *err)
+/* The COPY of t's batches into its temporary table (with row number and operation), its
+ * replace staging table or the table itself; `direct`: into the table, fields only. */
+static int copy_sql_of(struct sink *s, const struct target *t, bool direct, char **out,
+                       struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc = ferry_buf_printf(&b, "COPY ") == FERRY_OK ? FERRY_OK : oom(err);
     if (rc == FERRY_OK) {
-        if (t->temp) {
+        if (t->temp && !direct) {
             if (ferry_buf_printf(&b, "pg_temp.") != FERRY_OK) rc = oom(err);
             if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
         } else {
@@ -1060,7 +1077,7 @@ static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
-    if (rc == FERRY_OK && t->temp &&
+    if (rc == FERRY_OK && t->temp && !direct &&
         ferry_buf_printf(&b, ", \"" SEQ_COL "\", \"" OP_COL "\"") != FERRY_OK)
         rc = oom(err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, ") FROM STDIN (FORMAT binary)") != FERRY_OK)
@@ -1069,9 +1086,14 @@ static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *
         ferry_buf_release(&b);
         return rc;
     }
-    ferry_free(t->copy_sql);
-    t->copy_sql = ferry_buf_take(&b);
-    return t->copy_sql ? FERRY_OK : oom(err);
+    ferry_free(*out);
+    *out = ferry_buf_take(&b);
+    return *out ? FERRY_OK : oom(err);
+}
+
+static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    return copy_sql_of(s, t, false, &t->copy_sql, err);
 }
 
 /* The rows of the temporary table that count: the last one of each key (of the rows that
@@ -1238,7 +1260,21 @@ static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error
     choose_merge(s, t);
     int rc = t->merge ? build_merge(t, &t->upsert_sql, err)
                       : build_upsert(t, true, &t->upsert_sql, err);
-    return rc == FERRY_OK ? build_upsert(t, false, &t->upsert_fast_sql, err) : rc;
+    if (rc == FERRY_OK) rc = build_upsert(t, false, &t->upsert_fast_sql, err);
+    /* The direct COPY writes what the plain statement would for keys not in the table yet,
+     * as long as nothing else acts on the rows: no rule (COPY ignores them), no trigger
+     * (ON CONFLICT DO UPDATE also fires UPDATE statement triggers), no column cast from
+     * staged text, no soft delete mark. */
+    bool cast = false;
+    for (int i = 0; i < t->schema->n_fields; i++)
+        cast |= t->cast[i] != NULL;
+    ferry_free(t->direct_sql);
+    t->direct_sql = NULL;
+    t->direct_off = false;
+    if (rc == FERRY_OK && !cast && !t->has_rules && !t->has_triggers && t->soft_col < 0 &&
+        t->insert_sql == NULL)
+        rc = copy_sql_of(s, t, true, &t->direct_sql, err);
+    return rc;
 }
 
 static int build_delete_sql(struct target *t, struct ferry_error *err)
@@ -1488,18 +1524,31 @@ static int send_chunk(struct sink *s, uint32_t *crc, struct ferry_error *err)
 }
 
 /* Ends the COPY (aborting it with `why`) and collects its result. */
-static int end_copy(struct sink *s, const char *why, const char *table, struct ferry_error *err)
+/* Ends the COPY in progress (why: abandon it with that message). With dup non-NULL, a
+ * unique violation (23505) is no error: *dup says it happened. */
+static int end_copy_dup(struct sink *s, const char *why, const char *table, bool *dup,
+                        struct ferry_error *err)
 {
     int rc = FERRY_OK;
     if (PQputCopyEnd(s->conn, why) != 1)
         rc = ferry__pg_error(err, FERRY_ESINK, s->conn, NULL, WHAT ": ending COPY into %s", table);
     PGresult *r = NULL;
     while ((r = PQgetResult(s->conn)) != NULL) {
-        if (rc == FERRY_OK && why == NULL && PQresultStatus(r) != PGRES_COMMAND_OK)
-            rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into %s", table);
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (rc == FERRY_OK && why == NULL && PQresultStatus(r) != PGRES_COMMAND_OK) {
+            if (dup != NULL && state != NULL && !strcmp(state, "23505"))
+                *dup = true;
+            else
+                rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into %s", table);
+        }
         PQclear(r);
     }
     return rc;
+}
+
+static int end_copy(struct sink *s, const char *why, const char *table, struct ferry_error *err)
+{
+    return end_copy_dup(s, why, table, NULL, err);
 }
 
 /* Ends the COPY kept open across batches: the trailer, then the server's verdict on every
@@ -1521,23 +1570,27 @@ static int close_stream(struct sink *s, struct ferry_error *err)
     return end_copy(s, NULL, into, err);
 }
 
-/* With `keep_open` (at_commit append/replace) the COPY is not ended after the batch: the
- * next batch of the same target continues it, so the server neither sets a COPY up per
- * batch (a few ms each) nor waits idle between batches; close_stream ends it. */
-static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
-                      uint32_t *crc, struct ferry_error *err)
+/* One batch's COPY: into t's temporary, staging or own table, or (`direct`) straight into
+ * the table with the fields only. With `keep_open` (at_commit append/replace) the COPY is
+ * not ended after the batch: the next batch of the same target continues it, so the server
+ * neither sets a COPY up per batch (a few ms each) nor waits idle between batches;
+ * close_stream ends it. dup: as end_copy_dup. */
+static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, bool direct,
+                     bool keep_open, uint32_t *crc, bool *dup, struct ferry_error *err)
 {
     struct target *t = &s->t[ti];
-    const char *into = t->temp ? t->temp : t->staging ? t->staging : t->table;
+    bool temp = t->temp && !direct;
+    const char *into = temp ? t->temp : t->staging ? t->staging : t->table;
+    int n_wire = temp || !t->temp ? t->n_wire : t->n_wire - 2; /* the fields lead the wire */
     bool continuing = keep_open && s->streaming == ti;
     int rc = FERRY_OK;
     if (!continuing) {
         rc = close_stream(s, err);
         if (rc != FERRY_OK) return rc;
-        PGresult *r = PQexec(s->conn, t->copy_sql);
+        PGresult *r = PQexec(s->conn, direct ? t->direct_sql : t->copy_sql);
         if (PQresultStatus(r) != PGRES_COPY_IN) {
             rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
-                                 t->temp ? "pg_temp" : s->schema, into);
+                                 temp ? "pg_temp" : s->schema, into);
             PQclear(r);
             return rc;
         }
@@ -1547,7 +1600,7 @@ static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool 
     if (!continuing && ferry__pg_copy_header(&s->out) != FERRY_OK) rc = oom(err);
     int64_t row = 0;
     while (rc == FERRY_OK && row < b->length) {
-        rc = ferry__pg_copy_rows(&s->out, b, t->wire, t->n_wire, &row, CHUNK, err);
+        rc = ferry__pg_copy_rows(&s->out, b, t->wire, n_wire, &row, CHUNK, err);
         if (rc == FERRY_OK) rc = send_chunk(s, crc, err);
     }
     if (rc == FERRY_OK && !keep_open && ferry__pg_copy_trailer(&s->out) != FERRY_OK) rc = oom(err);
@@ -1562,7 +1615,13 @@ static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool 
         s->streaming = ti;
         return FERRY_OK;
     }
-    return end_copy(s, NULL, into, err);
+    return end_copy_dup(s, NULL, into, dup, err);
+}
+
+static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
+                      uint32_t *crc, struct ferry_error *err)
+{
+    return copy_rows(s, ti, b, false, keep_open, crc, NULL, err);
 }
 
 static int exec_step(struct sink *s, struct target *t, const char *sql, const char *step,
@@ -1641,10 +1700,38 @@ static int apply_upsert(struct sink *s, struct target *t, bool plain, struct fer
     return rc == FERRY_OK ? exec_step(s, t, t->upsert_sql, "upsert into", err) : rc;
 }
 
+/* A batch of inserts only COPYed straight into the table under a savepoint: what the
+ * plain upsert writes while none of its keys is there, without staging it and moving it
+ * again. A key already there (or twice in the batch) ends the COPY with a unique violation:
+ * the savepoint is rolled back (nothing of the batch stays), *dup says so, the caller stages
+ * the batch, and the target stages its later batches too (direct_off: one wasted COPY per
+ * run where keys exist). The encoded CRC is then of the staged COPY alone. */
+static int copy_direct(struct sink *s, int ti, const struct ferry_batch *b, uint32_t *crc,
+                       bool *dup, struct ferry_error *err)
+{
+    struct target *t = &s->t[ti];
+    uint32_t crc0 = *crc;
+    *dup = false;
+    int rc = exec_step(s, t, "SAVEPOINT ferry_direct", "copying into", err);
+    if (rc == FERRY_OK) rc = copy_rows(s, ti, b, true, false, crc, dup, err);
+    if (rc != FERRY_OK) return rc;
+    if (!*dup) return exec_step(s, t, "RELEASE SAVEPOINT ferry_direct", "copying into", err);
+    t->direct_off = true;
+    *crc = crc0;
+    return exec_step(s, t, "ROLLBACK TO SAVEPOINT ferry_direct; RELEASE SAVEPOINT ferry_direct",
+                     "copying into", err);
+}
+
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
     struct target *t = &s->t[ti];
+    unsigned ops = t->temp ? batch_ops(b) : 0;
+    if (t->direct_sql && !t->direct_off && !keep_open && ops == 1u << FERRY_OP_INSERT) {
+        bool dup = false;
+        int drc = copy_direct(s, ti, b, crc, &dup, err);
+        if (drc != FERRY_OK || !dup) return drc;
+    }
     int rc = FERRY_OK;
     if (t->temp) {
         struct ferry_buf q;
@@ -1658,8 +1745,7 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     if (rc == FERRY_OK && t->insert_sql)
         rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),
                                err);
-    unsigned ops = rc == FERRY_OK && t->temp ? batch_ops(b) : 0;
-    if (ops & (1u << FERRY_OP_TRUNCATE)) rc = apply_truncate(s, t, err);
+    if (rc == FERRY_OK && (ops & (1u << FERRY_OP_TRUNCATE))) rc = apply_truncate(s, t, err);
     if (rc != FERRY_OK || !t->upsert_sql) return rc;
     /* Hard deletes go first (a key's last change is either written or deleted), or, with
      * MERGE, in the upsert's own statement; soft ones mark what the upsert just wrote (a

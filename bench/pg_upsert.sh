@@ -9,7 +9,8 @@
 # `durability: at_commit` (one destination commit); UPSERT_AB=BINARY adds the same ferry run
 # with another binary (an A/B in the same rounds; UPSERT_AB_LABEL names it). Then the
 # merge-with-deletes case of bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report
-# for the results file.
+# for the results file. MIXES="half" (default "new existing half") measures only those mixes;
+# the report lists every round's wall time per run after the table.
 
 UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
 qs -c "DROP TABLE IF EXISTS public.orders_up" \
@@ -73,7 +74,7 @@ verify_up() {
 }
 
 # measure_up KEY MIX RUN...: like measure (pg.sh), verifying up.orders_up after every run.
-declare -A UV
+declare -A UV ALLT # ALLT: every round's wall s per key
 measure_up() {
   local key=$1 mix=$2 line v; shift 2
   prep_mix "$mix"
@@ -85,13 +86,14 @@ measure_up() {
   v=$(verify_up)
   [ "$v" = ok ] || { NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-FAIL $v}; }
   UV[$key]=$v
+  ALLT[$key]="${ALLT[$key]:-} ${line%% *}"
   if [ -z "${R[$key]:-}" ] || awk -v a="${line%% *}" -v c="${R[$key]%% *}" 'BEGIN{exit !(a<c)}'
   then R[$key]=$line; fi
 }
 
 ferry_yaml "$W/upsert_mix.yaml" bench_upsert_mix upsert up 1 per_apply public.orders_up
 ferry_yaml "$W/upsert_mix_ac.yaml" bench_upsert_mix upsert up 1 at_commit public.orders_up
-MIXES="new existing half"
+MIXES=${MIXES:-new existing half}
 for round in $(seq 1 "$REPS"); do
   for mix in $MIXES; do
     echo "upsert round $round/$REPS, mix $mix: anchor INSERT … ON CONFLICT, anchor MERGE, ferry upsert" >&2
@@ -162,6 +164,14 @@ upsert_report() {
     [ "${UPSERT_AT_COMMIT:-0}" = 1 ] && urow "$mix: ferry upsert, durability: at_commit" "fc_$mix" "ai_$mix"
     [ -n "${UPSERT_AB:-}" ] && urow "$mix: ferry upsert, ${UPSERT_AB_LABEL:-$UPSERT_AB}" "fb_$mix" "ai_$mix"
   done
+  echo
+  echo "Every round, wall s (in round order):"
+  for mix in $MIXES; do
+    for k in ai am fu fo fc fb; do
+      [ -n "${ALLT[${k}_$mix]:-}" ] && echo "- ${k}_$mix:${ALLT[${k}_$mix]}"
+    done
+  done
+  echo "(ai: INSERT anchor, am: MERGE anchor, fu: ferry upsert, fo: FERRY_PG_NO_MERGE=1, fc: at_commit, fb: UPSERT_AB)"
   for no_merge in 1 0; do
     [ -s "$W/perf.up.ferry.$no_merge" ] || continue
     echo

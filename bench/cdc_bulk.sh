@@ -26,6 +26,7 @@
 # order-independent digest of every row). Writes bench/results/cdc-bulk-<date>.md. Never
 # gates CI.
 #   BULK_ROWS=1000000 SMALL_TXNS=200000 bash bench/cdc_bulk.sh
+#   BENCH_CONTEXT="..." says in the results what else ran on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
@@ -223,7 +224,7 @@ rate() { echo $(( ${CHANGES[$1]} * 1000 / ${T[$1.$2]} )); }
 {
   echo "# CDC bulk replay into PostgreSQL, ferry (merge) against a native subscription, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "ferry $rev (Release), PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') (fsync $FSYNC), $(nproc) CPUs shared with other work (six other helpers building and testing)."
+  echo "ferry $rev (Release), PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') (fsync $FSYNC), $(nproc) CPUs; what else ran: ${BENCH_CONTEXT:-see the load averages}."
   echo "Load average (1/5/15 min) at the start: $load_start; at the end: $(load); per replay below (at its end)."
   [ -n "$NOTE" ] && { echo; echo "$NOTE"; }
   echo

@@ -3,8 +3,9 @@
 # table under a savepoint while no key is there yet; else every staged row, one INSERT … ON
 # CONFLICT, under a savepoint) for three key mixes of the destination: all keys new (copied
 # straight, no unique violation), all existing (with other values), half and half (one
-# violation, then staged); the destination must equal the source as a set. A source whose declared key repeats takes the ordered statement (one row
-# per key). write: merge of a full run equals the source too. kill -9 mid-run, then resume:
+# violation, then staged); tables with a trigger or forced row-level security always stage;
+# the destination must equal the source as a set. A source whose declared key repeats takes
+# the ordered statement (one row per key). write: merge of a full run equals the source too. kill -9 mid-run, then resume:
 # no row lost, none written twice, the stale rows all replaced.
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -102,6 +103,26 @@ got="$(( $(logged 'statement: COPY "mix_trig"."src" (') - c0 )) $(( $(logged 'st
 [ "$got" = "0 $((N / 1000))" ] || fail "a table with a trigger: batches copied straight, staged: $got, want 0 $((N / 1000))"
 [ "$(p -c "SELECT count(*), count(DISTINCT id) FROM mix_trig.seen")" = "$N|$N" ] || fail "the trigger saw $(p -c "SELECT count(*) FROM mix_trig.seen") inserts"
 pass "upsert into a table with a trigger: every batch staged, each row inserted once"
+# Row-level security that applies to the writer (forced, for a table's owner who is not a
+# superuser): COPY FROM refuses such a table, so it is never copied straight: staged, and
+# the run succeeds.
+p -c "DROP SCHEMA IF EXISTS mix_rls CASCADE" -c "DROP ROLE IF EXISTS rls_w" \
+  -c "CREATE ROLE rls_w LOGIN PASSWORD 'rls-w-pw'" -c "CREATE SCHEMA mix_rls AUTHORIZATION rls_w" \
+  -c "CREATE TABLE mix_rls.src (LIKE public.src INCLUDING ALL)" -c "ALTER TABLE mix_rls.src OWNER TO rls_w" \
+  -c "ALTER TABLE mix_rls.src ENABLE ROW LEVEL SECURITY" -c "ALTER TABLE mix_rls.src FORCE ROW LEVEL SECURITY" \
+  -c "CREATE POLICY everyone ON mix_rls.src USING (true) WITH CHECK (true)" \
+  -c "GRANT USAGE, CREATE ON SCHEMA _ferry TO rls_w" -c "GRANT ALL ON ALL TABLES IN SCHEMA _ferry TO rls_w" \
+  -c "DO \$\$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO rls_w', current_database()); END \$\$" >/dev/null
+RLS_URL=$(printf '%s' "$FERRY_PG_URL" | sed 's|//[^@]*@|//rls_w:rls-w-pw@|')
+export RLS_URL
+pipeline rls.yaml up_rls mix_rls upsert
+sed -i '/^sink:/,$ s|url: env:FERRY_PG_URL|url: env:RLS_URL|' rls.yaml
+c0=$(logged 'statement: COPY "mix_rls"."src" (') s0=$(logged 'statement: COPY pg_temp.')
+expect_exit 0 ferry run rls.yaml
+same_set mix_rls
+got="$(( $(logged 'statement: COPY "mix_rls"."src" (') - c0 )) $(( $(logged 'statement: COPY pg_temp.') - s0 ))"
+[ "$got" = "0 $((N / 1000))" ] || fail "a table under row-level security: batches copied straight, staged: $got, want 0 $((N / 1000))"
+pass "upsert into a table under forced row-level security: every batch staged, equal to the source"
 log_statements "RESET log_statement"
 
 # merge of a full run (no deletes in its batches): the same statement, the same result.

@@ -82,7 +82,8 @@ struct target {
     int soft_col; /* merge: the target's soft_delete field, else -1 */
     bool merge;   /* upsert_sql is a MERGE statement (build_merge) */
     bool has_rules; /* the table has rules (pg_class.relhasrules), as ensure_table read it */
-    bool has_triggers; /* ... and triggers (relhastriggers; a foreign key is one too) */
+    bool row_hooks; /* ... or triggers (a foreign key's checks are triggers) or row-level
+                     * security (relhastriggers, relrowsecurity): copy_direct never */
     /* upsert/merge: COPY straight into the table (no staging columns), for batches of
      * inserts only while no key was found there already (copy_direct); NULL when the
      * table's rules, triggers, casts or a soft delete column rule it out */
@@ -370,7 +371,7 @@ static void dest_cols_free(struct dest_col *c, int n)
 /* A table's columns as prepare_ahead read them, for its first dest_columns. */
 struct ahead {
     char *table;
-    bool exists, rules, triggers;
+    bool exists, rules, row_hooks;
     struct dest_col *cols;
     int n;
 };
@@ -395,7 +396,7 @@ static bool ahead_take(struct sink *s, const char *table, bool *exists, bool rel
         if (strcmp(a->table, table) != 0) continue;
         *exists = a->exists;
         rel[0] = a->rules;
-        rel[1] = a->triggers;
+        rel[1] = a->row_hooks;
         *out = a->cols;
         *n = a->n;
         ferry_free(a->table);
@@ -442,7 +443,7 @@ static const char dest_columns_many_sql[] =
     "EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid "
     "AND i.indisprimary AND a.attnum = ANY (i.indkey)), "
     "b.oid, b.typmod, bt.typreceive::text, a.attnotnull, a.atthasdef, c.relhasrules, "
-    "c.relhastriggers "
+    "c.relhastriggers OR c.relrowsecurity "
     "FROM pg_catalog.pg_class c "
     "JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace "
     "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
@@ -454,7 +455,8 @@ static const char dest_columns_many_sql[] =
     "ORDER BY c.relname, a.attnum";
 
 /* Columns of schema.table; *exists false when there is no such table; rel[0] whether it
- * has rules (MERGE refuses those: choose_merge), rel[1] triggers (copy_direct). */
+ * has rules (MERGE refuses those: choose_merge), rel[1] triggers or row-level security
+ * (copy_direct). */
 static int dest_columns(struct sink *s, const char *table, bool *exists, bool rel[2],
                         struct dest_col **out, int *n, struct ferry_error *err)
 {
@@ -908,7 +910,7 @@ static bool ahead_add(struct sink *s, PGresult *r, int first, int n)
     a->table = ferry_strdup(PQgetvalue(r, first, 0));
     a->exists = true;
     a->rules = PQgetvalue(r, first, 11)[0] == 't';
-    a->triggers = PQgetvalue(r, first, 12)[0] == 't';
+    a->row_hooks = PQgetvalue(r, first, 12)[0] == 't';
     a->cols = ferry_calloc((size_t)n, sizeof *a->cols);
     bool ok = a->table != NULL && a->cols != NULL;
     for (int i = 0; ok && i < n; i++) {
@@ -1006,7 +1008,7 @@ static int ensure_table(struct sink *s, struct target *t, const char *table, boo
     }
     if (table == t->table) {
         t->has_rules = rel[0];
-        t->has_triggers = rel[1];
+        t->row_hooks = rel[1];
     }
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         const struct ferry_field *f = &sc->fields[i];
@@ -1263,15 +1265,16 @@ static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error
     if (rc == FERRY_OK) rc = build_upsert(t, false, &t->upsert_fast_sql, err);
     /* The direct COPY writes what the plain statement would for keys not in the table yet,
      * as long as nothing else acts on the rows: no rule (COPY ignores them), no trigger
-     * (ON CONFLICT DO UPDATE also fires UPDATE statement triggers), no column cast from
-     * staged text, no soft delete mark. */
+     * (ON CONFLICT DO UPDATE also fires UPDATE statement triggers), no row-level security
+     * (COPY FROM refuses it where it applies), no column cast from staged text, no soft
+     * delete mark. */
     bool cast = false;
     for (int i = 0; i < t->schema->n_fields; i++)
         cast |= t->cast[i] != NULL;
     ferry_free(t->direct_sql);
     t->direct_sql = NULL;
     t->direct_off = false;
-    if (rc == FERRY_OK && !cast && !t->has_rules && !t->has_triggers && t->soft_col < 0 &&
+    if (rc == FERRY_OK && !cast && !t->has_rules && !t->row_hooks && t->soft_col < 0 &&
         t->insert_sql == NULL)
         rc = copy_sql_of(s, t, true, &t->direct_sql, err);
     return rc;

@@ -1281,6 +1281,35 @@ bool ferry__rw_bulk_bool(struct ferry_row_writer *rw, const int64_t *v, const ui
     return true;
 }
 
+/* Whether every one of n decimals (struct ferry_decimal128 each, 16 bytes at v) fits column
+ * c's precision, as put_dec128 checks one (the NaN marker INT64_MAX:UINT64_MAX passes). No
+ * branch per value: precision <= 19 (a bound below 2^64, the common case) compares 64-bit
+ * halves only. */
+static bool dec_block_fits(const struct bcol *c, const uint8_t *v, int64_t n)
+{
+    bool ok = true;
+    if (c->dec_bound <= UINT64_MAX) {
+        uint64_t b = (uint64_t)c->dec_bound;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t lo, hi;
+            memcpy(&lo, v + i * 16, 8);
+            memcpy(&hi, v + i * 16 + 8, 8);
+            /* hi 0: lo < b; hi all ones: a negative -lo below b (lo 0 would be -2^64) */
+            ok &= (hi == 0 && lo < b) | (hi == UINT64_MAX && (0 - lo) - 1 < b - 1) |
+                  (hi == (uint64_t)INT64_MAX && lo == UINT64_MAX);
+        }
+        return ok;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        struct ferry_decimal128 d;
+        memcpy(&d, v + i * 16, 16);
+        u128 u = ((u128)(uint64_t)d.hi << 64) | d.lo;
+        u128 mag = d.hi < 0 ? -u : u;
+        ok &= (mag < c->dec_bound) | (d.hi == INT64_MAX && d.lo == UINT64_MAX);
+    }
+    return ok;
+}
+
 bool ferry__rw_bulk_fixed16(struct ferry_row_writer *rw, const uint8_t *v, const uint8_t *isnull,
                             int64_t n)
 {
@@ -1290,16 +1319,18 @@ bool ferry__rw_bulk_fixed16(struct ferry_row_writer *rw, const uint8_t *v, const
     if (c->type == FERRY_TYPE_UUID) {
         memcpy(c->values + (size_t)rw->row * 16, v, (size_t)n * 16);
     } else if (c->type == FERRY_TYPE_DECIMAL128) {
+        if (!dec_block_fits(c, v, n)) return false;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(c->values + (size_t)rw->row * 16, v, (size_t)n * 16); /* lo, hi: already LE */
+#else
         for (int64_t i = 0; i < n; i++) {
             struct ferry_decimal128 d;
             memcpy(&d, v + i * 16, 16);
-            u128 u = ((u128)(uint64_t)d.hi << 64) | d.lo;
-            u128 mag = d.hi < 0 ? -u : u;
-            if (mag >= c->dec_bound && !(d.hi == INT64_MAX && d.lo == UINT64_MAX)) return false;
             uint8_t *p = c->values + (size_t)(rw->row + i) * 16;
             store_le64(p, d.lo);
             store_le64(p + 8, (uint64_t)d.hi);
         }
+#endif
     } else {
         return false;
     }

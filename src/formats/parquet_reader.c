@@ -1585,6 +1585,35 @@ static int hybrid8(struct ferry_parquet_reader *r, const uint8_t *p, const uint8
     return FERRY_OK;
 }
 
+/* How many of the n levels equal max; *over when one is above it. Counted in blocks of at
+ * most 255 into a byte counter, so the loop runs on vector registers (this and the next
+ * loop took 7 % of a flat Parquet read as one scalar loop). */
+static int64_t count_levels(const uint8_t *lv, int64_t n, uint8_t max, bool *over)
+{
+    int64_t present = 0;
+    uint8_t above = 0;
+    for (int64_t i = 0; i < n;) {
+        int64_t k = n - i < 255 ? n - i : 255;
+        uint8_t cnt = 0;
+        for (int64_t j = 0; j < k; j++) {
+            uint8_t l = lv[i + j];
+            above |= (uint8_t)(l > max);
+            cnt = (uint8_t)(cnt + (l == max));
+        }
+        present += cnt;
+        i += k;
+    }
+    *over = above != 0;
+    return present;
+}
+
+/* Levels decoded in place into the null flags: p[i] = p[i] < max. */
+static void nul_in_place(uint8_t *p, int64_t n, uint8_t max)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(p[i] < max);
+}
+
 /* n levels of at most max from [lp, le) into out (uint8, may be NULL). With nul (definition
  * levels): nul[i] = level < max, *nn = how many values are present. */
 static int levels(struct ferry_parquet_reader *r, const uint8_t *lp, const uint8_t *le, int max,
@@ -1594,15 +1623,14 @@ static int levels(struct ferry_parquet_reader *r, const uint8_t *lp, const uint8
     if (lv == NULL) return FERRY_OK;
     int rc = hybrid8(r, lp, le, level_width(max), lv, n, body);
     if (rc) return rc;
-    int64_t present = 0;
     bool over = false;
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t l = lv[i];
-        over |= l > max;
-        if (nul) nul[i] = l < max;
-        present += l == max;
-    }
+    int64_t present = count_levels(lv, n, (uint8_t)max, &over);
     if (over) return bad(r, body, "level above the column's maximum");
+    if (nul == lv)
+        nul_in_place(nul, n, (uint8_t)max);
+    else if (nul)
+        for (int64_t i = 0; i < n; i++)
+            nul[i] = lv[i] < max;
     if (nn) *nn = present;
     return FERRY_OK;
 }
@@ -1655,10 +1683,18 @@ static int decode_dict(struct ferry_parquet_reader *r, const struct pcol *c, con
     int rc = idx_room(r, idx, nn);
     if (rc == FERRY_OK && nn > 0) rc = hybrid(r, vp + 1, ve, vp[0], *idx, nn, body);
     if (rc) return rc;
-    for (int64_t i = 0; i < nn; i++) {
-        if ((int64_t)(*idx)[i] >= v->dict_n) return bad(r, body, "dictionary index out of range");
-        memcpy(dst + i * w, v->dict.data + (size_t)(*idx)[i] * (size_t)w, (size_t)w);
-    }
+    const uint32_t *ix = *idx;
+    uint32_t top = 0; /* the largest index, checked before any is used */
+    for (int64_t i = 0; i < nn; i++)
+        top = ix[i] > top ? ix[i] : top;
+    if (nn > 0 && (int64_t)top >= v->dict_n) return bad(r, body, "dictionary index out of range");
+    const uint8_t *d = (const uint8_t *)v->dict.data;
+    if (w == 8) /* a fixed-size copy: no memcpy call per value */
+        for (int64_t i = 0; i < nn; i++)
+            memcpy(dst + i * 8, d + (size_t)ix[i] * 8, 8);
+    else
+        for (int64_t i = 0; i < nn; i++)
+            memcpy(dst + i * 16, d + (size_t)ix[i] * 16, 16);
     return FERRY_OK;
 }
 

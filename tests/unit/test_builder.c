@@ -1038,6 +1038,85 @@ static void test_bulk(void **state)
     ferry_schema_unref(s);
 }
 
+/* The bulk decimal check (a branch-free loop) accepts exactly what the row path accepts:
+ * |unscaled| < 10^precision, or the NaN marker INT64_MAX:UINT64_MAX, at the edges of each
+ * precision, on both sides of 2^64 (the 64-bit path up to precision 19, u128 above). */
+static bool dec_row_ok(int precision, struct ferry_decimal128 d)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "d", FERRY_TYPE_DECIMAL128, true, NULL), FERRY_OK);
+    s->fields[0].precision = precision;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct sink sk = {0};
+    struct ferry_row_writer *rw = writer(s, "t", 8, 0, &sk);
+    struct ferry_error err;
+    ferry_rw_begin(rw, FERRY_OP_INSERT);
+    ferry_rw_dec128(rw, d);
+    bool ok = ferry_rw_end(rw, &err) == FERRY_OK;
+    ferry__rw_free(rw);
+    sink_clear(&sk);
+    ferry_schema_unref(s);
+    return ok;
+}
+
+static bool dec_bulk_ok(int precision, struct ferry_decimal128 d, int64_t pad)
+{
+    struct ferry_schema *s = ferry_schema_new();
+    assert_int_equal(ferry_schema_add_field(s, "d", FERRY_TYPE_DECIMAL128, true, NULL), FERRY_OK);
+    s->fields[0].precision = precision;
+    assert_int_equal(ferry_schema_finish(s, NULL), FERRY_OK);
+    struct sink sk = {0};
+    struct ferry_row_writer *rw = writer(s, "t", 64, 0, &sk);
+    struct ferry_decimal128 v[8] = {{0, 0}};
+    uint8_t nul[8] = {0};
+    v[pad] = d; /* the value among zeros, at several places of the block */
+    int64_t n = ferry__rw_bulk_begin(rw, 8, NULL);
+    assert_int_equal(n, 8);
+    bool ok = ferry__rw_bulk_fixed16(rw, (const uint8_t *)v, nul, n);
+    if (ok) {
+        assert_int_equal(ferry__rw_bulk_end(rw, n, NULL), FERRY_OK);
+        assert_int_equal(ferry_rw_flush(rw, false, NULL), FERRY_OK);
+        assert_int_equal(sk.n, 1);
+        struct ferry_decimal128 got = ferry_col_dec128(sk.b[0], 0, pad);
+        assert_true(got.lo == d.lo && got.hi == d.hi);
+    } else {
+        ferry__rw_bulk_cancel(rw, n);
+    }
+    ferry__rw_free(rw);
+    sink_clear(&sk);
+    ferry_schema_unref(s);
+    return ok;
+}
+
+__extension__ typedef unsigned __int128 u128;
+
+static void test_bulk_decimal_bounds(void **state)
+{
+    (void)state;
+    const int precs[] = {1, 4, 18, 19, 20, 38};
+    for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+        int p = precs[pi];
+        u128 b = 1;
+        for (int i = 0; i < p; i++)
+            b *= 10;
+        const u128 mags[] = {0, 1, b - 1, b, b + 1, (u128)1 << 64, ((u128)1 << 64) - 1, b * 2};
+        for (size_t mi = 0; mi < sizeof mags / sizeof *mags; mi++) {
+            for (int neg = 0; neg < 2; neg++) {
+                u128 u = neg ? -mags[mi] : mags[mi];
+                struct ferry_decimal128 d = {(uint64_t)u, (int64_t)(uint64_t)(u >> 64)};
+                bool want = mags[mi] < b;
+                assert_int_equal(dec_row_ok(p, d), want);
+                for (int64_t pad = 0; pad < 8; pad += 7)
+                    assert_int_equal(dec_bulk_ok(p, d, pad), want);
+            }
+        }
+        const struct ferry_decimal128 odd[] = {{0, -1}, {UINT64_MAX, 0}, {0, INT64_MIN},
+                                               {UINT64_MAX, INT64_MAX}, {1, -1}};
+        for (size_t k = 0; k < sizeof odd / sizeof *odd; k++)
+            assert_int_equal(dec_bulk_ok(p, odd[k], 3), dec_row_ok(p, odd[k]));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1055,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_bool_bitmap_and_growth),
         cmocka_unit_test(test_bulk),
+        cmocka_unit_test(test_bulk_decimal_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

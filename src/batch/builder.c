@@ -65,6 +65,7 @@ struct bcol {
     int32_t *offsets;
     uint8_t *data;
     size_t validity_cap, values_cap, offsets_cap, data_cap;
+    size_t peak_data; /* the most data bytes a batch held (at most limits.bytes) */
 };
 
 /* Buffers allocated for the next batch before the current one is handed over. */
@@ -81,6 +82,7 @@ struct ferry_row_writer {
     int write_cols; /* ncols while a row is open and has room, else 0 */
     int64_t row;    /* complete rows in the batch being built */
     int64_t row_cap;
+    int64_t peak_rows; /* the most rows a closed batch held */
     uint8_t *ops;
     size_t ops_cap;
     int64_t data_bytes; /* var-width bytes in the batch */
@@ -422,9 +424,10 @@ static bool fill_empty(struct ferry_batch *b)
 }
 
 /* The next batch's buffers, allocated once the closed batch was emitted (so that a source
- * waiting on a full queue holds no second set), at the closed batch's final sizes (with
- * small floors; close_batch noted the var-width data bytes and which columns had nulls in
- * rw->next), so that an identical next batch grows nothing. Released batches' buffers come
+ * waiting on a full queue holds no second set), at the largest sizes a closed batch had
+ * (rows, and per column var-width bytes up to limits.bytes; with small floors; close_batch
+ * noted the data bytes and which columns had nulls in rw->next), so that a batch cut short
+ * (a shard's end, a tick) does not make the next full one grow again. Released batches' buffers come
  * back from the pool (batch/pool.h): a steady copy allocates nothing per batch. */
 static bool alloc_next(struct ferry_row_writer *rw, int64_t rows)
 {
@@ -493,7 +496,9 @@ static void hand_over(struct ferry_row_writer *rw, struct ferry_batch *b, int64_
         struct ferry_column *col = &b->columns[j];
         if (c->var) {
             size_t used = (size_t)c->offsets[rows];
-            nb->data_cap = used > MIN_DATA ? used : MIN_DATA;
+            size_t bound = rw->limits.bytes > 0 ? (size_t)rw->limits.bytes : used;
+            if (used > c->peak_data) c->peak_data = used < bound ? used : bound;
+            nb->data_cap = c->peak_data > MIN_DATA ? c->peak_data : MIN_DATA;
         }
         nb->validity_cap = c->null_count > 0;
         col->null_count = c->null_count;
@@ -540,7 +545,8 @@ static int close_batch(struct ferry_row_writer *rw, bool done)
     if (rows == 0) {
         if (!fill_empty(b)) goto nomem;
     } else {
-        next_rows = rows > MIN_ROWS ? rows : MIN_ROWS;
+        if (rows > rw->peak_rows) rw->peak_rows = rows;
+        next_rows = rw->peak_rows > MIN_ROWS ? rw->peak_rows : MIN_ROWS;
         if (next_rows > rw->limits.rows) next_rows = rw->limits.rows;
         hand_over(rw, b, rows);
     }
@@ -1147,8 +1153,6 @@ int64_t ferry__rw_bulk_begin(struct ferry_row_writer *rw, int64_t want, const in
     if (rw->in_row || rw->code != FERRY_OK || want <= 0) return 0;
     int64_t n = rw->limits.rows - rw->row;
     if (n > want) n = want;
-    while (rw->row + n > rw->row_cap)
-        if (!grow_rows(rw)) return 0;
     /* the row whose bytes reach the limit closes the batch, as in ferry_rw_end() */
     int64_t left = rw->limits.bytes - approx_bytes(rw);
     int64_t k = 0;
@@ -1156,8 +1160,12 @@ int64_t ferry__rw_bulk_begin(struct ferry_row_writer *rw, int64_t want, const in
         left -= rw->row_bytes + (row_var ? row_var[k] : 0);
         k++;
     }
+    if (k == 0) k = 1;
+    /* grown for the rows written only: a batch closed by bytes keeps its capacity */
+    while (rw->row + k > rw->row_cap)
+        if (!grow_rows(rw)) return 0;
     rw->cursor = 0;
-    return k > 0 ? k : 1;
+    return k;
 }
 
 /* How many of isnull[0, n) are set; false when column c may hold none of them. */

@@ -1349,6 +1349,29 @@ bool ferry__rw_bulk_fixed16(struct ferry_row_writer *rw, const uint8_t *v, const
 
 #define SPAN_HI (UINT64_C(1) << 63)
 
+/* The bytes of n spans, one after another, into out: spans that follow each other in their
+ * source (values of a PLAIN page do) are copied in one memcpy. */
+static void copy_spans(uint8_t *out, const uint64_t *spans, const char *const bases[2], int64_t n)
+{
+    const char *run = NULL;
+    size_t run_len = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t s = spans[i];
+        size_t len = (size_t)((s & ~SPAN_HI) >> 32);
+        if (len == 0) continue;
+        const char *p = bases[s >> 63] + (s & UINT32_MAX);
+        if (run_len > 0 && run + run_len == p) {
+            run_len += len;
+            continue;
+        }
+        if (run_len > 0) memcpy(out, run, run_len);
+        out += run_len;
+        run = p;
+        run_len = len;
+    }
+    if (run_len > 0) memcpy(out, run, run_len);
+}
+
 bool ferry__rw_bulk_text(struct ferry_row_writer *rw, const uint64_t *spans,
                          const char *const bases[2], const uint8_t *isnull, int64_t n)
 {
@@ -1365,12 +1388,10 @@ bool ferry__rw_bulk_text(struct ferry_row_writer *rw, const uint64_t *spans,
     size_t off = (size_t)c->offsets[r];
     if (off + total > c->data_cap && !grow_data(rw, c, off + total)) return false;
     for (int64_t i = 0; i < n; i++) {
-        uint64_t s = spans[i];
-        size_t len = (size_t)((s & ~SPAN_HI) >> 32);
-        if (len) memcpy(c->data + off, bases[s >> 63] + (s & UINT32_MAX), len);
-        off += len;
+        off += (size_t)((spans[i] & ~SPAN_HI) >> 32);
         c->offsets[r + i + 1] = (int32_t)off;
     }
+    copy_spans(c->data + (size_t)c->offsets[r], spans, bases, n);
     if (!bulk_nulls(rw, c, isnull, n, cnt)) return false;
     rw->data_bytes += (int64_t)total;
     rw->cursor++;

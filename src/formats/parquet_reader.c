@@ -1212,6 +1212,9 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
     case PT_BYTE_ARRAY:
     case PT_FLBA: {
         const uint8_t *q = p;
+        /* the values' bytes are at most the page's: room for all of them at once */
+        bool var = c->ft != FERRY_TYPE_DECIMAL128 && c->ft != FERRY_TYPE_UUID;
+        if (var && ferry_buf_reserve(data, avail + 1)) return oom(r);
         for (int64_t i = 0; i < n; i++) {
             size_t len;
             if (c->ptype == PT_FLBA) {
@@ -1237,7 +1240,8 @@ static int plain(struct ferry_parquet_reader *r, const struct pcol *c, const uin
                                            "values in one row group",
                                            r->name, c->name);
                 uint64_t packed = (uint64_t)len << 32 | (uint64_t)data->len;
-                if (ferry_buf_append(data, q, len)) return oom(r);
+                memcpy(data->data + data->len, q, len); /* reserved above */
+                data->len += len;
                 memcpy(s, &packed, 8);
             }
             q += len;

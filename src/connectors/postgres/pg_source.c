@@ -432,6 +432,60 @@ static void keep_many(struct src *s, PGresult *res, int first, int n, char *cons
     }
 }
 
+/* The asked names split into schema and table; a name that does not split stays NULL
+ * (discover reports it). */
+static void split_all(const char *const *names, int n, char **sch, char **tab)
+{
+    for (int i = 0; i < n; i++) {
+        struct ferry_error e;
+        if (ferry__pg_split_name(names[i], &sch[i], &tab[i], &e) != FERRY_OK)
+            sch[i] = tab[i] = NULL;
+    }
+}
+
+/* The schema and table text arrays (bs, bt) of the names that split; false when none did or
+ * out of memory. */
+static bool name_arrays(char *const *sch, char *const *tab, int n, struct ferry_buf *bs,
+                        struct ferry_buf *bt)
+{
+    const char **vs = ferry_calloc((size_t)n, sizeof *vs), **vt = ferry_calloc((size_t)n, sizeof *vt);
+    int m = 0;
+    for (int i = 0; vs && vt && i < n; i++)
+        if (sch[i]) {
+            vs[m] = sch[i];
+            vt[m++] = tab[i];
+        }
+    if (m > 0) {
+        ferry__pg_text_array(bs, vs, m, ferry__pg_string_at);
+        ferry__pg_text_array(bt, vt, m, ferry__pg_string_at);
+    }
+    ferry_free(vs);
+    ferry_free(vt);
+    return m > 0 && bs->data && bt->data;
+}
+
+/* One catalog query for all of them; its rows come ordered by schema and table, each
+ * relation's run kept for the names naming it. */
+static void query_many(struct src *s, char *const *sch, char *const *tab,
+                       const char *const *names, int n, const struct ferry_buf *bs,
+                       const struct ferry_buf *bt)
+{
+    const char *params[2] = {bs->data, bt->data};
+    PGresult *res = PQexecParams(s->c, catalog_many_sql, 2, NULL, params, NULL, NULL, 0);
+    int rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;
+    for (int i = 0; i < rows;) {
+        int j = i + 1;
+        while (j < rows && !strcmp(PQgetvalue(res, j, 0), PQgetvalue(res, i, 0)) &&
+               !strcmp(PQgetvalue(res, j, 1), PQgetvalue(res, i, 1)))
+            j++;
+        keep_many(s, res, i, j - i, sch, tab, names, n);
+        i = j;
+    }
+    PQclear(res);
+}
+
+/* discover_ahead: the columns of many tables in one query, kept for their discover calls; a
+ * failure here is silent (each discover then asks for its own table and reports). */
 static void src_discover_ahead(void *ctx, const char *const *names, int n)
 {
     struct src *s = ctx;
@@ -440,45 +494,15 @@ static void src_discover_ahead(void *ctx, const char *const *names, int n)
     struct ferry_buf bs, bt;
     ferry_buf_init(&bs, 0);
     ferry_buf_init(&bt, 0);
-    for (int i = 0; sch && tab && i < n; i++) {
-        struct ferry_error e;
-        if (ferry__pg_split_name(names[i], &sch[i], &tab[i], &e) != FERRY_OK)
-            sch[i] = tab[i] = NULL; /* discover reports it */
-    }
-    int m = 0; /* the names that split */
-    char **vs = sch ? ferry_calloc((size_t)n, sizeof *vs) : NULL;
-    char **vt = tab ? ferry_calloc((size_t)n, sizeof *vt) : NULL;
-    for (int i = 0; vs && vt && i < n; i++)
-        if (sch[i]) {
-            vs[m] = sch[i];
-            vt[m++] = tab[i];
-        }
-    if (m > 0) {
-        ferry__pg_text_array(&bs, vs, m, ferry__pg_string_at);
-        ferry__pg_text_array(&bt, vt, m, ferry__pg_string_at);
-    }
-    if (m > 0 && bs.data && bt.data) {
-        const char *params[2] = {bs.data, bt.data};
-        PGresult *res = PQexecParams(s->c, catalog_many_sql, 2, NULL, params, NULL, NULL, 0);
-        int rows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;
-        for (int i = 0; i < rows;) {
-            int j = i + 1;
-            while (j < rows && !strcmp(PQgetvalue(res, j, 0), PQgetvalue(res, i, 0)) &&
-                   !strcmp(PQgetvalue(res, j, 1), PQgetvalue(res, i, 1)))
-                j++;
-            keep_many(s, res, i, j - i, sch, tab, names, n);
-            i = j;
-        }
-        PQclear(res);
-    }
+    if (sch && tab) split_all(names, n, sch, tab);
+    if (sch && tab && name_arrays(sch, tab, n, &bs, &bt))
+        query_many(s, sch, tab, names, n, &bs, &bt);
     for (int i = 0; sch && tab && i < n; i++) {
         ferry_free(sch[i]);
         ferry_free(tab[i]);
     }
     ferry_free(sch);
     ferry_free(tab);
-    ferry_free(vs);
-    ferry_free(vt);
     ferry_buf_release(&bs);
     ferry_buf_release(&bt);
 }

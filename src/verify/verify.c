@@ -9,9 +9,9 @@
  * connector (discover), the transform compiler (the destination schema), the database
  * sides through the connectors' verify_open slot (connectors/postgres/pg_verify.c,
  * connectors/sqlite/sqlite_verify.c) and repair.c. Called by cli/cmd_verify.c and the
- * runner (verify: after_run); its files-source side for CSV and JSON Lines a sink wrote
- * (ferry__vside_text_open) also by connectors/s3/s3_verify.c. docs/internals/verify.md
- * explains the design. */
+ * runner (verify: after_run); its stream side (ferry__vside_stream_open) also by
+ * connectors/s3/s3_verify.c, over the s3 source. docs/internals/verify.md explains the
+ * design. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>

@@ -220,7 +220,7 @@ int ferry__vside_stream_open(const struct ferry_pipeline_spec *p,
 int ferry__vside_parquet_open(char *const *paths, int n_paths, const char *name,
                               const struct ferry_vtable *t, const char *what,
                               struct ferry_vside **out, struct ferry_error *err);
-/* A side made of CSV or JSON Lines files a files or s3 sink wrote (verify.c), read by the
+/* A side made of CSV or JSON Lines files a files sink wrote (verify.c), read by the
  * files source through ferry__vside_stream_open: a one-resource pipeline reads the files
  * `glob` matches (at least one must) as `table`, with format, header, delimiter and null
  * from `sink` (the sink section; csv or jsonl) and `written` as the declared schema and key.

@@ -10,7 +10,10 @@
 #   3. bad input: a truncated gzip object, an object deleted between listing and reading
 #      (a run failed at its first sink write, the object deleted, the run resumed on its
 #      frozen plan), a Parquet object among CSV ones, `compression: gzip` on a zstd object:
-#      one error naming the object, nothing written; `compression: zstd` on it reads it.
+#      one error naming the object, nothing written; `compression: zstd` on it reads it;
+#   4. `keys:` (an exact list of objects, as s3 verify reads a destination): only the objects
+#      named, each once; a missing one is not found (exit 7) naming it; a key outside the
+#      prefix, a non-string entry, a glob beside it, an empty list: a config error naming it.
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
@@ -140,3 +143,34 @@ s3_pipe zz.yaml s3-zz "$S3_ENDPOINT" "$T/zz.db" ", prefix: in/sub/, glob: 'c*'" 
 expect_exit 0 ferry run zz.yaml
 [ "$(q zz.db 'SELECT count(*) FROM t')" = 2000 ] || fail "compression: zstd: $(q zz.db 'SELECT count(*) FROM t') rows"
 pass "s3 source: truncated gzip, deleted object, mixed formats, compression mismatch: errors naming the object, nothing written"
+
+# ---- 4. `keys:` an exact list of objects ------------------------------------------------------------
+# the objects named (one twice, one not a known name), none other under the prefix
+s3_pipe keys.yaml s3-keys "$S3_ENDPOINT" "$T/keys.db" \
+  ", keys: [in/sub/c.csv.zst, in/notes.txt, in/sub/c.csv.zst]"
+expect_exit 0 ferry run keys.yaml --quiet
+want=$( { cat data/a.csv; zstd -dcq data/c.csv.zst; } | awk -F, '$1 ~ /^[0-9]+$/ { n++; s += $1 } END { print n "|" s }')
+[ "$(q keys.db 'SELECT count(*) || "|" || sum(id) FROM t')" = "$want" ] \
+  || fail "keys: count|sum(id) $(q keys.db 'SELECT count(*) || "|" || sum(id) FROM t'), want $want (notes.txt and c.csv.zst once)"
+# a key the bucket does not hold: not found (7), named
+s3_pipe kgone.yaml s3-kgone "$S3_ENDPOINT" "$T/kgone.db" ", keys: [in/a.csv, in/nope.csv]"
+expect_exit 7 ferry run kgone.yaml
+[ "$(grep -c "s3://$S3_BUCKET/in/nope.csv is named by \`keys\` but is not in the bucket" <<< "$OUT")" = 1 ] \
+  || fail "a missing key should be named once: $OUT"
+[ ! -f kgone.db ] || [ -z "$(q kgone.db "SELECT name FROM sqlite_master WHERE name = 't'")" ] \
+  || fail "rows written although a key is missing"
+# configuration errors (exit 2), each naming the offending key
+s3_pipe kout.yaml s3-kout "$S3_ENDPOINT" "$T/kout.db" ", keys: [in/a.csv, js/2025/j2.ndjson]"
+expect_exit 2 ferry run kout.yaml
+grep -q "s3://$S3_BUCKET/js/2025/j2.ndjson is not under the prefix \"in/\"" <<< "$OUT" \
+  || fail "a key outside the prefix should be named: $OUT"
+s3_pipe kobj.yaml s3-kobj "$S3_ENDPOINT" "$T/kobj.db" ", keys: [in/a.csv, {k: in/b.csv}]"
+expect_exit 2 ferry run kobj.yaml
+grep -q "keys\[1\].*expected a string, got a map" <<< "$OUT" || fail "a non-string entry should be named: $OUT"
+s3_pipe kglob.yaml s3-kglob "$S3_ENDPOINT" "$T/kglob.db" ", keys: [in/a.csv], glob: '*.csv'"
+expect_exit 2 ferry run kglob.yaml
+grep -q "\`keys\` and \`glob\` exclude each other" <<< "$OUT" || fail "keys with a glob: $OUT"
+s3_pipe kempty.yaml s3-kempty "$S3_ENDPOINT" "$T/kempty.db" ", keys: []"
+expect_exit 2 ferry run kempty.yaml
+grep -q "keys.*an empty list reads no object" <<< "$OUT" || fail "keys: []: $OUT"
+pass "s3 source: keys: reads exactly the objects named; a missing one (7), one outside the prefix, a non-string entry, a glob beside it, an empty list (2): errors naming it"

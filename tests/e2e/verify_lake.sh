@@ -13,7 +13,14 @@
 #      damaged values reported by key, or the file named when it no longer decodes), and
 #      restored verifies again;
 #   4. an iceberg *source* (read through ferry) against its PostgreSQL copy: equal, then one
-#      row changed in the copy is reported by key.
+#      row changed in the copy is reported by key;
+#   5. s3 (src/connectors/s3/s3_verify.c: the objects read through the s3 source, where they
+#      are): every verify above runs with TMPDIR a fresh empty folder whose mtime is in the
+#      past, and nothing is created in it (empty, mtime unchanged: no temporary folder, not
+#      even one removed again); through a logging proxy every GET of a Parquet object is
+#      ranged and none covers the whole object (objects over the 64 KiB footer read); an
+#      object under the prefix that no manifest lists (a crashed attempt's) is not counted;
+#      an object a manifest lists but that is gone: one error naming s3://bucket/key (exit 7).
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -58,11 +65,19 @@ EOF
 }
 s3_pipeline s3.yaml vl_s3 v out
 s3_pipeline other.yaml vl_other w other
-vjson() { # FILE: runs verify --json, keeps the JSON in $J and the status in $RC
+mkdir -p "$T/vtmp"
+touch -d '2000-01-01 00:00' "$T/vtmp"
+# vjson FILE: runs verify --json under TMPDIR=$T/vtmp, keeps the JSON in $J and the status in
+# $RC; nothing may be created in TMPDIR (the folder's mtime changes even if it is removed again)
+vjson() {
   set +e
-  J=$("$FERRY_BIN" verify "$1" --json 2>verify.err)
+  J=$(TMPDIR="$T/vtmp" "$FERRY_BIN" verify "$1" --json 2>verify.err)
   RC=$?
   set -e
+  [ -z "$(ls -A "$T/vtmp")" ] || fail "$1: verify left files in its TMPDIR: $(ls -AR "$T/vtmp")"
+  [ "$(stat -c %Y "$T/vtmp")" = "$(date -d '2000-01-01 00:00' +%s)" ] \
+    || fail "$1: verify created something in its TMPDIR (mtime $(stat -c %y "$T/vtmp")): $(cat verify.err)"
+  ! grep -q Sanitizer verify.err || fail "$1: $(cat verify.err)" # an asan build's report
 }
 keys() { printf '%s\n' "$J" | jq -r "[.resources[0].$1.keys[]] | join(\",\")"; }
 
@@ -111,6 +126,49 @@ s3c "$S3_BUCKET" put "$mine" mine.parquet
 vjson s3.yaml
 [ "$RC" = 0 ] || fail "the restored s3 object: exit $RC: $J"
 pass "s3: an object replaced by another with one value changed is reported by key"
+
+# ---- 5. s3: read where the objects are ------------------------------------------------------------
+# every GET through a proxy that only logs: Parquet objects by ranged GETs, never whole
+s3_flaky 0
+sed "s|endpoint: \"$S3_ENDPOINT\"|endpoint: \"$FLAKY_ENDPOINT\"|" s3.yaml > s3p.yaml
+grep -q "$FLAKY_ENDPOINT" s3p.yaml || fail "s3p.yaml: no proxy endpoint"
+vjson s3p.yaml
+s3_flaky_stop
+[ "$RC" = 0 ] || fail "through the proxy: exit $RC: $J $(cat verify.err)"
+n=0
+for key in $(s3c "$S3_BUCKET" list out/v/ | grep '\.parquet$'); do
+  size=$(s3c "$S3_BUCKET" get "$key" | wc -c)
+  [ "$size" -gt 65536 ] || fail "$key: $size bytes, within one footer read (64 KiB): make it larger"
+  gets=$(grep "^GET /$S3_BUCKET/${key//=/%3D}[ ?]" "$T/flaky.count.requests" | grep -v ' 503$' || true)
+  [ -n "$gets" ] || fail "$key was not read: $(cat "$T/flaky.count.requests")"
+  ! grep -qv ' bytes=[0-9]*-[0-9]*$' <<< "$gets" || fail "$key: a GET without a range: $gets"
+  ! grep -q " bytes=0-$((size - 1))$" <<< "$gets" || fail "$key: a GET of the whole object: $gets"
+  n=$((n + 1))
+done
+[ "$n" -gt 0 ] || fail "no Parquet object under out/v/"
+pass "s3: the $n Parquet objects are read by ranged GETs only, none of a whole object"
+
+# an object that no manifest lists (as a crashed attempt leaves) beside a listed one: not counted
+stray=$(dirname "$mine")/part-999.parquet
+s3c "$S3_BUCKET" put "$stray" theirs.parquet
+vjson s3.yaml
+s3c "$S3_BUCKET" delete "$stray"
+[ "$RC" = 0 ] && [ "$(jq -r '.resources[0].dest_rows' <<< "$J")" = 3000 ] \
+  || fail "an object no manifest lists was read: exit $RC: $J $(cat verify.err)"
+jq -r '.resources[0].destination' <<< "$J" | grep -q "^s3://$S3_BUCKET/out/v ($n objects\?)$" \
+  || fail "the destination should count the $n listed objects: $J"
+pass "s3: an object no manifest lists is not part of the destination"
+
+# an object a manifest lists that is gone
+s3c "$S3_BUCKET" delete "$mine"
+vjson s3.yaml
+s3c "$S3_BUCKET" put "$mine" mine.parquet
+[ "$RC" = 7 ] || fail "a listed object deleted should fail as not found (7): exit $RC: $J $(cat verify.err)"
+[ "$(grep -c "s3://$S3_BUCKET/$mine is listed by a manifest but missing" verify.err)" = 1 ] \
+  || fail "the error should name s3://$S3_BUCKET/$mine once: $(cat verify.err)"
+vjson s3.yaml
+[ "$RC" = 0 ] || fail "restored: exit $RC: $J $(cat verify.err)"
+pass "s3: a listed object that is gone: one error naming s3://bucket/key (exit 7)"
 
 # the largest file: a data file (the upsert's equality delete file holds only keys)
 victim=$(ls -S $(find "$T/wh/db/v/data" -name '*.parquet') | head -1)

@@ -2,7 +2,7 @@
 # shared: pg s3
 # labels: verify
 # `ferry verify` with s3 destinations in CSV and JSON Lines (src/connectors/s3/s3_verify.c: the
-# objects the manifests list, fetched into a private folder and read back by the files source),
+# objects the manifests list, read where they are by the s3 source, streamed in chunks),
 # from a PostgreSQL source, on one PostgreSQL server and one s3rver:
 #   1. right after the copy, three destinations verify equal (exit 0): CSV with the sink's
 #      defaults (no `format:` key: csv), CSV without a header, `;` and a NULL marker, JSON
@@ -15,7 +15,8 @@
 #      restored verifies equal again; an object no manifest lists (a crashed attempt's) is not
 #      read; a part replaced by its own gzip reads the same rows (equal);
 #   4. an object a manifest lists but that is gone: one error naming s3://bucket/key;
-#   5. the private temporary folder ($TMPDIR) is left empty after every verify, error or not.
+#   5. nothing is created in $TMPDIR by any verify, error or not (a fresh empty folder whose
+#      mtime is in the past: still empty, mtime unchanged; no temporary folder any more).
 . "$(dirname "$0")/lib.sh"
 . "$FERRY_SRC/tests/s3/s3.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
@@ -63,12 +64,17 @@ s3_pipeline bare.yaml vt_bare bare 'format: csv' 'header: false' 'delimiter: ";"
 s3_pipeline jsonl.yaml vt_jsonl jl 'format: jsonl'
 
 mkdir -p "$T/tmp"
-vjson() { # FILE: runs verify --json under a TMPDIR of ours, keeps the JSON in $J, the status in $RC
+touch -d '2000-01-01 00:00' "$T/tmp"
+# vjson FILE: runs verify --json under a TMPDIR of ours, keeps the JSON in $J, the status in $RC;
+# nothing may be created there (the folder's mtime changes even if it is removed again)
+vjson() {
   set +e
   J=$(TMPDIR="$T/tmp" "$FERRY_BIN" verify "$1" --json 2>verify.err)
   RC=$?
   set -e
   [ -z "$(ls -A "$T/tmp")" ] || fail "$1: verify left files in its TMPDIR: $(ls -AR "$T/tmp")"
+  [ "$(stat -c %Y "$T/tmp")" = "$(date -d '2000-01-01 00:00' +%s)" ] \
+    || fail "$1: verify created something in its TMPDIR (mtime $(stat -c %y "$T/tmp")): $(cat verify.err)"
   ! grep -q Sanitizer verify.err || fail "$1: $(cat verify.err)" # an asan build's report
 }
 res() { jq -r ".resources[] | select(.resource == \"$1\") | $2" <<< "$J"; }
@@ -151,12 +157,20 @@ vjson jsonl.yaml
 [ "$RC" = 0 ] || fail "jsonl: restored: exit $RC: $J $(cat verify.err)"
 pass "jsonl: an object re-uploaded with one value changed is reported by key"
 
-# an object no manifest lists (as a crashed attempt leaves) is never read
+# objects no manifest lists (as a crashed attempt leaves) are never read: one in a run folder of
+# their own, one beside the listed objects (under the folder the source lists)
 printf '{"id":999999,"name":"stray","amount":1,"ts":null,"u":null,"flag":null,"f":null,"d":null}\n' > stray
+n=$(objects jl | wc -l)
+beside=$(dirname "$(objects jl | head -1)")/part-999.jsonl
 s3c "$S3_BUCKET" put jl/v/run=999/attempt=1/part-0.jsonl stray
+s3c "$S3_BUCKET" put "$beside" stray
 vjson jsonl.yaml
-[ "$RC" = 0 ] || fail "jsonl: an unlisted object was read: exit $RC: $J $(cat verify.err)"
 s3c "$S3_BUCKET" delete jl/v/run=999/attempt=1/part-0.jsonl
+s3c "$S3_BUCKET" delete "$beside"
+[ "$RC" = 0 ] && [ "$(res v .dest_rows)" = 2000 ] \
+  || fail "jsonl: an unlisted object was read: exit $RC: $J $(cat verify.err)"
+res v .destination | grep -q "^s3://$S3_BUCKET/jl/v ($n objects)$" \
+  || fail "jsonl: the destination should count the $n listed objects: $J"
 pass "an object no manifest lists is not part of the destination"
 
 # ---- 4. a listed object that is gone ------------------------------------------------------------
@@ -173,4 +187,4 @@ for f in csv jsonl; do
   vjson $f.yaml
   [ "$RC" = 0 ] || fail "$f: restored: exit $RC: $J $(cat verify.err)"
 done
-pass "a listed object that is gone: one error naming s3://bucket/key; the temporary folder is removed"
+pass "a listed object that is gone: one error naming s3://bucket/key; nothing created in TMPDIR"

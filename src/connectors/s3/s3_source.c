@@ -26,7 +26,9 @@
  * .gz / .zst aside), format (else from the key), the text keys of the files source and the
  * connection keys of the s3 sink (endpoint, region, path_style, credentials by reference,
  * max_attempts: s3_client.c retries, signs with SigV4). A resource may set its own prefix
- * and glob. Parquet and text objects under one resource: refused naming the object.
+ * and glob, or instead of a glob `keys:`, the exact objects it reads (each under the prefix
+ * and in its listing, else an error naming s3://bucket/key; s3_verify.c reads an s3 sink's
+ * destination so). Parquet and text objects under one resource: refused naming the object.
  * mode: incremental without a cursor plans the objects new or changed (key, ETag, size)
  * since the route checkpoint; with `cursor: [column]` (Parquet objects only) every object
  * is planned, but only its row groups whose statistics allow a row above the saved cursor
@@ -257,22 +259,117 @@ static bool known_name(const char *key)
            ends_with(key, n, ".ndjson") || ends_with(key, n, ".json");
 }
 
-/* Every object under prefix matching glob (or known_name without one), as
- * [{"key", "size", "etag"}], in key order; FERRY_ENOTFOUND when none. keep (discovery): the
- * listing is kept for the next call with the same prefix and glob (the plan's), which takes
+/* A resource's `keys:`: the exact objects it reads instead of a glob's, sorted, each once;
+ * seen[i]: keys[i] was listed. n == 0: the resource has none. */
+struct keyset {
+    char **keys;
+    bool *seen;
+    int n;
+};
+
+static void keyset_free(struct keyset *ks)
+{
+    ferry_cfg_strv_free(ks->keys);
+    ferry_free(ks->seen);
+    memset(ks, 0, sizeof *ks);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ks's n keys sorted, each once (ks->n of them). */
+static void keyset_sort(struct keyset *ks, int n)
+{
+    qsort(ks->keys, (size_t)n, sizeof *ks->keys, str_cmp);
+    for (int i = 0; i < n; i++) {
+        if (ks->n > 0 && strcmp(ks->keys[ks->n - 1], ks->keys[i]) == 0)
+            ferry_free(ks->keys[i]);
+        else
+            ks->keys[ks->n++] = ks->keys[i];
+    }
+    ks->keys[ks->n] = NULL; /* the end mark of ferry_cfg_strv_free */
+}
+
+/* The resource's `keys:` into ks (none: ks->n 0): a non-empty list of strings, no glob of the
+ * resource's beside it, each key under prefix; sorted, duplicates once. */
+static int exact_keys(const struct s3src *s, const struct ferry_resource_spec *spec,
+                      const char *prefix, struct keyset *ks, struct ferry_error *err)
+{
+    memset(ks, 0, sizeof *ks);
+    struct ferry_cfg *node = spec->node ? ferry_cfg_get(spec->node, "keys") : NULL;
+    if (node == NULL) return FERRY_OK;
+    if (ferry_cfg_get(spec->node, "glob") != NULL)
+        return ferry_cfg_error(err, node, "resource %s: `keys` and `glob` exclude each other",
+                               spec->table);
+    int n = 0;
+    int rc = ferry_cfg_strv(spec->node, "keys", true, &ks->keys, &n, err);
+    if (rc == FERRY_OK && n == 0)
+        rc = ferry_cfg_error(err, node,
+                             "resource %s: an empty list reads no object (leave `keys` "
+                             "out to read every object under the prefix)",
+                             spec->table);
+    size_t pl = strlen(prefix);
+    for (int i = 0; rc == FERRY_OK && i < n; i++)
+        if (strncmp(ks->keys[i], prefix, pl) != 0 || ks->keys[i][pl] == '\0')
+            rc =
+                ferry_cfg_error(err, node, "resource %s: s3://%s/%s is not under the prefix \"%s\"",
+                                spec->table, ferry__s3_client_bucket(s->cli), ks->keys[i], prefix);
+    if (rc == FERRY_OK && (ks->seen = ferry_calloc((size_t)n, sizeof *ks->seen)) == NULL)
+        rc = nomem(err);
+    if (rc != FERRY_OK) {
+        keyset_free(ks);
+        return rc;
+    }
+    keyset_sort(ks, n);
+    return FERRY_OK;
+}
+
+/* Whether the listed key (rel: after the prefix) is the resource's: one of its `keys` (then
+ * seen), else matching its glob, else a known name. */
+static bool wanted(struct keyset *ks, const char *glob, const char *key, const char *rel)
+{
+    if (ks->n == 0) return glob ? fnmatch(glob, rel, 0) == 0 : known_name(key);
+    char **k = bsearch(&key, ks->keys, (size_t)ks->n, sizeof *ks->keys, str_cmp);
+    if (k == NULL) return false;
+    ks->seen[k - ks->keys] = true;
+    return true;
+}
+
+/* The first of `keys` the listing did not hold, as an error naming it (FERRY_ENOTFOUND). */
+static int keys_missing(const struct s3src *s, const struct ferry_resource_spec *spec,
+                        const struct keyset *ks, struct ferry_error *err)
+{
+    for (int i = 0; i < ks->n; i++)
+        if (!ks->seen[i])
+            return ferry_error_set(err, FERRY_ENOTFOUND, "s3",
+                                   "s3 source: resource %s: s3://%s/%s is named by `keys` but is "
+                                   "not in the bucket",
+                                   spec->table, ferry__s3_client_bucket(s->cli), ks->keys[i]);
+    return FERRY_OK;
+}
+
+/* Every object under prefix matching glob (or known_name without one; or one of the
+ * resource's `keys`, each of which must be there), as [{"key", "size", "etag"}], in key
+ * order; FERRY_ENOTFOUND when none. keep (discovery): the listing is kept for the next call
+ * with the same prefix and glob (the plan's; with `keys`, the same resource's), which takes
  * it instead of listing again. */
 static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec, bool keep,
                         json_t **out, struct ferry_error *err)
 {
     const char *prefix, *glob;
+    struct keyset ks;
     int rc = where(s, spec, &prefix, &glob, err);
+    if (rc == FERRY_OK) rc = exact_keys(s, spec, prefix, &ks, err);
     if (rc != FERRY_OK) return rc;
     char lk[2048];
-    snprintf(lk, sizeof lk, "%s\n%s", prefix, glob ? glob : "");
+    snprintf(lk, sizeof lk, "%s\n%s\n%s", prefix, glob ? glob : "", ks.n ? spec->table : "");
     json_t *arr = json_object_get(s->listed, lk);
     if (arr != NULL) { /* discovery's, just before the plan */
         *out = json_incref(arr);
         json_object_del(s->listed, lk);
+        keyset_free(&ks);
         return FERRY_OK;
     }
     arr = json_array();
@@ -321,9 +418,7 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
                 break;
             }
             if (!ferry__s3_xml_next(item.data, "ETag", &f4, &etag)) ferry_buf_reset(&etag);
-            const char *rel = key.data + strlen(prefix);
-            bool match = glob ? fnmatch(glob, rel, 0) == 0 : known_name(key.data);
-            if (!match) continue;
+            if (!wanted(&ks, glob, key.data, key.data + strlen(prefix))) continue;
             json_t *o = json_pack("{s:s,s:I,s:s}", "key", key.data, "size",
                                   (json_int_t)strtoll(size.data, NULL, 10), "etag",
                                   etag.len ? etag.data : "");
@@ -345,6 +440,8 @@ static int list_objects(struct s3src *s, const struct ferry_resource_spec *spec,
     ferry_buf_release(&size);
     ferry_buf_release(&etag);
     ferry_buf_release(&tok);
+    if (rc == FERRY_OK) rc = keys_missing(s, spec, &ks, err);
+    keyset_free(&ks);
     if (rc == FERRY_OK && json_array_size(arr) == 0)
         rc = ferry_error_set(err, FERRY_ENOTFOUND, "s3",
                              "s3 source: resource %s: no object under s3://%s/%s matches %s",

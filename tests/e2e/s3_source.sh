@@ -91,31 +91,6 @@ while read -r _m _u r; do
 done <<<"$p1"
 pass "s3 source: Parquet objects under prefix + glob through a 503ing proxy equal the files source's reading; no range fetched twice"
 
-# ---- 1b. many small row groups: consecutive groups in one GET ------------------------------------------
-# 10 groups of 2048 rows: the footer, the first group alone (decoding starts after one group),
-# then the other nine in one ranged GET (a run of groups that follow each other, up to 4 MiB)
-node "$DUCK" "COPY ($(sel 0 20480)) TO 'data/many.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)" \
-  >/dev/null || fail "DuckDB could not write many.parquet"
-groups=$(node "$DUCK" "SELECT count(DISTINCT row_group_id)::INT AS n FROM parquet_metadata('data/many.parquet')" | jq -r '.[0]')
-[ "$groups" = 10 ] || fail "many.parquet: $groups row groups, want 10"
-s3c "$S3_BUCKET" put many/m.parquet data/many.parquet
-s3_flaky 0
-s3_pipe many.yaml s3-many "$FLAKY_ENDPOINT" "$T/many.db" ""
-sed -i -e 's|prefix: in/|prefix: many/|' -e 's|glob: "\*/\*.parquet"|glob: "*.parquet"|' many.yaml
-grep -q 'prefix: many/' many.yaml && grep -q 'glob: "\*.parquet"' many.yaml || fail "many.yaml: $(cat many.yaml)"
-expect_exit 0 ferry run many.yaml
-s3_flaky_stop
-sed -e "s|$T/data/p\*.parquet|$T/data/many.parquet|" -e "s|$T/files.db|$T/many-files.db|" files.yaml > many-files.yaml
-expect_exit 0 ferry run many-files.yaml
-[ "$(q many.db 'SELECT count(*) FROM t')" = 20480 ] || fail "many.parquet: $(q many.db 'SELECT count(*) FROM t') rows, want 20480"
-same_table many.db many-files.db t
-gets=$(grep '^GET /[^ ]*/many/m.parquet' "$T/flaky.count.requests")
-[ "$(grep -vc ' bytes=' <<<"$gets")" = 0 ] || fail "many.parquet: a GET without a range: $gets"
-[ "$(grep -c ' bytes=' <<<"$gets")" = 3 ] \
-  || fail "many.parquet (10 groups): want 3 ranged GETs (footer, group 0, groups 1-9), got: $gets"
-[ -z "$(sort <<<"$gets" | uniq -d)" ] || fail "many.parquet: a range fetched twice: $gets"
-pass "s3 source: 10 small row groups in 3 ranged GETs (footer, the first group, the rest as one run); rows equal the files source's"
-
 # ---- 2. selected columns ------------------------------------------------------------------------------
 s3_pipe sel.yaml s3-sel "$S3_ENDPOINT" "$T/sel.db" ", columns: [u, id]"
 expect_exit 0 ferry run sel.yaml

@@ -69,8 +69,6 @@ static const char *const src_tuning_keys[] = {"parallelism", "max_attempts", "sa
 #define FOOTERS_MAX ((size_t)8 << 20)    /* footer bytes kept per instance */
 #define FOOTERS_N 256                    /* footers kept per instance */
 #define SHARD_BYTES ((size_t)64 << 20)   /* a Parquet shard's row groups: this many bytes */
-#define RUN_BYTES ((size_t)4 << 20)      /* consecutive row groups fetched in one GET: this many */
-#define RUN_GAP ((size_t)16 << 10)       /* bytes between two groups' spans a run may span */
 
 struct s3src;
 
@@ -1142,31 +1140,10 @@ static int group_at(const json_t *sh, size_t k)
                                                     : json_object_get(sh, "group"));
 }
 
-/* The run of shard sh's groups from *k on, as one range into x (its key, ETag and size set):
- * the shard's first group alone (decoding starts after one group's transfer), any other run
- * its consecutive groups whose spans follow each other (at most RUN_GAP apart) up to
- * RUN_BYTES. Runs are cut from the shard's first group on, so the same reader asks for the
- * same ranges at every group (fetch_ahead keeps a slot by its exact range). *k moves past
- * the run; false when a group has no span to fetch. */
-static bool next_run(const struct reading *rd, const json_t *sh, size_t *k, struct want *x)
-{
-    if (!ferry__parquet_reader_group_span(rd->r, group_at(sh, *k), &x->off, &x->n)) return false;
-    bool first = (*k)++ == 0;
-    for (; !first && *k < n_groups(sh); (*k)++) {
-        uint64_t off, end = x->off + x->n;
-        size_t n;
-        if (!ferry__parquet_reader_group_span(rd->r, group_at(sh, *k), &off, &n) || off < end ||
-            off - end > RUN_GAP || off + n - x->off > RUN_BYTES)
-            break;
-        x->n = (size_t)(off + n - x->off);
-    }
-    return true;
-}
-
-/* What the reads from group k of shard i on want fetched ahead, in order: the run holding
- * group k and the shard's next runs, then the next shards' (unless AHEAD_MISSES of those went
- * unread: another reader took them), into the next object when its footer is at hand, else
- * that footer; up to AHEAD_BYTES (a run above AHEAD_MAX never). */
+/* What the reads from group k of shard i on want fetched ahead, in order: the shard's
+ * groups from k, then the next shards' (unless AHEAD_MISSES of those went unread: another
+ * reader took them), into the next object when its footer is at hand, else that footer;
+ * up to AHEAD_BYTES (a group above AHEAD_MAX never). */
 static void extract_ahead(struct s3src *s, const json_t *shards, size_t i, size_t k,
                           const struct ferry_schema *schema)
 {
@@ -1186,10 +1163,9 @@ static void extract_ahead(struct s3src *s, const json_t *shards, size_t i, size_
             break;
         }
         x.is_footer = false;
-        for (size_t g = 0; g < n_groups(sh) && nw < SLOTS && !full;) {
-            full = !next_run(rd, sh, &g, &x);
-            if (!full && g <= k) continue; /* a run before group k: read already */
-            full = full || x.n > AHEAD_MAX || (nw > 0 && bytes + x.n > AHEAD_BYTES);
+        for (; k < n_groups(sh) && nw < SLOTS && !full; k++) {
+            full = !ferry__parquet_reader_group_span(rd->r, group_at(sh, k), &x.off, &x.n) ||
+                   x.n > AHEAD_MAX || (nw > 0 && bytes + x.n > AHEAD_BYTES);
             if (full) break;
             bytes += x.n;
             w[nw++] = x;

@@ -427,8 +427,8 @@ static bool fill_empty(struct ferry_batch *b)
  * waiting on a full queue holds no second set), at the largest sizes a closed batch had
  * (rows, and per column var-width bytes up to limits.bytes; with small floors; close_batch
  * noted the data bytes and which columns had nulls in rw->next), so that a batch cut short
- * (a shard's end, a tick) does not make the next full one grow again. Released batches' buffers come
- * back from the pool (batch/pool.h): a steady copy allocates nothing per batch. */
+ * (a shard's end, a tick) does not make the next full one grow again. Released batches'
+ * buffers come back from the pool (batch/pool.h): a steady copy allocates nothing per batch. */
 static bool alloc_next(struct ferry_row_writer *rw, int64_t rows)
 {
     rw->ops = ferry__pool_get((size_t)rows, &rw->ops_cap);

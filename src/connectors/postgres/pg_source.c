@@ -448,7 +448,8 @@ static void split_all(const char *const *names, int n, char **sch, char **tab)
 static bool name_arrays(char *const *sch, char *const *tab, int n, struct ferry_buf *bs,
                         struct ferry_buf *bt)
 {
-    const char **vs = ferry_calloc((size_t)n, sizeof *vs), **vt = ferry_calloc((size_t)n, sizeof *vt);
+    const char **vs = ferry_calloc((size_t)n, sizeof *vs);
+    const char **vt = ferry_calloc((size_t)n, sizeof *vt);
     int m = 0;
     for (int i = 0; vs && vt && i < n; i++)
         if (sch[i]) {

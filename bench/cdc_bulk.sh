@@ -24,7 +24,7 @@
 # the walsender (and, native, the apply worker) from /proc/PID/stat sampled every 0.2 s,
 # and the load average. Both destinations are checked equal to the source (count and an
 # order-independent digest of every row). Writes bench/results/cdc-bulk-<date>.md. Never
-# gates CI.
+# gates CI. The subscription, the replays and the CPU watching: bench/lib_cdc.sh.
 #   BULK_ROWS=1000000 SMALL_TXNS=200000 bash bench/cdc_bulk.sh
 #   BENCH_CONTEXT="..." says in the results what else ran on the machine.
 set -euo pipefail
@@ -57,12 +57,9 @@ max_wal_size = 4GB" pg_start
 else
   PG_CONF_EXTRA="max_wal_size = 4GB" pg_start
 fi
-PGB=$PG_BIN/pgbench
 export FERRY_STATE=$W/state.db
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-ms() { echo $(( $(date +%s%N) / 1000000 )); }
-secs() { awk -v a="$1" 'BEGIN { printf "%.1f", a / 1000 }'; }
+# shellcheck source=bench/lib_cdc.sh
+. bench/lib_cdc.sh # pgq, load, ms, secs, the native subscription, the replays, CPU watching
 load_start=$(load)
 
 echo "making bulk ($BULK_ROWS rows)... (load $(load))" >&2
@@ -74,8 +71,6 @@ SQL
 for db in dst_ferry dst_native; do pgq -c "CREATE DATABASE $db" >/dev/null; done
 pg_dump -s -t bulk ferry | psql -qX -v ON_ERROR_STOP=1 -d dst_native >/dev/null
 NATIVE_PW=native-pw-$RANDOM$RANDOM
-pgq -c "CREATE ROLE native_repl LOGIN REPLICATION PASSWORD '$NATIVE_PW'" >/dev/null
-pgq -c "GRANT CONNECT ON DATABASE ferry TO native_repl; GRANT SELECT ON bulk TO native_repl" >/dev/null
 
 export SRC_URL="$FERRY_PG_URL"
 export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/dst_ferry"
@@ -92,52 +87,21 @@ YAML
 
 echo "initial copies... (load $(load))" >&2
 "$FERRY_BIN" run "$W/p.yaml" --quiet >/dev/null
-pgq -c "CREATE PUBLICATION native_pub FOR TABLE bulk" >/dev/null
-# The slot first: CREATE SUBSCRIPTION making its slot on its own server would hang.
-pgq -c "SELECT pg_create_logical_replication_slot('native_sub', 'pgoutput')" >/dev/null
-pgq -d dst_native -c "CREATE SUBSCRIPTION native_sub CONNECTION 'host=127.0.0.1 port=$PGPORT dbname=ferry user=native_repl password=$NATIVE_PW' PUBLICATION native_pub WITH (create_slot = false, slot_name = 'native_sub', copy_data = true)" >/dev/null
-until [ "$(pgq -d dst_native -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ]; do sleep 0.2; done
+native_subscribe bulk
 
-sums() { pgq -d "$1" -c "SELECT count(*) || '/' || coalesce(sum(v), 0) FROM bulk"; }
+SUMS_SQL="SELECT count(*) || '/' || coalesce(sum(v), 0) FROM bulk"
+sums() { pgq -d "$1" -c "$SUMS_SQL"; }
 digest() { pgq -d "$1" -c "SELECT count(*) || ':' || coalesce(sum(('x' || substr(md5(id || ',' || v || ',' || pad), 1, 16))::bit(64)::bigint::numeric), 0) FROM bulk"; }
 lsn() { pgq -c "SELECT pg_current_wal_lsn()"; }
 slot() { pgq -c "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'ferry_bulkbench%' LIMIT 1"; }
 restart_lag() { pgq -c "SELECT pg_current_wal_lsn() - restart_lsn FROM pg_replication_slots WHERE slot_name = '$1'"; }
 wait_native_at() { # wait_native_at LSN : the subscription confirmed at least LSN (60 s at most)
-  local i
-  for i in $(seq 1 300); do
+  for _ in $(seq 1 300); do
     [ "$(pgq -c "SELECT confirmed_flush_lsn >= '$1' FROM pg_replication_slots WHERE slot_name = 'native_sub'")" = t ] && return 0
     sleep 0.2
   done
   echo "native subscription did not confirm $1" >&2; return 1
 }
-native_off() {
-  pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub DISABLE" >/dev/null
-  until [ "$(pgq -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'native_sub'")" = f ]; do sleep 0.2; done
-}
-
-# cpu_watch PATTERN OUT : every 0.2 s, the CPU ticks (utime + stime) of each process whose title
-# matches PATTERN; OUT gets "pid first last" lines (first: ticks when first seen, 0 for a
-# process that started after the watch began). Stops when $W/stop-watch appears.
-cpu_watch() {
-  local pat=$1 out=$2 started=0 p
-  local -a st
-  local -A first last
-  while [ ! -e "$W/stop-watch" ]; do
-    for p in $(pgrep -f "^$pat" || true); do
-      read -r -a st 2>/dev/null < "/proc/$p/stat" || continue
-      [ -z "${first[$p]:-}" ] && first[$p]=$([ $started = 1 ] && echo 0 || echo $((st[13] + st[14])))
-      last[$p]=$((st[13] + st[14]))
-    done
-    started=1
-    sleep 0.2
-  done
-  for p in "${!last[@]}"; do echo "$p ${first[$p]} ${last[$p]}"; done > "$out"
-}
-cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{ s += $3 - $2 } END { printf "%.1f", s / hz }' "$1"; }
-watch_start() { rm -f "$W/stop-watch"; cpu_watch "$1" "$W/$2" & WATCH_PID=$!; }
-watch_stop() { touch "$W/stop-watch"; wait "$WATCH_PID"; }
-
 # level: both slots confirmed at the current position with restart_lsn near it.
 level() {
   pgq -c "CHECKPOINT" >/dev/null
@@ -148,47 +112,21 @@ level() {
   native_off
 }
 
-declare -A T RATE RSS CPU WS APPLY RLAG LOADS OK WAL
-replay_native() { # replay_native CASE
-  local t0 t
-  watch_start "postgres: walsender native_repl" ws_native
-  t0=$(ms)
-  pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub ENABLE" >/dev/null
-  # the apply worker's CPU: its pid from pg_stat_subscription once it runs
-  local apid="" a0=0
-  until [ "$(sums dst_native)" = "$WANT" ]; do
-    [ -z "$apid" ] && apid=$(pgq -d dst_native -c "SELECT pid FROM pg_stat_subscription WHERE subname = 'native_sub' AND pid IS NOT NULL AND relid IS NULL")
-    [ $(( $(ms) - t0 )) -gt 900000 ] && { echo "native did not catch up in 900 s" >&2; break; }
-    sleep 0.2
-  done
-  t=$(( $(ms) - t0 ))
-  local a1=0
-  [ -n "$apid" ] && a1=$(awk '{print $14 + $15}' "/proc/$apid/stat" 2>/dev/null || echo 0)
-  watch_stop
-  T[$1.native]=$t
-  WS[$1.native]=$(cpu_secs "$W/ws_native")
-  APPLY[$1.native]=$(awk -v hz="$(getconf CLK_TCK)" -v a="$a1" -v b="$a0" 'BEGIN { printf "%.1f", (a - b) / hz }')
-  OK[$1.native]=$([ "$(digest dst_native)" = "$WANT_DIGEST" ] && echo ok || echo WRONG)
-  LOADS[$1.native]=$(load)
-  native_off
-}
-replay_ferry() { # replay_ferry CASE
-  local t0 t
-  watch_start "postgres: walsender ferry_admin" ws_ferry
-  t0=$(ms)
-  /usr/bin/time -f '%M %U %S' -o "$W/ferry.time" "$FERRY_BIN" run "$W/p.yaml" --quiet > "$W/ferry.log" 2>&1 \
-    || { echo "ferry failed: $(tail -5 "$W/ferry.log")" >&2; exit 1; }
-  until [ "$(sums dst_ferry)" = "$WANT" ]; do
-    [ $(( $(ms) - t0 )) -gt 900000 ] && { echo "ferry's destination differs" >&2; break; }
-    sleep 0.2
-  done
-  t=$(( $(ms) - t0 ))
-  watch_stop
-  T[$1.ferry]=$t
-  WS[$1.ferry]=$(cpu_secs "$W/ws_ferry")
-  read -r RSS[$1.ferry] CPU[$1.ferry] < <(tail -n1 "$W/ferry.time" | awk '{printf "%d %.1f\n", $1 / 1024, $2 + $3}')
-  OK[$1.ferry]=$([ "$(digest dst_ferry)" = "$WANT_DIGEST" ] && echo ok || echo WRONG)
-  LOADS[$1.ferry]=$(load)
+declare -A T RSS CPU WS APPLY RLAG LOADS OK WAL
+# replay WHO CASE : lib_cdc.sh's replay_WHO (native or ferry) of the backlog up to WANT, its
+# figures kept under CASE.WHO; the destination then checked against WANT_DIGEST.
+replay() {
+  if [ "$1" = native ]; then
+    replay_native "$SUMS_SQL" "$WANT"
+    APPLY[$2.native]=$REPLAY_APPLY
+  else
+    replay_ferry "$W/p.yaml" "$SUMS_SQL" "$WANT"
+    RSS[$2.ferry]=$REPLAY_RSS CPU[$2.ferry]=$REPLAY_CPU
+  fi
+  T[$2.$1]=$REPLAY_MS
+  WS[$2.$1]=$REPLAY_WS
+  OK[$2.$1]=$([ "$(digest "dst_$1")" = "$WANT_DIGEST" ] && echo ok || echo WRONG)
+  LOADS[$2.$1]=$(load)
 }
 
 declare -A CHANGES
@@ -213,7 +151,7 @@ for c in $CASES; do
   if [ "$c" = U ]; then order="native ferry"; else order="ferry native"; fi
   for who in $order; do
     echo "case $c: $who replays... (load $(load))" >&2
-    "replay_$who" "$c"
+    replay "$who" "$c"
   done
 done
 

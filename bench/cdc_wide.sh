@@ -60,10 +60,8 @@ else
 fi
 PGB=$PG_BIN/pgbench
 export FERRY_STATE=$W/state.db
-pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-ms() { echo $(( $(date +%s%N) / 1000000 )); }
-secs() { awk -v a="$1" 'BEGIN { printf "%.1f", a / 1000 }'; }
+# shellcheck source=bench/lib_cdc.sh
+. bench/lib_cdc.sh # pgq, load, ms, secs, the native subscription, the replays, CPU watching
 load_start=$(load)
 [ "$(pgq -c 'SHOW max_wal_senders')" = 10 ] || { echo "max_wal_senders must be 10" >&2; exit 1; }
 
@@ -78,8 +76,6 @@ echo "making $TABLES tables of $ROWS rows... (load $(load))" >&2
 for db in dst_ferry dst_native; do pgq -c "CREATE DATABASE $db" >/dev/null; done
 pg_dump -s -t 't*' ferry | psql -qX -v ON_ERROR_STOP=1 -d dst_native >/dev/null
 NATIVE_PW=native-pw-$RANDOM$RANDOM
-pgq -c "CREATE ROLE native_repl LOGIN REPLICATION PASSWORD '$NATIVE_PW'" >/dev/null
-pgq -c "GRANT CONNECT ON DATABASE ferry TO native_repl; GRANT SELECT ON ALL TABLES IN SCHEMA public TO native_repl" >/dev/null
 list=$(for i in $(seq 1 "$TABLES"); do printf 't%s, ' "$i"; done); list=${list%, }
 
 export SRC_URL="$FERRY_PG_URL"
@@ -99,13 +95,8 @@ echo "initial copies... (load $(load))" >&2
 t0=$(ms)
 "$FERRY_BIN" run "$W/p.yaml" --quiet >/dev/null
 t_ferry_copy=$(secs $(( $(ms) - t0 )))
-pgq -c "CREATE PUBLICATION native_pub FOR TABLE $list" >/dev/null
-# The slot first: CREATE SUBSCRIPTION making its slot on its own server would hang.
-pgq -c "SELECT pg_create_logical_replication_slot('native_sub', 'pgoutput')" >/dev/null
-t0=$(ms)
-pgq -d dst_native -c "CREATE SUBSCRIPTION native_sub CONNECTION 'host=127.0.0.1 port=$PGPORT dbname=ferry user=native_repl password=$NATIVE_PW' PUBLICATION native_pub WITH (create_slot = false, slot_name = 'native_sub', copy_data = true)" >/dev/null
-until [ "$(pgq -d dst_native -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ]; do sleep 0.2; done
-t_native_copy=$(secs $(( $(ms) - t0 )))
+native_subscribe "$list"
+t_native_copy=$(secs "$NATIVE_COPY_MS")
 slots_ferry=$(pgq -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ferry_wide%'")
 
 # Both start the load from the same point.
@@ -126,26 +117,6 @@ digests() {
 }
 lsn() { pgq -c "SELECT (pg_current_wal_lsn() - '0/0')::bigint"; }
 slot_pos() { pgq -c "SELECT coalesce(min((confirmed_flush_lsn - '0/0')::bigint), 0) FROM pg_replication_slots WHERE slot_name $1"; }
-
-# cpu_watch PATTERN OUT : every 0.2 s, the CPU ticks (utime + stime) of each process whose title
-# starts with PATTERN; OUT gets "pid first last" lines (first: ticks when first seen, 0 for a
-# process that started after the watch began). Stops when $W/stop-watch appears.
-cpu_watch() {
-  local pat=$1 out=$2 started=0 p
-  local -a st
-  local -A first last
-  while [ ! -e "$W/stop-watch" ]; do
-    for p in $(pgrep -f "^$pat" || true); do
-      read -r -a st 2>/dev/null < "/proc/$p/stat" || continue
-      [ -z "${first[$p]:-}" ] && first[$p]=$([ $started = 1 ] && echo 0 || echo $((st[13] + st[14])))
-      last[$p]=$((st[13] + st[14]))
-    done
-    started=1
-    sleep 0.2
-  done
-  for p in "${!last[@]}"; do echo "$p ${first[$p]} ${last[$p]}"; done > "$out"
-}
-cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{ s += $3 - $2 } END { printf "%.1f", s / hz }' "$1"; }
 
 # The load: three tables per transaction.
 cat > "$W/txn.sql" <<SQL
@@ -207,7 +178,7 @@ wait $w1 $w2 $w3
 ferry_pid=$(pgrep -P $fpid | head -n 1)
 [ -n "$ferry_pid" ] && kill -TERM "$ferry_pid"
 wait $fpid 2>/dev/null || true
-read -r rss_mib cpu_ferry < <(grep -E '^[0-9]+ ' "$W/ferry.time" | tail -n1 | awk '{printf "%d %.1f\n", $1 / 1024, $2 + $3}')
+read -r rss_mib cpu_ferry < <(time_mib_cpu "$W/ferry.time")
 digests ferry > "$W/src.dig"
 ok_f=$(digests dst_ferry | diff -q "$W/src.dig" - >/dev/null && echo ok || echo WRONG)
 ok_n=$(digests dst_native | diff -q "$W/src.dig" - >/dev/null && echo ok || echo WRONG)

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154 # (the variables of bench/cdc_wide.sh, which sources this)
 # bench/cdc_wide_backlog.sh - sourced by bench/cdc_wide.sh when BACKLOG=1 (after its set-up:
-# the tables, both destinations copied and level, txn.sql, cpu_watch; not run on its own).
+# the tables, both destinations copied and level, txn.sql, bench/lib_cdc.sh; not run on its own).
 #
 # Change throughput as replay speed: per round, the load (pgbench, CLIENTS clients, SECONDS_
 # seconds, three tables per transaction) runs while both consumers are stopped (the
@@ -12,48 +12,16 @@
 # ROUNDS (default 2). Both destinations are checked against the source after each round.
 ROUNDS=${ROUNDS:-2}
 
-native_off() {
-  pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub DISABLE" >/dev/null
-  for _ in $(seq 1 150); do
-    [ "$(pgq -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'native_sub'")" = f ] && return 0
-    sleep 0.2
-  done
-  echo "the subscription's slot stayed active after DISABLE" >&2
-  exit 1
-}
-
-# replay_native ROUND / replay_ferry ROUND: seconds, walsender CPU, apply/client CPU, RSS
-replay_native() {
-  local t0 t apid="" a1=0
-  rm -f "$W/stop-watch"
-  cpu_watch "postgres: walsender native_repl" "$W/ws_native" & local w=$!
-  t0=$(ms)
-  pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub ENABLE" >/dev/null
-  until [ "$(sums dst_native)" = "$want" ]; do
-    [ -z "$apid" ] && apid=$(pgq -d dst_native -c "SELECT pid FROM pg_stat_subscription WHERE subname = 'native_sub' AND pid IS NOT NULL AND relid IS NULL")
-    [ $(( $(ms) - t0 )) -gt 900000 ] && { echo "native did not catch up in 900 s" >&2; break; }
-    sleep 0.2
-  done
-  t=$(( $(ms) - t0 ))
-  [ -n "$apid" ] && a1=$(awk '{print $14 + $15}' "/proc/$apid/stat" 2>/dev/null || echo 0)
-  touch "$W/stop-watch"; wait $w
-  native_off
-  R[$1.native]="$t $(cpu_secs "$W/ws_native") $(awk -v hz="$(getconf CLK_TCK)" -v a="$a1" 'BEGIN { printf "%.1f", a / hz }') -"
-}
-replay_ferry() {
-  local t0 t
-  rm -f "$W/stop-watch"
-  cpu_watch "postgres: walsender ferry_admin" "$W/ws_ferry" & local w=$!
-  t0=$(ms)
-  /usr/bin/time -f '%M %U %S' -o "$W/ferry.time" "$FERRY_BIN" run "$W/p.yaml" --quiet > "$W/ferry.log" 2>&1 \
-    || { echo "ferry failed: $(tail -5 "$W/ferry.log")" >&2; exit 1; }
-  until [ "$(sums dst_ferry)" = "$want" ]; do
-    [ $(( $(ms) - t0 )) -gt 900000 ] && { echo "ferry's destination differs" >&2; break; }
-    sleep 0.2
-  done
-  t=$(( $(ms) - t0 ))
-  touch "$W/stop-watch"; wait $w
-  R[$1.ferry]="$t $(cpu_secs "$W/ws_ferry") $(tail -n1 "$W/ferry.time" | awk '{printf "%.1f %d", $2 + $3, $1 / 1024}')"
+# replay WHO ROUND: lib_cdc.sh's replay_WHO (native or ferry) up to $want; R[ROUND.WHO] gets
+# "ms walsender-CPU-s client-or-apply-worker-CPU-s peak-RSS-MiB" (RSS "-" for native)
+replay() {
+  if [ "$1" = native ]; then
+    replay_native "$sums_sql" "$want"
+    R[$2.native]="$REPLAY_MS $REPLAY_WS $REPLAY_APPLY -"
+  else
+    replay_ferry "$W/p.yaml" "$sums_sql" "$want"
+    R[$2.ferry]="$REPLAY_MS $REPLAY_WS $REPLAY_CPU $REPLAY_RSS"
+  fi
 }
 
 declare -A R CH WALB LD OKR
@@ -69,7 +37,7 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then order="ferry native"; else order="native ferry"; fi
   for who in $order; do
     echo "round $r: $who replays... (load $(load))" >&2
-    "replay_$who" "$r"
+    replay "$who" "$r"
     LD[$r.$who]=$(load)
   done
   digests ferry > "$W/src.dig"

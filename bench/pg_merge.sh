@@ -10,8 +10,13 @@
 #     before PostgreSQL 15), both from `DISTINCT ON (id) … ORDER BY id, seq DESC`;
 #   anchor MERGE: the same, one MERGE (WHEN MATCHED AND op = 'd' THEN DELETE …);
 #   ferry merge (cdc): after an untimed snapshot run and the source transaction, the timed
-#     `ferry run` that replays the backlog, with its MERGE path and with FERRY_PG_NO_MERGE=1.
+#     `ferry run` that replays the backlog, with its MERGE path and with FERRY_PG_NO_MERGE=1;
+#   ferry → null sink: the same replay into the null sink (its own pipeline and slot), which
+#     writes nothing: the decoding floor (the walsender decoding the transaction, ferry
+#     reading and digesting the changes) that a replay pays and the anchors do not.
 # ferry also decodes the WAL (the walsender's work is in its wall time, not the anchors').
+# pgoutput (protocol 1) sends a transaction only once the walsender has decoded it to its
+# commit, so for one large transaction that decoding comes before the first change arrives.
 # Every destination is verified against the source after the transaction.
 
 K=$UPSERT_ROWS
@@ -105,6 +110,36 @@ prep_cdc_ferry() {
   qd -c "VACUUM ANALYZE cdc.orders_cdc" -c "CHECKPOINT" >/dev/null
 }
 
+sed -e 's/^name: bench_merge_cdc$/name: bench_merge_null/' -e '/^sink:/,$d' "$W/cdc.yaml" > "$W/null.yaml"
+printf 'sink: {type: "null", write: merge}\n' >> "$W/null.yaml"
+
+# prep_cdc_null: as prep_cdc_ferry, for the null-sink pipeline (its own slot and state).
+prep_cdc_null() {
+  "$FERRY" cdc drop "$W/null.yaml" --state "$W/null-state.db" >/dev/null 2>&1 || true
+  rm -f "$W"/null-state.db*
+  qs -c "DROP TABLE IF EXISTS public.orders_cdc" \
+     -c "CREATE TABLE public.orders_cdc AS SELECT * FROM public.orders_up" \
+     -c "ALTER TABLE public.orders_cdc ADD PRIMARY KEY (id)" >/dev/null
+  "$FERRY" run "$W/null.yaml" --quiet --state "$W/null-state.db" >/dev/null 2>"$W/err_snap" ||
+    { echo "null snapshot run failed: $(tail -n2 "$W/err_snap")" >&2; return 1; }
+  qs -1 -c "$CHG_SQL" >/dev/null
+  qd -c "CHECKPOINT" >/dev/null
+}
+
+# one_cdc_null: the timed replay into the null sink; its count must be every change.
+one_cdc_null() {
+  local t0 t1 rows
+  t0=$(now)
+  if ! /usr/bin/time -f '%M %U %S' -o "$W/rss_ferry" "$FERRY" run "$W/null.yaml" --json \
+         --state "$W/null-state.db" >"$W/ferry.json" 2>"$W/err_ferry"; then
+    echo "FAIL $(jq -r '.error.message // empty' "$W/ferry.json" 2>/dev/null) $(tail -n1 "$W/err_ferry")"; return
+  fi
+  t1=$(now)
+  rows=$(jq -r .rows "$W/ferry.json")
+  [ "$rows" = "$n_chg" ] || { echo "FAIL ferry reported $rows rows, not the $n_chg changes"; return; }
+  echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_ferry")"
+}
+
 one_cdc_ferry() { # one_cdc_ferry [no_merge]
   local t0 t1 rows
   t0=$(now)
@@ -134,21 +169,26 @@ measure_cdc() {
   case $line in
     FAIL*) NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-$line}; return 0 ;;
   esac
-  v=$(verify_cdc)
-  [ "$v" = ok ] || { NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-FAIL $v}; }
+  if [ "$prep" = prep_cdc_null ]; then v="n/a (null sink; its count checked)"
+  else
+    v=$(verify_cdc)
+    [ "$v" = ok ] || { NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-FAIL $v}; }
+  fi
   UV[$key]=$v
   if [ -z "${R[$key]:-}" ] || awk -v a="${line%% *}" -v c="${R[$key]%% *}" 'BEGIN{exit !(a<c)}'
   then R[$key]=$line; fi
 }
 
 for round in $(seq 1 "$REPS"); do
-  echo "merge with deletes round $round/$REPS: anchor DELETE + INSERT … ON CONFLICT, anchor MERGE, ferry (MERGE), ferry (ON CONFLICT)" >&2
+  echo "merge with deletes round $round/$REPS: anchor DELETE + INSERT … ON CONFLICT, anchor MERGE, ferry (MERGE), ferry (ON CONFLICT), ferry -> null" >&2
   measure_cdc ai_cdc prep_cdc_anchor one_cdc_anchor "$ANCHOR_CDC_INSERT"
   measure_cdc am_cdc prep_cdc_anchor one_cdc_anchor "$ANCHOR_CDC_MERGE"
   measure_cdc fm_cdc prep_cdc_ferry one_cdc_ferry 0
   measure_cdc fo_cdc prep_cdc_ferry one_cdc_ferry 1
+  measure_cdc fn_cdc prep_cdc_null one_cdc_null
 done
 "$FERRY" cdc drop "$W/cdc.yaml" --state "$W/cdc-state.db" >/dev/null 2>&1 || true
+"$FERRY" cdc drop "$W/null.yaml" --state "$W/null-state.db" >/dev/null 2>&1 || true
 
 merge_report() {
   echo "## Merge with deletes: a cdc backlog ($n_chg changes over $UPSERT_ROWS keys)"
@@ -160,6 +200,8 @@ merge_report() {
   echo "pre-15 SQL by hand (DELETE … USING + INSERT … ON CONFLICT, from the last image per key) or one"
   echo "MERGE. ferry: \`mode: cdc\`, \`write: merge\`, the timed run replays the backlog after an untimed"
   echo "snapshot run; its wall time includes the server decoding the WAL, which the anchors do not do."
+  echo "ferry → null: the same replay into the null sink (its own pipeline and slot, nothing written),"
+  echo "the decoding floor; pgoutput sends a transaction only once it is decoded to its commit."
   echo "Interleaved, best of $REPS; every destination verified equal to the source after the changes."
   echo
   echo "| run | wall s | changes/s | client peak RSS MiB | client CPU s | × INSERT anchor | verified |"
@@ -168,5 +210,6 @@ merge_report() {
   UPSERT_ROWS=$n_chg urow "anchor MERGE" am_cdc ai_cdc
   UPSERT_ROWS=$n_chg urow "ferry merge, MERGE (PostgreSQL 15 path)" fm_cdc ai_cdc
   UPSERT_ROWS=$n_chg urow "ferry merge, FERRY_PG_NO_MERGE=1 (pre-15 SQL)" fo_cdc ai_cdc
+  UPSERT_ROWS=$n_chg urow "ferry → null sink (decoding floor: no destination)" fn_cdc ai_cdc
   echo
 }

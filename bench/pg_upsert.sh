@@ -10,7 +10,10 @@
 # with another binary (an A/B in the same rounds; UPSERT_AB_LABEL names it). Then the
 # merge-with-deletes case of bench/pg_merge.sh (MERGE_CDC=0 skips it). Defines upsert_report
 # for the results file. MIXES="half" (default "new existing half") measures only those mixes;
-# the report lists every round's wall time per run after the table.
+# the report lists every round's wall time per run after the table, marked `*` when an
+# autovacuum or autoanalyze of the destination table ended after the run began (read after
+# the check that follows each run: per-batch commits let autovacuum start within a run, one
+# transaction defers it past the run). UPSERT_NOAV=1 turns autovacuum off on that table.
 
 UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
 qs -c "DROP TABLE IF EXISTS public.orders_up" \
@@ -31,6 +34,15 @@ prep_mix() {
       TO STDOUT (FORMAT binary)" |
     psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY up.orders_up FROM STDIN (FORMAT binary)" >/dev/null
   qd -c "VACUUM ANALYZE up.orders_up" -c "CHECKPOINT" >/dev/null
+  [ "${UPSERT_NOAV:-0}" = 1 ] && qd -c "ALTER TABLE up.orders_up SET (autovacuum_enabled = off)" >/dev/null
+  return 0
+}
+
+# autovac_since T: `*` when an autovacuum or autoanalyze of the destination ended at or after T.
+autovac_since() {
+  [ "$(qd -c "SELECT count(*) FROM pg_stat_user_tables WHERE relid = 'up.orders_up'::regclass
+        AND greatest(last_autovacuum, last_autoanalyze) >= '$1'")" = 1 ] && echo '*'
+  return 0
 }
 
 set_list() { local c out=""; for c in $UCOLS; do out="$out${out:+, }$c = $1.$c"; done; echo "$out"; }
@@ -76,9 +88,10 @@ verify_up() {
 # measure_up KEY MIX RUN...: like measure (pg.sh), verifying up.orders_up after every run.
 declare -A UV ALLT # ALLT: every round's wall s per key
 measure_up() {
-  local key=$1 mix=$2 line v; shift 2
+  local key=$1 mix=$2 line v t0; shift 2
   prep_mix "$mix"
   LOADS="$LOADS $(cut -d' ' -f1 /proc/loadavg)"
+  t0=$(qd -c "SELECT now()")
   line=$("$@")
   case $line in
     FAIL*) NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-$line}; return 0 ;;
@@ -86,7 +99,7 @@ measure_up() {
   v=$(verify_up)
   [ "$v" = ok ] || { NF[$key]=$((${NF[$key]:-0} + 1)); FM[$key]=${FM[$key]:-FAIL $v}; }
   UV[$key]=$v
-  ALLT[$key]="${ALLT[$key]:-} ${line%% *}"
+  ALLT[$key]="${ALLT[$key]:-} ${line%% *}$(autovac_since "$t0")"
   if [ -z "${R[$key]:-}" ] || awk -v a="${line%% *}" -v c="${R[$key]%% *}" 'BEGIN{exit !(a<c)}'
   then R[$key]=$line; fi
 }
@@ -171,7 +184,8 @@ upsert_report() {
       [ -n "${ALLT[${k}_$mix]:-}" ] && echo "- ${k}_$mix:${ALLT[${k}_$mix]}"
     done
   done
-  echo "(ai: INSERT anchor, am: MERGE anchor, fu: ferry upsert, fo: FERRY_PG_NO_MERGE=1, fc: at_commit, fb: UPSERT_AB)"
+  echo "(ai: INSERT anchor, am: MERGE anchor, fu: ferry upsert, fo: FERRY_PG_NO_MERGE=1, fc: at_commit, fb: UPSERT_AB;"
+  echo "\* an autovacuum or autoanalyze of the destination table ended after the run began$([ "${UPSERT_NOAV:-0}" = 1 ] && echo "; autovacuum was off on it (UPSERT_NOAV=1)"))"
   for no_merge in 1 0; do
     [ -s "$W/perf.up.ferry.$no_merge" ] || continue
     echo

@@ -15,7 +15,8 @@
 # ferry process (/usr/bin/time). Writes bench/results/cdc-<date>.md. Never gates CI.
 #   SCALE=5 CLIENTS=4 SECONDS_=30 EPOCH=1s bash bench/cdc.sh
 # Then the bulk replay cases of issue 22 (one 1M-row UPDATE transaction, 200,000 single-row
-# transactions; ferry merge against a native subscription): bench/cdc_bulk.sh, on a server of
+# transactions, a merge with deletes in one transaction; ferry merge against a native
+# subscription): bench/cdc_bulk.sh, on a server of
 # its own, results in bench/results/cdc-bulk-<date>.md. ONLY=load runs only the load part,
 # ONLY=bulk only the bulk cases (BULK_ROWS, SMALL_TXNS: see bench/cdc_bulk.sh).
 set -euo pipefail

@@ -141,31 +141,34 @@ if [ "$PROFILE" = 1 ]; then
   command -v perf >/dev/null || { echo "cdc_bulk.sh: PROFILE=1 needs perf (apt-get install linux-perf)" >&2; exit 1; }
 fi
 declare -A PROF
-# top_syms DATA PIDS: the processes' share of all samples and their top 15 self symbols (in %
-# of the processes' own samples).
+# top_syms DATA FILTER: the share of the machine's samples of the processes FILTER selects
+# (pid:P1,P2 or comm:NAME) and their top 15 self symbols (in % of their own samples).
 top_syms() {
-  local share
-  share=$(perf report -i "$1" --no-children --sort pid --stdio 2>/dev/null |
-    awk -v pids=",$2," '/^ +[0-9.]+%/ { split($2, a, ":"); if (index(pids, "," a[1] ",")) s += $1 }
+  local sel=--pid=${2#pid:} key=pid want=${2#pid:} share
+  case $2 in comm:*) sel=--comm=${2#comm:} key=comm want=${2#comm:} ;; esac
+  share=$(perf report -i "$1" --no-children --sort "$key" --stdio 2>/dev/null |
+    awk -v key="$key" -v want=",$want," '/^ +[0-9.]+%/ {
+        k = $2; if (key == "pid") { split($2, a, ":"); k = a[1] }
+        if (index(want, "," k ",")) s += $1 }
       END { printf "%.1f", s }')
   echo "share of the machine's samples: $share %"
-  perf report -i "$1" --pid="$2" --no-children --percentage relative --sort dso,symbol --stdio \
+  perf report -i "$1" "$sel" --no-children --percentage relative --sort dso,symbol --stdio \
     2>/dev/null | grep -E '^ +[0-9.]+%' | head -n 15 | cut -c1-100
 }
-# profile_of CASE WHO: what perf saw of the replay's walsender(s) and consumer.
+# profile_of CASE WHO: what perf saw of the replay's walsender(s) and consumer (ferry's
+# process by its name: every thread of it; the apply worker by its pid).
 profile_of() {
-  local data=$W/perf.$1.$2 ws cons
+  local data=$W/perf.$1.$2 ws
   ws=$(awk '{printf "%s%s", (NR > 1 ? "," : ""), $1}' "$W/ws_$2")
-  if [ "$2" = ferry ]; then cons=${REPLAY_FERRY_PID:-}; else cons=${REPLAY_APPLY_PID:-}; fi
-  {
-    echo "#### $(label "$1"): $2"
-    echo; echo "walsender (pid $ws):"; echo '```'; top_syms "$data" "$ws"; echo '```'
-    if [ -n "$cons" ]; then
-      echo; echo "$([ "$2" = ferry ] && echo "ferry" || echo "apply worker") (pid $cons):"
-      echo '```'; top_syms "$data" "$cons"; echo '```'
-    fi
-    echo
-  }
+  echo "#### $(label "$1"): $2"
+  echo; echo "walsender (pid $ws):"; echo '```'; top_syms "$data" "pid:$ws"; echo '```'
+  if [ "$2" = ferry ]; then
+    echo; echo "ferry:"; echo '```'; top_syms "$data" comm:ferry; echo '```'
+  elif [ -n "${REPLAY_APPLY_PID:-}" ]; then
+    echo; echo "apply worker (pid $REPLAY_APPLY_PID):"; echo '```'
+    top_syms "$data" "pid:$REPLAY_APPLY_PID"; echo '```'
+  fi
+  echo
 }
 
 # slot_stats SLOT: "total_bytes spill_bytes" the slot's decoding has produced so far

@@ -16,8 +16,8 @@
 #   native_off             the subscription disabled, its slot inactive (30 s at most, or exit 1)
 #   replay_native SUMS_SQL WANT / replay_ferry PIPELINE SUMS_SQL WANT: one consumer replays a
 #                          backlog (below); REPLAY_MS, REPLAY_WS (its walsender's CPU s), and
-#                          REPLAY_APPLY and REPLAY_APPLY_PID (native) or REPLAY_RSS, REPLAY_CPU
-#                          and REPLAY_FERRY_PID (ferry)
+#                          REPLAY_APPLY and REPLAY_APPLY_PID (native) or REPLAY_RSS and
+#                          REPLAY_CPU (ferry)
 
 pgq() { psql -v ON_ERROR_STOP=1 -qXAt "$@"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -101,9 +101,8 @@ replay_ferry() {
   local t0
   watch_start "postgres: walsender ferry_admin" ws_ferry
   t0=$(ms)
-  /usr/bin/time -f '%M %U %S' -o "$W/ferry.time" "$FERRY_BIN" run "$1" --quiet > "$W/ferry.log" 2>&1 &
-  REPLAY_FERRY_PID=$(for _ in $(seq 1 50); do pgrep -n -x ferry && break; sleep 0.02; done || true)
-  wait $! || { echo "ferry failed: $(tail -5 "$W/ferry.log")" >&2; exit 1; }
+  /usr/bin/time -f '%M %U %S' -o "$W/ferry.time" "$FERRY_BIN" run "$1" --quiet > "$W/ferry.log" 2>&1 \
+    || { echo "ferry failed: $(tail -5 "$W/ferry.log")" >&2; exit 1; }
   until [ "$(pgq -d dst_ferry -c "$2")" = "$3" ]; do
     [ $(( $(ms) - t0 )) -gt 900000 ] && { echo "ferry's destination differs" >&2; break; }
     sleep 0.2

@@ -20,6 +20,9 @@
 #   S3_NET=RATE_MIB[,LATENCY_MS]: g and h go through bench/s3_net.mjs, which makes the store
 #   behave like one across a network (all bodies together at RATE_MIB MiB/s, each response's
 #   first byte LATENCY_MS late, default 20); without it they read s3rver on loopback.
+#   PIN=1 (with S3_ONLY=1): the store's node processes run on CPU 1 only and g, h and i on
+#   CPU 0 only (taskset), as if the store were another machine: the client keeps one core
+#   to itself and is not slowed by the store's work. Needs 2 CPUs or more.
 #   wall time, rows/s, peak RSS (/usr/bin/time %M; DuckDB's node and psql apart), row
 #   count checked (g: the null sink's count in ferry's summary).
 # Prints a markdown table and writes bench/results/lake-<date>[-<rows>rows][-s3][-pN][-netR].md;
@@ -202,9 +205,17 @@ store_ticks() {
   [ -z "$NETPID" ] || c=$((c + $(awk '{print $14 + $15}' "/proc/$NETPID/stat")))
   echo "$c"
 }
+# PIN=1: the client measured on CPU 0, the store's processes (every thread) on CPU 1
+CLIENT=()
+if [ "${PIN:-0}" = 1 ]; then
+  [ "$(nproc)" -ge 2 ] || { echo "lake.sh: PIN=1 needs 2 CPUs" >&2; exit 2; }
+  CLIENT=(taskset -c 0)
+  taskset -a -pc 1 "$S3PID" >/dev/null
+  [ -z "$NETPID" ] || taskset -a -pc 1 "$NETPID" >/dev/null
+fi
 s3_g() {
   local t0 c0; t0=$(now) c0=$(store_ticks)
-  /usr/bin/time -f '%M %U %S' -o s3.rss "$FERRY" run s3.yaml --fresh --state "$W/state-s3.db" >s3.out 2>&1 \
+  "${CLIENT[@]}" /usr/bin/time -f '%M %U %S' -o s3.rss "$FERRY" run s3.yaml --fresh --state "$W/state-s3.db" >s3.out 2>&1 \
     || { cat s3.out >&2; exit 1; }
   L_s3="$L_s3 $(printf %.2f "$(echo "$(now) - $t0" | bc)")" C_s3="$C_s3 $(printf %.2f "$(echo "scale=2; ($(store_ticks) - $c0) / $TCK" | bc)")"
   U_s3="$U_s3 $(tail -n1 s3.rss | awk '{print $2 + $3}')"
@@ -215,7 +226,7 @@ s3_h() {
   local t0 c0; t0=$(now) c0=$(store_ticks)
   for i in $(seq 1 "$S3_OBJECTS"); do
     # curl signs the header given (the hash of an empty body); s3rver refuses a request without it
-    /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
+    "${CLIENT[@]}" /usr/bin/time -f '%M' -o curl.rss curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "S3RVER:S3RVER" \
       -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -o /dev/null "$S3_READ_ENDPOINT/lake/orders/part-$i.parquet"
   done
   L_curl="$L_curl $(printf %.2f "$(echo "$(now) - $t0" | bc)")" C_curl="$C_curl $(printf %.2f "$(echo "scale=2; ($(store_ticks) - $c0) / $TCK" | bc)")"
@@ -223,7 +234,7 @@ s3_h() {
 }
 s3_i() {
   local t0; t0=$(now)
-  /usr/bin/time -f '%M %U %S' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
+  "${CLIENT[@]}" /usr/bin/time -f '%M %U %S' -o local.rss "$FERRY" run local.yaml --fresh --state "$W/state-local.db" >local.out 2>&1 \
     || { cat local.out >&2; exit 1; }
   L_local="$L_local $(printf %.2f "$(echo "$(now) - $t0" | bc)")" U_local="$U_local $(tail -n1 local.rss | awk '{print $2 + $3}')"
   M_local=$(tail -n1 local.rss | cut -d' ' -f1)
@@ -271,6 +282,7 @@ out="$FERRY_SRC/bench/results/${OUT:+$OUT.md}"
   fi
   echo
   echo "S3 source: $S3_OBJECTS objects of $((S_pq / 1048576)) MiB ($((ROWS * S3_OBJECTS)) rows) on $S3_WHERE, source parallelism $PARALLELISM."
+  [ "${PIN:-0}" = 1 ] && echo "PIN=1: the store's node processes on CPU 1 only, ferry and curl on CPU 0 only (taskset)."
   echo
   echo "| tool | wall s | MiB/s | peak RSS MiB | ferry / curl |"
   echo "|---|---|---|---|---|"

@@ -19,10 +19,11 @@
 #      (1.25 × BULK_ROWS changes). CASES="U S" leaves it out.
 # then each consumer alone replays it: the native subscription is enabled and its database
 # polled (every 0.2 s) until it equals the source; `ferry run` (bounded: streams to the
-# position it planned, then exits) is timed and its database checked. Order alternates (U:
-# native first; S: ferry first; M: native first). Before each case both slots are brought level (CHECKPOINT,
-# an idle ferry run, the subscription confirming past it) so that neither re-decodes older
-# WAL from a trailing restart_lsn; the restart lag each starts with is reported.
+# position it planned, then exits) is timed and its database checked. Order alternates (U
+# and M: native first; S: ferry first). Before each case both slots are brought level
+# (CHECKPOINT, an idle ferry run, the subscription confirming past it) so that neither
+# re-decodes older WAL from a trailing restart_lsn; the restart lag each starts with is
+# reported.
 # Reports seconds, changes/s, the ratio ferry/native, ferry's peak RSS and CPU, the CPU of
 # the walsender (and, native, the apply worker) from /proc/PID/stat sampled every 0.2 s,
 # and the load average. Both destinations are checked equal to the source (count and an
@@ -31,7 +32,8 @@
 #   BULK_ROWS=1000000 SMALL_TXNS=200000 bash bench/cdc_bulk.sh
 #   PROFILE=1 records each replay under `perf record -a -g` (the whole machine; perf's own cost
 #   is in those replays' times) and adds, per case and consumer, the walsender's and the
-#   consumer's top self symbols (ferry's process; the native apply worker) and sample counts.
+#   consumer's (ferry's process; the native apply worker) share of the machine's samples and
+#   top self symbols.
 #   BENCH_CONTEXT="..." says in the results what else ran on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -118,6 +120,7 @@ level() {
   local i fl nl
   for i in 1 2 3 4 5; do
     pgq -c "CHECKPOINT" >/dev/null
+    # a record after the checkpoint's running-transactions one, for both to confirm past
     pgq -c "SELECT pg_logical_emit_message(false, 'bench-level', '$i')" >/dev/null
     "$FERRY_BIN" run "$W/p.yaml" --quiet >/dev/null
     pgq -d dst_native -c "ALTER SUBSCRIPTION native_sub ENABLE" >/dev/null
@@ -132,13 +135,18 @@ level() {
 }
 
 declare -A T RSS CPU WS APPLY RLAG LOADS OK WAL
-# replay WHO CASE : lib_cdc.sh's replay_WHO (native or ferry) of the backlog up to WANT, its
-# figures kept under CASE.WHO; the destination then checked against WANT_DIGEST.
-label() { case $1 in U) echo "one UPDATE of $BULK_ROWS rows, one transaction" ;; S) echo "$SMALL_TXNS single-row UPDATE transactions" ;;
-  M) echo "merge with deletes, one transaction: $((BULK_ROWS / 4)) rows updated, $((BULK_ROWS / 4)) deleted, $((BULK_ROWS / 4)) updated twice, $((BULK_ROWS / 4)) inserted" ;; esac; }
+label() { # label CASE: the case's words in the report
+  local q=$((BULK_ROWS / 4))
+  case $1 in
+    U) echo "one UPDATE of $BULK_ROWS rows, one transaction" ;;
+    S) echo "$SMALL_TXNS single-row UPDATE transactions" ;;
+    M) echo "merge with deletes, one transaction: $q rows updated, $q deleted, $q updated twice, $q inserted" ;;
+  esac
+}
 PROFILE=${PROFILE:-0}
 if [ "$PROFILE" = 1 ]; then
-  command -v perf >/dev/null || { echo "cdc_bulk.sh: PROFILE=1 needs perf (apt-get install linux-perf)" >&2; exit 1; }
+  command -v perf >/dev/null ||
+    { echo "cdc_bulk.sh: PROFILE=1 needs perf (apt-get install linux-perf)" >&2; exit 1; }
 fi
 declare -A PROF
 # top_syms DATA FILTER: the share of the machine's samples of the processes FILTER selects
@@ -173,8 +181,15 @@ profile_of() {
 
 # slot_stats SLOT: "total_bytes spill_bytes" the slot's decoding has produced so far
 # (pg_stat_replication_slots: every transaction decoded counts, again when decoded again).
-slot_stats() { pgq -F' ' -c "SELECT total_bytes, spill_bytes FROM pg_stat_replication_slots WHERE slot_name = '$1'"; }
+slot_stats() {
+  pgq -F' ' -c "SELECT total_bytes, spill_bytes FROM pg_stat_replication_slots
+                WHERE slot_name = '$1'"
+}
 declare -A DEC WALR
+# replay WHO CASE : lib_cdc.sh's replay_WHO (native or ferry) of the backlog up to WANT
+# (replay_do), its figures kept under CASE.WHO, the destination then checked against
+# WANT_DIGEST; around it the slot's decoding counters, the WAL written and, with PROFILE=1,
+# perf over the whole machine.
 replay() {
   local perf_pid="" sl b0 s0 b1 s1 w0
   if [ "$1" = native ]; then sl=native_sub; else sl=$(slot); fi

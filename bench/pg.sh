@@ -21,7 +21,8 @@
 #   in parallel).
 #   FERRY_REV=label names the source tree in the results (default: git HEAD).
 #   OUT=pg-20261130-atcommit.md names the results file (default pg-<date>[-<rows>rows].md).
-#   QUICK=1 runs only a, b0, b and b" (no pgcopydb, pgloader, upsert).
+#   QUICK=1 runs only a, b0, b and b" (no pgcopydb, pgloader, e, nor the upsert part below
+#   unless UPSERT=1).
 #   FSYNC=on runs the server with fsync, synchronous_commit and full_page_writes on (the
 #   throw-away server of tests/pg/pg.sh has them off): each commit then waits for the disk.
 #   PROFILE=1 also records `perf record -g` of one ferry append run (write it to results).
@@ -48,6 +49,7 @@ UPSERT_ROWS=${UPSERT_ROWS:-1000000}
 [ "$UPSERT_ROWS" -gt "$ROWS" ] && UPSERT_ROWS=$ROWS
 UPSERT_PROFILE=${UPSERT_PROFILE:-0}
 RUN_COPY=1 RUN_UPSERT=${UPSERT:-1}
+[ "${QUICK:-0}" = 1 ] && RUN_UPSERT=${UPSERT:-0} # (QUICK=1 UPSERT=1: both)
 [ "$ONLY" = upsert ] && RUN_COPY=0 && RUN_UPSERT=1
 [ "$ONLY" = copy ] && RUN_UPSERT=0
 # b'. ferry append with parallelism 2: auto runs it unless the source documents that it reads

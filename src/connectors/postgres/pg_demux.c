@@ -4,9 +4,18 @@
  * Called by pg_cdc.c (the per-table stream loop, acknowledging a parked session).
  *
  * Locking: one process-wide mutex (mu) guards the registry of demultiplexers, their state
- * and their members' queues; the reader thread holds it only to hand a frame over and never
+ * and their members' queues; the reader thread holds it only to hand frames over and never
  * while it waits for the socket. Each member waits on its own condition (frames), the reader
- * on its demultiplexer's (room, members leaving), joiners on the registry's. */
+ * on its demultiplexer's (room, members leaving), joiners on the registry's.
+ *
+ * Hand-over in bursts, not per frame: the reader hands every frame libpq already holds (up to
+ * BURST_FRAMES) under one lock; it wakes a member waiting for frames once WAKE_FRAMES (or
+ * WAKE_BYTES) wait for it, or when the socket has been quiet for WAKE_IDLE_MS (wake); a
+ * member moves up to TAKE_FRAMES queued frames into its own cache under one lock and reads
+ * them without it, and wakes a reader waiting for room only once its queue is half empty.
+ * Per frame (a lock each, a wake-up each) the two threads spent more time in the kernel than
+ * on the frames. A member's frames in memory: its queue (QUEUE_BYTES) and its cache
+ * (TAKE_BYTES), each at least one frame. */
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +33,17 @@
 #define WHAT "postgres source"
 #define QUEUE_FRAMES 1024                 /* per table: frames waiting to be read */
 #define QUEUE_BYTES ((size_t)4 << 20)     /* and their bytes (one frame always fits) */
+#define BURST_FRAMES 256                  /* the reader hands over at most this many per lock */
+#define TAKE_FRAMES 256                   /* a member takes at most this many per lock, */
+#define TAKE_BYTES ((size_t)256 << 10)    /* and this many bytes (at least one frame) */
+#define WAKE_FRAMES 256                   /* a waiting member is woken once this many */
+#define WAKE_BYTES ((size_t)256 << 10)    /* or this many bytes wait for it, */
+#define WAKE_IDLE_MS 1                    /* or the socket was quiet this long */
+/* A read that handed over less than this while the stream flows: the reader lets the socket
+ * fill COALESCE_US before the next one (libpq reads at most 16 kB at a time; a read per few
+ * frames was most of the reader's time in the kernel). */
+#define COALESCE_BYTES 8192
+#define COALESCE_US 500
 #define GATHER_US INT64_C(3000000)        /* wait this long after the last join for others */
 /* A commit group's session waits for every table it expects (a late one would stream in a
  * session of its own, its transactions split from the others'), this long at most, and no
@@ -127,6 +147,13 @@ struct ferry_pg_demux_member {
     int head, count;
     size_t bytes; /* of the frames in q */
     pthread_cond_t cv;
+    bool waiting; /* for frames, on cv (ferry__pg_demux_next) */
+    /* the reader waits for room for a frame of room_need bytes in q (wait_room) */
+    bool room_wait;
+    int room_need;
+    /* frames taken from q, read without the lock (the member's own thread only) */
+    struct qent take[TAKE_FRAMES];
+    int take_head, take_count;
     bool left, clean, finished;
     uint64_t pos;
     uint32_t relid;
@@ -166,6 +193,8 @@ struct demux {
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
+    bool wake_due; /* a waiting member has frames it was not woken for (wake) */
+    bool coalesce; /* the last read handed over little (COALESCE_BYTES) */
     /* a failure every member reports */
     bool failed;
     struct ferry_error err;
@@ -235,6 +264,23 @@ static int active_members(const struct demux *d)
 
 static int send_status(struct demux *d, bool reply);
 
+/* Wakes the members waiting for frames that have enough of them (all: any), not one per
+ * frame pushed; wake_due says whether one with fewer was left waiting. */
+static void wake(struct demux *d, bool all)
+{
+    d->wake_due = false;
+    for (int i = 0; i < d->n_m; i++) {
+        struct ferry_pg_demux_member *m = d->m[i];
+        if (!m->waiting || m->count == 0) continue;
+        if (all || m->count >= WAKE_FRAMES || m->bytes >= WAKE_BYTES) {
+            m->waiting = false;
+            pthread_cond_signal(&m->cv);
+        } else {
+            d->wake_due = true;
+        }
+    }
+}
+
 /* Waits for room for n bytes in m's queue (answering the server meanwhile); false when m
  * left. */
 static bool wait_room(struct demux *d, struct ferry_pg_demux_member *m, int n)
@@ -242,10 +288,22 @@ static bool wait_room(struct demux *d, struct ferry_pg_demux_member *m, int n)
     while ((m->count == QUEUE_FRAMES || (m->count > 0 && m->bytes + (size_t)n > QUEUE_BYTES)) &&
            !m->left) {
         if (ferry_now_mono_us() - d->last_status >= STATUS_EVERY_US) (void)send_status(d, false);
+        wake(d, true); /* every frame queued may be read while we wait */
+        m->room_wait = true; /* the member wakes us once its queue is half empty (take) */
+        m->room_need = n;
         timed_wait(&d->cv, 100);
     }
+    m->room_wait = false;
     d->heard = ferry_now_mono_us(); /* a full queue is backpressure, not silence */
     return !m->left;
+}
+
+/* mu held, after m's queue shrank: whether the reader waiting for room in it may go on
+ * (hysteresis: not at every frame taken, which woke it once per frame). */
+static bool room_enough(const struct ferry_pg_demux_member *m)
+{
+    return m->room_wait && (m->count == 0 || (m->count <= QUEUE_FRAMES / 2 &&
+                                              m->bytes + (size_t)m->room_need <= QUEUE_BYTES / 2));
 }
 
 static void push(struct demux *d, struct ferry_pg_demux_member *m, struct qent *e)
@@ -257,7 +315,7 @@ static void push(struct demux *d, struct ferry_pg_demux_member *m, struct qent *
     m->q[(m->head + m->count) % QUEUE_FRAMES] = *e;
     m->count++;
     m->bytes += (size_t)e->n;
-    pthread_cond_signal(&m->cv);
+    if (m->waiting) d->wake_due = true; /* woken by wake(), not per frame */
 }
 
 /* Whether m takes a Commit ending at commit_end (0: not a Commit, every member takes it): a
@@ -353,6 +411,7 @@ static void broadcast_cut(struct demux *d)
                          .commit_time = d->last_commit_time};
         push(d, d->m[i], &e); /* may wait, releasing mu */
     }
+    wake(d, true); /* every table's commit waits for the slowest to reach the cut */
     d->uncut = false;
     d->last_cut = ferry_now_mono_us();
     d->routed_at_cut = d->routed;
@@ -836,7 +895,7 @@ static void log_members(struct demux *d)
     pthread_mutex_unlock(&mu);
 }
 
-/* One pass of the read loop: a frame handed over, or a wait of up to 100 ms. */
+/* One pass of the read loop: the frames libpq holds handed over, or a wait of up to 100 ms. */
 static int read_once(struct demux *d, struct ferry_error *err)
 {
     char *buf = NULL;
@@ -844,9 +903,24 @@ static int read_once(struct demux *d, struct ferry_error *err)
     if (n > 0) {
         d->heard = ferry_now_mono_us();
         pthread_mutex_lock(&mu);
+        size_t bytes = (size_t)n;
         int rc = dispatch(d, buf, n, err);
+        /* The frames libpq already holds follow under the same lock, each only while a table
+         * still reads (keep_reading): a frame taken from libpq and not dispatched would be
+         * missing from the session when it is parked and continued. */
+        for (int k = 1; rc == FERRY_OK && k < BURST_FRAMES && active_members(d) > 0 &&
+                        !d->stopped_reading;
+             k++) {
+            buf = NULL;
+            n = PQgetCopyData(d->c, &buf, 1);
+            if (n <= 0) break;
+            bytes += (size_t)n;
+            rc = dispatch(d, buf, n, err);
+        }
+        d->coalesce = n == 0 && bytes < COALESCE_BYTES;
+        if (d->wake_due) wake(d, false);
         pthread_mutex_unlock(&mu);
-        return rc;
+        if (rc != FERRY_OK || n >= 0) return rc;
     }
     if (n == -1) {
         PGresult *res = PQgetResult(d->c);
@@ -877,6 +951,7 @@ static int read_once(struct demux *d, struct ferry_error *err)
     if (rc == FERRY_OK && d->group && d->uncut && !d->in_txn && !d->stopped_reading &&
         now - d->last_data >= CUT_IDLE_US)
         broadcast_cut(d);
+    bool due = d->wake_due;
     pthread_mutex_unlock(&mu);
     if (rc != FERRY_OK)
         return ferry__pg_error(err, FERRY_EIO, d->c, NULL,
@@ -889,8 +964,22 @@ static int read_once(struct demux *d, struct ferry_error *err)
                                     "network stopped answering",
                                d->peer, d->slot, (long long)d->opts.io_timeout_ms);
     }
+    if (d->coalesce) {
+        d->coalesce = false;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = COALESCE_US * 1000L};
+        nanosleep(&ts, NULL);
+    }
     struct pollfd pfd = {.fd = PQsocket(d->c), .events = POLLIN};
-    poll(&pfd, 1, 100);
+    /* Frames a member waits for: handed over once the socket stays quiet a moment (more
+     * usually follow at once, and are woken for together). */
+    if (!due || poll(&pfd, 1, WAKE_IDLE_MS) == 0) {
+        if (due) {
+            pthread_mutex_lock(&mu);
+            wake(d, true);
+            pthread_mutex_unlock(&mu);
+        }
+        poll(&pfd, 1, 100);
+    }
     if (!PQconsumeInput(d->c)) {
         d->streaming = false;
         return ferry__pg_error(err, FERRY_EIO, d->c, NULL,
@@ -1130,46 +1219,71 @@ int ferry__pg_demux_join(const struct ferry_pg_demux_join *j, struct ferry_pg_de
     return rc;
 }
 
+/* mu held: up to TAKE_FRAMES queued frames (TAKE_BYTES, at least one) moved into m's own
+ * cache, in order; the reader waiting for room is woken once there is enough. */
+static void take(struct demux *d, struct ferry_pg_demux_member *m)
+{
+    size_t bytes = 0;
+    while (m->count > 0 && m->take_count < TAKE_FRAMES &&
+           (m->take_count == 0 || bytes + (size_t)m->q[m->head].n <= TAKE_BYTES)) {
+        struct qent *e = &m->q[m->head];
+        bytes += (size_t)e->n;
+        m->bytes -= (size_t)e->n;
+        m->take[(m->take_head + m->take_count) % TAKE_FRAMES] = *e;
+        m->take_count++;
+        memset(e, 0, sizeof *e);
+        m->head = (m->head + 1) % QUEUE_FRAMES;
+        m->count--;
+    }
+    if (room_enough(m)) pthread_cond_signal(&d->cv);
+}
+
 int ferry__pg_demux_next(struct ferry_pg_demux_member *m, int wait_ms,
                          struct ferry_pg_demux_frame *f, struct ferry_error *err)
 {
     memset(f, 0, sizeof *f);
     struct demux *d = m->d;
-    pthread_mutex_lock(&mu);
-    if (m->count == 0 && !d->failed && !d->stopped_reading) timed_wait(&m->cv, wait_ms);
     int rc = FERRY_OK;
-    if (m->count > 0) {
-        struct qent *e = &m->q[m->head];
-        f->p = (const uint8_t *)e->buf;
-        f->n = (size_t)e->n;
-        f->epoch_end = e->epoch;
-        f->cut = e->cut;
-        f->cut_commit = e->commit;
-        f->cut_commit_time = e->commit_time;
-        f->buf_ = e->buf;
-        f->kind_ = e->kind;
-        f->shared_ = e->sh;
-        m->bytes -= (size_t)e->n;
-        memset(e, 0, sizeof *e);
-        m->head = (m->head + 1) % QUEUE_FRAMES;
-        m->count--;
-        pthread_cond_signal(&d->cv); /* room */
-    } else if (d->failed) {
-        if (err) *err = d->err;
-        rc = d->err.code;
-    } else if (d->stopped_reading && ferry_rw_stop_requested(m->j.rw) != 0) {
-        /* the session stopped for a pause or cancel (gather): this stream stops too */
-        rc = ferry_rw_stop_requested(m->j.rw) == FERRY_ECANCELED ? FERRY_ECANCELED
-                                                                 : FERRY_EPAUSED;
-        ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", m->j.from);
-    } else if (d->stopped_reading) {
-        rc = ferry_error_set(err, FERRY_EIO, "postgres",
-                             WHAT ": slot \"%s\": the replication session ended before the "
-                                  "table reached its end",
-                             d->slot);
+    if (m->take_count == 0) {
+        pthread_mutex_lock(&mu);
+        if (m->count == 0 && !d->failed && !d->stopped_reading) {
+            m->waiting = true; /* wake() signals, at most wait_ms later a look anyway */
+            timed_wait(&m->cv, wait_ms);
+            m->waiting = false;
+        }
+        if (m->count > 0) {
+            take(d, m);
+        } else if (d->failed) {
+            if (err) *err = d->err;
+            rc = d->err.code;
+        } else if (d->stopped_reading && ferry_rw_stop_requested(m->j.rw) != 0) {
+            /* the session stopped for a pause or cancel (gather): this stream stops too */
+            rc = ferry_rw_stop_requested(m->j.rw) == FERRY_ECANCELED ? FERRY_ECANCELED
+                                                                     : FERRY_EPAUSED;
+            ferry_error_set(err, rc, "postgres", WHAT ": table %s: stream stopped", m->j.from);
+        } else if (d->stopped_reading) {
+            rc = ferry_error_set(err, FERRY_EIO, "postgres",
+                                 WHAT ": slot \"%s\": the replication session ended before the "
+                                      "table reached its end",
+                                 d->slot);
+        }
+        pthread_mutex_unlock(&mu);
     }
-    pthread_mutex_unlock(&mu);
-    return rc;
+    if (rc != FERRY_OK || m->take_count == 0) return rc;
+    struct qent *e = &m->take[m->take_head];
+    f->p = (const uint8_t *)e->buf;
+    f->n = (size_t)e->n;
+    f->epoch_end = e->epoch;
+    f->cut = e->cut;
+    f->cut_commit = e->commit;
+    f->cut_commit_time = e->commit_time;
+    f->buf_ = e->buf;
+    f->kind_ = e->kind;
+    f->shared_ = e->sh;
+    memset(e, 0, sizeof *e);
+    m->take_head = (m->take_head + 1) % TAKE_FRAMES;
+    m->take_count--;
+    return FERRY_OK;
 }
 
 void ferry__pg_demux_frame_release(struct ferry_pg_demux_frame *f)
@@ -1189,6 +1303,11 @@ void ferry__pg_demux_leave(struct ferry_pg_demux_member *m, bool clean, uint64_t
     m->left = true;
     m->clean = clean;
     m->pos = pos;
+    while (m->take_count > 0) {
+        qent_release(&m->take[m->take_head]);
+        m->take_head = (m->take_head + 1) % TAKE_FRAMES;
+        m->take_count--;
+    }
     while (m->count > 0) {
         m->bytes -= (size_t)m->q[m->head].n;
         qent_release(&m->q[m->head]);

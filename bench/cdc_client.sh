@@ -14,6 +14,9 @@
 # Writes bench/results/OUT.md. Never gates CI.
 #   A=build/bench/ferry B=/path/to/old/ferry A_LABEL=HEAD B_LABEL=487a38c ROWS=1000000 \
 #     ROUNDS=3 OUT=cdc-client-20261204 bash bench/cdc_client.sh
+# A_PGOPTIONS / B_PGOPTIONS: libpq's PGOPTIONS for that binary's runs, for example
+# A_PGOPTIONS="-c logical_decoding_work_mem=1GB" with A=B: the server's decoding memory for
+# ferry's replication session (docs/connectors.md, large transactions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
@@ -64,7 +67,7 @@ prep() {
 replay() {
   local f=$1 sink=$2 t0 t1 rows; shift 2
   t0=$(date +%s.%N)
-  "$@" /usr/bin/time -f '%U %S %M' -o "$W/time" "$f" run "$W/$sink.yaml" --json --state "$W/$sink.db" > "$W/out.json"
+  "$@" env PGOPTIONS="$PGOPT" /usr/bin/time -f '%U %S %M' -o "$W/time" "$f" run "$W/$sink.yaml" --json --state "$W/$sink.db" > "$W/out.json"
   t1=$(date +%s.%N)
   rows=$(jq -r .rows "$W/out.json")
   [ "$rows" = "$N_CHG" ] || { echo "cdc_client.sh: $f: $rows rows, not $N_CHG" >&2; exit 1; }
@@ -79,26 +82,30 @@ declare -A R
 for r in $(seq 1 "$ROUNDS"); do
   for sink in null merge; do
     for who in A B; do
-      f=$A; [ $who = B ] && f=$B
+      f=$A PGOPT=${A_PGOPTIONS:-}; [ $who = B ] && f=$B PGOPT=${B_PGOPTIONS:-}
       prep "$f" "$sink"
       line=$(replay "$f" "$sink")
+      line="$line $(qs -c "SELECT spill_bytes FROM pg_stat_replication_slots WHERE slot_name LIKE '%client_$sink%'" | head -n1)"
       R[$who.$sink]="${R[$who.$sink]:-}|$line"
       echo "round $r: $who $sink: $line" >&2
     done
   done
 done
 for who in A B; do
-  f=$A; [ $who = B ] && f=$B
+  f=$A PGOPT=${A_PGOPTIONS:-}; [ $who = B ] && f=$B PGOPT=${B_PGOPTIONS:-}
+  export PGOPTIONS=$PGOPT
   prep "$f" null
   strace -f -c -o "$W/strace.$who" "$f" run "$W/null.yaml" --quiet --state "$W/null.db"
   if [ "$PROFILE" = 1 ]; then
     prep "$f" null
     perf record -q -F 999 -o "$W/perf.$who" "$f" run "$W/null.yaml" --quiet --state "$W/null.db" 2>/dev/null
   fi
+  unset PGOPTIONS
 done
 
 col() { tr '|' '\n' | grep . | awk -v c="$1" '{print $c}' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 label() { if [ "$1" = A ]; then echo "$A_LABEL"; else echo "$B_LABEL"; fi; }
+pgopt() { if [ "$1" = A ]; then echo "${A_PGOPTIONS:-(none)}"; else echo "${B_PGOPTIONS:-(none)}"; fi; }
 out=bench/results/$OUT.md
 {
   echo "# ferry's client cost replaying one large cdc transaction, two binaries ($(date -u '+%Y-%m-%d %H:%M UTC'))"
@@ -107,15 +114,17 @@ out=bench/results/$OUT.md
   echo "mix), replayed after ferry's snapshot by \`ferry run\` (cdc, \`write: merge\`) into the null"
   echo "sink and into PostgreSQL; one PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') server, fsync on. $ROUNDS rounds, A then B"
   echo "each time; medians. CPU: the ferry process's user and system seconds (/usr/bin/time)."
-  echo "Every merge destination equals the source (count and md5 in key order)."
+  echo "Every merge destination equals the source (count and md5 in key order). Spilled: the"
+  echo "slot's spill_bytes after the replay (pg_stat_replication_slots; the walsender wrote the"
+  echo "transaction to disk and read it back when it exceeded logical_decoding_work_mem)."
   echo
-  echo "| binary | sink | wall s | client user s | client sys s | client CPU s | peak RSS MiB | every round (wall user sys) |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| binary | sink | wall s | client user s | client sys s | client CPU s | peak RSS MiB | spilled MiB | every round (wall user sys) |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for sink in null merge; do
     for who in A B; do
       v=${R[$who.$sink]}
       u=$(echo "$v" | col 2) s=$(echo "$v" | col 3)
-      echo "| $(label $who) | $sink | $(printf %.2f "$(echo "$v" | col 1)") | $u | $s | $(echo "$u + $s" | bc) | $(echo "$(echo "$v" | col 4) / 1024" | bc) | $(echo "$v" | tr '|' '\n' | grep . | awk '{printf "%s%.1f %.2f %.2f", (NR > 1 ? "; " : ""), $1, $2, $3}') |"
+      echo "| $(label $who) | $sink | $(printf %.2f "$(echo "$v" | col 1)") | $u | $s | $(echo "$u + $s" | bc) | $(echo "$(echo "$v" | col 4) / 1024" | bc) | $(echo "$(echo "$v" | col 5) / 1048576" | bc) | $(echo "$v" | tr '|' '\n' | grep . | awk '{printf "%s%.1f %.2f %.2f", (NR > 1 ? "; " : ""), $1, $2, $3}') |"
     done
   done
   for who in A B; do
@@ -138,7 +147,7 @@ out=bench/results/$OUT.md
   echo "## Machine"
   echo
   echo "- $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB RAM, Linux $(uname -r)"
-  echo "- A: $A_LABEL ($A), B: $B_LABEL ($B)"
+  echo "- A: $A_LABEL ($A, PGOPTIONS $(pgopt A)), B: $B_LABEL ($B, PGOPTIONS $(pgopt B))"
   echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out"
 cat "$out"

@@ -33,12 +33,7 @@ bench_orders "$ROWS"
 qs() { psql -qAtX -v ON_ERROR_STOP=1 -d src "$@"; }
 qd() { psql -qAtX -v ON_ERROR_STOP=1 -d dst "$@"; }
 K=$ROWS
-CHG_SQL="UPDATE public.orders_cdc SET status = 'changed', amount = amount + 1 WHERE id % 4 = 1;
-DELETE FROM public.orders_cdc WHERE id % 4 = 2;
-UPDATE public.orders_cdc SET quantity = quantity + 1 WHERE id % 4 = 3;
-UPDATE public.orders_cdc SET paid = NOT paid WHERE id % 4 = 3;
-INSERT INTO public.orders_cdc SELECT id + $K, customer_id, 'new', amount, quantity, discount, paid,
-  note, created_at, updated_at FROM public.orders WHERE id <= $((K / 4));"
+CHG_SQL=$(bench_merge_txn public.orders_cdc public.orders "$K")
 N_CHG=$((K + K / 4))
 for sink in null merge; do
   {

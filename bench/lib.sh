@@ -8,6 +8,11 @@
 #   bench_orders ROWS    src's public.orders, keyed by id: ROWS orders-like rows made with
 #                        generate_series (NULLs in discount and note), VACUUM ANALYZE;
 #                        BENCH_ORDERS_COLS: its columns (without the PRIMARY KEY clause)
+#   bench_merge_txn T FROM K    the merge-with-deletes transaction of issue 22 on table T
+#                        (holding FROM's K rows): a quarter of the keys updated, a quarter
+#                        deleted, a quarter updated twice, K/4 new keys (1.25 × K changes)
+#   bench_merge_images FROM K   the same changes as row images with op ('u', 'd', 'i') and seq
+#                        (the order the transaction made them), a SELECT
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
 
@@ -45,5 +50,31 @@ SELECT g,
        timestamptz '2020-01-01 00:00:00+00' + g * interval '37 seconds' + (g % 86400) * interval '1 second'
 FROM generate_series(1, $1) g;
 VACUUM ANALYZE public.orders;
+SQL
+}
+
+bench_merge_txn() {
+  cat <<SQL
+UPDATE $1 SET status = 'changed', amount = amount + 1 WHERE id % 4 = 1;
+DELETE FROM $1 WHERE id % 4 = 2;
+UPDATE $1 SET quantity = quantity + 1 WHERE id % 4 = 3;
+UPDATE $1 SET paid = NOT paid WHERE id % 4 = 3;
+INSERT INTO $1 SELECT id + $3, customer_id, 'new', amount, quantity, discount, paid,
+  note, created_at, updated_at FROM $2 WHERE id <= $(($3 / 4));
+SQL
+}
+
+bench_merge_images() {
+  cat <<SQL
+SELECT id, customer_id, 'changed'::text AS status, amount + 1 AS amount, quantity, discount, paid,
+       note, created_at, updated_at, 'u'::text AS op, id AS seq FROM $1 WHERE id % 4 = 1
+UNION ALL SELECT id, customer_id, status, amount, quantity, discount, paid, note, created_at,
+       updated_at, 'd', $2 + id FROM $1 WHERE id % 4 = 2
+UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, paid, note,
+       created_at, updated_at, 'u', 2 * $2 + id FROM $1 WHERE id % 4 = 3
+UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, NOT paid,
+       note, created_at, updated_at, 'u', 3 * $2 + id FROM $1 WHERE id % 4 = 3
+UNION ALL SELECT id + $2, customer_id, 'new', amount, quantity, discount, paid, note, created_at,
+       updated_at, 'i', 4 * $2 + id FROM $1 WHERE id <= $(($2 / 4))
 SQL
 }

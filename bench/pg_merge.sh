@@ -20,29 +20,15 @@
 # Every destination is verified against the source after the transaction.
 
 K=$UPSERT_ROWS
-CHG_SQL="UPDATE public.orders_cdc SET status = 'changed', amount = amount + 1 WHERE id % 4 = 1;
-DELETE FROM public.orders_cdc WHERE id % 4 = 2;
-UPDATE public.orders_cdc SET quantity = quantity + 1 WHERE id % 4 = 3;
-UPDATE public.orders_cdc SET paid = NOT paid WHERE id % 4 = 3;
-INSERT INTO public.orders_cdc SELECT id + $K, customer_id, 'new', amount, quantity, discount, paid,
-  note, created_at, updated_at FROM public.orders_up WHERE id <= $((K / 4));"
+CHG_SQL=$(bench_merge_txn public.orders_cdc public.orders_up "$K")
 # The same changes as row images: seq orders them as the transaction made them.
 qs >/dev/null <<SQL
 DROP TABLE IF EXISTS public.orders_cdc, public.cdc_after, public.chg;
 CREATE TABLE public.cdc_after AS SELECT * FROM public.orders_up;
 ALTER TABLE public.cdc_after ADD PRIMARY KEY (id);
-$(echo "$CHG_SQL" | sed 's/public\.orders_cdc/public.cdc_after/g')
+$(bench_merge_txn public.cdc_after public.orders_up "$K")
 CREATE TABLE public.chg AS
-  SELECT id, customer_id, 'changed'::text AS status, amount + 1 AS amount, quantity, discount, paid,
-         note, created_at, updated_at, 'u'::text AS op, id AS seq FROM public.orders_up WHERE id % 4 = 1
-  UNION ALL SELECT id, customer_id, status, amount, quantity, discount, paid, note, created_at,
-         updated_at, 'd', $K + id FROM public.orders_up WHERE id % 4 = 2
-  UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, paid, note,
-         created_at, updated_at, 'u', 2 * $K + id FROM public.orders_up WHERE id % 4 = 3
-  UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, NOT paid,
-         note, created_at, updated_at, 'u', 3 * $K + id FROM public.orders_up WHERE id % 4 = 3
-  UNION ALL SELECT id + $K, customer_id, 'new', amount, quantity, discount, paid, note, created_at,
-         updated_at, 'i', 4 * $K + id FROM public.orders_up WHERE id <= $((K / 4));
+$(bench_merge_images public.orders_up "$K");
 VACUUM ANALYZE public.cdc_after, public.chg;
 SQL
 # shellcheck disable=SC2059

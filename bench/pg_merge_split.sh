@@ -26,16 +26,7 @@ bench_orders "$ROWS"
 K=$ROWS N_CHG=$((ROWS + ROWS / 4))
 psql -qX -v ON_ERROR_STOP=1 -d src >/dev/null <<SQL
 CREATE TABLE public.chg AS
-  SELECT id, customer_id, 'changed'::text AS status, amount + 1 AS amount, quantity, discount, paid,
-         note, created_at, updated_at, 'u'::text AS op, id AS seq FROM public.orders WHERE id % 4 = 1
-  UNION ALL SELECT id, customer_id, status, amount, quantity, discount, paid, note, created_at,
-         updated_at, 'd', $K + id FROM public.orders WHERE id % 4 = 2
-  UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, paid, note,
-         created_at, updated_at, 'u', 2 * $K + id FROM public.orders WHERE id % 4 = 3
-  UNION ALL SELECT id, customer_id, status, amount, (quantity + 1)::smallint, discount, NOT paid,
-         note, created_at, updated_at, 'u', 3 * $K + id FROM public.orders WHERE id % 4 = 3
-  UNION ALL SELECT id + $K, customer_id, 'new', amount, quantity, discount, paid, note, created_at,
-         updated_at, 'i', 4 * $K + id FROM public.orders WHERE id <= $((K / 4));
+$(bench_merge_images public.orders "$K");
 CREATE INDEX ON public.chg (seq);
 VACUUM ANALYZE public.chg;
 SQL
@@ -48,11 +39,7 @@ MERGE="MERGE INTO t d USING (SELECT DISTINCT ON (id) * FROM s ORDER BY id, seq D
 # The expected result: the source table after the same changes.
 psql -qX -v ON_ERROR_STOP=1 -d src >/dev/null <<SQL
 CREATE TABLE public.after AS SELECT * FROM public.orders;
-UPDATE public.after SET status = 'changed', amount = amount + 1 WHERE id % 4 = 1;
-DELETE FROM public.after WHERE id % 4 = 2;
-UPDATE public.after SET quantity = quantity + 1, paid = NOT paid WHERE id % 4 = 3;
-INSERT INTO public.after SELECT id + $K, customer_id, 'new', amount, quantity, discount, paid,
-  note, created_at, updated_at FROM public.orders WHERE id <= $((K / 4));
+$(bench_merge_txn public.after public.orders "$K")
 SQL
 DIGEST="SELECT count(*) || ' ' || md5(string_agg(x::text, ',' ORDER BY id)) FROM %s x"
 # shellcheck disable=SC2059

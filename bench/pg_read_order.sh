@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# bench/pg_read_order.sh - what reading in key order costs the source server (issue 22: the
+# per-batch-durable copy against the COPY pipe). A copy that commits batch by batch resumes
+# after its last key, so it reads each shard `ORDER BY` the key (an index scan); the pipe
+# and an at_commit copy read the table as it lies (a sequential scan). Per round, in order:
+#   table     psql COPY public.orders TO STDOUT (binary) > /dev/null: the pipe's read
+#   ordered   the same rows as ferry's ordered plan reads them: one COPY (SELECT ... WHERE
+#             id >= lo AND id <= hi ORDER BY id) per shard of SHARD_ROWS rows (the postgres
+#             source's default shard_rows), > /dev/null
+#   pipe      psql COPY binary | psql COPY binary into an emptied dst.public.orders
+#   opipe     the same pipe reading in key order (the `ordered` statements)
+#   per_apply ferry, defaults (per-batch durability, overlapped commits, integrity on)
+#   no_overlap  the same with `overlap_commits: false` (one destination connection)
+#   at_commit ferry with `durability: at_commit` (reads without key order)
+# HUGE_PAGES=off|on|try (default try, PostgreSQL's own default) sets the server's `huge_pages`:
+# `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
+# refuses to start otherwise); `try` uses them only when the kernel has some reserved.
+# Destinations are emptied (TRUNCATE + CHECKPOINT, untimed) and their counts checked.
+# Prints and writes bench/results/OUT.md: every round's wall seconds, medians, ratios.
+#   ROWS=2000000 ROUNDS=5 OUT=pg-read-order-20261204 bash bench/pg_read_order.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FERRY_SRC=$PWD
+ROWS=${ROWS:-2000000} ROUNDS=${ROUNDS:-5} SHARD_ROWS=${SHARD_ROWS:-1000000}
+FERRY=${FERRY:-build/bench/ferry}
+: "${OUT:?OUT=result file name}"
+case $OUT in */* | .*) echo "pg_read_order.sh: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
+[ -x "$FERRY" ] || { echo "pg_read_order.sh: $FERRY: not built (cmake --preset bench)" >&2; exit 2; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-readorder.XXXXXX"); chmod 755 "$W"
+trap 'rm -rf "$W"' EXIT
+. bench/lib.sh
+HUGE_PAGES=${HUGE_PAGES:-try}
+case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HUGE_PAGES: off, on or try" >&2; exit 2 ;; esac
+PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES")" pg_start
+bench_src_dst
+bench_orders "$ROWS"
+psql -qX -v ON_ERROR_STOP=1 -d dst -c "CREATE TABLE public.orders ($BENCH_ORDERS_COLS)" >/dev/null
+for d in per_apply no_overlap at_commit; do
+  case $d in
+  no_overlap) extra="durability: per_apply, overlap_commits: false" ;;
+  *) extra="durability: $d" ;;
+  esac
+  cat > "$W/$d.yaml" <<YAML
+version: 1
+name: read_order
+source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders}]}
+sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append, $extra}
+YAML
+done
+lo=1
+: > "$W/ordered.sql"
+while [ "$lo" -le "$ROWS" ]; do
+  hi=$((lo + SHARD_ROWS - 1))
+  echo "COPY (SELECT * FROM public.orders WHERE id >= $lo AND id <= $hi ORDER BY id) TO STDOUT (FORMAT binary);" >> "$W/ordered.sql"
+  lo=$((hi + 1))
+done
+plan=$(psql -qXAt -d src -c "EXPLAIN SELECT * FROM public.orders WHERE id >= 1 AND id <= $SHARD_ROWS ORDER BY id" | head -1)
+
+now() { date +%s.%N; }
+PM=$(head -1 "$PG_DIR/data/postmaster.pid")
+# CPU ticks of the postmaster, its exited children and its live ones (utime stime cutime cstime)
+srv_ticks() {
+  local t=0 p
+  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+fresh() { psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT" >/dev/null 2>&1; }
+count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
+run() {
+  case $1 in
+  table) psql -qXAt -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" >/dev/null ;;
+  ordered) psql -qXAt -v ON_ERROR_STOP=1 -d src -f "$W/ordered.sql" >/dev/null ;;
+  pipe)
+    psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" |
+      psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
+  opipe)
+    psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT * FROM public.orders ORDER BY id) TO STDOUT (FORMAT binary)" |
+      psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
+  per_apply | no_overlap | at_commit)
+    rm -f "$W"/state.db*
+    "$FERRY" run "$W/$1.yaml" --quiet --fresh --state "$W/state.db" >/dev/null ;;
+  esac
+}
+WHO="table ordered pipe opipe per_apply no_overlap at_commit"
+declare -A T C
+for r in $(seq 1 "$ROUNDS"); do
+  for who in $WHO; do
+    case $who in table | ordered) ;; *) fresh ;; esac
+    c0=$(srv_ticks) t0=$(now)
+    run "$who"
+    t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)
+    case $who in table | ordered) ;; *) count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; } ;; esac
+    T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")"
+    echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s" >&2
+  done
+done
+med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+declare -A M MC
+for who in $WHO; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med); done
+ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
+out=bench/results/$OUT.md
+{
+  echo "# Reading in key order: the source's cost, against the COPY pipe ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+  echo
+  echo "$ROWS rows of bench/lib.sh's orders table (keyed by id, written in key order), src → dst on one"
+  echo "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') with fsync on. \`ordered\` reads the rows as ferry's ordered plan does, one"
+  echo "\`COPY (SELECT … WHERE id >= lo AND id <= hi ORDER BY id)\` per shard of $SHARD_ROWS rows (plan: \`$plan\`);"
+  echo "\`table\` is the pipe's read, \`COPY public.orders TO\`; both to /dev/null. ferry runs at its defaults"
+  echo "(integrity on) with \`durability: per_apply\` (resumes after its last key: reads ordered) or"
+  echo "\`at_commit\` (resumes from the start: reads without order); \`no_overlap\` is per_apply with"
+  echo "\`overlap_commits: false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
+  echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages)."
+  echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"
+  echo "own and its exited children's, from /proc). $ROUNDS rounds, in the order of the table."
+  echo
+  echo "| run | median wall s | × table read | × pipe | median server CPU s | every round, s |"
+  echo "|---|---|---|---|---|---|"
+  for who in $WHO; do
+    echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} |${T[$who]} |"
+  done
+  echo
+  echo "Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), load at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "ferry $(git rev-parse --short HEAD) ($FERRY)."
+} | tee "$out"

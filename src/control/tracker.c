@@ -178,6 +178,12 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
         rc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0, 0,
                                              err);
     if (rc == FERRY_OK) rc = fold_converted(c, err);
+    /* Not durable yet (an at_commit sink): counted now, so progress shows, and noted as the
+     * attempt's uncommitted counts, taken back if its transaction never commits. */
+    bool durable = json_is_true(json_object_get(c->p, "durable"));
+    if (rc == FERRY_OK && json_is_false(json_object_get(c->p, "durable")))
+        rc = ferry_store_uncommitted_add(st, ev->run_id, ev->attempt, ev->resource, rows, bytes,
+                                         1, err);
     json_t *pos = json_object_get(c->p, "position");
     if (rc != FERRY_OK || pos == NULL || json_is_null(pos)) return rc;
     if (ev->resource[0] == '\0') {
@@ -193,7 +199,6 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
         return ferry_error_set(err, FERRY_ENOMEM, "tracker", "event %lld: out of memory",
                                (long long)ev->seq);
     int shard = (int)jint(c->p, "shard");
-    bool durable = json_is_true(json_object_get(c->p, "durable"));
     if (ferry_checkpoint_written_scope(durable) == FERRY_CHECKPOINT_RUN)
         rc = ferry_store_run_checkpoint_save(st, ev->run_id, ev->attempt, ev->resource, shard, text,
                                              err);
@@ -273,6 +278,14 @@ static int fold_run_end(struct fold_ctx *c, const char *type, struct ferry_error
     /* Requested again since this end was recorded (the reaper's retry: it fails the run in
      * the store, publishes run.failed, then requeues at once): the end is already history. */
     if (c->run->state == FERRY_RUN_REQUESTED) return FERRY_OK;
+    /* The attempt's uncommitted counts: kept when it ended committed (completed, or paused
+     * after a commit), taken back when its transaction was rolled back. */
+    bool committed = strcmp(type, FERRY_EV_RUN_COMPLETED) == 0 ||
+                     (strcmp(type, FERRY_EV_RUN_PAUSED) == 0 &&
+                      json_is_true(json_object_get(c->p, "committed")));
+    int urc = ferry_store_uncommitted_settle(c->tr->st, c->ev->run_id, c->ev->attempt, false,
+                                             !committed, err);
+    if (urc != FERRY_OK) return urc;
     if (strcmp(type, FERRY_EV_RUN_COMPLETED) == 0) {
         int rc = advance_routes(c, true, err);
         /* on_resource_error: continue - committed, with failed resources (their errors are
@@ -433,7 +446,10 @@ static int rule_divergence(struct fold_ctx *c, struct ferry_error *err)
 static int rule_committed(struct fold_ctx *c, struct ferry_error *err)
 {
     c->tr->group_moves_checkpoints = true;
-    return ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+    int rc = ferry_store_pending_promote(c->tr->st, c->ev->run_id, c->ev->attempt, err);
+    if (rc != FERRY_OK) return rc;
+    return ferry_store_uncommitted_settle(c->tr->st, c->ev->run_id, c->ev->attempt, false, false,
+                                          err);
 }
 
 static int rule_heartbeat(struct fold_ctx *c, struct ferry_error *err)

@@ -454,7 +454,8 @@ static int plan_shape(struct run *r, struct resource_run *rr, struct ferry_error
 /* Resume positions: what the store saved as durable for this run, overridden by what a
  * transactional destination committed for this very run (never behind the store). */
 static int resume_positions(struct run *r, struct resource_run *rr,
-                            struct ferry_sink_checkpoint *scp, int n_scp, struct ferry_error *err)
+                            struct ferry_sink_checkpoint *scp, int n_scp, bool *dest_ahead,
+                            struct ferry_error *err)
 {
     const char *res = rr->spec->table;
     rr->resume = ferry_calloc((size_t)rr->n_shards, sizeof *rr->resume);
@@ -474,6 +475,7 @@ static int resume_positions(struct run *r, struct resource_run *rr,
         bool record = false;
         const char *pos = ferry_checkpoint_resume_of(rr->resume[s], &held, r->run_id, &record);
         if (record) {
+            *dest_ahead = true;
             char *copy = ferry_strdup(pos);
             if (copy == NULL) return ferry__run_oom(err);
             ferry_free(rr->resume[s]);
@@ -509,12 +511,19 @@ int ferry__plan_freeze(struct run *r, struct ferry_error *err)
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++)
         rc = frozen_plan(r, &r->res[i], scp, n_scp, &fresh[i], err);
     if (rc == FERRY_OK) rc = freeze_fresh(r, fresh, err);
+    bool dest_ahead = false;
     for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
         struct resource_run *rr = &r->res[i];
         if (rr->gone && rr->plan_json == NULL) continue;
         rc = plan_shape(r, rr, err);
-        if (rc == FERRY_OK) rc = resume_positions(r, rr, scp, n_scp, err);
+        if (rc == FERRY_OK) rc = resume_positions(r, rr, scp, n_scp, &dest_ahead, err);
     }
+    /* What earlier attempts counted but never committed (an at_commit sink's batches of an
+     * attempt that died) comes off the counters: its transaction was rolled back and this
+     * attempt writes those rows again. Unless the destination holds a checkpoint of this
+     * run the store never heard of: then that attempt's commit did happen. */
+    if (rc == FERRY_OK && !r->shard_mode)
+        rc = ferry_store_uncommitted_settle(r->st, r->run_id, r->attempt, true, !dest_ahead, err);
     ferry_free(fresh);
     ferry_sink_checkpoints_free(scp, n_scp);
     return rc;

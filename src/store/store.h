@@ -167,6 +167,17 @@ int ferry_store_run_heartbeat(struct ferry_store *st, int64_t run_id, int attemp
 int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t rows,
                                int64_t bytes, int64_t batches, int64_t verified,
                                int64_t diverged, struct ferry_error *err);
+/* Counts of at_commit batches (batch.written with durable false) that an attempt added to
+ * the counters before its sink committed them, per resource (tracker: add). settle ends
+ * them: of `attempt`, or with `older` of every attempt before it; with `undo` they are
+ * taken back from the run's and resources' counters first (the attempt's transaction was
+ * rolled back: it failed, was canceled or died), else only forgotten (it committed). One
+ * store transaction. */
+int ferry_store_uncommitted_add(struct ferry_store *st, int64_t run_id, int attempt,
+                                const char *resource, int64_t rows, int64_t bytes,
+                                int64_t batches, struct ferry_error *err);
+int ferry_store_uncommitted_settle(struct ferry_store *st, int64_t run_id, int attempt,
+                                   bool older, bool undo, struct ferry_error *err);
 /* Control signals for a running run (pause|cancel), read by the runner. */
 int ferry_store_run_request(struct ferry_store *st, int64_t run_id, const char *signal,
                             struct ferry_error *err);

@@ -197,10 +197,20 @@ static const char migration_11[] =
 static const char migration_12[] =
     "ALTER TABLE \"run_resources\" ADD COLUMN \"converted\" TEXT NOT NULL DEFAULT '';";
 
+/* 13 (run counters after a crash): what each attempt's at_commit batches added to the
+ * counters of a resource before its sink committed them (ferry_store_uncommitted_*). */
+static const char migration_13[] =
+    "CREATE TABLE \"uncommitted_counts\" ("
+    " \"run_id\" INTEGER NOT NULL REFERENCES \"runs\" (\"id\") ON DELETE CASCADE,"
+    " \"attempt\" INTEGER NOT NULL, \"resource\" TEXT NOT NULL,"
+    " \"rows\" INTEGER NOT NULL DEFAULT 0, \"bytes\" INTEGER NOT NULL DEFAULT 0,"
+    " \"batches\" INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (\"run_id\", \"attempt\", \"resource\"));";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
                                          migration_7, migration_8, migration_9, migration_10,
-                                         migration_11, migration_12};
+                                         migration_11, migration_12, migration_13};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -1218,6 +1228,63 @@ int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t r
                     "adding to a run's counters", err, "iiiiii", run_id, rows, bytes, batches,
                     verified, diverged);
     return not_found_unless_changed(st, rc, "run", run_id, err);
+}
+
+int ferry_store_uncommitted_add(struct ferry_store *st, int64_t run_id, int attempt,
+                                const char *resource, int64_t rows, int64_t bytes,
+                                int64_t batches, struct ferry_error *err)
+{
+    return exec_q(st,
+                  "INSERT INTO \"uncommitted_counts\" (\"run_id\", \"attempt\", \"resource\","
+                  " \"rows\", \"bytes\", \"batches\") VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                  " ON CONFLICT (\"run_id\", \"attempt\", \"resource\") DO UPDATE SET"
+                  " \"rows\" = \"uncommitted_counts\".\"rows\" + excluded.\"rows\","
+                  " \"bytes\" = \"uncommitted_counts\".\"bytes\" + excluded.\"bytes\","
+                  " \"batches\" = \"uncommitted_counts\".\"batches\" + excluded.\"batches\"",
+                  "recording uncommitted counts", err, "idtiii", run_id, attempt,
+                  resource ? resource : "", rows, bytes, batches);
+}
+
+/* uncommitted_counts: the statements of a settle, for the rows of one attempt (?2) or of
+ * every earlier one. Static texts: the statement cache is keyed by their address. */
+#define UC_SUM(col, of)                                                                        \
+    "(SELECT COALESCE(SUM(u.\"" col "\"), 0) FROM \"uncommitted_counts\" u"                   \
+    " WHERE u.\"run_id\" = ?1" of ")"
+#define UC_RES " AND u.\"resource\" = \"run_resources\".\"resource\""
+#define UC_RUNS(of)                                                                            \
+    "UPDATE \"runs\" SET \"rows\" = \"rows\" - " UC_SUM("rows", of) ","                       \
+    " \"bytes\" = \"bytes\" - " UC_SUM("bytes", of) ","                                       \
+    " \"batches\" = \"batches\" - " UC_SUM("batches", of) " WHERE \"id\" = ?1"
+#define UC_RESOURCES(of)                                                                       \
+    "UPDATE \"run_resources\" SET \"rows\" = \"rows\" - " UC_SUM("rows", UC_RES of) ","       \
+    " \"bytes\" = \"bytes\" - " UC_SUM("bytes", UC_RES of) ","                                \
+    " \"batches\" = \"batches\" - " UC_SUM("batches", UC_RES of) " WHERE \"run_id\" = ?1"
+#define UC_OF_ONE " AND u.\"attempt\" = ?2"
+#define UC_OF_OLDER " AND u.\"attempt\" < ?2"
+static const char uc_runs_one[] = UC_RUNS(UC_OF_ONE);
+static const char uc_runs_older[] = UC_RUNS(UC_OF_OLDER);
+static const char uc_resources_one[] = UC_RESOURCES(UC_OF_ONE);
+static const char uc_resources_older[] = UC_RESOURCES(UC_OF_OLDER);
+static const char uc_delete_one[] =
+    "DELETE FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1 AND \"attempt\" = ?2";
+static const char uc_delete_older[] =
+    "DELETE FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1 AND \"attempt\" < ?2";
+
+int ferry_store_uncommitted_settle(struct ferry_store *st, int64_t run_id, int attempt,
+                                   bool older, bool undo, struct ferry_error *err)
+{
+    int rc = op_begin(st, err);
+    if (rc != FERRY_OK) return rc;
+    if (undo)
+        rc = exec_q(st, older ? uc_runs_older : uc_runs_one,
+                    "taking back a run's uncommitted counts", err, "id", run_id, attempt);
+    if (undo && rc == FERRY_OK)
+        rc = exec_q(st, older ? uc_resources_older : uc_resources_one,
+                    "taking back a resource's uncommitted counts", err, "id", run_id, attempt);
+    if (rc == FERRY_OK)
+        rc = exec_q(st, older ? uc_delete_older : uc_delete_one, "settling uncommitted counts",
+                    err, "id", run_id, attempt);
+    return op_end(st, rc, err);
 }
 
 int ferry_store_run_request(struct ferry_store *st, int64_t run_id, const char *signal,

@@ -259,7 +259,55 @@ static void test_at_commit_pending(void **state)
     struct ferry_run_info ri = get_run(f->st, r);
     assert_int_equal(ri.state, FERRY_RUN_FAILED);
     assert_string_equal(ri.error, "commit failed");
-    assert_int_equal(ri.rows, 3);
+    /* the batch after the commit was rolled back with the run: taken back from the counters */
+    assert_int_equal(ri.rows, 2);
+    assert_int_equal(ri.batches, 2);
+}
+
+/* An attempt that died with at_commit batches counted: the next attempt takes them back
+ * (its transaction was rolled back), or keeps them when the destination shows that it
+ * committed (runner/plan.c decides which); either way they are settled once. */
+static void test_uncommitted_of_dead_attempt(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    for (int keep = 0; keep <= 1; keep++) {
+        int a = 0;
+        int64_t r = start_run(f->st, "p", &a);
+        ev(f->st, r, a, "orders", "resource.started", "{\"mode\":\"full\"}");
+        ev(f->st, r, a, "orders", "batch.written",
+           "{\"rows\":5,\"bytes\":50,\"shard\":0,\"position\":null,\"durable\":false}");
+        ev(f->st, r, a, "orders", "batch.written",
+           "{\"rows\":7,\"bytes\":70,\"shard\":1,\"position\":null,\"durable\":false}");
+        fold(f);
+        assert_int_equal(get_run(f->st, r).rows, 12); /* live progress */
+        /* the process dies; a new attempt begins */
+        int a2 = 0;
+        assert_int_equal(ferry_store_run_begin_attempt(f->st, r, 2, &a2, &err), FERRY_OK);
+        assert_int_equal(ferry_store_uncommitted_settle(f->st, r, a2, true, !keep, &err), FERRY_OK);
+        struct ferry_run_info ri = get_run(f->st, r);
+        assert_int_equal(ri.rows, keep ? 12 : 0);
+        assert_int_equal(ri.bytes, keep ? 120 : 0);
+        assert_int_equal(ri.batches, keep ? 2 : 0);
+        struct ferry_resource_state *rs = NULL;
+        int n = 0;
+        assert_int_equal(ferry_store_resource_list(f->st, r, &rs, &n, &err), FERRY_OK);
+        assert_int_equal(n, 1);
+        assert_int_equal(rs[0].rows, keep ? 12 : 0);
+        assert_int_equal(rs[0].batches, keep ? 2 : 0);
+        ferry_free(rs);
+        /* settled once: the new attempt's own batch and commit leave the old ones alone */
+        ev(f->st, r, a2, "orders", "batch.written",
+           "{\"rows\":3,\"bytes\":30,\"shard\":0,\"position\":null,\"durable\":false}");
+        ev(f->st, r, a2, NULL, "sink.committed", "{}");
+        ev(f->st, r, a2, NULL, "run.completed", "{}");
+        fold(f);
+        assert_int_equal(ferry_store_uncommitted_settle(f->st, r, a2 + 1, true, true, &err),
+                         FERRY_OK);
+        ri = get_run(f->st, r);
+        assert_int_equal(ri.rows, keep ? 15 : 3);
+        assert_int_equal(ri.batches, keep ? 3 : 1);
+    }
 }
 
 /* One incremental run per end event: only a committed end moves the route. */
@@ -802,6 +850,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_scripted_fold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_at_commit_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uncommitted_of_dead_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_route_checkpoint_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keyless_position_keeps_route, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_attempt_ignored, setup, teardown),

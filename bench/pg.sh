@@ -376,7 +376,7 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
   echo "- \`uptime\` before and after: $UPTIME0 / $(uptime)"
   echo "- 1-minute load average at the start of each measured run: min $(echo $LOADS | tr ' ' '\n' | sort -g | head -n1), max $(echo $LOADS | tr ' ' '\n' | sort -g | tail -n1) (anything well above 0 means other processes shared the $(nproc) cores)"
   echo "- server settings: $(pgset "'fsync','synchronous_commit','full_page_writes','wal_level','shared_buffers','max_wal_size','work_mem','maintenance_work_mem'")"
-  echo "- ferry ${FERRY_REV:-$(git -C "$FERRY_SRC" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$FERRY_SRC" diff --quiet 2>/dev/null || echo ' (work tree modified)')}, $build_note; default batch settings (50000 rows / 4 MiB, queue 4), shard_rows 1000000"
+  echo "- ferry ${FERRY_REV:-$(git -C "$FERRY_SRC" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$FERRY_SRC" diff --quiet 2>/dev/null || echo ' (work tree modified)')}, $build_note; default batch settings (50000 rows / 2 MiB, queue 2), shard_rows 1000000"
   echo "- $(pgcopydb --version 2>&1 | grep -m1 -o 'pgcopydb version [^ ]*'), $(pgloader --version 2>&1 | head -n1), $(psql --version)"
   if [ -s "$W/perf.top" ]; then
     echo

@@ -57,7 +57,7 @@ out="bench/results/pipeline-$(date -u +%Y%m%d).md"
 {
   echo "# Engine core benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, $(uname -m))"
   echo
-  echo "$ROWS sample \`orders\` rows, default batch settings (50000 rows / 4 MiB, queue 4), best of $REPS."
+  echo "$ROWS sample \`orders\` rows, default batch settings (50000 rows / 2 MiB, queue 2), best of $REPS."
   echo
   echo "| pipeline | wall s | rows/s | MB/s | peak RSS MiB |"
   echo "|---|---|---|---|---|"

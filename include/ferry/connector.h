@@ -391,12 +391,17 @@ struct ferry_receipt {
     char uri[512];           /* where the data went (file, object, table), may be empty */
 };
 
-/* A checkpoint the destination stored in its own transaction. */
+/* A checkpoint the destination stored in its own transaction, with what run_id's batches
+ * that carried a checkpoint of this (resource, shard) added up to in the destination: rows
+ * and bytes as their receipts said, one batch each (the counters the store folds from
+ * batch.written). has_counts false: unknown (a row an older ferry wrote). */
 struct ferry_sink_checkpoint {
     char *resource;
     int shard;
     int64_t run_id;
     char *position;
+    bool has_counts;
+    int64_t rows, bytes, batches;
 };
 
 struct ferry_sink_vtable {

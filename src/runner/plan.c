@@ -494,6 +494,86 @@ static int resume_positions(struct run *r, struct resource_run *rr,
     return rc;
 }
 
+/* The destination's sums of this run for resource `res` over its shards' checkpoint rows;
+ * false when it holds none, or one without counts (an older ferry wrote it). */
+static bool dest_counts(const struct ferry_sink_checkpoint *scp, int n_scp, int64_t run_id,
+                        const char *res, struct ferry_sink_checkpoint *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    int n = 0;
+    for (int i = 0; i < n_scp; i++) {
+        if (scp[i].run_id != run_id || strcmp(scp[i].resource, res) != 0) continue;
+        if (!scp[i].has_counts) return false;
+        sum->rows += scp[i].rows;
+        sum->bytes += scp[i].bytes;
+        sum->batches += scp[i].batches;
+        n++;
+    }
+    return n > 0;
+}
+
+/* Every checkpoint row of this run carries its counts. */
+static bool all_counted(const struct ferry_sink_checkpoint *scp, int n_scp, int64_t run_id)
+{
+    for (int i = 0; i < n_scp; i++)
+        if (scp[i].run_id == run_id && !scp[i].has_counts) return false;
+    return true;
+}
+
+static int64_t shortfall(int64_t dest, int64_t have)
+{
+    return dest > have ? dest - have : 0;
+}
+
+/* Batches the destination committed and the store never counted: a crash between the
+ * sink's commit and the fold of their batch.written (per_apply: the last batch or two,
+ * durable_after_next). The destination sums what each run committed through each
+ * checkpoint row, so the run's and resources' counters are raised to it, in one store
+ * transaction. Never lowered: the at_commit take-back above is the store's own account. */
+static int raise_counts(struct run *r, const struct ferry_sink_checkpoint *scp, int n_scp,
+                        struct ferry_error *err)
+{
+    if (n_scp == 0 || r->shard_mode) return FERRY_OK;
+    struct ferry_resource_state *rs = NULL;
+    int n_rs = 0;
+    int rc = ferry_store_resource_list(r->st, r->run_id, &rs, &n_rs, err);
+    bool open = false;
+    for (int i = 0; i < r->n_res && rc == FERRY_OK; i++) {
+        const char *res = r->res[i].spec->table;
+        struct ferry_sink_checkpoint d;
+        if (!dest_counts(scp, n_scp, r->run_id, res, &d)) continue;
+        int64_t have[3] = {0, 0, 0};
+        for (int j = 0; j < n_rs; j++)
+            if (strcmp(rs[j].resource, res) == 0) {
+                have[0] = rs[j].rows;
+                have[1] = rs[j].bytes;
+                have[2] = rs[j].batches;
+            }
+        int64_t rows = shortfall(d.rows, have[0]), bytes = shortfall(d.bytes, have[1]),
+                batches = shortfall(d.batches, have[2]);
+        if (rows == 0 && bytes == 0 && batches == 0) continue;
+        if (!open) {
+            rc = ferry_store_begin(r->st, err);
+            open = rc == FERRY_OK;
+        }
+        if (rc == FERRY_OK)
+            rc = ferry_store_run_add_counts(r->st, r->run_id, rows, bytes, batches, 0, 0, err);
+        if (rc == FERRY_OK)
+            rc = ferry_store_resource_add_counts(r->st, r->run_id, res, rows, bytes, batches, 0,
+                                                 0, err);
+        if (rc == FERRY_OK)
+            ferry_log(FERRY_LOG_INFO,
+                      "resource %s: %" PRId64 " rows in %" PRId64 " batches of run %" PRId64
+                      " were committed in the destination but not recorded before the last "
+                      "attempt ended; they are counted now",
+                      res, rows, batches, r->run_id);
+    }
+    if (open && rc == FERRY_OK) rc = ferry_store_commit(r->st, err);
+    if (open && rc != FERRY_OK) ferry_store_rollback(r->st);
+    ferry_free(rs);
+    return rc;
+}
+
 int ferry__plan_freeze(struct run *r, struct ferry_error *err)
 {
     struct ferry_pipeline_spec *p = r->p;
@@ -520,10 +600,15 @@ int ferry__plan_freeze(struct run *r, struct ferry_error *err)
     }
     /* What earlier attempts counted but never committed (an at_commit sink's batches of an
      * attempt that died) comes off the counters: its transaction was rolled back and this
-     * attempt writes those rows again. Unless the destination holds a checkpoint of this
-     * run the store never heard of: then that attempt's commit did happen. */
+     * attempt writes those rows again. When the destination holds a checkpoint of this run
+     * the store never heard of, that attempt's commit did happen: where the destination
+     * also counts what the run committed, the counters are taken back all the same and
+     * raised to its sums (exact per resource); else they are kept. */
     if (rc == FERRY_OK && !r->shard_mode)
-        rc = ferry_store_uncommitted_settle(r->st, r->run_id, r->attempt, true, !dest_ahead, err);
+        rc = ferry_store_uncommitted_settle(r->st, r->run_id, r->attempt, true,
+                                            !dest_ahead || all_counted(scp, n_scp, r->run_id),
+                                            err);
+    if (rc == FERRY_OK) rc = raise_counts(r, scp, n_scp, err);
     ferry_free(fresh);
     ferry_sink_checkpoints_free(scp, n_scp);
     return rc;

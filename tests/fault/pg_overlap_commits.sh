@@ -8,8 +8,9 @@
 #   - a crash (kill -9 at that instruction, failpoints) between the two commits (N's COMMIT
 #     sent, N+1's rows sent) and right after a COMMIT was sent: the destination holds
 #     exactly the rows its checkpoint accounts for (ids 1..K, no gap, no duplicate), every
-#     checkpoint the state store recorded as durable is covered by it (K or less), and the
-#     resume lands the table exactly (count + md5, no duplicate);
+#     checkpoint the state store recorded as durable is covered by it (K or less), the
+#     resume lands the table exactly (count + md5, no duplicate), and the run counts every
+#     row once (the checkpoint row's run counts make up for what the store missed);
 #   - an error between the commits: the run fails, batch N (committed) is recorded, N+1 is
 #     not in the destination, the resume is exact;
 #   - a COMMIT that fails (a deferred constraint trigger raises at the commit of the batch
@@ -119,7 +120,13 @@ for fp in pg_sink_between_commits=crash@3 pg_sink_commit_sent=crash@4 pg_sink_be
   k=$(consistent "c$n" "$fp")
   expect_exit 0 ferry run "c$n.yaml"
   exact "c$n" "$fp, resumed"
-  pass "$fp: the destination held ids 1..$k as its checkpoint says, the store no further; resume exact"
+  # the run's counter is exact: the batches committed in the destination but not recorded
+  # in the state (up to two here) are counted from the checkpoint row's run counts
+  counted=$(ferry runs --pipeline "c$n" --json | jq -r '.[0].rows')
+  [ "$counted" = "$ROWS" ] || fail "$fp: the run counts $counted rows, the destination holds $ROWS"
+  [ "$(pd -c "SELECT run_rows FROM _ferry.checkpoints WHERE pipeline LIKE 'c$n@%'")" = "$ROWS" ] ||
+    fail "$fp: the checkpoint row's run_rows is not $ROWS"
+  pass "$fp: the destination held ids 1..$k as its checkpoint says, the store no further; resume exact, $counted rows counted"
 done
 
 # ---- an error between the commits: the committed batch is recorded ------------------------

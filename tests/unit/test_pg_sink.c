@@ -166,6 +166,11 @@ static void test_merge_deletes(void **state)
         assert_int_equal(n, 1);
         assert_string_equal(cps[0].resource, "items");
         assert_int_equal(cps[0].run_id, 7);
+        /* what the run committed through the row: both batches, as their receipts count */
+        assert_true(cps[0].has_counts);
+        assert_int_equal(cps[0].rows, 11);
+        assert_int_equal(cps[0].batches, 2);
+        assert_int_equal(cps[0].bytes, (int64_t)(b1->bytes + b2->bytes));
         ferry_sink_checkpoints_free(cps, n);
         ferry_batch_unref(b1);
         ferry_batch_unref(b2);
@@ -173,6 +178,79 @@ static void test_merge_deletes(void **state)
         vt->close(ctx);
         PQclear(PQexec(db, "DELETE FROM _ferry.checkpoints WHERE pipeline = 'merge-test'"));
     }
+}
+
+/* The checkpoint row's run counts: a table an older ferry made gets the columns, its rows
+ * stay "not counted" for the rest of their run, and a new run counts from zero; a later
+ * session of the same run (a resumed attempt) adds to them. */
+static struct ferry_sink_checkpoint counts_of(void *ctx, const char *pipeline)
+{
+    struct ferry_sink_checkpoint *cps = NULL, c;
+    int n = 0;
+    struct ferry_error err;
+    assert_int_equal(vt->checkpoints(ctx, pipeline, &cps, &n, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    c = cps[0];
+    c.resource = c.position = NULL;
+    ferry_sink_checkpoints_free(cps, n);
+    return c;
+}
+
+static void one_session(struct ferry_target *t, int64_t run_id, int nrows, int key)
+{
+    void *ctx = open_sink("counts", "");
+    struct ferry_session_info run = {.pipeline = "counts-test", .run_id = run_id};
+    struct ferry_error err;
+    assert_int_equal(vt->prepare(ctx, t, &err), FERRY_OK);
+    assert_int_equal(vt->begin(ctx, &run, &err), FERRY_OK);
+    struct row r[3];
+    for (int i = 0; i < nrows; i++)
+        r[i] = (struct row){FERRY_OP_INSERT, key + i, "x"};
+    char pos[64];
+    snprintf(pos, sizeof pos, "{\"shard\":0,\"key\":[%d]}", key + nrows - 1);
+    struct ferry_batch *b = batch(t->schema, r, nrows, pos);
+    apply_ok(ctx, t, b);
+    assert_int_equal(vt->commit(ctx, &err), FERRY_OK);
+    ferry_batch_unref(b);
+    vt->close(ctx);
+}
+
+static void test_checkpoint_counts(void **state)
+{
+    (void)state;
+    PQclear(PQexec(db, "ALTER TABLE _ferry.checkpoints RENAME TO checkpoints_kept"));
+    PQclear(PQexec(db, "CREATE TABLE _ferry.checkpoints (pipeline text NOT NULL, resource text "
+                       "NOT NULL, shard integer NOT NULL, run_id bigint NOT NULL, position text, "
+                       "updated_at timestamptz NOT NULL DEFAULT now(), "
+                       "PRIMARY KEY (pipeline, resource, shard))"));
+    PQclear(PQexec(db, "INSERT INTO _ferry.checkpoints (pipeline, resource, shard, run_id, "
+                       "position) VALUES ('counts-test', 'items', 0, 3, '{}')"));
+    void *ctx = open_sink("counts", "");
+    struct ferry_schema *s = schema();
+    struct ferry_target t = {.index = 0, .resource = "items", .table = "items", .schema = s,
+                             .mode = FERRY_WRITE_UPSERT};
+    struct ferry_sink_checkpoint c = counts_of(ctx, "counts-test"); /* before any begin */
+    assert_false(c.has_counts);
+    one_session(&t, 3, 2, 1); /* the same run as the old row: still not counted */
+    c = counts_of(ctx, "counts-test");
+    assert_false(c.has_counts);
+    assert_int_equal(c.run_id, 3);
+    one_session(&t, 4, 3, 10); /* a new run counts from zero */
+    c = counts_of(ctx, "counts-test");
+    assert_true(c.has_counts);
+    assert_int_equal(c.rows, 3);
+    assert_int_equal(c.batches, 1);
+    one_session(&t, 4, 2, 20); /* a later attempt of that run adds */
+    c = counts_of(ctx, "counts-test");
+    assert_true(c.has_counts);
+    assert_int_equal(c.run_id, 4);
+    assert_int_equal(c.rows, 5);
+    assert_int_equal(c.batches, 2);
+    assert_true(c.bytes > 0);
+    vt->close(ctx);
+    ferry_schema_unref(s);
+    PQclear(PQexec(db, "DROP TABLE _ferry.checkpoints"));
+    PQclear(PQexec(db, "ALTER TABLE _ferry.checkpoints_kept RENAME TO checkpoints"));
 }
 
 /* ---- one key changed several times in a batch, under both SQL paths ---------------------- */
@@ -453,6 +531,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_deletes),
+        cmocka_unit_test(test_checkpoint_counts),
         cmocka_unit_test(test_mixed_batches),
         cmocka_unit_test(test_digest_mismatch),
         cmocka_unit_test(test_refusals),

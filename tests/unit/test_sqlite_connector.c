@@ -525,12 +525,30 @@ static void test_sink_replace_atomic(void **state)
     struct ferry_schema *sc = mk_schema(kv_fields, 3);
     struct collect c = {0};
     struct sinkh h;
-    /* The previous complete table. */
+    /* The previous complete table. Its checkpoint table is as an older ferry made it (no
+     * run_* counts): the sink adds them; the old rows stay "not counted", the new ones sum
+     * what their run committed. */
     sink_open(&h, NULL);
     ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_APPEND, &err), err);
+    exec_sql(db_path, "CREATE TABLE _ferry_checkpoints (pipeline TEXT NOT NULL, resource TEXT "
+                      "NOT NULL, shard INTEGER NOT NULL, run_id INTEGER NOT NULL, position TEXT, "
+                      "updated_at TEXT NOT NULL, PRIMARY KEY (pipeline, resource, shard)); "
+                      "INSERT INTO _ferry_checkpoints VALUES ('p1', 'gone', 0, 1, '{}', 'then')");
     sink_begin(&h, 1, false);
     ASSERT_OK(sink_apply(&h, 0, kv_batch(sc, &c, 1, 3, "old", FERRY_OP_INSERT), &err), err);
     ASSERT_OK(sink_vt->commit(h.ctx, &err), err);
+    struct ferry_sink_checkpoint *cps = NULL;
+    int ncp = 0;
+    ASSERT_OK(sink_vt->checkpoints(h.ctx, "p1", &cps, &ncp, &err), err);
+    assert_int_equal(ncp, 2); /* ordered by resource */
+    assert_string_equal(cps[0].resource, "gone");
+    assert_false(cps[0].has_counts);
+    assert_string_equal(cps[1].resource, "kv");
+    assert_true(cps[1].has_counts);
+    assert_int_equal(cps[1].rows, 3);
+    assert_int_equal(cps[1].batches, 1);
+    assert_true(cps[1].bytes > 0);
+    ferry_sink_checkpoints_free(cps, ncp);
     sink_close(&h);
 
     /* A replace that fails halfway: the old table stays, the staging table goes. */
@@ -590,6 +608,9 @@ static void test_sink_replace_atomic(void **state)
     sink_close(&h);
     assert_int_equal(q_int(db, "SELECT count(*) FROM t"), 15);
     assert_int_equal(q_int(db, "SELECT count(*) FROM t WHERE name = 'r4'"), 15);
+    /* the resumed attempt's batch added to what the dead one committed */
+    assert_int_equal(q_int(db, "SELECT run_rows FROM _ferry_checkpoints WHERE run_id = 4"), 15);
+    assert_int_equal(q_int(db, "SELECT run_batches FROM _ferry_checkpoints WHERE run_id = 4"), 2);
     sink_open(&h, NULL);
     ASSERT_OK(sink_target(&h, "kv", "t", sc, FERRY_WRITE_REPLACE, &err), err);
     sink_begin(&h, 5, false);

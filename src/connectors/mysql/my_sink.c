@@ -72,6 +72,7 @@ struct target {
 struct held_checkpoint {
     char *resource, *position;
     int shard;
+    int64_t rows, bytes, batches; /* what the batches it stands for add to the row's run counts */
 };
 
 struct sink {
@@ -87,6 +88,7 @@ struct sink {
     bool session, in_tx; /* in_tx: at_commit's transaction, or a commit group's */
     bool group;          /* the open transaction is a commit group's */
     struct held_checkpoint *held;
+    bool ckpt_counts; /* CKPT has the run_* count columns (ensure_checkpoint_table) */
     int n_held, cap_held;
     struct ferry_buf sql;
     uint32_t crc;          /* of the statements of the current apply */
@@ -633,15 +635,53 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 
 /* ---- begin ---------------------------------------------------------------------------- */
 
+/* Whether the checkpoint table has the run_* count columns (a table an older ferry made
+ * has not). */
+static int checkpoint_counts(struct sink *s, bool *counts, struct ferry_error *err)
+{
+    static const char sql[] = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE "
+                              "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" CKPT "' AND "
+                              "COLUMN_NAME = 'run_batches'";
+    MYSQL_RES *r = NULL;
+    if (mysql_real_query(s->c, sql, sizeof sql - 1) != 0 || (r = mysql_store_result(s->c)) == NULL)
+        return ferry__my_error(err, FERRY_ESINK, s->c, WHAT ": %s: table " CKPT, s->conn.peer);
+    MYSQL_ROW row = mysql_fetch_row(r);
+    *counts = row && row[0] && strtol(row[0], NULL, 10) > 0;
+    mysql_free_result(r);
+    return FERRY_OK;
+}
+
+/* The run_* columns are nullable: NULL is "not counted" (rows an older ferry wrote). A user
+ * that may write the table but not alter it keeps it as it is, without counts; another
+ * lane adding the columns first is no error. */
 static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
 {
-    return exec_ddl(s,
-                    "CREATE TABLE IF NOT EXISTS `" CKPT "` (pipeline VARCHAR(190) NOT NULL, "
-                    "resource VARCHAR(500) NOT NULL, shard INT NOT NULL, run_id BIGINT NOT NULL, "
-                    "position LONGTEXT, updated_at DATETIME(6) NOT NULL, "
-                    "PRIMARY KEY (pipeline, resource, shard)) ENGINE=InnoDB DEFAULT "
-                    "CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-                    WHAT ": creating table " CKPT, err);
+    int rc = exec_ddl(s,
+                      "CREATE TABLE IF NOT EXISTS `" CKPT "` (pipeline VARCHAR(190) NOT NULL, "
+                      "resource VARCHAR(500) NOT NULL, shard INT NOT NULL, run_id BIGINT NOT "
+                      "NULL, position LONGTEXT, updated_at DATETIME(6) NOT NULL, run_rows BIGINT "
+                      "NULL, run_bytes BIGINT NULL, run_batches BIGINT NULL, "
+                      "PRIMARY KEY (pipeline, resource, shard)) ENGINE=InnoDB DEFAULT "
+                      "CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+                      WHAT ": creating table " CKPT, err);
+    bool counts = false;
+    if (rc == FERRY_OK) rc = checkpoint_counts(s, &counts, err);
+    if (rc != FERRY_OK) return rc;
+    s->ckpt_counts = true;
+    if (counts) return FERRY_OK;
+    struct ferry_error e;
+    if (exec_ddl(s,
+                 "ALTER TABLE `" CKPT "` ADD COLUMN run_rows BIGINT NULL, ADD COLUMN run_bytes "
+                 "BIGINT NULL, ADD COLUMN run_batches BIGINT NULL",
+                 WHAT ": adding the run counts to " CKPT, &e) != FERRY_OK &&
+        mysql_errno(s->c) != 1060 /* ER_DUP_FIELDNAME */) {
+        s->ckpt_counts = false;
+        ferry_log(FERRY_LOG_WARN,
+                  "%s; checkpoints are written without them: after a crash, the run's "
+                  "counters may miss the batches committed just before it",
+                  e.message);
+    }
+    return FERRY_OK;
 }
 
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
@@ -990,7 +1030,8 @@ static int put_checkpoints(struct sink *s, const struct held_checkpoint *v, int 
 {
     ferry_buf_reset(&s->sql);
     int rc = ferry_buf_printf(&s->sql, "INSERT INTO `" CKPT "` (pipeline, resource, shard, run_id, "
-                                       "position, updated_at) VALUES ");
+                                       "position, updated_at%s) VALUES ",
+                              s->ckpt_counts ? ", run_rows, run_bytes, run_batches" : "");
     for (int i = 0; i < n && rc == FERRY_OK; i++) {
         rc = ferry_buf_append(&s->sql, i > 0 ? ", (" : "(", i > 0 ? 3 : 1);
         if (rc == FERRY_OK)
@@ -1002,9 +1043,25 @@ static int put_checkpoints(struct sink *s, const struct held_checkpoint *v, int 
             rc = ferry_buf_printf(&s->sql, ", %d, %" PRId64 ", ", v[i].shard, s->run_id);
         if (rc == FERRY_OK)
             rc = ferry__my_quote_text(s->c, &s->sql, v[i].position, strlen(v[i].position));
-        if (rc == FERRY_OK) rc = ferry_buf_printf(&s->sql, ", UTC_TIMESTAMP(6))");
+        if (rc == FERRY_OK) rc = ferry_buf_printf(&s->sql, ", UTC_TIMESTAMP(6)");
+        if (rc == FERRY_OK && s->ckpt_counts)
+            rc = ferry_buf_printf(&s->sql, ", %" PRId64 ", %" PRId64 ", %" PRId64, v[i].rows,
+                                  v[i].bytes, v[i].batches);
+        if (rc == FERRY_OK) rc = ferry_buf_append(&s->sql, ")", 1);
     }
-    if (rc == FERRY_OK)
+    /* The run counts go on while the row's run_id is the run's. The assignments run left to
+     * right, each seeing the ones before: run_id is replaced after the counts read it. */
+    if (rc == FERRY_OK && s->ckpt_counts)
+        rc = ferry_buf_printf(
+            &s->sql,
+            " ON DUPLICATE KEY UPDATE "
+            "run_rows = IF(run_id = VALUES(run_id), run_rows + VALUES(run_rows), VALUES(run_rows)), "
+            "run_bytes = IF(run_id = VALUES(run_id), run_bytes + VALUES(run_bytes), "
+            "VALUES(run_bytes)), "
+            "run_batches = IF(run_id = VALUES(run_id), run_batches + VALUES(run_batches), "
+            "VALUES(run_batches)), "
+            "run_id = VALUES(run_id), position = VALUES(position), updated_at = VALUES(updated_at)");
+    else if (rc == FERRY_OK)
         rc = ferry_buf_printf(&s->sql, " ON DUPLICATE KEY UPDATE run_id = VALUES(run_id), "
                                        "position = VALUES(position), updated_at = "
                                        "VALUES(updated_at)");
@@ -1021,16 +1078,18 @@ static int put_checkpoints(struct sink *s, const struct held_checkpoint *v, int 
 /* Inside a commit group the checkpoint waits for its COMMIT (flush_held): one statement for
  * the group instead of one per batch and table (a key-less table's copy: one per 2000 rows
  * by default; a cdc cut: one per table). */
-static int hold_checkpoint(struct sink *s, const char *resource, int shard, const char *position,
-                           struct ferry_error *err)
+static int hold_checkpoint(struct sink *s, const struct held_checkpoint *b, struct ferry_error *err)
 {
     for (int i = 0; i < s->n_held; i++) {
         struct held_checkpoint *c = &s->held[i];
-        if (c->shard == shard && strcmp(c->resource, resource) == 0) {
-            char *pos = ferry_strdup(position);
+        if (c->shard == b->shard && strcmp(c->resource, b->resource) == 0) {
+            char *pos = ferry_strdup(b->position);
             if (pos == NULL) return oom(err);
             ferry_free(c->position);
             c->position = pos;
+            c->rows += b->rows;
+            c->bytes += b->bytes;
+            c->batches += b->batches;
             return FERRY_OK;
         }
     }
@@ -1042,9 +1101,9 @@ static int hold_checkpoint(struct sink *s, const char *resource, int shard, cons
         s->cap_held = cap;
     }
     struct held_checkpoint *c = &s->held[s->n_held];
-    c->resource = ferry_strdup(resource);
-    c->position = ferry_strdup(position);
-    c->shard = shard;
+    *c = *b;
+    c->resource = ferry_strdup(b->resource);
+    c->position = ferry_strdup(b->position);
     if (c->resource == NULL || c->position == NULL) {
         ferry_free(c->resource);
         ferry_free(c->position);
@@ -1082,9 +1141,9 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     if (!s->in_tx) rc = exec(s, "START TRANSACTION", WHAT ": begin", err);
     if (rc == FERRY_OK && b->length > 0) rc = write_rows(s, t, b, err);
     if (rc == FERRY_OK && b->position != NULL) {
-        struct held_checkpoint c = {b->resource ? b->resource : "", b->position, b->shard};
-        rc = s->group ? hold_checkpoint(s, c.resource, c.shard, c.position, err)
-                      : put_checkpoints(s, &c, 1, err);
+        struct held_checkpoint c = {b->resource ? b->resource : "", b->position, b->shard,
+                                    b->length, (int64_t)b->bytes, 1};
+        rc = s->group ? hold_checkpoint(s, &c, err) : put_checkpoints(s, &c, 1, err);
     }
     if (!s->in_tx) {
         if (rc == FERRY_OK) rc = exec(s, "COMMIT", WHAT ": committing a batch", err);
@@ -1221,9 +1280,13 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     bool exists = false;
     if (rc == FERRY_OK) rc = table_exists(s, CKPT, &exists, err);
     if (rc != FERRY_OK || !exists) return rc;
+    bool counts = false;
+    rc = checkpoint_counts(s, &counts, err);
+    if (rc != FERRY_OK) return rc;
     ferry_buf_reset(&s->sql);
-    rc = ferry_buf_printf(&s->sql, "SELECT resource, shard, run_id, position FROM `" CKPT
-                                   "` WHERE pipeline = ");
+    rc = ferry_buf_printf(&s->sql, "SELECT resource, shard, run_id, position, %s FROM `" CKPT
+                                   "` WHERE pipeline = ",
+                          counts ? "run_rows, run_bytes, run_batches" : "NULL, NULL, NULL");
     if (rc == FERRY_OK)
         rc = ferry__my_quote_text(s->c, &s->sql, pipeline ? pipeline : "",
                                   strlen(pipeline ? pipeline : ""));
@@ -1246,6 +1309,12 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
         v[i].shard = (int)strtol(row[1], NULL, 10);
         v[i].run_id = strtoll(row[2], NULL, 10);
         v[i].position = row[3] ? ferry_strdup(row[3]) : NULL;
+        v[i].has_counts = row[4] && row[5] && row[6];
+        if (v[i].has_counts) {
+            v[i].rows = strtoll(row[4], NULL, 10);
+            v[i].bytes = strtoll(row[5], NULL, 10);
+            v[i].batches = strtoll(row[6], NULL, 10);
+        }
         if (v[i].resource == NULL || (row[3] && v[i].position == NULL)) {
             mysql_free_result(r);
             ferry_sink_checkpoints_free(v, i + 1);

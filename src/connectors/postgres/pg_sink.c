@@ -28,7 +28,9 @@
  *
  * Exactly-once. The checkpoint row (pipeline, resource, shard) holds the position of the
  * last batch committed with it; the runner reads them through `checkpoints` and resumes
- * after them, so a resumed run writes no row twice, even in append mode. */
+ * after them, so a resumed run writes no row twice, even in append mode. The row also sums
+ * what its run committed through it (run_rows, run_bytes, run_batches), so that a crash
+ * between this commit and the store's does not leave the run's counters short. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,9 @@ struct sink {
      * `lag_rc` is the last answer's outcome. `swapped`: conn is the second connection, not
      * the one begin() set up (with the session's temporary tables). */
     bool overlap;
+    /* "_ferry"."checkpoints" has the run_* count columns (an older table that could not be
+     * altered has not: its rows are written without counts) */
+    bool ckpt_counts;
     PGconn *spare;
     bool committing, swapped;
     int lag_rc;
@@ -130,7 +135,18 @@ struct pending_checkpoint {
     char *resource;
     int shard;
     char *position;
+    int64_t rows, bytes, batches; /* of the batches held since the last write */
 };
+
+/* What one batch adds to its checkpoint row's run counts (the receipt's rows and bytes). */
+struct ckpt_add {
+    int64_t rows, bytes, batches;
+};
+
+static struct ckpt_add ckpt_add_of(const struct ferry_batch *b)
+{
+    return (struct ckpt_add){b->length, (int64_t)b->bytes, 1};
+}
 
 static void ahead_free(struct sink *s);
 
@@ -1428,24 +1444,58 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
 
 /* ---- begin -------------------------------------------------------------------------------- */
 
+/* Whether "_ferry"."checkpoints" exists, and has the run_* count columns (added in
+ * session 26; a table made before has not). */
+static int checkpoint_table_shape(struct sink *s, bool *exists, bool *counts, const char *what,
+                                  struct ferry_error *err)
+{
+    PGresult *r = NULL;
+    int rc = query(s,
+                   "SELECT c.oid IS NOT NULL, EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+                   "WHERE a.attrelid = c.oid AND a.attname = 'run_batches' AND NOT "
+                   "a.attisdropped) FROM (SELECT "
+                   "pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"') AS oid) c",
+                   0, NULL, &r, what, err);
+    if (rc != FERRY_OK) return rc;
+    *exists = PQgetvalue(r, 0, 0)[0] == 't';
+    *counts = PQgetvalue(r, 0, 1)[0] == 't';
+    PQclear(r);
+    return FERRY_OK;
+}
+
+/* The run_* columns are nullable: NULL is "not counted" (rows an older ferry wrote). A role
+ * that may write the table but not alter it keeps it as it is, without counts. */
 static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
 {
     int rc = ensure_schema(s, "_ferry", err);
+    bool exists = false, counts = false;
+    if (rc == FERRY_OK)
+        rc = checkpoint_table_shape(s, &exists, &counts, WHAT ": _ferry.checkpoints", err);
     if (rc != FERRY_OK) return rc;
-    PGresult *r = NULL;
-    rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
-               WHAT ": _ferry.checkpoints", err);
-    if (rc != FERRY_OK) return rc;
-    bool exists = !PQgetisnull(r, 0, 0);
-    PQclear(r);
-    if (exists) return FERRY_OK;
-    return exec(s,
-                "CREATE TABLE IF NOT EXISTS \"_ferry\".\"checkpoints\" ("
-                "pipeline text NOT NULL, resource text NOT NULL, shard integer NOT NULL, "
-                "run_id bigint NOT NULL, position text, "
-                "updated_at timestamptz NOT NULL DEFAULT now(), "
-                "PRIMARY KEY (pipeline, resource, shard))",
-                WHAT ": creating table \"_ferry\".\"checkpoints\"", err);
+    s->ckpt_counts = true;
+    if (!exists)
+        return exec(s,
+                    "CREATE TABLE IF NOT EXISTS \"_ferry\".\"checkpoints\" ("
+                    "pipeline text NOT NULL, resource text NOT NULL, shard integer NOT NULL, "
+                    "run_id bigint NOT NULL, position text, "
+                    "updated_at timestamptz NOT NULL DEFAULT now(), "
+                    "run_rows bigint, run_bytes bigint, run_batches bigint, "
+                    "PRIMARY KEY (pipeline, resource, shard))",
+                    WHAT ": creating table \"_ferry\".\"checkpoints\"", err);
+    if (counts) return FERRY_OK;
+    struct ferry_error e;
+    if (exec(s,
+             "ALTER TABLE \"_ferry\".\"checkpoints\" ADD COLUMN IF NOT EXISTS run_rows bigint, "
+             "ADD COLUMN IF NOT EXISTS run_bytes bigint, "
+             "ADD COLUMN IF NOT EXISTS run_batches bigint",
+             WHAT ": adding the run counts to \"_ferry\".\"checkpoints\"", &e) != FERRY_OK) {
+        s->ckpt_counts = false;
+        ferry_log(FERRY_LOG_WARN,
+                  "%s; checkpoints are written without them: after a crash, the run's "
+                  "counters may miss the batches committed just before it",
+                  e.message);
+    }
+    return FERRY_OK;
 }
 
 /* The session's temporary staging table: the destination's column types (so the COPY
@@ -1768,24 +1818,47 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     return rc;
 }
 
+/* The run counts of a checkpoint row: the run's sums go on while the row's run_id is the
+ * run's, and start again at a row of another run. */
+#define CKPT_COUNTS_SET                                                                      \
+    ", run_rows = CASE WHEN c.run_id = EXCLUDED.run_id THEN c.run_rows + EXCLUDED.run_rows "  \
+    "ELSE EXCLUDED.run_rows END, "                                                           \
+    "run_bytes = CASE WHEN c.run_id = EXCLUDED.run_id THEN c.run_bytes + EXCLUDED.run_bytes " \
+    "ELSE EXCLUDED.run_bytes END, "                                                          \
+    "run_batches = CASE WHEN c.run_id = EXCLUDED.run_id THEN c.run_batches + "               \
+    "EXCLUDED.run_batches ELSE EXCLUDED.run_batches END"
+
 static int put_checkpoint(struct sink *s, const char *resource, int shard_no,
-                          const char *position, struct ferry_error *err)
+                          const char *position, struct ckpt_add add, struct ferry_error *err)
 {
-    char shard[16], run_id[24];
+    char shard[16], run_id[24], rows[24], bytes[24], batches[24];
     snprintf(shard, sizeof shard, "%d", shard_no);
     snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
-    const char *p[5] = {s->pipeline, resource ? resource : "", shard, run_id, position};
+    snprintf(rows, sizeof rows, "%" PRId64, add.rows);
+    snprintf(bytes, sizeof bytes, "%" PRId64, add.bytes);
+    snprintf(batches, sizeof batches, "%" PRId64, add.batches);
+    const char *p[8] = {s->pipeline, resource ? resource : "", shard, run_id, position,
+                        rows, bytes, batches};
     PGresult *r = NULL;
     char what[200];
     snprintf(what, sizeof what, WHAT ": saving the checkpoint of resource %s",
              resource ? resource : "");
-    int rc = query(s,
-                   "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, run_id, "
-                   "position, updated_at) VALUES ($1, $2, $3::integer, $4::bigint, $5, now()) "
-                   "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
-                   "run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
-                   "updated_at = EXCLUDED.updated_at",
-                   5, p, &r, what, err);
+    int rc = s->ckpt_counts
+                 ? query(s,
+                         "INSERT INTO \"_ferry\".\"checkpoints\" AS c (pipeline, resource, "
+                         "shard, run_id, position, updated_at, run_rows, run_bytes, run_batches) "
+                         "VALUES ($1, $2, $3::integer, $4::bigint, $5, now(), $6::bigint, "
+                         "$7::bigint, $8::bigint) ON CONFLICT (pipeline, resource, shard) DO "
+                         "UPDATE SET run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
+                         "updated_at = EXCLUDED.updated_at" CKPT_COUNTS_SET,
+                         8, p, &r, what, err)
+                 : query(s,
+                         "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, "
+                         "run_id, position, updated_at) VALUES ($1, $2, $3::integer, "
+                         "$4::bigint, $5, now()) ON CONFLICT (pipeline, resource, shard) DO "
+                         "UPDATE SET run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
+                         "updated_at = EXCLUDED.updated_at",
+                         5, p, &r, what, err);
     if (rc == FERRY_OK) PQclear(r);
     return rc;
 }
@@ -1803,6 +1876,9 @@ static int hold_checkpoint(struct sink *s, const struct ferry_batch *b, struct f
             if (pos == NULL) return oom(err);
             ferry_free(c->position);
             c->position = pos;
+            c->rows += b->length;
+            c->bytes += (int64_t)b->bytes;
+            c->batches++;
             return FERRY_OK;
         }
     }
@@ -1817,6 +1893,9 @@ static int hold_checkpoint(struct sink *s, const struct ferry_batch *b, struct f
     c->resource = ferry_strdup(res);
     c->position = ferry_strdup(b->position);
     c->shard = b->shard;
+    c->rows = b->length;
+    c->bytes = (int64_t)b->bytes;
+    c->batches = 1;
     if (c->resource == NULL || c->position == NULL) {
         ferry_free(c->resource);
         ferry_free(c->position);
@@ -1836,25 +1915,53 @@ static const char *pending_position(const void *v, int i)
     return ((const struct pending_checkpoint *)v)[i].position;
 }
 
+/* An integer array literal of the held checkpoints' shards or counts (field: 0 shard,
+ * 1 rows, 2 bytes, 3 batches). */
+static void pending_ints(struct ferry_buf *b, const struct sink *s, int field)
+{
+    ferry_buf_append(b, "{", 1);
+    for (int i = 0; i < s->n_pending; i++) {
+        const struct pending_checkpoint *c = &s->pending[i];
+        int64_t v = field == 0 ? c->shard : field == 1 ? c->rows : field == 2 ? c->bytes : c->batches;
+        ferry_buf_printf(b, "%s%" PRId64, i ? "," : "", v);
+    }
+    ferry_buf_append(b, "}", 1);
+}
+
 /* Several held checkpoints in one statement (one per (resource, shard): the rows differ). */
 static int put_checkpoints(struct sink *s, struct ferry_error *err)
 {
-    struct ferry_buf res, shards, pos;
+    struct ferry_buf res, pos, ints[4];
     ferry_buf_init(&res, 0);
-    ferry_buf_init(&shards, 0);
     ferry_buf_init(&pos, 0);
     ferry__pg_text_array(&res, s->pending, s->n_pending, pending_resource);
     ferry__pg_text_array(&pos, s->pending, s->n_pending, pending_position);
-    ferry_buf_append(&shards, "{", 1);
-    for (int i = 0; i < s->n_pending; i++)
-        ferry_buf_printf(&shards, "%s%d", i ? "," : "", s->pending[i].shard);
-    ferry_buf_append(&shards, "}", 1);
+    bool ok = res.data && pos.data;
+    for (int f = 0; f < 4; f++) {
+        ferry_buf_init(&ints[f], 0);
+        pending_ints(&ints[f], s, f);
+        ok = ok && ints[f].data;
+    }
     char run_id[24];
     snprintf(run_id, sizeof run_id, "%" PRId64, s->run_id);
-    const char *p[5] = {s->pipeline, res.data, shards.data, run_id, pos.data};
-    int rc = res.data && shards.data && pos.data ? FERRY_OK : oom(err);
+    const char *p[8] = {s->pipeline, res.data, ints[0].data, run_id, pos.data,
+                        ints[1].data, ints[2].data, ints[3].data};
+    int rc = ok ? FERRY_OK : oom(err);
     PGresult *r = NULL;
-    if (rc == FERRY_OK)
+    if (rc == FERRY_OK && s->ckpt_counts)
+        rc = query(s,
+                   "INSERT INTO \"_ferry\".\"checkpoints\" AS c (pipeline, resource, shard, "
+                   "run_id, position, updated_at, run_rows, run_bytes, run_batches) SELECT $1, "
+                   "v.r, v.s, $4::bigint, v.p, now(), v.n, v.b, v.k "
+                   "FROM ROWS FROM (pg_catalog.unnest($2::text[]), "
+                   "pg_catalog.unnest($3::integer[]), pg_catalog.unnest($5::text[]), "
+                   "pg_catalog.unnest($6::bigint[]), pg_catalog.unnest($7::bigint[]), "
+                   "pg_catalog.unnest($8::bigint[])) AS v(r, s, p, n, b, k) "
+                   "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
+                   "run_id = EXCLUDED.run_id, position = EXCLUDED.position, "
+                   "updated_at = EXCLUDED.updated_at" CKPT_COUNTS_SET,
+                   8, p, &r, WHAT ": saving the checkpoints of the commit", err);
+    else if (rc == FERRY_OK)
         rc = query(s,
                    "INSERT INTO \"_ferry\".\"checkpoints\" (pipeline, resource, shard, run_id, "
                    "position, updated_at) SELECT $1, c.r, c.s, $4::bigint, c.p, now() "
@@ -1866,17 +1973,19 @@ static int put_checkpoints(struct sink *s, struct ferry_error *err)
                    5, p, &r, WHAT ": saving the checkpoints of the commit", err);
     if (rc == FERRY_OK) PQclear(r);
     ferry_buf_release(&res);
-    ferry_buf_release(&shards);
     ferry_buf_release(&pos);
+    for (int f = 0; f < 4; f++)
+        ferry_buf_release(&ints[f]);
     return rc;
 }
 
 static int flush_pending(struct sink *s, struct ferry_error *err)
 {
     int rc = close_stream(s, err);
+    const struct pending_checkpoint *c = s->pending;
     if (rc == FERRY_OK && s->n_pending == 1)
-        rc = put_checkpoint(s, s->pending[0].resource, s->pending[0].shard,
-                            s->pending[0].position, err);
+        rc = put_checkpoint(s, c->resource, c->shard, c->position,
+                            (struct ckpt_add){c->rows, c->bytes, c->batches}, err);
     else if (rc == FERRY_OK && s->n_pending > 1)
         rc = put_checkpoints(s, err);
     drop_pending(s);
@@ -1963,7 +2072,7 @@ static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b,
     if (rc != FERRY_OK) return rc;
     if (b->length > 0) rc = write_rows(s, ti, b, false, crc, err);
     if (rc == FERRY_OK && b->position != NULL)
-        rc = put_checkpoint(s, b->resource, b->shard, b->position, err);
+        rc = put_checkpoint(s, b->resource, b->shard, b->position, ckpt_add_of(b), err);
     /* Between the two commits: the previous batch's COMMIT in flight, this one's rows sent. */
     if (rc == FERRY_OK) rc = ferry_failpoint_check("pg_sink_between_commits", err);
     if (rc == FERRY_OK) rc = settle(s, err); /* the previous batch is durable */
@@ -2016,7 +2125,8 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
      * with the others of the commit (flush_pending: one statement), else at once. */
     if (rc == FERRY_OK && b->position != NULL)
         rc = s->in_tx ? hold_checkpoint(s, b, err)
-                      : put_checkpoint(s, b->resource, b->shard, b->position, err);
+                      : put_checkpoint(s, b->resource, b->shard, b->position, ckpt_add_of(b),
+                                       err);
     if (!s->in_tx) {
         if (rc == FERRY_OK) rc = exec_step(s, t, "COMMIT", "committing a batch into", err);
         if (rc != FERRY_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
@@ -2197,16 +2307,17 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     int rc = connect_db(s, err);
     if (rc != FERRY_OK) return rc;
     PGresult *r = NULL;
-    rc = query(s, "SELECT pg_catalog.to_regclass('\"_ferry\".\"checkpoints\"')", 0, NULL, &r,
-               WHAT ": reading checkpoints", err);
-    if (rc != FERRY_OK) return rc;
-    bool exists = !PQgetisnull(r, 0, 0);
-    PQclear(r);
-    if (!exists) return FERRY_OK; /* nothing was ever committed here */
+    bool exists = false, counts = false;
+    rc = checkpoint_table_shape(s, &exists, &counts, WHAT ": reading checkpoints", err);
+    if (rc != FERRY_OK || !exists) return rc; /* none: nothing was ever committed here */
     const char *p[1] = {pipeline ? pipeline : ""};
     rc = query(s,
-               "SELECT resource, shard, run_id, position FROM \"_ferry\".\"checkpoints\" "
-               "WHERE pipeline = $1 ORDER BY resource, shard",
+               counts ? "SELECT resource, shard, run_id, position, run_rows, run_bytes, "
+                        "run_batches FROM \"_ferry\".\"checkpoints\" WHERE pipeline = $1 "
+                        "ORDER BY resource, shard"
+                      : "SELECT resource, shard, run_id, position, NULL, NULL, NULL FROM "
+                        "\"_ferry\".\"checkpoints\" WHERE pipeline = $1 ORDER BY resource, "
+                        "shard",
                1, p, &r, WHAT ": reading checkpoints", err);
     if (rc != FERRY_OK) return rc;
     int rows = PQntuples(r);
@@ -2220,6 +2331,12 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
         v[i].shard = (int)strtol(PQgetvalue(r, i, 1), NULL, 10);
         v[i].run_id = strtoll(PQgetvalue(r, i, 2), NULL, 10);
         v[i].position = PQgetisnull(r, i, 3) ? NULL : ferry_strdup(PQgetvalue(r, i, 3));
+        v[i].has_counts = !PQgetisnull(r, i, 4) && !PQgetisnull(r, i, 5) && !PQgetisnull(r, i, 6);
+        if (v[i].has_counts) {
+            v[i].rows = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+            v[i].bytes = strtoll(PQgetvalue(r, i, 5), NULL, 10);
+            v[i].batches = strtoll(PQgetvalue(r, i, 6), NULL, 10);
+        }
         if (v[i].resource == NULL || (!PQgetisnull(r, i, 3) && v[i].position == NULL)) {
             PQclear(r);
             ferry_sink_checkpoints_free(v, i + 1);

@@ -17,7 +17,9 @@
  * Exactly-once. The checkpoint row (pipeline, resource, shard) holds the position of the
  * last batch whose rows are committed with it; the runner reads them through the
  * `checkpoints` slot and resumes after them, so a resumed run writes no row twice even
- * in append mode.
+ * in append mode. The row also sums what its run committed through it (run_rows,
+ * run_bytes, run_batches): the runner raises the run's counters to them after a crash
+ * between this commit and the store's.
  *
  * Waiting for the write lock. A commit group (a key-less table's whole copy, cdc streams)
  * holds the file's write lock across applies. The run's other lanes write the same file
@@ -780,6 +782,37 @@ static int prepare_statements(struct sink *s, struct target *t, struct ferry_err
     return rc;
 }
 
+/* The checkpoint table, with the run_* count columns (nullable: NULL is "not counted", the
+ * rows of a table an older ferry made). Another lane of the run may add them at the same
+ * time: a column it added first is no error. */
+static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
+{
+    int rc = ferry__sqlite_exec(s->db,
+                                "CREATE TABLE IF NOT EXISTS \"" CHECKPOINT_TABLE "\" ("
+                                "pipeline TEXT NOT NULL, resource TEXT NOT NULL, "
+                                "shard INTEGER NOT NULL, run_id INTEGER NOT NULL, "
+                                "position TEXT, updated_at TEXT NOT NULL, run_rows INTEGER, "
+                                "run_bytes INTEGER, run_batches INTEGER, "
+                                "PRIMARY KEY (pipeline, resource, shard))",
+                                "sqlite sink: creating " CHECKPOINT_TABLE, err);
+    static const char *const add[] = {
+        "ALTER TABLE \"" CHECKPOINT_TABLE "\" ADD COLUMN run_rows INTEGER",
+        "ALTER TABLE \"" CHECKPOINT_TABLE "\" ADD COLUMN run_bytes INTEGER",
+        "ALTER TABLE \"" CHECKPOINT_TABLE "\" ADD COLUMN run_batches INTEGER"};
+    static const char *const col[] = {"run_rows", "run_bytes", "run_batches"};
+    for (int i = 0; i < 3 && rc == FERRY_OK; i++) {
+        if (sqlite3_table_column_metadata(s->db, NULL, CHECKPOINT_TABLE, col[i], NULL, NULL, NULL,
+                                          NULL, NULL) == SQLITE_OK)
+            continue;
+        if (sqlite3_exec(s->db, add[i], NULL, NULL, NULL) != SQLITE_OK &&
+            strstr(sqlite3_errmsg(s->db), "duplicate column") == NULL)
+            rc = ferry__sqlite_error(err, FERRY_ESINK, s->db,
+                                     "sqlite sink: %s: adding %s to " CHECKPOINT_TABLE, s->path,
+                                     col[i]);
+    }
+    return rc;
+}
+
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
 {
     struct sink *s = ctx;
@@ -792,13 +825,7 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     s->run_id = run ? run->run_id : 0;
     int rc = connect(s, true, err);
     if (rc != FERRY_OK) return rc;
-    rc = ferry__sqlite_exec(s->db,
-                            "CREATE TABLE IF NOT EXISTS \"" CHECKPOINT_TABLE "\" ("
-                            "pipeline TEXT NOT NULL, resource TEXT NOT NULL, "
-                            "shard INTEGER NOT NULL, run_id INTEGER NOT NULL, "
-                            "position TEXT, updated_at TEXT NOT NULL, "
-                            "PRIMARY KEY (pipeline, resource, shard))",
-                            "sqlite sink: creating " CHECKPOINT_TABLE, err);
+    rc = ensure_checkpoint_table(s, err);
     for (int i = 0; i < s->n_t && rc == FERRY_OK; i++) {
         struct target *t = &s->t[i];
         if (!t->used) continue;
@@ -812,11 +839,17 @@ static int sink_begin(void *ctx, const struct ferry_session_info *run, struct fe
     if (rc == FERRY_OK &&
         sqlite3_prepare_v3(s->db,
                            "INSERT INTO \"" CHECKPOINT_TABLE
-                           "\" (pipeline, resource, shard, run_id, "
-                           "position, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-                           "ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
+                           "\" AS c (pipeline, resource, shard, run_id, position, updated_at, "
+                           "run_rows, run_bytes, run_batches) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                           "?7, ?8, 1) ON CONFLICT (pipeline, resource, shard) DO UPDATE SET "
                            "run_id = excluded.run_id, position = excluded.position, "
-                           "updated_at = excluded.updated_at",
+                           "updated_at = excluded.updated_at, "
+                           "run_rows = CASE WHEN c.run_id = excluded.run_id "
+                           "THEN c.run_rows + excluded.run_rows ELSE excluded.run_rows END, "
+                           "run_bytes = CASE WHEN c.run_id = excluded.run_id "
+                           "THEN c.run_bytes + excluded.run_bytes ELSE excluded.run_bytes END, "
+                           "run_batches = CASE WHEN c.run_id = excluded.run_id "
+                           "THEN c.run_batches + 1 ELSE 1 END",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->cp_put, NULL) != SQLITE_OK)
         rc = ferry__sqlite_error(err, FERRY_ESINK, s->db, "sqlite sink: %s: " CHECKPOINT_TABLE,
                                  s->path);
@@ -1021,6 +1054,8 @@ static int put_checkpoint(struct sink *s, const struct ferry_batch *b, struct fe
     sqlite3_bind_int64(st, 4, s->run_id);
     sqlite3_bind_text(st, 5, b->position, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, now, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, b->length);
+    sqlite3_bind_int64(st, 8, (sqlite3_int64)b->bytes);
     int rc = FERRY_OK;
     if (sqlite3_step(st) != SQLITE_DONE)
         rc = ferry__sqlite_error(err, FERRY_ESINK, s->db,
@@ -1206,9 +1241,16 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
     if (rc != FERRY_OK || s->db == NULL) return rc;
     sqlite3_stmt *st = NULL;
     int prc = sqlite3_prepare_v2(s->db,
-                                 "SELECT resource, shard, run_id, position FROM \"" CHECKPOINT_TABLE
+                                 "SELECT resource, shard, run_id, position, run_rows, run_bytes, "
+                                 "run_batches FROM \"" CHECKPOINT_TABLE
                                  "\" WHERE pipeline = ?1 ORDER BY resource, shard",
                                  -1, &st, NULL);
+    if (prc != SQLITE_OK && strstr(sqlite3_errmsg(s->db), "no such column"))
+        prc = sqlite3_prepare_v2(s->db,
+                                 "SELECT resource, shard, run_id, position, NULL, NULL, NULL "
+                                 "FROM \"" CHECKPOINT_TABLE
+                                 "\" WHERE pipeline = ?1 ORDER BY resource, shard",
+                                 -1, &st, NULL); /* a table an older ferry made */
     if (prc != SQLITE_OK) {
         /* No table yet: nothing was ever committed here. */
         if (strstr(sqlite3_errmsg(s->db), "no such table")) return FERRY_OK;
@@ -1230,6 +1272,12 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
         v[k].shard = sqlite3_column_int(st, 1);
         v[k].run_id = sqlite3_column_int64(st, 2);
         v[k].position = pos ? ferry_strdup(pos) : NULL;
+        v[k].has_counts = sqlite3_column_type(st, 4) != SQLITE_NULL &&
+                          sqlite3_column_type(st, 5) != SQLITE_NULL &&
+                          sqlite3_column_type(st, 6) != SQLITE_NULL;
+        v[k].rows = sqlite3_column_int64(st, 4);
+        v[k].bytes = sqlite3_column_int64(st, 5);
+        v[k].batches = sqlite3_column_int64(st, 6);
         k++;
         if (v[k - 1].resource == NULL || (pos && v[k - 1].position == NULL)) {
             rc = ferry_error_set(err, FERRY_ENOMEM, "sqlite", "out of memory");

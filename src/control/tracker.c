@@ -452,6 +452,17 @@ static int rule_committed(struct fold_ctx *c, struct ferry_error *err)
                                           err);
 }
 
+/* The reaper fenced a silent worker (control/reaper.c) and failed the run in the store, so
+ * the run.failed it publishes next finds the run ended and settles nothing: the lost
+ * attempt's uncommitted counts are taken back here (its transaction died with it; should
+ * it have committed, a new attempt raises the counters to the destination's sums). The
+ * event carries the fencing attempt: every attempt before it. */
+static int rule_lost(struct fold_ctx *c, struct ferry_error *err)
+{
+    return ferry_store_uncommitted_settle(c->tr->st, c->ev->run_id, c->ev->attempt, true, true,
+                                          err);
+}
+
 static int rule_heartbeat(struct fold_ctx *c, struct ferry_error *err)
 {
     return ferry_store_run_heartbeat(c->tr->st, c->ev->run_id, c->ev->attempt, err);
@@ -476,7 +487,7 @@ static int rule_run_end(struct fold_ctx *c, struct ferry_error *err)
 typedef int (*fold_rule)(struct fold_ctx *c, struct ferry_error *err);
 
 /* The rule of an event type; NULL for the types that change nothing (run.requested,
- * batch.buffered, batch.encoded_integrity_verified, watermarks, worker.lost...), which
+ * batch.buffered, batch.encoded_integrity_verified, watermarks...), which
  * fold_one passes over before parsing their payload or reading their run. */
 static fold_rule rule_of(const char *t)
 {
@@ -490,6 +501,7 @@ static fold_rule rule_of(const char *t)
         {FERRY_EV_BATCH_DIVERGENCE, rule_divergence},
         {FERRY_EV_SINK_COMMITTED, rule_committed},
         {FERRY_EV_RUN_HEARTBEAT, rule_heartbeat},
+        {FERRY_EV_WORKER_LOST, rule_lost},
         {FERRY_EV_RUN_STARTED, rule_started},
         {FERRY_EV_RESOURCE_STARTED, rule_resource},
         {FERRY_EV_RESOURCE_COMPLETED, rule_resource},

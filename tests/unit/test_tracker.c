@@ -310,6 +310,39 @@ static void test_uncommitted_of_dead_attempt(void **state)
     }
 }
 
+/* A worker the reaper declared lost: its at_commit counts are taken back although the run
+ * is already failed in the store when run.failed is folded. */
+static void test_uncommitted_of_lost_worker(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    int a = 0;
+    int64_t r = start_run(f->st, "p", &a);
+    ev(f->st, r, a, "orders", "resource.started", "{\"mode\":\"full\"}");
+    ev(f->st, r, a, "orders", "batch.written",
+       "{\"rows\":5,\"bytes\":50,\"shard\":0,\"position\":null,\"durable\":false}");
+    ev(f->st, r, a, "orders", "batch.written",
+       "{\"rows\":4,\"bytes\":40,\"shard\":0,\"position\":null,\"durable\":true}");
+    fold(f);
+    assert_int_equal(get_run(f->st, r).rows, 9);
+    int fenced = 0;
+    assert_int_equal(ferry_store_run_reap(f->st, r, a, 0, "worker lost", &fenced, &err), FERRY_OK);
+    ev(f->st, r, fenced, NULL, "worker.lost", "{\"lost_attempt\":1,\"reason\":\"test\"}");
+    ev(f->st, r, fenced, NULL, "run.failed", "{\"code\":\"worker_lost\",\"message\":\"x\"}");
+    fold(f);
+    struct ferry_run_info ri = get_run(f->st, r);
+    assert_int_equal(ri.state, FERRY_RUN_FAILED);
+    assert_int_equal(ri.rows, 4); /* the durable batch stays */
+    assert_int_equal(ri.bytes, 40);
+    assert_int_equal(ri.batches, 1);
+    struct ferry_resource_state *rs = NULL;
+    int n = 0;
+    assert_int_equal(ferry_store_resource_list(f->st, r, &rs, &n, &err), FERRY_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rs[0].rows, 4);
+    ferry_free(rs);
+}
+
 /* One incremental run per end event: only a committed end moves the route. */
 static int64_t route_run(struct fx *f, int w, const char *end_type, const char *end_payload)
 {
@@ -851,6 +884,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_scripted_fold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_at_commit_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uncommitted_of_dead_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uncommitted_of_lost_worker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_route_checkpoint_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keyless_position_keeps_route, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_attempt_ignored, setup, teardown),

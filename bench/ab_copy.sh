@@ -11,11 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-5000000} ROUNDS=${ROUNDS:-5}
-: "${A:?A=ferry binary}" "${B:?B=ferry binary}" "${OUT:?OUT=result file name}"
-case $OUT in */* | .*) echo "ab_copy.sh: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-abcopy.XXXXXX"); chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
+: "${A:?A=ferry binary}" "${B:?B=ferry binary}"
 . bench/lib.sh # server, src and dst, the orders table
+bench_workdir abcopy
 bench_pg_start on
 bench_src_dst
 

@@ -21,12 +21,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-1000000} ROUNDS=${ROUNDS:-3} PROFILE=${PROFILE:-0}
-: "${A:?A=ferry binary}" "${B:?B=ferry binary}" "${OUT:?OUT=result file name}"
+: "${A:?A=ferry binary}" "${B:?B=ferry binary}"
 A_LABEL=${A_LABEL:-A} B_LABEL=${B_LABEL:-B}
-case $OUT in */* | .*) echo "cdc_client.sh: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cdcclient.XXXXXX"); chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
 . bench/lib.sh
+bench_workdir cdcclient
 bench_pg_start on
 bench_src_dst
 bench_orders "$ROWS"

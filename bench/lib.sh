@@ -13,12 +13,23 @@
 #                        deleted, a quarter updated twice, K/4 new keys (1.25 × K changes)
 #   bench_merge_images FROM K   the same changes as row images with op ('u', 'd', 'i') and seq
 #                        (the order the transaction made them), a SELECT
+#   bench_workdir NAME   checks OUT (a file name under bench/results, required) and makes the
+#                        work folder $W, removed by the EXIT trap; call it before
+#                        bench_pg_start, which chains the server's stop onto that trap
 # shellcheck source=../tests/pg/pg.sh
 . "$FERRY_SRC/tests/pg/pg.sh"
 
 BENCH_ORDERS_COLS="id bigint NOT NULL, customer_id int NOT NULL, status text NOT NULL,
   amount numeric(12,2) NOT NULL, quantity smallint NOT NULL, discount float8,
   paid bool NOT NULL, note text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL"
+
+bench_workdir() {
+  [ -n "${OUT:-}" ] || { echo "${0##*/}: set OUT, the result file's name under bench/results" >&2; exit 2; }
+  case $OUT in */* | .*) echo "${0##*/}: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
+  W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-$1.XXXXXX")
+  chmod 755 "$W"
+  trap 'rm -rf "$W"' EXIT
+}
 
 bench_pg_start() {
   if [ "${1:-off}" = on ]; then

@@ -15,11 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-1000000} ROUNDS=${ROUNDS:-4} SPLITS=${SPLITS:-1 5 25}
-: "${OUT:?OUT=result file name}"
-case $OUT in */* | .*) echo "pg_merge_split.sh: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mergesplit.XXXXXX"); chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
 . bench/lib.sh
+bench_workdir mergesplit
 bench_pg_start on
 bench_src_dst
 bench_orders "$ROWS"

@@ -23,12 +23,9 @@ cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-2000000} ROUNDS=${ROUNDS:-5} SHARD_ROWS=${SHARD_ROWS:-1000000}
 FERRY=${FERRY:-build/bench/ferry}
-: "${OUT:?OUT=result file name}"
-case $OUT in */* | .*) echo "pg_read_order.sh: OUT=$OUT: a file name under bench/results" >&2; exit 2 ;; esac
-[ -x "$FERRY" ] || { echo "pg_read_order.sh: $FERRY: not built (cmake --preset bench)" >&2; exit 2; }
-W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-readorder.XXXXXX"); chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
 . bench/lib.sh
+bench_workdir readorder
+[ -x "$FERRY" ] || { echo "pg_read_order.sh: $FERRY: not built (cmake --preset bench)" >&2; exit 2; }
 HUGE_PAGES=${HUGE_PAGES:-try}
 case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HUGE_PAGES: off, on or try" >&2; exit 2 ;; esac
 PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES")" pg_start

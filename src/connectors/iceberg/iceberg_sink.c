@@ -2749,6 +2749,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
                 break;
             }
             v = nv;
+            v[k] = (struct ferry_sink_checkpoint){0}; /* no run counts: has_counts false */
             v[k].resource = ferry_strdup(res);
             v[k].shard = (int)strtol(key, NULL, 10);
             v[k].run_id = strtoll(run, NULL, 10);

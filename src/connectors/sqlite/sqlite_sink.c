@@ -1267,6 +1267,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
             break;
         }
         v = nv;
+        v[k] = (struct ferry_sink_checkpoint){0};
         const char *pos = (const char *)sqlite3_column_text(st, 3);
         v[k].resource = ferry_strdup((const char *)sqlite3_column_text(st, 0));
         v[k].shard = sqlite3_column_int(st, 1);

@@ -2,7 +2,8 @@
 # labels: asan smoke
 # The postgres sink against a real PostgreSQL: append/upsert/merge/replace of the sample
 # tables compared value by value with the same sample written by the sqlite sink, atomic
-# replace, exactly-once after kill -9 (transactional checkpoint), hostile identifiers.
+# replace, exactly-once after kill -9 (transactional checkpoint), hostile identifiers, least
+# privilege (also with an older checkpoint table the writer may not alter).
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -212,6 +213,34 @@ expect_exit 0 ferry run lp.yaml
 expect_exit 0 ferry run lp.yaml --fresh
 [ "$(psql "$WRITER_URL" -XAt -c 'SELECT count(*), count(DISTINCT id) FROM wh.orders')" = "2000|2000" ] || fail "least privilege merge"
 pass "least privilege: CONNECT + TEMPORARY and owned schemas suffice (merge, twice)"
+
+# A checkpoint table an older ferry made (no run_* counts), owned by another role: the writer
+# may use it but not alter it. The run says so once and writes its checkpoints without them.
+p -c "CREATE DATABASE lp2"
+psql "${FERRY_PG_URL%/ferry}/lp2" -X -q -v ON_ERROR_STOP=1 <<'SQL'
+REVOKE ALL ON DATABASE lp2 FROM PUBLIC;
+GRANT CONNECT, TEMPORARY ON DATABASE lp2 TO ferry_writer;
+CREATE SCHEMA wh AUTHORIZATION ferry_writer;
+CREATE SCHEMA _ferry;
+GRANT USAGE, CREATE ON SCHEMA _ferry TO ferry_writer;
+CREATE TABLE _ferry.checkpoints (pipeline text NOT NULL, resource text NOT NULL,
+  shard integer NOT NULL, run_id bigint NOT NULL, position text,
+  updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, resource, shard));
+GRANT SELECT, INSERT, UPDATE, DELETE ON _ferry.checkpoints TO ferry_writer;
+SQL
+export WRITER2_URL="postgresql://ferry_writer:writer-pw@127.0.0.1:$PGPORT/lp2"
+pg_pipeline lp2.yaml lp2 2000 wh append
+sed -i 's/env:DEST_URL/env:WRITER2_URL/' lp2.yaml
+expect_exit 0 ferry run lp2.yaml
+printf '%s' "$OUT" | grep -q 'adding the run counts to "_ferry"."checkpoints".*checkpoints are written without them' ||
+  fail "older checkpoint table not alterable: no warning: $OUT"
+[ "$(psql "$WRITER2_URL" -XAt -c 'SELECT count(*), count(DISTINCT id) FROM wh.orders')" = "2000|2000" ] ||
+  fail "older checkpoint table: rows"
+[ "$(psql "$WRITER2_URL" -XAt -c "SELECT count(*) FROM _ferry.checkpoints WHERE pipeline LIKE 'lp2@%'")" = 2 ] ||
+  fail "older checkpoint table: checkpoints not written"
+[ "$(psql "$WRITER2_URL" -XAt -c "SELECT count(*) FROM pg_attribute WHERE attrelid = '_ferry.checkpoints'::regclass AND attname LIKE 'run\_%' AND NOT attisdropped")" = 1 ] ||
+  fail "older checkpoint table: columns changed" # run_id only
+pass "an older checkpoint table the writer may not alter: one warning, rows and checkpoints written without counts"
 
 # ---- PostgreSQL -> PostgreSQL round trip of edge values, digest computed in SQL -------------
 p <<'SQL'

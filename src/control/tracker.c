@@ -123,37 +123,22 @@ static int fold_task_batch(struct fold_ctx *c, int64_t token, bool *fenced,
     return rc;
 }
 
-/* batch.written's "converted" (on_unrepresentable): added to the resource's per-column
- * counts, as its rows are to the resource's rows. */
-static int fold_converted(struct fold_ctx *c, struct ferry_error *err)
+/* batch.written's "converted" (on_unrepresentable) as text (*text NULL when it has none). */
+static int converted_text(struct fold_ctx *c, char **text, struct ferry_error *err)
 {
-    const struct ferry_event *ev = c->ev;
     json_t *add = json_object_get(c->p, "converted");
-    if (!json_is_object(add) || ev->resource[0] == '\0') return FERRY_OK;
-    char *old = NULL;
-    int rc = ferry_store_resource_converted_get(c->tr->st, ev->run_id, ev->resource, &old, err);
-    if (rc != FERRY_OK) return rc;
-    json_t *root = old ? json_loads(old, 0, NULL) : NULL;
-    ferry_free(old);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        root = json_object();
-    }
-    const char *col;
-    json_t *v;
-    json_object_foreach(add, col, v)
-    {
-        json_t *have = json_object_get(root, col);
-        json_int_t n = jint(v, "null") + (have ? jint(have, "null") : 0);
-        json_int_t m = jint(v, "clamp") + (have ? jint(have, "clamp") : 0);
-        json_object_set_new(root, col, json_pack("{s:I,s:I}", "null", n, "clamp", m));
-    }
-    char *text = dump_json(root);
-    json_decref(root);
-    if (text == NULL) return ferry_error_set(err, FERRY_ENOMEM, "tracker", "out of memory");
-    rc = ferry_store_resource_converted_put(c->tr->st, ev->run_id, ev->resource, text, err);
-    ferry_free(text);
-    return rc;
+    *text = NULL;
+    if (!json_is_object(add) || json_object_size(add) == 0) return FERRY_OK;
+    *text = dump_json(add);
+    return *text ? FERRY_OK : ferry_error_set(err, FERRY_ENOMEM, "tracker", "out of memory");
+}
+
+/* The store adds it to the resource's per-column counts, as its rows to the resource's. */
+static int fold_converted(struct fold_ctx *c, const char *text, struct ferry_error *err)
+{
+    if (text == NULL || c->ev->resource[0] == '\0') return FERRY_OK;
+    return ferry_store_resource_converted_add(c->tr->st, c->ev->run_id, c->ev->resource, text,
+                                              err);
 }
 
 static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
@@ -170,20 +155,27 @@ static int fold_batch_written(struct fold_ctx *c, struct ferry_error *err)
         if (trc == FERRY_OK && ev->resource[0])
             trc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0,
                                                   0, err);
-        if (trc == FERRY_OK) trc = fold_converted(c, err);
+        char *conv = NULL;
+        if (trc == FERRY_OK) trc = converted_text(c, &conv, err);
+        if (trc == FERRY_OK) trc = fold_converted(c, conv, err);
+        ferry_free(conv);
         return trc;
     }
     int rc = ferry_store_run_add_counts(st, ev->run_id, rows, bytes, 1, 0, 0, err);
     if (rc == FERRY_OK && ev->resource[0])
         rc = ferry_store_resource_add_counts(st, ev->run_id, ev->resource, rows, bytes, 1, 0, 0,
                                              err);
-    if (rc == FERRY_OK) rc = fold_converted(c, err);
+    char *conv = NULL;
+    if (rc == FERRY_OK) rc = converted_text(c, &conv, err);
+    if (rc == FERRY_OK) rc = fold_converted(c, conv, err);
     /* Not durable yet (an at_commit sink): counted now, so progress shows, and noted as the
-     * attempt's uncommitted counts, taken back if its transaction never commits. */
+     * attempt's uncommitted counts (converted values included), taken back if its
+     * transaction never commits. */
     bool durable = json_is_true(json_object_get(c->p, "durable"));
     if (rc == FERRY_OK && json_is_false(json_object_get(c->p, "durable")))
         rc = ferry_store_uncommitted_add(st, ev->run_id, ev->attempt, ev->resource, rows, bytes,
-                                         1, err);
+                                         1, conv, err);
+    ferry_free(conv);
     json_t *pos = json_object_get(c->p, "position");
     if (rc != FERRY_OK || pos == NULL || json_is_null(pos)) return rc;
     if (ev->resource[0] == '\0') {

@@ -168,14 +168,16 @@ int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t r
                                int64_t bytes, int64_t batches, int64_t verified,
                                int64_t diverged, struct ferry_error *err);
 /* Counts of at_commit batches (batch.written with durable false) that an attempt added to
- * the counters before its sink committed them, per resource (tracker: add). settle ends
- * them: of `attempt`, or with `older` of every attempt before it; with `undo` they are
- * taken back from the run's and resources' counters first (the attempt's transaction was
- * rolled back: it failed, was canceled or died), else only forgotten (it committed). One
- * store transaction. */
+ * the counters before its sink committed them, per resource (tracker: add), with their
+ * converted values (a "converted" object as resource_converted's, NULL or "" for none).
+ * settle ends them: of `attempt`, or with `older` of every attempt before it; with `undo`
+ * they are taken back from the run's and resources' counters and converted values first
+ * (the attempt's transaction was rolled back: it failed, was canceled or died), else only
+ * forgotten (it committed). One store transaction each. */
 int ferry_store_uncommitted_add(struct ferry_store *st, int64_t run_id, int attempt,
                                 const char *resource, int64_t rows, int64_t bytes,
-                                int64_t batches, struct ferry_error *err);
+                                int64_t batches, const char *converted_json,
+                                struct ferry_error *err);
 int ferry_store_uncommitted_settle(struct ferry_store *st, int64_t run_id, int attempt,
                                    bool older, bool undo, struct ferry_error *err);
 /* Control signals for a running run (pause|cancel), read by the runner. */
@@ -215,6 +217,10 @@ int ferry_store_resource_skips_put(struct ferry_store *st, int64_t run_id, const
  * {"COL": {"null": N, "clamp": M}} (the tracker sums batch.written's "converted");
  * *converted_json NULL when none (freed with ferry_free). */
 int ferry_store_resource_converted_put(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, const char *converted_json,
+                                       struct ferry_error *err);
+/* Adds a "converted" object to the resource's (summed per column; creates a missing row). */
+int ferry_store_resource_converted_add(struct ferry_store *st, int64_t run_id,
                                        const char *resource, const char *converted_json,
                                        struct ferry_error *err);
 int ferry_store_resource_converted_get(struct ferry_store *st, int64_t run_id,

@@ -207,10 +207,15 @@ static const char migration_13[] =
     " \"batches\" INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY (\"run_id\", \"attempt\", \"resource\"));";
 
+/* 14 (converted counts after a crash): the converted values (on_unrepresentable) of those
+ * batches, as run_resources.converted, taken back with their rows. */
+static const char migration_14[] =
+    "ALTER TABLE \"uncommitted_counts\" ADD COLUMN \"converted\" TEXT NOT NULL DEFAULT '';";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
                                          migration_4, migration_5, migration_6,
                                          migration_7, migration_8, migration_9, migration_10,
-                                         migration_11, migration_12, migration_13};
+                                         migration_11, migration_12, migration_13, migration_14};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 struct ferry_store {
@@ -1230,19 +1235,169 @@ int ferry_store_run_add_counts(struct ferry_store *st, int64_t run_id, int64_t r
     return not_found_unless_changed(st, rc, "run", run_id, err);
 }
 
+/* have + sign × add, texts of {"COL": {"null": N, "clamp": M}} (NULL or "": none); a column
+ * whose two counts reach 0 goes. NULL when out of memory, "" when nothing is left
+ * (ferry_free either way). */
+static char *converted_sum(const char *have, const char *add, int sign)
+{
+    json_t *root = have && have[0] ? json_loads(have, 0, NULL) : NULL;
+    json_t *more = add && add[0] ? json_loads(add, 0, NULL) : NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        root = json_object();
+    }
+    const char *col;
+    json_t *v;
+    json_object_foreach(more, col, v)
+    {
+        json_t *was = json_object_get(root, col);
+        json_int_t n = json_integer_value(json_object_get(was, "null")) +
+                       sign * json_integer_value(json_object_get(v, "null"));
+        json_int_t m = json_integer_value(json_object_get(was, "clamp")) +
+                       sign * json_integer_value(json_object_get(v, "clamp"));
+        if (n == 0 && m == 0)
+            json_object_del(root, col);
+        else
+            json_object_set_new(root, col, json_pack("{s:I,s:I}", "null", n, "clamp", m));
+    }
+    json_decref(more);
+    size_t flags = JSON_COMPACT | JSON_SORT_KEYS;
+    size_t len = json_object_size(root) > 0 ? json_dumpb(root, NULL, 0, flags) : 0;
+    char *out = ferry_malloc(len + 1);
+    if (out != NULL && len > 0) json_dumpb(root, out, len, flags);
+    if (out != NULL) out[len] = '\0';
+    json_decref(root);
+    return out;
+}
+
+static const char uc_converted_get[] =
+    "SELECT \"converted\" FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1 AND"
+    " \"attempt\" = ?2 AND \"resource\" = ?3";
+static const char res_converted_get[] =
+    "SELECT \"converted\" FROM \"run_resources\" WHERE \"run_id\" = ?1 AND \"resource\" = ?2";
+
+/* The first column of `sql`'s one row as text ("" when no row). */
+static int text_of(struct ferry_store *st, const char *sql, const char *types, int64_t run_id,
+                   int attempt, const char *resource, char **out, const char *what,
+                   struct ferry_error *err)
+{
+    *out = NULL;
+    struct sdb_stmt *s = types[1] == 'd' ? bound(st, sql, err, types, run_id, attempt, resource)
+                                         : bound(st, sql, err, types, run_id, resource);
+    if (s == NULL) return errcode(err);
+    bool row = false;
+    int rc = first_row(st, s, &row, what, err);
+    if (rc != FERRY_OK) return rc;
+    *out = ferry_strdup(row ? ct(st, s, 0) : "");
+    rc = row ? done1(st, s, what, err) : FERRY_OK;
+    if (*out == NULL && rc == FERRY_OK) rc = fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
+    return rc;
+}
+
+/* A resource's converted values plus sign × add (ferry_store_resource_converted_add). */
+static int converted_move(struct ferry_store *st, int64_t run_id, const char *resource,
+                          const char *add, int sign, struct ferry_error *err)
+{
+    char *have = NULL;
+    int rc = text_of(st, res_converted_get, "it", run_id, 0, resource, &have,
+                     "reading converted values", err);
+    char *sum = rc == FERRY_OK ? converted_sum(have, add, sign) : NULL;
+    if (rc == FERRY_OK && sum == NULL) rc = fail(st, FERRY_ENOMEM, err, "converted values: out of memory");
+    if (rc == FERRY_OK) rc = ferry_store_resource_converted_put(st, run_id, resource, sum, err);
+    ferry_free(have);
+    ferry_free(sum);
+    return rc;
+}
+
+int ferry_store_resource_converted_add(struct ferry_store *st, int64_t run_id,
+                                       const char *resource, const char *converted_json,
+                                       struct ferry_error *err)
+{
+    int rc = op_begin(st, err);
+    if (rc == FERRY_OK) rc = converted_move(st, run_id, resource, converted_json, 1, err);
+    return op_end(st, rc, err);
+}
+
 int ferry_store_uncommitted_add(struct ferry_store *st, int64_t run_id, int attempt,
                                 const char *resource, int64_t rows, int64_t bytes,
-                                int64_t batches, struct ferry_error *err)
+                                int64_t batches, const char *converted_json,
+                                struct ferry_error *err)
 {
-    return exec_q(st,
-                  "INSERT INTO \"uncommitted_counts\" (\"run_id\", \"attempt\", \"resource\","
-                  " \"rows\", \"bytes\", \"batches\") VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-                  " ON CONFLICT (\"run_id\", \"attempt\", \"resource\") DO UPDATE SET"
-                  " \"rows\" = \"uncommitted_counts\".\"rows\" + excluded.\"rows\","
-                  " \"bytes\" = \"uncommitted_counts\".\"bytes\" + excluded.\"bytes\","
-                  " \"batches\" = \"uncommitted_counts\".\"batches\" + excluded.\"batches\"",
-                  "recording uncommitted counts", err, "idtiii", run_id, attempt,
-                  resource ? resource : "", rows, bytes, batches);
+    const char *res = resource ? resource : "";
+    int rc = op_begin(st, err);
+    if (rc == FERRY_OK)
+        rc = exec_q(st,
+                    "INSERT INTO \"uncommitted_counts\" (\"run_id\", \"attempt\", \"resource\","
+                    " \"rows\", \"bytes\", \"batches\") VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                    " ON CONFLICT (\"run_id\", \"attempt\", \"resource\") DO UPDATE SET"
+                    " \"rows\" = \"uncommitted_counts\".\"rows\" + excluded.\"rows\","
+                    " \"bytes\" = \"uncommitted_counts\".\"bytes\" + excluded.\"bytes\","
+                    " \"batches\" = \"uncommitted_counts\".\"batches\" + excluded.\"batches\"",
+                    "recording uncommitted counts", err, "idtiii", run_id, attempt, res, rows,
+                    bytes, batches);
+    if (rc != FERRY_OK || converted_json == NULL || converted_json[0] == '\0')
+        return op_end(st, rc, err);
+    char *have = NULL, *sum = NULL;
+    rc = text_of(st, uc_converted_get, "idt", run_id, attempt, res, &have,
+                 "reading uncommitted converted values", err);
+    if (rc == FERRY_OK && (sum = converted_sum(have, converted_json, 1)) == NULL)
+        rc = fail(st, FERRY_ENOMEM, err, "uncommitted converted values: out of memory");
+    if (rc == FERRY_OK)
+        rc = exec_q(st,
+                    "UPDATE \"uncommitted_counts\" SET \"converted\" = ?4 WHERE \"run_id\" = ?1"
+                    " AND \"attempt\" = ?2 AND \"resource\" = ?3",
+                    "recording uncommitted converted values", err, "idtt", run_id, attempt, res,
+                    sum);
+    ferry_free(have);
+    ferry_free(sum);
+    return op_end(st, rc, err);
+}
+
+/* The converted values a settle takes back: one per (attempt, resource) row. */
+struct uc_converted {
+    char resource[256];
+    char *converted;
+};
+
+static int uc_converted_row(struct ferry_store *st, struct sdb_stmt *s, void *elem)
+{
+    struct uc_converted *u = elem;
+    snprintf(u->resource, sizeof u->resource, "%s", ct(st, s, 0));
+    u->converted = ferry_strdup(ct(st, s, 1));
+    return u->converted ? FERRY_OK : FERRY_ENOMEM;
+}
+
+static void uc_converted_free(void *v, int n)
+{
+    struct uc_converted *u = v;
+    for (int i = 0; u && i < n; i++)
+        ferry_free(u[i].converted);
+    ferry_free(v);
+}
+
+static const char uc_converted_one[] =
+    "SELECT \"resource\", \"converted\" FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1"
+    " AND \"attempt\" = ?2 AND \"converted\" <> ''";
+static const char uc_converted_older[] =
+    "SELECT \"resource\", \"converted\" FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1"
+    " AND \"attempt\" < ?2 AND \"converted\" <> ''";
+
+/* Takes the converted values of the settled rows back from their resources. */
+static int uc_take_back_converted(struct ferry_store *st, int64_t run_id, int attempt, bool older,
+                                  struct ferry_error *err)
+{
+    const char *what = "taking back uncommitted converted values";
+    struct sdb_stmt *s =
+        bound(st, older ? uc_converted_older : uc_converted_one, err, "id", run_id, attempt);
+    if (s == NULL) return errcode(err);
+    struct uc_converted *v = NULL;
+    int n = 0;
+    int rc = collect(st, s, sizeof *v, 4, uc_converted_row, uc_converted_free, what, (void **)&v,
+                     &n, err);
+    for (int i = 0; i < n && rc == FERRY_OK; i++)
+        rc = converted_move(st, run_id, v[i].resource, v[i].converted, -1, err);
+    uc_converted_free(v, n);
+    return rc;
 }
 
 /* uncommitted_counts: the statements of a settle, for the rows of one attempt (?2) or of
@@ -1281,6 +1436,7 @@ int ferry_store_uncommitted_settle(struct ferry_store *st, int64_t run_id, int a
     if (undo && rc == FERRY_OK)
         rc = exec_q(st, older ? uc_resources_older : uc_resources_one,
                     "taking back a resource's uncommitted counts", err, "id", run_id, attempt);
+    if (undo && rc == FERRY_OK) rc = uc_take_back_converted(st, run_id, attempt, older, err);
     if (rc == FERRY_OK)
         rc = exec_q(st, older ? uc_delete_older : uc_delete_one, "settling uncommitted counts",
                     err, "id", run_id, attempt);

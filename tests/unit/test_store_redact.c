@@ -51,7 +51,7 @@ static void redacts_older_state(void **state)
     int latest = ferry_store_schema_version(st);
     ferry_store_close(st);
     /* Make it a state file from before migration 10 (and the later ones: 11 adds secrets,
-     * 12 run_resources.converted, 13 uncommitted_counts). */
+     * 12 run_resources.converted, 13 uncommitted_counts, 14 its converted column). */
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "DELETE FROM \"schema_migrations\" WHERE \"version\" >= 10;"

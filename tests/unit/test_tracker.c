@@ -571,6 +571,44 @@ static void test_converted(void **state)
     assert_null(text);
 }
 
+/* An at_commit attempt's converted values go with its rows: taken back when its transaction
+ * is rolled back (run.failed here; a new attempt's settle alike), kept when it committed. */
+static void test_converted_uncommitted(void **state)
+{
+    struct fx *f = *state;
+    struct ferry_error err = {0};
+    for (int commit = 0; commit <= 1; commit++) {
+        int a = 0;
+        int64_t r = start_run(f->st, "p", &a);
+        ev(f->st, r, a, "t", "batch.written",
+           "{\"rows\":4,\"bytes\":4,\"shard\":0,\"durable\":true,"
+           "\"converted\":{\"d\":{\"null\":2,\"clamp\":0}}}");
+        ev(f->st, r, a, "t", "batch.written",
+           "{\"rows\":4,\"bytes\":4,\"shard\":0,\"durable\":false,"
+           "\"converted\":{\"d\":{\"null\":1,\"clamp\":3},\"f\":{\"null\":0,\"clamp\":1}}}");
+        ev(f->st, r, a, "t", "batch.written",
+           "{\"rows\":4,\"bytes\":4,\"shard\":0,\"durable\":false,"
+           "\"converted\":{\"f\":{\"null\":0,\"clamp\":4}}}");
+        if (commit) ev(f->st, r, a, NULL, "sink.committed", "{}");
+        ev(f->st, r, a, NULL, commit ? "run.completed" : "run.failed",
+           commit ? "{}" : "{\"code\":\"x\",\"message\":\"x\"}");
+        fold(f);
+        char *text = NULL;
+        assert_int_equal(ferry_store_resource_converted_get(f->st, r, "t", &text, &err), FERRY_OK);
+        assert_non_null(text);
+        json_t *j = json_loads(text, 0, NULL);
+        ferry_free(text);
+        json_t *want = json_loads(commit ? "{\"d\":{\"null\":3,\"clamp\":3},"
+                                           "\"f\":{\"null\":0,\"clamp\":5}}"
+                                         : "{\"d\":{\"null\":2,\"clamp\":0}}",
+                                  0, NULL);
+        assert_true(json_equal(j, want));
+        json_decref(j);
+        json_decref(want);
+        assert_int_equal(get_run(f->st, r).rows, commit ? 12 : 4);
+    }
+}
+
 /* A tracker restarted mid-log resumes from its mark and counts each event once. */
 static void test_restart_resumes_from_mark(void **state)
 {
@@ -891,6 +929,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_poison_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_converted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_converted_uncommitted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_resumes_from_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_retries_after_error, setup, teardown),

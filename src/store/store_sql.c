@@ -1270,26 +1270,23 @@ static char *converted_sum(const char *have, const char *add, int sign)
     return out;
 }
 
-static const char uc_converted_get[] =
-    "SELECT \"converted\" FROM \"uncommitted_counts\" WHERE \"run_id\" = ?1 AND"
-    " \"attempt\" = ?2 AND \"resource\" = ?3";
-static const char res_converted_get[] =
-    "SELECT \"converted\" FROM \"run_resources\" WHERE \"run_id\" = ?1 AND \"resource\" = ?2";
-
-/* The first column of `sql`'s one row as text ("" when no row). */
-static int text_of(struct ferry_store *st, const char *sql, const char *types, int64_t run_id,
-                   int attempt, const char *resource, char **out, const char *what,
-                   struct ferry_error *err)
+/* The converted values of one (run, attempt, resource) row of uncommitted_counts ("" when
+ * none). */
+static int uc_converted_text(struct ferry_store *st, int64_t run_id, int attempt,
+                             const char *resource, char **out, struct ferry_error *err)
 {
+    const char *what = "reading uncommitted converted values";
     *out = NULL;
-    struct sdb_stmt *s = types[1] == 'd' ? bound(st, sql, err, types, run_id, attempt, resource)
-                                         : bound(st, sql, err, types, run_id, resource);
+    struct sdb_stmt *s = bound(st,
+                               "SELECT \"converted\" FROM \"uncommitted_counts\" WHERE"
+                               " \"run_id\" = ?1 AND \"attempt\" = ?2 AND \"resource\" = ?3",
+                               err, "idt", run_id, attempt, resource);
     if (s == NULL) return errcode(err);
     bool row = false;
     int rc = first_row(st, s, &row, what, err);
     if (rc != FERRY_OK) return rc;
     *out = ferry_strdup(row ? ct(st, s, 0) : "");
-    rc = row ? done1(st, s, what, err) : FERRY_OK;
+    if (row) rc = done1(st, s, what, err);
     if (*out == NULL && rc == FERRY_OK) rc = fail(st, FERRY_ENOMEM, err, "%s: out of memory", what);
     return rc;
 }
@@ -1299,10 +1296,10 @@ static int converted_move(struct ferry_store *st, int64_t run_id, const char *re
                           const char *add, int sign, struct ferry_error *err)
 {
     char *have = NULL;
-    int rc = text_of(st, res_converted_get, "it", run_id, 0, resource, &have,
-                     "reading converted values", err);
+    int rc = ferry_store_resource_converted_get(st, run_id, resource, &have, err);
     char *sum = rc == FERRY_OK ? converted_sum(have, add, sign) : NULL;
-    if (rc == FERRY_OK && sum == NULL) rc = fail(st, FERRY_ENOMEM, err, "converted values: out of memory");
+    if (rc == FERRY_OK && sum == NULL)
+        rc = fail(st, FERRY_ENOMEM, err, "converted values: out of memory");
     if (rc == FERRY_OK) rc = ferry_store_resource_converted_put(st, run_id, resource, sum, err);
     ferry_free(have);
     ferry_free(sum);
@@ -1338,8 +1335,7 @@ int ferry_store_uncommitted_add(struct ferry_store *st, int64_t run_id, int atte
     if (rc != FERRY_OK || converted_json == NULL || converted_json[0] == '\0')
         return op_end(st, rc, err);
     char *have = NULL, *sum = NULL;
-    rc = text_of(st, uc_converted_get, "idt", run_id, attempt, res, &have,
-                 "reading uncommitted converted values", err);
+    rc = uc_converted_text(st, run_id, attempt, res, &have, err);
     if (rc == FERRY_OK && (sum = converted_sum(have, converted_json, 1)) == NULL)
         rc = fail(st, FERRY_ENOMEM, err, "uncommitted converted values: out of memory");
     if (rc == FERRY_OK)

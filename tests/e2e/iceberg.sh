@@ -13,6 +13,7 @@
 #   2. crash before the sink commit: no snapshot, nothing visible; resume: one snapshot;
 #      crash after the sink commit: the resumed run commits nothing more (no second
 #      snapshot for the same checkpoint) (kill -9 and concurrent writers: iceberg_more.sh);
+#      a crash between two tables' commits: the run's counters equal what its snapshots added;
 #   3. replace: an overwrite snapshot, readers see exactly the new rows; a crash before its
 #      commit leaves the previous table whole; `ferry iceberg expire` drops the old
 #      snapshots and deletes exactly the files only they reached;
@@ -94,6 +95,27 @@ M=$(latest_meta "$WH/db/orders")
 [ "$(jq '[.snapshots[].summary."ferry.run-id"] | group_by(.) | map(length) | max' "$M")" = 1 ] \
   || fail "a run committed two snapshots: $(jq -c '[.snapshots[].summary."ferry.run-id"]' "$M")"
 pass "crash before/after commit: nothing half visible, no checkpoint committed twice, no loss"
+
+# A crash between the two tables' catalog commits: orders' snapshot is in, users' is not. The
+# resumed attempt writes users again; the run's counters equal what its snapshots added (the
+# summaries' ferry.run-counts let the runner take the dead attempt's counts back and raise
+# them to what the tables hold: before them, users was counted twice).
+pipeline cnt.yaml cnt "$ROWS" "type: iceberg" "warehouse: $WH" "namespace: cnt"
+expect_exit 137 env FERRY_FAILPOINTS=iceberg_before_catalog_commit=crash@2 "$FERRY_BIN" run cnt.yaml --quiet
+expect_exit 0 ferry run cnt.yaml --quiet
+run=$(ferry runs --pipeline cnt --json | jq -r '.[0].id')
+added=0
+for tb in orders users; do
+  M=$(latest_meta "$WH/cnt/$tb")
+  jq -e --arg r "$run" '[.snapshots[] | select(.summary."ferry.run-id" == $r)] | length == 1 and
+    (.[0].summary | (."ferry.run-counts" | fromjson | ."0"[0] | tostring) == ."added-records")' \
+    "$M" >/dev/null || fail "$tb: one snapshot of run $run whose ferry.run-counts rows equal its added-records: $(jq -c '.snapshots[-1].summary' "$M")"
+  added=$((added + $(jq --arg r "$run" '[.snapshots[] | select(.summary."ferry.run-id" == $r) | .summary."added-records" | tonumber] | add' "$M")))
+done
+counted=$(ferry runs --pipeline cnt --json | jq -r '.[0].rows')
+[ "$added" = $((2 * ROWS)) ] || fail "run $run's snapshots added $added rows, want $((2 * ROWS))"
+[ "$counted" = "$added" ] || fail "run $run counted $counted rows, its snapshots added $added"
+pass "a crash between two tables' commits: the run's counters equal what its snapshots added"
 
 # ---- 3. replace ------------------------------------------------------------------------------
 pipeline rep.yaml app "$ROWS" "type: iceberg" "warehouse: $WH" "namespace: db" "write: replace"

@@ -17,7 +17,9 @@
  *
  * Exactly-once: each snapshot's summary carries ferry.pipeline (the runner's destination
  * key), ferry.resource, ferry.run-id and ferry.checkpoint (every shard position of the
- * run committed so far, cumulative across the run's commits). checkpoints() reads them
+ * run committed so far, cumulative across the run's commits) with ferry.run-counts (per
+ * shard, the rows, bytes and batches committed with those positions, for the runner's
+ * counters after a crash). checkpoints() reads them
  * back from the newest snapshot of each table written by the pipeline, so a resumed run
  * continues after what the table holds; a commit that adds no file is skipped (except the
  * first of a replace), so the same checkpoint is never committed twice.
@@ -118,6 +120,7 @@ struct target {
     struct dfile *files;
     int n_files;
     json_t *positions; /* "shard" -> position JSON text, of this session */
+    json_t *counts;    /* "shard" -> [rows, bytes, batches] of those batches, this session */
     /* upsert / merge (merge-on-read): equality deletes by the key, position deletes for
      * rows of this session that a later row of the same key replaces */
     bool row_level;
@@ -250,6 +253,7 @@ static void discard(struct sink *s, struct target *t)
     t->files = NULL;
     t->n_files = 0;
     json_object_clear(t->positions);
+    json_object_clear(t->counts);
 }
 
 static void sink_close(void *ctx)
@@ -267,6 +271,7 @@ static void sink_close(void *ctx)
         for (int k = 0; k < t->n_pf; k++) ferry__iceberg_pfield_release(&t->pf[k]);
         ferry_schema_unref(t->schema);
         json_decref(t->positions);
+        json_decref(t->counts);
         ferry_buf_release(&t->keybuf);
         ferry_buf_release(&t->keys);
         ferry_buf_release(&t->pkeybuf);
@@ -1088,10 +1093,12 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
     t->schema = ferry_schema_ref(target->schema);
     t->field_ids = ferry_calloc((size_t)target->schema->n_fields, sizeof *t->field_ids);
     t->positions = json_object();
+    t->counts = json_object();
     ferry_buf_init(&t->keybuf, 4096);
     ferry_buf_init(&t->keys, 0);
     ferry_buf_init(&t->pkeybuf, 4096);
-    if (!t->table || !t->resource || !t->dir || !t->data_dir || !t->field_ids || !t->positions)
+    if (!t->table || !t->resource || !t->dir || !t->data_dir || !t->field_ids || !t->positions ||
+        !t->counts)
         return nomem(err);
     t->used = true;
     for (int i = 0; i < t->schema->n_fields; i++) {
@@ -1859,6 +1866,17 @@ static int apply_partitioned(struct sink *s, struct target *t, const struct ferr
     return rc;
 }
 
+/* Adds rows, bytes and batches to counts' "shard" entry, [rows, bytes, batches]. */
+static int count_batch(json_t *counts, const char *shard, json_int_t rows, json_int_t bytes,
+                       json_int_t batches)
+{
+    json_t *a = json_object_get(counts, shard);
+    json_t *n = json_pack("[I,I,I]", json_integer_value(json_array_get(a, 0)) + rows,
+                          json_integer_value(json_array_get(a, 1)) + bytes,
+                          json_integer_value(json_array_get(a, 2)) + batches);
+    return n != NULL && json_object_set_new(counts, shard, n) == 0 ? FERRY_OK : FERRY_ENOMEM;
+}
+
 static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry_batch *b,
                       struct ferry_receipt *receipt, struct ferry_error *err)
 {
@@ -1888,14 +1906,16 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
         if (rc != FERRY_OK) return rc;
         snprintf(receipt->uri, sizeof receipt->uri, "%s%s", s->io ? "" : "file://", t->dir);
     }
-    /* the position is committed with the rows it accounts for */
+    /* the position is committed with the rows it accounts for, and so are their counts */
+    receipt->rows = b->length;
+    receipt->bytes = t->apply_bytes;
     if (b->position != NULL) {
         char shard[16];
         snprintf(shard, sizeof shard, "%d", b->shard);
-        json_object_set_new(t->positions, shard, json_string(b->position));
+        if (json_object_set_new(t->positions, shard, json_string(b->position)) != 0 ||
+            count_batch(t->counts, shard, receipt->rows, receipt->bytes, 1) != FERRY_OK)
+            return nomem(err);
     }
-    receipt->rows = b->length;
-    receipt->bytes = t->apply_bytes;
     return FERRY_OK;
 }
 
@@ -2166,6 +2186,42 @@ static void set_num(json_t *o, const char *k, int64_t v)
     json_object_set_new(o, k, json_string(buf));
 }
 
+/* The run's counts as it will be after this commit: per shard, the rows, bytes and batches of
+ * every batch with a position the run committed into this table (what the runner's tracker
+ * counts), cumulative like the checkpoint; the runner raises its counters to them after a
+ * crash (connector.h, struct ferry_sink_checkpoint). NULL when a snapshot of this run without
+ * them came first (an older ferry wrote it): the run is then not counted here, or on error. */
+static char *merged_counts(const struct sink *s, const struct target *t, json_t *prev_snap)
+{
+    json_t *sum = json_object_get(prev_snap, "summary");
+    const char *run = json_string_value(json_object_get(sum, "ferry.run-id"));
+    json_t *counts = NULL;
+    if (prev_snap && run && strtoll(run, NULL, 10) == s->run_id &&
+        json_object_get(sum, "ferry.checkpoint") != NULL) {
+        const char *text = json_string_value(json_object_get(sum, "ferry.run-counts"));
+        counts = text ? json_loads(text, 0, NULL) : NULL;
+        if (!json_is_object(counts)) {
+            json_decref(counts);
+            return NULL;
+        }
+    } else {
+        counts = json_object();
+    }
+    const char *k;
+    json_t *v;
+    int rc = counts ? FERRY_OK : FERRY_ENOMEM;
+    json_object_foreach(t->counts, k, v)
+    {
+        if (rc != FERRY_OK) break;
+        rc = count_batch(counts, k, json_integer_value(json_array_get(v, 0)),
+                         json_integer_value(json_array_get(v, 1)),
+                         json_integer_value(json_array_get(v, 2)));
+    }
+    char *text = rc == FERRY_OK ? json_dumps(counts, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(counts);
+    return text;
+}
+
 /* The run's checkpoint as it will be after this commit, and whether it adds anything. */
 static json_t *merged_checkpoint(const struct sink *s, const struct target *t, json_t *prev_snap,
                                  bool *adds)
@@ -2321,6 +2377,7 @@ struct commit {
     char *manifest_list;
     int64_t snapshot_id;
     int64_t t_commit;
+    char *run_counts; /* this try's summary "ferry.run-counts" (merged_counts), or NULL */
 };
 
 /* Closes the session's open files, counts what is new and names the manifests. */
@@ -2496,6 +2553,7 @@ static json_t *snapshot_summary(const struct sink *s, const struct target *t, js
     json_decref(cp);
     json_object_set_new(sum, "ferry.checkpoint", json_string(cpt ? cpt : "{}"));
     free(cpt);
+    if (c->run_counts) json_object_set_new(sum, "ferry.run-counts", json_string(c->run_counts));
     return sum;
 }
 
@@ -2604,6 +2662,8 @@ static int commit_try(struct sink *s, struct target *t, struct commit *c, int tr
     json_t *prev = rc == FERRY_OK ? latest_ferry_snapshot(meta, s->pipeline) : NULL;
     bool adds = false;
     json_t *cp = rc == FERRY_OK ? merged_checkpoint(s, t, prev, &adds) : NULL;
+    free(c->run_counts);
+    c->run_counts = rc == FERRY_OK ? merged_counts(s, t, prev) : NULL;
     /* A run that commits more than once (pause, resume) replaces the table at its first
      * commit only; later commits add to the run's own new table. */
     const char *prev_run =
@@ -2647,6 +2707,7 @@ static void commit_finish(struct sink *s, struct target *t, struct commit *c, bo
     for (int k = 0; k < 3; k++) ferry_free(c->manifests[k]);
     ferry_free(c->manifest_list);
     ferry_free(c->mdir);
+    free(c->run_counts);
     if (!ok) return;
     for (int i = 0; i < t->n_pw; i++) pw_free(s, t->pw[i]);
     ferry_free(t->pw);
@@ -2662,6 +2723,7 @@ static void commit_finish(struct sink *s, struct target *t, struct commit *c, bo
     t->files = NULL;
     t->n_files = 0;
     json_object_clear(t->positions);
+    json_object_clear(t->counts);
 }
 
 /* One snapshot for one table; retried on a conflict. */
@@ -2738,6 +2800,8 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
                                     ? json_string_value(json_object_get(sum, "ferry.checkpoint"))
                                     : "{}",
                                 0, NULL);
+        const char *ctext = json_string_value(json_object_get(sum, "ferry.run-counts"));
+        json_t *counts = ctext ? json_loads(ctext, 0, NULL) : NULL;
         const char *key;
         json_t *pos;
         json_object_foreach(cp, key, pos)
@@ -2749,7 +2813,14 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
                 break;
             }
             v = nv;
-            v[k] = (struct ferry_sink_checkpoint){0}; /* no run counts: has_counts false */
+            v[k] = (struct ferry_sink_checkpoint){0};
+            json_t *a = json_object_get(counts, key); /* none: written by an older ferry */
+            if (json_is_array(a) && json_array_size(a) == 3) {
+                v[k].has_counts = true;
+                v[k].rows = json_integer_value(json_array_get(a, 0));
+                v[k].bytes = json_integer_value(json_array_get(a, 1));
+                v[k].batches = json_integer_value(json_array_get(a, 2));
+            }
             v[k].resource = ferry_strdup(res);
             v[k].shard = (int)strtol(key, NULL, 10);
             v[k].run_id = strtoll(run, NULL, 10);
@@ -2760,6 +2831,7 @@ static int sink_checkpoints(void *ctx, const char *pipeline, struct ferry_sink_c
                 break;
             }
         }
+        json_decref(counts);
         json_decref(cp);
         json_decref(meta);
     }

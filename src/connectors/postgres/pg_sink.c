@@ -1729,14 +1729,38 @@ static int apply_truncate(struct sink *s, struct target *t, struct ferry_error *
     return rc;
 }
 
-/* The upsert of the staged batch. A batch of inserts only (`plain`) first tries every
- * staged row as it is, under a savepoint: no sort, the statement a hand-written staging
- * load runs. A key staged twice makes that statement fail with cardinality_violation
- * (21000) before anything is visible; the savepoint is rolled back and the batch takes the
- * ordered statement (the last row of each key), as every other batch does. */
-static int apply_upsert(struct sink *s, struct target *t, bool plain, struct ferry_error *err)
+/* Whether b holds no key twice, as far as one pass can tell: a single integer key whose
+ * values strictly increase from row to row (every batch of a full read in key order). */
+static bool keys_increase(const struct target *t, const struct ferry_batch *b)
+{
+    const struct ferry_schema *sc = t->schema;
+    if (sc->n_key != 1 || (t->cast && t->cast[sc->key[0]] != NULL)) return false;
+    int col = t->orig ? t->orig[sc->key[0]] : sc->key[0];
+    enum ferry_type ty = b->schema->fields[col].type;
+    if (ty != FERRY_TYPE_INT8 && ty != FERRY_TYPE_INT16 && ty != FERRY_TYPE_INT32 &&
+        ty != FERRY_TYPE_INT64)
+        return false;
+    int64_t prev = 0;
+    for (int64_t i = 0; i < b->length; i++) {
+        if (ferry_col_is_null(b, col, i)) return false;
+        int64_t v = ferry_col_int(b, col, i);
+        if (i > 0 && v <= prev) return false;
+        prev = v;
+    }
+    return true;
+}
+
+/* The upsert of the staged batch. A batch of inserts only (`plain`) runs every staged row as
+ * it is: no sort, the statement a hand-written staging load runs. Unless its keys are known
+ * apart (keys_increase), it runs under a savepoint: a key staged twice makes the statement
+ * fail with cardinality_violation (21000) before anything is visible; the savepoint is
+ * rolled back and the batch takes the ordered statement (the last row of each key), as
+ * every other batch does. */
+static int apply_upsert(struct sink *s, struct target *t, const struct ferry_batch *b, bool plain,
+                        struct ferry_error *err)
 {
     if (!plain) return exec_step(s, t, t->upsert_sql, "upsert into", err);
+    if (keys_increase(t, b)) return exec_step(s, t, t->upsert_fast_sql, "upsert into", err);
     int rc = exec_step(s, t, "SAVEPOINT ferry_upsert", "upsert into", err);
     if (rc != FERRY_OK) return rc;
     PGresult *r = PQexec(s->conn, t->upsert_fast_sql);
@@ -1812,7 +1836,7 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
      * change stream's batch, where one key often changes twice, goes straight to the
      * ordered one. */
     bool plain = ops == 1u << FERRY_OP_INSERT;
-    if (rc == FERRY_OK) rc = name_cast_columns(t, apply_upsert(s, t, plain, err), err);
+    if (rc == FERRY_OK) rc = name_cast_columns(t, apply_upsert(s, t, b, plain, err), err);
     if (rc == FERRY_OK && deletes && soft)
         rc = exec_step(s, t, t->delete_sql, "marking soft deletes in", err);
     return rc;

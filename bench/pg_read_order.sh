@@ -16,7 +16,8 @@
 # `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
 # refuses to start otherwise); `try` uses them only when the kernel has some reserved.
 # Destinations are emptied (TRUNCATE + CHECKPOINT, untimed) and their counts checked.
-# Prints and writes bench/results/OUT.md: every round's wall seconds, medians, ratios.
+# Prints and writes bench/results/OUT.md: every round's wall seconds, medians, ratios, and the
+# server's CPU seconds and minor page faults (first touches of shared memory) per run.
 #   ROWS=2000000 ROUNDS=5 OUT=pg-read-order-20261204 bash bench/pg_read_order.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +62,12 @@ srv_ticks() {
   for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
   echo "$t"
 }
+# minor page faults of the same processes (minflt + cminflt): first touches of shared memory
+srv_faults() {
+  local t=0 p
+  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $10 + $11 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
 HZ=$(getconf CLK_TCK)
 fresh() { psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT" >/dev/null 2>&1; }
 count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
@@ -80,21 +87,22 @@ run() {
   esac
 }
 WHO="table ordered pipe opipe per_apply no_overlap at_commit"
-declare -A T C
+declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
     case $who in table | ordered) ;; *) fresh ;; esac
-    c0=$(srv_ticks) t0=$(now)
+    c0=$(srv_ticks) f0=$(srv_faults) t0=$(now)
     run "$who"
     t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)
+    f=$(( $(srv_faults) - f0 ))
     case $who in table | ordered) ;; *) count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; } ;; esac
-    T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")"
-    echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s" >&2
+    T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")" F[$who]="${F[$who]:-} $f"
+    echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s, server minor faults $f" >&2
   done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-declare -A M MC
-for who in $WHO; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med); done
+declare -A M MC MF
+for who in $WHO; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med); done
 ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
 out=bench/results/$OUT.md
 {
@@ -109,12 +117,13 @@ out=bench/results/$OUT.md
   echo "\`overlap_commits: false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
   echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages)."
   echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"
-  echo "own and its exited children's, from /proc). $ROUNDS rounds, in the order of the table."
+  echo "own and its exited children's, from /proc); server minor faults: their minor page faults"
+  echo "(minflt + cminflt), mostly first touches of shared memory. $ROUNDS rounds, in the order of the table."
   echo
-  echo "| run | median wall s | × table read | × pipe | median server CPU s | every round, s |"
-  echo "|---|---|---|---|---|---|"
+  echo "| run | median wall s | × table read | × pipe | median server CPU s | median server minor faults | every round, s |"
+  echo "|---|---|---|---|---|---|---|"
   for who in $WHO; do
-    echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} |${T[$who]} |"
+    echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} | ${MF[$who]} |${T[$who]} |"
   done
   echo
   echo "Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), load at the end $(cut -d' ' -f1-3 /proc/loadavg)."

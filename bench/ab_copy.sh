@@ -18,27 +18,17 @@ bench_pg_start on
 bench_src_dst
 
 bench_orders "$ROWS"
-psql -qX -v ON_ERROR_STOP=1 -d dst -c "CREATE TABLE public.orders ($BENCH_ORDERS_COLS)" >/dev/null
-cat > "$W/p.yaml" <<YAML
-version: 1
-name: ab_copy
-source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders}]}
-sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append}
-YAML
+bench_copy_dst
+bench_append_yaml "$W/p.yaml" ab_copy
 now() { date +%s.%N; }
-fresh() { psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT" >/dev/null 2>&1; }
 count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
-pipe() {
-  psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" |
-    psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null
-}
 run_ferry() { rm -f "$W"/state.db*; "$1" run "$W/p.yaml" --quiet --fresh --state "$W/state.db" >/dev/null; }
 declare -A T
 for r in $(seq 1 "$ROUNDS"); do
   for who in pipe A B; do
-    fresh
+    bench_fresh_dst
     t0=$(now)
-    case $who in pipe) pipe ;; A) run_ferry "$A" ;; B) run_ferry "$B" ;; esac
+    case $who in pipe) bench_pipe ;; A) run_ferry "$A" ;; B) run_ferry "$B" ;; esac
     t=$(echo "$(now) - $t0" | bc)
     count_ok || { echo "ab_copy.sh: $who: wrong row count" >&2; exit 1; }
     T[$who]="${T[$who]:-} $(printf %.2f "$t")"

@@ -28,39 +28,24 @@ bench_workdir copyprof
 bench_pg_start on
 bench_src_dst
 bench_orders "$ROWS"
-psql -qX -v ON_ERROR_STOP=1 -d dst -c "CREATE TABLE public.orders ($BENCH_ORDERS_COLS)" >/dev/null
-cat > "$W/p.yaml" <<YAML
-version: 1
-name: copyprof
-source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders}]}
-sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append}
-YAML
-PM=$(head -1 "$PG_DIR/data/postmaster.pid")
-stat_sum() { # FIELDS_EXPR: a sum over the postmaster (with its reaped children) and live children
-  local t=0 p
-  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk "{ print $1 }" "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
+bench_copy_dst
+bench_append_yaml "$W/p.yaml" copyprof
 HZ=$(getconf CLK_TCK)
 now() { date +%s.%N; }
-fresh() { psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT" >/dev/null 2>&1; }
-pipe() {
-  psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" |
-    psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null
-}
+pipe() { bench_pipe; }
 per_apply() { rm -f "$W"/state.db*; "$FERRY" run "$W/p.yaml" --quiet --fresh --state "$W/state.db" >/dev/null; }
-export -f pipe per_apply
+export -f pipe per_apply bench_pipe
 export FERRY W
 LINES=""
 for r in $(seq 1 "$REPS"); do
   for who in pipe per_apply; do
-    fresh
-    c0=$(stat_sum '$14 + $15 + $16 + $17') f0=$(stat_sum '$10 + $11') t0=$(now)
+    bench_fresh_dst
+    c0=$(bench_server_sum '$14 + $15 + $16 + $17') f0=$(bench_server_sum '$10 + $11') t0=$(now)
     perf record -q -a ${CALLERS:+-g} -F "$FREQ" -o "$W/perf.$who" -- bash -c "$who" > "$W/rec.$who" 2>&1 ||
       { cat "$W/rec.$who" >&2; exit 1; }
     t=$(echo "$(now) - $t0" | bc)
-    c=$(echo "scale=2; ($(stat_sum '$14 + $15 + $16 + $17') - $c0) / $HZ" | bc)
-    f=$(( $(stat_sum '$10 + $11') - f0 ))
+    c=$(echo "scale=2; ($(bench_server_sum '$14 + $15 + $16 + $17') - $c0) / $HZ" | bc)
+    f=$(( $(bench_server_sum '$10 + $11') - f0 ))
     [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ] ||
       { echo "copy_profile.sh: $who: wrong row count" >&2; exit 1; }
     LINES="$LINES| $who | $r | $(printf %.2f "$t") | $c | $f |

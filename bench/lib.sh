@@ -13,6 +13,13 @@
 #                        deleted, a quarter updated twice, K/4 new keys (1.25 × K changes)
 #   bench_merge_images FROM K   the same changes as row images with op ('u', 'd', 'i') and seq
 #                        (the order the transaction made them), a SELECT
+#   bench_copy_dst       an empty dst.public.orders for copies of src's (no key)
+#   bench_append_yaml FILE NAME [SINK_KEYS]  a pipeline: src.public.orders appended into it
+#   bench_fresh_dst      empties it and drops ferry's checkpoints, CHECKPOINT (untimed prep)
+#   bench_pipe           the binary COPY pipe, psql | psql, src.public.orders into it
+#   bench_server_sum EXPR  a sum over /proc/PID/stat of the server's postmaster (its reaped
+#                        backends included) and live backends: '$14 + $15 + $16 + $17' is
+#                        CPU ticks, '$10 + $11' minor page faults
 #   bench_workdir NAME   checks OUT (a file name under bench/results, required) and makes the
 #                        work folder $W, removed by the EXIT trap; call it before
 #                        bench_pg_start, which chains the server's stop onto that trap
@@ -62,6 +69,36 @@ SELECT g,
 FROM generate_series(1, $1) g;
 VACUUM ANALYZE public.orders;
 SQL
+}
+
+bench_copy_dst() {
+  psql -qX -v ON_ERROR_STOP=1 -d dst -c "CREATE TABLE public.orders ($BENCH_ORDERS_COLS)" >/dev/null
+}
+
+bench_append_yaml() {
+  cat > "$1" <<YAML
+version: 1
+name: $2
+source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders}]}
+sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append${3:+, $3}}
+YAML
+}
+
+bench_fresh_dst() {
+  psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" \
+    -c "CHECKPOINT" >/dev/null 2>&1
+}
+
+bench_pipe() {
+  psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" |
+    psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null
+}
+
+bench_server_sum() {
+  local pm t=0 p
+  pm=$(head -1 "$PG_DIR/data/postmaster.pid")
+  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk "{ print $1 }" "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
 }
 
 bench_merge_txn() {

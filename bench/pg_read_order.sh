@@ -32,18 +32,13 @@ case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HU
 PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES")" pg_start
 bench_src_dst
 bench_orders "$ROWS"
-psql -qX -v ON_ERROR_STOP=1 -d dst -c "CREATE TABLE public.orders ($BENCH_ORDERS_COLS)" >/dev/null
+bench_copy_dst
 for d in per_apply no_overlap at_commit; do
   case $d in
   no_overlap) extra="durability: per_apply, overlap_commits: false" ;;
   *) extra="durability: $d" ;;
   esac
-  cat > "$W/$d.yaml" <<YAML
-version: 1
-name: read_order
-source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders}]}
-sink: {type: postgres, url: env:BENCH_DST_URL, schema: public, write: append, $extra}
-YAML
+  bench_append_yaml "$W/$d.yaml" read_order "$extra"
 done
 lo=1
 : > "$W/ordered.sql"
@@ -55,29 +50,17 @@ done
 plan=$(psql -qXAt -d src -c "EXPLAIN SELECT * FROM public.orders WHERE id >= 1 AND id <= $SHARD_ROWS ORDER BY id" | head -1)
 
 now() { date +%s.%N; }
-PM=$(head -1 "$PG_DIR/data/postmaster.pid")
-# CPU ticks of the postmaster, its exited children and its live ones (utime stime cutime cstime)
-srv_ticks() {
-  local t=0 p
-  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
-# minor page faults of the same processes (minflt + cminflt): first touches of shared memory
-srv_faults() {
-  local t=0 p
-  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $10 + $11 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
+# the server's CPU ticks (utime stime cutime cstime) and minor page faults (minflt + cminflt:
+# first touches of shared memory), its reaped backends included
+srv_ticks() { bench_server_sum '$14 + $15 + $16 + $17'; }
+srv_faults() { bench_server_sum '$10 + $11'; }
 HZ=$(getconf CLK_TCK)
-fresh() { psql -qX -v ON_ERROR_STOP=1 -d dst -c "TRUNCATE public.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE" -c "CHECKPOINT" >/dev/null 2>&1; }
 count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
 run() {
   case $1 in
   table) psql -qXAt -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" >/dev/null ;;
   ordered) psql -qXAt -v ON_ERROR_STOP=1 -d src -f "$W/ordered.sql" >/dev/null ;;
-  pipe)
-    psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" |
-      psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
+  pipe) bench_pipe ;;
   opipe)
     psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT * FROM public.orders ORDER BY id) TO STDOUT (FORMAT binary)" |
       psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
@@ -90,7 +73,7 @@ WHO="table ordered pipe opipe per_apply no_overlap at_commit"
 declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
-    case $who in table | ordered) ;; *) fresh ;; esac
+    case $who in table | ordered) ;; *) bench_fresh_dst ;; esac
     c0=$(srv_ticks) f0=$(srv_faults) t0=$(now)
     run "$who"
     t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)

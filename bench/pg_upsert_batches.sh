@@ -47,12 +47,7 @@ done
 DIGEST="SELECT count(*) || ' ' || md5(string_agg(t::text, ',' ORDER BY id)) FROM %s t"
 # shellcheck disable=SC2059
 want=$(q -c "$(printf "$DIGEST" public.src)")
-PM=$(head -1 "$PG_DIR/data/postmaster.pid")
-srv_ticks() {
-  local t=0 p
-  for p in $PM $(pgrep -P "$PM"); do t=$((t + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
+srv_ticks() { bench_server_sum '$14 + $15 + $16 + $17'; }
 HZ=$(getconf CLK_TCK)
 now() { date +%s.%N; }
 prep() {

@@ -9,13 +9,17 @@
 #             source's default shard_rows), > /dev/null
 #   pipe      psql COPY binary | psql COPY binary into an emptied dst.public.orders
 #   opipe     the same pipe reading in key order (the `ordered` statements)
-#   per_apply ferry, defaults (per-batch durability, overlapped commits, integrity on)
+#   per_apply ferry, defaults (per-batch durability, `overlap_commits: auto`, integrity on)
+#   overlap   the same with `overlap_commits: true` (two destination connections, always)
 #   no_overlap  the same with `overlap_commits: false` (one destination connection)
 #   at_commit ferry with `durability: at_commit` (reads without key order)
 # HUGE_PAGES=off|on|try (default try, PostgreSQL's own default) sets the server's `huge_pages`:
 # `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
 # refuses to start otherwise); `try` uses them only when the kernel has some reserved.
 # Destinations are emptied (TRUNCATE + CHECKPOINT, untimed) and their counts checked.
+# SLOW_FLUSH_US=N (default 0) makes every WAL flush of the server wait N µs first, like a disk
+# slow to flush (`commit_delay` with `commit_siblings = 0`), where overlapped commits pay.
+# WHO="table pipe per_apply ..." runs some of them (table and pipe always: the ratios need them).
 # Prints and writes bench/results/OUT.md: every round's wall seconds, medians, ratios, and the
 # server's CPU seconds and minor page faults (first touches of shared memory) per run.
 #   ROWS=2000000 ROUNDS=5 OUT=pg-read-order-20261204 bash bench/pg_read_order.sh
@@ -29,12 +33,15 @@ bench_workdir readorder
 [ -x "$FERRY" ] || { echo "pg_read_order.sh: $FERRY: not built (cmake --preset bench)" >&2; exit 2; }
 HUGE_PAGES=${HUGE_PAGES:-try}
 case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HUGE_PAGES: off, on or try" >&2; exit 2 ;; esac
-PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES")" pg_start
+SLOW_FLUSH_US=${SLOW_FLUSH_US:-0}
+PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES" \
+  "commit_delay = $SLOW_FLUSH_US" 'commit_siblings = 0')" pg_start
 bench_src_dst
 bench_orders "$ROWS"
 bench_copy_dst
-for d in per_apply no_overlap at_commit; do
+for d in per_apply overlap no_overlap at_commit; do
   case $d in
+  overlap) extra="durability: per_apply, overlap_commits: true" ;;
   no_overlap) extra="durability: per_apply, overlap_commits: false" ;;
   *) extra="durability: $d" ;;
   esac
@@ -64,12 +71,12 @@ run() {
   opipe)
     psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT * FROM public.orders ORDER BY id) TO STDOUT (FORMAT binary)" |
       psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
-  per_apply | no_overlap | at_commit)
+  per_apply | overlap | no_overlap | at_commit)
     rm -f "$W"/state.db*
     "$FERRY" run "$W/$1.yaml" --quiet --fresh --state "$W/state.db" >/dev/null ;;
   esac
 }
-WHO="table ordered pipe opipe per_apply no_overlap at_commit"
+WHO=${WHO:-table ordered pipe opipe per_apply overlap no_overlap at_commit}
 declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
@@ -96,9 +103,11 @@ out=bench/results/$OUT.md
   echo "\`COPY (SELECT … WHERE id >= lo AND id <= hi ORDER BY id)\` per shard of $SHARD_ROWS rows (plan: \`$plan\`);"
   echo "\`table\` is the pipe's read, \`COPY public.orders TO\`; both to /dev/null. ferry runs at its defaults"
   echo "(integrity on) with \`durability: per_apply\` (resumes after its last key: reads ordered) or"
-  echo "\`at_commit\` (resumes from the start: reads without order); \`no_overlap\` is per_apply with"
-  echo "\`overlap_commits: false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
+  echo "\`at_commit\` (resumes from the start: reads without order); per_apply runs the default"
+  echo "\`overlap_commits: auto\`, \`overlap\` and \`no_overlap\` are per_apply with \`overlap_commits: true\` and"
+  echo "\`false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
   echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages)."
+  [ "$SLOW_FLUSH_US" = 0 ] || echo "Every WAL flush waited $SLOW_FLUSH_US µs first (\`commit_delay\`, \`commit_siblings = 0\`): a disk slow to flush."
   echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"
   echo "own and its exited children's, from /proc); server minor faults: their minor page faults"
   echo "(minflt + cminflt), mostly first touches of shared memory. $ROUNDS rounds, in the order of the table."

@@ -18,6 +18,10 @@
 #     or a later one is in the destination, its checkpoint is the batch before, the store
 #     never recorded the failed batch; after the trigger is dropped the resume is exact;
 #   - overlap_commits: false gives the same table with one destination backend;
+#   - overlap_commits: auto (the default) overlaps after its first 4 batches when their
+#     commits were slow (a deferred trigger sleeps at each COMMIT) and keeps one backend when
+#     they were quick (a row trigger makes the copies slow; and the plain table, fsync off);
+#     a value other than auto, true or false is refused naming the key;
 #   - network faults through tests/tools/tcpproxy.mjs (io_timeout 3 s): the connection cut
 #     right after or before a COMMIT passes while the next batch is copied on the other
 #     connection, and a black hole opened after the first batch (the abort then goes back
@@ -109,6 +113,48 @@ expect_exit 0 ferry run one.yaml
 exact one "overlap_commits: false"
 [ "$(copy_backends one one)" = 1 ] || fail "overlap_commits false: COPYs from $(copy_backends one one) backends"
 pass "overlapped commits: two destination backends, exact copy; overlap_commits: false one backend"
+
+# ---- overlap_commits: auto (the default) times its first 4 batches' commits ------------
+# Slow commits, made by the server: a deferred constraint trigger sleeps 50 ms at the
+# COMMIT of every batch (at its first row). Slow copies: a row trigger sleeps 150 ms while
+# each batch is copied, so the commits (fsync off) are a small share. Each run must choose
+# so, say it in the log, and land the table exactly. The plain table (`auto` said) must say
+# a choice; which one depends on the machine.
+pd >/dev/null <<'SQL'
+CREATE FUNCTION public.nap() RETURNS trigger LANGUAGE plpgsql AS
+$$BEGIN PERFORM pg_sleep(TG_ARGV[0]::float8); RETURN NEW; END$$;
+CREATE SCHEMA slowcommit;
+CREATE TABLE slowcommit.ord (id bigint PRIMARY KEY, v int NOT NULL, note text);
+CREATE CONSTRAINT TRIGGER nap AFTER INSERT ON slowcommit.ord DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW WHEN (NEW.id % 2000 = 1) EXECUTE FUNCTION public.nap('0.05');
+CREATE SCHEMA slowcopy;
+CREATE TABLE slowcopy.ord (id bigint PRIMARY KEY, v int NOT NULL, note text);
+CREATE TRIGGER nap BEFORE INSERT ON slowcopy.ord
+  FOR EACH ROW WHEN (NEW.id % 2000 = 1) EXECUTE FUNCTION public.nap('0.15');
+SQL
+for case in "slowcommit overlap from now on" "slowcopy stay on one connection" \
+  "auto (overlap from now on|stay on one connection)"; do
+  read -r name said <<< "$case"
+  rm -f "$FERRY_STATE"*
+  mark "$name"
+  # the default (no overlap_commits line), and `auto` said
+  line="  durability: per_apply"
+  [ "$name" = auto ] && line="  overlap_commits: auto"
+  pipeline "$name.yaml" "$name" "$line"
+  FERRY_LOG=debug expect_exit 0 ferry run "$name.yaml"
+  exact "$name" "overlap_commits auto, $name"
+  grep -Eq "overlap_commits auto: 4 batches took .* committing each; commits $said" <<< "$OUT" ||
+    fail "overlap_commits auto, $name: the log does not say 'commits $said': $OUT"
+  want=1 # the backends the choice said
+  grep -q "commits overlap from now on" <<< "$OUT" && want=2
+  got=$(copy_backends "$name" "$name")
+  [ "$got" = "$want" ] || fail "overlap_commits auto, $name: COPYs from $got backends, want $want"
+done
+pipeline bad.yaml bad "  overlap_commits: sometimes"
+expect_exit 2 ferry run bad.yaml
+grep -q 'overlap_commits.*expected one of auto, true, false, got "sometimes"' <<< "$OUT" ||
+  fail "overlap_commits: sometimes: message: $OUT"
+pass "overlap_commits auto: slow commits overlap, slow copies and quick commits keep one connection; a bad value is named"
 
 # ---- crashes around the commits, then resume ------------------------------------------
 n=0

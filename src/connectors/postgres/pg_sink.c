@@ -94,6 +94,23 @@ struct target {
     char uri[512];
 };
 
+/* overlap_commits: auto (the default). The first PROBE_BATCHES batches that could overlap
+ * their commits commit one at a time instead, timed from BEGIN to the COMMIT sent (`copy_us`:
+ * rows and checkpoint row) and the COMMIT's answer (`commit_us`: the WAL flush). When the
+ * commits took at least 1/PROBE_SHARE of the batches' time, the rest of the sink's batches
+ * overlap (apply_overlapped), else they keep one connection. Overlapping only hides the
+ * commits' wait, and the second backend costs the server its own first touches of shared
+ * memory and contention with the first (docs/internals/postgres.md), so where commits are
+ * quick one connection is faster, and where they wait on a slow disk the overlap halves a
+ * copy. The choice is made once per sink and said in the log (debug). */
+enum { OVERLAP_AUTO, OVERLAP_ON, OVERLAP_OFF };
+#define PROBE_BATCHES 4
+#define PROBE_SHARE 5
+struct overlap_probe {
+    int n;
+    int64_t copy_us, commit_us;
+};
+
 struct sink {
     PGconn *conn;
     char *url;
@@ -116,8 +133,11 @@ struct sink {
     /* Overlapped commits (apply_overlapped): `spare` is the second connection. While
      * `committing`, the COMMIT sent on it is not answered yet (of a batch into `lag_table`);
      * `lag_rc` is the last answer's outcome. `swapped`: conn is the second connection, not
-     * the one begin() set up (with the session's temporary tables). */
+     * the one begin() set up (with the session's temporary tables). `overlap`: batches
+     * overlap now (`overlap_commits: true`, or `auto` once the probe chose it). */
+    int overlap_mode; /* OVERLAP_* */
     bool overlap;
+    struct overlap_probe probe;
     /* "_ferry"."checkpoints" has the run_* count columns (an older table that could not be
      * altered has not: its rows are written without counts) */
     bool ckpt_counts;
@@ -207,6 +227,24 @@ static void sink_close(void *ctx)
     ferry_free(s);
 }
 
+/* overlap_commits: auto (absent too), or a boolean. */
+static int read_overlap(struct ferry_cfg *cfg, int *mode, struct ferry_error *err)
+{
+    static const char *const words[] = {"auto", "true", "false", NULL};
+    struct ferry_cfg *n = ferry_cfg_get(cfg, "overlap_commits");
+    *mode = OVERLAP_AUTO;
+    if (n == NULL || n->kind == FERRY_CFG_NULL ||
+        (n->kind == FERRY_CFG_SCALAR && strcmp(n->scalar, "auto") == 0))
+        return FERRY_OK;
+    bool on = false;
+    if (ferry_cfg_bool(cfg, "overlap_commits", false, &on, err) != FERRY_OK) {
+        int word = 0; /* refused again, to name all three words */
+        return ferry_cfg_enum(cfg, "overlap_commits", false, words, &word, err);
+    }
+    *mode = on ? OVERLAP_ON : OVERLAP_OFF;
+    return FERRY_OK;
+}
+
 static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
 {
     struct sink *s = ferry_calloc(1, sizeof *s);
@@ -223,8 +261,8 @@ static int sink_open(struct ferry_cfg *cfg, void **ctx, struct ferry_error *err)
     static const char *const create_words[] = {"like_source", NULL};
     int create = 0;
     if (rc == FERRY_OK) rc = ferry_cfg_enum(cfg, "create", false, create_words, &create, err);
-    s->overlap = true;
-    if (rc == FERRY_OK) rc = ferry_cfg_bool(cfg, "overlap_commits", false, &s->overlap, err);
+    if (rc == FERRY_OK) rc = read_overlap(cfg, &s->overlap_mode, err);
+    s->overlap = s->overlap_mode == OVERLAP_ON;
     if (rc == FERRY_OK && schema[0] == '\0')
         rc = ferry_cfg_error(err, ferry_cfg_get(cfg, "schema"), "schema: must not be empty");
     if (rc == FERRY_OK) {
@@ -282,7 +320,8 @@ static void sink_capabilities(void *ctx, enum ferry_write_mode mode, struct ferr
     caps->soft_deletes = mode == FERRY_WRITE_MERGE;
     caps->truncates = mode == FERRY_WRITE_UPSERT || mode == FERRY_WRITE_MERGE;
     caps->concurrent_sessions = true; /* its own connections per instance */
-    caps->durable_after_next = s->overlap && !s->at_commit && mode == FERRY_WRITE_APPEND;
+    caps->durable_after_next =
+        s->overlap_mode != OVERLAP_OFF && !s->at_commit && mode == FERRY_WRITE_APPEND;
 }
 
 /* ---- SQL helpers --------------------------------------------------------------------------- */
@@ -2073,10 +2112,38 @@ static int go_home(struct sink *s, struct ferry_error *err)
     return rc;
 }
 
+/* A batch into t could overlap its commit: append, per_apply, not staged. */
+static bool may_overlap(const struct sink *s, const struct target *t)
+{
+    return !s->in_tx && t->mode == FERRY_WRITE_APPEND && !t->temp && !t->insert_sql &&
+           !t->upsert_sql && !t->delete_sql;
+}
+
 static bool overlapped(const struct sink *s, const struct target *t)
 {
-    return s->overlap && !s->in_tx && t->mode == FERRY_WRITE_APPEND && !t->temp &&
-           !t->insert_sql && !t->upsert_sql && !t->delete_sql;
+    return s->overlap && may_overlap(s, t);
+}
+
+/* This batch is one of overlap_commits: auto's timed ones (struct overlap_probe). */
+static bool probing(const struct sink *s, const struct target *t, const struct ferry_batch *b)
+{
+    return s->overlap_mode == OVERLAP_AUTO && s->probe.n < PROBE_BATCHES && b->length > 0 &&
+           may_overlap(s, t);
+}
+
+/* Counts one timed batch; after the last, chooses. */
+static void probe_add(struct sink *s, int64_t copy_us, int64_t commit_us)
+{
+    struct overlap_probe *p = &s->probe;
+    p->copy_us += copy_us;
+    p->commit_us += commit_us;
+    if (++p->n < PROBE_BATCHES) return;
+    s->overlap = p->commit_us * PROBE_SHARE >= p->copy_us + p->commit_us;
+    ferry_log(FERRY_LOG_DEBUG,
+              WHAT ": overlap_commits auto: %d batches took %.1f ms copying and %.1f ms"
+                   " committing each; commits %s",
+              p->n, (double)p->copy_us / p->n / 1000.0, (double)p->commit_us / p->n / 1000.0,
+              s->overlap ? "overlap from now on" : "stay on one connection");
 }
 
 static int apply_overlapped(struct sink *s, int ti, const struct ferry_batch *b, uint32_t *crc,
@@ -2139,6 +2206,8 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
         receipt->has_encoded_crc = rc == FERRY_OK;
         return rc;
     }
+    bool timed = probing(s, t, b);
+    int64_t t0 = timed ? ferry_now_mono_us() : 0, t1 = 0;
     rc = go_home(s, err);
     if (rc == FERRY_OK && !s->in_tx) rc = exec(s, "BEGIN", WHAT ": begin", err);
     if (rc != FERRY_OK) return rc;
@@ -2152,10 +2221,12 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
                       : put_checkpoint(s, b->resource, b->shard, b->position, ckpt_add_of(b),
                                        err);
     if (!s->in_tx) {
+        if (timed) t1 = ferry_now_mono_us();
         if (rc == FERRY_OK) rc = exec_step(s, t, "COMMIT", "committing a batch into", err);
         if (rc != FERRY_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
     }
     if (rc != FERRY_OK) return rc;
+    if (timed) probe_add(s, t1 - t0, ferry_now_mono_us() - t1);
     receipt->encoded_crc = crc;
     receipt->has_encoded_crc = true;
     return FERRY_OK;

@@ -19,7 +19,8 @@
  * staged row as it is (apply_upsert).
  *
  * Transactions. per_apply: every apply() is one transaction (rows + checkpoint), so what
- * apply returned is committed; append batches overlap their commits (`overlap_commits`,
+ * apply returned is committed; append batches can overlap their commits (`overlap_commits`,
+ * by default where the first batches' commits were slow, struct overlap_probe;
  * apply_overlapped: what apply returned is committed once the next apply, settle or commit
  * returns). at_commit: one transaction from begin() to commit(). replace
  * reports at_commit durability: at commit, one transaction adds the key to the staging

@@ -1163,6 +1163,14 @@ static int sink_prepare(void *ctx, const struct ferry_target *target, struct fer
  * the files of earlier attempts of its run that none of the run's snapshots lists, and on S3
  * aborts the unfinished multipart uploads of those attempts (same name test). */
 
+/* The snapshot snap (or NULL) was committed by ferry's run run_id (summary ferry.run-id). */
+static bool of_run(json_t *snap, int64_t run_id)
+{
+    const char *run =
+        json_string_value(json_object_get(json_object_get(snap, "summary"), "ferry.run-id"));
+    return run != NULL && strtoll(run, NULL, 10) == run_id;
+}
+
 static int referenced_files(struct sink *s, json_t *meta, int64_t run_id, json_t *set,
                             struct ferry_error *err)
 {
@@ -1171,9 +1179,7 @@ static int referenced_files(struct sink *s, json_t *meta, int64_t run_id, json_t
     int rc = FERRY_OK;
     json_array_foreach(json_object_get(meta, "snapshots"), i, snap)
     {
-        const char *run = json_string_value(
-            json_object_get(json_object_get(snap, "summary"), "ferry.run-id"));
-        if (run == NULL || strtoll(run, NULL, 10) != run_id) continue;
+        if (!of_run(snap, run_id)) continue;
         json_t *list = NULL;
         rc = parent_manifests(s, snap, &list, err);
         size_t k;
@@ -2194,10 +2200,8 @@ static void set_num(json_t *o, const char *k, int64_t v)
 static char *merged_counts(const struct sink *s, const struct target *t, json_t *prev_snap)
 {
     json_t *sum = json_object_get(prev_snap, "summary");
-    const char *run = json_string_value(json_object_get(sum, "ferry.run-id"));
     json_t *counts = NULL;
-    if (prev_snap && run && strtoll(run, NULL, 10) == s->run_id &&
-        json_object_get(sum, "ferry.checkpoint") != NULL) {
+    if (of_run(prev_snap, s->run_id) && json_object_get(sum, "ferry.checkpoint") != NULL) {
         const char *text = json_string_value(json_object_get(sum, "ferry.run-counts"));
         counts = text ? json_loads(text, 0, NULL) : NULL;
         if (!json_is_object(counts)) {
@@ -2228,10 +2232,8 @@ static json_t *merged_checkpoint(const struct sink *s, const struct target *t, j
 {
     json_t *cp = NULL;
     json_t *sum = json_object_get(prev_snap, "summary");
-    const char *run = json_string_value(json_object_get(sum, "ferry.run-id"));
     const char *text = json_string_value(json_object_get(sum, "ferry.checkpoint"));
-    if (prev_snap && run && strtoll(run, NULL, 10) == s->run_id && text)
-        cp = json_loads(text, 0, NULL);
+    if (of_run(prev_snap, s->run_id) && text) cp = json_loads(text, 0, NULL);
     if (!json_is_object(cp)) {
         json_decref(cp);
         cp = json_object();
@@ -2666,10 +2668,7 @@ static int commit_try(struct sink *s, struct target *t, struct commit *c, int tr
     c->run_counts = rc == FERRY_OK ? merged_counts(s, t, prev) : NULL;
     /* A run that commits more than once (pause, resume) replaces the table at its first
      * commit only; later commits add to the run's own new table. */
-    const char *prev_run =
-        json_string_value(json_object_get(json_object_get(prev, "summary"), "ferry.run-id"));
-    bool same_run = prev_run != NULL && strtoll(prev_run, NULL, 10) == s->run_id;
-    bool replace = t->mode == FERRY_WRITE_REPLACE && !same_run;
+    bool replace = t->mode == FERRY_WRITE_REPLACE && !of_run(prev, s->run_id);
     /* No file, no snapshot: a checkpoint alone protects no row from being written twice
      * (a resumed run re-reads nothing it would duplicate), and a resumed run whose rows
      * the table already holds must not commit them again. A replace still commits

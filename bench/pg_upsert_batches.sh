@@ -5,7 +5,7 @@
 # anchor's one statement. The source rows sit in the destination database (public.src, ROWS
 # orders-like rows), so no client moves data and only the server's work is timed. Per round,
 # interleaved, each into public.d prepared (untimed) with every key (status 'stale'),
-# VACUUM ANALYZE and CHECKPOINT:
+# VACUUM ANALYZE and CHECKPOINT (MIX=half: every even key only, so half the rows are new):
 #   one     one transaction: a temporary table filled with every row, one INSERT … SELECT …
 #           ON CONFLICT (id) DO UPDATE (the anchor, rows staged by INSERT instead of COPY)
 #   batches per BATCH rows, one transaction each: TRUNCATE the temporary table, fill it,
@@ -15,11 +15,12 @@
 # fsync, synchronous_commit and full_page_writes on. Every run's destination is checked
 # (count and md5 of the rows in key order equal the source's). Server CPU is every postgres
 # process's user + sys over the run, from /proc. Never gates CI.
-#   ROWS=1000000 BATCH=20000 ROUNDS=4 OUT=pg-upsert-batches-20261205.md bash bench/pg_upsert_batches.sh
+#   MIX=existing ROWS=1000000 BATCH=20000 ROUNDS=4 OUT=pg-upsert-batches-20261205.md bash bench/pg_upsert_batches.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
-ROWS=${ROWS:-1000000} BATCH=${BATCH:-20000} ROUNDS=${ROUNDS:-4}
+ROWS=${ROWS:-1000000} BATCH=${BATCH:-20000} ROUNDS=${ROUNDS:-4} MIX=${MIX:-existing}
+case $MIX in existing) HAVE="" ;; half) HAVE="WHERE id % 2 = 0" ;; *) echo "pg_upsert_batches.sh: MIX=$MIX: existing or half" >&2; exit 2 ;; esac
 . bench/lib.sh
 bench_workdir upsertbatches
 bench_pg_start on
@@ -52,7 +53,7 @@ HZ=$(getconf CLK_TCK)
 now() { date +%s.%N; }
 prep() {
   q -c "TRUNCATE public.d" -c "INSERT INTO public.d SELECT id, customer_id, 'stale', amount, quantity,
-        discount, paid, note, created_at, updated_at FROM public.src" >/dev/null
+        discount, paid, note, created_at, updated_at FROM public.src $HAVE" >/dev/null
   q -c "VACUUM ANALYZE public.d" -c "CHECKPOINT" >/dev/null
 }
 WHO="one batches savepoint"
@@ -74,9 +75,9 @@ ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
 out=bench/results/$OUT
 m_one=$(echo "${T[one]}" | med)
 {
-  echo "# The destination's cost of per-batch upserts, existing keys ($(date -u +%F))"
+  echo "# The destination's cost of per-batch upserts, keys: $MIX ($(date -u +%F))"
   echo
-  echo "$ROWS orders-like rows upserted into a table holding every key, from the same database (no"
+  echo "$ROWS orders-like rows upserted into a table holding $([ "$MIX" = half ] && echo "every even key" || echo "every key"), from the same database (no"
   echo "client moves data): \`one\` is the anchor's one transaction, \`batches\` one transaction"
   echo "per $BATCH rows (TRUNCATE the temporary table, fill it, INSERT … ON CONFLICT, COMMIT),"
   echo "\`savepoint\` the same inside SAVEPOINT / RELEASE, as ferry sends it. fsync,"

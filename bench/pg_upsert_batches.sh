@@ -7,7 +7,9 @@
 # interleaved, each into public.d prepared (untimed) with every key (status 'stale'),
 # VACUUM ANALYZE and CHECKPOINT (MIX=half: every even key only, so half the rows are new):
 #   one     one transaction: a temporary table filled with every row, one INSERT … SELECT …
-#           ON CONFLICT (id) DO UPDATE (the anchor, rows staged by INSERT instead of COPY)
+#           ON CONFLICT (id) DO UPDATE (the anchor). STAGE=copy (default): the temporary table
+#           is filled by COPY FROM a binary file the server wrote beforehand (untimed), as the
+#           anchor and ferry fill it; STAGE=insert: by INSERT … SELECT (session 27's runs)
 #   batches per BATCH rows, one transaction each: TRUNCATE the temporary table, fill it,
 #           INSERT … ON CONFLICT, COMMIT (ferry's per-batch durability without a savepoint)
 #   savepoint  the same with SAVEPOINT / RELEASE around the INSERT (what ferry sends: the
@@ -21,8 +23,11 @@ cd "$(dirname "$0")/.."
 FERRY_SRC=$PWD
 ROWS=${ROWS:-1000000} BATCH=${BATCH:-20000} ROUNDS=${ROUNDS:-4} MIX=${MIX:-existing}
 case $MIX in existing) HAVE="" ;; half) HAVE="WHERE id % 2 = 0" ;; *) echo "pg_upsert_batches.sh: MIX=$MIX: existing or half" >&2; exit 2 ;; esac
+STAGE=${STAGE:-copy}
+case $STAGE in copy | insert) ;; *) echo "pg_upsert_batches.sh: STAGE=$STAGE: copy or insert" >&2; exit 2 ;; esac
 . bench/lib.sh
 bench_workdir upsertbatches
+[ "$STAGE" = insert ] || [ "$(id -u)" != 0 ] || chown postgres "$W" # the server writes the files
 bench_pg_start on
 psql -qX -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE src" >/dev/null
 export PGDATABASE=src
@@ -33,15 +38,26 @@ q -c "ALTER TABLE public.orders RENAME TO src" -c "CREATE TABLE public.d (LIKE p
 COLS="customer_id status amount quantity discount paid note created_at updated_at"
 SET=$(for c in $COLS; do printf '%s = EXCLUDED.%s, ' "$c" "$c"; done | sed 's/, $//')
 UPSERT="INSERT INTO public.d SELECT * FROM s ON CONFLICT (id) DO UPDATE SET $SET;"
-printf 'BEGIN; CREATE TEMPORARY TABLE s (LIKE public.src); INSERT INTO s SELECT * FROM public.src; %s COMMIT;\n' \
-  "$UPSERT" > "$W/one.sql"
+# stage LO HI: the statement that fills the temporary table s with the source's ids LO..HI
+# (STAGE=copy: COPY FROM a binary file the server wrote beforehand, as ferry and the anchor
+# load it, without a client; STAGE=insert: INSERT … SELECT, session 27's form)
+stage() {
+  if [ "$STAGE" = insert ]; then
+    echo "INSERT INTO s SELECT * FROM public.src WHERE id BETWEEN $1 AND $2;"
+  else
+    [ -f "$W/s-$1-$2.bin" ] || q -c "COPY (SELECT * FROM public.src WHERE id BETWEEN $1 AND $2) TO '$W/s-$1-$2.bin' (FORMAT binary)"
+    echo "COPY s FROM '$W/s-$1-$2.bin' (FORMAT binary);"
+  fi
+}
+printf 'BEGIN; CREATE TEMPORARY TABLE s (LIKE public.src); %s %s COMMIT;\n' \
+  "$(stage 1 "$ROWS")" "$UPSERT" > "$W/one.sql"
 for v in batches savepoint; do
   echo "CREATE TEMPORARY TABLE s (LIKE public.src);" > "$W/$v.sql"
   lo=1
   while [ "$lo" -le "$ROWS" ]; do
     hi=$((lo + BATCH - 1))
     if [ $v = savepoint ]; then u="SAVEPOINT ferry_upsert; $UPSERT RELEASE SAVEPOINT ferry_upsert;"; else u=$UPSERT; fi
-    echo "BEGIN; TRUNCATE s; INSERT INTO s SELECT * FROM public.src WHERE id BETWEEN $lo AND $hi; $u COMMIT;" >> "$W/$v.sql"
+    echo "BEGIN; TRUNCATE s; $(stage "$lo" "$hi") $u COMMIT;" >> "$W/$v.sql"
     lo=$((hi + 1))
   done
 done
@@ -74,12 +90,15 @@ med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2
 ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
 out=bench/results/$OUT
 m_one=$(echo "${T[one]}" | med)
+how='`INSERT … SELECT`'
+[ "$STAGE" = copy ] && how='`COPY … FROM` a binary file the server wrote beforehand'
 {
   echo "# The destination's cost of per-batch upserts, keys: $MIX ($(date -u +%F))"
   echo
   echo "$ROWS orders-like rows upserted into a table holding $([ "$MIX" = half ] && echo "every even key" || echo "every key"), from the same database (no"
   echo "client moves data): \`one\` is the anchor's one transaction, \`batches\` one transaction"
   echo "per $BATCH rows (TRUNCATE the temporary table, fill it, INSERT … ON CONFLICT, COMMIT),"
+  echo "the temporary table filled by $how,"
   echo "\`savepoint\` the same inside SAVEPOINT / RELEASE, as ferry sends it. fsync,"
   echo "synchronous_commit and full_page_writes on; every destination verified (count + md5)."
   echo "$ROUNDS rounds, interleaved; medians."

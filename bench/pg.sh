@@ -3,7 +3,8 @@
 # two databases, `src` and `dst`; a ROWS-row orders-like table made with generate_series in
 # src; then, on the same data in one run, best of REPS wall times for
 #   a. psql COPY … TO STDOUT (FORMAT binary) | psql COPY … FROM STDIN (FORMAT binary)
-#   b. ferry postgres → postgres, write: append (integrity digest on), parallelism 1
+#   b. ferry postgres → postgres, write: append (integrity digest on), parallelism 1, the
+#      build's defaults (per_apply; since session 28 `overlap_commits: auto`, before it `true`)
 #   b0. ferry append per_apply with `overlap_commits: false` (one connection, each batch's
 #      COMMIT waited for before the next batch starts: the A/B of overlapped commits)
 #   b". the same with `durability: at_commit`: one destination transaction, like the pipe's
@@ -243,7 +244,6 @@ vacuum_up() { qd -c "VACUUM up.orders" -c "DROP SCHEMA IF EXISTS _ferry CASCADE"
 
 if [ "$RUN_COPY" = 1 ]; then
 ferry_yaml "$W/append1.yaml" bench_append append public 1
-echo "  overlap_commits: true" >> "$W/append1.yaml" # (the default; said for older builds)
 ferry_yaml "$W/append1c.yaml" bench_append_c append public 1 at_commit
 ferry_yaml "$W/append1s.yaml" bench_append_s append public 1
 echo "  overlap_commits: false" >> "$W/append1s.yaml"
@@ -343,7 +343,7 @@ out="$FERRY_SRC/bench/results/pg-$(date -u +%Y%m%d).md"
   echo "|---|---|---|---|---|---|---|---|"
   row "a. psql COPY binary \\| psql COPY binary" "$r_pipe" "$v_pipe"
   row "b0. ferry append, per_apply, overlap_commits: false (integrity on)" "$r_fs" "$v_fs"
-  row "b. ferry append, parallelism 1 (integrity on)" "$r_f1" "$v_f1"
+  row "b. ferry append, parallelism 1, defaults (integrity on)" "$r_f1" "$v_f1"
   row "b\". ferry append, durability at_commit, parallelism 1 (integrity on)" "$r_fc" "$v_fc"
   if [ "$PAR2" = 1 ]; then
     row "b'. ferry append, parallelism 2 (integrity on)" "$r_f2" "$v_f2"

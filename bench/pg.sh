@@ -301,6 +301,7 @@ pipe_s=${pipe_s%% *}
 row() {
   local label=$1 res=$2 ver=$3
   case $res in
+    "FAIL no run") printf '| %s | not run | | | | | | (QUICK=1, ONLY or PAR2) |\n' "$label"; return ;;
     FAIL*) printf '| %s | failed | | | | | | %s |\n' "$label" "${res#FAIL }"; return ;;
   esac
   set -- $res

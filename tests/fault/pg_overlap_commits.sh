@@ -20,7 +20,8 @@
 #   - overlap_commits: false gives the same table with one destination backend;
 #   - overlap_commits: auto (the default) overlaps after its first 4 batches when their
 #     commits were slow (a deferred trigger sleeps at each COMMIT) and keeps one backend when
-#     they were quick (a row trigger makes the copies slow; and the plain table, fsync off);
+#     they were quick (a row trigger makes the copies slow); the plain table logs a choice
+#     (machine-dependent) that its backends must match;
 #     a value other than auto, true or false is refused naming the key;
 #   - network faults through tests/tools/tcpproxy.mjs (io_timeout 3 s): the connection cut
 #     right after or before a COMMIT passes while the next batch is copied on the other
@@ -154,7 +155,7 @@ pipeline bad.yaml bad "  overlap_commits: sometimes"
 expect_exit 2 ferry run bad.yaml
 grep -q 'overlap_commits.*expected one of auto, true, false, got "sometimes"' <<< "$OUT" ||
   fail "overlap_commits: sometimes: message: $OUT"
-pass "overlap_commits auto: slow commits overlap, slow copies and quick commits keep one connection; a bad value is named"
+pass "overlap_commits auto: slow commits overlap, slow copies keep one connection, the plain table's logged choice matches its backends; a bad value is named"
 
 # ---- crashes around the commits, then resume ------------------------------------------
 n=0

@@ -13,6 +13,9 @@
 #   overlap   the same with `overlap_commits: true` (two destination connections, always)
 #   no_overlap  the same with `overlap_commits: false` (one destination connection)
 #   at_commit ferry with `durability: at_commit` (reads without key order)
+#   big       no_overlap with batches 8 times larger (`batch: {rows: 400000, bytes: 16MiB}`):
+#             8 times fewer destination transactions, COPY statements and checkpoint writes
+#   big4      the same with `{rows: 200000, bytes: 8MiB}` (4 times)
 # HUGE_PAGES=off|on|try (default try, PostgreSQL's own default) sets the server's `huge_pages`:
 # `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
 # refuses to start otherwise); `try` uses them only when the kernel has some reserved.
@@ -47,6 +50,11 @@ for d in per_apply overlap no_overlap at_commit; do
   esac
   bench_append_yaml "$W/$d.yaml" read_order "$extra"
 done
+for d in big:16MiB:400000 big4:8MiB:200000; do
+  IFS=: read -r name bytes rows <<< "$d"
+  bench_append_yaml "$W/$name.yaml" read_order "durability: per_apply, overlap_commits: false"
+  echo "batch: {rows: $rows, bytes: $bytes}" >> "$W/$name.yaml"
+done
 lo=1
 : > "$W/ordered.sql"
 while [ "$lo" -le "$ROWS" ]; do
@@ -71,7 +79,7 @@ run() {
   opipe)
     psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT * FROM public.orders ORDER BY id) TO STDOUT (FORMAT binary)" |
       psql -qX -v ON_ERROR_STOP=1 -d dst -c "COPY public.orders FROM STDIN (FORMAT binary)" >/dev/null ;;
-  per_apply | overlap | no_overlap | at_commit)
+  per_apply | overlap | no_overlap | at_commit | big | big4)
     rm -f "$W"/state.db*
     "$FERRY" run "$W/$1.yaml" --quiet --fresh --state "$W/state.db" >/dev/null ;;
   esac
@@ -107,6 +115,7 @@ out=bench/results/$OUT.md
   echo "\`overlap_commits: auto\`, \`overlap\` and \`no_overlap\` are per_apply with \`overlap_commits: true\` and"
   echo "\`false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
   echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages)."
+  case " $WHO " in *" big"*) echo "\`big\` and \`big4\` are no_overlap with batches of 400000 rows / 16MiB and 200000 rows / 8MiB (defaults 50000 / 2MiB)." ;; esac
   [ "$SLOW_FLUSH_US" = 0 ] || echo "Every WAL flush waited $SLOW_FLUSH_US µs first (\`commit_delay\`, \`commit_siblings = 0\`): a disk slow to flush."
   echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"
   echo "own and its exited children's, from /proc); server minor faults: their minor page faults"

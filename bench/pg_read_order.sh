@@ -85,6 +85,8 @@ run() {
   esac
 }
 WHO=${WHO:-table ordered pipe opipe per_apply overlap no_overlap at_commit}
+# a run named twice runs twice per round (both orders); the table shows it once
+RUNS=$(echo "$WHO" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
@@ -100,7 +102,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 declare -A M MC MF
-for who in $WHO; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med); done
+for who in $RUNS; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med); done
 ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
 out=bench/results/$OUT.md
 {
@@ -123,7 +125,7 @@ out=bench/results/$OUT.md
   echo
   echo "| run | median wall s | × table read | × pipe | median server CPU s | median server minor faults | every round, s |"
   echo "|---|---|---|---|---|---|---|"
-  for who in $WHO; do
+  for who in $RUNS; do
     echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} | ${MF[$who]} |${T[$who]} |"
   done
   echo

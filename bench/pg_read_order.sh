@@ -7,6 +7,11 @@
 #   ordered   the same rows as ferry's ordered plan reads them: one COPY (SELECT ... WHERE
 #             id >= lo AND id <= hi ORDER BY id) per shard of SHARD_ROWS rows (the postgres
 #             source's default shard_rows), > /dev/null
+#   subranges the same rows in key ranges of SUB_KEYS ids (default 50000, about a batch) read
+#             without ORDER BY, in one REPEATABLE READ transaction, > /dev/null: what a read
+#             that only needs whole key ranges per batch, not the order inside them, would cost
+#   bitmap    the same with index scans off (`enable_indexscan = off`, no parallel workers):
+#             bitmap heap scans, which visit each heap page once, in page order
 #   pipe      psql COPY binary | psql COPY binary into an emptied dst.public.orders
 #   opipe     the same pipe reading in key order (the `ordered` statements)
 #   per_apply ferry, defaults (per-batch durability, `overlap_commits: auto`, integrity on)
@@ -62,6 +67,19 @@ while [ "$lo" -le "$ROWS" ]; do
   echo "COPY (SELECT * FROM public.orders WHERE id >= $lo AND id <= $hi ORDER BY id) TO STDOUT (FORMAT binary);" >> "$W/ordered.sql"
   lo=$((hi + 1))
 done
+SUB_KEYS=${SUB_KEYS:-50000}
+for v in subranges bitmap; do
+  {
+    [ $v = bitmap ] && echo "SET enable_indexscan = off; SET max_parallel_workers_per_gather = 0;"
+    echo "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+    lo=0
+    while [ "$lo" -lt "$ROWS" ]; do
+      echo "COPY (SELECT * FROM public.orders WHERE id > $lo AND id <= $((lo + SUB_KEYS))) TO STDOUT (FORMAT binary);"
+      lo=$((lo + SUB_KEYS))
+    done
+    echo "COMMIT;"
+  } > "$W/$v.sql"
+done
 plan=$(psql -qXAt -d src -c "EXPLAIN SELECT * FROM public.orders WHERE id >= 1 AND id <= $SHARD_ROWS ORDER BY id" | head -1)
 
 now() { date +%s.%N; }
@@ -74,7 +92,7 @@ count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = 
 run() {
   case $1 in
   table) psql -qXAt -v ON_ERROR_STOP=1 -d src -c "COPY public.orders TO STDOUT (FORMAT binary)" >/dev/null ;;
-  ordered) psql -qXAt -v ON_ERROR_STOP=1 -d src -f "$W/ordered.sql" >/dev/null ;;
+  ordered | subranges | bitmap) psql -qXAt -v ON_ERROR_STOP=1 -d src -f "$W/$1.sql" >/dev/null ;;
   pipe) bench_pipe ;;
   opipe)
     psql -qX -v ON_ERROR_STOP=1 -d src -c "COPY (SELECT * FROM public.orders ORDER BY id) TO STDOUT (FORMAT binary)" |
@@ -90,12 +108,12 @@ RUNS=$(echo "$WHO" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
-    case $who in table | ordered) ;; *) bench_fresh_dst ;; esac
+    case $who in table | ordered | subranges | bitmap) ;; *) bench_fresh_dst ;; esac
     c0=$(srv_ticks) f0=$(srv_faults) t0=$(now)
     run "$who"
     t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)
     f=$(( $(srv_faults) - f0 ))
-    case $who in table | ordered) ;; *) count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; } ;; esac
+    case $who in table | ordered | subranges | bitmap) ;; *) count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; } ;; esac
     T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")" F[$who]="${F[$who]:-} $f"
     echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s, server minor faults $f" >&2
   done
@@ -117,6 +135,7 @@ out=bench/results/$OUT.md
   echo "\`overlap_commits: auto\`, \`overlap\` and \`no_overlap\` are per_apply with \`overlap_commits: true\` and"
   echo "\`false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
   echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages)."
+  case " $WHO " in *" subranges "* | *" bitmap "*) echo "\`subranges\` and \`bitmap\` read key ranges of $SUB_KEYS ids without ORDER BY in one transaction, to /dev/null (\`bitmap\`: index scans off, plan \`$(psql -qXAt -d src -c 'SET enable_indexscan = off' -c 'SET max_parallel_workers_per_gather = 0' -c "EXPLAIN SELECT * FROM public.orders WHERE id > 0 AND id <= $SUB_KEYS" | awk 'NR == 1')\`)." ;; esac
   case " $WHO " in *" big"*) echo "\`big\` and \`big4\` are no_overlap with batches of 400000 rows / 16MiB and 200000 rows / 8MiB (defaults 50000 / 2MiB)." ;; esac
   [ "$SLOW_FLUSH_US" = 0 ] || echo "Every WAL flush waited $SLOW_FLUSH_US µs first (\`commit_delay\`, \`commit_siblings = 0\`): a disk slow to flush."
   echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"

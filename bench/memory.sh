@@ -73,10 +73,10 @@ CONFIGS=(
 )
 else
 CONFIGS=(
-  "defaults (4MiB batches, queue 4)|"
-  "queue 2|batch: {queue: 2}"
+  "defaults of this build|"
+  "4MiB batches, queue 4 (the earlier defaults)|batch: {bytes: 4MiB, queue: 4}"
   "queue 1|batch: {queue: 1}"
-  "2MiB batches, queue 4|batch: {bytes: 2MiB}"
+  "2MiB batches, queue 4|batch: {bytes: 2MiB, queue: 4}"
   "2MiB batches, queue 2|batch: {bytes: 2MiB, queue: 2}"
   "1MiB batches, queue 2|batch: {bytes: 1MiB, queue: 2}"
   "baseline: 64KiB batches, queue 1|batch: {bytes: 64KiB, queue: 1}"

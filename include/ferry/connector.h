@@ -389,6 +389,11 @@ struct ferry_receipt {
     uint32_t encoded_crc;    /* CRC32-C of the exact bytes handed to the transport */
     bool has_encoded_crc;
     char uri[512];           /* where the data went (file, object, table), may be empty */
+    /* Appended to ABI 1, meaningful with caps.durable_after_next: this apply made its batch
+     * durable before returning (it committed on its own, after every batch before it was
+     * durable), so the flow records it at once instead of after the next apply. A sink
+     * that does not set it (the caller zeroes the receipt) keeps the caps' rule. */
+    bool durable_now;
 };
 
 /* A checkpoint the destination stored in its own transaction, with what run_id's batches

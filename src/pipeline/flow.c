@@ -505,9 +505,10 @@ static int write_one(struct flow_run *fr, struct ferry_batch *b, struct written 
     w->rows = r.rows;
     w->bytes = r.bytes;
     w->held = true;
-    /* Durable after the next apply: held until then. A commit group's member records at once
-     * (its events wait for the group's commit instead, batch_event). */
-    if (f->group == NULL && f->caps.durable_after_next) return FERRY_OK;
+    /* Durable after the next apply: held until then, unless this apply made it durable
+     * already (r.durable_now). A commit group's member records at once (its events wait for
+     * the group's commit instead, batch_event). */
+    if (f->group == NULL && f->caps.durable_after_next && !r.durable_now) return FERRY_OK;
     rc = record_written(fr, w, err);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "resource %s batch %" PRIu64, res, b->seq);
     /* a cut: the group's transaction commits once every table of the log reached it */

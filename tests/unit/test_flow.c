@@ -56,6 +56,7 @@ struct fake_sink {
     atomic_int applied; /* applies that returned FERRY_OK */
     int settle_calls;   /* caps.durable_after_next: settle() calls, and what they return */
     int settle_rc;
+    bool durable_now;   /* every apply says its batch is durable already (receipt) */
     struct sink_batch *batches;
     int n_batches, cap;
     int64_t *keys; /* column 0 of each row, -1 for null */
@@ -101,6 +102,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     r->bytes = (int64_t)b->bytes;
     r->write_crc = b->seq == s->wrong_crc_seq ? d ^ 0xdeadbeefu : d;
     snprintf(r->uri, sizeof r->uri, "fake://orders/%llu", (unsigned long long)b->seq);
+    r->durable_now = s->durable_now;
     atomic_fetch_add(&s->applied, 1);
     return FERRY_OK;
 }
@@ -1005,6 +1007,41 @@ static void test_durable_after_next_failed_apply_and_settle(void **state)
     events_free(&e);
 }
 
+/* A durable_after_next sink whose applies say their batch is durable already
+ * (receipt.durable_now: the postgres sink committing on one connection): each batch is
+ * recorded when its own apply returns, so settle is never needed, and when apply(3) fails
+ * batch 2 is recorded although settle fails (against 1 batch without the flag, above). */
+static void test_durable_now_records_at_once(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->sink.durable_now = true;
+    x->src.rows[0] = 35;
+    run_ok(x);
+    assert_int_equal(x->sink.n_batches, 4);
+    assert_int_equal(x->sink.settle_calls, 0);
+    assert_written_events(x, true);
+}
+
+static void test_durable_now_failed_apply_and_settle(void **state)
+{
+    struct fx *x = *state;
+    x->f.caps.durable_after_next = true;
+    x->sink.durable_now = true;
+    x->src.rows[0] = 5000;
+    x->sink.fail_seq = 3;
+    x->sink.settle_rc = FERRY_ESINK;
+    assert_int_equal(run(x), FERRY_ESINK);
+    assert_string_equal(x->err.message, "resource orders batch 3: fake sink: disk on fire");
+    assert_int_equal(x->sink.settle_calls, 0);
+    struct events e = read_events(x);
+    assert_int_equal(count_type(&e, FERRY_EV_BATCH_WRITTEN), 2);
+    json_t *j = find_event(&e, FERRY_EV_BATCH_WRITTEN, 2);
+    assert_non_null(j);
+    json_decref(j);
+    events_free(&e);
+}
+
 /* ---- transforms ---- */
 
 static void test_transform_stage_runs(void **state)
@@ -1363,6 +1400,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_durable_after_next_failed_settle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_durable_after_next_failed_apply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_now_records_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_durable_now_failed_apply_and_settle, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_durable_after_next_failed_apply_and_settle, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_backpressure_bounds_batches_alive, setup, teardown),

@@ -477,6 +477,69 @@ static void test_digest_mismatch(void **state)
     vt->close(ctx);
 }
 
+/* receipt.durable_now, append per_apply: an apply that committed on its own connection says
+ * so (the flow then records its batch at once); an overlapped one, whose COMMIT is still in
+ * flight when it returns, does not. overlap_commits auto commits its first 4 batches one at
+ * a time (said durable), then keeps to its choice: every later batch says the same, durable
+ * exactly when the sink stayed on one connection. */
+static int apply_durable_now(void *ctx, const struct ferry_target *t, struct ferry_schema *s,
+                             int64_t id)
+{
+    const struct row r[] = {{FERRY_OP_INSERT, id, "x"}};
+    char pos[64];
+    snprintf(pos, sizeof pos, "{\"shard\":0,\"key\":[%" PRId64 "]}", id);
+    struct ferry_batch *b = batch(s, r, 1, pos);
+    struct ferry_receipt rc;
+    memset(&rc, 0, sizeof rc);
+    rc.durable_now = true; /* the sink must say false itself */
+    struct ferry_error err;
+    assert_int_equal(vt->apply(ctx, t, b, &rc, &err), FERRY_OK);
+    ferry_batch_unref(b);
+    return rc.durable_now;
+}
+
+static void test_durable_now(void **state)
+{
+    (void)state;
+    const char *modes[] = {"overlap_commits: false\n", "overlap_commits: true\n", ""};
+    for (int m = 0; m < 3; m++) {
+        char sch[32];
+        snprintf(sch, sizeof sch, "durable_now_%d", m);
+        void *ctx = open_sink(sch, modes[m]);
+        struct ferry_schema *s = schema();
+        struct ferry_target t = {.index = 0, .resource = "items", .table = "items",
+                                 .schema = s, .mode = FERRY_WRITE_APPEND};
+        struct ferry_session_info run = {.pipeline = sch, .run_id = 1};
+        struct ferry_error err;
+        assert_int_equal(vt->prepare(ctx, &t, &err), FERRY_OK);
+        assert_int_equal(vt->begin(ctx, &run, &err), FERRY_OK);
+        int later = -1;
+        for (int64_t id = 1; id <= 8; id++) {
+            int now = apply_durable_now(ctx, &t, s, id);
+            if (m == 0) assert_int_equal(now, 1);
+            if (m == 1) assert_int_equal(now, 0);
+            if (m == 2 && id <= 4) assert_int_equal(now, 1); /* the timed batches */
+            if (m == 2 && id > 4) {
+                if (later < 0) later = now;
+                assert_int_equal(now, later);
+            }
+        }
+        assert_int_equal(vt->settle(ctx, &err), FERRY_OK);
+        /* what the applies said matches how they committed: one connection of the sink's
+         * to this database when durable at once, two (the spare) when overlapped */
+        bool one = m == 0 || (m == 2 && later == 1);
+        expect_sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                   one ? "1" : "2");
+        assert_int_equal(vt->commit(ctx, &err), FERRY_OK);
+        char q[128];
+        snprintf(q, sizeof q, "SELECT count(*) FROM %s.items", sch);
+        expect_sql(q, "8");
+        ferry_schema_unref(s);
+        vt->close(ctx);
+    }
+}
+
 /* upsert/merge without a key, and into a table keyed differently, are refused by name. */
 static void test_refusals(void **state)
 {
@@ -534,6 +597,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checkpoint_counts),
         cmocka_unit_test(test_mixed_batches),
         cmocka_unit_test(test_digest_mismatch),
+        cmocka_unit_test(test_durable_now),
         cmocka_unit_test(test_refusals),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

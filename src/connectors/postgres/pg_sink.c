@@ -2201,6 +2201,7 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
 
     uint32_t crc = 0;
     int rc = FERRY_OK;
+    receipt->durable_now = false;
     if (overlapped(s, t)) {
         rc = apply_overlapped(s, target->index, b, &crc, err);
         receipt->encoded_crc = crc;
@@ -2230,6 +2231,8 @@ static int sink_apply(void *ctx, const struct ferry_target *target, struct ferry
     if (timed) probe_add(s, t1 - t0, ferry_now_mono_us() - t1);
     receipt->encoded_crc = crc;
     receipt->has_encoded_crc = true;
+    /* committed here, after go_home settled any overlapped commit before it */
+    receipt->durable_now = !s->in_tx;
     return FERRY_OK;
 }
 

@@ -88,6 +88,8 @@ now() { date +%s.%N; }
 srv_ticks() { bench_server_sum '$14 + $15 + $16 + $17'; }
 srv_faults() { bench_server_sum '$10 + $11'; }
 HZ=$(getconf CLK_TCK)
+# runs that only read the source (to /dev/null): no destination to empty or count
+read_only() { case $1 in table | ordered | subranges | bitmap) return 0 ;; *) return 1 ;; esac; }
 count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
 run() {
   case $1 in
@@ -108,12 +110,12 @@ RUNS=$(echo "$WHO" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 declare -A T C F
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
-    case $who in table | ordered | subranges | bitmap) ;; *) bench_fresh_dst ;; esac
+    read_only "$who" || bench_fresh_dst
     c0=$(srv_ticks) f0=$(srv_faults) t0=$(now)
     run "$who"
     t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)
     f=$(( $(srv_faults) - f0 ))
-    case $who in table | ordered | subranges | bitmap) ;; *) count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; } ;; esac
+    read_only "$who" || count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; }
     T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")" F[$who]="${F[$who]:-} $f"
     echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s, server minor faults $f" >&2
   done

@@ -21,6 +21,8 @@
 #   big       no_overlap with batches 8 times larger (`batch: {rows: 400000, bytes: 16MiB}`):
 #             8 times fewer destination transactions, COPY statements and checkpoint writes
 #   big4      the same with `{rows: 200000, bytes: 8MiB}` (4 times)
+# Each run also counts the blocks the src and dst databases read into shared_buffers (misses,
+# pg_stat_database.blks_read): whether a run makes the server read anything twice.
 # HUGE_PAGES=off|on|try (default try, PostgreSQL's own default) sets the server's `huge_pages`:
 # `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
 # refuses to start otherwise); `try` uses them only when the kernel has some reserved.
@@ -88,6 +90,14 @@ now() { date +%s.%N; }
 srv_ticks() { bench_server_sum '$14 + $15 + $16 + $17'; }
 srv_faults() { bench_server_sum '$10 + $11'; }
 HZ=$(getconf CLK_TCK)
+# blocks each database read into shared_buffers (misses: from the kernel's page cache or the
+# disk) and found there (hits), from pg_stat_database: "src_read src_hit dst_read dst_hit".
+# Backends report their counts when they exit; every run here ends its connections first.
+db_blks() {
+  psql -qXAt -F' ' -d postgres -c "SELECT sum(blks_read) FILTER (WHERE datname = 'src'),
+    sum(blks_hit) FILTER (WHERE datname = 'src'), sum(blks_read) FILTER (WHERE datname = 'dst'),
+    sum(blks_hit) FILTER (WHERE datname = 'dst') FROM pg_stat_database"
+}
 # runs that only read the source (to /dev/null): no destination to empty or count
 read_only() { case $1 in table | ordered | subranges | bitmap) return 0 ;; *) return 1 ;; esac; }
 count_ok() { [ "$(psql -qXAt -d dst -c "SELECT count(*) FROM public.orders")" = "$ROWS" ]; }
@@ -107,22 +117,31 @@ run() {
 WHO=${WHO:-table ordered pipe opipe per_apply overlap no_overlap at_commit}
 # a run named twice runs twice per round (both orders); the table shows it once
 RUNS=$(echo "$WHO" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
-declare -A T C F
+declare -A T C F SR DR
 for r in $(seq 1 "$ROUNDS"); do
   for who in $WHO; do
     read_only "$who" || bench_fresh_dst
+    read -r sr0 sh0 dr0 dh0 <<< "$(db_blks)"
     c0=$(srv_ticks) f0=$(srv_faults) t0=$(now)
     run "$who"
     t=$(echo "$(now) - $t0" | bc) c=$(echo "scale=2; ($(srv_ticks) - $c0) / $HZ" | bc)
     f=$(( $(srv_faults) - f0 ))
+    sleep 0.5 # the backends' exit reports
+    read -r sr1 sh1 dr1 dh1 <<< "$(db_blks)"
+    sr=$((sr1 - sr0)) dr=$((dr1 - dr0))
     read_only "$who" || count_ok || { echo "pg_read_order.sh: $who: wrong row count" >&2; exit 1; }
     T[$who]="${T[$who]:-} $(printf %.2f "$t")" C[$who]="${C[$who]:-} $(printf %.2f "$c")" F[$who]="${F[$who]:-} $f"
-    echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s, server minor faults $f" >&2
+    SR[$who]="${SR[$who]:-} $sr" DR[$who]="${DR[$who]:-} $dr"
+    echo "round $r: $who $(printf %.2f "$t") s, server CPU $(printf %.2f "$c") s, server minor faults $f," \
+      "blocks read: src $sr (hit $((sh1 - sh0))), dst $dr (hit $((dh1 - dh0)))" >&2
   done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-declare -A M MC MF
-for who in $RUNS; do M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med); done
+declare -A M MC MF MSR MDR
+for who in $RUNS; do
+  M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med)
+  MSR[$who]=$(echo "${SR[$who]}" | med) MDR[$who]=$(echo "${DR[$who]}" | med)
+done
 ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
 out=bench/results/$OUT.md
 {
@@ -142,12 +161,15 @@ out=bench/results/$OUT.md
   [ "$SLOW_FLUSH_US" = 0 ] || echo "Every WAL flush waited $SLOW_FLUSH_US µs first (\`commit_delay\`, \`commit_siblings = 0\`): a disk slow to flush."
   echo "Server CPU: user + system seconds of every PostgreSQL process over the run (the postmaster's"
   echo "own and its exited children's, from /proc); server minor faults: their minor page faults"
-  echo "(minflt + cminflt), mostly first touches of shared memory. $ROUNDS rounds, in the order of the table."
+  echo "(minflt + cminflt), mostly first touches of shared memory. Blocks read: 8 kB blocks each"
+  echo "database read into shared_buffers because they were not there (pg_stat_database \`blks_read\`:"
+  echo "tables, indexes, ferry's checkpoint table). The source table holds $(psql -qXAt -d src -c "SELECT pg_relation_size('public.orders') / 8192") blocks, its key's"
+  echo "index $(psql -qXAt -d src -c "SELECT pg_relation_size('public.orders_pkey') / 8192"); shared_buffers is $(psql -qXAt -d src -c 'SHOW shared_buffers'). $ROUNDS rounds, in the order of the table."
   echo
-  echo "| run | median wall s | × table read | × pipe | median server CPU s | median server minor faults | every round, s |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| run | median wall s | × table read | × pipe | median server CPU s | median server minor faults | median src blocks read | median dst blocks read | every round, s |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for who in $RUNS; do
-    echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} | ${MF[$who]} |${T[$who]} |"
+    echo "| $who | ${M[$who]} | $(ratio "${M[$who]}" "${M[table]}")× | $(ratio "${M[$who]}" "${M[pipe]}")× | ${MC[$who]} | ${MF[$who]} | ${MSR[$who]} | ${MDR[$who]} |${T[$who]} |"
   done
   echo
   echo "Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), load at the end $(cut -d' ' -f1-3 /proc/loadavg)."

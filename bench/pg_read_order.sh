@@ -27,6 +27,8 @@
 # `on` needs vm.nr_hugepages of at least about 70 for its 128MB of shared buffers (the server
 # refuses to start otherwise); `try` uses them only when the kernel has some reserved.
 # Destinations are emptied (TRUNCATE + CHECKPOINT, untimed) and their counts checked.
+# SHMEM_THP=always|never sets the kernel's transparent huge pages for shared memory for the
+# run (root; restored at exit): `always` gives PostgreSQL's ordinary shared memory 2 MB pages.
 # SLOW_FLUSH_US=N (default 0) makes every WAL flush of the server wait N µs first, like a disk
 # slow to flush (`commit_delay` with `commit_siblings = 0`), where overlapped commits pay.
 # WHO="table pipe per_apply ..." runs some of them (table and pipe always: the ratios need them).
@@ -44,6 +46,14 @@ bench_workdir readorder
 HUGE_PAGES=${HUGE_PAGES:-try}
 case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HUGE_PAGES: off, on or try" >&2; exit 2 ;; esac
 SLOW_FLUSH_US=${SLOW_FLUSH_US:-0}
+# before the server starts; the EXIT trap (chained by pg_start) puts the old setting back
+THP_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+if [ -n "${SHMEM_THP:-}" ]; then
+  case $SHMEM_THP in always | never) ;; *) echo "pg_read_order.sh: SHMEM_THP=$SHMEM_THP: always or never" >&2; exit 2 ;; esac
+  thp_old=$(sed 's/.*\[\(.*\)\].*/\1/' "$THP_KNOB") || { echo "pg_read_order.sh: $THP_KNOB: not readable" >&2; exit 2; }
+  echo "$SHMEM_THP" > "$THP_KNOB" || { echo "pg_read_order.sh: $THP_KNOB: cannot write (root?)" >&2; exit 2; }
+  trap 'rm -rf "$W"; echo "$thp_old" > "$THP_KNOB"' EXIT
+fi
 PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES" \
   "commit_delay = $SLOW_FLUSH_US" 'commit_siblings = 0')" pg_start
 bench_src_dst

@@ -64,7 +64,7 @@ out=bench/results/$OUT
   echo
   echo "$ROWS rows of bench/lib.sh's orders table, src → dst on one PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}')"
   echo "(fsync, synchronous_commit, full_page_writes on; shared_buffers $(psql -qXAt -c 'SHOW shared_buffers');"
-  echo "$(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved). \`pipe\`: psql COPY binary | psql COPY binary;"
+  echo "$(bench_pages)). \`pipe\`: psql COPY binary | psql COPY binary;"
   echo "\`per_apply\`: ferry append at its defaults. Each run under \`perf record -a -F $FREQ\`; server CPU and minor"
   echo "faults of every postgres process over the run, from /proc."
   echo

@@ -20,6 +20,9 @@
 #   bench_server_sum EXPR  a sum over /proc/PID/stat of the server's postmaster (its reaped
 #                        backends included) and live backends: '$14 + $15 + $16 + $17' is
 #                        CPU ticks, '$10 + $11' minor page faults
+#   bench_pages          "N huge pages reserved (vm.nr_hugepages), transparent huge pages for
+#                        shared memory: MODE": the page sizes PostgreSQL's shared memory can
+#                        get, which move the per-batch copy's ratios (docs/performance.md)
 #   bench_workdir NAME   checks OUT (a file name under bench/results, required) and makes the
 #                        work folder $W, removed by the EXIT trap; call it before
 #                        bench_pg_start, which chains the server's stop onto that trap
@@ -36,6 +39,12 @@ bench_workdir() {
   W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-$1.XXXXXX")
   chmod 755 "$W"
   trap 'rm -rf "$W"' EXIT
+}
+
+bench_pages() {
+  local thp
+  thp=$(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null) || thp=unknown
+  echo "$(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages), transparent huge pages for shared memory: ${thp:-unknown}"
 }
 
 bench_pg_start() {

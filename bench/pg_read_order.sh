@@ -165,8 +165,7 @@ out=bench/results/$OUT.md
   echo "\`at_commit\` (resumes from the start: reads without order); per_apply runs the default"
   echo "\`overlap_commits: auto\`, \`overlap\` and \`no_overlap\` are per_apply with \`overlap_commits: true\` and"
   echo "\`false\`; \`opipe\` is the pipe reading \`ORDER BY id\`. Server: huge_pages $HUGE_PAGES,"
-  echo "kernel: $(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages), transparent huge"
-  echo "pages for shared memory: $(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || echo unknown) (/sys/kernel/mm/transparent_hugepage/shmem_enabled)."
+  echo "kernel: $(bench_pages)."
   case " $WHO " in *" subranges "* | *" bitmap "*) echo "\`subranges\` and \`bitmap\` read key ranges of $SUB_KEYS ids without ORDER BY in one transaction, to /dev/null (\`bitmap\`: index scans off, plan \`$(psql -qXAt -d src -c 'SET enable_indexscan = off' -c 'SET max_parallel_workers_per_gather = 0' -c "EXPLAIN SELECT * FROM public.orders WHERE id > 0 AND id <= $SUB_KEYS" | awk 'NR == 1')\`)." ;; esac
   case " $WHO " in *" big"*) echo "\`big\` and \`big4\` are no_overlap with batches of 400000 rows / 16MiB and 200000 rows / 8MiB (defaults 50000 / 2MiB)." ;; esac
   [ "$SLOW_FLUSH_US" = 0 ] || echo "Every WAL flush waited $SLOW_FLUSH_US µs first (\`commit_delay\`, \`commit_siblings = 0\`): a disk slow to flush."

@@ -114,7 +114,7 @@ how='`INSERT … SELECT`'
   echo
   echo "- $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(uname -sr)"
   echo "- $(q -c 'SELECT version()')"
-  echo "- huge pages reserved by the kernel: $(cat /proc/sys/vm/nr_hugepages)"
+  echo "- kernel: $(bench_pages)"
   echo "- \`uptime\` after: $(uptime)"
   echo "- ferry tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (the script's commit; ferry itself does not run)"
 } > "$out"

@@ -20,6 +20,8 @@
 #   bench_server_sum EXPR  a sum over /proc/PID/stat of the server's postmaster (its reaped
 #                        backends included) and live backends: '$14 + $15 + $16 + $17' is
 #                        CPU ticks, '$10 + $11' minor page faults
+#   bench_shmem_thp      the mode of BENCH_THP_KNOB, the kernel's transparent huge pages for
+#                        shared memory (always, never, advise...)
 #   bench_pages          "N huge pages reserved (vm.nr_hugepages), transparent huge pages for
 #                        shared memory: MODE": the page sizes PostgreSQL's shared memory can
 #                        get, which move the per-batch copy's ratios (docs/performance.md)
@@ -41,9 +43,14 @@ bench_workdir() {
   trap 'rm -rf "$W"' EXIT
 }
 
+BENCH_THP_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+# the knob's current mode (the bracketed word of "always within_size advise [never] ..."); fails
+# when it cannot be read
+bench_shmem_thp() { sed 's/.*\[\(.*\)\].*/\1/' "$BENCH_THP_KNOB" 2>/dev/null; }
+
 bench_pages() {
   local thp
-  thp=$(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null) || thp=unknown
+  thp=$(bench_shmem_thp) || thp=unknown
   echo "$(awk '/^HugePages_Total/ { print $2 }' /proc/meminfo) huge pages reserved (vm.nr_hugepages), transparent huge pages for shared memory: ${thp:-unknown}"
 }
 

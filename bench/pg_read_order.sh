@@ -47,12 +47,11 @@ HUGE_PAGES=${HUGE_PAGES:-try}
 case $HUGE_PAGES in off | on | try) ;; *) echo "pg_read_order.sh: HUGE_PAGES=$HUGE_PAGES: off, on or try" >&2; exit 2 ;; esac
 SLOW_FLUSH_US=${SLOW_FLUSH_US:-0}
 # before the server starts; the EXIT trap (chained by pg_start) puts the old setting back
-THP_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 if [ -n "${SHMEM_THP:-}" ]; then
   case $SHMEM_THP in always | never) ;; *) echo "pg_read_order.sh: SHMEM_THP=$SHMEM_THP: always or never" >&2; exit 2 ;; esac
-  thp_old=$(sed 's/.*\[\(.*\)\].*/\1/' "$THP_KNOB") || { echo "pg_read_order.sh: $THP_KNOB: not readable" >&2; exit 2; }
-  echo "$SHMEM_THP" > "$THP_KNOB" || { echo "pg_read_order.sh: $THP_KNOB: cannot write (root?)" >&2; exit 2; }
-  trap 'rm -rf "$W"; echo "$thp_old" > "$THP_KNOB"' EXIT
+  thp_old=$(bench_shmem_thp) || { echo "pg_read_order.sh: $BENCH_THP_KNOB: not readable" >&2; exit 2; }
+  echo "$SHMEM_THP" > "$BENCH_THP_KNOB" || { echo "pg_read_order.sh: $BENCH_THP_KNOB: cannot write (root?)" >&2; exit 2; }
+  trap 'rm -rf "$W"; echo "$thp_old" > "$BENCH_THP_KNOB"' EXIT
 fi
 PG_CONF_EXTRA="$(printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' "huge_pages = $HUGE_PAGES" \
   "commit_delay = $SLOW_FLUSH_US" 'commit_siblings = 0')" pg_start

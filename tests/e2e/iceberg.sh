@@ -39,16 +39,16 @@ jq -e '.snapshots[0].summary | .operation == "append" and ."ferry.run-id" == "1"
   || fail "current snapshot and main ref"
 check_orders 1
 # types as DuckDB reads them, and the Parquet field ids are the Iceberg ids
-f=$(node "$READ" "$WH" db --files users | jq -r '.data_file.file_path' | head -n 1 | sed 's|^file://||')
-got=$(node "$DUCK" "SELECT string_agg(name || ':' || field_id, ',' ORDER BY field_id) FROM parquet_schema('$f') WHERE field_id IS NOT NULL" | jq -r '.[0]')
+f=$(nodetool "$READ" "$WH" db --files users | jq -r '.data_file.file_path' | head -n 1 | sed 's|^file://||')
+got=$(nodetool "$DUCK" "SELECT string_agg(name || ':' || field_id, ',' ORDER BY field_id) FROM parquet_schema('$f') WHERE field_id IS NOT NULL" | jq -r '.[0]')
 want=$(jq -r '[.schemas[0].fields[] | "\(.name):\(.id)"] | join(",")' "$(latest_meta "$WH/db/users")")
 [ "$got" = "$want" ] || fail "parquet field ids: $got, want $want"
-types=$(node "$DUCK" "SELECT string_agg(column_type, ',') FROM (DESCRIBE SELECT * FROM read_parquet('$f'))" | jq -r '.[0]')
+types=$(nodetool "$DUCK" "SELECT string_agg(column_type, ',') FROM (DESCRIBE SELECT * FROM read_parquet('$f'))" | jq -r '.[0]')
 [ "$types" = "BIGINT,VARCHAR,VARCHAR,TINYINT,FLOAT,DECIMAL(38,10),VARCHAR,DATE,TIME,TIMESTAMP,UUID,BLOB,JSON,BOOLEAN,TIMESTAMP WITH TIME ZONE" ] \
   || fail "users types as DuckDB reads them: $types"
-[ "$(node "$READ" "$WH" db users | wc -l)" = "$ROWS" ] || fail "icebird: users row count"
+[ "$(nodetool "$READ" "$WH" db users | wc -l)" = "$ROWS" ] || fail "icebird: users row count"
 # manifest statistics agree with the data: id bounds, null counts of note
-node "$READ" "$WH" db --files orders > files.jsonl
+nodetool "$READ" "$WH" db --files orders > files.jsonl
 python3 - "$(sed 's|^file://||' <<< "$(jq -r '.data_file.file_path' files.jsonl | head -n 1)")" <<'EOF' > stats.txt
 import json, struct, sys
 e = json.loads(open('files.jsonl').readline())['data_file']
@@ -59,11 +59,11 @@ vals = {d['key']: int(d['value']) for d in e['value_counts']}
 print(struct.unpack('<q', lo[1])[0], struct.unpack('<q', hi[1])[0], nulls[8], vals[8],
       lo[3].decode(), hi[3].decode(), e['record_count'])
 EOF
-duck=$(node "$DUCK" "SELECT min(id), max(id), count(*) - count(note), count(*), min(status), max(status), count(*) FROM read_parquet('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')')" | jq -r 'map(tostring) | join(" ")')
+duck=$(nodetool "$DUCK" "SELECT min(id), max(id), count(*) - count(note), count(*), min(status), max(status), count(*) FROM read_parquet('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')')" | jq -r 'map(tostring) | join(" ")')
 [ "$(cat stats.txt)" = "$duck" ] || fail "manifest statistics [$(cat stats.txt)] differ from the data [$duck]"
 # column_sizes (taken from the Parquet writer's chunks) = the chunks' compressed sizes in the footer
 sizes=$(jq -r '.data_file | [.column_sizes[] | select(.key == 1 or .key == 3) | .value | tostring] | join(" ")' <<< "$(head -n 1 files.jsonl)")
-dsizes=$(node "$DUCK" "SELECT (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'id')::BIGINT AS a, (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'status')::BIGINT AS b" | jq -r 'map(tostring) | join(" ")')
+dsizes=$(nodetool "$DUCK" "SELECT (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'id')::BIGINT AS a, (SELECT sum(total_compressed_size) FROM parquet_metadata('$(jq -r '.data_file.file_path' files.jsonl | head -n 1 | sed 's|^file://||')') WHERE path_in_schema = 'status')::BIGINT AS b" | jq -r 'map(tostring) | join(" ")')
 [ -n "$sizes" ] && [ "$sizes" = "$dsizes" ] || fail "manifest column_sizes [$sizes] differ from the footer's chunk sizes [$dsizes]"
 # a second run: a second snapshot; time travel to the first shows the first rows only
 expect_exit 0 ferry run app.yaml --quiet
@@ -144,8 +144,8 @@ set +e; wait "$pid"; rc=$?; set -e
   || fail "a paused replace run must not commit a snapshot"
 expect_exit 0 ferry run prep2.yaml --quiet
 for t in orders users; do
-  n=$(node "$READ" "$T/wr" db $t | jq -r .id | sort -u | wc -l)
-  all=$(node "$READ" "$T/wr" db $t | wc -l)
+  n=$(nodetool "$READ" "$T/wr" db $t | jq -r .id | sort -u | wc -l)
+  all=$(nodetool "$READ" "$T/wr" db $t | wc -l)
   [ "$n" = 20000 ] && [ "$all" = 20000 ] || fail "paused replace of $t: $all rows, $n distinct ids (want 20000)"
 done
 M=$(latest_meta "$T/wr/db/orders")
@@ -166,7 +166,7 @@ expect_exit 0 ferry iceberg expire orders --warehouse "$WH" --namespace db --old
 M=$(latest_meta "$WH/db/orders")
 [ "$(jq '.snapshots | length' "$M")" = 1 ] && [ "$(jq '."snapshot-log" | length' "$M")" = 1 ] \
   || fail "after expire: $(jq -c '[.snapshots[]."snapshot-id"]' "$M")"
-listed=$(node "$READ" "$WH" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' | sort)
+listed=$(nodetool "$READ" "$WH" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' | sort)
 on_disk=$(find "$WH/db/orders/data" -name '*.parquet' | sort)
 [ "$listed" = "$on_disk" ] || fail "after expire, data files on disk: [$on_disk], listed: [$listed]"
 [ "$(find "$WH/db/orders/metadata" -name '*.avro' | wc -l)" = 2 ] || fail "after expire: one manifest list + one manifest"

@@ -85,11 +85,11 @@ print("\n".join(sorted(out)))
 }
 ice_rows() { # WHERE TABLE
   if [ "$1" = local ]; then
-    node "$READ" "$T/wh" db "$2" | canon "$2"
+    nodetool "$READ" "$T/wh" db "$2" | canon "$2"
   else
     local loc
     loc=$(q "$T/catalog.db" "SELECT metadata_location FROM iceberg_tables WHERE table_name = '$2'")
-    node "$READ" s3://$S3_BUCKET/wh db "$2" "$(basename "$loc")" | canon "$2"
+    nodetool "$READ" s3://$S3_BUCKET/wh db "$2" "$(basename "$loc")" | canon "$2"
   fi
 }
 check() { # LABEL

@@ -46,7 +46,7 @@ history() {
 
 # icebird_reads WAREHOUSE METADATA_NAME: the current snapshot holds exactly one copy of the source
 icebird_reads() {
-  node "$READ" "$1" db orders ${2:-} > ib.jsonl || fail "icebird could not read db.orders ($1)"
+  nodetool "$READ" "$1" db orders ${2:-} > ib.jsonl || fail "icebird could not read db.orders ($1)"
   python3 compare.py "$T/ref.db" icebird ib.jsonl 1 || fail "icebird rows differ from the source ($1)"
 }
 
@@ -57,7 +57,7 @@ check_s3_expire() {
   local bucket=$1 prefix=$2 name_cmd=$3; shift 3
   "$@" > before.json
   s3c "$bucket" list "$prefix/" | grep -E '\.(parquet|avro)$' | sort > before.txt
-  node "$READ" "s3://$bucket/${WHNAME:-wh}" db --files orders $($name_cmd) | jq -r .data_file.file_path \
+  nodetool "$READ" "s3://$bucket/${WHNAME:-wh}" db --files orders $($name_cmd) | jq -r .data_file.file_path \
     | sed "s|^s3://$bucket/||" | sort > live.txt
   [ -s live.txt ] || fail "no live data file"
   [ "$(grep -c '\.parquet$' before.txt)" -gt "$(wc -l < live.txt)" ] \
@@ -103,7 +103,7 @@ check_s3_expire() {
   done
   # shellcheck disable=SC2046
   missing=$(s3c "$bucket" getmany dl $(cat live.txt)) || fail "cannot fetch $missing"
-  node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
+  nodetool "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
     epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" > dk.jsonl \
     || fail "DuckDB could not read the data files"
   python3 compare.py "$T/ref.db" duckdb dk.jsonl 1 || fail "DuckDB rows differ from the source"
@@ -158,7 +158,7 @@ history p3 "type: iceberg" "warehouse: $WH" "namespace: db" "catalog: rest" "cat
   "catalog_token: env:REST_TOKEN"
 rest_meta > before.json
 find "$WH/db/orders" \( -name '*.parquet' -o -name '*.avro' \) | sort > before.txt
-node "$READ" "$WH" db --files orders "$(basename "$(rest_loc)")" | jq -r .data_file.file_path | sed 's|^file://||' | sort > live.txt
+nodetool "$READ" "$WH" db --files orders "$(basename "$(rest_loc)")" | jq -r .data_file.file_path | sed 's|^file://||' | sort > live.txt
 cur=$(jq '."current-snapshot-id"' before.json)
 [ "$(jq '.snapshots | length' before.json)" = 3 ] || fail "REST: three snapshots before expire"
 commits=$(grep -c "^POST /v1/ferry-test/namespaces/db/tables/orders 200$" "$T/rest/requests.log")

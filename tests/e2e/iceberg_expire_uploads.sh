@@ -102,7 +102,7 @@ expect_exit 0 ferry iceberg expire orders --pipeline big.yaml --older-than 0s --
 s3c lake list wh/db/orders/data/ | grep '\.parquet$' | sort | cmp -s - live.txt \
   || fail "the table's data objects changed: $(s3c lake list wh/db/orders/data/)"
 loc=$(q "$T/lake.db" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'orders'")
-node "$READ" "s3://lake/wh" db orders "$(basename "$loc")" > ib.jsonl || fail "icebird could not read db.orders"
+nodetool "$READ" "s3://lake/wh" db orders "$(basename "$loc")" > ib.jsonl || fail "icebird could not read db.orders"
 python3 compare.py "$T/ref.db" icebird ib.jsonl 1 || fail "icebird rows differ from the source"
 pass "expire --older-than 0s aborts the other, a second expire none; the table reads the same"
 
@@ -198,6 +198,6 @@ done
 } > big-ref.yaml
 expect_exit 0 ferry run big-ref.yaml --quiet --state "$T/ref-state.db"
 loc=$(q "$T/lake-wr.db" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'orders'")
-node "$READ" "s3://lake/wr" db orders "$(basename "$loc")" > ib4.jsonl || fail "icebird could not read db.orders of s3://lake/wr"
+nodetool "$READ" "s3://lake/wr" db orders "$(basename "$loc")" > ib4.jsonl || fail "icebird could not read db.orders of s3://lake/wr"
 python3 compare.py "$T/big-ref.db" icebird ib4.jsonl 1 || fail "icebird rows of the resumed run differ from the source"
 pass "the iceberg sink's resumed run aborts exactly its killed attempt's upload; others stay; rows exact"

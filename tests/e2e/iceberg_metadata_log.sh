@@ -73,7 +73,7 @@ done
 M=$(latest_meta "$T/wd/db/orders")
 [ "$(metas "$T/wd/db/orders" | tr '\n' ' ')" = "v4.metadata.json v5.metadata.json v6.metadata.json " ] \
   || fail "filesystem catalog: want v4-v6: $(metas "$T/wd/db/orders")"
-[ "$(node "$READ" "$T/wd" db orders | wc -l)" = $((ROWS * 5)) ] || fail "icebird: rows after 5 runs"
+[ "$(nodetool "$READ" "$T/wd" db orders | wc -l)" = $((ROWS * 5)) ] || fail "icebird: rows after 5 runs"
 pipeline sqld.yaml sqld "$ROWS" "type: iceberg" "warehouse: $T/ws" "namespace: db" "catalog: sql" \
   "catalog_uri: $T/cat.db" "$props"
 for i in 1 2 3 4; do expect_exit 0 ferry run sqld.yaml --quiet; done
@@ -82,7 +82,7 @@ cur=$(q "$T/cat.db" "SELECT metadata_location FROM iceberg_tables WHERE table_na
 prev=$(q "$T/cat.db" "SELECT previous_metadata_location FROM iceberg_tables WHERE table_name = 'orders'" | sed 's|^file://||')
 [ -f "$cur" ] && [ -f "$prev" ] || fail "SQL catalog: current $cur or previous $prev missing"
 [ "$(jq '."metadata-log" | length' "$cur")" = 2 ] || fail "SQL catalog log: $(jq -c '."metadata-log"' "$cur")"
-[ "$(node "$READ" "$T/ws" db orders "$(basename "$cur")" | wc -l)" = $((ROWS * 4)) ] || fail "icebird: SQL catalog rows"
+[ "$(nodetool "$READ" "$T/ws" db orders "$(basename "$cur")" | wc -l)" = $((ROWS * 4)) ] || fail "icebird: SQL catalog rows"
 pass "delete-after-commit: each commit deletes the file it trimmed (filesystem and SQL catalogs)"
 
 # ---- 4. bad properties -----------------------------------------------------------------------

@@ -28,12 +28,12 @@ wait "$pid" 2>/dev/null || st=$?
 copies=$(copies_after_kill kill "$st")
 expect_exit 0 ferry run kill.yaml --quiet
 for t in orders users; do
-  got=$(node "$READ" "$T/wk" db $t | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)
+  got=$(nodetool "$READ" "$T/wk" db $t | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)
   [ "$got" = 0 ] || fail "after kill -9 and resume: $got ids of $t not exactly $copies times"
-  [ "$(node "$READ" "$T/wk" db $t | wc -l)" = $((30000 * copies)) ] || fail "after kill -9 and resume: $t row count"
+  [ "$(nodetool "$READ" "$T/wk" db $t | wc -l)" = $((30000 * copies)) ] || fail "after kill -9 and resume: $t row count"
 done
 for t in orders users; do # files of the killed attempt that no snapshot names were removed
-  listed=$(node "$READ" "$T/wk" db --files $t | jq -r '.data_file.file_path' | sed 's|^file://||' | sort)
+  listed=$(nodetool "$READ" "$T/wk" db --files $t | jq -r '.data_file.file_path' | sed 's|^file://||' | sort)
   on_disk=$(find "$T/wk/db/$t/data" -name '*.parquet' | sort)
   [ "$listed" = "$on_disk" ] || fail "$t: data files on disk differ from the snapshot's: [$on_disk] vs [$listed]"
 done
@@ -56,7 +56,7 @@ grep -q "conflict, retrying" ca.log cb.log || fail "the concurrent commits never
 M=$(latest_meta "$T/wc/db/orders")
 [ "$(jq '.snapshots | length' "$M")" = 3 ] || fail "concurrent appends: want 3 snapshots"
 [ "$(jq '[.snapshots[] | ."parent-snapshot-id"] | .[1:] | map(. != null) | all' "$M")" = true ] || fail "snapshot chain"
-got=$(node "$READ" "$T/wc" db orders | jq -r .id | sort -n | uniq -c | awk '$1 != 3' | wc -l)
+got=$(nodetool "$READ" "$T/wc" db orders | jq -r .id | sort -n | uniq -c | awk '$1 != 3' | wc -l)
 [ "$got" = 0 ] || fail "concurrent appends: $got ids not exactly 3 times"
 pass "concurrent writers: a conflict re-reads the metadata and retries; both appends kept"
 
@@ -69,16 +69,16 @@ M=$(latest_meta "$T/wp/db/orders")
   '[["created_at_day","day",9,1000],["id_bucket","bucket[4]",1,1001]]' ] || fail "partition spec: $(jq -c '."partition-specs"' "$M")"
 WH_SAVE=$WH; WH=$T/wp
 check_orders 1
-node "$READ" "$WH" db --files orders > pfiles.jsonl
+nodetool "$READ" "$WH" db --files orders > pfiles.jsonl
 [ "$(wc -l < pfiles.jsonl)" = 4 ] || fail "partitioned: want one file per bucket of the one day"
 while read -r line; do
   p=$(jq -r '.data_file.file_path' <<< "$line" | sed 's|^file://||')
   day=$(jq -r '.data_file.partition.created_at_day' <<< "$line")
   case "$p" in */created_at_day=*/id_bucket=*/*.parquet) ;; *) fail "partition path: $p" ;; esac
-  got=$(node "$DUCK" "SELECT count(DISTINCT (epoch_us(created_at) // 86400000000)), min(epoch_us(created_at) // 86400000000) FROM read_parquet('$p')" | jq -r 'map(tostring) | join(" ")')
+  got=$(nodetool "$DUCK" "SELECT count(DISTINCT (epoch_us(created_at) // 86400000000)), min(epoch_us(created_at) // 86400000000) FROM read_parquet('$p')" | jq -r 'map(tostring) | join(" ")')
   [ "$got" = "1 $day" ] || fail "$p: rows of day $got, partition value $day"
 done < pfiles.jsonl
-[ "$(node "$READ" "$WH" db users | wc -l)" = "$ROWS" ] || fail "partitioned users: row count"
+[ "$(nodetool "$READ" "$WH" db users | wc -l)" = "$ROWS" ] || fail "partitioned users: row count"
 WH=$WH_SAVE
 pass "partitioned by day/bucket/identity: one partition per file, values match, readable"
 
@@ -93,7 +93,7 @@ prev=$(q "$T/catalog.db" "SELECT previous_metadata_location FROM iceberg_tables 
 [ "$(jq '.snapshots | length' "${loc#file://}")" = 2 ] || fail "SQL catalog: two snapshots"
 [ "$(q "$T/catalog.db" "SELECT property_value FROM iceberg_namespace_properties WHERE namespace = 'db' AND property_key = 'exists'")" = true ] \
   || fail "SQL catalog: namespace property"
-[ "$(node "$READ" "$T/ws" db orders "$(basename "$loc")" | wc -l)" = $((2 * ROWS)) ] || fail "SQL catalog: icebird row count"
+[ "$(nodetool "$READ" "$T/ws" db orders "$(basename "$loc")" | wc -l)" = $((2 * ROWS)) ] || fail "SQL catalog: icebird row count"
 pass "SQL catalog: iceberg_tables swapped by compare-and-swap, readable"
 
 # ---- 5b. schema evolution (a SQLite source whose table changes between runs) -----------------
@@ -122,7 +122,7 @@ M=$(latest_meta "$T/we/db/t")
   '[[1,"id","long",true],[2,"n","long",false],[3,"s","string",false],[4,"extra","string",false]]' ] \
   || fail "evolved schema: $(jq -c '.schemas' "$M")"
 [ "$(jq '."current-schema-id"' "$M")" = 1 ] && [ "$(jq '."last-column-id"' "$M")" = 4 ] || fail "schema id / last column id"
-got=$(node "$READ" "$T/we" db t | jq -c '[.id, .n, .s, .extra]' | sort | tr '\n' ' ')
+got=$(nodetool "$READ" "$T/we" db t | jq -c '[.id, .n, .s, .extra]' | sort | tr '\n' ' ')
 [ "$got" = '["1",10,"a",null] ["2",20,"b",null] ["3","5000000000","c","x"] ' ] || fail "icebird after evolution: $got"
 q "$T/src.db" "DROP TABLE t; CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, s REAL); INSERT INTO t VALUES (4, 1, 2.5);"
 expect_exit 1 ferry run evo.yaml --quiet
@@ -153,20 +153,20 @@ expect_exit 0 ferry run inc.yaml --quiet    # resumes: the table holds the run's
 expect_exit 0 ferry run inc.yaml --quiet    # a new run: nothing new
 M=$(latest_meta "$T/wi/db/e")
 [ "$(jq '.snapshots | length' "$M")" = 2 ] || fail "incremental: want 2 snapshots, got $(jq '.snapshots | length' "$M")"
-got=$(node "$READ" "$T/wi" db e | jq -r .id | sort -n | tr '\n' ' ')
+got=$(nodetool "$READ" "$T/wi" db e | jq -r .id | sort -n | tr '\n' ' ')
 [ "$got" = "1 2 3 4 " ] || fail "incremental read back: $got"
 pass "incremental: new rows appended once, a crash after commit commits nothing twice, no empty snapshots"
 
 # ---- 5b''. manifest merging: many small appends keep a short manifest list -------------------
 pipeline mrg.yaml mrg 500 "type: iceberg" "warehouse: $T/wm" "namespace: db" "manifest_merge_count: 3"
 for _ in 1 2 3 4; do expect_exit 0 ferry run mrg.yaml --quiet; done
-node "$READ" "$T/wm" db --files orders > mfiles.jsonl || fail "merged manifests unreadable"
+nodetool "$READ" "$T/wm" db --files orders > mfiles.jsonl || fail "merged manifests unreadable"
 [ "$(jq -r .status mfiles.jsonl | sort | tr '\n' ' ')" = "0 0 0 1 " ] \
   || fail "after the merge: want 3 EXISTING entries and 1 ADDED, got $(jq -r .status mfiles.jsonl | tr '\n' ' ')"
 [ "$(jq -r .sequence_number mfiles.jsonl | sort -n | tr '\n' ' ')" = "1 2 3 4 " ] \
   || fail "merged entries keep their data sequence numbers: $(jq -r .sequence_number mfiles.jsonl | tr '\n' ' ')"
-got=$(node "$READ" "$T/wm" db orders | jq -r .id | sort -n | uniq -c | awk '$1 != 4' | wc -l)
-[ "$got" = 0 ] && [ "$(node "$READ" "$T/wm" db orders | wc -l)" = 2000 ] || fail "after the merge: rows"
+got=$(nodetool "$READ" "$T/wm" db orders | jq -r .id | sort -n | uniq -c | awk '$1 != 4' | wc -l)
+[ "$got" = 0 ] && [ "$(nodetool "$READ" "$T/wm" db orders | wc -l)" = 2000 ] || fail "after the merge: rows"
 pass "manifest merging: earlier data manifests rewritten as one, EXISTING entries, rows intact"
 
 # ---- 5c. upsert: equality deletes by the key (merge-on-read) ---------------------------------
@@ -188,13 +188,13 @@ q "$T/src2.db" "CREATE TABLE u (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT
 expect_exit 0 ferry run ups.yaml --quiet
 q "$T/src2.db" "UPDATE u SET v = 'B' WHERE id = 2; INSERT INTO u VALUES (4, 'd');"
 expect_exit 0 ferry run ups.yaml --quiet
-got=$(node "$READ" "$T/wu" db u | jq -r '"\(.id)=\(.v)"' | sort | tr '\n' ' ')
+got=$(nodetool "$READ" "$T/wu" db u | jq -r '"\(.id)=\(.v)"' | sort | tr '\n' ' ')
 [ "$got" = "1=a 2=B 3=c 4=d " ] || fail "upsert read back by icebird: $got"
 M=$(latest_meta "$T/wu/db/u")
 jq -e '.snapshots[1].summary | .operation == "overwrite" and ."added-delete-files" == "1" and
   ."added-equality-deletes" == "4" and ."total-records" == "7"' "$M" >/dev/null \
   || fail "upsert snapshot summary: $(jq -c '.snapshots[1].summary' "$M")"
-node "$READ" "$T/wu" db --files u > /dev/null || fail "upsert: manifests unreadable"
+nodetool "$READ" "$T/wu" db --files u > /dev/null || fail "upsert: manifests unreadable"
 pass "upsert: equality delete files keyed by the identifier field, read back merged by icebird"
 
 # ---- 6. bad config ---------------------------------------------------------------------------

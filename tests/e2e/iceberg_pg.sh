@@ -48,9 +48,9 @@ prev=$(psql_q "SELECT previous_metadata_location FROM iceberg_tables WHERE table
 [ "$(jq '.snapshots | length' "${loc#file://}")" = 2 ] || fail "two snapshots after two runs"
 [ "$(psql_q "SELECT property_value FROM iceberg_namespace_properties WHERE catalog_name = 'prod' AND namespace = 'lake' AND property_key = 'exists'")" = true ] \
   || fail "namespace property"
-got=$(node "$READ" "$T/wh" lake orders "$(basename "$loc")" | jq -r .id | sort -n | uniq -c | awk '$1 != 2' | wc -l)
+got=$(nodetool "$READ" "$T/wh" lake orders "$(basename "$loc")" | jq -r .id | sort -n | uniq -c | awk '$1 != 2' | wc -l)
 [ "$got" = 0 ] || fail "icebird: $got ids not exactly twice"
-[ "$(node "$READ" "$T/wh" lake orders "$(basename "$loc")" | wc -l)" = $((2 * ROWS)) ] || fail "icebird row count"
+[ "$(nodetool "$READ" "$T/wh" lake orders "$(basename "$loc")" | wc -l)" = $((2 * ROWS)) ] || fail "icebird row count"
 pass "PostgreSQL catalog: two snapshots, iceberg_tables swapped, readable by icebird"
 
 # ---- 2. concurrent writers ------------------------------------------------------------------
@@ -66,7 +66,7 @@ wait "$pb" || fail "writer b: $(cat b.log)"
 grep -q "conflict, retrying" a.log b.log || fail "the concurrent commits never conflicted"
 loc=$(psql_q "SELECT metadata_location FROM iceberg_tables WHERE table_name = 'orders'")
 [ "$(jq '.snapshots | length' "${loc#file://}")" = 4 ] || fail "want 4 snapshots"
-got=$(node "$READ" "$T/wh" lake orders "$(basename "$loc")" | jq -r .id | sort -n | uniq -c | awk '$1 != 4' | wc -l)
+got=$(nodetool "$READ" "$T/wh" lake orders "$(basename "$loc")" | jq -r .id | sort -n | uniq -c | awk '$1 != 4' | wc -l)
 [ "$got" = 0 ] || fail "concurrent appends: $got ids not exactly 4 times"
 pass "PostgreSQL catalog: compare-and-swap conflict retried, both appends kept"
 

@@ -29,7 +29,7 @@ meta_loc() { jq -r --arg k "db"$'\x1f'"$1" '.tables[$k]' "$T/rest/catalog.json";
 meta_file() { basename "$(meta_loc "$1")"; }
 meta_json() { local l; l=$(meta_loc "$1"); cat "${l#file://}"; }
 rest_orders() { # COPIES
-  node "$READ" "$WH" db orders "$(meta_file orders)" > ib.jsonl || fail "icebird could not read db.orders"
+  nodetool "$READ" "$WH" db orders "$(meta_file orders)" > ib.jsonl || fail "icebird could not read db.orders"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
 }
 
@@ -47,7 +47,7 @@ rest_orders 2
 meta_json orders | jq -e '(.snapshots | length) == 2 and .snapshots[1]."parent-snapshot-id" == .snapshots[0]."snapshot-id"
   and ."current-snapshot-id" == .snapshots[1]."snapshot-id" and (."metadata-log" | length) >= 2' >/dev/null \
   || fail "catalog metadata after two appends: $(meta_json orders | jq -c '{s: [.snapshots[]."snapshot-id"], c: ."current-snapshot-id"}')"
-[ "$(node "$READ" "$WH" db users "$(meta_file users)" | wc -l)" = $((2 * ROWS)) ] || fail "icebird: users row count"
+[ "$(nodetool "$READ" "$WH" db users "$(meta_file users)" | wc -l)" = $((2 * ROWS)) ] || fail "icebird: users row count"
 pass "append twice through the REST catalog: create-namespace, create-table, commit-table; rows equal the source"
 
 # ---- 2. two writers racing -----------------------------------------------------------------------
@@ -95,7 +95,7 @@ expect_exit 0 ferry run ev.yaml --quiet
 meta_json ev | jq -e '(.schemas | length) == 2 and ."current-schema-id" == .schemas[1]."schema-id"
   and (.schemas[1].fields | map(.name) | index("w")) != null' >/dev/null \
   || fail "schema evolution through the REST catalog: $(meta_json ev | jq -c '[.schemas[] | [."schema-id", [.fields[].name]]]')"
-got=$(node "$READ" "$WH" db ev "$(meta_file ev)" | jq -r '"\(.id):\(.v):\(.w)"' | sort | tr '\n' ' ')
+got=$(nodetool "$READ" "$WH" db ev "$(meta_file ev)" | jq -r '"\(.id):\(.v):\(.w)"' | sort | tr '\n' ' ')
 [ "$got" = "1:a:null 1:a:null 2:b:null 2:b:null 3:c:42 " ] || fail "icebird after the new column: $got"
 pass "schema evolution: add-schema and set-current-schema through the REST catalog, new column readable"
 

@@ -23,7 +23,7 @@ SINK=("type: iceberg" "warehouse: $WH" "namespace: db" "catalog: rest" "catalog_
       "catalog_credential: env:REST_CRED" "catalog_scope: \"catalog lake:write\"")
 meta_file() { basename "$(jq -r --arg k "db"$'\x1f'"$1" '.tables[$k]' "$T/rest/catalog.json")"; }
 rest_orders() { # COPIES
-  node "$READ" "$WH" db orders "$(meta_file orders)" > ib.jsonl || fail "icebird could not read db.orders"
+  nodetool "$READ" "$WH" db orders "$(meta_file orders)" > ib.jsonl || fail "icebird could not read db.orders"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
 }
 tokens() { grep -c '^POST /v1/oauth/tokens 200$' "$T/rest/requests.log" || true; }

@@ -50,9 +50,9 @@ meta_json() { local k; k=$(meta_loc "$1"); s3c "$S3_BUCKET" get "${k#s3://$S3_BU
 check_s3() {
   local m f files=""
   m=$(meta_name orders)
-  node "$READ" "$SWH" db orders "$m" > ib.jsonl || fail "icebird could not read db.orders from S3"
+  nodetool "$READ" "$SWH" db orders "$m" > ib.jsonl || fail "icebird could not read db.orders from S3"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
-  node "$READ" "$SWH" db --files orders "$m" > files.jsonl || fail "icebird: manifests unreadable"
+  nodetool "$READ" "$SWH" db --files orders "$m" > files.jsonl || fail "icebird: manifests unreadable"
   rm -rf dl && mkdir dl
   local keys="" missing
   for f in $(jq -r '.data_file.file_path' files.jsonl); do
@@ -63,7 +63,7 @@ check_s3() {
   # shellcheck disable=SC2086
   [ -z "$keys" ] || missing=$(s3c "$S3_BUCKET" getmany dl $keys) || fail "cannot fetch $missing"
   [ -n "$files" ] || fail "no data file listed"
-  node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
+  nodetool "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
     epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" > dk.jsonl \
     || fail "DuckDB could not read the data files"
   python3 compare.py "$T/ref.db" duckdb dk.jsonl "$1" || fail "DuckDB rows differ from the source"
@@ -83,7 +83,7 @@ case "$(jq -r '.snapshots[0]."manifest-list"' m.json)" in s3://$S3_BUCKET/wh/db/
   *) fail "manifest list: $(jq -r '.snapshots[0]."manifest-list"' m.json)" ;; esac
 [ ! -e "$T/s3:" ] && [ ! -e "$(pwd)/s3:" ] || fail "an s3:// location was written as a local path"
 check_s3 1
-[ "$(node "$READ" "$SWH" db users "$(meta_name users)" | wc -l)" = "$ROWS" ] || fail "icebird: users row count"
+[ "$(nodetool "$READ" "$SWH" db users "$(meta_name users)" | wc -l)" = "$ROWS" ] || fail "icebird: users row count"
 expect_exit 0 ferry run app.yaml --quiet
 [ "$(snapshots)" = 2 ] || fail "two snapshots after two runs"
 check_s3 2
@@ -120,9 +120,9 @@ wait "$pid" 2>/dev/null || st=$?
 copies=$(copies_after_kill kill "$st")
 expect_exit 0 ferry run kill.yaml --quiet
 kloc=$(q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'kill' AND table_name = 'orders'")
-got=$(node "$READ" "$SWH" kill orders "$(basename "$kloc")" | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)
+got=$(nodetool "$READ" "$SWH" kill orders "$(basename "$kloc")" | jq -r .id | sort -n | uniq -c | awk -v c=$copies '$1 != c' | wc -l)
 [ "$got" = 0 ] || fail "after kill -9 and resume: $got ids not exactly $copies times"
-listed=$(node "$READ" "$SWH" kill --files orders "$(basename "$kloc")" | jq -r '.data_file.file_path' | sed "s|^s3://$S3_BUCKET/||" | sort)
+listed=$(nodetool "$READ" "$SWH" kill --files orders "$(basename "$kloc")" | jq -r '.data_file.file_path' | sed "s|^s3://$S3_BUCKET/||" | sort)
 stored=$(s3c "$S3_BUCKET" list wh/kill/orders/data/ | sort)
 [ "$listed" = "$stored" ] || fail "after kill -9: data objects differ from the snapshot's: [$stored] vs [$listed]"
 pass "crash before / after the catalog commit, kill -9 mid-run: no half snapshot, no second commit of a checkpoint, orphans removed"
@@ -145,7 +145,7 @@ q "$T/src.db" "CREATE TABLE u (id INTEGER PRIMARY KEY, v TEXT NOT NULL); INSERT 
 expect_exit 0 ferry run mrg.yaml --quiet
 q "$T/src.db" "UPDATE u SET v = 'B' WHERE id = 2; INSERT INTO u VALUES (4, 'd');"
 expect_exit 0 ferry run mrg.yaml --quiet
-got=$(node "$READ" "$SWH" db u "$(meta_name u)" | jq -r '"\(.id)=\(.v)"' | sort | tr '\n' ' ')
+got=$(nodetool "$READ" "$SWH" db u "$(meta_name u)" | jq -r '"\(.id)=\(.v)"' | sort | tr '\n' ' ')
 want=$(q "$T/src.db" "SELECT id || '=' || v FROM u ORDER BY id" | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "merge read back by icebird: [$got], want [$want]"
 meta_json u | jq -e '.snapshots[1].summary | .operation == "overwrite" and ."added-delete-files" == "1"' >/dev/null \
@@ -168,7 +168,7 @@ pipeline fb.yaml fs-b "$ROWS" "type: iceberg" "warehouse: s3://$COND/wh" "namesp
 expect_exit 0 ferry run fa.yaml --quiet
 [ "$(s3c "$COND" get wh/db/orders/metadata/version-hint.text)" = 2 ] || fail "version-hint.text should say 2"
 s3c "$COND" list wh/db/orders/metadata/ | grep -q '/v2.metadata.json$' || fail "no v2.metadata.json object"
-node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh (version hint)"
+nodetool "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh (version hint)"
 python3 compare.py "$T/ref.db" icebird ib.jsonl 1 || fail "filesystem catalog on S3: rows differ"
 FERRY_FAILPOINTS='iceberg_before_catalog_commit=sleep(1500)' FERRY_LOG=info "$FERRY_BIN" run fa.yaml \
   --quiet --state "$T/fa.db" > fa.log 2>&1 &
@@ -179,9 +179,9 @@ pb=$!
 wait "$pa" || fail "concurrent writer a failed: $(cat fa.log)"
 wait "$pb" || fail "concurrent writer b failed: $(cat fb.log)"
 grep -q "conflict, retrying" fa.log fb.log || fail "the concurrent commits never conflicted"
-node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh"
+nodetool "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh"
 python3 compare.py "$T/ref.db" icebird ib.jsonl 3 || fail "concurrent appends on S3: not exactly 3 copies"
-[ "$(node "$READ" s3://$COND/wh db --metadata orders | jq '.snapshots | length')" = 3 ] || fail "want 3 snapshots"
+[ "$(nodetool "$READ" s3://$COND/wh db --metadata orders | jq '.snapshots | length')" = 3 ] || fail "want 3 snapshots"
 pass "filesystem catalog on S3 with conditional writes: committed by If-None-Match, a racing writer retries, both appends kept"
 
 # ---- 7. multipart data files ---------------------------------------------------------------------
@@ -198,7 +198,7 @@ grep -q "$FLAKY_ENDPOINT" mp.yaml || fail "mp.yaml does not go through the proxy
 expect_exit 0 ferry run mp.yaml --quiet
 s3_flaky_stop
 loc=$(q "$CAT" "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'mp' AND table_name = 'orders'")
-node "$READ" "$SWH" mp --files orders "$(basename "$loc")" > mpfiles.jsonl || fail "multipart: manifests unreadable"
+nodetool "$READ" "$SWH" mp --files orders "$(basename "$loc")" > mpfiles.jsonl || fail "multipart: manifests unreadable"
 f=$(jq -r '.data_file.file_path' mpfiles.jsonl)
 [ "$(wc -l <<< "$f")" = 1 ] || fail "multipart: want one data file, got: $f"
 k="/$S3_BUCKET/${f#s3://$S3_BUCKET/}"
@@ -206,10 +206,10 @@ grep -q "^POST $k?uploads" "$T/flaky.count.requests" && grep -q "^PUT $k?partNum
   && grep -q "^POST $k?uploadId=" "$T/flaky.count.requests" \
   || fail "multipart: $f was not a multipart upload of 2+ parts: $(grep -F "$k" "$T/flaky.count.requests" | cut -c1-120)"
 parts=$(grep -c "^PUT $k?partNumber=" "$T/flaky.count.requests")
-[ "$(node "$READ" "$SWH" mp orders "$(basename "$loc")" | jq -r .id | sort -u | wc -l)" = 150000 ] \
+[ "$(nodetool "$READ" "$SWH" mp orders "$(basename "$loc")" | jq -r .id | sort -u | wc -l)" = 150000 ] \
   || fail "multipart: icebird does not read 150000 distinct rows"
 s3c "$S3_BUCKET" get "${f#s3://$S3_BUCKET/}" > mp.parquet
-[ "$(node "$DUCK" "SELECT count(*), count(DISTINCT id) FROM read_parquet('$T/mp.parquet')" | jq -c 'map(tonumber)')" = '[150000,150000]' ] \
+[ "$(nodetool "$DUCK" "SELECT count(*), count(DISTINCT id) FROM read_parquet('$T/mp.parquet')" | jq -c 'map(tonumber)')" = '[150000,150000]' ] \
   || fail "multipart: DuckDB does not read 150000 rows"
 pass "a data file above multipart_chunk: a multipart upload of $parts parts, read whole by icebird and DuckDB"
 

@@ -10,6 +10,9 @@ export FERRY_STATE="$T/state.db"
 trap 'rc=$?; if [ $rc -ne 0 ]; then echo "FAILED (workdir kept: $T)"; else rm -rf "$T"; fi; exit $rc' EXIT
 cd "$T"
 
+# nodetool: the short-lived node tools, run by one process per test (tests/tools/toolsd.mjs)
+. "$FERRY_SRC/tests/tools/nodetool.bash"
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok - $*"; }
 

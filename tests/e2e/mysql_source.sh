@@ -160,17 +160,17 @@ for c in $cols; do
   my_list2="$my_list2, COALESCE(MD5(CONVERT($(my_expr "$c") USING utf8mb4)), 'NULL')"
 done
 myq -e "SET time_zone = '+00:00'; SELECT CONCAT_WS('|', $my_list2) FROM every ORDER BY id" > src_pq.txt
-node "$DUCK" "SELECT concat_ws('|', $duck_list) AS m FROM read_parquet('$T/$part') ORDER BY id" | jq -r '.[0]' > pq_md5.txt
+nodetool "$DUCK" "SELECT concat_ws('|', $duck_list) AS m FROM read_parquet('$T/$part') ORDER BY id" | jq -r '.[0]' > pq_md5.txt
 if ! cmp -s src_pq.txt pq_md5.txt; then
   set -- id $(for c in $cols; do case $c in db|f) ;; *) echo "$c" ;; esac; done)
   bad=$(paste -d'\n' src_pq.txt pq_md5.txt | awk -F'|' 'NR%2==1 { for (i = 1; i <= NF; i++) a[i] = $i; next }
         { for (i = 1; i <= NF; i++) if (a[i] != $i) print i }' | sort -un | head -1)
   c=${!bad}
-  node "$DUCK" "SELECT id, left($(duck_expr "$c"), 120) AS v FROM read_parquet('$T/$part') ORDER BY id" >&2
+  nodetool "$DUCK" "SELECT id, left($(duck_expr "$c"), 120) AS v FROM read_parquet('$T/$part') ORDER BY id" >&2
   fail "column $c differs between MariaDB and the Parquet file read by DuckDB"
 fi
 # Floats: DuckDB compares the exact values with the literals MariaDB was given.
-got=$(node "$DUCK" "SELECT count(*) AS n FROM read_parquet('$T/$part') WHERE
+got=$(nodetool "$DUCK" "SELECT count(*) AS n FROM read_parquet('$T/$part') WHERE
   (id = 1 AND db = 1.7976931348623157e308 AND f = CAST(3.40282e38 AS FLOAT)) OR
   (id = 3 AND db = -2.2250738585072014e-308 AND f = CAST(1.17549e-38 AS FLOAT)) OR
   (id = 4 AND db = 0.1 AND f = CAST(-0.1 AS FLOAT)) OR (id = 2 AND db IS NULL AND f IS NULL)" | jq -r '.[0]')

@@ -154,7 +154,7 @@ compare_dir() {
       local outs=()
       for p in $(cat "$dir"/_runs/*/_manifest.json | jq -r ".files[] | select(.table == \"$table\") | .path"); do
         n=$((n + 1))
-        node "$READER" --reader=$reader "$dir/$p" > "$dir.$table.$reader.$n.jsonl" \
+        nodetool "$READER" --reader=$reader "$dir/$p" > "$dir.$table.$reader.$n.jsonl" \
           || fail "$reader could not read $dir/$p"
         outs+=("$dir.$table.$reader.$n.jsonl")
       done
@@ -166,7 +166,7 @@ compare_dir() {
 }
 
 duck_sql() { # FILE SQL(with $1 = the file): the first value of the first row
-  node "$READER" --sql="$2" "$1" | sed -n 2p | jq -r '.[0]'
+  nodetool "$READER" --sql="$2" "$1" | sed -n 2p | jq -r '.[0]'
 }
 
 # ---- reference: the same sample in sqlite ------------------------------------------------------

@@ -15,7 +15,7 @@
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 command -v node >/dev/null || fail "node is required (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules" ] || fail "tests/tools/node_modules missing: run npm ci --prefix tests/tools"
-duck() { node "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
+duck() { nodetool "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
 pg_start
 export DEST_URL="$FERRY_PG_URL"
 p() { psql "$FERRY_PG_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
@@ -40,7 +40,7 @@ skipped() { # the last run's row_groups_skipped
 }
 run() { expect_exit 0 ferry run "$1.yaml" --json; }
 same_as_duck() { # TABLE
-  node "$DUCK" "COPY (SELECT id, u, ts, s FROM read_parquet('$T/data/*.parquet')) TO '$T/ref.csv' (FORMAT csv, HEADER false)" >/dev/null
+  nodetool "$DUCK" "COPY (SELECT id, u, ts, s FROM read_parquet('$T/data/*.parquet')) TO '$T/ref.csv' (FORMAT csv, HEADER false)" >/dev/null
   p -c "DROP TABLE IF EXISTS ref; CREATE TABLE ref (LIKE $1)"
   p -c "\\copy ref FROM '$T/ref.csv' WITH (FORMAT csv)"
   local a b

@@ -21,7 +21,7 @@ DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 s3_have || fail "node and tests/tools/node_modules (s3rver, aws4) are needed: run scripts/install-deps.sh"
 export S3_KEY=S3RVER S3_SECRET=S3RVER AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 s3_start lake
-duck() { node "$DUCK" "$1" || fail "DuckDB failed: $1"; }
+duck() { nodetool "$DUCK" "$1" || fail "DuckDB failed: $1"; }
 mkdir data
 duck "COPY (SELECT i::BIGINT AS id, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_seconds(i::BIGINT) AS ts,
   'v' || i AS s FROM range(0, 9000) t(i)) TO '$T/data/f.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null

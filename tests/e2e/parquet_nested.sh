@@ -23,7 +23,7 @@ EQ="$FERRY_SRC/tests/tools/json_rows_equal.mjs"
 FIX="$FERRY_SRC/tests/fixtures/parquet-testing"
 command -v node >/dev/null || fail "node is required (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules" ] || fail "tests/tools/node_modules missing: run npm ci --prefix tests/tools"
-duck() { node "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
+duck() { nodetool "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
 pg_start
 export DEST_URL="$FERRY_PG_URL"
 p() { psql "$FERRY_PG_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
@@ -43,10 +43,10 @@ EOF2
 # same_as_duckdb FILE TABLE: ferry's copy in TABLE equals DuckDB's reading of FILE, row by row.
 same_as_duckdb() {
   p -c "SELECT row_to_json(x) FROM $2 x" > "$2.ferry.jsonl"
-  node "$DUCK" "SET TimeZone = 'UTC'; SELECT to_json(x)::VARCHAR FROM read_parquet('$1') x" \
+  nodetool "$DUCK" "SET TimeZone = 'UTC'; SELECT to_json(x)::VARCHAR FROM read_parquet('$1') x" \
     > "$2.duck.jsonl" || fail "DuckDB cannot read $1"
   [ -s "$2.ferry.jsonl" ] || fail "$2: nothing loaded"
-  node "$EQ" "$2.ferry.jsonl" "$2.duck.jsonl" >/dev/null || fail "$2 differs from DuckDB's reading of $1"
+  nodetool "$EQ" "$2.ferry.jsonl" "$2.duck.jsonl" >/dev/null || fail "$2 differs from DuckDB's reading of $1"
 }
 load() { # FILE TABLE [RESOURCE_EXTRA]
   pipe "$2.yaml" "pq-$2" "$1" "$2" "${3:-}"
@@ -78,7 +78,7 @@ mkdir data
 duck "COPY ($SEL) TO 'data/a.parquet' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 1024);
  COPY ($SEL) TO 'data/b.parquet' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 1024);
  COPY ($SEL) TO 'data/c.parquet' (FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2)"
-groups=$(node "$DUCK" "SELECT count(DISTINCT (file_name, row_group_id)) FROM parquet_metadata('data/[ab].parquet')" | tr -d '[]"')
+groups=$(nodetool "$DUCK" "SELECT count(DISTINCT (file_name, row_group_id)) FROM parquet_metadata('data/[ab].parquet')" | tr -d '[]"')
 [ "$groups" -ge 4 ] || fail "DuckDB should write several row groups per file ($groups)"
 for f in a b c; do
   load "$T/data/$f.parquet" "d_$f"

@@ -24,7 +24,7 @@ DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 FIX="$FERRY_SRC/tests/fixtures/parquet-testing"
 command -v node >/dev/null || fail "node is required (scripts/install-deps.sh)"
 [ -d "$FERRY_SRC/tests/tools/node_modules" ] || fail "tests/tools/node_modules missing: run npm ci --prefix tests/tools"
-duck() { node "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
+duck() { nodetool "$DUCK" "$1" >/dev/null || fail "DuckDB failed: $1"; }
 pg_start
 export DEST_URL="$FERRY_PG_URL"
 p() { psql "$FERRY_PG_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
@@ -56,7 +56,7 @@ duck "COPY (${SEL//@N@/1}) TO 'data/a.parquet' (FORMAT parquet, COMPRESSION snap
  COPY (${SEL//@N@/2}) TO 'data/b.parquet' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 1500);
  COPY (${SEL//@N@/3}) TO 'data/c.parquet' (FORMAT parquet, COMPRESSION gzip, ROW_GROUP_SIZE 4096);
  COPY (${SEL//@N@/4}) TO 'data/d.parquet' (FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2)"
-encs=$(node "$DUCK" "SELECT string_agg(DISTINCT encodings, ',') FROM parquet_metadata('data/*.parquet')")
+encs=$(nodetool "$DUCK" "SELECT string_agg(DISTINCT encodings, ',') FROM parquet_metadata('data/*.parquet')")
 for e in DELTA_BINARY_PACKED DELTA_LENGTH_BYTE_ARRAY BYTE_STREAM_SPLIT RLE_DICTIONARY PLAIN_DICTIONARY; do
   case "$encs" in *"$e"*) ;; *) fail "DuckDB wrote no $e page (encodings: $encs)" ;; esac
 done
@@ -136,7 +136,7 @@ for f in delta_byte_array delta_encoding_optional_column delta_length_byte_array
   tb=$(echo "pt_$f" | tr '.' '_')
   pipe "$tb.yaml" "$tb" "$FIX/$f.parquet" "$tb" "{type: postgres, url: 'env:DEST_URL', schema: public, write: append}"
   expect_exit 0 ferry run "$tb.yaml"
-  node "$DUCK" "SET TimeZone = 'UTC'; COPY (SELECT * FROM read_parquet('$FIX/$f.parquet')) TO '$T/$tb.csv' (FORMAT csv, HEADER false)" >/dev/null \
+  nodetool "$DUCK" "SET TimeZone = 'UTC'; COPY (SELECT * FROM read_parquet('$FIX/$f.parquet')) TO '$T/$tb.csv' (FORMAT csv, HEADER false)" >/dev/null \
     || fail "DuckDB cannot read $f"
   p -c "CREATE TABLE ref_$tb (LIKE $tb)"
   p -c "\\copy ref_$tb FROM '$T/$tb.csv' WITH (FORMAT csv)"
@@ -184,7 +184,7 @@ bad_run lying "$T/bad/lying.parquet" "column chunk lies outside"
 # a header is what a reader can tell is broken).
 duck "COPY (${SEL//@N@/5}) TO '$T/bad/one.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
 cp bad/one.parquet bad/corrupt.parquet
-off=$(node "$DUCK" "SELECT coalesce(dictionary_page_offset, data_page_offset) FROM parquet_metadata('$T/bad/one.parquet') WHERE path_in_schema = 's'" | tr -d '[]"')
+off=$(nodetool "$DUCK" "SELECT coalesce(dictionary_page_offset, data_page_offset) FROM parquet_metadata('$T/bad/one.parquet') WHERE path_in_schema = 's'" | tr -d '[]"')
 [ "$off" -gt 4 ] || fail "no offset for column s: $off"
 printf '\377\377\377\377\377\377\377\377\377\377\377\377\377\377\377\377' \
   | dd of=bad/corrupt.parquet bs=1 seek="$off" conv=notrunc status=none

@@ -112,7 +112,7 @@ fetch pq "$run" got-pq
 : > pq_orders.tsv
 for p in $(objects got-pq orders); do
   FERRY_READ_SQL='SELECT id, customer_id, status, quantity FROM read_parquet($1)' \
-    node "$FERRY_SRC/tests/tools/read_parquet.mjs" "$p" | tail -n +2 | jq -r '@tsv' >> pq_orders.tsv
+    nodetool "$FERRY_SRC/tests/tools/read_parquet.mjs" "$p" | tail -n +2 | jq -r '@tsv' >> pq_orders.tsv
 done
 sort -o pq_orders.tsv pq_orders.tsv
 q -separator $'\t' ref.db "SELECT id, customer_id, status, quantity FROM orders" | sort > ref_pq.tsv

@@ -31,7 +31,7 @@ sel() { # FROM TO
  md5(i::VARCHAR)::UUID AS u, unhex(printf('%04x', i % 65536)) AS bl FROM range($1, $2) t(i)"
 }
 mkdir data
-node "$DUCK" "COPY ($(sel 0 3000)) TO 'data/p1.parquet' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 1000);
+nodetool "$DUCK" "COPY ($(sel 0 3000)) TO 'data/p1.parquet' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 1000);
  COPY ($(sel 3000 7000)) TO 'data/p2.parquet' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 1500)" \
   >/dev/null || fail "DuckDB could not write the files"
 s3c "$S3_BUCKET" put in/2024/p1.parquet data/p1.parquet

@@ -98,7 +98,7 @@ pass "s3 incremental: a cursor over CSV objects is refused naming the object"
 # ---- 6 ----
 DUCK="$FERRY_SRC/tests/tools/duckdb_exec.mjs"
 pq() { # FROM TO FILE: ids FROM..TO-1, row groups of 2048 rows
-  node "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range($1, $2) t(i))
+  nodetool "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range($1, $2) t(i))
     TO '$T/data/$3' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null || fail "DuckDB failed"
 }
 pq 0 5000 p1.parquet
@@ -115,7 +115,7 @@ expect_exit 0 ferry run pq.yaml --json
   || fail "first cursor run: $(q pq.db 'SELECT count(*), count(DISTINCT id), sum(id) FROM t')"
 [ "$(skipped)" = 0 ] || fail "first cursor run skipped $(skipped) row groups"
 # a new object: 2000 rows above the cursor (5999) and 100 below it; p1 rewritten (new ETag)
-node "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range(6000, 8000) t(i)
+nodetool "$DUCK" "COPY (SELECT i::BIGINT AS id, 'v' || i AS val FROM range(6000, 8000) t(i)
   UNION ALL SELECT i::BIGINT, 'late' || i FROM range(10, 110) t(i) ORDER BY 1)
   TO '$T/data/p3.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)" >/dev/null || fail "DuckDB failed"
 s3c "$S3_BUCKET" put pq/p3.parquet data/p3.parquet
@@ -129,7 +129,7 @@ expect_exit 0 ferry run pq.yaml --json
 groups() { # FILE...: row groups, as DuckDB counts them
   local f n=0
   for f in "$@"; do
-    n=$((n + $(node "$DUCK" "SELECT count(DISTINCT row_group_id)::INTEGER AS n FROM parquet_metadata('$T/data/$f')" | jq '.[0]')))
+    n=$((n + $(nodetool "$DUCK" "SELECT count(DISTINCT row_group_id)::INTEGER AS n FROM parquet_metadata('$T/data/$f')" | jq '.[0]')))
   done
   echo "$n"
 }

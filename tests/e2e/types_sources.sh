@@ -21,7 +21,7 @@ pg_start
 my_start
 export PGTZ=UTC
 p() { psql "$FERRY_PG_URL" -X -q -v ON_ERROR_STOP=1 -A -t "$@"; }
-duck() { node "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "$1"; }
+duck() { nodetool "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "$1"; }
 
 # source|name|type ("-": inferred)|values, separated by " ; " (SQL literals for sqlite, mysql
 # and parquet (DuckDB makes the file); the raw field for csv, the raw JSON value for jsonl)

@@ -35,11 +35,11 @@ ids_of() { # KIND: "count distinct min max" of the ids a reader sees
     parquet)
       m=$(ls "$T"/bp-parquet/_runs/*/_manifest.json)
       files=$(jq -r '.files[].path' "$m" | awk -v d="$T/bp-parquet" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
-      node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")' ;;
+      nodetool "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")' ;;
     iceberg)
-      files=$(node "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/bp-wh" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' \
+      files=$(nodetool "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/bp-wh" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' \
         | awk '{printf "%s\x27%s\x27", (NR>1?",":""), $0}')
-      node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")' ;;
+      nodetool "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")' ;;
     s3) # the objects the run's manifest lists, downloaded by the signed client
       mkdir -p "$T/bp-s3"
       m=$(s3c "$S3_BUCKET" list bp/ | grep '/_manifest.json$' | head -n 1)
@@ -48,7 +48,7 @@ ids_of() { # KIND: "count distinct min max" of the ids a reader sees
       for key in $(jq -r '.objects[].key' "$T/bp-s3/manifest.json"); do
         i=$((i + 1)); s3c "$S3_BUCKET" get "$key" > "$T/bp-s3/$i.parquet"
       done
-      node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet('$T/bp-s3/*.parquet')" | jq -r 'map(tostring) | join(" ")' ;;
+      nodetool "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet('$T/bp-s3/*.parquet')" | jq -r 'map(tostring) | join(" ")' ;;
   esac
 }
 

@@ -62,7 +62,7 @@ rows() {
       for m in "$T/$tag"/_runs/*/_manifest.json; do
         [ -e "$m" ] || continue
         files=$(jq -r '.files[].path' "$m" | awk -v d="$T/$tag" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
-        node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" >> "$out"
+        nodetool "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" >> "$out"
       done ;;
     s3)
       for m in $(s3c "$S3_BUCKET" list "$tag/_runs/" | grep '_manifest.json$'); do
@@ -74,9 +74,9 @@ rows() {
       [ -d "$T/$tag/db/orders/metadata" ] || return 0
       m=$(ls "$T/$tag"/db/orders/metadata/v*.metadata.json | sort -V | tail -n 1)
       [ "$(jq '.snapshots | length' "$m")" -gt 0 ] || return 0
-      files=$(node "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/$tag" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' \
+      files=$(nodetool "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/$tag" db --files orders | jq -r '.data_file.file_path' | sed 's|^file://||' \
         | awk '{printf "%s\x27%s\x27", (NR>1?",":""), $0}')
-      node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" >> "$out" ;;
+      nodetool "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" >> "$out" ;;
   esac
   sort -o "$out" "$out"
 }

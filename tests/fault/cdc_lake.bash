@@ -39,7 +39,7 @@ lake_log() {
       files=$(for m in "$root"/_runs/*/_manifest.json; do
         [ -e "$m" ] && jq -r '.files[].path' "$m"; done | awk -v d="$root" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
       [ -n "$files" ] || return 0
-      node "$DUCK" "SELECT _ferry_lsn, _ferry_op, id, v, n,
+      nodetool "$DUCK" "SELECT _ferry_lsn, _ferry_op, id, v, n,
           regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 1) || ':' || regexp_extract(filename, 'part-([0-9]+)-([0-9]+)-', 2)
         FROM read_parquet([$files], filename = true)" | jq -r '@tsv' ;;
     s3)
@@ -58,7 +58,7 @@ lake_log() {
       rm -rf "$dl" ;;
     iceberg_log)
       [ "$(lake_published iceberg "$root")" != none ] || return 0
-      node "$READ" "$root" db t | jq -r '[._ferry_lsn, ._ferry_op, .id, .v, .n, "table:1"] | @tsv' ;;
+      nodetool "$READ" "$root" db t | jq -r '[._ferry_lsn, ._ferry_op, .id, .v, .n, "table:1"] | @tsv' ;;
   esac
 }
 
@@ -86,7 +86,7 @@ lake_check() {
   local kind=$1 root=$2 changes=$3 allowed=$4 label=$5 out m
   src_state > src.state
   if [ "$kind" = iceberg ]; then
-    node "$READ" "$root" db t > ice.json || fail "$label: icebird cannot read the table"
+    nodetool "$READ" "$root" db t > ice.json || fail "$label: icebird cannot read the table"
     jq -r '"\(.id)|\(.v)|\(.n)"' ice.json | sort -t '|' -k1,1n > ice.state
     cmp -s src.state ice.state || fail "$label: the iceberg table differs from the source ($(comm -23 <(sort src.state) <(sort ice.state) | wc -l) missing or stale, $(comm -13 <(sort src.state) <(sort ice.state) | wc -l) extra or stale, $(wc -l < ice.state) rows read)"
     m=$(ls "$root"/db/t/metadata/v*.metadata.json | sort -V | tail -n 1)

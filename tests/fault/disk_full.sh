@@ -101,6 +101,6 @@ expect_exit 0 ferry run pq.yaml
 m=$(find "$T/pqfs/lake" -name '_manifest.json')
 [ "$(printf '%s\n' "$m" | grep -c .)" = 1 ] || fail "parquet disk full: $(printf '%s\n' "$m" | grep -c .) manifests after the re-run"
 files=$(jq -r '.files[].path' "$m" | awk -v d="$T/pqfs/lake" '{printf "%s\x27%s/%s\x27", (NR>1?",":""), d, $0}')
-got=$(node "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")')
+got=$(nodetool "$FERRY_SRC/tests/tools/duckdb_exec.mjs" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet([$files])" | jq -r 'map(tostring) | join(" ")')
 [ "$got" = "$ROWS $ROWS 1 $ROWS" ] || fail "parquet disk full: published parts hold [$got], want [$ROWS $ROWS 1 $ROWS]"
 pass "files sink (parquet) disk full: clear error naming the part, nothing published, re-run publishes $ROWS rows once"

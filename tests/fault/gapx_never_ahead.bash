@@ -79,7 +79,7 @@ for f in sys.argv[1:]:
             sql="$sql${sql:+ UNION ALL }SELECT '$t', id FROM read_parquet([$list])"
           done
           if [ -n "$sql" ]; then
-            node "$DUCK" "$sql" | jq -r '"\(.[0]) \(.[1])"' > both.txt
+            nodetool "$DUCK" "$sql" | jq -r '"\(.[0]) \(.[1])"' > both.txt
             for t in orders users; do awk -v t=$t '$1 == t { print $2 }' both.txt > "raw.$t.txt"; done
           fi ;;
       esac ;;
@@ -103,7 +103,7 @@ for f in sys.argv[1:]:
       for t in orders users; do
         [ -d "$T/$d/db/$t/metadata" ] || continue
         # no snapshot yet (a crash before the first commit): nothing durable
-        { node "$READ" "$T/$d" db "$t" 2>/dev/null || true; } | jq -r .id > "raw.$t.txt"
+        { nodetool "$READ" "$T/$d" db "$t" 2>/dev/null || true; } | jq -r .id > "raw.$t.txt"
       done ;;
   esac
   for t in orders users; do

@@ -38,7 +38,7 @@ check_pg() { # COPIES
   local m
   m=$(current_meta orders)
   complete "$m"
-  node "$READ" "$WH" db orders "$(basename "$m")" > ib.jsonl || fail "icebird could not read db.orders at $m"
+  nodetool "$READ" "$WH" db orders "$(basename "$m")" > ib.jsonl || fail "icebird could not read db.orders at $m"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
 }
 expect_exit 0 ferry run pg.yaml --quiet

@@ -47,7 +47,7 @@ ice_pipeline() { # FILE NAME SINK_LINES...: the orders table only
 ice_pipeline s3.yaml ice-s3 "type: iceberg" "warehouse: s3://$COND/wh" "namespace: db" \
   "endpoint: \"$PX_EP\"" "path_style: true" "access_key_id: env:S3_KEY" "secret_access_key: env:S3_SECRET"
 export FERRY_STATE="$T/state-s3.db"
-s3_meta() { node "$READ" s3://$COND/wh db --metadata orders > "$1" || fail "icebird could not read the table metadata"; }
+s3_meta() { nodetool "$READ" s3://$COND/wh db --metadata orders > "$1" || fail "icebird could not read the table metadata"; }
 s3_complete() { # META: every snapshot's manifest list is an object
   local ml
   for ml in $(jq -r '.snapshots[]."manifest-list"' "$1"); do
@@ -55,7 +55,7 @@ s3_complete() { # META: every snapshot's manifest list is an object
   done
 }
 s3_rows() { # COPIES
-  node "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh db.orders"
+  nodetool "$READ" s3://$COND/wh db orders > ib.jsonl || fail "icebird could not read s3://$COND/wh db.orders"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$1" || fail "icebird rows differ from the source"
 }
 expect_exit 0 ferry run s3.yaml --quiet
@@ -113,7 +113,7 @@ rest_complete() { # META
   done
 }
 rest_rows() { # METADATA_FILE_NAME COPIES
-  node "$READ" "$WH" db orders "$1" > ib.jsonl || fail "icebird could not read db.orders at $1"
+  nodetool "$READ" "$WH" db orders "$1" > ib.jsonl || fail "icebird could not read db.orders at $1"
   python3 compare.py "$T/ref.db" icebird ib.jsonl "$2" || fail "icebird rows differ from the source"
 }
 expect_exit 0 ferry run rest.yaml --quiet

@@ -49,20 +49,20 @@ check() {
   [ -s parts.txt ] || fail "$label: nothing published"
   for a in $(cut -d' ' -f1 parts.txt | sort -u); do
     list=$(awk -v a="$a" '$1 == a' parts.txt | duck_list)
-    within=$(node "$DUCK" "SELECT count(*) - count(DISTINCT id) FROM read_parquet([$list])" | jq -r '.[0]')
+    within=$(nodetool "$DUCK" "SELECT count(*) - count(DISTINCT id) FROM read_parquet([$list])" | jq -r '.[0]')
     [ "$within" = 0 ] || fail "$label: $within rows twice within attempt $a"
   done
   list=$(duck_list < parts.txt)
-  missing=$(node "$DUCK" "SELECT count(*) FROM (SELECT * FROM read_parquet('$T/ref/orders/*.parquet') EXCEPT SELECT * FROM read_parquet([$list]))" | jq -r '.[0]')
-  extra=$(node "$DUCK" "SELECT count(*) FROM (SELECT * FROM read_parquet([$list]) EXCEPT SELECT * FROM read_parquet('$T/ref/orders/*.parquet'))" | jq -r '.[0]')
+  missing=$(nodetool "$DUCK" "SELECT count(*) FROM (SELECT * FROM read_parquet('$T/ref/orders/*.parquet') EXCEPT SELECT * FROM read_parquet([$list]))" | jq -r '.[0]')
+  extra=$(nodetool "$DUCK" "SELECT count(*) FROM (SELECT * FROM read_parquet([$list]) EXCEPT SELECT * FROM read_parquet('$T/ref/orders/*.parquet'))" | jq -r '.[0]')
   [ "$missing" = 0 ] && [ "$extra" = 0 ] || fail "$label: $missing reference rows missing, $extra foreign rows"
-  total=$(node "$DUCK" "SELECT count(*) FROM read_parquet([$list])" | jq -r '.[0]')
+  total=$(nodetool "$DUCK" "SELECT count(*) FROM read_parquet([$list])" | jq -r '.[0]')
   echo $((total - ROWS))
 }
 
 pipeline ref.yaml ref ref
 expect_exit 0 ferry run ref.yaml --quiet
-[ "$(node "$DUCK" "SELECT count(*) FROM read_parquet('$T/ref/orders/*.parquet')" | jq -r '.[0]')" = $ROWS ] \
+[ "$(nodetool "$DUCK" "SELECT count(*) FROM read_parquet('$T/ref/orders/*.parquet')" | jq -r '.[0]')" = $ROWS ] \
   || fail "the unfaulted copy"
 
 # ---- 1. crash before the commit ---------------------------------------------------------------

@@ -56,7 +56,7 @@ while read -r key bytes crc; do
   [ "$(crc32c "got/$i.parquet")" = "$crc" ] || fail "$key: CRC32-C differs from the manifest"
 done < <(jq -r '.objects[] | "\(.key) \(.bytes) \(.crc32c)"' manifest.json)
 [ $i -gt 0 ] || fail "s3 disk full: the manifest lists no object"
-got=$(node "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet('$T/got/*.parquet')" | jq -r 'map(tostring) | join(" ")')
+got=$(nodetool "$DUCK" "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM read_parquet('$T/got/*.parquet')" | jq -r 'map(tostring) | join(" ")')
 [ "$got" = "$ROWS $ROWS 1 $ROWS" ] || fail "s3 disk full: published objects hold [$got] (count distinct min max), want [$ROWS $ROWS 1 $ROWS]"
 listed=$(jq -r '.objects[].key' manifest.json | sort)
 stored=$(s3c bp list lake/ | grep -v '_manifest.json$' | grep -v '/_runs/' | sort || true)

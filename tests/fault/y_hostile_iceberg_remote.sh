@@ -123,8 +123,8 @@ canaries() {
   [ "$(q catalog.db "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' AND table_name = 'canary'")" = "$s3_canary_meta" ] \
     || fail "the S3 canary table was committed to"
   [ "$(jq -r --arg k "db"$'\x1f'"canary" '.tables[$k]' rest/catalog.json)" = "$rest_canary_meta" ] || fail "the REST canary table was committed to"
-  [ "$(node "$READ" s3://$S3_BUCKET/wh db canary "$(basename "$s3_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] || fail "the S3 canary table reads differently"
-  [ "$(node "$READ" "$T/wh" db canary "$(basename "$rest_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] \
+  [ "$(nodetool "$READ" s3://$S3_BUCKET/wh db canary "$(basename "$s3_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] || fail "the S3 canary table reads differently"
+  [ "$(nodetool "$READ" "$T/wh" db canary "$(basename "$rest_canary_meta")" | jq -s -c 'map(.v) | sort')" = '["one","two"]' ] \
     || fail "the REST canary table reads differently"
 }
 canaries
@@ -144,7 +144,7 @@ read_files() {
       case "$f" in "$T/wh/"*) ;; *) fail "$1: data file outside the warehouse: $f" ;; esac
       cp "$f" "dl.$i.parquet"
     fi
-    node "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "dl.$i.parquet" > "rows.$i.jsonl" || fail "$1: DuckDB cannot read $f"
+    nodetool "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "dl.$i.parquet" > "rows.$i.jsonl" || fail "$1: DuckDB cannot read $f"
     FILES+=("rows.$i.jsonl")
     i=$((i + 1))
   done < <(jq -r '.data_file.file_path' files.jsonl)
@@ -164,7 +164,7 @@ new=$(comm -13 objects.before objects.after)
 bad=$(printf '%s\n' "$new" | grep -v -F "wh/$NS/$TBL/" || true)
 [ -z "$bad" ] || fail "s3: objects outside wh/<namespace>/<table>/: $bad"
 names=$(s3c "$S3_BUCKET" get "${loc#s3://$S3_BUCKET/}" | jq -c '[.schemas[-1].fields[].name]')
-node "$READ" s3://$S3_BUCKET/wh "$NS" --files "$TBL" "$(basename "$loc")" > files.jsonl || fail "s3: icebird cannot list the table's files"
+nodetool "$READ" s3://$S3_BUCKET/wh "$NS" --files "$TBL" "$(basename "$loc")" > files.jsonl || fail "s3: icebird cannot list the table's files"
 read_files s3 s3
 python3 compare.py src.db "$TBL" "$names" "${FILES[@]}" || fail "s3: the round trip differs"
 canaries
@@ -182,7 +182,7 @@ mf=${loc#file://}
 names=$(jq -c '[.schemas[-1].fields[].name]' "$mf")
 tdir=$(dirname "$(dirname "$mf")")
 [ "$tdir" = "$T/wh/$NS/$TBL" ] || fail "rest: the table is not at <warehouse>/<namespace>/<table>: $tdir"
-node "$READ" "$T/wh" "$NS" --files "$TBL" "$(basename "$mf")" > files.jsonl || fail "rest: icebird cannot list the table's files"
+nodetool "$READ" "$T/wh" "$NS" --files "$TBL" "$(basename "$mf")" > files.jsonl || fail "rest: icebird cannot list the table's files"
 read_files rest rest
 python3 compare.py src.db "$TBL" "$names" "${FILES[@]}" || fail "rest: the round trip differs"
 canaries

@@ -150,7 +150,7 @@ for fmt in jsonl csv parquet; do
     f="w/out/$p"
     [ -f "$f" ] || fail "$fmt: listed part missing: $p"
     if [ "$fmt" = parquet ]; then
-      node "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "pq.${#files[@]}.jsonl" \
+      nodetool "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "pq.${#files[@]}.jsonl" \
         || fail "DuckDB could not read $f"
       files+=("pq.${#files[@]}.jsonl")
     else
@@ -220,12 +220,12 @@ PY
 # names into the Parquet schema with their field ids). icebird's own row reader looks columns
 # up by Avro-sanitized names (`_xHH`) and cannot read
 # these columns: see tests/fault/README.md.
-node "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/w/wh" "$NS" --files "$TBL" > ice-files.jsonl \
+nodetool "$FERRY_SRC/tests/tools/read_iceberg.mjs" "$T/w/wh" "$NS" --files "$TBL" > ice-files.jsonl \
   || fail "icebird could not list the table's files"
 files=()
 while read -r f; do
   f=$(printf '%s' "$f" | python3 -c 'import sys, urllib.parse; print(urllib.parse.unquote(sys.stdin.read().removeprefix("file://")))')
-  node "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "ice.${#files[@]}.jsonl" || fail "DuckDB could not read $f"
+  nodetool "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "ice.${#files[@]}.jsonl" || fail "DuckDB could not read $f"
   files+=("ice.${#files[@]}.jsonl")
 done < <(jq -r '.data_file.file_path' ice-files.jsonl)
 [ "${#files[@]}" -ge 1 ] || fail "iceberg: no data file listed"
@@ -265,7 +265,7 @@ for fmt in jsonl csv parquet; do
     f="s3-$fmt/obj.${#files[@]}"
     s3c "$S3_BUCKET" get "$key" > "$f" || fail "s3/$fmt: listed object $key cannot be read"
     if [ "$fmt" = parquet ]; then
-      node "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "$f.jsonl" || fail "DuckDB could not read $key"
+      nodetool "$FERRY_SRC/tests/tools/read_parquet.mjs" --reader=duckdb "$f" > "$f.jsonl" || fail "DuckDB could not read $key"
       f="$f.jsonl"
     fi
     files+=("$f")

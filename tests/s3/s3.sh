@@ -19,6 +19,8 @@
 # checks, removed with the bucket); a test that sets S3_UPLOAD_BUCKETS (the front reads it when
 # it starts) always gets its own front, as does a test run by hand.
 S3_TOOLS="$FERRY_SRC/tests/s3"
+# nodetool (s3c below): tests/e2e/lib.sh sources it; a script without lib.sh gets it here
+declare -F nodetool > /dev/null || . "$FERRY_SRC/tests/tools/nodetool.bash"
 S3_PIDS=()
 S3_SHARED_BUCKETS=()
 declare -gA S3_NAMES=()
@@ -101,7 +103,7 @@ s3_flaky_stop() {
   wait "$FLAKY_PID" 2>/dev/null || true
 }
 
-s3c() { node "$S3_TOOLS/client.mjs" "$S3_ENDPOINT" "$@"; }
+s3c() { nodetool "$S3_TOOLS/client.mjs" "$S3_ENDPOINT" "$@"; }
 
 s3_stop() {
   local p

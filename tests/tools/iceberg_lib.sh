@@ -81,13 +81,13 @@ if got != want:
 EOF
 
 # read_orders READER FILE [METADATA_FILE]: the orders table as READER sees it.
-icebird_orders() { node "$READ" "$WH" db orders ${2:-} > "$1" || fail "icebird could not read db.orders"; }
+icebird_orders() { nodetool "$READ" "$WH" db orders ${2:-} > "$1" || fail "icebird could not read db.orders"; }
 duck_orders() { # the files the current snapshot's manifests list, read by DuckDB
   local files
-  files=$(node "$READ" "$WH" db --files "${2:-orders}" | jq -r '.data_file.file_path' | sed 's|^file://||' \
+  files=$(nodetool "$READ" "$WH" db --files "${2:-orders}" | jq -r '.data_file.file_path' | sed 's|^file://||' \
     | awk '{printf "%s\x27%s\x27", (NR>1?",":""), $0}')
   [ -n "$files" ] || fail "no data file listed for ${2:-orders}"
-  node "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
+  nodetool "$DUCK" "SELECT id, customer_id, status, quantity, amount::VARCHAR, discount, express, note, \
     epoch_us(created_at), epoch_us(updated_at) FROM read_parquet([$files])" > "$1" \
     || fail "DuckDB could not read the data files"
 }

@@ -24,7 +24,7 @@ PY
 expected() { tail -n +2 "$1" | tr ',' '|' | sort; } # CSV -> "id|v|n" lines sorted
 
 duck_rows() { # 'FILE','FILE',... -> "id|v|n" lines sorted, as DuckDB reads those Parquet files
-  node "$DUCK" "SELECT id, v, n FROM read_parquet([$1])" | jq -r '"\(.[0])|\(.[1])|\(.[2])"' | sort
+  nodetool "$DUCK" "SELECT id, v, n FROM read_parquet([$1])" | jq -r '"\(.[0])|\(.[1])|\(.[2])"' | sort
 }
 
 is_one_of() { # WHAT TABLE EXPECTED_FILES...: the table equals one of them

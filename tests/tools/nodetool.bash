@@ -45,8 +45,9 @@ toolsd_call() {
   TOOLSD_SEQ=$((${TOOLSD_SEQ:-0} + 1))
   out=$T/.toolsd/$BASHPID.$TOOLSD_SEQ.out
   err=$T/.toolsd/$BASHPID.$TOOLSD_SEQ.err
+  # the environment variables the tools read: set as here, or unset
   for e in AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY S3_ENDPOINT DUCKDB_THREADS FERRY_READ_SQL; do
-    if [ -n "${!e+x}" ]; then env+=("$e=${!e}"); fi
+    if [ -n "${!e+x}" ]; then env+=("$e=${!e}"); else env+=("$e"); fi
   done
   exec {fd}<> "/dev/tcp/127.0.0.1/$TOOLSD_PORT" || { echo "nodetool: cannot reach toolsd on port $TOOLSD_PORT" >&2; return 2; }
   printf '%s\0' toolsd1 "$PWD" "$out" "$err" "${#env[@]}" "${env[@]}" "$1" "$(($# - 1))" "${@:2}" >&"$fd"

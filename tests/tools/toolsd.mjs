@@ -11,8 +11,8 @@
 // `node` for the tools in TOOLS below, so every call site stays `node SCRIPT ARGS...`.
 //
 // A request: NUL-terminated fields: "toolsd1", cwd, the file for stdout, the file for stderr,
-// the number of environment entries and each ("NAME=VALUE", or "NAME" when unset: only the
-// names in ENV are read), the script's path, the number of arguments and each. The answer is
+// the number of environment entries and each ("NAME=VALUE", or "NAME" when unset: the
+// variables the tools read, named by the client), the script's path, the number of arguments and each. The answer is
 // the exit status and a newline. Requests run one at a time: a tool sees its own argv, cwd,
 // environment and stdout, as in a process of its own. Each run evaluates the script afresh
 // (a new module instance); process.exit() ends the run, not this process; what the script
@@ -24,8 +24,6 @@ import { pathToFileURL } from 'node:url'
 
 const TOOLS = new Set(['client.mjs', 'duckdb_exec.mjs', 'read_iceberg.mjs', 'read_parquet.mjs',
   'json_rows_equal.mjs'])
-const ENV = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'S3_ENDPOINT', 'DUCKDB_THREADS',
-  'FERRY_READ_SQL']
 const [dir, ownerArg] = process.argv.slice(2)
 const owner = Number(ownerArg)
 if (!dir || !owner) {
@@ -84,10 +82,10 @@ async function run(req) {
   current = { out, err, exited: false, code: null }
   try {
     process.chdir(req.cwd)
-    for (const name of ENV) delete process.env[name]
-    for (const e of req.env) {
+    for (const e of req.env) { // "NAME=VALUE", or "NAME": unset
       const i = e.indexOf('=')
-      if (i > 0 && ENV.includes(e.slice(0, i))) process.env[e.slice(0, i)] = e.slice(i + 1)
+      if (i < 0) delete process.env[e]
+      else process.env[e.slice(0, i)] = e.slice(i + 1)
     }
     const script = resolve(req.cwd, req.script)
     process.argv = [base.argv[0], script, ...req.args]

@@ -91,9 +91,9 @@ pass "first run: $N tables copied"
 workload() { # SEED COUNT
   local k a b c n
   for k in $(seq 1 "$2"); do
-    a=$(printf '%02d' $(( (k * 7 + $1) % N + 1 )))
-    b=$(printf '%02d' $(( (k * 13 + $1) % N + 1 )))
-    c=$(printf '%02d' $(( (k * 29 + $1) % N + 1 )))
+    printf -v a '%02d' $(( (k * 7 + $1) % N + 1 ))
+    printf -v b '%02d' $(( (k * 13 + $1) % N + 1 ))
+    printf -v c '%02d' $(( (k * 29 + $1) % N + 1 ))
     n=$(( 51 + k % 5 ))
     echo "BEGIN;"
     echo "INSERT INTO t$a VALUES ($1 * 100000 + $k, $k, 'w$k') ON CONFLICT (id) DO UPDATE SET v = t$a.v + 1;"

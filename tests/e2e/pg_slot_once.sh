@@ -77,7 +77,7 @@ txns() { pgq -c "SELECT coalesce((SELECT total_txns FROM pg_stat_replication_slo
 workload() {
   local k a b c
   for k in $(seq "$2" $(($2 + $1 - 1))); do
-    a=$(printf '%02d' $((k % N + 1))); b=$(printf '%02d' $(((k + 5) % N + 1))); c=$(printf '%02d' $(((k + 9) % N + 1)))
+    printf -v a '%02d' $((k % N + 1)); printf -v b '%02d' $(((k + 5) % N + 1)); printf -v c '%02d' $(((k + 9) % N + 1))
     echo "BEGIN; INSERT INTO a$a VALUES ($((1000 + k)), $k, 'w$k') ON CONFLICT (id) DO UPDATE SET v = excluded.v;"
     echo "UPDATE a$b SET v = v + 1, note = 'u$k' WHERE id = $((k % 20 + 1));"
     echo "DELETE FROM a$c WHERE id = $((1000 + k - 7)); COMMIT;"

@@ -7,13 +7,13 @@
 //   node --expose-gc toolsd.mjs DIR OWNER_PID
 //
 // Listens on 127.0.0.1 (an ephemeral port, written to DIR/port once listening) and exits when
-// OWNER_PID (the test's shell) is gone. tests/tools/nodetool.bash is the client: the test's
-// `node` for the tools in TOOLS below, so every call site stays `node SCRIPT ARGS...`.
+// OWNER_PID (the test's shell) is gone. tests/tools/nodetool.bash is the client: a test calls
+// `nodetool SCRIPT ARGS...` for the tools in TOOLS below.
 //
 // A request: NUL-terminated fields: "toolsd1", cwd, the file for stdout, the file for stderr,
 // the number of environment entries and each ("NAME=VALUE", or "NAME" when unset: the
-// variables the tools read, named by the client), the script's path, the number of arguments and each. The answer is
-// the exit status and a newline. Requests run one at a time: a tool sees its own argv, cwd,
+// variables the tools read, named by the client), the script's path, the number of
+// arguments and each. The answer is the exit status and a newline. Requests run one at a time: a tool sees its own argv, cwd,
 // environment and stdout, as in a process of its own. Each run evaluates the script afresh
 // (a new module instance); process.exit() ends the run, not this process; what the script
 // changed of globalThis.fetch is put back.

@@ -63,7 +63,6 @@ if [ -n "$left" ]; then
   # PostgreSQL servers: an immediate stop through their data folders, then anything else.
   while IFS= read -r pidfile; do
     data=$(dirname "$pidfile")
-    pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
     if [ "$(id -u)" = 0 ]; then
       runuser -u postgres -- "$pgbin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
     else

@@ -42,7 +42,8 @@ bench_orders "$ROWS"
 # CONFIGS: "label|batch yaml" (empty yaml: the defaults). SET=issue22 measures the
 # candidates for smaller defaults instead (the defaults of the build under test first).
 # SET=overlap: the defaults and 2MiB/queue 2, each with overlap_commits false and true
-# (a third field: more sink keys).
+# (a third field: more sink keys). SET=batchsize: larger batches (fewer destination
+# transactions) against the defaults.
 if [ "${SET:-}" = defaults ]; then
 CONFIGS=("defaults of this build|")
 elif [ "${SET:-}" = overlap ]; then
@@ -60,6 +61,14 @@ CONFIGS=(
   "row_group_bytes: 16MiB||, row_group_bytes: 16MiB"
   "row_group_bytes: 24MiB||, row_group_bytes: 24MiB"
   "baseline: row_group_bytes: 1MiB||, row_group_bytes: 1MiB"
+)
+elif [ "${SET:-}" = batchsize ]; then
+CONFIGS=(
+  "defaults of this build|"
+  "3MiB batches, queue 2|batch: {bytes: 3MiB, queue: 2}"
+  "4MiB batches, queue 1|batch: {bytes: 4MiB, queue: 1}"
+  "4MiB batches, queue 2|batch: {bytes: 4MiB, queue: 2}"
+  "6MiB batches, queue 1|batch: {bytes: 6MiB, queue: 1}"
 )
 elif [ "${SET:-}" = issue22 ]; then
 CONFIGS=(

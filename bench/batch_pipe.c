@@ -11,8 +11,10 @@
  * extension length, extension) is split off the first message and kept. It is the per-batch copy's lower bound on
  * the servers: bench/pg_read_order.sh runs it next to the one-transaction pipe and ferry.
  *
- *   batch_pipe SRC DST READ WRITE ROWS [POSITION]
- * SRC and DST are libpq connection strings. Prints "ROWS_COPIED TRANSACTIONS" on stdout;
+ *   batch_pipe SRC DST READ WRITE ROWS [POSITION [SETUP]]
+ * SRC and DST are libpq connection strings. SETUP runs once on the destination before the
+ * first transaction (a staging table for bench/pg_upsert.sh's batched anchor, whose POSITION
+ * then also moves the staged rows into the table). Prints "ROWS_COPIED TRANSACTIONS" on stdout;
  * exits 1 naming the statement and the server's message on any error. */
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -56,15 +58,16 @@ static void begin_batch(PGconn *dst, const char *write, const char *header, int 
 
 int main(int argc, char **argv)
 {
-    if (argc < 6 || argc > 7 || atol(argv[5]) <= 0) {
-        fprintf(stderr, "usage: batch_pipe SRC DST READ WRITE ROWS [POSITION]\n");
+    if (argc < 6 || argc > 8 || atol(argv[5]) <= 0) {
+        fprintf(stderr, "usage: batch_pipe SRC DST READ WRITE ROWS [POSITION [SETUP]]\n");
         return 2;
     }
-    const char *read = argv[3], *write = argv[4], *position = argc == 7 ? argv[6] : NULL;
+    const char *read = argv[3], *write = argv[4], *position = argc >= 7 ? argv[6] : NULL;
     long per_txn = atol(argv[5]);
     PGconn *src = PQconnectdb(argv[1]), *dst = PQconnectdb(argv[2]);
     if (PQstatus(src) != CONNECTION_OK) die(src, "source connection");
     if (PQstatus(dst) != CONNECTION_OK) die(dst, "destination connection");
+    if (argc == 8) exec_ok(dst, argv[7], PGRES_COMMAND_OK);
     exec_ok(src, read, PGRES_COPY_OUT);
 
     char *header = NULL;

@@ -37,6 +37,7 @@
 #   ONLY=upsert runs only that part (ONLY=copy only a-e); UPSERT=0 skips it.
 #   UPSERT_PROFILE=1 also records `perf record -g` of one ferry upsert run (half mix), with and
 #   without FERRY_PG_NO_MERGE=1. UPSERT_OLD=1 adds per mix a ferry run with FERRY_PG_NO_MERGE=1.
+#   UPSERT_BATCHED=1 adds the INSERT anchor committed per batch (bench/pg_upsert.sh).
 #   Then merge with deletes (bench/pg_merge.sh: a cdc backlog of UPSERT_ROWS × 1.25 changes,
 #   ferry's MERGE path and pre-15 SQL against the two anchors); MERGE_CDC=0 skips it.
 set -euo pipefail
@@ -87,6 +88,8 @@ if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DFERRY_WERROR=ON >/
   cmake --build build/bench -j"$jobs" --target ferry >/dev/null
 fi
 FERRY=$FERRY_SRC/build/bench/ferry
+BATCH_PIPE=$FERRY_SRC/build/bench/batch_pipe # UPSERT_BATCHED=1 (bench/pg_upsert.sh)
+[ "${UPSERT_BATCHED:-0}" = 1 ] && cmake --build build/bench -j"$jobs" --target batch_pipe >/dev/null
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pgbench.XXXXXX")
 chmod 755 "$W"

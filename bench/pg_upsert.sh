@@ -14,6 +14,11 @@
 # autovacuum or autoanalyze of the destination table ended after the run began (read after
 # the check that follows each run: per-batch commits let autovacuum start within a run, one
 # transaction defers it past the run). UPSERT_NOAV=1 turns autovacuum off on that table.
+# UPSERT_BATCHED=1 adds the INSERT anchor committed per batch (bench/batch_pipe.c, built by
+# the bench preset): the source read in key order (as ferry's per-batch read), COPYed into an
+# `ON COMMIT DELETE ROWS` temporary table, and every UPSERT_BATCH_ROWS rows (default 21645,
+# what ferry's default 2 MiB batches hold of these rows) the anchor's INSERT, a position row
+# and COMMIT: the floor of a key-resumable per-batch upsert, with no client work.
 
 UCOLS="customer_id status amount quantity discount paid note created_at updated_at"
 qs -c "DROP TABLE IF EXISTS public.orders_up" \
@@ -78,6 +83,22 @@ one_anchor() {
   echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_out") $(tm "$W/rss_in")"
 }
 
+# one_batched SQL: the anchor's SQL committed per batch (UPSERT_BATCHED above).
+one_batched() {
+  local t0 t1
+  t0=$(now)
+  if ! /usr/bin/time -f '%M %U %S' -o "$W/rss_bp" "$BATCH_PIPE" "$BENCH_SRC_URL" "$BENCH_DST_URL" \
+         "COPY (SELECT * FROM public.orders_up ORDER BY id) TO STDOUT (FORMAT binary)" \
+         "COPY s FROM STDIN (FORMAT binary)" "${UPSERT_BATCH_ROWS:-21645}" \
+         "$1; INSERT INTO public.bpipe_position VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET batches = bpipe_position.batches + 1" \
+         "CREATE TABLE IF NOT EXISTS public.bpipe_position (id int PRIMARY KEY, batches bigint NOT NULL); CREATE TEMPORARY TABLE s (LIKE up.orders_up) ON COMMIT DELETE ROWS" \
+         >/dev/null 2>"$W/err_bp"; then
+    echo "FAIL $(tail -n1 "$W/err_bp")"; return
+  fi
+  t1=$(now)
+  echo "$(echo "$t1 - $t0" | bc) $(tm "$W/rss_bp")"
+}
+
 verify_up() {
   local got
   # shellcheck disable=SC2059
@@ -112,6 +133,7 @@ for round in $(seq 1 "$REPS"); do
     echo "upsert round $round/$REPS, mix $mix: anchor INSERT … ON CONFLICT, anchor MERGE, ferry upsert" >&2
     measure_up "ai_$mix" "$mix" one_anchor "$ANCHOR_INSERT"
     measure_up "am_$mix" "$mix" one_anchor "$ANCHOR_MERGE"
+    [ "${UPSERT_BATCHED:-0}" = 1 ] && measure_up "bi_$mix" "$mix" one_batched "$ANCHOR_INSERT"
     measure_up "fu_$mix" "$mix" one_ferry "$W/upsert_mix.yaml" "$UPSERT_ROWS"
     [ "${UPSERT_OLD:-0}" = 1 ] && measure_up "fo_$mix" "$mix" one_ferry_old "$W/upsert_mix.yaml" "$UPSERT_ROWS"
     [ "${UPSERT_AT_COMMIT:-0}" = 1 ] && measure_up "fc_$mix" "$mix" one_ferry "$W/upsert_mix_ac.yaml" "$UPSERT_ROWS"
@@ -172,6 +194,7 @@ upsert_report() {
   for mix in $MIXES; do
     urow "$mix: anchor INSERT … ON CONFLICT" "ai_$mix" "ai_$mix"
     urow "$mix: anchor MERGE" "am_$mix" "ai_$mix"
+    [ "${UPSERT_BATCHED:-0}" = 1 ] && urow "$mix: anchor INSERT … ON CONFLICT per batch of ${UPSERT_BATCH_ROWS:-21645} rows, key order" "bi_$mix" "ai_$mix"
     urow "$mix: ferry upsert" "fu_$mix" "ai_$mix"
     [ "${UPSERT_OLD:-0}" = 1 ] && urow "$mix: ferry upsert, FERRY_PG_NO_MERGE=1" "fo_$mix" "ai_$mix"
     [ "${UPSERT_AT_COMMIT:-0}" = 1 ] && urow "$mix: ferry upsert, durability: at_commit" "fc_$mix" "ai_$mix"
@@ -180,11 +203,11 @@ upsert_report() {
   echo
   echo "Every round, wall s (in round order):"
   for mix in $MIXES; do
-    for k in ai am fu fo fc fb; do
+    for k in ai am bi fu fo fc fb; do
       [ -n "${ALLT[${k}_$mix]:-}" ] && echo "- ${k}_$mix:${ALLT[${k}_$mix]}"
     done
   done
-  echo "(ai: INSERT anchor, am: MERGE anchor, fu: ferry upsert, fo: FERRY_PG_NO_MERGE=1, fc: at_commit, fb: UPSERT_AB;"
+  echo "(ai: INSERT anchor, am: MERGE anchor, bi: INSERT anchor per batch, fu: ferry upsert, fo: FERRY_PG_NO_MERGE=1, fc: at_commit, fb: UPSERT_AB;"
   echo "\* an autovacuum or autoanalyze of the destination table ended after the run began$([ "${UPSERT_NOAV:-0}" = 1 ] && echo "; autovacuum was off on it (UPSERT_NOAV=1)"))"
   for no_merge in 1 0; do
     [ -s "$W/perf.up.ferry.$no_merge" ] || continue

@@ -8,8 +8,9 @@
  * with its data) and `COMMIT`, then begins the next transaction with the stream's header
  * again. The server sends each row as one message, the binary header in front of the
  * first and the trailer as a message of its own (copyto.c); the header (signature, flags,
- * extension length, extension) is split off the first message and kept. It is the per-batch copy's lower bound on
- * the servers: bench/pg_read_order.sh runs it next to the one-transaction pipe and ferry.
+ * extension length, extension) is split off the first message and kept. It is the
+ * per-batch copy's lower bound on the servers: bench/pg_read_order.sh runs it next to the
+ * one-transaction pipe and ferry.
  *
  *   batch_pipe SRC DST READ WRITE ROWS [POSITION [SETUP]]
  * SRC and DST are libpq connection strings. SETUP runs once on the destination before the
@@ -36,7 +37,7 @@ static void exec_ok(PGconn *c, const char *sql, ExecStatusType want)
     PQclear(r);
 }
 
-/* Ends the destination's COPY and, with `commit`, its transaction. */
+/* Ends the destination's COPY, runs `position` if given and commits. */
 static void end_batch(PGconn *dst, const char *position)
 {
     if (PQputCopyData(dst, trailer, 2) != 1 || PQputCopyEnd(dst, NULL) != 1) die(dst, "COPY end");
@@ -91,6 +92,10 @@ int main(int argc, char **argv)
             begin_batch(dst, write, header, header_len);
             row += header_len;
             n -= header_len;
+        }
+        if (n == 0) { /* a header sent alone */
+            PQfreemem(msg);
+            continue;
         }
         if (n == 2 && !memcmp(row, trailer, 2)) { /* the source's trailer: the end */
             PQfreemem(msg);

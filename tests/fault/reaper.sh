@@ -46,13 +46,15 @@ until_gone() {
   done
   fail "process $1 did not exit"
 }
-# holds_state_lock PID: PID holds a write lock on the state's WAL index (SQLite takes byte
-# 120 of state.db-shm to write, https://sqlite.org/walformat.html). A worker stopped there
-# would stop every writer until the server kills it (tested below, on its own).
+# holds_state_lock PID [BYTE]: PID holds an exclusive lock on the state's WAL index, on BYTE
+# when given. SQLite takes byte 120 of state.db-shm to write, 121 to checkpoint and 123-127
+# briefly to move a read mark (https://sqlite.org/walformat.html). A worker stopped holding
+# byte 120 would stop every writer until the server kills it (tested below, on its own); one
+# stopped holding another byte (a checkpoint) stops no writer, so the reaper fences it.
 holds_state_lock() {
   local ino
   ino=$(stat -c %i "$T/state.db-shm") || return 1
-  grep -v -- '->' /proc/locks | awk -v p="$1" -v i=":$ino" '$4 == "WRITE" && $5 == p && substr($6, length($6) - length(i) + 1) == i' | grep -q .
+  grep -v -- '->' /proc/locks | awk -v p="$1" -v i=":$ino" -v b="${2:-}" '$4 == "WRITE" && $5 == p && substr($6, length($6) - length(i) + 1) == i && (b == "" || $7 == b)' | grep -q .
 }
 # stop_outside_lock PID: SIGSTOP at a moment PID holds no state lock.
 stop_outside_lock() {
@@ -150,7 +152,7 @@ pid=$(worker_pid "$run")
 locked=no
 for _ in $(seq 1 100); do # prefer the harder case: stopped inside a state write
   kill -STOP "$pid"
-  holds_state_lock "$pid" && { locked=yes; break; }
+  holds_state_lock "$pid" 120 && { locked=yes; break; }
   kill -CONT "$pid"
   sleep 0.01
 done

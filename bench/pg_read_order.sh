@@ -183,7 +183,8 @@ for who in $RUNS; do
   M[$who]=$(echo "${T[$who]}" | med) MC[$who]=$(echo "${C[$who]}" | med) MF[$who]=$(echo "${F[$who]}" | med)
   MSR[$who]=$(echo "${SR[$who]}" | med) MDR[$who]=$(echo "${DR[$who]}" | med) MDC[$who]=$(echo "${DC[$who]}" | med)
 done
-ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
+# three decimals, rounded (bc's scale cuts: 1.0579 would read 1.05)
+ratio() { printf '%.3f' "$(echo "scale=6; $1 / $2" | bc)"; }
 out=bench/results/$OUT.md
 {
   echo "# Reading in key order: the source's cost, against the COPY pipe ($(date -u '+%Y-%m-%d %H:%M UTC'))"

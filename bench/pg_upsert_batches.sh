@@ -87,7 +87,8 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 med() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { echo "scale=2; $1 / $2" | bc | sed 's/^\./0./'; }
+# three decimals, rounded (bc's scale cuts: 1.0579 would read 1.05)
+ratio() { printf '%.3f' "$(echo "scale=6; $1 / $2" | bc)"; }
 out=bench/results/$OUT
 m_one=$(echo "${T[one]}" | med)
 how='`INSERT … SELECT`'

@@ -16,7 +16,9 @@
  * the keys of a merge whose last operation is a delete), before 15 an INSERT ... SELECT ...
  * ON CONFLICT DO UPDATE (merge first deletes those keys); so a batch is applied as if its
  * rows ran in order. A batch of inserts only first tries INSERT ... ON CONFLICT of every
- * staged row as it is (apply_upsert).
+ * staged row as it is (apply_upsert); one whose keys increase is staged in a second
+ * temporary table of the fields alone, which that statement reads without projecting each
+ * row (write_lean).
  *
  * Transactions. per_apply: every apply() is one transaction (rows + checkpoint), so what
  * apply returned is committed; append batches can overlap their commits (`overlap_commits`,
@@ -92,6 +94,13 @@ struct target {
      * table's rules, triggers, casts or a soft delete column rule it out */
     char *direct_sql;
     bool direct_off; /* a batch met a key already in the table: the rest of the run stages */
+    /* upsert/merge: a second temporary table of the fields alone, its COPY and its upsert,
+     * for batches of inserts whose keys increase (keys_increase): the statement then reads
+     * a table shaped exactly like its target, and the server copies each row as it is
+     * instead of projecting away the staging columns (write_lean); NULL with casts */
+    char *lean;
+    char *lean_copy_sql;
+    char *lean_upsert_sql;
     char uri[512];
 };
 
@@ -191,6 +200,9 @@ static void free_target(struct target *t)
     ferry_free(t->upsert_sql);
     ferry_free(t->upsert_fast_sql);
     ferry_free(t->direct_sql);
+    ferry_free(t->lean);
+    ferry_free(t->lean_copy_sql);
+    ferry_free(t->lean_upsert_sql);
     ferry_free(t->delete_sql);
     ferry_free(t->insert_sql);
     for (int i = 0; t->cast && t->schema && i < t->schema->n_fields; i++)
@@ -1113,19 +1125,24 @@ static int drop_table(struct sink *s, const char *table, struct ferry_error *err
 
 /* ---- prepare ------------------------------------------------------------------------------ */
 
-/* The COPY of t's batches into its temporary table (with row number and operation), its
- * replace staging table or the table itself; `direct`: into the table, fields only. */
-static int copy_sql_of(struct sink *s, const struct target *t, bool direct, char **out,
+/* Where a batch's COPY goes: t's temporary table (with row number and operation) or else
+ * its replace staging table or the table itself (INTO_STAGE), the lean temporary table
+ * (INTO_LEAN, fields only), or straight into the table (INTO_TABLE, fields only). */
+enum copy_into { INTO_STAGE, INTO_LEAN, INTO_TABLE };
+
+static int copy_sql_of(struct sink *s, const struct target *t, enum copy_into to, char **out,
                        struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
+    bool staged = t->temp && to == INTO_STAGE;
+    const char *temp = to == INTO_LEAN ? t->lean : staged ? t->temp : NULL;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc = ferry_buf_printf(&b, "COPY ") == FERRY_OK ? FERRY_OK : oom(err);
     if (rc == FERRY_OK) {
-        if (t->temp && !direct) {
+        if (temp) {
             if (ferry_buf_printf(&b, "pg_temp.") != FERRY_OK) rc = oom(err);
-            if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+            if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, temp, err);
         } else {
             rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
         }
@@ -1135,7 +1152,7 @@ static int copy_sql_of(struct sink *s, const struct target *t, bool direct, char
         if (i && ferry_buf_printf(&b, ", ") != FERRY_OK) rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
-    if (rc == FERRY_OK && t->temp && !direct &&
+    if (rc == FERRY_OK && staged &&
         ferry_buf_printf(&b, ", \"" SEQ_COL "\", \"" OP_COL "\"") != FERRY_OK)
         rc = oom(err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, ") FROM STDIN (FORMAT binary)") != FERRY_OK)
@@ -1151,7 +1168,7 @@ static int copy_sql_of(struct sink *s, const struct target *t, bool direct, char
 
 static int build_copy_sql(struct sink *s, struct target *t, struct ferry_error *err)
 {
-    return copy_sql_of(s, t, false, &t->copy_sql, err);
+    return copy_sql_of(s, t, INTO_STAGE, &t->copy_sql, err);
 }
 
 /* The rows of the temporary table that count: the last one of each key (of the rows that
@@ -1176,10 +1193,11 @@ static int last_per_key(struct ferry_buf *b, const struct target *t, const char 
 
 /* INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE from the temporary table. `ordered`
  * reads the last row of each key (DISTINCT ON, a sort of the batch) and, for a hard-delete
- * merge, only the keys not deleted last; otherwise every staged row as it is, which needs a
- * batch of inserts only, each key once (a key twice fails the statement with
- * SQLSTATE 21000, and the batch then takes the ordered one: apply_upsert). */
-static int build_upsert(struct target *t, bool ordered, char **out, struct ferry_error *err)
+ * merge, only the keys not deleted last; otherwise every row of the temporary table `from`
+ * as it is, which needs a batch of inserts only, each key once (a key twice fails the
+ * statement with SQLSTATE 21000, and the batch then takes the ordered one: apply_upsert). */
+static int build_upsert(struct target *t, bool ordered, const char *from, char **out,
+                        struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
     struct ferry_buf b;
@@ -1203,7 +1221,7 @@ static int build_upsert(struct target *t, bool ordered, char **out, struct ferry
     bool soft = t->mode == FERRY_WRITE_MERGE && t->soft_col >= 0;
     if (!ordered) {
         if (rc == FERRY_OK && ferry_buf_printf(&b, "pg_temp.") != FERRY_OK) rc = oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, from, err);
         if (rc == FERRY_OK && ferry_buf_printf(&b, " AS l") != FERRY_OK) rc = oom(err);
     } else {
         if (rc == FERRY_OK) rc = last_per_key(&b, t, "*", soft, err);
@@ -1309,6 +1327,19 @@ static void choose_merge(struct sink *s, struct target *t)
                !t->has_rules; /* as ensure_table read the table */
 }
 
+/* The lean table's name, COPY and upsert (struct target), or none where a column is cast from
+ * staged text (the statement then projects anyway). */
+static int build_lean_sql(struct sink *s, struct target *t, bool cast, struct ferry_error *err)
+{
+    ferry_free(t->lean_copy_sql);
+    ferry_free(t->lean_upsert_sql);
+    t->lean_copy_sql = t->lean_upsert_sql = NULL;
+    if (cast) return FERRY_OK;
+    if (t->lean == NULL && (t->lean = ferry_asprintf("%s_lean", t->temp)) == NULL) return oom(err);
+    int rc = copy_sql_of(s, t, INTO_LEAN, &t->lean_copy_sql, err);
+    return rc == FERRY_OK ? build_upsert(t, false, t->lean, &t->lean_upsert_sql, err) : rc;
+}
+
 /* The ordered statement is a MERGE where the server has it (measured faster, and a merge's
  * deletes need no second sort); the plain one stays INSERT ... ON CONFLICT: a MERGE from the
  * whole staged batch is planned as a hash join over a sequential scan of the destination,
@@ -1317,8 +1348,8 @@ static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error
 {
     choose_merge(s, t);
     int rc = t->merge ? build_merge(t, &t->upsert_sql, err)
-                      : build_upsert(t, true, &t->upsert_sql, err);
-    if (rc == FERRY_OK) rc = build_upsert(t, false, &t->upsert_fast_sql, err);
+                      : build_upsert(t, true, NULL, &t->upsert_sql, err);
+    if (rc == FERRY_OK) rc = build_upsert(t, false, t->temp, &t->upsert_fast_sql, err);
     /* The direct COPY writes what the plain statement would for keys not in the table yet,
      * as long as nothing else acts on the rows: no rule (COPY ignores them), no trigger
      * (ON CONFLICT DO UPDATE also fires UPDATE statement triggers), no row-level security
@@ -1332,8 +1363,8 @@ static int build_upsert_sql(struct sink *s, struct target *t, struct ferry_error
     t->direct_off = false;
     if (rc == FERRY_OK && !cast && !t->has_rules && !t->row_hooks && t->soft_col < 0 &&
         t->insert_sql == NULL)
-        rc = copy_sql_of(s, t, true, &t->direct_sql, err);
-    return rc;
+        rc = copy_sql_of(s, t, INTO_TABLE, &t->direct_sql, err);
+    return rc == FERRY_OK ? build_lean_sql(s, t, cast, err) : rc;
 }
 
 static int build_delete_sql(struct target *t, struct ferry_error *err)
@@ -1538,19 +1569,20 @@ static int ensure_checkpoint_table(struct sink *s, struct ferry_error *err)
     return FERRY_OK;
 }
 
-/* The session's temporary staging table: the destination's column types (so the COPY
- * formats are the destination's), plus the row's batch position and operation. */
-static int create_temp(struct sink *s, struct target *t, struct ferry_error *err)
+/* A session's temporary table `name`: the destination's column types (so the COPY formats
+ * are the destination's), plus, when `staged`, the row's batch position and operation. */
+static int create_temp_table(struct sink *s, struct target *t, const char *name, bool staged,
+                             struct ferry_error *err)
 {
     const struct ferry_schema *sc = t->schema;
     struct ferry_buf b;
     ferry_buf_init(&b, 0);
     int rc =
         ferry_buf_printf(&b, "DROP TABLE IF EXISTS pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, "; CREATE TEMPORARY TABLE ") != FERRY_OK)
         rc = oom(err);
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, t->temp, err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, name, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " AS SELECT ") != FERRY_OK) rc = oom(err);
     for (int i = 0; i < sc->n_fields && rc == FERRY_OK; i++) {
         /* a column carried as text (plan_casts) stays text until the move casts it */
@@ -1559,15 +1591,24 @@ static int create_temp(struct sink *s, struct target *t, struct ferry_error *err
             rc = oom(err);
         if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&b, sc->fields[i].name, err);
     }
-    if (rc == FERRY_OK &&
-        ferry_buf_printf(&b, "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\" FROM ",
+    if (rc == FERRY_OK && staged &&
+        ferry_buf_printf(&b, "%s0::bigint AS \"" SEQ_COL "\", 0::smallint AS \"" OP_COL "\"",
                          sc->n_fields ? ", " : "") != FERRY_OK)
         rc = oom(err);
+    if (rc == FERRY_OK && ferry_buf_printf(&b, " FROM ") != FERRY_OK) rc = oom(err);
     if (rc == FERRY_OK) rc = qualified(&b, s->schema, t->staging ? t->staging : t->table, err);
     if (rc == FERRY_OK && ferry_buf_printf(&b, " WITH NO DATA") != FERRY_OK) rc = oom(err);
     char what[200];
     snprintf(what, sizeof what, WHAT ": staging table for \"%s\".\"%s\"", s->schema, t->table);
     return exec_buf(s, &b, rc, what, err);
+}
+
+/* The target's temporary tables: the staging one and, where it has its SQL, the lean one. */
+static int create_temp(struct sink *s, struct target *t, struct ferry_error *err)
+{
+    int rc = create_temp_table(s, t, t->temp, true, err);
+    if (rc == FERRY_OK && t->lean_upsert_sql) rc = create_temp_table(s, t, t->lean, false, err);
+    return rc;
 }
 
 static int sink_begin(void *ctx, const struct ferry_session_info *run, struct ferry_error *err)
@@ -1663,24 +1704,30 @@ static int close_stream(struct sink *s, struct ferry_error *err)
     return end_copy(s, NULL, into, err);
 }
 
-/* One batch's COPY: into t's temporary, staging or own table, or (`direct`) straight into
- * the table with the fields only. With `keep_open` (at_commit append/replace) the COPY is
+/* One batch's COPY, where `to` says (enum copy_into). With `keep_open` (at_commit append/replace) the COPY is
  * not ended after the batch: the next batch of the same target continues it, so the server
  * neither sets a COPY up per batch (a few ms each) nor waits idle between batches;
  * close_stream ends it. dup: as end_copy_dup. */
-static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, bool direct,
+static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, enum copy_into to,
                      bool keep_open, uint32_t *crc, bool *dup, struct ferry_error *err)
 {
     struct target *t = &s->t[ti];
-    bool temp = t->temp && !direct;
-    const char *into = temp ? t->temp : t->staging ? t->staging : t->table;
-    int n_wire = temp || !t->temp ? t->n_wire : t->n_wire - 2; /* the fields lead the wire */
+    bool staged = t->temp && to == INTO_STAGE;
+    bool temp = staged || to == INTO_LEAN;
+    const char *into = to == INTO_LEAN ? t->lean
+                       : staged        ? t->temp
+                       : t->staging    ? t->staging
+                                       : t->table;
+    int n_wire = staged || !t->temp ? t->n_wire : t->n_wire - 2; /* the fields lead the wire */
+    const char *sql = to == INTO_TABLE ? t->direct_sql
+                      : to == INTO_LEAN ? t->lean_copy_sql
+                                        : t->copy_sql;
     bool continuing = keep_open && s->streaming == ti;
     int rc = FERRY_OK;
     if (!continuing) {
         rc = close_stream(s, err);
         if (rc != FERRY_OK) return rc;
-        PGresult *r = PQexec(s->conn, direct ? t->direct_sql : t->copy_sql);
+        PGresult *r = PQexec(s->conn, sql);
         if (PQresultStatus(r) != PGRES_COPY_IN) {
             rc = ferry__pg_error(err, FERRY_ESINK, s->conn, r, WHAT ": COPY into \"%s\".\"%s\"",
                                  temp ? "pg_temp" : s->schema, into);
@@ -1714,7 +1761,7 @@ static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, bool d
 static int copy_batch(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
                       uint32_t *crc, struct ferry_error *err)
 {
-    return copy_rows(s, ti, b, false, keep_open, crc, NULL, err);
+    return copy_rows(s, ti, b, INTO_STAGE, keep_open, crc, NULL, err);
 }
 
 static int exec_step(struct sink *s, struct target *t, const char *sql, const char *step,
@@ -1830,13 +1877,30 @@ static int copy_direct(struct sink *s, int ti, const struct ferry_batch *b, uint
     uint32_t crc0 = *crc;
     *dup = false;
     int rc = exec_step(s, t, "SAVEPOINT ferry_direct", "copying into", err);
-    if (rc == FERRY_OK) rc = copy_rows(s, ti, b, true, false, crc, dup, err);
+    if (rc == FERRY_OK) rc = copy_rows(s, ti, b, INTO_TABLE, false, crc, dup, err);
     if (rc != FERRY_OK) return rc;
     if (!*dup) return exec_step(s, t, "RELEASE SAVEPOINT ferry_direct", "copying into", err);
     t->direct_off = true;
     *crc = crc0;
     return exec_step(s, t, "ROLLBACK TO SAVEPOINT ferry_direct; RELEASE SAVEPOINT ferry_direct",
                      "copying into", err);
+}
+
+/* A batch of inserts whose keys increase, through the lean table: emptied, filled by COPY
+ * with the fields alone, and upserted as it is (the plain statement: each key is there once,
+ * so no savepoint and no ordered fallback is needed). */
+static int write_lean(struct sink *s, int ti, const struct ferry_batch *b, uint32_t *crc,
+                      struct ferry_error *err)
+{
+    struct target *t = &s->t[ti];
+    struct ferry_buf q;
+    ferry_buf_init(&q, 0);
+    int rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&q, t->lean, err);
+    if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
+    ferry_buf_release(&q);
+    if (rc == FERRY_OK) rc = copy_rows(s, ti, b, INTO_LEAN, false, crc, NULL, err);
+    return rc == FERRY_OK ? exec_step(s, t, t->lean_upsert_sql, "upsert into", err) : rc;
 }
 
 static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool keep_open,
@@ -1849,6 +1913,8 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
         int drc = copy_direct(s, ti, b, crc, &dup, err);
         if (drc != FERRY_OK || !dup) return drc;
     }
+    if (t->lean_upsert_sql && !keep_open && ops == 1u << FERRY_OP_INSERT && keys_increase(t, b))
+        return write_lean(s, ti, b, crc, err);
     int rc = FERRY_OK;
     if (t->temp) {
         struct ferry_buf q;

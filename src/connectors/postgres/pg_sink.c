@@ -1704,10 +1704,10 @@ static int close_stream(struct sink *s, struct ferry_error *err)
     return end_copy(s, NULL, into, err);
 }
 
-/* One batch's COPY, where `to` says (enum copy_into). With `keep_open` (at_commit append/replace) the COPY is
- * not ended after the batch: the next batch of the same target continues it, so the server
- * neither sets a COPY up per batch (a few ms each) nor waits idle between batches;
- * close_stream ends it. dup: as end_copy_dup. */
+/* One batch's COPY, where `to` says (enum copy_into). With `keep_open` (at_commit
+ * append/replace) the COPY is not ended after the batch: the next batch of the same target
+ * continues it, so the server neither sets a COPY up per batch (a few ms each) nor waits
+ * idle between batches; close_stream ends it. dup: as end_copy_dup. */
 static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, enum copy_into to,
                      bool keep_open, uint32_t *crc, bool *dup, struct ferry_error *err)
 {
@@ -1719,7 +1719,7 @@ static int copy_rows(struct sink *s, int ti, const struct ferry_batch *b, enum c
                        : t->staging    ? t->staging
                                        : t->table;
     int n_wire = staged || !t->temp ? t->n_wire : t->n_wire - 2; /* the fields lead the wire */
-    const char *sql = to == INTO_TABLE ? t->direct_sql
+    const char *sql = to == INTO_TABLE  ? t->direct_sql
                       : to == INTO_LEAN ? t->lean_copy_sql
                                         : t->copy_sql;
     bool continuing = keep_open && s->streaming == ti;
@@ -1886,6 +1886,18 @@ static int copy_direct(struct sink *s, int ti, const struct ferry_batch *b, uint
                      "copying into", err);
 }
 
+/* Empties the session's temporary table `name` before a batch is staged in it. */
+static int empty_temp(struct sink *s, struct target *t, const char *name, struct ferry_error *err)
+{
+    struct ferry_buf q;
+    ferry_buf_init(&q, 0);
+    int rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
+    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&q, name, err);
+    if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
+    ferry_buf_release(&q);
+    return rc;
+}
+
 /* A batch of inserts whose keys increase, through the lean table: emptied, filled by COPY
  * with the fields alone, and upserted as it is (the plain statement: each key is there once,
  * so no savepoint and no ordered fallback is needed). */
@@ -1893,12 +1905,7 @@ static int write_lean(struct sink *s, int ti, const struct ferry_batch *b, uint3
                       struct ferry_error *err)
 {
     struct target *t = &s->t[ti];
-    struct ferry_buf q;
-    ferry_buf_init(&q, 0);
-    int rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
-    if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&q, t->lean, err);
-    if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
-    ferry_buf_release(&q);
+    int rc = empty_temp(s, t, t->lean, err);
     if (rc == FERRY_OK) rc = copy_rows(s, ti, b, INTO_LEAN, false, crc, NULL, err);
     return rc == FERRY_OK ? exec_step(s, t, t->lean_upsert_sql, "upsert into", err) : rc;
 }
@@ -1915,15 +1922,7 @@ static int write_rows(struct sink *s, int ti, const struct ferry_batch *b, bool 
     }
     if (t->lean_upsert_sql && !keep_open && ops == 1u << FERRY_OP_INSERT && keys_increase(t, b))
         return write_lean(s, ti, b, crc, err);
-    int rc = FERRY_OK;
-    if (t->temp) {
-        struct ferry_buf q;
-        ferry_buf_init(&q, 0);
-        rc = ferry_buf_printf(&q, "TRUNCATE pg_temp.") == FERRY_OK ? FERRY_OK : oom(err);
-        if (rc == FERRY_OK) rc = ferry__pg_quote_ident(&q, t->temp, err);
-        if (rc == FERRY_OK) rc = exec_step(s, t, q.data, "clearing the staging table of", err);
-        ferry_buf_release(&q);
-    }
+    int rc = t->temp ? empty_temp(s, t, t->temp, err) : FERRY_OK;
     if (rc == FERRY_OK) rc = copy_batch(s, ti, b, keep_open, crc, err);
     if (rc == FERRY_OK && t->insert_sql)
         rc = name_cast_columns(t, exec_step(s, t, t->insert_sql, "moving a staged batch into", err),

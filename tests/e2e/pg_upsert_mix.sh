@@ -2,8 +2,7 @@
 # postgres -> postgres write: upsert through the plain-batch paths (a COPY straight into the
 # table under a savepoint while no key is there yet; else every staged row, one INSERT … ON
 # CONFLICT from a temporary table of the fields alone, with no savepoint when the batch's keys
-# strictly increase, as here) for three key
-# mixes of the destination: all keys new (copied
+# strictly increase, as here) for three key mixes of the destination: all keys new (copied
 # straight, no unique violation), all existing (with other values), half and half (one
 # violation, then staged); tables with a trigger or forced row-level security always stage;
 # the destination must equal the source as a set. A source whose declared key repeats takes

@@ -174,9 +174,36 @@ static void build_message(struct bytes *x)
 }
 
 typedef void (*builder_fn)(struct bytes *);
-static const builder_fn builders[] = {build_begin,  build_commit, build_relation, build_insert,
-                                      build_update, build_delete, build_truncate, build_type,
-                                      build_origin, build_message};
+/* protocol 2's stream blocks */
+static void build_stream_start(struct bytes *x)
+{
+    p8(x, 'S');
+    p32(x, 4242);
+    p8(x, 1);
+}
+static void build_stream_stop(struct bytes *x)
+{
+    p8(x, 'E');
+}
+static void build_stream_commit(struct bytes *x)
+{
+    p8(x, 'c');
+    p32(x, 4242);
+    p8(x, 0);
+    p64(x, 0x200);
+    p64(x, 0x280);
+    p64(x, 3000000);
+}
+static void build_stream_abort(struct bytes *x)
+{
+    p8(x, 'A');
+    p32(x, 4242);
+    p32(x, 4243);
+}
+static const builder_fn builders[] = {
+    build_begin,        build_commit,      build_relation,      build_insert,      build_update,
+    build_delete,       build_truncate,    build_type,          build_origin,      build_message,
+    build_stream_start, build_stream_stop, build_stream_commit, build_stream_abort};
 
 /* Decodes the message `build` makes from an exact-size heap copy and returns the copy, which
  * m points into: the caller frees it after reading m. */
@@ -223,6 +250,22 @@ static void test_messages(void **state)
     decode_built(&d, build_commit, &m);
     assert_true(m.commit_lsn == 0x100 && m.end_lsn == 0x180);
     assert_int_equal(m.time, 2000000);
+
+    decode_built(&d, build_stream_start, &m);
+    assert_int_equal(m.kind, 'S');
+    assert_int_equal(m.xid, 4242);
+    assert_true(m.first_segment);
+    decode_built(&d, build_stream_stop, &m);
+    assert_int_equal(m.kind, 'E');
+    decode_built(&d, build_stream_commit, &m);
+    assert_int_equal(m.kind, 'c');
+    assert_int_equal(m.xid, 4242);
+    assert_true(m.commit_lsn == 0x200 && m.end_lsn == 0x280);
+    assert_int_equal(m.time, 3000000);
+    decode_built(&d, build_stream_abort, &m);
+    assert_int_equal(m.kind, 'A');
+    assert_int_equal(m.xid, 4242);
+    assert_int_equal(m.subxid, 4243);
 
     uint8_t *keep = decode_kept(&d, build_relation, &m);
     assert_int_equal(m.relid, 16384);

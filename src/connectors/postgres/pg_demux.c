@@ -15,7 +15,12 @@
  * them without it, and wakes a reader waiting for room only once its queue is half empty.
  * Per frame (a lock each, a wake-up each) the two threads spent more time in the kernel than
  * on the frames. A member's frames in memory: its queue (QUEUE_BYTES) and its cache
- * (TAKE_BYTES), each at least one frame. */
+ * (TAKE_BYTES), each at least one frame.
+ *
+ * Streamed transactions (protocol 2, PostgreSQL 14+): a stream block's messages go to the
+ * transaction's spool (pg_spool.h), not to the tables; at its Stream Commit the transaction
+ * is dispatched from the spool as version 1 sends one (Begin, messages, Commit), so the
+ * tables' streams only ever read version 1. */
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +32,7 @@
 #include <unistd.h>
 #include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
+#include "connectors/postgres/pg_spool.h"
 #include "ferry/batch.h"
 #include "ferry/core.h"
 
@@ -193,6 +199,9 @@ struct demux {
     int64_t last_status, last_probe, last_data, heard;
     struct ferry_pg_repl_decoder dec;
     struct rels rels;
+    /* streamed in-progress transactions (protocol 2), until their Stream Commit or Abort */
+    struct ferry_pg_spools spools;
+    char spools_what[96];
     bool wake_due; /* a waiting member has frames it was not woken for (wake) */
     bool coalesce; /* the last read handed over little (COALESCE_BYTES) */
     /* a failure every member reports */
@@ -464,6 +473,74 @@ static bool all_finished(struct demux *d, char kind, uint64_t lsn, bool epoch)
     return all;
 }
 
+static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err);
+
+/* mu held: a Begin or Commit frame in version 1's form, with the header of the Stream Commit
+ * frame `hdr` (its first `at` bytes), handed to dispatch. */
+static int replay_mark(struct demux *d, const uint8_t *hdr, size_t at,
+                       const struct ferry_pg_repl_msg *c, char kind, struct ferry_error *err)
+{
+    size_t body = kind == 'B' ? 21 : 26;
+    uint8_t *p = ferry_malloc(at + body);
+    if (p == NULL) return nomem(err);
+    memcpy(p, hdr, at);
+    uint8_t *q = p + at;
+    *q++ = (uint8_t)kind;
+    uint64_t v[3] = {c->commit_lsn, (uint64_t)c->time, 0};
+    if (kind == 'C') {
+        *q++ = c->flags;
+        v[1] = c->end_lsn;
+        v[2] = (uint64_t)c->time;
+    }
+    for (int k = 0; k < (kind == 'B' ? 2 : 3); k++)
+        for (int b = 0; b < 8; b++)
+            *q++ = (uint8_t)(v[k] >> (56 - 8 * b));
+    if (kind == 'B')
+        for (int b = 0; b < 4; b++)
+            *q++ = (uint8_t)(c->xid >> (24 - 8 * b));
+    /* freed like libpq's frames: PQfreemem is free(), ferry_malloc is malloc (core/mem.c) */
+    return dispatch(d, (char *)p, (int)(at + body), err);
+}
+
+/* mu held: the transaction xid read back from its spool at its Stream Commit `c`, as
+ * version 1 sends a transaction: Begin, its messages, Commit. */
+static int replay_txn(struct demux *d, const uint8_t *hdr, size_t at,
+                      const struct ferry_pg_repl_msg *c, struct ferry_error *err)
+{
+    int rc = ferry__pg_spool_replay(&d->spools, c->xid, err);
+    if (rc == FERRY_OK) rc = replay_mark(d, hdr, at, c, 'B', err);
+    char *frame = NULL;
+    int n;
+    while (rc == FERRY_OK && (rc = ferry__pg_spool_next(&d->spools, &frame, &n, err)) == FERRY_OK &&
+           frame != NULL)
+        rc = dispatch(d, frame, n, err);
+    return rc == FERRY_OK ? replay_mark(d, hdr, at, c, 'C', err) : rc;
+}
+
+/* mu held: a frame of protocol 2's streaming (a stream block's control message, or a
+ * message inside a block, spooled); buf is libpq's, handed over (pg_spool.h). */
+static int stream_frame(struct demux *d, char *buf, int n, const struct ferry_pg_repl_frame *f,
+                        struct ferry_error *err)
+{
+    char kind = (char)f->data[0];
+    size_t at = (size_t)(f->data - (const uint8_t *)buf);
+    int rc = FERRY_OK;
+    if (kind == 'S' || kind == 'E' || kind == 'c' || kind == 'A') {
+        struct ferry_pg_repl_msg m;
+        rc = ferry_pg_repl_decode(&d->dec, f->data, f->len, &m, err);
+        if (rc == FERRY_OK && kind == 'S')
+            rc = ferry__pg_spool_start(&d->spools, m.xid, m.first_segment, err);
+        if (rc == FERRY_OK && kind == 'E') ferry__pg_spool_stop(&d->spools);
+        if (rc == FERRY_OK && kind == 'A')
+            rc = ferry__pg_spool_abort(&d->spools, m.xid, m.subxid, err);
+        if (rc == FERRY_OK && kind == 'c') rc = replay_txn(d, (const uint8_t *)buf, at, &m, err);
+    } else if (kind != 'O') { /* an Origin carries no xid; ferry reads none */
+        rc = ferry__pg_spool_put(&d->spools, (const uint8_t *)buf, (size_t)n, at, err);
+    }
+    PQfreemem(buf);
+    return rc;
+}
+
 /* One CopyData frame of the server (buf is libpq's, handed over). mu held. */
 static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
 {
@@ -488,6 +565,8 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     d->last_data = ferry_now_mono_us();
     if (f.wal_start > d->received) d->received = f.wal_start;
     char kind = f.len > 0 ? (char)f.data[0] : 0;
+    if (kind == 'S' || kind == 'E' || kind == 'c' || kind == 'A' || d->spools.open != NULL)
+        return stream_frame(d, buf, n, &f, err);
     if ((kind == 'I' || kind == 'U' || kind == 'D') && f.len >= 5) {
         uint32_t relid = be32(f.data + 1);
         for (int i = 0; i < d->n_m; i++) {
@@ -607,13 +686,17 @@ static int start_sql(struct demux *d, struct ferry_buf *sql, struct ferry_error 
     int rc = ferry__pg_quote_ident(&names, d->pub, err);
     char *lit = rc == FERRY_OK ? PQescapeLiteral(d->c, names.data, names.len) : NULL;
     if (rc == FERRY_OK && lit == NULL) rc = nomem(err);
+    bool v14 = PQserverVersion(d->c) >= 140000;
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, "START_REPLICATION SLOT ");
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, d->slot, err);
     if (rc == FERRY_OK)
         rc = ferry_buf_printf(
-            sql, " LOGICAL %s (\"proto_version\" '1', \"publication_names\" %s%s)", at, lit,
+            sql, " LOGICAL %s (\"proto_version\" '%s', \"publication_names\" %s%s)", at,
+            /* 14+: transactions above logical_decoding_work_mem streamed as they are decoded
+             * (pg_spool.h), not written to the server's disk first */
+            v14 ? "2', \"streaming\" 'on" : "1", lit,
             /* logical messages: the watermarks of tables read in chunks */
-            PQserverVersion(d->c) >= 140000 ? ", \"messages\" 'true'" : "");
+            v14 ? ", \"messages\" 'true'" : "");
     if (rc == FERRY_ENOMEM) rc = nomem(err);
     if (lit) PQfreemem(lit);
     ferry_buf_release(&names);
@@ -1016,7 +1099,9 @@ static bool wait_all_left(struct demux *d, uint64_t *pos, uint64_t *flush)
         pthread_cond_signal(&d->m[i]->cv);
     while (active_members(d) > 0)
         timed_wait(&d->cv, 100);
-    bool park = d->streaming && !d->in_txn && !d->failed && d->n_m > 0;
+    /* a continued session would not send a spooled transaction's earlier blocks again */
+    bool park = d->streaming && !d->in_txn && !d->failed && d->n_m > 0 &&
+                !ferry__pg_spools_any(&d->spools);
     *pos = 0;
     for (int i = 0; i < d->n_m && park; i++) {
         const struct ferry_pg_demux_member *mb = d->m[i];
@@ -1072,6 +1157,7 @@ static void demux_free(struct demux *d)
     ferry_free(d->m);
     begin_drop(d);
     rels_free(&d->rels);
+    ferry__pg_spools_release(&d->spools);
     ferry_pg_repl_decoder_release(&d->dec);
     pthread_cond_destroy(&d->cv);
     ferry_secret_free(d->url); /* it may hold a password */
@@ -1098,6 +1184,8 @@ static struct demux *demux_new(const struct ferry_pg_demux_join *j)
     d->epoch_rows = j->epoch_rows;
     pthread_cond_init(&d->cv, NULL);
     ferry_pg_repl_decoder_init(&d->dec);
+    snprintf(d->spools_what, sizeof d->spools_what, WHAT ": slot %s", d->slot);
+    ferry__pg_spools_init(&d->spools, d->spools_what);
     return d;
 }
 

@@ -215,6 +215,23 @@ int ferry_pg_repl_decode(struct ferry_pg_repl_decoder *d, const uint8_t *p, size
         m->end_lsn = u64(&r, "end LSN");
         m->time = (int64_t)u64(&r, "commit time");
         break;
+    case 'S':
+        m->xid = u32(&r, "xid");
+        m->first_segment = u8(&r, "first segment") == 1;
+        break;
+    case 'E':
+        break;
+    case 'c':
+        m->xid = u32(&r, "xid");
+        m->flags = u8(&r, "flags");
+        m->commit_lsn = u64(&r, "commit LSN");
+        m->end_lsn = u64(&r, "end LSN");
+        m->time = (int64_t)u64(&r, "commit time");
+        break;
+    case 'A':
+        m->xid = u32(&r, "xid");
+        m->subxid = u32(&r, "subtransaction xid");
+        break;
     case 'O':
         m->origin_lsn = u64(&r, "origin LSN");
         m->origin_name = cstr(&r, "origin name");

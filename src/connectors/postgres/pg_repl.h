@@ -4,15 +4,20 @@
  * No I/O: the functions take a byte buffer and fill a struct whose strings and values point
  * into that buffer (valid while the buffer is). Every length is checked against the buffer:
  * truncated, oversized or garbage input is FERRY_EINVAL with a message naming the message
- * kind and the field, never a read past the end. Protocol version 1 (no streamed
- * transactions), the format of PostgreSQL's "Logical Replication Message Formats".
+ * kind and the field, never a read past the end. Protocol versions 1 and 2, the format of
+ * PostgreSQL's "Logical Replication Message Formats". Version 2 adds streamed in-progress
+ * transactions: Stream Start, Stop, Commit and Abort, and inside a stream block every data
+ * message carries the (sub)transaction's xid after its kind byte; the session's reader spools
+ * those blocks (pg_spool.h) and hands each transaction on at its commit in version 1's form,
+ * so the decoder of a table's changes only ever sees version 1.
  *
  * Two layers:
  *   - the CopyData frames of START_REPLICATION: XLogData ('w': start, end, send time,
  *     payload) and primary keepalive ('k': server WAL end, send time, reply requested);
  *     and the client's standby status update ('r'), built into 34 bytes;
  *   - the pgoutput messages inside XLogData: Begin, Commit, Origin, Relation, Type, Insert,
- *     Update, Delete, Truncate, Message.
+ *     Update, Delete, Truncate, Message, and version 2's Stream Start ('S'), Stop ('E'),
+ *     Commit ('c') and Abort ('A').
  *
  * Ownership: a decoder holds scratch arrays for tuple values and relation columns that grow
  * (ferry_realloc, capped at FERRY_PG_REPL_MAX_COLS) and are reused: steady state allocates
@@ -70,13 +75,17 @@ struct ferry_pg_repl_column {
 };
 
 struct ferry_pg_repl_msg {
-    char kind; /* 'B','C','O','R','Y','I','U','D','T','M' */
-    /* Begin: final_lsn, time, xid. Commit: flags, commit_lsn, end_lsn, time. */
+    char kind; /* 'B','C','O','R','Y','I','U','D','T','M', streams: 'S','E','c','A' */
+    /* Begin: final_lsn, time, xid. Commit: flags, commit_lsn, end_lsn, time. Stream Start:
+     * xid, first_segment. Stream Commit: xid, flags, commit_lsn, end_lsn, time. Stream
+     * Abort: xid, subxid (equal to xid when the whole transaction aborted). */
     uint64_t final_lsn;
     uint64_t commit_lsn;
     uint64_t end_lsn;
     int64_t time; /* commit time, microseconds since 2000-01-01 */
     uint32_t xid;
+    uint32_t subxid;
+    bool first_segment;
     uint8_t flags;
     /* Relation, Insert, Update, Delete: the relation id. */
     uint32_t relid;

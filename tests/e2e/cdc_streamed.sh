@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# shared: pg
+# Streamed in-progress transactions (pgoutput protocol 2) against a real PostgreSQL: the
+# source URL gives ferry's replication session a 64kB logical_decoding_work_mem, so that every
+# transaction above it reaches ferry in stream blocks as the walsender decodes it (kept in a
+# deleted temporary file until its commit, pg_spool.h). Pending in the slot, then replayed by
+# one bounded run, then under `--follow` and a kill -9: a large transaction with a rolled-back
+# subtransaction (and one nested in it) and a released one; a large transaction that aborts;
+# a large transaction left open while other sessions commit small ones touching the same
+# rows; deletes and updates of keys copied before. Each time both destination tables equal
+# their sources, the server counted streamed transactions for the slot (stream_txns), and no
+# spool file is left in ferry's TMPDIR.
+. "$(dirname "$0")/lib.sh"
+. "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
+pg_start
+bg_kill_on_exit
+
+dest=$(pg_db dest)
+export SRC_URL="$FERRY_PG_URL?options=-c%20logical_decoding_work_mem%3D64kB"
+export DEST_URL="postgresql://ferry_admin:$PGPASSWORD@127.0.0.1:$PGPORT/$dest"
+SPOOL="$T/spool"
+mkdir -p "$SPOOL"
+
+pgq >/dev/null <<'SQL'
+CREATE TABLE st_a (id int PRIMARY KEY, v text NOT NULL, n int);
+CREATE TABLE st_b (id bigint PRIMARY KEY, note text);
+INSERT INTO st_a SELECT g, 'a' || g, g FROM generate_series(1, 3000) g;
+INSERT INTO st_b SELECT g, 'b' || g FROM generate_series(1, 1000) g;
+SQL
+cat > st.yaml <<EOF
+version: 1
+name: st
+source:
+  type: postgres
+  url: env:SRC_URL
+  resources:
+    - {tables: [public.st_*], mode: cdc}
+sink: {type: postgres, url: env:DEST_URL, schema: public, write: merge}
+EOF
+run() { TMPDIR="$SPOOL" "$FERRY_BIN" "$@"; }
+
+same() { # LABEL: both tables equal their sources, row by row
+  local t a b
+  for t in st_a st_b; do
+    a=$(pgq -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM $t t")
+    b=$(pgq -d "$dest" -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM $t t")
+    [ "$a" = "$b" ] && continue
+    pgq -c "SELECT * FROM $t ORDER BY id" > "$T/src.$t"
+    pgq -d "$dest" -c "SELECT * FROM $t ORDER BY id" > "$T/dst.$t"
+    fail "$1: $t differs from its source ($(wc -l < "$T/src.$t") rows against $(wc -l < "$T/dst.$t"); first differences: $(diff "$T/src.$t" "$T/dst.$t" | head -6 | tr '\n' ' '))"
+  done
+}
+streamed() { # the server's count of transactions it streamed for ferry's slot (14+)
+  pgq -c "SELECT coalesce(sum(stream_txns), 0) FROM pg_stat_replication_slots WHERE slot_name = 'ferry_st'"
+}
+no_spool_left() {
+  [ -z "$(ls -A "$SPOOL")" ] || fail "$1: files left in ferry's TMPDIR: $(ls -A "$SPOOL")"
+}
+
+expect_exit 0 run run st.yaml --quiet
+same "first run (copy)"
+pass "copied 3000 + 1000 rows and created the slot"
+
+# Pending in the slot: large transactions, each far above 64kB of decoded changes.
+pgq >/dev/null <<'SQL'
+BEGIN;
+INSERT INTO st_a SELECT g, 'big' || g, g FROM generate_series(10001, 16000) g;
+UPDATE st_a SET v = v || '-u', n = n + 1 WHERE id <= 2000;
+DELETE FROM st_a WHERE id BETWEEN 2501 AND 2700;
+INSERT INTO st_b SELECT g, 'nb' || g FROM generate_series(5001, 8000) g;
+SAVEPOINT s1;
+INSERT INTO st_a SELECT g, 'gone' || g, g FROM generate_series(20001, 24000) g;
+UPDATE st_b SET note = 'gone' WHERE id <= 1000;
+SAVEPOINT s2;
+DELETE FROM st_a WHERE id BETWEEN 1 AND 500;
+ROLLBACK TO SAVEPOINT s1;
+SAVEPOINT s3;
+UPDATE st_b SET note = note || '-kept' WHERE id BETWEEN 5001 AND 6000;
+RELEASE SAVEPOINT s3;
+INSERT INTO st_a VALUES (30001, 'last', NULL);
+COMMIT;
+BEGIN;
+INSERT INTO st_a SELECT g, 'aborted' || g, g FROM generate_series(40001, 46000) g;
+DELETE FROM st_b WHERE id <= 500;
+ROLLBACK;
+UPDATE st_a SET n = -1 WHERE id = 3;
+SQL
+# A large transaction open while other sessions commit small ones (on other rows); it
+# commits after them, so it is applied after them, as on the source.
+{
+  echo "BEGIN;"
+  echo "UPDATE st_a SET v = 'long-' || id WHERE id BETWEEN 10001 AND 14000;"
+  echo "INSERT INTO st_b SELECT g, 'long' || g FROM generate_series(9001, 12000) g;"
+  echo "SELECT pg_sleep(2);"
+  echo "UPDATE st_a SET n = n * 10 WHERE id BETWEEN 2001 AND 2400;"
+  echo "COMMIT;"
+} | pgq >/dev/null &
+long=$!
+BG+=("$long")
+sleep 0.5
+for i in $(seq 1 20); do
+  pgq -c "UPDATE st_a SET n = coalesce(n, 0) + $i WHERE id = $((2800 + i))" \
+      -c "DELETE FROM st_b WHERE id = $((900 + i))" >/dev/null
+done
+wait "$long" || fail "the long transaction failed"
+before=$(streamed)
+expect_exit 0 run run st.yaml --quiet
+same "replayed backlog with streamed transactions"
+no_spool_left "after the replay"
+for _ in $(seq 1 100); do
+  after=$(streamed)
+  [ "$after" -gt "$before" ] && break
+  sleep 0.1
+done
+[ "$after" -ge $((before + 3)) ] || fail "the server streamed $((after - before)) transactions to ferry, expected 3 or more (stream_txns $before -> $after)"
+[ "$(pgq -d "$dest" -c "SELECT count(*) FROM st_a WHERE id > 20000 AND id < 30000 OR id > 40000")" = 0 ] ||
+  fail "rows of a rolled-back subtransaction or an aborted transaction reached the destination"
+pass "backlog of 3 large transactions streamed (subtransactions rolled back and released, one aborted, one open across 20 commits): destination equals the source"
+
+# Under --follow, killed with -9 while a large transaction streams in, then resumed.
+TMPDIR="$SPOOL" "$FERRY_BIN" run st.yaml --follow --epoch 300ms --quiet > follow.log 2>&1 &
+fpid=$!
+BG+=("$fpid")
+sleep 1
+pgq >/dev/null <<'SQL'
+BEGIN;
+UPDATE st_a SET v = v || '-k', n = coalesce(n, 0) + 7;
+INSERT INTO st_b SELECT g, 'kill' || g FROM generate_series(20001, 60000) g;
+COMMIT;
+SQL
+sleep 0.3
+kill -0 "$fpid" 2>/dev/null || fail "--follow ended before the kill: $(cat follow.log)"
+kill -9 "$fpid"
+wait "$fpid" 2>/dev/null || true
+pgq -c "DELETE FROM st_b WHERE id BETWEEN 20001 AND 20100" -c "UPDATE st_a SET v = 'after' WHERE id = 1" >/dev/null
+no_spool_left "after kill -9"
+# the interrupted epoch's run is resumed up to its planned end, then a new run reads the rest
+expect_exit 0 run run st.yaml --quiet
+expect_exit 0 run run st.yaml --quiet
+same "resumed after kill -9"
+no_spool_left "after the resumed run"
+pass "killed with -9 during a large streamed transaction: the next run converges, no spool file left"
+
+# No room in ferry's TMPDIR for a streamed transaction: the run stops naming the folder and
+# the transaction, acknowledges nothing and leaves nothing there; with room, the next run
+# converges.
+mount_small "$T/small" 1m
+confirmed() { pgq -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'ferry_st'"; }
+conf0=$(confirmed)
+pgq >/dev/null <<'SQL'
+BEGIN;
+UPDATE st_a SET v = v || '-full';
+INSERT INTO st_b SELECT g, 'full' || g FROM generate_series(60001, 100000) g;
+COMMIT;
+SQL
+set +e
+OUT=$(TMPDIR="$T/small" "$FERRY_BIN" run st.yaml 2>&1)
+rc=$?
+set -e
+[ "$rc" != 0 ] || fail "a streamed transaction larger than TMPDIR should fail the run: $OUT; $(df -h "$T/small" | tail -1); streamed $(streamed)"
+printf '%s' "$OUT" | grep -q "streamed transaction [0-9]* in $T/small/ferry-txn-.*No space left on device" ||
+  fail "the error should name the transaction, the folder and the cause: $OUT"
+[ "$(confirmed)" = "$conf0" ] || fail "the slot was acknowledged past the failed transaction ($conf0 -> $(confirmed))"
+[ -z "$(ls -A "$T/small")" ] || fail "files left in the full TMPDIR: $(ls -A "$T/small")"
+expect_exit 0 run run st.yaml --quiet
+expect_exit 0 run run st.yaml --quiet
+same "after TMPDIR ran full"
+pass "TMPDIR too small for a streamed transaction: clear error, slot not acknowledged, the next run converges"

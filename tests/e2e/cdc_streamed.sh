@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # shared: pg
-# Streamed in-progress transactions (pgoutput protocol 2) against a real PostgreSQL: the
-# source URL gives ferry's replication session a 64kB logical_decoding_work_mem, so that every
-# transaction above it reaches ferry in stream blocks as the walsender decodes it (kept in a
-# deleted temporary file until its commit, pg_spool.h). Pending in the slot, then replayed by
-# one bounded run, then under `--follow` and a kill -9: a large transaction with a rolled-back
-# subtransaction (and one nested in it) and a released one; a large transaction that aborts;
-# a large transaction left open while other sessions commit small ones touching the same
-# rows; deletes and updates of keys copied before. Each time both destination tables equal
-# their sources, the server counted streamed transactions for the slot (stream_txns), and no
-# spool file is left in ferry's TMPDIR.
+# Streamed in-progress transactions (pgoutput protocol 2, `stream_large_transactions: true`)
+# against a real PostgreSQL: the source URL gives ferry's replication session a 64kB
+# logical_decoding_work_mem, so that every transaction above it reaches ferry in stream
+# blocks as the walsender decodes it (kept in a deleted temporary file until its commit,
+# pg_spool.h). Replayed from the slot by a bounded
+# run: a large transaction with a rolled-back subtransaction (and one nested in it) and a
+# released one; a large transaction that aborts; a large transaction left open while other
+# sessions commit small ones. Under `--follow`: a large transaction open across several
+# epochs (the session parked with its spool between them); a kill -9 while one streams in.
+# Then a TMPDIR too small for one. Each time both destination tables equal their sources;
+# the server counted streamed transactions for the slot (stream_txns); no spool file is left
+# in ferry's TMPDIR; the full TMPDIR fails the run with a clear error and no acknowledgement.
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -33,6 +35,7 @@ name: st
 source:
   type: postgres
   url: env:SRC_URL
+  stream_large_transactions: true
   resources:
     - {tables: [public.st_*], mode: cdc}
 sink: {type: postgres, url: env:DEST_URL, schema: public, write: merge}
@@ -117,6 +120,48 @@ done
   fail "rows of a rolled-back subtransaction or an aborted transaction reached the destination"
 pass "backlog of 3 large transactions streamed (subtransactions rolled back and released, one aborted, one open across 20 commits): destination equals the source"
 
+# Under --follow (200 ms epochs, the session parked between them), a large transaction open
+# across several epochs while small ones commit: its first blocks are spooled in one epoch's
+# session, which is parked with them and continued by the next epochs.
+md5s() { # DB: both tables' rows, one digest
+  pgq ${1:+-d "$1"} -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM st_a t" \
+    -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM st_b t" | tr '\n' ' '
+}
+FERRY_LOG=debug TMPDIR="$SPOOL" "$FERRY_BIN" run st.yaml --follow --epoch 200ms --quiet > follow1.log 2>&1 &
+fpid=$!
+BG+=("$fpid")
+sleep 1
+{
+  echo "BEGIN;"
+  echo "INSERT INTO st_b SELECT g, 'span' || g FROM generate_series(70001, 76000) g;"
+  echo "SELECT pg_sleep(1.5);"
+  echo "UPDATE st_b SET note = note || '-2' WHERE id BETWEEN 70001 AND 73000;"
+  echo "SELECT pg_sleep(1);"
+  echo "COMMIT;"
+} | pgq >/dev/null &
+span=$!
+BG+=("$span")
+for i in $(seq 1 30); do
+  pgq -c "UPDATE st_a SET n = coalesce(n, 0) + 1 WHERE id = $((100 + i))" >/dev/null
+  sleep 0.1
+done
+wait "$span" || fail "the transaction spanning epochs failed"
+want=$(md5s)
+for _ in $(seq 1 300); do
+  [ "$(md5s "$dest")" = "$want" ] && break
+  kill -0 "$fpid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -TERM "$fpid" 2>/dev/null || true
+set +e; wait "$fpid"; frc=$?; set -e
+[ $frc = 0 ] || [ $frc = 5 ] || fail "--follow after SIGTERM exited $frc: $(tail -5 follow1.log)"
+same "a transaction open across --follow epochs"
+grep -qE "session kept at the end of the run \([1-9][0-9]* streamed transaction" follow1.log ||
+  fail "no epoch's session was parked holding a streamed transaction: $(grep 'session kept' follow1.log | sort | uniq -c)"
+grep -q "continued session" follow1.log || fail "no epoch continued a parked session"
+no_spool_left "after --follow"
+pass "--follow: a streamed transaction open across epochs is carried by the parked session and applied once at its commit"
+
 # Under --follow, killed with -9 while a large transaction streams in, then resumed.
 TMPDIR="$SPOOL" "$FERRY_BIN" run st.yaml --follow --epoch 300ms --quiet > follow.log 2>&1 &
 fpid=$!
@@ -150,7 +195,7 @@ conf0=$(confirmed)
 pgq >/dev/null <<'SQL'
 BEGIN;
 UPDATE st_a SET v = v || '-full';
-INSERT INTO st_b SELECT g, 'full' || g FROM generate_series(60001, 100000) g;
+INSERT INTO st_b SELECT g, 'full' || g FROM generate_series(100001, 140000) g;
 COMMIT;
 SQL
 set +e

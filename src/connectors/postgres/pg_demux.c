@@ -687,14 +687,15 @@ static int start_sql(struct demux *d, struct ferry_buf *sql, struct ferry_error 
     char *lit = rc == FERRY_OK ? PQescapeLiteral(d->c, names.data, names.len) : NULL;
     if (rc == FERRY_OK && lit == NULL) rc = nomem(err);
     bool v14 = PQserverVersion(d->c) >= 140000;
+    bool stream = v14 && d->opts.stream_large_txns;
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, "START_REPLICATION SLOT ");
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, d->slot, err);
     if (rc == FERRY_OK)
         rc = ferry_buf_printf(
             sql, " LOGICAL %s (\"proto_version\" '%s', \"publication_names\" %s%s)", at,
-            /* 14+: transactions above logical_decoding_work_mem streamed as they are decoded
-             * (pg_spool.h), not written to the server's disk first */
-            v14 ? "2', \"streaming\" 'on" : "1", lit,
+            /* stream_large_transactions (14+): transactions above logical_decoding_work_mem
+             * streamed as they are decoded (pg_spool.h), not written to the server's disk */
+            stream ? "2', \"streaming\" 'on" : "1", lit,
             /* logical messages: the watermarks of tables read in chunks */
             v14 ? ", \"messages\" 'true'" : "");
     if (rc == FERRY_ENOMEM) rc = nomem(err);
@@ -765,6 +766,7 @@ struct parked {
     uint64_t flush;    /* last flush reported to the server */
     int64_t since;     /* parked at, monotonic us */
     struct rels rels;  /* the session's Relation messages (sent once per session) */
+    struct ferry_pg_spools spools; /* its streamed transactions not yet committed */
 };
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -780,6 +782,7 @@ static void parked_close(struct parked *p)
         PQfinish(p->c);
     }
     rels_free(&p->rels);
+    ferry__pg_spools_release(&p->spools);
     memset(p, 0, sizeof *p);
 }
 
@@ -837,10 +840,12 @@ static bool park_put(struct demux *d, uint64_t pos, uint64_t flush)
                              .received = d->received,
                              .flush = flush,
                              .since = ferry_now_mono_us(),
-                             .rels = d->rels};
+                             .rels = d->rels,
+                             .spools = d->spools};
         snprintf(p->slot, sizeof p->slot, "%s", d->slot);
         snprintf(p->pub, sizeof p->pub, "%s", d->pub);
         memset(&d->rels, 0, sizeof d->rels);
+        ferry__pg_spools_init(&d->spools, d->spools_what);
         d->c = NULL;
         ok = true;
     }
@@ -957,6 +962,8 @@ static int begin_session(struct demux *d, struct ferry_error *err)
         d->c = pk.c;
         d->received = pk.received;
         d->rels = pk.rels;
+        d->spools = pk.spools; /* the continued stream goes on with their next blocks */
+        d->spools.what = d->spools_what;
         d->streaming = d->continued = true;
         pthread_mutex_lock(&mu);
         int rc = replay_rels(d, err);
@@ -1099,9 +1106,7 @@ static bool wait_all_left(struct demux *d, uint64_t *pos, uint64_t *flush)
         pthread_cond_signal(&d->m[i]->cv);
     while (active_members(d) > 0)
         timed_wait(&d->cv, 100);
-    /* a continued session would not send a spooled transaction's earlier blocks again */
-    bool park = d->streaming && !d->in_txn && !d->failed && d->n_m > 0 &&
-                !ferry__pg_spools_any(&d->spools);
+    bool park = d->streaming && !d->in_txn && !d->failed && d->n_m > 0;
     *pos = 0;
     for (int i = 0; i < d->n_m && park; i++) {
         const struct ferry_pg_demux_member *mb = d->m[i];
@@ -1130,8 +1135,12 @@ static void *reader_main(void *arg)
     if (rc != FERRY_OK) fail(d, &e);
     uint64_t pos = 0, flush = 0;
     bool park = wait_all_left(d, &pos, &flush);
+    int spooled = d->spools.n;
     if (park && park_put(d, pos, flush))
-        ferry_log(FERRY_LOG_DEBUG, WHAT ": slot %s: session kept at the end of the run", d->slot);
+        ferry_log(FERRY_LOG_DEBUG,
+                  WHAT ": slot %s: session kept at the end of the run (%d streamed "
+                       "transaction(s) in progress)",
+                  d->slot, spooled);
     if (d->c != NULL) {
         if (d->streaming) end_stream(d->c);
         PQfinish(d->c);

@@ -61,7 +61,8 @@ __extension__ typedef __int128 i128;
 
 static const char *const source_tuning_keys[] = {
     "parallelism",  "shard_rows",      "connect_timeout", "statement_timeout",
-    "idle_timeout", "keepalives_idle", "io_timeout", NULL};
+    "idle_timeout", "keepalives_idle", "io_timeout",      "stream_large_transactions",
+    NULL};
 
 #define WHAT "postgres source"
 
@@ -127,7 +128,12 @@ static int src_new(struct ferry_cfg *cfg, struct src **out, struct ferry_error *
     if (rc == FERRY_OK)
         rc = ferry_cfg_int(cfg, "shard_rows", false, 1, INT64_C(1) << 40, &shard_rows, err);
     if (rc == FERRY_OK) rc = ferry__pg_read_conn_config(cfg, WHAT, &url, &opts, err);
-    if (rc != FERRY_OK) return rc;
+    if (rc == FERRY_OK)
+        rc = ferry_cfg_bool(cfg, "stream_large_transactions", false, &opts.stream_large_txns, err);
+    if (rc != FERRY_OK) {
+        ferry_secret_free(url);
+        return rc;
+    }
     struct src *s = ferry_calloc(1, sizeof *s);
     if (s == NULL) {
         ferry_secret_free(url);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include "ferry/core.h"
 
+#define SPOOL_BUFFER (64 * 1024) /* stdio buffer per open spool */
+
 struct sub {
     uint32_t xid;
     off_t at; /* the file's length before its first record */
@@ -44,11 +46,6 @@ void ferry__pg_spools_release(struct ferry_pg_spools *s)
     ferry_free(s->v);
     const char *what = s->what;
     ferry__pg_spools_init(s, what);
-}
-
-bool ferry__pg_spools_any(const struct ferry_pg_spools *s)
-{
-    return s->n > 0;
 }
 
 static int nomem(const struct ferry_pg_spools *s, struct ferry_error *err)
@@ -112,6 +109,8 @@ static int spool_new(struct ferry_pg_spools *s, uint32_t xid, struct ferry_pg_sp
         spool_free(p);
         return rc;
     }
+    /* stdio's default buffer is a page: a write and a read system call per 4 kB */
+    setvbuf(p->f, NULL, _IOFBF, SPOOL_BUFFER);
     s->v[s->n++] = p;
     *out = p;
     return FERRY_OK;

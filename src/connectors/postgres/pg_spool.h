@@ -14,8 +14,8 @@
  * A subtransaction's first record is remembered; its Stream Abort cuts the file there (a
  * subtransaction's changes follow its first one up to its end: subtransactions nest).
  *
- * Ownership: the spools belong to the session's reader thread; no locking. Memory: a few
- * hundred bytes per open transaction; the changes live in the files (stdio-buffered). */
+ * Ownership: the spools belong to the session's reader thread; no locking. Memory: 64 kB of
+ * stdio buffer per transaction being streamed; the changes live in the files. */
 #ifndef FERRY_PG_SPOOL_H
 #define FERRY_PG_SPOOL_H
 
@@ -38,8 +38,6 @@ struct ferry_pg_spools {
 void ferry__pg_spools_init(struct ferry_pg_spools *s, const char *what);
 /* Closes (and so deletes) every spool. */
 void ferry__pg_spools_release(struct ferry_pg_spools *s);
-/* Whether any transaction is spooled (a session holding one cannot be continued later). */
-bool ferry__pg_spools_any(const struct ferry_pg_spools *s);
 
 /* Stream Start of xid: its spool becomes the open one (made on the first segment; a first
  * segment of a transaction already spooled starts it over). A later segment of a

@@ -12,6 +12,7 @@
 # Then a TMPDIR too small for one. Each time both destination tables equal their sources;
 # the server counted streamed transactions for the slot (stream_txns); no spool file is left
 # in ferry's TMPDIR; the full TMPDIR fails the run with a clear error and no acknowledgement.
+# Without the key (the default) the server spills the transaction and streams nothing.
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -211,3 +212,35 @@ expect_exit 0 run run st.yaml --quiet
 expect_exit 0 run run st.yaml --quiet
 same "after TMPDIR ran full"
 pass "TMPDIR too small for a streamed transaction: clear error, slot not acknowledged, the next run converges"
+
+# Off by default: a pipeline without the key has the same transaction spilled by the server
+# (spill_txns), never streamed, and still converges.
+cat > off.yaml <<EOF2
+version: 1
+name: st_off
+source:
+  type: postgres
+  url: env:SRC_URL
+  resources:
+    - {tables: [public.st_*], mode: cdc}
+sink: {type: postgres, url: env:DEST_URL, schema: off_copy, write: merge}
+EOF2
+pgq -d "$dest" -c "CREATE SCHEMA off_copy" >/dev/null
+expect_exit 0 run run off.yaml --quiet
+pgq >/dev/null <<'SQL'
+BEGIN;
+UPDATE st_a SET v = v || '-off';
+INSERT INTO st_b SELECT g, 'off' || g FROM generate_series(140001, 160000) g;
+COMMIT;
+SQL
+expect_exit 0 run run off.yaml --quiet
+slot_stat() { pgq -c "SELECT coalesce(sum($1), 0) FROM pg_stat_replication_slots WHERE slot_name = 'ferry_st_off'"; }
+for _ in $(seq 1 100); do [ "$(slot_stat spill_txns)" -ge 1 ] && break; sleep 0.1; done
+[ "$(slot_stat spill_txns)" -ge 1 ] || fail "without the key the server should have spilled the transaction (spill_txns $(slot_stat spill_txns))"
+[ "$(slot_stat stream_txns)" = 0 ] || fail "without the key the server streamed $(slot_stat stream_txns) transactions"
+for t in st_a st_b; do
+  a=$(pgq -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM $t t")
+  b=$(pgq -d "$dest" -c "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM off_copy.$t t")
+  [ "$a" = "$b" ] || fail "without streaming: off_copy.$t differs from its source"
+done
+pass "stream_large_transactions off (the default): the server spilled the transaction, nothing streamed, destination equals the source"

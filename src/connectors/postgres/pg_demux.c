@@ -845,6 +845,7 @@ static bool park_put(struct demux *d, uint64_t pos, uint64_t flush)
         snprintf(p->slot, sizeof p->slot, "%s", d->slot);
         snprintf(p->pub, sizeof p->pub, "%s", d->pub);
         memset(&d->rels, 0, sizeof d->rels);
+        p->spools.what = WHAT ": a parked session"; /* d's string goes with d */
         ferry__pg_spools_init(&d->spools, d->spools_what);
         d->c = NULL;
         ok = true;

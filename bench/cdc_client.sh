@@ -14,6 +14,8 @@
 # Writes bench/results/OUT.md. Never gates CI.
 #   A=build/bench/ferry B=/path/to/old/ferry A_LABEL=HEAD B_LABEL=487a38c ROWS=1000000 \
 #     ROUNDS=3 OUT=cdc-client-20261204 bash bench/cdc_client.sh
+# A_SOURCE / B_SOURCE: extra keys of that binary's source section, for example
+# A_SOURCE="stream_large_transactions: true" with A=B (docs/connectors.md, large transactions).
 # A_PGOPTIONS / B_PGOPTIONS: libpq's PGOPTIONS for that binary's runs, for example
 # A_PGOPTIONS="-c logical_decoding_work_mem=1GB" with A=B: the server's decoding memory for
 # ferry's replication session (docs/connectors.md, large transactions).
@@ -33,15 +35,19 @@ qd() { psql -qAtX -v ON_ERROR_STOP=1 -d dst "$@"; }
 K=$ROWS
 CHG_SQL=$(bench_merge_txn public.orders_cdc public.orders "$K")
 N_CHG=$((K + K / 4))
-for sink in null merge; do
+# yaml WHO SINK: the pipeline file of that binary's runs into SINK (A_SOURCE / B_SOURCE: extra
+# keys of the source section)
+yaml() {
+  local extra=${A_SOURCE:-}
+  [ "$1" = B ] && extra=${B_SOURCE:-}
   {
     echo "version: 1"
-    echo "name: cdc_client_$sink"
-    echo "source: {type: postgres, url: env:BENCH_SRC_URL, resources: [{table: public.orders_cdc, mode: cdc}]}"
-    if [ "$sink" = null ]; then echo 'sink: {type: "null", write: merge}'
+    echo "name: cdc_client_$2"
+    echo "source: {type: postgres, url: env:BENCH_SRC_URL, ${extra:+$extra, }resources: [{table: public.orders_cdc, mode: cdc}]}"
+    if [ "$2" = null ]; then echo 'sink: {type: "null", write: merge}'
     else echo "sink: {type: postgres, url: env:BENCH_DST_URL, schema: cdc, write: merge}"; fi
-  } > "$W/$sink.yaml"
-done
+  } > "$W/$2.yaml"
+}
 DIGEST="SELECT count(*) || ' ' || md5(string_agg(t::text, ',' ORDER BY id)) FROM %s.orders_cdc t"
 
 # prep FERRY SINK: a fresh table, slot and snapshot, then the transaction (untimed).
@@ -76,6 +82,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for sink in null merge; do
     for who in A B; do
       f=$A PGOPT=${A_PGOPTIONS:-}; [ $who = B ] && f=$B PGOPT=${B_PGOPTIONS:-}
+      yaml "$who" "$sink"
       prep "$f" "$sink"
       line=$(replay "$f" "$sink")
       line="$line $(qs -c "SELECT spill_bytes FROM pg_stat_replication_slots WHERE slot_name LIKE '%client_$sink%'" | head -n1)"
@@ -87,6 +94,7 @@ done
 for who in A B; do
   f=$A PGOPT=${A_PGOPTIONS:-}; [ $who = B ] && f=$B PGOPT=${B_PGOPTIONS:-}
   export PGOPTIONS=$PGOPT
+  yaml "$who" null
   prep "$f" null
   strace -f -c -o "$W/strace.$who" "$f" run "$W/null.yaml" --quiet --state "$W/null.db"
   if [ "$PROFILE" = 1 ]; then
@@ -140,7 +148,7 @@ out=bench/results/$OUT.md
   echo "## Machine"
   echo
   echo "- $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB RAM, Linux $(uname -r)"
-  echo "- A: $A_LABEL ($A, PGOPTIONS $(pgopt A)), B: $B_LABEL ($B, PGOPTIONS $(pgopt B))"
+  echo "- A: $A_LABEL ($A, PGOPTIONS $(pgopt A), source keys ${A_SOURCE:-(none)}), B: $B_LABEL ($B, PGOPTIONS $(pgopt B), source keys ${B_SOURCE:-(none)})"
   echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out"
 cat "$out"

@@ -65,8 +65,17 @@ expect_exit 0 run run st.yaml --quiet
 same "first run (copy)"
 pass "copied 3000 + 1000 rows and created the slot"
 
-# Pending in the slot: large transactions, each far above 64kB of decoded changes.
+# Pending in the slot: large transactions, each far above 64kB of decoded changes. In the
+# first, st_b's first change (and so the session's Relation message for it) is in a
+# subtransaction that is rolled back after it was streamed; the top level then changes st_b.
 pgq >/dev/null <<'SQL'
+BEGIN;
+INSERT INTO st_a SELECT g, 'first' || g, g FROM generate_series(50001, 53000) g;
+SAVEPOINT only_b;
+INSERT INTO st_b SELECT g, 'rolled' || g FROM generate_series(200001, 206000) g;
+ROLLBACK TO SAVEPOINT only_b;
+UPDATE st_b SET note = note || '-top' WHERE id <= 10;
+COMMIT;
 BEGIN;
 INSERT INTO st_a SELECT g, 'big' || g, g FROM generate_series(10001, 16000) g;
 UPDATE st_a SET v = v || '-u', n = n + 1 WHERE id <= 2000;
@@ -116,10 +125,10 @@ for _ in $(seq 1 100); do
   [ "$after" -gt "$before" ] && break
   sleep 0.1
 done
-[ "$after" -ge $((before + 3)) ] || fail "the server streamed $((after - before)) transactions to ferry, expected 3 or more (stream_txns $before -> $after)"
-[ "$(pgq -d "$dest" -c "SELECT count(*) FROM st_a WHERE id > 20000 AND id < 30000 OR id > 40000")" = 0 ] ||
+[ "$after" -ge $((before + 4)) ] || fail "the server streamed $((after - before)) transactions to ferry, expected 4 or more (stream_txns $before -> $after)"
+[ "$(pgq -d "$dest" -c "SELECT (SELECT count(*) FROM st_a WHERE id > 20000 AND id < 30000 OR id BETWEEN 40001 AND 46000) + (SELECT count(*) FROM st_b WHERE id > 200000)")" = 0 ] ||
   fail "rows of a rolled-back subtransaction or an aborted transaction reached the destination"
-pass "backlog of 3 large transactions streamed (subtransactions rolled back and released, one aborted, one open across 20 commits): destination equals the source"
+pass "backlog of 4 large transactions streamed (subtransactions rolled back and released, one whose table's first change was rolled back, one aborted, one open across 20 commits): destination equals the source"
 
 # Under --follow (200 ms epochs, the session parked between them), a large transaction open
 # across several epochs while small ones commit: its first blocks are spooled in one epoch's

@@ -16,13 +16,14 @@
 
 #define HDR 25 /* 'w', wal start, wal end, send time */
 
-/* A frame: header whose wal start is `tag`, kind 'I', xid, then the payload byte `tag`. */
+/* A frame: header whose wal start is `tag`, kind 'I' (or 'R' when tag is 'r'), xid, then the
+ * payload byte `tag`. */
 static size_t frame(uint8_t *f, uint32_t xid, uint8_t tag)
 {
     memset(f, 0, HDR);
     f[0] = 'w';
     f[8] = tag;
-    f[HDR] = 'I';
+    f[HDR] = tag == 'r' ? 'R' : 'I';
     for (int i = 0; i < 4; i++)
         f[HDR + 1 + i] = (uint8_t)(xid >> (24 - 8 * i));
     f[HDR + 5] = tag;
@@ -50,7 +51,7 @@ static void replay(struct ferry_pg_spools *s, uint32_t xid, char *tags)
         if (f == NULL) break;
         assert_int_equal(n, HDR + 3);
         assert_int_equal(f[0], 'w');
-        assert_int_equal(f[HDR], 'I');
+        assert_int_equal(f[HDR], f[HDR + 1] == 'r' ? 'R' : 'I');
         assert_int_equal((uint8_t)f[8], (uint8_t)f[HDR + 1]); /* the xid is gone */
         assert_int_equal((uint8_t)f[HDR + 2], 0xEE);
         tags[k++] = f[HDR + 1];
@@ -148,6 +149,33 @@ static void test_subtransactions(void **state)
     unsetenv("TMPDIR");
 }
 
+/* A Relation message sent with a rolled-back subtransaction's first change stays: the top
+ * level's later changes of that table refer to it. */
+static void test_relation_kept(void **state)
+{
+    (void)state;
+    struct ferry_pg_spools s;
+    struct ferry_error err;
+    char tags[64];
+    ferry__pg_spools_init(&s, "postgres source: slot t");
+    assert_int_equal(ferry__pg_spool_start(&s, 100, true, &err), FERRY_OK);
+    put(&s, 100, 'a');
+    put(&s, 101, 'r');
+    put(&s, 101, 'c');
+    put(&s, 102, 'd');
+    put(&s, 102, 'r');
+    ferry__pg_spool_stop(&s);
+    assert_int_equal(ferry__pg_spool_abort(&s, 100, 101, &err), FERRY_OK);
+    assert_int_equal(ferry__pg_spool_start(&s, 100, false, &err), FERRY_OK);
+    put(&s, 100, 'f');
+    put(&s, 103, 'g');
+    ferry__pg_spool_stop(&s);
+    assert_int_equal(ferry__pg_spool_abort(&s, 100, 103, &err), FERRY_OK);
+    replay(&s, 100, tags);
+    assert_string_equal(tags, "arrf");
+    ferry__pg_spools_release(&s);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -175,6 +203,7 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_subtransactions),
+                                       cmocka_unit_test(test_relation_kept),
                                        cmocka_unit_test(test_refusals)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

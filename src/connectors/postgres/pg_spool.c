@@ -9,6 +9,7 @@
 #include "ferry/core.h"
 
 #define SPOOL_BUFFER (64 * 1024) /* stdio buffer per open spool */
+#define XLOGDATA_HEADER 25       /* 'w', WAL start, WAL end, send time: then the message */
 
 struct sub {
     uint32_t xid;
@@ -190,6 +191,36 @@ int ferry__pg_spool_put(struct ferry_pg_spools *s, const uint8_t *frame, size_t 
     return FERRY_OK;
 }
 
+/* The Relation and Type records from `at` to the end, appended to keep. pgoutput sends a
+ * table's Relation message with the table's first change in the streamed transaction, tagged
+ * with that change's subtransaction, and not again in the transaction: cut with a rolled-back
+ * subtransaction, the top level's later changes of the table would name a relation never
+ * described in the session. Kept, it is at most one description too many (a schema changed
+ * in the rolled-back subtransaction is sent again after it). */
+static int metadata_after(struct ferry_pg_spools *s, struct ferry_pg_spool *p, off_t at,
+                          struct ferry_buf *keep, struct ferry_error *err)
+{
+    errno = 0;
+    if (fflush(p->f) != 0 || fseeko(p->f, at, SEEK_SET) != 0) return io_error(s, p, "reading", err);
+    struct ferry_buf rec;
+    ferry_buf_init(&rec, 0);
+    int rc = FERRY_OK;
+    for (off_t off = at; rc == FERRY_OK && off < p->len;) {
+        uint8_t len[4];
+        rc = fread(len, 1, 4, p->f) == 4 ? FERRY_OK : io_error(s, p, "reading", err);
+        uint32_t k = be32(len);
+        if (rc == FERRY_OK && ferry_buf_reserve(&rec, k) != FERRY_OK) rc = nomem(s, err);
+        if (rc == FERRY_OK && fread(rec.data, 1, k, p->f) != k) rc = io_error(s, p, "reading", err);
+        char kind = rc == FERRY_OK && k > XLOGDATA_HEADER ? rec.data[XLOGDATA_HEADER] : 0;
+        if ((kind == 'R' || kind == 'Y') && (ferry_buf_append(keep, len, 4) != FERRY_OK ||
+                                             ferry_buf_append(keep, rec.data, k) != FERRY_OK))
+            rc = nomem(s, err);
+        off += 4 + (off_t)k;
+    }
+    ferry_buf_release(&rec);
+    return rc;
+}
+
 int ferry__pg_spool_abort(struct ferry_pg_spools *s, uint32_t xid, uint32_t subxid,
                           struct ferry_error *err)
 {
@@ -204,14 +235,20 @@ int ferry__pg_spool_abort(struct ferry_pg_spools *s, uint32_t xid, uint32_t subx
     while (k < p->n_subs && p->subs[k].xid != subxid)
         k++;
     if (k == p->n_subs) return FERRY_OK; /* it changed nothing published */
-    /* it and every subtransaction after it (nested in it) go */
-    p->len = p->subs[k].at;
+    /* it and every subtransaction after it (nested in it) go, but for their Relation and Type
+     * messages */
+    off_t cut = p->subs[k].at;
     p->n_subs = k;
+    struct ferry_buf keep;
+    ferry_buf_init(&keep, 0);
+    int rc = metadata_after(s, p, cut, &keep, err);
     errno = 0;
-    if (fflush(p->f) != 0 || ftruncate(fileno(p->f), p->len) != 0 ||
-        fseeko(p->f, p->len, SEEK_SET) != 0)
-        return io_error(s, p, "cutting", err);
-    return FERRY_OK;
+    if (rc == FERRY_OK && (ftruncate(fileno(p->f), cut) != 0 || fseeko(p->f, cut, SEEK_SET) != 0 ||
+                           fwrite(keep.data, 1, keep.len, p->f) != keep.len))
+        rc = io_error(s, p, "cutting", err);
+    p->len = cut + (off_t)keep.len;
+    ferry_buf_release(&keep);
+    return rc;
 }
 
 int ferry__pg_spool_replay(struct ferry_pg_spools *s, uint32_t xid, struct ferry_error *err)

@@ -12,7 +12,9 @@
  * [uint32 length][frame], each frame the XLogData frame as it arrived with the 4-byte xid
  * after the message kind removed: version 1's form, which the rest of the stream reads.
  * A subtransaction's first record is remembered; its Stream Abort cuts the file there (a
- * subtransaction's changes follow its first one up to its end: subtransactions nest).
+ * subtransaction's changes follow its first one up to its end: subtransactions nest),
+ * keeping the Relation and Type messages after it (pgoutput sends a table's description with
+ * its first change in the transaction, tagged with that change's subtransaction).
  *
  * Ownership: the spools belong to the session's reader thread; no locking. Memory: 64 kB of
  * stdio buffer per transaction being streamed; the changes live in the files. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # shared: pg
+# labels: asan
 # Streamed in-progress transactions (pgoutput protocol 2, `stream_large_transactions: true`)
 # against a real PostgreSQL: the source URL gives ferry's replication session a 64kB
 # logical_decoding_work_mem, so that every transaction above it reaches ferry in stream

@@ -244,7 +244,7 @@ int ferry__pg_spool_abort(struct ferry_pg_spools *s, uint32_t xid, uint32_t subx
     int rc = metadata_after(s, p, cut, &keep, err);
     errno = 0;
     if (rc == FERRY_OK && (ftruncate(fileno(p->f), cut) != 0 || fseeko(p->f, cut, SEEK_SET) != 0 ||
-                           fwrite(keep.data, 1, keep.len, p->f) != keep.len))
+                           (keep.len > 0 && fwrite(keep.data, 1, keep.len, p->f) != keep.len)))
         rc = io_error(s, p, "cutting", err);
     p->len = cut + (off_t)keep.len;
     ferry_buf_release(&keep);

@@ -123,7 +123,7 @@ same "replayed backlog with streamed transactions"
 no_spool_left "after the replay"
 for _ in $(seq 1 100); do
   after=$(streamed)
-  [ "$after" -gt "$before" ] && break
+  [ "$after" -ge $((before + 4)) ] && break
   sleep 0.1
 done
 [ "$after" -ge $((before + 4)) ] || fail "the server streamed $((after - before)) transactions to ferry, expected 4 or more (stream_txns $before -> $after)"

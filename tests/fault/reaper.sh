@@ -56,10 +56,26 @@ holds_state_lock() {
   ino=$(stat -c %i "$T/state.db-shm") || return 1
   grep -v -- '->' /proc/locks | awk -v p="$1" -v i=":$ino" -v b="${2:-}" '$4 == "WRITE" && $5 == p && substr($6, length($6) - length(i) + 1) == i && (b == "" || $7 == b)' | grep -q .
 }
+# stop_now PID: SIGSTOP, then wait until every thread of PID has stopped (the signal is
+# delivered asynchronously: a thread still running right after kill(1) may take or release a
+# lock before it stops, so the locks are only read once it has)
+stop_now() {
+  local _ t all
+  kill -STOP "$1"
+  for _ in $(seq 1 400); do
+    all=yes
+    for t in /proc/"$1"/task/*/status; do
+      grep -q '^State:[[:space:]]*[Tt]' "$t" 2>/dev/null || { [ -e "$t" ] && all=no; }
+    done
+    [ $all = yes ] && return 0
+    sleep 0.005
+  done
+  fail "process $1 did not stop after SIGSTOP"
+}
 # stop_outside_lock PID: SIGSTOP at a moment PID holds no state lock.
 stop_outside_lock() {
   for _ in $(seq 1 200); do
-    kill -STOP "$1"
+    stop_now "$1"
     holds_state_lock "$1" || return 0
     kill -CONT "$1"
     sleep 0.05
@@ -151,7 +167,7 @@ wait_rows "$run"
 pid=$(worker_pid "$run")
 locked=no
 for _ in $(seq 1 100); do # prefer the harder case: stopped inside a state write
-  kill -STOP "$pid"
+  stop_now "$pid"
   holds_state_lock "$pid" 120 && { locked=yes; break; }
   kill -CONT "$pid"
   sleep 0.01

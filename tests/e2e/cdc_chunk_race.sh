@@ -10,6 +10,9 @@
 # commit came before the low watermark, after the snapshot). The destination must equal the
 # source: the updated rows with their new values, the deleted one gone. Without the snapshot
 # check (ferry__pg_chunk_at_hw) the destination keeps the old rows.
+# Case 2: a writer's transaction open across the run's ALTER PUBLICATION ... ADD TABLE and
+# its first chunk (PostgreSQL never publishes the changes it made before): the first chunk
+# waits for it (writers_gone, pg_chunk.c); without the wait its rows keep their old state.
 . "$(dirname "$0")/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -70,4 +73,40 @@ if [ "$(rows r02 dest)" != "$(rows r02)" ]; then
 fi
 [ "$(pgq -d dest -c "SELECT count(*) FROM r02 WHERE note = 'raced'")" = 10 ] || fail "the raced rows are missing"
 [ "$(pgq -d dest -c "SELECT count(*) FROM r02 WHERE id = 20")" = 0 ] || fail "the deleted row came back"
-pass "a change committed after the chunk's snapshot, before its low watermark: its 10 updated rows keep their new values, the deleted row stays deleted"
+echo "ok - a change committed after the chunk's snapshot, before its low watermark: its 10 updated rows keep their new values, the deleted row stays deleted"
+
+# 2. A transaction that wrote to a table before ferry added the table to its publication,
+# and commits after the first chunk could have read it. pgoutput decodes each change with
+# the catalog as of the change, so those changes are never published; only a chunk whose
+# snapshot sees the transaction carries them. ferry waits for such writers before the first
+# chunk. Here the writer updates 10 rows and deletes one, and holds its transaction open
+# (4 s) while the run plans r03 (ALTER PUBLICATION ... ADD TABLE) and would read it.
+pgq -c "CREATE TABLE r03 (id int PRIMARY KEY, v int NOT NULL, note text)" \
+    -c "INSERT INTO r03 SELECT g, g, 'old' FROM generate_series(1, 300) g" >/dev/null
+psql -qXAt -v ON_ERROR_STOP=1 > writer.log 2>&1 <<'SQL' &
+BEGIN;
+UPDATE r03 SET v = v + 1000, note = 'open' WHERE id <= 10;
+DELETE FROM r03 WHERE id = 20;
+SELECT pg_sleep(4);
+COMMIT;
+SQL
+wr=$!
+BG+=($wr)
+locked="SELECT count(*) FROM pg_locks WHERE relation = 'r03'::regclass AND mode = 'RowExclusiveLock' AND granted"
+for _ in $(seq 1 200); do
+  [ "$(pgq -c "$locked")" = 1 ] && break
+  sleep 0.05
+done
+[ "$(pgq -c "$locked")" = 1 ] || fail "the writer did not start: $(cat writer.log)"
+FERRY_LOG=info "$FERRY_BIN" run race.yaml > race2.log 2>&1 || fail "the run exited $?: $(tail -n 20 race2.log)"
+wait $wr || fail "the writer failed: $(cat writer.log)"
+expect_exit 0 ferry run race.yaml # what came after the first run's end
+grep -q 'r03.*snapshot read in 1 chunks' race2.log ||
+  fail "r03 was not read in chunks while streaming: $(grep -i 'chunk\|r03' race2.log | tail -5)"
+grep -q 'r03.*waiting for 1 transaction' race2.log ||
+  fail "the run did not wait for the open writer: $(grep -i 'r03' race2.log | tail -5)"
+if [ "$(rows r03 dest)" != "$(rows r03)" ]; then
+  diff <(rows r03) <(rows r03 dest) | head -10
+  fail "r03 differs: changes made before the table joined the publication, committed after its chunk, were lost"
+fi
+pass "a change committed after the chunk's snapshot, before its low watermark, is kept; a transaction that wrote to a table before it joined the publication is waited for, and its changes arrive"

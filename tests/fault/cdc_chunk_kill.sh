@@ -90,11 +90,13 @@ both_done
 # ---- 2. writers; tables join; 5 kills of the following processes at random delays (after
 # the joiner of that round appeared in both destinations, else after the processes started)
 # multi-table transactions: 3 old tables (one change each) and the joiners when they exist
-# (savepoints: the transaction goes on without them); a key changes at most once per
-# transaction, so (key, commit LSN, op) names a change
+# (savepoints, and psql's ON_ERROR_ROLLBACK: the transaction goes on without a joiner that
+# does not exist yet, so the writers change every joiner from the moment it exists); a key
+# changes at most once per transaction, so (key, commit LSN, op) names a change
 touch writing
 writer() {
   local k=0 a b c
+  echo '\set ON_ERROR_ROLLBACK on'
   while [ -f writing ]; do
     k=$((k + 1))
     a=$(printf '%02d' $(( k % N + 1 ))); b=$(printf '%02d' $(( (k + 1) % N + 1 )))

@@ -46,6 +46,7 @@ int ferry__pg_chunk_open(struct ferry_pg_chunk *ch, const char *url,
     ferry_buf_init(&ch->keys, 0);
     ferry_buf_init(&ch->held, 0);
     ferry_buf_init(&ch->scratch, 0);
+    ferry_buf_init(&ch->writers, 0);
     static _Atomic unsigned seq;
     snprintf(ch->nonce, sizeof ch->nonce, "%x.%llx.%x", (unsigned)getpid(),
              (unsigned long long)ferry_now_wall_us(), ++seq);
@@ -85,6 +86,7 @@ void ferry__pg_chunk_close(struct ferry_pg_chunk *ch)
     ferry_buf_release(&ch->keys);
     ferry_buf_release(&ch->held);
     ferry_buf_release(&ch->scratch);
+    ferry_buf_release(&ch->writers);
     ferry_free(ch->slots);
     ch->slots = NULL;
     ferry__pg_snap_release(&ch->snap);
@@ -284,6 +286,68 @@ static int read_chunk(struct ferry_pg_chunk *ch, const char *sql, int np, const 
     return rc;
 }
 
+/* ---- writers from before the publication ----------------------------------------------
+ * pgoutput decodes a change with the catalog as of that change: a transaction that wrote to
+ * the table before ALTER PUBLICATION ... ADD TABLE committed, and commits after it, has
+ * those changes skipped, never published. Only a chunk whose snapshot sees the transaction
+ * carries them, so the first chunk waits until every such transaction ended. They all hold
+ * the table's RowExclusiveLock until they end (any INSERT, UPDATE, DELETE, MERGE or COPY
+ * takes it); the first look lists the holders (a superset: later writers too), each later
+ * look keeps those still holding it. Partitions count as the table. */
+#define WRITERS_POLL_US 100000
+#define WRITERS_LOG_US 30000000
+
+static int writers_look(struct ferry_pg_chunk *ch, int *n, struct ferry_error *err)
+{
+    const char *p[2] = {ch->t->from, ch->writers.len > 0 ? ch->writers.data : NULL};
+    PGresult *res = NULL;
+    int rc = ferry__pg_cdc_query(
+        ch->c,
+        "SELECT pg_catalog.count(DISTINCT l.virtualtransaction), "
+        "coalesce(pg_catalog.array_agg(DISTINCT l.virtualtransaction)::pg_catalog.text, "
+        "'{}'), "
+        "coalesce(pg_catalog.string_agg(DISTINCT l.pid::pg_catalog.text, ', '), '') "
+        "FROM pg_catalog.pg_locks l WHERE l.locktype = 'relation' AND l.granted "
+        "AND l.mode = 'RowExclusiveLock' AND l.database = (SELECT d.oid FROM "
+        "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
+        "AND (l.relation = $1::pg_catalog.regclass OR l.relation IN (SELECT relid FROM "
+        "pg_catalog.pg_partition_tree($1::pg_catalog.regclass))) "
+        "AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid() "
+        "AND ($2::pg_catalog.text[] IS NULL OR "
+        "l.virtualtransaction = ANY ($2::pg_catalog.text[]))",
+        2, p, &res, ch->peer, "listing the table's open writers (pg_locks)", err);
+    if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", ch->t->from);
+    *n = atoi(PQgetvalue(res, 0, 0));
+    ferry_buf_reset(&ch->writers);
+    if (ferry_buf_printf(&ch->writers, "%s", PQgetvalue(res, 0, 1)) != FERRY_OK) {
+        PQclear(res);
+        return nomem(err);
+    }
+    int64_t now = ferry_now_mono_us();
+    if (*n > 0 && now >= ch->writers_log_us) {
+        ferry_log(FERRY_LOG_INFO,
+                  WHAT ": table %s: waiting for %d transaction%s that wrote to it and may "
+                       "predate its joining the publication (pid %s): its snapshot must see "
+                       "them",
+                  ch->t->from, *n, *n == 1 ? "" : "s", PQgetvalue(res, 0, 2));
+        ch->writers_log_us = now + WRITERS_LOG_US;
+    }
+    PQclear(res);
+    ch->writers_poll_us = now + WRITERS_POLL_US;
+    return FERRY_OK;
+}
+
+/* Whether the first chunk may start: no writer from before the publication is left. */
+static int writers_gone(struct ferry_pg_chunk *ch, bool *gone, struct ferry_error *err)
+{
+    *gone = ch->writers_done;
+    if (*gone || ferry_now_mono_us() < ch->writers_poll_us) return FERRY_OK;
+    int n = 0;
+    int rc = writers_look(ch, &n, err);
+    if (rc == FERRY_OK && n == 0) *gone = ch->writers_done = true;
+    return rc;
+}
+
 int ferry__pg_chunk_start(struct ferry_pg_chunk *ch, struct ferry_error *err)
 {
     const struct ferry_schema *sc = ch->t->sc;
@@ -292,8 +356,12 @@ int ferry__pg_chunk_start(struct ferry_pg_chunk *ch, struct ferry_error *err)
                                WHAT ": table %s: a table read in chunks needs a key of 1 to 64 "
                                     "columns",
                                ch->t->from);
+    /* from the table's start only: every snapshot after a written chunk sees them ended */
+    bool gone = true;
+    int rc = ch->after.len == 0 ? writers_gone(ch, &gone, err) : FERRY_OK;
+    if (rc != FERRY_OK || !gone) return rc;
     /* tests kill a run in the middle of a snapshot (sleep) */
-    int rc = ferry_failpoint_check("cdc_chunk", err);
+    rc = ferry_failpoint_check("cdc_chunk", err);
     if (rc != FERRY_OK) return rc;
     if (ch->rows) PQclear(ch->rows);
     ch->rows = NULL;

@@ -13,8 +13,10 @@
  * or by a transaction the chunk's snapshot does not see (it committed before our low
  * watermark, yet after the snapshot: the stream applied a newer value); the stream writes
  * the other rows, then calls next(). Noted transactions are kept until a chunk's snapshot
- * sees them. Progress is a position tag: "c<hex of the last written row's key texts>", "d"
- * once the snapshot is done. Not thread-safe. */
+ * sees them. The first chunk waits for the table's writers that may predate its joining
+ * the publication (their earlier changes are never published: a snapshot must see them).
+ * Progress is a position tag: "c<hex of the last written row's key texts>", "d" once the
+ * snapshot is done. Not thread-safe. */
 #ifndef FERRY_PG_CHUNK_H
 #define FERRY_PG_CHUNK_H
 
@@ -62,6 +64,11 @@ struct ferry_pg_chunk {
     struct ferry_buf held;     /* changes no chunk's snapshot saw yet: xid, key length, key */
     struct ferry_pg_snap snap; /* the current chunk's snapshot */
     struct ferry_buf scratch;
+    /* Before the first chunk: the transactions that wrote to the table before it joined the
+     * publication, still open (their virtual ids as a text array), waited for. */
+    bool writers_done;
+    struct ferry_buf writers;
+    int64_t writers_poll_us, writers_log_us; /* monotonic: the next look, the next log line */
 };
 
 /* Connects (the walsender's text settings pinned) and resumes after `tag` (a position tag
@@ -72,7 +79,10 @@ int ferry__pg_chunk_open(struct ferry_pg_chunk *ch, const char *url,
                          struct ferry_error *err);
 void ferry__pg_chunk_close(struct ferry_pg_chunk *ch);
 /* Low watermark, the chunk read, high watermark (phase CHUNK_WAIT_LW); an empty chunk
- * ends the snapshot at once (CHUNK_DONE). */
+ * ends the snapshot at once (CHUNK_DONE). Before a run's first chunk from the table's start,
+ * the transactions that hold the table's RowExclusiveLock (they wrote to it, perhaps before
+ * the table joined the publication: pgoutput never publishes those changes) must end first:
+ * until they did, start() looks again every 100 ms and leaves the phase CHUNK_IDLE. */
 int ferry__pg_chunk_start(struct ferry_pg_chunk *ch, struct ferry_error *err);
 /* A logical message of the stream: true when it is our high watermark (write the rows). */
 bool ferry__pg_chunk_message(struct ferry_pg_chunk *ch, const char *prefix, const uint8_t *p,

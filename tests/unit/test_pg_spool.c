@@ -1,6 +1,7 @@
 /* tests/unit/test_pg_spool.c - the spool of streamed in-progress transactions (pg_spool.c):
  * frames come back in order without the xid after their kind byte; a rolled-back
- * subtransaction's frames (and those of one nested in it) are cut, a released one's kept;
+ * subtransaction's frames (and those of one nested in it, also when they come first) are
+ * cut, a released one's kept, also for 200,000 subtransactions;
  * a whole abort drops the transaction; a first segment of a spooled transaction starts it
  * over; a later segment of one never started is refused; a transaction read back is gone;
  * the files are deleted as soon as they are made; an unwritable $TMPDIR is an error naming
@@ -176,6 +177,73 @@ static void test_relation_kept(void **state)
     ferry__pg_spools_release(&s);
 }
 
+/* A subtransaction's own first record may follow one of a subtransaction nested in it (a
+ * parent's xid is given with its child's, at the child's first change), and one with no
+ * record of its own may hold nested ones: its rollback cuts from the first of them. */
+static void test_nested_first(void **state)
+{
+    (void)state;
+    struct ferry_pg_spools s;
+    struct ferry_error err;
+    char tags[64];
+    ferry__pg_spools_init(&s, "postgres source: slot t");
+    /* SAVEPOINT 101; SAVEPOINT 102; b (102); RELEASE 102; c (101); ROLLBACK TO 101 */
+    assert_int_equal(ferry__pg_spool_start(&s, 100, true, &err), FERRY_OK);
+    put(&s, 100, 'a');
+    put(&s, 102, 'b');
+    put(&s, 101, 'c');
+    assert_int_equal(ferry__pg_spool_abort(&s, 100, 101, &err), FERRY_OK);
+    /* SAVEPOINT 103 (no change); SAVEPOINT 104; d (104); RELEASE 104; ROLLBACK TO 103 */
+    put(&s, 104, 'd');
+    assert_int_equal(ferry__pg_spool_abort(&s, 100, 103, &err), FERRY_OK);
+    /* 105 released, then the top level again, then 106 rolled back */
+    put(&s, 105, 'e');
+    put(&s, 100, 'f');
+    put(&s, 106, 'g');
+    put(&s, 105, 'h'); /* not possible after 106 began unless 106 ended: released into 105 */
+    assert_int_equal(ferry__pg_spool_abort(&s, 100, 106, &err), FERRY_OK);
+    ferry__pg_spool_stop(&s);
+    replay(&s, 100, tags);
+    assert_string_equal(tags, "aef");
+    ferry__pg_spools_release(&s);
+}
+
+/* One subtransaction per change, as a PL/pgSQL loop with an exception block makes them:
+ * 200,000 of them, every third rolled back (tags a to p: no Relation record). */
+static void test_many_subtransactions(void **state)
+{
+    (void)state;
+    struct ferry_pg_spools s;
+    struct ferry_error err;
+    ferry__pg_spools_init(&s, "postgres source: slot t");
+    uint32_t top = UINT32_MAX - 1000; /* the xids wrap around meanwhile */
+    assert_int_equal(ferry__pg_spool_start(&s, top, true, &err), FERRY_OK);
+    int kept = 0;
+    for (uint32_t i = 1; i <= 200000; i++) {
+        put(&s, top + i, (uint8_t)('a' + i % 16));
+        if (i % 3 == 0)
+            assert_int_equal(ferry__pg_spool_abort(&s, top, top + i, &err), FERRY_OK);
+        else
+            kept++;
+    }
+    ferry__pg_spool_stop(&s);
+    assert_int_equal(ferry__pg_spool_replay(&s, top, &err), FERRY_OK);
+    char *f;
+    int n, got = 0;
+    uint32_t i = 1;
+    for (;;) {
+        assert_int_equal(ferry__pg_spool_next(&s, &f, &n, &err), FERRY_OK);
+        if (f == NULL) break;
+        if (i % 3 == 0) i++;
+        assert_int_equal((uint8_t)f[HDR + 1], (uint8_t)('a' + i % 16));
+        ferry_free(f);
+        got++;
+        i++;
+    }
+    assert_int_equal(got, kept);
+    ferry__pg_spools_release(&s);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -202,8 +270,9 @@ static void test_refusals(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_subtransactions),
-                                       cmocka_unit_test(test_relation_kept),
-                                       cmocka_unit_test(test_refusals)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_subtransactions), cmocka_unit_test(test_relation_kept),
+        cmocka_unit_test(test_nested_first), cmocka_unit_test(test_many_subtransactions),
+        cmocka_unit_test(test_refusals)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,17 +11,19 @@
 #define SPOOL_BUFFER (64 * 1024) /* stdio buffer per open spool */
 #define XLOGDATA_HEADER 25       /* 'w', WAL start, WAL end, send time: then the message */
 
+/* A record whose subtransaction xid is newer than every earlier record's: where the
+ * records of that xid and every newer one begin. */
 struct sub {
     uint32_t xid;
-    off_t at; /* the file's length before its first record */
+    off_t at; /* the file's length before the record */
 };
 
 struct ferry_pg_spool {
     uint32_t xid;
     FILE *f;
-    char *path; /* where it was made (unlinked at once): for messages */
-    off_t len;  /* bytes written */
-    struct sub *subs;
+    char *path;       /* where it was made (unlinked at once): for messages */
+    off_t len;        /* bytes written */
+    struct sub *subs; /* xid and at both increase */
     int n_subs, cap_subs;
 };
 
@@ -152,13 +154,20 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Remembers where subtransaction xid's records begin, once. */
+/* xid's distance after the top-level xid: subtransactions get theirs later, so larger (an
+ * xid counts modulo 2^32). */
+static uint32_t after_top(const struct ferry_pg_spool *p, uint32_t xid)
+{
+    return xid - p->xid;
+}
+
+/* Remembers a record of an xid newer than every earlier one: where a rollback of it, or of
+ * an older subtransaction still open (all its records come after this one's), cuts. */
 static int note_sub(struct ferry_pg_spools *s, struct ferry_pg_spool *p, uint32_t xid,
                     struct ferry_error *err)
 {
-    if (xid == p->xid || (p->n_subs > 0 && p->subs[p->n_subs - 1].xid == xid)) return FERRY_OK;
-    for (int i = 0; i < p->n_subs; i++)
-        if (p->subs[i].xid == xid) return FERRY_OK;
+    uint32_t d = after_top(p, xid);
+    if (d == 0 || (p->n_subs > 0 && d <= after_top(p, p->subs[p->n_subs - 1].xid))) return FERRY_OK;
     if (p->n_subs == p->cap_subs) {
         int cap = p->cap_subs ? p->cap_subs * 2 : 8;
         void *v = ferry_realloc(p->subs, (size_t)cap * sizeof *p->subs);
@@ -231,12 +240,21 @@ int ferry__pg_spool_abort(struct ferry_pg_spools *s, uint32_t xid, uint32_t subx
         drop_at(s, i);
         return FERRY_OK;
     }
-    int k = 0;
-    while (k < p->n_subs && p->subs[k].xid != subxid)
-        k++;
+    /* The records made since the subtransaction began go: those of xids from subxid on (it
+     * and the subtransactions nested in it get theirs after it began; every earlier record
+     * is of an older xid), but for their Relation and Type messages. Its own first record
+     * may follow a nested one's (xids are given at the first change, a parent's first). */
+    uint32_t d = after_top(p, subxid);
+    int lo = 0, hi = p->n_subs; /* the first remembered record of an xid from subxid on */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (after_top(p, p->subs[mid].xid) < d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int k = lo;
     if (k == p->n_subs) return FERRY_OK; /* it changed nothing published */
-    /* it and every subtransaction after it (nested in it) go, but for their Relation and Type
-     * messages */
     off_t cut = p->subs[k].at;
     p->n_subs = k;
     struct ferry_buf keep;

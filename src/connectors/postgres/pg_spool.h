@@ -11,13 +11,17 @@
  * A spool per transaction: an unlinked temporary file under $TMPDIR (else /tmp) of records
  * [uint32 length][frame], each frame the XLogData frame as it arrived with the 4-byte xid
  * after the message kind removed: version 1's form, which the rest of the stream reads.
- * A subtransaction's first record is remembered; its Stream Abort cuts the file there (a
- * subtransaction's changes follow its first one up to its end: subtransactions nest),
- * keeping the Relation and Type messages after it (pgoutput sends a table's description with
- * its first change in the transaction, tagged with that change's subtransaction).
+ * Where the records of each new (larger) subtransaction xid begin is remembered; a Stream
+ * Abort of subtransaction X cuts the file at the first record of an xid from X on: every
+ * record made since X began is of X or of a subtransaction nested in it (xids from X on:
+ * given at the first change, a parent's before its child's), every earlier one of an older
+ * xid. The cut keeps the Relation and Type messages after it (pgoutput sends a table's
+ * description with its first change in the transaction, tagged with that change's
+ * subtransaction).
  *
  * Ownership: the spools belong to the session's reader thread; no locking. Memory: 64 kB of
- * stdio buffer per transaction being streamed; the changes live in the files. */
+ * stdio buffer per transaction being streamed, and 16 bytes per subtransaction with changes
+ * (not rolled back); the changes live in the files. */
 #ifndef FERRY_PG_SPOOL_H
 #define FERRY_PG_SPOOL_H
 

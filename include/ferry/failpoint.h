@@ -17,7 +17,9 @@
  * before the WAL / binlog position a run streams to is taken), cdc_chunk (postgres cdc, before
  * each watermark chunk of a table that joins a running slot), cdc_chunk_snapshot_first
  * (postgres cdc, sleep: the chunk's snapshot is taken before its low watermark, the sleep
- * between them), my_snapshot_lock (mysql cdc, error:
+ * between them), cdc_join_by_copy (postgres cdc, armed by any action: a table that joins a
+ * running slot is copied from an exported snapshot, an older server's way, instead of read in
+ * chunks), my_snapshot_lock (mysql cdc, error:
  * the first run's snapshot takes MySQL's FLUSH TABLES WITH READ LOCK path on MariaDB too;
  * tests/e2e/mysql_snapshot_lock.sh), files_sink_write, files_before_manifest,
  * files_fsync (error: the fsync fails with EIO), s3_upload_part, s3_before_manifest,

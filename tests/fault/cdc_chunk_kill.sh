@@ -2,7 +2,8 @@
 # kill -9 at random points of a shared-slot cdc pipeline (issue 17), into a merge destination
 # and a change log (`write: append`) side by side: once during the first run's copy of 12
 # tables (the sink slowed; then resumed to its end), then 5 times while `ferry run --follow`
-# streams multi-table transactions and 3 tables created meanwhile join the running slot (read
+# streams multi-table transactions (and long ones on the joiners, open across their joining
+# the publication) and 3 tables created meanwhile join the running slot (read
 # in watermark chunks, each chunk slowed by failpoint cdc_chunk; the kill comes a random delay
 # after the joiner appeared in the destinations), each kill followed by a restart that
 # resumes. The delays come from a seed (printed; FERRY_TEST_SEED=N reproduces them; the
@@ -113,9 +114,27 @@ writer() {
     echo "SELECT pg_sleep(0.01);"
   done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
 }
+# long transactions on the joiners (0.4 s open after their changes): one open when its
+# table joins the publication made those changes before it, which PostgreSQL never
+# publishes; the table's first chunk must wait for it to end (pg_chunk.c writers_gone)
+long_writer() {
+  local k=0
+  echo '\set ON_ERROR_ROLLBACK on'
+  while [ -f writing ]; do
+    k=$((k + 1))
+    echo "BEGIN;"
+    for t in k91 k92 k93; do
+      echo "UPDATE $t SET note = 'l$k' WHERE id = $(( (k * 101) % 9000 + 1 ));"
+    done
+    echo "SELECT pg_sleep(0.4);"
+    echo "COMMIT;"
+  done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
+}
 writer &
 wl=$!
-BG+=($wl)
+long_writer &
+wl2=$!
+BG+=($wl $wl2)
 joiner() { # NAME: a table created while the pipelines stream, 9000 rows (3 chunks)
   pgq -c "CREATE TABLE $1 (id int PRIMARY KEY, v int NOT NULL, note text)" \
       -c "INSERT INTO $1 SELECT g, g, 'before' FROM generate_series(1, 9000) g" >/dev/null
@@ -154,6 +173,7 @@ for i in 1 2 3 4 5; do
 done
 rm writing
 wait $wl || true
+wait $wl2 || true
 
 # ---- 3. resume to now, twice (the second reads what came after the first's end)
 for _ in 1 2; do

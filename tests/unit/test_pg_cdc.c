@@ -78,9 +78,25 @@ static void test_configured(void **state)
     }
 }
 
+/* The text[] literal of table names the writers' look passes: quotes and backslashes of a
+ * quoted identifier escaped, elements appended one by one. */
+static void test_array_literal(void **state)
+{
+    (void)state;
+    struct ferry_buf b;
+    ferry_buf_init(&b, 0);
+    assert_int_equal(ferry__pg_cdc_array_add(&b, "\"public\".\"t1\""), FERRY_OK);
+    assert_string_equal(b.data, "{\"\\\"public\\\".\\\"t1\\\"\"}");
+    assert_int_equal(ferry__pg_cdc_array_add(&b, "\"s\".\"a\\b,c\"\"d\""), FERRY_OK);
+    assert_string_equal(b.data,
+                        "{\"\\\"public\\\".\\\"t1\\\"\",\"\\\"s\\\".\\\"a\\\\b,c\\\"\\\"d\\\"\"}");
+    ferry_buf_release(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_derived_names),
-                                       cmocka_unit_test(test_configured)};
+                                       cmocka_unit_test(test_configured),
+                                       cmocka_unit_test(test_array_literal)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

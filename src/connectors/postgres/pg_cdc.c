@@ -317,6 +317,47 @@ static int ensure_members(PGconn *c, const char *peer, const struct ferry_pg_cdc
     return rc;
 }
 
+int ferry__pg_cdc_array_add(struct ferry_buf *b, const char *elem)
+{
+    bool first = b->len == 0;
+    if (!first) b->len--; /* its closing brace, written again after elem */
+    int rc = ferry_buf_append(b, first ? "{\"" : ",\"", 2);
+    for (const char *p = elem; *p != '\0' && rc == FERRY_OK; p++)
+        rc = *p == '"' || *p == '\\' ? ferry_buf_printf(b, "\\%c", *p) : ferry_buf_append(b, p, 1);
+    return rc == FERRY_OK ? ferry_buf_append(b, "\"}", 2) : rc;
+}
+
+int ferry__pg_cdc_writers(PGconn *c, const char *peer, const char *tables, struct ferry_buf *list,
+                          int *n, struct ferry_buf *pids, struct ferry_error *err)
+{
+    const char *p[2] = {tables, list->len > 0 ? list->data : NULL};
+    PGresult *res = NULL;
+    int rc =
+        query(c,
+              "SELECT pg_catalog.count(DISTINCT l.virtualtransaction), "
+              "coalesce(pg_catalog.array_agg(DISTINCT l.virtualtransaction)::pg_catalog.text, "
+              "'{}'), coalesce(pg_catalog.string_agg(DISTINCT l.pid::pg_catalog.text, ', '), '') "
+              "FROM pg_catalog.pg_locks l WHERE l.locktype = 'relation' AND l.granted "
+              "AND l.mode = 'RowExclusiveLock' AND l.database = (SELECT d.oid FROM "
+              "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
+              "AND l.relation IN (SELECT t::pg_catalog.regclass FROM "
+              "pg_catalog.unnest($1::pg_catalog.text[]) t UNION ALL SELECT r.relid FROM "
+              "pg_catalog.unnest($1::pg_catalog.text[]) t, "
+              "pg_catalog.pg_partition_tree(t::pg_catalog.regclass) r) "
+              "AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid() "
+              "AND ($2::pg_catalog.text[] IS NULL OR "
+              "l.virtualtransaction = ANY ($2::pg_catalog.text[]))",
+              2, p, &res, peer, "listing the open writers of joining tables (pg_locks)", err);
+    if (rc != FERRY_OK) return rc;
+    *n = atoi(PQgetvalue(res, 0, 0));
+    ferry_buf_reset(list);
+    ferry_buf_reset(pids);
+    rc = ferry_buf_printf(list, "%s", PQgetvalue(res, 0, 1));
+    if (rc == FERRY_OK) rc = ferry_buf_printf(pids, "%s", PQgetvalue(res, 0, 2));
+    PQclear(res);
+    return rc == FERRY_OK ? FERRY_OK : nomem(err);
+}
+
 /* The WAL position a bounded run streams up to: a logical message written now, so that
  * the server's decoding position is certain to pass it (a bare pg_current_wal_lsn() may
  * sit after a page header no record ever ends at). */

@@ -293,46 +293,30 @@ static int read_chunk(struct ferry_pg_chunk *ch, const char *sql, int np, const 
  * carries them, so the first chunk waits until every such transaction ended. They all hold
  * the table's RowExclusiveLock until they end (any INSERT, UPDATE, DELETE, MERGE or COPY
  * takes it); the first look lists the holders (a superset: later writers too), each later
- * look keeps those still holding it. Partitions count as the table. */
+ * look keeps those still holding it (ferry__pg_cdc_writers). */
 #define WRITERS_POLL_US 100000
 #define WRITERS_LOG_US 30000000
 
 static int writers_look(struct ferry_pg_chunk *ch, int *n, struct ferry_error *err)
 {
-    const char *p[2] = {ch->t->from, ch->writers.len > 0 ? ch->writers.data : NULL};
-    PGresult *res = NULL;
-    int rc = ferry__pg_cdc_query(
-        ch->c,
-        "SELECT pg_catalog.count(DISTINCT l.virtualtransaction), "
-        "coalesce(pg_catalog.array_agg(DISTINCT l.virtualtransaction)::pg_catalog.text, "
-        "'{}'), "
-        "coalesce(pg_catalog.string_agg(DISTINCT l.pid::pg_catalog.text, ', '), '') "
-        "FROM pg_catalog.pg_locks l WHERE l.locktype = 'relation' AND l.granted "
-        "AND l.mode = 'RowExclusiveLock' AND l.database = (SELECT d.oid FROM "
-        "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
-        "AND (l.relation = $1::pg_catalog.regclass OR l.relation IN (SELECT relid FROM "
-        "pg_catalog.pg_partition_tree($1::pg_catalog.regclass))) "
-        "AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid() "
-        "AND ($2::pg_catalog.text[] IS NULL OR "
-        "l.virtualtransaction = ANY ($2::pg_catalog.text[]))",
-        2, p, &res, ch->peer, "listing the table's open writers (pg_locks)", err);
+    struct ferry_buf tables;
+    ferry_buf_init(&tables, 0);
+    int rc = ferry__pg_cdc_array_add(&tables, ch->t->from) == FERRY_OK ? FERRY_OK : nomem(err);
+    ferry_buf_reset(&ch->scratch); /* the pids */
+    if (rc == FERRY_OK)
+        rc =
+            ferry__pg_cdc_writers(ch->c, ch->peer, tables.data, &ch->writers, n, &ch->scratch, err);
+    ferry_buf_release(&tables);
     if (rc != FERRY_OK) return ferry_error_prefix(err, "table %s", ch->t->from);
-    *n = atoi(PQgetvalue(res, 0, 0));
-    ferry_buf_reset(&ch->writers);
-    if (ferry_buf_printf(&ch->writers, "%s", PQgetvalue(res, 0, 1)) != FERRY_OK) {
-        PQclear(res);
-        return nomem(err);
-    }
     int64_t now = ferry_now_mono_us();
     if (*n > 0 && now >= ch->writers_log_us) {
         ferry_log(FERRY_LOG_INFO,
                   WHAT ": table %s: waiting for %d transaction%s that wrote to it and may "
                        "predate its joining the publication (pid %s): its snapshot must see "
                        "them",
-                  ch->t->from, *n, *n == 1 ? "" : "s", PQgetvalue(res, 0, 2));
+                  ch->t->from, *n, *n == 1 ? "" : "s", ch->scratch.data);
         ch->writers_log_us = now + WRITERS_LOG_US;
     }
-    PQclear(res);
     ch->writers_poll_us = now + WRITERS_POLL_US;
     return FERRY_OK;
 }

@@ -47,7 +47,8 @@ struct ferry_pg_slot {
     uint64_t confirmed; /* the slot's confirmed position when planned (fresh: start) */
     uint64_t end;       /* the run's one end for every table (a commit boundary for all) */
     bool unreserved;
-    PGconn *keep; /* the exporting connection (replication, or a plain one), idle */
+    PGconn *keep;            /* the exporting connection (replication, or a plain one), idle */
+    struct ferry_buf joined; /* the tables this planning added to the publication (text[]) */
 };
 
 /* Reads slot, publication and on_slot_lost of the source section. */

@@ -154,6 +154,12 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+static void put_be32(uint8_t *b, uint32_t k)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(k >> (24 - 8 * i));
+}
+
 /* xid's distance after the top-level xid: subtransactions get theirs later, so larger (an
  * xid counts modulo 2^32). */
 static uint32_t after_top(const struct ferry_pg_spool *p, uint32_t xid)
@@ -190,14 +196,26 @@ int ferry__pg_spool_put(struct ferry_pg_spools *s, const uint8_t *frame, size_t 
     if (rc != FERRY_OK) return rc;
     uint8_t len[4];
     uint32_t k = (uint32_t)(n - 4);
-    for (int i = 0; i < 4; i++)
-        len[i] = (uint8_t)(k >> (24 - 8 * i));
+    put_be32(len, k);
     errno = 0;
     if (fwrite(len, 1, 4, p->f) != 4 || fwrite(frame, 1, at + 1, p->f) != at + 1 ||
         fwrite(frame + at + 5, 1, n - at - 5, p->f) != n - at - 5)
         return io_error(s, p, "writing", err);
     p->len += 4 + (off_t)k;
     return FERRY_OK;
+}
+
+/* The length of the record at the file's position into *k: 0 at the end of the file. */
+static int record_length(struct ferry_pg_spools *s, struct ferry_pg_spool *p, uint32_t *k,
+                         struct ferry_error *err)
+{
+    uint8_t len[4];
+    errno = 0;
+    size_t got = fread(len, 1, 4, p->f);
+    *k = 0;
+    if (got == 0 && feof(p->f)) return FERRY_OK;
+    *k = be32(len);
+    return got == 4 && *k > 0 && *k <= INT32_MAX ? FERRY_OK : io_error(s, p, "reading", err);
 }
 
 /* The Relation and Type records from `at` to the end, appended to keep. pgoutput sends a
@@ -215,12 +233,14 @@ static int metadata_after(struct ferry_pg_spools *s, struct ferry_pg_spool *p, o
     ferry_buf_init(&rec, 0);
     int rc = FERRY_OK;
     for (off_t off = at; rc == FERRY_OK && off < p->len;) {
-        uint8_t len[4];
-        rc = fread(len, 1, 4, p->f) == 4 ? FERRY_OK : io_error(s, p, "reading", err);
-        uint32_t k = be32(len);
+        uint32_t k = 0;
+        rc = record_length(s, p, &k, err);
+        if (rc == FERRY_OK && k == 0) rc = io_error(s, p, "reading", err); /* short file */
         if (rc == FERRY_OK && ferry_buf_reserve(&rec, k) != FERRY_OK) rc = nomem(s, err);
         if (rc == FERRY_OK && fread(rec.data, 1, k, p->f) != k) rc = io_error(s, p, "reading", err);
         char kind = rc == FERRY_OK && k > XLOGDATA_HEADER ? rec.data[XLOGDATA_HEADER] : 0;
+        uint8_t len[4];
+        put_be32(len, k);
         if ((kind == 'R' || kind == 'Y') && (ferry_buf_append(keep, len, 4) != FERRY_OK ||
                                              ferry_buf_append(keep, rec.data, k) != FERRY_OK))
             rc = nomem(s, err);
@@ -287,15 +307,13 @@ int ferry__pg_spool_next(struct ferry_pg_spools *s, char **frame, int *n, struct
     *n = 0;
     struct ferry_pg_spool *p = s->replaying;
     if (p == NULL) return FERRY_OK;
-    uint8_t len[4];
-    errno = 0;
-    size_t got = fread(len, 1, 4, p->f);
-    if (got == 0 && feof(p->f)) {
+    uint32_t k = 0;
+    int rc = record_length(s, p, &k, err);
+    if (rc != FERRY_OK) return rc;
+    if (k == 0) {
         drop_at(s, find(s, p->xid));
         return FERRY_OK;
     }
-    uint32_t k = be32(len);
-    if (got != 4 || k == 0 || k > INT32_MAX) return io_error(s, p, "reading", err);
     char *buf = ferry_malloc(k);
     if (buf == NULL) return nomem(s, err);
     if (fread(buf, 1, k, p->f) != k) {

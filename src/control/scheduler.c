@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "control/control.h"
+#include "core/bytes.h"
 #include "ferry/core.h"
 #include "store/store.h"
 
@@ -171,11 +172,6 @@ static void zone_free(struct zone *z)
     memset(z, 0, sizeof *z);
 }
 
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* UTC (tz "" or "UTC") is a zone with no transitions and offset 0. */
 static int zone_load(const char *tz, struct zone *z)
 {
@@ -199,8 +195,9 @@ static int zone_load(const char *tz, struct zone *z)
     for (int pass = 0; pass < 2; pass++) {
         if (off + 44 > len) return -1;
         const unsigned char *h = buf + off;
-        uint32_t isut = be32(h + 20), isstd = be32(h + 24), leap = be32(h + 28),
-                 timecnt = be32(h + 32), typecnt = be32(h + 36), charcnt = be32(h + 40);
+        uint32_t isut = ferry__be32(h + 20), isstd = ferry__be32(h + 24),
+                 leap = ferry__be32(h + 28), timecnt = ferry__be32(h + 32),
+                 typecnt = ferry__be32(h + 36), charcnt = ferry__be32(h + 40);
         size_t body = (size_t)timecnt * (size_t)tsize + timecnt + (size_t)typecnt * 6 + charcnt +
                       (size_t)leap * (size_t)(tsize + 4) + isstd + isut;
         if (typecnt == 0 || off + 44 + body > len) return -1;
@@ -218,12 +215,12 @@ static int zone_load(const char *tz, struct zone *z)
             return -1;
         }
         for (uint32_t i = 0; i < timecnt; i++, p += tsize)
-            z->at[i] = tsize == 8 ? (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4))
-                                  : (int64_t)(int32_t)be32(p);
+            z->at[i] = tsize == 8 ? (int64_t)((uint64_t)ferry__be32(p) << 32 | ferry__be32(p + 4))
+                                  : (int64_t)(int32_t)ferry__be32(p);
         for (uint32_t i = 0; i < timecnt; i++, p++)
             z->type[i] = *p < typecnt ? *p : 0;
         for (uint32_t i = 0; i < typecnt; i++, p += 6)
-            z->utoff[i] = (int32_t)be32(p);
+            z->utoff[i] = (int32_t)ferry__be32(p);
         z->n_at = timecnt;
         z->n_types = typecnt;
         return 0;

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/bytes.h"
 #include "ferry/core.h"
 #include "store/sdb.h"
 #include "store/store.h"
@@ -157,11 +158,6 @@ out:
     return rc;
 }
 
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* A path that exists must be a regular file. stat() only: opening a descriptor on the file
  * here would be unsafe (see explain_damage). */
 static int check_path(const char *path, struct ferry_error *err)
@@ -205,8 +201,8 @@ static void explain_damage(const char *path, struct ferry_error *err)
     }
     uint32_t page = (uint32_t)h[16] << 8 | h[17];
     if (page == 1) page = 65536;
-    uint32_t pages = be32(h + 28);
-    bool count_valid = pages > 0 && be32(h + 24) == be32(h + 92);
+    uint32_t pages = ferry__be32(h + 28);
+    bool count_valid = pages > 0 && ferry__be32(h + 24) == ferry__be32(h + 92);
     bool page_valid = page >= 512 && (page & (page - 1)) == 0;
     if (page_valid && ((count_valid && (long long)pages * page > (long long)sb.st_size) ||
                        sb.st_size % page != 0))

@@ -3,6 +3,7 @@
  * them and the changes a chunk's snapshot may not see. Contract in pg_chunk.h; the stream
  * that drives it is pg_cdc.c; docs/internals/cdc.md. */
 #include "connectors/postgres/pg_chunk.h"
+#include "core/bytes.h"
 #include "ferry/failpoint.h"
 
 #include <errno.h>
@@ -28,7 +29,8 @@ static int hexval(int ch)
 /* Key texts serialised: per key field, 4 bytes of length (big-endian) and the bytes. */
 static int put_key_part(struct ferry_buf *b, const char *p, uint32_t n)
 {
-    uint8_t len[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    uint8_t len[4];
+    ferry__put_be32(len, n);
     if (ferry_buf_append(b, len, 4) != FERRY_OK) return FERRY_ENOMEM;
     return ferry_buf_append(b, p, n);
 }
@@ -226,7 +228,7 @@ static int key_params(struct ferry_pg_chunk *ch, const char **params, int n_key,
     for (int k = 0; k < n_key; k++) {
         if (at + 4 > ch->after.len) goto bad;
         const uint8_t *p = (const uint8_t *)ch->after.data + at;
-        uint32_t n = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        uint32_t n = ferry__be32(p);
         if (at + 4 + n > ch->after.len) goto bad;
         offs[k] = ch->scratch.len;
         if (ferry_buf_append(&ch->scratch, p + 4, n) != FERRY_OK ||
@@ -410,7 +412,7 @@ static uint32_t hash(const uint8_t *p, size_t n)
 static bool key_at(const struct ferry_pg_chunk *ch, uint32_t off, const uint8_t *p, size_t n)
 {
     const uint8_t *q = (const uint8_t *)ch->keys.data + off;
-    uint32_t len = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
+    uint32_t len = ferry__be32(q);
     return len == n && memcmp(q + 4, p, n) == 0;
 }
 
@@ -434,7 +436,7 @@ static int grow(struct ferry_pg_chunk *ch, struct ferry_error *err)
     for (uint32_t i = 0; i < ch->n_slots; i++) {
         if (ch->slots[i] == 0) continue;
         const uint8_t *q = (const uint8_t *)ch->keys.data + ch->slots[i] - 1;
-        uint32_t len = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
+        uint32_t len = ferry__be32(q);
         uint32_t j = hash(q + 4, len) & (cap - 1);
         while (s[j] != 0)
             j = (j + 1) & (cap - 1);

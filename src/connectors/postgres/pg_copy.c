@@ -13,6 +13,7 @@
 #include <string.h>
 #include "connectors/postgres/pg_common.h"
 #include "connectors/postgres/pg_copy.h"
+#include "core/bytes.h"
 
 __extension__ typedef __int128 i128;
 
@@ -24,21 +25,6 @@ __extension__ typedef __int128 i128;
 #define NBASE 10000
 
 static const uint8_t signature[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0};
-
-static inline uint16_t be16(const uint8_t *p)
-{
-    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p)
-{
-    return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
 
 bool ferry__pg_wire_of(uint32_t oid, enum ferry_pg_wire *wire)
 {
@@ -132,10 +118,10 @@ struct numeric_hdr {
 static bool numeric_parse(const uint8_t *p, size_t n, struct numeric_hdr *h)
 {
     if (n < 8) return false;
-    h->ndigits = (int16_t)be16(p);
-    h->weight = (int16_t)be16(p + 2);
-    h->sign = be16(p + 4);
-    h->dscale = be16(p + 6);
+    h->ndigits = (int16_t)ferry__be16(p);
+    h->weight = (int16_t)ferry__be16(p + 2);
+    h->sign = ferry__be16(p + 4);
+    h->dscale = ferry__be16(p + 6);
     h->digits = p + 8;
     if (h->ndigits < 0 || n != 8 + 2 * (size_t)h->ndigits) return false;
     if (h->sign != NUMERIC_POS && h->sign != NUMERIC_NEG && h->sign != NUMERIC_NAN &&
@@ -143,13 +129,13 @@ static bool numeric_parse(const uint8_t *p, size_t n, struct numeric_hdr *h)
         return false;
     if (h->dscale > 0x3fff) return false;
     for (int i = 0; i < h->ndigits; i++)
-        if (be16(h->digits + 2 * i) >= NBASE) return false;
+        if (ferry__be16(h->digits + 2 * i) >= NBASE) return false;
     return true;
 }
 
 static inline int digit_at(const struct numeric_hdr *h, int i)
 {
-    return i >= 0 && i < h->ndigits ? be16(h->digits + 2 * i) : 0;
+    return i >= 0 && i < h->ndigits ? ferry__be16(h->digits + 2 * i) : 0;
 }
 
 int ferry__pg_numeric_text(const uint8_t *p, size_t n, struct ferry_buf *out)
@@ -274,14 +260,14 @@ static inline bool numeric_dec64(const uint8_t *p, size_t n, int precision, int 
                                         100000000000000000ULL,
                                         1000000000000000000ULL};
     if (n < 8 || precision < 1 || precision > 18 || scale < 0 || scale > 18) return false;
-    int ndigits = (int16_t)be16(p), weight = (int16_t)be16(p + 2);
-    unsigned sign = be16(p + 4), dscale = be16(p + 6);
+    int ndigits = (int16_t)ferry__be16(p), weight = (int16_t)ferry__be16(p + 2);
+    unsigned sign = ferry__be16(p + 4), dscale = ferry__be16(p + 6);
     if (ndigits < 0 || ndigits > 4 || n != 8 + 2 * (size_t)ndigits || dscale > 0x3fff ||
         (sign != NUMERIC_POS && sign != NUMERIC_NEG))
         return false;
     uint64_t v = 0;
     for (int i = 0; i < ndigits; i++) {
-        uint64_t dg = be16(p + 8 + 2 * i);
+        uint64_t dg = ferry__be16(p + 8 + 2 * i);
         if (dg >= NBASE) return false;
         int e = 4 * (weight - i) + scale; /* this group's weight in units of 10^-scale */
         if (e >= 0) {
@@ -386,23 +372,23 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
         return FERRY_OK;
     case FERRY_PG_W_INT2:
         if (len != 2) return bad_len(d, col, len, err);
-        ferry_rw_int(rw, (int16_t)be16(v));
+        ferry_rw_int(rw, (int16_t)ferry__be16(v));
         return FERRY_OK;
     case FERRY_PG_W_INT4:
         if (len != 4) return bad_len(d, col, len, err);
-        ferry_rw_int(rw, (int32_t)be32(v));
+        ferry_rw_int(rw, (int32_t)ferry__be32(v));
         return FERRY_OK;
     case FERRY_PG_W_OID:
         if (len != 4) return bad_len(d, col, len, err);
-        ferry_rw_int(rw, (int64_t)be32(v));
+        ferry_rw_int(rw, (int64_t)ferry__be32(v));
         return FERRY_OK;
     case FERRY_PG_W_INT8:
         if (len != 8) return bad_len(d, col, len, err);
-        ferry_rw_int(rw, (int64_t)be64(v));
+        ferry_rw_int(rw, (int64_t)ferry__be64(v));
         return FERRY_OK;
     case FERRY_PG_W_FLOAT4: {
         if (len != 4) return bad_len(d, col, len, err);
-        uint32_t bits = be32(v);
+        uint32_t bits = ferry__be32(v);
         float f;
         memcpy(&f, &bits, 4);
         ferry_rw_float(rw, (double)f);
@@ -410,7 +396,7 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     }
     case FERRY_PG_W_FLOAT8: {
         if (len != 8) return bad_len(d, col, len, err);
-        uint64_t bits = be64(v);
+        uint64_t bits = ferry__be64(v);
         double f;
         memcpy(&f, &bits, 8);
         ferry_rw_float(rw, f);
@@ -419,7 +405,7 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     case FERRY_PG_W_NUMERIC:
         if (c->type == FERRY_TYPE_DECIMAL128) {
             struct ferry_decimal128 x;
-            if (d->specials && len >= 8 && be16(v + 4) == PG_NUMERIC_NAN) {
+            if (d->specials && len >= 8 && ferry__be16(v + 4) == PG_NUMERIC_NAN) {
                 x.hi = FERRY_SPECIAL_DEC_NAN_HI;
                 x.lo = FERRY_SPECIAL_DEC_NAN_LO;
                 ferry_rw_dec128(rw, x);
@@ -452,7 +438,7 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
         return FERRY_OK;
     case FERRY_PG_W_DATE: {
         if (len != 4) return bad_len(d, col, len, err);
-        int32_t days = (int32_t)be32(v);
+        int32_t days = (int32_t)ferry__be32(v);
         if ((days == PG_DATE_NOBEGIN || days == PG_DATE_NOEND) && d->specials) {
             ferry_rw_int(rw, days == PG_DATE_NOBEGIN ? FERRY_SPECIAL_DATE_NINF
                                                      : FERRY_SPECIAL_DATE_PINF);
@@ -468,12 +454,12 @@ static int decode_value(struct ferry_pg_copy *d, int col, const uint8_t *v, int3
     }
     case FERRY_PG_W_TIME:
         if (len != 8) return bad_len(d, col, len, err);
-        ferry_rw_int(rw, (int64_t)be64(v));
+        ferry_rw_int(rw, (int64_t)ferry__be64(v));
         return FERRY_OK;
     case FERRY_PG_W_TIMESTAMP:
     case FERRY_PG_W_TIMESTAMPTZ: {
         if (len != 8) return bad_len(d, col, len, err);
-        int64_t us = (int64_t)be64(v), out;
+        int64_t us = (int64_t)ferry__be64(v), out;
         if ((us == INT64_MIN || us == INT64_MAX) && d->specials) {
             ferry_rw_int(rw, us == INT64_MIN ? FERRY_SPECIAL_TS_NINF : FERRY_SPECIAL_TS_PINF);
             return FERRY_OK;
@@ -514,8 +500,8 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
             return ferry_error_set(err, FERRY_EINVAL, "postgres",
                                    "%s: the COPY stream does not start with the binary signature",
                                    d->what);
-        uint32_t flags = be32(p + 11);
-        uint32_t ext = be32(p + 15);
+        uint32_t flags = ferry__be32(p + 11);
+        uint32_t ext = ferry__be32(p + 15);
         /* Bit 16 (OIDs) and any other critical bit 16..31 change the tuple layout. */
         if (flags & 0xffff0000u)
             return ferry_error_set(err, FERRY_EINVAL, "postgres",
@@ -530,7 +516,7 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
     }
     const int ncols = d->n_cols;
     while (d->state == 1 && n - at >= 2) {
-        int16_t count = (int16_t)be16(p + at);
+        int16_t count = (int16_t)ferry__be16(p + at);
         if (count == -1) {
             d->state = 2;
             at += 2;
@@ -553,7 +539,7 @@ static int decode(struct ferry_pg_copy *d, const uint8_t *p, size_t n, size_t *u
                 complete = false;
                 break;
             }
-            int32_t len = (int32_t)be32(p + q);
+            int32_t len = (int32_t)ferry__be32(p + q);
             q += 4;
             if (len == -1) {
                 ferry_rw_null(rw);

@@ -33,6 +33,7 @@
 #include "connectors/postgres/pg_demux.h"
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pg_spool.h"
+#include "core/bytes.h"
 #include "ferry/batch.h"
 #include "ferry/core.h"
 
@@ -435,11 +436,6 @@ static void maybe_cut(struct demux *d)
         broadcast_cut(d);
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* A Relation message: which member's table it describes (its changes go there). */
 static int route_relation(struct demux *d, const uint8_t *msg, size_t n, char *frame, int fn,
                           struct ferry_error *err)
@@ -568,7 +564,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     if (kind == 'S' || kind == 'E' || kind == 'c' || kind == 'A' || d->spools.open != NULL)
         return stream_frame(d, buf, n, &f, err);
     if ((kind == 'I' || kind == 'U' || kind == 'D') && f.len >= 5) {
-        uint32_t relid = be32(f.data + 1);
+        uint32_t relid = ferry__be32(f.data + 1);
         for (int i = 0; i < d->n_m; i++) {
             struct ferry_pg_demux_member *mb = d->m[i];
             if (!mb->left && mb->has_rel && mb->relid == relid) {
@@ -603,7 +599,7 @@ static int dispatch(struct demux *d, char *buf, int n, struct ferry_error *err)
     /* inside a transaction: the Relation's table, and for a Truncate every table, first get
      * the Begin (a table takes the transaction's Commit only when it got its Begin) */
     if (d->in_txn && (kind == 'R' || kind == 'T') && f.len >= 5) {
-        uint32_t relid = be32(f.data + 1);
+        uint32_t relid = ferry__be32(f.data + 1);
         for (int i = 0; i < d->n_m; i++)
             if (kind == 'T' || (d->m[i]->has_rel && d->m[i]->relid == relid))
                 send_begin(d, d->m[i]);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/bytes.h"
 #include "ferry/core.h"
 
 #define SPOOL_BUFFER (64 * 1024) /* stdio buffer per open spool */
@@ -149,16 +150,6 @@ void ferry__pg_spool_stop(struct ferry_pg_spools *s)
     s->open = NULL;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be32(uint8_t *b, uint32_t k)
-{
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(k >> (24 - 8 * i));
-}
 
 /* xid's distance after the top-level xid: subtransactions get theirs later, so larger (an
  * xid counts modulo 2^32). */
@@ -192,11 +183,11 @@ int ferry__pg_spool_put(struct ferry_pg_spools *s, const uint8_t *frame, size_t 
     if (p == NULL || at + 5 > n || n > UINT32_MAX)
         return ferry_error_set(err, FERRY_EINVAL, "postgres", "%s: a streamed message %s", s->what,
                                p == NULL ? "outside a stream block" : "too short for its xid");
-    int rc = note_sub(s, p, be32(frame + at + 1), err);
+    int rc = note_sub(s, p, ferry__be32(frame + at + 1), err);
     if (rc != FERRY_OK) return rc;
     uint8_t len[4];
     uint32_t k = (uint32_t)(n - 4);
-    put_be32(len, k);
+    ferry__put_be32(len, k);
     errno = 0;
     if (fwrite(len, 1, 4, p->f) != 4 || fwrite(frame, 1, at + 1, p->f) != at + 1 ||
         fwrite(frame + at + 5, 1, n - at - 5, p->f) != n - at - 5)
@@ -214,7 +205,7 @@ static int record_length(struct ferry_pg_spools *s, struct ferry_pg_spool *p, ui
     size_t got = fread(len, 1, 4, p->f);
     *k = 0;
     if (got == 0 && feof(p->f)) return FERRY_OK;
-    *k = be32(len);
+    *k = ferry__be32(len);
     return got == 4 && *k > 0 && *k <= INT32_MAX ? FERRY_OK : io_error(s, p, "reading", err);
 }
 
@@ -240,7 +231,7 @@ static int metadata_after(struct ferry_pg_spools *s, struct ferry_pg_spool *p, o
         if (rc == FERRY_OK && fread(rec.data, 1, k, p->f) != k) rc = io_error(s, p, "reading", err);
         char kind = rc == FERRY_OK && k > XLOGDATA_HEADER ? rec.data[XLOGDATA_HEADER] : 0;
         uint8_t len[4];
-        put_be32(len, k);
+        ferry__put_be32(len, k);
         if ((kind == 'R' || kind == 'Y') && (ferry_buf_append(keep, len, 4) != FERRY_OK ||
                                              ferry_buf_append(keep, rec.data, k) != FERRY_OK))
             rc = nomem(s, err);

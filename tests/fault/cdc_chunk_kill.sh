@@ -2,9 +2,9 @@
 # kill -9 at random points of a shared-slot cdc pipeline (issue 17), into a merge destination
 # and a change log (`write: append`) side by side: once during the first run's copy of 12
 # tables (the sink slowed; then resumed to its end), then 5 times while `ferry run --follow`
-# streams multi-table transactions (and long ones on the joiners, open across their joining
-# the publication) and 3 tables created meanwhile join the running slot (read
-# in watermark chunks, each chunk slowed by failpoint cdc_chunk; the kill comes a random delay
+# streams multi-table transactions (and 2-second ones on the joiners, open across their
+# joining the publication) and 3 tables created meanwhile join the running slot (read in
+# watermark chunks, each chunk slowed by failpoint cdc_chunk; the kill comes a random delay
 # after the joiner appeared in the destinations), each kill followed by a restart that
 # resumes. The delays come from a seed (printed; FERRY_TEST_SEED=N reproduces them; the
 # moments also depend on the machine's speed). At the end (writers stopped, two
@@ -114,7 +114,7 @@ writer() {
     echo "SELECT pg_sleep(0.01);"
   done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
 }
-# long transactions on the joiners (0.4 s open after their changes): one open when its
+# long transactions on the joiners (2 s open after their changes): one open when its
 # table joins the publication made those changes before it, which PostgreSQL never
 # publishes; the table's first chunk must wait for it to end (pg_chunk.c writers_gone)
 long_writer() {
@@ -126,7 +126,7 @@ long_writer() {
     for t in k91 k92 k93; do
       echo "UPDATE $t SET note = 'l$k' WHERE id = $(( (k * 101) % 9000 + 1 ));"
     done
-    echo "SELECT pg_sleep(0.4);"
+    echo "SELECT pg_sleep(2);"
     echo "COMMIT;"
   done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
 }

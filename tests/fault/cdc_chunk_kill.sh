@@ -128,6 +128,7 @@ long_writer() {
     done
     echo "SELECT pg_sleep(2);"
     echo "COMMIT;"
+    sleep 2 # written as psql runs them: none queued in the pipe once writing ends
   done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
 }
 writer &

@@ -2,11 +2,10 @@
 # kill -9 at random points of a shared-slot cdc pipeline (issue 17), into a merge destination
 # and a change log (`write: append`) side by side: once during the first run's copy of 12
 # tables (the sink slowed; then resumed to its end), then 5 times while `ferry run --follow`
-# streams multi-table transactions (and 2-second ones on the joiners, open across their
-# joining the publication) and 3 tables created meanwhile join the running slot (read in
-# watermark chunks, each chunk slowed by failpoint cdc_chunk; the kill comes a random delay
-# after the joiner appeared in the destinations), each kill followed by a restart that
-# resumes. The delays come from a seed (printed; FERRY_TEST_SEED=N reproduces them; the
+# streams multi-table transactions and 3 tables created meanwhile join the running slot
+# (each with a transaction open across its joining the publication; read in watermark
+# chunks, each chunk slowed by failpoint cdc_chunk; the kill comes a random delay after the
+# joiner appeared in the destinations), each kill followed by a restart that resumes. The delays come from a seed (printed; FERRY_TEST_SEED=N reproduces them; the
 # moments also depend on the machine's speed). At the end (writers stopped, two
 # bounded runs): every table of the merge destination equals its source; the change log holds
 # no change twice, at most one snapshot row per key of a joining table, and, merged by LSN
@@ -114,31 +113,21 @@ writer() {
     echo "SELECT pg_sleep(0.01);"
   done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
 }
-# long transactions on the joiners (2 s open after their changes): one open when its
-# table joins the publication made those changes before it, which PostgreSQL never
-# publishes; the table's first chunk must wait for it to end (pg_chunk.c writers_gone)
-long_writer() {
-  local k=0
-  echo '\set ON_ERROR_ROLLBACK on'
-  while [ -f writing ]; do
-    k=$((k + 1))
-    echo "BEGIN;"
-    for t in k91 k92 k93; do
-      echo "UPDATE $t SET note = 'l$k' WHERE id = $(( (k * 101) % 9000 + 1 ));"
-    done
-    echo "SELECT pg_sleep(2);"
-    echo "COMMIT;"
-    sleep 2 # written as psql runs them: none queued in the pipe once writing ends
-  done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
-}
 writer &
 wl=$!
-long_writer &
-wl2=$!
-BG+=($wl $wl2)
-joiner() { # NAME: a table created while the pipelines stream, 9000 rows (3 chunks)
+BG+=($wl)
+# joiner NAME: a table created while the pipelines stream, 9000 rows (3 chunks), and a
+# transaction that updates 20 of its rows (across the chunks) at once and stays open 2 s:
+# across the table's joining the publication (pgoutput never publishes changes made before
+# it), so its first chunk must wait for it (pg_chunk.c writers_gone)
+opened=()
+joiner() {
   pgq -c "CREATE TABLE $1 (id int PRIMARY KEY, v int NOT NULL, note text)" \
       -c "INSERT INTO $1 SELECT g, g, 'before' FROM generate_series(1, 9000) g" >/dev/null
+  printf '%s\n' "BEGIN;" "UPDATE $1 SET v = v + 5, note = 'open' WHERE id % 450 = 7;" \
+    "SELECT pg_sleep(2);" "COMMIT;" | psql -qXAt -v ON_ERROR_STOP=1 >/dev/null &
+  opened+=($!)
+  BG+=($!)
 }
 rows_of() { # TABLE: its rows in the merge destination (0 before it exists)
   if [ -n "$(pgq -d dest -c "SELECT to_regclass('public.$1')")" ]; then
@@ -174,7 +163,7 @@ for i in 1 2 3 4 5; do
 done
 rm writing
 wait $wl || true
-wait $wl2 || true
+for p in "${opened[@]}"; do wait $p || fail "a joiner's open transaction failed"; done
 
 # ---- 3. resume to now, twice (the second reads what came after the first's end)
 for _ in 1 2; do

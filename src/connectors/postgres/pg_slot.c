@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "connectors/postgres/pg_slot.h"
-#include "ferry/failpoint.h"
 #include "connectors/postgres/pg_repl.h"
+#include "ferry/failpoint.h"
 
 #define WHAT "postgres source"
 

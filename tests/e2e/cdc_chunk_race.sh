@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # The watermark visibility race of a table that joins a running slot (docs/internals/cdc.md
 # "Tables that join while streaming"): a transaction whose commit record precedes the chunk's
 # low watermark in the WAL, yet which the chunk's snapshot does not see. The stream applies it

@@ -336,7 +336,8 @@ int ferry__pg_cdc_writers(PGconn *c, const char *peer, const char *tables, struc
         query(c,
               "SELECT pg_catalog.count(DISTINCT l.virtualtransaction), "
               "coalesce(pg_catalog.array_agg(DISTINCT l.virtualtransaction)::pg_catalog.text, "
-              "'{}'), coalesce(pg_catalog.string_agg(DISTINCT l.pid::pg_catalog.text, ', '), '') "
+              "'{}'), coalesce(pg_catalog.string_agg(DISTINCT coalesce(l.pid::pg_catalog.text, "
+              "'prepared'), ', '), '') "
               "FROM pg_catalog.pg_locks l WHERE l.locktype = 'relation' AND l.granted "
               "AND l.mode = 'RowExclusiveLock' AND l.database = (SELECT d.oid FROM "
               "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "

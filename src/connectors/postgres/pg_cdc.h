@@ -170,9 +170,10 @@ int ferry__pg_cdc_array_add(struct ferry_buf *b, const char *elem);
  * partitions count): the transactions holding one's RowExclusiveLock (every INSERT, UPDATE,
  * DELETE, MERGE and COPY takes it until its transaction ends). With *list empty, those now;
  * else those of *list (virtual transaction ids, the last look's) still holding it. *n of
- * them; *list becomes theirs; *pids names their backends ("1, 2"). Why: pgoutput never
- * publishes a change made to a table before the table joined the publication, even when its
- * transaction commits later, so a table's first snapshot must see those writers ended. */
+ * them; *list becomes theirs; *pids names their backends ("1, 2"; "prepared" for a
+ * prepared transaction). Why: pgoutput never publishes a change made to a table before the
+ * table joined the publication, even when its transaction commits later, so a table's first
+ * snapshot must see those writers ended. */
 int ferry__pg_cdc_writers(PGconn *c, const char *peer, const char *tables, struct ferry_buf *list,
                           int *n, struct ferry_buf *pids, struct ferry_error *err);
 /* A WAL position written now (a logical message): the end a bounded run streams to. */

@@ -1213,6 +1213,7 @@ static int stream_join(struct stream *s, json_t *plan, struct ferry_error *err)
                                           .keep_session = s->t->keep_session,
                                           .can_continue = s->skip == 0,
                                           .epoch_rows = s->t->epoch_rows,
+                                          .stream_large_txns = s->t->stream_large_txns,
                                           .rw = s->rw};
     return ferry__pg_demux_join(&j, &s->member, err);
 }

@@ -77,6 +77,9 @@ struct ferry_pg_cdc_target {
     bool truncates;     /* the sink applies truncate rows (ferry_read_context.truncates) */
     bool specials;      /* ±infinity / NaN as special values (ferry_read_context) */
     int streams; /* cdc streams that start at once (ferry_read_context.cdc_streams_together) */
+    /* source key stream_large_transactions: the session asks for pgoutput's streaming of
+     * in-progress transactions (protocol 2, PostgreSQL 14+; pg_spool.h) */
+    bool stream_large_txns;
 };
 
 /* Where a stream reads the catalog from when its table's columns change. */

@@ -25,7 +25,6 @@ int ferry__pg_read_conn_config(struct ferry_cfg *cfg, const char *what, char **u
     opts->idle_timeout_ms = 0;
     opts->keepalives_idle_ms = 30000;
     opts->io_timeout_ms = 600000;
-    opts->stream_large_txns = false;
     *url_out = NULL;
     int rc = ferry_cfg_duration_ms(cfg, "connect_timeout", false, &opts->connect_timeout_ms, err);
     if (rc == FERRY_OK)

@@ -28,9 +28,6 @@ struct ferry_pg_conn_opts {
     int64_t keepalives_idle_ms;
     /* Client-side deadline of work that makes no network progress (pg_guard.h); 0: none. */
     int64_t io_timeout_ms;
-    /* Source key stream_large_transactions: the replication session asks for pgoutput's
-     * streaming of in-progress transactions (protocol 2, PostgreSQL 14+; pg_spool.h). */
-    bool stream_large_txns;
 };
 
 /* Reads url + the timeout keys from cfg (the source or sink section); `what` is "postgres

@@ -172,6 +172,7 @@ struct demux {
     char slot[64], pub[64];
     char *url, *peer; /* copies: the first table's instance may close before the session */
     struct ferry_pg_conn_opts opts;
+    bool stream_large_txns; /* pgoutput protocol 2, streaming on (pg_spool.h) */
     enum dstate state;
     int expected;
     int n_declined; /* tables of the run with nothing to stream: they never join */
@@ -683,7 +684,7 @@ static int start_sql(struct demux *d, struct ferry_buf *sql, struct ferry_error 
     char *lit = rc == FERRY_OK ? PQescapeLiteral(d->c, names.data, names.len) : NULL;
     if (rc == FERRY_OK && lit == NULL) rc = nomem(err);
     bool v14 = PQserverVersion(d->c) >= 140000;
-    bool stream = v14 && d->opts.stream_large_txns;
+    bool stream = v14 && d->stream_large_txns;
     if (rc == FERRY_OK) rc = ferry_buf_printf(sql, "START_REPLICATION SLOT ");
     if (rc == FERRY_OK) rc = ferry__pg_quote_ident(sql, d->slot, err);
     if (rc == FERRY_OK)
@@ -1186,6 +1187,7 @@ static struct demux *demux_new(const struct ferry_pg_demux_join *j)
         return NULL;
     }
     d->opts = *j->opts;
+    d->stream_large_txns = j->stream_large_txns;
     d->expected = j->expected > 0 ? j->expected : 1;
     d->epoch_rows = j->epoch_rows;
     pthread_cond_init(&d->cv, NULL);

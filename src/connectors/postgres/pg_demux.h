@@ -42,6 +42,7 @@ struct ferry_pg_demux_join {
     bool keep_session;               /* --follow: the session may be parked at the end */
     bool can_continue;               /* no rows to skip: a parked session may serve it */
     int64_t epoch_rows;              /* --epoch-rows (the same for every table of a run) */
+    bool stream_large_txns;          /* the source's key (the same for every table) */
     struct ferry_row_writer *rw;     /* its stop request ends a wait; grouped (ferry_rw_grouped):
                                         the session marks commit-group cuts, and the table
                                         enters its group when it joins the session */

@@ -75,6 +75,7 @@ struct src {
     char peer[256];
     char *url; /* resolved secret, for the export connection; wiped at close */
     struct ferry_pg_conn_opts opts;
+    bool stream_large_txns; /* key stream_large_transactions (cdc; pg_spool.h) */
     PGconn *snap;      /* the exporting transaction, open until close */
     char *snapshot_id; /* imported: reads run in a transaction that uses it */
     /* cdc: replication connections that created a slot this attempt, kept idle so that the
@@ -124,12 +125,13 @@ static int src_new(struct ferry_cfg *cfg, struct src **out, struct ferry_error *
     char *url = NULL;
     struct ferry_pg_conn_opts opts;
     int64_t parallelism = 1, shard_rows = 1000000;
+    bool stream_large_txns = false;
     int rc = ferry_cfg_int(cfg, "parallelism", false, 1, 64, &parallelism, err);
     if (rc == FERRY_OK)
         rc = ferry_cfg_int(cfg, "shard_rows", false, 1, INT64_C(1) << 40, &shard_rows, err);
     if (rc == FERRY_OK) rc = ferry__pg_read_conn_config(cfg, WHAT, &url, &opts, err);
     if (rc == FERRY_OK)
-        rc = ferry_cfg_bool(cfg, "stream_large_transactions", false, &opts.stream_large_txns, err);
+        rc = ferry_cfg_bool(cfg, "stream_large_transactions", false, &stream_large_txns, err);
     if (rc != FERRY_OK) {
         ferry_secret_free(url);
         return rc;
@@ -142,6 +144,7 @@ static int src_new(struct ferry_cfg *cfg, struct src **out, struct ferry_error *
     s->parallelism = parallelism;
     s->shard_rows = shard_rows;
     s->opts = opts;
+    s->stream_large_txns = stream_large_txns;
     s->url = url;
     rc = ferry__pg_slot_config(&s->slot, cfg, err);
     if (rc != FERRY_OK) {
@@ -1753,7 +1756,8 @@ static int extract_stream(struct src *s, const struct ferry_resource_spec *spec,
                                     .route = run->route,
                                     .truncates = run->truncates,
                                     .specials = run->special_values,
-                                    .streams = run->cdc_streams_together};
+                                    .streams = run->cdc_streams_together,
+                                    .stream_large_txns = s->stream_large_txns};
     ferry_rw_set_shard(rw, shard);
     if (!s->lazy && json_is_string(json_object_get(plan, "snapshot")))
         rc = ferry__pg_cdc_extend_end(s->url, &s->opts, s->peer, plan, err);

@@ -6,8 +6,8 @@
 # logical_decoding_work_mem, so that every transaction above it reaches ferry in stream
 # blocks as the walsender decodes it (kept in a deleted temporary file until its commit,
 # pg_spool.h). Replayed from the slot by a bounded
-# run: a large transaction with a rolled-back subtransaction (and one nested in it) and a
-# released one; a large transaction that aborts; a large transaction left open while other
+# run: a large transaction with a rolled-back subtransaction (and one nested in it), a
+# released one, and a rolled-back one whose first change comes after a nested one's; a large transaction that aborts; a large transaction left open while other
 # sessions commit small ones. Under `--follow`: a large transaction open across several
 # epochs (the session parked with its spool between them); a kill -9 while one streams in.
 # Then a TMPDIR too small for one. Each time both destination tables equal their sources;
@@ -91,6 +91,12 @@ ROLLBACK TO SAVEPOINT s1;
 SAVEPOINT s3;
 UPDATE st_b SET note = note || '-kept' WHERE id BETWEEN 5001 AND 6000;
 RELEASE SAVEPOINT s3;
+SAVEPOINT p1;
+SAVEPOINT p2;
+INSERT INTO st_a SELECT g, 'nested' || g, g FROM generate_series(25001, 27000) g;
+RELEASE SAVEPOINT p2;
+UPDATE st_b SET note = 'parent' WHERE id BETWEEN 7001 AND 7100;
+ROLLBACK TO SAVEPOINT p1;
 INSERT INTO st_a VALUES (30001, 'last', NULL);
 COMMIT;
 BEGIN;

@@ -96,7 +96,6 @@ both_done
 touch writing
 writer() {
   local k=0 a b c
-  echo '\set ON_ERROR_ROLLBACK on'
   while [ -f writing ]; do
     k=$((k + 1))
     a=$(printf '%02d' $(( k % N + 1 ))); b=$(printf '%02d' $(( (k + 1) % N + 1 )))
@@ -111,7 +110,7 @@ writer() {
     echo "SAVEPOINT s; UPDATE k93 SET v = v - 1 WHERE id = $(( (k * 53) % 9000 + 1 )); RELEASE SAVEPOINT s;"
     echo "COMMIT;"
     echo "SELECT pg_sleep(0.01);"
-  done | psql -qXAt -v ON_ERROR_STOP=0 >/dev/null 2>&1
+  done | psql -qXAt -v ON_ERROR_STOP=0 -v ON_ERROR_ROLLBACK=on >/dev/null 2>&1
 }
 writer &
 wl=$!
@@ -142,6 +141,9 @@ for i in 1 2 3 4 5; do
   case $i in 1) j=k91 ;; 2) j=k92 ;; 4) j=k93 ;; esac
   if [ -n "$j" ]; then
     sleep 0.5
+    # the writers' transactions go on without the joiners that do not exist yet
+    [ $j != k93 ] || [ "$(pgq -c "SELECT count(*) FROM k91 WHERE id > 100000")" -gt 0 ] ||
+      fail "the writers changed nothing before k93 existed"
     joiner $j # created while the processes stream: planned by a later epoch
     for _ in $(seq 1 600); do
       in_dest dest $j && in_dest dlog $j && break
@@ -183,7 +185,16 @@ for t in $tables; do
   d=$(pgq -d dlog -c "SELECT count(*) FROM (SELECT 1 FROM $t WHERE _ferry_commit_time IS NOT NULL GROUP BY id, _ferry_lsn, _ferry_op HAVING count(*) > 1) x")
   [ "$d" = 0 ] || fail "change log: $t holds $d changes twice (seed $SEED)"
   last=$(pgq -d dlog -c "SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x.id), '')) FROM (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC) l WHERE _ferry_op <> 'delete') x")
-  [ "$last" = "$src" ] || fail "change log: $t merged by LSN differs from its source (seed $SEED)"
+  if [ "$last" != "$src" ]; then
+    # the first differing keys with every row the change log holds for them (to diagnose)
+    diff <(pgq -c "COPY (SELECT id, v, note FROM $t ORDER BY id) TO STDOUT") \
+         <(pgq -d dlog -c "COPY (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC) l WHERE _ferry_op <> 'delete' ORDER BY id) TO STDOUT") > logdiff.txt || true
+    for id in $(grep '^[<>]' logdiff.txt | awk '{print $2}' | sort -un | head -5); do
+      echo "key $id: source $(pgq -c "SELECT v, note FROM $t WHERE id = $id" | tr '\n' ' ')"
+      pgq -d dlog -c "SELECT id, v, note, _ferry_op, _ferry_lsn, _ferry_commit_time FROM $t WHERE id = $id ORDER BY _ferry_lsn"
+    done
+    fail "change log: $t merged by LSN differs from its source (seed $SEED)"
+  fi
 done
 for t in k91 k92 k93; do
   d=$(pgq -d dlog -c "SELECT count(*) FROM (SELECT id FROM $t WHERE _ferry_commit_time IS NULL GROUP BY 1 HAVING count(*) > 1) x")

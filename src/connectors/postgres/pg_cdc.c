@@ -1018,7 +1018,7 @@ static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, stru
 }
 
 /* Row r of the chunk as an insert (merge: an upsert; change log: `_ferry_lsn` = our high
- * watermark's position, no commit time, like the rows of a first copy). */
+ * watermark's position minus one, no commit time, like the rows of a first copy). */
 static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t lsn,
                               struct ferry_error *err)
 {
@@ -1046,7 +1046,7 @@ static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t l
     }
     if (s->t->change_log) {
         ferry_rw_text(rw, "insert", 6);
-        ferry_rw_int(rw, (int64_t)lsn);
+        ferry_rw_int(rw, (int64_t)lsn - 1); /* before a commit that begins at lsn (pg_cdc.h) */
         ferry_rw_null(rw);
     } else if (s->t->soft_delete) {
         ferry_rw_null(rw);

@@ -35,7 +35,11 @@ struct ferry_pg_cdc_opts {
 int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
                        struct ferry_error *err);
 
-/* Names the change-log columns appended to the schema when the read context says change_log. */
+/* Names the change-log columns appended to the schema when the read context says change_log.
+ * `_ferry_lsn` orders the log: a change's is its commit record's start (Begin's final LSN); a
+ * snapshot row's is one less than the position it was read at (the slot's start, a chunk's
+ * high watermark: pgoutput gives a message's end), since the next commit may begin exactly
+ * there and an equal value would leave the two unordered. */
 #define FERRY_PG_CDC_OP_COL "_ferry_op"
 #define FERRY_PG_CDC_LSN_COL "_ferry_lsn"
 #define FERRY_PG_CDC_TIME_COL "_ferry_commit_time"

@@ -1394,10 +1394,12 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
         if (f > 0) rc = ferry_buf_printf(sql, ", ");
         if (rc != FERRY_OK) break;
         if (rd->rel_col[f] < 0) {
-            /* Change-log columns of a snapshot row: an insert at the slot's start. */
+            /* Change-log columns of a snapshot row: an insert just before the slot's start
+             * (the stream's first commit may begin at the start: pg_cdc.h) */
             const char *start = json_string_value(json_object_get(plan, "start"));
             uint64_t lsn = 0;
             if (start != NULL) ferry_pg_lsn_parse(start, &lsn);
+            if (lsn > 0) lsn--;
             if (rd->sc->fields[f].type == FERRY_TYPE_UTF8)
                 rc = ferry_buf_printf(sql, "'insert'::pg_catalog.text");
             else if (rd->sc->fields[f].type == FERRY_TYPE_INT64)

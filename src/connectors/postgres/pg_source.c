@@ -76,8 +76,8 @@ struct src {
     char *url; /* resolved secret, for the export connection; wiped at close */
     struct ferry_pg_conn_opts opts;
     bool stream_large_txns; /* key stream_large_transactions (cdc; pg_spool.h) */
-    PGconn *snap;      /* the exporting transaction, open until close */
-    char *snapshot_id; /* imported: reads run in a transaction that uses it */
+    PGconn *snap;           /* the exporting transaction, open until close */
+    char *snapshot_id;      /* imported: reads run in a transaction that uses it */
     /* cdc: replication connections that created a slot this attempt, kept idle so that the
      * slot's exported snapshot stays importable for the copy shards (pg_cdc.h). */
     PGconn **keep;

@@ -150,7 +150,6 @@ void ferry__pg_spool_stop(struct ferry_pg_spools *s)
     s->open = NULL;
 }
 
-
 /* xid's distance after the top-level xid: subtransactions get theirs later, so larger (an
  * xid counts modulo 2^32). */
 static uint32_t after_top(const struct ferry_pg_spool *p, uint32_t xid)

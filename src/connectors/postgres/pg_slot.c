@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include "connectors/postgres/pg_slot.h"
 #include "connectors/postgres/pg_repl.h"
 #include "ferry/failpoint.h"
@@ -327,7 +326,8 @@ static int prepare(struct ferry_pg_slot *sl, PGconn *c, const char *url,
 
 /* Waits until the transactions that wrote to the tables this planning added to the
  * publication, open when it did, ended: their earlier changes are never published, so the
- * snapshot must see them (ferry__pg_cdc_writers). Named in the log every 30 s. */
+ * snapshot must see them (ferry__pg_cdc_writers). Named in the log every 30 s; the pauses
+ * sleep on the server, so that a cancel of the run ends the wait. */
 static int wait_writers(struct ferry_pg_slot *sl, PGconn *c, const char *peer,
                         struct ferry_error *err)
 {
@@ -345,7 +345,11 @@ static int wait_writers(struct ferry_pg_slot *sl, PGconn *c, const char *peer,
                       peer, n, n == 1 ? "" : "s", pids.data);
             log_at = ferry_now_mono_us() + 30000000;
         }
-        usleep(100000);
+        /* on the server: a cancel of the run (PQcancel on c) ends the wait with an error */
+        rc =
+            ferry__pg_exec(c, "SELECT pg_catalog.pg_sleep(0.1)", FERRY_ESOURCE,
+                           WHAT ": waiting for the writers of tables joining the publication", err);
+        if (rc != FERRY_OK) break;
     }
     ferry_buf_release(&list);
     ferry_buf_release(&pids);

@@ -20,9 +20,12 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <nats/nats.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include "bus/bus.h"
 #include "ferry/core.h"
@@ -60,6 +63,28 @@ static int nats_fail(struct natsbus *nb, natsStatus s, jsErrCode jerr, const cha
     return ferry_error_set(err, code, "nats", "%s: %s: %s", nb->where, what, natsStatus_GetText(s));
 }
 
+/* A message id for JetStream's deduplication that no other publish ever has (a retry of
+ * the same message reuses it): this process's random nonce and a counter. An id built from
+ * the clock and the message's address could repeat (two publishes of a batch, times and
+ * addresses differing by the same bits), and JetStream then acknowledged the second event
+ * with the first one's sequence and dropped it. */
+static uint64_t process_nonce;
+static pthread_once_t nonce_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t publishes;
+
+static void nonce_init(void)
+{
+    if (getrandom(&process_nonce, sizeof process_nonce, 0) != (ssize_t)sizeof process_nonce)
+        process_nonce = (uint64_t)ferry_now_wall_us() ^ ((uint64_t)getpid() << 32);
+}
+
+static void message_id(char *id, size_t n)
+{
+    pthread_once(&nonce_once, nonce_init);
+    snprintf(id, n, "ferry-%016" PRIx64 "-%" PRIu64, process_nonce,
+             (uint64_t)atomic_fetch_add(&publishes, 1));
+}
+
 static int nats_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferry_error *err)
 {
     struct natsbus *nb = ctx_of(b);
@@ -95,9 +120,8 @@ static int nats_publish(struct ferry_bus *b, struct ferry_event *ev, struct ferr
         /* A clustered stream may be between leaders for a few seconds when a node dies, and
          * a publish whose acknowledgement was lost may have landed: retry transient failures
          * for up to PUBLISH_RETRY_MS under one message id, which JetStream deduplicates. */
-        char id[80];
-        snprintf(id, sizeof id, "%s%" PRId64 "-%" PRIx64 "-%" PRIx64, nb->prefix, ev->run_id,
-                 (uint64_t)ev->time_us, (uint64_t)ferry_now_mono_us() ^ (uint64_t)(uintptr_t)m);
+        char id[64];
+        message_id(id, sizeof id);
         jsPubOptions po;
         jsPubOptions_Init(&po);
         po.ExpectStream = nb->stream; /* a stray stream on the same subjects is an error */

@@ -77,38 +77,45 @@ fi
 [ "$(pgq -d dest -c "SELECT count(*) FROM r02 WHERE id = 20")" = 0 ] || fail "the deleted row came back"
 echo "ok - a change committed after the chunk's snapshot, before its low watermark: its 10 updated rows keep their new values, the deleted row stays deleted"
 
+# open_writer TABLE: TABLE (300 rows) and a transaction that updates 10 of its rows, deletes
+# one and stays open 4 s; returns once it holds the table's RowExclusiveLock (pid in $wr)
+open_writer() {
+  pgq -c "CREATE TABLE $1 (id int PRIMARY KEY, v int NOT NULL, note text)" \
+      -c "INSERT INTO $1 SELECT g, g, 'old' FROM generate_series(1, 300) g" >/dev/null
+  printf '%s\n' "BEGIN;" "UPDATE $1 SET v = v + 1000, note = 'open' WHERE id <= 10;" \
+    "DELETE FROM $1 WHERE id = 20;" "SELECT pg_sleep(4);" "COMMIT;" |
+    psql -qXAt -v ON_ERROR_STOP=1 > writer.log 2>&1 &
+  wr=$!
+  BG+=($wr)
+  local locked="SELECT count(*) FROM pg_locks WHERE relation = '$1'::regclass AND mode = 'RowExclusiveLock' AND granted"
+  for _ in $(seq 1 200); do
+    [ "$(pgq -c "$locked")" = 1 ] && return 0
+    sleep 0.05
+  done
+  fail "the writer did not start: $(cat writer.log)"
+}
+# writer_arrived TABLE LOG: the writer committed, a later run read on, and TABLE equals its
+# source (its changes made before it joined the publication were not lost)
+writer_arrived() {
+  wait $wr || fail "the writer failed: $(cat writer.log)"
+  expect_exit 0 ferry run race.yaml # what came after the first run's end
+  if [ "$(rows $1 dest)" != "$(rows $1)" ]; then
+    diff <(rows $1) <(rows $1 dest) | head -10
+    fail "$1 differs: changes made before the table joined the publication, committed after its snapshot, were lost ($2)"
+  fi
+}
+
 # 2. A transaction that wrote to a table before ferry added the table to its publication,
 # and commits after the first chunk could have read it. pgoutput decodes each change with
 # the catalog as of the change, so those changes are never published; only a chunk whose
 # snapshot sees the transaction carries them. ferry waits for such writers before the first
 # chunk. Here the writer updates 10 rows and deletes one, and holds its transaction open
 # (4 s) while the run plans r03 (ALTER PUBLICATION ... ADD TABLE) and would read it.
-pgq -c "CREATE TABLE r03 (id int PRIMARY KEY, v int NOT NULL, note text)" \
-    -c "INSERT INTO r03 SELECT g, g, 'old' FROM generate_series(1, 300) g" >/dev/null
-psql -qXAt -v ON_ERROR_STOP=1 > writer.log 2>&1 <<'SQL' &
-BEGIN;
-UPDATE r03 SET v = v + 1000, note = 'open' WHERE id <= 10;
-DELETE FROM r03 WHERE id = 20;
-SELECT pg_sleep(4);
-COMMIT;
-SQL
-wr=$!
-BG+=($wr)
-locked="SELECT count(*) FROM pg_locks WHERE relation = 'r03'::regclass AND mode = 'RowExclusiveLock' AND granted"
-for _ in $(seq 1 200); do
-  [ "$(pgq -c "$locked")" = 1 ] && break
-  sleep 0.05
-done
-[ "$(pgq -c "$locked")" = 1 ] || fail "the writer did not start: $(cat writer.log)"
+open_writer r03
 FERRY_LOG=info "$FERRY_BIN" run race.yaml > race2.log 2>&1 || fail "the run exited $?: $(tail -n 20 race2.log)"
-wait $wr || fail "the writer failed: $(cat writer.log)"
-expect_exit 0 ferry run race.yaml # what came after the first run's end
+writer_arrived r03 "read in chunks"
 grep -q 'r03.*snapshot read in 1 chunks' race2.log ||
   fail "r03 was not read in chunks while streaming: $(grep -i 'chunk\|r03' race2.log | tail -5)"
-if [ "$(rows r03 dest)" != "$(rows r03)" ]; then
-  diff <(rows r03) <(rows r03 dest) | head -10
-  fail "r03 differs: changes made before the table joined the publication, committed after its chunk, were lost"
-fi
 grep -q 'r03.*waiting for 1 transaction' race2.log ||
   fail "the run did not wait for the open writer: $(grep -i 'r03' race2.log | tail -5)"
 echo "ok - a transaction that wrote to a table before it joined the publication is waited for before the first chunk, and its changes arrive"
@@ -116,32 +123,11 @@ echo "ok - a transaction that wrote to a table before it joined the publication 
 # 3. The same writer when the joining table is copied from an exported snapshot (a server
 # below 14; failpoint cdc_join_by_copy takes that way here): the snapshot is exported only
 # once the writer ended.
-pgq -c "CREATE TABLE r04 (id int PRIMARY KEY, v int NOT NULL, note text)" \
-    -c "INSERT INTO r04 SELECT g, g, 'old' FROM generate_series(1, 300) g" >/dev/null
-psql -qXAt -v ON_ERROR_STOP=1 > writer.log 2>&1 <<'SQL' &
-BEGIN;
-UPDATE r04 SET v = v + 1000, note = 'open' WHERE id <= 10;
-DELETE FROM r04 WHERE id = 20;
-SELECT pg_sleep(4);
-COMMIT;
-SQL
-wr=$!
-BG+=($wr)
-locked="SELECT count(*) FROM pg_locks WHERE relation = 'r04'::regclass AND mode = 'RowExclusiveLock' AND granted"
-for _ in $(seq 1 200); do
-  [ "$(pgq -c "$locked")" = 1 ] && break
-  sleep 0.05
-done
-[ "$(pgq -c "$locked")" = 1 ] || fail "the writer did not start: $(cat writer.log)"
+open_writer r04
 FERRY_FAILPOINTS="cdc_join_by_copy=sleep(1)" FERRY_LOG=info "$FERRY_BIN" run race.yaml > race3.log 2>&1 ||
   fail "the run exited $?: $(tail -n 20 race3.log)"
-wait $wr || fail "the writer failed: $(cat writer.log)"
-expect_exit 0 ferry run race.yaml
+writer_arrived r04 "copied"
 if grep -q 'r04.*snapshot read in' race3.log; then fail "r04 was read in chunks, not copied"; fi
-if [ "$(rows r04 dest)" != "$(rows r04)" ]; then
-  diff <(rows r04) <(rows r04 dest) | head -10
-  fail "r04 differs: changes made before the table joined the publication, committed after its snapshot, were lost"
-fi
 grep -q 'waiting for 1 transaction that wrote to tables joining' race3.log ||
   fail "the copy did not wait for the open writer: $(tail -n 5 race3.log)"
 pass "a change committed after the chunk's snapshot, before its low watermark, is kept; a transaction that wrote to a table before it joined the publication is waited for (chunks and exported snapshot alike), and its changes arrive"

@@ -331,11 +331,12 @@ static int prepare(struct ferry_pg_slot *sl, PGconn *c, const char *url,
 static int wait_writers(struct ferry_pg_slot *sl, PGconn *c, const char *peer,
                         struct ferry_error *err)
 {
+    if (sl->joined.len == 0) return FERRY_OK;
     struct ferry_buf list, pids;
     ferry_buf_init(&list, 0);
     ferry_buf_init(&pids, 0);
     int n = 0, rc = FERRY_OK;
-    for (int64_t log_at = 0; sl->joined.len > 0;) {
+    for (int64_t log_at = 0;;) {
         rc = ferry__pg_cdc_writers(c, peer, sl->joined.data, &list, &n, &pids, err);
         if (rc != FERRY_OK || n == 0) break;
         if (ferry_now_mono_us() >= log_at) {

@@ -135,29 +135,48 @@ ferry show "$run" > show.txt
 grep -q 'cdc position .*lag .* bytes' show.txt || fail "ferry show has no cdc lag: $(cat show.txt)"
 pass "lag in events and ferry show: $(grep -m1 'cdc position' show.txt | sed 's/^ *//')"
 
-# Append: a change log with the operation, LSN and commit time of each change.
+# Append: a change log with the operation, LSN, commit time and sequence of each change.
 pipeline log.yaml cdc_log "{type: postgres, url: env:DEST_URL, schema: log, write: append}" SRC_URL "" t3
 expect_exit 0 ferry run log.yaml
+[ "$(pgq -d dest -c "SELECT count(*) FROM log.t3 WHERE _ferry_seq <> 0 OR _ferry_commit_time IS NOT NULL OR _ferry_op <> 'insert'")" = 0 ] ||
+  fail "snapshot rows of the change log are not inserts of sequence 0 without a commit time"
+# A log written before `_ferry_seq` existed: the next run adds the column.
+pgq -d dest -c "ALTER TABLE log.t3 DROP COLUMN _ferry_seq" >/dev/null
 pgq >/dev/null <<'SQL'
 INSERT INTO t3 VALUES (90001, 'a'), (90002, 'b');
 UPDATE t3 SET note = 'b2' WHERE id = 90002;
 DELETE FROM t3 WHERE id = 90001;
+BEGIN;
+INSERT INTO t3 VALUES (90003, 'c1');
+UPDATE t3 SET note = 'c2' WHERE id = 90003;
+UPDATE t3 SET note = 'c3' WHERE id = 90003;
+DELETE FROM t3 WHERE id = 90003;
+INSERT INTO t3 VALUES (90003, 'c4');
+UPDATE t3 SET note = 'b3' WHERE id = 90002;
+UPDATE t3 SET note = 'c5' WHERE id = 90003;
+COMMIT;
 SQL
 expect_exit 0 ferry run log.yaml
-got=$(pgq -d dest -c "SELECT string_agg(_ferry_op || ':' || id || ':' || coalesce(note, '-'), ' ' ORDER BY _ferry_lsn, _ferry_op DESC) FROM log.t3 WHERE id > 90000")
-[ "$got" = "insert:90001:a insert:90002:b update:90002:b2 delete:90001:-" ] ||
-  [ "$got" = "insert:90002:b insert:90001:a update:90002:b2 delete:90001:-" ] || fail "change log: $got"
+got=$(pgq -d dest -c "SELECT string_agg(_ferry_op || ':' || id || ':' || coalesce(note, '-'), ' ' ORDER BY _ferry_lsn, _ferry_seq) FROM log.t3 WHERE id > 90000")
+[ "$got" = "insert:90001:a insert:90002:b update:90002:b2 delete:90001:- insert:90003:c1 update:90003:c2 update:90003:c3 delete:90003:- insert:90003:c4 update:90002:b3 update:90003:c5" ] ||
+  fail "change log in (_ferry_lsn, _ferry_seq) order: $got"
+seqs=$(pgq -d dest -c "SELECT string_agg(_ferry_seq::text, ',' ORDER BY _ferry_seq) FROM log.t3 WHERE _ferry_lsn = (SELECT _ferry_lsn FROM log.t3 WHERE note = 'c1')")
+[ "$seqs" = "1,2,3,4,5,6,7" ] || fail "one transaction's sequences: $seqs"
 [ "$(pgq -d dest -c "SELECT count(*) FROM log.t3 WHERE id > 90000 AND (_ferry_commit_time IS NULL OR _ferry_commit_time < now() - interval '1 hour')")" = 0 ] ||
   fail "change log commit times"
-pass "append writes a change log: $got"
+# Merged by (_ferry_lsn, _ferry_seq), the log is the source: the last change of each key.
+a=$(pgq -c "SELECT id || '|' || coalesce(note, '') FROM t3 ORDER BY id" | md5sum)
+b=$(pgq -d dest -c "SELECT id || '|' || coalesce(note, '') FROM (SELECT DISTINCT ON (id) id, note, _ferry_op FROM log.t3 ORDER BY id, _ferry_lsn DESC, _ferry_seq DESC) l WHERE _ferry_op <> 'delete' ORDER BY id" | md5sum)
+[ "$a" = "$b" ] || fail "the change log merged by (_ferry_lsn, _ferry_seq) differs from the source"
+pass "append writes a change log, ordered within a transaction by _ferry_seq (added to an older log): $got"
 
 # The change log into files (JSON Lines, read back with jq).
 pipeline files.yaml cdc_files "{type: files, path: $T/out-jsonl/, format: jsonl, write: append}" SRC_URL "" t3
 expect_exit 0 ferry run files.yaml
 pgq -c "UPDATE t3 SET note = 'f' WHERE id = 90002; DELETE FROM t3 WHERE id = 90002" >/dev/null
 expect_exit 0 ferry run files.yaml
-ops=$(find out-jsonl -name 'part-*' -exec cat {} + | jq -rs 'map(select(.id == 90002)) | sort_by(._ferry_lsn) | map(._ferry_op) | join(" ")')
-[ "$ops" = "insert update delete" ] || fail "files change log for 90002: $ops"
+ops=$(find out-jsonl -name 'part-*' -exec cat {} + | jq -rs 'map(select(.id == 90002)) | sort_by([._ferry_lsn, ._ferry_seq]) | map(._ferry_op + ":" + (._ferry_seq | tostring)) | join(" ")')
+[ "$ops" = "insert:0 update:1 delete:2" ] || fail "files change log for 90002: $ops"
 [ "$(find out-jsonl -name 'part-*' -exec cat {} + | jq -s 'length')" = "$(( $(pgq -c 'SELECT count(*) FROM t3') + 3 ))" ] ||
   fail "files change log row count"
 pass "files take the change log (jsonl): $ops"

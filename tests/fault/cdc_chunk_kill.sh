@@ -8,8 +8,9 @@
 # joiner appeared in the destinations), each kill followed by a restart that resumes. The delays come from a seed (printed; FERRY_TEST_SEED=N reproduces them; the
 # moments also depend on the machine's speed). At the end (writers stopped, two
 # bounded runs): every table of the merge destination equals its source; the change log holds
-# no change twice, at most one snapshot row per key of a joining table, and, merged by LSN
-# (the last change of each key; a delete removes it), equals the source.
+# no change twice, at most one snapshot row per key of a joining table, and, merged by
+# (`_ferry_lsn`, `_ferry_seq`) (the last change of each key; a delete removes it), equals the
+# source.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "${FERRY_PG_SH:-$FERRY_SRC/tests/pg/pg.sh}"
 pg_start
@@ -92,7 +93,8 @@ both_done
 # multi-table transactions: 3 old tables (one change each) and the joiners when they exist
 # (savepoints, and psql's ON_ERROR_ROLLBACK: the transaction goes on without a joiner that
 # does not exist yet, so the writers change every joiner from the moment it exists); a key
-# changes at most once per transaction, so (key, commit LSN, op) names a change
+# of an old table and of k92 changes twice in a transaction: the change log orders the two
+# by `_ferry_seq`, and (commit LSN, sequence) names a change of a table
 touch writing
 writer() {
   local k=0 a b c
@@ -103,9 +105,10 @@ writer() {
     echo "BEGIN;"
     echo "INSERT INTO k$a VALUES (100000 + $k, $k, 'w$k');"
     echo "UPDATE k$b SET v = v + 1, note = 'u$k' WHERE id = $(( k % 400 + 1 ));"
+    echo "UPDATE k$b SET note = 'v$k' WHERE id = $(( k % 400 + 1 ));"
     echo "DELETE FROM k$c WHERE id = $(( (k * 7) % 400 + 1 ));"
     echo "SAVEPOINT s; INSERT INTO k91 VALUES (100000 + $k, $k, 'w$k'); RELEASE SAVEPOINT s;"
-    echo "SAVEPOINT s; UPDATE k92 SET v = v + 1, note = 'u$k' WHERE id = $(( (k * 13) % 9000 + 1 )); RELEASE SAVEPOINT s;"
+    echo "SAVEPOINT s; UPDATE k92 SET v = v + 1, note = 'u$k' WHERE id = $(( (k * 13) % 9000 + 1 )); UPDATE k92 SET note = 'v$k' WHERE id = $(( (k * 13) % 9000 + 1 )); RELEASE SAVEPOINT s;"
     echo "SAVEPOINT s; DELETE FROM k91 WHERE id = $(( (k * 37) % 9000 + 1 )); RELEASE SAVEPOINT s;"
     echo "SAVEPOINT s; UPDATE k93 SET v = v - 1 WHERE id = $(( (k * 53) % 9000 + 1 )); RELEASE SAVEPOINT s;"
     echo "COMMIT;"
@@ -182,18 +185,18 @@ for t in $tables; do
          <(pgq -d dest -c "COPY (SELECT id, v, note FROM $t ORDER BY id) TO STDOUT") | head -10
     fail "merge: $t differs from its source (seed $SEED)"
   fi
-  d=$(pgq -d dlog -c "SELECT count(*) FROM (SELECT 1 FROM $t WHERE _ferry_commit_time IS NOT NULL GROUP BY id, _ferry_lsn, _ferry_op HAVING count(*) > 1) x")
+  d=$(pgq -d dlog -c "SELECT count(*) FROM (SELECT 1 FROM $t WHERE _ferry_commit_time IS NOT NULL GROUP BY _ferry_lsn, _ferry_seq HAVING count(*) > 1) x")
   [ "$d" = 0 ] || fail "change log: $t holds $d changes twice (seed $SEED)"
-  last=$(pgq -d dlog -c "SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x.id), '')) FROM (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC) l WHERE _ferry_op <> 'delete') x")
+  last=$(pgq -d dlog -c "SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x.id), '')) FROM (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC, _ferry_seq DESC) l WHERE _ferry_op <> 'delete') x")
   if [ "$last" != "$src" ]; then
     # the first differing keys with every row the change log holds for them (to diagnose)
     diff <(pgq -c "COPY (SELECT id, v, note FROM $t ORDER BY id) TO STDOUT") \
-         <(pgq -d dlog -c "COPY (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC) l WHERE _ferry_op <> 'delete' ORDER BY id) TO STDOUT") > logdiff.txt || true
+         <(pgq -d dlog -c "COPY (SELECT id, v, note FROM (SELECT DISTINCT ON (id) id, v, note, _ferry_op FROM $t ORDER BY id, _ferry_lsn DESC, _ferry_seq DESC) l WHERE _ferry_op <> 'delete' ORDER BY id) TO STDOUT") > logdiff.txt || true
     for id in $(grep '^[<>]' logdiff.txt | awk '{print $2}' | sort -un | head -5); do
       echo "key $id: source $(pgq -c "SELECT v, note FROM $t WHERE id = $id" | tr '\n' ' ')"
-      pgq -d dlog -c "SELECT id, v, note, _ferry_op, _ferry_lsn, _ferry_commit_time FROM $t WHERE id = $id ORDER BY _ferry_lsn"
+      pgq -d dlog -c "SELECT id, v, note, _ferry_op, _ferry_lsn, _ferry_seq, _ferry_commit_time FROM $t WHERE id = $id ORDER BY _ferry_lsn, _ferry_seq"
     done
-    fail "change log: $t merged by LSN differs from its source (seed $SEED)"
+    fail "change log: $t merged by (LSN, sequence) differs from its source (seed $SEED)"
   fi
 done
 for t in k91 k92 k93; do
@@ -202,4 +205,4 @@ for t in k91 k92 k93; do
 done
 grep -q 'k9[123].*snapshot read in [0-9]* chunks' kmerge.log || fail "no joining table was read in chunks: $(grep -i chunk kmerge.log | tail -5)"
 [ "$(pgq -c "SELECT count(*) FROM pg_replication_slots")" = 2 ] || fail "want one slot per pipeline"
-pass "6 kill -9 at random points (seed $SEED: the first copy, then while 3 tables joined in chunks and writers ran), resumed: 15 tables equal in merge, the change log without a change twice and equal merged by LSN"
+pass "6 kill -9 at random points (seed $SEED: the first copy, then while 3 tables joined in chunks and writers ran), resumed: 15 tables equal in merge, the change log without a change twice and equal merged by (LSN, sequence)"

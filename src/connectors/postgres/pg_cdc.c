@@ -872,6 +872,7 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
         ferry_rw_text(rw, w, strlen(w));
         ferry_rw_int(rw, (int64_t)s->txn_lsn);
         ferry_rw_int(rw, s->txn_time_us);
+        ferry_rw_int(rw, s->txn_rows); /* its place in the transaction (pg_cdc.h) */
     } else if (s->t->soft_delete) {
         /* The sink marks the row with this instead of deleting it. */
         if (op == FERRY_OP_DELETE)
@@ -1018,7 +1019,8 @@ static int on_truncate(struct stream *s, const struct ferry_pg_repl_msg *m, stru
 }
 
 /* Row r of the chunk as an insert (merge: an upsert; change log: `_ferry_lsn` = our high
- * watermark's position minus one, no commit time, like the rows of a first copy). */
+ * watermark's position minus one, no commit time, `_ferry_seq` 0, like the rows of a first
+ * copy). */
 static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t lsn,
                               struct ferry_error *err)
 {
@@ -1048,6 +1050,7 @@ static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t l
         ferry_rw_text(rw, "insert", 6);
         ferry_rw_int(rw, (int64_t)lsn - 1); /* before a commit that begins at lsn (pg_cdc.h) */
         ferry_rw_null(rw);
+        ferry_rw_int(rw, 0);
     } else if (s->t->soft_delete) {
         ferry_rw_null(rw);
     }
@@ -1297,7 +1300,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
 {
     struct stream s = {.progress = progress, .peer = peer, .url = url, .opts = opts, .t = t,
                        .rw = rw};
-    s.n_user = t->sc->n_fields - (t->change_log ? 3 : t->soft_delete ? 1 : 0);
+    s.n_user = t->sc->n_fields - (t->change_log ? FERRY_PG_CDC_LOG_COLS : t->soft_delete ? 1 : 0);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
     /* a table that will not join: its session need not wait for it */

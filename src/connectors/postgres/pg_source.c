@@ -540,7 +540,7 @@ static int add_field(struct ferry_schema *sc, const struct col *c, struct ferry_
 
 /* A cdc resource: its keys are read now (so that unknown ones are refused before a run),
  * columns outside the key become nullable (a delete carries only the key), and a change
- * log gets its operation, LSN and commit time columns. */
+ * log gets its operation, LSN, commit time and sequence columns. */
 static int cdc_schema(struct src *s, const struct ferry_resource_spec *spec, const struct rel *r,
                       struct ferry_schema *sc, struct ferry_error *err)
 {
@@ -563,9 +563,11 @@ static int cdc_schema(struct src *s, const struct ferry_resource_spec *spec, con
         return ferry_schema_add_field(sc, run->soft_delete, FERRY_TYPE_TIMESTAMPTZ_US, true, err);
     }
     if (!run->change_log) return FERRY_OK;
-    const char *names[3] = {FERRY_PG_CDC_OP_COL, FERRY_PG_CDC_LSN_COL, FERRY_PG_CDC_TIME_COL};
-    enum ferry_type types[3] = {FERRY_TYPE_UTF8, FERRY_TYPE_INT64, FERRY_TYPE_TIMESTAMPTZ_US};
-    for (int i = 0; i < 3 && rc == FERRY_OK; i++) {
+    const char *names[FERRY_PG_CDC_LOG_COLS] = {FERRY_PG_CDC_OP_COL, FERRY_PG_CDC_LSN_COL,
+                                                FERRY_PG_CDC_TIME_COL, FERRY_PG_CDC_SEQ_COL};
+    enum ferry_type types[FERRY_PG_CDC_LOG_COLS] = {FERRY_TYPE_UTF8, FERRY_TYPE_INT64,
+                                                    FERRY_TYPE_TIMESTAMPTZ_US, FERRY_TYPE_INT64};
+    for (int i = 0; i < FERRY_PG_CDC_LOG_COLS && rc == FERRY_OK; i++) {
         if (ferry_schema_find(sc, names[i]) >= 0)
             return ferry_error_set(err, FERRY_ECONFIG, "config",
                                    WHAT ": table \"%s\" already has a column %s, which the cdc "
@@ -1285,7 +1287,7 @@ static int bind_columns(struct reader *rd, struct ferry_error *err)
     for (int f = 0; f < sc->n_fields; f++) {
         const struct ferry_field *fd = &sc->fields[f];
         if (f >= rd->n_real) {
-            /* A change log's operation, LSN and commit time: constants of the snapshot. */
+            /* A change log's operation, LSN, commit time and sequence: constants of the snapshot. */
             rd->rel_col[f] = -1;
             struct ferry_pg_copy_col *pc = &rd->cols[f];
             pc->name = fd->name;
@@ -1395,13 +1397,15 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
         if (rc != FERRY_OK) break;
         if (rd->rel_col[f] < 0) {
             /* Change-log columns of a snapshot row: an insert just before the slot's start
-             * (the stream's first commit may begin at the start: pg_cdc.h) */
+             * (the stream's first commit may begin at the start: pg_cdc.h), sequence 0 */
             const char *start = json_string_value(json_object_get(plan, "start"));
             uint64_t lsn = 0;
             if (start != NULL) ferry_pg_lsn_parse(start, &lsn);
             if (lsn > 0) lsn--;
             if (rd->sc->fields[f].type == FERRY_TYPE_UTF8)
                 rc = ferry_buf_printf(sql, "'insert'::pg_catalog.text");
+            else if (!strcmp(rd->sc->fields[f].name, FERRY_PG_CDC_SEQ_COL))
+                rc = ferry_buf_printf(sql, "0::pg_catalog.int8");
             else if (rd->sc->fields[f].type == FERRY_TYPE_INT64)
                 rc = ferry_buf_printf(sql, "%" PRIu64 "::pg_catalog.int8", lsn);
             else

@@ -66,7 +66,9 @@ pass "merge: all $total rows, none twice (postgres and sqlite)"
 [ "$(pgq -d dest -c "SELECT count(DISTINCT id) FROM log.big WHERE _ferry_op = 'insert'")" = $total ] || fail "change log misses rows"
 [ "$(pgq -d dest -c "SELECT count(*) FROM log.big")" = $total ] || fail "change log has duplicates: $(pgq -d dest -c "SELECT count(*) FROM log.big")"
 [ "$(pgq -d dest -c "SELECT count(DISTINCT _ferry_lsn) FROM log.big WHERE id > 1000")" = 1 ] || fail "one transaction, one LSN"
-pass "append change log: all $total rows once, the transaction's rows share its LSN"
+seq=$(pgq -d dest -c "SELECT min(_ferry_seq), max(_ferry_seq), count(DISTINCT _ferry_seq), bool_and(_ferry_seq = id - 1000) FROM log.big WHERE id > 1000")
+[ "$seq" = "1|$ROWS|$ROWS|t" ] || fail "the transaction's _ferry_seq are not 1..$ROWS in insert order: $seq"
+pass "append change log: all $total rows once, the transaction's rows share its LSN and are numbered 1..$ROWS in order"
 
 # ---- a first run killed during the snapshot copy
 pgq -c "CREATE TABLE snap (id bigint PRIMARY KEY, v text)" >/dev/null

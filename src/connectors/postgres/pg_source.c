@@ -1287,7 +1287,8 @@ static int bind_columns(struct reader *rd, struct ferry_error *err)
     for (int f = 0; f < sc->n_fields; f++) {
         const struct ferry_field *fd = &sc->fields[f];
         if (f >= rd->n_real) {
-            /* A change log's operation, LSN, commit time and sequence: constants of the snapshot. */
+            /* A change log's operation, LSN, commit time and sequence: constants of the
+             * snapshot. */
             rd->rel_col[f] = -1;
             struct ferry_pg_copy_col *pc = &rd->cols[f];
             pc->name = fd->name;

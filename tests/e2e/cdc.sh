@@ -154,21 +154,23 @@ DELETE FROM t3 WHERE id = 90003;
 INSERT INTO t3 VALUES (90003, 'c4');
 UPDATE t3 SET note = 'b3' WHERE id = 90002;
 UPDATE t3 SET note = 'c5' WHERE id = 90003;
+INSERT INTO t3 VALUES (90006, 'k');
+UPDATE t3 SET id = 90007, note = 'k2' WHERE id = 90006;
 COMMIT;
 SQL
 expect_exit 0 ferry run log.yaml
 got=$(pgq -d dest -c "SELECT string_agg(_ferry_op || ':' || id || ':' || coalesce(note, '-'), ' ' ORDER BY _ferry_lsn, _ferry_seq) FROM log.t3 WHERE id > 90000")
-[ "$got" = "insert:90001:a insert:90002:b update:90002:b2 delete:90001:- insert:90003:c1 update:90003:c2 update:90003:c3 delete:90003:- insert:90003:c4 update:90002:b3 update:90003:c5" ] ||
+[ "$got" = "insert:90001:a insert:90002:b update:90002:b2 delete:90001:- insert:90003:c1 update:90003:c2 update:90003:c3 delete:90003:- insert:90003:c4 update:90002:b3 update:90003:c5 insert:90006:k delete:90006:- insert:90007:k2" ] ||
   fail "change log in (_ferry_lsn, _ferry_seq) order: $got"
 seqs=$(pgq -d dest -c "SELECT string_agg(_ferry_seq::text, ',' ORDER BY _ferry_seq) FROM log.t3 WHERE _ferry_lsn = (SELECT _ferry_lsn FROM log.t3 WHERE note = 'c1')")
-[ "$seqs" = "1,2,3,4,5,6,7" ] || fail "one transaction's sequences: $seqs"
+[ "$seqs" = "1,2,3,4,5,6,7,8,9,10" ] || fail "one transaction's sequences: $seqs"
 [ "$(pgq -d dest -c "SELECT count(*) FROM log.t3 WHERE id > 90000 AND (_ferry_commit_time IS NULL OR _ferry_commit_time < now() - interval '1 hour')")" = 0 ] ||
   fail "change log commit times"
 # Merged by (_ferry_lsn, _ferry_seq), the log is the source: the last change of each key.
 a=$(pgq -c "SELECT id || '|' || coalesce(note, '') FROM t3 ORDER BY id" | md5sum)
 b=$(pgq -d dest -c "SELECT id || '|' || coalesce(note, '') FROM (SELECT DISTINCT ON (id) id, note, _ferry_op FROM log.t3 ORDER BY id, _ferry_lsn DESC, _ferry_seq DESC) l WHERE _ferry_op <> 'delete' ORDER BY id" | md5sum)
 [ "$a" = "$b" ] || fail "the change log merged by (_ferry_lsn, _ferry_seq) differs from the source"
-pass "append writes a change log, ordered within a transaction by _ferry_seq (added to an older log): $got"
+pass "append writes a change log, ordered within a transaction by _ferry_seq, a key change as a delete and an insert (added to an older log): $got"
 
 # The change log into files (JSON Lines, read back with jq).
 pipeline files.yaml cdc_files "{type: files, path: $T/out-jsonl/, format: jsonl, write: append}" SRC_URL "" t3

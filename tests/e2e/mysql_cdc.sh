@@ -9,7 +9,7 @@
 # @slave_connect_state), also when nothing is new (the run ends at a heartbeat); server_id
 # refusals; DDL mid-stream -> a clear error naming the table; a failover to a GTID replica
 # (its own binlog files) between the attempts of a run killed inside a 20 000-row
-# transaction: every row once.
+# transaction: every row once; a change log (`write: append`) refuses the new server's positions.
 . "$FERRY_SRC/tests/e2e/lib.sh"
 . "$FERRY_SRC/tests/mysql/mysql.sh"
 my_pg_start
@@ -402,6 +402,10 @@ replica_catch_up() {
 myq -e "CREATE TABLE fo (id int PRIMARY KEY, v varchar(10)); INSERT INTO fo VALUES (1, 'a'), (2, 'b')"
 pipeline fo.yaml myfo "$PG_SINK" fo
 expect_exit 0 ferry run fo.yaml
+# a change log of the same table, its position saved on this server (checked after the switch)
+pgq -c "CREATE SCHEMA folog" >/dev/null
+pipeline folog.yaml myfolog "{type: postgres, url: env:FERRY_PG_URL, schema: folog, write: append}" fo
+expect_exit 0 ferry run folog.yaml
 # a transaction interrupted by SIGKILL mid-way, then the switch: its remaining rows come
 # from the replica (k rows skipped after the GTID), nothing doubled
 myq -e "INSERT INTO fo SELECT 100 + seq, 'big' FROM seq_1_to_20000"
@@ -435,3 +439,12 @@ rq -e "INSERT INTO ferry.fo VALUES (4, 'd')"
 expect_exit 0 ferry run fo.yaml
 [ "$(pgq -c "SELECT v FROM fo WHERE id = 4")" = d ] || fail "failover: the stream goes on on the new server"
 pass "failover to a replica with other binlog files, inside an interrupted 20000-row transaction: resumed by GTID, every row once"
+# The change log orders by binlog positions (`_ferry_lsn`): the replica's files are numbered
+# from 1 where the primary's were past it, so its changes would sort before the log's: refused.
+[ $(( $(saved_pos myfolog n) >> 32 )) -gt 1 ] || fail "failover: the primary's saved file is its first (the refusal below needs a later one)"
+n_log=$(pgq -c "SELECT count(*) FROM folog.fo")
+expect_exit 1 ferry run folog.yaml
+case $OUT in *"table"*"comes before the position the change log reached"*"another server"*) ;; *)
+  fail "failover: the change log did not refuse the replica's positions: $OUT" ;; esac
+[ "$(pgq -c "SELECT count(*) FROM folog.fo")" = "$n_log" ] || fail "failover: the refused change log was written"
+pass "failover: a change log refuses the new server's binlog positions (they would sort before its rows), writing nothing"

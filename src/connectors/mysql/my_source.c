@@ -46,6 +46,7 @@
 #include "connectors/mysql/my_gtid.h"
 #include "connectors/mysql/my_json.h"
 #include "connectors/mysql/my_hub.h"
+#include "pipeline/cdc_columns.h"
 #include "pipeline/schema_change.h"
 #include <mariadb_rpl.h>
 #include "ferry/connector.h"
@@ -508,12 +509,10 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
                 spec->cursor[k],
                 col_index(&r, spec->cursor[k]) < 0 ? "does not exist"
                                                    : "must be among the selected columns");
-    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC &&
-        (ferry_read_context_of(spec)->change_log || ferry_read_context_of(spec)->soft_delete))
-        rc = ferry_error_set(err, FERRY_EUNSUPPORTED, "mysql",
-                             WHAT ": table %s: mode cdc writes with `write: merge` only so far "
-                                  "(no change log with `write: append`, no soft_delete)",
-                             r.from);
+    /* a change log's or soft_delete's columns after the table's (a delete carries the whole
+     * row: binlog_row_image = FULL, so the table's columns keep their NOT NULL) */
+    if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC)
+        rc = ferry_cdc_add_columns(sc, ferry_read_context_of(spec), WHAT, r.from, err);
     if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && spec->node != NULL) {
         /* the cdc resource keys (read again at plan time): checked here, with the file */
         static const char *const lost_words[] = {"error", "resnapshot", NULL};
@@ -1115,12 +1114,32 @@ static int decode(struct decoder *d, int f, const char *v, size_t n, int64_t row
     }
 }
 
-/* The SELECT list: every field as its column, FLOAT widened to double, spatial as WKB. */
-static int select_list(struct ferry_buf *b, const struct ferry_schema *sc, const struct rel *r,
-                       struct ferry_error *err)
+/* A cdc snapshot row's value of field f, one of the columns appended after the table's
+ * (pipeline/cdc_columns.h): an insert at `start` - 1 (every change that follows the snapshot
+ * ends later in the log), sequence 0, no commit time; soft_delete's mark NULL. */
+static int snapshot_literal(struct ferry_buf *b, const struct ferry_field *fld, int64_t start)
+{
+    if (!strcmp(fld->name, FERRY_CDC_OP_COL) && fld->type == FERRY_TYPE_UTF8)
+        return ferry_buf_printf(b, "'insert'");
+    if (!strcmp(fld->name, FERRY_CDC_LSN_COL) && fld->type == FERRY_TYPE_INT64)
+        return ferry_buf_printf(b, "%" PRId64, start > 0 ? start - 1 : 0);
+    if (!strcmp(fld->name, FERRY_CDC_SEQ_COL) && fld->type == FERRY_TYPE_INT64)
+        return ferry_buf_printf(b, "0");
+    return ferry_buf_printf(b, "NULL");
+}
+
+/* The SELECT list: every field as its column, FLOAT widened to double, spatial as WKB; the
+ * fields from n_user on (a cdc read's appended columns) as the snapshot's literals. */
+static int select_list(struct ferry_buf *b, const struct ferry_schema *sc, int n_user,
+                       int64_t start, const struct rel *r, struct ferry_error *err)
 {
     int rc = ferry_buf_printf(b, "SELECT ");
     for (int f = 0; f < sc->n_fields && rc == FERRY_OK; f++) {
+        if (f >= n_user) {
+            rc = ferry_buf_printf(b, ", ");
+            if (rc == FERRY_OK) rc = snapshot_literal(b, &sc->fields[f], start);
+            continue;
+        }
         int c = col_index(r, sc->fields[f].name);
         if (c < 0)
             return ferry_error_set(err, FERRY_ENOTFOUND, "mysql",
@@ -2027,6 +2046,15 @@ struct stream {
     bool crc;                      /* events end with a 4-byte checksum */
     uint32_t seq;                  /* the binlog file being read */
     int64_t pos, end, last_commit, txn_rows, skip, changes;
+    /* a change log's or soft_delete's columns (pipeline/cdc_columns.h) follow the first
+     * n_user fields: `_ferry_lsn` is the position where the transaction's first rows event
+     * of the table ends (ev_pos then; the log holds whole transactions in commit order), its
+     * time the header timestamp of the event that opened the transaction (GTID or BEGIN);
+     * floor: the position the stream started after, which every change must pass (a log
+     * reset or another server's numbering would put changes before earlier ones) */
+    int n_user;
+    int64_t ev_pos, txn_lsn, txn_time_us, floor;
+    uint32_t open_time;
     struct ferry_buf text;         /* one value's text form (reused) */
     /* GTIDs: the set at last_commit when known (the plan's or the resume position's; not on
      * MySQL first runs), the transaction in progress's GTID until its commit */
@@ -2350,19 +2378,60 @@ static int bl_text(struct stream *st, int c, const struct ferry_my_bl_value *v, 
     return -1;
 }
 
+/* The first change of a transaction: its position and time (struct stream). A change log
+ * refuses a position at or before the one it started after. */
+static int open_txn(struct stream *st, struct ferry_error *err)
+{
+    st->txn_lsn = st->ev_pos;
+    st->txn_time_us = (int64_t)(st->open_time ? st->open_time : st->event_time) * 1000000;
+    if (!ferry_read_context_of(st->spec)->change_log || st->txn_lsn > st->floor) return FERRY_OK;
+    return ferry_error_set(err, FERRY_ESOURCE, "mysql",
+                           WHAT ": %s: table %s: a change at binlog %s.%06" PRIu32 ":%" PRIu32
+                                " comes before the position the change log reached (%06" PRIu32
+                                ":%" PRIu32 "): the binary log was reset, or this is another "
+                                "server (a failover) whose positions would not order the log "
+                                "(`_ferry_lsn`); start a new change log (`ferry cdc drop`, "
+                                "empty the destination, run)",
+                           st->s->conn.peer, st->r->from, st->base, BL_SEQ(st->txn_lsn),
+                           BL_OFF(st->txn_lsn), BL_SEQ(st->floor), BL_OFF(st->floor));
+}
+
+/* A change log's or soft_delete's columns of a change (struct stream). */
+static void put_cdc_columns(struct stream *st, enum ferry_op op)
+{
+    const struct ferry_read_context *ctx = ferry_read_context_of(st->spec);
+    if (ctx->change_log) {
+        const char *w = op == FERRY_OP_INSERT   ? "insert"
+                        : op == FERRY_OP_UPDATE ? "update"
+                                                : "delete";
+        ferry_rw_text(st->rw, w, strlen(w));
+        ferry_rw_int(st->rw, st->txn_lsn);
+        ferry_rw_int(st->rw, st->txn_time_us);
+        ferry_rw_int(st->rw, st->txn_rows);
+    } else if (ctx->soft_delete != NULL) {
+        if (op == FERRY_OP_DELETE)
+            ferry_rw_int(st->rw, st->txn_time_us);
+        else
+            ferry_rw_null(st->rw);
+    }
+}
+
 static int write_image(struct stream *st, enum ferry_op op, const struct ferry_my_bl_value *vals,
                        struct ferry_error *err)
 {
     struct ferry_row_writer *rw = st->rw;
-    st->txn_rows++;
+    if (st->txn_rows++ == 0) {
+        int rc = open_txn(st, err);
+        if (rc != FERRY_OK) return rc;
+    }
     if (st->skip > 0) { /* written before an interruption inside this transaction */
         st->skip--;
         return FERRY_OK;
     }
     st->changes++;
     ferry_rw_set_suboffset(rw, st->txn_rows);
-    ferry_rw_begin(rw, op);
-    for (int f = 0; f < st->sc->n_fields; f++) {
+    ferry_rw_begin(rw, ferry_read_context_of(st->spec)->change_log ? FERRY_OP_INSERT : op);
+    for (int f = 0; f < st->n_user; f++) {
         int c = st->fmap[f];
         int b = c >= 0 ? st->bmap[c] : -1;
         bool null = b < 0; /* a column dropped (freeze), or added after these changes */
@@ -2382,6 +2451,7 @@ static int write_image(struct stream *st, enum ferry_op op, const struct ferry_m
             return rc;
         }
     }
+    put_cdc_columns(st, op);
     return ferry_rw_end(rw, err);
 }
 
@@ -2410,7 +2480,8 @@ static int on_bl_row_end(void *ctx, struct ferry_error *err)
     case FERRY_MY_BL_DELETE_ROWS_V1:
     case FERRY_MY_BL_DELETE_ROWS_V2:
         return write_image(st, FERRY_OP_DELETE, st->img[1], err);
-    default: {
+    default: { /* an update; one that changes the key is a delete and an insert (a change
+                * log too: merged by key, the old key must go) */
         if (!key_changed(st)) return write_image(st, FERRY_OP_UPDATE, st->img[1], err);
         int rc = write_image(st, FERRY_OP_DELETE, st->img[0], err);
         return rc == FERRY_OK ? write_image(st, FERRY_OP_INSERT, st->img[1], err) : rc;
@@ -2469,6 +2540,7 @@ static int on_gtid(struct stream *st, const struct ferry_my_bl_header *h, const 
         int rc = ferry__my_gtid_event_mariadb(body, n, &st->p_seq, &st->p_domain, &flags2, err);
         if (rc != FERRY_OK) return rc;
         st->p_server = h->server_id;
+        st->open_time = h->timestamp;
         st->pending = FERRY_MY_GTID_MARIADB;
         st->synced = true;
         /* flags2 bit 0 (FL_STANDALONE): a statement without BEGIN/COMMIT (DDL) */
@@ -2477,6 +2549,7 @@ static int on_gtid(struct stream *st, const struct ferry_my_bl_header *h, const 
     }
     int rc = ferry__my_gtid_event_mysql(body, n, st->p_uuid, &st->p_seq, err);
     if (rc == FERRY_OK) st->pending = FERRY_MY_GTID_MYSQL, st->synced = true;
+    if (rc == FERRY_OK) st->open_time = h->timestamp;
     return rc;
 }
 
@@ -2526,6 +2599,7 @@ static void cdc_commit(struct stream *st, int64_t pos)
     gtid_commit(st);
     st->in_txn = false;
     st->txn_rows = 0;
+    st->open_time = 0;
     st->skip = 0;
     ferry_rw_set_suboffset(st->rw, 0);
     if (pos > st->last_commit) {
@@ -2624,7 +2698,7 @@ static void ddl_note(struct stream *st, struct ddl_diff *d, const char *column,
 static void ddl_compare(struct stream *st, const struct rel *now, struct ddl_diff *d)
 {
     const struct ferry_schema *sc = st->sc;
-    for (int f = 0; f < sc->n_fields; f++) {
+    for (int f = 0; f < st->n_user; f++) {
         const struct ferry_field *fld = &sc->fields[f];
         int c = col_index(now, fld->name);
         char was[64], is[64];
@@ -2895,6 +2969,7 @@ static int on_query(struct stream *st, const struct ferry_my_bl_header *h, const
     if (qrc != FERRY_OK) return qrc;
     if (n == 5 && strncasecmp(q, "BEGIN", 5) == 0) {
         st->in_txn = true;
+        if (st->open_time == 0) st->open_time = h->timestamp; /* no GTID event before it */
         return FERRY_OK;
     }
     if ((n == 6 && strncasecmp(q, "COMMIT", 6) == 0) ||
@@ -3091,6 +3166,7 @@ static int on_event(struct stream *st, const uint8_t *raw, size_t n, int tm_phl,
         rc = ferry__my_bl_rows_table_id(body, body_n, &id, err);
         if (rc != FERRY_OK || !st->have_tm || id != st->tm->table_id) return rc;
         st->op = h.type;
+        st->ev_pos = BL_POS(st->seq, h.log_pos);
         struct ferry_my_bl_rows_cb cb = {st, on_bl_value, on_bl_row_end};
         return ferry__my_bl_rows(h.type, body, body_n, st->tm, &cb, err);
     }
@@ -3407,6 +3483,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     struct stream st;
     memset(&st, 0, sizeof st);
     st.s = s, st.spec = spec, st.sc = sc, st.r = r, st.rw = rw;
+    st.n_user = sc->n_fields - ferry_cdc_extra_cols(ferry_read_context_of(spec));
     st.d.s = s, st.d.sc = sc, st.d.r = r;
     ferry_buf_init(&st.text, 0);
     ferry_buf_init(&st.gtid_text, 0);
@@ -3469,6 +3546,7 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
         ferry_buf_printf(&st.gtid_text, "%s", gtid);
     }
     st.last_commit = by_gtid ? 0 : start;
+    st.floor = start; /* the saved position (by GTID too: the numbering changes go checked) */
     st.pos = start;
     st.seq = BL_SEQ(start);
     ferry_rw_set_shard(rw, 0);
@@ -3565,7 +3643,10 @@ static int extract_shard(struct src *s, const struct ferry_resource_spec *spec,
         json_decref(resume_key);
         return rc;
     }
-    rc = select_list(&sql, sc, &r, err);
+    int n_user = sc->n_fields;
+    if (spec->mode == FERRY_READ_CDC) n_user -= ferry_cdc_extra_cols(ferry_read_context_of(spec));
+    rc = select_list(&sql, sc, n_user, json_integer_value(json_object_get(plan, "start")), &r,
+                     err);
     if (rc == FERRY_OK)
         rc = build_where(s, spec, sc, &r, plan, sh, resume_key, &sql, ord, &n_ord, err);
     bool own_tx = !s->in_snapshot;

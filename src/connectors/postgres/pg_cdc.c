@@ -959,9 +959,12 @@ static int on_change(struct stream *s, const struct ferry_pg_repl_msg *m, struct
         return write_row(s, FERRY_OP_INSERT, &m->new_tuple, NULL, err);
     case 'U': {
         const struct ferry_pg_repl_tuple *old = m->old_kind ? &m->old_tuple : NULL;
-        if (old != NULL && !s->t->change_log && key_changed(s, old, &m->new_tuple)) {
+        if (old != NULL && key_changed(s, old, &m->new_tuple)) {
+            /* the old key goes first; in a change log the new one is an insert (merged by key,
+             * an update row alone would leave the old key behind) */
             int rc = write_row(s, FERRY_OP_DELETE, old, NULL, err);
             if (rc != FERRY_OK) return rc;
+            if (s->t->change_log) return write_row(s, FERRY_OP_INSERT, &m->new_tuple, old, err);
         }
         return write_row(s, FERRY_OP_UPDATE, &m->new_tuple, old, err);
     }
@@ -1300,7 +1303,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
 {
     struct stream s = {.progress = progress, .peer = peer, .url = url, .opts = opts, .t = t,
                        .rw = rw};
-    s.n_user = t->sc->n_fields - (t->change_log ? FERRY_PG_CDC_LOG_COLS : t->soft_delete ? 1 : 0);
+    s.n_user = t->sc->n_fields - (t->change_log ? FERRY_CDC_LOG_COLS : t->soft_delete ? 1 : 0);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
     /* a table that will not join: its session need not wait for it */

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include "connectors/postgres/pg_common.h"
 #include "ferry/connector.h"
+#include "pipeline/cdc_columns.h"
 
 /* The resource keys of a cdc resource: slot, publication, on_slot_lost (error|resnapshot).
  * Read (and so marked used) at discover time. Names are derived when not configured:
@@ -35,27 +36,13 @@ struct ferry_pg_cdc_opts {
 int ferry__pg_cdc_opts(const struct ferry_resource_spec *spec, struct ferry_pg_cdc_opts *o,
                        struct ferry_error *err);
 
-/* Names the change-log columns appended to the schema when the read context says change_log,
- * in this order. (`_ferry_lsn`, `_ferry_seq`) orders the log. A change's `_ferry_lsn` is its
- * commit record's start (Begin's final LSN), shared by the transaction's changes; its
- * `_ferry_seq` is its place among the table's changes in that transaction, from 1 (the
- * resume's row count inside a transaction, so a replayed change gets the same). A snapshot
- * row's `_ferry_lsn` is one less than the position it was read at (the slot's start, a
- * chunk's high watermark: pgoutput gives a message's end), since the next commit may begin
- * exactly there and an equal value would leave the two unordered; its `_ferry_seq` is 0. */
-#define FERRY_PG_CDC_OP_COL "_ferry_op"
-#define FERRY_PG_CDC_LSN_COL "_ferry_lsn"
-#define FERRY_PG_CDC_TIME_COL "_ferry_commit_time"
-#define FERRY_PG_CDC_SEQ_COL "_ferry_seq"
-#define FERRY_PG_CDC_LOG_COLS 4
-
-/* How many columns cdc appends to the table's own: the change log's 4, or the
- * `soft_delete` column (merge) 1. */
-static inline int ferry__pg_cdc_extra_cols(const struct ferry_resource_spec *spec)
-{
-    const struct ferry_read_context *run = ferry_read_context_of(spec);
-    return run->change_log ? FERRY_PG_CDC_LOG_COLS : run->soft_delete != NULL ? 1 : 0;
-}
+/* The change-log columns (pipeline/cdc_columns.h) of a postgres source: a change's
+ * `_ferry_lsn` is its commit record's start (Begin's final LSN), shared by the transaction's
+ * changes; its `_ferry_seq` is the stream's row count in that transaction (the count a resume
+ * inside a transaction skips by, so a replayed change gets the same). A snapshot row's
+ * `_ferry_lsn` is one less than the position it was read at (the slot's start, a chunk's high
+ * watermark: pgoutput gives a message's end), since the next commit may begin exactly there
+ * and an equal value would leave the two unordered; its `_ferry_seq` is 0. */
 
 /* Plans a cdc read into `plan` (mode, slot, publication, start, end, snapshot). With a
  * saved route position (its "n"), checks the slot is still the one ferry acknowledged

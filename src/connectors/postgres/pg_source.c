@@ -552,30 +552,7 @@ static int cdc_schema(struct src *s, const struct ferry_resource_spec *spec, con
     if (rc != FERRY_OK) return rc;
     for (int f = 0; f < sc->n_fields; f++)
         if (sc->fields[f].key_pos == 0) sc->fields[f].nullable = true;
-    const struct ferry_read_context *run = ferry_read_context_of(spec);
-    if (!run->change_log && run->soft_delete != NULL) {
-        /* The deleted-at mark: NULL while the row lives, a delete's commit time after. */
-        if (ferry_schema_find(sc, run->soft_delete) >= 0)
-            return ferry_error_set(err, FERRY_ECONFIG, "config",
-                                   WHAT ": table \"%s\" already has a column %s, which "
-                                   "`soft_delete` would add",
-                                   spec->table, run->soft_delete);
-        return ferry_schema_add_field(sc, run->soft_delete, FERRY_TYPE_TIMESTAMPTZ_US, true, err);
-    }
-    if (!run->change_log) return FERRY_OK;
-    const char *names[FERRY_PG_CDC_LOG_COLS] = {FERRY_PG_CDC_OP_COL, FERRY_PG_CDC_LSN_COL,
-                                                FERRY_PG_CDC_TIME_COL, FERRY_PG_CDC_SEQ_COL};
-    enum ferry_type types[FERRY_PG_CDC_LOG_COLS] = {FERRY_TYPE_UTF8, FERRY_TYPE_INT64,
-                                                    FERRY_TYPE_TIMESTAMPTZ_US, FERRY_TYPE_INT64};
-    for (int i = 0; i < FERRY_PG_CDC_LOG_COLS && rc == FERRY_OK; i++) {
-        if (ferry_schema_find(sc, names[i]) >= 0)
-            return ferry_error_set(err, FERRY_ECONFIG, "config",
-                                   WHAT ": table \"%s\" already has a column %s, which the cdc "
-                                   "change log adds",
-                                   spec->table, names[i]);
-        rc = ferry_schema_add_field(sc, names[i], types[i], i == 2, err);
-    }
-    return rc;
+    return ferry_cdc_add_columns(sc, ferry_read_context_of(spec), WHAT, spec->table, err);
 }
 
 static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
@@ -1405,7 +1382,7 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
             if (lsn > 0) lsn--;
             if (rd->sc->fields[f].type == FERRY_TYPE_UTF8)
                 rc = ferry_buf_printf(sql, "'insert'::pg_catalog.text");
-            else if (!strcmp(rd->sc->fields[f].name, FERRY_PG_CDC_SEQ_COL))
+            else if (!strcmp(rd->sc->fields[f].name, FERRY_CDC_SEQ_COL))
                 rc = ferry_buf_printf(sql, "0::pg_catalog.int8");
             else if (rd->sc->fields[f].type == FERRY_TYPE_INT64)
                 rc = ferry_buf_printf(sql, "%" PRIu64 "::pg_catalog.int8", lsn);
@@ -1868,7 +1845,7 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     memset(&rd, 0, sizeof rd);
     rd.s = s;
     rd.sc = sc;
-    rd.n_real = sc->n_fields - (cdc ? ferry__pg_cdc_extra_cols(spec) : 0);
+    rd.n_real = sc->n_fields - (cdc ? ferry_cdc_extra_cols(ferry_read_context_of(spec)) : 0);
     rd.specials = ferry_read_context_of(spec)->special_values;
     ferry_buf_init(&rd.sql, 0);
     ferry_buf_init(&rd.tmp, 0);

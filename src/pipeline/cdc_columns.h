@@ -1,0 +1,35 @@
+/* pipeline/cdc_columns.h - the columns a cdc source appends to a table's own, shared by
+ * every cdc source (postgres, mysql).
+ *
+ * A change log (`write: append`, ferry_read_context.change_log) ends each row with, in this
+ * order: `_ferry_op` (utf8: insert, update, delete), `_ferry_lsn` (int64: the source
+ * transaction's position in its log, shared by its changes), `_ferry_commit_time`
+ * (timestamptz; NULL for snapshot rows) and `_ferry_seq` (int64: the change's place among
+ * the table's changes in that transaction, from 1; 0 for snapshot rows).
+ * (`_ferry_lsn`, `_ferry_seq`) orders a table's log and names each change once; a snapshot
+ * row's `_ferry_lsn` sorts before every change that follows its read. Each source says what
+ * its position is (pg_cdc.h, my_source.c). Merge with `soft_delete: COLUMN` ends each row
+ * with COLUMN instead (timestamptz, NULL while the row lives). */
+#ifndef FERRY_PIPELINE_CDC_COLUMNS_H
+#define FERRY_PIPELINE_CDC_COLUMNS_H
+
+#include "ferry/batch.h"
+#include "ferry/connector.h"
+#include "ferry/core.h"
+
+#define FERRY_CDC_OP_COL "_ferry_op"
+#define FERRY_CDC_LSN_COL "_ferry_lsn"
+#define FERRY_CDC_TIME_COL "_ferry_commit_time"
+#define FERRY_CDC_SEQ_COL "_ferry_seq"
+#define FERRY_CDC_LOG_COLS 4
+
+/* How many columns a cdc read appends to the table's own: the change log's 4, the
+ * `soft_delete` column 1, else 0. */
+int ferry_cdc_extra_cols(const struct ferry_read_context *run);
+
+/* Appends them to sc. A table that already has one of those names is FERRY_ECONFIG naming
+ * `what` (the source), the table and the column. */
+int ferry_cdc_add_columns(struct ferry_schema *sc, const struct ferry_read_context *run,
+                          const char *what, const char *table, struct ferry_error *err);
+
+#endif

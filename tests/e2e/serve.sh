@@ -373,13 +373,7 @@ pass "no sanitizer report from the server or its workers"
 CONTROL_PID=$!
 EXTRA_PIDS="$CONTROL_PID"
 mv serve.err serve-all.err
-start_serve_state() { # like start_serve, another state file
-  "$FERRY_BIN" serve --policy allow-all --role api --listen 127.0.0.1:0 --state "$T/split.db" > "$T/serve.out" 2> "$T/serve.err" &
-  SERVE_PID=$!
-  for _ in $(seq 1 200); do grep -q 'listening on' "$T/serve.out" 2>/dev/null && break; sleep 0.05; done
-  BASE="http://127.0.0.1:$(grep -o 'http://127.0.0.1:[0-9]*' "$T/serve.out" | sed 's/.*://')"
-}
-start_serve_state
+SERVE_STATE="$T/split.db" start_serve --role api
 pipeline_yaml split "$T/split-out.db" > split.yaml
 api POST /v1/pipelines --data-binary @split.yaml > /dev/null
 [ "$CODE" = 201 ] || fail "api role: register: $CODE $BODY"

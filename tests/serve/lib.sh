@@ -52,15 +52,17 @@ EOF
   echo "batch: {rows: 5000}"
 }
 
+# start_serve ARGS... : ferry serve on a free port with the state file SERVE_STATE (default
+# $T/state.db); waits up to 30 s (a loaded machine) for its address, failing with its output.
 start_serve() {
   rm -f "$T/serve.out" # a second start must not read the previous server's address
   # Most tests register pipelines on this host's files and loopback servers: a single-user
   # host's --policy allow-all unless the test names its own policy (docs/security.md).
   local policy=(--policy allow-all) a
   for a in "$@"; do [ "$a" = --policy ] && policy=(); done
-  "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "$T/state.db" "${policy[@]}" "$@" > "$T/serve.out" 2> "$T/serve.err" &
+  "$FERRY_BIN" serve --listen 127.0.0.1:0 --state "${SERVE_STATE:-$T/state.db}" "${policy[@]}" "$@" > "$T/serve.out" 2> "$T/serve.err" &
   SERVE_PID=$!
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     grep -q 'listening on' "$T/serve.out" 2>/dev/null && break
     kill -0 "$SERVE_PID" 2>/dev/null || fail "ferry serve exited: $(cat "$T/serve.err")"
     sleep 0.05

@@ -512,7 +512,7 @@ static int src_discover(void *ctx, const struct ferry_resource_spec *spec,
     /* a change log's or soft_delete's columns after the table's (a delete carries the whole
      * row: binlog_row_image = FULL, so the table's columns keep their NOT NULL) */
     if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC)
-        rc = ferry_cdc_add_columns(sc, ferry_read_context_of(spec), WHAT, r.from, err);
+        rc = ferry_cdc_add_columns(sc, ferry_read_context_of(spec), WHAT, spec->table, err);
     if (rc == FERRY_OK && spec->mode == FERRY_READ_CDC && spec->node != NULL) {
         /* the cdc resource keys (read again at plan time): checked here, with the file */
         static const char *const lost_words[] = {"error", "resnapshot", NULL};

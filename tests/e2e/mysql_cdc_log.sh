@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# labels: asan
 # tests/e2e/mysql_cdc_log.sh - `mode: cdc` of the mysql source written as a change log
 # (`write: append`) and with `soft_delete`, against one real MariaDB 10.11
 # (tests/mysql/mysql.sh) read by the least-privilege user:

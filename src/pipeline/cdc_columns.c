@@ -1,5 +1,6 @@
 /* pipeline/cdc_columns.c - the columns a cdc source appends (see cdc_columns.h). */
 #include "pipeline/cdc_columns.h"
+#include <string.h>
 
 int ferry_cdc_extra_cols(const struct ferry_read_context *run)
 {
@@ -35,4 +36,37 @@ int ferry_cdc_add_columns(struct ferry_schema *sc, const struct ferry_read_conte
         rc = ferry_schema_add_field(sc, names[i], types[i], i == 2, err);
     }
     return rc;
+}
+
+void ferry_cdc_put_change(struct ferry_row_writer *rw, bool change_log, bool soft_delete,
+                          enum ferry_op op, int64_t lsn, int64_t time_us, int64_t seq)
+{
+    if (change_log) {
+        const char *w = op == FERRY_OP_INSERT   ? "insert"
+                        : op == FERRY_OP_UPDATE ? "update"
+                                                : "delete";
+        ferry_rw_text(rw, w, strlen(w));
+        ferry_rw_int(rw, lsn);
+        ferry_rw_int(rw, time_us);
+        ferry_rw_int(rw, seq);
+    } else if (soft_delete) {
+        /* The sink marks the row with this instead of deleting it. */
+        if (op == FERRY_OP_DELETE)
+            ferry_rw_int(rw, time_us);
+        else
+            ferry_rw_null(rw);
+    }
+}
+
+void ferry_cdc_put_snapshot(struct ferry_row_writer *rw, bool change_log, bool soft_delete,
+                            int64_t lsn)
+{
+    if (change_log) {
+        ferry_rw_text(rw, "insert", 6);
+        ferry_rw_int(rw, lsn);
+        ferry_rw_null(rw);
+        ferry_rw_int(rw, 0);
+    } else if (soft_delete) {
+        ferry_rw_null(rw);
+    }
 }

@@ -32,4 +32,15 @@ int ferry_cdc_extra_cols(const struct ferry_read_context *run);
 int ferry_cdc_add_columns(struct ferry_schema *sc, const struct ferry_read_context *run,
                           const char *what, const char *table, struct ferry_error *err);
 
+/* The appended columns of one change, after the table's fields in a row begun on rw: a
+ * change log's operation word, lsn, commit time and seq; soft_delete's mark (time_us for a
+ * delete, else NULL); nothing for a plain merge. */
+void ferry_cdc_put_change(struct ferry_row_writer *rw, bool change_log, bool soft_delete,
+                          enum ferry_op op, int64_t lsn, int64_t time_us, int64_t seq);
+
+/* The same for a snapshot row: an insert at lsn (the caller's "before every later change"),
+ * no commit time, sequence 0; soft_delete's mark NULL. */
+void ferry_cdc_put_snapshot(struct ferry_row_writer *rw, bool change_log, bool soft_delete,
+                            int64_t lsn);
+
 #endif

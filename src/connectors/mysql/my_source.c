@@ -2396,26 +2396,6 @@ static int open_txn(struct stream *st, struct ferry_error *err)
                            BL_OFF(st->txn_lsn), BL_SEQ(st->floor), BL_OFF(st->floor));
 }
 
-/* A change log's or soft_delete's columns of a change (struct stream). */
-static void put_cdc_columns(struct stream *st, enum ferry_op op)
-{
-    const struct ferry_read_context *ctx = ferry_read_context_of(st->spec);
-    if (ctx->change_log) {
-        const char *w = op == FERRY_OP_INSERT   ? "insert"
-                        : op == FERRY_OP_UPDATE ? "update"
-                                                : "delete";
-        ferry_rw_text(st->rw, w, strlen(w));
-        ferry_rw_int(st->rw, st->txn_lsn);
-        ferry_rw_int(st->rw, st->txn_time_us);
-        ferry_rw_int(st->rw, st->txn_rows);
-    } else if (ctx->soft_delete != NULL) {
-        if (op == FERRY_OP_DELETE)
-            ferry_rw_int(st->rw, st->txn_time_us);
-        else
-            ferry_rw_null(st->rw);
-    }
-}
-
 static int write_image(struct stream *st, enum ferry_op op, const struct ferry_my_bl_value *vals,
                        struct ferry_error *err)
 {
@@ -2451,7 +2431,9 @@ static int write_image(struct stream *st, enum ferry_op op, const struct ferry_m
             return rc;
         }
     }
-    put_cdc_columns(st, op);
+    const struct ferry_read_context *ctx = ferry_read_context_of(st->spec);
+    ferry_cdc_put_change(rw, ctx->change_log, ctx->soft_delete != NULL, op, st->txn_lsn,
+                         st->txn_time_us, st->txn_rows);
     return ferry_rw_end(rw, err);
 }
 
@@ -3645,8 +3627,7 @@ static int extract_shard(struct src *s, const struct ferry_resource_spec *spec,
     }
     int n_user = sc->n_fields;
     if (spec->mode == FERRY_READ_CDC) n_user -= ferry_cdc_extra_cols(ferry_read_context_of(spec));
-    rc = select_list(&sql, sc, n_user, json_integer_value(json_object_get(plan, "start")), &r,
-                     err);
+    rc = select_list(&sql, sc, n_user, json_integer_value(json_object_get(plan, "start")), &r, err);
     if (rc == FERRY_OK)
         rc = build_where(s, spec, sc, &r, plan, sh, resume_key, &sql, ord, &n_ord, err);
     bool own_tx = !s->in_snapshot;

@@ -791,11 +791,6 @@ static int put_text(struct stream *s, const struct ferry_field *f, const uint8_t
     }
 }
 
-static const char *op_word(enum ferry_op op)
-{
-    return op == FERRY_OP_INSERT ? "insert" : op == FERRY_OP_UPDATE ? "update" : "delete";
-}
-
 /* One change into the row writer: the schema's fields from `tp` (unchanged TOAST values
  * from `old`, when the old image has them), then the change-log columns. */
 static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_repl_tuple *tp,
@@ -867,19 +862,9 @@ static int write_row(struct stream *s, enum ferry_op op, const struct ferry_pg_r
             return ferry__pg_change_value_error(WHAT, s->t->from, sc, s->map, tp, f, why, err);
         }
     }
-    if (s->t->change_log) {
-        const char *w = op_word(op);
-        ferry_rw_text(rw, w, strlen(w));
-        ferry_rw_int(rw, (int64_t)s->txn_lsn);
-        ferry_rw_int(rw, s->txn_time_us);
-        ferry_rw_int(rw, s->txn_rows); /* its place in the transaction (pg_cdc.h) */
-    } else if (s->t->soft_delete) {
-        /* The sink marks the row with this instead of deleting it. */
-        if (op == FERRY_OP_DELETE)
-            ferry_rw_int(rw, s->txn_time_us);
-        else
-            ferry_rw_null(rw);
-    }
+    /* `_ferry_seq`: its place in the transaction (pg_cdc.h) */
+    ferry_cdc_put_change(rw, s->t->change_log, s->t->soft_delete, op, (int64_t)s->txn_lsn,
+                         s->txn_time_us, s->txn_rows);
     s->changes++;
     return ferry_rw_end(rw, err);
 }
@@ -1049,14 +1034,8 @@ static int write_snapshot_row(struct stream *s, PGresult *res, int r, uint64_t l
                                rc == FERRY_EUNSUPPORTED ? ": " : "",
                                rc == FERRY_EUNSUPPORTED ? s->value_class : "");
     }
-    if (s->t->change_log) {
-        ferry_rw_text(rw, "insert", 6);
-        ferry_rw_int(rw, (int64_t)lsn - 1); /* before a commit that begins at lsn (pg_cdc.h) */
-        ferry_rw_null(rw);
-        ferry_rw_int(rw, 0);
-    } else if (s->t->soft_delete) {
-        ferry_rw_null(rw);
-    }
+    /* before a commit that begins at lsn (pg_cdc.h) */
+    ferry_cdc_put_snapshot(rw, s->t->change_log, s->t->soft_delete, (int64_t)lsn - 1);
     s->snapshot_rows++;
     return ferry_rw_end(rw, err);
 }

@@ -2,9 +2,18 @@
 #include "pipeline/cdc_columns.h"
 #include <string.h>
 
-int ferry_cdc_extra_cols(const struct ferry_read_context *run)
+int ferry_cdc_extra_cols(bool change_log, bool soft_delete)
 {
-    return run->change_log ? FERRY_CDC_LOG_COLS : run->soft_delete != NULL ? 1 : 0;
+    return change_log ? FERRY_CDC_LOG_COLS : soft_delete ? 1 : 0;
+}
+
+enum ferry_cdc_snapshot_value ferry_cdc_snapshot_value(bool change_log, const struct ferry_field *f)
+{
+    if (!change_log) return FERRY_CDC_SNAP_NULL;
+    if (!strcmp(f->name, FERRY_CDC_OP_COL)) return FERRY_CDC_SNAP_INSERT;
+    if (!strcmp(f->name, FERRY_CDC_LSN_COL)) return FERRY_CDC_SNAP_LSN;
+    if (!strcmp(f->name, FERRY_CDC_SEQ_COL)) return FERRY_CDC_SNAP_ZERO;
+    return FERRY_CDC_SNAP_NULL;
 }
 
 static int taken(const char *what, const char *table, const char *column, const char *by,

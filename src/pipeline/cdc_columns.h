@@ -25,7 +25,20 @@
 
 /* How many columns a cdc read appends to the table's own: the change log's 4, the
  * `soft_delete` column 1, else 0. */
-int ferry_cdc_extra_cols(const struct ferry_read_context *run);
+int ferry_cdc_extra_cols(bool change_log, bool soft_delete);
+
+/* What a snapshot row (a first copy, a watermark chunk) holds in appended field f, for the
+ * sources that write it as a literal of their SELECT: the change log's operation (insert),
+ * its position (the caller's "before every later change"), its sequence (0); NULL for the
+ * commit time and for soft_delete's mark, whatever that column is named. */
+enum ferry_cdc_snapshot_value {
+    FERRY_CDC_SNAP_NULL,
+    FERRY_CDC_SNAP_INSERT,
+    FERRY_CDC_SNAP_LSN,
+    FERRY_CDC_SNAP_ZERO
+};
+enum ferry_cdc_snapshot_value ferry_cdc_snapshot_value(bool change_log,
+                                                       const struct ferry_field *f);
 
 /* Appends them to sc. A table that already has one of those names is FERRY_ECONFIG naming
  * `what` (the source), the table and the column. */

@@ -49,7 +49,13 @@ expect_exit 0 ferry run lite.yaml
 [ "$(pgq -d "$dest" -c 'SELECT count(*), count(deleted_at) FROM s1')" = "100|0" ] ||
   fail "snapshot: $(pgq -d "$dest" -c 'SELECT count(*), count(deleted_at) FROM s1')"
 [ "$(q lite.db 'SELECT count(*), count(deleted_at) FROM s1')" = "100|0" ] || fail "sqlite snapshot"
-pass "first run: snapshot copied with an empty deleted_at column"
+# a mark column named like a change-log column is still a mark: NULL in the snapshot
+pipeline seqname.yaml sd_seqname "{type: sqlite, path: $T/seqname.db, write: merge}" \
+  "{table: s1, mode: cdc, soft_delete: _ferry_seq}"
+expect_exit 0 ferry run seqname.yaml
+[ "$(q seqname.db 'SELECT count(*), count(_ferry_seq) FROM s1')" = "100|0" ] ||
+  fail "a soft_delete column named _ferry_seq got values in the snapshot: $(q seqname.db 'SELECT _ferry_seq FROM s1 LIMIT 2')"
+pass "first run: snapshot copied with an empty deleted_at column (also when it is named _ferry_seq)"
 
 t0=$(pgq -c "SELECT extract(epoch FROM clock_timestamp())::numeric(20,6)")
 pgq >/dev/null <<'SQL'

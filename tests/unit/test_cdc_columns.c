@@ -1,6 +1,7 @@
 /* tests/unit/test_cdc_columns.c - the columns a cdc source appends (pipeline/cdc_columns.c):
  * a change log's four in their order, types and nullability; soft_delete's one; none for a
- * plain merge; a table that already has one of the names refused naming source, table and
+ * plain merge; a snapshot row's values (a soft_delete column named like a change-log column
+ * stays NULL); a table that already has one of the names refused naming source, table and
  * column. */
 #include <string.h>
 #include "unit.h"
@@ -26,7 +27,8 @@ static void change_log(void **state)
     struct ferry_read_context run = {.change_log = true};
     struct ferry_error err;
     struct ferry_schema *sc = table(NULL);
-    assert_int_equal(ferry_cdc_extra_cols(&run), FERRY_CDC_LOG_COLS);
+    assert_int_equal(ferry_cdc_extra_cols(run.change_log, run.soft_delete != NULL),
+                     FERRY_CDC_LOG_COLS);
     assert_int_equal(ferry_cdc_add_columns(sc, &run, "test source", "t", &err), FERRY_OK);
     assert_int_equal(sc->n_fields, 2 + FERRY_CDC_LOG_COLS);
     static const char *const names[] = {"_ferry_op", "_ferry_lsn", "_ferry_commit_time",
@@ -48,7 +50,7 @@ static void soft_delete_and_merge(void **state)
     struct ferry_read_context run = {.soft_delete = "deleted_at"};
     struct ferry_error err;
     struct ferry_schema *sc = table(NULL);
-    assert_int_equal(ferry_cdc_extra_cols(&run), 1);
+    assert_int_equal(ferry_cdc_extra_cols(run.change_log, run.soft_delete != NULL), 1);
     assert_int_equal(ferry_cdc_add_columns(sc, &run, "test source", "t", &err), FERRY_OK);
     assert_int_equal(sc->n_fields, 3);
     assert_string_equal(sc->fields[2].name, "deleted_at");
@@ -57,9 +59,30 @@ static void soft_delete_and_merge(void **state)
     ferry_schema_unref(sc);
     struct ferry_read_context merge = {0};
     sc = table(NULL);
-    assert_int_equal(ferry_cdc_extra_cols(&merge), 0);
+    assert_int_equal(ferry_cdc_extra_cols(merge.change_log, merge.soft_delete != NULL), 0);
     assert_int_equal(ferry_cdc_add_columns(sc, &merge, "test source", "t", &err), FERRY_OK);
     assert_int_equal(sc->n_fields, 2);
+    ferry_schema_unref(sc);
+}
+
+/* A snapshot row's values: by the change log's names; soft_delete's mark is NULL even when
+ * the column is named like a change-log column (it is a timestamptz). */
+static void snapshot_values(void **state)
+{
+    (void)state;
+    struct ferry_read_context run = {.change_log = true};
+    struct ferry_error err;
+    struct ferry_schema *sc = table(NULL);
+    assert_int_equal(ferry_cdc_add_columns(sc, &run, "test source", "t", &err), FERRY_OK);
+    static const enum ferry_cdc_snapshot_value want[] = {FERRY_CDC_SNAP_INSERT, FERRY_CDC_SNAP_LSN,
+                                                         FERRY_CDC_SNAP_NULL, FERRY_CDC_SNAP_ZERO};
+    for (int i = 0; i < FERRY_CDC_LOG_COLS; i++)
+        assert_int_equal(ferry_cdc_snapshot_value(true, &sc->fields[2 + i]), want[i]);
+    ferry_schema_unref(sc);
+    struct ferry_read_context soft = {.soft_delete = "_ferry_seq"};
+    sc = table(NULL);
+    assert_int_equal(ferry_cdc_add_columns(sc, &soft, "test source", "t", &err), FERRY_OK);
+    assert_int_equal(ferry_cdc_snapshot_value(false, &sc->fields[2]), FERRY_CDC_SNAP_NULL);
     ferry_schema_unref(sc);
 }
 
@@ -86,6 +109,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(change_log),
         cmocka_unit_test(soft_delete_and_merge),
+        cmocka_unit_test(snapshot_values),
         cmocka_unit_test(taken_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

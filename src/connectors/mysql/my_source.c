@@ -1117,27 +1117,31 @@ static int decode(struct decoder *d, int f, const char *v, size_t n, int64_t row
 /* A cdc snapshot row's value of field f, one of the columns appended after the table's
  * (pipeline/cdc_columns.h): an insert at `start` - 1 (every change that follows the snapshot
  * ends later in the log), sequence 0, no commit time; soft_delete's mark NULL. */
-static int snapshot_literal(struct ferry_buf *b, const struct ferry_field *fld, int64_t start)
+static int snapshot_literal(struct ferry_buf *b, bool change_log, const struct ferry_field *fld,
+                            int64_t start)
 {
-    if (!strcmp(fld->name, FERRY_CDC_OP_COL) && fld->type == FERRY_TYPE_UTF8)
+    switch (ferry_cdc_snapshot_value(change_log, fld)) {
+    case FERRY_CDC_SNAP_INSERT:
         return ferry_buf_printf(b, "'insert'");
-    if (!strcmp(fld->name, FERRY_CDC_LSN_COL) && fld->type == FERRY_TYPE_INT64)
+    case FERRY_CDC_SNAP_LSN:
         return ferry_buf_printf(b, "%" PRId64, start > 0 ? start - 1 : 0);
-    if (!strcmp(fld->name, FERRY_CDC_SEQ_COL) && fld->type == FERRY_TYPE_INT64)
+    case FERRY_CDC_SNAP_ZERO:
         return ferry_buf_printf(b, "0");
-    return ferry_buf_printf(b, "NULL");
+    default:
+        return ferry_buf_printf(b, "NULL");
+    }
 }
 
 /* The SELECT list: every field as its column, FLOAT widened to double, spatial as WKB; the
  * fields from n_user on (a cdc read's appended columns) as the snapshot's literals. */
 static int select_list(struct ferry_buf *b, const struct ferry_schema *sc, int n_user,
-                       int64_t start, const struct rel *r, struct ferry_error *err)
+                       bool change_log, int64_t start, const struct rel *r, struct ferry_error *err)
 {
     int rc = ferry_buf_printf(b, "SELECT ");
     for (int f = 0; f < sc->n_fields && rc == FERRY_OK; f++) {
         if (f >= n_user) {
             rc = ferry_buf_printf(b, ", ");
-            if (rc == FERRY_OK) rc = snapshot_literal(b, &sc->fields[f], start);
+            if (rc == FERRY_OK) rc = snapshot_literal(b, change_log, &sc->fields[f], start);
             continue;
         }
         int c = col_index(r, sc->fields[f].name);
@@ -3465,7 +3469,8 @@ static int stream_cdc(struct src *s, const struct ferry_resource_spec *spec,
     struct stream st;
     memset(&st, 0, sizeof st);
     st.s = s, st.spec = spec, st.sc = sc, st.r = r, st.rw = rw;
-    st.n_user = sc->n_fields - ferry_cdc_extra_cols(ferry_read_context_of(spec));
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    st.n_user = sc->n_fields - ferry_cdc_extra_cols(run->change_log, run->soft_delete != NULL);
     st.d.s = s, st.d.sc = sc, st.d.r = r;
     ferry_buf_init(&st.text, 0);
     ferry_buf_init(&st.gtid_text, 0);
@@ -3625,9 +3630,12 @@ static int extract_shard(struct src *s, const struct ferry_resource_spec *spec,
         json_decref(resume_key);
         return rc;
     }
-    int n_user = sc->n_fields;
-    if (spec->mode == FERRY_READ_CDC) n_user -= ferry_cdc_extra_cols(ferry_read_context_of(spec));
-    rc = select_list(&sql, sc, n_user, json_integer_value(json_object_get(plan, "start")), &r, err);
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    bool cdc = spec->mode == FERRY_READ_CDC;
+    int n_user =
+        sc->n_fields - (cdc ? ferry_cdc_extra_cols(run->change_log, run->soft_delete != NULL) : 0);
+    rc = select_list(&sql, sc, n_user, cdc && run->change_log,
+                     json_integer_value(json_object_get(plan, "start")), &r, err);
     if (rc == FERRY_OK)
         rc = build_where(s, spec, sc, &r, plan, sh, resume_key, &sql, ord, &n_ord, err);
     bool own_tx = !s->in_snapshot;

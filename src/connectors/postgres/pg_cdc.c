@@ -1282,7 +1282,7 @@ int ferry__pg_cdc_stream(const char *url, const struct ferry_pg_conn_opts *opts,
 {
     struct stream s = {.progress = progress, .peer = peer, .url = url, .opts = opts, .t = t,
                        .rw = rw};
-    s.n_user = t->sc->n_fields - (t->change_log ? FERRY_CDC_LOG_COLS : t->soft_delete ? 1 : 0);
+    s.n_user = t->sc->n_fields - ferry_cdc_extra_cols(t->change_log, t->soft_delete);
     bool nothing = false;
     int rc = stream_plan(&s, plan, resume, &nothing, err);
     /* a table that will not join: its session need not wait for it */

@@ -1241,6 +1241,7 @@ struct reader {
     char *piece; /* COPY data, PIECE bytes (run_copy) */
     char what[400];
     int n_real; /* fields read from the table; a cdc change log's own columns follow */
+    bool change_log; /* those are a change log's (else soft_delete's mark) */
     bool specials; /* the run's read context allows special values (connector.h) */
 };
 
@@ -1380,14 +1381,20 @@ static int build_sql(struct reader *rd, json_t *plan, json_t *sh, json_t *resume
             uint64_t lsn = 0;
             if (start != NULL) ferry_pg_lsn_parse(start, &lsn);
             if (lsn > 0) lsn--;
-            if (rd->sc->fields[f].type == FERRY_TYPE_UTF8)
+            switch (ferry_cdc_snapshot_value(rd->change_log, &rd->sc->fields[f])) {
+            case FERRY_CDC_SNAP_INSERT:
                 rc = ferry_buf_printf(sql, "'insert'::pg_catalog.text");
-            else if (!strcmp(rd->sc->fields[f].name, FERRY_CDC_SEQ_COL))
-                rc = ferry_buf_printf(sql, "0::pg_catalog.int8");
-            else if (rd->sc->fields[f].type == FERRY_TYPE_INT64)
+                break;
+            case FERRY_CDC_SNAP_LSN:
                 rc = ferry_buf_printf(sql, "%" PRIu64 "::pg_catalog.int8", lsn);
-            else
+                break;
+            case FERRY_CDC_SNAP_ZERO:
+                rc = ferry_buf_printf(sql, "0::pg_catalog.int8");
+                break;
+            default:
                 rc = ferry_buf_printf(sql, "NULL::pg_catalog.timestamptz");
+                break;
+            }
             continue;
         }
         /* Types without a native decoder arrive as their text output: the type's output
@@ -1845,7 +1852,10 @@ static int src_extract(void *ctx, const struct ferry_resource_spec *spec,
     memset(&rd, 0, sizeof rd);
     rd.s = s;
     rd.sc = sc;
-    rd.n_real = sc->n_fields - (cdc ? ferry_cdc_extra_cols(ferry_read_context_of(spec)) : 0);
+    const struct ferry_read_context *run = ferry_read_context_of(spec);
+    rd.change_log = cdc && run->change_log;
+    rd.n_real =
+        sc->n_fields - (cdc ? ferry_cdc_extra_cols(run->change_log, run->soft_delete != NULL) : 0);
     rd.specials = ferry_read_context_of(spec)->special_values;
     ferry_buf_init(&rd.sql, 0);
     ferry_buf_init(&rd.tmp, 0);
